@@ -1,0 +1,130 @@
+// Logging through fmt: levels from SRUNWAY_LOG, every line prefixed with program, host and rank when known.
+#include "common/log.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <mutex>
+
+#include "common/env.h"
+
+namespace srunway::common {
+namespace {
+
+constexpr std::array<std::string_view, 5> kLevelNames = {"error", "warning", "info", "debug", "trace"};
+
+struct LogState {
+  std::mutex mutex;
+  std::string program = "srunway";
+  std::string host;
+  int rank = -1;
+  LogSink sink;
+  std::atomic<int> level{static_cast<int>(LogLevel::kInfo)};
+};
+
+std::string DetectHost() {
+  if (auto node = GetEnv("SLURMD_NODENAME")) return *node;
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) return "unknown-host";
+  return name.data();
+}
+
+int DetectRank() {
+  for (const char* name : {"SLURM_PROCID", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "RANK"}) {
+    auto rank = GetEnvInt(name);
+    if (rank.ok() && *rank >= 0) return static_cast<int>(*rank);
+  }
+  return -1;
+}
+
+// Reads the environment into `state`; returns a complaint about SRUNWAY_LOG to print once, if any.
+std::string LoadFromEnvironment(LogState& state) {
+  state.host = DetectHost();
+  state.rank = DetectRank();
+  auto text = GetEnv("SRUNWAY_LOG");
+  if (!text || text->empty()) return {};
+  auto level = ParseLogLevel(*text);
+  if (!level.ok()) return fmt::format("{}; using info", level.status().message());
+  state.level = static_cast<int>(*level);
+  return {};
+}
+
+LogState& State() {
+  static LogState* state = [] {
+    auto* fresh = new LogState();  // never destroyed: threads may log during static destruction
+    std::string complaint = LoadFromEnvironment(*fresh);
+    if (!complaint.empty()) fmt::print(stderr, "{}[{}] warning: {}\n", fresh->program, fresh->host, complaint);
+    return fresh;
+  }();
+  return *state;
+}
+
+}  // namespace
+
+StatusOr<LogLevel> ParseLogLevel(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower == "warn") lower = "warning";
+  for (size_t i = 0; i < kLevelNames.size(); ++i) {
+    if (lower == kLevelNames[i]) return static_cast<LogLevel>(i);
+  }
+  return InvalidArgument("SRUNWAY_LOG='{}' is not one of error, warn, info, debug, trace", text);
+}
+
+std::string_view LogLevelName(LogLevel level) { return kLevelNames[static_cast<size_t>(level)]; }
+
+void InitLogging(std::string_view program) {
+  LogState& state = State();
+  std::string complaint;
+  {
+    std::lock_guard lock(state.mutex);
+    state.program = program;
+    complaint = LoadFromEnvironment(state);
+  }
+  if (!complaint.empty()) LogWarn("{}", complaint);
+}
+
+void SetLogLevel(LogLevel level) { State().level = static_cast<int>(level); }
+LogLevel GetLogLevel() { return static_cast<LogLevel>(State().level.load()); }
+
+void SetLogRank(int rank) {
+  LogState& state = State();
+  std::lock_guard lock(state.mutex);
+  state.rank = rank;
+}
+
+void SetLogHost(std::string_view host) {
+  LogState& state = State();
+  std::lock_guard lock(state.mutex);
+  state.host = host;
+}
+
+void SetLogSink(LogSink sink) {
+  LogState& state = State();
+  std::lock_guard lock(state.mutex);
+  state.sink = std::move(sink);
+}
+
+bool LogEnabled(LogLevel level) { return static_cast<int>(level) <= State().level.load(std::memory_order_relaxed); }
+
+void LogLine(LogLevel level, std::string_view message) {
+  LogState& state = State();
+  std::lock_guard lock(state.mutex);
+  std::string line = state.rank >= 0
+                         ? fmt::format("{}[{} rank {}] {}: {}", state.program, state.host, state.rank,
+                                       LogLevelName(level), message)
+                         : fmt::format("{}[{}] {}: {}", state.program, state.host, LogLevelName(level), message);
+  if (state.sink) {
+    state.sink(level, line);
+    return;
+  }
+  line += '\n';
+  // One write per line, so lines of concurrent threads and ranks do not interleave.
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+}  // namespace srunway::common

@@ -1,0 +1,49 @@
+// Strict parsers for the numbers, booleans and lists that arrive as text in options, files and the environment.
+#include "common/parse.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace srunway::common {
+
+StatusOr<int64_t> ParseInt(std::string_view text, std::string_view what, int64_t min, int64_t max) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error == std::errc::invalid_argument || ptr != end) {
+    return InvalidArgument("{}='{}' is not an integer", what, text);
+  }
+  if (error == std::errc::result_out_of_range || value < min || value > max) {
+    return InvalidArgument("{}={} is out of range [{}, {}]", what, text, min, max);
+  }
+  return value;
+}
+
+StatusOr<bool> ParseBool(std::string_view text, std::string_view what) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower == "yes" || lower == "true" || lower == "on" || lower == "1") return true;
+  if (lower == "no" || lower == "false" || lower == "off" || lower == "0") return false;
+  return InvalidArgument("{}='{}' is not yes or no", what, text);
+}
+
+std::string_view Trim(std::string_view text) {
+  auto is_space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+std::vector<std::string_view> Split(std::string_view text, char separator) {
+  std::vector<std::string_view> fields;
+  size_t start = 0;
+  while (true) {
+    size_t end = text.find(separator, start);
+    fields.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) return fields;
+    start = end + 1;
+  }
+}
+
+}  // namespace srunway::common

@@ -1,0 +1,25 @@
+// Strict parsers for the numbers, booleans and lists that arrive as text in options, files and the environment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace srunway::common {
+
+// The whole of `text` must be a base-10 integer in [min, max]; `what` names the value in the error.
+StatusOr<int64_t> ParseInt(std::string_view text, std::string_view what, int64_t min = INT64_MIN,
+                           int64_t max = INT64_MAX);
+
+// yes/no, true/false, on/off, 1/0, case-insensitively.
+StatusOr<bool> ParseBool(std::string_view text, std::string_view what);
+
+std::string_view Trim(std::string_view text);
+
+// Splits on `separator`; keeps empty fields, so "a,,b" gives three.
+std::vector<std::string_view> Split(std::string_view text, char separator);
+
+}  // namespace srunway::common

@@ -1,0 +1,93 @@
+// Tests for JSON parsing errors with positions, typed fields, and atomic file writes.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/fs.h"
+#include "common/json.h"
+
+namespace srunway::common {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "srunway-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST(ParseJson, ErrorsSayFileLineAndColumn) {
+  auto value = ParseJson("{\n  \"a\": 1,\n  \"b\": ]\n}", "config.json");
+  ASSERT_FALSE(value.ok());
+  EXPECT_EQ(value.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(value.status().message().starts_with("config.json:3:8: ")) << value.status().message();
+
+  auto truncated = ParseJson("{\"a\": [1, 2", "x.json");
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_TRUE(truncated.status().message().starts_with("x.json:1:")) << truncated.status().message();
+  EXPECT_FALSE(ParseJson("", "empty.json").ok());
+}
+
+TEST(ParseJson, KeepsKeyOrder) {
+  auto value = ParseJson(R"({"z": 1, "a": 2})", "s");
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(value->dump(), R"({"z":1,"a":2})");
+}
+
+TEST(JsonField, TypedAccessNamesTheKey) {
+  Json object = {{"step", 10}, {"loss", 2.5}, {"name", "gpt"}};
+  EXPECT_EQ(*JsonField<int>(object, "step", "metrics"), 10);
+  EXPECT_DOUBLE_EQ(*JsonField<double>(object, "loss", "metrics"), 2.5);
+  auto missing = JsonField<int>(object, "lr", "metrics");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(), "metrics: missing key 'lr'");
+  auto wrong = JsonField<int>(object, "name", "metrics");
+  EXPECT_EQ(wrong.status().message(), "metrics: key 'name' has the wrong type (string)");
+  EXPECT_FALSE(JsonField<int>(Json::array(), "x", "list").ok());
+}
+
+TEST_F(TempDir, WriteAtomicReplacesAndLeavesNoTemporaries) {
+  fs::path path = dir_ / "report.json";
+  ASSERT_TRUE(WriteJsonFile(path, Json{{"busbw_gbps", 188.5}}).ok());
+  ASSERT_TRUE(WriteJsonFile(path, Json{{"busbw_gbps", 190.0}}).ok());
+  auto back = ReadJsonFile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ((*back)["busbw_gbps"].get<double>(), 190.0);
+  EXPECT_EQ(*ReadFile(path), "{\n  \"busbw_gbps\": 190.0\n}\n");
+  int files = 0;
+  for ([[maybe_unused]] auto& entry : fs::directory_iterator(dir_)) ++files;
+  EXPECT_EQ(files, 1);
+  EXPECT_EQ(fs::status(path).permissions() & fs::perms::owner_read, fs::perms::owner_read);
+}
+
+TEST_F(TempDir, WriteIntoMissingDirectoryFailsAndNamesIt) {
+  Status status = WriteFileAtomic(dir_ / "missing" / "x", "data");
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_NE(status.message().find((dir_ / "missing").string()), std::string::npos) << status.message();
+}
+
+TEST_F(TempDir, ReadMissingFileNamesIt) {
+  auto text = ReadFile(dir_ / "nope");
+  EXPECT_EQ(text.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(text.status().message().find("nope: No such file"), std::string::npos);
+  auto json = ReadJsonFile(dir_ / "nope.json");
+  EXPECT_EQ(json.status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(TempDir, ReadJsonFileReportsItsPath) {
+  fs::path path = dir_ / "bad.json";
+  ASSERT_TRUE(WriteFileAtomic(path, "[1,\n2,,]").ok());
+  auto json = ReadJsonFile(path);
+  ASSERT_FALSE(json.ok());
+  EXPECT_TRUE(json.status().message().starts_with(path.string() + ":2:3: ")) << json.status().message();
+}
+
+}  // namespace
+}  // namespace srunway::common

@@ -1,0 +1,73 @@
+// Tests for the strict parsers and the environment helpers.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "common/env.h"
+#include "common/parse.h"
+
+namespace srunway::common {
+namespace {
+
+TEST(ParseInt, AcceptsWholeIntegersInRange) {
+  EXPECT_EQ(*ParseInt("42", "x"), 42);
+  EXPECT_EQ(*ParseInt("-7", "x"), -7);
+  EXPECT_EQ(*ParseInt("8", "x", 0, 8), 8);
+}
+
+TEST(ParseInt, RejectsJunkAndNamesTheValue) {
+  for (const char* text : {"", "4x", "x4", " 4", "4 ", "+4", "0x10", "1e3"}) {
+    auto result = ParseInt(text, "SLURM_PROCID");
+    ASSERT_FALSE(result.ok()) << text;
+    EXPECT_EQ(result.status().message(), fmt::format("SLURM_PROCID='{}' is not an integer", text));
+  }
+  auto big = ParseInt("99999999999999999999", "n");
+  EXPECT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("out of range"), std::string::npos);
+  EXPECT_FALSE(ParseInt("9", "gpus", 0, 8).ok());
+}
+
+TEST(ParseBool, Spellings) {
+  for (const char* yes : {"yes", "YES", "true", "on", "1"}) EXPECT_TRUE(*ParseBool(yes, "x")) << yes;
+  for (const char* no : {"no", "False", "off", "0"}) EXPECT_FALSE(*ParseBool(no, "x")) << no;
+  EXPECT_EQ(ParseBool("maybe", "allow_user_profile").status().message(),
+            "allow_user_profile='maybe' is not yes or no");
+}
+
+TEST(Split, KeepsEmptyFields) {
+  auto fields = Split("a,,b", ',');
+  ASSERT_EQ(fields.size(), 3u);
+  EXPECT_EQ(fields[0], "a");
+  EXPECT_EQ(fields[1], "");
+  EXPECT_EQ(fields[2], "b");
+  EXPECT_EQ(Split("", ',').size(), 1u);
+  EXPECT_EQ(Trim("  x y \t\n"), "x y");
+}
+
+TEST(Env, TypedReads) {
+  setenv("SRUNWAY_TEST_INT", "12", 1);
+  setenv("SRUNWAY_TEST_BAD", "12a", 1);
+  setenv("SRUNWAY_TEST_BOOL", "no", 1);
+  unsetenv("SRUNWAY_TEST_UNSET");
+  EXPECT_EQ(*GetEnvInt("SRUNWAY_TEST_INT"), 12);
+  EXPECT_EQ(GetEnvInt("SRUNWAY_TEST_UNSET").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(GetEnvInt("SRUNWAY_TEST_BAD").status().message(), "SRUNWAY_TEST_BAD='12a' is not an integer");
+  EXPECT_FALSE(GetEnvInt("SRUNWAY_TEST_INT", 0, 10).ok());
+  EXPECT_FALSE(*GetEnvBool("SRUNWAY_TEST_BOOL"));
+  EXPECT_EQ(GetEnvOr("SRUNWAY_TEST_UNSET", "fallback"), "fallback");
+  EXPECT_EQ(*GetEnv("SRUNWAY_TEST_INT"), "12");
+  EXPECT_FALSE(GetEnv("SRUNWAY_TEST_UNSET").has_value());
+}
+
+TEST(Env, ValidateAssignment) {
+  EXPECT_TRUE(ValidateEnvAssignment("NCCL_SOCKET_IFNAME", "eth0,eth1").ok());
+  EXPECT_TRUE(ValidateEnvAssignment("_X1", "").ok());
+  EXPECT_FALSE(ValidateEnvAssignment("", "x").ok());
+  EXPECT_FALSE(ValidateEnvAssignment("1X", "x").ok());
+  EXPECT_FALSE(ValidateEnvAssignment("A-B", "x").ok());
+  EXPECT_FALSE(ValidateEnvAssignment("A", "x\ny").ok());
+  EXPECT_FALSE(ValidateEnvAssignment("A", std::string_view("x\0y", 3)).ok());
+  EXPECT_EQ(ValidateEnvAssignment("A", "1\r").message(), "value of A contains a NUL or newline character");
+}
+
+}  // namespace
+}  // namespace srunway::common
