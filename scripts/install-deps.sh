@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs every Debian package srunway needs to build, test and run its local cluster; fast when all are present.
+set -euo pipefail
+
+readonly kPackages=(
+  # build
+  meson ninja-build pkg-config g++ clang libclang-rt-14-dev
+  # libraries
+  libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libhwloc-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  # Slurm, PMIx and MPI
+  slurm-wlm slurmd slurmctld slurm-client munge libslurm-dev libpmix-dev
+  libopenmpi-dev openmpi-bin
+  # scripts and tests
+  procps iproute2 psmisc python3
+)
+
+die() { echo "install-deps: $*" >&2; exit 1; }
+
+command -v dpkg-query >/dev/null 2>&1 ||
+  die "this machine has no dpkg/apt; install these packages by hand: ${kPackages[*]}"
+
+missing=()
+for pkg in "${kPackages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == ii* ]] || missing+=("$pkg")
+done
+if ((${#missing[@]} == 0)); then
+  [[ "${1:-}" == "-v" ]] && echo "install-deps: all ${#kPackages[@]} packages present"
+  exit 0
+fi
+
+[[ $(id -u) -eq 0 ]] || die "must run as root to install: ${missing[*]}"
+command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install by hand: ${missing[*]}"
+
+echo "install-deps: installing ${#missing[@]} packages: ${missing[*]}"
+log=$(mktemp /tmp/srunway-install-deps.XXXXXX.log)
+
+# Package scripts must not start munge or slurm daemons: local-cluster.sh runs its own.
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [[ ! -e $policy ]]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && own_policy=1
+fi
+cleanup() { ((own_policy)) && rm -f "$policy"; return 0; }
+trap cleanup EXIT
+
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get update -q >"$log" 2>&1; then
+  tail -n 5 "$log" >&2
+  die "apt-get update failed (full log: $log)"
+fi
+if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$log" 2>&1; then
+  tail -n 10 "$log" >&2
+  die "apt-get install failed (full log: $log)"
+fi
+rm -f "$log"
+echo "install-deps: done"
