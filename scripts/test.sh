@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# README command two: installs dependencies, builds, starts the local cluster, runs every test suite, stops the cluster.
+set -uo pipefail
+
+readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly kBuild=${SRUNWAY_BUILD_DIR:-$kRepo/build}
+cd "$kRepo"
+
+"$kRepo/scripts/install-deps.sh" || exit 1
+"$kRepo/scripts/build.sh" -Dwerror=true || exit 1
+
+"$kRepo/scripts/local-cluster.sh" up || exit 1
+trap '"$kRepo/scripts/local-cluster.sh" down >/dev/null || echo "test: local-cluster.sh down failed" >&2' EXIT
+
+# The slurm suite fails instead of skipping if the cluster went away.
+export SRUNWAY_REQUIRE_CLUSTER=1
+meson test -C "$kBuild" --print-errorlogs
+main_rc=$?
+logs=("$kBuild/meson-logs/testlog.json")
+asan_rc=0
+# The unit tests again, built with AddressSanitizer and UBSan (absent where the compiler cannot build them).
+if meson test -C "$kBuild" --setup asan --list 2>/dev/null | grep -q 'asan'; then
+  meson test -C "$kBuild" --setup asan --print-errorlogs
+  asan_rc=$?
+  logs+=("$kBuild/meson-logs/testlog-asan.json")
+fi
+
+# One plain closing line over both runs, for people and for CI.
+python3 - "${logs[@]}" <<'PY'
+import json, sys
+counts = {"passed": 0, "failed": 0, "skipped": 0}
+for path in sys.argv[1:]:
+    for line in open(path):
+        result = json.loads(line)["result"]
+        if result in ("OK", "EXPECTEDFAIL"):
+            counts["passed"] += 1
+        elif result == "SKIP":
+            counts["skipped"] += 1
+        else:
+            counts["failed"] += 1
+print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+PY
+((main_rc == 0 && asan_rc == 0))
