@@ -1,0 +1,236 @@
+// The SPANK plugin srunway.so: dispatch only. Options and plugstack arguments are parsed, and plans computed,
+// by topology/; every entry point is noexcept, never throws, aborts or blocks inside slurmstepd.
+#include <sched.h>
+
+extern "C" {
+#include <slurm/spank.h>
+}
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "topology/plan.h"
+#include "topology/plugin_config.h"
+#include "topology/topology.h"
+
+extern "C" {
+// SPANK_PLUGIN() gives these internal linkage in C++; define them by hand (see the design notes).
+extern const char plugin_name[] = "srunway";
+extern const char plugin_type[] = "spank";
+extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+extern const unsigned int spank_plugin_version = 1;
+}
+
+namespace {
+
+using namespace srunway;
+
+constexpr int kOptionProfile = 1;
+constexpr int kOptionGpuAffinity = 2;
+
+// Per-process state: slurmstepd loads the plugin once per step; each task inherits it across fork.
+struct PluginState {
+  topology::PluginConfig config;
+  std::optional<std::string> user_profile;
+  topology::GpuAffinity affinity = topology::GpuAffinity::kClosest;
+  std::optional<topology::ProfileId> profile;
+  std::optional<topology::Topology> topology;
+};
+
+PluginState& State() {
+  static PluginState state;
+  return state;
+}
+
+int OnOption(int option, const char* optarg, int remote) noexcept;
+
+char kProfileName[] = "network-profile";
+char kProfileArg[] = "auto|a3mega|a3high|generic|none";
+char kProfileUsage[] = "srunway: NCCL network profile for each task (default: the site's, usually auto)";
+char kAffinityName[] = "gpu-affinity";
+char kAffinityArg[] = "closest|none";
+char kAffinityUsage[] = "srunway: pin each task to the cores next to its GPU (closest, default) or not (none)";
+
+spank_option kOptions[] = {
+    {kProfileName, kProfileArg, kProfileUsage, 1, kOptionProfile, OnOption},
+    {kAffinityName, kAffinityArg, kAffinityUsage, 1, kOptionGpuAffinity, OnOption},
+};
+
+std::optional<std::string> JobEnv(spank_t spank, const std::string& name) {
+  std::vector<char> buffer(4096);
+  spank_err_t result = spank_getenv(spank, name.c_str(), buffer.data(), static_cast<int>(buffer.size()));
+  if (result == ESPANK_NOSPACE) {
+    buffer.resize(1 << 16);
+    result = spank_getenv(spank, name.c_str(), buffer.data(), static_cast<int>(buffer.size()));
+  }
+  if (result != ESPANK_SUCCESS) return std::nullopt;
+  return std::string(buffer.data());
+}
+
+int OnOption(int option, const char* optarg, int remote) noexcept {
+  try {
+    std::string value = optarg != nullptr ? optarg : "";
+    PluginState& state = State();
+    if (option == kOptionProfile) {
+      auto chosen = topology::ChooseProfile(state.config, value);
+      if (!chosen.ok()) {
+        slurm_error("srunway: %s", chosen.status().message().c_str());
+        return -1;
+      }
+      state.user_profile = value;
+    } else if (option == kOptionGpuAffinity) {
+      auto affinity = topology::ParseGpuAffinity(value);
+      if (!affinity.ok()) {
+        slurm_error("srunway: %s", affinity.status().message().c_str());
+        return -1;
+      }
+      state.affinity = *affinity;
+    }
+    (void)remote;
+    return 0;
+  } catch (...) {
+    slurm_error("srunway: internal error while parsing an option");
+    return -1;
+  }
+}
+
+// Pins the calling task to `cpus` within what it may already use; says why when it cannot.
+std::string PinTask(const std::vector<int>& cpus) {
+  cpu_set_t current;
+  CPU_ZERO(&current);
+  if (sched_getaffinity(0, sizeof current, &current) != 0) return "cannot read the task's CPU mask";
+  cpu_set_t target;
+  CPU_ZERO(&target);
+  int count = 0;
+  for (int cpu : cpus) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &current)) {
+      CPU_SET(cpu, &target);
+      ++count;
+    }
+  }
+  if (count == 0) return "none of the GPU's cores " + topology::FormatCpuList(cpus) + " is allowed to this task";
+  if (sched_setaffinity(0, sizeof target, &target) != 0) return "sched_setaffinity failed";
+  return "";
+}
+
+int TaskInit(spank_t spank) {
+  PluginState& state = State();
+  if (!state.profile || *state.profile == topology::ProfileId::kNone || !state.topology) return 0;
+  int local_rank = 0;
+  uint32_t local_tasks = 1;
+  spank_get_item(spank, S_TASK_ID, &local_rank);
+  spank_get_item(spank, S_JOB_LOCAL_TASK_COUNT, &local_tasks);
+  const bool first_task = local_rank == 0;
+
+  std::vector<int> visible;
+  if (auto devices = JobEnv(spank, "CUDA_VISIBLE_DEVICES")) {
+    auto parsed = topology::ParseVisibleDevices(*devices);
+    if (!parsed.ok()) {
+      if (first_task) slurm_spank_log("srunway: warning: %s; no GPU affinity", parsed.status().message().c_str());
+    } else {
+      visible = *parsed;
+    }
+  }
+  topology::PlanRequest request{*state.profile, topology::TaskGpus(visible, local_rank, static_cast<int>(local_tasks)),
+                                state.config.plugin_path};
+  topology::EnvPlan plan = topology::MakePlan(*state.topology, request);
+  bool verbose = JobEnv(spank, "SRUNWAY_LOG").value_or("") == "debug";
+  for (const std::string& note : plan.notes) {
+    slurm_info("srunway: task %d: %s", local_rank, note.c_str());
+    if (verbose || (first_task && note.starts_with("warning"))) slurm_spank_log("srunway: task %d: %s", local_rank, note.c_str());
+  }
+
+  auto decisions = topology::DecideEnv(plan, [&](const std::string& name) { return JobEnv(spank, name); },
+                                       state.config.forced);
+  if (!decisions.ok()) {
+    slurm_error("srunway: %s", decisions.status().message().c_str());
+    return -1;
+  }
+  for (const auto& decision : *decisions) {
+    if (decision.action == topology::EnvDecision::Action::kKeepUser) continue;
+    if (decision.action == topology::EnvDecision::Action::kOverrideUser && first_task) {
+      slurm_spank_log("srunway: %s=%s replaced by %s: the %s profile requires it", decision.name.c_str(),
+                      decision.user_value.c_str(), decision.value.c_str(), topology::ProfileName(plan.profile).data());
+    }
+    if (spank_setenv(spank, decision.name.c_str(), decision.value.c_str(), 1) != ESPANK_SUCCESS) {
+      slurm_error("srunway: cannot set %s in the task's environment", decision.name.c_str());
+      return -1;
+    }
+  }
+
+  // The user's own CPU binding (srun --cpu-bind=...) wins over ours.
+  bool user_binding = JobEnv(spank, "SLURM_CPU_BIND_TYPE").has_value();
+  if (state.affinity == topology::GpuAffinity::kClosest && !user_binding && !plan.cpus.empty()) {
+    std::string problem = PinTask(plan.cpus);
+    if (!problem.empty()) {
+      if (first_task) slurm_spank_log("srunway: warning: no CPU binding: %s", problem.c_str());
+    } else {
+      spank_setenv(spank, "SRUNWAY_CPU_BIND", topology::FormatCpuList(plan.cpus).c_str(), 1);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+extern "C" int slurm_spank_init(spank_t spank, int argc, char** argv) noexcept {
+  try {
+    for (spank_option& option : kOptions) {
+      if (spank_option_register(spank, &option) != ESPANK_SUCCESS) {
+        slurm_error("srunway: cannot register --%s", option.name);
+        return -1;
+      }
+    }
+    std::vector<std::string> args(argv, argv + argc);
+    auto config = topology::ParsePluginArgs(args);
+    if (!config.ok()) {
+      slurm_error("srunway: plugstack.conf: %s", config.status().message().c_str());
+      return -1;
+    }
+    State().config = *config;
+    return 0;
+  } catch (...) {
+    slurm_error("srunway: internal error in slurm_spank_init");
+    return -1;
+  }
+}
+
+extern "C" int slurm_spank_user_init(spank_t spank, int, char**) noexcept {
+  try {
+    if (!spank_remote(spank)) return 0;
+    PluginState& state = State();
+    auto profile = topology::ChooseProfile(state.config, state.user_profile);
+    if (!profile.ok()) {
+      slurm_error("srunway: %s", profile.status().message().c_str());
+      return -1;
+    }
+    state.profile = *profile;
+    if (*profile == topology::ProfileId::kNone) return 0;
+    // Once per node per step; every task of the step is forked from here and inherits it.
+    auto topo = state.config.topology_xml.empty() ? topology::LoadLiveTopology()
+                                                  : topology::LoadTopologyXmlFile(state.config.topology_xml);
+    if (!topo.ok()) {
+      slurm_spank_log("srunway: warning: %s; tasks run without GPU/NIC affinity", topo.status().message().c_str());
+      return 0;
+    }
+    state.topology = std::move(*topo);
+    return 0;
+  } catch (...) {
+    slurm_error("srunway: internal error in slurm_spank_user_init; tasks run without GPU/NIC affinity");
+    return 0;
+  }
+}
+
+extern "C" int slurm_spank_task_init(spank_t spank, int, char**) noexcept {
+  try {
+    if (!spank_remote(spank)) return 0;
+    return TaskInit(spank);
+  } catch (...) {
+    slurm_error("srunway: internal error in slurm_spank_task_init");
+    return -1;
+  }
+}
+
+extern "C" int slurm_spank_exit(spank_t, int, char**) noexcept { return 0; }

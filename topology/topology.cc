@@ -1,0 +1,224 @@
+// A node's GPUs, NICs, NUMA nodes and cores, read once from hwloc (live or XML) into plain data.
+#include "topology/topology.h"
+
+#include <hwloc.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <set>
+
+#include "common/parse.h"
+
+namespace srunway::topology {
+namespace {
+
+constexpr uint16_t kNvidiaVendor = 0x10de;
+
+struct TopologyDeleter {
+  void operator()(hwloc_topology* topology) const { hwloc_topology_destroy(topology); }
+};
+using HwlocTopology = std::unique_ptr<hwloc_topology, TopologyDeleter>;
+
+std::string PciAddressOf(hwloc_obj_t obj) {
+  const auto& pci = obj->attr->pcidev;
+  return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", pci.domain, pci.bus, pci.dev, pci.func);
+}
+
+std::vector<int> PusOf(hwloc_const_bitmap_t set) {
+  std::vector<int> pus;
+  if (set == nullptr) return pus;
+  unsigned index;
+  hwloc_bitmap_foreach_begin(index, set) pus.push_back(static_cast<int>(index));
+  hwloc_bitmap_foreach_end();
+  return pus;
+}
+
+struct Locality {
+  int numa = -1;
+  int package = -1;
+  uint64_t switch_id = 0;
+};
+
+// Where an I/O object sits: the NUMA node and package of its CPU-side parent, and the top switch above it.
+Locality LocalityOf(hwloc_topology_t topology, hwloc_obj_t obj) {
+  Locality locality;
+  hwloc_obj_t cpu_side = hwloc_get_non_io_ancestor_obj(topology, obj);
+  if (cpu_side != nullptr && cpu_side->nodeset != nullptr && hwloc_bitmap_weight(cpu_side->nodeset) == 1) {
+    locality.numa = hwloc_bitmap_first(cpu_side->nodeset);
+  }
+  hwloc_obj_t package = cpu_side;
+  while (package != nullptr && package->type != HWLOC_OBJ_PACKAGE) package = package->parent;
+  if (package != nullptr) locality.package = static_cast<int>(package->os_index);
+  for (hwloc_obj_t up = obj->parent; up != nullptr && up->type == HWLOC_OBJ_BRIDGE; up = up->parent) {
+    if (up->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI) locality.switch_id = up->gp_index;
+  }
+  return locality;
+}
+
+// hwloc's CUDA ("cuda3") or NVML ("nvml3") device below a GPU gives its index; -1 when neither is there.
+int IndexFromOsDevice(hwloc_obj_t pcidev) {
+  for (hwloc_obj_t child = pcidev->io_first_child; child != nullptr; child = child->next_sibling) {
+    if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == nullptr) continue;
+    std::string_view name = child->name;
+    for (std::string_view prefix : {"cuda", "nvml"}) {
+      if (name.starts_with(prefix)) {
+        auto index = common::ParseInt(name.substr(prefix.size()), name, 0, 1 << 16);
+        if (index.ok()) return static_cast<int>(*index);
+      }
+    }
+  }
+  return -1;
+}
+
+Topology Extract(hwloc_topology_t topology, std::string source) {
+  Topology result;
+  result.source = std::move(source);
+  std::vector<std::pair<Gpu, int>> gpus;  // with the index hwloc's OS devices gave, or -1
+  for (hwloc_obj_t obj = hwloc_get_next_pcidev(topology, nullptr); obj != nullptr;
+       obj = hwloc_get_next_pcidev(topology, obj)) {
+    const auto& pci = obj->attr->pcidev;
+    Locality locality = LocalityOf(topology, obj);
+    if ((pci.class_id >> 8) == 0x03 && pci.vendor_id == kNvidiaVendor) {
+      gpus.push_back({Gpu{-1, PciAddressOf(obj), locality.numa, locality.package, locality.switch_id},
+                      IndexFromOsDevice(obj)});
+      continue;
+    }
+    Nic nic{"", "", PciAddressOf(obj), pci.vendor_id, pci.class_id, locality.numa, locality.package,
+            locality.switch_id};
+    for (hwloc_obj_t child = obj->io_first_child; child != nullptr; child = child->next_sibling) {
+      if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == nullptr) continue;
+      if (child->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && nic.name.empty()) nic.name = child->name;
+      if (child->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS && nic.ib_device.empty()) {
+        nic.ib_device = child->name;
+      }
+    }
+    if (!nic.name.empty() || !nic.ib_device.empty()) result.nics.push_back(std::move(nic));
+  }
+
+  // CUDA numbers GPUs in PCI order when CUDA_DEVICE_ORDER=PCI_BUS_ID, as Slurm's gres order does; use hwloc's
+  // own CUDA/NVML numbering only when every GPU has one.
+  std::sort(gpus.begin(), gpus.end(), [](const auto& a, const auto& b) { return a.first.pci < b.first.pci; });
+  bool all_numbered = !gpus.empty() && std::all_of(gpus.begin(), gpus.end(), [](auto& g) { return g.second >= 0; });
+  std::set<int> seen;
+  for (auto& [gpu, os_index] : gpus) seen.insert(os_index);
+  if (seen.size() != gpus.size()) all_numbered = false;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    gpus[i].first.index = all_numbered ? gpus[i].second : static_cast<int>(i);
+    result.gpus.push_back(gpus[i].first);
+  }
+  std::sort(result.gpus.begin(), result.gpus.end(), [](const Gpu& a, const Gpu& b) { return a.index < b.index; });
+  std::sort(result.nics.begin(), result.nics.end(), [](const Nic& a, const Nic& b) { return a.pci < b.pci; });
+
+  for (hwloc_obj_t numa = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, nullptr); numa != nullptr;
+       numa = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, numa)) {
+    NumaNode node;
+    node.id = static_cast<int>(numa->os_index);
+    hwloc_obj_t package = numa->parent;
+    while (package != nullptr && package->type != HWLOC_OBJ_PACKAGE) package = package->parent;
+    node.package = package != nullptr ? static_cast<int>(package->os_index) : -1;
+    bool has_cores = false;
+    for (hwloc_obj_t core = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_CORE, nullptr); core != nullptr;
+         core = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_CORE, core)) {
+      has_cores = true;
+      if (hwloc_bitmap_isincluded(core->cpuset, numa->cpuset) && !hwloc_bitmap_iszero(core->cpuset)) {
+        node.cores.push_back(PusOf(core->cpuset));
+      }
+    }
+    if (!has_cores) {  // some virtual machines expose PUs without cores: each PU is its own core
+      for (int pu : PusOf(numa->cpuset)) node.cores.push_back({pu});
+    }
+    std::sort(node.cores.begin(), node.cores.end());
+    result.numa_nodes.push_back(std::move(node));
+  }
+  return result;
+}
+
+StatusOr<Topology> Load(const std::function<int(hwloc_topology_t)>& configure, std::string source) {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) return common::Internal("hwloc_topology_init failed");
+  HwlocTopology topology(raw);
+  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
+  // The whole machine, not just what this process's cgroup allows: a task's share is computed from it.
+  hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  if (configure(raw) != 0) {
+    return common::InvalidArgument("{}: hwloc cannot read it as XML: {}", source, std::strerror(errno));
+  }
+  if (hwloc_topology_load(raw) != 0) {
+    return common::InvalidArgument("{}: hwloc failed to load the topology: {}", source, std::strerror(errno));
+  }
+  Topology result = Extract(raw, source);
+  if (result.numa_nodes.empty()) return common::InvalidArgument("{}: the topology has no NUMA node", source);
+  return result;
+}
+
+}  // namespace
+
+const NumaNode* Topology::FindNuma(int id) const {
+  for (const NumaNode& node : numa_nodes) {
+    if (node.id == id) return &node;
+  }
+  return nullptr;
+}
+
+std::vector<int> Topology::AllPus() const {
+  std::vector<int> pus;
+  for (const NumaNode& node : numa_nodes) {
+    for (const auto& core : node.cores) pus.insert(pus.end(), core.begin(), core.end());
+  }
+  std::sort(pus.begin(), pus.end());
+  pus.erase(std::unique(pus.begin(), pus.end()), pus.end());
+  return pus;
+}
+
+StatusOr<Topology> LoadTopologyXmlFile(const std::string& path) {
+  return Load([&](hwloc_topology_t t) { return hwloc_topology_set_xml(t, path.c_str()); }, path);
+}
+
+StatusOr<Topology> LoadTopologyXmlText(std::string_view xml) {
+  // hwloc's XML parsers need a NUL-terminated buffer whose length includes the NUL.
+  std::string buffer(xml);
+  return Load([&](hwloc_topology_t t) {
+    return hwloc_topology_set_xmlbuffer(t, buffer.c_str(), static_cast<int>(buffer.size() + 1));
+  }, "XML buffer");
+}
+
+StatusOr<Topology> LoadLiveTopology() {
+  return Load([](hwloc_topology_t) { return 0; }, "live");
+}
+
+std::string FormatCpuList(std::vector<int> cpus) {
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j == i ? fmt::format("{}", cpus[i]) : fmt::format("{}-{}", cpus[i], cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+StatusOr<std::vector<int>> ParseCpuList(std::string_view text, std::string_view what) {
+  std::vector<int> cpus;
+  text = common::Trim(text);
+  if (text.empty()) return cpus;
+  constexpr int64_t kMaxCpu = 1 << 16;
+  for (std::string_view field : common::Split(text, ',')) {
+    size_t dash = field.find('-');
+    auto lo = common::ParseInt(field.substr(0, dash), what, 0, kMaxCpu);
+    if (!lo.ok()) return common::InvalidArgument("{}: '{}' is not a CPU list", what, text);
+    auto hi = dash == std::string_view::npos ? lo : common::ParseInt(field.substr(dash + 1), what, 0, kMaxCpu);
+    if (!hi.ok() || *hi < *lo) return common::InvalidArgument("{}: '{}' is not a CPU list", what, text);
+    for (int64_t cpu = *lo; cpu <= *hi; ++cpu) cpus.push_back(static_cast<int>(cpu));
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
+
+}  // namespace srunway::topology
