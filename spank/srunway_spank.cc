@@ -15,12 +15,15 @@ extern "C" {
 #include "topology/plugin_config.h"
 #include "topology/topology.h"
 
+// Built with -fvisibility=hidden; only these symbols (also listed in srunway.map) leave the plugin.
+#define SRUNWAY_SPANK_EXPORT __attribute__((visibility("default")))
+
 extern "C" {
 // SPANK_PLUGIN() gives these internal linkage in C++; define them by hand (see the design notes).
-extern const char plugin_name[] = "srunway";
-extern const char plugin_type[] = "spank";
-extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
-extern const unsigned int spank_plugin_version = 1;
+SRUNWAY_SPANK_EXPORT extern const char plugin_name[] = "srunway";
+SRUNWAY_SPANK_EXPORT extern const char plugin_type[] = "spank";
+SRUNWAY_SPANK_EXPORT extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+SRUNWAY_SPANK_EXPORT extern const unsigned int spank_plugin_version = 1;
 }
 
 namespace {
@@ -175,7 +178,7 @@ int TaskInit(spank_t spank) {
 
 }  // namespace
 
-extern "C" int slurm_spank_init(spank_t spank, int argc, char** argv) noexcept {
+extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_init(spank_t spank, int argc, char** argv) noexcept {
   try {
     for (spank_option& option : kOptions) {
       if (spank_option_register(spank, &option) != ESPANK_SUCCESS) {
@@ -197,7 +200,7 @@ extern "C" int slurm_spank_init(spank_t spank, int argc, char** argv) noexcept {
   }
 }
 
-extern "C" int slurm_spank_user_init(spank_t spank, int, char**) noexcept {
+extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_user_init(spank_t spank, int, char**) noexcept {
   try {
     if (!spank_remote(spank)) return 0;
     PluginState& state = State();
@@ -223,7 +226,7 @@ extern "C" int slurm_spank_user_init(spank_t spank, int, char**) noexcept {
   }
 }
 
-extern "C" int slurm_spank_task_init(spank_t spank, int, char**) noexcept {
+extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_task_init(spank_t spank, int, char**) noexcept {
   try {
     if (!spank_remote(spank)) return 0;
     return TaskInit(spank);
@@ -233,4 +236,4 @@ extern "C" int slurm_spank_task_init(spank_t spank, int, char**) noexcept {
   }
 }
 
-extern "C" int slurm_spank_exit(spank_t, int, char**) noexcept { return 0; }
+extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_exit(spank_t, int, char**) noexcept { return 0; }

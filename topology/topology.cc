@@ -141,6 +141,11 @@ StatusOr<Topology> Load(const std::function<int(hwloc_topology_t)>& configure, s
   if (hwloc_topology_init(&raw) != 0) return common::Internal("hwloc_topology_init failed");
   HwlocTopology topology(raw);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
+  // Linux's own sysfs discovery finds every PCI device we need. The libpciaccess component leaks on each load,
+  // and the OpenCL and OpenGL ones would pull those stacks into slurmstepd for devices we never look at.
+  for (const char* component : {"pci", "opencl", "gl"}) {
+    hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, component);
+  }
   // The whole machine, not just what this process's cgroup allows: a task's share is computed from it.
   hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
   if (configure(raw) != 0) {

@@ -3,7 +3,7 @@
 source "$(dirname "$0")/lib.sh"
 require_cluster
 workdir=$(mktemp -d)
-trap 'rm -rf "$workdir"' EXIT
+at_exit "rm -rf '$workdir'"
 sbatch_out=$(sbatch --wait --parsable --output="$workdir/hello-%j.out" \
   "$kSourceRoot/scripts/examples/hello.sbatch" 2>&1) || {
   cat "$workdir"/hello-*.out >&2 2>/dev/null || true

@@ -1,0 +1,95 @@
+// Tests for reading topologies from hwloc XML: GPUs, NICs, NUMA nodes, switches; and CPU lists.
+#include "topology/topology.h"
+
+#include <gtest/gtest.h>
+
+#include "common/fs.h"
+#include "tests/unit/topology/fixture.h"
+
+namespace srunway::topology {
+namespace {
+
+TEST(Topology, A3Mega) {
+  Topology topo = LoadFixture("a3mega.xml");
+  ASSERT_EQ(topo.gpus.size(), 8u);
+  ASSERT_EQ(topo.nics.size(), 9u);
+  ASSERT_EQ(topo.numa_nodes.size(), 2u);
+  EXPECT_EQ(topo.gpus[0].pci, "0000:04:00.0");
+  EXPECT_EQ(topo.gpus[7].pci, "0000:8b:00.0");
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(topo.gpus[i].index, i);
+    EXPECT_EQ(topo.gpus[i].numa, i / 4);
+    EXPECT_EQ(topo.gpus[i].package, i / 4);
+    EXPECT_NE(topo.gpus[i].switch_id, 0u);
+  }
+  EXPECT_EQ(topo.gpus[0].switch_id, topo.gpus[1].switch_id);
+  EXPECT_NE(topo.gpus[1].switch_id, topo.gpus[2].switch_id);
+  EXPECT_EQ(topo.nics[0].name, "enp0s12");
+  EXPECT_EQ(topo.nics[0].switch_id, 0u);  // on the host bridge
+  EXPECT_EQ(topo.nics[0].vendor_id, 0x1ae0);
+  EXPECT_EQ(topo.nics[1].name, "enp6s0");
+  EXPECT_EQ(topo.nics[1].switch_id, topo.gpus[0].switch_id);
+  // Socket 0 is cores 0-51 with their hyperthreads 104-155.
+  const NumaNode* numa0 = topo.FindNuma(0);
+  ASSERT_NE(numa0, nullptr);
+  ASSERT_EQ(numa0->cores.size(), 52u);
+  EXPECT_EQ(numa0->cores.front(), (std::vector<int>{0, 104}));
+  EXPECT_EQ(numa0->cores.back(), (std::vector<int>{51, 155}));
+  EXPECT_EQ(topo.AllPus().size(), 208u);
+}
+
+TEST(Topology, DgxIndicesFromCudaDevicesAndInfiniBand) {
+  Topology topo = LoadFixture("dgx-h100-ib.xml");
+  ASSERT_EQ(topo.gpus.size(), 8u);
+  EXPECT_EQ(topo.gpus[0].pci, "0000:18:00.0");
+  EXPECT_EQ(topo.gpus[7].index, 7);
+  int hcas = 0;
+  for (const Nic& nic : topo.nics) hcas += nic.ib_device.empty() ? 0 : 1;
+  EXPECT_EQ(hcas, 8);
+  EXPECT_EQ(topo.nics[1].ib_device, "mlx5_0");
+  EXPECT_EQ(topo.nics[1].class_id, 0x0207);
+  EXPECT_EQ(topo.FindNuma(1)->cores.size(), 56u);
+}
+
+TEST(Topology, CpuOnly) {
+  Topology topo = LoadFixture("cpu-only.xml");
+  EXPECT_TRUE(topo.gpus.empty());
+  ASSERT_EQ(topo.nics.size(), 1u);
+  EXPECT_EQ(topo.nics[0].name, "eth0");
+  EXPECT_EQ(topo.AllPus(), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(Topology, BadXmlIsAnErrorNamingTheSource) {
+  auto missing = LoadTopologyXmlFile("/nonexistent/srunway.xml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/srunway.xml"), std::string::npos);
+  for (const char* text : {"", "<topology", "not xml at all", "<?xml version=\"1.0\"?><topology version=\"2.0\"></topology>"}) {
+    EXPECT_FALSE(LoadTopologyXmlText(text).ok()) << text;
+  }
+  // A truncated copy of a real fixture.
+  auto whole = common::ReadFile(FixturePath("a3high.xml"));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_FALSE(LoadTopologyXmlText(whole->substr(0, whole->size() / 2)).ok());
+}
+
+TEST(Topology, LiveMachineLoads) {
+  auto live = LoadLiveTopology();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_FALSE(live->numa_nodes.empty());
+  EXPECT_FALSE(live->AllPus().empty());
+}
+
+TEST(CpuList, FormatAndParse) {
+  EXPECT_EQ(FormatCpuList({8, 9, 10, 112, 113, 3}), "3,8-10,112-113");
+  EXPECT_EQ(FormatCpuList({}), "");
+  EXPECT_EQ(FormatCpuList({5, 5, 4}), "4-5");
+  EXPECT_EQ(*ParseCpuList("0-3,8", "x"), (std::vector<int>{0, 1, 2, 3, 8}));
+  EXPECT_EQ(*ParseCpuList(" 1 \n", "x"), (std::vector<int>{1}));
+  EXPECT_TRUE(ParseCpuList("", "x")->empty());
+  for (const char* bad : {"a", "3-1", "1,,2", "-1", "1-", "99999999"}) {
+    EXPECT_FALSE(ParseCpuList(bad, "Cpus_allowed_list").ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace srunway::topology
