@@ -25,6 +25,10 @@ if meson test -C "$kBuild" --setup asan --list 2>/dev/null | grep -q 'asan'; the
   logs+=("$kBuild/meson-logs/testlog-asan.json")
 fi
 
+# The libFuzzer targets, built with clang, for a bounded time each (a crash fails the run).
+fuzz_rc=0
+"$kRepo/scripts/fuzz.sh" "${SRUNWAY_FUZZ_SECONDS:-15}" || fuzz_rc=1
+
 # One plain closing line over both runs, for people and for CI.
 python3 - "${logs[@]}" <<'PY'
 import json, sys
@@ -40,4 +44,4 @@ for path in sys.argv[1:]:
             counts["failed"] += 1
 print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
 PY
-((main_rc == 0 && asan_rc == 0))
+((main_rc == 0 && asan_rc == 0 && fuzz_rc == 0))

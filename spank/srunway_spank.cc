@@ -32,6 +32,7 @@ using namespace srunway;
 
 constexpr int kOptionProfile = 1;
 constexpr int kOptionGpuAffinity = 2;
+constexpr int kTopologyTimeoutMs = 10000;
 
 // Per-process state: slurmstepd loads the plugin once per step; each task inherits it across fork.
 struct PluginState {
@@ -212,8 +213,8 @@ extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_user_init(spank_t spank, int, ch
     state.profile = *profile;
     if (*profile == topology::ProfileId::kNone) return 0;
     // Once per node per step; every task of the step is forked from here and inherits it.
-    auto topo = state.config.topology_xml.empty() ? topology::LoadLiveTopology()
-                                                  : topology::LoadTopologyXmlFile(state.config.topology_xml);
+    // In a helper process with a deadline: a corrupt file or a stuck hwloc must not take slurmstepd down.
+    auto topo = topology::LoadTopologyIsolated(state.config.topology_xml, kTopologyTimeoutMs);
     if (!topo.ok()) {
       slurm_spank_log("srunway: warning: %s; tasks run without GPU/NIC affinity", topo.status().message().c_str());
       return 0;

@@ -1,15 +1,22 @@
 // A node's GPUs, NICs, NUMA nodes and cores, read once from hwloc (live or XML) into plain data.
 #include "topology/topology.h"
 
+#include <fcntl.h>
 #include <hwloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <set>
 
+#include "common/json.h"
 #include "common/parse.h"
 
 namespace srunway::topology {
@@ -53,7 +60,10 @@ Locality LocalityOf(hwloc_topology_t topology, hwloc_obj_t obj) {
   while (package != nullptr && package->type != HWLOC_OBJ_PACKAGE) package = package->parent;
   if (package != nullptr) locality.package = static_cast<int>(package->os_index);
   for (hwloc_obj_t up = obj->parent; up != nullptr && up->type == HWLOC_OBJ_BRIDGE; up = up->parent) {
-    if (up->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI) locality.switch_id = up->gp_index;
+    // hwloc stores whatever number an XML file gave; read it as an integer, not as the enum it may not be.
+    std::underlying_type_t<hwloc_obj_bridge_type_t> upstream;
+    std::memcpy(&upstream, &up->attr->bridge.upstream_type, sizeof upstream);
+    if (upstream == HWLOC_OBJ_BRIDGE_PCI) locality.switch_id = up->gp_index;
   }
   return locality;
 }
@@ -159,7 +169,115 @@ StatusOr<Topology> Load(const std::function<int(hwloc_topology_t)>& configure, s
   return result;
 }
 
+common::Json ToJson(const Topology& topology) {
+  common::Json gpus = common::Json::array(), nics = common::Json::array(), numa = common::Json::array();
+  for (const Gpu& g : topology.gpus) gpus.push_back({g.index, g.pci, g.numa, g.package, g.switch_id});
+  for (const Nic& n : topology.nics) {
+    nics.push_back({n.name, n.ib_device, n.pci, n.vendor_id, n.class_id, n.numa, n.package, n.switch_id});
+  }
+  for (const NumaNode& node : topology.numa_nodes) numa.push_back({node.id, node.package, node.cores});
+  return {{"source", topology.source}, {"gpus", gpus}, {"nics", nics}, {"numa", numa}};
+}
+
+StatusOr<Topology> FromJson(const common::Json& json) {
+  try {
+    Topology topology;
+    topology.source = json.at("source").get<std::string>();
+    for (const auto& g : json.at("gpus")) {
+      topology.gpus.push_back(Gpu{g.at(0).get<int>(), g.at(1).get<std::string>(), g.at(2).get<int>(),
+                                  g.at(3).get<int>(), g.at(4).get<uint64_t>()});
+    }
+    for (const auto& n : json.at("nics")) {
+      topology.nics.push_back(Nic{n.at(0).get<std::string>(), n.at(1).get<std::string>(), n.at(2).get<std::string>(),
+                                  n.at(3).get<uint16_t>(), n.at(4).get<uint16_t>(), n.at(5).get<int>(),
+                                  n.at(6).get<int>(), n.at(7).get<uint64_t>()});
+    }
+    for (const auto& node : json.at("numa")) {
+      topology.numa_nodes.push_back(NumaNode{node.at(0).get<int>(), node.at(1).get<int>(),
+                                             node.at(2).get<std::vector<std::vector<int>>>()});
+    }
+    return topology;
+  } catch (const nlohmann::json::exception& error) {
+    return common::Internal("topology helper sent a malformed answer: {}", error.what());
+  }
+}
+
+// In the child: the caller's signal handlers (slurmstepd's, a sanitizer's) must not run for a crash in hwloc.
+[[noreturn]] void RunChild(int fd, const std::function<StatusOr<Topology>()>& load) {
+  for (int signal_number : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) ::signal(signal_number, SIG_DFL);
+  auto topology = load();
+  common::Json answer = topology.ok() ? common::Json{{"ok", true}, {"topology", ToJson(*topology)}}
+                                      : common::Json{{"ok", false}, {"error", topology.status().message()}};
+  std::string text = answer.dump();
+  size_t written = 0;
+  while (written < text.size()) {
+    ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n <= 0 && errno != EINTR) _exit(3);
+    if (n > 0) written += static_cast<size_t>(n);
+  }
+  _exit(0);
+}
+
 }  // namespace
+
+StatusOr<Topology> LoadIsolated(const std::function<StatusOr<Topology>()>& load, const std::string& what,
+                                int timeout_ms) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return common::ErrnoStatus(errno, "pipe for the topology helper");
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return common::ErrnoStatus(errno, "fork of the topology helper");
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    RunChild(fds[1], load);
+  }
+  ::close(fds[1]);
+  std::string answer;
+  bool timed_out = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd pfd{fds[0], POLLIN, 0};
+    int ready = left.count() > 0 ? ::poll(&pfd, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      timed_out = ready == 0;
+      break;
+    }
+    char buffer[1 << 14];
+    ssize_t n = ::read(fds[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    answer.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return common::DeadlineExceeded("{}: hwloc did not finish within {} ms", what, timeout_ms);
+  if (WIFSIGNALED(status)) {
+    return common::InvalidArgument("{}: hwloc crashed (signal {}) reading it; the file is probably corrupt", what,
+                                   WTERMSIG(status));
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return common::InvalidArgument("{}: the topology helper failed (exit {}); the file is probably corrupt", what,
+                                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(answer, "topology helper"));
+  if (!json.value("ok", false)) {
+    return common::InvalidArgument("{}", json.value("error", std::string("unknown error")));
+  }
+  return FromJson(json["topology"]);
+}
+
+StatusOr<Topology> LoadTopologyIsolated(const std::string& xml_path, int timeout_ms) {
+  if (xml_path.empty()) return LoadIsolated(LoadLiveTopology, "live topology", timeout_ms);
+  return LoadIsolated([&] { return LoadTopologyXmlFile(xml_path); }, xml_path, timeout_ms);
+}
 
 const NumaNode* Topology::FindNuma(int id) const {
   for (const NumaNode& node : numa_nodes) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,14 @@ struct Topology {
 StatusOr<Topology> LoadTopologyXmlFile(const std::string& path);
 StatusOr<Topology> LoadTopologyXmlText(std::string_view xml);
 StatusOr<Topology> LoadLiveTopology();
+
+// Runs `load` in a child process and brings the result back. hwloc crashes on some malformed files (a
+// missing complete_cpuset is enough in 2.9); isolated, such a file, or a load that hangs past `timeout_ms`,
+// is an error naming `what` instead of the end of the caller, which may be slurmstepd.
+StatusOr<Topology> LoadIsolated(const std::function<StatusOr<Topology>()>& load, const std::string& what,
+                                int timeout_ms);
+// The live machine (empty path) or an XML file, isolated as above.
+StatusOr<Topology> LoadTopologyIsolated(const std::string& xml_path, int timeout_ms);
 
 // "0-3,8,10-11" for {0,1,2,3,8,10,11}; input need not be sorted.
 std::string FormatCpuList(std::vector<int> cpus);

@@ -73,6 +73,14 @@ out=$(srun -n1 --gpus-per-task=1 --time=2 bash -c 'echo "ran ${SRUNWAY_NETWORK_P
 expect_eq "corrupt topology" "$out" "ran unset"
 grep -q "srunway: warning: $work/corrupt.xml: hwloc" "$work/err" || fail "no warning: $(cat "$work/err")"
 
+echo "== a file that crashes hwloc itself costs the helper process, not slurmstepd"
+crasher=$kSourceRoot/tests/fixtures/topology/corrupt-no-complete-cpuset.xml
+use_plugstack "required $plugin topology_xml=$crasher"
+out=$(srun -N2 -n2 --gpus-per-task=1 --time=2 bash -c 'echo "ran ${SRUNWAY_NETWORK_PROFILE:-unset}"' 2>"$work/err") ||
+  fail "the step failed when hwloc crashed: $(cat "$work/err")"
+expect_eq "hwloc crash" "$(tr '\n' ' ' <<<"$out")" "ran unset ran unset "
+grep -q "srunway: warning: $crasher: hwloc crashed (signal 11)" "$work/err" || fail "no warning: $(cat "$work/err")"
+
 echo "== a bad plugstack argument fails the step and names it"
 use_plugstack "required $plugin colour=blue"
 if srun -n1 true 2>"$work/err"; then fail "a bad plugstack argument was accepted"; fi

@@ -2,6 +2,7 @@
 #include "topology/topology.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "common/fs.h"
 #include "tests/unit/topology/fixture.h"
@@ -89,6 +90,47 @@ TEST(CpuList, FormatAndParse) {
   for (const char* bad : {"a", "3-1", "1,,2", "-1", "1-", "99999999"}) {
     EXPECT_FALSE(ParseCpuList(bad, "Cpus_allowed_list").ok()) << bad;
   }
+}
+
+}  // namespace
+}  // namespace srunway::topology
+
+namespace srunway::topology {
+namespace {
+
+TEST(IsolatedLoad, GivesTheSameTopology) {
+  Topology direct = LoadFixture("a3mega.xml");
+  auto isolated = LoadTopologyIsolated(FixturePath("a3mega.xml"), 10000);
+  ASSERT_TRUE(isolated.ok()) << isolated.status().ToString();
+  ASSERT_EQ(isolated->gpus.size(), direct.gpus.size());
+  for (size_t i = 0; i < direct.gpus.size(); ++i) {
+    EXPECT_EQ(isolated->gpus[i].pci, direct.gpus[i].pci);
+    EXPECT_EQ(isolated->gpus[i].switch_id, direct.gpus[i].switch_id);
+  }
+  ASSERT_EQ(isolated->nics.size(), direct.nics.size());
+  EXPECT_EQ(isolated->nics[3].name, direct.nics[3].name);
+  EXPECT_EQ(isolated->FindNuma(1)->cores, direct.FindNuma(1)->cores);
+  auto live = LoadTopologyIsolated("", 10000);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_FALSE(live->numa_nodes.empty());
+}
+
+TEST(IsolatedLoad, AFileThatCrashesHwlocIsAnError) {
+  // Found by the topology_xml fuzzer: one missing complete_cpuset makes hwloc 2.9 dereference NULL.
+  const std::string path = FixturePath("corrupt-no-complete-cpuset.xml");
+  auto topology = LoadTopologyIsolated(path, 10000);
+  ASSERT_FALSE(topology.ok());
+  EXPECT_TRUE(topology.status().message().starts_with(path + ": ")) << topology.status().message();
+  auto missing = LoadTopologyIsolated("/nonexistent/node.xml", 10000);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/node.xml"), std::string::npos);
+}
+
+TEST(IsolatedLoad, AHangIsCutOffAtTheDeadline) {
+  auto stuck = LoadIsolated([]() -> StatusOr<Topology> { ::pause(); return Topology{}; }, "stuck.xml", 200);
+  ASSERT_FALSE(stuck.ok());
+  EXPECT_EQ(stuck.status().code(), common::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(stuck.status().message(), "stuck.xml: hwloc did not finish within 200 ms");
 }
 
 }  // namespace
