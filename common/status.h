@@ -98,6 +98,10 @@ Status NotFound(fmt::format_string<Args...> format, Args&&... args) {
   return MakeStatus(StatusCode::kNotFound, format, std::forward<Args>(args)...);
 }
 template <typename... Args>
+Status FailedPrecondition(fmt::format_string<Args...> format, Args&&... args) {
+  return MakeStatus(StatusCode::kFailedPrecondition, format, std::forward<Args>(args)...);
+}
+template <typename... Args>
 Status DataLoss(fmt::format_string<Args...> format, Args&&... args) {
   return MakeStatus(StatusCode::kDataLoss, format, std::forward<Args>(args)...);
 }

@@ -13,6 +13,8 @@ readonly kPackages=(
   libopenmpi-dev openmpi-bin
   # scripts and tests
   procps iproute2 psmisc python3
+  # PyTorch on the CPU: the reference for the trainer and the peer for torchrun-style tests
+  python3-torch python3-numpy
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

@@ -1,0 +1,183 @@
+// What srunway-launch does, as a library: the torchrun environment for exec mode, and the --check run.
+#include "launcher/launch.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "common/env.h"
+#include "common/parse.h"
+
+namespace srunway::launcher {
+namespace {
+
+using common::Status;
+using common::StatusOr;
+
+bool PortFree(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return free;
+}
+
+double MillisSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+EnvList TorchrunEnv(const Identity& id, const std::string& master_addr, int master_port) {
+  return {{"RANK", std::to_string(id.rank)},
+          {"LOCAL_RANK", std::to_string(id.local_rank)},
+          {"WORLD_SIZE", std::to_string(id.size)},
+          {"LOCAL_WORLD_SIZE", std::to_string(id.local_size)},
+          {"GROUP_RANK", std::to_string(id.node_id)},
+          {"NODE_RANK", std::to_string(id.node_id)},
+          {"GROUP_WORLD_SIZE", std::to_string(id.node_count)},
+          {"MASTER_ADDR", master_addr},
+          {"MASTER_PORT", std::to_string(master_port)}};
+}
+
+StatusOr<int> PickMasterPort(int64_t job_id, int64_t step_id) {
+  const int base = 10000 + static_cast<int>((job_id * 37 + step_id * 101) % 9000);
+  for (int port = base; port < base + 64; ++port) {
+    if (PortFree(port)) return port;
+  }
+  return common::Unavailable("no free MASTER_PORT in {}-{} on this host", base, base + 63);
+}
+
+StatusOr<EnvList> ExecEnvironment(Bootstrap& bootstrap) {
+  const Identity& id = bootstrap.identity();
+  std::string mine;
+  if (id.rank == 0) {
+    std::string addr = common::GetEnvOr("MASTER_ADDR", bootstrap.peers().empty() ? "127.0.0.1" : bootstrap.peers()[0].address);
+    int port = 0;
+    if (auto given = common::GetEnvInt("MASTER_PORT", 1, 65535); given.ok()) {
+      port = static_cast<int>(*given);
+    } else {
+      int64_t job = common::GetEnvInt("SLURM_JOB_ID", 0, INT64_MAX).ok() ? *common::GetEnvInt("SLURM_JOB_ID") : getpid();
+      int64_t step = common::GetEnvInt("SLURM_STEP_ID", 0, INT64_MAX).ok() ? *common::GetEnvInt("SLURM_STEP_ID") : 0;
+      SRUNWAY_ASSIGN_OR_RETURN(port, PickMasterPort(job, step));
+    }
+    mine = fmt::format("{} {}", addr, port);
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(std::string master, bootstrap.Broadcast(mine, 0, "master address"));
+  size_t space = master.find(' ');
+  if (space == std::string::npos) return common::Internal("malformed master address '{}'", master);
+  SRUNWAY_ASSIGN_OR_RETURN(int64_t port, common::ParseInt(master.substr(space + 1), "MASTER_PORT", 1, 65535));
+  return TorchrunEnv(id, master.substr(0, space), static_cast<int>(port));
+}
+
+StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms) {
+  const Identity& id = bootstrap.identity();
+  std::vector<std::pair<std::string, double>> mine = {{"init", init_ms}};
+  auto start = std::chrono::steady_clock::now();
+  SRUNWAY_RETURN_IF_ERROR(bootstrap.Barrier("fence"));
+  mine.push_back({"fence", MillisSince(start)});
+
+  // The size of an NCCL unique id, made on rank 0 and shared as the NCCL backend will.
+  start = std::chrono::steady_clock::now();
+  std::string id_bytes(128, '\0');
+  if (id.rank == 0) {
+    std::mt19937_64 random(std::random_device{}());
+    for (char& c : id_bytes) c = static_cast<char>(random());
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(std::string shared, bootstrap.Broadcast(id_bytes, 0, "id broadcast"));
+  if (shared.size() != 128) return common::Internal("id broadcast gave {} bytes", shared.size());
+  mine.push_back({"id broadcast", MillisSince(start)});
+
+  start = std::chrono::steady_clock::now();
+  auto comm = CreateComm(comm_kind, bootstrap);
+  if (!comm.ok()) return comm.status().WithContext("communicator init");
+  mine.push_back({"communicator init", MillisSince(start)});
+
+  CheckResult result;
+  result.comm = std::string(CommKindName((*comm)->kind()));
+  // All-reduce: rank r contributes r+1 everywhere, so every element must become size*(size+1)/2.
+  size_t count = std::max<size_t>(1, bytes / sizeof(float));
+  std::vector<float> data(count, static_cast<float>(id.rank + 1));
+  start = std::chrono::steady_clock::now();
+  SRUNWAY_RETURN_IF_ERROR((*comm)->AllReduce(data.data(), count, DataType::kFloat32, ReduceOp::kSum));
+  mine.push_back({"first collective", MillisSince(start)});
+  const float expected = static_cast<float>(id.size) * static_cast<float>(id.size + 1) / 2.0f;
+  int all_reduce_ok = std::all_of(data.begin(), data.end(), [&](float v) { return v == expected; }) ? 1 : 0;
+  std::vector<int32_t> ranks(static_cast<size_t>(id.size), -1);
+  int32_t me = id.rank;
+  SRUNWAY_RETURN_IF_ERROR((*comm)->AllGather(&me, ranks.data(), 1, DataType::kInt32));
+  int all_gather_ok = 1;
+  for (int r = 0; r < id.size; ++r) all_gather_ok &= ranks[static_cast<size_t>(r)] == r ? 1 : 0;
+  int32_t flags[2] = {all_reduce_ok, all_gather_ok};
+  // Every rank must agree, so a wrong value anywhere fails the check everywhere.
+  std::string verdict = fmt::format("{} {}", flags[0], flags[1]);
+  SRUNWAY_RETURN_IF_ERROR((*comm)->Barrier());
+  comm->reset();
+
+  std::string timings;
+  for (auto& [phase, ms] : mine) timings += fmt::format("{}={:.3f};", phase, ms);
+  SRUNWAY_ASSIGN_OR_RETURN(auto all, bootstrap.AllGather(verdict + "|" + timings, "report"));
+  result.allreduce_ok = result.allgather_ok = true;
+  std::vector<std::vector<double>> per_phase(mine.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    size_t bar = all[r].find('|');
+    result.allreduce_ok &= all[r].substr(0, 1) == "1";
+    result.allgather_ok &= all[r].substr(2, 1) == "1";
+    size_t i = 0;
+    for (std::string_view field : common::Split(std::string_view(all[r]).substr(bar + 1), ';')) {
+      if (field.empty() || i >= mine.size()) continue;
+      per_phase[i++].push_back(std::stod(std::string(field.substr(field.find('=') + 1))));
+    }
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    auto& values = per_phase[i];
+    PhaseTiming timing{mine[i].first, 0, 0, 0, ""};
+    for (size_t r = 0; r < values.size(); ++r) {
+      if (values[r] > timing.max_ms) {
+        timing.max_ms = values[r];
+        timing.slowest_rank = static_cast<int>(r);
+      }
+    }
+    std::vector<double> sorted = values;
+    std::sort(sorted.begin(), sorted.end());
+    timing.median_ms = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+    timing.slowest_host = static_cast<size_t>(timing.slowest_rank) < bootstrap.peers().size()
+                              ? bootstrap.peers()[static_cast<size_t>(timing.slowest_rank)].host : "";
+    result.phases.push_back(timing);
+  }
+  return result;
+}
+
+std::string FormatCheckTable(const CheckResult& result, const Identity& id, std::string_view bootstrap) {
+  std::string out = fmt::format("srunway-launch --check: {} ranks on {} nodes, bootstrap {}, communicator {}\n",
+                                id.size, id.node_count, bootstrap, result.comm);
+  out += fmt::format("{:<18} {:>10} {:>10}  {}\n", "phase", "median ms", "max ms", "slowest");
+  for (const PhaseTiming& t : result.phases) {
+    out += fmt::format("{:<18} {:>10.2f} {:>10.2f}  rank {} on {}\n", t.phase, t.median_ms, t.max_ms, t.slowest_rank,
+                       t.slowest_host);
+  }
+  out += fmt::format("all-reduce: {}\nall-gather: {}\n", result.allreduce_ok ? "ok" : "WRONG",
+                     result.allgather_ok ? "ok" : "WRONG");
+  return out;
+}
+
+common::Json CheckJson(const CheckResult& result, const Identity& id, std::string_view bootstrap) {
+  common::Json phases = common::Json::array();
+  for (const PhaseTiming& t : result.phases) {
+    phases.push_back({{"phase", t.phase}, {"median_ms", t.median_ms}, {"max_ms", t.max_ms},
+                      {"slowest_rank", t.slowest_rank}, {"slowest_host", t.slowest_host}});
+  }
+  return {{"ranks", id.size}, {"nodes", id.node_count}, {"bootstrap", bootstrap}, {"comm", result.comm},
+          {"phases", phases}, {"allreduce", result.allreduce_ok ? "ok" : "wrong"},
+          {"allgather", result.allgather_ok ? "ok" : "wrong"}};
+}
+
+}  // namespace srunway::launcher

@@ -1,0 +1,60 @@
+// What srunway-launch does, as a library: the torchrun environment for exec mode, and the --check run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "launcher/bootstrap.h"
+#include "launcher/comm.h"
+
+namespace srunway::launcher {
+
+// Documented exit codes of srunway-launch.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitBootstrap = 3;   // a peer died, did not arrive in time, or the backend failed
+inline constexpr int kExitComm = 4;        // the communicator could not be built or a collective failed
+inline constexpr int kExitWrongResult = 5; // --check found a wrong value
+inline constexpr int kExitNotExecutable = 126;
+inline constexpr int kExitNotFound = 127;
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// The variables torchrun gives each worker.
+EnvList TorchrunEnv(const Identity& identity, const std::string& master_addr, int master_port);
+
+// MASTER_PORT for a Slurm step: the first free port of a sequence derived from the job and step ids (10000 to
+// 19999, apart from the bootstrap exchange's 20000 and up), checked free on this host.
+common::StatusOr<int> PickMasterPort(int64_t job_id, int64_t step_id);
+
+// Exec mode's environment: rank 0 picks MASTER_ADDR (its own address) and MASTER_PORT unless torchrun-style
+// variables already name them, and broadcasts them.
+common::StatusOr<EnvList> ExecEnvironment(Bootstrap& bootstrap);
+
+struct PhaseTiming {
+  std::string phase;
+  double max_ms = 0;
+  double median_ms = 0;
+  int slowest_rank = 0;
+  std::string slowest_host;
+};
+
+struct CheckResult {
+  std::vector<PhaseTiming> phases;
+  bool allreduce_ok = false;
+  bool allgather_ok = false;
+  std::string comm;
+};
+
+// Bootstrap phases already timed by the caller ("init") plus fence, id broadcast, communicator init and the
+// first collective; checks an all-reduce of `bytes` and an all-gather; gathers every rank's timings.
+common::StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms);
+
+std::string FormatCheckTable(const CheckResult& result, const Identity& identity, std::string_view bootstrap);
+common::Json CheckJson(const CheckResult& result, const Identity& identity, std::string_view bootstrap);
+
+}  // namespace srunway::launcher

@@ -1,0 +1,169 @@
+// Tests for the TCP exchange: frames, a real root and clients on loopback, refusals and dead peers.
+#include "launcher/tcp_store.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "launcher/bootstrap.h"
+#include "launcher/launch.h"
+
+namespace srunway::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string Name(int rank) { return fmt::format("rank {}", rank); }
+
+TEST(Frame, RoundTrips) {
+  Frame result{FrameType::kResult, 0, 7, "", {"a", "", std::string(1000, 'x')}};
+  std::string bytes = EncodeFrame(result) + EncodeFrame(Frame{FrameType::kAbort, 0, 7, "rank 3 died", {}});
+  auto first = DecodeFrame(bytes);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  EXPECT_EQ((*first)->first.round, 7u);
+  EXPECT_EQ((*first)->first.values, result.values);
+  auto second = DecodeFrame(std::string_view(bytes).substr((*first)->second));
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->first.type, FrameType::kAbort);
+  EXPECT_EQ((*second)->first.text, "rank 3 died");
+}
+
+TEST(Frame, PartialInputWaitsForMore) {
+  std::string bytes = EncodeFrame(Frame{FrameType::kContribution, 2, 1, "payload", {}});
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    auto decoded = DecodeFrame(std::string_view(bytes).substr(0, cut));
+    ASSERT_TRUE(decoded.ok()) << cut;
+    EXPECT_FALSE(decoded->has_value()) << cut;
+  }
+}
+
+TEST(Frame, MalformedIsAnError) {
+  std::string huge("\xff\xff\xff\x7f", 4);
+  EXPECT_FALSE(DecodeFrame(huge).ok());
+  std::string bad_type = EncodeFrame(Frame{FrameType::kHello, 1, 0, "t", {}});
+  bad_type[4] = 9;
+  EXPECT_FALSE(DecodeFrame(bad_type).ok());
+  Frame result{FrameType::kResult, 0, 1, "", {"abc"}};
+  std::string overrun = EncodeFrame(result);
+  overrun[4 + 1 + 8 + 4] = 100;  // first value's length now runs past the frame
+  EXPECT_FALSE(DecodeFrame(overrun).ok());
+  std::string too_short("\x02\x00\x00\x00\x01\x00", 6);
+  EXPECT_FALSE(DecodeFrame(too_short).ok());
+}
+
+struct Ranks {
+  std::vector<common::StatusOr<std::vector<std::string>>> results;
+};
+
+// Rank 0 serves, the others connect; each contributes "v<rank>" in one round.
+Ranks RunRound(int size, const std::function<bool(int)>& skip = [](int) { return false; }) {
+  auto server = TcpStoreServer::Listen({0}, "token", size);
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  uint16_t port = server->port();
+  Ranks ranks;
+  ranks.results.resize(static_cast<size_t>(size), common::Internal("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 1; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      if (skip(r)) return;
+      auto client = TcpStoreClient::Connect("127.0.0.1", {port}, "token", r, Clock::now() + 5s);
+      if (!client.ok()) {
+        ranks.results[static_cast<size_t>(r)] = client.status();
+        return;
+      }
+      ranks.results[static_cast<size_t>(r)] = client->Round("v" + std::to_string(r), "test", Clock::now() + 5s);
+    });
+  }
+  common::Status admitted = server->AdmitAll(Clock::now() + 2s, "init");
+  if (admitted.ok()) {
+    ranks.results[0] = server->Round("v0", "test", Clock::now() + 5s, Name);
+  } else {
+    server->AbortAll(admitted.message());
+    ranks.results[0] = admitted;
+  }
+  for (auto& thread : threads) thread.join();
+  return ranks;
+}
+
+TEST(TcpStore, AllGatherAcrossFourRanks) {
+  Ranks ranks = RunRound(4);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(ranks.results[r].ok()) << r << ": " << ranks.results[r].status().ToString();
+    EXPECT_EQ(*ranks.results[r], (std::vector<std::string>{"v0", "v1", "v2", "v3"}));
+  }
+}
+
+TEST(TcpStore, MissingRankIsNamedAndOthersAreTold) {
+  Ranks ranks = RunRound(4, [](int r) { return r == 2; });
+  ASSERT_FALSE(ranks.results[0].ok());
+  EXPECT_EQ(ranks.results[0].status().message(), "rank 2 did not arrive during init");
+  // The connected ranks get the root's reason instead of waiting for their own deadline.
+  for (int r : {1, 3}) {
+    ASSERT_FALSE(ranks.results[r].ok());
+    EXPECT_EQ(ranks.results[r].status().message(), "rank 2 did not arrive during init") << r;
+  }
+}
+
+TEST(TcpStore, WrongTokenIsRefused) {
+  auto server = TcpStoreServer::Listen({0}, "right", 2);
+  ASSERT_TRUE(server.ok());
+  uint16_t port = server->port();
+  common::Status stray_result;
+  std::thread stray([&] {
+    auto client = TcpStoreClient::Connect("127.0.0.1", {port}, "wrong", 1, Clock::now() + 1500ms);
+    stray_result = client.status();
+  });
+  common::Status admitted = server->AdmitAll(Clock::now() + 1s, "init");
+  stray.join();
+  EXPECT_EQ(admitted.message(), "rank 1 did not arrive during init");
+  EXPECT_EQ(stray_result.code(), common::StatusCode::kDeadlineExceeded);
+}
+
+TEST(TcpStore, ARankThatDiesMidRoundIsNamed) {
+  auto server = TcpStoreServer::Listen({0}, "token", 2);
+  ASSERT_TRUE(server.ok());
+  uint16_t port = server->port();
+  std::thread client_thread([&] {
+    auto client = TcpStoreClient::Connect("127.0.0.1", {port}, "token", 1, Clock::now() + 5s);
+    ASSERT_TRUE(client.ok());
+    // Leaves without contributing: the destructor closes the connection.
+  });
+  ASSERT_TRUE(server->AdmitAll(Clock::now() + 5s, "init").ok());
+  client_thread.join();
+  auto result = server->Round("v0", "fence", Clock::now() + 5s, [](int r) { return fmt::format("rank {} on node2", r); });
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), common::StatusCode::kAborted);
+  EXPECT_EQ(result.status().message(), "rank 1 on node2 died during fence");
+}
+
+TEST(Launch, TorchrunEnvironment) {
+  Identity id{5, 16, 1, 8, 0, 2, "node1"};
+  auto env = TorchrunEnv(id, "10.0.0.1", 12345);
+  std::map<std::string, std::string> map(env.begin(), env.end());
+  EXPECT_EQ(map["RANK"], "5");
+  EXPECT_EQ(map["WORLD_SIZE"], "16");
+  EXPECT_EQ(map["LOCAL_RANK"], "1");
+  EXPECT_EQ(map["LOCAL_WORLD_SIZE"], "8");
+  EXPECT_EQ(map["GROUP_RANK"], "0");
+  EXPECT_EQ(map["NODE_RANK"], "0");
+  EXPECT_EQ(map["GROUP_WORLD_SIZE"], "2");
+  EXPECT_EQ(map["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(map["MASTER_PORT"], "12345");
+}
+
+TEST(Launch, MasterPortIsFreeAndInItsRange) {
+  auto port = PickMasterPort(4242, 1);
+  ASSERT_TRUE(port.ok());
+  EXPECT_GE(*port, 10000);
+  EXPECT_LT(*port, 20000);
+  EXPECT_FALSE(ParseBootstrapKind("mpi").ok());
+  EXPECT_EQ(*ParseBootstrapKind("pmix"), BootstrapKind::kPmix);
+}
+
+}  // namespace
+}  // namespace srunway::launcher
