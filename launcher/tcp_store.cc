@@ -329,7 +329,8 @@ TcpStoreClient::~TcpStoreClient() { Close(fd_); }
 common::StatusOr<TcpStoreClient> TcpStoreClient::Connect(const std::string& host, const std::vector<uint16_t>& ports,
                                                          const std::string& token, int rank, Deadline deadline) {
   std::string last_error = "no attempt";
-  auto pause = std::chrono::milliseconds(20);
+  // Peers usually start before the root listens; retry often, since every retry is cheap and a long sleep is not.
+  auto pause = std::chrono::milliseconds(5);
   while (Clock::now() < deadline) {
     for (uint16_t port : ports) {
       addrinfo hints{};
@@ -359,7 +360,7 @@ common::StatusOr<TcpStoreClient> TcpStoreClient::Connect(const std::string& host
                                ack.ok() ? "unexpected answer" : ack.status().message());
     }
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
   return common::DeadlineExceeded("could not reach the root of the bootstrap exchange: {}", last_error);
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Benchmark: wall time of 16 ranks over both nodes, in one run, interleaved: bare `srun true`, srunway-launch's
+# bootstrap then `true` (exec mode), srunway-launch --check (bootstrap + MPI communicator + collectives), and an
+# Open MPI program that only does MPI_Init/Barrier/Finalize. Prints medians and ratios; asserts nothing about time.
+source "$(dirname "$0")/../slurm/lib.sh"
+require_cluster
+launch=${SRUNWAY_LAUNCH:?} mpi_peer=${MPI_INIT_BARRIER:?}
+rounds=${SRUNWAY_BENCH_ROUNDS:-9}
+
+time_ms() {
+  local start end
+  start=$(date +%s%N)
+  "$@" >/dev/null || fail "failed: $*"
+  end=$(date +%s%N)
+  echo $(((end - start) / 1000000))
+}
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+
+declare -a bare exec_mode check mpi
+time_ms srun -N2 -n16 true >/dev/null  # warm-up
+for ((i = 0; i < rounds; i++)); do
+  bare+=("$(time_ms srun -N2 -n16 true)")
+  exec_mode+=("$(time_ms srun --mpi=pmix -N2 -n16 "$launch" -- true)")
+  check+=("$(time_ms srun --mpi=pmix -N2 -n16 "$launch" --check --bytes 4096)")
+  mpi+=("$(time_ms srun --mpi=pmix -N2 -n16 "$mpi_peer")")
+done
+m_bare=$(printf '%s\n' "${bare[@]}" | median)
+m_exec=$(printf '%s\n' "${exec_mode[@]}" | median)
+m_check=$(printf '%s\n' "${check[@]}" | median)
+m_mpi=$(printf '%s\n' "${mpi[@]}" | median)
+echo "16 ranks on 2 nodes, median of $rounds rounds:"
+echo "  srun true                          ${m_bare} ms"
+echo "  srun srunway-launch -- true        ${m_exec} ms  (x$(ratio "$m_exec" "$m_bare") bare srun, goal <= 1.2; x$(ratio "$m_exec" "$m_mpi") MPI init/barrier/finalize)"
+echo "  srun srunway-launch --check        ${m_check} ms  (x$(ratio "$m_check" "$m_bare") bare srun; includes MPI_Init)"
+echo "  srun MPI init/barrier/finalize     ${m_mpi} ms  (x$(ratio "$m_mpi" "$m_bare") bare srun)"
