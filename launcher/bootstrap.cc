@@ -4,8 +4,6 @@
 
 #include <netdb.h>
 #include <arpa/inet.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -15,9 +13,9 @@
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/subprocess.h"
 #include "launcher/tcp_store.h"
 
-extern char** environ;
 
 namespace srunway::launcher {
 namespace {
@@ -37,44 +35,18 @@ std::optional<std::string> ResolveIpv4(const std::string& host) {
   return std::string(text);
 }
 
-// stdout of a short command (scontrol), or an error naming it.
-StatusOr<std::string> RunCommand(std::vector<std::string> args) {
-  int fds[2];
-  if (::pipe(fds) != 0) return common::ErrnoStatus(errno, "pipe");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int error = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  std::string out;
-  if (error == 0) {
-    char buffer[4096];
-    ssize_t n;
-    while ((n = ::read(fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  if (error != 0) return common::ErrnoStatus(error, "run " + args[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return common::Unavailable("{} failed", args[0]);
-  return out;
-}
-
 // A Slurm node's address: its name when that resolves, else its NodeAddr from slurmctld (node names need not
 // resolve; on the local test cluster they do not).
 StatusOr<std::string> SlurmNodeAddress(const std::string& node) {
   if (auto address = ResolveIpv4(node)) return *address;
-  auto out = RunCommand({"scontrol", "show", "node", node, "-o"});
-  if (!out.ok()) return common::NotFound("node {} does not resolve and scontrol could not tell its NodeAddr", node);
-  size_t at = out->find("NodeAddr=");
+  auto shown = common::RunCommand({"scontrol", "show", "node", node, "-o"});
+  if (!shown.ok() || shown->exit_code != 0) {
+    return common::NotFound("node {} does not resolve and scontrol could not tell its NodeAddr", node);
+  }
+  const std::string& out = shown->output;
+  size_t at = out.find("NodeAddr=");
   if (at == std::string::npos) return common::NotFound("scontrol shows no NodeAddr for node {}", node);
-  std::string addr = out->substr(at + 9, out->find(' ', at) - at - 9);
+  std::string addr = out.substr(at + 9, out.find_first_of(" \n", at) - at - 9);
   if (auto address = ResolveIpv4(addr)) return *address;
   return common::NotFound("node {} has NodeAddr {}, which does not resolve", node, addr);
 }

@@ -16,6 +16,7 @@ using namespace srunway;
 constexpr int kExitOk = 0;
 constexpr int kExitTopology = 1;
 constexpr int kExitUsage = 2;
+constexpr int kTopologyTimeoutMs = 30000;
 
 std::string NicNames(const topology::Topology& topo, const std::vector<size_t>& nics) {
   std::string names;
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
     common::LogError("{}", profile.status().message());
     return kExitUsage;
   }
-  auto topo = xml.empty() ? topology::LoadLiveTopology() : topology::LoadTopologyXmlFile(xml);
+  // In a helper process: a file that crashes hwloc is an error line here too, not a crash.
+  auto topo = topology::LoadTopologyIsolated(xml, kTopologyTimeoutMs);
   if (!topo.ok()) {
     common::LogError("{}", topo.status().message());
     return kExitTopology;

@@ -1,8 +1,5 @@
 // Differential test: our hostlist expansion and compression against the real `scontrol show hostnames|hostlist`.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,8 +10,8 @@
 #include <vector>
 
 #include "common/hostlist.h"
+#include "common/subprocess.h"
 
-extern char** environ;
 
 namespace srunway::common {
 namespace {
@@ -39,34 +36,11 @@ class Scontrol : public ::testing::Test {
     if (scontrol_.empty()) GTEST_SKIP() << "SRUNWAY_SCONTROL is not set";
   }
 
-  // stdout (and stderr, when asked) of `scontrol show <what> <argument>`, without the trailing newline.
+  // What `scontrol show <what> <argument>` printed (stderr too, when asked), without the trailing newline.
   static std::string Show(const char* what, const std::string& argument, bool with_stderr = false) {
-    int pipe_fds[2];
-    EXPECT_EQ(pipe(pipe_fds), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
-    if (with_stderr) {
-      posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
-    } else {
-      posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    }
-    std::vector<std::string> args = {scontrol_, "show", what, argument};
-    std::vector<char*> argv;
-    for (auto& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    EXPECT_EQ(posix_spawn(&pid, scontrol_.c_str(), &actions, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(pipe_fds[1]);
-    std::string out;
-    char buffer[4096];
-    ssize_t n;
-    while ((n = read(pipe_fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, static_cast<size_t>(n));
-    close(pipe_fds[0]);
-    int wait_status = 0;
-    waitpid(pid, &wait_status, 0);
+    auto result = RunCommand({scontrol_, "show", what, argument}, with_stderr);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    std::string out = result.ok() ? result->output : "";
     while (!out.empty() && out.back() == '\n') out.pop_back();
     return out;
   }
