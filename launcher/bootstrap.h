@@ -47,7 +47,8 @@ class Bootstrap {
   // `value` from `root` reaches every rank (the others' `value` is ignored).
   virtual common::StatusOr<std::string> Broadcast(std::string_view value, int root, std::string_view phase) = 0;
   virtual common::Status Barrier(std::string_view phase) = 0;
-  // Ends the whole step on purpose, after telling the peers why where the backend can.
+  // Ends the whole step on purpose, after telling the peers `why` (without this rank's prefix; each peer
+  // prints its own) where the backend can.
   virtual void Abort(const std::string& why) = 0;
   virtual common::Status Finalize() = 0;
 

@@ -78,14 +78,21 @@ StatusOr<EnvList> ExecEnvironment(Bootstrap& bootstrap) {
   return TorchrunEnv(id, master.substr(0, space), static_cast<int>(port));
 }
 
-StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms) {
+StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms,
+                               Watchdog* watchdog) {
   const Identity& id = bootstrap.identity();
+  auto enter = [&](std::string_view phase) {
+    if (watchdog != nullptr) watchdog->SetPhase(std::string(phase));
+    MaybeInjectFault(id.rank, phase);
+  };
   std::vector<std::pair<std::string, double>> mine = {{"init", init_ms}};
+  enter("fence");
   auto start = std::chrono::steady_clock::now();
   SRUNWAY_RETURN_IF_ERROR(bootstrap.Barrier("fence"));
   mine.push_back({"fence", MillisSince(start)});
 
   // The size of an NCCL unique id, made on rank 0 and shared as the NCCL backend will.
+  enter("id broadcast");
   start = std::chrono::steady_clock::now();
   std::string id_bytes(128, '\0');
   if (id.rank == 0) {
@@ -96,6 +103,7 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
   if (shared.size() != 128) return common::Internal("id broadcast gave {} bytes", shared.size());
   mine.push_back({"id broadcast", MillisSince(start)});
 
+  enter("communicator init");
   start = std::chrono::steady_clock::now();
   auto comm = CreateComm(comm_kind, bootstrap);
   if (!comm.ok()) return comm.status().WithContext("communicator init");
@@ -106,6 +114,7 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
   // All-reduce: rank r contributes r+1 everywhere, so every element must become size*(size+1)/2.
   size_t count = std::max<size_t>(1, bytes / sizeof(float));
   std::vector<float> data(count, static_cast<float>(id.rank + 1));
+  enter("first collective");
   start = std::chrono::steady_clock::now();
   SRUNWAY_RETURN_IF_ERROR((*comm)->AllReduce(data.data(), count, DataType::kFloat32, ReduceOp::kSum));
   mine.push_back({"first collective", MillisSince(start)});
@@ -122,6 +131,7 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
   SRUNWAY_RETURN_IF_ERROR((*comm)->Barrier());
   comm->reset();
 
+  enter("report");
   std::string timings;
   for (auto& [phase, ms] : mine) timings += fmt::format("{}={:.3f};", phase, ms);
   SRUNWAY_ASSIGN_OR_RETURN(auto all, bootstrap.AllGather(verdict + "|" + timings, "report"));

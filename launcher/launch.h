@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "launcher/bootstrap.h"
 #include "launcher/comm.h"
+#include "launcher/watchdog.h"
 
 namespace srunway::launcher {
 
@@ -51,8 +52,10 @@ struct CheckResult {
 };
 
 // Bootstrap phases already timed by the caller ("init") plus fence, id broadcast, communicator init and the
-// first collective; checks an all-reduce of `bytes` and an all-gather; gathers every rank's timings.
-common::StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms);
+// first collective; checks an all-reduce of `bytes` and an all-gather; gathers every rank's timings. Tells
+// `watchdog` (when given) each phase it enters, so a death is reported with the phase.
+common::StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms,
+                                       Watchdog* watchdog);
 
 std::string FormatCheckTable(const CheckResult& result, const Identity& identity, std::string_view bootstrap);
 common::Json CheckJson(const CheckResult& result, const Identity& identity, std::string_view bootstrap);

@@ -158,7 +158,7 @@ class PmixBootstrap : public Bootstrap {
     // Slurm's PMIx server answers PMIx_Abort by ending the whole step, so nothing is left hanging. The other
     // ranks reach the same deadline within moments; give them that long to print their own line first.
     std::this_thread::sleep_for(kAbortGrace);
-    api_->abort(1, why.c_str(), nullptr, 0);
+    api_->abort(1, (Prefix() + why).c_str(), nullptr, 0);
   }
 
   Status Finalize() override {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -12,16 +13,22 @@
 #include "common/parse.h"
 #include "launcher/bootstrap.h"
 #include "launcher/launch.h"
+#include "launcher/watchdog.h"
 
 namespace {
 
 using namespace srunway;
 using namespace srunway::launcher;
 
-// One line on stderr; messages from a failed bootstrap already say which rank saw them.
+// One line on stderr per process, even when the main thread and the watchdog notice the same death.
+void Report(const std::string& line) {
+  static std::atomic<bool> reported{false};
+  if (!reported.exchange(true)) fmt::print(stderr, "srunway-launch: {}\n", line);
+}
+
+// Messages from a failed bootstrap already say which rank saw them; later ones get the prefix here.
 int Fail(const Bootstrap* bootstrap, const common::Status& status, int code) {
-  std::string prefix = bootstrap != nullptr ? bootstrap->Prefix() : "";
-  fmt::print(stderr, "srunway-launch: {}{}\n", prefix, status.message());
+  Report((bootstrap != nullptr ? bootstrap->Prefix() : "") + status.message());
   return code;
 }
 
@@ -71,11 +78,23 @@ int main(int argc, char** argv) {
   double init_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   if (check) {
-    auto result = RunCheck(boot, *comm_kind, static_cast<size_t>(*bytes), init_ms);
+    // A rank that dies inside a collective would leave the others waiting there forever: the watchdog notices,
+    // every rank says so in one line, and the step ends.
+    auto watchdog = Watchdog::Start(boot, timeout, [&boot](const std::string& why) {
+      Report(boot.Prefix() + why);
+      boot.Abort(why);
+      std::_Exit(kExitBootstrap);
+    });
+    if (!watchdog.ok()) {
+      Fail(&boot, watchdog.status(), kExitBootstrap);
+      boot.Abort(watchdog.status().message());
+      return kExitBootstrap;
+    }
+    auto result = RunCheck(boot, *comm_kind, static_cast<size_t>(*bytes), init_ms, watchdog->get());
     if (!result.ok()) {
       int code = result.status().message().starts_with("communicator init") ? kExitComm : kExitBootstrap;
       Fail(&boot, result.status(), code);
-      boot.Abort(boot.Prefix() + result.status().message());
+      boot.Abort(result.status().message());
       return code;
     }
     if (boot.identity().rank == 0) {
@@ -86,6 +105,7 @@ int main(int argc, char** argv) {
         fmt::print("{}", FormatCheckTable(*result, boot.identity(), bootstrap_used));
       }
     }
+    watchdog->reset();
     (void)boot.Finalize();
     return result->allreduce_ok && result->allgather_ok ? kExitOk : kExitWrongResult;
   }
@@ -93,7 +113,7 @@ int main(int argc, char** argv) {
   auto env = ExecEnvironment(boot);
   if (!env.ok()) {
     Fail(&boot, env.status(), kExitBootstrap);
-    boot.Abort(boot.Prefix() + env.status().message());
+    boot.Abort(env.status().message());
     return kExitBootstrap;
   }
   for (const auto& [name, value] : *env) ::setenv(name.c_str(), value.c_str(), 1);

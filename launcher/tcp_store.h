@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -54,6 +55,8 @@ class TcpStoreServer {
                                                    const RankNamer& name);
   // Tells every client why the step ends.
   void AbortAll(std::string_view reason);
+  // Hands over the admitted connections (index = rank; index 0 is -1), for the watchdog.
+  std::vector<int> ReleaseConnections() { return std::exchange(fds_, std::vector<int>(fds_.size(), -1)); }
 
  private:
   TcpStoreServer(int listen_fd, uint16_t port, std::string token, int size);
@@ -77,6 +80,8 @@ class TcpStoreClient {
   ~TcpStoreClient();
 
   common::StatusOr<std::vector<std::string>> Round(std::string_view mine, std::string_view phase, Deadline deadline);
+  // Hands over the connection, for the watchdog.
+  int ReleaseConnection() { return std::exchange(fd_, -1); }
 
  private:
   TcpStoreClient(int fd, int rank) : fd_(fd), rank_(rank) {}

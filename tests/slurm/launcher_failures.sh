@@ -43,4 +43,27 @@ echo "== pmix bootstrap, rank 3 killed during the fence"
 run_failing pmix-kill pmix pmix 'kill -9 $$'
 lines=$(grep -c "srunway-launch: rank [0-2] on node[12]: init did not complete within 5 s" "$work/pmix-kill.err" || true)
 expect_eq "surviving ranks that explained" "$lines" 3
+# After the bootstrap: the heartbeat watchdog names the rank that died and the phase it was in.
+run_check_fault() {  # run_check_fault NAME MPI BOOTSTRAP RANK PHASE
+  local name=$1 mpi=$2 bootstrap=$3 victim=$4 phase=$5
+  if SRUNWAY_FAULT_KILL_RANK=$victim SRUNWAY_FAULT_KILL_PHASE=$phase timeout 90 srun --mpi="$mpi" -N2 -n4 --time=2 -l \
+      "$launch" --bootstrap="$bootstrap" --check --timeout 10 >"$work/$name.out" 2>"$work/$name.err"; then
+    fail "$name: the step succeeded"
+  fi
+  [[ $? -ne 124 ]] || fail "$name: the step hung past the guard"
+  grep srunway-launch "$work/$name.err" || true
+  # Slurm's block distribution of 4 tasks on 2 nodes puts ranks 0-2 on node1 and rank 3 on node2.
+  local r victim_node=$((victim == 3 ? 2 : 1))
+  for r in 0 1 2 3; do
+    [[ $r -eq $victim ]] && continue
+    expect_eq "$name: lines of rank $r" "$(grep -c "^ *$r: srunway-launch: rank $r on node[12]: rank $victim on node$victim_node died during $phase$" "$work/$name.err")" 1
+  done
+}
+
+echo "== pmix, rank 3 killed inside the first collective (an MPI all-reduce)"
+run_check_fault pmix-collective pmix pmix 3 "first collective"
+echo "== slurm bootstrap, rank 3 killed during the id broadcast"
+run_check_fault slurm-broadcast none slurm 3 "id broadcast"
+echo "== pmix, rank 0 (the watchdog's root) killed inside the first collective"
+run_check_fault pmix-root pmix pmix 0 "first collective"
 echo "ok"

@@ -1,0 +1,55 @@
+// Heartbeat watchdog: after the bootstrap, every rank keeps a connection to rank 0 and beats on it. A rank that
+// dies (its connection closes) or falls silent is reported to every rank, which can then end the step instead of
+// waiting forever in a collective. Works under every bootstrap backend; PMIx alone cannot say which rank died.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "launcher/bootstrap.h"
+
+namespace srunway::launcher {
+
+class Watchdog {
+ public:
+  // Called once, on the watchdog's thread, with e.g. "rank 3 on node2 died during first collective".
+  using OnFailure = std::function<void(const std::string& why)>;
+
+  // Collective over the bootstrap: rank 0 opens a port and shares it, the others connect. `silence` is how long
+  // a rank may go without a heartbeat (it beats every `silence` / 10).
+  static common::StatusOr<std::unique_ptr<Watchdog>> Start(Bootstrap& bootstrap, std::chrono::milliseconds silence,
+                                                           OnFailure on_failure);
+  ~Watchdog();  // a clean goodbye: peers are not told of a death
+
+  // Names what this rank is doing, for the failure message.
+  void SetPhase(std::string phase);
+  std::string Phase();
+
+ private:
+  Watchdog() = default;
+  void RunRoot(std::chrono::milliseconds silence);
+  void RunPeer(std::chrono::milliseconds interval);
+  void Fail(const std::string& why);
+
+  Bootstrap* bootstrap_ = nullptr;
+  OnFailure on_failure_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  std::mutex phase_mutex_;
+  std::string phase_ = "startup";
+  std::vector<int> fds_;  // rank 0: one per peer rank; others: fds_[0] is the connection to rank 0
+  int wake_fd_[2] = {-1, -1};  // written on shutdown to end the thread's poll at once
+  std::thread thread_;
+};
+
+// Test knob for the failure paths: with SRUNWAY_FAULT_KILL_RANK=R and SRUNWAY_FAULT_KILL_PHASE=P in the
+// environment, rank R kills itself with SIGKILL 0.3 s after it enters phase P.
+void MaybeInjectFault(int rank, std::string_view phase);
+
+}  // namespace srunway::launcher
