@@ -11,6 +11,7 @@ extern "C" {
 #include <vector>
 
 #include "common/status.h"
+#include "topology/nccl_topo.h"
 #include "topology/plan.h"
 #include "topology/plugin_config.h"
 #include "topology/topology.h"
@@ -41,6 +42,8 @@ struct PluginState {
   topology::GpuAffinity affinity = topology::GpuAffinity::kClosest;
   std::optional<topology::ProfileId> profile;
   std::optional<topology::Topology> topology;
+  std::string nccl_topo_file;  // written for this step on this node, removed at its end
+  uid_t job_uid = 0;
 };
 
 PluginState& State() {
@@ -137,8 +140,11 @@ int TaskInit(spank_t spank) {
       visible = *parsed;
     }
   }
-  topology::PlanRequest request{*state.profile, topology::TaskGpus(visible, local_rank, static_cast<int>(local_tasks)),
-                                state.config.plugin_path};
+  topology::PlanRequest request;
+  request.profile = *state.profile;
+  request.task_gpus = topology::TaskGpus(visible, local_rank, static_cast<int>(local_tasks));
+  request.plugin_dir = state.config.plugin_path;
+  request.nccl_topo_file = state.nccl_topo_file;
   topology::EnvPlan plan = topology::MakePlan(*state.topology, request);
   bool verbose = JobEnv(spank, "SRUNWAY_LOG").value_or("") == "debug";
   for (const std::string& note : plan.notes) {
@@ -220,6 +226,17 @@ extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_user_init(spank_t spank, int, ch
       return 0;
     }
     state.topology = std::move(*topo);
+    if (state.config.nccl_topo_file) {
+      gid_t gid = 0;
+      spank_get_item(spank, S_JOB_UID, &state.job_uid);
+      spank_get_item(spank, S_JOB_GID, &gid);
+      auto path = topology::WriteNcclTopologyFile(*state.topology, state.config.tmpdir, state.job_uid, gid);
+      if (path.ok()) {
+        state.nccl_topo_file = *path;
+      } else {
+        slurm_spank_log("srunway: warning: no NCCL_TOPO_FILE: %s", path.status().message().c_str());
+      }
+    }
     return 0;
   } catch (...) {
     slurm_error("srunway: internal error in slurm_spank_user_init; tasks run without GPU/NIC affinity");
@@ -237,4 +254,14 @@ extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_task_init(spank_t spank, int, ch
   }
 }
 
-extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_exit(spank_t, int, char**) noexcept { return 0; }
+extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_exit(spank_t spank, int, char**) noexcept {
+  try {
+    PluginState& state = State();
+    if (spank_remote(spank) && !state.nccl_topo_file.empty()) {
+      topology::RemoveNcclTopologyFile(state.nccl_topo_file, state.job_uid);
+    }
+  } catch (...) {
+    slurm_error("srunway: internal error in slurm_spank_exit");
+  }
+  return 0;
+}

@@ -332,6 +332,9 @@ EnvPlan MakePlan(const Topology& topology, const PlanRequest& request) {
     if (!complete) continue;  // nothing on this node fills it: leave NCCL's default
     plan.env.push_back(EnvVar{std::string(var.name), value, var.mode, var.enforced});
   }
+  if (!request.nccl_topo_file.empty()) {
+    plan.env.push_back(EnvVar{"NCCL_TOPO_FILE", request.nccl_topo_file, VarMode::kSet, false});
+  }
   plan.env.push_back(EnvVar{"SRUNWAY_NETWORK_PROFILE", std::string(profile.name), VarMode::kSet, false});
   return plan;
 }

@@ -68,6 +68,7 @@ struct PlanRequest {
   std::vector<int> task_gpus;
   std::string plugin_dir;                // the admin's plugin_path=; empty: the profile's usual places
   PathExists exists = PathExistsOnDisk;
+  std::string nccl_topo_file;            // exported as NCCL_TOPO_FILE when set
 };
 
 // Never fails for a valid profile; a GPU missing from the topology becomes a note, not an error.

@@ -36,6 +36,11 @@ common::StatusOr<PluginConfig> ParsePluginArgs(std::span<const std::string> args
     } else if (key == "plugin_path") {
       SRUNWAY_RETURN_IF_ERROR(CheckAbsolutePath(key, value));
       config.plugin_path = value;
+    } else if (key == "nccl_topo_file") {
+      SRUNWAY_ASSIGN_OR_RETURN(config.nccl_topo_file, common::ParseBool(value, key));
+    } else if (key == "tmpdir") {
+      SRUNWAY_RETURN_IF_ERROR(CheckAbsolutePath(key, value));
+      config.tmpdir = value;
     } else if (key == "force") {
       for (std::string_view name : common::Split(value, ',')) {
         if (name.empty()) continue;
@@ -44,8 +49,8 @@ common::StatusOr<PluginConfig> ParsePluginArgs(std::span<const std::string> args
       }
     } else {
       return common::InvalidArgument(
-          "unknown plugstack argument '{}' (expected default_profile, allow_user_profile, topology_xml, plugin_path "
-          "or force)", key);
+          "unknown plugstack argument '{}' (expected default_profile, allow_user_profile, topology_xml, plugin_path, "
+          "force, nccl_topo_file or tmpdir)", key);
     }
   }
   return config;

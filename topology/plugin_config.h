@@ -22,6 +22,8 @@ struct PluginConfig {
   std::string topology_xml;                      // topology_xml=/abs/path.xml; empty: the live machine
   std::string plugin_path;                       // plugin_path=/abs/dir of the NCCL network plugin
   std::set<std::string> forced;                  // force=NCCL_PROTO,NCCL_ALGO: users may not override these
+  bool nccl_topo_file = false;                   // nccl_topo_file=yes: write an NCCL_TOPO_FILE per step and node
+  std::string tmpdir = "/tmp";                   // tmpdir=/abs/dir: where that file goes (a fresh 0700 directory)
 };
 
 // Arguments as they stand after the plugin's path in plugstack.conf; unknown keys and bad values are errors

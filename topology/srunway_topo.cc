@@ -120,7 +120,10 @@ int main(int argc, char** argv) {
     visible = *parsed;
   }
   if (local_tasks == 0) local_tasks = std::max<int>(1, static_cast<int>(topo->gpus.size()));
-  topology::PlanRequest request{*profile, topology::TaskGpus(visible, local_rank, local_tasks), plugin_path};
+  topology::PlanRequest request;
+  request.profile = *profile;
+  request.task_gpus = topology::TaskGpus(visible, local_rank, local_tasks);
+  request.plugin_dir = plugin_path;
   topology::EnvPlan plan = topology::MakePlan(*topo, request);
   topology::NodePlacement placement = topology::PlaceNode(*topo, topology::GetProfile(plan.profile).reserves_nic_cores);
   if (json) {

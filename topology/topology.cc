@@ -47,6 +47,7 @@ struct Locality {
   int numa = -1;
   int package = -1;
   uint64_t switch_id = 0;
+  std::string switch_pci;
 };
 
 // Where an I/O object sits: the NUMA node and package of its CPU-side parent, and the top switch above it.
@@ -63,7 +64,11 @@ Locality LocalityOf(hwloc_topology_t topology, hwloc_obj_t obj) {
     // hwloc stores whatever number an XML file gave; read it as an integer, not as the enum it may not be.
     std::underlying_type_t<hwloc_obj_bridge_type_t> upstream;
     std::memcpy(&upstream, &up->attr->bridge.upstream_type, sizeof upstream);
-    if (upstream == HWLOC_OBJ_BRIDGE_PCI) locality.switch_id = up->gp_index;
+    if (upstream == HWLOC_OBJ_BRIDGE_PCI) {
+      locality.switch_id = up->gp_index;
+      const auto& pci = up->attr->bridge.upstream.pci;
+      locality.switch_pci = fmt::format("{:04x}:{:02x}:{:02x}.{:x}", pci.domain, pci.bus, pci.dev, pci.func);
+    }
   }
   return locality;
 }
@@ -92,12 +97,13 @@ Topology Extract(hwloc_topology_t topology, std::string source) {
     const auto& pci = obj->attr->pcidev;
     Locality locality = LocalityOf(topology, obj);
     if ((pci.class_id >> 8) == 0x03 && pci.vendor_id == kNvidiaVendor) {
-      gpus.push_back({Gpu{-1, PciAddressOf(obj), locality.numa, locality.package, locality.switch_id},
+      gpus.push_back({Gpu{-1, PciAddressOf(obj), locality.numa, locality.package, locality.switch_id,
+                          locality.switch_pci},
                       IndexFromOsDevice(obj)});
       continue;
     }
     Nic nic{"", "", PciAddressOf(obj), pci.vendor_id, pci.class_id, locality.numa, locality.package,
-            locality.switch_id};
+            locality.switch_id, locality.switch_pci};
     for (hwloc_obj_t child = obj->io_first_child; child != nullptr; child = child->next_sibling) {
       if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == nullptr) continue;
       if (child->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && nic.name.empty()) nic.name = child->name;
@@ -171,9 +177,10 @@ StatusOr<Topology> Load(const std::function<int(hwloc_topology_t)>& configure, s
 
 common::Json ToJson(const Topology& topology) {
   common::Json gpus = common::Json::array(), nics = common::Json::array(), numa = common::Json::array();
-  for (const Gpu& g : topology.gpus) gpus.push_back({g.index, g.pci, g.numa, g.package, g.switch_id});
+  for (const Gpu& g : topology.gpus) gpus.push_back({g.index, g.pci, g.numa, g.package, g.switch_id, g.switch_pci});
   for (const Nic& n : topology.nics) {
-    nics.push_back({n.name, n.ib_device, n.pci, n.vendor_id, n.class_id, n.numa, n.package, n.switch_id});
+    nics.push_back({n.name, n.ib_device, n.pci, n.vendor_id, n.class_id, n.numa, n.package, n.switch_id,
+                    n.switch_pci});
   }
   for (const NumaNode& node : topology.numa_nodes) numa.push_back({node.id, node.package, node.cores});
   return {{"source", topology.source}, {"gpus", gpus}, {"nics", nics}, {"numa", numa}};
@@ -185,12 +192,12 @@ StatusOr<Topology> FromJson(const common::Json& json) {
     topology.source = json.at("source").get<std::string>();
     for (const auto& g : json.at("gpus")) {
       topology.gpus.push_back(Gpu{g.at(0).get<int>(), g.at(1).get<std::string>(), g.at(2).get<int>(),
-                                  g.at(3).get<int>(), g.at(4).get<uint64_t>()});
+                                  g.at(3).get<int>(), g.at(4).get<uint64_t>(), g.at(5).get<std::string>()});
     }
     for (const auto& n : json.at("nics")) {
       topology.nics.push_back(Nic{n.at(0).get<std::string>(), n.at(1).get<std::string>(), n.at(2).get<std::string>(),
                                   n.at(3).get<uint16_t>(), n.at(4).get<uint16_t>(), n.at(5).get<int>(),
-                                  n.at(6).get<int>(), n.at(7).get<uint64_t>()});
+                                  n.at(6).get<int>(), n.at(7).get<uint64_t>(), n.at(8).get<std::string>()});
     }
     for (const auto& node : json.at("numa")) {
       topology.numa_nodes.push_back(NumaNode{node.at(0).get<int>(), node.at(1).get<int>(),

@@ -20,6 +20,7 @@ struct Gpu {
   int numa = -1;        // NUMA node (OS index), -1 when unknown
   int package = -1;     // package (socket) OS index, -1 when unknown
   uint64_t switch_id = 0;  // identifies the top PCIe switch port above it; 0 = directly under the host bridge
+  std::string switch_pci;  // that switch port's PCI address; empty when there is none
 };
 
 struct Nic {
@@ -31,6 +32,7 @@ struct Nic {
   int numa = -1;
   int package = -1;
   uint64_t switch_id = 0;
+  std::string switch_pci;
 };
 
 struct NumaNode {

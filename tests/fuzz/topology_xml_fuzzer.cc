@@ -15,7 +15,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (ProfileId id : {ProfileId::kAuto, ProfileId::kA3Mega, ProfileId::kA3High, ProfileId::kGeneric}) {
     std::vector<int> gpus;
     if (!topology->gpus.empty()) gpus.push_back(topology->gpus.back().index);
-    (void)MakePlan(*topology, PlanRequest{id, gpus, "", never});
+    PlanRequest request;
+    request.profile = id;
+    request.task_gpus = gpus;
+    request.exists = never;
+    (void)MakePlan(*topology, request);
   }
   return 0;
 }

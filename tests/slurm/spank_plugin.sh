@@ -73,6 +73,17 @@ out=$(srun -n1 --gpus-per-task=1 --time=2 bash -c 'echo "ran ${SRUNWAY_NETWORK_P
 expect_eq "corrupt topology" "$out" "ran unset"
 grep -q "srunway: warning: $work/corrupt.xml: hwloc" "$work/err" || fail "no warning: $(cat "$work/err")"
 
+echo "== nccl_topo_file=yes: one NCCL_TOPO_FILE per node for the step, removed when the step ends"
+mkdir -p "$work/tmp"
+use_plugstack "required $plugin topology_xml=$fixture plugin_path=$work/tcpxo nccl_topo_file=yes tmpdir=$work/tmp"
+out=$(srun -N2 -n4 --gpus-per-task=1 --time=2 -l bash -c \
+  'echo "$NCCL_TOPO_FILE $(grep -c "class=\"0x030200\"" "$NCCL_TOPO_FILE")"') || fail "srun with nccl_topo_file failed"
+echo "$out"
+expect_eq "tasks with a topology file of 8 GPUs" "$(grep -cE "^ *[0-3]: $work/tmp/srunway-nccl-topo\.[A-Za-z0-9]{6}/nccl_topo\.xml 8$" <<<"$out")" 4
+expect_eq "one file per node" "$(awk '{print $2}' <<<"$out" | sort -u | wc -l)" 2
+for ((i = 0; i < 50 && $(find "$work/tmp" -mindepth 1 | wc -l) > 0; i++)); do sleep 0.1; done
+expect_eq "files left after the step" "$(find "$work/tmp" -mindepth 1 | wc -l)" 0
+
 echo "== a file that crashes hwloc itself costs the helper process, not slurmstepd"
 crasher=$kSourceRoot/tests/fixtures/topology/corrupt-no-complete-cpuset.xml
 use_plugstack "required $plugin topology_xml=$crasher"

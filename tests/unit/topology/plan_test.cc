@@ -19,7 +19,11 @@ std::map<std::string, std::string> EnvOf(const EnvPlan& plan) {
 bool NoExists(const std::string&) { return false; }
 
 EnvPlan Plan(const Topology& topo, ProfileId profile, std::vector<int> gpus, PathExists exists = NoExists) {
-  return MakePlan(topo, PlanRequest{profile, std::move(gpus), "", std::move(exists)});
+  PlanRequest request;
+  request.profile = profile;
+  request.task_gpus = std::move(gpus);
+  request.exists = std::move(exists);
+  return MakePlan(topo, request);
 }
 
 TEST(Placement, A3MegaOneNicPerGpuInPciOrder) {
@@ -167,7 +171,11 @@ TEST(Plan, AutoFollowsTheInstalledPlugin) {
   EXPECT_EQ(Plan(LoadFixture("cpu-only.xml"), ProfileId::kAuto, {}).profile, ProfileId::kNone);
   // The admin's plugin_path replaces the usual places.
   auto custom = [](const std::string& path) { return path == "/opt/fastrak/libnccl-net.so"; };
-  EXPECT_EQ(MakePlan(mega, PlanRequest{ProfileId::kAuto, {0}, "/opt/fastrak", custom}).profile, ProfileId::kA3Mega);
+  PlanRequest request;
+  request.task_gpus = {0};
+  request.plugin_dir = "/opt/fastrak";
+  request.exists = custom;
+  EXPECT_EQ(MakePlan(mega, request).profile, ProfileId::kA3Mega);
 }
 
 TEST(Plan, CpuOnlyNodeWithGenericSetsNoNicVariables) {

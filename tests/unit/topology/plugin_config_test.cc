@@ -20,13 +20,18 @@ TEST(PluginArgs, Defaults) {
 
 TEST(PluginArgs, AllKeys) {
   auto config = ParsePluginArgs(Args{"default_profile=a3mega", "allow_user_profile=no", "topology_xml=/etc/node.xml",
-                                     "plugin_path=/var/lib/tcpxo/lib64", "force=NCCL_PROTO,NCCL_ALGO"});
+                                     "plugin_path=/var/lib/tcpxo/lib64", "force=NCCL_PROTO,NCCL_ALGO",
+                                     "nccl_topo_file=yes", "tmpdir=/local/tmp"});
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->default_profile, ProfileId::kA3Mega);
   EXPECT_FALSE(config->allow_user_profile);
   EXPECT_EQ(config->topology_xml, "/etc/node.xml");
   EXPECT_EQ(config->plugin_path, "/var/lib/tcpxo/lib64");
   EXPECT_EQ(config->forced, (std::set<std::string>{"NCCL_ALGO", "NCCL_PROTO"}));
+  EXPECT_TRUE(config->nccl_topo_file);
+  EXPECT_EQ(config->tmpdir, "/local/tmp");
+  EXPECT_FALSE(ParsePluginArgs(Args{"tmpdir=tmp"}).ok());
+  EXPECT_FALSE(ParsePluginArgs(Args{"nccl_topo_file=sometimes"}).ok());
 }
 
 TEST(PluginArgs, BadArgumentsNameThemselves) {
