@@ -39,6 +39,16 @@ out=$(SLURM_SPANK__SLURM_SPANK_OPTION_srunway_network_profile=none srun -n1 --gp
   bash -c 'echo ${SRUNWAY_NETWORK_PROFILE:-unset}')
 expect_eq "profile from the environment" "$out" unset
 
+echo "== the option given to sbatch and salloc reaches their steps"
+sbatch --wait --output="$work/sbatch.out" --network-profile=generic -N1 -n1 --gpus-per-task=1 --time=2 \
+  --wrap 'srun bash -c "echo profile=\$SRUNWAY_NETWORK_PROFILE"' >/dev/null || fail "sbatch --network-profile failed"
+expect_eq "sbatch --network-profile=generic" "$(cat "$work/sbatch.out")" "profile=generic"
+out=$(salloc -N1 -n1 --gpus-per-task=1 --time=2 --network-profile=none \
+  srun bash -c 'echo "profile=${SRUNWAY_NETWORK_PROFILE:-unset}"' 2>/dev/null) || fail "salloc --network-profile failed"
+expect_eq "salloc --network-profile=none" "$out" "profile=unset"
+if sbatch --network-profile=bogus --wrap true 2>"$work/err"; then fail "sbatch accepted a bogus profile"; fi
+grep -q "srunway: unknown network profile 'bogus'" "$work/err" || fail "unclear sbatch error: $(cat "$work/err")"
+
 echo "== --gpu-affinity=none keeps the variables but not the CPU binding"
 out=$(srun -n1 --gpus-per-task=1 --gpu-affinity=none --time=2 bash -c \
   'echo "$SRUNWAY_NETWORK_PROFILE $(grep Cpus_allowed_list /proc/self/status | cut -f2)"')
