@@ -33,6 +33,17 @@ class Fd {
 
 }  // namespace
 
+Status WriteAll(int fd, std::string_view bytes, std::string_view what) {
+  size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, fmt::format("write {}", what));
+    written += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoStatus(errno, "open " + path.string());
@@ -60,12 +71,9 @@ Status WriteFileAtomic(const std::filesystem::path& path, std::string_view conte
   };
   // mkostemp makes the file 0600; give it the usual mode of a new file.
   if (::fchmod(fd.get(), 0644) != 0) return fail("chmod");
-  size_t written = 0;
-  while (written < contents.size()) {
-    ssize_t n = ::write(fd.get(), contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fail("write");
-    written += static_cast<size_t>(n);
+  if (Status status = WriteAll(fd.get(), contents, tmp); !status.ok()) {
+    ::unlink(tmp.c_str());
+    return status;
   }
   if (::fsync(fd.get()) != 0) return fail("fsync");
   if (fd.Close() != 0) return fail("close");

@@ -65,9 +65,9 @@ StatusOr<EnvList> ExecEnvironment(Bootstrap& bootstrap) {
     if (auto given = common::GetEnvInt("MASTER_PORT", 1, 65535); given.ok()) {
       port = static_cast<int>(*given);
     } else {
-      int64_t job = common::GetEnvInt("SLURM_JOB_ID", 0, INT64_MAX).ok() ? *common::GetEnvInt("SLURM_JOB_ID") : getpid();
-      int64_t step = common::GetEnvInt("SLURM_STEP_ID", 0, INT64_MAX).ok() ? *common::GetEnvInt("SLURM_STEP_ID") : 0;
-      SRUNWAY_ASSIGN_OR_RETURN(port, PickMasterPort(job, step));
+      auto job = common::GetEnvInt("SLURM_JOB_ID", 0, INT64_MAX);
+      auto step = common::GetEnvInt("SLURM_STEP_ID", 0, INT64_MAX);
+      SRUNWAY_ASSIGN_OR_RETURN(port, PickMasterPort(job.ok() ? *job : getpid(), step.ok() ? *step : 0));
     }
     mine = fmt::format("{} {}", addr, port);
   }

@@ -39,17 +39,6 @@ int MillisLeft(Deadline deadline) {
   return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 1000));
 }
 
-common::Status SendAll(int fd, std::string_view bytes) {
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return common::ErrnoStatus(errno, "send");
-    sent += static_cast<size_t>(n);
-  }
-  return common::Status::Ok();
-}
-
 // Reads what is there into `pending`; false on EOF or error.
 bool ReadSome(int fd, std::string& pending) {
   char buffer[1 << 16];
@@ -82,6 +71,17 @@ void Close(int& fd) {
 }
 
 }  // namespace
+
+common::Status SendAll(int fd, std::string_view bytes) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return common::ErrnoStatus(errno, "send");
+    sent += static_cast<size_t>(n);
+  }
+  return common::Status::Ok();
+}
 
 std::string EncodeFrame(const Frame& frame) {
   std::string body;

@@ -31,6 +31,8 @@ struct Frame {
 };
 
 std::string EncodeFrame(const Frame& frame);
+// Sends all of `bytes` on a socket (no SIGPIPE if the peer is gone).
+common::Status SendAll(int fd, std::string_view bytes);
 // Decodes one frame from the front of `buffer`: the frame and the bytes it used, nullopt when more bytes are
 // needed, or InvalidArgument for anything malformed (unknown type, oversized, inconsistent lengths).
 common::StatusOr<std::optional<std::pair<Frame, size_t>>> DecodeFrame(std::string_view buffer);

@@ -24,16 +24,8 @@ namespace {
 constexpr std::string_view kBeat = "beat:";  // followed by the sender's phase
 constexpr std::string_view kBye = "bye";
 
-void SendFrame(int fd, const Frame& frame) {
-  std::string bytes = EncodeFrame(frame);
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the peer is gone; the reader side notices
-    sent += static_cast<size_t>(n);
-  }
-}
+// A failed send means the peer is gone; the reading side notices and reports it.
+void SendFrame(int fd, const Frame& frame) { (void)SendAll(fd, EncodeFrame(frame)); }
 
 // What arrived on `fd`: decoded frames, or false when the connection closed or sent garbage.
 bool Drain(int fd, std::string& pending, std::vector<Frame>& frames) {

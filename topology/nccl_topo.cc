@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <map>
 
+#include "common/fs.h"
+
 namespace srunway::topology {
 namespace {
 
@@ -75,21 +77,13 @@ common::StatusOr<std::string> WriteNcclTopologyFile(const Topology& topology, co
       return status;
     }
   }
-  std::string xml = NcclTopologyXml(topology);
-  size_t written = 0;
-  while (written < xml.size()) {
-    ssize_t n = ::write(fd, xml.data() + written, xml.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      common::Status status = common::ErrnoStatus(errno, "write " + path);
-      ::close(fd);
-      ::unlink(path.c_str());
-      ::rmdir(dir.c_str());
-      return status;
-    }
-    written += static_cast<size_t>(n);
-  }
+  common::Status status = common::WriteAll(fd, NcclTopologyXml(topology), path);
   ::close(fd);
+  if (!status.ok()) {
+    ::unlink(path.c_str());
+    ::rmdir(dir.c_str());
+    return status;
+  }
   return path;
 }
 

@@ -16,6 +16,7 @@
 #include <memory>
 #include <set>
 
+#include "common/fs.h"
 #include "common/json.h"
 #include "common/parse.h"
 
@@ -215,14 +216,7 @@ StatusOr<Topology> FromJson(const common::Json& json) {
   auto topology = load();
   common::Json answer = topology.ok() ? common::Json{{"ok", true}, {"topology", ToJson(*topology)}}
                                       : common::Json{{"ok", false}, {"error", topology.status().message()}};
-  std::string text = answer.dump();
-  size_t written = 0;
-  while (written < text.size()) {
-    ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n <= 0 && errno != EINTR) _exit(3);
-    if (n > 0) written += static_cast<size_t>(n);
-  }
-  _exit(0);
+  _exit(common::WriteAll(fd, answer.dump(), "topology helper pipe").ok() ? 0 : 3);
 }
 
 }  // namespace
