@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 namespace srunway::common {
 namespace {
@@ -20,12 +21,6 @@ class Fd {
     if (fd_ >= 0) ::close(fd_);
   }
   int get() const { return fd_; }
-  // Closes now and reports the error; close can be the first to see a failed write on some file systems.
-  int Close() {
-    int result = ::close(fd_);
-    fd_ = -1;
-    return result;
-  }
 
  private:
   int fd_;
@@ -58,31 +53,63 @@ StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
   }
 }
 
-Status WriteFileAtomic(const std::filesystem::path& path, std::string_view contents) {
+StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
   std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::string tmp = (dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
-  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoStatus(errno, "create temporary file in " + dir.string());
-
-  auto fail = [&](std::string_view what) {
-    Status status = ErrnoStatus(errno, fmt::format("{} {}", what, tmp));
-    ::unlink(tmp.c_str());
-    return status;
-  };
+  int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "create temporary file in " + dir.string());
+  AtomicFile file(path, std::move(tmp), fd);
   // mkostemp makes the file 0600; give it the usual mode of a new file.
-  if (::fchmod(fd.get(), 0644) != 0) return fail("chmod");
-  if (Status status = WriteAll(fd.get(), contents, tmp); !status.ok()) {
-    ::unlink(tmp.c_str());
-    return status;
-  }
-  if (::fsync(fd.get()) != 0) return fail("fsync");
-  if (fd.Close() != 0) return fail("close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail("rename to " + path.string() + " from");
+  if (::fchmod(fd, 0644) != 0) return file.Fail(ErrnoStatus(errno, "chmod " + file.tmp_));
+  return file;
+}
 
+AtomicFile::AtomicFile(AtomicFile&& other) noexcept
+    : path_(std::move(other.path_)), tmp_(std::move(other.tmp_)), fd_(std::exchange(other.fd_, -1)) {
+  other.tmp_.clear();
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+Status AtomicFile::Fail(Status status) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  tmp_.clear();
+  return status;
+}
+
+Status AtomicFile::Write(std::string_view bytes) {
+  if (fd_ < 0) return FailedPrecondition("write {}: the file was already committed or failed", path_.string());
+  if (Status status = WriteAll(fd_, bytes, tmp_); !status.ok()) return Fail(status);
+  return Status::Ok();
+}
+
+Status AtomicFile::Commit() {
+  if (fd_ < 0) return FailedPrecondition("commit {}: the file was already committed or failed", path_.string());
+  if (::fsync(fd_) != 0) return Fail(ErrnoStatus(errno, "fsync " + tmp_));
+  int result = ::close(fd_);
+  fd_ = -1;
+  // close can be the first to see a failed write on some file systems.
+  if (result != 0) return Fail(ErrnoStatus(errno, "close " + tmp_));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    return Fail(ErrnoStatus(errno, fmt::format("rename {} to {}", tmp_, path_.string())));
+  }
+  tmp_.clear();
   // The rename is durable only once the directory is synced.
+  std::filesystem::path dir = path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".");
   Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_fd.get() >= 0) ::fsync(dir_fd.get());
   return Status::Ok();
+}
+
+Status WriteFileAtomic(const std::filesystem::path& path, std::string_view contents) {
+  SRUNWAY_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
+  SRUNWAY_RETURN_IF_ERROR(file.Write(contents));
+  return file.Commit();
 }
 
 }  // namespace srunway::common

@@ -14,6 +14,32 @@ StatusOr<std::string> ReadFile(const std::filesystem::path& path);
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR; `what` names the target in the error.
 Status WriteAll(int fd, std::string_view bytes, std::string_view what);
 
+// A file written under a temporary name in the target's directory and renamed over it by Commit (after fsync,
+// then the directory's fsync), for outputs too large to build in memory (checkpoints, datasets). Destroyed
+// without Commit, or after any failed call (a full disk included), it removes the temporary: the target is
+// either the old file or the complete new one.
+class AtomicFile {
+ public:
+  static StatusOr<AtomicFile> Create(const std::filesystem::path& path);
+  AtomicFile(AtomicFile&& other) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  AtomicFile(const AtomicFile&) = delete;
+  ~AtomicFile();
+
+  Status Write(std::string_view bytes);
+  Status Commit();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  AtomicFile(std::filesystem::path path, std::string tmp, int fd)
+      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+  Status Fail(Status status);
+
+  std::filesystem::path path_;
+  std::string tmp_;
+  int fd_ = -1;
+};
+
 // Writes to a temporary name in the same directory, fsyncs, renames over `path` and fsyncs the directory.
 // On any failure (a full disk included) the temporary is removed and `path` is untouched.
 Status WriteFileAtomic(const std::filesystem::path& path, std::string_view contents);

@@ -1,0 +1,254 @@
+// Writes what the trainer computes (each CPU op forward and backward, and one whole training step of the tiny
+// GPT and Llama) as safetensors files, for torch_reference.py to recompute with PyTorch and compare.
+// Usage: trainer-torch-dump OUT_DIR
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "trainer/ckpt/safetensors.h"
+#include "trainer/model/model.h"
+#include "trainer/model/rng.h"
+#include "trainer/ops/cpu/ops.h"
+#include "trainer/optim/adamw.h"
+#include "trainer/optim/schedule.h"
+
+namespace srunway::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Tensors of one case; the vectors own the data the NamedTensors point into.
+class Case {
+ public:
+  std::vector<float>& Random(const std::string& name, std::vector<int64_t> shape, Rng& rng, double scale = 1.0) {
+    std::vector<float>& data = Zeros(name, std::move(shape));
+    for (float& x : data) x = static_cast<float>(rng.Normal() * scale);
+    return data;
+  }
+  std::vector<float>& Zeros(const std::string& name, std::vector<int64_t> shape) {
+    int64_t numel = 1;
+    for (int64_t dim : shape) numel *= dim;
+    storage_.emplace_back(numel, 0.0f);
+    names_.push_back(name);
+    shapes_.push_back(std::move(shape));
+    return storage_.back();
+  }
+  void Write(const fs::path& path) const {
+    std::vector<NamedTensor> tensors;
+    for (size_t i = 0; i < storage_.size(); ++i) tensors.push_back({names_[i], shapes_[i], storage_[i].data()});
+    if (common::Status status = WriteSafetensors(path, tensors); !status.ok()) {
+      fmt::print(stderr, "torch_dump: {}\n", status.ToString());
+      std::exit(1);
+    }
+  }
+
+ private:
+  std::deque<std::vector<float>> storage_;  // stable addresses
+  std::vector<std::string> names_;
+  std::vector<std::vector<int64_t>> shapes_;
+};
+
+std::vector<int32_t> Tokens(std::vector<float>& as_float, Rng& rng, int vocab) {
+  std::vector<int32_t> tokens(as_float.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>(rng.Below(vocab));
+    as_float[i] = static_cast<float>(tokens[i]);
+  }
+  return tokens;
+}
+
+void DumpOps(const fs::path& dir) {
+  Rng rng(1234);
+  const int N = 6, C = 32;
+  {
+    Case c;
+    auto& inp = c.Random("inp", {N, C}, rng, 2.0);
+    auto& w = c.Random("weight", {C}, rng);
+    auto& b = c.Random("bias", {C}, rng);
+    auto& dout = c.Random("dout", {N, C}, rng);
+    auto& out = c.Zeros("out", {N, C});
+    auto& dinp = c.Zeros("dinp", {N, C});
+    auto& dw = c.Zeros("dweight", {C});
+    auto& db = c.Zeros("dbias", {C});
+    std::vector<float> mean(N), rstd(N);
+    cpu::LayerNormForward(out.data(), mean.data(), rstd.data(), inp.data(), w.data(), b.data(), N, C, 1e-5f);
+    cpu::LayerNormBackward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(),
+                           rstd.data(), N, C);
+    c.Write(dir / "layernorm.safetensors");
+  }
+  {
+    Case c;
+    auto& inp = c.Random("inp", {N, C}, rng, 2.0);
+    auto& w = c.Random("weight", {C}, rng);
+    auto& dout = c.Random("dout", {N, C}, rng);
+    auto& out = c.Zeros("out", {N, C});
+    auto& dinp = c.Zeros("dinp", {N, C});
+    auto& dw = c.Zeros("dweight", {C});
+    std::vector<float> rstd(N);
+    cpu::RmsNormForward(out.data(), rstd.data(), inp.data(), w.data(), N, C, 1e-5f);
+    cpu::RmsNormBackward(dinp.data(), dw.data(), dout.data(), inp.data(), w.data(), rstd.data(), N, C);
+    c.Write(dir / "rmsnorm.safetensors");
+  }
+  {
+    Case c;
+    const int OC = 10;
+    auto& inp = c.Random("inp", {N, C}, rng);
+    auto& w = c.Random("weight", {OC, C}, rng);
+    auto& b = c.Random("bias", {OC}, rng);
+    auto& dout = c.Random("dout", {N, OC}, rng);
+    auto& out = c.Zeros("out", {N, OC});
+    auto& dinp = c.Zeros("dinp", {N, C});
+    auto& dw = c.Zeros("dweight", {OC, C});
+    auto& db = c.Zeros("dbias", {OC});
+    cpu::MatmulForward(out.data(), inp.data(), w.data(), b.data(), N, C, OC);
+    cpu::MatmulBackward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N, C, OC);
+    c.Write(dir / "matmul.safetensors");
+  }
+  {
+    Case c;
+    const int B = 2, T = 7, H = 4, KV = 2, hd = 8, row = (H + 2 * KV) * hd;
+    auto& qkv = c.Random("qkv", {B, T, row}, rng);
+    auto& dout = c.Random("dout", {B, T, H * hd}, rng);
+    auto& out = c.Zeros("out", {B, T, H * hd});
+    auto& dqkv = c.Zeros("dqkv", {B, T, row});
+    auto& att = c.Zeros("att", {B, H, T, T});
+    cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, H, KV, hd);
+    cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, H, KV, hd);
+    c.Write(dir / "attention.safetensors");
+  }
+  {
+    Case c;
+    const int B = 2, T = 7, H = 4, KV = 2, hd = 8, row = (H + 2 * KV) * hd;
+    auto& inp = c.Random("inp", {B, T, row}, rng);
+    auto& dout = c.Random("dout", {B, T, row}, rng);
+    auto& out = c.Zeros("out", {B, T, row});
+    auto& dinp = c.Zeros("dinp", {B, T, row});
+    out = inp;
+    dinp = dout;
+    cpu::RopeForward(out.data(), B, T, H, KV, hd, 10000.0f);
+    cpu::RopeBackward(dinp.data(), B, T, H, KV, hd, 10000.0f);
+    c.Write(dir / "rope.safetensors");
+  }
+  {
+    Case c;
+    const int n = 200;
+    auto& inp = c.Random("inp", {n}, rng, 3.0);
+    auto& dout = c.Random("dout", {n}, rng);
+    auto& out = c.Zeros("out", {n});
+    auto& dinp = c.Zeros("dinp", {n});
+    cpu::GeluForward(out.data(), inp.data(), n);
+    cpu::GeluBackward(dinp.data(), inp.data(), dout.data(), n);
+    c.Write(dir / "gelu.safetensors");
+  }
+  {
+    Case c;
+    const int F = 16;
+    auto& inp = c.Random("inp", {N, 2 * F}, rng, 2.0);
+    auto& dout = c.Random("dout", {N, F}, rng);
+    auto& out = c.Zeros("out", {N, F});
+    auto& dinp = c.Zeros("dinp", {N, 2 * F});
+    cpu::SwigluForward(out.data(), inp.data(), N, F);
+    cpu::SwigluBackward(dinp.data(), inp.data(), dout.data(), N, F);
+    c.Write(dir / "swiglu.safetensors");
+  }
+  {
+    Case c;
+    const int V = 50;
+    auto& logits = c.Random("logits", {N, V}, rng, 4.0);
+    auto& target_values = c.Zeros("targets", {N});
+    std::vector<int32_t> targets = Tokens(target_values, rng, V);
+    auto& losses = c.Zeros("losses", {N});
+    auto& mean = c.Zeros("mean_loss", {1});
+    auto& dlogits = c.Zeros("dlogits", {N, V});
+    dlogits = logits;
+    mean[0] = static_cast<float>(cpu::SoftmaxCrossEntropyForward(dlogits.data(), losses.data(), targets.data(), N, V));
+    cpu::SoftmaxCrossEntropyBackward(dlogits.data(), targets.data(), N, V, 1.0f / N);
+    c.Write(dir / "cross_entropy.safetensors");
+  }
+  {
+    Case c;
+    const int B = 2, T = 5, V = 11, E = 8;
+    auto& token_values = c.Zeros("tokens", {B, T});
+    std::vector<int32_t> tokens = Tokens(token_values, rng, V);
+    auto& wte = c.Random("wte", {V, E}, rng);
+    auto& wpe = c.Random("wpe", {T, E}, rng);
+    auto& dout = c.Random("dout", {B, T, E}, rng);
+    auto& out = c.Zeros("out", {B, T, E});
+    auto& dwte = c.Zeros("dwte", {V, E});
+    auto& dwpe = c.Zeros("dwpe", {T, E});
+    cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, E);
+    cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, E);
+    c.Write(dir / "embedding.safetensors");
+  }
+  {
+    Case c;
+    const int n = 64;
+    auto& a = c.Random("a", {n}, rng);
+    auto& b = c.Random("b", {n}, rng);
+    auto& dout = c.Random("dout", {n}, rng);
+    auto& out = c.Zeros("out", {n});
+    auto& da = c.Zeros("da", {n});
+    auto& db = c.Zeros("db", {n});
+    cpu::ResidualForward(out.data(), a.data(), b.data(), n);
+    cpu::ResidualBackward(da.data(), db.data(), dout.data(), n);
+    c.Write(dir / "residual.safetensors");
+  }
+}
+
+// One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it.
+void DumpStep(const fs::path& dir, const std::string& preset) {
+  ModelConfig config = *Preset(preset);
+  const int B = 2, T = 32;
+  Model model(config, B);
+  Rng rng(42);
+  InitParams(config, model.layout(), rng, model.params());
+  std::vector<float> token_values(B * (T + 1));
+  std::vector<int32_t> stream = Tokens(token_values, rng, config.vocab);
+  std::vector<int32_t> tokens, targets;
+  for (int b = 0; b < B; ++b) {
+    tokens.insert(tokens.end(), stream.begin() + b * (T + 1), stream.begin() + b * (T + 1) + T);
+    targets.insert(targets.end(), stream.begin() + b * (T + 1) + 1, stream.begin() + (b + 1) * (T + 1));
+  }
+  auto write = [&](const std::string& name, std::span<const float> base, std::vector<NamedTensor> extra) {
+    std::vector<NamedTensor> tensors = std::move(extra);
+    for (const TensorSpec& spec : model.layout().tensors()) tensors.push_back({spec.name, spec.shape, base.data() + spec.offset});
+    if (common::Status status = WriteSafetensors(dir / fmt::format("{}-{}.safetensors", preset, name), tensors);
+        !status.ok()) {
+      fmt::print(stderr, "torch_dump: {}\n", status.ToString());
+      std::exit(1);
+    }
+  };
+  std::vector<float> tokens_f(tokens.begin(), tokens.end()), targets_f(targets.begin(), targets.end());
+  write("before", model.params(), {{"_tokens", {B, T}, tokens_f.data()}, {"_targets", {B, T}, targets_f.data()}});
+
+  std::vector<float> loss(1), norm(1);
+  loss[0] = static_cast<float>(model.Forward(tokens.data(), targets.data(), B, T));
+  model.Backward(1.0f);
+  norm[0] = static_cast<float>(GlobalNorm(model.grads()));
+  write("grads", model.grads(), {{"_loss", {1}, loss.data()}, {"_grad_norm", {1}, norm.data()}});
+  ClipByGlobalNorm(model.grads(), norm[0], 1.0);
+  AdamWConfig adam;
+  adam.weight_decay = 0.1f;
+  AdamW optimizer(model.layout(), adam);
+  optimizer.Step(model.params(), model.grads(), 1e-3f, 1);
+  write("after", model.params(), {});
+}
+
+}  // namespace
+}  // namespace srunway::trainer
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  std::filesystem::create_directories(argv[1]);
+  srunway::trainer::DumpOps(argv[1]);
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny");
+  srunway::trainer::DumpStep(argv[1], "llama-tiny");
+  return 0;
+}

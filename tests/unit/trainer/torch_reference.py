@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""PyTorch is the judge: recomputes every CPU op (forward and backward) and one whole training step of the tiny
+GPT and Llama from what trainer-torch-dump wrote, and fails on any difference beyond the stated tolerances.
+
+Usage: torch_reference.py TORCH_DUMP_EXE WORK_DIR
+
+Tolerances (fp32 on both sides, different summation orders):
+  ops:            |ours - torch| <= 1e-5 + 1e-4 * |torch|, element by element
+  loss:           |ours - torch| <= 1e-5
+  gradients:      max |ours - torch| <= 1e-4 * max |torch| per tensor (plus 1e-8)
+  updated params: |ours - torch| <= 1e-5 + 1e-4 * |torch|: one AdamW step at lr 1e-3 moves a weight by up to
+                  1e-3, and where a gradient is as small as AdamW's eps (1e-8) the step g / (|g| + eps) turns a
+                  last-bit difference in g into up to a few 1e-6; 1e-5 is 1% of a step
+"""
+import json
+import math
+import struct
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float32)
+failures = []
+
+
+def load(path):
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+        data = f.read()
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        assert info["dtype"] == "F32", name
+        t = torch.frombuffer(bytearray(data[begin:end]), dtype=torch.float32).reshape(info["shape"])
+        tensors[name] = t.clone()
+    return tensors
+
+
+def check(what, ours, ref, atol, rtol):
+    ours = ours.detach().reshape(ref.shape)
+    ref = ref.detach()
+    err = (ours - ref).abs()
+    bound = atol + rtol * ref.abs()
+    ok = bool((err <= bound).all())
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: max abs err {err.max().item():.3g} (max |torch| {ref.abs().max().item():.3g})")
+    if not ok:
+        failures.append(what)
+
+
+def check_op(name, t, inputs, forward, outputs, grads):
+    """inputs: names of tensors that get gradients; outputs/grads: (our name, torch value) pairs."""
+    leaves = {k: t[k].clone().requires_grad_(True) for k in inputs}
+    result = forward(leaves)
+    for our_name, value in zip(outputs, result if isinstance(result, tuple) else (result,)):
+        check(f"{name} {our_name}", t[our_name], value, 1e-5, 1e-4)
+    out = result[0] if isinstance(result, tuple) else result
+    out.backward(t["dout"])
+    for our_name, leaf in grads:
+        check(f"{name} {our_name}", t[our_name], leaves[leaf].grad, 1e-5, 1e-4)
+
+
+def causal_attention(qkv, H, KV, hd):
+    B, T, _ = qkv.shape
+    q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
+    q = q.view(B, T, H, hd).transpose(1, 2)
+    k = k.view(B, T, KV, hd).transpose(1, 2).repeat_interleave(H // KV, dim=1)
+    v = v.view(B, T, KV, hd).transpose(1, 2).repeat_interleave(H // KV, dim=1)
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    return (att @ v).transpose(1, 2).reshape(B, T, H * hd), att
+
+
+def rope(x, theta):
+    """x: [B, T, heads, hd]; rotate-half pairing (i, i + hd/2)."""
+    T, hd = x.shape[1], x.shape[-1]
+    inv_freq = theta ** (-torch.arange(0, hd // 2, dtype=torch.float32) * 2 / hd)
+    angles = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    cos, sin = angles.cos()[None, :, None, :], angles.sin()[None, :, None, :]
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def rope_qkv(qkv, H, KV, hd, theta):
+    B, T, _ = qkv.shape
+    q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
+    q = rope(q.reshape(B, T, H, hd), theta).reshape(B, T, H * hd)
+    k = rope(k.reshape(B, T, KV, hd), theta).reshape(B, T, KV * hd)
+    return torch.cat([q, k, v], dim=-1)
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def check_ops(d):
+    t = load(f"{d}/layernorm.safetensors")
+    check_op("layernorm", t, ["inp", "weight", "bias"],
+             lambda p: F.layer_norm(p["inp"], (p["inp"].shape[-1],), p["weight"], p["bias"], 1e-5),
+             ["out"], [("dinp", "inp"), ("dweight", "weight"), ("dbias", "bias")])
+    t = load(f"{d}/rmsnorm.safetensors")
+    check_op("rmsnorm", t, ["inp", "weight"], lambda p: rms_norm(p["inp"], p["weight"], 1e-5),
+             ["out"], [("dinp", "inp"), ("dweight", "weight")])
+    t = load(f"{d}/matmul.safetensors")
+    check_op("matmul", t, ["inp", "weight", "bias"], lambda p: F.linear(p["inp"], p["weight"], p["bias"]),
+             ["out"], [("dinp", "inp"), ("dweight", "weight"), ("dbias", "bias")])
+    t = load(f"{d}/attention.safetensors")
+    check_op("attention", t, ["qkv"], lambda p: causal_attention(p["qkv"], 4, 2, 8),
+             ["out", "att"], [("dqkv", "qkv")])
+    t = load(f"{d}/rope.safetensors")
+    check_op("rope", t, ["inp"], lambda p: rope_qkv(p["inp"], 4, 2, 8, 10000.0), ["out"], [("dinp", "inp")])
+    t = load(f"{d}/gelu.safetensors")
+    check_op("gelu", t, ["inp"], lambda p: F.gelu(p["inp"], approximate="tanh"), ["out"], [("dinp", "inp")])
+    t = load(f"{d}/swiglu.safetensors")
+
+    def swiglu(p):
+        gate, up = p["inp"].chunk(2, dim=-1)
+        return F.silu(gate) * up
+    check_op("swiglu", t, ["inp"], swiglu, ["out"], [("dinp", "inp")])
+    t = load(f"{d}/embedding.safetensors")
+    tokens = t["tokens"].long()
+    check_op("embedding", t, ["wte", "wpe"], lambda p: p["wte"][tokens] + p["wpe"][None, :, :],
+             ["out"], [("dwte", "wte"), ("dwpe", "wpe")])
+    t = load(f"{d}/residual.safetensors")
+    check_op("residual", t, ["a", "b"], lambda p: p["a"] + p["b"], ["out"], [("da", "a"), ("db", "b")])
+    t = load(f"{d}/cross_entropy.safetensors")
+    logits = t["logits"].clone().requires_grad_(True)
+    targets = t["targets"].long()
+    losses = F.cross_entropy(logits, targets, reduction="none")
+    check("cross_entropy losses", t["losses"], losses, 1e-5, 1e-4)
+    loss = losses.mean()
+    check("cross_entropy mean", t["mean_loss"], loss.reshape(1), 1e-5, 1e-4)
+    loss.backward()
+    check("cross_entropy dlogits", t["dlogits"], logits.grad, 1e-5, 1e-4)
+
+
+def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta):
+    B, T = tokens.shape
+    C = p["wte"].shape[1]
+    hd = C // H
+    x = p["wte"][tokens]
+    if not llama:
+        x = x + p["wpe"][:T][None]
+
+    def norm(x, prefix):
+        if llama:
+            return rms_norm(x, p[prefix + ".weight"], eps)
+        return F.layer_norm(x, (C,), p[prefix + ".weight"], p[prefix + ".bias"], eps)
+
+    def linear(x, prefix):
+        return F.linear(x, p[prefix + ".weight"], p.get(prefix + ".bias"))
+
+    for l in range(n_layer):
+        pre = f"layers.{l}."
+        qkv = linear(norm(x, pre + "norm1"), pre + "qkv")
+        if llama:
+            qkv = rope_qkv(qkv, H, KV, hd, theta)
+        y, _ = causal_attention(qkv, H, KV, hd)
+        x = x + linear(y, pre + "proj")
+        h = linear(norm(x, pre + "norm2"), pre + "fc")
+        if llama:
+            gate, up = h.chunk(2, dim=-1)
+            h = F.silu(gate) * up
+        else:
+            h = F.gelu(h, approximate="tanh")
+        x = x + linear(h, pre + "out")
+    x = norm(x, "norm_f")
+    logits = F.linear(x, p["lm_head.weight"] if llama else p["wte"])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def check_step(d, preset, llama, n_layer, H, KV):
+    before = load(f"{d}/{preset}-before.safetensors")
+    grads = load(f"{d}/{preset}-grads.safetensors")
+    after = load(f"{d}/{preset}-after.safetensors")
+    tokens, targets = before.pop("_tokens").long(), before.pop("_targets").long()
+    params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
+    loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0)
+    check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
+    loss.backward()
+    for name, p in params.items():
+        ref = p.grad
+        check(f"{preset} grad {name}", grads[name], ref, 1e-4 * ref.abs().max().item() + 1e-8, 0)
+    norm = torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
+    check(f"{preset} grad norm", grads["_grad_norm"], norm.reshape(1), 0, 1e-4)
+    decay = [p for k, p in params.items() if p.dim() >= 2]
+    no_decay = [p for k, p in params.items() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
+    opt.step()
+    for name, p in params.items():
+        check(f"{preset} updated {name}", after[name], p.detach(), 1e-5, 1e-4)
+
+
+def main():
+    exe, work = sys.argv[1], sys.argv[2]
+    subprocess.run([exe, work], check=True)
+    torch.manual_seed(0)
+    check_ops(work)
+    check_step(work, "gpt-tiny", False, 2, 4, 4)
+    check_step(work, "llama-tiny", True, 2, 4, 2)
+    if failures:
+        print(f"{len(failures)} checks failed: {', '.join(failures)}")
+        sys.exit(1)
+    print("every op and both training steps match PyTorch")
+
+
+if __name__ == "__main__":
+    main()

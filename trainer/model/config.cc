@@ -1,0 +1,189 @@
+// Model presets, validation and the JSON form that checkpoints carry.
+#include "trainer/model/config.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace srunway::trainer {
+namespace {
+
+struct PresetEntry {
+  std::string name;
+  ModelConfig config;
+};
+
+ModelConfig Gpt(int n_layer, int d_model, int n_head, int seq_len, int vocab, float init_std) {
+  ModelConfig c;
+  c.arch = Arch::kGpt;
+  c.n_layer = n_layer;
+  c.d_model = d_model;
+  c.n_head = n_head;
+  c.n_kv_head = n_head;
+  c.d_ff = 4 * d_model;
+  c.seq_len = seq_len;
+  c.vocab = vocab;
+  c.init_std = init_std;
+  return c;
+}
+
+ModelConfig Llama(int n_layer, int d_model, int n_head, int n_kv_head, int d_ff, int seq_len, int vocab,
+                  float rope_theta) {
+  ModelConfig c;
+  c.arch = Arch::kLlama;
+  c.n_layer = n_layer;
+  c.d_model = d_model;
+  c.n_head = n_head;
+  c.n_kv_head = n_kv_head;
+  c.d_ff = d_ff;
+  c.seq_len = seq_len;
+  c.vocab = vocab;
+  c.init_std = 0.02f;
+  c.rope_theta = rope_theta;
+  return c;
+}
+
+// Sizes as published: GPT-2 (vocabulary padded to 50304 as llm.c and Megatron do), NeMo's GPT-3 configs
+// (gpt3-5b: 24 layers, hidden 4096, FFN 16384, 32 heads, seq 2048, init std 0.01), Llama 2 7B and Llama 3 8B.
+const std::vector<PresetEntry>& Presets() {
+  static const std::vector<PresetEntry> kPresets = {
+      {"gpt-tiny", Gpt(2, 64, 4, 128, 512, 0.02f)},
+      {"llama-tiny", Llama(2, 64, 4, 2, 176, 128, 512, 10000.0f)},
+      {"gpt2-124m", Gpt(12, 768, 12, 1024, 50304, 0.02f)},
+      {"gpt2-350m", Gpt(24, 1024, 16, 1024, 50304, 0.02f)},
+      {"gpt3-1.3b", Gpt(24, 2048, 16, 2048, 50304, 0.02f)},
+      {"gpt3-5b", Gpt(24, 4096, 32, 2048, 50304, 0.01f)},
+      {"llama2-7b", Llama(32, 4096, 32, 32, 11008, 4096, 32000, 10000.0f)},
+      {"llama3-8b", Llama(32, 4096, 32, 8, 14336, 8192, 128256, 500000.0f)},
+  };
+  return kPresets;
+}
+
+}  // namespace
+
+std::string_view ArchName(Arch arch) { return arch == Arch::kGpt ? "gpt" : "llama"; }
+
+const std::vector<std::string>& PresetNames() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const auto& entry : Presets()) names.push_back(entry.name);
+    return names;
+  }();
+  return kNames;
+}
+
+common::StatusOr<ModelConfig> Preset(std::string_view name) {
+  for (const auto& entry : Presets()) {
+    if (entry.name == name) return entry.config;
+  }
+  return common::InvalidArgument("unknown preset '{}' (known: {})", name, fmt::join(PresetNames(), ", "));
+}
+
+common::Status Validate(const ModelConfig& c) {
+  const std::pair<const char*, int> positive[] = {{"n_layer", c.n_layer}, {"d_model", c.d_model},
+                                                  {"n_head", c.n_head},   {"n_kv_head", c.n_kv_head},
+                                                  {"d_ff", c.d_ff},       {"seq_len", c.seq_len},
+                                                  {"vocab", c.vocab}};
+  for (const auto& [name, value] : positive) {
+    if (value <= 0) return common::InvalidArgument("model: {} must be positive, got {}", name, value);
+  }
+  if (c.d_model % c.n_head != 0) {
+    return common::InvalidArgument("model: d_model {} is not a multiple of n_head {}", c.d_model, c.n_head);
+  }
+  if (c.n_head % c.n_kv_head != 0) {
+    return common::InvalidArgument("model: n_head {} is not a multiple of n_kv_head {}", c.n_head, c.n_kv_head);
+  }
+  if (c.arch == Arch::kGpt && c.n_kv_head != c.n_head) {
+    return common::InvalidArgument("model: GPT has no grouped-query attention (n_kv_head {} != n_head {})",
+                                   c.n_kv_head, c.n_head);
+  }
+  if (c.arch == Arch::kLlama && c.head_dim() % 2 != 0) {
+    return common::InvalidArgument("model: RoPE needs an even head dimension, got {}", c.head_dim());
+  }
+  if (!(c.init_std > 0) || !(c.norm_eps > 0) || !(c.rope_theta > 0)) {
+    return common::InvalidArgument("model: init_std, norm_eps and rope_theta must be positive");
+  }
+  return common::Status::Ok();
+}
+
+common::Json ToJson(const ModelConfig& c) {
+  common::Json json;
+  json["arch"] = ArchName(c.arch);
+  json["n_layer"] = c.n_layer;
+  json["d_model"] = c.d_model;
+  json["n_head"] = c.n_head;
+  json["n_kv_head"] = c.n_kv_head;
+  json["d_ff"] = c.d_ff;
+  json["seq_len"] = c.seq_len;
+  json["vocab"] = c.vocab;
+  json["init_std"] = c.init_std;
+  json["norm_eps"] = c.norm_eps;
+  json["rope_theta"] = c.rope_theta;
+  return json;
+}
+
+common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_view where) {
+  ModelConfig c;
+  SRUNWAY_ASSIGN_OR_RETURN(std::string arch, common::JsonField<std::string>(json, "arch", where));
+  if (arch == "gpt") {
+    c.arch = Arch::kGpt;
+  } else if (arch == "llama") {
+    c.arch = Arch::kLlama;
+  } else {
+    return common::InvalidArgument("{}: unknown arch '{}'", where, arch);
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "n_layer", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "d_model", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "n_head", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonField<int>(json, "n_kv_head", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "d_ff", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "seq_len", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.init_std, common::JsonField<float>(json, "init_std", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, common::JsonField<float>(json, "norm_eps", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.rope_theta, common::JsonField<float>(json, "rope_theta", where));
+  SRUNWAY_RETURN_IF_ERROR(Validate(c).WithContext(where));
+  return c;
+}
+
+std::string DescribeDifference(const ModelConfig& stored, const ModelConfig& wanted) {
+  common::Json a = ToJson(stored);
+  common::Json b = ToJson(wanted);
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : a.items()) {
+    if (b[key] != value) parts.push_back(fmt::format("{} is {} in the checkpoint and {} here", key, value.dump(),
+                                                     b[key].dump()));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+int64_t ParameterCount(const ModelConfig& c) {
+  const int64_t d = c.d_model;
+  const int64_t kv = int64_t{c.n_kv_head} * c.head_dim();
+  const int64_t f = c.d_ff;
+  int64_t per_layer = 0;
+  int64_t total = int64_t{c.vocab} * d;
+  if (c.arch == Arch::kGpt) {
+    // ln1 (w,b), qkv (w,b), proj (w,b), ln2 (w,b), fc (w,b), fc proj (w,b)
+    per_layer = 2 * d + (d * (d + 2 * kv) + d + 2 * kv) + (d * d + d) + 2 * d + (d * f + f) + (f * d + d);
+    total += int64_t{c.seq_len} * d + 2 * d;
+  } else {
+    // attn norm, qkv, proj, mlp norm, gate+up, down
+    per_layer = d + d * (d + 2 * kv) + d * d + d + 2 * f * d + f * d;
+    total += d + int64_t{c.vocab} * d;
+  }
+  return total + per_layer * c.n_layer;
+}
+
+double TrainingFlopsPerToken(const ModelConfig& c, int seq_len) {
+  double matmul_params = static_cast<double>(ParameterCount(c));
+  // Embedding lookups and norms do no matrix products; the tied (GPT) or separate (Llama) output layer does.
+  if (c.arch == Arch::kGpt) {
+    matmul_params -= static_cast<double>(c.seq_len) * c.d_model;  // position table
+  } else {
+    matmul_params -= static_cast<double>(c.vocab) * c.d_model;   // input embedding (the output layer stays)
+  }
+  return 6.0 * matmul_params + 12.0 * c.n_layer * seq_len * c.d_model;
+}
+
+}  // namespace srunway::trainer

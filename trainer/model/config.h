@@ -1,0 +1,64 @@
+// Model configuration: one struct describes every GPT and Llama the trainer builds, presets included.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/json.h"
+#include "common/status.h"
+
+namespace srunway::trainer {
+
+enum class Arch { kGpt, kLlama };
+
+std::string_view ArchName(Arch arch);
+
+struct ModelConfig {
+  Arch arch = Arch::kGpt;
+  int n_layer = 2;
+  int d_model = 64;   // hidden size
+  int n_head = 4;
+  int n_kv_head = 4;  // < n_head: grouped-query attention (Llama only)
+  int d_ff = 256;     // FFN hidden size (per branch for SwiGLU)
+  int seq_len = 128;  // longest sequence; GPT's learned position table has this many rows
+  int vocab = 512;
+  float init_std = 0.02f;
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;  // Llama only
+
+  int head_dim() const { return d_model / n_head; }
+  int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
+  // GPT ties the output layer to the token embedding; Llama has its own.
+  bool tied_embeddings() const { return arch == Arch::kGpt; }
+
+  friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
+};
+
+// Names accepted by --preset, in the order `srunway-train --help` lists them.
+const std::vector<std::string>& PresetNames();
+common::StatusOr<ModelConfig> Preset(std::string_view name);
+
+// Every field must be positive and consistent (heads divide the hidden size, KV heads divide heads, ...).
+common::Status Validate(const ModelConfig& config);
+
+// The checkpoint header stores the config as JSON; FromJson names the key that is missing or wrong.
+common::Json ToJson(const ModelConfig& config);
+common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_view where);
+
+// "n_layer is 2 in the checkpoint and 4 here; d_model ..." or empty when equal.
+std::string DescribeDifference(const ModelConfig& stored, const ModelConfig& wanted);
+
+// Parameters of the model, embeddings included.
+int64_t ParameterCount(const ModelConfig& config);
+
+// Training FLOPs per token, forward and backward, for a sequence of `seq_len` tokens:
+//   6 * N  +  12 * n_layer * seq_len * d_model
+// where N is ParameterCount less the tables only looked up (GPT's position table, Llama's input embedding;
+// the output layer, tied or not, is a matrix product and counts) and the second term is the attention score and value products (QK^T and PV, each
+// 2 * seq_len * d_model FLOPs per token forward with causal masking ignored, times 3 for forward + backward):
+// the formula of the PaLM paper's appendix B, which nanoGPT and llm.c use for MFU too.
+double TrainingFlopsPerToken(const ModelConfig& config, int seq_len);
+
+}  // namespace srunway::trainer

@@ -1,0 +1,67 @@
+// GPT and Llama on the CPU: parameters, gradients and activations in flat buffers, forward and backward.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "trainer/model/config.h"
+#include "trainer/model/params.h"
+
+namespace srunway::trainer {
+
+class Model {
+ public:
+  // Activations are sized for micro-batches of up to max_batch sequences of up to config.seq_len tokens.
+  Model(const ModelConfig& config, int max_batch);
+
+  const ModelConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  std::span<float> params() { return params_; }
+  std::span<const float> params() const { return params_; }
+  std::span<float> grads() { return grads_; }
+  std::span<const float> grads() const { return grads_; }
+
+  // Runs B sequences of T tokens (B <= max_batch, T <= seq_len). With targets, returns the mean cross-entropy
+  // and keeps what Backward needs; without, leaves the logits of every position readable through Logits().
+  double Forward(const int32_t* tokens, const int32_t* targets, int B, int T);
+  // Logits [V] of sequence b at position t after a Forward without targets.
+  std::span<const float> Logits(int b, int t) const;
+
+  // Adds d(loss * loss_scale)/d(params) into grads(); loss_scale = 1 / accumulation steps.
+  void Backward(float loss_scale);
+  void ZeroGrad();
+
+ private:
+  struct LayerActs {
+    std::vector<float> input;  // residual stream entering the layer [N, C]
+    std::vector<float> norm1, mean1, rstd1;
+    std::vector<float> qkv;   // after RoPE for Llama
+    std::vector<float> att;   // [B, H, T, T]
+    std::vector<float> attn;  // attention output before the projection [N, C]
+    std::vector<float> mid;   // residual after attention [N, C]
+    std::vector<float> norm2, mean2, rstd2;
+    std::vector<float> fc;   // [N, F] (GPT) or [N, 2F] (Llama)
+    std::vector<float> act;  // [N, F]
+  };
+
+  void NormForward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N);
+  void NormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                    const float* mean, const float* rstd, int N);
+
+  ModelConfig config_;
+  ParamLayout layout_;
+  int max_batch_;
+  std::vector<float> params_, grads_;
+  ModelViews p_, g_;
+
+  std::vector<LayerActs> acts_;
+  std::vector<float> out_, norm_f_, mean_f_, rstd_f_, logits_, losses_;
+  std::vector<int32_t> tokens_, targets_;
+  // Gradients of activations, reused layer after layer.
+  std::vector<float> d_res_, d_norm_, d_qkv_, d_attn_, d_fc_, d_act_;
+  int B_ = 0, T_ = 0;
+  bool have_targets_ = false;
+};
+
+}  // namespace srunway::trainer

@@ -1,0 +1,129 @@
+// Parameter layout and initialisation.
+#include "trainer/model/params.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "trainer/model/rng.h"
+
+namespace srunway::trainer {
+namespace {
+
+// Each layer's tensors in order; the same order is used for layout, views and safetensors export.
+enum class Slot { kNorm1W, kNorm1B, kQkvW, kQkvB, kProjW, kProjB, kNorm2W, kNorm2B, kFcW, kFcB, kOutW, kOutB };
+
+struct SlotInfo {
+  Slot slot;
+  const char* name;
+  bool gpt_only;
+};
+
+constexpr SlotInfo kLayerSlots[] = {
+    {Slot::kNorm1W, "norm1.weight", false}, {Slot::kNorm1B, "norm1.bias", true},
+    {Slot::kQkvW, "qkv.weight", false},     {Slot::kQkvB, "qkv.bias", true},
+    {Slot::kProjW, "proj.weight", false},   {Slot::kProjB, "proj.bias", true},
+    {Slot::kNorm2W, "norm2.weight", false}, {Slot::kNorm2B, "norm2.bias", true},
+    {Slot::kFcW, "fc.weight", false},       {Slot::kFcB, "fc.bias", true},
+    {Slot::kOutW, "out.weight", false},     {Slot::kOutB, "out.bias", true},
+};
+
+std::vector<int64_t> SlotShape(const ModelConfig& c, Slot slot) {
+  const int64_t d = c.d_model;
+  const int64_t f = c.arch == Arch::kGpt ? c.d_ff : 2 * int64_t{c.d_ff};
+  switch (slot) {
+    case Slot::kNorm1W: case Slot::kNorm1B: case Slot::kNorm2W: case Slot::kNorm2B: case Slot::kProjB:
+    case Slot::kOutB: return {d};
+    case Slot::kQkvW: return {c.qkv_dim(), d};
+    case Slot::kQkvB: return {c.qkv_dim()};
+    case Slot::kProjW: return {d, d};
+    case Slot::kFcW: return {f, d};
+    case Slot::kFcB: return {f};
+    case Slot::kOutW: return {d, c.d_ff};
+  }
+  return {};
+}
+
+bool IsOutputProjection(std::string_view name) {
+  return name.ends_with(".proj.weight") || name.ends_with(".out.weight");
+}
+
+}  // namespace
+
+ParamLayout::ParamLayout(const ModelConfig& config) : config_(config) {
+  const bool gpt = config.arch == Arch::kGpt;
+  auto add = [&](std::string name, std::vector<int64_t> shape, bool decay) {
+    int64_t numel = 1;
+    for (int64_t dim : shape) numel *= dim;
+    tensors_.push_back({std::move(name), std::move(shape), numel_, numel, decay});
+    numel_ += numel;
+  };
+  add("wte", {config.vocab, config.d_model}, true);
+  if (gpt) add("wpe", {config.seq_len, config.d_model}, true);
+  for (int l = 0; l < config.n_layer; ++l) {
+    for (const SlotInfo& info : kLayerSlots) {
+      if (info.gpt_only && !gpt) continue;
+      std::vector<int64_t> shape = SlotShape(config, info.slot);
+      add(fmt::format("layers.{}.{}", l, info.name), shape, shape.size() > 1);
+    }
+  }
+  add("norm_f.weight", {config.d_model}, false);
+  if (gpt) add("norm_f.bias", {config.d_model}, false);
+  if (!gpt) add("lm_head.weight", {config.vocab, config.d_model}, true);
+}
+
+const TensorSpec* ParamLayout::Find(std::string_view name) const {
+  for (const auto& spec : tensors_) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+ModelViews ParamLayout::Views(float* base) const {
+  auto at = [&](const std::string& name) -> float* {
+    const TensorSpec* spec = Find(name);
+    return spec ? base + spec->offset : nullptr;
+  };
+  ModelViews views;
+  views.wte = at("wte");
+  views.wpe = at("wpe");
+  for (int l = 0; l < config_.n_layer; ++l) {
+    auto layer_at = [&](const char* name) { return at(fmt::format("layers.{}.{}", l, name)); };
+    LayerViews layer;
+    layer.norm1_w = layer_at("norm1.weight");
+    layer.norm1_b = layer_at("norm1.bias");
+    layer.qkv_w = layer_at("qkv.weight");
+    layer.qkv_b = layer_at("qkv.bias");
+    layer.proj_w = layer_at("proj.weight");
+    layer.proj_b = layer_at("proj.bias");
+    layer.norm2_w = layer_at("norm2.weight");
+    layer.norm2_b = layer_at("norm2.bias");
+    layer.fc_w = layer_at("fc.weight");
+    layer.fc_b = layer_at("fc.bias");
+    layer.out_w = layer_at("out.weight");
+    layer.out_b = layer_at("out.bias");
+    views.layers.push_back(layer);
+  }
+  views.norm_f_w = at("norm_f.weight");
+  views.norm_f_b = at("norm_f.bias");
+  views.lm_head = config_.tied_embeddings() ? views.wte : at("lm_head.weight");
+  return views;
+}
+
+void InitParams(const ModelConfig& config, const ParamLayout& layout, Rng& rng, std::span<float> params) {
+  const double scaled_std = config.init_std / std::sqrt(2.0 * config.n_layer);
+  for (const TensorSpec& spec : layout.tensors()) {
+    float* data = params.data() + spec.offset;
+    const bool is_norm_weight = spec.name.find("norm") != std::string::npos && spec.name.ends_with(".weight");
+    if (is_norm_weight) {
+      std::fill(data, data + spec.numel, 1.0f);
+    } else if (spec.shape.size() == 1) {
+      std::fill(data, data + spec.numel, 0.0f);
+    } else {
+      const double std = IsOutputProjection(spec.name) ? scaled_std : config.init_std;
+      for (int64_t i = 0; i < spec.numel; ++i) data[i] = static_cast<float>(rng.Normal() * std);
+    }
+  }
+}
+
+}  // namespace srunway::trainer

@@ -1,0 +1,108 @@
+// Causal multi-head attention with grouped-query heads: softmax(q k^T / sqrt(hd)) v, row by row.
+#include <cmath>
+#include <vector>
+
+#include "trainer/ops/cpu/ops.h"
+
+namespace srunway::trainer::cpu {
+namespace {
+
+float Dot(const float* a, const float* b, int n) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+}  // namespace
+
+void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd) {
+  const int row = (H + 2 * KV) * hd;
+  const int group = H / KV;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+#pragma omp parallel for collapse(3)
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      for (int t = 0; t < T; ++t) {
+        const float* base = qkv + int64_t{b} * T * row;
+        const float* q = base + int64_t{t} * row + h * hd;
+        const int kv = h / group;
+        float* a = att + ((int64_t{b} * H + h) * T + t) * T;
+        float max_score = -INFINITY;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const float* k = base + int64_t{t2} * row + (H + kv) * hd;
+          a[t2] = Dot(q, k, hd) * scale;
+          max_score = std::max(max_score, a[t2]);
+        }
+        float sum = 0;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          a[t2] = std::exp(a[t2] - max_score);
+          sum += a[t2];
+        }
+        const float inv = 1.0f / sum;
+        for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
+        for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0.0f;
+        float* o = out + (int64_t{b} * T + t) * H * hd + h * hd;
+        for (int i = 0; i < hd; ++i) o[i] = 0.0f;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const float* v = base + int64_t{t2} * row + (H + KV + kv) * hd;
+          const float w = a[t2];
+#pragma omp simd
+          for (int i = 0; i < hd; ++i) o[i] += w * v[i];
+        }
+      }
+    }
+  }
+}
+
+void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int H, int KV,
+                       int hd) {
+  const int row = (H + 2 * KV) * hd;
+  const int group = H / KV;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // One thread owns a (batch, kv head) pair: the k and v gradients of that head and the q gradients of its group
+  // are written by nobody else.
+#pragma omp parallel
+  {
+    std::vector<float> datt(T);
+#pragma omp for collapse(2)
+    for (int b = 0; b < B; ++b) {
+      for (int kv = 0; kv < KV; ++kv) {
+        const float* base = qkv + int64_t{b} * T * row;
+        float* dbase = dqkv + int64_t{b} * T * row;
+        for (int h = kv * group; h < (kv + 1) * group; ++h) {
+          for (int t = 0; t < T; ++t) {
+            const float* a = att + ((int64_t{b} * H + h) * T + t) * T;
+            const float* d = dout + (int64_t{b} * T + t) * H * hd + h * hd;
+            // Through out = a v: dv += a * d and d a = v . d.
+            float weighted = 0;
+            for (int t2 = 0; t2 <= t; ++t2) {
+              const float* v = base + int64_t{t2} * row + (H + KV + kv) * hd;
+              float* dv = dbase + int64_t{t2} * row + (H + KV + kv) * hd;
+              const float w = a[t2];
+#pragma omp simd
+              for (int i = 0; i < hd; ++i) dv[i] += w * d[i];
+              datt[t2] = Dot(v, d, hd);
+              weighted += w * datt[t2];
+            }
+            // Through the softmax, then the scaled q k^T.
+            const float* q = base + int64_t{t} * row + h * hd;
+            float* dq = dbase + int64_t{t} * row + h * hd;
+            for (int t2 = 0; t2 <= t; ++t2) {
+              const float dscore = a[t2] * (datt[t2] - weighted) * scale;
+              const float* k = base + int64_t{t2} * row + (H + kv) * hd;
+              float* dk = dbase + int64_t{t2} * row + (H + kv) * hd;
+#pragma omp simd
+              for (int i = 0; i < hd; ++i) {
+                dq[i] += dscore * k[i];
+                dk[i] += dscore * q[i];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace srunway::trainer::cpu

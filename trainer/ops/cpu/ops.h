@@ -1,0 +1,61 @@
+// CPU reference operations of the trainer, fp32, forward and backward; one operation per file beside this header.
+// Conventions (as in llm.c): N = B * T rows of a [B, T, ...] tensor; Linear weights are [out, in]; every
+// backward *adds* into the input gradients it produces (the caller zeroes them), so a tensor read by two
+// consumers collects both contributions.
+#pragma once
+
+#include <cstdint>
+
+namespace srunway::trainer::cpu {
+
+// embedding.cc: out[b,t,:] = wte[token] (+ wpe[t] when wpe is not null).
+void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C);
+void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C);
+
+// layernorm.cc: LayerNorm over the last dimension; mean and rstd ([N]) are saved for the backward.
+void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                      int N, int C, float eps);
+void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                       const float* weight, const float* mean, const float* rstd, int N, int C);
+
+// rmsnorm.cc: RMSNorm (Llama): out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps).
+void RmsNormForward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps);
+void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                     const float* rstd, int N, int C);
+
+// matmul.cc: out[N, OC] = inp[N, C] @ weight[OC, C]^T (+ bias[OC]), through BLAS.
+void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);
+void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                    const float* weight, int N, int C, int OC);
+
+// attention.cc: causal softmax attention with grouped-query heads. qkv rows are [q heads | k heads | v heads]
+// (H, KV and KV heads of hd values); query head h reads kv head h / (H / KV). att [B, H, T, T] keeps the
+// probabilities (zero above the diagonal) for the backward; out is [B, T, H * hd].
+void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd);
+void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int H, int KV,
+                       int hd);
+
+// rope.cc: rotary position embedding on the q and k heads of qkv, in place, "rotate half" convention (GPT-NeoX,
+// Hugging Face Llama): pairs (i, i + hd/2) turn by t * theta^(-2i/hd). The backward turns gradients back.
+void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, float theta);
+void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, float theta);
+
+// gelu.cc: GELU, tanh approximation (GPT-2; PyTorch's gelu(approximate="tanh")).
+void GeluForward(float* out, const float* inp, int64_t n);
+void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n);
+
+// swiglu.cc: out[N, F] = silu(inp[:, :F]) * inp[:, F:] for inp [N, 2F] (gate, then up).
+void SwigluForward(float* out, const float* inp, int N, int F);
+void SwigluBackward(float* dinp, const float* inp, const float* dout, int N, int F);
+
+// residual.cc: out = a + b; the backward adds dout to both inputs' gradients.
+void ResidualForward(float* out, const float* a, const float* b, int64_t n);
+void ResidualBackward(float* da, float* db, const float* dout, int64_t n);
+
+// cross_entropy.cc: turns logits [N, V] into probabilities in place and returns the mean loss over the N rows;
+// losses[N] receives each row's loss. A target outside [0, V) is the caller's bug (checked by the data layer).
+double SoftmaxCrossEntropyForward(float* logits_to_probs, float* losses, const int32_t* targets, int N, int V);
+// Turns probabilities into gradients in place: d logit = (p - onehot) * dloss, dloss being d(total)/d(row loss).
+void SoftmaxCrossEntropyBackward(float* probs_to_dlogits, const int32_t* targets, int N, int V, float dloss);
+
+}  // namespace srunway::trainer::cpu

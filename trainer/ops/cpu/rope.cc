@@ -1,0 +1,45 @@
+// Rotary position embedding (Llama), "rotate half" pairing, applied in place to the q and k heads of qkv.
+#include <cmath>
+#include <vector>
+
+#include "trainer/ops/cpu/ops.h"
+
+namespace srunway::trainer::cpu {
+namespace {
+
+// direction +1 rotates (forward), -1 rotates back (backward: the transpose of a rotation is its inverse).
+void Rotate(float* qkv, int B, int T, int H, int KV, int hd, float theta, float direction) {
+  const int row = (H + 2 * KV) * hd;
+  const int half = hd / 2;
+  std::vector<float> inv_freq(half);
+  for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(theta, -2.0f * i / hd);
+#pragma omp parallel for collapse(2)
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < T; ++t) {
+      float* r = qkv + (int64_t{b} * T + t) * row;
+      for (int i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(t) * inv_freq[i];
+        const float cos = std::cos(angle);
+        const float sin = direction * std::sin(angle);
+        for (int head = 0; head < H + KV; ++head) {  // q heads then k heads; v is not rotated
+          float* x = r + head * hd;
+          const float x1 = x[i], x2 = x[i + half];
+          x[i] = x1 * cos - x2 * sin;
+          x[i + half] = x2 * cos + x1 * sin;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, float theta) {
+  Rotate(qkv, B, T, H, KV, hd, theta, 1.0f);
+}
+
+void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, float theta) {
+  Rotate(dqkv, B, T, H, KV, hd, theta, -1.0f);
+}
+
+}  // namespace srunway::trainer::cpu

@@ -1,0 +1,35 @@
+// Warmup + cosine learning rate, global-norm clipping.
+#include "trainer/optim/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace srunway::trainer {
+
+float LrSchedule::At(int64_t step) const {
+  if (step < warmup_steps) return lr * static_cast<float>(step + 1) / static_cast<float>(warmup_steps);
+  if (step >= decay_steps) return min_lr;
+  const double ratio = static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps - warmup_steps);
+  const double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));
+  return static_cast<float>(min_lr + coeff * (lr - min_lr));
+}
+
+double GlobalNorm(std::span<const float> grads) {
+  double sum = 0;
+  const int64_t n = static_cast<int64_t>(grads.size());
+#pragma omp parallel for reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(grads[i]) * grads[i];
+  return std::sqrt(sum);
+}
+
+float ClipByGlobalNorm(std::span<float> grads, double norm, double max_norm) {
+  if (max_norm <= 0) return 1.0f;
+  const float scale = static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6)));
+  if (scale >= 1.0f) return 1.0f;
+  const int64_t n = static_cast<int64_t>(grads.size());
+#pragma omp parallel for simd
+  for (int64_t i = 0; i < n; ++i) grads[i] *= scale;
+  return scale;
+}
+
+}  // namespace srunway::trainer
