@@ -1,0 +1,285 @@
+// Megatron indexed dataset reader and writer, and llm.c shards.
+#include "trainer/data/indexed_dataset.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/fs.h"
+
+namespace srunway::trainer {
+namespace {
+
+constexpr char kMagic[] = "MMIDIDX\0\0";
+constexpr size_t kMagicSize = 9;
+constexpr size_t kHeaderSize = kMagicSize + 8 + 1 + 8 + 8;
+constexpr int32_t kLlmcMagic = 20240520;
+constexpr size_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
+
+template <typename T>
+T Load(const uint8_t* p) {
+  T value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+bool KnownDtype(uint8_t code) {
+  switch (static_cast<TokenDtype>(code)) {
+    case TokenDtype::kUint8: case TokenDtype::kInt8: case TokenDtype::kInt16: case TokenDtype::kInt32:
+    case TokenDtype::kInt64: case TokenDtype::kUint16: return true;
+  }
+  return false;
+}
+
+void AppendTokens(const uint8_t* p, TokenDtype dtype, int64_t count, std::vector<int32_t>& out) {
+  for (int64_t i = 0; i < count; ++i) {
+    switch (dtype) {
+      case TokenDtype::kUint8: out.push_back(p[i]); break;
+      case TokenDtype::kInt8: out.push_back(Load<int8_t>(p + i)); break;
+      case TokenDtype::kInt16: out.push_back(Load<int16_t>(p + 2 * i)); break;
+      case TokenDtype::kUint16: out.push_back(Load<uint16_t>(p + 2 * i)); break;
+      case TokenDtype::kInt32: out.push_back(Load<int32_t>(p + 4 * i)); break;
+      case TokenDtype::kInt64: {
+        const int64_t v = Load<int64_t>(p + 8 * i);
+        out.push_back(v < INT32_MIN || v > INT32_MAX ? -1 : static_cast<int32_t>(v));  // -1: caught as out of vocab
+        break;
+      }
+    }
+  }
+}
+
+class IndexedDataset : public TokenSource {
+ public:
+  IndexedDataset(std::string prefix, std::unique_ptr<MappedFile> idx, std::unique_ptr<MappedFile> bin, IndexView view)
+      : prefix_(std::move(prefix)), idx_(std::move(idx)), bin_(std::move(bin)), view_(view) {}
+  int64_t size() const override { return static_cast<int64_t>(view_.sequences); }
+  int64_t length(int64_t i) const override { return view_.length(i); }
+  common::Status Read(int64_t i, int64_t offset, int64_t count, std::vector<int32_t>& out) const override {
+    const int size = TokenDtypeSize(view_.dtype);
+    AppendTokens(bin_->bytes().data() + view_.pointer(i) + offset * size, view_.dtype, count, out);
+    return common::Status::Ok();
+  }
+  std::string name() const override { return prefix_ + ".bin"; }
+
+ private:
+  std::string prefix_;
+  std::unique_ptr<MappedFile> idx_, bin_;
+  IndexView view_;
+};
+
+class LlmcShards : public TokenSource {
+ public:
+  explicit LlmcShards(std::vector<std::unique_ptr<MappedFile>> shards) : shards_(std::move(shards)) {}
+  int64_t size() const override { return static_cast<int64_t>(shards_.size()); }
+  int64_t length(int64_t i) const override { return Load<int32_t>(shards_[i]->bytes().data() + 8); }
+  common::Status Read(int64_t i, int64_t offset, int64_t count, std::vector<int32_t>& out) const override {
+    AppendTokens(shards_[i]->bytes().data() + kLlmcHeaderBytes + 2 * offset, TokenDtype::kUint16, count, out);
+    return common::Status::Ok();
+  }
+  std::string name() const override {
+    return shards_.size() == 1 ? shards_[0]->path().string()
+                               : fmt::format("{} (+{} more shards)", shards_[0]->path().string(), shards_.size() - 1);
+  }
+
+ private:
+  std::vector<std::unique_ptr<MappedFile>> shards_;
+};
+
+}  // namespace
+
+int32_t IndexView::length(uint64_t i) const { return Load<int32_t>(base + 4 * i); }
+int64_t IndexView::pointer(uint64_t i) const { return Load<int64_t>(base + 4 * sequences + 8 * i); }
+int64_t IndexView::document(uint64_t i) const { return Load<int64_t>(base + 12 * sequences + 8 * i); }
+
+int TokenDtypeSize(TokenDtype dtype) {
+  switch (dtype) {
+    case TokenDtype::kUint8: case TokenDtype::kInt8: return 1;
+    case TokenDtype::kInt16: case TokenDtype::kUint16: return 2;
+    case TokenDtype::kInt32: return 4;
+    case TokenDtype::kInt64: return 8;
+  }
+  return 0;
+}
+
+common::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return common::ErrnoStatus(errno, "open " + path.string());
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    common::Status status = common::ErrnoStatus(errno, "stat " + path.string());
+    ::close(fd);
+    return status;
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  const uint8_t* data = nullptr;
+  if (size > 0) {
+    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+      common::Status status = common::ErrnoStatus(errno, "mmap " + path.string());
+      ::close(fd);
+      return status;
+    }
+    data = static_cast<const uint8_t*>(map);
+  }
+  ::close(fd);
+  return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+common::StatusOr<IndexView> ParseIndex(std::span<const uint8_t> idx, const std::string& where) {
+  if (idx.size() < kHeaderSize || std::memcmp(idx.data(), kMagic, kMagicSize) != 0) {
+    return common::DataLoss("{}: not a Megatron index (bad magic; expected MMIDIDX)", where);
+  }
+  const uint64_t version = Load<uint64_t>(idx.data() + 9);
+  if (version != 1) return common::DataLoss("{}: index version {} (only 1 is known)", where, version);
+  const uint8_t dtype = idx[17];
+  if (!KnownDtype(dtype)) return common::DataLoss("{}: unknown dtype code {}", where, dtype);
+  const uint64_t sequences = Load<uint64_t>(idx.data() + 18);
+  const uint64_t documents = Load<uint64_t>(idx.data() + 26);
+  const uint64_t body = idx.size() - kHeaderSize;
+  // Each count bounded by the file size before any multiplication can overflow.
+  if (sequences > body / 12 || documents > body / 8 || sequences * 12 + documents * 8 > body) {
+    return common::DataLoss("{}: truncated: {} sequences and {} documents need {} bytes after the header, the file "
+                            "has {}", where, sequences, documents, sequences * 12 + documents * 8, body);
+  }
+  IndexView view;
+  view.dtype = static_cast<TokenDtype>(dtype);
+  view.sequences = sequences;
+  view.documents = documents;
+  view.base = idx.data() + kHeaderSize;
+  if (documents == 0 || view.document(0) != 0 || view.document(documents - 1) != static_cast<int64_t>(sequences)) {
+    return common::DataLoss("{}: document indices must run from 0 to the sequence count {}", where, sequences);
+  }
+  for (uint64_t d = 1; d < documents; ++d) {
+    if (view.document(d) < view.document(d - 1)) {
+      return common::DataLoss("{}: document index {} goes backwards ({} after {})", where, d, view.document(d),
+                              view.document(d - 1));
+    }
+  }
+  for (uint64_t s = 0; s < sequences; ++s) {
+    if (view.length(s) < 0 || view.pointer(s) < 0) {
+      return common::DataLoss("{}: sequence {} has length {} at offset {}", where, s, view.length(s),
+                              view.pointer(s));
+    }
+  }
+  return view;
+}
+
+common::StatusOr<std::unique_ptr<TokenSource>> OpenIndexedDataset(const std::string& prefix) {
+  SRUNWAY_ASSIGN_OR_RETURN(auto idx, MappedFile::Open(prefix + ".idx"));
+  SRUNWAY_ASSIGN_OR_RETURN(auto bin, MappedFile::Open(prefix + ".bin"));
+  SRUNWAY_ASSIGN_OR_RETURN(IndexView view, ParseIndex(idx->bytes(), prefix + ".idx"));
+  const int item = TokenDtypeSize(view.dtype);
+  const uint64_t bin_size = bin->bytes().size();
+  for (uint64_t s = 0; s < view.sequences; ++s) {
+    const uint64_t end = static_cast<uint64_t>(view.pointer(s)) + static_cast<uint64_t>(view.length(s)) * item;
+    if (end > bin_size) {
+      return common::DataLoss("{}.bin: sequence {} ends at byte {}, past the end of the file ({} bytes)", prefix, s,
+                              end, bin_size);
+    }
+  }
+  return std::unique_ptr<TokenSource>(new IndexedDataset(prefix, std::move(idx), std::move(bin), view));
+}
+
+bool IsLlmcShard(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  int32_t magic = 0;
+  const bool ok = ::read(fd, &magic, sizeof magic) == sizeof magic && magic == kLlmcMagic;
+  ::close(fd);
+  return ok;
+}
+
+common::StatusOr<std::unique_ptr<TokenSource>> OpenLlmcShards(const std::string& pattern) {
+  glob_t matches{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &matches);
+  std::vector<std::string> paths(matches.gl_pathv, matches.gl_pathv + (rc == 0 ? matches.gl_pathc : 0));
+  ::globfree(&matches);
+  if (paths.empty()) return common::NotFound("{}: no such file", pattern);
+  std::vector<std::unique_ptr<MappedFile>> shards;
+  for (const std::string& path : paths) {
+    SRUNWAY_ASSIGN_OR_RETURN(auto shard, MappedFile::Open(path));
+    auto bytes = shard->bytes();
+    if (bytes.size() < kLlmcHeaderBytes || Load<int32_t>(bytes.data()) != kLlmcMagic) {
+      return common::DataLoss("{}: not an llm.c token shard (bad magic; expected {})", path, kLlmcMagic);
+    }
+    const int32_t version = Load<int32_t>(bytes.data() + 4);
+    if (version != 1) return common::DataLoss("{}: llm.c shard version {} (only 1, uint16 tokens, is known)", path, version);
+    const int64_t tokens = Load<int32_t>(bytes.data() + 8);
+    if (tokens < 0 || static_cast<uint64_t>(tokens) * 2 + kLlmcHeaderBytes > bytes.size()) {
+      return common::DataLoss("{}: header says {} tokens, the file holds {}", path, tokens,
+                              (bytes.size() - kLlmcHeaderBytes) / 2);
+    }
+    shards.push_back(std::move(shard));
+  }
+  return std::unique_ptr<TokenSource>(new LlmcShards(std::move(shards)));
+}
+
+struct IndexedDatasetWriter::State {
+  std::string prefix;
+  TokenDtype dtype;
+  common::AtomicFile bin;
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> pointers;
+  int64_t offset = 0;
+  int64_t vocab_size;
+  std::string buffer;
+};
+
+IndexedDatasetWriter::IndexedDatasetWriter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+IndexedDatasetWriter::IndexedDatasetWriter(IndexedDatasetWriter&&) noexcept = default;
+IndexedDatasetWriter::~IndexedDatasetWriter() = default;
+
+common::StatusOr<IndexedDatasetWriter> IndexedDatasetWriter::Create(const std::string& prefix, int64_t vocab_size) {
+  SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile bin, common::AtomicFile::Create(prefix + ".bin"));
+  const TokenDtype dtype = vocab_size <= 65500 ? TokenDtype::kUint16 : TokenDtype::kInt32;
+  return IndexedDatasetWriter(std::unique_ptr<State>(new State{prefix, dtype, std::move(bin), {}, {}, 0, vocab_size, {}}));
+}
+
+common::Status IndexedDatasetWriter::AddDocument(std::span<const int32_t> tokens) {
+  State& s = *state_;
+  s.buffer.clear();
+  for (int32_t token : tokens) {
+    if (token < 0 || token >= s.vocab_size) {
+      return common::InvalidArgument("{}.bin: token {} is outside the vocabulary [0, {})", s.prefix, token,
+                                     s.vocab_size);
+    }
+    if (s.dtype == TokenDtype::kUint16) {
+      const uint16_t v = static_cast<uint16_t>(token);
+      s.buffer.append(reinterpret_cast<const char*>(&v), 2);
+    } else {
+      s.buffer.append(reinterpret_cast<const char*>(&token), 4);
+    }
+  }
+  SRUNWAY_RETURN_IF_ERROR(s.bin.Write(s.buffer));
+  s.lengths.push_back(static_cast<int32_t>(tokens.size()));
+  s.pointers.push_back(s.offset);
+  s.offset += static_cast<int64_t>(s.buffer.size());
+  return common::Status::Ok();
+}
+
+common::Status IndexedDatasetWriter::Finish() {
+  State& s = *state_;
+  std::string idx(kMagic, kMagicSize);
+  auto put = [&idx](const auto& value) { idx.append(reinterpret_cast<const char*>(&value), sizeof value); };
+  put(uint64_t{1});
+  put(static_cast<uint8_t>(s.dtype));
+  put(static_cast<uint64_t>(s.lengths.size()));
+  put(static_cast<uint64_t>(s.lengths.size() + 1));
+  idx.append(reinterpret_cast<const char*>(s.lengths.data()), 4 * s.lengths.size());
+  idx.append(reinterpret_cast<const char*>(s.pointers.data()), 8 * s.pointers.size());
+  for (size_t d = 0; d <= s.lengths.size(); ++d) put(static_cast<int64_t>(d));
+  // .bin first: an .idx never points into a .bin that is not there yet.
+  SRUNWAY_RETURN_IF_ERROR(s.bin.Commit());
+  return common::WriteFileAtomic(s.prefix + ".idx", idx);
+}
+
+}  // namespace srunway::trainer

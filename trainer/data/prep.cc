@@ -1,0 +1,234 @@
+// Text or JSONL -> tokenizer -> Megatron .bin/.idx, in batches spread over worker threads.
+#include "trainer/data/prep.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+#include <unordered_map>
+
+#include "common/json.h"
+#include "common/parse.h"
+#include "common/log.h"
+#include "trainer/data/indexed_dataset.h"
+#include "trainer/data/tokenizer.h"
+
+namespace srunway::trainer {
+namespace {
+
+constexpr size_t kBatchBytes = 4 << 20;
+
+// Streams documents: JSONL lines (the values of the chosen keys, concatenated), or text split at separator lines.
+class DocumentReader {
+ public:
+  static common::StatusOr<std::unique_ptr<DocumentReader>> Open(const PrepOptions& options) {
+    FILE* file = std::fopen(options.input.c_str(), "re");
+    if (file == nullptr) return common::ErrnoStatus(errno, "open " + options.input);
+    auto reader = std::unique_ptr<DocumentReader>(new DocumentReader(options, file));
+    std::error_code ec;
+    reader->total_bytes_ = static_cast<int64_t>(std::filesystem::file_size(options.input, ec));
+    return reader;
+  }
+  ~DocumentReader() {
+    std::fclose(file_);
+    std::free(line_);
+  }
+
+  // Replaces `batch` with the next documents (about kBatchBytes); false at the end of the input.
+  common::StatusOr<bool> Next(std::vector<std::string>& batch) {
+    batch.clear();
+    size_t bytes = 0;
+    std::string current;
+    bool in_document = false;
+    while (bytes < kBatchBytes) {
+      errno = 0;
+      const ssize_t n = ::getline(&line_, &capacity_, file_);
+      if (n < 0) {
+        if (errno != 0) return common::ErrnoStatus(errno, "read " + options_.input);
+        break;
+      }
+      ++line_number_;
+      bytes_read_ += n;
+      std::string_view line(line_, static_cast<size_t>(n));
+      if (jsonl_) {
+        if (common::Trim(line).empty()) continue;
+        SRUNWAY_ASSIGN_OR_RETURN(std::string text, JsonDocument(line));
+        bytes += text.size();
+        batch.push_back(std::move(text));
+        continue;
+      }
+      std::string_view bare = line;
+      if (bare.ends_with('\n')) bare.remove_suffix(1);
+      if (bare.ends_with('\r')) bare.remove_suffix(1);
+      const bool separator = options_.document_separator.empty() ? common::Trim(bare).empty()
+                                                                 : bare == options_.document_separator;
+      if (separator) {
+        if (in_document) {
+          bytes += current.size();
+          batch.push_back(std::move(current));
+          current.clear();
+          in_document = false;
+        }
+        continue;
+      }
+      current.append(line);
+      in_document = true;
+    }
+    if (in_document) batch.push_back(std::move(current));
+    return !batch.empty();
+  }
+
+  int64_t bytes_read() const { return bytes_read_; }
+  int64_t total_bytes() const { return total_bytes_; }
+
+ private:
+  DocumentReader(const PrepOptions& options, FILE* file)
+      : options_(options), file_(file),
+        jsonl_(options.input.ends_with(".jsonl") || options.input.ends_with(".json")) {}
+
+  common::StatusOr<std::string> JsonDocument(std::string_view line) {
+    const std::string where = fmt::format("{}:{}", options_.input, line_number_);
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(line, where));
+    std::string text;
+    for (const std::string& key : options_.json_keys) {
+      SRUNWAY_ASSIGN_OR_RETURN(std::string value, common::JsonField<std::string>(json, key, where));
+      text += value;
+    }
+    return text;
+  }
+
+  PrepOptions options_;
+  FILE* file_;
+  bool jsonl_;
+  char* line_ = nullptr;
+  size_t capacity_ = 0;
+  int64_t line_number_ = 0;
+  int64_t bytes_read_ = 0;
+  int64_t total_bytes_ = 0;
+};
+
+// Runs fn(first, last) over `count` items split into `workers` contiguous slices.
+template <typename Fn>
+void ParallelSlices(size_t count, int workers, Fn fn) {
+  const size_t slices = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(workers), count));
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < slices; ++s) {
+    const size_t first = count * s / slices, last = count * (s + 1) / slices;
+    threads.emplace_back([=, &fn] { fn(s, first, last); });
+  }
+  for (std::thread& thread : threads) thread.join();
+}
+
+class Progress {
+ public:
+  Progress(bool enabled, std::string what) : enabled_(enabled), tty_(::isatty(2)), what_(std::move(what)) {}
+  void Update(int64_t done, int64_t total) {
+    if (!enabled_ || total <= 0) return;
+    const int percent = static_cast<int>(100 * std::min(done, total) / total);
+    if (tty_) {
+      const int filled = percent / 4;
+      fmt::print(stderr, "\r{:<10} [{:#<{}}{: <{}}] {:3}%", what_, "", filled, "", 25 - filled, percent);
+    } else if (percent / 25 > last_quarter_) {
+      last_quarter_ = percent / 25;
+      fmt::print(stderr, "{}: {}%\n", what_, percent);
+    }
+  }
+  void Done() {
+    if (enabled_ && tty_) fmt::print(stderr, "\n");
+  }
+
+ private:
+  bool enabled_, tty_;
+  std::string what_;
+  int last_quarter_ = -1;
+};
+
+common::StatusOr<Tokenizer> TrainTokenizer(const PrepOptions& options) {
+  SRUNWAY_ASSIGN_OR_RETURN(auto reader, DocumentReader::Open(options));
+  std::unordered_map<std::string, int64_t> counts;
+  std::vector<std::string> batch;
+  Progress progress(options.progress, "counting");
+  while (true) {
+    SRUNWAY_ASSIGN_OR_RETURN(bool more, reader->Next(batch));
+    if (!more) break;
+    std::vector<std::unordered_map<std::string, int64_t>> partial(options.workers);
+    ParallelSlices(batch.size(), options.workers, [&](size_t slice, size_t first, size_t last) {
+      for (size_t d = first; d < last; ++d) {
+        SplitWords(batch[d], [&](std::string_view word) { ++partial[slice][std::string(word)]; });
+      }
+    });
+    for (auto& part : partial) {
+      for (auto& [word, count] : part) counts[word] += count;
+    }
+    progress.Update(reader->bytes_read(), reader->total_bytes());
+  }
+  progress.Done();
+  Progress merging(options.progress, "merging");
+  auto tokenizer = Tokenizer::Train(counts, options.train_vocab, [&](int done, int wanted) { merging.Update(done, wanted); });
+  merging.Done();
+  return tokenizer;
+}
+
+}  // namespace
+
+common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
+  if (options.input.empty()) return common::InvalidArgument("--input is required");
+  if (options.output_prefix.empty()) return common::InvalidArgument("--output-prefix is required");
+  if (options.workers < 1) return common::InvalidArgument("--workers must be at least 1, got {}", options.workers);
+  const bool load = !options.vocab_file.empty() || !options.merge_file.empty();
+  if (load == (options.train_vocab > 0)) {
+    return common::InvalidArgument("give either --vocab-file and --merge-file, or --train-vocab N");
+  }
+  if (load && (options.vocab_file.empty() || options.merge_file.empty())) {
+    return common::InvalidArgument("--vocab-file and --merge-file go together");
+  }
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (load) {
+    SRUNWAY_ASSIGN_OR_RETURN(Tokenizer loaded, Tokenizer::Load(options.vocab_file, options.merge_file));
+    tokenizer = std::make_unique<Tokenizer>(std::move(loaded));
+  } else {
+    SRUNWAY_ASSIGN_OR_RETURN(Tokenizer trained, TrainTokenizer(options));
+    tokenizer = std::make_unique<Tokenizer>(std::move(trained));
+  }
+  if (options.append_eod && tokenizer->eod() < 0) {
+    return common::InvalidArgument("{}: the vocabulary has no {} token for --append-eod", options.vocab_file, kEndOfText);
+  }
+
+  SRUNWAY_ASSIGN_OR_RETURN(auto reader, DocumentReader::Open(options));
+  SRUNWAY_ASSIGN_OR_RETURN(IndexedDatasetWriter writer,
+                           IndexedDatasetWriter::Create(options.output_prefix, tokenizer->vocab_size()));
+  PrepStats stats;
+  stats.vocab_size = tokenizer->vocab_size();
+  std::vector<std::string> batch;
+  Progress progress(options.progress, "encoding");
+  while (true) {
+    SRUNWAY_ASSIGN_OR_RETURN(bool more, reader->Next(batch));
+    if (!more) break;
+    std::vector<std::vector<int32_t>> encoded(batch.size());
+    ParallelSlices(batch.size(), options.workers, [&](size_t, size_t first, size_t last) {
+      for (size_t d = first; d < last; ++d) {
+        encoded[d] = tokenizer->Encode(batch[d]);
+        if (options.append_eod) encoded[d].push_back(tokenizer->eod());
+      }
+    });
+    for (size_t d = 0; d < batch.size(); ++d) {
+      SRUNWAY_RETURN_IF_ERROR(writer.AddDocument(encoded[d]));
+      stats.tokens += static_cast<int64_t>(encoded[d].size());
+      stats.bytes += static_cast<int64_t>(batch[d].size());
+    }
+    stats.documents += static_cast<int64_t>(batch.size());
+    progress.Update(reader->bytes_read(), reader->total_bytes());
+  }
+  progress.Done();
+  if (stats.documents == 0) return common::InvalidArgument("{}: no documents", options.input);
+  SRUNWAY_RETURN_IF_ERROR(writer.Finish());
+  SRUNWAY_RETURN_IF_ERROR(
+      tokenizer->Save(options.output_prefix + ".vocab.json", options.output_prefix + ".merges.txt"));
+  return stats;
+}
+
+}  // namespace srunway::trainer

@@ -1,0 +1,33 @@
+// srunway-prep's work: documents from text or JSONL, a tokenizer (trained or loaded), a Megatron dataset.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace srunway::trainer {
+
+struct PrepOptions {
+  std::string input;                     // text or JSONL (.jsonl / .json)
+  std::string output_prefix;             // writes PREFIX.bin, PREFIX.idx, PREFIX.vocab.json, PREFIX.merges.txt
+  std::vector<std::string> json_keys = {"text"};
+  std::string vocab_file, merge_file;    // GPT-2 tokenizer files, or:
+  int train_vocab = 0;                   // learn a byte-level BPE of this many tokens from the input
+  int workers = 1;
+  bool append_eod = true;                // an <|endoftext|> after every document
+  std::string document_separator;        // text input: a line equal to this ends a document ("": a blank line)
+  bool progress = true;                  // progress on stderr
+};
+
+struct PrepStats {
+  int64_t documents = 0;
+  int64_t tokens = 0;
+  int64_t bytes = 0;
+  int vocab_size = 0;
+};
+
+common::StatusOr<PrepStats> RunPrep(const PrepOptions& options);
+
+}  // namespace srunway::trainer

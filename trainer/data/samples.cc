@@ -1,0 +1,242 @@
+// Sample indices over token sources, blends and mock data.
+#include "trainer/data/samples.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "common/parse.h"
+#include "trainer/model/rng.h"
+
+namespace srunway::trainer {
+namespace {
+
+void Shuffle(std::vector<int64_t>& values, uint64_t seed) {
+  Rng rng(seed);
+  for (size_t i = values.size(); i > 1; --i) std::swap(values[i - 1], values[rng.Below(i)]);
+}
+
+common::Status CheckTokens(const std::vector<int32_t>& tokens, int vocab, const std::string& where, int64_t sample) {
+  for (int32_t token : tokens) {
+    if (token < 0 || token >= vocab) {
+      return common::DataLoss("{}: token {} in sample {} is not below the model's vocabulary size {}", where, token,
+                              sample, vocab);
+    }
+  }
+  return common::Status::Ok();
+}
+
+class GptSamples : public SampleSource {
+ public:
+  static common::StatusOr<std::unique_ptr<SampleSource>> Build(std::shared_ptr<TokenSource> source, int64_t begin,
+                                                               int64_t end, int seq_len, int vocab,
+                                                               int64_t num_samples, uint64_t seed) {
+    int64_t tokens_per_epoch = 0;
+    for (int64_t d = begin; d < end; ++d) tokens_per_epoch += source->length(d);
+    if (tokens_per_epoch <= seq_len) {
+      return common::FailedPrecondition("{}: documents {}..{} hold {} tokens, fewer than one sample of {} + 1",
+                                        source->name(), begin, end, tokens_per_epoch, seq_len);
+    }
+    num_samples = std::max<int64_t>(num_samples, 1);
+    const int64_t epochs = (num_samples * seq_len + 1 + tokens_per_epoch - 1) / tokens_per_epoch;
+    auto samples = std::make_unique<GptSamples>();
+    samples->source_ = std::move(source);
+    samples->seq_len_ = seq_len;
+    samples->vocab_ = vocab;
+    for (int64_t e = 0; e < epochs; ++e) {
+      std::vector<int64_t> order(end - begin);
+      std::iota(order.begin(), order.end(), begin);
+      Shuffle(order, seed + 1000003 * static_cast<uint64_t>(e));
+      samples->docs_.insert(samples->docs_.end(), order.begin(), order.end());
+    }
+    // Where each sample starts: (position in docs_, token offset), seq_len tokens apart.
+    int64_t pos = 0, offset = 0;
+    for (int64_t s = 0; s < num_samples; ++s) {
+      samples->starts_.push_back({pos, offset});
+      int64_t remaining = seq_len;
+      while (remaining > 0) {
+        const int64_t available = samples->source_->length(samples->docs_[pos]) - offset;
+        if (available > remaining) {
+          offset += remaining;
+          remaining = 0;
+        } else {
+          remaining -= available;
+          ++pos;
+          offset = 0;
+        }
+      }
+    }
+    samples->order_.resize(num_samples);
+    std::iota(samples->order_.begin(), samples->order_.end(), 0);
+    Shuffle(samples->order_, seed ^ 0x5eedULL);
+    return std::unique_ptr<SampleSource>(std::move(samples));
+  }
+
+  common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
+    const int64_t sample = order_[index % static_cast<int64_t>(order_.size())];
+    auto [pos, offset] = starts_[sample];
+    out.clear();
+    int64_t remaining = seq_len_ + 1;
+    while (remaining > 0) {
+      const int64_t doc = docs_[pos];
+      const int64_t take = std::min(remaining, source_->length(doc) - offset);
+      SRUNWAY_RETURN_IF_ERROR(source_->Read(doc, offset, take, out));
+      remaining -= take;
+      ++pos;
+      offset = 0;
+    }
+    return CheckTokens(out, vocab_, source_->name(), index);
+  }
+
+ private:
+  std::shared_ptr<TokenSource> source_;
+  int seq_len_ = 0, vocab_ = 0;
+  std::vector<int64_t> docs_;
+  std::vector<std::pair<int64_t, int64_t>> starts_;
+  std::vector<int64_t> order_;
+};
+
+// NeMo's mock data: every sample is seq_len + 1 tokens drawn uniformly from the vocabulary, a function of the
+// seed and the sample index only.
+class MockSamples : public SampleSource {
+ public:
+  MockSamples(int seq_len, int vocab, uint64_t seed) : seq_len_(seq_len), vocab_(vocab), seed_(seed) {}
+  common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
+    Rng rng(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(index));
+    out.resize(seq_len_ + 1);
+    for (int32_t& token : out) token = static_cast<int32_t>(rng.Below(vocab_));
+    return common::Status::Ok();
+  }
+
+ private:
+  int seq_len_, vocab_;
+  uint64_t seed_;
+};
+
+// Megatron's blending: sample i goes to the dataset furthest below its share, weight * i - drawn so far.
+class BlendedSamples : public SampleSource {
+ public:
+  BlendedSamples(std::vector<std::unique_ptr<SampleSource>> sources, const std::vector<double>& weights,
+                 int64_t num_samples)
+      : sources_(std::move(sources)) {
+    std::vector<int64_t> drawn(sources_.size(), 0);
+    for (int64_t i = 0; i < num_samples; ++i) {
+      size_t best = 0;
+      double best_error = -INFINITY;
+      for (size_t d = 0; d < sources_.size(); ++d) {
+        const double error = weights[d] * static_cast<double>(std::max<int64_t>(i, 1)) - static_cast<double>(drawn[d]);
+        if (error > best_error) {
+          best_error = error;
+          best = d;
+        }
+      }
+      index_.push_back({best, drawn[best]++});
+    }
+  }
+  common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
+    const auto& [source, sample] = index_[index % static_cast<int64_t>(index_.size())];
+    const int64_t wraps = index / static_cast<int64_t>(index_.size());
+    return sources_[source]->Sample(sample + wraps * static_cast<int64_t>(index_.size()), out);
+  }
+
+ private:
+  std::vector<std::unique_ptr<SampleSource>> sources_;
+  std::vector<std::pair<size_t, int64_t>> index_;
+};
+
+}  // namespace
+
+common::StatusOr<std::vector<WeightedPath>> ParseDataPath(const std::vector<std::string>& args) {
+  if (args.empty()) return common::InvalidArgument("--data-path: no dataset given");
+  if (args.size() == 1) return std::vector<WeightedPath>{{1.0, args[0]}};
+  if (args.size() % 2 != 0) {
+    return common::InvalidArgument("--data-path: a blend is pairs of weight and prefix ('0.7 a 0.3 b'); got {} words",
+                                   args.size());
+  }
+  std::vector<WeightedPath> paths;
+  double total = 0;
+  for (size_t i = 0; i < args.size(); i += 2) {
+    char* end = nullptr;
+    const double weight = std::strtod(args[i].c_str(), &end);
+    if (end == args[i].c_str() || *end != '\0' || !(weight > 0) || !std::isfinite(weight)) {
+      return common::InvalidArgument("--data-path: weight '{}' (before '{}') is not a positive number", args[i],
+                                     args[i + 1]);
+    }
+    paths.push_back({weight, args[i + 1]});
+    total += weight;
+  }
+  for (WeightedPath& path : paths) path.weight /= total;
+  return paths;
+}
+
+common::StatusOr<std::pair<int64_t, int64_t>> SplitRange(const std::string& split, int64_t count, Split which) {
+  std::vector<double> shares;
+  for (std::string_view part : common::Split(split, split.find('/') != std::string::npos ? '/' : ',')) {
+    char* end = nullptr;
+    std::string text(common::Trim(part));
+    const double share = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || share < 0 || !std::isfinite(share)) {
+      return common::InvalidArgument("--split '{}': '{}' is not a non-negative number", split, text);
+    }
+    shares.push_back(share);
+  }
+  if (shares.empty() || shares.size() > 3) {
+    return common::InvalidArgument("--split '{}': expected up to three shares (train,valid,test)", split);
+  }
+  shares.resize(3, 0.0);
+  const double total = shares[0] + shares[1] + shares[2];
+  if (!(total > 0)) return common::InvalidArgument("--split '{}': the shares add up to zero", split);
+  int64_t bounds[4] = {0, 0, 0, 0};
+  double cumulative = 0;
+  for (int i = 0; i < 3; ++i) {
+    cumulative += shares[i] / total;
+    bounds[i + 1] = static_cast<int64_t>(std::llround(cumulative * static_cast<double>(count)));
+  }
+  bounds[3] = count;
+  const int w = static_cast<int>(which);
+  return std::pair<int64_t, int64_t>{bounds[w], bounds[w + 1]};
+}
+
+common::StatusOr<std::unique_ptr<TokenSource>> OpenTokenSource(const std::string& prefix) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(prefix + ".idx", ec) || fs::exists(prefix + ".bin", ec)) return OpenIndexedDataset(prefix);
+  if (prefix.find_first_of("*?[") != std::string::npos || IsLlmcShard(prefix)) return OpenLlmcShards(prefix);
+  if (fs::exists(prefix, ec)) {
+    return common::DataLoss("{}: neither a Megatron dataset prefix ({}.bin + {}.idx) nor an llm.c token shard",
+                            prefix, prefix, prefix);
+  }
+  return common::NotFound("{}: no such dataset (looked for {}.bin + {}.idx and an llm.c shard {})", prefix, prefix,
+                          prefix, prefix);
+}
+
+common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& config, Split split,
+                                                              int64_t num_samples) {
+  const uint64_t seed = config.seed + 7919 * static_cast<uint64_t>(split);
+  if (config.mock) return std::unique_ptr<SampleSource>(new MockSamples(config.seq_len, config.vocab, seed));
+  SRUNWAY_ASSIGN_OR_RETURN(std::vector<WeightedPath> paths, ParseDataPath(config.data_path));
+  std::vector<std::unique_ptr<SampleSource>> sources;
+  std::vector<double> weights;
+  for (const WeightedPath& path : paths) {
+    SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> tokens, OpenTokenSource(path.prefix));
+    SRUNWAY_ASSIGN_OR_RETURN(auto range, SplitRange(config.split, tokens->size(), split));
+    if (range.first == range.second) {
+      return common::FailedPrecondition("{}: the {} split '{}' leaves no documents of {}", path.prefix,
+                                        split == Split::kTrain ? "training" : "validation", config.split,
+                                        tokens->size());
+    }
+    // As Megatron: each dataset of a blend is built a little larger than its share, so rounding never runs short.
+    const int64_t wanted = paths.size() == 1 ? num_samples
+                                             : static_cast<int64_t>(std::ceil(path.weight * num_samples * 1.005));
+    SRUNWAY_ASSIGN_OR_RETURN(auto samples, GptSamples::Build(std::shared_ptr<TokenSource>(std::move(tokens)),
+                                                             range.first, range.second, config.seq_len, config.vocab,
+                                                             wanted, seed));
+    sources.push_back(std::move(samples));
+    weights.push_back(path.weight);
+  }
+  if (sources.size() == 1) return std::move(sources[0]);
+  return std::unique_ptr<SampleSource>(new BlendedSamples(std::move(sources), weights, std::max<int64_t>(num_samples, 1)));
+}
+
+}  // namespace srunway::trainer

@@ -1,0 +1,153 @@
+// srunway-train: GPT/Llama pretraining with Megatron/NeMo flag names; --config FILE.yaml holds the same keys.
+// Exit codes: see trainer/train/trainer.h (0 ok, 1 error, 2 usage, 3 diverged, 4 stopped by a signal).
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <set>
+
+#include "common/log.h"
+#include "trainer/model/config.h"
+#include "trainer/train/trainer.h"
+
+namespace {
+
+using srunway::trainer::TrainOptions;
+
+// Turns a YAML mapping of flag names (with - or _) into command-line words, skipping the flags given on the
+// command line itself, which win. Lists become repeated values ("data-path: [0.7, a, 0.3, b]").
+srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::string& path,
+                                                                 const std::set<std::string>& given) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return srunway::common::InvalidArgument("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+  if (!root.IsMap()) return srunway::common::InvalidArgument("{}: expected a mapping of flag: value", path);
+  std::vector<std::string> words;
+  for (const auto& entry : root) {
+    std::string key = entry.first.as<std::string>();
+    std::replace(key.begin(), key.end(), '_', '-');
+    const std::string flag = "--" + key;
+    if (given.count(flag) || key == "config") continue;
+    const YAML::Node& value = entry.second;
+    if (value.IsSequence()) {
+      words.push_back(flag);
+      for (const auto& item : value) words.push_back(item.as<std::string>());
+    } else if (value.IsScalar()) {
+      const std::string text = value.as<std::string>();
+      if (text == "true" || text == "false") {
+        if (text == "true") words.push_back(flag);
+      } else {
+        words.push_back(flag);
+        words.push_back(text);
+      }
+    } else {
+      return srunway::common::InvalidArgument("{}:{}: '{}' must be a scalar or a list", path,
+                                              entry.first.Mark().line + 1, key);
+    }
+  }
+  return words;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  srunway::common::InitLogging("srunway-train");
+  TrainOptions o;
+  std::string preset = "gpt-tiny", config_file;
+  int num_layers = 0, hidden_size = 0, heads = 0, query_groups = 0, ffn = 0, max_positions = 0, vocab = 0;
+  float init_std = 0;
+
+  CLI::App app{"Pretrain a GPT or Llama model (Megatron/NeMo flag names)."};
+  app.set_config();  // no INI/TOML: --config is YAML, handled below
+  app.add_option("--config", config_file, "YAML file of flag: value (command-line flags win)");
+  app.add_option("--preset", preset, "model: " + fmt::format("{}", fmt::join(srunway::trainer::PresetNames(), ", ")))
+      ->capture_default_str();
+  app.add_option("--num-layers", num_layers, "override the preset");
+  app.add_option("--hidden-size", hidden_size, "override the preset");
+  app.add_option("--num-attention-heads", heads, "override the preset");
+  app.add_option("--num-query-groups", query_groups, "KV heads (Llama grouped-query attention)");
+  app.add_option("--ffn-hidden-size", ffn, "override the preset");
+  app.add_option("--max-position-embeddings", max_positions, "longest sequence (override the preset)");
+  app.add_option("--vocab-size", vocab, "override the preset (must hold every token id of the data)");
+  app.add_option("--init-std", init_std, "weight init std (default: the preset's)");
+  app.add_option("--micro-batch-size", o.micro_batch_size, "sequences per forward/backward")->capture_default_str();
+  app.add_option("--global-batch-size", o.global_batch_size, "sequences per optimizer step (default: micro batch)");
+  app.add_option("--seq-length", o.seq_length, "tokens per sequence (default: the model's maximum)");
+  app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
+  app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
+  app.add_option("--warmup-steps", o.warmup_steps, "linear warmup steps")->capture_default_str();
+  app.add_option("--train-steps", o.train_steps, "optimizer steps")->capture_default_str();
+  app.add_option("--lr-decay-steps", o.lr_decay_steps, "cosine decay ends here (default: --train-steps)");
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on norms and biases)")->capture_default_str();
+  app.add_option("--adam-beta1", o.adam_beta1)->capture_default_str();
+  app.add_option("--adam-beta2", o.adam_beta2)->capture_default_str();
+  app.add_option("--adam-eps", o.adam_eps)->capture_default_str();
+  app.add_option("--clip-grad", o.clip_grad, "clip the global gradient norm (0: off)")->capture_default_str();
+  app.add_option("--seed", o.seed, "initialisation and data order")->capture_default_str();
+  app.add_option("--data-path", o.data_path, "PREFIX (Megatron .bin/.idx or llm.c shards) or a blend 'W1 P1 W2 P2'");
+  app.add_flag("--mock-data", o.mock_data, "deterministic random tokens instead of a dataset");
+  app.add_option("--split", o.split, "train,valid,test shares of the documents")->capture_default_str();
+  app.add_option("--save", o.save, "checkpoint directory");
+  app.add_option("--load", o.load, "checkpoint directory or file to resume from (a directory without one: start fresh)");
+  app.add_option("--save-interval", o.save_interval, "steps between checkpoints (0: at the end only)")->capture_default_str();
+  app.add_option("--log-interval", o.log_interval, "steps between log lines")->capture_default_str();
+  app.add_option("--eval-interval", o.eval_interval, "steps between validation runs (0: none)")->capture_default_str();
+  app.add_option("--eval-iters", o.eval_iters, "micro-batches per validation run")->capture_default_str();
+  app.add_option("--metrics-file", o.metrics_file, "append one JSON object per log step");
+  app.add_option("--export", o.export_safetensors, "after training, write the weights as safetensors to this file");
+  app.add_option("--sample", o.sample_tokens, "after training, generate N tokens and print them");
+  app.add_option("--sample-top-k", o.sample_top_k, "1: greedy")->capture_default_str();
+  app.add_option("--sample-prompt", o.sample_prompt, "text to continue (default: start of a document)");
+  app.add_option("--vocab-file", o.vocab_file, "tokenizer for --sample (default: beside the first --data-path)");
+  app.add_option("--merge-file", o.merge_file, "tokenizer for --sample");
+  app.add_option("--peak-tflops", o.peak_tflops, "FLOP/s that MFU is against (default: measured sgemm rate)");
+  app.add_option("--threads", o.threads, "CPU threads (default: OMP_NUM_THREADS, else the task's CPUs)");
+
+  std::vector<std::string> args;
+  std::set<std::string> given;
+  for (int i = argc - 1; i >= 1; --i) args.push_back(argv[i]);  // CLI11 takes them reversed
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    given.insert(word.substr(0, word.find('=')));
+    if ((word == "--config") && i + 1 < argc) config_file = argv[i + 1];
+    if (word.starts_with("--config=")) config_file = word.substr(9);
+  }
+  if (!config_file.empty()) {
+    auto words = ConfigWords(config_file, given);
+    if (!words.ok()) {
+      srunway::common::LogError("{}", words.status().message());
+      return srunway::trainer::kExitUsage;
+    }
+    for (auto it = words->rbegin(); it != words->rend(); ++it) args.insert(args.begin(), *it);
+  }
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : srunway::trainer::kExitUsage;
+  }
+
+  auto model = srunway::trainer::Preset(preset);
+  if (!model.ok()) {
+    srunway::common::LogError("--preset: {}", model.status().message());
+    return srunway::trainer::kExitUsage;
+  }
+  o.model = *model;
+  if (num_layers) o.model.n_layer = num_layers;
+  if (hidden_size) o.model.d_model = hidden_size;
+  if (heads) o.model.n_head = heads;
+  o.model.n_kv_head = query_groups ? query_groups : (heads ? heads : o.model.n_kv_head);
+  if (o.model.arch == srunway::trainer::Arch::kGpt && !query_groups) o.model.n_kv_head = o.model.n_head;
+  if (ffn) o.model.d_ff = ffn;
+  if (max_positions) o.model.seq_len = max_positions;
+  if (vocab) o.model.vocab = vocab;
+  if (init_std > 0) o.model.init_std = init_std;
+  if (auto status = srunway::trainer::Validate(o.model); !status.ok()) {
+    srunway::common::LogError("{}", status.message());
+    return srunway::trainer::kExitUsage;
+  }
+  return srunway::trainer::Train(o);
+}
