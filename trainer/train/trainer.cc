@@ -306,7 +306,8 @@ int Trainer::Run() {
     model_->ZeroGrad();
     double loss = 0;
     for (int micro = 0; micro < accum_; ++micro) {
-      if (common::Status status = FillBatch(*train_, consumed_ + static_cast<int64_t>(micro) * B_, B_, T_, batch);
+      const int64_t first = (o_.overfit_batch ? 0 : consumed_) + static_cast<int64_t>(micro) * B_;
+      if (common::Status status = FillBatch(*train_, first, B_, T_, batch);
           !status.ok()) {
         common::LogError("{}", status.message());
         return kExitError;

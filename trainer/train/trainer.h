@@ -43,6 +43,7 @@ struct TrainOptions {
   std::string vocab_file, merge_file;
   double peak_tflops = 0;      // 0: measure this machine's sgemm rate
   int threads = 0;             // 0: OMP_NUM_THREADS, else the CPUs of this task's affinity mask
+  bool overfit_batch = false;  // every step trains on the first batch again (a debugging aid, as in llm.c)
 };
 
 // Exit codes of srunway-train (documented in the README).

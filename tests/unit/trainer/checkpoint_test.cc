@@ -1,0 +1,151 @@
+// Checkpoints: round trip, the latest pointer, another model's checkpoint, corruption and truncation.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "common/fs.h"
+#include "trainer/ckpt/checkpoint.h"
+#include "trainer/model/params.h"
+#include "trainer/optim/schedule.h"
+
+namespace srunway::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("srunway-ckpt-test-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    config_ = *Preset("gpt-tiny");
+    const int64_t n = ParamLayout(config_).numel();
+    params_.resize(n);
+    m_.resize(n);
+    v_.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      params_[i] = static_cast<float>(i) * 0.5f;
+      m_[i] = -static_cast<float>(i);
+      v_[i] = static_cast<float>(i % 7);
+    }
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  TrainingState State(int64_t step) {
+    TrainingState state;
+    state.model = config_;
+    state.step = step;
+    state.consumed_samples = step * 8;
+    state.rng = {1, 2, 3, 4};
+    return state;
+  }
+
+  fs::path dir_;
+  ModelConfig config_;
+  std::vector<float> params_, m_, v_;
+};
+
+TEST_F(CheckpointTest, RoundTripThroughTheLatestPointer) {
+  ASSERT_TRUE(SaveCheckpoint(dir_, State(10), {params_, m_, v_}).ok());
+  params_[3] = 42.0f;
+  auto path = SaveCheckpoint(dir_, State(20), {params_, m_, v_});
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  EXPECT_EQ(path->filename(), "iter_0000020.ckpt");
+  EXPECT_EQ(*common::ReadFile(dir_ / "latest_checkpointed_iteration.txt"), "20\n");
+
+  std::vector<float> p(params_.size()), m(m_.size()), v(v_.size());
+  auto state = LoadCheckpoint(dir_, config_, {p, m, v});
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  EXPECT_EQ(state->step, 20);
+  EXPECT_EQ(state->consumed_samples, 160);
+  EXPECT_EQ(state->rng, (std::array<uint64_t, 4>{1, 2, 3, 4}));
+  EXPECT_EQ(p, params_);
+  EXPECT_EQ(m, m_);
+  EXPECT_EQ(v, v_);
+  // An explicit older file loads that one.
+  auto older = LoadCheckpoint(dir_ / "iter_0000010.ckpt", config_, {p, m, v});
+  ASSERT_TRUE(older.ok());
+  EXPECT_EQ(older->step, 10);
+  EXPECT_EQ(p[3], 1.5f);
+}
+
+TEST_F(CheckpointTest, EmptyDirectoryIsNotFound) {
+  fs::create_directories(dir_);
+  auto state = LoadCheckpoint(dir_, config_, {params_, m_, v_});
+  ASSERT_FALSE(state.ok());
+  EXPECT_EQ(state.status().code(), common::StatusCode::kNotFound);
+}
+
+TEST_F(CheckpointTest, AnotherModelIsRefusedNamingTheDifference) {
+  ASSERT_TRUE(SaveCheckpoint(dir_, State(5), {params_, m_, v_}).ok());
+  ModelConfig other = config_;
+  other.n_layer = 3;
+  other.d_model = 128;
+  std::vector<float> p(ParamLayout(other).numel()), m(p.size()), v(p.size());
+  auto state = LoadCheckpoint(dir_, other, {p, m, v});
+  ASSERT_FALSE(state.ok());
+  EXPECT_NE(state.status().message().find("n_layer is 2 in the checkpoint and 3 here"), std::string::npos)
+      << state.status().message();
+  EXPECT_NE(state.status().message().find("d_model is 64 in the checkpoint and 128 here"), std::string::npos);
+  EXPECT_NE(state.status().message().find("iter_0000005.ckpt"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, CorruptAndTruncatedFilesAreRefused) {
+  auto path = SaveCheckpoint(dir_, State(1), {params_, m_, v_});
+  ASSERT_TRUE(path.ok());
+  std::string bytes = *common::ReadFile(*path);
+  std::string flipped = bytes;
+  flipped[flipped.size() - 100] ^= 1;
+  ASSERT_TRUE(common::WriteFileAtomic(*path, flipped).ok());
+  auto corrupt = LoadCheckpoint(*path, config_, {params_, m_, v_});
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_NE(corrupt.status().message().find("checksum"), std::string::npos);
+  ASSERT_TRUE(common::WriteFileAtomic(*path, bytes.substr(0, bytes.size() / 2)).ok());
+  auto truncated = LoadCheckpoint(*path, config_, {params_, m_, v_});
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos) << truncated.status().message();
+  ASSERT_TRUE(common::WriteFileAtomic(*path, "not a checkpoint at all, just text").ok());
+  EXPECT_NE(LoadCheckpoint(*path, config_, {params_, m_, v_}).status().message().find("bad magic"), std::string::npos);
+}
+
+TEST(ScheduleTest, WarmupThenCosineToMinimum) {
+  LrSchedule s{1.0f, 0.1f, 10, 110};
+  EXPECT_FLOAT_EQ(s.At(0), 0.1f);
+  EXPECT_FLOAT_EQ(s.At(9), 1.0f);
+  EXPECT_FLOAT_EQ(s.At(10), 1.0f);
+  EXPECT_NEAR(s.At(60), 0.55f, 1e-6);
+  EXPECT_FLOAT_EQ(s.At(110), 0.1f);
+  EXPECT_FLOAT_EQ(s.At(500), 0.1f);
+}
+
+TEST(ClipTest, ScalesOnlyAboveTheLimit) {
+  std::vector<float> g = {3.0f, 4.0f};
+  EXPECT_DOUBLE_EQ(GlobalNorm(g), 5.0);
+  EXPECT_EQ(ClipByGlobalNorm(g, 5.0, 10.0), 1.0f);
+  EXPECT_EQ(g[0], 3.0f);
+  ClipByGlobalNorm(g, 5.0, 1.0);
+  EXPECT_NEAR(GlobalNorm(g), 1.0, 1e-6);
+}
+
+TEST(PresetTest, KnownSizes) {
+  // NeMo's GPT-3 5B: 24 x 4096, FFN 16384, 32 heads, seq 2048, vocab 50304, init std 0.01.
+  ModelConfig c = *Preset("gpt3-5b");
+  EXPECT_EQ(c.n_layer, 24);
+  EXPECT_EQ(c.d_model, 4096);
+  EXPECT_EQ(c.d_ff, 16384);
+  EXPECT_EQ(c.n_head, 32);
+  EXPECT_EQ(c.seq_len, 2048);
+  EXPECT_EQ(c.vocab, 50304);
+  EXPECT_FLOAT_EQ(c.init_std, 0.01f);
+  EXPECT_NEAR(ParameterCount(c) / 1e9, 5.0, 0.25);
+  EXPECT_NEAR(ParameterCount(*Preset("gpt2-124m")) / 1e6, 124.5, 1.0);  // with the 50304 padding
+  EXPECT_NEAR(ParameterCount(*Preset("llama2-7b")) / 1e9, 6.74, 0.01);
+  EXPECT_NEAR(ParameterCount(*Preset("llama3-8b")) / 1e9, 8.03, 0.01);
+  EXPECT_FALSE(Preset("gpt5").ok());
+  ModelConfig bad = c;
+  bad.n_head = 7;
+  EXPECT_NE(Validate(bad).message().find("not a multiple of n_head"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace srunway::trainer

@@ -1,0 +1,255 @@
+// Megatron datasets (write, read, every corruption), llm.c shards, the sample index, blends, splits, mock data.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+
+#include "common/fs.h"
+#include "trainer/data/indexed_dataset.h"
+#include "trainer/data/samples.h"
+
+namespace srunway::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("srunway-data-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Documents of lengths 5, 17, 1, 40, ..., token t of document d = (100 d + t) % vocab.
+  std::string Write(const std::string& name, const std::vector<int>& lengths, int vocab = 1000, int offset = 0) {
+    const std::string prefix = (dir_ / name).string();
+    auto writer = IndexedDatasetWriter::Create(prefix, vocab);
+    EXPECT_TRUE(writer.ok()) << writer.status().ToString();
+    for (size_t d = 0; d < lengths.size(); ++d) {
+      std::vector<int32_t> doc(lengths[d]);
+      for (int t = 0; t < lengths[d]; ++t) doc[t] = static_cast<int32_t>(offset + (100 * d + t) % (vocab - offset));
+      EXPECT_TRUE(writer->AddDocument(doc).ok());
+    }
+    EXPECT_TRUE(writer->Finish().ok());
+    return prefix;
+  }
+
+  std::string Bytes(const std::string& path) { return *common::ReadFile(path); }
+  void Put(const std::string& path, const std::string& bytes) { ASSERT_TRUE(common::WriteFileAtomic(path, bytes).ok()); }
+
+  fs::path dir_;
+};
+
+TEST_F(DataTest, WrittenDatasetReadsBackTokenForToken) {
+  const std::string prefix = Write("a", {5, 17, 1, 40});
+  auto source = OpenIndexedDataset(prefix);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  ASSERT_EQ((*source)->size(), 4);
+  for (int d = 0; d < 4; ++d) {
+    std::vector<int32_t> tokens;
+    ASSERT_TRUE((*source)->Read(d, 0, (*source)->length(d), tokens).ok());
+    for (size_t t = 0; t < tokens.size(); ++t) EXPECT_EQ(tokens[t], static_cast<int32_t>(100 * d + t));
+  }
+  // uint16 for a small vocabulary (Megatron's code 8).
+  EXPECT_EQ(Bytes(prefix + ".idx")[17], 8);
+}
+
+TEST_F(DataTest, LargeVocabularyUsesInt32) {
+  const std::string prefix = Write("big", {3}, 100000);
+  EXPECT_EQ(Bytes(prefix + ".idx")[17], 4);
+  auto source = OpenIndexedDataset(prefix);
+  ASSERT_TRUE(source.ok());
+  std::vector<int32_t> tokens;
+  ASSERT_TRUE((*source)->Read(0, 1, 2, tokens).ok());
+  EXPECT_EQ(tokens, (std::vector<int32_t>{1, 2}));
+}
+
+TEST_F(DataTest, WriterRefusesTokensOutsideTheVocabulary) {
+  auto writer = IndexedDatasetWriter::Create((dir_ / "bad").string(), 10);
+  ASSERT_TRUE(writer.ok());
+  std::vector<int32_t> doc = {1, 10};
+  EXPECT_NE(writer->AddDocument(doc).message().find("outside the vocabulary"), std::string::npos);
+}
+
+TEST_F(DataTest, CorruptIndexIsRejectedWithFileAndReason) {
+  const std::string prefix = Write("c", {5, 17});
+  const std::string idx = Bytes(prefix + ".idx");
+  struct Case {
+    std::string name;
+    std::string bytes;
+    std::string expected;
+  };
+  std::string bad_magic = idx;
+  bad_magic[0] = 'X';
+  std::string bad_version = idx;
+  bad_version[9] = 2;
+  std::string bad_dtype = idx;
+  bad_dtype[17] = 42;
+  std::string past_end = idx;
+  const int64_t far = 1 << 30;
+  std::memcpy(past_end.data() + 34 + 4 * 2 + 8, &far, 8);  // offset of sequence 1
+  std::string backwards = idx;
+  const int64_t two = 2, zero = 0;
+  std::memcpy(backwards.data() + 34 + 12 * 2, &two, 8);
+  std::memcpy(backwards.data() + 34 + 12 * 2 + 8, &zero, 8);
+  const Case cases[] = {
+      {"magic", bad_magic, "bad magic"},
+      {"version", bad_version, "version 2"},
+      {"dtype", bad_dtype, "unknown dtype code 42"},
+      {"truncated", idx.substr(0, idx.size() - 3), "truncated"},
+      {"header only", idx.substr(0, 20), "bad magic"},
+      {"past end", past_end, "past the end"},
+      {"document indices", backwards, "document indices"},
+  };
+  for (const Case& c : cases) {
+    Put(prefix + ".idx", c.bytes);
+    auto source = OpenIndexedDataset(prefix);
+    ASSERT_FALSE(source.ok()) << c.name;
+    EXPECT_NE(source.status().message().find(c.expected), std::string::npos) << c.name << ": " << source.status().message();
+    EXPECT_NE(source.status().message().find(prefix), std::string::npos) << c.name << ": names the file";
+  }
+}
+
+TEST_F(DataTest, MissingFilesAreNamed) {
+  auto source = OpenTokenSource((dir_ / "nothing").string());
+  ASSERT_FALSE(source.ok());
+  EXPECT_EQ(source.status().code(), common::StatusCode::kNotFound);
+  EXPECT_NE(source.status().message().find("nothing.bin"), std::string::npos);
+  const std::string prefix = Write("half", {4});
+  fs::remove(prefix + ".bin");
+  EXPECT_FALSE(OpenTokenSource(prefix).ok());
+}
+
+TEST_F(DataTest, SamplesPackDocumentsEndToEndAndShareTheBoundaryToken) {
+  const std::string prefix = Write("p", {5, 17, 1, 40, 9, 33});
+  DataConfig config;
+  config.data_path = {prefix};
+  config.split = "1";
+  config.seq_len = 8;
+  config.vocab = 1000;
+  auto samples = BuildSamples(config, Split::kTrain, 10);
+  ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+  // Every sample is seq_len + 1 tokens; across all samples (in any order), each document's tokens appear in runs.
+  std::map<int32_t, int> seen;
+  std::vector<int32_t> sample;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE((*samples)->Sample(i, sample).ok());
+    ASSERT_EQ(sample.size(), 9u);
+    for (size_t t = 0; t + 1 < sample.size(); ++t) ++seen[sample[t]];
+  }
+  // 10 samples x 8 new tokens = 80 distinct positions of a 105-token epoch: no token position repeats.
+  for (const auto& [token, count] : seen) EXPECT_EQ(count, 1) << token;
+  // Deterministic for a seed, different for another.
+  auto again = BuildSamples(config, Split::kTrain, 10);
+  std::vector<int32_t> first, second;
+  ASSERT_TRUE((*samples)->Sample(3, first).ok());
+  ASSERT_TRUE((*again)->Sample(3, second).ok());
+  EXPECT_EQ(first, second);
+  config.seed = 99;
+  auto other = BuildSamples(config, Split::kTrain, 10);
+  bool differs = false;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE((*samples)->Sample(i, first).ok());
+    ASSERT_TRUE((*other)->Sample(i, second).ok());
+    differs |= first != second;
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST_F(DataTest, TokenBeyondTheModelVocabularyNamesTheFile) {
+  const std::string prefix = Write("v", {50}, 1000);
+  DataConfig config;
+  config.data_path = {prefix};
+  config.split = "1";
+  config.seq_len = 16;
+  config.vocab = 20;  // tokens go up to 49
+  auto samples = BuildSamples(config, Split::kTrain, 2);
+  ASSERT_TRUE(samples.ok());
+  std::vector<int32_t> sample;
+  common::Status status = (*samples)->Sample(0, sample);
+  if (status.ok()) status = (*samples)->Sample(1, sample);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("v.bin"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("vocabulary size 20"), std::string::npos) << status.message();
+}
+
+TEST_F(DataTest, BlendFollowsTheWeights) {
+  // Dataset a holds tokens below 500, dataset b tokens from 500: a sample's first token tells its source.
+  const std::string a = Write("blend_a", std::vector<int>(50, 30), 500);
+  const std::string b = Write("blend_b", std::vector<int>(50, 30), 1000, 500);
+  DataConfig config;
+  config.data_path = {"0.7", a, "0.3", b};
+  config.split = "1";
+  config.seq_len = 8;
+  config.vocab = 1000;
+  auto samples = BuildSamples(config, Split::kTrain, 1000);
+  ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+  int from_a = 0;
+  std::vector<int32_t> sample;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE((*samples)->Sample(i, sample).ok());
+    from_a += sample[0] < 500;
+    // Megatron's greedy interleaving keeps every prefix within one sample of its share.
+    if (i == 99) {
+      EXPECT_NEAR(from_a, 70, 1);
+    }
+  }
+  EXPECT_NEAR(from_a, 700, 1);
+}
+
+TEST(DataPathTest, MalformedBlendsAreRefused) {
+  EXPECT_FALSE(ParseDataPath({}).ok());
+  EXPECT_FALSE(ParseDataPath({"0.5", "a", "b"}).ok());
+  EXPECT_NE(ParseDataPath({"x", "a", "0.5", "b"}).status().message().find("weight 'x'"), std::string::npos);
+  EXPECT_FALSE(ParseDataPath({"-1", "a", "2", "b"}).ok());
+}
+
+TEST(SplitTest, MegatronShares) {
+  EXPECT_EQ(*SplitRange("969,30,1", 1000, Split::kTrain), (std::pair<int64_t, int64_t>{0, 969}));
+  EXPECT_EQ(*SplitRange("969,30,1", 1000, Split::kValid), (std::pair<int64_t, int64_t>{969, 999}));
+  EXPECT_EQ(*SplitRange("969,30,1", 1000, Split::kTest), (std::pair<int64_t, int64_t>{999, 1000}));
+  EXPECT_EQ(*SplitRange("1", 10, Split::kTrain), (std::pair<int64_t, int64_t>{0, 10}));
+  EXPECT_FALSE(SplitRange("a,b", 10, Split::kTrain).ok());
+  EXPECT_FALSE(SplitRange("0,0,0", 10, Split::kTrain).ok());
+}
+
+TEST(MockDataTest, DeterministicAndInVocabulary) {
+  DataConfig config;
+  config.mock = true;
+  config.seq_len = 32;
+  config.vocab = 50;
+  auto a = BuildSamples(config, Split::kTrain, 4);
+  auto b = BuildSamples(config, Split::kTrain, 4);
+  std::vector<int32_t> x, y;
+  ASSERT_TRUE((*a)->Sample(7, x).ok());
+  ASSERT_TRUE((*b)->Sample(7, y).ok());
+  EXPECT_EQ(x, y);
+  EXPECT_EQ(x.size(), 33u);
+  for (int32_t t : x) EXPECT_TRUE(t >= 0 && t < 50);
+}
+
+TEST_F(DataTest, LlmcShardsReadAndCorruptOnesAreRefused) {
+  std::string shard(1024, '\0');
+  const int32_t header[3] = {20240520, 1, 40};
+  std::memcpy(shard.data(), header, sizeof header);
+  for (uint16_t t = 0; t < 40; ++t) shard.append(reinterpret_cast<const char*>(&t), 2);
+  Put((dir_ / "shard_000.bin").string(), shard);
+  Put((dir_ / "shard_001.bin").string(), shard);
+  auto source = OpenTokenSource((dir_ / "shard_*.bin").string());
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ((*source)->size(), 2);
+  std::vector<int32_t> tokens;
+  ASSERT_TRUE((*source)->Read(1, 38, 2, tokens).ok());
+  EXPECT_EQ(tokens, (std::vector<int32_t>{38, 39}));
+  Put((dir_ / "short.bin").string(), shard.substr(0, 1024 + 20));
+  auto short_source = OpenTokenSource((dir_ / "short.bin").string());
+  ASSERT_FALSE(short_source.ok());
+  EXPECT_NE(short_source.status().message().find("header says 40 tokens"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace srunway::trainer
