@@ -108,9 +108,13 @@ int main(int argc, char** argv) {
   app.add_flag("--overfit-batch", o.overfit_batch, "train on the first batch every step (debugging)");
   app.add_option("--threads", o.threads, "CPU threads (default: OMP_NUM_THREADS, else the task's CPUs)");
 
+  // As with most tools, a flag given twice takes its last value (lists such as --data-path keep every value).
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_items_expected_max() == 1) option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+
   std::vector<std::string> args;
   std::set<std::string> given;
-  for (int i = argc - 1; i >= 1; --i) args.push_back(argv[i]);  // CLI11 takes them reversed
   for (int i = 1; i < argc; ++i) {
     std::string word = argv[i];
     given.insert(word.substr(0, word.find('=')));
@@ -123,8 +127,10 @@ int main(int argc, char** argv) {
       srunway::common::LogError("{}", words.status().message());
       return srunway::trainer::kExitUsage;
     }
-    for (auto it = words->rbegin(); it != words->rend(); ++it) args.insert(args.begin(), *it);
+    args = std::move(*words);
   }
+  args.insert(args.end(), argv + 1, argv + argc);
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector of words last first
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {

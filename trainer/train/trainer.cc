@@ -3,8 +3,11 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
-#include <omp.h>
 #include <sched.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <chrono>
 #include <cmath>
@@ -185,7 +188,9 @@ common::Status Trainer::Setup() {
   if (!o_.mock_data && o_.data_path.empty()) return common::InvalidArgument("give --data-path or --mock-data");
 
   const int threads = ThreadCount(o_.threads);
+#ifdef _OPENMP
   omp_set_num_threads(threads);
+#endif
   openblas_set_num_threads(threads);
 
   DataConfig data;

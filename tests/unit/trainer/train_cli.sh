@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# srunway-train as a user runs it: a model overfits one batch; save -> load -> continue gives bit-identical
+# losses; a YAML config; and bad input (corrupt dataset, token beyond the vocabulary, another model's checkpoint,
+# unknown preset or flag, a full disk, divergence, SIGTERM) each give one clear line and the documented exit code.
+# Usage: train_cli.sh SRUNWAY_TRAIN SRUNWAY_PREP
+set -euo pipefail
+
+readonly kTrain=$1 kPrep=$2
+readonly kWork=$(mktemp -d)
+trap 'rm -rf "$kWork"' EXIT
+export OMP_NUM_THREADS=1
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# expect_exit CODE PATTERN COMMAND...: runs COMMAND, wants exit CODE and PATTERN in its stderr, and exactly one
+# error line there.
+expect_exit() {
+  local want=$1 pattern=$2 rc=0
+  shift 2
+  "$@" >"$kWork/out" 2>"$kWork/err" || rc=$?
+  [[ $rc == "$want" ]] || fail "$*: exit $rc, want $want; stderr: $(cat "$kWork/err")"
+  grep -qE -- "$pattern" "$kWork/err" || fail "$*: stderr lacks /$pattern/: $(cat "$kWork/err")"
+  local errors
+  errors=$(grep -cE 'error|Error' "$kWork/err" || true)
+  [[ $errors -le 1 ]] || fail "$*: $errors error lines, want one: $(cat "$kWork/err")"
+}
+common=(--preset gpt-tiny --seq-length 32 --micro-batch-size 2 --peak-tflops 1)
+
+# 1. Overfitting one batch drives the loss to near zero (from ln 512 = 6.2).
+"$kTrain" "${common[@]}" --mock-data --overfit-batch --train-steps 120 --lr 1e-2 --warmup-steps 10 \
+  --log-interval 10 --metrics-file "$kWork/overfit.jsonl" >"$kWork/out" 2>>"$kWork/log"
+last=$(tail -n 1 "$kWork/overfit.jsonl")
+python3 -c "import json,sys; m=json.loads(sys.argv[1]); sys.exit(0 if m['loss'] < 0.05 else 1)" "$last" \
+  || fail "overfitting one batch ended at $last"
+for key in step loss lr grad_norm ms tokens_per_s mfu; do
+  grep -q "\"$key\"" <<<"$last" || fail "metrics line lacks $key: $last"
+done
+echo "ok: one batch overfits: $last"
+
+# 2. A dataset from srunway-prep; 20 steps straight vs 10 + resume + 10: the same losses, bit for bit.
+for i in $(seq 1 300); do echo "line $i of a small corpus, with words that repeat: alpha beta gamma $((i % 7))"; done \
+  >"$kWork/corpus.txt"
+"$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/data" --train-vocab 400 --quiet >/dev/null
+run=("$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 20 --lr 3e-3 --warmup-steps 4
+     --global-batch-size 4 --log-interval 1)
+"${run[@]}" --metrics-file "$kWork/straight.jsonl" >/dev/null 2>>"$kWork/log"
+"${run[@]}" --save "$kWork/ckpt" --save-interval 10 --train-steps 20 --metrics-file "$kWork/first.jsonl" >/dev/null 2>>"$kWork/log"
+[[ -f $kWork/ckpt/iter_0000010.ckpt && $(cat "$kWork/ckpt/latest_checkpointed_iteration.txt") == 20 ]] \
+  || fail "checkpoints at steps 10 and 20 expected: $(ls "$kWork/ckpt")"
+"${run[@]}" --load "$kWork/ckpt/iter_0000010.ckpt" --metrics-file "$kWork/resumed.jsonl" >/dev/null 2>>"$kWork/log"
+losses() { python3 -c "import json,sys; [print(json.loads(l)['step'], repr(json.loads(l)['loss'])) for l in open(sys.argv[1]) if 'loss' in l]" "$1"; }
+diff <(losses "$kWork/straight.jsonl" | tail -n 10) <(losses "$kWork/resumed.jsonl") \
+  || fail "resumed losses differ from the uninterrupted run"
+[[ $(losses "$kWork/resumed.jsonl" | wc -l) == 10 ]] || fail "the resumed run should do steps 11-20"
+echo "ok: save -> load -> continue reproduces steps 11-20 bit for bit"
+
+# 3. The same settings from a YAML file; the command line wins over it.
+cat >"$kWork/config.yaml" <<YAML
+preset: gpt-tiny
+seq_length: 32
+micro-batch-size: 2
+mock-data: true
+train-steps: 3
+peak-tflops: 1
+log-interval: 1
+lr: 100.0
+YAML
+"$kTrain" --config "$kWork/config.yaml" --lr 1e-3 >"$kWork/out" 2>>"$kWork/log"
+[[ $(grep -c '^step' "$kWork/out") == 3 ]] || fail "--config: $(cat "$kWork/out")"
+grep -q 'lr 1.000e-03' "$kWork/out" || fail "--lr on the command line should win over the config: $(cat "$kWork/out")"
+echo "ok: --config YAML"
+
+# 4. Bad input: one line naming what and where, and the documented exit code.
+expect_exit 2 "unknown preset 'gpt5'" "$kTrain" --preset gpt5 --mock-data
+expect_exit 2 "--no-such-flag" "$kTrain" --no-such-flag
+expect_exit 2 "config.bad.yaml:2" bash -c "printf 'a: 1\n b: [\n' >'$kWork/config.bad.yaml'; '$kTrain' --config '$kWork/config.bad.yaml'"
+expect_exit 2 "not a multiple of --micro-batch-size" "$kTrain" "${common[@]}" --mock-data --global-batch-size 3
+expect_exit 1 "no such dataset" "$kTrain" "${common[@]}" --data-path "$kWork/missing"
+cp "$kWork/data.bin" "$kWork/corrupt.bin"
+head -c 40 "$kWork/data.idx" >"$kWork/corrupt.idx"
+expect_exit 1 "corrupt.idx: truncated" "$kTrain" "${common[@]}" --data-path "$kWork/corrupt" --split 1
+expect_exit 1 "data.bin: token [0-9]+ in sample [0-9]+ is not below the model's vocabulary size 64" \
+  "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --vocab-size 64 --train-steps 2
+expect_exit 1 "n_layer is 2 in the checkpoint and 3 here" \
+  "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --num-layers 3 --load "$kWork/ckpt"
+expect_exit 1 "/dev/full: No space left on device" \
+  "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
+expect_exit 3 "training diverged" "$kTrain" "${common[@]}" --mock-data --train-steps 30 --lr 1e30 --clip-grad 0
+echo "ok: bad input is refused with one line"
+
+# 5. A failed save leaves the previous checkpoint in charge: a read-only directory cannot take a new one.
+before=$(cat "$kWork/ckpt/latest_checkpointed_iteration.txt")
+if [[ $(id -u) != 0 ]]; then
+  chmod a-w "$kWork/ckpt"
+  expect_exit 1 "ckpt" "${run[@]}" --load "$kWork/ckpt" --save "$kWork/ckpt" --train-steps 25
+  chmod u+w "$kWork/ckpt"
+fi
+[[ $(cat "$kWork/ckpt/latest_checkpointed_iteration.txt") == "$before" ]] || fail "latest checkpoint changed"
+
+# 6. SIGTERM (what Slurm sends before killing a job): a checkpoint at the end of the current step, exit 4.
+"$kTrain" "${common[@]}" --mock-data --train-steps 100000 --save "$kWork/sig" --log-interval 1 \
+  >"$kWork/sig.out" 2>"$kWork/sig.err" &
+pid=$!
+for _ in $(seq 1 100); do grep -q '^step' "$kWork/sig.out" 2>/dev/null && break; sleep 0.1; done
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc == 4 ]] || fail "SIGTERM: exit $rc, want 4: $(cat "$kWork/sig.err")"
+grep -q "stopped by signal 15 after step" "$kWork/sig.err" || fail "SIGTERM message: $(cat "$kWork/sig.err")"
+step=$(cat "$kWork/sig/latest_checkpointed_iteration.txt")
+[[ -f $kWork/sig/$(printf 'iter_%07d.ckpt' "$step") ]] || fail "no checkpoint after SIGTERM"
+echo "ok: SIGTERM saves step $step and exits 4"
