@@ -225,8 +225,10 @@ common::Status Trainer::Setup() {
       consumed_ = state->consumed_samples;
       rng_.set_state(state->rng);
       common::LogInfo("resumed from {} at step {} ({} samples consumed)", o_.load, step_, consumed_);
-    } else if (state.status().code() == common::StatusCode::kNotFound && std::filesystem::is_directory(o_.load)) {
-      common::LogInfo("{}; starting from scratch", state.status().message());
+    } else if (state.status().code() == common::StatusCode::kNotFound &&
+               (std::filesystem::is_directory(o_.load) || o_.load == o_.save)) {
+      // --load DIR --save DIR is how a job that may be requeued is written: the first run finds nothing there.
+      common::LogInfo("no checkpoint in {} yet; starting from scratch", o_.load);
     } else {
       return state.status();
     }
