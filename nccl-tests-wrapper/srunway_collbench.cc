@@ -1,0 +1,130 @@
+// srunway-collbench: an nccl-tests-compatible collective benchmark that bootstraps through the launcher (PMIx,
+// Slurm environment or torchrun environment) and runs over the launcher's Comm (MPI on CPU ranks, self).
+// Usage: srun --mpi=pmix srunway-collbench all_gather -b 8 -e 128M -f 2 [-c 1] [-J results.json]
+// Exit codes: 0 done and correct; 1 wrong results, or the average below NCCL_TESTS_MIN_BW; 2 bad command line;
+// 3 bootstrap or communicator failure.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "common/env.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "launcher/bootstrap.h"
+#include "launcher/comm.h"
+#include "nccl-tests-wrapper/bench.h"
+
+namespace {
+
+using namespace srunway;
+
+constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2, kExitComm = 3;
+
+int Usage(const common::Status& status) {
+  common::LogError("{}", status.message());
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  common::InitLogging("srunway-collbench");
+  nccltests::BenchOptions o;
+  std::string test, min_bytes = "32M", max_bytes = "32M", step_bytes = "1M", json_file;
+  std::string bootstrap_name = "auto", comm_name = "auto";
+  int gpus = 1, check = 1, blocking = 1, threads = 1;
+  double timeout_s = 60;
+  CLI::App app{"Collective benchmark with nccl-tests' flags, table and bus-bandwidth formulas, over the launcher."};
+  app.add_option("test", test, "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv")->required();
+  app.add_option("-b,--minbytes", min_bytes, "smallest size (K, M, G suffixes)")->capture_default_str();
+  app.add_option("-e,--maxbytes", max_bytes, "largest size")->capture_default_str();
+  app.add_option("-i,--stepbytes", step_bytes, "increment between sizes")->capture_default_str();
+  app.add_option("-f,--stepfactor", o.step_factor, "multiply sizes by this instead")->capture_default_str();
+  app.add_option("-n,--iters", o.iters, "timed iterations")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app.add_option("-w,--warmup_iters", o.warmup, "warmup iterations")->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  app.add_option("-c,--check", check, "check results (0/1)")->capture_default_str()->check(CLI::Range(0, 1));
+  app.add_option("-o,--op", o.op, "sum, max, min")->capture_default_str();
+  app.add_option("-d,--datatype", o.type, "float, half, bfloat16, int32, int64, uint8")->capture_default_str();
+  app.add_option("-r,--root", o.root, "root rank (broadcast, reduce)")->capture_default_str();
+  app.add_option("-a,--average", o.average, "time: 0 rank 0, 1 mean, 2 min, 3 max")->capture_default_str()->check(CLI::Range(0, 3));
+  app.add_option("-z,--blocking", blocking, "accepted for nccl-tests compatibility; every operation is waited for")->check(CLI::Range(0, 1));
+  app.add_option("-g,--ngpus", gpus, "GPUs per process (1)")->capture_default_str();
+  app.add_option("-t,--nthreads", threads, "threads per process (1)")->capture_default_str();
+  app.add_option("-J,--output_file", json_file, "also write the results as JSON to this file");
+  app.add_option("--bootstrap", bootstrap_name, "auto, pmix, slurm, env")->capture_default_str();
+  app.add_option("--comm", comm_name, "auto, mpi, self")->capture_default_str();
+  app.add_option("--timeout", timeout_s, "seconds for the bootstrap")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  o.check = check == 1;
+  auto collective = nccltests::FindCollective(test);
+  if (!collective.ok()) return Usage(collective.status());
+  o.collective = *collective;
+  for (auto [text, target, what] : {std::tuple{&min_bytes, &o.min_bytes, "-b"}, std::tuple{&max_bytes, &o.max_bytes, "-e"},
+                                    std::tuple{&step_bytes, &o.step_bytes, "-i"}}) {
+    auto size = nccltests::ParseSize(*text, what);
+    if (!size.ok()) return Usage(size.status());
+    *target = *size;
+  }
+  if (o.min_bytes > o.max_bytes) {
+    return Usage(common::InvalidArgument("-b {} is larger than -e {}", min_bytes, max_bytes));
+  }
+  if (gpus != 1 || threads != 1) {
+    return Usage(common::InvalidArgument("-g {} -t {}: one device per process only (start one task per GPU)", gpus, threads));
+  }
+  if (auto type = nccltests::ParseType(o.type); !type.ok()) return Usage(type.status());
+  if (auto op = nccltests::ParseOp(o.op); !op.ok()) return Usage(op.status());
+  auto bootstrap_kind = launcher::ParseBootstrapKind(bootstrap_name);
+  if (!bootstrap_kind.ok()) return Usage(bootstrap_kind.status());
+  auto comm_kind = launcher::ParseCommKind(comm_name);
+  if (!comm_kind.ok()) return Usage(comm_kind.status());
+  o.slow_node = common::GetEnv("SRUNWAY_FAULT_SLOW_NODE").value_or("");
+
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  auto bootstrap = launcher::CreateBootstrap(*bootstrap_kind, timeout, [](const common::Status& failure) {
+    common::LogError("{}", failure.message());
+  });
+  if (!bootstrap.ok()) return kExitComm;
+  launcher::Bootstrap& boot = **bootstrap;
+  common::SetLogRank(boot.identity().rank);
+  auto comm = launcher::CreateComm(*comm_kind, boot);
+  if (!comm.ok()) {
+    common::LogError("{}communicator init: {}", boot.Prefix(), comm.status().message());
+    boot.Abort(comm.status().message());
+    return kExitComm;
+  }
+  const bool printer = boot.identity().rank == 0;
+  auto run = nccltests::RunBenchmark(o, boot, **comm, [&](const nccltests::Run& so_far, const nccltests::Row* row) {
+    if (!printer) return;
+    fmt::print("{}", row ? nccltests::FormatRow(*row) : nccltests::FormatHeader(so_far));
+    std::fflush(stdout);
+  });
+  if (!run.ok()) {
+    common::LogError("{}{}", boot.Prefix(), run.status().message());
+    boot.Abort(run.status().message());
+    return run.status().code() == common::StatusCode::kInvalidArgument ? kExitUsage : kExitComm;
+  }
+  double wrong = 0;
+  for (const auto& row : run->rows) wrong += row.out_of_place.wrong.value_or(0) + row.in_place.wrong.value_or(0);
+  if (auto min_bw = common::GetEnv("NCCL_TESTS_MIN_BW"); min_bw && !min_bw->empty()) {
+    run->avg_ok = run->MeanBusbw() >= std::strtod(min_bw->c_str(), nullptr);
+  }
+  int code = wrong > 0 || (run->avg_ok && !*run->avg_ok) ? kExitFailed : kExitOk;
+  if (printer) {
+    fmt::print("{}", nccltests::FormatFooter(*run));
+    if (!json_file.empty()) {
+      if (auto status = common::WriteFileAtomic(json_file, nccltests::ToJson(*run).dump(2) + "\n"); !status.ok()) {
+        common::LogError("{}", status.message());
+        code = kExitFailed;
+      }
+    }
+  }
+  comm->reset();  // the communicator ends before the bootstrap does
+  (void)boot.Finalize();
+  return code;
+}

@@ -1,0 +1,214 @@
+// The nccl-tests parser on a real log and on the variants admins have; the collectives table; verdicts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "common/fs.h"
+#include "nccl-tests-wrapper/collectives.h"
+#include "nccl-tests-wrapper/results.h"
+#include "nccl-tests-wrapper/verdict.h"
+
+namespace srunway::nccltests {
+namespace {
+
+// gtest has a Test::Run of its own.
+using RunResult = ::srunway::nccltests::Run;
+
+std::string Fixture(const std::string& name) {
+  const char* dir = std::getenv("SRUNWAY_NCCL_FIXTURES");
+  auto text = common::ReadFile(std::string(dir ? dir : "tests/fixtures/nccl-tests") + "/" + name);
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  return text.ok() ? *text : "";
+}
+
+// Applies `edit` to every line.
+template <typename Edit>
+std::string EachLine(const std::string& text, Edit edit) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) out += edit(line) + "\n";
+  return out;
+}
+
+RunResult ParseOne(const std::string& text) {
+  std::vector<RunResult> runs = ParseLog(text);
+  EXPECT_EQ(runs.size(), 1u);
+  return runs.empty() ? RunResult() : runs[0];
+}
+
+void ExpectA3MegaRun(const RunResult& run) {
+  ASSERT_EQ(run.rows.size(), 31u);
+  EXPECT_EQ(run.devices.size(), 16u);
+  EXPECT_EQ(run.devices[8].host, "ztan-mig-gq73");
+  EXPECT_EQ(run.devices[8].bus_id, "0000:04:00");
+  EXPECT_EQ(run.devices[15].name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(run.config.at("maxBytes"), "8589934592");
+  EXPECT_EQ(run.config.at("step:"), "2(factor)");
+  const Row& first = run.rows.front();
+  EXPECT_EQ(first.size_bytes, 8);
+  EXPECT_EQ(first.count, 2);
+  EXPECT_EQ(first.type, "float");
+  EXPECT_EQ(first.redop, "sum");
+  EXPECT_EQ(first.root, -1);
+  EXPECT_DOUBLE_EQ(*first.out_of_place.time_us, 135.8);
+  const Row& last = run.rows.back();
+  EXPECT_EQ(last.size_bytes, 8589934592);
+  EXPECT_DOUBLE_EQ(*last.out_of_place.time_us, 47535);
+  EXPECT_DOUBLE_EQ(*last.out_of_place.busbw_gbps, 338.82);
+  EXPECT_DOUBLE_EQ(*last.in_place.busbw_gbps, 337.35);
+  EXPECT_DOUBLE_EQ(*last.in_place.wrong, 0);
+  EXPECT_EQ(run.out_of_bounds, 0);
+  EXPECT_FALSE(run.out_of_bounds_failed);
+  EXPECT_DOUBLE_EQ(*run.avg_busbw_gbps, 70.742);
+  EXPECT_FALSE(run.avg_ok.has_value());
+  EXPECT_TRUE(run.complete);
+  EXPECT_TRUE(run.errors.empty());
+}
+
+TEST(ParserTest, RealA3MegaLogExactly) {
+  const RunResult run = ParseOne(Fixture("a3mega-all-reduce-2node.log"));
+  ExpectA3MegaRun(run);
+  // nccl-tests' average is the mean of every busbw of both halves (here from the 2-decimal printed values).
+  EXPECT_NEAR(run.MeanBusbw(), 70.742, 0.01);
+}
+
+TEST(ParserTest, TaggedStrippedAndInterleavedVariants) {
+  const std::string log = Fixture("a3mega-all-reduce-2node.log");
+  // srun -l task labels, mpirun --tag-output, '#' stripped, CRLF line ends.
+  ExpectA3MegaRun(ParseOne(EachLine(log, [](const std::string& l) { return " 0: " + l; })));
+  ExpectA3MegaRun(ParseOne(EachLine(log, [](const std::string& l) { return "[1,0]<stdout>:" + l; })));
+  ExpectA3MegaRun(ParseOne(EachLine(log, [](const std::string& l) { return l[0] == '#' ? l.substr(1) : l; })));
+  ExpectA3MegaRun(ParseOne(EachLine(log, [](const std::string& l) { return l + "\r"; })));
+  // NCCL and MPI messages between the rows.
+  int n = 0;
+  ExpectA3MegaRun(ParseOne(EachLine(log, [&n](const std::string& l) {
+    return (++n % 5 == 0 ? "ztan-mig-235z:6899:7010 [0] NCCL INFO Channel 00/16 : 0 1 2 3\n"
+                           "[ztan-mig-gq73:06733] mca_base_component_repository_open: unable to open mca_op_avx\n"
+                         : std::string()) + l;
+  })));
+}
+
+TEST(ParserTest, OlderFormatWithoutRootColumnAndShortDeviceIds) {
+  // Releases before the root column: 12 columns, "error" as %g, device ids as [0x04], no Group.
+  const std::string log = EachLine(Fixture("a3mega-all-reduce-2node.log"), [](std::string l) {
+    if (auto at = l.find(" Group  0"); at != std::string::npos) l.erase(at, 9);
+    if (auto at = l.find("[0000:"); at != std::string::npos) l.replace(at, 12, "[0x" + l.substr(at + 6, 2) + "]");
+    if (auto at = l.find("     -1 "); at != std::string::npos && l[0] != '#') l.erase(at, 7);
+    return l;
+  });
+  const RunResult run = ParseOne(log);
+  ASSERT_EQ(run.rows.size(), 31u);
+  EXPECT_EQ(run.devices[0].bus_id, "0x04");
+  EXPECT_DOUBLE_EQ(*run.rows.back().out_of_place.busbw_gbps, 338.82);
+}
+
+TEST(ParserTest, WrongValuesOutOfBoundsAndMinBandwidth) {
+  std::string log = Fixture("a3mega-all-reduce-2node.log");
+  const std::string last = "180.71  338.82      0";
+  log.replace(log.find(last), last.size(), "180.71  338.82  2.68435e+08");
+  RunResult run = ParseOne(log);
+  EXPECT_DOUBLE_EQ(*run.rows.back().out_of_place.wrong, 2.68435e+08);
+  Verdict v = Judge(run, 300.0);
+  EXPECT_EQ(v.outcome, Outcome::kFail);
+  EXPECT_NE(v.reason.find("wrong values"), std::string::npos);
+
+  run = ParseOne(EachLine(Fixture("a3mega-all-reduce-2node.log"), [](std::string l) {
+    if (l.starts_with("# Out of bounds")) return std::string("# Out of bounds values : 3 FAILED");
+    if (l.starts_with("# Avg bus")) return std::string("# Avg bus bandwidth    : 70.742 FAILED");
+    if (l.size() > 100 && l[0] != '#') {
+      // checking off: #wrong as N/A
+      l.replace(l.size() - 6, 6, "   N/A");
+    }
+    return l;
+  }));
+  EXPECT_EQ(run.out_of_bounds, 3);
+  EXPECT_TRUE(run.out_of_bounds_failed);
+  EXPECT_EQ(run.avg_ok, false);
+  EXPECT_FALSE(run.rows[3].in_place.wrong.has_value());
+  EXPECT_EQ(Judge(run, std::nullopt).outcome, Outcome::kFail);
+}
+
+TEST(ParserTest, TruncatedAndFailedRunsCouldNotRun) {
+  const std::string log = Fixture("a3mega-all-reduce-2node.log");
+  const std::string cut = log.substr(0, log.find("  1073741824"));
+  RunResult run = ParseOne(cut);
+  EXPECT_FALSE(run.complete);
+  EXPECT_EQ(run.rows.size(), 27u);
+  Verdict v = Judge(run, 300.0);
+  EXPECT_EQ(v.outcome, Outcome::kCouldNotRun);
+  EXPECT_NE(v.reason.find("truncated"), std::string::npos) << v.reason;
+
+  run = ParseOne(cut + "ztan-mig-gq73: Test NCCL failure common.cu:1005 'unhandled system error'\n"
+                       "--------------------------------------------------------------------------\n"
+                       "MPI_ABORT was invoked on rank 9 in communicator MPI_COMM_WORLD\n");
+  ASSERT_EQ(run.errors.size(), 2u);
+  v = Judge(run, 300.0);
+  EXPECT_EQ(v.outcome, Outcome::kCouldNotRun);
+  EXPECT_NE(v.reason.find("NCCL failure"), std::string::npos) << v.reason;
+  EXPECT_TRUE(ParseLog("just some text\nwith nothing of nccl-tests\n").empty());
+}
+
+TEST(ParserTest, SeveralRunsInOneLog) {
+  const std::string log = Fixture("a3mega-all-reduce-2node.log");
+  std::vector<RunResult> runs = ParseLog("# Collective test starting: all_reduce_perf\n" + log +
+                                   "# Collective test concluded: all_reduce_perf\n" + log);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].collective, "all_reduce");
+  EXPECT_EQ(runs[1].rows.size(), 31u);
+}
+
+TEST(ParserTest, TextAndJsonRoundTrip) {
+  const RunResult run = ParseOne(Fixture("a3mega-all-reduce-2node.log"));
+  std::string text = FormatHeader(run);
+  for (const Row& row : run.rows) text += FormatRow(row);
+  text += FormatFooter(run);
+  ExpectA3MegaRun(ParseOne(text));
+  auto from_json = ParseAny(ToJson(run).dump(2), "results.json");
+  ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
+  ExpectA3MegaRun(from_json->front());
+  EXPECT_FALSE(ParseAny("{\"config\": {}}", "bad.json").ok());
+  EXPECT_FALSE(ParseAny("no table here", "empty.log").ok());
+}
+
+TEST(VerdictTest, LargestSizeAgainstThresholdAndPublishedFigures) {
+  const RunResult run = ParseOne(Fixture("a3mega-all-reduce-2node.log"));
+  Verdict pass = Judge(run, 300.0);
+  EXPECT_EQ(pass.outcome, Outcome::kPass);
+  EXPECT_EQ(pass.largest_size_bytes, 8589934592);
+  EXPECT_DOUBLE_EQ(*pass.busbw_largest_gbps, 338.82);
+  EXPECT_DOUBLE_EQ(pass.mean_busbw_gbps, 70.742);
+  Verdict fail = Judge(run, 350.0);
+  EXPECT_EQ(fail.outcome, Outcome::kFail);
+  EXPECT_NE(fail.reason.find("338.82 GB/s at 8G is below the threshold 350.00"), std::string::npos) << fail.reason;
+  auto figure = FindFigure("a3mega", Collective::kAllReduce, 2);
+  ASSERT_TRUE(figure.has_value());
+  EXPECT_DOUBLE_EQ(figure->busbw_gbps, 338.0);
+  EXPECT_DOUBLE_EQ(FindFigure("a3mega", Collective::kAllGather, 4)->busbw_gbps, 188.0);
+  EXPECT_FALSE(FindFigure("a3mega", Collective::kAllGather, 1).has_value());
+  for (const PublishedFigure& f : PublishedFigures()) EXPECT_FALSE(f.source.empty());
+}
+
+TEST(CollectivesTest, SizesNamesAndBusFactors) {
+  EXPECT_EQ(*ParseSize("8M", "-b"), 8 << 20);
+  EXPECT_EQ(*ParseSize("8g", "-e"), int64_t{8} << 30);
+  EXPECT_EQ(*ParseSize("4096", "-b"), 4096);
+  EXPECT_NE(ParseSize("8Q", "-b").status().message().find("unknown size suffix 'Q'"), std::string::npos);
+  EXPECT_FALSE(ParseSize("", "-b").ok());
+  EXPECT_FALSE(ParseSize("-8M", "-b").ok());
+  EXPECT_EQ(FormatSize(int64_t{8} << 30), "8G");
+  EXPECT_EQ(FormatSize(1000), "1000");
+  EXPECT_EQ((*FindCollective("all_gather_perf"))->id, Collective::kAllGather);
+  EXPECT_EQ((*FindCollective("allreduce"))->id, Collective::kAllReduce);
+  EXPECT_NE(FindCollective("all_scatter").status().message().find("known: all_reduce"), std::string::npos);
+  // 16 ranks: all_reduce 2*15/16, all_gather 15/16, broadcast 1; algbw = size / time (GB/s = 1e9 B/s).
+  const Bandwidth ar = ComputeBandwidth(Info(Collective::kAllReduce), 8589934592, 47535, 16);
+  EXPECT_NEAR(ar.algbw_gbps, 180.71, 0.005);
+  EXPECT_NEAR(ar.busbw_gbps, 338.82, 0.01);
+  EXPECT_NEAR(ComputeBandwidth(Info(Collective::kAllGather), 1000000, 1, 16).busbw_gbps, 937.5, 1e-9);
+  EXPECT_NEAR(ComputeBandwidth(Info(Collective::kBroadcast), 1000000, 1, 16).busbw_gbps, 1000.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace srunway::nccltests
