@@ -1,0 +1,66 @@
+// Batch script, thresholds and the report.
+#include "nccl-tests-wrapper/job.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace srunway::nccltests {
+
+std::string SbatchScript(const JobSpec& s) {
+  std::string out = "#!/bin/bash\n";
+  out += fmt::format("# Written by run-nccl-tests: {} over {} nodes.\n", s.collective->name, s.nodes);
+  out += fmt::format("#SBATCH --job-name={}\n", s.job_name);
+  out += fmt::format("#SBATCH --nodes={}\n", s.nodes);
+  const int tasks = s.gpus_per_node > 0 ? s.gpus_per_node : s.tasks_per_node;
+  out += fmt::format("#SBATCH --ntasks-per-node={}\n", tasks);
+  if (s.gpus_per_node > 0) out += fmt::format("#SBATCH --gpus-per-node={}\n", s.gpus_per_node);
+  if (!s.partition.empty()) out += fmt::format("#SBATCH --partition={}\n", s.partition);
+  if (!s.nodelist.empty()) out += fmt::format("#SBATCH --nodelist={}\n", s.nodelist);
+  out += fmt::format("#SBATCH --time={}\n", s.time_limit_min);
+  out += "#SBATCH --exclusive\n";
+  if (!s.output.empty()) out += fmt::format("#SBATCH --output={}\n", s.output);
+  out += "set -uo pipefail\n";
+  out += "echo \"run-nccl-tests: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST\"\n";
+  const std::string sizes = fmt::format("-b {} -e {} -f {} -n {} -w {} -c 1", s.min_bytes, s.max_bytes, s.step_factor,
+                                        s.iters, s.warmup);
+  const std::string program = s.binary_dir.empty()
+                                  ? fmt::format("{} {} -g 1", s.collbench, s.collective->name)
+                                  : fmt::format("{}/{} -g 1", s.binary_dir, s.collective->binary);
+  const std::string profile = s.profile.empty() ? "" : fmt::format(" --network-profile={}", s.profile);
+  out += fmt::format("srun --mpi=pmix{} {} {}\n", profile, program, sizes);
+  return out;
+}
+
+Threshold ChooseThreshold(std::optional<double> expected, const std::string& profile, Collective collective,
+                          int nodes) {
+  if (expected) return {expected, "--expect-busbw"};
+  if (auto figure = FindFigure(profile, collective, nodes)) {
+    return {figure->busbw_gbps * kDefaultPassFraction,
+            fmt::format("{:.0f}% of {:.0f} GB/s, {}", 100 * kDefaultPassFraction, figure->busbw_gbps, figure->source)};
+  }
+  return {std::nullopt, profile.empty() ? "no --profile or --expect-busbw: correctness only"
+                                        : fmt::format("no published figure for {} {} on {} nodes: correctness only",
+                                                      profile, Info(collective).name, nodes)};
+}
+
+std::string FormatReport(const Run& run, const Verdict& v, const Threshold& threshold) {
+  std::string out = fmt::format("{:>10}  {:>14}  {:>14}\n", "size", "busbw out (GB/s)", "busbw in (GB/s)");
+  auto cell = [](const std::optional<double>& value) { return value ? fmt::format("{:.2f}", *value) : "N/A"; };
+  for (const Row& row : run.rows) {
+    out += fmt::format("{:>10}  {:>16}  {:>15}\n", FormatSize(row.size_bytes), cell(row.out_of_place.busbw_gbps),
+                       cell(row.in_place.busbw_gbps));
+  }
+  std::set<std::string> hosts;
+  for (const Device& d : run.devices) hosts.insert(d.host);
+  out += fmt::format("ranks {} on {} nodes; busbw at the largest size {} GB/s; nccl-tests' average over every "
+                     "size {:.2f} GB/s\n",
+                     run.devices.size(), hosts.size(), cell(v.busbw_largest_gbps), v.mean_busbw_gbps);
+  out += fmt::format("threshold: {}\n", threshold.gbps ? fmt::format("{:.2f} GB/s ({})", *threshold.gbps, threshold.source)
+                                                       : threshold.source);
+  static constexpr const char* kWords[] = {"PASS", "FAIL", "COULD NOT RUN"};
+  out += fmt::format("verdict: {}: {}\n", kWords[static_cast<int>(v.outcome)], v.reason);
+  return out;
+}
+
+}  // namespace srunway::nccltests

@@ -1,0 +1,50 @@
+// run-nccl-tests' batch job: the sbatch script for a benchmark over some nodes, and reading its result.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "nccl-tests-wrapper/collectives.h"
+#include "nccl-tests-wrapper/verdict.h"
+
+namespace srunway::nccltests {
+
+struct JobSpec {
+  const CollectiveInfo* collective = nullptr;
+  int nodes = 2;
+  std::string nodelist;   // --nodelist (Slurm hostlist), empty: any
+  std::string partition;  // empty: the default partition
+  int gpus_per_node = 8;  // one task per GPU; 0: CPU ranks (--tasks-per-node)
+  int tasks_per_node = 8;
+  int64_t min_bytes = 8 << 20;
+  int64_t max_bytes = int64_t{8} << 30;
+  int64_t step_factor = 2;
+  int iters = 20;
+  int warmup = 5;
+  std::string profile;      // SPANK --network-profile; empty: leave it to the plugin's default
+  std::string binary_dir;   // NVIDIA's nccl-tests binaries; empty: srunway-collbench
+  std::string collbench;    // path of srunway-collbench
+  std::string output;       // the job's log (%j allowed)
+  int time_limit_min = 30;
+  std::string job_name = "run-nccl-tests";
+};
+
+// The script `sbatch` gets: #SBATCH lines, then one srun --mpi=pmix of the benchmark.
+std::string SbatchScript(const JobSpec& spec);
+
+// The threshold for a verdict: the explicit one, else 90% of the published figure for the profile, collective
+// and node count; `source` says which.
+struct Threshold {
+  std::optional<double> gbps;
+  std::string source;
+};
+Threshold ChooseThreshold(std::optional<double> expected, const std::string& profile, Collective collective,
+                          int nodes);
+
+// The report printed after a run: the busbw per size (out-of-place and in-place), both averages, the verdict.
+std::string FormatReport(const Run& run, const Verdict& verdict, const Threshold& threshold);
+
+}  // namespace srunway::nccltests
