@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# run-nccl-tests as an admin runs it on the local cluster: 2 nodes pass with collbench over MPI, an impossible
+# threshold fails (exit 1) and more nodes than the partition has cannot run (exit 2).
+source "$(dirname "$0")/lib.sh"
+require_cluster
+tool=${RUN_NCCL_TESTS:?}
+workdir=$(mktemp -d)
+at_exit "rm -rf '$workdir'"
+small=(--gpus-per-node 2 --min-bytes 1K --max-bytes 256K --step-factor 4 --iters 5 --warmup 1 --job-dir "$workdir")
+
+"$tool" --nodes 2 --test all_reduce "${small[@]}" >"$workdir/pass.out" 2>&1 ||
+  fail "2 nodes should pass: $(cat "$workdir/pass.out")"
+cat "$workdir/pass.out"
+grep -q "verdict: PASS" "$workdir/pass.out" || fail "no PASS verdict"
+grep -q "run-nccl-tests: job [0-9]* is COMPLETED" "$workdir/pass.out" || fail "no progress lines"
+grep -q "ranks 4 on 2 nodes" "$workdir/pass.out" || fail "wrong rank count"
+
+rc=0
+"$tool" --nodes 2 --test all_gather --expect-busbw 1000000 "${small[@]}" >"$workdir/fail.out" 2>&1 || rc=$?
+expect_eq "exit code below threshold" "$rc" 1
+grep -q "is below the threshold 1000000.00 GB/s (log: $workdir/run-nccl-tests-[0-9]*.out)" "$workdir/fail.out" ||
+  fail "$(cat "$workdir/fail.out")"
+
+rc=0
+"$tool" --nodes 3 "${small[@]}" >"$workdir/nodes.out" 2>&1 || rc=$?
+expect_eq "exit code with too many nodes" "$rc" 2
+grep -q -- "--nodes 3: partition (default) has 2 nodes" "$workdir/nodes.out" || fail "$(cat "$workdir/nodes.out")"
+echo "ok: run-nccl-tests passes 2 nodes, fails an impossible threshold, refuses 3 nodes"

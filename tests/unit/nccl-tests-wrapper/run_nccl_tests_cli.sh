@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# run-nccl-tests without a cluster: --parse on a real log (pass, below threshold, cut short, failed), --dry-run's
+# script, and bad flags; each with its documented exit code and one clear line.
+# Usage: run_nccl_tests_cli.sh RUN_NCCL_TESTS FIXTURE_DIR
+set -euo pipefail
+readonly kTool=$1 kFixtures=$2
+readonly kWork=$(mktemp -d)
+trap 'rm -rf "$kWork"' EXIT
+readonly kLog=$kFixtures/a3mega-all-reduce-2node.log
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# expect CODE PATTERN ARGS...: exit CODE, PATTERN in stdout+stderr.
+expect() {
+  local want=$1 pattern=$2 rc=0
+  shift 2
+  "$kTool" "$@" >"$kWork/out" 2>&1 || rc=$?
+  [[ $rc == "$want" ]] || fail "run-nccl-tests $*: exit $rc, want $want: $(cat "$kWork/out")"
+  grep -qE -- "$pattern" "$kWork/out" || fail "run-nccl-tests $*: no /$pattern/ in: $(cat "$kWork/out")"
+}
+
+expect 0 "verdict: PASS: bus bandwidth 338.82 GB/s at 8G meets the threshold 304.20" \
+  --parse "$kLog" --test all_reduce --profile a3mega
+grep -q "nccl-tests' average over every size 70.74 GB/s" "$kWork/out" || fail "average missing: $(cat "$kWork/out")"
+expect 1 "below the threshold 350.00 GB/s \\(log: $kLog\\)" --parse "$kLog" --test all_reduce --expect-busbw 350
+expect 1 '"verdict": "fail"' --parse "$kLog" --test all_reduce --expect-busbw 350 --json
+head -n 40 "$kLog" >"$kWork/cut.log"
+expect 2 "truncated: the output stops after 17 rows" --parse "$kWork/cut.log"
+{ cat "$kWork/cut.log"; echo "a3mega-2: Test NCCL failure common.cu:1005 'unhandled system error'"; } >"$kWork/failed.log"
+expect 2 "the run failed: a3mega-2: Test NCCL failure" --parse "$kWork/failed.log"
+expect 2 "no nccl-tests output found" --parse /etc/hostname
+expect 2 "open $kWork/missing.log" --parse "$kWork/missing.log"
+expect 2 "unknown test 'all_scatter'" --test all_scatter --dry-run
+expect 2 "--max-bytes '8Q': unknown size suffix 'Q'" --max-bytes 8Q --dry-run
+expect 0 "srun --mpi=pmix --network-profile=a3mega .*/srunway-collbench all_gather -g 1 -b 8388608 -e 8589934592" \
+  --dry-run --nodes 4 --profile a3mega
+grep -q '^#SBATCH --nodes=4$' "$kWork/out" && grep -q '^#SBATCH --gpus-per-node=8$' "$kWork/out" ||
+  fail "script: $(cat "$kWork/out")"
+expect 0 "/opt/nccl-tests/build/all_reduce_perf -g 1" --dry-run --test all_reduce --binary /opt/nccl-tests/build
+echo "ok: run-nccl-tests --parse, --dry-run and bad flags"
