@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "common/fs.h"
+#include "tests/unit/temp_dir.h"
 #include "trainer/ckpt/checkpoint.h"
 #include "trainer/model/params.h"
 #include "trainer/optim/schedule.h"
@@ -16,8 +17,6 @@ namespace fs = std::filesystem;
 class CheckpointTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("srunway-ckpt-test-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
     config_ = *Preset("gpt-tiny");
     const int64_t n = ParamLayout(config_).numel();
     params_.resize(n);
@@ -29,8 +28,6 @@ class CheckpointTest : public ::testing::Test {
       v_[i] = static_cast<float>(i % 7);
     }
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
   TrainingState State(int64_t step) {
     TrainingState state;
     state.model = config_;
@@ -40,7 +37,8 @@ class CheckpointTest : public ::testing::Test {
     return state;
   }
 
-  fs::path dir_;
+  testing::TempDir temp_{"srunway-ckpt-test"};
+  const fs::path& dir_ = temp_.path();
   ModelConfig config_;
   std::vector<float> params_, m_, v_;
 };

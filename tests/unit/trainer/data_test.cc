@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/fs.h"
+#include "tests/unit/temp_dir.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/samples.h"
 
@@ -18,11 +19,6 @@ namespace fs = std::filesystem;
 
 class DataTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("srunway-data-test-" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Documents of lengths 5, 17, 1, 40, ..., token t of document d = (100 d + t) % vocab.
   std::string Write(const std::string& name, const std::vector<int>& lengths, int vocab = 1000, int offset = 0) {
@@ -41,7 +37,8 @@ class DataTest : public ::testing::Test {
   std::string Bytes(const std::string& path) { return *common::ReadFile(path); }
   void Put(const std::string& path, const std::string& bytes) { ASSERT_TRUE(common::WriteFileAtomic(path, bytes).ok()); }
 
-  fs::path dir_;
+  testing::TempDir temp_{"srunway-data-test"};
+  const fs::path& dir_ = temp_.path();
 };
 
 TEST_F(DataTest, WrittenDatasetReadsBackTokenForToken) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "common/fs.h"
+#include "tests/unit/temp_dir.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/model/rng.h"
 
@@ -65,12 +66,8 @@ TEST(TokenizerTest, TrainingIsDeterministic) {
 
 class TokenizerFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("srunway-tok-test-" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  testing::TempDir temp_{"srunway-tok-test"};
+  const fs::path& dir_ = temp_.path();
 };
 
 TEST_F(TokenizerFileTest, SavedFilesLoadAndEncodeTheSame) {
