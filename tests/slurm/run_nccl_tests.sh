@@ -12,7 +12,7 @@ small=(--gpus-per-node 2 --min-bytes 1K --max-bytes 256K --step-factor 4 --iters
   fail "2 nodes should pass: $(cat "$workdir/pass.out")"
 cat "$workdir/pass.out"
 grep -q "verdict: PASS" "$workdir/pass.out" || fail "no PASS verdict"
-grep -q "run-nccl-tests: job [0-9]* is COMPLETED" "$workdir/pass.out" || fail "no progress lines"
+grep -q "run-nccl-tests: job [0-9]* (the whole run) is COMPLETED" "$workdir/pass.out" || fail "no progress lines"
 grep -q "ranks 4 on 2 nodes" "$workdir/pass.out" || fail "wrong rank count"
 
 rc=0
