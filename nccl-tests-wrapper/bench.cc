@@ -188,8 +188,8 @@ class Sweep {
 
   void Throttle(int64_t bytes) {
     if (o_.slow_node.empty() || boot_.identity().host != o_.slow_node) return;
-    // 20 MB/s: far below any healthy link, so the slow node stands out at every size.
-    std::this_thread::sleep_for(std::chrono::microseconds(50 + bytes / 20));
+    // 5 MB/s: far below any healthy link, so the slow node stands out at every size.
+    std::this_thread::sleep_for(std::chrono::microseconds(50 + bytes / 5));
   }
 
   common::StatusOr<Half> MeasureHalf(size_t count, bool in_place, int64_t size_bytes) {

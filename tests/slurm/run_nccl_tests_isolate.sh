@@ -8,12 +8,17 @@ tool=${RUN_NCCL_TESTS:?}
 workdir=$(mktemp -d)
 at_exit "rm -rf '$workdir'"
 at_exit "scontrol update nodename=node2 state=resume >/dev/null 2>&1"
-args=(--nodes 2 --test all_reduce --gpus-per-node 2 --min-bytes 256K --max-bytes 256K --iters 5 --warmup 1
+args=(--nodes 2 --test all_reduce --gpus-per-node 2 --min-bytes 4M --max-bytes 4M --iters 3 --warmup 1
       --job-dir "$workdir")
 
 # The healthy figure first, in this run: the threshold is a third of it.
-"$tool" "${args[@]}" >"$workdir/healthy.out" 2>&1 || fail "healthy run: $(cat "$workdir/healthy.out")"
-healthy=$(sed -n 's/.*busbw at the largest size \([0-9.]*\) GB\/s.*/\1/p' "$workdir/healthy.out")
+# (--json: full precision; the table prints two decimals).
+"$tool" "${args[@]}" --json >"$workdir/healthy.out" 2>"$workdir/healthy.err" ||
+  fail "healthy run: $(cat "$workdir/healthy.out" "$workdir/healthy.err")"
+healthy=$(python3 -c "
+import json, sys
+text = open(sys.argv[1]).read()
+print(json.loads(text[text.index('{'):])['verdict']['busbw_at_largest_gbps'])" "$workdir/healthy.out")
 [[ -n $healthy ]] || fail "no busbw in $(cat "$workdir/healthy.out")"
 threshold=$(awk -v h="$healthy" 'BEGIN {printf "%.4f", h / 3}')
 echo "healthy busbw $healthy GB/s; threshold $threshold GB/s"
@@ -37,4 +42,5 @@ reason=$(sinfo -h -n node2 -o %E)
 [[ $reason == run-nccl-tests* ]] || fail "drain reason: $reason"
 echo "ok: node2 isolated and drained ($state: $reason)"
 scontrol update nodename=node2 state=resume
-[[ $(sinfo -h -n node2 -o %T) == idle ]] || fail "node2 did not resume"
+for _ in $(seq 1 50); do [[ $(sinfo -h -n node2 -o %T) == idle ]] && break; sleep 0.2; done
+[[ $(sinfo -h -n node2 -o %T) == idle ]] || fail "node2 did not resume: $(sinfo -h -n node2 -o %T)"
