@@ -154,6 +154,7 @@ class Trainer {
   common::Status Setup();
   common::Status Save(const char* why);
   common::StatusOr<double> Evaluate();
+  common::StatusOr<int> Loop();
   int Sample();
 
   TrainOptions o_;
@@ -293,15 +294,8 @@ int Trainer::Sample() {
   return kExitOk;
 }
 
-int Trainer::Run() {
-  if (common::Status status = Setup(); !status.ok()) {
-    common::LogError("{}", status.message());
-    return status.code() == common::StatusCode::kInvalidArgument ? kExitUsage : kExitError;
-  }
-  std::signal(SIGTERM, OnStopSignal);
-  std::signal(SIGINT, OnStopSignal);
-  std::signal(SIGUSR1, OnStopSignal);
-
+// Trains to --train-steps and exports; an error is returned, every other ending is an exit code.
+common::StatusOr<int> Trainer::Loop() {
   const double flops_per_token = TrainingFlopsPerToken(o_.model, T_);
   const int64_t tokens_per_step = static_cast<int64_t>(B_) * accum_ * T_;
   Batch batch;
@@ -314,11 +308,7 @@ int Trainer::Run() {
     double loss = 0;
     for (int micro = 0; micro < accum_; ++micro) {
       const int64_t first = (o_.overfit_batch ? 0 : consumed_) + static_cast<int64_t>(micro) * B_;
-      if (common::Status status = FillBatch(*train_, first, B_, T_, batch);
-          !status.ok()) {
-        common::LogError("{}", status.message());
-        return kExitError;
-      }
+      SRUNWAY_RETURN_IF_ERROR(FillBatch(*train_, first, B_, T_, batch));
       loss += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_) / accum_;
       model_->Backward(1.0f / static_cast<float>(accum_));
     }
@@ -344,32 +334,19 @@ int Trainer::Run() {
       std::fflush(stdout);
       common::Json line = {{"step", step_}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
                            {"ms", ms}, {"tokens_per_s", tokens_per_s}, {"mfu", mfu}};
-      if (common::Status status = metrics_.Write(line); !status.ok()) {
-        common::LogError("{}", status.message());
-        return kExitError;
-      }
+      SRUNWAY_RETURN_IF_ERROR(metrics_.Write(line));
       window_ms = 0;
       window_steps = 0;
     }
     if (valid_ && step_ % o_.eval_interval == 0) {
-      auto valid_loss = Evaluate();
-      if (!valid_loss.ok()) {
-        common::LogError("{}", valid_loss.status().message());
-        return kExitError;
-      }
-      fmt::print("validation at step {} | loss {:.4f}\n", step_, *valid_loss);
-      if (common::Status status = metrics_.Write({{"step", step_}, {"valid_loss", *valid_loss}}); !status.ok()) {
-        common::LogError("{}", status.message());
-        return kExitError;
-      }
+      SRUNWAY_ASSIGN_OR_RETURN(double valid_loss, Evaluate());
+      fmt::print("validation at step {} | loss {:.4f}\n", step_, valid_loss);
+      SRUNWAY_RETURN_IF_ERROR(metrics_.Write({{"step", step_}, {"valid_loss", valid_loss}}));
     }
     const bool interval_save = o_.save_interval > 0 && step_ % o_.save_interval == 0;
     if (g_stop_signal != 0 || interval_save || step_ == o_.train_steps) {
       const int signal = g_stop_signal;
-      if (common::Status status = Save(signal != 0 ? "stopping on a signal" : "interval"); !status.ok()) {
-        common::LogError("{}", status.message());
-        return kExitError;
-      }
+      SRUNWAY_RETURN_IF_ERROR(Save(signal != 0 ? "stopping on a signal" : "interval"));
       if (signal != 0) {
         common::LogError("stopped by signal {} after step {}{}", signal, step_,
                          o_.save.empty() ? " (no --save: nothing kept)" : "; resume with --load " + o_.save);
@@ -383,13 +360,27 @@ int Trainer::Run() {
       tensors.push_back({spec.name, spec.shape, model_->params().data() + spec.offset});
     }
     common::Json config = ToJson(o_.model);
-    if (common::Status status = WriteSafetensors(o_.export_safetensors, tensors, {{"srunway_model", config.dump()}, {"format", "pt"}});
-        !status.ok()) {
-      common::LogError("{}", status.message());
-      return kExitError;
-    }
+    SRUNWAY_RETURN_IF_ERROR(
+        WriteSafetensors(o_.export_safetensors, tensors, {{"srunway_model", config.dump()}, {"format", "pt"}}));
     common::LogInfo("exported weights to {}", o_.export_safetensors);
   }
+  return kExitOk;
+}
+
+int Trainer::Run() {
+  if (common::Status status = Setup(); !status.ok()) {
+    common::LogError("{}", status.message());
+    return status.code() == common::StatusCode::kInvalidArgument ? kExitUsage : kExitError;
+  }
+  std::signal(SIGTERM, OnStopSignal);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGUSR1, OnStopSignal);
+  auto code = Loop();
+  if (!code.ok()) {
+    common::LogError("{}", code.status().message());
+    return kExitError;
+  }
+  if (*code != kExitOk) return *code;
   if (o_.sample_tokens > 0) return Sample();
   return kExitOk;
 }
