@@ -125,9 +125,12 @@ void SplitWords(std::string_view text, const std::function<void(std::string_view
   }
 }
 
-void Tokenizer::Index() {
+void Tokenizer::IndexTokens() {
   ids_.clear();
   for (size_t id = 0; id < tokens_.size(); ++id) ids_.emplace(tokens_[id], static_cast<int32_t>(id));
+}
+
+void Tokenizer::IndexMerges() {
   for (int b = 0; b < 256; ++b) byte_ids_[b] = ids_.at(std::string(1, static_cast<char>(b)));
   merge_rank_.clear();
   for (size_t rank = 0; rank < merges_.size(); ++rank) {
@@ -158,14 +161,14 @@ common::StatusOr<Tokenizer> Tokenizer::Load(const std::filesystem::path& vocab_j
       SRUNWAY_ASSIGN_OR_RETURN(tok.tokens_[id], UnicodeToBytes(text, vocab_json.string()));
     }
   }
+  tok.IndexTokens();
   for (int b = 0; b < 256; ++b) {
-    if (std::find(tok.tokens_.begin(), tok.tokens_.end(), std::string(1, static_cast<char>(b))) == tok.tokens_.end()) {
+    if (!tok.ids_.contains(std::string(1, static_cast<char>(b)))) {
       return common::DataLoss("{}: byte {} has no token; a byte-level vocabulary needs all 256", vocab_json.string(), b);
     }
   }
   SRUNWAY_ASSIGN_OR_RETURN(std::string merges, common::ReadFile(merges_txt));
-  std::unordered_map<std::string, int32_t> ids;
-  for (size_t id = 0; id < tok.tokens_.size(); ++id) ids.emplace(tok.tokens_[id], static_cast<int32_t>(id));
+  const auto& ids = tok.ids_;
   int line_number = 0;
   size_t pos = 0;
   while (pos < merges.size()) {
@@ -188,7 +191,7 @@ common::StatusOr<Tokenizer> Tokenizer::Load(const std::filesystem::path& vocab_j
     }
     tok.merges_.push_back({ia->second, ib->second});
   }
-  tok.Index();
+  tok.IndexMerges();
   return tok;
 }
 
@@ -255,7 +258,8 @@ common::StatusOr<Tokenizer> Tokenizer::Train(const std::unordered_map<std::strin
     if (progress && (m % 64 == 0 || m + 1 == wanted)) progress(m + 1, wanted);
   }
   tok.tokens_.push_back(std::string(kEndOfText));
-  tok.Index();
+  tok.IndexTokens();
+  tok.IndexMerges();
   return tok;
 }
 

@@ -34,7 +34,9 @@ class Tokenizer {
   int32_t eod() const { return eod_; }
 
  private:
-  void Index();
+  // ids_ from tokens_; then byte_ids_, merge_rank_ and eod_, which need ids_ and merges_.
+  void IndexTokens();
+  void IndexMerges();
   void EncodeWord(std::string_view word, std::vector<int32_t>& out) const;
 
   std::vector<std::string> tokens_;  // id -> bytes
