@@ -15,6 +15,7 @@
 #include "launcher/bootstrap.h"
 #include "launcher/comm.h"
 #include "nccl-tests-wrapper/bench.h"
+#include "nccl-tests-wrapper/verdict.h"
 
 namespace {
 
@@ -109,12 +110,11 @@ int main(int argc, char** argv) {
     boot.Abort(run.status().message());
     return run.status().code() == common::StatusCode::kInvalidArgument ? kExitUsage : kExitComm;
   }
-  double wrong = 0;
-  for (const auto& row : run->rows) wrong += row.out_of_place.wrong.value_or(0) + row.in_place.wrong.value_or(0);
   if (auto min_bw = common::GetEnv("NCCL_TESTS_MIN_BW"); min_bw && !min_bw->empty()) {
     run->avg_ok = run->MeanBusbw() >= std::strtod(min_bw->c_str(), nullptr);
   }
-  int code = wrong > 0 || (run->avg_ok && !*run->avg_ok) ? kExitFailed : kExitOk;
+  // The verdict run-nccl-tests gives without a threshold: wrong values or a failed NCCL_TESTS_MIN_BW fail.
+  int code = nccltests::Judge(*run, std::nullopt).outcome == nccltests::Outcome::kPass ? kExitOk : kExitFailed;
   if (printer) {
     fmt::print("{}", nccltests::FormatFooter(*run));
     if (!json_file.empty()) {
