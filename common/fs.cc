@@ -69,16 +69,17 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
   other.tmp_.clear();
 }
 
-AtomicFile::~AtomicFile() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!tmp_.empty()) ::unlink(tmp_.c_str());
-}
+AtomicFile::~AtomicFile() { Discard(); }
 
-Status AtomicFile::Fail(Status status) {
+void AtomicFile::Discard() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
   tmp_.clear();
+}
+
+Status AtomicFile::Fail(Status status) {
+  Discard();
   return status;
 }
 

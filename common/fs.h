@@ -33,6 +33,8 @@ class AtomicFile {
  private:
   AtomicFile(std::filesystem::path path, std::string tmp, int fd)
       : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+  // Closes and removes the temporary, if any; Fail does so and returns `status`.
+  void Discard();
   Status Fail(Status status);
 
   std::filesystem::path path_;
