@@ -114,6 +114,10 @@ Status Unavailable(fmt::format_string<Args...> format, Args&&... args) {
   return MakeStatus(StatusCode::kUnavailable, format, std::forward<Args>(args)...);
 }
 template <typename... Args>
+Status Aborted(fmt::format_string<Args...> format, Args&&... args) {
+  return MakeStatus(StatusCode::kAborted, format, std::forward<Args>(args)...);
+}
+template <typename... Args>
 Status ResourceExhausted(fmt::format_string<Args...> format, Args&&... args) {
   return MakeStatus(StatusCode::kResourceExhausted, format, std::forward<Args>(args)...);
 }

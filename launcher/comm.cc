@@ -1,11 +1,14 @@
-// Comm: collectives between the ranks a Bootstrap found, blocking or non-blocking with a handle. Backends so
-// far: MPI (CPU ranks, the local cluster) and self (one rank).
+// Comm: collectives between the ranks a Bootstrap found, blocking or non-blocking with a handle. This file has
+// the self and MPI backends and the choice between backends; NCCL is in nccl_comm.cc.
 #include "launcher/comm.h"
 
+#include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/env.h"
+#include "launcher/nccl_comm.h"
 
 #ifdef SRUNWAY_HAVE_MPI
 #include <mpi.h>
@@ -25,23 +28,36 @@ class DoneRequest : public Request {
 
 Handle Done() { return std::make_unique<DoneRequest>(); }
 
+Handle Copy(const void* send, void* recv, size_t count, DataType type) {
+  if (send != recv) std::memmove(recv, send, count * DataTypeBytes(type));
+  return Done();
+}
+
 class SelfComm : public Comm {
  public:
   CommKind kind() const override { return CommKind::kSelf; }
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  StatusOr<Handle> IAllReduce(void*, size_t, DataType, ReduceOp) override { return Done(); }
+  StatusOr<std::unique_ptr<Comm>> Split(int, int) override { return std::unique_ptr<Comm>(new SelfComm); }
+  StatusOr<Handle> IAllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp) override {
+    return Copy(send, recv, count, type);
+  }
   StatusOr<Handle> IReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp) override {
-    if (send != recv) std::memmove(recv, send, count * DataTypeBytes(type));
-    return Done();
+    return Copy(send, recv, count, type);
   }
   StatusOr<Handle> IAllGather(const void* send, void* recv, size_t count, DataType type) override {
-    if (send != recv) std::memmove(recv, send, count * DataTypeBytes(type));
-    return Done();
+    return Copy(send, recv, count, type);
   }
-  StatusOr<Handle> IBroadcast(void*, size_t, DataType, int root) override {
-    if (root != 0) return common::InvalidArgument("broadcast root {} outside a 1-rank communicator", root);
-    return Done();
+  StatusOr<Handle> IBroadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
+    SRUNWAY_RETURN_IF_ERROR(CheckRoot(root, "broadcast"));
+    return Copy(send, recv, count, type);
+  }
+  StatusOr<Handle> IReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp, int root) override {
+    SRUNWAY_RETURN_IF_ERROR(CheckRoot(root, "reduce"));
+    return Copy(send, recv, count, type);
+  }
+  StatusOr<Handle> IAllToAll(const void* send, void* recv, size_t count, DataType type) override {
+    return Copy(send, recv, count, type);
   }
   StatusOr<Handle> ISend(const void*, size_t, DataType, int peer) override {
     return common::InvalidArgument("send to rank {}: a 1-rank communicator has no peer", peer);
@@ -49,7 +65,17 @@ class SelfComm : public Comm {
   StatusOr<Handle> IRecv(void*, size_t, DataType, int peer) override {
     return common::InvalidArgument("receive from rank {}: a 1-rank communicator has no peer", peer);
   }
+  StatusOr<Handle> ISendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) override {
+    if (to != 0 || from != 0) return common::InvalidArgument("send to rank {}, receive from rank {}: a 1-rank communicator has only rank 0", to, from);
+    return Copy(send, recv, count, type);
+  }
   Status Barrier() override { return Status::Ok(); }
+
+ private:
+  static Status CheckRoot(int root, std::string_view what) {
+    if (root != 0) return common::InvalidArgument("{} root {} outside a 1-rank communicator", what, root);
+    return Status::Ok();
+  }
 };
 
 #ifdef SRUNWAY_HAVE_MPI
@@ -65,13 +91,19 @@ class MpiRequest : public Request {
  public:
   explicit MpiRequest(std::string_view what) : what_(what) {}
   ~MpiRequest() override {
-    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    for (MPI_Request& request : requests_) {
+      if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);
+    }
   }
-  Status Wait() override { return MpiStatus(MPI_Wait(&request_, MPI_STATUS_IGNORE), what_); }
-  MPI_Request* get() { return &request_; }
+  Status Wait() override {
+    int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    return MpiStatus(rc, what_);
+  }
+  MPI_Request* Add() { return &requests_.emplace_back(MPI_REQUEST_NULL); }
+  void Reserve(size_t n) { requests_.reserve(n); }
 
  private:
-  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> requests_;
   std::string_view what_;
 };
 
@@ -89,29 +121,10 @@ void HalfReduce(void* in, void* inout, int* length, MPI_Datatype*) {
 
 class MpiComm : public Comm {
  public:
-  ~MpiComm() override {
-    for (MPI_Op& op : half_ops_) {
-      if (op != MPI_OP_NULL) MPI_Op_free(&op);
-    }
-    for (MPI_Datatype* type : {&fp16_, &bf16_}) {
-      if (*type != MPI_DATATYPE_NULL) MPI_Type_free(type);
-    }
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
-  }
-  Status Init(const Bootstrap& bootstrap) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS) return common::Unavailable("MPI_Init failed");
-    // Errors come back as codes, so a failing rank prints a line instead of MPI aborting the job silently.
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    if (rank_ != bootstrap.identity().rank || size_ != bootstrap.identity().size) {
-      return common::Internal("MPI sees rank {} of {}, the bootstrap rank {} of {}: not the same job", rank_, size_,
-                              bootstrap.identity().rank, bootstrap.identity().size);
-    }
+  // `world`: this communicator is MPI_COMM_WORLD and finalizes MPI when it goes; split ones free their own.
+  explicit MpiComm(MPI_Comm comm, bool world) : comm_(comm), world_(world) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
     // Distinct types, so each half format gets its own reduction.
     MPI_Type_contiguous(1, MPI_UINT16_T, &fp16_);
     MPI_Type_commit(&fp16_);
@@ -123,52 +136,112 @@ class MpiComm : public Comm {
     MPI_Op_create(&HalfReduce<BFloat16ToFloat, FloatToBFloat16, 0>, 1, &half_ops_[3]);
     MPI_Op_create(&HalfReduce<BFloat16ToFloat, FloatToBFloat16, 1>, 1, &half_ops_[4]);
     MPI_Op_create(&HalfReduce<BFloat16ToFloat, FloatToBFloat16, 2>, 1, &half_ops_[5]);
-    return Status::Ok();
+  }
+  ~MpiComm() override {
+    for (MPI_Op& op : half_ops_) {
+      if (op != MPI_OP_NULL) MPI_Op_free(&op);
+    }
+    for (MPI_Datatype* type : {&fp16_, &bf16_}) {
+      if (*type != MPI_DATATYPE_NULL) MPI_Type_free(type);
+    }
+    if (!world_) {
+      MPI_Comm_free(&comm_);
+      return;
+    }
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+  static StatusOr<std::unique_ptr<Comm>> CreateWorld(const Bootstrap& bootstrap) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS) return common::Unavailable("MPI_Init failed");
+    // Errors come back as codes, so a failing rank prints a line instead of MPI aborting the job silently.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    auto comm = std::make_unique<MpiComm>(MPI_COMM_WORLD, true);
+    if (comm->rank_ != bootstrap.identity().rank || comm->size_ != bootstrap.identity().size) {
+      return common::Internal("MPI sees rank {} of {}, the bootstrap rank {} of {}: not the same job", comm->rank_,
+                              comm->size_, bootstrap.identity().rank, bootstrap.identity().size);
+    }
+    return std::unique_ptr<Comm>(std::move(comm));
   }
   CommKind kind() const override { return CommKind::kMpi; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  StatusOr<Handle> IAllReduce(void* buffer, size_t count, DataType type, ReduceOp op) override {
-    return Start("MPI_Iallreduce", [&](MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, buffer, Count(count), Type(type), Op(type, op), MPI_COMM_WORLD, r);
+  StatusOr<std::unique_ptr<Comm>> Split(int color, int key) override {
+    MPI_Comm split = MPI_COMM_NULL;
+    SRUNWAY_RETURN_IF_ERROR(MpiStatus(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &split),
+                                      "MPI_Comm_split"));
+    if (split == MPI_COMM_NULL) return std::unique_ptr<Comm>();
+    MPI_Comm_set_errhandler(split, MPI_ERRORS_RETURN);
+    return std::unique_ptr<Comm>(std::make_unique<MpiComm>(split, false));
+  }
+
+  StatusOr<Handle> IAllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
+    return Start("MPI_Iallreduce", [&](MpiRequest& r) {
+      return MPI_Iallreduce(InPlace(send, recv), recv, Count(count), Type(type), Op(type, op), comm_, r.Add());
     });
   }
   StatusOr<Handle> IReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    return Start("MPI_Ireduce_scatter_block", [&](MPI_Request* r) {
-      return MPI_Ireduce_scatter_block(send, recv, Count(count), Type(type), Op(type, op), MPI_COMM_WORLD, r);
+    return Start("MPI_Ireduce_scatter_block", [&](MpiRequest& r) {
+      return MPI_Ireduce_scatter_block(send, recv, Count(count), Type(type), Op(type, op), comm_, r.Add());
     });
   }
   StatusOr<Handle> IAllGather(const void* send, void* recv, size_t count, DataType type) override {
-    return Start("MPI_Iallgather", [&](MPI_Request* r) {
-      return MPI_Iallgather(send, Count(count), Type(type), recv, Count(count), Type(type), MPI_COMM_WORLD, r);
+    // In place when this rank's input already sits in its block of the output.
+    const bool in_place = send == static_cast<const uint8_t*>(recv) + static_cast<size_t>(rank_) * count * DataTypeBytes(type);
+    return Start("MPI_Iallgather", [&](MpiRequest& r) {
+      return MPI_Iallgather(in_place ? MPI_IN_PLACE : send, Count(count), Type(type), recv, Count(count), Type(type),
+                            comm_, r.Add());
     });
   }
-  StatusOr<Handle> IBroadcast(void* buffer, size_t count, DataType type, int root) override {
-    return Start("MPI_Ibcast", [&](MPI_Request* r) {
-      return MPI_Ibcast(buffer, Count(count), Type(type), root, MPI_COMM_WORLD, r);
+  StatusOr<Handle> IBroadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
+    if (rank_ == root && send != recv) std::memmove(recv, send, count * DataTypeBytes(type));
+    return Start("MPI_Ibcast", [&](MpiRequest& r) {
+      return MPI_Ibcast(recv, Count(count), Type(type), root, comm_, r.Add());
+    });
+  }
+  StatusOr<Handle> IReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                           int root) override {
+    const void* from = rank_ == root ? InPlace(send, recv) : send;
+    return Start("MPI_Ireduce", [&](MpiRequest& r) {
+      return MPI_Ireduce(from, recv, Count(count), Type(type), Op(type, op), root, comm_, r.Add());
+    });
+  }
+  StatusOr<Handle> IAllToAll(const void* send, void* recv, size_t count, DataType type) override {
+    return Start("MPI_Ialltoall", [&](MpiRequest& r) {
+      return MPI_Ialltoall(send, Count(count), Type(type), recv, Count(count), Type(type), comm_, r.Add());
     });
   }
   StatusOr<Handle> ISend(const void* buffer, size_t count, DataType type, int peer) override {
-    return Start("MPI_Isend", [&](MPI_Request* r) {
-      return MPI_Isend(buffer, Count(count), Type(type), peer, kTag, MPI_COMM_WORLD, r);
+    return Start("MPI_Isend", [&](MpiRequest& r) {
+      return MPI_Isend(buffer, Count(count), Type(type), peer, kTag, comm_, r.Add());
     });
   }
   StatusOr<Handle> IRecv(void* buffer, size_t count, DataType type, int peer) override {
-    return Start("MPI_Irecv", [&](MPI_Request* r) {
-      return MPI_Irecv(buffer, Count(count), Type(type), peer, kTag, MPI_COMM_WORLD, r);
+    return Start("MPI_Irecv", [&](MpiRequest& r) {
+      return MPI_Irecv(buffer, Count(count), Type(type), peer, kTag, comm_, r.Add());
     });
   }
-  Status Barrier() override { return MpiStatus(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  StatusOr<Handle> ISendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) override {
+    return Start("MPI_Irecv/MPI_Isend", [&](MpiRequest& r) {
+      r.Reserve(2);
+      int rc = MPI_Irecv(recv, Count(count), Type(type), from, kTag, comm_, r.Add());
+      return rc != MPI_SUCCESS ? rc : MPI_Isend(send, Count(count), Type(type), to, kTag, comm_, r.Add());
+    });
+  }
+  Status Barrier() override { return MpiStatus(MPI_Barrier(comm_), "MPI_Barrier"); }
 
  private:
   static constexpr int kTag = 7;
   static int Count(size_t count) { return static_cast<int>(count); }
+  static const void* InPlace(const void* send, void* recv) { return send == recv ? MPI_IN_PLACE : send; }
 
   template <typename StartFn>
   StatusOr<Handle> Start(std::string_view what, StartFn&& start) {
     auto request = std::make_unique<MpiRequest>(what);
-    SRUNWAY_RETURN_IF_ERROR(MpiStatus(start(request->get()), what));
+    SRUNWAY_RETURN_IF_ERROR(MpiStatus(start(*request), what));
     return Handle(std::move(request));
   }
 
@@ -191,6 +264,8 @@ class MpiComm : public Comm {
     return index == 0 ? MPI_SUM : index == 1 ? MPI_MAX : MPI_MIN;
   }
 
+  MPI_Comm comm_;
+  bool world_;
   int rank_ = 0;
   int size_ = 1;
   MPI_Datatype fp16_ = MPI_DATATYPE_NULL;
@@ -202,7 +277,10 @@ class MpiComm : public Comm {
 }  // namespace
 
 Status Comm::AllReduce(void* buffer, size_t count, DataType type, ReduceOp op) {
-  SRUNWAY_ASSIGN_OR_RETURN(Handle handle, IAllReduce(buffer, count, type, op));
+  return AllReduce(buffer, buffer, count, type, op);
+}
+Status Comm::AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) {
+  SRUNWAY_ASSIGN_OR_RETURN(Handle handle, IAllReduce(send, recv, count, type, op));
   return handle->Wait();
 }
 Status Comm::ReduceScatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op) {
@@ -214,7 +292,18 @@ Status Comm::AllGather(const void* send, void* recv, size_t count, DataType type
   return handle->Wait();
 }
 Status Comm::Broadcast(void* buffer, size_t count, DataType type, int root) {
-  SRUNWAY_ASSIGN_OR_RETURN(Handle handle, IBroadcast(buffer, count, type, root));
+  return Broadcast(buffer, buffer, count, type, root);
+}
+Status Comm::Broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
+  SRUNWAY_ASSIGN_OR_RETURN(Handle handle, IBroadcast(send, recv, count, type, root));
+  return handle->Wait();
+}
+Status Comm::Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root) {
+  SRUNWAY_ASSIGN_OR_RETURN(Handle handle, IReduce(send, recv, count, type, op, root));
+  return handle->Wait();
+}
+Status Comm::AllToAll(const void* send, void* recv, size_t count, DataType type) {
+  SRUNWAY_ASSIGN_OR_RETURN(Handle handle, IAllToAll(send, recv, count, type));
   return handle->Wait();
 }
 Status Comm::Send(const void* buffer, size_t count, DataType type, int peer) {
@@ -224,6 +313,24 @@ Status Comm::Send(const void* buffer, size_t count, DataType type, int peer) {
 Status Comm::Recv(void* buffer, size_t count, DataType type, int peer) {
   SRUNWAY_ASSIGN_OR_RETURN(Handle handle, IRecv(buffer, count, type, peer));
   return handle->Wait();
+}
+Status Comm::SendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) {
+  SRUNWAY_ASSIGN_OR_RETURN(Handle handle, ISendRecv(send, to, recv, from, count, type));
+  return handle->Wait();
+}
+
+StatusOr<Buffer> Comm::Allocate(size_t bytes) {
+  void* data = std::calloc(std::max<size_t>(bytes, 1), 1);
+  if (data == nullptr) return common::ResourceExhausted("cannot allocate {} bytes of host memory", bytes);
+  return Buffer(data, bytes, [](void* p) { std::free(p); });
+}
+Status Comm::Upload(void* buffer, const void* host, size_t bytes) {
+  std::memcpy(buffer, host, bytes);
+  return Status::Ok();
+}
+Status Comm::Download(void* host, const void* buffer, size_t bytes) {
+  std::memcpy(host, buffer, bytes);
+  return Status::Ok();
 }
 
 uint16_t FloatToHalf(float value) {
@@ -273,15 +380,16 @@ uint16_t FloatToBFloat16(float value) {
 float BFloat16ToFloat(uint16_t bf16) { return std::bit_cast<float>(static_cast<uint32_t>(bf16) << 16); }
 
 StatusOr<CommKind> ParseCommKind(std::string_view name) {
-  for (CommKind kind : {CommKind::kAuto, CommKind::kMpi, CommKind::kSelf}) {
+  for (CommKind kind : {CommKind::kAuto, CommKind::kNccl, CommKind::kMpi, CommKind::kSelf}) {
     if (CommKindName(kind) == name) return kind;
   }
-  return common::InvalidArgument("unknown communicator '{}' (expected auto, mpi or self)", name);
+  return common::InvalidArgument("unknown communicator '{}' (expected auto, nccl, mpi or self)", name);
 }
 
 std::string_view CommKindName(CommKind kind) {
   switch (kind) {
     case CommKind::kAuto: return "auto";
+    case CommKind::kNccl: return "nccl";
     case CommKind::kMpi: return "mpi";
     case CommKind::kSelf: return "self";
   }
@@ -310,9 +418,15 @@ std::string_view DataTypeName(DataType type) {
   return "?";
 }
 
-StatusOr<std::unique_ptr<Comm>> CreateComm(CommKind kind, Bootstrap& bootstrap) {
+StatusOr<std::unique_ptr<Comm>> CreateComm(CommKind kind, Bootstrap& bootstrap, const CommOptions& options) {
   const int size = bootstrap.identity().size;
-  if (kind == CommKind::kAuto) kind = size == 1 ? CommKind::kSelf : CommKind::kMpi;
+  if (kind == CommKind::kAuto || kind == CommKind::kNccl) {
+    // Under auto, an empty result: some rank cannot use NCCL, and every rank knows it and falls back alike.
+    SRUNWAY_ASSIGN_OR_RETURN(auto nccl, CreateNcclComm(bootstrap, options, /*required=*/kind == CommKind::kNccl));
+    if (nccl != nullptr) return nccl;
+    kind = size == 1 ? CommKind::kSelf : CommKind::kMpi;
+  }
+  if (options.on_phase) options.on_phase("communicator init");
   switch (kind) {
     case CommKind::kSelf:
       if (size != 1) return common::InvalidArgument("the self communicator needs one rank, not {}", size);
@@ -323,9 +437,7 @@ StatusOr<std::unique_ptr<Comm>> CreateComm(CommKind kind, Bootstrap& bootstrap) 
       if (!common::GetEnv("PMIX_RANK") && !common::GetEnv("OMPI_COMM_WORLD_RANK")) {
         return common::FailedPrecondition("the MPI communicator needs srun --mpi=pmix (or mpirun)");
       }
-      auto comm = std::make_unique<MpiComm>();
-      SRUNWAY_RETURN_IF_ERROR(comm->Init(bootstrap));
-      return std::unique_ptr<Comm>(std::move(comm));
+      return MpiComm::CreateWorld(bootstrap);
 #else
       return common::NotFound("this build has no MPI (configure with -Dmpi=enabled)");
 #endif

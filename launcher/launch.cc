@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <random>
 
 #include "common/env.h"
 #include "common/parse.h"
@@ -79,7 +78,7 @@ StatusOr<EnvList> ExecEnvironment(Bootstrap& bootstrap) {
 }
 
 StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms,
-                               Watchdog* watchdog) {
+                               std::chrono::milliseconds timeout, Watchdog* watchdog) {
   const Identity& id = bootstrap.identity();
   auto enter = [&](std::string_view phase) {
     if (watchdog != nullptr) watchdog->SetPhase(std::string(phase));
@@ -91,44 +90,68 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
   SRUNWAY_RETURN_IF_ERROR(bootstrap.Barrier("fence"));
   mine.push_back({"fence", MillisSince(start)});
 
-  // The size of an NCCL unique id, made on rank 0 and shared as the NCCL backend will.
-  enter("id broadcast");
-  start = std::chrono::steady_clock::now();
-  std::string id_bytes(128, '\0');
-  if (id.rank == 0) {
-    std::mt19937_64 random(std::random_device{}());
-    for (char& c : id_bytes) c = static_cast<char>(random());
-  }
-  SRUNWAY_ASSIGN_OR_RETURN(std::string shared, bootstrap.Broadcast(id_bytes, 0, "id broadcast"));
-  if (shared.size() != 128) return common::Internal("id broadcast gave {} bytes", shared.size());
-  mine.push_back({"id broadcast", MillisSince(start)});
-
-  enter("communicator init");
-  start = std::chrono::steady_clock::now();
-  auto comm = CreateComm(comm_kind, bootstrap);
+  // The communicator's own set-up phases (NCCL: id broadcast, then communicator init), each timed.
+  std::string open_phase;
+  auto close_phase = [&] {
+    if (!open_phase.empty()) mine.push_back({open_phase, MillisSince(start)});
+    open_phase.clear();
+  };
+  CommOptions options;
+  options.timeout = timeout;
+  options.on_phase = [&](std::string_view phase) {
+    close_phase();
+    open_phase = phase;
+    enter(phase);
+    start = std::chrono::steady_clock::now();
+  };
+  auto comm = CreateComm(comm_kind, bootstrap, options);
   if (!comm.ok()) return comm.status().WithContext("communicator init");
-  mine.push_back({"communicator init", MillisSince(start)});
+  close_phase();
+  if (watchdog != nullptr) watchdog->Guard(comm->get());
+
+  // The node-local and cross-node communicators a data-parallel trainer builds.
+  enter("split");
+  start = std::chrono::steady_clock::now();
+  auto intra = (*comm)->Split(id.node_id, id.local_rank);
+  if (!intra.ok()) return intra.status().WithContext("communicator init: intra-node split");
+  auto inter = (*comm)->Split(id.local_rank, id.node_id);
+  if (!inter.ok()) return inter.status().WithContext("communicator init: inter-node split");
+  mine.push_back({"split", MillisSince(start)});
 
   CheckResult result;
   result.comm = std::string(CommKindName((*comm)->kind()));
-  // All-reduce: rank r contributes r+1 everywhere, so every element must become size*(size+1)/2.
+  // All-reduce: rank r contributes r+1 everywhere, so every element must become size*(size+1)/2. The values go
+  // through the communicator's own memory (on the GPU for NCCL).
+  Comm& world = **comm;
   size_t count = std::max<size_t>(1, bytes / sizeof(float));
   std::vector<float> data(count, static_cast<float>(id.rank + 1));
+  SRUNWAY_ASSIGN_OR_RETURN(Buffer buffer, world.Allocate(count * sizeof(float)));
+  SRUNWAY_RETURN_IF_ERROR(world.Upload(buffer.data(), data.data(), count * sizeof(float)));
   enter("first collective");
   start = std::chrono::steady_clock::now();
-  SRUNWAY_RETURN_IF_ERROR((*comm)->AllReduce(data.data(), count, DataType::kFloat32, ReduceOp::kSum));
+  SRUNWAY_RETURN_IF_ERROR(world.AllReduce(buffer.data(), count, DataType::kFloat32, ReduceOp::kSum));
   mine.push_back({"first collective", MillisSince(start)});
+  SRUNWAY_RETURN_IF_ERROR(world.Download(data.data(), buffer.data(), count * sizeof(float)));
   const float expected = static_cast<float>(id.size) * static_cast<float>(id.size + 1) / 2.0f;
   int all_reduce_ok = std::all_of(data.begin(), data.end(), [&](float v) { return v == expected; }) ? 1 : 0;
+
   std::vector<int32_t> ranks(static_cast<size_t>(id.size), -1);
   int32_t me = id.rank;
-  SRUNWAY_RETURN_IF_ERROR((*comm)->AllGather(&me, ranks.data(), 1, DataType::kInt32));
+  SRUNWAY_ASSIGN_OR_RETURN(Buffer gathered, world.Allocate(ranks.size() * sizeof(int32_t)));
+  SRUNWAY_RETURN_IF_ERROR(world.Upload(gathered.data() + id.rank * sizeof(int32_t), &me, sizeof me));
+  SRUNWAY_RETURN_IF_ERROR(world.AllGather(gathered.data() + id.rank * sizeof(int32_t), gathered.data(), 1,
+                                          DataType::kInt32));
+  SRUNWAY_RETURN_IF_ERROR(world.Download(ranks.data(), gathered.data(), ranks.size() * sizeof(int32_t)));
   int all_gather_ok = 1;
   for (int r = 0; r < id.size; ++r) all_gather_ok &= ranks[static_cast<size_t>(r)] == r ? 1 : 0;
-  int32_t flags[2] = {all_reduce_ok, all_gather_ok};
   // Every rank must agree, so a wrong value anywhere fails the check everywhere.
-  std::string verdict = fmt::format("{} {}", flags[0], flags[1]);
-  SRUNWAY_RETURN_IF_ERROR((*comm)->Barrier());
+  std::string verdict = fmt::format("{} {}", all_reduce_ok, all_gather_ok);
+  SRUNWAY_RETURN_IF_ERROR(world.Barrier());
+  if (watchdog != nullptr) watchdog->Guard(nullptr);
+  buffer = Buffer();
+  gathered = Buffer();
+  intra->reset();
+  inter->reset();
   comm->reset();
 
   enter("report");

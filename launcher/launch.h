@@ -51,11 +51,13 @@ struct CheckResult {
   std::string comm;
 };
 
-// Bootstrap phases already timed by the caller ("init") plus fence, id broadcast, communicator init and the
-// first collective; checks an all-reduce of `bytes` and an all-gather; gathers every rank's timings. Tells
-// `watchdog` (when given) each phase it enters, so a death is reported with the phase.
+// Bootstrap phases already timed by the caller ("init") plus fence, the communicator's set-up (NCCL: id
+// broadcast, communicator init), the intra- and inter-node splits and the first collective; checks an all-reduce
+// of `bytes` and an all-gather; gathers every rank's timings. Communicator set-up and each operation may take
+// `timeout`. Tells `watchdog` (when given) each phase it enters, so a death is reported with the phase, and
+// which communicator to abort.
 common::StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms,
-                                       Watchdog* watchdog);
+                                       std::chrono::milliseconds timeout, Watchdog* watchdog);
 
 std::string FormatCheckTable(const CheckResult& result, const Identity& identity, std::string_view bootstrap);
 common::Json CheckJson(const CheckResult& result, const Identity& identity, std::string_view bootstrap);

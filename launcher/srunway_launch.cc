@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout_s, "seconds each phase may take before the step is ended")
       ->capture_default_str()->check(CLI::PositiveNumber);
   app.add_flag("--check", check, "build communicators, check an all-reduce and an all-gather, time every phase");
-  app.add_option("--comm", comm_name, "communicator for --check: auto, mpi or self")->capture_default_str();
+  app.add_option("--comm", comm_name, "communicator for --check: auto, nccl, mpi or self")->capture_default_str();
   app.add_option("--bytes", bytes_text, "all-reduce size for --check")->capture_default_str();
   app.add_flag("--json", json, "--check prints JSON");
   app.prefix_command();
@@ -90,10 +90,12 @@ int main(int argc, char** argv) {
       boot.Abort(watchdog.status().message());
       return kExitBootstrap;
     }
-    auto result = RunCheck(boot, *comm_kind, static_cast<size_t>(*bytes), init_ms, watchdog->get());
+    auto result = RunCheck(boot, *comm_kind, static_cast<size_t>(*bytes), init_ms, timeout, watchdog->get());
     if (!result.ok()) {
       int code = result.status().message().starts_with("communicator init") ? kExitComm : kExitBootstrap;
       Fail(&boot, result.status(), code);
+      // The others may be waiting for this rank where no timeout of theirs runs (a rank stuck elsewhere): tell them.
+      (*watchdog)->Abort(fmt::format("{} failed: {}", boot.NameRank(boot.identity().rank), result.status().message()));
       boot.Abort(result.status().message());
       return code;
     }

@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "common/env.h"
 #include "common/parse.h"
@@ -107,8 +108,27 @@ std::string Watchdog::Phase() {
   return phase_;
 }
 
+void Watchdog::Abort(const std::string& why) {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard lock(phase_mutex_);
+      announce_ = why;
+    }
+    (void)::write(wake_fd_[1], "a", 1);
+    const auto give_up = Clock::now() + std::chrono::seconds(1);
+    while (!announced_ && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// What Abort() asked this rank to tell the others, once.
+std::string Watchdog::TakeAnnouncement() {
+  std::lock_guard lock(phase_mutex_);
+  return std::exchange(announce_, std::string());
+}
+
 void Watchdog::Fail(const std::string& why) {
   if (failed_.exchange(true)) return;
+  if (Comm* comm = guarded_.load()) comm->Abort();
   on_failure_(why);
 }
 
@@ -137,22 +157,29 @@ void Watchdog::RunRoot(std::chrono::milliseconds silence) {
     }
     if (ranks.empty()) return;
     ::poll(pfds.data(), pfds.size(), static_cast<int>(std::max<int64_t>(silence.count() / 10, 10)));
+    if (std::string why = TakeAnnouncement(); !why.empty()) {
+      tell_everyone(Frame{FrameType::kAbort, 0, 0, why, {}});
+      announced_ = true;
+      return;
+    }
     if (stop_) break;
     for (size_t i = 0; i < ranks.size(); ++i) {
       int r = ranks[i];
       std::vector<Frame> frames;
       bool alive = !(pfds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) ||
                    Drain(fds_[static_cast<size_t>(r)], pending[static_cast<size_t>(r)], frames);
+      std::string why;
       for (const Frame& frame : frames) {
         last_heard[static_cast<size_t>(r)] = Clock::now();
+        if (frame.type == FrameType::kAbort) why = frame.text;  // rank r failed and says why
         if (frame.text == kBye) done[static_cast<size_t>(r)] = true;
         if (frame.text.starts_with(kBeat)) phases[static_cast<size_t>(r)] = frame.text.substr(kBeat.size());
       }
       if (done[static_cast<size_t>(r)]) continue;
-      std::string why;
-      if (!alive) {
+      // A rank that failed says why (and exits by itself); one that did not may have died or fallen silent.
+      if (why.empty() && !alive) {
         why = fmt::format("{} died during {}", bootstrap_->NameRank(r), phases[static_cast<size_t>(r)]);
-      } else if (Clock::now() - last_heard[static_cast<size_t>(r)] > silence) {
+      } else if (why.empty() && Clock::now() - last_heard[static_cast<size_t>(r)] > silence) {
         why = fmt::format("{} stopped answering for {} s during {}", bootstrap_->NameRank(r),
                           silence.count() / 1000.0, phases[static_cast<size_t>(r)]);
       }
@@ -175,6 +202,11 @@ void Watchdog::RunPeer(std::chrono::milliseconds interval) {
     SendFrame(fd, Frame{FrameType::kContribution, rank, 0, std::string(kBeat) + Phase(), {}});
     pollfd pfds[2] = {{wake_fd_[0], POLLIN, 0}, {fd, POLLIN, 0}};
     ::poll(pfds, 2, static_cast<int>(std::max<int64_t>(interval.count(), 10)));
+    if (std::string why = TakeAnnouncement(); !why.empty()) {
+      SendFrame(fd, Frame{FrameType::kAbort, rank, 0, why, {}});
+      announced_ = true;
+      return;
+    }
     if (stop_) break;
     if (pfds[0].revents & POLLIN) {  // a new phase: drain the wake-ups and beat at once
       char drained[64];
@@ -194,6 +226,10 @@ void Watchdog::RunPeer(std::chrono::milliseconds interval) {
 }
 
 void MaybeInjectFault(int rank, std::string_view phase) {
+  auto stalled = common::GetEnvInt("SRUNWAY_FAULT_STALL_RANK");
+  if (stalled.ok() && *stalled == rank && common::GetEnvOr("SRUNWAY_FAULT_STALL_PHASE", "") == phase) {
+    std::this_thread::sleep_for(std::chrono::hours(1));  // alive (the watchdog still beats) but never arrives
+  }
   auto who = common::GetEnvInt("SRUNWAY_FAULT_KILL_RANK");
   if (!who.ok() || *who != rank) return;
   if (common::GetEnvOr("SRUNWAY_FAULT_KILL_PHASE", "") != phase) return;

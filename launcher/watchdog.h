@@ -13,6 +13,7 @@
 
 #include "common/status.h"
 #include "launcher/bootstrap.h"
+#include "launcher/comm.h"
 
 namespace srunway::launcher {
 
@@ -30,26 +31,37 @@ class Watchdog {
   // Names what this rank is doing, for the failure message.
   void SetPhase(std::string phase);
   std::string Phase();
+  // Tells every rank that this one failed (`why` names this rank and the failure), so they end too instead of
+  // waiting for it; returns once the message is on its way, or after a second.
+  void Abort(const std::string& why);
+  // A communicator to abort (ncclCommAbort) when a failure is known, before the failure is reported, so no GPU
+  // kernel is left spinning on a dead peer; nullptr when it is gone.
+  void Guard(Comm* comm) { guarded_ = comm; }
 
  private:
   Watchdog() = default;
   void RunRoot(std::chrono::milliseconds silence);
   void RunPeer(std::chrono::milliseconds interval);
   void Fail(const std::string& why);
+  std::string TakeAnnouncement();
 
   Bootstrap* bootstrap_ = nullptr;
   OnFailure on_failure_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<Comm*> guarded_{nullptr};
   std::mutex phase_mutex_;
   std::string phase_ = "startup";
+  std::string announce_;                  // set by Abort(), sent by the thread; under phase_mutex_
+  std::atomic<bool> announced_{false};
   std::vector<int> fds_;  // rank 0: one per peer rank; others: fds_[0] is the connection to rank 0
   int wake_fd_[2] = {-1, -1};  // written on shutdown to end the thread's poll at once
   std::thread thread_;
 };
 
-// Test knob for the failure paths: with SRUNWAY_FAULT_KILL_RANK=R and SRUNWAY_FAULT_KILL_PHASE=P in the
-// environment, rank R kills itself with SIGKILL 0.3 s after it enters phase P.
+// Test knobs for the failure paths: with SRUNWAY_FAULT_KILL_RANK=R and SRUNWAY_FAULT_KILL_PHASE=P in the
+// environment, rank R kills itself with SIGKILL 0.3 s after it enters phase P; with SRUNWAY_FAULT_STALL_RANK and
+// SRUNWAY_FAULT_STALL_PHASE it stays alive but stops there for an hour.
 void MaybeInjectFault(int rank, std::string_view phase);
 
 }  // namespace srunway::launcher

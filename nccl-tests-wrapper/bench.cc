@@ -4,10 +4,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <thread>
 #include <vector>
+
+#include "common/parse.h"
 
 namespace srunway::nccltests {
 namespace {
@@ -69,8 +73,10 @@ class Sweep {
   common::StatusOr<Row> Measure(size_t count) {
     const CollectiveInfo& info = *o_.collective;
     const size_t total = info.per_rank_count ? count * n_ : count;
-    send_.assign(total * bytes_, 0);
-    recv_.assign(total * bytes_, 0);
+    // The buffers live where the communicator works: GPU memory for NCCL, host memory otherwise.
+    SRUNWAY_ASSIGN_OR_RETURN(send_, comm_.Allocate(total * bytes_));
+    SRUNWAY_ASSIGN_OR_RETURN(recv_, comm_.Allocate(total * bytes_));
+    host_.assign(total * bytes_, 0);
     Row row;
     row.size_bytes = static_cast<int64_t>(total * bytes_);
     row.count = static_cast<int64_t>(count);
@@ -87,71 +93,61 @@ class Sweep {
   }
 
  private:
-  // The Comm's all-reduce and broadcast work in place; the other collectives have no in-place form here.
-  static bool SupportsInPlace(Collective c) { return c == Collective::kAllReduce || c == Collective::kBroadcast; }
-
-  void Fill(size_t count) {
-    const CollectiveInfo& info = *o_.collective;
-    const size_t total = info.per_rank_count ? count * n_ : count;
-    for (size_t i = 0; i < total; ++i) Store(send_.data(), type_, i, InitialValue(rank_, i));
-    std::fill(recv_.begin(), recv_.end(), 0);
+  // In place as nccl-tests defines it: the output overwrites the input (all_gather: the input is this rank's
+  // block of the output). The Comm has no in-place form of the other collectives.
+  static bool SupportsInPlace(Collective c) {
+    return c == Collective::kAllReduce || c == Collective::kBroadcast || c == Collective::kReduce ||
+           c == Collective::kAllGather;
   }
 
-  common::Status RunOnce(size_t count, bool in_place) {
+  // The input of this rank in the send buffer (or, in place, where the collective reads it), the output zeroed.
+  common::Status Fill(size_t count, bool in_place) {
+    const CollectiveInfo& info = *o_.collective;
+    const size_t total = info.per_rank_count ? count * n_ : count;
+    for (size_t i = 0; i < total; ++i) Store(host_.data(), type_, i, InitialValue(rank_, i));
+    std::vector<uint8_t> zeros(recv_.bytes(), 0);
+    SRUNWAY_RETURN_IF_ERROR(comm_.Upload(recv_.data(), zeros.data(), zeros.size()));
+    if (in_place && info.id == Collective::kAllGather) {
+      const size_t block = count * bytes_;
+      return comm_.Upload(recv_.data() + rank_ * block, host_.data() + rank_ * block, block);
+    }
+    return comm_.Upload(send_.data(), host_.data(), total * bytes_);
+  }
+
+  // Starts one run of the collective.
+  common::StatusOr<launcher::Handle> Start(size_t count, bool in_place) {
     uint8_t* send = send_.data();
-    uint8_t* recv = recv_.data();
+    uint8_t* recv = in_place ? send : recv_.data();
+    const size_t block = count * bytes_;
     switch (o_.collective->id) {
-      case Collective::kAllReduce:
-        if (!in_place) std::memcpy(recv, send, count * bytes_);  // the Comm reduces in place
-        return comm_.AllReduce(in_place ? send : recv, count, type_, op_);
-      case Collective::kBroadcast:
-        if (!in_place) std::memcpy(recv, send, count * bytes_);
-        return comm_.Broadcast(in_place ? send : recv, count, type_, o_.root);
+      case Collective::kAllReduce: return comm_.IAllReduce(send, recv, count, type_, op_);
+      case Collective::kBroadcast: return comm_.IBroadcast(send, recv, count, type_, o_.root);
+      case Collective::kReduce: return comm_.IReduce(send, recv, count, type_, op_, o_.root);
       case Collective::kAllGather:
-        return comm_.AllGather(send + rank_ * count * bytes_, recv, count, type_);
+        if (in_place) return comm_.IAllGather(recv_.data() + rank_ * block, recv_.data(), count, type_);
+        return comm_.IAllGather(send + rank_ * block, recv, count, type_);
       case Collective::kReduceScatter:
-        return comm_.ReduceScatter(send, recv + rank_ * count * bytes_, count, type_, op_);
-      case Collective::kSendRecv: {
-        SRUNWAY_ASSIGN_OR_RETURN(auto r, comm_.IRecv(recv, count, type_, (rank_ + n_ - 1) % n_));
-        SRUNWAY_ASSIGN_OR_RETURN(auto s, comm_.ISend(send, count, type_, (rank_ + 1) % n_));
-        SRUNWAY_RETURN_IF_ERROR(s->Wait());
-        return r->Wait();
-      }
-      case Collective::kAllToAll: {
-        // Pairwise exchange: block p of my send buffer goes to rank p, block p of my receive buffer comes from p.
-        std::vector<launcher::Handle> handles;
-        for (int p = 0; p < n_; ++p) {
-          SRUNWAY_ASSIGN_OR_RETURN(auto r, comm_.IRecv(recv + p * count * bytes_, count, type_, p));
-          handles.push_back(std::move(r));
-        }
-        for (int p = 0; p < n_; ++p) {
-          SRUNWAY_ASSIGN_OR_RETURN(auto s, comm_.ISend(send + p * count * bytes_, count, type_, p));
-          handles.push_back(std::move(s));
-        }
-        for (auto& h : handles) SRUNWAY_RETURN_IF_ERROR(h->Wait());
-        return common::Status::Ok();
-      }
-      case Collective::kReduce: {
-        // Linear: the root receives every rank's buffer and reduces them in rank order.
-        if (rank_ != o_.root) return comm_.Send(send, count, type_, o_.root);
-        std::memcpy(recv, send, count * bytes_);
-        std::vector<uint8_t> incoming(count * bytes_);
-        for (int p = 0; p < n_; ++p) {
-          if (p == o_.root) continue;
-          SRUNWAY_RETURN_IF_ERROR(comm_.Recv(incoming.data(), count, type_, p));
-          for (size_t i = 0; i < count; ++i) Store(recv, type_, i, Reduce(op_, Load(recv, type_, i), Load(incoming.data(), type_, i)));
-        }
-        return common::Status::Ok();
-      }
+        return comm_.IReduceScatter(send, recv + rank_ * block, count, type_, op_);
+      case Collective::kSendRecv:
+        return comm_.ISendRecv(send, (rank_ + 1) % n_, recv, (rank_ + n_ - 1) % n_, count, type_);
+      case Collective::kAllToAll: return comm_.IAllToAll(send, recv, count, type_);
     }
     return common::Internal("unknown collective");
   }
 
+  common::Status RunOnce(size_t count, bool in_place) {
+    SRUNWAY_ASSIGN_OR_RETURN(launcher::Handle handle, Start(count, in_place));
+    return handle->Wait();
+  }
+
   // Wrong elements on this rank after one fresh run.
-  int64_t CountWrong(size_t count, bool in_place) {
-    const uint8_t* out = in_place ? send_.data() : recv_.data();
+  common::StatusOr<int64_t> CountWrong(size_t count, bool in_place) {
+    const bool gathered_in_recv = in_place && o_.collective->id == Collective::kAllGather;
+    const launcher::Buffer& out = in_place && !gathered_in_recv ? send_ : recv_;
+    SRUNWAY_RETURN_IF_ERROR(comm_.Download(host_.data(), out.data(), host_.size()));
+    const uint8_t* got = host_.data();
     int64_t wrong = 0;
-    auto expect = [&](size_t at, float want) { wrong += Load(out, type_, at) != want; };
+    auto expect = [&](size_t at, float want) { wrong += Load(got, type_, at) != want; };
     switch (o_.collective->id) {
       case Collective::kAllReduce:
         for (size_t i = 0; i < count; ++i) expect(i, Reduced(op_, n_, i));
@@ -192,37 +188,56 @@ class Sweep {
     std::this_thread::sleep_for(std::chrono::microseconds(50 + bytes / 5));
   }
 
+  // Every rank's value of `mine`, through the bootstrap: small control messages stay off the communicator, whose
+  // buffers may be on a GPU.
+  common::StatusOr<std::vector<int64_t>> Gather(int64_t mine, std::string_view phase) {
+    SRUNWAY_ASSIGN_OR_RETURN(auto all, boot_.AllGather(std::to_string(mine), phase));
+    std::vector<int64_t> values;
+    for (const std::string& text : all) {
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t value, common::ParseInt(text, phase, INT64_MIN, INT64_MAX));
+      values.push_back(value);
+    }
+    return values;
+  }
+
   common::StatusOr<Half> MeasureHalf(size_t count, bool in_place, int64_t size_bytes) {
     Half half;
-    Fill(count);
+    SRUNWAY_RETURN_IF_ERROR(Fill(count, in_place));
     for (int i = 0; i < o_.warmup; ++i) SRUNWAY_RETURN_IF_ERROR(RunOnce(count, in_place));
     SRUNWAY_RETURN_IF_ERROR(comm_.Barrier());
+    // As nccl-tests does on a GPU: every iteration queued on the stream, one wait at the end. On CPU ranks each
+    // non-blocking collective is waited for before the next starts on the same buffers.
+    const bool queue = comm_.kind() == launcher::CommKind::kNccl;
+    std::vector<launcher::Handle> queued;
     const auto start = Clock::now();
     for (int i = 0; i < o_.iters; ++i) {
-      SRUNWAY_RETURN_IF_ERROR(RunOnce(count, in_place));
+      SRUNWAY_ASSIGN_OR_RETURN(launcher::Handle handle, Start(count, in_place));
+      if (queue) {
+        queued.push_back(std::move(handle));
+      } else {
+        SRUNWAY_RETURN_IF_ERROR(handle->Wait());
+      }
       Throttle(size_bytes);
     }
+    for (launcher::Handle& handle : queued) SRUNWAY_RETURN_IF_ERROR(handle->Wait());
     int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count() /
                  std::max(1, o_.iters);
     // The ranks agree on one time per -a.
-    int64_t agreed = ns;
-    if (o_.average == 0) {
-      SRUNWAY_RETURN_IF_ERROR(comm_.Broadcast(&agreed, 1, DataType::kInt64, 0));
-    } else {
-      const ReduceOp op = o_.average == 2 ? ReduceOp::kMin : o_.average == 3 ? ReduceOp::kMax : ReduceOp::kSum;
-      SRUNWAY_RETURN_IF_ERROR(comm_.AllReduce(&agreed, 1, DataType::kInt64, op));
-      if (o_.average == 1) agreed /= n_;
-    }
+    SRUNWAY_ASSIGN_OR_RETURN(std::vector<int64_t> times, Gather(ns, "collbench timing"));
+    int64_t agreed = times[0];
+    if (o_.average == 1) agreed = std::accumulate(times.begin(), times.end(), int64_t{0}) / n_;
+    if (o_.average == 2) agreed = *std::min_element(times.begin(), times.end());
+    if (o_.average == 3) agreed = *std::max_element(times.begin(), times.end());
     half.time_us = static_cast<double>(agreed) / 1e3;
     const Bandwidth bw = ComputeBandwidth(*o_.collective, size_bytes, *half.time_us, n_);
     half.algbw_gbps = bw.algbw_gbps;
     half.busbw_gbps = bw.busbw_gbps;
     if (o_.check) {
-      Fill(count);
+      SRUNWAY_RETURN_IF_ERROR(Fill(count, in_place));
       SRUNWAY_RETURN_IF_ERROR(RunOnce(count, in_place));
-      int64_t wrong = CountWrong(count, in_place);
-      SRUNWAY_RETURN_IF_ERROR(comm_.AllReduce(&wrong, 1, DataType::kInt64, ReduceOp::kSum));
-      half.wrong = static_cast<double>(wrong);
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t wrong, CountWrong(count, in_place));
+      SRUNWAY_ASSIGN_OR_RETURN(std::vector<int64_t> all, Gather(wrong, "collbench check"));
+      half.wrong = static_cast<double>(std::accumulate(all.begin(), all.end(), int64_t{0}));
     }
     return half;
   }
@@ -234,7 +249,8 @@ class Sweep {
   ReduceOp op_;
   int rank_, n_;
   size_t bytes_;
-  std::vector<uint8_t> send_, recv_;
+  launcher::Buffer send_, recv_;
+  std::vector<uint8_t> host_;  // staging for inputs and checks
 };
 
 }  // namespace
@@ -271,20 +287,26 @@ common::StatusOr<Run> RunBenchmark(const BenchOptions& o, launcher::Bootstrap& b
                                             : fmt::format("{}(bytes)", o.step_bytes)},
                 {"warmup iters:", std::to_string(o.warmup)}, {"iters:", std::to_string(o.iters)},
                 {"agg iters:", "1"}, {"validation:", o.check ? "1" : "0"}, {"graph:", "0"}};
-  const std::string mine = fmt::format("{} {} {}", ::getpid(), boot.identity().local_rank, boot.identity().host);
+  // pid, device number, host, bus id, then the device's name (which may hold spaces).
+  const launcher::DeviceInfo device = comm.device();
+  const bool gpu = device.ordinal >= 0;
+  const std::string mine = fmt::format("{} {} {} {} {}", ::getpid(), gpu ? device.ordinal : boot.identity().local_rank,
+                                       boot.identity().host, device.bus_id,
+                                       gpu ? device.name : fmt::format("CPU ({} communicator)", launcher::CommKindName(comm.kind())));
   SRUNWAY_ASSIGN_OR_RETURN(auto all, boot.AllGather(mine, "collbench devices"));
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
     Device d;
     d.rank = r;
-    char host[256] = {};
+    char host[256] = {}, bus_id[64] = {};
     long long pid = 0;
-    if (std::sscanf(all[r].c_str(), "%lld %d %255s", &pid, &d.device, host) != 3) {
+    int consumed = 0;
+    if (std::sscanf(all[r].c_str(), "%lld %d %255s %63s %n", &pid, &d.device, host, bus_id, &consumed) != 4) {
       return common::Internal("rank {} sent a malformed device line '{}'", r, all[r]);
     }
     d.pid = pid;
     d.host = host;
-    d.bus_id = "cpu";
-    d.name = fmt::format("CPU ({} communicator)", launcher::CommKindName(comm.kind()));
+    d.bus_id = bus_id;
+    d.name = all[r].substr(static_cast<size_t>(consumed));
     run.devices.push_back(d);
   }
   emit(run, nullptr);

@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
   app.add_option("-t,--nthreads", threads, "threads per process (1)")->capture_default_str();
   app.add_option("-J,--output_file", json_file, "also write the results as JSON to this file");
   app.add_option("--bootstrap", bootstrap_name, "auto, pmix, slurm, env")->capture_default_str();
-  app.add_option("--comm", comm_name, "auto, mpi, self")->capture_default_str();
-  app.add_option("--timeout", timeout_s, "seconds for the bootstrap")->capture_default_str();
+  app.add_option("--comm", comm_name, "auto (NCCL on GPUs, else MPI), nccl, mpi, self")->capture_default_str();
+  app.add_option("--timeout", timeout_s, "seconds the bootstrap, communicator set-up and each collective may take")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -93,7 +93,9 @@ int main(int argc, char** argv) {
   if (!bootstrap.ok()) return kExitComm;
   launcher::Bootstrap& boot = **bootstrap;
   common::SetLogRank(boot.identity().rank);
-  auto comm = launcher::CreateComm(*comm_kind, boot);
+  launcher::CommOptions comm_options;
+  comm_options.timeout = timeout;
+  auto comm = launcher::CreateComm(*comm_kind, boot, comm_options);
   if (!comm.ok()) {
     common::LogError("{}communicator init: {}", boot.Prefix(), comm.status().message());
     boot.Abort(comm.status().message());

@@ -1,0 +1,647 @@
+// The NCCL backend of Comm. libnccl and the CUDA driver (libcuda) are opened with dlopen; their headers only give
+// the types. Communicators are non-blocking (ncclCommInitRankConfig with blocking = 0), so every NCCL call is
+// followed by polling ncclCommGetAsyncError against a deadline, and a communicator that misses it is aborted with
+// ncclCommAbort rather than left spinning.
+#include "launcher/nccl_comm.h"
+
+#include <cuda.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "common/dynlib.h"
+#include "common/env.h"
+#include "common/parse.h"
+
+namespace srunway::launcher {
+namespace {
+
+using common::Status;
+using common::StatusOr;
+using Clock = std::chrono::steady_clock;
+
+// cuda.h maps many names to versioned symbols (cuMemAlloc is cuMemAlloc_v2); expanding the macro before
+// stringizing asks dlsym for the symbol the header means.
+#define SRUNWAY_STRINGIZE_EXPANDED(name) #name
+#define SRUNWAY_SYMBOL_NAME(name) SRUNWAY_STRINGIZE_EXPANDED(name)
+#define SRUNWAY_LOAD(api, lib, field, name) \
+  SRUNWAY_ASSIGN_OR_RETURN((api).field, (lib).Symbol<decltype(::name)>(SRUNWAY_SYMBOL_NAME(name)))
+
+// The CUDA driver calls this backend makes: device, context, stream, events, memory.
+struct CudaApi {
+  common::DynamicLibrary lib;
+  decltype(::cuInit)* init = nullptr;
+  decltype(::cuGetErrorString)* error_string = nullptr;
+  decltype(::cuDeviceGetCount)* device_count = nullptr;
+  decltype(::cuDeviceGet)* device_get = nullptr;
+  decltype(::cuDeviceGetPCIBusId)* bus_id = nullptr;
+  decltype(::cuDeviceGetName)* device_name = nullptr;
+  decltype(::cuDevicePrimaryCtxRetain)* retain = nullptr;
+  decltype(::cuCtxSetCurrent)* set_current = nullptr;
+  decltype(::cuStreamCreate)* stream_create = nullptr;
+  decltype(::cuStreamDestroy)* stream_destroy = nullptr;
+  decltype(::cuEventCreate)* event_create = nullptr;
+  decltype(::cuEventRecord)* event_record = nullptr;
+  decltype(::cuEventQuery)* event_query = nullptr;
+  decltype(::cuEventDestroy)* event_destroy = nullptr;
+  decltype(::cuMemAlloc)* mem_alloc = nullptr;
+  decltype(::cuMemFree)* mem_free = nullptr;
+  decltype(::cuMemsetD8)* memset = nullptr;
+  decltype(::cuMemcpyHtoD)* to_device = nullptr;
+  decltype(::cuMemcpyDtoH)* to_host = nullptr;
+
+  static StatusOr<std::unique_ptr<CudaApi>> Load() {
+    SRUNWAY_ASSIGN_OR_RETURN(auto lib, common::DynamicLibrary::Open("libcuda.so.1"));
+    auto api = std::make_unique<CudaApi>(CudaApi{std::move(lib)});
+    SRUNWAY_LOAD(*api, api->lib, init, cuInit);
+    SRUNWAY_LOAD(*api, api->lib, error_string, cuGetErrorString);
+    SRUNWAY_LOAD(*api, api->lib, device_count, cuDeviceGetCount);
+    SRUNWAY_LOAD(*api, api->lib, device_get, cuDeviceGet);
+    SRUNWAY_LOAD(*api, api->lib, bus_id, cuDeviceGetPCIBusId);
+    SRUNWAY_LOAD(*api, api->lib, device_name, cuDeviceGetName);
+    SRUNWAY_LOAD(*api, api->lib, retain, cuDevicePrimaryCtxRetain);
+    SRUNWAY_LOAD(*api, api->lib, set_current, cuCtxSetCurrent);
+    SRUNWAY_LOAD(*api, api->lib, stream_create, cuStreamCreate);
+    SRUNWAY_LOAD(*api, api->lib, stream_destroy, cuStreamDestroy);
+    SRUNWAY_LOAD(*api, api->lib, event_create, cuEventCreate);
+    SRUNWAY_LOAD(*api, api->lib, event_record, cuEventRecord);
+    SRUNWAY_LOAD(*api, api->lib, event_query, cuEventQuery);
+    SRUNWAY_LOAD(*api, api->lib, event_destroy, cuEventDestroy);
+    SRUNWAY_LOAD(*api, api->lib, mem_alloc, cuMemAlloc);
+    SRUNWAY_LOAD(*api, api->lib, mem_free, cuMemFree);
+    SRUNWAY_LOAD(*api, api->lib, memset, cuMemsetD8);
+    SRUNWAY_LOAD(*api, api->lib, to_device, cuMemcpyHtoD);
+    SRUNWAY_LOAD(*api, api->lib, to_host, cuMemcpyDtoH);
+    return api;
+  }
+
+  Status Check(CUresult rc, std::string_view what) const {
+    if (rc == CUDA_SUCCESS) return Status::Ok();
+    const char* text = nullptr;
+    error_string(rc, &text);
+    return common::Unavailable("{} failed: {}", what, text != nullptr ? text : "unknown CUDA error");
+  }
+};
+
+// The NCCL calls. ncclCommInitRankScalable is optional (NCCL 2.23 and later).
+struct NcclApi {
+  common::DynamicLibrary lib;
+  int version = 0;
+  decltype(::ncclGetVersion)* get_version = nullptr;
+  decltype(::ncclGetUniqueId)* get_unique_id = nullptr;
+  decltype(::ncclCommInitRankConfig)* init_rank_config = nullptr;
+  decltype(::ncclCommInitRankScalable)* init_rank_scalable = nullptr;
+  decltype(::ncclCommSplit)* split = nullptr;
+  decltype(::ncclCommGetAsyncError)* async_error = nullptr;
+  decltype(::ncclCommFinalize)* finalize = nullptr;
+  decltype(::ncclCommDestroy)* destroy = nullptr;
+  decltype(::ncclCommAbort)* abort = nullptr;
+  decltype(::ncclCommUserRank)* user_rank = nullptr;
+  decltype(::ncclCommCount)* count = nullptr;
+  decltype(::ncclGetErrorString)* error_string = nullptr;
+  decltype(::ncclGetLastError)* last_error = nullptr;
+  decltype(::ncclAllReduce)* all_reduce = nullptr;
+  decltype(::ncclReduceScatter)* reduce_scatter = nullptr;
+  decltype(::ncclAllGather)* all_gather = nullptr;
+  decltype(::ncclBroadcast)* broadcast = nullptr;
+  decltype(::ncclReduce)* reduce = nullptr;
+  decltype(::ncclSend)* send = nullptr;
+  decltype(::ncclRecv)* recv = nullptr;
+  decltype(::ncclGroupStart)* group_start = nullptr;
+  decltype(::ncclGroupEnd)* group_end = nullptr;
+
+  // SRUNWAY_NCCL_LIBRARY names the file; otherwise the dynamic linker's search path decides.
+  static StatusOr<std::unique_ptr<NcclApi>> Load() {
+    std::vector<std::string> names = {"libnccl.so.2", "libnccl.so"};
+    if (auto path = common::GetEnv("SRUNWAY_NCCL_LIBRARY")) names = {*path};
+    SRUNWAY_ASSIGN_OR_RETURN(auto lib, common::DynamicLibrary::OpenFirst(names));
+    auto api = std::make_unique<NcclApi>(NcclApi{std::move(lib)});
+    SRUNWAY_LOAD(*api, api->lib, get_version, ncclGetVersion);
+    SRUNWAY_LOAD(*api, api->lib, get_unique_id, ncclGetUniqueId);
+    SRUNWAY_LOAD(*api, api->lib, init_rank_config, ncclCommInitRankConfig);
+    SRUNWAY_LOAD(*api, api->lib, split, ncclCommSplit);
+    SRUNWAY_LOAD(*api, api->lib, async_error, ncclCommGetAsyncError);
+    SRUNWAY_LOAD(*api, api->lib, finalize, ncclCommFinalize);
+    SRUNWAY_LOAD(*api, api->lib, destroy, ncclCommDestroy);
+    SRUNWAY_LOAD(*api, api->lib, abort, ncclCommAbort);
+    SRUNWAY_LOAD(*api, api->lib, user_rank, ncclCommUserRank);
+    SRUNWAY_LOAD(*api, api->lib, count, ncclCommCount);
+    SRUNWAY_LOAD(*api, api->lib, error_string, ncclGetErrorString);
+    SRUNWAY_LOAD(*api, api->lib, last_error, ncclGetLastError);
+    SRUNWAY_LOAD(*api, api->lib, all_reduce, ncclAllReduce);
+    SRUNWAY_LOAD(*api, api->lib, reduce_scatter, ncclReduceScatter);
+    SRUNWAY_LOAD(*api, api->lib, all_gather, ncclAllGather);
+    SRUNWAY_LOAD(*api, api->lib, broadcast, ncclBroadcast);
+    SRUNWAY_LOAD(*api, api->lib, reduce, ncclReduce);
+    SRUNWAY_LOAD(*api, api->lib, send, ncclSend);
+    SRUNWAY_LOAD(*api, api->lib, recv, ncclRecv);
+    SRUNWAY_LOAD(*api, api->lib, group_start, ncclGroupStart);
+    SRUNWAY_LOAD(*api, api->lib, group_end, ncclGroupEnd);
+    api->init_rank_scalable = api->lib.OptionalSymbol<decltype(::ncclCommInitRankScalable)>("ncclCommInitRankScalable");
+    if (api->get_version(&api->version) != ncclSuccess) return common::Internal("ncclGetVersion failed");
+    // Non-blocking communicators and ncclCommSplit arrived in 2.14.
+    if (api->version < NCCL_VERSION(2, 14, 0)) {
+      return common::FailedPrecondition("{} is NCCL {}; srunway needs 2.14 or later", api->lib.path(), api->version);
+    }
+    return api;
+  }
+};
+
+// What every communicator of this process shares: the two libraries, the GPU and its context.
+struct Runtime {
+  std::unique_ptr<CudaApi> cuda;
+  std::unique_ptr<NcclApi> nccl;
+  CUcontext context = nullptr;
+  int device = 0;
+  std::string bus_id;
+  std::string name;
+
+  Status MakeCurrent() const { return cuda->Check(cuda->set_current(context), "cuCtxSetCurrent"); }
+};
+
+// The GPU of this rank: the one visible device when Slurm or the SPANK plugin gave each task its own, else the
+// local rank's among those visible.
+StatusOr<std::shared_ptr<Runtime>> OpenRuntime(const Identity& identity) {
+  auto runtime = std::make_shared<Runtime>();
+  auto cuda = CudaApi::Load();
+  if (!cuda.ok()) return cuda.status().WithContext("no CUDA driver");
+  runtime->cuda = std::move(*cuda);
+  const CudaApi& api = *runtime->cuda;
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.init(0), "cuInit"));
+  int count = 0;
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.device_count(&count), "cuDeviceGetCount"));
+  if (count == 0) return common::NotFound("no GPU visible (CUDA_VISIBLE_DEVICES='{}')",
+                                          common::GetEnvOr("CUDA_VISIBLE_DEVICES", ""));
+  runtime->device = identity.local_rank % count;
+  CUdevice device = 0;
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.device_get(&device, runtime->device), "cuDeviceGet"));
+  char bus_id[32] = {};
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.bus_id(bus_id, sizeof bus_id, device), "cuDeviceGetPCIBusId"));
+  runtime->bus_id = bus_id;
+  char name[256] = {};
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.device_name(name, sizeof name, device), "cuDeviceGetName"));
+  runtime->name = name;
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.retain(&runtime->context, device), "cuDevicePrimaryCtxRetain"));
+  SRUNWAY_RETURN_IF_ERROR(runtime->MakeCurrent());
+  SRUNWAY_ASSIGN_OR_RETURN(runtime->nccl, NcclApi::Load());
+  return runtime;
+}
+
+ncclDataType_t NcclType(DataType type) {
+  switch (type) {
+    case DataType::kFloat32: return ncclFloat32;
+    case DataType::kFloat16: return ncclFloat16;
+    case DataType::kBFloat16: return ncclBfloat16;
+    case DataType::kInt32: return ncclInt32;
+    case DataType::kInt64: return ncclInt64;
+    case DataType::kUInt8: return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
+  }
+  return ncclSum;
+}
+
+double Seconds(std::chrono::milliseconds timeout) { return static_cast<double>(timeout.count()) / 1000.0; }
+
+class NcclComm;
+
+// An operation on the communicator's stream, finished when the event recorded after it has fired.
+class NcclRequest : public Request {
+ public:
+  NcclRequest(NcclComm* comm, CUevent event, std::string_view what) : comm_(comm), event_(event), what_(what) {}
+  ~NcclRequest() override;
+  Status Wait() override;
+
+ private:
+  NcclComm* comm_;
+  CUevent event_;
+  std::string_view what_;
+  bool done_ = false;
+};
+
+class NcclComm : public Comm {
+ public:
+  NcclComm(std::shared_ptr<Runtime> runtime, ncclComm_t comm, CUstream stream, int rank, int size,
+           std::chrono::milliseconds timeout)
+      : runtime_(std::move(runtime)), comm_(comm), stream_(stream), rank_(rank), size_(size), timeout_(timeout) {}
+
+  // Waits for a non-blocking `comm` to finish what it started (init, split, an enqueue) until `deadline`; on an
+  // error or the deadline, aborts it. `what` names the step for the error.
+  static Status Settle(const NcclApi& api, ncclComm_t comm, ncclResult_t started, std::string_view what,
+                       Clock::time_point deadline, std::chrono::milliseconds timeout) {
+    ncclResult_t state = started;
+    while (state == ncclInProgress) {
+      if (Clock::now() > deadline) {
+        api.abort(comm);
+        return common::DeadlineExceeded("{} did not finish within {:g} s (a rank may be missing or stuck; "
+                                        "NCCL_DEBUG=INFO says more); the communicator was aborted",
+                                        what, Seconds(timeout));
+      }
+      std::this_thread::yield();
+      if (api.async_error(comm, &state) != ncclSuccess) break;
+    }
+    if (state == ncclSuccess) return Status::Ok();
+    std::string detail = api.last_error(comm);
+    api.abort(comm);
+    return common::Unavailable("{} failed: {}{}{}", what, api.error_string(state), detail.empty() ? "" : ": ", detail);
+  }
+
+  ~NcclComm() override {
+    if (comm_ == nullptr) return;
+    (void)runtime_->MakeCurrent();
+    const NcclApi& api = *runtime_->nccl;
+    // Finalize flushes what is in flight and leaves the peers cleanly; one that cannot finish is aborted.
+    Status finalized = Settle(api, comm_, api.finalize(comm_), "ncclCommFinalize", Clock::now() + timeout_, timeout_);
+    if (finalized.ok()) api.destroy(comm_);
+    runtime_->cuda->stream_destroy(stream_);
+  }
+
+  CommKind kind() const override { return CommKind::kNccl; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  DeviceInfo device() const override { return {runtime_->device, runtime_->bus_id, runtime_->name}; }
+
+  void Abort() override {
+    if (!aborted_.exchange(true) && comm_ != nullptr) runtime_->nccl->abort(comm_);
+  }
+
+  StatusOr<std::unique_ptr<Comm>> Split(int color, int key) override {
+    SRUNWAY_RETURN_IF_ERROR(Usable("ncclCommSplit"));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t split = nullptr;
+    const NcclApi& api = *runtime_->nccl;
+    ncclResult_t rc = api.split(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &split, &config);
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+      return common::Unavailable("ncclCommSplit failed: {}: {}", api.error_string(rc), api.last_error(comm_));
+    }
+    const auto deadline = Clock::now() + timeout_;
+    if (color < 0) {  // NCCL_SPLIT_NOCOLOR: this rank is in no new communicator
+      SRUNWAY_RETURN_IF_ERROR(SettleParent("ncclCommSplit", deadline));
+      return std::unique_ptr<Comm>();
+    }
+    // A non-blocking split may hand out the new communicator only once its background work has made it.
+    std::atomic_ref<ncclComm_t> made(split);
+    while (made.load() == nullptr) {
+      ncclResult_t state = ncclSuccess;
+      api.async_error(comm_, &state);
+      if (state != ncclSuccess && state != ncclInProgress) return Settle(api, comm_, state, "ncclCommSplit", deadline, timeout_);
+      if (Clock::now() > deadline) {
+        Abort();
+        return common::DeadlineExceeded("ncclCommSplit did not finish within {:g} s; the communicator was aborted",
+                                        Seconds(timeout_));
+      }
+      std::this_thread::yield();
+    }
+    SRUNWAY_RETURN_IF_ERROR(Settle(api, split, rc, "ncclCommSplit", deadline, timeout_));
+    int rank = 0, size = 0;
+    api.user_rank(split, &rank);
+    api.count(split, &size);
+    CUstream stream = nullptr;
+    if (Status made = runtime_->cuda->Check(runtime_->cuda->stream_create(&stream, CU_STREAM_NON_BLOCKING),
+                                            "cuStreamCreate");
+        !made.ok()) {
+      api.abort(split);
+      return made;
+    }
+    return std::unique_ptr<Comm>(std::make_unique<NcclComm>(runtime_, split, stream, rank, size, timeout_));
+  }
+
+  StatusOr<Buffer> Allocate(size_t bytes) override {
+    SRUNWAY_RETURN_IF_ERROR(runtime_->MakeCurrent());
+    const CudaApi& cuda = *runtime_->cuda;
+    CUdeviceptr pointer = 0;
+    SRUNWAY_RETURN_IF_ERROR(cuda.Check(cuda.mem_alloc(&pointer, std::max<size_t>(bytes, 1)),
+                                       fmt::format("cuMemAlloc of {} bytes", bytes)));
+    if (Status zeroed = cuda.Check(cuda.memset(pointer, 0, bytes), "cuMemsetD8"); !zeroed.ok()) {
+      cuda.mem_free(pointer);
+      return zeroed;
+    }
+    std::shared_ptr<Runtime> runtime = runtime_;
+    return Buffer(reinterpret_cast<void*>(pointer), bytes, [runtime](void* p) {
+      (void)runtime->MakeCurrent();
+      runtime->cuda->mem_free(reinterpret_cast<CUdeviceptr>(p));
+    });
+  }
+  Status Upload(void* buffer, const void* host, size_t bytes) override {
+    SRUNWAY_RETURN_IF_ERROR(runtime_->MakeCurrent());
+    return runtime_->cuda->Check(runtime_->cuda->to_device(reinterpret_cast<CUdeviceptr>(buffer), host, bytes),
+                                 "cuMemcpyHtoD");
+  }
+  Status Download(void* host, const void* buffer, size_t bytes) override {
+    SRUNWAY_RETURN_IF_ERROR(runtime_->MakeCurrent());
+    return runtime_->cuda->Check(runtime_->cuda->to_host(host, reinterpret_cast<CUdeviceptr>(buffer), bytes),
+                                 "cuMemcpyDtoH");
+  }
+
+  StatusOr<Handle> IAllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
+    return Enqueue("ncclAllReduce", [&](const NcclApi& api) {
+      return api.all_reduce(send, recv, count, NcclType(type), NcclOp(op), comm_, Stream());
+    });
+  }
+  StatusOr<Handle> IReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
+    return Enqueue("ncclReduceScatter", [&](const NcclApi& api) {
+      return api.reduce_scatter(send, recv, count, NcclType(type), NcclOp(op), comm_, Stream());
+    });
+  }
+  StatusOr<Handle> IAllGather(const void* send, void* recv, size_t count, DataType type) override {
+    return Enqueue("ncclAllGather", [&](const NcclApi& api) {
+      return api.all_gather(send, recv, count, NcclType(type), comm_, Stream());
+    });
+  }
+  StatusOr<Handle> IBroadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
+    return Enqueue("ncclBroadcast", [&](const NcclApi& api) {
+      return api.broadcast(send, recv, count, NcclType(type), root, comm_, Stream());
+    });
+  }
+  StatusOr<Handle> IReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                           int root) override {
+    return Enqueue("ncclReduce", [&](const NcclApi& api) {
+      return api.reduce(send, recv, count, NcclType(type), NcclOp(op), root, comm_, Stream());
+    });
+  }
+  StatusOr<Handle> IAllToAll(const void* send, void* recv, size_t count, DataType type) override {
+    const size_t block = count * DataTypeBytes(type);
+    return Enqueue("all-to-all (ncclSend/ncclRecv)", [&](const NcclApi& api) {
+      return Group(api, [&] {
+        for (int p = 0; p < size_; ++p) {
+          const auto* from = static_cast<const uint8_t*>(send) + static_cast<size_t>(p) * block;
+          auto* into = static_cast<uint8_t*>(recv) + static_cast<size_t>(p) * block;
+          ncclResult_t rc = api.send(from, count, NcclType(type), p, comm_, Stream());
+          if (rc == ncclSuccess || rc == ncclInProgress) rc = api.recv(into, count, NcclType(type), p, comm_, Stream());
+          if (rc != ncclSuccess && rc != ncclInProgress) return rc;
+        }
+        return ncclSuccess;
+      });
+    });
+  }
+  StatusOr<Handle> ISend(const void* buffer, size_t count, DataType type, int peer) override {
+    return Enqueue("ncclSend", [&](const NcclApi& api) {
+      return api.send(buffer, count, NcclType(type), peer, comm_, Stream());
+    });
+  }
+  StatusOr<Handle> IRecv(void* buffer, size_t count, DataType type, int peer) override {
+    return Enqueue("ncclRecv", [&](const NcclApi& api) {
+      return api.recv(buffer, count, NcclType(type), peer, comm_, Stream());
+    });
+  }
+  StatusOr<Handle> ISendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) override {
+    return Enqueue("ncclSend/ncclRecv", [&](const NcclApi& api) {
+      return Group(api, [&] {
+        ncclResult_t rc = api.send(send, count, NcclType(type), to, comm_, Stream());
+        if (rc != ncclSuccess && rc != ncclInProgress) return rc;
+        return api.recv(recv, count, NcclType(type), from, comm_, Stream());
+      });
+    });
+  }
+  // NCCL has no barrier: a one-element all-reduce on the GPU, waited for.
+  Status Barrier() override {
+    if (barrier_.data() == nullptr) {
+      SRUNWAY_ASSIGN_OR_RETURN(barrier_, Allocate(sizeof(int32_t)));
+    }
+    return AllReduce(barrier_.data(), 1, DataType::kInt32, ReduceOp::kSum);
+  }
+
+  // For NcclRequest: polls `event` and the communicator's error state until the operation is done.
+  Status WaitFor(CUevent event, std::string_view what) {
+    const CudaApi& cuda = *runtime_->cuda;
+    const NcclApi& api = *runtime_->nccl;
+    const auto deadline = Clock::now() + timeout_;
+    for (int spins = 0;; ++spins) {
+      if (aborted_) return common::Aborted("{}: the communicator was aborted", what);
+      CUresult state = cuda.event_query(event);
+      if (state == CUDA_SUCCESS) return Status::Ok();
+      if (state != CUDA_ERROR_NOT_READY) return cuda.Check(state, fmt::format("{} (cuEventQuery)", what));
+      // The event query is cheap; the communicator's error state is looked at less often.
+      if (spins % 64 == 63) {
+        ncclResult_t error = ncclSuccess;
+        api.async_error(comm_, &error);
+        if (error != ncclSuccess && error != ncclInProgress) return Settle(api, comm_, error, what, deadline, timeout_);
+        if (Clock::now() > deadline) {
+          Abort();
+          return common::DeadlineExceeded("{} did not finish within {:g} s; the communicator was aborted", what,
+                                          Seconds(timeout_));
+        }
+      }
+      std::this_thread::yield();
+    }
+  }
+  void Release(CUevent event) { runtime_->cuda->event_destroy(event); }
+
+ private:
+  CUstream Stream() const { return stream_; }
+
+  Status Usable(std::string_view what) const {
+    if (aborted_) return common::Aborted("{}: the communicator was aborted", what);
+    return Status::Ok();
+  }
+
+  Status SettleParent(std::string_view what, Clock::time_point deadline) {
+    ncclResult_t state = ncclInProgress;
+    runtime_->nccl->async_error(comm_, &state);
+    return Settle(*runtime_->nccl, comm_, state, what, deadline, timeout_);
+  }
+
+  // ncclGroupStart, the calls, ncclGroupEnd; the first failure wins.
+  template <typename Calls>
+  static ncclResult_t Group(const NcclApi& api, Calls&& calls) {
+    ncclResult_t rc = api.group_start();
+    if (rc != ncclSuccess) return rc;
+    ncclResult_t inside = calls();
+    ncclResult_t ended = api.group_end();
+    return inside != ncclSuccess && inside != ncclInProgress ? inside : ended;
+  }
+
+  // Starts an operation, waits until NCCL has enqueued it (a non-blocking communicator may still be working on
+  // that when the call returns), and records the event its request waits on.
+  template <typename StartFn>
+  StatusOr<Handle> Enqueue(std::string_view what, StartFn&& start) {
+    SRUNWAY_RETURN_IF_ERROR(Usable(what));
+    SRUNWAY_RETURN_IF_ERROR(runtime_->MakeCurrent());
+    const NcclApi& api = *runtime_->nccl;
+    ncclResult_t rc = start(api);
+    if (rc != ncclSuccess) {
+      Status settled = Settle(api, comm_, rc, what, Clock::now() + timeout_, timeout_);
+      if (!settled.ok()) {
+        aborted_ = true;
+        return settled;
+      }
+    }
+    const CudaApi& cuda = *runtime_->cuda;
+    CUevent event = nullptr;
+    SRUNWAY_RETURN_IF_ERROR(cuda.Check(cuda.event_create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+    if (Status recorded = cuda.Check(cuda.event_record(event, stream_), "cuEventRecord"); !recorded.ok()) {
+      cuda.event_destroy(event);
+      return recorded;
+    }
+    return Handle(std::make_unique<NcclRequest>(this, event, what));
+  }
+
+  std::shared_ptr<Runtime> runtime_;
+  ncclComm_t comm_;
+  CUstream stream_;
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  std::atomic<bool> aborted_{false};
+  Buffer barrier_;
+};
+
+NcclRequest::~NcclRequest() {
+  if (!done_) (void)comm_->WaitFor(event_, what_);
+  comm_->Release(event_);
+}
+
+Status NcclRequest::Wait() {
+  if (done_) return Status::Ok();
+  done_ = true;
+  return comm_->WaitFor(event_, what_);
+}
+
+// Ranks per unique id for ncclCommInitRankScalable; smaller worlds use one id and ncclCommInitRankConfig.
+int RanksPerId() {
+  auto value = common::GetEnvInt("SRUNWAY_NCCL_RANKS_PER_ID", 1, 1 << 20);
+  return value.ok() ? static_cast<int>(*value) : 128;
+}
+
+// Rank `r` makes unique id i when r is the first rank of id i's share of the world.
+int IdCreator(int id, int ids, int size) { return static_cast<int>(static_cast<int64_t>(id) * size / ids); }
+
+// One rank's part of the exchange: "1\t<host>\t<bus id>\t<scalable 0|1>\t" then the raw ids it made, or
+// "0\t<why not>".
+struct Offer {
+  bool usable = false;
+  std::string why_not, host, bus_id;
+  bool scalable = false;
+  std::string ids;  // ncclUniqueId bytes, concatenated
+};
+
+std::string Encode(const Offer& offer) {
+  if (!offer.usable) return "0\t" + offer.why_not;
+  return fmt::format("1\t{}\t{}\t{}\t", offer.host, offer.bus_id, offer.scalable ? 1 : 0) + offer.ids;
+}
+
+StatusOr<Offer> Decode(const std::string& text, int rank) {
+  Offer offer;
+  if (text.starts_with("0\t")) {
+    offer.why_not = text.substr(2);
+    return offer;
+  }
+  std::vector<std::string> fields;
+  size_t at = 0;
+  for (int i = 0; i < 4; ++i) {
+    size_t tab = text.find('\t', at);
+    if (tab == std::string::npos) return common::Internal("rank {} sent a malformed NCCL offer", rank);
+    fields.push_back(text.substr(at, tab - at));
+    at = tab + 1;
+  }
+  if (fields[0] != "1" || (text.size() - at) % sizeof(ncclUniqueId) != 0) {
+    return common::Internal("rank {} sent a malformed NCCL offer", rank);
+  }
+  offer.usable = true;
+  offer.host = fields[1];
+  offer.bus_id = fields[2];
+  offer.scalable = fields[3] == "1";
+  offer.ids = text.substr(at);
+  return offer;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Comm>> CreateNcclComm(Bootstrap& bootstrap, const CommOptions& options, bool required) {
+  const Identity& me = bootstrap.identity();
+  const int size = me.size;
+  if (options.on_phase) options.on_phase("id broadcast");
+
+  Offer mine;
+  auto runtime = OpenRuntime(me);
+  // The ids this rank makes: with ncclCommInitRankScalable, one per RanksPerId() ranks; rank 0 always makes id 0.
+  const int scalable_ids = (size + RanksPerId() - 1) / RanksPerId();
+  if (runtime.ok()) {
+    const NcclApi& api = *(*runtime)->nccl;
+    mine.usable = true;
+    mine.host = me.host;
+    mine.bus_id = (*runtime)->bus_id;
+    mine.scalable = api.init_rank_scalable != nullptr && scalable_ids > 1;
+    for (int i = 0; i < (mine.scalable ? scalable_ids : 1); ++i) {
+      if (IdCreator(i, mine.scalable ? scalable_ids : 1, size) != me.rank) continue;
+      ncclUniqueId id;
+      if (ncclResult_t rc = api.get_unique_id(&id); rc != ncclSuccess) {
+        mine = Offer{};
+        mine.why_not = fmt::format("ncclGetUniqueId failed: {}", api.error_string(rc));
+        break;
+      }
+      mine.ids.append(id.internal, sizeof id.internal);
+    }
+  } else {
+    mine.why_not = runtime.status().message();
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(auto all, bootstrap.AllGather(Encode(mine), "id broadcast"));
+
+  std::vector<Offer> offers;
+  bool everyone = true, all_scalable = true;
+  for (int r = 0; r < size; ++r) {
+    SRUNWAY_ASSIGN_OR_RETURN(Offer offer, Decode(all[static_cast<size_t>(r)], r));
+    if (!offer.usable) {
+      if (required) return common::FailedPrecondition("{} cannot use NCCL: {}", bootstrap.NameRank(r), offer.why_not);
+      everyone = false;
+    }
+    all_scalable &= offer.scalable;
+    offers.push_back(std::move(offer));
+  }
+  if (!everyone) return std::unique_ptr<Comm>();
+  std::map<std::pair<std::string, std::string>, int> owner;
+  for (int r = 0; r < size; ++r) {
+    auto [it, fresh] = owner.emplace(std::pair{offers[r].host, offers[r].bus_id}, r);
+    if (!fresh) {
+      return common::FailedPrecondition("{} and rank {} would share GPU {}: NCCL needs one GPU per rank (use "
+                                        "--gpus-per-task=1, or no more tasks per node than GPUs)",
+                                        bootstrap.NameRank(it->second), r, offers[r].bus_id);
+    }
+  }
+  // The ids in order: id i from its creator's offer.
+  const int ids = all_scalable ? scalable_ids : 1;
+  std::vector<ncclUniqueId> unique_ids(static_cast<size_t>(ids));
+  std::vector<size_t> taken(static_cast<size_t>(size), 0);
+  for (int i = 0; i < ids; ++i) {
+    const int creator = IdCreator(i, ids, size);
+    const std::string& bytes = offers[static_cast<size_t>(creator)].ids;
+    size_t& at = taken[static_cast<size_t>(creator)];
+    if (at + sizeof(ncclUniqueId) > bytes.size()) return common::Internal("rank {} sent too few NCCL ids", creator);
+    std::memcpy(unique_ids[static_cast<size_t>(i)].internal, bytes.data() + at, sizeof(ncclUniqueId));
+    at += sizeof(ncclUniqueId);
+  }
+
+  if (options.on_phase) options.on_phase("communicator init");
+  std::shared_ptr<Runtime> rt = std::move(*runtime);
+  const NcclApi& api = *rt->nccl;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t rc = ids > 1 ? api.init_rank_scalable(&comm, size, me.rank, ids, unique_ids.data(), &config)
+                            : api.init_rank_config(&comm, size, unique_ids[0], me.rank, &config);
+  if (comm == nullptr) return common::Unavailable("ncclCommInitRankConfig failed: {}", api.error_string(rc));
+  const char* what = ids > 1 ? "ncclCommInitRankScalable" : "ncclCommInitRankConfig";
+  SRUNWAY_RETURN_IF_ERROR(NcclComm::Settle(api, comm, rc, what, Clock::now() + options.timeout, options.timeout));
+  CUstream stream = nullptr;
+  if (Status made = rt->cuda->Check(rt->cuda->stream_create(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+      !made.ok()) {
+    api.abort(comm);
+    return made;
+  }
+  return std::unique_ptr<Comm>(std::make_unique<NcclComm>(rt, comm, stream, me.rank, size, options.timeout));
+}
+
+}  // namespace srunway::launcher
