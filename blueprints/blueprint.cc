@@ -1,0 +1,725 @@
+// Cluster Toolkit blueprints, offline: loading, validation and expansion. See blueprint.h.
+#include "blueprints/blueprint.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <regex>
+#include <set>
+#include <span>
+#include <tuple>
+
+#include "blueprints/catalog.h"
+#include "common/fs.h"
+
+namespace srunway::blueprint {
+namespace {
+
+using common::Status;
+using common::StatusOr;
+
+constexpr std::string_view kTopLevelKeys[] = {
+    "blueprint_name",  "ghpc_version",        "validators",          "validation_level",
+    "vars",            "deployment_groups",   "terraform_backend_defaults", "terraform_providers",
+    "toolkit_modules_url", "toolkit_modules_version"};
+constexpr std::string_view kGroupKeys[] = {"group", "terraform_backend", "terraform_providers", "modules"};
+constexpr std::string_view kModuleKeys[] = {"id", "source", "kind", "use", "outputs", "settings"};
+constexpr std::string_view kDeploymentKeys[] = {"vars", "terraform_backend_defaults"};
+// Validators the toolkit runs against Google Cloud; offline they are reported as skipped.
+constexpr std::string_view kCloudValidators[] = {"test_project_exists", "test_apis_enabled", "test_region_exists",
+                                                 "test_zone_exists",    "test_zone_in_region", "test_reservation_exists",
+                                                 "test_machine_type_in_zone"};
+constexpr std::string_view kOfflineValidators[] = {"test_module_not_used", "test_deployment_variable_not_used"};
+
+bool Contains(std::span<const std::string_view> list, std::string_view value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+std::string Join(std::span<const std::string_view> list) {
+  std::string out;
+  for (std::string_view item : list) out += (out.empty() ? "" : ", ") + std::string(item);
+  return out;
+}
+
+// Group names and module ids: a word character, then word characters with single or repeated dashes between.
+bool IsName(const std::string& name) {
+  static const std::regex kName(R"(^\w(-*\w)*$)");
+  return std::regex_match(name, kName);
+}
+
+YAML::Node Get(const YAML::Node& map, std::string_view key) { return Lookup(map, key); }
+
+bool Has(const YAML::Node& map, std::string_view key) { return Get(map, key).IsDefined(); }
+
+enum class ScalarType { kString, kNumber, kBool, kNull };
+
+// YAML 1.2 core schema, as the toolkit reads it: quoted scalars are strings.
+ScalarType TypeOf(const YAML::Node& node) {
+  if (node.Tag() == "!") return ScalarType::kString;
+  const std::string& s = node.Scalar();
+  if (s == "true" || s == "false" || s == "True" || s == "False" || s == "TRUE" || s == "FALSE") return ScalarType::kBool;
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return ScalarType::kNull;
+  static const std::regex kNumber(R"(^[-+]?(\d+|\d*\.\d+([eE][-+]?\d+)?|\d+[eE][-+]?\d+|0x[0-9a-fA-F]+|0o[0-7]+)$)");
+  return std::regex_match(s, kNumber) ? ScalarType::kNumber : ScalarType::kString;
+}
+
+std::string_view TypeName(const YAML::Node& node) {
+  if (node.IsMap()) return "map";
+  if (node.IsSequence()) return "list";
+  if (node.IsNull()) return "null";
+  switch (TypeOf(node)) {
+    case ScalarType::kString: return "string";
+    case ScalarType::kNumber: return "number";
+    case ScalarType::kBool: return "bool";
+    case ScalarType::kNull: return "null";
+  }
+  return "?";
+}
+
+class Reporter {
+ public:
+  explicit Reporter(std::vector<Diagnostic>& out) : out_(out) {}
+  void At(const std::string& file, const YAML::Node& node, std::string message, bool warning = false) {
+    const YAML::Mark mark = node.IsDefined() ? node.Mark() : YAML::Mark::null_mark();
+    At(file, mark, std::move(message), warning);
+  }
+  void At(const std::string& file, const YAML::Mark& mark, std::string message, bool warning = false) {
+    const bool known = !mark.is_null();
+    out_.push_back({file, known ? mark.line + 1 : 0, known ? mark.column + 1 : 0, std::move(message), warning});
+  }
+
+ private:
+  std::vector<Diagnostic>& out_;
+};
+
+// Keys of a map that are not in `known`, and keys given twice.
+void CheckKeys(Reporter& report, const std::string& file, const YAML::Node& map, std::span<const std::string_view> known,
+               std::string_view where) {
+  std::set<std::string> seen;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
+    if (!seen.insert(key).second) report.At(file, it->first, fmt::format("{} key '{}' given twice", where, key));
+    if (!Contains(known, key)) {
+      report.At(file, it->first, fmt::format("unknown {} key '{}' (expected one of: {})", where, key, Join(known)));
+    }
+  }
+}
+
+// Calls `visit` on every scalar under `node`.
+void ForEachScalar(const YAML::Node& node, const std::function<void(const YAML::Node&)>& visit) {
+  if (node.IsScalar()) {
+    visit(node);
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& item : node) ForEachScalar(item, visit);
+  } else if (node.IsMap()) {
+    for (auto it = node.begin(); it != node.end(); ++it) ForEachScalar(it->second, visit);
+  }
+}
+
+StatusOr<Document> Parse(const std::string& file, const std::string& text) {
+  try {
+    return Document{file, YAML::Load(text)};
+  } catch (const YAML::ParserException& error) {
+    return common::InvalidArgument("{}:{}:{}: {}", file, error.mark.line + 1, error.mark.column + 1, error.msg);
+  }
+}
+
+// Builds the model from a parsed blueprint; structural problems go to `report`.
+Blueprint Build(Document document, Reporter& report) {
+  Blueprint bp;
+  bp.blueprint = std::move(document);
+  const std::string& file = bp.blueprint.file;
+  const YAML::Node& root = bp.blueprint.root;
+  bp.vars = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) {
+    report.At(file, root, "a blueprint is a YAML map with blueprint_name, vars and deployment_groups");
+    return bp;
+  }
+  YAML::Node vars = Get(root, "vars");
+  if (vars.IsMap()) {
+    for (auto it = vars.begin(); it != vars.end(); ++it) {
+      if (it->first.IsScalar()) bp.vars[it->first.Scalar()] = it->second;
+    }
+  }
+  YAML::Node groups = Get(root, "deployment_groups");
+  if (!groups.IsSequence()) return bp;
+  for (const YAML::Node& group : groups) {
+    const size_t index = bp.groups.size();
+    YAML::Node name = Get(group, "group");
+    bp.groups.push_back(name.IsScalar() ? name.Scalar() : "");
+    YAML::Node modules = Get(group, "modules");
+    if (!modules.IsSequence()) continue;
+    for (const YAML::Node& node : modules) {
+      Module module;
+      module.node = node;
+      module.group = index;
+      if (YAML::Node id = Get(node, "id"); id.IsScalar()) module.id = id.Scalar();
+      if (YAML::Node source = Get(node, "source"); source.IsScalar()) module.source = source.Scalar();
+      YAML::Node kind = Get(node, "kind");
+      module.kind = kind.IsScalar() ? kind.Scalar() : "terraform";
+      YAML::Node use = Get(node, "use");
+      if (use.IsScalar()) module.use.push_back(use.Scalar());
+      if (use.IsSequence()) {
+        for (const YAML::Node& item : use) module.use.push_back(item.IsScalar() ? item.Scalar() : "");
+      }
+      bp.modules.push_back(std::move(module));
+    }
+  }
+  return bp;
+}
+
+// Deployment file: only vars and terraform_backend_defaults; its vars override the blueprint's.
+void MergeDeployment(Blueprint& bp, Reporter& report) {
+  const Document& dep = *bp.deployment;
+  if (!dep.root.IsMap()) {
+    report.At(dep.file, dep.root, "a deployment file is a YAML map with vars (and terraform_backend_defaults)");
+    return;
+  }
+  CheckKeys(report, dep.file, dep.root, kDeploymentKeys, "deployment file");
+  YAML::Node vars = Get(dep.root, "vars");
+  if (vars.IsDefined() && !vars.IsMap()) report.At(dep.file, vars, "vars must be a map");
+  if (vars.IsMap()) {
+    for (auto it = vars.begin(); it != vars.end(); ++it) {
+      if (it->first.IsScalar()) bp.vars[it->first.Scalar()] = it->second;
+    }
+  }
+}
+
+// Every $(...) in `node`: where expressions are allowed, each reference must name a variable or a module; where
+// they are not, any expression is an error.
+void CheckExpressions(const Blueprint& bp, Reporter& report, const std::string& file, const YAML::Node& node,
+                      bool allowed, std::string_view where) {
+  ForEachScalar(node, [&](const YAML::Node& scalar) {
+    std::string error;
+    std::vector<std::string> expressions = FindExpressions(scalar.Scalar(), &error);
+    if (!error.empty()) report.At(file, scalar, error);
+    if (expressions.empty()) return;
+    if (!allowed) {
+      report.At(file, scalar, fmt::format("expressions are only allowed in vars, settings and terraform_backend, "
+                                          "not in {}", where));
+      return;
+    }
+    for (const std::string& expression : expressions) {
+      for (const auto& [head, tail] : FindReferences(expression)) {
+        if (head == "vars") {
+          if (!Has(bp.vars, tail)) report.At(file, scalar, fmt::format("$(vars.{}): no deployment variable '{}'", tail, tail));
+        } else if (bp.Find(head) == nullptr) {
+          report.At(file, scalar, fmt::format("$({}.{}): no module with id '{}'", head, tail, head));
+        }
+      }
+    }
+  });
+}
+
+// The settings whose type srunway knows (from its module catalogue) must have that type.
+void CheckSettingTypes(Reporter& report, const std::string& file, const Module& module) {
+  const ModuleInfo* info = FindModule(module.source);
+  YAML::Node settings = Get(module.node, "settings");
+  if (info == nullptr || !settings.IsMap()) return;
+  for (auto it = settings.begin(); it != settings.end(); ++it) {
+    auto expected = info->setting_types.find(it->first.Scalar());
+    if (expected == info->setting_types.end()) continue;
+    const YAML::Node& value = it->second;
+    if (value.IsScalar() && !FindExpressions(value.Scalar()).empty()) continue;  // known only at deploy time
+    if (value.IsNull()) continue;  // null asks for the module's default
+    std::string_view got = TypeName(value);
+    if (got != expected->second) {
+      report.At(file, value, fmt::format("setting '{}' of module '{}' ({}) must be a {}, not a {}", it->first.Scalar(),
+                                         module.id, module.source, expected->second, got));
+    }
+  }
+}
+
+// test_module_not_used: every module in a `use` list gives the using module at least one input. Known only for
+// modules in srunway's catalogue; others pass.
+std::vector<std::pair<const Module*, std::string>> ModulesNotUsed(const Blueprint& bp) {
+  std::vector<std::pair<const Module*, std::string>> failures;
+  for (const Module& module : bp.modules) {
+    const ModuleInfo* user = FindModule(module.source);
+    for (const std::string& id : module.use) {
+      const Module* used = bp.Find(id);
+      const ModuleInfo* provider = used != nullptr ? FindModule(used->source) : nullptr;
+      if (user == nullptr || provider == nullptr) continue;
+      bool any = false;
+      for (const std::string& output : provider->outputs) any |= user->inputs.contains(output);
+      if (!any) failures.push_back({&module, id});
+    }
+  }
+  return failures;
+}
+
+// test_deployment_variable_not_used: every deployment variable is referenced, or passed automatically to a module
+// with an input of its name (project_id, region, zone, deployment_name, labels reach every module).
+std::vector<std::string> VariablesNotUsed(const Blueprint& bp) {
+  std::set<std::string> used = {"project_id", "region", "zone", "deployment_name", "labels"};
+  auto collect = [&](const YAML::Node& node) {
+    ForEachScalar(node, [&](const YAML::Node& scalar) {
+      for (const std::string& expression : FindExpressions(scalar.Scalar())) {
+        for (const auto& [head, tail] : FindReferences(expression)) {
+          if (head == "vars") used.insert(tail);
+        }
+      }
+    });
+  };
+  collect(bp.vars);
+  collect(Get(bp.blueprint.root, "deployment_groups"));
+  collect(Get(bp.blueprint.root, "terraform_backend_defaults"));
+  collect(Get(bp.blueprint.root, "validators"));
+  if (bp.deployment) collect(Get(bp.deployment->root, "terraform_backend_defaults"));
+  for (const Module& module : bp.modules) {
+    if (const ModuleInfo* info = FindModule(module.source)) used.insert(info->inputs.begin(), info->inputs.end());
+  }
+  std::vector<std::string> unused;
+  for (auto it = bp.vars.begin(); it != bp.vars.end(); ++it) {
+    if (!used.contains(it->first.Scalar())) unused.push_back(it->first.Scalar());
+  }
+  return unused;
+}
+
+}  // namespace
+
+std::string FormatDiagnostic(const Diagnostic& d) {
+  return fmt::format("{}:{}:{}: {}{}", d.file, d.line, d.column, d.warning ? "warning: " : "", d.message);
+}
+
+YAML::Node Lookup(const YAML::Node& map, std::string_view key) {
+  if (!map.IsDefined() || !map.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+YAML::Node Blueprint::Var(std::string_view name) const { return Lookup(vars, name); }
+
+const Module* Blueprint::Find(std::string_view id) const {
+  for (const Module& module : modules) {
+    if (module.id == id) return &module;
+  }
+  return nullptr;
+}
+
+StatusOr<Blueprint> LoadText(const std::string& file, const std::string& text, std::vector<Diagnostic>& diagnostics) {
+  SRUNWAY_ASSIGN_OR_RETURN(Document document, Parse(file, text));
+  Reporter report(diagnostics);
+  return Build(std::move(document), report);
+}
+
+StatusOr<Blueprint> Load(const std::string& file, const std::optional<std::string>& deployment,
+                         const std::vector<std::pair<std::string, std::string>>& sets,
+                         std::vector<Diagnostic>& diagnostics) {
+  SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(file));
+  SRUNWAY_ASSIGN_OR_RETURN(Blueprint bp, LoadText(file, text, diagnostics));
+  Reporter report(diagnostics);
+  if (deployment) {
+    SRUNWAY_ASSIGN_OR_RETURN(std::string dep_text, common::ReadFile(*deployment));
+    SRUNWAY_ASSIGN_OR_RETURN(Document dep, Parse(*deployment, dep_text));
+    bp.deployment = std::move(dep);
+    MergeDeployment(bp, report);
+  }
+  for (const auto& [name, value] : sets) {
+    try {
+      bp.vars[name] = YAML::Load(value);
+    } catch (const YAML::Exception& error) {
+      return common::InvalidArgument("--set {}={}: not a YAML value: {}", name, value, error.msg);
+    }
+  }
+  return bp;
+}
+
+std::vector<std::string> FindExpressions(std::string_view text, std::string* error) {
+  std::vector<std::string> found;
+  size_t at = 0;
+  while ((at = text.find("$(", at)) != std::string_view::npos) {
+    if (at > 0 && text[at - 1] == '\\') {  // \$( is a literal "$("
+      at += 2;
+      continue;
+    }
+    size_t end = at + 2;
+    int depth = 1;
+    bool quoted = false;
+    for (; end < text.size() && depth > 0; ++end) {
+      char c = text[end];
+      if (quoted) {
+        if (c == '\\') ++end;
+        else if (c == '"') quoted = false;
+      } else if (c == '"') {
+        quoted = true;
+      } else if (c == '(') {
+        ++depth;
+      } else if (c == ')') {
+        --depth;
+      }
+    }
+    if (depth > 0) {
+      if (error != nullptr) *error = fmt::format("unterminated expression '{}'", text.substr(at, 40));
+      break;
+    }
+    found.emplace_back(text.substr(at + 2, end - 1 - (at + 2)));
+    at = end;
+  }
+  return found;
+}
+
+std::vector<std::pair<std::string, std::string>> FindReferences(std::string_view e) {
+  std::vector<std::pair<std::string, std::string>> refs;
+  auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
+  bool quoted = false;
+  for (size_t i = 0; i < e.size();) {
+    char c = e[i];
+    if (quoted) {
+      if (c == '\\') ++i;
+      else if (c == '"') quoted = false;
+      ++i;
+      continue;
+    }
+    if (c == '"') {
+      quoted = true;
+      ++i;
+      continue;
+    }
+    const bool starts = (std::isalpha(static_cast<unsigned char>(c)) || c == '_') && (i == 0 || (!ident_char(e[i - 1]) && e[i - 1] != '.'));
+    if (!starts) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < e.size() && ident_char(e[end])) ++end;
+    std::string head(e.substr(i, end - i));
+    if (end + 1 < e.size() && e[end] == '.' && (std::isalpha(static_cast<unsigned char>(e[end + 1])) || e[end + 1] == '_')) {
+      size_t tail_end = end + 1;
+      while (tail_end < e.size() && ident_char(e[tail_end])) ++tail_end;
+      refs.push_back({head, std::string(e.substr(end + 1, tail_end - end - 1))});
+      end = tail_end;
+    }
+    i = end;
+  }
+  return refs;
+}
+
+std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResult>* validators) {
+  std::vector<Diagnostic> out;
+  Reporter report(out);
+  const std::string& file = bp.blueprint.file;
+  const YAML::Node& root = bp.blueprint.root;
+  if (!root.IsMap()) {
+    report.At(file, root, "a blueprint is a YAML map with blueprint_name, vars and deployment_groups");
+    return out;
+  }
+  CheckKeys(report, file, root, kTopLevelKeys, "top-level");
+  YAML::Node name = Get(root, "blueprint_name");
+  if (!name.IsDefined()) report.At(file, YAML::Mark(), "blueprint_name is required");
+  else if (!name.IsScalar() || name.Scalar().empty()) report.At(file, name, "blueprint_name must be a non-empty string");
+  CheckExpressions(bp, report, file, name, false, "blueprint_name");
+
+  YAML::Node vars = Get(root, "vars");
+  if (!vars.IsDefined()) report.At(file, YAML::Mark(), "vars is required (with at least deployment_name)");
+  else if (!vars.IsMap()) report.At(file, vars, "vars must be a map");
+  if (!Has(bp.vars, "deployment_name")) {
+    report.At(file, vars.IsDefined() ? vars : root, "vars.deployment_name is required (in the blueprint or the deployment file)");
+  } else if (YAML::Node dn = Get(bp.vars, "deployment_name"); !dn.IsScalar() || TypeOf(dn) != ScalarType::kString) {
+    report.At(file, dn, "vars.deployment_name must be a string");
+  }
+  CheckExpressions(bp, report, file, vars, true, "vars");
+  if (bp.deployment) CheckExpressions(bp, report, bp.deployment->file, Get(bp.deployment->root, "vars"), true, "vars");
+
+  int level = 2;
+  if (YAML::Node l = Get(root, "validation_level"); l.IsDefined()) {
+    if (!l.IsScalar() || (l.Scalar() != "0" && l.Scalar() != "1" && l.Scalar() != "2")) {
+      report.At(file, l, "validation_level must be 0 (ignore), 1 (warn) or 2 (error)");
+    } else {
+      level = l.Scalar()[0] - '0';
+    }
+  }
+  for (std::string_view key : {"terraform_backend_defaults", "terraform_providers", "toolkit_modules_url",
+                               "toolkit_modules_version", "ghpc_version"}) {
+    CheckExpressions(bp, report, file, Get(root, key), key == "terraform_backend_defaults", key);
+  }
+
+  // Validators: the listed ones (minus skip: true), or all of them when none is listed.
+  std::vector<std::string> run;
+  std::vector<ValidatorResult> results;
+  YAML::Node listed = Get(root, "validators");
+  if (listed.IsDefined() && !listed.IsSequence()) report.At(file, listed, "validators must be a list");
+  if (listed.IsSequence()) {
+    for (const YAML::Node& v : listed) {
+      if (!v.IsMap()) {
+        report.At(file, v, "a validator is a map with validator, inputs and skip");
+        continue;
+      }
+      CheckKeys(report, file, v, std::array<std::string_view, 3>{"validator", "inputs", "skip"}, "validator");
+      YAML::Node which = Get(v, "validator");
+      if (!which.IsScalar()) {
+        report.At(file, v, "validator: the validator's name is required");
+        continue;
+      }
+      const std::string n = which.Scalar();
+      if (!Contains(kCloudValidators, n) && !Contains(kOfflineValidators, n)) {
+        report.At(file, which, fmt::format("unknown validator '{}'", n));
+        continue;
+      }
+      CheckExpressions(bp, report, file, Get(v, "inputs"), true, "validator inputs");
+      YAML::Node skip = Get(v, "skip");
+      if (skip.IsDefined() && (!skip.IsScalar() || TypeOf(skip) != ScalarType::kBool)) {
+        report.At(file, skip, "skip must be true or false");
+      }
+      if (skip.IsScalar() && (skip.Scalar() == "true" || skip.Scalar() == "True" || skip.Scalar() == "TRUE")) {
+        results.push_back({n, "skipped (skip: true)"});
+      } else {
+        run.push_back(n);
+      }
+    }
+  } else {
+    for (std::string_view n : kOfflineValidators) run.emplace_back(n);
+    for (std::string_view n : kCloudValidators) run.emplace_back(n);
+  }
+
+  // Deployment groups and modules.
+  YAML::Node groups = Get(root, "deployment_groups");
+  if (!groups.IsDefined()) report.At(file, YAML::Mark(), "deployment_groups is required");
+  else if (!groups.IsSequence() || groups.size() == 0) report.At(file, groups, "deployment_groups must be a non-empty list");
+  std::map<std::string, const Module*> ids;
+  std::set<std::string> group_names;
+  if (groups.IsSequence()) {
+    size_t index = 0;
+    for (const YAML::Node& group : groups) {
+      const size_t g = index++;
+      if (!group.IsMap()) {
+        report.At(file, group, "a deployment group is a map with group and modules");
+        continue;
+      }
+      CheckKeys(report, file, group, kGroupKeys, "deployment group");
+      YAML::Node gname = Get(group, "group");
+      if (!gname.IsScalar()) {
+        report.At(file, group, "group: the deployment group's name is required");
+      } else if (!IsName(gname.Scalar())) {
+        report.At(file, gname, fmt::format("group name '{}' must match ^\\w(-*\\w)*$", gname.Scalar()));
+      } else if (!group_names.insert(gname.Scalar()).second) {
+        report.At(file, gname, fmt::format("deployment group '{}' is defined twice", gname.Scalar()));
+      }
+      CheckExpressions(bp, report, file, Get(group, "terraform_backend"), true, "terraform_backend");
+      YAML::Node modules = Get(group, "modules");
+      if (!modules.IsSequence() || modules.size() == 0) {
+        report.At(file, modules.IsDefined() ? modules : group, "modules must be a non-empty list");
+        continue;
+      }
+      size_t packer = 0;
+      for (const Module& module : bp.modules) {
+        if (module.group != g) continue;
+        const YAML::Node& node = module.node;
+        if (!node.IsMap()) {
+          report.At(file, node, "a module is a map with id, source and settings");
+          continue;
+        }
+        CheckKeys(report, file, node, kModuleKeys, "module");
+        if (!Has(node, "id")) report.At(file, node, "module id is required");
+        else if (!IsName(module.id)) report.At(file, Get(node, "id"), fmt::format("module id '{}' must match ^\\w(-*\\w)*$", module.id));
+        else if (module.id == "vars") report.At(file, Get(node, "id"), "'vars' cannot be a module id");
+        else if (!ids.emplace(module.id, &module).second) {
+          report.At(file, Get(node, "id"), fmt::format("module id '{}' is used twice (ids must be unique in the blueprint)", module.id));
+        }
+        if (!Has(node, "source")) report.At(file, node, fmt::format("module '{}': source is required", module.id));
+        else if (!Get(node, "source").IsScalar() || module.source.empty()) report.At(file, Get(node, "source"), "source must be a string");
+        if (module.kind != "terraform" && module.kind != "packer") {
+          report.At(file, Get(node, "kind"), fmt::format("kind '{}' must be terraform or packer", module.kind));
+        }
+        packer += module.kind == "packer";
+        YAML::Node use = Get(node, "use");
+        if (use.IsDefined() && !use.IsScalar() && !use.IsSequence()) report.At(file, use, "use must be a module id or a list of them");
+        for (const std::string& id : module.use) {
+          const Module* used = bp.Find(id);
+          if (id == module.id) {
+            report.At(file, use, fmt::format("module '{}' uses itself", id));
+          } else if (used == nullptr) {
+            report.At(file, use, fmt::format("module '{}' uses '{}', which is not a module of this blueprint", module.id, id));
+          } else if (used->group > g) {
+            report.At(file, use, fmt::format("module '{}' uses '{}' of a later deployment group ({})", module.id, id,
+                                             bp.groups[used->group]));
+          }
+        }
+        YAML::Node settings = Get(node, "settings");
+        if (settings.IsDefined() && !settings.IsMap() && !settings.IsNull()) report.At(file, settings, "settings must be a map");
+        CheckExpressions(bp, report, file, settings, true, "settings");
+        for (std::string_view key : {"id", "source", "kind", "outputs", "use"}) {
+          CheckExpressions(bp, report, file, Get(node, key), false, fmt::format("a module's {}", key));
+        }
+        CheckSettingTypes(report, file, module);
+      }
+      if (packer > 0 && modules.size() != 1) {
+        report.At(file, modules, fmt::format("a group with a packer module must hold exactly that one module, not {}", modules.size()));
+      }
+    }
+  }
+
+  // The toolkit's validators.
+  for (const std::string& n : run) {
+    if (level == 0) {
+      results.push_back({n, "not run (validation_level 0)"});
+      continue;
+    }
+    const bool warn = level == 1;
+    if (n == "test_module_not_used") {
+      auto failures = ModulesNotUsed(bp);
+      for (const auto& [module, id] : failures) {
+        report.At(file, Get(module->node, "use"), fmt::format("test_module_not_used: module '{}' uses '{}' but takes none of its outputs",
+                                                              module->id, id), warn);
+      }
+      results.push_back({n, failures.empty() ? "passed" : "failed"});
+    } else if (n == "test_deployment_variable_not_used") {
+      auto unused = VariablesNotUsed(bp);
+      for (const std::string& var : unused) {
+        YAML::Node where = Get(Get(root, "vars"), var);
+        const std::string& in = where.IsDefined() || !bp.deployment ? file : bp.deployment->file;
+        if (!where.IsDefined() && bp.deployment) where = Get(Get(bp.deployment->root, "vars"), var);
+        report.At(in, where, fmt::format("test_deployment_variable_not_used: deployment variable '{}' is not used", var), warn);
+      }
+      results.push_back({n, unused.empty() ? "passed" : "failed"});
+    } else {
+      results.push_back({n, "skipped (offline)"});
+    }
+  }
+  if (validators != nullptr) *validators = std::move(results);
+  std::stable_sort(out.begin(), out.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.file, a.line, a.column) < std::tie(b.file, b.line, b.column);
+  });
+  return out;
+}
+
+YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
+  std::function<YAML::Node(const YAML::Node&, int)> resolve = [&](const YAML::Node& node, int depth) -> YAML::Node {
+    if (!node.IsDefined()) return node;
+    if (depth > 32) return YAML::Clone(node);  // a cycle of variables: left as written, validate reports nothing new
+    if (node.IsMap()) {
+      YAML::Node out(YAML::NodeType::Map);
+      for (auto it = node.begin(); it != node.end(); ++it) out[it->first] = resolve(it->second, depth);
+      return out;
+    }
+    if (node.IsSequence()) {
+      YAML::Node out(YAML::NodeType::Sequence);
+      for (const YAML::Node& item : node) out.push_back(resolve(item, depth));
+      return out;
+    }
+    if (!node.IsScalar()) return YAML::Clone(node);
+    const std::string& text = node.Scalar();
+    std::vector<std::string> expressions = FindExpressions(text);
+    if (expressions.empty()) return YAML::Clone(node);
+    static const std::regex kVar(R"(^\s*vars\.([A-Za-z_][A-Za-z0-9_-]*)\s*$)");
+    std::smatch match;
+    // The whole value is one variable: it takes the variable's value, whatever its type.
+    if (expressions.size() == 1 && text.starts_with("$(") && text.ends_with(")") &&
+        text.size() == expressions[0].size() + 3 && std::regex_match(expressions[0], match, kVar)) {
+      YAML::Node var = Get(bp.vars, match[1].str());
+      return var.IsDefined() ? resolve(var, depth + 1) : YAML::Clone(node);
+    }
+    // Inside a longer string: scalar variables are interpolated, anything else stays for Terraform.
+    std::string out;
+    size_t at = 0;
+    for (const std::string& expression : expressions) {
+      size_t start = text.find("$(" + expression + ")", at);
+      out += text.substr(at, start - at);
+      YAML::Node var;
+      if (std::regex_match(expression, match, kVar)) var = Get(bp.vars, match[1].str());
+      YAML::Node resolved = var.IsDefined() ? resolve(var, depth + 1) : YAML::Node();
+      out += resolved.IsDefined() && resolved.IsScalar() ? resolved.Scalar() : "$(" + expression + ")";
+      at = start + expression.size() + 3;
+    }
+    out += text.substr(at);
+    YAML::Node result(out);
+    result.SetTag("!");
+    return result;
+  };
+  return resolve(value, 0);
+}
+
+std::string Expand(const Blueprint& bp) {
+  const YAML::Node& root = bp.blueprint.root;
+  YAML::Emitter emit;
+  // Scalars keep their type: a string that would read back as a number or bool is quoted, text of several lines
+  // becomes a literal block.
+  std::function<void(const YAML::Node&)> write = [&](const YAML::Node& node) {
+    if (node.IsMap()) {
+      emit << YAML::BeginMap;
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        emit << YAML::Key << it->first.Scalar() << YAML::Value;
+        write(it->second);
+      }
+      emit << YAML::EndMap;
+    } else if (node.IsSequence()) {
+      emit << YAML::BeginSeq;
+      for (const YAML::Node& item : node) write(item);
+      emit << YAML::EndSeq;
+    } else if (node.IsNull() || !node.IsDefined()) {
+      emit << YAML::Null;
+    } else {
+      const std::string& s = node.Scalar();
+      if (s.find('\n') != std::string::npos) {
+        emit << YAML::Literal << s;
+      } else if (node.Tag() == "!" && (TypeOf(YAML::Node(s)) != ScalarType::kString || s.empty())) {
+        emit << YAML::DoubleQuoted << s;
+      } else {
+        emit << s;
+      }
+    }
+  };
+  emit << YAML::BeginMap;
+  for (std::string_view key : kTopLevelKeys) {
+    YAML::Node value = Get(root, key);
+    if (key == "vars") value = Resolve(bp, bp.vars);
+    if (key == "terraform_backend_defaults") {
+      if (bp.deployment && Has(bp.deployment->root, key)) value = Get(bp.deployment->root, key);
+      if (value.IsDefined()) value = Resolve(bp, value);
+    }
+    if (!value.IsDefined()) continue;
+    emit << YAML::Key << std::string(key) << YAML::Value;
+    if (key != "deployment_groups") {
+      write(value);
+      continue;
+    }
+    emit << YAML::BeginSeq;
+    size_t g = 0;
+    for (const YAML::Node& group : value) {
+      emit << YAML::BeginMap;
+      for (std::string_view gkey : kGroupKeys) {
+        YAML::Node gvalue = Get(group, gkey);
+        if (!gvalue.IsDefined()) continue;
+        emit << YAML::Key << std::string(gkey) << YAML::Value;
+        if (gkey != "modules") {
+          write(gkey == "terraform_backend" ? Resolve(bp, gvalue) : gvalue);
+          continue;
+        }
+        emit << YAML::BeginSeq;
+        for (const Module& module : bp.modules) {
+          if (module.group != g) continue;
+          emit << YAML::BeginMap;
+          emit << YAML::Key << "id" << YAML::Value << module.id;
+          emit << YAML::Key << "source" << YAML::Value << module.source;
+          emit << YAML::Key << "kind" << YAML::Value << module.kind;
+          if (!module.use.empty()) {
+            emit << YAML::Key << "use" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+            for (const std::string& id : module.use) emit << id;
+            emit << YAML::EndSeq;
+          }
+          if (YAML::Node outputs = Get(module.node, "outputs"); outputs.IsDefined()) {
+            emit << YAML::Key << "outputs" << YAML::Value;
+            write(outputs);
+          }
+          if (YAML::Node settings = Get(module.node, "settings"); settings.IsDefined() && !settings.IsNull()) {
+            emit << YAML::Key << "settings" << YAML::Value;
+            write(Resolve(bp, settings));
+          }
+          emit << YAML::EndMap;
+        }
+        emit << YAML::EndSeq;
+      }
+      emit << YAML::EndMap;
+      ++g;
+    }
+    emit << YAML::EndSeq;
+  }
+  emit << YAML::EndMap;
+  return std::string(emit.c_str()) + "\n";
+}
+
+}  // namespace srunway::blueprint

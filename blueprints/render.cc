@@ -1,0 +1,234 @@
+// Rendering a blueprint's Slurm configuration; see render.h.
+#include "blueprints/render.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "blueprints/catalog.h"
+#include "common/hostlist.h"
+#include "common/parse.h"
+
+namespace srunway::blueprint {
+namespace {
+
+using common::StatusOr;
+
+// Machine types of the A3 family and the small ones the blueprints use: vCPUs, GPUs and memory in MB.
+struct MachineType {
+  std::string_view name;
+  int cpus, gpus, memory_mb;
+};
+constexpr MachineType kMachineTypes[] = {
+    {"a3-megagpu-8g", 208, 8, 1'916'928}, {"a3-highgpu-8g", 208, 8, 1'916'928}, {"n2-standard-2", 2, 0, 8'192},
+    {"n2-standard-8", 8, 0, 32'768},      {"c2-standard-4", 4, 0, 16'384},      {"c2-standard-8", 8, 0, 32'768}};
+
+bool EndsWith(const std::string& source, std::string_view module) {
+  std::string_view s = source;
+  if (size_t q = s.find('?'); q != std::string_view::npos) s = s.substr(0, q);
+  return s.ends_with(module);
+}
+
+YAML::Node Setting(const Blueprint& bp, const Module& m, std::string_view name) {
+  YAML::Node value = Lookup(Lookup(m.node, "settings"), name);
+  return value.IsDefined() ? Resolve(bp, value) : value;
+}
+
+std::string Text(const Blueprint& bp, const Module& m, std::string_view name, std::string fallback) {
+  YAML::Node value = Setting(bp, m, name);
+  return value.IsScalar() ? value.Scalar() : fallback;
+}
+
+StatusOr<int64_t> Number(const Blueprint& bp, const Module& m, std::string_view name, int64_t fallback) {
+  YAML::Node value = Setting(bp, m, name);
+  if (!value.IsDefined() || value.IsNull()) return fallback;
+  if (!value.IsScalar()) return common::InvalidArgument("module '{}': setting {} must be a number", m.id, name);
+  return common::ParseInt(value.Scalar(), fmt::format("module '{}': setting {}", m.id, name), 0, 1 << 30);
+}
+
+bool Flag(const Blueprint& bp, const Module& m, std::string_view name) {
+  YAML::Node value = Setting(bp, m, name);
+  return value.IsScalar() && (value.Scalar() == "true" || value.Scalar() == "True");
+}
+
+// Letters and digits only, lower case: slurm-gcp's form of cluster and nodeset names.
+std::string Compact(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::string Conf(const Blueprint& bp, const Module& m, std::string_view name) {
+  std::string out;
+  YAML::Node map = Setting(bp, m, name);
+  if (!map.IsMap()) return out;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (it->second.IsScalar()) out += fmt::format(" {}={}", it->first.Scalar(), it->second.Scalar());
+  }
+  return out;
+}
+
+struct Nodeset {
+  const Module* module;
+  std::string hostlist;
+  std::vector<std::string> hosts;
+  int gpus = 0;
+  std::string line;  // the NodeName= line
+};
+
+}  // namespace
+
+StatusOr<LocalCluster> LocalClusterOf(const Blueprint& bp) {
+  LocalCluster local;
+  const Module* controller = nullptr;
+  for (const Module& m : bp.modules) {
+    if (EndsWith(m.source, "srunway/local/controller")) controller = &m;
+  }
+  if (controller == nullptr) return common::NotFound("no srunway/local/controller module: not a local blueprint");
+  local.state_dir = Text(bp, *controller, "state_dir", "/var/tmp/srunway-cluster");
+  SRUNWAY_ASSIGN_OR_RETURN(int64_t port, Number(bp, *controller, "port_base", 6817));
+  local.port_base = static_cast<int>(port);
+  for (const Module& m : bp.modules) {
+    if (!EndsWith(m.source, "srunway/local/nodeset")) continue;
+    SRUNWAY_ASSIGN_OR_RETURN(auto hosts, common::ExpandHostlist(Text(bp, m, "nodes", "")));
+    local.nodes.insert(local.nodes.end(), hosts.begin(), hosts.end());
+    SRUNWAY_ASSIGN_OR_RETURN(int64_t gpus, Number(bp, m, "gpus", 0));
+    local.gpus_per_node = static_cast<int>(gpus);
+  }
+  if (local.nodes.empty()) return common::InvalidArgument("the local blueprint has no srunway/local/nodeset with nodes");
+  return local;
+}
+
+StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
+  auto local = LocalClusterOf(bp);
+  const bool is_local = local.ok();
+  const Module* controller = nullptr;
+  for (const Module& m : bp.modules) {
+    if (EndsWith(m.source, "srunway/local/controller") || EndsWith(m.source, "schedmd-slurm-gcp-v6-controller")) controller = &m;
+  }
+  if (controller == nullptr) {
+    return common::InvalidArgument("no controller module (srunway/local/controller or schedmd-slurm-gcp-v6-controller)");
+  }
+  YAML::Node deployment = Resolve(bp, bp.Var("deployment_name"));
+  YAML::Node cluster_var = Resolve(bp, bp.Var("slurm_cluster_name"));
+  const std::string cluster = cluster_var.IsScalar() ? cluster_var.Scalar()
+                              : Compact(deployment.IsScalar() ? deployment.Scalar() : "cluster").substr(0, 10);
+  const std::string host = is_local ? Text(bp, *controller, "host", "localhost") : cluster + "-controller";
+  const std::string etc = is_local ? local->state_dir + "/etc" : "/etc/slurm";
+
+  // Nodesets, by module id.
+  std::map<std::string, Nodeset> nodesets;
+  int next_port = is_local ? local->port_base + 1 : 0;
+  for (const Module& m : bp.modules) {
+    Nodeset set{&m, "", {}, 0, ""};
+    if (EndsWith(m.source, "srunway/local/nodeset")) {
+      set.hostlist = Text(bp, m, "nodes", "");
+      SRUNWAY_ASSIGN_OR_RETURN(set.hosts, common::ExpandHostlist(set.hostlist));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t sockets, Number(bp, m, "sockets", 1));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t cores, Number(bp, m, "cores_per_socket", 1));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t threads, Number(bp, m, "threads_per_core", 1));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t gpus, Number(bp, m, "gpus", 0));
+      set.gpus = static_cast<int>(gpus);
+      const int first = next_port;
+      next_port += static_cast<int>(set.hosts.size());
+      set.line = fmt::format("NodeName={} NodeHostname={} NodeAddr={} Port={}-{} Sockets={} CoresPerSocket={} "
+                             "ThreadsPerCore={} CPUs={}{} State=UNKNOWN",
+                             set.hostlist, host, Text(bp, *controller, "address", "127.0.0.1"), first, next_port - 1,
+                             sockets, cores, threads, sockets * cores * threads,
+                             gpus > 0 ? fmt::format(" Gres=gpu:{}", gpus) : "");
+    } else if (EndsWith(m.source, "schedmd-slurm-gcp-v6-nodeset")) {
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t fixed, Number(bp, m, "node_count_static", 0));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t dynamic, Number(bp, m, "node_count_dynamic_max", 0));
+      if (fixed + dynamic == 0) continue;
+      const std::string name = Compact(Text(bp, m, "name", m.id));
+      set.hostlist = fmt::format("{}-{}-[0-{}]", cluster, name, fixed + dynamic - 1);
+      SRUNWAY_ASSIGN_OR_RETURN(set.hosts, common::ExpandHostlist(set.hostlist));
+      const std::string type = Text(bp, m, "machine_type", "");
+      std::string resources;
+      for (const MachineType& t : kMachineTypes) {
+        if (t.name != type) continue;
+        set.gpus = t.gpus;
+        resources = fmt::format(" CPUs={} RealMemory={}{}", t.cpus, t.memory_mb * 95 / 100,
+                                t.gpus > 0 ? fmt::format(" Gres=gpu:{}", t.gpus) : "");
+      }
+      set.line = fmt::format("NodeName={}{}{} State={}", set.hostlist, resources, Conf(bp, m, "node_conf"),
+                             dynamic > 0 ? "CLOUD" : "UNKNOWN");
+    } else {
+      continue;
+    }
+    nodesets.emplace(m.id, std::move(set));
+  }
+  if (nodesets.empty()) return common::InvalidArgument("no nodeset module with nodes (srunway/local/nodeset or schedmd-slurm-gcp-v6-nodeset)");
+
+  std::string partitions;
+  for (const Module& m : bp.modules) {
+    if (!EndsWith(m.source, "srunway/local/partition") && !EndsWith(m.source, "schedmd-slurm-gcp-v6-partition")) continue;
+    std::vector<std::string> hosts;
+    for (const std::string& id : m.use) {
+      auto it = nodesets.find(id);
+      if (it != nodesets.end()) hosts.insert(hosts.end(), it->second.hosts.begin(), it->second.hosts.end());
+    }
+    if (hosts.empty()) return common::InvalidArgument("partition module '{}' uses no nodeset with nodes", m.id);
+    partitions += fmt::format("PartitionName={} Nodes={} Default={} MaxTime={} State=UP{}{}\n",
+                              Text(bp, m, "partition_name", m.id), common::CompressHostlist(hosts),
+                              Flag(bp, m, "is_default") ? "YES" : "NO", Text(bp, m, "max_time", "INFINITE"),
+                              Flag(bp, m, "exclusive") ? " OverSubscribe=EXCLUSIVE" : "", Conf(bp, m, "partition_conf"));
+  }
+  if (partitions.empty()) return common::InvalidArgument("no partition module");
+
+  std::map<std::string, std::string> files;
+  std::string conf = fmt::format("# slurm.conf rendered by srunway-blueprint from {}\nClusterName={}\nSlurmctldHost={}\n",
+                                 bp.blueprint.file, is_local ? Text(bp, *controller, "cluster_name", cluster) : cluster, host);
+  if (is_local) {
+    const std::string& s = local->state_dir;
+    conf += fmt::format(
+        "SlurmctldPort={}\nSlurmUser=root\nSlurmdUser=root\nAuthType=auth/munge\nAuthInfo=socket={}/munge/munge.socket\n"
+        "CredType=cred/munge\nStateSaveLocation={}/ctld\nSlurmdSpoolDir={}/spool\nSlurmctldPidFile={}/run/slurmctld.pid\n"
+        "SlurmdPidFile={}/run/slurmd-%n.pid\nSlurmctldLogFile={}/log/slurmctld.log\nSlurmdLogFile={}/log/slurmd-%n.log\n"
+        "SlurmctldDebug=info\nSlurmdDebug=info\nTaskProlog={}/etc/task-prolog.sh\nProctrackType=proctrack/linuxproc\n"
+        "TaskPlugin=task/none\nSlurmdParameters=config_overrides\nReturnToService=2\nSlurmdTimeout=60\nMessageTimeout=20\n"
+        "KillWait=5\nInactiveLimit=0\nAccountingStorageType=accounting_storage/none\nJobCompType=jobcomp/none\n"
+        "JobAcctGatherType=jobacct_gather/none\n",
+        local->port_base, s, s, s, s, s, s, s, s);
+  } else {
+    conf += "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity\nReturnToService=2\n"
+            "PrologFlags=Alloc,Contain\n";
+  }
+  conf += fmt::format("PlugStackConfig={}/plugstack.conf\nMpiDefault=pmix\nGresTypes=gpu\nSelectType=select/cons_tres\n"
+                      "SelectTypeParameters=CR_Core\nSchedulerType=sched/backfill\n", etc);
+  for (const auto& [id, set] : nodesets) conf += set.line + "\n";
+  conf += partitions;
+  files["slurm.conf"] = conf;
+
+  std::string gres = "# gres.conf rendered by srunway-blueprint: the GPUs of every node\n";
+  for (const auto& [id, set] : nodesets) {
+    if (set.gpus == 0) continue;
+    if (is_local) {  // fake character devices per node, made by srunway-blueprint up
+      for (const std::string& node : set.hosts) {
+        gres += fmt::format("NodeName={} Name=gpu File={}/dev/{}/nvidia[0-{}]\n", node, local->state_dir, node, set.gpus - 1);
+      }
+    } else {
+      gres += fmt::format("NodeName={} Name=gpu File=/dev/nvidia[0-{}]\n", set.hostlist, set.gpus - 1);
+    }
+  }
+  files["gres.conf"] = gres;
+
+  // The SPANK plugin with the deployment's network profile (vars.srunway_profile), or what the controller says.
+  std::string plugstack = is_local ? Text(bp, *controller, "plugstack", "") : "";
+  if (!is_local) {
+    YAML::Node profile = Resolve(bp, bp.Var("srunway_profile"));
+    plugstack = fmt::format("required /usr/local/lib/slurm/srunway.so default_profile={}",
+                            profile.IsScalar() ? profile.Scalar() : "auto");
+  }
+  files["plugstack.conf"] = "# plugstack.conf rendered by srunway-blueprint: SPANK plugins loaded into every job step\n" +
+                            (plugstack.empty() ? "# (no plugins configured)" : plugstack) + "\n";
+  files["mpi.conf"] = is_local ? fmt::format("# mpi.conf rendered by srunway-blueprint: PMIx client files in each node's "
+                                             "own spool directory\nPMIxCliTmpDirBase={}/spool/pmixtmp\n",
+                                             local->state_dir)
+                               : "# mpi.conf rendered by srunway-blueprint: Slurm's PMIx defaults\n";
+  return files;
+}
+
+}  // namespace srunway::blueprint
