@@ -633,6 +633,36 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
   return resolve(value, 0);
 }
 
+namespace {
+
+// The variables an expanded blueprint keeps: those still referenced after $(vars.x) was inlined (inside larger
+// expressions that Terraform evaluates) and those that reach modules by name (deployment_name, project_id, ...).
+YAML::Node ExpandedVars(const Blueprint& bp) {
+  Blueprint inlined = bp;
+  inlined.blueprint.root = YAML::Clone(bp.blueprint.root);
+  YAML::Node groups = inlined.blueprint.root["deployment_groups"];
+  if (groups.IsSequence()) {
+    for (YAML::Node group : groups) {
+      YAML::Node modules = Lookup(group, "modules");
+      if (!modules.IsSequence()) continue;
+      for (YAML::Node module : modules) {
+        if (Has(module, "settings")) module["settings"] = Resolve(bp, Lookup(module, "settings"));
+      }
+    }
+  }
+  inlined.vars = Resolve(bp, bp.vars);
+  inlined.blueprint.root["vars"] = inlined.vars;
+  std::vector<std::string> unused = VariablesNotUsed(inlined);
+  YAML::Node kept(YAML::NodeType::Map);
+  for (auto it = inlined.vars.begin(); it != inlined.vars.end(); ++it) {
+    const std::string name = it->first.Scalar();
+    if (std::find(unused.begin(), unused.end(), name) == unused.end()) kept[name] = it->second;
+  }
+  return kept;
+}
+
+}  // namespace
+
 std::string Expand(const Blueprint& bp) {
   const YAML::Node& root = bp.blueprint.root;
   YAML::Emitter emit;
@@ -666,7 +696,7 @@ std::string Expand(const Blueprint& bp) {
   emit << YAML::BeginMap;
   for (std::string_view key : kTopLevelKeys) {
     YAML::Node value = Get(root, key);
-    if (key == "vars") value = Resolve(bp, bp.vars);
+    if (key == "vars") value = ExpandedVars(bp);
     if (key == "terraform_backend_defaults") {
       if (bp.deployment && Has(bp.deployment->root, key)) value = Get(bp.deployment->root, key);
       if (value.IsDefined()) value = Resolve(bp, value);

@@ -7,6 +7,7 @@
 
 #include "blueprints/catalog.h"
 #include "common/hostlist.h"
+#include "blueprints/blueprint.h"
 #include "common/parse.h"
 
 namespace srunway::blueprint {
@@ -43,6 +44,10 @@ StatusOr<int64_t> Number(const Blueprint& bp, const Module& m, std::string_view 
   YAML::Node value = Setting(bp, m, name);
   if (!value.IsDefined() || value.IsNull()) return fallback;
   if (!value.IsScalar()) return common::InvalidArgument("module '{}': setting {} must be a number", m.id, name);
+  if (!FindExpressions(value.Scalar()).empty()) {
+    return common::InvalidArgument("module '{}': setting {} is '{}', known only when Terraform evaluates it; give a "
+                                   "number to render offline", m.id, name, value.Scalar());
+  }
   return common::ParseInt(value.Scalar(), fmt::format("module '{}': setting {}", m.id, name), 0, 1 << 30);
 }
 
@@ -218,9 +223,14 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
   // The SPANK plugin with the deployment's network profile (vars.srunway_profile), or what the controller says.
   std::string plugstack = is_local ? Text(bp, *controller, "plugstack", "") : "";
   if (!is_local) {
-    YAML::Node profile = Resolve(bp, bp.Var("srunway_profile"));
-    plugstack = fmt::format("required /usr/local/lib/slurm/srunway.so default_profile={}",
-                            profile.IsScalar() ? profile.Scalar() : "auto");
+    // The network profile of the SPANK plugin follows the GPU machines: TCPXO on A3 Mega, TCPX on A3 High.
+    std::string profile = "auto";
+    for (const auto& [id, set] : nodesets) {
+      const std::string type = Text(bp, *set.module, "machine_type", "");
+      if (type == "a3-megagpu-8g") profile = "a3mega";
+      if (type == "a3-highgpu-8g") profile = "a3high";
+    }
+    plugstack = fmt::format("required /usr/local/lib/slurm/srunway.so default_profile={}", profile);
   }
   files["plugstack.conf"] = "# plugstack.conf rendered by srunway-blueprint: SPANK plugins loaded into every job step\n" +
                             (plugstack.empty() ? "# (no plugins configured)" : plugstack) + "\n";
