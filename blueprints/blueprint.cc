@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
-#include <regex>
 #include <set>
 #include <span>
 #include <tuple>
@@ -43,10 +42,45 @@ std::string Join(std::span<const std::string_view> list) {
   return out;
 }
 
-// Group names and module ids: a word character, then word characters with single or repeated dashes between.
+bool IsWord(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Group names and module ids, ^\w(-*\w)*$: word characters with dashes between them.
 bool IsName(const std::string& name) {
-  static const std::regex kName(R"(^\w(-*\w)*$)");
-  return std::regex_match(name, kName);
+  if (name.empty() || !IsWord(name.front()) || !IsWord(name.back())) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return IsWord(c) || c == '-'; });
+}
+
+// A YAML 1.2 core-schema number: decimal (with fraction and exponent), 0x hex or 0o octal, with a sign.
+bool IsNumber(std::string_view s) {
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  auto all = [](std::string_view t, auto pred) { return !t.empty() && std::all_of(t.begin(), t.end(), pred); };
+  auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  if (s.starts_with("0x")) return all(s.substr(2), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
+  if (s.starts_with("0o")) return all(s.substr(2), [](char c) { return c >= '0' && c <= '7'; });
+  std::string_view mantissa = s, exponent;
+  if (size_t e = s.find_first_of("eE"); e != std::string_view::npos) {
+    mantissa = s.substr(0, e);
+    exponent = s.substr(e + 1);
+    if (!exponent.empty() && (exponent[0] == '-' || exponent[0] == '+')) exponent.remove_prefix(1);
+    if (!all(exponent, digit)) return false;
+  }
+  size_t dot = mantissa.find('.');
+  if (dot == std::string_view::npos) return all(mantissa, digit);
+  std::string_view whole = mantissa.substr(0, dot), fraction = mantissa.substr(dot + 1);
+  return (whole.empty() || all(whole, digit)) && all(fraction, digit);
+}
+
+// "vars.NAME" alone (spaces around allowed): NAME, else empty.
+std::string PlainVar(std::string_view expression) {
+  while (!expression.empty() && std::isspace(static_cast<unsigned char>(expression.front()))) expression.remove_prefix(1);
+  while (!expression.empty() && std::isspace(static_cast<unsigned char>(expression.back()))) expression.remove_suffix(1);
+  if (!expression.starts_with("vars.")) return "";
+  std::string_view name = expression.substr(5);
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) || name[0] == '-') return "";
+  for (char c : name) {
+    if (!IsWord(c) && c != '-') return "";
+  }
+  return std::string(name);
 }
 
 YAML::Node Get(const YAML::Node& map, std::string_view key) { return Lookup(map, key); }
@@ -61,8 +95,7 @@ ScalarType TypeOf(const YAML::Node& node) {
   const std::string& s = node.Scalar();
   if (s == "true" || s == "false" || s == "True" || s == "False" || s == "TRUE" || s == "FALSE") return ScalarType::kBool;
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return ScalarType::kNull;
-  static const std::regex kNumber(R"(^[-+]?(\d+|\d*\.\d+([eE][-+]?\d+)?|\d+[eE][-+]?\d+|0x[0-9a-fA-F]+|0o[0-7]+)$)");
-  return std::regex_match(s, kNumber) ? ScalarType::kNumber : ScalarType::kString;
+  return IsNumber(s) ? ScalarType::kNumber : ScalarType::kString;
 }
 
 std::string_view TypeName(const YAML::Node& node) {
@@ -126,17 +159,13 @@ StatusOr<Document> Parse(const std::string& file, const std::string& text) {
   }
 }
 
-// Builds the model from a parsed blueprint; structural problems go to `report`.
-Blueprint Build(Document document, Reporter& report) {
+// Builds the model from a parsed blueprint, as far as its shape allows; Validate reports what is wrong with it.
+Blueprint Build(Document document) {
   Blueprint bp;
   bp.blueprint = std::move(document);
-  const std::string& file = bp.blueprint.file;
   const YAML::Node& root = bp.blueprint.root;
   bp.vars = YAML::Node(YAML::NodeType::Map);
-  if (!root.IsMap()) {
-    report.At(file, root, "a blueprint is a YAML map with blueprint_name, vars and deployment_groups");
-    return bp;
-  }
+  if (!root.IsMap()) return bp;  // Validate says so
   YAML::Node vars = Get(root, "vars");
   if (vars.IsMap()) {
     for (auto it = vars.begin(); it != vars.end(); ++it) {
@@ -221,7 +250,7 @@ void CheckSettingTypes(Reporter& report, const std::string& file, const Module& 
   for (auto it = settings.begin(); it != settings.end(); ++it) {
     auto expected = info->setting_types.find(it->first.Scalar());
     if (expected == info->setting_types.end()) continue;
-    const YAML::Node& value = it->second;
+    YAML::Node value = it->second;
     if (value.IsScalar() && !FindExpressions(value.Scalar()).empty()) continue;  // known only at deploy time
     if (value.IsNull()) continue;  // null asks for the module's default
     std::string_view got = TypeName(value);
@@ -240,7 +269,7 @@ std::vector<std::pair<const Module*, std::string>> ModulesNotUsed(const Blueprin
     const ModuleInfo* user = FindModule(module.source);
     for (const std::string& id : module.use) {
       const Module* used = bp.Find(id);
-      const ModuleInfo* provider = used != nullptr ? FindModule(used->source) : nullptr;
+      const ModuleInfo* provider = used != nullptr && used != &module ? FindModule(used->source) : nullptr;
       if (user == nullptr || provider == nullptr) continue;
       bool any = false;
       for (const std::string& output : provider->outputs) any |= user->inputs.contains(output);
@@ -301,17 +330,16 @@ const Module* Blueprint::Find(std::string_view id) const {
   return nullptr;
 }
 
-StatusOr<Blueprint> LoadText(const std::string& file, const std::string& text, std::vector<Diagnostic>& diagnostics) {
+StatusOr<Blueprint> LoadText(const std::string& file, const std::string& text) {
   SRUNWAY_ASSIGN_OR_RETURN(Document document, Parse(file, text));
-  Reporter report(diagnostics);
-  return Build(std::move(document), report);
+  return Build(std::move(document));
 }
 
 StatusOr<Blueprint> Load(const std::string& file, const std::optional<std::string>& deployment,
                          const std::vector<std::pair<std::string, std::string>>& sets,
                          std::vector<Diagnostic>& diagnostics) {
   SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(file));
-  SRUNWAY_ASSIGN_OR_RETURN(Blueprint bp, LoadText(file, text, diagnostics));
+  SRUNWAY_ASSIGN_OR_RETURN(Blueprint bp, LoadText(file, text));
   Reporter report(diagnostics);
   if (deployment) {
     SRUNWAY_ASSIGN_OR_RETURN(std::string dep_text, common::ReadFile(*deployment));
@@ -530,7 +558,7 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
         if (use.IsDefined() && !use.IsScalar() && !use.IsSequence()) report.At(file, use, "use must be a module id or a list of them");
         for (const std::string& id : module.use) {
           const Module* used = bp.Find(id);
-          if (id == module.id) {
+          if (used == &module) {
             report.At(file, use, fmt::format("module '{}' uses itself", id));
           } else if (used == nullptr) {
             report.At(file, use, fmt::format("module '{}' uses '{}', which is not a module of this blueprint", module.id, id));
@@ -605,12 +633,10 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
     const std::string& text = node.Scalar();
     std::vector<std::string> expressions = FindExpressions(text);
     if (expressions.empty()) return YAML::Clone(node);
-    static const std::regex kVar(R"(^\s*vars\.([A-Za-z_][A-Za-z0-9_-]*)\s*$)");
-    std::smatch match;
     // The whole value is one variable: it takes the variable's value, whatever its type.
     if (expressions.size() == 1 && text.starts_with("$(") && text.ends_with(")") &&
-        text.size() == expressions[0].size() + 3 && std::regex_match(expressions[0], match, kVar)) {
-      YAML::Node var = Get(bp.vars, match[1].str());
+        text.size() == expressions[0].size() + 3 && !PlainVar(expressions[0]).empty()) {
+      YAML::Node var = Get(bp.vars, PlainVar(expressions[0]));
       return var.IsDefined() ? resolve(var, depth + 1) : YAML::Clone(node);
     }
     // Inside a longer string: scalar variables are interpolated, anything else stays for Terraform.
@@ -620,7 +646,7 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
       size_t start = text.find("$(" + expression + ")", at);
       out += text.substr(at, start - at);
       YAML::Node var;
-      if (std::regex_match(expression, match, kVar)) var = Get(bp.vars, match[1].str());
+      if (std::string name = PlainVar(expression); !name.empty()) var = Get(bp.vars, name);
       YAML::Node resolved = var.IsDefined() ? resolve(var, depth + 1) : YAML::Node();
       out += resolved.IsDefined() && resolved.IsScalar() ? resolved.Scalar() : "$(" + expression + ")";
       at = start + expression.size() + 3;

@@ -48,15 +48,14 @@ struct Blueprint {
   YAML::Node Var(std::string_view name) const;  // undefined when there is no such variable
 };
 
-// Reads and parses FILE (and DEPLOYMENT when given). Structural problems found while building the model (not a
-// map, a module without an id) go to `diagnostics`; only an unreadable file or malformed YAML fails. `sets` are
-// name=value overrides of deployment variables (values parsed as YAML scalars).
+// Reads and parses FILE (and DEPLOYMENT when given); only an unreadable file or malformed YAML (InvalidArgument,
+// "file:line:column: message") fails. Problems of the deployment file's shape go to `diagnostics`; Validate finds
+// the blueprint's. `sets` are name=value overrides of deployment variables (values parsed as YAML).
 common::StatusOr<Blueprint> Load(const std::string& file, const std::optional<std::string>& deployment,
                                  const std::vector<std::pair<std::string, std::string>>& sets,
                                  std::vector<Diagnostic>& diagnostics);
 // The same from text, for tests and the fuzzer.
-common::StatusOr<Blueprint> LoadText(const std::string& file, const std::string& text,
-                                     std::vector<Diagnostic>& diagnostics);
+common::StatusOr<Blueprint> LoadText(const std::string& file, const std::string& text);
 
 struct ValidatorResult {
   std::string name;

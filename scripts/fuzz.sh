@@ -6,7 +6,7 @@ set -euo pipefail
 readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly kBuild=${SRUNWAY_FUZZ_BUILD_DIR:-$kRepo/build-fuzz}
 readonly kSeconds=${1:-20}
-readonly kTargets=(hostlist plugin_args topology_xml tcp_frame megatron_idx nccl_tests_log)
+readonly kTargets=(hostlist plugin_args topology_xml tcp_frame megatron_idx nccl_tests_log blueprint_validate)
 
 if [[ ! -f $kBuild/build.ninja ]]; then
   CC=clang CXX=clang++ meson setup "$kBuild" "$kRepo" -Dfuzz=enabled -Dcuda=disabled -Dsanitized_tests=disabled \

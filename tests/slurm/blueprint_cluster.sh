@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The cluster this suite runs on was rendered from blueprints/local/local.yaml by srunway-blueprint up, and what
+# it runs matches the blueprint: the nodes, GPUs and partition of its modules.
+source "$(dirname "$0")/lib.sh"
+require_cluster
+head -n 1 "$SLURM_CONF" | grep -q "^# slurm.conf rendered by srunway-blueprint from .*blueprints/local/local.yaml$" ||
+  fail "$SLURM_CONF was not rendered from blueprints/local/local.yaml: $(head -n 1 "$SLURM_CONF")"
+expect_eq "nodes" "$(sinfo -h -N -o '%N' | sort -u | tr '\n' ' ')" "node1 node2 "
+expect_eq "gres" "$(sinfo -h -N -o '%G' | sort -u)" "gpu:8"
+expect_eq "partition" "$(sinfo -h -o '%P')" "debug*"
+expect_eq "MPI default" "$(scontrol show config | awk '$1 == "MpiDefault" {print $3}')" "pmix"
+echo "ok"

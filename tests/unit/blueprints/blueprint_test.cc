@@ -1,0 +1,185 @@
+// srunway-blueprint's library: expressions and references, every check with its file:line:column, the toolkit's
+// validator rules (implicit, explicit, skip, validation_level), deployment files, and expansion.
+#include "blueprints/blueprint.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "blueprints/render.h"
+#include "tests/unit/temp_dir.h"
+
+namespace srunway::blueprint {
+namespace {
+
+using Refs = std::vector<std::pair<std::string, std::string>>;
+
+std::vector<std::string> Check(const std::string& text) {
+  auto bp = LoadText("bp.yaml", text);
+  if (!bp.ok()) return {bp.status().message()};
+  std::vector<std::string> lines;
+  for (const Diagnostic& d : Validate(*bp)) lines.push_back(FormatDiagnostic(d));
+  return lines;
+}
+
+constexpr char kGood[] = R"(blueprint_name: good
+vars:
+  deployment_name: good
+  nodes: node[1-2]
+deployment_groups:
+- group: cluster
+  modules:
+  - id: nodes
+    source: srunway/local/nodeset
+    settings:
+      nodes: $(vars.nodes)
+      gpus: 8
+  - id: debug
+    source: srunway/local/partition
+    use: nodes
+    settings:
+      partition_name: debug
+)";
+
+TEST(Expressions, FoundWhereTheToolkitFindsThem) {
+  EXPECT_EQ(FindExpressions("$(vars.zone)"), std::vector<std::string>{"vars.zone"});
+  EXPECT_EQ(FindExpressions("a-$(vars.name)-b $(net.subnetwork_self_link)"),
+            (std::vector<std::string>{"vars.name", "net.subnetwork_self_link"}));
+  // Functions and nesting, a ")" inside a string literal.
+  EXPECT_EQ(FindExpressions("$(flatten([vars.a, (vars.b)]))"), std::vector<std::string>{"flatten([vars.a, (vars.b)])"});
+  EXPECT_EQ(FindExpressions(R"x($(vars.x == ")" ? 1 : 2))x"), std::vector<std::string>{R"x(vars.x == ")" ? 1 : 2)x"});
+  // Shell variables and escaped $( are not expressions.
+  EXPECT_TRUE(FindExpressions("echo ${HOME} $PATH \\$(date)").empty());
+  std::string error;
+  EXPECT_TRUE(FindExpressions("$(vars.zone", &error).empty());
+  EXPECT_EQ(error, "unterminated expression '$(vars.zone'");
+}
+
+TEST(Expressions, References) {
+  EXPECT_EQ(FindReferences("vars.zone"), (Refs{{"vars", "zone"}}));
+  EXPECT_EQ(FindReferences("flatten([vars.a, data-bucket.network_storage])"),
+            (Refs{{"vars", "a"}, {"data-bucket", "network_storage"}}));
+  EXPECT_EQ(FindReferences(R"(vars.p == "vars.not_a_ref" ? net.ids[0] : 1.5)"), (Refs{{"vars", "p"}, {"net", "ids"}}));
+}
+
+TEST(Validate, AGoodBlueprintHasNoFindings) { EXPECT_TRUE(Check(kGood).empty()); }
+
+TEST(Validate, EveryProblemWithItsPlace) {
+  EXPECT_EQ(Check("blueprint_name: x\nvars:\n  deployment_name: x\ndeployment_groups:\n- group: g\n  modules:\n"
+                  "  - id: a\n    source: srunway/local/nodeset\n    use: [a, b]\n    settings:\n      gpus: [1]\n"
+                  "      nodes: $(c.out)\n"),
+            (std::vector<std::string>{
+                "bp.yaml:9:10: module 'a' uses itself",
+                "bp.yaml:9:10: module 'a' uses 'b', which is not a module of this blueprint",
+                "bp.yaml:11:13: setting 'gpus' of module 'a' (srunway/local/nodeset) must be a number, not a list",
+                "bp.yaml:12:14: $(c.out): no module with id 'c'"}));
+  // A use of a later group; group names; a packer group with two modules.
+  EXPECT_EQ(Check("blueprint_name: x\nvars:\n  deployment_name: x\ndeployment_groups:\n- group: one\n  modules:\n"
+                  "  - id: a\n    source: s\n    use: b\n- group: two words\n  modules:\n  - id: b\n    source: s\n"
+                  "    kind: packer\n  - id: c\n    source: s\n"),
+            (std::vector<std::string>{"bp.yaml:9:10: module 'a' uses 'b' of a later deployment group (two words)",
+                                      "bp.yaml:10:10: group name 'two words' must match ^\\w(-*\\w)*$",
+                                      "bp.yaml:12:3: a group with a packer module must hold exactly that one module, not 2"}));
+  EXPECT_EQ(Check("- not a map\n"),
+            std::vector<std::string>{"bp.yaml:1:1: a blueprint is a YAML map with blueprint_name, vars and deployment_groups"});
+  EXPECT_EQ(Check("blueprint_name: x\nvars: {deployment_name: x}\ndeployment_groups:\n- group: g\n  modules:\n"
+                  "  - id: a\n    source: s\n    settings: {x: 1}\n    colour: red\n"),
+            std::vector<std::string>{"bp.yaml:9:5: unknown module key 'colour' (expected one of: id, source, kind, use, "
+                                     "outputs, settings)"});
+}
+
+TEST(Validate, ValidatorsSkipAndLevel) {
+  const std::string unused = std::string(kGood) + "";
+  std::string with_unused = kGood;
+  with_unused.insert(with_unused.find("  nodes: node"), "  spare: 1\n");
+  EXPECT_EQ(Check(with_unused),
+            std::vector<std::string>{"bp.yaml:4:10: test_deployment_variable_not_used: deployment variable 'spare' is not used"});
+  EXPECT_EQ(Check("validation_level: 1\n" + with_unused),
+            std::vector<std::string>{"bp.yaml:5:10: warning: test_deployment_variable_not_used: deployment variable 'spare' is not used"});
+  EXPECT_TRUE(Check("validation_level: 0\n" + with_unused).empty());
+  EXPECT_TRUE(Check("validators:\n- validator: test_deployment_variable_not_used\n  skip: true\n" + with_unused).empty());
+  // Listing validators runs only those.
+  auto bp = LoadText("bp.yaml", "validators:\n- validator: test_module_not_used\n- validator: test_zone_exists\n" + with_unused);
+  ASSERT_TRUE(bp.ok());
+  std::vector<ValidatorResult> results;
+  EXPECT_TRUE(Validate(*bp, &results).empty());
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].outcome, "passed");
+  EXPECT_EQ(results[1].outcome, "skipped (offline)");
+  EXPECT_EQ(Check("validators:\n- validator: test_everything\n" + std::string(kGood)),
+            std::vector<std::string>{"bp.yaml:2:14: unknown validator 'test_everything'"});
+}
+
+TEST(Validate, ModuleNotUsedFromTheCatalogue) {
+  // A partition takes the nodeset's output; a nodeset takes nothing from a partition.
+  std::string text = kGood;
+  text.replace(text.find("    use: nodes\n"), 15, "");
+  text.replace(text.find("      gpus: 8\n"), 14, "      gpus: 8\n    use: debug_two\n");
+  text += "  - id: debug_two\n    source: srunway/local/partition\n    use: nodes\n";
+  EXPECT_EQ(Check(text), (std::vector<std::string>{
+                             "bp.yaml:13:10: test_module_not_used: module 'nodes' uses 'debug_two' but takes none of its outputs"}));
+}
+
+TEST(Deployment, OverridesAndOnlyVars) {
+  testing::TempDir dir("blueprint-test");
+  const std::string bp_path = dir.path() / "bp.yaml", dep_path = dir.path() / "dep.yaml";
+  std::ofstream(bp_path) << kGood;
+  std::ofstream(dep_path) << "vars:\n  nodes: gpu[1-4]\nmodules: []\n";
+  std::vector<Diagnostic> diagnostics;
+  auto bp = Load(bp_path, dep_path, {{"deployment_name", "mine"}}, diagnostics);
+  ASSERT_TRUE(bp.ok()) << bp.status().ToString();
+  ASSERT_EQ(diagnostics.size(), 1u);
+  EXPECT_EQ(FormatDiagnostic(diagnostics[0]),
+            dep_path + ":3:1: unknown deployment file key 'modules' (expected one of: vars, terraform_backend_defaults)");
+  const std::string expanded = Expand(*bp);
+  EXPECT_NE(expanded.find("deployment_name: mine"), std::string::npos) << expanded;
+  EXPECT_NE(expanded.find("nodes: gpu[1-4]"), std::string::npos) << expanded;
+  EXPECT_NE(expanded.find("use: [nodes]"), std::string::npos) << expanded;
+  // Expanding the expansion changes nothing, and it still validates.
+  auto again = LoadText("expanded.yaml", expanded);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(Validate(*again).empty());
+  EXPECT_EQ(Expand(*again), expanded);
+  EXPECT_FALSE(Load(dir.path() / "missing.yaml", std::nullopt, {}, diagnostics).ok());
+}
+
+TEST(Expand, KeepsTypesEscapesAndTerraformExpressions) {
+  auto bp = LoadText("bp.yaml", "blueprint_name: x\nvars:\n  deployment_name: x\n  port: '8080'\n  n: 3\ndeployment_groups:\n"
+                     "- group: g\n  modules:\n  - id: a\n    source: s\n    settings:\n      p: $(vars.port)\n      n: $(vars.n)\n"
+                     "      s: n=$(vars.n)\n      t: '$(vars.n > 2 ? b.x : 0)'\n      e: \\$(date)\n  - id: b\n    source: s\n");
+  ASSERT_TRUE(bp.ok());
+  const std::string out = Expand(*bp);
+  EXPECT_NE(out.find("p: \"8080\""), std::string::npos) << out;  // still a string
+  EXPECT_NE(out.find("n: 3"), std::string::npos) << out;
+  EXPECT_NE(out.find("s: n=3"), std::string::npos) << out;
+  EXPECT_NE(out.find("$(vars.n > 2 ? b.x : 0)"), std::string::npos) << out;
+  EXPECT_NE(out.find("e: \\$(date)"), std::string::npos) << out;
+  EXPECT_NE(out.find("  n: 3\n"), std::string::npos) << out;  // kept: still referenced by t
+  EXPECT_EQ(out.find("port:"), std::string::npos) << out;     // inlined everywhere: dropped
+}
+
+TEST(Render, LocalClusterFiles) {
+  std::vector<Diagnostic> diagnostics;
+  std::string text = kGood;
+  text += "  - id: controller\n    source: srunway/local/controller\n    use: debug\n    settings:\n"
+          "      state_dir: /st\n      port_base: 7000\n      host: h\n";
+  auto bp = LoadText("bp.yaml", text);
+  ASSERT_TRUE(bp.ok());
+  auto files = RenderSlurm(*bp);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  const std::string& conf = files->at("slurm.conf");
+  EXPECT_NE(conf.find("NodeName=node[1-2] NodeHostname=h NodeAddr=127.0.0.1 Port=7001-7002 Sockets=1 CoresPerSocket=1 "
+                      "ThreadsPerCore=1 CPUs=1 Gres=gpu:8 State=UNKNOWN\n"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("PartitionName=debug Nodes=node[1-2] Default=NO MaxTime=INFINITE State=UP\n"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("MpiDefault=pmix\n"), std::string::npos);
+  EXPECT_NE(conf.find("PlugStackConfig=/st/etc/plugstack.conf\n"), std::string::npos);
+  EXPECT_NE(files->at("gres.conf").find("NodeName=node2 Name=gpu File=/st/dev/node2/nvidia[0-7]\n"), std::string::npos);
+  EXPECT_EQ(files->at("mpi.conf").substr(files->at("mpi.conf").find('\n') + 1), "PMIxCliTmpDirBase=/st/spool/pmixtmp\n");
+  auto local = LocalClusterOf(*bp);
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(local->nodes, (std::vector<std::string>{"node1", "node2"}));
+  EXPECT_EQ(local->port_base, 7000);
+}
+
+}  // namespace
+}  // namespace srunway::blueprint
