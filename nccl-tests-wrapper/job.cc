@@ -28,7 +28,35 @@ std::string SbatchScript(const JobSpec& s) {
                                   ? fmt::format("{} {} -g 1", s.collbench, s.collective->name)
                                   : fmt::format("{}/{} -g 1", s.binary_dir, s.collective->binary);
   const std::string profile = s.profile.empty() ? "" : fmt::format(" --network-profile={}", s.profile);
-  out += fmt::format("srun --mpi=pmix{} {} {}\n", profile, program, sizes);
+  std::string distribution;
+  if (s.topology_order != "none") {
+    // Each node's physical_host from its own metadata server (SRUNWAY_METADATA_ANSWERS stands in for it in tests),
+    // or Slurm's switch tree; then the hosts in that order, one line per task, for --distribution=arbitrary.
+    out += fmt::format("order={}\n", s.topology_order);
+    out += "placement=$(mktemp); hostfile=$(mktemp)\n";
+    out += "metadata() {\n"
+           "  if [ -n \"${SRUNWAY_METADATA_ANSWERS:-}\" ]; then cat \"$SRUNWAY_METADATA_ANSWERS\"; return; fi\n"
+           "  srun --mpi=none --ntasks-per-node=1 bash -c 'echo \"$SLURMD_NODENAME $(curl -sf -m 5 -H Metadata-Flavor:Google "
+           "http://metadata.google.internal/computeMetadata/v1/instance/attributes/physical_host)\"'\n"
+           "}\n";
+    out += "if [ $order = auto ]; then\n"
+           "  if [ -n \"${SRUNWAY_METADATA_ANSWERS:-}\" ] || curl -sf -m 2 -o /dev/null -H Metadata-Flavor:Google "
+           "http://metadata.google.internal/computeMetadata/v1/; then order=metadata\n"
+           "  elif [ -n \"$(scontrol show topology 2>/dev/null)\" ]; then order=slurm; else order=none; fi\n"
+           "fi\n";
+    out += "case $order in\n"
+           "  metadata) metadata >\"$placement\" ;;\n"
+           "  slurm) scontrol show topology >\"$placement\" ;;\n"
+           "esac\n";
+    out += fmt::format("if [ $order != none ]; then\n"
+                       "  {} --order-hosts \"$placement\" --order-source $order --tasks-per-node {} >\"$hostfile\" || exit 2\n"
+                       "  export SLURM_HOSTFILE=$hostfile\n"
+                       "  distribution=--distribution=arbitrary\n"
+                       "fi\n",
+                       s.self, tasks);
+    distribution = " ${distribution:-}";
+  }
+  out += fmt::format("srun --mpi=pmix{}{} {} {}\n", profile, distribution, program, sizes);
   return out;
 }
 

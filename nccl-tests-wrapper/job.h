@@ -30,9 +30,12 @@ struct JobSpec {
   std::string output;       // the job's log (%j allowed)
   int time_limit_min = 30;
   std::string job_name = "run-nccl-tests";
+  std::string topology_order = "none";  // auto, metadata, slurm or none (see topology/placement.h)
+  std::string self;                     // path of run-nccl-tests, which orders the hosts inside the job
 };
 
-// The script `sbatch` gets: #SBATCH lines, then one srun --mpi=pmix of the benchmark.
+// The script `sbatch` gets: #SBATCH lines, with a topology order the placement of every node and a SLURM_HOSTFILE
+// in that order, then one srun --mpi=pmix of the benchmark (--distribution=arbitrary when ordered).
 std::string SbatchScript(const JobSpec& spec);
 
 // The threshold for a verdict: the explicit one, else 90% of the published figure for the profile, collective

@@ -11,11 +11,14 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/env.h"
 #include "common/fs.h"
+#include "common/hostlist.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/subprocess.h"
 #include "nccl-tests-wrapper/job.h"
+#include "topology/placement.h"
 
 namespace {
 
@@ -263,6 +266,27 @@ common::StatusOr<std::vector<std::pair<std::string, std::string>>> Isolate(
   return bad;
 }
 
+// --order-hosts: the job's nodes (SLURM_JOB_NODELIST) in placement order, as SLURM_HOSTFILE lines.
+int OrderHosts(const std::string& file, const std::string& source, int tasks_per_node) {
+  auto text = common::ReadFile(file);
+  if (!text.ok()) return CouldNotRun(text.status().message());
+  auto placement = source == "slurm" ? topology::ParseSlurmTopology(*text) : topology::ParsePhysicalHosts(*text, file);
+  if (!placement.ok()) return CouldNotRun(placement.status().message());
+  auto nodelist = common::GetEnv("SLURM_JOB_NODELIST");
+  if (!nodelist) return CouldNotRun("--order-hosts runs inside the job: SLURM_JOB_NODELIST is not set");
+  auto nodes = common::ExpandHostlist(*nodelist);
+  if (!nodes.ok()) return CouldNotRun(nodes.status().message());
+  const std::vector<std::string> order = topology::OrderByPlacement(*nodes, *placement);
+  std::string names;
+  for (const std::string& node : order) {
+    names += " " + node;
+    if (!placement->contains(node)) names += "(unplaced)";
+  }
+  fmt::print(stderr, "run-nccl-tests: topology order ({}):{}\n", source, names);
+  fmt::print("{}", topology::HostfileFor(order, tasks_per_node));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -293,6 +317,13 @@ int main(int argc, char** argv) {
   app.add_flag("--dry-run", dry_run, "print the sbatch script and exit");
   app.add_option("--parse", parse_log, "judge a saved nccl-tests log (text or JSON) instead of running");
   app.add_flag("--json", json, "print the result as JSON");
+  std::string order_hosts, order_source = "metadata";
+  app.add_option("--topology-order", spec.topology_order,
+                 "order the nodes by physical placement first: auto, metadata (Google Cloud's physical_host), slurm "
+                 "(scontrol show topology) or none")->capture_default_str();
+  app.add_option("--order-hosts", order_hosts, "(inside the job) print a SLURM_HOSTFILE for the job's nodes from "
+                                               "this placement file, and the order on stderr");
+  app.add_option("--order-source", order_source, "what --order-hosts reads: metadata or slurm")->capture_default_str();
   app.add_flag("--isolate", isolate, "when the run fails, test node pairs and name the nodes that fail consistently");
   app.add_flag("--drain", drain, "with --isolate: drain the bad nodes (scontrol update ... state=drain)");
   try {
@@ -300,6 +331,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitCouldNotRun;
   }
+  if (!order_hosts.empty()) return OrderHosts(order_hosts, order_source, spec.gpus_per_node > 0 ? spec.gpus_per_node : spec.tasks_per_node);
+  if (auto order = topology::ParseOrderSource(spec.topology_order); !order.ok()) return CouldNotRun(order.status().message());
   auto collective = nccltests::FindCollective(test);
   if (!collective.ok()) return CouldNotRun(collective.status().message());
   spec.collective = *collective;
@@ -320,6 +353,7 @@ int main(int argc, char** argv) {
   spec.max_bytes = *max;
   if (spec.gpus_per_node < 0 || spec.tasks_per_node < 1) return CouldNotRun("--gpus-per-node must be >= 0 and --tasks-per-node >= 1");
   spec.collbench = SelfDir() + "/srunway-collbench";
+  spec.self = SelfDir() + "/run-nccl-tests";
   if (job_dir.empty()) job_dir = std::filesystem::absolute("run-nccl-tests").string();
   spec.output = job_dir + "/" + spec.job_name + "-%j.out";
   const std::string script = nccltests::SbatchScript(spec);

@@ -25,4 +25,13 @@ rc=0
 "$tool" --nodes 3 "${small[@]}" >"$workdir/nodes.out" 2>&1 || rc=$?
 expect_eq "exit code with too many nodes" "$rc" 2
 grep -q -- "--nodes 3: partition (default) has 2 nodes" "$workdir/nodes.out" || fail "$(cat "$workdir/nodes.out")"
-echo "ok: run-nccl-tests passes 2 nodes, fails an impossible threshold, refuses 3 nodes"
+# Topology order from physical_host answers (a file standing in for each node's metadata server): node2's block
+# sorts first, so the job runs with SLURM_HOSTFILE and --distribution=arbitrary and rank 0 lands on node2.
+printf 'node1 /CLUSTER-B/RACK-1/HOST-1\nnode2 /CLUSTER-A/RACK-4/HOST-2\n' >"$workdir/answers"
+SRUNWAY_METADATA_ANSWERS="$workdir/answers" "$tool" --nodes 2 --test all_reduce --topology-order metadata "${small[@]}" \
+  >"$workdir/order.out" 2>&1 || fail "ordered run: $(cat "$workdir/order.out")"
+log=$(ls -t "$workdir"/run-nccl-tests-*.out | head -n 1)
+grep -q "^run-nccl-tests: topology order (metadata): node2 node1$" "$log" || fail "no order line: $(head -n 20 "$log")"
+grep -qE "^#  Rank  0 .* on +node2 " "$log" || fail "rank 0 not on node2: $(grep Rank "$log")"
+grep -qE "^#  Rank  3 .* on +node1 " "$log" || fail "rank 3 not on node1: $(grep Rank "$log")"
+echo "ok: run-nccl-tests passes 2 nodes, fails an impossible threshold, refuses 3 nodes, orders by placement"

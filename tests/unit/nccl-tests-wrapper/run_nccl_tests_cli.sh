@@ -36,4 +36,16 @@ expect 0 "srun --mpi=pmix --network-profile=a3mega .*/srunway-collbench all_gath
 grep -q '^#SBATCH --nodes=4$' "$kWork/out" && grep -q '^#SBATCH --gpus-per-node=8$' "$kWork/out" ||
   fail "script: $(cat "$kWork/out")"
 expect 0 "/opt/nccl-tests/build/all_reduce_perf -g 1" --dry-run --test all_reduce --binary /opt/nccl-tests/build
-echo "ok: run-nccl-tests --parse, --dry-run and bad flags"
+# Topology order: the script collects placement and launches with --distribution=arbitrary; --order-hosts makes the
+# SLURM_HOSTFILE inside the job.
+expect 0 "srun --mpi=pmix \\\$\\{distribution:-\\} " --dry-run --topology-order metadata
+grep -q 'order=metadata' "$kWork/out" && grep -q 'export SLURM_HOSTFILE=\$hostfile' "$kWork/out" || fail "ordered script: $(cat "$kWork/out")"
+expect 2 "--topology-order rack: expected auto, metadata, slurm or none" --topology-order rack --dry-run
+printf 'node1 /B/R1/H1\nnode2 /A/R9/H3\n' >"$kWork/answers"
+SLURM_JOB_NODELIST='node[1-3]' expect 0 "topology order \\(metadata\\): node2 node1 node3\\(unplaced\\)" \
+  --order-hosts "$kWork/answers" --gpus-per-node 2
+grep -c . "$kWork/out" | grep -qx 7 || fail "hostfile: $(cat "$kWork/out")"
+printf 'SwitchName=l1 Level=0 Nodes=node[2-3]\nSwitchName=l0 Level=0 Nodes=node1\n' >"$kWork/topo"
+SLURM_JOB_NODELIST='node[1-3]' expect 0 "topology order \\(slurm\\): node1 node2 node3" --order-hosts "$kWork/topo" --order-source slurm
+expect 2 "SLURM_JOB_NODELIST is not set" --order-hosts "$kWork/answers"
+echo "ok: run-nccl-tests --parse, --dry-run, --order-hosts and bad flags"
