@@ -2,8 +2,11 @@
 #include "nccl-tests-wrapper/job.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <set>
+
+#include "common/json.h"
 
 namespace srunway::nccltests {
 
@@ -70,6 +73,50 @@ Threshold ChooseThreshold(std::optional<double> expected, const std::string& pro
   return {std::nullopt, profile.empty() ? "no --profile or --expect-busbw: correctness only"
                                         : fmt::format("no published figure for {} {} on {} nodes: correctness only",
                                                       profile, Info(collective).name, nodes)};
+}
+
+std::map<std::string, std::string> ReportFiles(const Run& run, const Verdict& v, const Threshold& threshold,
+                                               const std::string& log) {
+  static constexpr const char* kWords[] = {"PASS", "FAIL", "COULD NOT RUN"};
+  const std::string word = kWords[static_cast<int>(v.outcome)];
+  std::map<std::string, std::string> files;
+  common::Json json = {{"log", log}, {"run", ToJson(run)}, {"verdict", ToJson(v)}, {"threshold_source", threshold.source}};
+  if (threshold.gbps) json["threshold_gbps"] = *threshold.gbps;
+  files["report.json"] = json.dump(2) + "\n";
+
+  auto cell = [](const std::optional<double>& value) { return value ? fmt::format("{:.2f}", *value) : "N/A"; };
+  std::set<std::string> hosts;
+  for (const Device& d : run.devices) hosts.insert(d.host);
+  std::string md = fmt::format("# run-nccl-tests: {} on {} nodes ({} ranks)\n\n**Verdict: {}** ({})\n\n",
+                               run.collective, hosts.size(), run.devices.size(), word, v.reason);
+  md += fmt::format("- threshold: {}\n", threshold.gbps ? fmt::format("{:.2f} GB/s ({})", *threshold.gbps, threshold.source)
+                                                        : threshold.source);
+  md += fmt::format("- bus bandwidth at the largest size: {} GB/s; nccl-tests' average over every size: {:.2f} GB/s\n",
+                    cell(v.busbw_largest_gbps), v.mean_busbw_gbps);
+  md += fmt::format("- nodes: {}\n- log: `{}`\n\n", fmt::join(hosts, ", "), log);
+  md += "| size | time out (us) | busbw out (GB/s) | #wrong out | time in (us) | busbw in (GB/s) | #wrong in |\n"
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  std::string data = "# size_bytes busbw_out_gbps busbw_in_gbps (nan: not measured)\n";
+  for (const Row& row : run.rows) {
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", FormatSize(row.size_bytes), cell(row.out_of_place.time_us),
+                      cell(row.out_of_place.busbw_gbps), row.out_of_place.wrong ? fmt::format("{:g}", *row.out_of_place.wrong) : "N/A",
+                      cell(row.in_place.time_us), cell(row.in_place.busbw_gbps),
+                      row.in_place.wrong ? fmt::format("{:g}", *row.in_place.wrong) : "N/A");
+    data += fmt::format("{} {} {}\n", row.size_bytes, row.out_of_place.busbw_gbps ? fmt::format("{:g}", *row.out_of_place.busbw_gbps) : "nan",
+                        row.in_place.busbw_gbps ? fmt::format("{:g}", *row.in_place.busbw_gbps) : "nan");
+  }
+  md += "\n![bus bandwidth per size](busbw.png)\n";
+  files["report.md"] = md;
+  files["busbw.dat"] = data;
+  std::string plot = fmt::format(
+      "# gnuplot busbw.gp: writes busbw.png\nset terminal pngcairo size 900,500 noenhanced\nset output 'busbw.png'\n"
+      "set title '{} on {} nodes: {}'\nset logscale x 2\nset format x '%.0b%BB'\nset xlabel 'size'\nset ylabel 'bus bandwidth (GB/s)'\n"
+      "set key top left\nset grid\n",
+      run.collective, hosts.size(), word);
+  plot += "plot 'busbw.dat' using 1:2 with linespoints title 'out of place', '' using 1:3 with linespoints title 'in place'";
+  if (threshold.gbps) plot += fmt::format(", {:g} with lines dashtype 2 title 'threshold {:.1f} GB/s'", *threshold.gbps, *threshold.gbps);
+  files["busbw.gp"] = plot + "\n";
+  return files;
 }
 
 std::string FormatReport(const Run& run, const Verdict& v, const Threshold& threshold) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,12 @@ Threshold ChooseThreshold(std::optional<double> expected, const std::string& pro
                           int nodes);
 
 // The report printed after a run: the busbw per size (out-of-place and in-place), both averages, the verdict.
+// The files of `run-nccl-tests --report DIR`: report.json (run, verdict, threshold and its source, log),
+// report.md (the same for people: a table per size and the verdict), busbw.dat and busbw.gp (gnuplot's data and
+// script for busbw.png: bus bandwidth per size, both halves, the threshold as a line).
+std::map<std::string, std::string> ReportFiles(const Run& run, const Verdict& verdict, const Threshold& threshold,
+                                               const std::string& log);
+
 std::string FormatReport(const Run& run, const Verdict& verdict, const Threshold& threshold);
 
 }  // namespace srunway::nccltests

@@ -39,8 +39,30 @@ std::string SelfDir() {
 }
 
 // Judges the runs of a log; prints the report (or JSON) and returns the exit code.
+// --report DIR: the report files, and busbw.png when gnuplot is installed. A failure to write is one line; the
+// verdict stands.
+void WriteReport(const std::string& dir, const nccltests::Run& run, const nccltests::Verdict& verdict,
+                 const nccltests::Threshold& threshold, const std::string& log) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    common::LogError("--report {}: {}", dir, ec.message());
+    return;
+  }
+  for (const auto& [name, text] : nccltests::ReportFiles(run, verdict, threshold, log)) {
+    if (auto written = common::WriteFileAtomic(std::filesystem::path(dir) / name, text); !written.ok()) {
+      common::LogError("--report: {}", written.message());
+      return;
+    }
+  }
+  auto plot = common::RunCommand({"sh", "-c", "cd \"$1\" && gnuplot busbw.gp", "plot", dir}, true);
+  const bool drawn = plot.ok() && plot->exit_code == 0;
+  fmt::print(stderr, "run-nccl-tests: report in {}: report.md, report.json{}\n", dir,
+             drawn ? ", busbw.png" : " (no gnuplot: busbw.gp and busbw.dat draw busbw.png)");
+}
+
 int Judge(const std::string& text, const std::string& where, const nccltests::CollectiveInfo* wanted,
-          std::optional<double> expect, const std::string& profile, bool json) {
+          std::optional<double> expect, const std::string& profile, bool json, const std::string& report_dir) {
   auto runs = nccltests::ParseAny(text, where);
   if (!runs.ok()) return CouldNotRun(runs.status().message());
   const nccltests::Run* run = &runs->back();
@@ -62,6 +84,11 @@ int Judge(const std::string& text, const std::string& where, const nccltests::Co
     fmt::print("{}\n", out.dump(2));
   } else {
     fmt::print("{}", nccltests::FormatReport(*run, verdict, threshold));
+  }
+  if (!report_dir.empty()) {
+    nccltests::Run named = *run;  // older logs do not name their test; the report does
+    if (named.collective.empty() && info != nullptr) named.collective = std::string(info->name);
+    WriteReport(report_dir, named, verdict, threshold, where);
   }
   if (verdict.outcome != Outcome::kPass) fmt::print(stderr, "run-nccl-tests: {} (log: {})\n", verdict.reason, where);
   return static_cast<int>(verdict.outcome);
@@ -317,7 +344,8 @@ int main(int argc, char** argv) {
   app.add_flag("--dry-run", dry_run, "print the sbatch script and exit");
   app.add_option("--parse", parse_log, "judge a saved nccl-tests log (text or JSON) instead of running");
   app.add_flag("--json", json, "print the result as JSON");
-  std::string order_hosts, order_source = "metadata";
+  std::string order_hosts, order_source = "metadata", report_dir;
+  app.add_option("--report", report_dir, "also write report.md, report.json and busbw.png (gnuplot) to this directory");
   app.add_option("--topology-order", spec.topology_order,
                  "order the nodes by physical placement first: auto, metadata (Google Cloud's physical_host), slurm "
                  "(scontrol show topology) or none")->capture_default_str();
@@ -341,7 +369,7 @@ int main(int argc, char** argv) {
     auto text = common::ReadFile(parse_log);
     if (!text.ok()) return CouldNotRun(text.status().message());
     const bool explicit_test = app.count("--test") > 0;
-    return Judge(*text, parse_log, explicit_test ? spec.collective : nullptr, expect, spec.profile, json);
+    return Judge(*text, parse_log, explicit_test ? spec.collective : nullptr, expect, spec.profile, json, report_dir);
   }
 
   auto min = nccltests::ParseSize(min_bytes, "--min-bytes");
@@ -386,7 +414,7 @@ int main(int argc, char** argv) {
   if (!text.ok()) {
     return CouldNotRun(fmt::format("job {} ended {} and left no log: {}", run.job, run.state, text.status().message()));
   }
-  int code = Judge(*text, run.log, spec.collective, expect, spec.profile, json);
+  int code = Judge(*text, run.log, spec.collective, expect, spec.profile, json, report_dir);
   if (run.state != "COMPLETED" && code == 0) {
     return CouldNotRun(fmt::format("job {} ended {} (log: {})", run.job, run.state, run.log));
   }

@@ -48,4 +48,13 @@ grep -c . "$kWork/out" | grep -qx 7 || fail "hostfile: $(cat "$kWork/out")"
 printf 'SwitchName=l1 Level=0 Nodes=node[2-3]\nSwitchName=l0 Level=0 Nodes=node1\n' >"$kWork/topo"
 SLURM_JOB_NODELIST='node[1-3]' expect 0 "topology order \\(slurm\\): node1 node2 node3" --order-hosts "$kWork/topo" --order-source slurm
 expect 2 "SLURM_JOB_NODELIST is not set" --order-hosts "$kWork/answers"
-echo "ok: run-nccl-tests --parse, --dry-run, --order-hosts and bad flags"
+# --report DIR: Markdown, JSON, the plot's data and script, and the plot where gnuplot is installed.
+expect 0 "report in $kWork/report: report.md, report.json" --parse "$kLog" --test all_reduce --profile a3mega --report "$kWork/report"
+grep -qx '# run-nccl-tests: all_reduce on 2 nodes (16 ranks)' "$kWork/report/report.md" || fail "report.md: $(head -3 "$kWork/report/report.md")"
+grep -qx '| 8G | 47535.00 | 338.82 | 0 | 47743.00 | 337.35 | 0 |' "$kWork/report/report.md" || fail "report.md row: $(tail -5 "$kWork/report/report.md")"
+grep -q '"verdict": "pass"' "$kWork/report/report.json" || fail "report.json: no pass verdict"
+grep -qx '8589934592 338.82 337.35' "$kWork/report/busbw.dat" || fail "busbw.dat: $(tail -2 "$kWork/report/busbw.dat")"
+if command -v gnuplot >/dev/null; then
+  [[ $(head -c 4 "$kWork/report/busbw.png" | od -An -c | tr -d ' ') == '211PNG' ]] || fail "busbw.png is not a PNG"
+fi
+echo "ok: run-nccl-tests --parse, --dry-run, --order-hosts, --report and bad flags"
