@@ -31,6 +31,15 @@ std::string SbatchScript(const JobSpec& s) {
                                   ? fmt::format("{} {} -g 1", s.collbench, s.collective->name)
                                   : fmt::format("{}/{} -g 1", s.binary_dir, s.collective->binary);
   const std::string profile = s.profile.empty() ? "" : fmt::format(" --network-profile={}", s.profile);
+  if (s.dcgm_level > 0) {
+    // NVIDIA DCGM's diagnostic on every node first, one line per node; run-nccl-tests reads the lines.
+    out += fmt::format(
+        "srun --mpi=none --ntasks-per-node=1 bash -c 'if ! command -v dcgmi >/dev/null; then "
+        "echo \"dcgm: $SLURMD_NODENAME skipped: no dcgmi on this node\"; elif diag=$(dcgmi diag -r {} 2>&1); then "
+        "echo \"dcgm: $SLURMD_NODENAME pass\"; else echo \"dcgm: $SLURMD_NODENAME FAIL: $(printf \"%s\" \"$diag\" | "
+        "grep -m1 -i fail | tr -s \" \")\"; fi'\n",
+        s.dcgm_level);
+  }
   std::string distribution;
   if (s.topology_order != "none") {
     // Each node's physical_host from its own metadata server (SRUNWAY_METADATA_ANSWERS stands in for it in tests),
@@ -61,6 +70,36 @@ std::string SbatchScript(const JobSpec& s) {
   }
   out += fmt::format("srun --mpi=pmix{}{} {} {}\n", profile, distribution, program, sizes);
   return out;
+}
+
+std::vector<DcgmResult> ParseDcgmLines(std::string_view log) {
+  std::vector<DcgmResult> results;
+  size_t at = 0;
+  while (at < log.size()) {
+    size_t end = log.find('\n', at);
+    std::string_view line = log.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    at = end == std::string_view::npos ? log.size() : end + 1;
+    if (!line.starts_with("dcgm: ")) continue;
+    line.remove_prefix(6);
+    const size_t space = line.find(' ');
+    if (space == std::string_view::npos) continue;
+    DcgmResult r;
+    r.node = std::string(line.substr(0, space));
+    std::string_view rest = line.substr(space + 1);
+    if (rest.starts_with("pass")) {
+      r.outcome = DcgmResult::Outcome::kPass;
+    } else if (rest.starts_with("FAIL")) {
+      r.outcome = DcgmResult::Outcome::kFail;
+      r.detail = std::string(rest.size() > 6 ? rest.substr(6) : "");
+    } else if (rest.starts_with("skipped")) {
+      r.outcome = DcgmResult::Outcome::kSkipped;
+      r.detail = std::string(rest.size() > 9 ? rest.substr(9) : "");
+    } else {
+      continue;
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
 }
 
 Threshold ChooseThreshold(std::optional<double> expected, const std::string& profile, Collective collective,

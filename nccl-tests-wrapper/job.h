@@ -33,7 +33,16 @@ struct JobSpec {
   std::string job_name = "run-nccl-tests";
   std::string topology_order = "none";  // auto, metadata, slurm or none (see topology/placement.h)
   std::string self;                     // path of run-nccl-tests, which orders the hosts inside the job
+  int dcgm_level = 0;                   // 1-4: dcgmi diag -r N on every node before the benchmark; 0: none
 };
+
+// One node's `dcgmi diag` outcome, from the "dcgm: NODE pass|FAIL: ...|skipped: ..." lines the job prints.
+struct DcgmResult {
+  std::string node;
+  enum class Outcome { kPass, kFail, kSkipped } outcome = Outcome::kPass;
+  std::string detail;
+};
+std::vector<DcgmResult> ParseDcgmLines(std::string_view log);
 
 // The script `sbatch` gets: #SBATCH lines, with a topology order the placement of every node and a SLURM_HOSTFILE
 // in that order, then one srun --mpi=pmix of the benchmark (--distribution=arbitrary when ordered).

@@ -352,6 +352,8 @@ int main(int argc, char** argv) {
   app.add_option("--order-hosts", order_hosts, "(inside the job) print a SLURM_HOSTFILE for the job's nodes from "
                                                "this placement file, and the order on stderr");
   app.add_option("--order-source", order_source, "what --order-hosts reads: metadata or slurm")->capture_default_str();
+  app.add_option("--dcgm-level", spec.dcgm_level, "first run dcgmi diag -r N (1-4) on every node; a failure names a bad node")
+      ->check(CLI::Range(1, 4));
   app.add_flag("--isolate", isolate, "when the run fails, test node pairs and name the nodes that fail consistently");
   app.add_flag("--drain", drain, "with --isolate: drain the bad nodes (scontrol update ... state=drain)");
   try {
@@ -396,7 +398,9 @@ int main(int argc, char** argv) {
     return CouldNotRun(fmt::format("--nodes {}: partition {} has {} nodes", spec.nodes,
                                    spec.partition.empty() ? "(default)" : spec.partition, *nodes));
   }
-  if (drain && !isolate) return CouldNotRun("--drain needs --isolate (it drains the nodes isolation names)");
+  if (drain && !isolate && spec.dcgm_level == 0) {
+    return CouldNotRun("--drain needs --isolate or --dcgm-level (it drains the nodes they name)");
+  }
   std::error_code ec;
   std::filesystem::create_directories(job_dir, ec);
   if (ec) return CouldNotRun(fmt::format("create {}: {}", job_dir, ec.message()));
@@ -418,17 +422,27 @@ int main(int argc, char** argv) {
   if (run.state != "COMPLETED" && code == 0) {
     return CouldNotRun(fmt::format("job {} ended {} (log: {})", run.job, run.state, run.log));
   }
-  if (code != 1 || !isolate) return code;
-
-  const std::vector<std::string> nodes = NodesOf(run.log);
-  const auto threshold = nccltests::ChooseThreshold(expect, spec.profile, spec.collective->id, 2);
-  auto bad = Isolate(spec, nodes, job_dir, threshold, deadline);
-  if (!bad.ok()) return CouldNotRun(bad.status().message());
-  if (bad->empty()) {
-    fmt::print("run-nccl-tests: no node failed consistently: every suspect passed when re-tested\n");
-    return code;
+  // DCGM first: a node whose diagnostic failed is bad whatever the bandwidth says.
+  std::vector<std::pair<std::string, std::string>> bad;
+  for (const nccltests::DcgmResult& d : nccltests::ParseDcgmLines(*text)) {
+    if (d.outcome == nccltests::DcgmResult::Outcome::kSkipped) {
+      fmt::print("run-nccl-tests: dcgm on {}: skipped ({})\n", d.node, d.detail);
+    } else if (d.outcome == nccltests::DcgmResult::Outcome::kFail) {
+      bad.push_back({d.node, fmt::format("dcgmi diag -r {} failed: {}", spec.dcgm_level, d.detail)});
+    }
   }
-  for (const auto& [node, figure] : *bad) {
+  if (!bad.empty()) code = std::max(code, 1);
+  if (code == 1 && isolate) {
+    const std::vector<std::string> nodes = NodesOf(run.log);
+    const auto threshold = nccltests::ChooseThreshold(expect, spec.profile, spec.collective->id, 2);
+    auto isolated = Isolate(spec, nodes, job_dir, threshold, deadline);
+    if (!isolated.ok()) return CouldNotRun(isolated.status().message());
+    if (isolated->empty() && bad.empty()) {
+      fmt::print("run-nccl-tests: no node failed consistently: every suspect passed when re-tested\n");
+    }
+    bad.insert(bad.end(), isolated->begin(), isolated->end());
+  }
+  for (const auto& [node, figure] : bad) {
     const std::string reason = fmt::format("run-nccl-tests {} job {}: {}", spec.collective->name, run.job, figure);
     fmt::print("run-nccl-tests: bad node {}: {}\n", node, figure);
     std::vector<std::string> command = {"scontrol", "update", "nodename=" + node, "state=drain", "reason=" + reason};

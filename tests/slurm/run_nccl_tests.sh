@@ -34,4 +34,20 @@ log=$(ls -t "$workdir"/run-nccl-tests-*.out | head -n 1)
 grep -q "^run-nccl-tests: topology order (metadata): node2 node1$" "$log" || fail "no order line: $(head -n 20 "$log")"
 grep -qE "^#  Rank  0 .* on +node2 " "$log" || fail "rank 0 not on node2: $(grep Rank "$log")"
 grep -qE "^#  Rank  3 .* on +node1 " "$log" || fail "rank 3 not on node1: $(grep Rank "$log")"
-echo "ok: run-nccl-tests passes 2 nodes, fails an impossible threshold, refuses 3 nodes, orders by placement"
+# --dcgm-level: a dcgmi standing in for NVIDIA's (first on PATH, which the job inherits) fails on node2 only.
+mkdir -p "$workdir/fakebin"
+cat >"$workdir/fakebin/dcgmi" <<'FAKE'
+#!/bin/sh
+if [ "$SLURMD_NODENAME" = node2 ]; then echo "| PCIe | Fail - GPU 3 link degraded |"; exit 1; fi
+echo "| PCIe | Pass |"
+FAKE
+chmod +x "$workdir/fakebin/dcgmi"
+rc=0
+PATH="$workdir/fakebin:$PATH" "$tool" --nodes 2 --test all_reduce --dcgm-level 1 "${small[@]}" >"$workdir/dcgm.out" 2>&1 || rc=$?
+expect_eq "exit code with a failed DCGM diagnostic" "$rc" 1
+grep -q "^run-nccl-tests: bad node node2: dcgmi diag -r 1 failed: | PCIe | Fail - GPU 3 link degraded |$" "$workdir/dcgm.out" ||
+  fail "node2 not named: $(cat "$workdir/dcgm.out")"
+grep -q 'to drain it: scontrol update nodename=node2 state=drain' "$workdir/dcgm.out" || fail "no drain line"
+! grep -q 'bad node node1' "$workdir/dcgm.out" || fail "node1 named"
+grep -q "verdict: PASS" "$workdir/dcgm.out" || fail "the benchmark itself should still pass"
+echo "ok: run-nccl-tests passes 2 nodes, fails an impossible threshold, refuses 3 nodes, orders by placement, names a node DCGM fails"

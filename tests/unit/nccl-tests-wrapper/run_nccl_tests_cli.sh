@@ -48,6 +48,8 @@ grep -c . "$kWork/out" | grep -qx 7 || fail "hostfile: $(cat "$kWork/out")"
 printf 'SwitchName=l1 Level=0 Nodes=node[2-3]\nSwitchName=l0 Level=0 Nodes=node1\n' >"$kWork/topo"
 SLURM_JOB_NODELIST='node[1-3]' expect 0 "topology order \\(slurm\\): node1 node2 node3" --order-hosts "$kWork/topo" --order-source slurm
 expect 2 "SLURM_JOB_NODELIST is not set" --order-hosts "$kWork/answers"
+expect 0 "dcgmi diag -r 3 2>&1" --dry-run --dcgm-level 3
+expect 2 "--dcgm-level: Value 5 not in range 1 to 4" --dry-run --dcgm-level 5
 # --report DIR: Markdown, JSON, the plot's data and script, and the plot where gnuplot is installed.
 expect 0 "report in $kWork/report: report.md, report.json" --parse "$kLog" --test all_reduce --profile a3mega --report "$kWork/report"
 grep -qx '# run-nccl-tests: all_reduce on 2 nodes (16 ranks)' "$kWork/report/report.md" || fail "report.md: $(head -3 "$kWork/report/report.md")"
