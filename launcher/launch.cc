@@ -105,7 +105,14 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
     start = std::chrono::steady_clock::now();
   };
   auto comm = CreateComm(comm_kind, bootstrap, options);
-  if (!comm.ok()) return comm.status().WithContext("communicator init");
+  if (!comm.ok()) {
+    // A peer that died or stalled during the id exchange is a bootstrap failure, reported as the other phases'.
+    const common::StatusCode code = comm.status().code();
+    const bool peer = code == common::StatusCode::kUnavailable || code == common::StatusCode::kDeadlineExceeded ||
+                      code == common::StatusCode::kAborted;
+    if (open_phase == "id broadcast" && peer) return comm.status();
+    return comm.status().WithContext("communicator init");
+  }
   close_phase();
   if (watchdog != nullptr) watchdog->Guard(comm->get());
 

@@ -61,7 +61,7 @@ std::string SbatchScript(const JobSpec& s) {
            "  slurm) scontrol show topology >\"$placement\" ;;\n"
            "esac\n";
     out += fmt::format("if [ $order != none ]; then\n"
-                       "  {} --order-hosts \"$placement\" --order-source $order --tasks-per-node {} >\"$hostfile\" || exit 2\n"
+                       "  {} --order-hosts \"$placement\" --order-source $order --gpus-per-node 0 --tasks-per-node {} >\"$hostfile\" || exit 2\n"
                        "  export SLURM_HOSTFILE=$hostfile\n"
                        "  distribution=--distribution=arbitrary\n"
                        "fi\n",
