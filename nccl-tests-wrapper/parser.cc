@@ -1,7 +1,9 @@
 // The nccl-tests output parser. It takes logs as admins have them: lines tagged by `srun -l` ("0: ") or by
 // mpirun's --tag-output ("[1,0]<stdout>:"), with or without the leading '#', NCCL/MPI messages in between,
 // device lines of both formats ([0x1b] before nccl-tests 2.14, [0000:1b:00] after), tables with or without the
-// root column (older releases), #wrong as N/A or in %g form, and runs cut short.
+// root column (older releases), #wrong as N/A or in %g form, the "error" column of releases before #wrong, and
+// runs cut short.
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -154,6 +156,9 @@ std::vector<Run> ParseLog(std::string_view text) {
     started = true;
   };
   std::string pending_collective, pending_version;
+  // Releases before #wrong (2.x, e.g. with NCCL 2.8) print the largest error of each row in an "error" column:
+  // a magnitude (5e-07), not a count; their correctness is the "Out of bounds values" footer.
+  bool error_column = false;
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t end = text.find('\n', pos);
@@ -188,6 +193,10 @@ std::vector<Run> ParseLog(std::string_view text) {
       continue;
     }
     const std::vector<std::string_view> t = Tokens(line);
+    if (line.starts_with("size ") && line.find("busbw") != std::string_view::npos) {
+      error_column = std::find(t.begin(), t.end(), "error") != t.end();
+      continue;
+    }
     if (line.starts_with("Rank ")) {
       Device device;
       if (ParseDevice(t, device)) {
@@ -215,6 +224,7 @@ std::vector<Run> ParseLog(std::string_view text) {
     Row row;
     if (ParseRow(t, row)) {
       if (!started) begin_run();
+      if (error_column) row.out_of_place.wrong = row.in_place.wrong = std::nullopt;
       current.rows.push_back(row);
       continue;
     }

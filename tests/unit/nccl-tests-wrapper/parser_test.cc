@@ -74,6 +74,31 @@ TEST(ParserTest, RealA3MegaLogExactly) {
   EXPECT_NEAR(run.MeanBusbw(), 70.742, 0.01);
 }
 
+// A real mpirun --tag-output log of an older nccl-tests (NCCL 2.8.3, p4d with EFA): [0x10] device ids, no Group
+// and no root column, NCCL INFO lines between the header and the rows, and an "error" column of magnitudes
+// (5e-07), which must not count as wrong elements.
+TEST(ParserTest, RealOlderMpirunTaggedLog) {
+  const RunResult run = ParseOne(Fixture("p4d-efa-all-reduce-2node-mpirun-excerpt.log"));
+  ASSERT_EQ(run.devices.size(), 16u);
+  EXPECT_EQ(run.devices[9].host, "nccl-tests-efa-worker-1");
+  EXPECT_EQ(run.devices[9].bus_id, "0x10");
+  EXPECT_EQ(run.devices[9].name, "A100-SXM4-40GB");
+  ASSERT_EQ(run.rows.size(), 28u);
+  const Row& last = run.rows.back();
+  EXPECT_EQ(last.size_bytes, 1073741824);
+  EXPECT_EQ(last.root, -1);
+  EXPECT_DOUBLE_EQ(*last.out_of_place.busbw_gbps, 32.71);
+  EXPECT_DOUBLE_EQ(*last.in_place.time_us, 61303);
+  EXPECT_FALSE(last.out_of_place.wrong.has_value());
+  EXPECT_EQ(run.out_of_bounds, 0);
+  EXPECT_DOUBLE_EQ(*run.avg_busbw_gbps, 7.80081);
+  EXPECT_TRUE(run.complete);
+  EXPECT_TRUE(run.errors.empty());
+  const Verdict v = Judge(run, std::nullopt);
+  EXPECT_EQ(v.outcome, Outcome::kPass) << v.reason;
+  EXPECT_EQ(Judge(run, 40.0).outcome, Outcome::kFail);
+}
+
 TEST(ParserTest, TaggedStrippedAndInterleavedVariants) {
   const std::string log = Fixture("a3mega-all-reduce-2node.log");
   // srun -l task labels, mpirun --tag-output, '#' stripped, CRLF line ends.
