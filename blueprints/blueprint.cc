@@ -661,6 +661,17 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
 
 namespace {
 
+// Whether a literal block ("|") reads back as exactly `s`: it keeps one final line break (clip chomping), so `s`
+// must end in exactly one; its first line may not start with a space (that would need an indentation indicator);
+// and it holds only printable text.
+bool LiteralSafe(const std::string& s) {
+  if (s.empty() || s.back() != '\n' || (s.size() > 1 && s[s.size() - 2] == '\n') || s.front() == ' ') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u == '\n' || u == '\t' || (u >= 0x20 && u < 0x7f) || u >= 0x80;
+  });
+}
+
 // The variables an expanded blueprint keeps: those still referenced after $(vars.x) was inlined (inside larger
 // expressions that Terraform evaluates) and those that reach modules by name (deployment_name, project_id, ...).
 YAML::Node ExpandedVars(const Blueprint& bp) {
@@ -710,8 +721,10 @@ std::string Expand(const Blueprint& bp) {
       emit << YAML::Null;
     } else {
       const std::string& s = node.Scalar();
-      if (s.find('\n') != std::string::npos) {
+      if (s.find('\n') != std::string::npos && LiteralSafe(s)) {
         emit << YAML::Literal << s;
+      } else if (s.find('\n') != std::string::npos) {
+        emit << YAML::DoubleQuoted << s;
       } else if (node.Tag() == "!" && (TypeOf(YAML::Node(s)) != ScalarType::kString || s.empty())) {
         emit << YAML::DoubleQuoted << s;
       } else {

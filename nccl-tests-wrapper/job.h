@@ -32,6 +32,7 @@ struct JobSpec {
   int time_limit_min = 30;
   std::string job_name = "run-nccl-tests";
   std::string topology_order = "none";  // auto, metadata, slurm or none (see topology/placement.h)
+  bool compare_order = false;           // with a topology order: first a run in Slurm's own order, for comparison
   std::string self;                     // path of run-nccl-tests, which orders the hosts inside the job
   int dcgm_level = 0;                   // 1-4: dcgmi diag -r N on every node before the benchmark; 0: none
 };

@@ -293,6 +293,19 @@ common::StatusOr<std::vector<std::pair<std::string, std::string>>> Isolate(
   return bad;
 }
 
+// --compare-order: the bus bandwidth at the largest size of each run in the log, by the order it ran in.
+void PrintOrderComparison(const std::string& log) {
+  std::vector<std::string> orders;
+  for (std::string_view line : common::Split(log, '\n')) {
+    if (line.starts_with("run-nccl-tests: this run: ")) orders.emplace_back(line.substr(26));
+  }
+  const std::vector<nccltests::Run> runs = nccltests::ParseLog(log);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const nccltests::Verdict v = nccltests::Judge(runs[i], std::nullopt);
+    fmt::print("run-nccl-tests: {}: {}\n", i < orders.size() ? orders[i] : fmt::format("run {}", i + 1), Figure(v));
+  }
+}
+
 // --order-hosts: the job's nodes (SLURM_JOB_NODELIST) in placement order, as SLURM_HOSTFILE lines.
 int OrderHosts(const std::string& file, const std::string& source, int tasks_per_node) {
   auto text = common::ReadFile(file);
@@ -349,6 +362,8 @@ int main(int argc, char** argv) {
   app.add_option("--topology-order", spec.topology_order,
                  "order the nodes by physical placement first: auto, metadata (Google Cloud's physical_host), slurm "
                  "(scontrol show topology) or none")->capture_default_str();
+  app.add_flag("--compare-order", spec.compare_order,
+               "with --topology-order: also run in Slurm's own order first and report both bandwidths");
   app.add_option("--order-hosts", order_hosts, "(inside the job) print a SLURM_HOSTFILE for the job's nodes from "
                                                "this placement file, and the order on stderr");
   app.add_option("--order-source", order_source, "what --order-hosts reads: metadata or slurm")->capture_default_str();
@@ -363,6 +378,9 @@ int main(int argc, char** argv) {
   }
   if (!order_hosts.empty()) return OrderHosts(order_hosts, order_source, spec.gpus_per_node > 0 ? spec.gpus_per_node : spec.tasks_per_node);
   if (auto order = topology::ParseOrderSource(spec.topology_order); !order.ok()) return CouldNotRun(order.status().message());
+  if (spec.compare_order && spec.topology_order == "none") {
+    return CouldNotRun("--compare-order needs --topology-order auto, metadata or slurm");
+  }
   auto collective = nccltests::FindCollective(test);
   if (!collective.ok()) return CouldNotRun(collective.status().message());
   spec.collective = *collective;
@@ -419,6 +437,7 @@ int main(int argc, char** argv) {
     return CouldNotRun(fmt::format("job {} ended {} and left no log: {}", run.job, run.state, text.status().message()));
   }
   int code = Judge(*text, run.log, spec.collective, expect, spec.profile, json, report_dir);
+  if (spec.compare_order) PrintOrderComparison(*text);
   if (run.state != "COMPLETED" && code == 0) {
     return CouldNotRun(fmt::format("job {} ended {} (log: {})", run.job, run.state, run.log));
   }

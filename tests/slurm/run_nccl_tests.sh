@@ -28,8 +28,10 @@ grep -q -- "--nodes 3: partition (default) has 2 nodes" "$workdir/nodes.out" || 
 # Topology order from physical_host answers (a file standing in for each node's metadata server): node2's block
 # sorts first, so the job runs with SLURM_HOSTFILE and --distribution=arbitrary and rank 0 lands on node2.
 printf 'node1 /CLUSTER-B/RACK-1/HOST-1\nnode2 /CLUSTER-A/RACK-4/HOST-2\n' >"$workdir/answers"
-SRUNWAY_METADATA_ANSWERS="$workdir/answers" "$tool" --nodes 2 --test all_reduce --topology-order metadata "${small[@]}" \
-  >"$workdir/order.out" 2>&1 || fail "ordered run: $(cat "$workdir/order.out")"
+SRUNWAY_METADATA_ANSWERS="$workdir/answers" "$tool" --nodes 2 --test all_reduce --topology-order metadata \
+  --compare-order "${small[@]}" >"$workdir/order.out" 2>&1 || fail "ordered run: $(cat "$workdir/order.out")"
+grep -qE "^run-nccl-tests: slurm order: [0-9.]+ GB/s at 256K$" "$workdir/order.out" || fail "no slurm-order figure: $(cat "$workdir/order.out")"
+grep -qE "^run-nccl-tests: metadata order: [0-9.]+ GB/s at 256K$" "$workdir/order.out" || fail "no metadata-order figure"
 log=$(ls -t "$workdir"/run-nccl-tests-*.out | head -n 1)
 grep -q "^run-nccl-tests: topology order (metadata): node2 node1$" "$log" || fail "no order line: $(head -n 20 "$log")"
 grep -qE "^#  Rank  0 .* on +node2 " "$log" || fail "rank 0 not on node2: $(grep Rank "$log")"

@@ -41,6 +41,8 @@ expect 0 "/opt/nccl-tests/build/all_reduce_perf -g 1" --dry-run --test all_reduc
 expect 0 "srun --mpi=pmix \\\$\\{distribution:-\\} " --dry-run --topology-order metadata
 grep -q 'order=metadata' "$kWork/out" && grep -q 'export SLURM_HOSTFILE=\$hostfile' "$kWork/out" || fail "ordered script: $(cat "$kWork/out")"
 expect 2 "--topology-order rack: expected auto, metadata, slurm or none" --topology-order rack --dry-run
+expect 2 "--compare-order needs --topology-order auto, metadata or slurm" --compare-order --dry-run
+expect 0 "env -u SLURM_HOSTFILE srun --mpi=pmix .*srunway-collbench" --topology-order slurm --compare-order --dry-run
 printf 'node1 /B/R1/H1\nnode2 /A/R9/H3\n' >"$kWork/answers"
 SLURM_JOB_NODELIST='node[1-3]' expect 0 "topology order \\(metadata\\): node2 node1 node3\\(unplaced\\)" \
   --order-hosts "$kWork/answers" --gpus-per-node 2
