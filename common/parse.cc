@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 
 namespace srunway::common {
 
@@ -17,6 +18,17 @@ StatusOr<int64_t> ParseInt(std::string_view text, std::string_view what, int64_t
   if (error == std::errc::result_out_of_range || value < min || value > max) {
     return InvalidArgument("{}={} is out of range [{}, {}]", what, text, min, max);
   }
+  return value;
+}
+
+StatusOr<double> ParseDouble(std::string_view text, std::string_view what, double min, double max) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || ptr != end || !std::isfinite(value)) {
+    return InvalidArgument("{}='{}' is not a number", what, text);
+  }
+  if (value < min || value > max) return InvalidArgument("{}={} is out of range [{}, {}]", what, text, min, max);
   return value;
 }
 

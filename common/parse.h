@@ -14,6 +14,9 @@ namespace srunway::common {
 StatusOr<int64_t> ParseInt(std::string_view text, std::string_view what, int64_t min = INT64_MIN,
                            int64_t max = INT64_MAX);
 
+// The whole of `text` must be a finite decimal number (1.5, -2, 3e9) in [min, max].
+StatusOr<double> ParseDouble(std::string_view text, std::string_view what, double min = -1e308, double max = 1e308);
+
 // yes/no, true/false, on/off, 1/0, case-insensitively.
 StatusOr<bool> ParseBool(std::string_view text, std::string_view what);
 

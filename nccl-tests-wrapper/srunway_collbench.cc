@@ -12,6 +12,7 @@
 #include "common/env.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/parse.h"
 #include "launcher/bootstrap.h"
 #include "launcher/comm.h"
 #include "nccl-tests-wrapper/bench.h"
@@ -85,6 +86,13 @@ int main(int argc, char** argv) {
   auto comm_kind = launcher::ParseCommKind(comm_name);
   if (!comm_kind.ok()) return Usage(comm_kind.status());
   o.slow_node = common::GetEnv("SRUNWAY_FAULT_SLOW_NODE").value_or("");
+  // nccl-tests' pass mark for the average bus bandwidth, checked before anything runs.
+  std::optional<double> min_bw;
+  if (auto text = common::GetEnv("NCCL_TESTS_MIN_BW"); text && !text->empty()) {
+    auto parsed = common::ParseDouble(*text, "NCCL_TESTS_MIN_BW", 0);
+    if (!parsed.ok()) return Usage(parsed.status());
+    min_bw = *parsed;
+  }
 
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   auto bootstrap = launcher::CreateBootstrap(*bootstrap_kind, timeout, [](const common::Status& failure) {
@@ -112,9 +120,7 @@ int main(int argc, char** argv) {
     boot.Abort(run.status().message());
     return run.status().code() == common::StatusCode::kInvalidArgument ? kExitUsage : kExitComm;
   }
-  if (auto min_bw = common::GetEnv("NCCL_TESTS_MIN_BW"); min_bw && !min_bw->empty()) {
-    run->avg_ok = run->MeanBusbw() >= std::strtod(min_bw->c_str(), nullptr);
-  }
+  if (min_bw) run->avg_ok = run->MeanBusbw() >= *min_bw;
   // The verdict run-nccl-tests gives without a threshold: wrong values or a failed NCCL_TESTS_MIN_BW fail.
   int code = nccltests::Judge(*run, std::nullopt).outcome == nccltests::Outcome::kPass ? kExitOk : kExitFailed;
   if (printer) {

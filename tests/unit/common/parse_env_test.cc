@@ -8,6 +8,18 @@
 namespace srunway::common {
 namespace {
 
+TEST(ParseDouble, WholeFiniteNumbersInRange) {
+  EXPECT_DOUBLE_EQ(*ParseDouble("1.5", "x"), 1.5);
+  EXPECT_DOUBLE_EQ(*ParseDouble("-2", "x"), -2);
+  EXPECT_DOUBLE_EQ(*ParseDouble("3e9", "x"), 3e9);
+  EXPECT_EQ(ParseDouble("abc", "NCCL_TESTS_MIN_BW").status().message(), "NCCL_TESTS_MIN_BW='abc' is not a number");
+  EXPECT_FALSE(ParseDouble("1.5x", "x").ok());
+  EXPECT_FALSE(ParseDouble("", "x").ok());
+  EXPECT_FALSE(ParseDouble("inf", "x").ok());
+  EXPECT_FALSE(ParseDouble("nan", "x").ok());
+  EXPECT_EQ(ParseDouble("-1", "bw", 0).status().message(), "bw=-1 is out of range [0, 1e+308]");
+}
+
 TEST(ParseInt, AcceptsWholeIntegersInRange) {
   EXPECT_EQ(*ParseInt("42", "x"), 42);
   EXPECT_EQ(*ParseInt("-7", "x"), -7);

@@ -52,6 +52,14 @@ SLURM_JOB_NODELIST='node[1-3]' expect 0 "topology order \\(slurm\\): node1 node2
 expect 2 "SLURM_JOB_NODELIST is not set" --order-hosts "$kWork/answers"
 expect 0 "dcgmi diag -r 3 2>&1" --dry-run --dcgm-level 3
 expect 2 "--dcgm-level: Value 5 not in range 1 to 4" --dry-run --dcgm-level 5
+# srunway-collbench (beside run-nccl-tests) checks NCCL_TESTS_MIN_BW before running: one line, exit 2.
+collbench=$(dirname "$kTool")/srunway-collbench
+rc=0
+NCCL_TESTS_MIN_BW=abc "$collbench" all_reduce -b 8 -e 8 >"$kWork/out" 2>&1 || rc=$?
+[[ $rc == 2 ]] && grep -q "NCCL_TESTS_MIN_BW='abc' is not a number" "$kWork/out" || fail "bad NCCL_TESTS_MIN_BW: $rc $(cat "$kWork/out")"
+rc=0
+NCCL_TESTS_MIN_BW=1e9 "$collbench" all_reduce -b 8 -e 8 >"$kWork/out" 2>&1 || rc=$?
+[[ $rc == 1 ]] && grep -q '^# Avg bus bandwidth    : .* FAILED$' "$kWork/out" || fail "NCCL_TESTS_MIN_BW=1e9: $rc $(cat "$kWork/out")"
 # --report DIR: Markdown, JSON, the plot's data and script, and the plot where gnuplot is installed.
 expect 0 "report in $kWork/report: report.md, report.json" --parse "$kLog" --test all_reduce --profile a3mega --report "$kWork/report"
 grep -qx '# run-nccl-tests: all_reduce on 2 nodes (16 ranks)' "$kWork/report/report.md" || fail "report.md: $(head -3 "$kWork/report/report.md")"
