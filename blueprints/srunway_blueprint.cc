@@ -84,15 +84,8 @@ std::optional<Blueprint> LoadValid(const Input& in, int& code, std::vector<Valid
 }
 
 int WriteFiles(const std::map<std::string, std::string>& files, const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Error(fmt::format("cannot create {}: {}", dir.string(), ec.message()), kExitInvalid);
-  for (const auto& [name, text] : files) {
-    if (auto written = common::WriteFileAtomic(dir / name, text); !written.ok()) {
-      return Error(written.message(), kExitInvalid);
-    }
-  }
-  return kExitOk;
+  auto written = common::WriteFilesAtomic(dir, files);
+  return written.ok() ? kExitOk : Error(written.message(), kExitInvalid);
 }
 
 // The local cluster's directories and fake GPUs (character devices 195:N, which gres.conf accepts).
@@ -231,25 +224,23 @@ int main(int argc, char** argv) {
     ::chmod((etc / "task-prolog.sh").c_str(), 0755);
     return RunDaemons(*local, "up");
   }
-  // deploy --target gcp: the toolkit's two steps, with the deployment file.
-  std::vector<std::vector<std::string>> commands;
+  // deploy --target gcp: the toolkit's two steps, with the deployment file, as shell-quoted command lines.
   std::vector<std::string> create = {"gcluster", "create", in.file, "--out", "."};
   if (!in.deployment.empty()) create.insert(create.begin() + 2, {"-d", in.deployment});
   for (const std::string& set : in.sets) create.insert(create.end(), {"--vars", set});
-  commands.push_back(create);
   YAML::Node name = Resolve(*bp, bp->Var("deployment_name"));
-  std::vector<std::string> deploy_cmd = {"gcluster", "deploy", name.IsScalar() ? name.Scalar() : "deployment"};
-  commands.push_back(deploy_cmd);
+  std::vector<std::string> lines;
+  for (const auto& command : {create, {"gcluster", "deploy", name.IsScalar() ? name.Scalar() : "deployment"}}) {
+    std::string line;
+    for (const std::string& word : command) line += (line.empty() ? "" : " ") + Quote(word);
+    lines.push_back(line);
+  }
   std::vector<std::string> missing;
   for (const char* tool : {"gcluster", "terraform"}) {
     if (!OnPath(tool)) missing.emplace_back(tool);
   }
   if (!run) {
-    for (const auto& command : commands) {
-      std::string line;
-      for (const std::string& word : command) line += (line.empty() ? "" : " ") + Quote(word);
-      fmt::print("{}\n", line);
-    }
+    for (const std::string& line : lines) fmt::print("{}\n", line);
     for (const std::string& tool : missing) fmt::print(stderr, "srunway-blueprint: note: {} is not on PATH\n", tool);
     return kExitOk;
   }
@@ -257,9 +248,7 @@ int main(int argc, char** argv) {
     return Error(fmt::format("deploy --run needs {} on PATH (Cluster Toolkit: https://github.com/GoogleCloudPlatform/cluster-toolkit)",
                              missing.size() == 2 ? "gcluster and terraform" : missing[0]), kExitInvalid);
   }
-  for (const auto& command : commands) {
-    std::string line;
-    for (const std::string& word : command) line += (line.empty() ? "" : " ") + Quote(word);
+  for (const std::string& line : lines) {
     fmt::print("+ {}\n", line);
     std::fflush(stdout);
     if (int rc = std::system(line.c_str()); rc != 0) return Error(fmt::format("'{}' failed ({})", line, rc), kExitInvalid);

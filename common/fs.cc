@@ -113,4 +113,12 @@ Status WriteFileAtomic(const std::filesystem::path& path, std::string_view conte
   return file.Commit();
 }
 
+Status WriteFilesAtomic(const std::filesystem::path& dir, const std::map<std::string, std::string>& files) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return ErrnoStatus(ec.value(), "create " + dir.string());
+  for (const auto& [name, contents] : files) SRUNWAY_RETURN_IF_ERROR(WriteFileAtomic(dir / name, contents));
+  return Status::Ok();
+}
+
 }  // namespace srunway::common

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -45,5 +46,9 @@ class AtomicFile {
 // Writes to a temporary name in the same directory, fsyncs, renames over `path` and fsyncs the directory.
 // On any failure (a full disk included) the temporary is removed and `path` is untouched.
 Status WriteFileAtomic(const std::filesystem::path& path, std::string_view contents);
+
+// Creates `dir` (and its parents) and writes each name -> contents into it with WriteFileAtomic; stops at the
+// first failure.
+Status WriteFilesAtomic(const std::filesystem::path& dir, const std::map<std::string, std::string>& files);
 
 }  // namespace srunway::common

@@ -43,17 +43,9 @@ std::string SelfDir() {
 // verdict stands.
 void WriteReport(const std::string& dir, const nccltests::Run& run, const nccltests::Verdict& verdict,
                  const nccltests::Threshold& threshold, const std::string& log) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    common::LogError("--report {}: {}", dir, ec.message());
+  if (auto written = common::WriteFilesAtomic(dir, nccltests::ReportFiles(run, verdict, threshold, log)); !written.ok()) {
+    common::LogError("--report: {}", written.message());
     return;
-  }
-  for (const auto& [name, text] : nccltests::ReportFiles(run, verdict, threshold, log)) {
-    if (auto written = common::WriteFileAtomic(std::filesystem::path(dir) / name, text); !written.ok()) {
-      common::LogError("--report: {}", written.message());
-      return;
-    }
   }
   auto plot = common::RunCommand({"sh", "-c", "cd \"$1\" && gnuplot busbw.gp", "plot", dir}, true);
   const bool drawn = plot.ok() && plot->exit_code == 0;
