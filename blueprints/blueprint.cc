@@ -83,9 +83,8 @@ std::string PlainVar(std::string_view expression) {
   return std::string(name);
 }
 
-YAML::Node Get(const YAML::Node& map, std::string_view key) { return Lookup(map, key); }
 
-bool Has(const YAML::Node& map, std::string_view key) { return Get(map, key).IsDefined(); }
+bool Has(const YAML::Node& map, std::string_view key) { return Lookup(map, key).IsDefined(); }
 
 enum class ScalarType { kString, kNumber, kBool, kNull };
 
@@ -166,29 +165,29 @@ Blueprint Build(Document document) {
   const YAML::Node& root = bp.blueprint.root;
   bp.vars = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) return bp;  // Validate says so
-  YAML::Node vars = Get(root, "vars");
+  YAML::Node vars = Lookup(root, "vars");
   if (vars.IsMap()) {
     for (auto it = vars.begin(); it != vars.end(); ++it) {
       if (it->first.IsScalar()) bp.vars[it->first.Scalar()] = it->second;
     }
   }
-  YAML::Node groups = Get(root, "deployment_groups");
+  YAML::Node groups = Lookup(root, "deployment_groups");
   if (!groups.IsSequence()) return bp;
   for (const YAML::Node& group : groups) {
     const size_t index = bp.groups.size();
-    YAML::Node name = Get(group, "group");
+    YAML::Node name = Lookup(group, "group");
     bp.groups.push_back(name.IsScalar() ? name.Scalar() : "");
-    YAML::Node modules = Get(group, "modules");
+    YAML::Node modules = Lookup(group, "modules");
     if (!modules.IsSequence()) continue;
     for (const YAML::Node& node : modules) {
       Module module;
       module.node = node;
       module.group = index;
-      if (YAML::Node id = Get(node, "id"); id.IsScalar()) module.id = id.Scalar();
-      if (YAML::Node source = Get(node, "source"); source.IsScalar()) module.source = source.Scalar();
-      YAML::Node kind = Get(node, "kind");
+      if (YAML::Node id = Lookup(node, "id"); id.IsScalar()) module.id = id.Scalar();
+      if (YAML::Node source = Lookup(node, "source"); source.IsScalar()) module.source = source.Scalar();
+      YAML::Node kind = Lookup(node, "kind");
       module.kind = kind.IsScalar() ? kind.Scalar() : "terraform";
-      YAML::Node use = Get(node, "use");
+      YAML::Node use = Lookup(node, "use");
       if (use.IsScalar()) module.use.push_back(use.Scalar());
       if (use.IsSequence()) {
         for (const YAML::Node& item : use) module.use.push_back(item.IsScalar() ? item.Scalar() : "");
@@ -207,7 +206,7 @@ void MergeDeployment(Blueprint& bp, Reporter& report) {
     return;
   }
   CheckKeys(report, dep.file, dep.root, kDeploymentKeys, "deployment file");
-  YAML::Node vars = Get(dep.root, "vars");
+  YAML::Node vars = Lookup(dep.root, "vars");
   if (vars.IsDefined() && !vars.IsMap()) report.At(dep.file, vars, "vars must be a map");
   if (vars.IsMap()) {
     for (auto it = vars.begin(); it != vars.end(); ++it) {
@@ -245,7 +244,7 @@ void CheckExpressions(const Blueprint& bp, Reporter& report, const std::string& 
 // The settings whose type srunway knows (from its module catalogue) must have that type.
 void CheckSettingTypes(Reporter& report, const std::string& file, const Module& module) {
   const ModuleInfo* info = FindModule(module.source);
-  YAML::Node settings = Get(module.node, "settings");
+  YAML::Node settings = Lookup(module.node, "settings");
   if (info == nullptr || !settings.IsMap()) return;
   for (auto it = settings.begin(); it != settings.end(); ++it) {
     auto expected = info->setting_types.find(it->first.Scalar());
@@ -293,10 +292,10 @@ std::vector<std::string> VariablesNotUsed(const Blueprint& bp) {
     });
   };
   collect(bp.vars);
-  collect(Get(bp.blueprint.root, "deployment_groups"));
-  collect(Get(bp.blueprint.root, "terraform_backend_defaults"));
-  collect(Get(bp.blueprint.root, "validators"));
-  if (bp.deployment) collect(Get(bp.deployment->root, "terraform_backend_defaults"));
+  collect(Lookup(bp.blueprint.root, "deployment_groups"));
+  collect(Lookup(bp.blueprint.root, "terraform_backend_defaults"));
+  collect(Lookup(bp.blueprint.root, "validators"));
+  if (bp.deployment) collect(Lookup(bp.deployment->root, "terraform_backend_defaults"));
   for (const Module& module : bp.modules) {
     if (const ModuleInfo* info = FindModule(module.source)) used.insert(info->inputs.begin(), info->inputs.end());
   }
@@ -393,7 +392,7 @@ std::vector<std::string> FindExpressions(std::string_view text, std::string* err
 
 std::vector<std::pair<std::string, std::string>> FindReferences(std::string_view e) {
   std::vector<std::pair<std::string, std::string>> refs;
-  auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
+  auto ident_char = [](char c) { return IsWord(c) || c == '-'; };
   bool quoted = false;
   for (size_t i = 0; i < e.size();) {
     char c = e[i];
@@ -437,24 +436,24 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
     return out;
   }
   CheckKeys(report, file, root, kTopLevelKeys, "top-level");
-  YAML::Node name = Get(root, "blueprint_name");
+  YAML::Node name = Lookup(root, "blueprint_name");
   if (!name.IsDefined()) report.At(file, YAML::Mark(), "blueprint_name is required");
   else if (!name.IsScalar() || name.Scalar().empty()) report.At(file, name, "blueprint_name must be a non-empty string");
   CheckExpressions(bp, report, file, name, false, "blueprint_name");
 
-  YAML::Node vars = Get(root, "vars");
+  YAML::Node vars = Lookup(root, "vars");
   if (!vars.IsDefined()) report.At(file, YAML::Mark(), "vars is required (with at least deployment_name)");
   else if (!vars.IsMap()) report.At(file, vars, "vars must be a map");
   if (!Has(bp.vars, "deployment_name")) {
     report.At(file, vars.IsDefined() ? vars : root, "vars.deployment_name is required (in the blueprint or the deployment file)");
-  } else if (YAML::Node dn = Get(bp.vars, "deployment_name"); !dn.IsScalar() || TypeOf(dn) != ScalarType::kString) {
+  } else if (YAML::Node dn = Lookup(bp.vars, "deployment_name"); !dn.IsScalar() || TypeOf(dn) != ScalarType::kString) {
     report.At(file, dn, "vars.deployment_name must be a string");
   }
   CheckExpressions(bp, report, file, vars, true, "vars");
-  if (bp.deployment) CheckExpressions(bp, report, bp.deployment->file, Get(bp.deployment->root, "vars"), true, "vars");
+  if (bp.deployment) CheckExpressions(bp, report, bp.deployment->file, Lookup(bp.deployment->root, "vars"), true, "vars");
 
   int level = 2;
-  if (YAML::Node l = Get(root, "validation_level"); l.IsDefined()) {
+  if (YAML::Node l = Lookup(root, "validation_level"); l.IsDefined()) {
     if (!l.IsScalar() || (l.Scalar() != "0" && l.Scalar() != "1" && l.Scalar() != "2")) {
       report.At(file, l, "validation_level must be 0 (ignore), 1 (warn) or 2 (error)");
     } else {
@@ -463,13 +462,13 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
   }
   for (std::string_view key : {"terraform_backend_defaults", "terraform_providers", "toolkit_modules_url",
                                "toolkit_modules_version", "ghpc_version"}) {
-    CheckExpressions(bp, report, file, Get(root, key), key == "terraform_backend_defaults", key);
+    CheckExpressions(bp, report, file, Lookup(root, key), key == "terraform_backend_defaults", key);
   }
 
   // Validators: the listed ones (minus skip: true), or all of them when none is listed.
   std::vector<std::string> run;
   std::vector<ValidatorResult> results;
-  YAML::Node listed = Get(root, "validators");
+  YAML::Node listed = Lookup(root, "validators");
   if (listed.IsDefined() && !listed.IsSequence()) report.At(file, listed, "validators must be a list");
   if (listed.IsSequence()) {
     for (const YAML::Node& v : listed) {
@@ -478,7 +477,7 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
         continue;
       }
       CheckKeys(report, file, v, std::array<std::string_view, 3>{"validator", "inputs", "skip"}, "validator");
-      YAML::Node which = Get(v, "validator");
+      YAML::Node which = Lookup(v, "validator");
       if (!which.IsScalar()) {
         report.At(file, v, "validator: the validator's name is required");
         continue;
@@ -488,8 +487,8 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
         report.At(file, which, fmt::format("unknown validator '{}'", n));
         continue;
       }
-      CheckExpressions(bp, report, file, Get(v, "inputs"), true, "validator inputs");
-      YAML::Node skip = Get(v, "skip");
+      CheckExpressions(bp, report, file, Lookup(v, "inputs"), true, "validator inputs");
+      YAML::Node skip = Lookup(v, "skip");
       if (skip.IsDefined() && (!skip.IsScalar() || TypeOf(skip) != ScalarType::kBool)) {
         report.At(file, skip, "skip must be true or false");
       }
@@ -505,7 +504,7 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
   }
 
   // Deployment groups and modules.
-  YAML::Node groups = Get(root, "deployment_groups");
+  YAML::Node groups = Lookup(root, "deployment_groups");
   if (!groups.IsDefined()) report.At(file, YAML::Mark(), "deployment_groups is required");
   else if (!groups.IsSequence() || groups.size() == 0) report.At(file, groups, "deployment_groups must be a non-empty list");
   std::map<std::string, const Module*> ids;
@@ -519,7 +518,7 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
         continue;
       }
       CheckKeys(report, file, group, kGroupKeys, "deployment group");
-      YAML::Node gname = Get(group, "group");
+      YAML::Node gname = Lookup(group, "group");
       if (!gname.IsScalar()) {
         report.At(file, group, "group: the deployment group's name is required");
       } else if (!IsName(gname.Scalar())) {
@@ -527,8 +526,8 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
       } else if (!group_names.insert(gname.Scalar()).second) {
         report.At(file, gname, fmt::format("deployment group '{}' is defined twice", gname.Scalar()));
       }
-      CheckExpressions(bp, report, file, Get(group, "terraform_backend"), true, "terraform_backend");
-      YAML::Node modules = Get(group, "modules");
+      CheckExpressions(bp, report, file, Lookup(group, "terraform_backend"), true, "terraform_backend");
+      YAML::Node modules = Lookup(group, "modules");
       if (!modules.IsSequence() || modules.size() == 0) {
         report.At(file, modules.IsDefined() ? modules : group, "modules must be a non-empty list");
         continue;
@@ -543,18 +542,18 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
         }
         CheckKeys(report, file, node, kModuleKeys, "module");
         if (!Has(node, "id")) report.At(file, node, "module id is required");
-        else if (!IsName(module.id)) report.At(file, Get(node, "id"), fmt::format("module id '{}' must match ^\\w(-*\\w)*$", module.id));
-        else if (module.id == "vars") report.At(file, Get(node, "id"), "'vars' cannot be a module id");
+        else if (!IsName(module.id)) report.At(file, Lookup(node, "id"), fmt::format("module id '{}' must match ^\\w(-*\\w)*$", module.id));
+        else if (module.id == "vars") report.At(file, Lookup(node, "id"), "'vars' cannot be a module id");
         else if (!ids.emplace(module.id, &module).second) {
-          report.At(file, Get(node, "id"), fmt::format("module id '{}' is used twice (ids must be unique in the blueprint)", module.id));
+          report.At(file, Lookup(node, "id"), fmt::format("module id '{}' is used twice (ids must be unique in the blueprint)", module.id));
         }
         if (!Has(node, "source")) report.At(file, node, fmt::format("module '{}': source is required", module.id));
-        else if (!Get(node, "source").IsScalar() || module.source.empty()) report.At(file, Get(node, "source"), "source must be a string");
+        else if (!Lookup(node, "source").IsScalar() || module.source.empty()) report.At(file, Lookup(node, "source"), "source must be a string");
         if (module.kind != "terraform" && module.kind != "packer") {
-          report.At(file, Get(node, "kind"), fmt::format("kind '{}' must be terraform or packer", module.kind));
+          report.At(file, Lookup(node, "kind"), fmt::format("kind '{}' must be terraform or packer", module.kind));
         }
         packer += module.kind == "packer";
-        YAML::Node use = Get(node, "use");
+        YAML::Node use = Lookup(node, "use");
         if (use.IsDefined() && !use.IsScalar() && !use.IsSequence()) report.At(file, use, "use must be a module id or a list of them");
         for (const std::string& id : module.use) {
           const Module* used = bp.Find(id);
@@ -567,11 +566,11 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
                                              bp.groups[used->group]));
           }
         }
-        YAML::Node settings = Get(node, "settings");
+        YAML::Node settings = Lookup(node, "settings");
         if (settings.IsDefined() && !settings.IsMap() && !settings.IsNull()) report.At(file, settings, "settings must be a map");
         CheckExpressions(bp, report, file, settings, true, "settings");
         for (std::string_view key : {"id", "source", "kind", "outputs", "use"}) {
-          CheckExpressions(bp, report, file, Get(node, key), false, fmt::format("a module's {}", key));
+          CheckExpressions(bp, report, file, Lookup(node, key), false, fmt::format("a module's {}", key));
         }
         CheckSettingTypes(report, file, module);
       }
@@ -591,16 +590,16 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
     if (n == "test_module_not_used") {
       auto failures = ModulesNotUsed(bp);
       for (const auto& [module, id] : failures) {
-        report.At(file, Get(module->node, "use"), fmt::format("test_module_not_used: module '{}' uses '{}' but takes none of its outputs",
+        report.At(file, Lookup(module->node, "use"), fmt::format("test_module_not_used: module '{}' uses '{}' but takes none of its outputs",
                                                               module->id, id), warn);
       }
       results.push_back({n, failures.empty() ? "passed" : "failed"});
     } else if (n == "test_deployment_variable_not_used") {
       auto unused = VariablesNotUsed(bp);
       for (const std::string& var : unused) {
-        YAML::Node where = Get(Get(root, "vars"), var);
+        YAML::Node where = Lookup(Lookup(root, "vars"), var);
         const std::string& in = where.IsDefined() || !bp.deployment ? file : bp.deployment->file;
-        if (!where.IsDefined() && bp.deployment) where = Get(Get(bp.deployment->root, "vars"), var);
+        if (!where.IsDefined() && bp.deployment) where = Lookup(Lookup(bp.deployment->root, "vars"), var);
         report.At(in, where, fmt::format("test_deployment_variable_not_used: deployment variable '{}' is not used", var), warn);
       }
       results.push_back({n, unused.empty() ? "passed" : "failed"});
@@ -636,7 +635,7 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
     // The whole value is one variable: it takes the variable's value, whatever its type.
     if (expressions.size() == 1 && text.starts_with("$(") && text.ends_with(")") &&
         text.size() == expressions[0].size() + 3 && !PlainVar(expressions[0]).empty()) {
-      YAML::Node var = Get(bp.vars, PlainVar(expressions[0]));
+      YAML::Node var = Lookup(bp.vars, PlainVar(expressions[0]));
       return var.IsDefined() ? resolve(var, depth + 1) : YAML::Clone(node);
     }
     // Inside a longer string: scalar variables are interpolated, anything else stays for Terraform.
@@ -646,7 +645,7 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
       size_t start = text.find("$(" + expression + ")", at);
       out += text.substr(at, start - at);
       YAML::Node var;
-      if (std::string name = PlainVar(expression); !name.empty()) var = Get(bp.vars, name);
+      if (std::string name = PlainVar(expression); !name.empty()) var = Lookup(bp.vars, name);
       YAML::Node resolved = var.IsDefined() ? resolve(var, depth + 1) : YAML::Node();
       out += resolved.IsDefined() && resolved.IsScalar() ? resolved.Scalar() : "$(" + expression + ")";
       at = start + expression.size() + 3;
@@ -734,10 +733,10 @@ std::string Expand(const Blueprint& bp) {
   };
   emit << YAML::BeginMap;
   for (std::string_view key : kTopLevelKeys) {
-    YAML::Node value = Get(root, key);
+    YAML::Node value = Lookup(root, key);
     if (key == "vars") value = ExpandedVars(bp);
     if (key == "terraform_backend_defaults") {
-      if (bp.deployment && Has(bp.deployment->root, key)) value = Get(bp.deployment->root, key);
+      if (bp.deployment && Has(bp.deployment->root, key)) value = Lookup(bp.deployment->root, key);
       if (value.IsDefined()) value = Resolve(bp, value);
     }
     if (!value.IsDefined()) continue;
@@ -751,7 +750,7 @@ std::string Expand(const Blueprint& bp) {
     for (const YAML::Node& group : value) {
       emit << YAML::BeginMap;
       for (std::string_view gkey : kGroupKeys) {
-        YAML::Node gvalue = Get(group, gkey);
+        YAML::Node gvalue = Lookup(group, gkey);
         if (!gvalue.IsDefined()) continue;
         emit << YAML::Key << std::string(gkey) << YAML::Value;
         if (gkey != "modules") {
@@ -770,11 +769,11 @@ std::string Expand(const Blueprint& bp) {
             for (const std::string& id : module.use) emit << id;
             emit << YAML::EndSeq;
           }
-          if (YAML::Node outputs = Get(module.node, "outputs"); outputs.IsDefined()) {
+          if (YAML::Node outputs = Lookup(module.node, "outputs"); outputs.IsDefined()) {
             emit << YAML::Key << "outputs" << YAML::Value;
             write(outputs);
           }
-          if (YAML::Node settings = Get(module.node, "settings"); settings.IsDefined() && !settings.IsNull()) {
+          if (YAML::Node settings = Lookup(module.node, "settings"); settings.IsDefined() && !settings.IsNull()) {
             emit << YAML::Key << "settings" << YAML::Value;
             write(Resolve(bp, settings));
           }

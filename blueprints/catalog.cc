@@ -85,12 +85,16 @@ const std::map<std::string, ModuleInfo, std::less<>>& Catalog() {
 
 }  // namespace
 
-const ModuleInfo* FindModule(std::string_view source) {
+std::string_view ModulePath(std::string_view source) {
   // A remote source names the toolkit path after "//" and may pin a version with "?ref=".
   if (size_t query = source.find('?'); query != std::string_view::npos) source = source.substr(0, query);
   if (size_t sub = source.find("//"); sub != std::string_view::npos) source = source.substr(sub + 2);
   while (source.ends_with('/')) source.remove_suffix(1);
-  auto it = Catalog().find(source);
+  return source;
+}
+
+const ModuleInfo* FindModule(std::string_view source) {
+  auto it = Catalog().find(ModulePath(source));
   return it == Catalog().end() ? nullptr : &it->second;
 }
 

@@ -18,6 +18,9 @@ struct ModuleInfo {
   std::map<std::string, std::string> setting_types;  // setting -> "string", "number", "bool", "list" or "map"
 };
 
+// The toolkit path inside a module source: "?ref=..." and everything up to "//" dropped, no trailing '/'.
+std::string_view ModulePath(std::string_view source);
+
 // The module behind `source`: a toolkit path ("modules/network/vpc"), the same inside a remote source
 // ("github.com/GoogleCloudPlatform/cluster-toolkit//modules/network/vpc?ref=v1.44.0"), or srunway's own
 // ("srunway/local/nodeset"). nullptr when unknown.

@@ -24,11 +24,7 @@ constexpr MachineType kMachineTypes[] = {
     {"a3-megagpu-8g", 208, 8, 1'916'928}, {"a3-highgpu-8g", 208, 8, 1'916'928}, {"n2-standard-2", 2, 0, 8'192},
     {"n2-standard-8", 8, 0, 32'768},      {"c2-standard-4", 4, 0, 16'384},      {"c2-standard-8", 8, 0, 32'768}};
 
-bool EndsWith(const std::string& source, std::string_view module) {
-  std::string_view s = source;
-  if (size_t q = s.find('?'); q != std::string_view::npos) s = s.substr(0, q);
-  return s.ends_with(module);
-}
+bool EndsWith(const std::string& source, std::string_view module) { return ModulePath(source).ends_with(module); }
 
 YAML::Node Setting(const Blueprint& bp, const Module& m, std::string_view name) {
   YAML::Node value = Lookup(Lookup(m.node, "settings"), name);
