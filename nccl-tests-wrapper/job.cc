@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/json.h"
+#include "common/parse.h"
 
 namespace srunway::nccltests {
 
@@ -80,11 +81,7 @@ std::string SbatchScript(const JobSpec& s) {
 
 std::vector<DcgmResult> ParseDcgmLines(std::string_view log) {
   std::vector<DcgmResult> results;
-  size_t at = 0;
-  while (at < log.size()) {
-    size_t end = log.find('\n', at);
-    std::string_view line = log.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
-    at = end == std::string_view::npos ? log.size() : end + 1;
+  for (std::string_view line : common::Split(log, '\n')) {
     if (!line.starts_with("dcgm: ")) continue;
     line.remove_prefix(6);
     const size_t space = line.find(' ');
