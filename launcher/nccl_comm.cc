@@ -632,8 +632,8 @@ StatusOr<std::unique_ptr<Comm>> CreateNcclComm(Bootstrap& bootstrap, const CommO
   ncclComm_t comm = nullptr;
   ncclResult_t rc = ids > 1 ? api.init_rank_scalable(&comm, size, me.rank, ids, unique_ids.data(), &config)
                             : api.init_rank_config(&comm, size, unique_ids[0], me.rank, &config);
-  if (comm == nullptr) return common::Unavailable("ncclCommInitRankConfig failed: {}", api.error_string(rc));
   const char* what = ids > 1 ? "ncclCommInitRankScalable" : "ncclCommInitRankConfig";
+  if (comm == nullptr) return common::Unavailable("{} failed: {}", what, api.error_string(rc));
   SRUNWAY_RETURN_IF_ERROR(NcclComm::Settle(api, comm, rc, what, Clock::now() + options.timeout, options.timeout));
   CUstream stream = nullptr;
   if (Status made = rt->cuda->Check(rt->cuda->stream_create(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
