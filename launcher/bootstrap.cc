@@ -170,12 +170,18 @@ std::string Bootstrap::NameRank(int rank) const {
 
 std::string Bootstrap::Prefix() const { return fmt::format("rank {} on {}: ", identity_.rank, identity_.host); }
 
-Status Bootstrap::ExchangePeers() {
-  SRUNWAY_ASSIGN_OR_RETURN(auto values, AllGather(identity_.host + "\t" + LocalAddress(), "init"));
+Status Bootstrap::ExchangePeers(std::string_view announced) {
+  std::string mine = fmt::format("{}\t{}\t{}", identity_.host, LocalAddress(), announced);
+  SRUNWAY_ASSIGN_OR_RETURN(auto values, AllGather(mine, "init"));
   peers_.clear();
   for (const std::string& value : values) {
-    size_t tab = value.find('\t');
-    peers_.push_back(Peer{value.substr(0, tab), tab == std::string::npos ? "" : value.substr(tab + 1)});
+    // host, address, then the announcement, which may hold tabs of its own.
+    size_t first = value.find('\t');
+    size_t second = first == std::string::npos ? std::string::npos : value.find('\t', first + 1);
+    Peer peer{value.substr(0, first), "", ""};
+    if (first != std::string::npos) peer.address = value.substr(first + 1, second - first - 1);
+    if (second != std::string::npos) peer.announced = value.substr(second + 1);
+    peers_.push_back(std::move(peer));
   }
   return Status::Ok();
 }
@@ -273,7 +279,7 @@ std::unique_ptr<Bootstrap> CreateSingleBootstrap() {
 }
 
 StatusOr<std::unique_ptr<Bootstrap>> CreateBootstrap(BootstrapKind kind, std::chrono::milliseconds timeout,
-                                                     const FailureReporter& report) {
+                                                     const FailureReporter& report, const Announcer& announce) {
   StatusOr<std::unique_ptr<Bootstrap>> bootstrap = common::Internal("no backend");
   if (kind == BootstrapKind::kAuto) {
     if (common::GetEnv("PMIX_RANK") && common::GetEnv("PMIX_NAMESPACE")) {
@@ -297,7 +303,7 @@ StatusOr<std::unique_ptr<Bootstrap>> CreateBootstrap(BootstrapKind kind, std::ch
     report(bootstrap.status());
     return bootstrap.status();
   }
-  Status peers = (*bootstrap)->ExchangePeers();
+  Status peers = (*bootstrap)->ExchangePeers(announce ? announce((*bootstrap)->identity()) : std::string());
   if (!peers.ok()) {
     std::string prefix = (*bootstrap)->Prefix();
     Status failure = peers.WithContext(prefix.substr(0, prefix.size() - 2));

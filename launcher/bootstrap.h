@@ -30,8 +30,9 @@ struct Identity {
 };
 
 struct Peer {
-  std::string host;     // node name
-  std::string address;  // an IPv4 address the node can be reached at
+  std::string host;       // node name
+  std::string address;    // an IPv4 address the node can be reached at
+  std::string announced;  // what the rank added to the "init" exchange (CreateBootstrap's `announce`)
 };
 
 class Bootstrap {
@@ -56,8 +57,8 @@ class Bootstrap {
   std::string NameRank(int rank) const;
   // "rank 3 on node1: " for the start of a failure line.
   std::string Prefix() const;
-  // Runs the "init" exchange that fills peers(); CreateBootstrap does it.
-  common::Status ExchangePeers();
+  // Runs the "init" exchange that fills peers(), each rank adding `announced`; CreateBootstrap does it.
+  common::Status ExchangePeers(std::string_view announced = {});
 
  protected:  Identity identity_;
   std::vector<Peer> peers_;
@@ -66,12 +67,16 @@ class Bootstrap {
 
 // Tells the user about a failure; called before the step is ended, since ending it may kill this process.
 using FailureReporter = std::function<void(const common::Status& failure)>;
+// What a rank adds to the "init" exchange (Peer::announced), once it knows its identity: one exchange then
+// carries what would otherwise need a broadcast of its own (exec mode's master address).
+using Announcer = std::function<std::string(const Identity& identity)>;
 
 // Chooses the backend (auto: PMIx under srun --mpi=pmix, else Slurm's environment, else torchrun's, else a
 // single rank), starts it, and runs the "init" exchange, all within `timeout`. When the exchange fails, the
 // failure (which names this rank and host) goes to `report` before the backend ends the step.
 common::StatusOr<std::unique_ptr<Bootstrap>> CreateBootstrap(BootstrapKind kind, std::chrono::milliseconds timeout,
-                                                             const FailureReporter& report);
+                                                             const FailureReporter& report,
+                                                             const Announcer& announce = nullptr);
 
 // An IPv4 address of this node: its hostname's, else 127.0.0.1.
 std::string LocalAddress();

@@ -17,6 +17,8 @@ namespace {
 using common::Status;
 using common::StatusOr;
 
+constexpr std::string_view kAnnouncedError = "error: ";
+
 bool PortFree(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
@@ -55,26 +57,33 @@ StatusOr<int> PickMasterPort(int64_t job_id, int64_t step_id) {
   return common::Unavailable("no free MASTER_PORT in {}-{} on this host", base, base + 63);
 }
 
-StatusOr<EnvList> ExecEnvironment(Bootstrap& bootstrap) {
-  const Identity& id = bootstrap.identity();
-  std::string mine;
-  if (id.rank == 0) {
-    std::string addr = common::GetEnvOr("MASTER_ADDR", bootstrap.peers().empty() ? "127.0.0.1" : bootstrap.peers()[0].address);
-    int port = 0;
-    if (auto given = common::GetEnvInt("MASTER_PORT", 1, 65535); given.ok()) {
-      port = static_cast<int>(*given);
-    } else {
-      auto job = common::GetEnvInt("SLURM_JOB_ID", 0, INT64_MAX);
-      auto step = common::GetEnvInt("SLURM_STEP_ID", 0, INT64_MAX);
-      SRUNWAY_ASSIGN_OR_RETURN(port, PickMasterPort(job.ok() ? *job : getpid(), step.ok() ? *step : 0));
-    }
-    mine = fmt::format("{} {}", addr, port);
+std::string AnnounceMaster(const Identity& id) {
+  if (id.rank != 0) return "";
+  std::string addr = common::GetEnvOr("MASTER_ADDR", LocalAddress());
+  int port = 0;
+  if (auto given = common::GetEnvInt("MASTER_PORT", 1, 65535); given.ok()) {
+    port = static_cast<int>(*given);
+  } else {
+    auto job = common::GetEnvInt("SLURM_JOB_ID", 0, INT64_MAX);
+    auto step = common::GetEnvInt("SLURM_STEP_ID", 0, INT64_MAX);
+    auto picked = PickMasterPort(job.ok() ? *job : getpid(), step.ok() ? *step : 0);
+    // Said in the exchange rather than returned: every rank then fails with the reason instead of waiting.
+    if (!picked.ok()) return std::string(kAnnouncedError) + picked.status().message();
+    port = *picked;
   }
-  SRUNWAY_ASSIGN_OR_RETURN(std::string master, bootstrap.Broadcast(mine, 0, "master address"));
+  return fmt::format("{} {}", addr, port);
+}
+
+StatusOr<EnvList> ExecEnvironment(const Bootstrap& bootstrap) {
+  if (bootstrap.peers().empty()) return common::Internal("exec environment asked for before the init exchange");
+  const std::string& master = bootstrap.peers()[0].announced;
+  if (master.starts_with(kAnnouncedError)) {
+    return common::Unavailable("{}: {}", bootstrap.NameRank(0), master.substr(kAnnouncedError.size()));
+  }
   size_t space = master.find(' ');
-  if (space == std::string::npos) return common::Internal("malformed master address '{}'", master);
+  if (space == std::string::npos) return common::Internal("malformed master address '{}' from rank 0", master);
   SRUNWAY_ASSIGN_OR_RETURN(int64_t port, common::ParseInt(master.substr(space + 1), "MASTER_PORT", 1, 65535));
-  return TorchrunEnv(id, master.substr(0, space), static_cast<int>(port));
+  return TorchrunEnv(bootstrap.identity(), master.substr(0, space), static_cast<int>(port));
 }
 
 StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms,

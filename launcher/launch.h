@@ -32,9 +32,11 @@ EnvList TorchrunEnv(const Identity& identity, const std::string& master_addr, in
 // 19999, apart from the bootstrap exchange's 20000 and up), checked free on this host.
 common::StatusOr<int> PickMasterPort(int64_t job_id, int64_t step_id);
 
-// Exec mode's environment: rank 0 picks MASTER_ADDR (its own address) and MASTER_PORT unless torchrun-style
-// variables already name them, and broadcasts them.
-common::StatusOr<EnvList> ExecEnvironment(Bootstrap& bootstrap);
+// Exec mode's announcement in the init exchange (CreateBootstrap's `announce`): rank 0 picks MASTER_ADDR (its own
+// address) and MASTER_PORT unless torchrun-style variables already name them; the other ranks add nothing.
+std::string AnnounceMaster(const Identity& identity);
+// Exec mode's environment, from rank 0's announcement: no exchange of its own.
+common::StatusOr<EnvList> ExecEnvironment(const Bootstrap& bootstrap);
 
 struct PhaseTiming {
   std::string phase;

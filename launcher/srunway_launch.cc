@@ -70,9 +70,9 @@ int main(int argc, char** argv) {
 
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   auto start = std::chrono::steady_clock::now();
-  auto bootstrap = CreateBootstrap(*kind, timeout, [](const common::Status& failure) {
-    Fail(nullptr, failure, kExitBootstrap);
-  });
+  auto bootstrap = CreateBootstrap(
+      *kind, timeout, [](const common::Status& failure) { Fail(nullptr, failure, kExitBootstrap); },
+      check ? Announcer() : AnnounceMaster);
   if (!bootstrap.ok()) return kExitBootstrap;
   Bootstrap& boot = **bootstrap;
   double init_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

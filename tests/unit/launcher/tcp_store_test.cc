@@ -156,6 +156,42 @@ TEST(Launch, TorchrunEnvironment) {
   EXPECT_EQ(map["MASTER_PORT"], "12345");
 }
 
+TEST(Launch, ExecEnvironmentComesFromRankZerosAnnouncement) {
+  ::setenv("MASTER_ADDR", "10.1.2.3", 1);
+  ::setenv("MASTER_PORT", "23456", 1);
+  auto bootstrap = CreateSingleBootstrap();
+  std::string announced = AnnounceMaster(bootstrap->identity());
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("MASTER_PORT");
+  EXPECT_EQ(announced, "10.1.2.3 23456");
+  ASSERT_TRUE(bootstrap->ExchangePeers(announced).ok());
+  ASSERT_EQ(bootstrap->peers().size(), 1u);
+  EXPECT_EQ(bootstrap->peers()[0].host, bootstrap->identity().host);
+  auto env = ExecEnvironment(*bootstrap);
+  ASSERT_TRUE(env.ok()) << env.status().message();
+  std::map<std::string, std::string> map(env->begin(), env->end());
+  EXPECT_EQ(map["MASTER_ADDR"], "10.1.2.3");
+  EXPECT_EQ(map["MASTER_PORT"], "23456");
+
+  // Without MASTER_PORT, rank 0 picks a free one; other ranks announce nothing.
+  std::string picked = AnnounceMaster(bootstrap->identity());
+  EXPECT_TRUE(picked.find(' ') != std::string::npos) << picked;
+  Identity other = bootstrap->identity();
+  other.rank = 1;
+  EXPECT_EQ(AnnounceMaster(other), "");
+}
+
+TEST(Launch, RankZerosFailureReachesEveryRank) {
+  auto bootstrap = CreateSingleBootstrap();
+  ASSERT_TRUE(bootstrap->ExchangePeers("error: no free MASTER_PORT in 10000-10063 on this host").ok());
+  auto env = ExecEnvironment(*bootstrap);
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.status().message(),
+            "rank 0 on " + bootstrap->identity().host + ": no free MASTER_PORT in 10000-10063 on this host");
+  ASSERT_TRUE(bootstrap->ExchangePeers("no-space-here").ok());
+  EXPECT_FALSE(ExecEnvironment(*bootstrap).ok());
+}
+
 TEST(Launch, MasterPortIsFreeAndInItsRange) {
   auto port = PickMasterPort(4242, 1);
   ASSERT_TRUE(port.ok());
