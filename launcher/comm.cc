@@ -121,6 +121,8 @@ void HalfReduce(void* in, void* inout, int* length, MPI_Datatype*) {
 
 class MpiComm : public Comm {
  public:
+  using Comm::AllReduce;  // the one-buffer forms, next to the overrides below
+  using Comm::Broadcast;
   // `world`: this communicator is MPI_COMM_WORLD and finalizes MPI when it goes; split ones free their own.
   explicit MpiComm(MPI_Comm comm, bool world) : comm_(comm), world_(world) {
     MPI_Comm_rank(comm_, &rank_);
@@ -178,58 +180,68 @@ class MpiComm : public Comm {
     return std::unique_ptr<Comm>(std::make_unique<MpiComm>(split, false));
   }
 
+  // Each collective once: with a request it starts MPI's non-blocking call, without one it runs the blocking
+  // call, which Open MPI gives faster algorithms than its non-blocking one waited for at once.
   StatusOr<Handle> IAllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    return Start("MPI_Iallreduce", [&](MpiRequest& r) {
-      return MPI_Iallreduce(InPlace(send, recv), recv, Count(count), Type(type), Op(type, op), comm_, r.Add());
-    });
+    return Start("MPI_Iallreduce", [&](MPI_Request* r) { return CallAllReduce(send, recv, count, type, op, r); });
+  }
+  Status AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
+    return MpiStatus(CallAllReduce(send, recv, count, type, op, nullptr), "MPI_Allreduce");
   }
   StatusOr<Handle> IReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    return Start("MPI_Ireduce_scatter_block", [&](MpiRequest& r) {
-      return MPI_Ireduce_scatter_block(send, recv, Count(count), Type(type), Op(type, op), comm_, r.Add());
-    });
+    return Start("MPI_Ireduce_scatter_block",
+                 [&](MPI_Request* r) { return CallReduceScatter(send, recv, count, type, op, r); });
+  }
+  Status ReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
+    return MpiStatus(CallReduceScatter(send, recv, count, type, op, nullptr), "MPI_Reduce_scatter_block");
   }
   StatusOr<Handle> IAllGather(const void* send, void* recv, size_t count, DataType type) override {
-    // In place when this rank's input already sits in its block of the output.
-    const bool in_place = send == static_cast<const uint8_t*>(recv) + static_cast<size_t>(rank_) * count * DataTypeBytes(type);
-    return Start("MPI_Iallgather", [&](MpiRequest& r) {
-      return MPI_Iallgather(in_place ? MPI_IN_PLACE : send, Count(count), Type(type), recv, Count(count), Type(type),
-                            comm_, r.Add());
-    });
+    return Start("MPI_Iallgather", [&](MPI_Request* r) { return CallAllGather(send, recv, count, type, r); });
+  }
+  Status AllGather(const void* send, void* recv, size_t count, DataType type) override {
+    return MpiStatus(CallAllGather(send, recv, count, type, nullptr), "MPI_Allgather");
   }
   StatusOr<Handle> IBroadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
-    if (rank_ == root && send != recv) std::memmove(recv, send, count * DataTypeBytes(type));
-    return Start("MPI_Ibcast", [&](MpiRequest& r) {
-      return MPI_Ibcast(recv, Count(count), Type(type), root, comm_, r.Add());
-    });
+    return Start("MPI_Ibcast", [&](MPI_Request* r) { return CallBroadcast(send, recv, count, type, root, r); });
+  }
+  Status Broadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
+    return MpiStatus(CallBroadcast(send, recv, count, type, root, nullptr), "MPI_Bcast");
   }
   StatusOr<Handle> IReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                            int root) override {
-    const void* from = rank_ == root ? InPlace(send, recv) : send;
-    return Start("MPI_Ireduce", [&](MpiRequest& r) {
-      return MPI_Ireduce(from, recv, Count(count), Type(type), Op(type, op), root, comm_, r.Add());
-    });
+    return Start("MPI_Ireduce", [&](MPI_Request* r) { return CallReduce(send, recv, count, type, op, root, r); });
+  }
+  Status Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root) override {
+    return MpiStatus(CallReduce(send, recv, count, type, op, root, nullptr), "MPI_Reduce");
   }
   StatusOr<Handle> IAllToAll(const void* send, void* recv, size_t count, DataType type) override {
-    return Start("MPI_Ialltoall", [&](MpiRequest& r) {
-      return MPI_Ialltoall(send, Count(count), Type(type), recv, Count(count), Type(type), comm_, r.Add());
-    });
+    return Start("MPI_Ialltoall", [&](MPI_Request* r) { return CallAllToAll(send, recv, count, type, r); });
+  }
+  Status AllToAll(const void* send, void* recv, size_t count, DataType type) override {
+    return MpiStatus(CallAllToAll(send, recv, count, type, nullptr), "MPI_Alltoall");
   }
   StatusOr<Handle> ISend(const void* buffer, size_t count, DataType type, int peer) override {
-    return Start("MPI_Isend", [&](MpiRequest& r) {
-      return MPI_Isend(buffer, Count(count), Type(type), peer, kTag, comm_, r.Add());
+    return Start("MPI_Isend", [&](MPI_Request* r) {
+      return MPI_Isend(buffer, Count(count), Type(type), peer, kTag, comm_, r);
     });
   }
   StatusOr<Handle> IRecv(void* buffer, size_t count, DataType type, int peer) override {
-    return Start("MPI_Irecv", [&](MpiRequest& r) {
-      return MPI_Irecv(buffer, Count(count), Type(type), peer, kTag, comm_, r.Add());
+    return Start("MPI_Irecv", [&](MPI_Request* r) {
+      return MPI_Irecv(buffer, Count(count), Type(type), peer, kTag, comm_, r);
     });
   }
   StatusOr<Handle> ISendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) override {
-    return Start("MPI_Irecv/MPI_Isend", [&](MpiRequest& r) {
-      r.Reserve(2);
-      int rc = MPI_Irecv(recv, Count(count), Type(type), from, kTag, comm_, r.Add());
-      return rc != MPI_SUCCESS ? rc : MPI_Isend(send, Count(count), Type(type), to, kTag, comm_, r.Add());
-    });
+    auto request = std::make_unique<MpiRequest>("MPI_Irecv/MPI_Isend");
+    request->Reserve(2);
+    int rc = MPI_Irecv(recv, Count(count), Type(type), from, kTag, comm_, request->Add());
+    if (rc == MPI_SUCCESS) rc = MPI_Isend(send, Count(count), Type(type), to, kTag, comm_, request->Add());
+    SRUNWAY_RETURN_IF_ERROR(MpiStatus(rc, "MPI_Irecv/MPI_Isend"));
+    return Handle(std::move(request));
+  }
+  Status SendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) override {
+    return MpiStatus(MPI_Sendrecv(send, Count(count), Type(type), to, kTag, recv, Count(count), Type(type), from,
+                                  kTag, comm_, MPI_STATUS_IGNORE),
+                     "MPI_Sendrecv");
   }
   Status Barrier() override { return MpiStatus(MPI_Barrier(comm_), "MPI_Barrier"); }
 
@@ -241,8 +253,40 @@ class MpiComm : public Comm {
   template <typename StartFn>
   StatusOr<Handle> Start(std::string_view what, StartFn&& start) {
     auto request = std::make_unique<MpiRequest>(what);
-    SRUNWAY_RETURN_IF_ERROR(MpiStatus(start(*request), what));
+    SRUNWAY_RETURN_IF_ERROR(MpiStatus(start(request->Add()), what));
     return Handle(std::move(request));
+  }
+
+  int CallAllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, MPI_Request* r) {
+    const void* in = InPlace(send, recv);
+    if (r != nullptr) return MPI_Iallreduce(in, recv, Count(count), Type(type), Op(type, op), comm_, r);
+    return MPI_Allreduce(in, recv, Count(count), Type(type), Op(type, op), comm_);
+  }
+  int CallReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op, MPI_Request* r) {
+    if (r != nullptr) return MPI_Ireduce_scatter_block(send, recv, Count(count), Type(type), Op(type, op), comm_, r);
+    return MPI_Reduce_scatter_block(send, recv, Count(count), Type(type), Op(type, op), comm_);
+  }
+  int CallAllGather(const void* send, void* recv, size_t count, DataType type, MPI_Request* r) {
+    // In place when this rank's input already sits in its block of the output.
+    const bool in_place =
+        send == static_cast<const uint8_t*>(recv) + static_cast<size_t>(rank_) * count * DataTypeBytes(type);
+    const void* in = in_place ? MPI_IN_PLACE : send;
+    if (r != nullptr) return MPI_Iallgather(in, Count(count), Type(type), recv, Count(count), Type(type), comm_, r);
+    return MPI_Allgather(in, Count(count), Type(type), recv, Count(count), Type(type), comm_);
+  }
+  int CallBroadcast(const void* send, void* recv, size_t count, DataType type, int root, MPI_Request* r) {
+    if (rank_ == root && send != recv) std::memmove(recv, send, count * DataTypeBytes(type));
+    if (r != nullptr) return MPI_Ibcast(recv, Count(count), Type(type), root, comm_, r);
+    return MPI_Bcast(recv, Count(count), Type(type), root, comm_);
+  }
+  int CallReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root, MPI_Request* r) {
+    const void* in = rank_ == root ? InPlace(send, recv) : send;
+    if (r != nullptr) return MPI_Ireduce(in, recv, Count(count), Type(type), Op(type, op), root, comm_, r);
+    return MPI_Reduce(in, recv, Count(count), Type(type), Op(type, op), root, comm_);
+  }
+  int CallAllToAll(const void* send, void* recv, size_t count, DataType type, MPI_Request* r) {
+    if (r != nullptr) return MPI_Ialltoall(send, Count(count), Type(type), recv, Count(count), Type(type), comm_, r);
+    return MPI_Alltoall(send, Count(count), Type(type), recv, Count(count), Type(type), comm_);
   }
 
   MPI_Datatype Type(DataType type) const {

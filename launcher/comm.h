@@ -69,6 +69,7 @@ struct DeviceInfo {
   int ordinal = -1;          // CUDA device number among those visible; -1 on a CPU rank
   std::string bus_id = "cpu";  // PCI bus id of the GPU
   std::string name = "CPU";
+  int nccl_version = 0;  // the loaded NCCL's version code (ncclGetVersion, 22803 for 2.28.3); 0 without NCCL
 };
 
 class Comm {
@@ -116,18 +117,19 @@ class Comm {
                                              DataType type) = 0;
   virtual common::Status Barrier() = 0;
 
-  // Blocking forms: the non-blocking one, waited for. The one-buffer forms work in place.
+  // Blocking forms: by default the non-blocking one, waited for; a backend whose own blocking calls are faster
+  // (MPI runs other algorithms for them) overrides the collectives. The one-buffer forms work in place.
   common::Status AllReduce(void* buffer, size_t count, DataType type, ReduceOp op);
-  common::Status AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
-  common::Status ReduceScatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op);
-  common::Status AllGather(const void* send, void* recv, size_t count, DataType type);
+  virtual common::Status AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  virtual common::Status ReduceScatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op);
+  virtual common::Status AllGather(const void* send, void* recv, size_t count, DataType type);
   common::Status Broadcast(void* buffer, size_t count, DataType type, int root);
-  common::Status Broadcast(const void* send, void* recv, size_t count, DataType type, int root);
-  common::Status Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root);
-  common::Status AllToAll(const void* send, void* recv, size_t count, DataType type);
+  virtual common::Status Broadcast(const void* send, void* recv, size_t count, DataType type, int root);
+  virtual common::Status Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root);
+  virtual common::Status AllToAll(const void* send, void* recv, size_t count, DataType type);
   common::Status Send(const void* buffer, size_t count, DataType type, int peer);
   common::Status Recv(void* buffer, size_t count, DataType type, int peer);
-  common::Status SendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type);
+  virtual common::Status SendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type);
 };
 
 struct CommOptions {

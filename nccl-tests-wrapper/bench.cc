@@ -114,31 +114,45 @@ class Sweep {
     return comm_.Upload(send_.data(), host_.data(), total * bytes_);
   }
 
-  // Starts one run of the collective.
-  common::StatusOr<launcher::Handle> Start(size_t count, bool in_place) {
+  // One run of the collective: started (a handle to wait for), or with `blocking` run to the end through the
+  // Comm's blocking form (no handle), which MPI runs with faster algorithms than its non-blocking one.
+  common::StatusOr<launcher::Handle> Issue(size_t count, bool in_place, bool blocking) {
     uint8_t* send = send_.data();
     uint8_t* recv = in_place ? send : recv_.data();
     const size_t block = count * bytes_;
+    using C = launcher::Comm;
     switch (o_.collective->id) {
-      case Collective::kAllReduce: return comm_.IAllReduce(send, recv, count, type_, op_);
-      case Collective::kBroadcast: return comm_.IBroadcast(send, recv, count, type_, o_.root);
-      case Collective::kReduce: return comm_.IReduce(send, recv, count, type_, op_, o_.root);
+      case Collective::kAllReduce:
+        return Call(blocking, &C::AllReduce, &C::IAllReduce, send, recv, count, type_, op_);
+      case Collective::kBroadcast:
+        return Call(blocking, &C::Broadcast, &C::IBroadcast, send, recv, count, type_, o_.root);
+      case Collective::kReduce:
+        return Call(blocking, &C::Reduce, &C::IReduce, send, recv, count, type_, op_, o_.root);
       case Collective::kAllGather:
-        if (in_place) return comm_.IAllGather(recv_.data() + rank_ * block, recv_.data(), count, type_);
-        return comm_.IAllGather(send + rank_ * block, recv, count, type_);
+        send = in_place ? recv_.data() + rank_ * block : send + rank_ * block;
+        return Call(blocking, &C::AllGather, &C::IAllGather, send, recv_.data(), count, type_);
       case Collective::kReduceScatter:
-        return comm_.IReduceScatter(send, recv + rank_ * block, count, type_, op_);
+        return Call(blocking, &C::ReduceScatter, &C::IReduceScatter, send, recv + rank_ * block, count, type_, op_);
       case Collective::kSendRecv:
-        return comm_.ISendRecv(send, (rank_ + 1) % n_, recv, (rank_ + n_ - 1) % n_, count, type_);
-      case Collective::kAllToAll: return comm_.IAllToAll(send, recv, count, type_);
+        return Call(blocking, &C::SendRecv, &C::ISendRecv, send, (rank_ + 1) % n_, recv, (rank_ + n_ - 1) % n_,
+                    count, type_);
+      case Collective::kAllToAll: return Call(blocking, &C::AllToAll, &C::IAllToAll, send, recv, count, type_);
     }
     return common::Internal("unknown collective");
   }
 
-  common::Status RunOnce(size_t count, bool in_place) {
-    SRUNWAY_ASSIGN_OR_RETURN(launcher::Handle handle, Start(count, in_place));
-    return handle->Wait();
+  // The blocking or the non-blocking member of a pair taking the same arguments (deduced from the second).
+  template <typename... Args>
+  common::StatusOr<launcher::Handle> Call(bool blocking,
+                                          common::Status (launcher::Comm::*run)(std::type_identity_t<Args>...),
+                                          common::StatusOr<launcher::Handle> (launcher::Comm::*start)(Args...),
+                                          std::type_identity_t<Args>... args) {
+    if (!blocking) return (comm_.*start)(args...);
+    SRUNWAY_RETURN_IF_ERROR((comm_.*run)(args...));
+    return launcher::Handle();
   }
+
+  common::Status RunOnce(size_t count, bool in_place) { return Issue(count, in_place, /*blocking=*/true).status(); }
 
   // Wrong elements on this rank after one fresh run.
   common::StatusOr<int64_t> CountWrong(size_t count, bool in_place) {
@@ -205,18 +219,14 @@ class Sweep {
     SRUNWAY_RETURN_IF_ERROR(Fill(count, in_place));
     for (int i = 0; i < o_.warmup; ++i) SRUNWAY_RETURN_IF_ERROR(RunOnce(count, in_place));
     SRUNWAY_RETURN_IF_ERROR(comm_.Barrier());
-    // As nccl-tests does on a GPU: every iteration queued on the stream, one wait at the end. On CPU ranks each
-    // non-blocking collective is waited for before the next starts on the same buffers.
-    const bool queue = comm_.kind() == launcher::CommKind::kNccl;
+    // As nccl-tests does on a GPU: every iteration queued on the stream, one wait at the end (unless -z). On CPU
+    // ranks each collective runs to the end (blocking) before the next starts on the same buffers.
+    const bool queue = comm_.kind() == launcher::CommKind::kNccl && !o_.blocking;
     std::vector<launcher::Handle> queued;
     const auto start = Clock::now();
     for (int i = 0; i < o_.iters; ++i) {
-      SRUNWAY_ASSIGN_OR_RETURN(launcher::Handle handle, Start(count, in_place));
-      if (queue) {
-        queued.push_back(std::move(handle));
-      } else {
-        SRUNWAY_RETURN_IF_ERROR(handle->Wait());
-      }
+      SRUNWAY_ASSIGN_OR_RETURN(launcher::Handle handle, Issue(count, in_place, /*blocking=*/!queue));
+      if (queue) queued.push_back(std::move(handle));
       Throttle(size_bytes);
     }
     for (launcher::Handle& handle : queued) SRUNWAY_RETURN_IF_ERROR(handle->Wait());

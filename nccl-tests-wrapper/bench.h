@@ -25,6 +25,7 @@ struct BenchOptions {
   std::string type = "float";    // -d
   int average = 1;               // -a: time of 0 rank 0, 1 the mean over ranks, 2 the minimum, 3 the maximum
   int root = 0;                  // -r
+  bool blocking = false;         // -z: wait for each operation before the next (CPU ranks always do)
   std::string slow_node;         // SRUNWAY_FAULT_SLOW_NODE: this node's transfers are throttled (tests)
 };
 
