@@ -272,7 +272,9 @@ class NcclComm : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  DeviceInfo device() const override { return {runtime_->device, runtime_->bus_id, runtime_->name}; }
+  DeviceInfo device() const override {
+    return {runtime_->device, runtime_->bus_id, runtime_->name, runtime_->nccl->version};
+  }
 
   void Abort() override {
     if (!aborted_.exchange(true) && comm_ != nullptr) runtime_->nccl->abort(comm_);

@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
+
+#include "common/parse.h"
 
 namespace srunway::nccltests {
 namespace {
@@ -37,11 +40,39 @@ std::optional<double> OptionalNumber(const common::Json& object, const char* key
 Half HalfFromJson(const common::Json& json) {
   Half half;
   if (!json.is_object()) return half;
-  half.time_us = OptionalNumber(json, "time");
+  half.time_us = OptionalNumber(json, json.contains("cpu_time") ? "cpu_time" : "time");
   half.algbw_gbps = OptionalNumber(json, "alg_bw");
   half.busbw_gbps = OptionalNumber(json, "bus_bw");
   half.wrong = OptionalNumber(json, "nwrong");
   return half;
+}
+
+// The header line's keys as the text prints them and as nccl-tests' JSON config names them ("step:" becomes
+// step_factor or step_bytes; unalign is printed by newer nccl-tests but not in its JSON).
+constexpr std::pair<const char*, const char*> kConfigKeys[] = {
+    {"nThread", "nthreads"},       {"nGpus", "ngpus"},         {"minBytes", "minimum_bytes"},
+    {"maxBytes", "maximum_bytes"}, {"step:", "step"},          {"warmup iters:", "warmup_iters"},
+    {"iters:", "iterations"},      {"agg iters:", "aggregated_iterations"},
+    {"validation:", "validation"}, {"graph:", "graph"},        {"unalign:", "unalign"}};
+
+// A header value as JSON: an integer where it is one, else the text.
+common::Json ConfigNumber(const std::string& text) {
+  auto number = common::ParseInt(text, "config", INT64_MIN, INT64_MAX);
+  return number.ok() ? common::Json(*number) : common::Json(text);
+}
+
+std::string ConfigText(const common::Json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// nccl-tests writes booleans as the strings "true"/"false" (and "unchecked"); JSON booleans are taken too.
+std::optional<bool> Truth(const common::Json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end()) return std::nullopt;
+  if (it->is_boolean()) return it->get<bool>();
+  if (*it == "true") return true;
+  if (*it == "false") return false;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -65,8 +96,7 @@ std::string FormatHeader(const Run& run) {
   if (!run.version.empty()) out += fmt::format("# nccl-tests version {}\n", run.version);
   if (!run.collective.empty()) out += fmt::format("# Collective test starting: {}_perf\n", run.collective);
   std::string config;
-  for (const char* key : {"nThread", "nGpus", "minBytes", "maxBytes", "step:", "warmup iters:", "iters:",
-                          "agg iters:", "validation:", "graph:"}) {
+  for (const auto& [key, json_key] : kConfigKeys) {
     auto it = run.config.find(key);
     if (it != run.config.end()) config += fmt::format("{}{} {}", config.empty() ? "" : " ", key, it->second);
   }
@@ -98,44 +128,68 @@ std::string FormatFooter(const Run& run) {
 }
 
 common::Json ToJson(const Run& run) {
-  common::Json json;
-  json["collective"] = run.collective;
-  if (!run.version.empty()) json["version"] = run.version;
-  json["config"] = run.config;
-  json["devices"] = common::Json::array();
-  for (const Device& d : run.devices) {
-    json["devices"].push_back({{"rank", d.rank}, {"group", d.group}, {"pid", d.pid}, {"host", d.host},
-                               {"device", d.device}, {"bus_id", d.bus_id}, {"name", d.name}});
+  // nccl-tests' -J layout (src/util.cu): config holds the devices; root is the "%6i" text; booleans are the
+  // strings "true"/"false"; average_bus_bandwidth.okay is "unchecked" without NCCL_TESTS_MIN_BW.
+  common::Json config = common::Json::object();
+  for (const auto& [text_key, json_key] : kConfigKeys) {
+    auto it = run.config.find(text_key);
+    if (it == run.config.end()) continue;
+    if (std::string_view(text_key) == "step:") {
+      const bool factor = it->second.ends_with("(factor)");
+      config[factor ? "step_factor" : "step_bytes"] = ConfigNumber(it->second.substr(0, it->second.find('(')));
+    } else {
+      config[json_key] = ConfigNumber(it->second);
+    }
   }
-  json["results"] = common::Json::array();
+  config["devices"] = common::Json::array();
+  for (const Device& d : run.devices) {
+    config["devices"].push_back({{"rank", d.rank}, {"group", d.group}, {"pid", d.pid}, {"hostname", d.host},
+                                 {"device", d.device}, {"device_hex", d.bus_id}, {"device_info", d.name}});
+  }
+  common::Json json = {{"version", 1}, {"config", config}, {"results", common::Json::array()}};
+  auto iters = run.config.find("iters:");
+  const common::Json actual_iterations = iters != run.config.end() ? ConfigNumber(iters->second) : common::Json();
   for (const Row& r : run.rows) {
     json["results"].push_back({{"size", r.size_bytes}, {"count", r.count}, {"type", r.type}, {"redop", r.redop},
-                               {"root", r.root}, {"out_of_place", HalfJson(r.out_of_place)},
-                               {"in_place", HalfJson(r.in_place)}});
+                               {"root", fmt::format("{:6}", r.root)}, {"out_of_place", HalfJson(r.out_of_place)},
+                               {"in_place", HalfJson(r.in_place)}, {"actual_iterations", actual_iterations},
+                               {"experiment_name", ""}});
   }
-  json["out_of_bounds"] = {{"count", run.out_of_bounds ? common::Json(*run.out_of_bounds) : common::Json(nullptr)},
-                           {"ok", !run.out_of_bounds_failed}};
+  auto truth = [](bool value) { return value ? "true" : "false"; };
+  json["out_of_bounds"] = {{"count", run.out_of_bounds.value_or(0)}, {"okay", truth(!run.out_of_bounds_failed)}};
   json["average_bus_bandwidth"] = {
-      {"value", run.avg_busbw_gbps ? common::Json(*run.avg_busbw_gbps) : common::Json(nullptr)},
-      {"ok", run.avg_ok ? common::Json(*run.avg_ok) : common::Json(nullptr)}};
+      {"bandwidth", run.avg_busbw_gbps ? common::Json(*run.avg_busbw_gbps) : common::Json(nullptr)},
+      {"okay", run.avg_ok ? truth(*run.avg_ok) : "unchecked"}};
   json["errors"] = run.errors;
+  // Ours, beside nccl-tests' keys: which collective, the "# nccl-tests version" of a parsed log, and whether
+  // the footer was there (a parsed log may be cut short; nccl-tests' own file is then not valid JSON at all).
+  json["collective"] = run.collective;
+  if (!run.version.empty()) json["nccl_tests_version"] = run.version;
   json["complete"] = run.complete;
   return json;
 }
 
-common::StatusOr<Run> RunFromJson(const common::Json& json, std::string_view where) {
+namespace {
+
+common::StatusOr<Run> ReadRun(const common::Json& json, std::string_view where) {
   if (!json.is_object()) return common::InvalidArgument("{}: expected a JSON object", where);
   Run run;
   run.collective = json.value("collective", "");
-  run.version = json.value("version", "");
-  if (auto config = json.find("config"); config != json.end() && config->is_object()) {
-    for (const auto& [key, value] : config->items()) run.config[key] = value.is_string() ? value.get<std::string>() : value.dump();
+  run.version = json.value("nccl_tests_version", "");
+  const common::Json no_config = common::Json::object();
+  auto found = json.find("config");
+  const common::Json& config = found != json.end() && found->is_object() ? *found : no_config;
+  for (const auto& [text_key, json_key] : kConfigKeys) {
+    if (auto it = config.find(json_key); it != config.end()) run.config[text_key] = ConfigText(*it);
   }
-  if (auto devices = json.find("devices"); devices != json.end() && devices->is_array()) {
+  if (auto it = config.find("step_factor"); it != config.end()) run.config["step:"] = ConfigText(*it) + "(factor)";
+  if (auto it = config.find("step_bytes"); it != config.end()) run.config["step:"] = ConfigText(*it) + "(bytes)";
+  if (auto devices = config.find("devices"); devices != config.end() && devices->is_array()) {
     for (const auto& d : *devices) {
       if (!d.is_object()) continue;
-      run.devices.push_back({d.value("rank", 0), d.value("group", 0), d.value("pid", int64_t{0}), d.value("host", ""),
-                             d.value("device", 0), d.value("bus_id", ""), d.value("name", "")});
+      run.devices.push_back({d.value("rank", 0), d.value("group", 0), d.value("pid", int64_t{0}),
+                             d.value("hostname", ""), d.value("device", 0), d.value("device_hex", ""),
+                             d.value("device_info", "")});
     }
   }
   auto results = json.find("results");
@@ -147,32 +201,44 @@ common::StatusOr<Run> RunFromJson(const common::Json& json, std::string_view whe
     row.count = r.value("count", int64_t{0});
     row.type = r.value("type", "");
     row.redop = r.value("redop", "");
-    row.root = r.value("root", -1);
+    if (auto root = r.find("root"); root != r.end()) {
+      auto parsed = common::ParseInt(common::Trim(ConfigText(*root)), "root", INT32_MIN, INT32_MAX);
+      if (!parsed.ok()) return parsed.status().WithContext(fmt::format("{}: size {}", where, row.size_bytes));
+      row.root = static_cast<int>(*parsed);
+    }
     row.out_of_place = HalfFromJson(r.value("out_of_place", common::Json::object()));
     row.in_place = HalfFromJson(r.value("in_place", common::Json::object()));
     run.rows.push_back(row);
   }
-  if (auto oob = json.find("out_of_bounds"); oob != json.end()) {
-    if (oob->is_number_integer()) {
-      run.out_of_bounds = oob->get<int64_t>();
-    } else if (oob->is_object()) {
-      if (auto count = oob->find("count"); count != oob->end() && count->is_number_integer()) run.out_of_bounds = count->get<int64_t>();
-      run.out_of_bounds_failed = !oob->value("ok", true);
+  if (auto oob = json.find("out_of_bounds"); oob != json.end() && oob->is_object()) {
+    if (auto count = oob->find("count"); count != oob->end() && count->is_number_integer()) {
+      run.out_of_bounds = count->get<int64_t>();
     }
+    run.out_of_bounds_failed = Truth(*oob, "okay") == false || run.out_of_bounds.value_or(0) > 0;
   }
-  if (auto avg = json.find("average_bus_bandwidth"); avg != json.end()) {
-    if (avg->is_number()) {
-      run.avg_busbw_gbps = avg->get<double>();
-    } else if (avg->is_object()) {
-      run.avg_busbw_gbps = OptionalNumber(*avg, "value");
-      if (auto ok = avg->find("ok"); ok != avg->end() && ok->is_boolean()) run.avg_ok = ok->get<bool>();
-    }
+  if (auto avg = json.find("average_bus_bandwidth"); avg != json.end() && avg->is_object()) {
+    run.avg_busbw_gbps = OptionalNumber(*avg, "bandwidth");
+    run.avg_ok = Truth(*avg, "okay");
   }
   if (auto errors = json.find("errors"); errors != json.end() && errors->is_array()) {
-    for (const auto& e : *errors) run.errors.push_back(e.is_string() ? e.get<std::string>() : e.dump());
+    // nccl-tests writes ncclGetLastError() there, "" when there was none.
+    for (const auto& e : *errors) {
+      std::string text = e.is_string() ? e.get<std::string>() : e.dump();
+      if (!text.empty()) run.errors.push_back(std::move(text));
+    }
   }
   run.complete = json.value("complete", run.avg_busbw_gbps.has_value());
   return run;
+}
+
+}  // namespace
+
+common::StatusOr<Run> RunFromJson(const common::Json& json, std::string_view where) {
+  try {
+    return ReadRun(json, where);
+  } catch (const nlohmann::json::exception& error) {  // a key of the wrong type, e.g. "rank": "0"
+    return common::InvalidArgument("{}: {}", where, error.what());
+  }
 }
 
 }  // namespace srunway::nccltests

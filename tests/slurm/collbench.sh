@@ -24,6 +24,38 @@ for type in half bfloat16 int32 int64 uint8; do
 done
 echo "ok: all_reduce max over half, bfloat16, int32, int64, uint8"
 
+# The -J file has nccl-tests' own layout (its src/util.cu), so tools written for nccl-tests read it.
+python3 - "$workdir/all_reduce.json" <<'PY' || fail "all_reduce.json is not in nccl-tests' layout: $(cat "$workdir/all_reduce.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["version"] == 1 and j["config"]["step_factor"] == 4 and j["config"]["validation"] == 1, j["config"]
+assert j["config"]["blocking_collectives"] in ("true", "false") and j["nccl_version"] is None
+devices = j["config"]["devices"]
+assert [d["rank"] for d in devices] == [0, 1, 2, 3], devices
+assert {d["hostname"] for d in devices} == {"node1", "node2"} and devices[0]["device_hex"] == "cpu", devices
+row = j["results"][-1]
+assert row["size"] == 65536 and row["root"] == "    -1" and row["actual_iterations"] == 3, row
+assert row["out_of_place"]["nwrong"] == 0 and row["in_place"]["bus_bw"] > 0, row
+assert j["out_of_bounds"] == {"count": 0, "okay": "true"}, j["out_of_bounds"]
+assert j["average_bus_bandwidth"]["okay"] == "unchecked" and j["average_bus_bandwidth"]["bandwidth"] > 0
+assert "all_reduce" in j["args"] and all(e.split("=")[0].startswith(("NCCL_", "CUDA_", "SLURM_", "SRUNWAY_", "OMPI_", "PMIX_")) for e in j["env"])
+assert j["start_time"] <= j["end_time"], (j["start_time"], j["end_time"])
+PY
+echo "ok: collbench -J writes nccl-tests' JSON layout"
+
+# NCCL_TESTS_MIN_BW as nccl-tests applies it (the average passes at 90% of it): a tenth of the average measured
+# above passes; a thousand times it fails with exit code 1 and "FAILED" after the average.
+average=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['average_bus_bandwidth']['bandwidth'])" "$workdir/all_reduce.json")
+NCCL_TESTS_MIN_BW=$(awk -v a="$average" 'BEGIN {print a / 10}') srun --mpi=pmix -N2 -n4 "$collbench" all_reduce -b 1K -e 64K -f 4 -n 3 -w 1 \
+  >"$workdir/min_bw.log" 2>&1 || fail "a tenth of the average failed: $(cat "$workdir/min_bw.log")"
+grep -q "Avg bus bandwidth.* OK$" "$workdir/min_bw.log" || fail "$(cat "$workdir/min_bw.log")"
+rc=0
+NCCL_TESTS_MIN_BW=$(awk -v a="$average" 'BEGIN {print a * 1000}') srun --mpi=pmix -N2 -n4 "$collbench" all_reduce -b 1K -e 64K -f 4 -n 3 -w 1 \
+  >"$workdir/min_bw.log" 2>&1 || rc=$?
+expect_eq "exit code below NCCL_TESTS_MIN_BW" "$rc" 1
+grep -q "Avg bus bandwidth.* FAILED$" "$workdir/min_bw.log" || fail "$(cat "$workdir/min_bw.log")"
+echo "ok: NCCL_TESTS_MIN_BW passes and fails as in nccl-tests"
+
 rc=0
 srun --mpi=pmix -N1 -n1 "$collbench" all_reduce -d double >"$workdir/bad.log" 2>&1 || rc=$?
 expect_eq "exit code of -d double" "$rc" 2

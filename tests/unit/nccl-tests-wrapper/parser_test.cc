@@ -184,6 +184,51 @@ TEST(ParserTest, SeveralRunsInOneLog) {
   EXPECT_EQ(runs[1].rows.size(), 31u);
 }
 
+// nccl-tests' own -J layout (src/util.cu): devices inside config, root as "%6i" text, "true"/"false" strings,
+// errors [""] when NCCL had none. The fixture holds the values of the A3 Mega log in that layout.
+TEST(ParserTest, NcclTestsJsonLayout) {
+  auto runs = ParseAny(Fixture("a3mega-all-reduce-2node.nccl-tests-layout.json"), "nccl-tests.json");
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  ASSERT_EQ(runs->size(), 1u);
+  const RunResult& run = runs->front();
+  ExpectA3MegaRun(run);
+  EXPECT_TRUE(run.errors.empty());
+  EXPECT_TRUE(run.complete);
+  EXPECT_FALSE(run.avg_ok.has_value());  // "unchecked"
+  EXPECT_EQ(Judge(run, 300.0).outcome, Outcome::kPass);
+
+  // What our JSON writes is the same layout, and reads back to the same run.
+  common::Json ours = ToJson(run);
+  EXPECT_EQ(ours["config"]["devices"][8]["hostname"], "ztan-mig-gq73");
+  EXPECT_EQ(ours["config"]["devices"][8]["device_hex"], "0000:04:00");
+  EXPECT_EQ(ours["config"]["step_factor"], 2);
+  EXPECT_EQ(ours["config"]["maximum_bytes"], 8589934592);
+  EXPECT_EQ(ours["results"][0]["root"], "    -1");
+  EXPECT_EQ(ours["results"][0]["actual_iterations"], 20);
+  EXPECT_EQ(ours["out_of_bounds"]["okay"], "true");
+  EXPECT_EQ(ours["average_bus_bandwidth"]["okay"], "unchecked");
+  EXPECT_DOUBLE_EQ(ours["average_bus_bandwidth"]["bandwidth"].get<double>(), 70.742);
+
+  // Checking off (nwrong null), a failed pass mark, wrong values and an NCCL error, as nccl-tests writes them.
+  common::Json failed = common::ParseJson(Fixture("a3mega-all-reduce-2node.nccl-tests-layout.json"), "f").value();
+  failed["results"][30]["in_place"]["nwrong"] = nullptr;
+  failed["average_bus_bandwidth"]["okay"] = "false";
+  failed["out_of_bounds"] = {{"count", 4}, {"okay", "false"}};
+  auto bad = ParseAny(failed.dump(), "failed.json");
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  EXPECT_FALSE(bad->front().rows[30].in_place.wrong.has_value());
+  EXPECT_EQ(bad->front().avg_ok, std::optional<bool>(false));
+  EXPECT_TRUE(bad->front().out_of_bounds_failed);
+  EXPECT_EQ(Judge(bad->front(), 300.0).outcome, Outcome::kFail);
+  failed["errors"] = {"NCCL WARN Net : Connection closed by remote peer"};
+  bad = ParseAny(failed.dump(), "failed.json");
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  EXPECT_EQ(bad->front().errors.size(), 1u);
+  EXPECT_EQ(Judge(bad->front(), 300.0).outcome, Outcome::kCouldNotRun);
+  failed["results"][0]["root"] = "root";
+  EXPECT_FALSE(ParseAny(failed.dump(), "failed.json").ok());
+}
+
 TEST(ParserTest, TextAndJsonRoundTrip) {
   const RunResult run = ParseOne(Fixture("a3mega-all-reduce-2node.log"));
   std::string text = FormatHeader(run);
