@@ -170,9 +170,10 @@ std::string FormatReport(const Run& run, const Verdict& v, const Threshold& thre
   }
   std::set<std::string> hosts;
   for (const Device& d : run.devices) hosts.insert(d.host);
-  out += fmt::format("ranks {} on {} nodes; busbw at the largest size {} GB/s; nccl-tests' average over every "
+  out += fmt::format("ranks {} on {} node{}; busbw at the largest size {} GB/s; nccl-tests' average over every "
                      "size {:.2f} GB/s\n",
-                     run.devices.size(), hosts.size(), cell(v.busbw_largest_gbps), v.mean_busbw_gbps);
+                     run.devices.size(), hosts.size(), hosts.size() == 1 ? "" : "s", cell(v.busbw_largest_gbps),
+                     v.mean_busbw_gbps);
   out += fmt::format("threshold: {}\n", threshold.gbps ? fmt::format("{:.2f} GB/s ({})", *threshold.gbps, threshold.source)
                                                        : threshold.source);
   static constexpr const char* kWords[] = {"PASS", "FAIL", "COULD NOT RUN"};

@@ -33,6 +33,7 @@ struct Verdict {
   double mean_busbw_gbps = 0;             // nccl-tests' "Avg bus bandwidth" (every row, both halves)
   std::optional<double> threshold_gbps;
   double wrong = 0;
+  bool checked = false;                   // some #wrong was a count; all "N/A" means nccl-tests ran with -c 0
 };
 
 // threshold: nullopt checks correctness and completeness only.

@@ -99,6 +99,56 @@ TEST(ParserTest, RealOlderMpirunTaggedLog) {
   EXPECT_EQ(Judge(run, 40.0).outcome, Outcome::kFail);
 }
 
+// A real srun -l log (" 0: " on every line, a bare " 0:" at the end) of a 2-node H100 run over 400G InfiniBand
+// with checking off: every #wrong is N/A, so the verdict says the results were not checked.
+TEST(ParserTest, RealSrunLabelledLogWithChecksOff) {
+  const RunResult run = ParseOne(Fixture("h100-ib-all-reduce-2node-srun-l.log"));
+  ASSERT_EQ(run.devices.size(), 16u);
+  EXPECT_EQ(run.devices[8].host, "node007");
+  EXPECT_EQ(run.devices[8].pid, 541703);
+  EXPECT_EQ(run.devices[15].bus_id, "0xc1");
+  EXPECT_EQ(run.config.at("validation:"), "0");
+  EXPECT_EQ(run.config.at("iters:"), "200");
+  ASSERT_EQ(run.rows.size(), 11u);
+  EXPECT_EQ(run.rows.front().size_bytes, 8388608);
+  EXPECT_DOUBLE_EQ(*run.rows.front().in_place.busbw_gbps, 87.38);
+  const Row& last = run.rows.back();
+  EXPECT_EQ(last.size_bytes, 8589934592);
+  EXPECT_DOUBLE_EQ(*last.out_of_place.time_us, 103530);
+  EXPECT_DOUBLE_EQ(*last.out_of_place.busbw_gbps, 155.57);
+  EXPECT_DOUBLE_EQ(*last.in_place.busbw_gbps, 155.56);
+  for (const Row& row : run.rows) EXPECT_FALSE(row.out_of_place.wrong || row.in_place.wrong);
+  EXPECT_DOUBLE_EQ(*run.avg_busbw_gbps, 142.735);
+  EXPECT_NEAR(run.MeanBusbw(), 142.735, 0.01);
+  EXPECT_TRUE(run.complete);
+  EXPECT_TRUE(run.errors.empty());
+  const Verdict v = Judge(run, 150.0);
+  EXPECT_EQ(v.outcome, Outcome::kPass) << v.reason;
+  EXPECT_FALSE(v.checked);
+  EXPECT_NE(v.reason.find("results not checked"), std::string::npos) << v.reason;
+  EXPECT_EQ(Judge(run, 469.0).outcome, Outcome::kFail);
+}
+
+// A real single-node run, one process driving 8 GPUs (-g 8): 8 device lines of one pid; 473.6 GB/s at 4 GB is
+// the source of the h100-single-node figure.
+TEST(ParserTest, RealSingleNodeEightGpuLog) {
+  const RunResult run = ParseOne(Fixture("h100-all-reduce-1node-g8.log"));
+  ASSERT_EQ(run.devices.size(), 8u);
+  for (const Device& d : run.devices) EXPECT_EQ(d.pid, 295203);
+  EXPECT_EQ(run.config.at("nGpus"), "8");
+  ASSERT_EQ(run.rows.size(), 6u);
+  EXPECT_EQ(run.rows.back().size_bytes, 4294967296);
+  EXPECT_DOUBLE_EQ(*run.rows.back().out_of_place.busbw_gbps, 473.60);
+  EXPECT_DOUBLE_EQ(*run.rows.back().in_place.busbw_gbps, 476.53);
+  EXPECT_DOUBLE_EQ(*run.rows.back().in_place.wrong, 0);
+  EXPECT_DOUBLE_EQ(*run.avg_busbw_gbps, 439.369);
+  auto figure = FindFigure("h100-single-node", Collective::kAllReduce, 1);
+  ASSERT_TRUE(figure.has_value());
+  const Verdict v = Judge(run, figure->busbw_gbps * 0.9);
+  EXPECT_EQ(v.outcome, Outcome::kPass) << v.reason;
+  EXPECT_TRUE(v.checked);
+}
+
 TEST(ParserTest, TaggedStrippedAndInterleavedVariants) {
   const std::string log = Fixture("a3mega-all-reduce-2node.log");
   // srun -l task labels, mpirun --tag-output, '#' stripped, CRLF line ends.
