@@ -38,6 +38,17 @@ for test in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendr
   grep -q '^# Out of bounds values : 0 OK$' "$work/$test.txt" || fail "$test: wrong values: $(cat "$work/$test.txt")"
 done
 cat "$work/all_gather.txt"
+# -J in nccl-tests' layout, with the loaded NCCL's version code and the GPU's bus id; -z 1 waits per operation.
+"$collbench" --comm nccl all_reduce -b 1M -e 4M -f 2 -c 1 -z 1 -J "$work/all_reduce.json" >"$work/z.txt" ||
+  fail "collbench -z 1 -J: $(cat "$work/z.txt")"
+python3 - "$work/all_reduce.json" <<'PY' || fail "-J: $(cat "$work/all_reduce.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert isinstance(j["nccl_version"], int) and j["nccl_version"] >= 21400, j["nccl_version"]
+assert j["config"]["blocking_collectives"] == "true", j["config"]
+assert j["config"]["devices"][0]["device_info"].startswith("NVIDIA"), j["config"]["devices"]
+assert j["out_of_bounds"]["okay"] == "true" and len(j["results"]) == 3, j
+PY
 for type in half bfloat16 int32 int64 uint8; do
   "$collbench" --comm nccl all_reduce -b 1K -e 1M -f 32 -c 1 -d "$type" -o max >"$work/t.txt" || fail "collbench -d $type"
   grep -q '^# Out of bounds values : 0 OK$' "$work/t.txt" || fail "-d $type: wrong values"
