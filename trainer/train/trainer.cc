@@ -346,7 +346,9 @@ common::StatusOr<int> Trainer::Loop() {
     const bool interval_save = o_.save_interval > 0 && step_ % o_.save_interval == 0;
     if (g_stop_signal != 0 || interval_save || step_ == o_.train_steps) {
       const int signal = g_stop_signal;
-      SRUNWAY_RETURN_IF_ERROR(Save(signal != 0 ? "stopping on a signal" : "interval"));
+      SRUNWAY_RETURN_IF_ERROR(Save(signal != 0                  ? "stopping on a signal"
+                                   : step_ == o_.train_steps ? "final"
+                                                             : "interval"));
       if (signal != 0) {
         common::LogError("stopped by signal {} after step {}{}", signal, step_,
                          o_.save.empty() ? " (no --save: nothing kept)" : "; resume with --load " + o_.save);
