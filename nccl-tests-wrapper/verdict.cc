@@ -38,12 +38,9 @@ Verdict Judge(const Run& run, std::optional<double> threshold_gbps) {
   Verdict v;
   v.threshold_gbps = threshold_gbps;
   v.mean_busbw_gbps = run.avg_busbw_gbps.value_or(run.MeanBusbw());
-  if (!run.errors.empty()) {
-    v.reason = fmt::format("the run failed: {}", run.errors.front());
-    return v;
-  }
   if (run.rows.empty()) {
-    v.reason = "no result rows: the run ended before measuring anything";
+    v.reason = run.errors.empty() ? "no result rows: the run ended before measuring anything"
+                                  : fmt::format("the run failed: {}", run.errors.front());
     return v;
   }
   const Row* largest = &run.rows.front();
@@ -56,6 +53,13 @@ Verdict Judge(const Run& run, std::optional<double> threshold_gbps) {
   }
   v.largest_size_bytes = largest->size_bytes;
   v.busbw_largest_gbps = largest->out_of_place.busbw_gbps;
+  // A finished run with wrong values fails on them: nccl-tests' own "Test failure" lines after the footer are its
+  // reaction to them, not a run that could not happen.
+  const bool wrong_results = v.wrong > 0 || run.out_of_bounds_failed;
+  if (!run.errors.empty() && !(run.complete && wrong_results)) {
+    v.reason = fmt::format("the run failed: {}", run.errors.front());
+    return v;
+  }
   if (!run.complete) {
     v.reason = fmt::format("truncated: the output stops after {} rows (largest size {}), before the footer",
                            run.rows.size(), FormatSize(largest->size_bytes));

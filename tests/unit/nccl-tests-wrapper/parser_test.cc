@@ -149,6 +149,41 @@ TEST(ParserTest, RealSingleNodeEightGpuLog) {
   EXPECT_TRUE(v.checked);
 }
 
+// Two real failures of nccl-tests 2.17.8 on GH200 nodes under srun: a run with wrong values at one size
+// ("Out of bounds values : 4 FAILED", then nccl-tests' own "Test failure" lines after the footer), which fails on
+// its values; and a run whose ranks hit a CUDA error right after the device lines, which could not run.
+TEST(ParserTest, RealFailedRuns) {
+  const RunResult wrong = ParseOne(Fixture("gh200-all-reduce-2node-wrong-values.log"));
+  EXPECT_EQ(wrong.version, "2.17.8");
+  EXPECT_EQ(wrong.collective, "all_reduce");
+  ASSERT_EQ(wrong.rows.size(), 25u);
+  const Row& bad_row = wrong.rows[17];
+  EXPECT_EQ(bad_row.size_bytes, 1048576);
+  EXPECT_DOUBLE_EQ(*bad_row.out_of_place.wrong, 96);
+  EXPECT_DOUBLE_EQ(*bad_row.in_place.wrong, 32);
+  EXPECT_DOUBLE_EQ(*wrong.rows.back().out_of_place.time_us, 5869.38);
+  EXPECT_DOUBLE_EQ(*wrong.rows.back().in_place.busbw_gbps, 22.80);
+  EXPECT_EQ(wrong.out_of_bounds, 4);
+  EXPECT_TRUE(wrong.out_of_bounds_failed);
+  EXPECT_DOUBLE_EQ(*wrong.avg_busbw_gbps, 4.79995);
+  EXPECT_TRUE(wrong.complete);
+  EXPECT_EQ(wrong.errors.size(), 2u);  // the two "Test failure common.cu:1189" lines
+  Verdict v = Judge(wrong, std::nullopt);
+  EXPECT_EQ(v.outcome, Outcome::kFail) << v.reason;
+  EXPECT_EQ(v.reason, "128 wrong values");
+  EXPECT_DOUBLE_EQ(*v.busbw_largest_gbps, 22.87);
+
+  const RunResult busy = ParseOne(Fixture("gh200-all-reduce-2node-cuda-busy.log"));
+  EXPECT_EQ(busy.devices.size(), 8u);
+  EXPECT_EQ(busy.devices[4].bus_id, "0009:01:00");
+  EXPECT_TRUE(busy.rows.empty());
+  EXPECT_FALSE(busy.complete);
+  v = Judge(busy, std::nullopt);
+  EXPECT_EQ(v.outcome, Outcome::kCouldNotRun);
+  EXPECT_EQ(v.reason, "the run failed: gpu-1-1: Test CUDA failure common.cu:1304 'CUDA-capable device(s) is/are "
+                      "busy or unavailable'");
+}
+
 TEST(ParserTest, TaggedStrippedAndInterleavedVariants) {
   const std::string log = Fixture("a3mega-all-reduce-2node.log");
   // srun -l task labels, mpirun --tag-output, '#' stripped, CRLF line ends.
@@ -270,10 +305,15 @@ TEST(ParserTest, NcclTestsJsonLayout) {
   EXPECT_EQ(bad->front().avg_ok, std::optional<bool>(false));
   EXPECT_TRUE(bad->front().out_of_bounds_failed);
   EXPECT_EQ(Judge(bad->front(), 300.0).outcome, Outcome::kFail);
+  // An error with wrong values still fails on the values; an error alone means the run could not happen.
   failed["errors"] = {"NCCL WARN Net : Connection closed by remote peer"};
   bad = ParseAny(failed.dump(), "failed.json");
   ASSERT_TRUE(bad.ok()) << bad.status().ToString();
   EXPECT_EQ(bad->front().errors.size(), 1u);
+  EXPECT_EQ(Judge(bad->front(), 300.0).outcome, Outcome::kFail);
+  failed["out_of_bounds"] = {{"count", 0}, {"okay", "true"}};
+  bad = ParseAny(failed.dump(), "failed.json");
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
   EXPECT_EQ(Judge(bad->front(), 300.0).outcome, Outcome::kCouldNotRun);
   failed["results"][0]["root"] = "root";
   EXPECT_FALSE(ParseAny(failed.dump(), "failed.json").ok());
