@@ -183,60 +183,59 @@ class MpiComm : public Comm {
   // Each collective once: with a request it starts MPI's non-blocking call, without one it runs the blocking
   // call, which Open MPI gives faster algorithms than its non-blocking one waited for at once.
   StatusOr<Handle> IAllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    return Start("MPI_Iallreduce", [&](MPI_Request* r) { return CallAllReduce(send, recv, count, type, op, r); });
+    return Start("MPI_Iallreduce", [&](MpiRequest& r) { return CallAllReduce(send, recv, count, type, op, r.Add()); });
   }
   Status AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
     return MpiStatus(CallAllReduce(send, recv, count, type, op, nullptr), "MPI_Allreduce");
   }
   StatusOr<Handle> IReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
     return Start("MPI_Ireduce_scatter_block",
-                 [&](MPI_Request* r) { return CallReduceScatter(send, recv, count, type, op, r); });
+                 [&](MpiRequest& r) { return CallReduceScatter(send, recv, count, type, op, r.Add()); });
   }
   Status ReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
     return MpiStatus(CallReduceScatter(send, recv, count, type, op, nullptr), "MPI_Reduce_scatter_block");
   }
   StatusOr<Handle> IAllGather(const void* send, void* recv, size_t count, DataType type) override {
-    return Start("MPI_Iallgather", [&](MPI_Request* r) { return CallAllGather(send, recv, count, type, r); });
+    return Start("MPI_Iallgather", [&](MpiRequest& r) { return CallAllGather(send, recv, count, type, r.Add()); });
   }
   Status AllGather(const void* send, void* recv, size_t count, DataType type) override {
     return MpiStatus(CallAllGather(send, recv, count, type, nullptr), "MPI_Allgather");
   }
   StatusOr<Handle> IBroadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
-    return Start("MPI_Ibcast", [&](MPI_Request* r) { return CallBroadcast(send, recv, count, type, root, r); });
+    return Start("MPI_Ibcast", [&](MpiRequest& r) { return CallBroadcast(send, recv, count, type, root, r.Add()); });
   }
   Status Broadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
     return MpiStatus(CallBroadcast(send, recv, count, type, root, nullptr), "MPI_Bcast");
   }
   StatusOr<Handle> IReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                            int root) override {
-    return Start("MPI_Ireduce", [&](MPI_Request* r) { return CallReduce(send, recv, count, type, op, root, r); });
+    return Start("MPI_Ireduce", [&](MpiRequest& r) { return CallReduce(send, recv, count, type, op, root, r.Add()); });
   }
   Status Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root) override {
     return MpiStatus(CallReduce(send, recv, count, type, op, root, nullptr), "MPI_Reduce");
   }
   StatusOr<Handle> IAllToAll(const void* send, void* recv, size_t count, DataType type) override {
-    return Start("MPI_Ialltoall", [&](MPI_Request* r) { return CallAllToAll(send, recv, count, type, r); });
+    return Start("MPI_Ialltoall", [&](MpiRequest& r) { return CallAllToAll(send, recv, count, type, r.Add()); });
   }
   Status AllToAll(const void* send, void* recv, size_t count, DataType type) override {
     return MpiStatus(CallAllToAll(send, recv, count, type, nullptr), "MPI_Alltoall");
   }
   StatusOr<Handle> ISend(const void* buffer, size_t count, DataType type, int peer) override {
-    return Start("MPI_Isend", [&](MPI_Request* r) {
-      return MPI_Isend(buffer, Count(count), Type(type), peer, kTag, comm_, r);
+    return Start("MPI_Isend", [&](MpiRequest& r) {
+      return MPI_Isend(buffer, Count(count), Type(type), peer, kTag, comm_, r.Add());
     });
   }
   StatusOr<Handle> IRecv(void* buffer, size_t count, DataType type, int peer) override {
-    return Start("MPI_Irecv", [&](MPI_Request* r) {
-      return MPI_Irecv(buffer, Count(count), Type(type), peer, kTag, comm_, r);
+    return Start("MPI_Irecv", [&](MpiRequest& r) {
+      return MPI_Irecv(buffer, Count(count), Type(type), peer, kTag, comm_, r.Add());
     });
   }
   StatusOr<Handle> ISendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) override {
-    auto request = std::make_unique<MpiRequest>("MPI_Irecv/MPI_Isend");
-    request->Reserve(2);
-    int rc = MPI_Irecv(recv, Count(count), Type(type), from, kTag, comm_, request->Add());
-    if (rc == MPI_SUCCESS) rc = MPI_Isend(send, Count(count), Type(type), to, kTag, comm_, request->Add());
-    SRUNWAY_RETURN_IF_ERROR(MpiStatus(rc, "MPI_Irecv/MPI_Isend"));
-    return Handle(std::move(request));
+    return Start("MPI_Irecv/MPI_Isend", [&](MpiRequest& r) {
+      r.Reserve(2);
+      int rc = MPI_Irecv(recv, Count(count), Type(type), from, kTag, comm_, r.Add());
+      return rc != MPI_SUCCESS ? rc : MPI_Isend(send, Count(count), Type(type), to, kTag, comm_, r.Add());
+    });
   }
   Status SendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) override {
     return MpiStatus(MPI_Sendrecv(send, Count(count), Type(type), to, kTag, recv, Count(count), Type(type), from,
@@ -253,7 +252,7 @@ class MpiComm : public Comm {
   template <typename StartFn>
   StatusOr<Handle> Start(std::string_view what, StartFn&& start) {
     auto request = std::make_unique<MpiRequest>(what);
-    SRUNWAY_RETURN_IF_ERROR(MpiStatus(start(request->Add()), what));
+    SRUNWAY_RETURN_IF_ERROR(MpiStatus(start(*request), what));
     return Handle(std::move(request));
   }
 

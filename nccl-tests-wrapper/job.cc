@@ -70,9 +70,9 @@ std::string SbatchScript(const JobSpec& s) {
     distribution = " ${distribution:-}";
     if (s.compare_order) {
       // The same benchmark in Slurm's own order first; run-nccl-tests reports both and judges the ordered run.
-      out += "echo \"run-nccl-tests: this run: slurm order\"\n";
+      out += fmt::format("echo \"{}slurm order\"\n", kRunOrderMarker);
       out += fmt::format("env -u SLURM_HOSTFILE srun --mpi=pmix{} {} {}\n", profile, program, sizes);
-      out += "echo \"run-nccl-tests: this run: ${order} order\"\n";
+      out += fmt::format("echo \"{}${{order}} order\"\n", kRunOrderMarker);
     }
   }
   out += fmt::format("srun --mpi=pmix{}{} {} {}\n", profile, distribution, program, sizes);

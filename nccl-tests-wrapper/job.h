@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -48,6 +49,8 @@ std::vector<DcgmResult> ParseDcgmLines(std::string_view log);
 // The script `sbatch` gets: #SBATCH lines, with a topology order the placement of every node and a SLURM_HOSTFILE
 // in that order, then one srun --mpi=pmix of the benchmark (--distribution=arbitrary when ordered).
 std::string SbatchScript(const JobSpec& spec);
+// With --compare-order the script names each run before it starts: this, then "slurm order" or "<source> order".
+inline constexpr std::string_view kRunOrderMarker = "run-nccl-tests: this run: ";
 
 // The threshold for a verdict: the explicit one, else 90% of the published figure for the profile, collective
 // and node count; `source` says which.

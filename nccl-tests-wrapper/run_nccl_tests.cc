@@ -289,7 +289,9 @@ common::StatusOr<std::vector<std::pair<std::string, std::string>>> Isolate(
 void PrintOrderComparison(const std::string& log) {
   std::vector<std::string> orders;
   for (std::string_view line : common::Split(log, '\n')) {
-    if (line.starts_with("run-nccl-tests: this run: ")) orders.emplace_back(line.substr(26));
+    if (line.starts_with(nccltests::kRunOrderMarker)) {
+      orders.emplace_back(line.substr(nccltests::kRunOrderMarker.size()));
+    }
   }
   const std::vector<nccltests::Run> runs = nccltests::ParseLog(log);
   for (size_t i = 0; i < runs.size(); ++i) {
