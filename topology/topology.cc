@@ -5,6 +5,7 @@
 #include <hwloc.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -210,9 +211,12 @@ StatusOr<Topology> FromJson(const common::Json& json) {
   }
 }
 
-// In the child: the caller's signal handlers (slurmstepd's, a sanitizer's) must not run for a crash in hwloc.
+// In the child: the caller's signal handlers (slurmstepd's, a sanitizer's) must not run for a crash in hwloc, and
+// a crash the parent reports anyway must not leave a core file of slurmstepd's size on the node.
 [[noreturn]] void RunChild(int fd, const std::function<StatusOr<Topology>()>& load) {
   for (int signal_number : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) ::signal(signal_number, SIG_DFL);
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
   auto topology = load();
   common::Json answer = topology.ok() ? common::Json{{"ok", true}, {"topology", ToJson(*topology)}}
                                       : common::Json{{"ok", false}, {"error", topology.status().message()}};

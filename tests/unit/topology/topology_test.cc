@@ -2,6 +2,7 @@
 #include "topology/topology.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/fs.h"
@@ -131,6 +132,17 @@ TEST(IsolatedLoad, AHangIsCutOffAtTheDeadline) {
   ASSERT_FALSE(stuck.ok());
   EXPECT_EQ(stuck.status().code(), common::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(stuck.status().message(), "stuck.xml: hwloc did not finish within 200 ms");
+}
+
+TEST(IsolatedLoad, TheHelperDumpsNoCore) {
+  // The crash is reported in one line; a core file of the forked slurmstepd would only fill the node's disk.
+  auto answer = LoadIsolated([]() -> StatusOr<Topology> {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_CORE, &limit);
+    return common::Internal("core limit {} {}", limit.rlim_cur, limit.rlim_max);
+  }, "probe", 10000);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().message(), "core limit 0 0");
 }
 
 }  // namespace
