@@ -60,7 +60,8 @@ class Bootstrap {
   // Runs the "init" exchange that fills peers(), each rank adding `announced`; CreateBootstrap does it.
   common::Status ExchangePeers(std::string_view announced = {});
 
- protected:  Identity identity_;
+ protected:
+  Identity identity_;
   std::vector<Peer> peers_;
   std::chrono::milliseconds timeout_{60000};
 };
