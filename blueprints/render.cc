@@ -230,8 +230,13 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
   }
   files["plugstack.conf"] = "# plugstack.conf rendered by srunway-blueprint: SPANK plugins loaded into every job step\n" +
                             (plugstack.empty() ? "# (no plugins configured)" : plugstack) + "\n";
+  // Local: Slurm 22.05's tree fence, which its default "mixed" uses for fences without data (barriers), does not
+  // hold between two slurmd on one host: ranks of one node pass a barrier before the other node's arrive (see
+  // tests/slurm/barrier_order.sh; MPI_Init then let messages reach ranks not yet ready for them). The ring fence
+  // holds there. Real clusters keep Slurm's defaults.
   files["mpi.conf"] = is_local ? fmt::format("# mpi.conf rendered by srunway-blueprint: PMIx client files in each node's "
-                                             "own spool directory\nPMIxCliTmpDirBase={}/spool/pmixtmp\n",
+                                             "own spool directory; the ring fence, which holds between nodes on one "
+                                             "host\nPMIxCliTmpDirBase={}/spool/pmixtmp\nPMIxCollFence=ring\n",
                                              local->state_dir)
                                : "# mpi.conf rendered by srunway-blueprint: Slurm's PMIx defaults\n";
   return files;

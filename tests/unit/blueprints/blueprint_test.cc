@@ -174,7 +174,8 @@ TEST(Render, LocalClusterFiles) {
   EXPECT_NE(conf.find("MpiDefault=pmix\n"), std::string::npos);
   EXPECT_NE(conf.find("PlugStackConfig=/st/etc/plugstack.conf\n"), std::string::npos);
   EXPECT_NE(files->at("gres.conf").find("NodeName=node2 Name=gpu File=/st/dev/node2/nvidia[0-7]\n"), std::string::npos);
-  EXPECT_EQ(files->at("mpi.conf").substr(files->at("mpi.conf").find('\n') + 1), "PMIxCliTmpDirBase=/st/spool/pmixtmp\n");
+  EXPECT_EQ(files->at("mpi.conf").substr(files->at("mpi.conf").find('\n') + 1),
+            "PMIxCliTmpDirBase=/st/spool/pmixtmp\nPMIxCollFence=ring\n");
   auto local = LocalClusterOf(*bp);
   ASSERT_TRUE(local.ok());
   EXPECT_EQ(local->nodes, (std::vector<std::string>{"node1", "node2"}));
