@@ -113,10 +113,12 @@ start_slurmd() {
   [[ -n $(pid_of "$node") ]] && return 0
   local log=$kState/log/slurmd-$node.log
   # Each node gets its own mount namespace in which its spool directory is the one fixed SlurmdSpoolDir;
-  # PMIx across the two nodes needs that (see shared/facts.md).
+  # PMIx across the two nodes needs that (see shared/facts.md). Its /etc/hosts also names the nodes, as a real
+  # cluster's DNS does, so a job step can resolve its nodes' names without asking slurmctld.
   if ! unshare -m --propagation private \
-      sh -c 'mount --bind "$1" "$2" && exec slurmd -N "$3" -f "$4"' \
-      slurmd-"$node" "$kState/nodes/$node/spool" "$kState/spool" "$node" "$kConf" 2>>"$log"; then
+      sh -c 'mount --bind "$1" "$2" && mount --bind "$3" /etc/hosts && exec slurmd -N "$4" -f "$5"' \
+      slurmd-"$node" "$kState/nodes/$node/spool" "$kState/spool" "$kState/etc/hosts" "$node" "$kConf" \
+      2>>"$log"; then
     show_log_tail "$log"
     die "slurmd $node failed to start"
   fi
@@ -172,6 +174,8 @@ cmd_up() {
   wait_for_daemon munged "$kState/log/munged.log"
   start_slurmctld
   wait_for_daemon slurmctld "$kState/log/slurmctld.log"
+  # The nodes' /etc/hosts: this machine's, plus every node at NodeAddr (127.0.0.1, as slurm.conf says).
+  { cat /etc/hosts; echo "127.0.0.1 ${kNodes[*]}"; } >"$kState/etc/hosts.tmp" && mv "$kState/etc/hosts.tmp" "$kState/etc/hosts"
   local node
   for node in "${kNodes[@]}"; do
     start_slurmd "$node"
