@@ -157,14 +157,13 @@ common::StatusOr<std::vector<WeightedPath>> ParseDataPath(const std::vector<std:
   std::vector<WeightedPath> paths;
   double total = 0;
   for (size_t i = 0; i < args.size(); i += 2) {
-    char* end = nullptr;
-    const double weight = std::strtod(args[i].c_str(), &end);
-    if (end == args[i].c_str() || *end != '\0' || !(weight > 0) || !std::isfinite(weight)) {
+    auto weight = common::ParseDouble(args[i], "--data-path weight");
+    if (!weight.ok() || !(*weight > 0)) {
       return common::InvalidArgument("--data-path: weight '{}' (before '{}') is not a positive number", args[i],
                                      args[i + 1]);
     }
-    paths.push_back({weight, args[i + 1]});
-    total += weight;
+    paths.push_back({*weight, args[i + 1]});
+    total += *weight;
   }
   for (WeightedPath& path : paths) path.weight /= total;
   return paths;
@@ -173,13 +172,10 @@ common::StatusOr<std::vector<WeightedPath>> ParseDataPath(const std::vector<std:
 common::StatusOr<std::pair<int64_t, int64_t>> SplitRange(const std::string& split, int64_t count, Split which) {
   std::vector<double> shares;
   for (std::string_view part : common::Split(split, split.find('/') != std::string::npos ? '/' : ',')) {
-    char* end = nullptr;
-    std::string text(common::Trim(part));
-    const double share = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || share < 0 || !std::isfinite(share)) {
-      return common::InvalidArgument("--split '{}': '{}' is not a non-negative number", split, text);
-    }
-    shares.push_back(share);
+    std::string_view text = common::Trim(part);
+    auto share = common::ParseDouble(text, "--split share", 0.0);
+    if (!share.ok()) return common::InvalidArgument("--split '{}': '{}' is not a non-negative number", split, text);
+    shares.push_back(*share);
   }
   if (shares.empty() || shares.size() > 3) {
     return common::InvalidArgument("--split '{}': expected up to three shares (train,valid,test)", split);

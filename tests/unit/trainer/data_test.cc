@@ -203,6 +203,12 @@ TEST(DataPathTest, MalformedBlendsAreRefused) {
   EXPECT_FALSE(ParseDataPath({"0.5", "a", "b"}).ok());
   EXPECT_NE(ParseDataPath({"x", "a", "0.5", "b"}).status().message().find("weight 'x'"), std::string::npos);
   EXPECT_FALSE(ParseDataPath({"-1", "a", "2", "b"}).ok());
+  for (const char* bad : {"0", "inf", "nan", "1e999", "0.5x", ""}) {
+    EXPECT_FALSE(ParseDataPath({bad, "a", "2", "b"}).ok()) << bad;
+  }
+  auto blend = ParseDataPath({"3", "a", "1", "b"});
+  ASSERT_TRUE(blend.ok());
+  EXPECT_DOUBLE_EQ((*blend)[0].weight, 0.75);
 }
 
 TEST(SplitTest, MegatronShares) {
@@ -212,6 +218,10 @@ TEST(SplitTest, MegatronShares) {
   EXPECT_EQ(*SplitRange("1", 10, Split::kTrain), (std::pair<int64_t, int64_t>{0, 10}));
   EXPECT_FALSE(SplitRange("a,b", 10, Split::kTrain).ok());
   EXPECT_FALSE(SplitRange("0,0,0", 10, Split::kTrain).ok());
+  EXPECT_FALSE(SplitRange("90,-5,15", 10, Split::kTrain).ok());
+  EXPECT_EQ(SplitRange("90,,10", 10, Split::kTrain).status().message(),
+            "--split '90,,10': '' is not a non-negative number");
+  EXPECT_EQ(*SplitRange(" 9 / 1 ", 10, Split::kValid), (std::pair<int64_t, int64_t>{9, 10}));
 }
 
 TEST(MockDataTest, DeterministicAndInVocabulary) {
