@@ -47,11 +47,12 @@ Half HalfFromJson(const common::Json& json) {
   return half;
 }
 
-// The header line's keys as the text prints them and as nccl-tests' JSON config names them ("step:" becomes
-// step_factor or step_bytes; unalign is printed by newer nccl-tests but not in its JSON).
+// The header line's keys as the text prints them and as nccl-tests' JSON config names them. "step:" has no one
+// name (nullptr): the JSON says step_factor or step_bytes by the "(factor)"/"(bytes)" suffix of its value. unalign
+// is printed by newer nccl-tests but not in its JSON.
 constexpr std::pair<const char*, const char*> kConfigKeys[] = {
     {"nThread", "nthreads"},       {"nGpus", "ngpus"},         {"minBytes", "minimum_bytes"},
-    {"maxBytes", "maximum_bytes"}, {"step:", "step"},          {"warmup iters:", "warmup_iters"},
+    {"maxBytes", "maximum_bytes"}, {"step:", nullptr},         {"warmup iters:", "warmup_iters"},
     {"iters:", "iterations"},      {"agg iters:", "aggregated_iterations"},
     {"validation:", "validation"}, {"graph:", "graph"},        {"unalign:", "unalign"}};
 
@@ -134,7 +135,7 @@ common::Json ToJson(const Run& run) {
   for (const auto& [text_key, json_key] : kConfigKeys) {
     auto it = run.config.find(text_key);
     if (it == run.config.end()) continue;
-    if (std::string_view(text_key) == "step:") {
+    if (json_key == nullptr) {
       const bool factor = it->second.ends_with("(factor)");
       config[factor ? "step_factor" : "step_bytes"] = ConfigNumber(it->second.substr(0, it->second.find('(')));
     } else {
@@ -180,6 +181,7 @@ common::StatusOr<Run> ReadRun(const common::Json& json, std::string_view where) 
   auto found = json.find("config");
   const common::Json& config = found != json.end() && found->is_object() ? *found : no_config;
   for (const auto& [text_key, json_key] : kConfigKeys) {
+    if (json_key == nullptr) continue;
     if (auto it = config.find(json_key); it != config.end()) run.config[text_key] = ConfigText(*it);
   }
   if (auto it = config.find("step_factor"); it != config.end()) run.config["step:"] = ConfigText(*it) + "(factor)";
