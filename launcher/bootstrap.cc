@@ -35,22 +35,6 @@ std::optional<std::string> ResolveIpv4(const std::string& host) {
   return std::string(text);
 }
 
-// A Slurm node's address: its name when that resolves, else its NodeAddr from slurmctld (node names need not
-// resolve; on the local test cluster they do not).
-StatusOr<std::string> SlurmNodeAddress(const std::string& node) {
-  if (auto address = ResolveIpv4(node)) return *address;
-  auto shown = common::RunCommand({"scontrol", "show", "node", node, "-o"});
-  if (!shown.ok() || shown->exit_code != 0) {
-    return common::NotFound("node {} does not resolve and scontrol could not tell its NodeAddr", node);
-  }
-  const std::string& out = shown->output;
-  size_t at = out.find("NodeAddr=");
-  if (at == std::string::npos) return common::NotFound("scontrol shows no NodeAddr for node {}", node);
-  std::string addr = out.substr(at + 9, out.find_first_of(" \n", at) - at - 9);
-  if (auto address = ResolveIpv4(addr)) return *address;
-  return common::NotFound("node {} has NodeAddr {}, which does not resolve", node, addr);
-}
-
 // Ranks over the TCP exchange; rank 0 hosts it.
 class TcpBootstrap : public Bootstrap {
  public:
@@ -184,6 +168,20 @@ Status Bootstrap::ExchangePeers(std::string_view announced) {
     peers_.push_back(std::move(peer));
   }
   return Status::Ok();
+}
+
+StatusOr<std::string> SlurmNodeAddress(const std::string& node) {
+  if (auto address = ResolveIpv4(node)) return *address;
+  auto shown = common::RunCommand({"scontrol", "show", "node", node, "-o"});
+  if (!shown.ok() || shown->exit_code != 0) {
+    return common::NotFound("node {} does not resolve and scontrol could not tell its NodeAddr", node);
+  }
+  const std::string& out = shown->output;
+  size_t at = out.find("NodeAddr=");
+  if (at == std::string::npos) return common::NotFound("scontrol shows no NodeAddr for node {}", node);
+  std::string addr = out.substr(at + 9, out.find_first_of(" \n", at) - at - 9);
+  if (auto address = ResolveIpv4(addr)) return *address;
+  return common::NotFound("node {} has NodeAddr {}, which does not resolve", node, addr);
 }
 
 std::string LocalAddress() {

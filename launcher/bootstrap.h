@@ -81,6 +81,9 @@ common::StatusOr<std::unique_ptr<Bootstrap>> CreateBootstrap(BootstrapKind kind,
 
 // An IPv4 address of this node: its hostname's, else 127.0.0.1.
 std::string LocalAddress();
+// A Slurm node's IPv4 address: its name's when that resolves, else its NodeAddr from `scontrol show node`
+// (node names need not resolve); NotFound naming the node otherwise.
+common::StatusOr<std::string> SlurmNodeAddress(const std::string& node);
 
 // Backend constructors, for CreateBootstrap and the tests.
 common::StatusOr<std::unique_ptr<Bootstrap>> CreatePmixBootstrap(std::chrono::milliseconds timeout);

@@ -6,12 +6,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <thread>
 
+#include "common/env.h"
 #include "launcher/bootstrap.h"
 #include "launcher/launch.h"
+#include "tests/unit/temp_dir.h"
 
 namespace srunway::launcher {
 namespace {
@@ -199,6 +203,56 @@ TEST(Launch, MasterPortIsFreeAndInItsRange) {
   EXPECT_LT(*port, 20000);
   EXPECT_FALSE(ParseBootstrapKind("mpi").ok());
   EXPECT_EQ(*ParseBootstrapKind("pmix"), BootstrapKind::kPmix);
+}
+
+// An `scontrol` first on PATH that prints `output` and exits with `code`, for the test's lifetime.
+class FakeScontrol {
+ public:
+  FakeScontrol(const std::string& output, int code) : dir_("fake-scontrol"), path_(common::GetEnvOr("PATH", "")) {
+    std::ofstream script(dir_.path() / "scontrol");
+    script << "#!/bin/sh\nprintf '%s\\n' '" << output << "'\nexit " << code << "\n";
+    script.close();
+    std::filesystem::permissions(dir_.path() / "scontrol", std::filesystem::perms::owner_all);
+    ::setenv("PATH", (dir_.path().string() + ":" + path_).c_str(), 1);
+  }
+  ~FakeScontrol() { ::setenv("PATH", path_.c_str(), 1); }
+
+ private:
+  srunway::testing::TempDir dir_;
+  std::string path_;
+};
+
+TEST(SlurmNodeAddress, AResolvableNameNeedsNoScontrol) {
+  FakeScontrol broken("", 1);
+  auto address = SlurmNodeAddress("localhost");
+  ASSERT_TRUE(address.ok()) << address.status().message();
+  EXPECT_EQ(*address, "127.0.0.1");
+}
+
+TEST(SlurmNodeAddress, AnUnresolvableNameTakesScontrolsNodeAddr) {
+  // As `scontrol show node NAME -o` prints it (Slurm 22.05, shortened).
+  FakeScontrol scontrol("NodeName=gpu7.invalid Arch=x86_64 CoresPerSocket=4 NodeAddr=127.0.0.1 NodeHostName=h "
+                        "Version=22.05.8", 0);
+  auto address = SlurmNodeAddress("gpu7.invalid");
+  ASSERT_TRUE(address.ok()) << address.status().message();
+  EXPECT_EQ(*address, "127.0.0.1");
+}
+
+TEST(SlurmNodeAddress, EachWayOfNotFindingItIsNamed) {
+  {
+    FakeScontrol scontrol("slurm_load_node error: Invalid node name specified", 1);
+    EXPECT_EQ(SlurmNodeAddress("gpu7.invalid").status().message(),
+              "node gpu7.invalid does not resolve and scontrol could not tell its NodeAddr");
+  }
+  {
+    FakeScontrol scontrol("NodeName=gpu7.invalid Arch=x86_64", 0);
+    EXPECT_EQ(SlurmNodeAddress("gpu7.invalid").status().message(), "scontrol shows no NodeAddr for node gpu7.invalid");
+  }
+  {
+    FakeScontrol scontrol("NodeName=gpu7.invalid NodeAddr=gpu7-ib.invalid NodeHostName=gpu7", 0);
+    EXPECT_EQ(SlurmNodeAddress("gpu7.invalid").status().message(),
+              "node gpu7.invalid has NodeAddr gpu7-ib.invalid, which does not resolve");
+  }
 }
 
 }  // namespace
