@@ -24,7 +24,9 @@ for phase in "id broadcast" "communicator init" split "first collective"; do
   grep -qE "^$phase +[0-9.]+ +[0-9.]+  rank 0 on " <<<"$out" || fail "no row for $phase"
 done
 # auto picks NCCL where the rank has a GPU.
-"$launch" --check | grep -q 'communicator nccl$' || fail "--comm auto did not pick NCCL on a GPU"
+# (Output read whole: under pipefail, `| grep -q` can fail on the writer's broken pipe after a match.)
+auto_out=$("$launch" --check) || fail "--check with --comm auto failed: $auto_out"
+grep -q 'communicator nccl$' <<<"$auto_out" || fail "--comm auto did not pick NCCL on a GPU"
 
 echo "== every operation and type over NCCL"
 "$comm_ops" nccl | tee "$work/ops.txt"
