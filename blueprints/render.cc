@@ -119,6 +119,9 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
   const std::string host = is_local ? Text(bp, *controller, "host", "localhost") : cluster + "-controller";
   const std::string etc = is_local ? local->state_dir + "/etc" : "/etc/slurm";
 
+  // Local nodes all listen at the controller's address (on ports of their own).
+  const std::string node_address = is_local ? Text(bp, *controller, "address", "127.0.0.1") : "";
+
   // Nodesets, by module id.
   std::map<std::string, Nodeset> nodesets;
   int next_port = is_local ? local->port_base + 1 : 0;
@@ -136,7 +139,7 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
       next_port += static_cast<int>(set.hosts.size());
       set.line = fmt::format("NodeName={} NodeHostname={} NodeAddr={} Port={}-{} Sockets={} CoresPerSocket={} "
                              "ThreadsPerCore={} CPUs={}{} State=UNKNOWN",
-                             set.hostlist, host, Text(bp, *controller, "address", "127.0.0.1"), first, next_port - 1,
+                             set.hostlist, host, node_address, first, next_port - 1,
                              sockets, cores, threads, sockets * cores * threads,
                              gpus > 0 ? fmt::format(" Gres=gpu:{}", gpus) : "");
     } else if (EndsWith(m.source, "schedmd-slurm-gcp-v6-nodeset")) {
@@ -239,6 +242,14 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
                                              "host\nPMIxCliTmpDirBase={}/spool/pmixtmp\nPMIxCollFence=ring\n",
                                              local->state_dir)
                                : "# mpi.conf rendered by srunway-blueprint: Slurm's PMIx defaults\n";
+  if (is_local) {
+    // Appended to this machine's /etc/hosts inside each node's mount namespace (daemons.sh), so that job steps
+    // resolve the node names, as a real cluster's DNS lets them.
+    std::vector<std::string> names;
+    for (const auto& [id, set] : nodesets) names.insert(names.end(), set.hosts.begin(), set.hosts.end());
+    files["nodes.hosts"] = fmt::format("# nodes.hosts rendered by srunway-blueprint: every node at its NodeAddr\n{} {}\n",
+                                       node_address, fmt::join(names, " "));
+  }
   return files;
 }
 

@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   auto* expand = app.add_subcommand("expand", "print the fully resolved blueprint (stable: expanding it again changes nothing)");
   AddInput(expand, in);
   expand->add_option("-o,--output", output, "write it to this file instead of standard output");
-  auto* render = app.add_subcommand("render", "write slurm.conf, gres.conf, plugstack.conf and mpi.conf");
+  auto* render = app.add_subcommand("render", "write slurm.conf, gres.conf, plugstack.conf, mpi.conf (and, for local blueprints, nodes.hosts)");
   AddInput(render, in);
   render->add_option("--target", target, "slurm (the only target)")->check(CLI::IsMember({"slurm"}))->capture_default_str();
   render->add_option("--out", out_dir, "directory for the files")->required();

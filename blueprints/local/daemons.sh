@@ -174,8 +174,8 @@ cmd_up() {
   wait_for_daemon munged "$kState/log/munged.log"
   start_slurmctld
   wait_for_daemon slurmctld "$kState/log/slurmctld.log"
-  # The nodes' /etc/hosts: this machine's, plus every node at NodeAddr (127.0.0.1, as slurm.conf says).
-  { cat /etc/hosts; echo "127.0.0.1 ${kNodes[*]}"; } >"$kState/etc/hosts.tmp" && mv "$kState/etc/hosts.tmp" "$kState/etc/hosts"
+  # The nodes' /etc/hosts: this machine's, plus every node at its NodeAddr (nodes.hosts, rendered with slurm.conf).
+  cat /etc/hosts "$kState/etc/nodes.hosts" >"$kState/etc/hosts.tmp" && mv "$kState/etc/hosts.tmp" "$kState/etc/hosts"
   local node
   for node in "${kNodes[@]}"; do
     start_slurmd "$node"

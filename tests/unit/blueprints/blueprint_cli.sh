@@ -61,7 +61,7 @@ has "srunway-blueprint: $kFix/several-errors.yaml: 5 errors"
 
 echo "== render"
 expect 0 render blueprints/local/local.yaml --out "$kWork/local" --set state_dir=/st --set host=h
-for f in slurm.conf gres.conf plugstack.conf mpi.conf; do [[ -s $kWork/local/$f ]] || fail "no $f"; done
+for f in slurm.conf gres.conf plugstack.conf mpi.conf nodes.hosts; do [[ -s $kWork/local/$f ]] || fail "no $f"; done
 grep -qx 'NodeName=node\[1-2\] NodeHostname=h NodeAddr=127.0.0.1 Port=16818-16819 Sockets=2 CoresPerSocket=4 ThreadsPerCore=1 CPUs=8 Gres=gpu:8 State=UNKNOWN' \
   "$kWork/local/slurm.conf" || fail "local nodes: $(cat "$kWork/local/slurm.conf")"
 grep -qx 'MpiDefault=pmix' "$kWork/local/slurm.conf" || fail "no MpiDefault=pmix"

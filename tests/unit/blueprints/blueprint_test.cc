@@ -176,6 +176,7 @@ TEST(Render, LocalClusterFiles) {
   EXPECT_NE(files->at("gres.conf").find("NodeName=node2 Name=gpu File=/st/dev/node2/nvidia[0-7]\n"), std::string::npos);
   EXPECT_EQ(files->at("mpi.conf").substr(files->at("mpi.conf").find('\n') + 1),
             "PMIxCliTmpDirBase=/st/spool/pmixtmp\nPMIxCollFence=ring\n");
+  EXPECT_EQ(files->at("nodes.hosts").substr(files->at("nodes.hosts").find('\n') + 1), "127.0.0.1 node1 node2\n");
   auto local = LocalClusterOf(*bp);
   ASSERT_TRUE(local.ok());
   EXPECT_EQ(local->nodes, (std::vector<std::string>{"node1", "node2"}));
