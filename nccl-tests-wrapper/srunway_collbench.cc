@@ -2,8 +2,7 @@
 // Slurm environment or torchrun environment) and runs over the launcher's Comm (NCCL on GPUs, MPI on CPU ranks).
 // Usage: srun --mpi=pmix srunway-collbench all_gather -b 8 -e 128M -f 2 [-c 1] [-J results.json]
 // Exit codes: 0 done and correct; 1 wrong results, or the average below 90% of NCCL_TESTS_MIN_BW (nccl-tests'
-// rule); 2 bad command line;
-// 3 bootstrap or communicator failure.
+// rule); 2 bad command line; 3 bootstrap or communicator failure.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 

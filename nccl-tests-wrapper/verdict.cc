@@ -85,12 +85,12 @@ Verdict Judge(const Run& run, std::optional<double> threshold_gbps) {
     return v;
   }
   v.outcome = Outcome::kPass;
-  constexpr std::string_view kUnchecked = "results not checked (#wrong N/A: -c 0)";
-  v.reason = threshold_gbps ? fmt::format("bus bandwidth {:.2f} GB/s at {} meets the threshold {:.2f} GB/s{}{}",
+  const std::string unchecked = "results not checked (#wrong N/A: -c 0)";
+  v.reason = threshold_gbps ? fmt::format("bus bandwidth {:.2f} GB/s at {} meets the threshold {:.2f} GB/s{}",
                                           *v.busbw_largest_gbps, FormatSize(largest->size_bytes), *threshold_gbps,
-                                          v.checked ? "" : "; ", v.checked ? "" : kUnchecked)
-                            : fmt::format("complete{}{}; bus bandwidth {:.2f} GB/s at {} (no threshold)",
-                                          v.checked ? " and correct" : ", ", v.checked ? "" : kUnchecked,
+                                          v.checked ? "" : "; " + unchecked)
+                            : fmt::format("complete{}; bus bandwidth {:.2f} GB/s at {} (no threshold)",
+                                          v.checked ? " and correct" : ", " + unchecked,
                                           v.busbw_largest_gbps.value_or(0), FormatSize(largest->size_bytes));
   return v;
 }
