@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -38,7 +39,11 @@ class SelfComm : public Comm {
   CommKind kind() const override { return CommKind::kSelf; }
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  StatusOr<std::unique_ptr<Comm>> Split(int, int) override { return std::unique_ptr<Comm>(new SelfComm); }
+  // As comm.h promises: a negative color means no communicator.
+  StatusOr<std::unique_ptr<Comm>> Split(int color, int) override {
+    if (color < 0) return std::unique_ptr<Comm>();
+    return std::unique_ptr<Comm>(new SelfComm);
+  }
   StatusOr<Handle> IAllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp) override {
     return Copy(send, recv, count, type);
   }
@@ -183,75 +188,101 @@ class MpiComm : public Comm {
   // Each collective once: with a request it starts MPI's non-blocking call, without one it runs the blocking
   // call, which Open MPI gives faster algorithms than its non-blocking one waited for at once.
   StatusOr<Handle> IAllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    return Start("MPI_Iallreduce", [&](MpiRequest& r) { return CallAllReduce(send, recv, count, type, op, r.Add()); });
+    return Start("MPI_Iallreduce", count, [&](MpiRequest& r) {
+      return CallAllReduce(send, recv, count, type, op, r.Add());
+    });
   }
   Status AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    return MpiStatus(CallAllReduce(send, recv, count, type, op, nullptr), "MPI_Allreduce");
+    return Blocking("MPI_Allreduce", count, [&] { return CallAllReduce(send, recv, count, type, op, nullptr); });
   }
   StatusOr<Handle> IReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    return Start("MPI_Ireduce_scatter_block",
+    return Start("MPI_Ireduce_scatter_block", count,
                  [&](MpiRequest& r) { return CallReduceScatter(send, recv, count, type, op, r.Add()); });
   }
   Status ReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    return MpiStatus(CallReduceScatter(send, recv, count, type, op, nullptr), "MPI_Reduce_scatter_block");
+    return Blocking("MPI_Reduce_scatter_block", count, [&] {
+      return CallReduceScatter(send, recv, count, type, op, nullptr);
+    });
   }
   StatusOr<Handle> IAllGather(const void* send, void* recv, size_t count, DataType type) override {
-    return Start("MPI_Iallgather", [&](MpiRequest& r) { return CallAllGather(send, recv, count, type, r.Add()); });
+    return Start("MPI_Iallgather", count, [&](MpiRequest& r) {
+      return CallAllGather(send, recv, count, type, r.Add());
+    });
   }
   Status AllGather(const void* send, void* recv, size_t count, DataType type) override {
-    return MpiStatus(CallAllGather(send, recv, count, type, nullptr), "MPI_Allgather");
+    return Blocking("MPI_Allgather", count, [&] { return CallAllGather(send, recv, count, type, nullptr); });
   }
   StatusOr<Handle> IBroadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
-    return Start("MPI_Ibcast", [&](MpiRequest& r) { return CallBroadcast(send, recv, count, type, root, r.Add()); });
+    return Start("MPI_Ibcast", count, [&](MpiRequest& r) {
+      return CallBroadcast(send, recv, count, type, root, r.Add());
+    });
   }
   Status Broadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
-    return MpiStatus(CallBroadcast(send, recv, count, type, root, nullptr), "MPI_Bcast");
+    return Blocking("MPI_Bcast", count, [&] { return CallBroadcast(send, recv, count, type, root, nullptr); });
   }
   StatusOr<Handle> IReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                            int root) override {
-    return Start("MPI_Ireduce", [&](MpiRequest& r) { return CallReduce(send, recv, count, type, op, root, r.Add()); });
+    return Start("MPI_Ireduce", count, [&](MpiRequest& r) {
+      return CallReduce(send, recv, count, type, op, root, r.Add());
+    });
   }
   Status Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root) override {
-    return MpiStatus(CallReduce(send, recv, count, type, op, root, nullptr), "MPI_Reduce");
+    return Blocking("MPI_Reduce", count, [&] { return CallReduce(send, recv, count, type, op, root, nullptr); });
   }
   StatusOr<Handle> IAllToAll(const void* send, void* recv, size_t count, DataType type) override {
-    return Start("MPI_Ialltoall", [&](MpiRequest& r) { return CallAllToAll(send, recv, count, type, r.Add()); });
+    return Start("MPI_Ialltoall", count, [&](MpiRequest& r) { return CallAllToAll(send, recv, count, type, r.Add()); });
   }
   Status AllToAll(const void* send, void* recv, size_t count, DataType type) override {
-    return MpiStatus(CallAllToAll(send, recv, count, type, nullptr), "MPI_Alltoall");
+    return Blocking("MPI_Alltoall", count, [&] { return CallAllToAll(send, recv, count, type, nullptr); });
   }
   StatusOr<Handle> ISend(const void* buffer, size_t count, DataType type, int peer) override {
-    return Start("MPI_Isend", [&](MpiRequest& r) {
+    return Start("MPI_Isend", count, [&](MpiRequest& r) {
       return MPI_Isend(buffer, Count(count), Type(type), peer, kTag, comm_, r.Add());
     });
   }
   StatusOr<Handle> IRecv(void* buffer, size_t count, DataType type, int peer) override {
-    return Start("MPI_Irecv", [&](MpiRequest& r) {
+    return Start("MPI_Irecv", count, [&](MpiRequest& r) {
       return MPI_Irecv(buffer, Count(count), Type(type), peer, kTag, comm_, r.Add());
     });
   }
   StatusOr<Handle> ISendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) override {
-    return Start("MPI_Irecv/MPI_Isend", [&](MpiRequest& r) {
+    return Start("MPI_Irecv/MPI_Isend", count, [&](MpiRequest& r) {
       r.Reserve(2);
       int rc = MPI_Irecv(recv, Count(count), Type(type), from, kTag, comm_, r.Add());
       return rc != MPI_SUCCESS ? rc : MPI_Isend(send, Count(count), Type(type), to, kTag, comm_, r.Add());
     });
   }
   Status SendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) override {
-    return MpiStatus(MPI_Sendrecv(send, Count(count), Type(type), to, kTag, recv, Count(count), Type(type), from,
-                                  kTag, comm_, MPI_STATUS_IGNORE),
-                     "MPI_Sendrecv");
+    return Blocking("MPI_Sendrecv", count, [&] {
+      return MPI_Sendrecv(send, Count(count), Type(type), to, kTag, recv, Count(count), Type(type), from, kTag, comm_,
+                          MPI_STATUS_IGNORE);
+    });
   }
   Status Barrier() override { return MpiStatus(MPI_Barrier(comm_), "MPI_Barrier"); }
 
  private:
   static constexpr int kTag = 7;
+  // Every call checks its count with CheckCount first, so this never truncates.
   static int Count(size_t count) { return static_cast<int>(count); }
+
+  // MPI counts are ints: a larger count is refused before MPI is called, never truncated (a truncated count
+  // would reduce part of the buffer and report success).
+  static Status CheckCount(size_t count, std::string_view what) {
+    if (count <= static_cast<size_t>(INT_MAX)) return Status::Ok();
+    return common::InvalidArgument("{}: {} elements is more than MPI's int counts allow ({})", what, count, INT_MAX);
+  }
+
+  template <typename CallFn>
+  Status Blocking(std::string_view what, size_t count, CallFn&& call) {
+    SRUNWAY_RETURN_IF_ERROR(CheckCount(count, what));
+    return MpiStatus(call(), what);
+  }
   static const void* InPlace(const void* send, void* recv) { return send == recv ? MPI_IN_PLACE : send; }
 
   template <typename StartFn>
-  StatusOr<Handle> Start(std::string_view what, StartFn&& start) {
+  StatusOr<Handle> Start(std::string_view what, size_t count, StartFn&& start) {
     auto request = std::make_unique<MpiRequest>(what);
+    SRUNWAY_RETURN_IF_ERROR(CheckCount(count, what));
     SRUNWAY_RETURN_IF_ERROR(MpiStatus(start(*request), what));
     return Handle(std::move(request));
   }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "common/env.h"
 #include "common/parse.h"
@@ -123,7 +124,9 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
     return comm.status().WithContext("communicator init");
   }
   close_phase();
-  if (watchdog != nullptr) watchdog->Guard(comm->get());
+  // Declared after the communicator, so it unregisters before the communicator goes on every return.
+  std::optional<Watchdog::CommGuard> guard;
+  if (watchdog != nullptr) guard.emplace(watchdog->Guard(**comm));
 
   // The node-local and cross-node communicators a data-parallel trainer builds.
   enter("split");
@@ -163,7 +166,7 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
   // Every rank must agree, so a wrong value anywhere fails the check everywhere.
   std::string verdict = fmt::format("{} {}", all_reduce_ok, all_gather_ok);
   SRUNWAY_RETURN_IF_ERROR(world.Barrier());
-  if (watchdog != nullptr) watchdog->Guard(nullptr);
+  guard.reset();
   buffer = Buffer();
   gathered = Buffer();
   intra->reset();
@@ -177,13 +180,20 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
   result.allreduce_ok = result.allgather_ok = true;
   std::vector<std::vector<double>> per_phase(mine.size());
   for (size_t r = 0; r < all.size(); ++r) {
-    size_t bar = all[r].find('|');
+    // A peer's report is parsed, never trusted: a malformed one is an error naming the rank, not an exception.
+    const size_t bar = all[r].find('|');
+    const std::string who = bootstrap.NameRank(static_cast<int>(r));
+    if (bar == std::string::npos || bar < 3) return common::Internal("{} sent a malformed report '{}'", who, all[r]);
     result.allreduce_ok &= all[r].substr(0, 1) == "1";
     result.allgather_ok &= all[r].substr(2, 1) == "1";
     size_t i = 0;
     for (std::string_view field : common::Split(std::string_view(all[r]).substr(bar + 1), ';')) {
       if (field.empty() || i >= mine.size()) continue;
-      per_phase[i++].push_back(std::stod(std::string(field.substr(field.find('=') + 1))));
+      const size_t equals = field.find('=');
+      auto ms = common::ParseDouble(equals == std::string_view::npos ? field : field.substr(equals + 1),
+                                    fmt::format("{}'s {} time", who, mine[i].first), 0);
+      if (!ms.ok()) return ms.status();
+      per_phase[i++].push_back(*ms);
     }
   }
   for (size_t i = 0; i < mine.size(); ++i) {

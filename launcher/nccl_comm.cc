@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/dynlib.h"
@@ -259,12 +261,17 @@ class NcclComm : public Comm {
   }
 
   ~NcclComm() override {
-    if (comm_ == nullptr) return;
     (void)runtime_->MakeCurrent();
     const NcclApi& api = *runtime_->nccl;
-    // Finalize flushes what is in flight and leaves the peers cleanly; one that cannot finish is aborted.
-    Status finalized = Settle(api, comm_, api.finalize(comm_), "ncclCommFinalize", Clock::now() + timeout_, timeout_);
-    if (finalized.ok()) api.destroy(comm_);
+    // Finalize flushes what is in flight and leaves the peers cleanly; one that cannot finish is aborted. An
+    // aborted communicator is already gone.
+    auto started = WithComm("ncclCommFinalize", [&](ncclComm_t comm) { return api.finalize(comm); });
+    Status finalized = started.ok() ? SettleOwn(*started, "ncclCommFinalize", Clock::now() + timeout_)
+                                    : started.status();
+    {
+      std::lock_guard lock(mutex_);
+      if (finalized.ok() && comm_ != nullptr) api.destroy(std::exchange(comm_, nullptr));
+    }
     runtime_->cuda->stream_destroy(stream_);
   }
 
@@ -276,50 +283,50 @@ class NcclComm : public Comm {
     return {runtime_->device, runtime_->bus_id, runtime_->name, runtime_->nccl->version};
   }
 
+  // From any thread: the handle is cleared under the lock every other use of it holds, so no call can reach a
+  // communicator that ncclCommAbort has freed.
   void Abort() override {
-    if (!aborted_.exchange(true) && comm_ != nullptr) runtime_->nccl->abort(comm_);
+    std::lock_guard lock(mutex_);
+    AbortLocked();
   }
 
   StatusOr<std::unique_ptr<Comm>> Split(int color, int key) override {
-    SRUNWAY_RETURN_IF_ERROR(Usable("ncclCommSplit"));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclComm_t split = nullptr;
     const NcclApi& api = *runtime_->nccl;
-    ncclResult_t rc = api.split(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &split, &config);
+    // A non-blocking split may hand out the new communicator only once its background work has made it: NCCL
+    // writes it from another thread, so it is read atomically.
+    ncclComm_t split = nullptr;
+    std::atomic_ref<ncclComm_t> made(split);
+    SRUNWAY_ASSIGN_OR_RETURN(ncclResult_t rc, WithComm("ncclCommSplit", [&](ncclComm_t comm) {
+      return api.split(comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &split, &config);
+    }));
     if (rc != ncclSuccess && rc != ncclInProgress) {
-      return common::Unavailable("ncclCommSplit failed: {}: {}", api.error_string(rc), api.last_error(comm_));
+      return common::Unavailable("ncclCommSplit failed: {}", api.error_string(rc));
     }
     const auto deadline = Clock::now() + timeout_;
-    if (color < 0) {  // NCCL_SPLIT_NOCOLOR: this rank is in no new communicator
-      SRUNWAY_RETURN_IF_ERROR(SettleParent("ncclCommSplit", deadline));
+    // The parent settles first: its error state says whether the split (and, with NOCOLOR, this rank's part in
+    // it) is done.
+    if (color < 0) {
+      SRUNWAY_RETURN_IF_ERROR(SettleOwn(ncclInProgress, "ncclCommSplit", deadline));
       return std::unique_ptr<Comm>();
     }
-    // A non-blocking split may hand out the new communicator only once its background work has made it.
-    std::atomic_ref<ncclComm_t> made(split);
     while (made.load() == nullptr) {
-      ncclResult_t state = ncclSuccess;
-      api.async_error(comm_, &state);
-      if (state != ncclSuccess && state != ncclInProgress) return Settle(api, comm_, state, "ncclCommSplit", deadline, timeout_);
-      if (Clock::now() > deadline) {
-        Abort();
-        return common::DeadlineExceeded("ncclCommSplit did not finish within {:g} s; the communicator was aborted",
-                                        Seconds(timeout_));
-      }
+      SRUNWAY_RETURN_IF_ERROR(Poll("ncclCommSplit", deadline));
       std::this_thread::yield();
     }
-    SRUNWAY_RETURN_IF_ERROR(Settle(api, split, rc, "ncclCommSplit", deadline, timeout_));
+    SRUNWAY_RETURN_IF_ERROR(Settle(api, made.load(), rc, "ncclCommSplit", deadline, timeout_));
     int rank = 0, size = 0;
-    api.user_rank(split, &rank);
-    api.count(split, &size);
+    api.user_rank(made.load(), &rank);
+    api.count(made.load(), &size);
     CUstream stream = nullptr;
-    if (Status made = runtime_->cuda->Check(runtime_->cuda->stream_create(&stream, CU_STREAM_NON_BLOCKING),
-                                            "cuStreamCreate");
-        !made.ok()) {
-      api.abort(split);
-      return made;
+    if (Status created = runtime_->cuda->Check(runtime_->cuda->stream_create(&stream, CU_STREAM_NON_BLOCKING),
+                                               "cuStreamCreate");
+        !created.ok()) {
+      api.abort(made.load());
+      return created;
     }
-    return std::unique_ptr<Comm>(std::make_unique<NcclComm>(runtime_, split, stream, rank, size, timeout_));
+    return std::unique_ptr<Comm>(std::make_unique<NcclComm>(runtime_, made.load(), stream, rank, size, timeout_));
   }
 
   StatusOr<Buffer> Allocate(size_t bytes) override {
@@ -350,40 +357,40 @@ class NcclComm : public Comm {
   }
 
   StatusOr<Handle> IAllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    return Enqueue("ncclAllReduce", [&](const NcclApi& api) {
-      return api.all_reduce(send, recv, count, NcclType(type), NcclOp(op), comm_, Stream());
+    return Enqueue("ncclAllReduce", [&](const NcclApi& api, ncclComm_t comm) {
+      return api.all_reduce(send, recv, count, NcclType(type), NcclOp(op), comm, Stream());
     });
   }
   StatusOr<Handle> IReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
-    return Enqueue("ncclReduceScatter", [&](const NcclApi& api) {
-      return api.reduce_scatter(send, recv, count, NcclType(type), NcclOp(op), comm_, Stream());
+    return Enqueue("ncclReduceScatter", [&](const NcclApi& api, ncclComm_t comm) {
+      return api.reduce_scatter(send, recv, count, NcclType(type), NcclOp(op), comm, Stream());
     });
   }
   StatusOr<Handle> IAllGather(const void* send, void* recv, size_t count, DataType type) override {
-    return Enqueue("ncclAllGather", [&](const NcclApi& api) {
-      return api.all_gather(send, recv, count, NcclType(type), comm_, Stream());
+    return Enqueue("ncclAllGather", [&](const NcclApi& api, ncclComm_t comm) {
+      return api.all_gather(send, recv, count, NcclType(type), comm, Stream());
     });
   }
   StatusOr<Handle> IBroadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
-    return Enqueue("ncclBroadcast", [&](const NcclApi& api) {
-      return api.broadcast(send, recv, count, NcclType(type), root, comm_, Stream());
+    return Enqueue("ncclBroadcast", [&](const NcclApi& api, ncclComm_t comm) {
+      return api.broadcast(send, recv, count, NcclType(type), root, comm, Stream());
     });
   }
   StatusOr<Handle> IReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                            int root) override {
-    return Enqueue("ncclReduce", [&](const NcclApi& api) {
-      return api.reduce(send, recv, count, NcclType(type), NcclOp(op), root, comm_, Stream());
+    return Enqueue("ncclReduce", [&](const NcclApi& api, ncclComm_t comm) {
+      return api.reduce(send, recv, count, NcclType(type), NcclOp(op), root, comm, Stream());
     });
   }
   StatusOr<Handle> IAllToAll(const void* send, void* recv, size_t count, DataType type) override {
     const size_t block = count * DataTypeBytes(type);
-    return Enqueue("all-to-all (ncclSend/ncclRecv)", [&](const NcclApi& api) {
+    return Enqueue("all-to-all (ncclSend/ncclRecv)", [&](const NcclApi& api, ncclComm_t comm) {
       return Group(api, [&] {
         for (int p = 0; p < size_; ++p) {
           const auto* from = static_cast<const uint8_t*>(send) + static_cast<size_t>(p) * block;
           auto* into = static_cast<uint8_t*>(recv) + static_cast<size_t>(p) * block;
-          ncclResult_t rc = api.send(from, count, NcclType(type), p, comm_, Stream());
-          if (rc == ncclSuccess || rc == ncclInProgress) rc = api.recv(into, count, NcclType(type), p, comm_, Stream());
+          ncclResult_t rc = api.send(from, count, NcclType(type), p, comm, Stream());
+          if (rc == ncclSuccess || rc == ncclInProgress) rc = api.recv(into, count, NcclType(type), p, comm, Stream());
           if (rc != ncclSuccess && rc != ncclInProgress) return rc;
         }
         return ncclSuccess;
@@ -391,21 +398,21 @@ class NcclComm : public Comm {
     });
   }
   StatusOr<Handle> ISend(const void* buffer, size_t count, DataType type, int peer) override {
-    return Enqueue("ncclSend", [&](const NcclApi& api) {
-      return api.send(buffer, count, NcclType(type), peer, comm_, Stream());
+    return Enqueue("ncclSend", [&](const NcclApi& api, ncclComm_t comm) {
+      return api.send(buffer, count, NcclType(type), peer, comm, Stream());
     });
   }
   StatusOr<Handle> IRecv(void* buffer, size_t count, DataType type, int peer) override {
-    return Enqueue("ncclRecv", [&](const NcclApi& api) {
-      return api.recv(buffer, count, NcclType(type), peer, comm_, Stream());
+    return Enqueue("ncclRecv", [&](const NcclApi& api, ncclComm_t comm) {
+      return api.recv(buffer, count, NcclType(type), peer, comm, Stream());
     });
   }
   StatusOr<Handle> ISendRecv(const void* send, int to, void* recv, int from, size_t count, DataType type) override {
-    return Enqueue("ncclSend/ncclRecv", [&](const NcclApi& api) {
+    return Enqueue("ncclSend/ncclRecv", [&](const NcclApi& api, ncclComm_t comm) {
       return Group(api, [&] {
-        ncclResult_t rc = api.send(send, count, NcclType(type), to, comm_, Stream());
+        ncclResult_t rc = api.send(send, count, NcclType(type), to, comm, Stream());
         if (rc != ncclSuccess && rc != ncclInProgress) return rc;
-        return api.recv(recv, count, NcclType(type), from, comm_, Stream());
+        return api.recv(recv, count, NcclType(type), from, comm, Stream());
       });
     });
   }
@@ -420,7 +427,6 @@ class NcclComm : public Comm {
   // For NcclRequest: polls `event` and the communicator's error state until the operation is done.
   Status WaitFor(CUevent event, std::string_view what) {
     const CudaApi& cuda = *runtime_->cuda;
-    const NcclApi& api = *runtime_->nccl;
     const auto deadline = Clock::now() + timeout_;
     for (int spins = 0;; ++spins) {
       if (aborted_) return common::Aborted("{}: the communicator was aborted", what);
@@ -428,16 +434,7 @@ class NcclComm : public Comm {
       if (state == CUDA_SUCCESS) return Status::Ok();
       if (state != CUDA_ERROR_NOT_READY) return cuda.Check(state, fmt::format("{} (cuEventQuery)", what));
       // The event query is cheap; the communicator's error state is looked at less often.
-      if (spins % 64 == 63) {
-        ncclResult_t error = ncclSuccess;
-        api.async_error(comm_, &error);
-        if (error != ncclSuccess && error != ncclInProgress) return Settle(api, comm_, error, what, deadline, timeout_);
-        if (Clock::now() > deadline) {
-          Abort();
-          return common::DeadlineExceeded("{} did not finish within {:g} s; the communicator was aborted", what,
-                                          Seconds(timeout_));
-        }
-      }
+      if (spins % 64 == 63) SRUNWAY_RETURN_IF_ERROR(Poll(what, deadline));
       std::this_thread::yield();
     }
   }
@@ -446,15 +443,59 @@ class NcclComm : public Comm {
  private:
   CUstream Stream() const { return stream_; }
 
-  Status Usable(std::string_view what) const {
-    if (aborted_) return common::Aborted("{}: the communicator was aborted", what);
-    return Status::Ok();
+  // Runs `call` on the communicator under the lock Abort() takes; Aborted once it is gone.
+  template <typename Call>
+  StatusOr<ncclResult_t> WithComm(std::string_view what, Call&& call) {
+    std::lock_guard lock(mutex_);
+    if (comm_ == nullptr) return common::Aborted("{}: the communicator was aborted", what);
+    return call(comm_);
   }
 
-  Status SettleParent(std::string_view what, Clock::time_point deadline) {
-    ncclResult_t state = ncclInProgress;
-    runtime_->nccl->async_error(comm_, &state);
-    return Settle(*runtime_->nccl, comm_, state, what, deadline, timeout_);
+  void AbortLocked() {
+    aborted_ = true;
+    if (comm_ != nullptr) runtime_->nccl->abort(std::exchange(comm_, nullptr));
+  }
+
+  // One look at the communicator's error state, under the lock: true when it has finished what it was doing,
+  // false while that is in progress; an error, or a passed `deadline`, aborts it and says why.
+  StatusOr<bool> Look(std::string_view what, Clock::time_point deadline, ncclResult_t state = ncclInProgress) {
+    const NcclApi& api = *runtime_->nccl;
+    std::lock_guard lock(mutex_);
+    if (comm_ == nullptr) return common::Aborted("{}: the communicator was aborted", what);
+    if (state == ncclInProgress && api.async_error(comm_, &state) != ncclSuccess) state = ncclSystemError;
+    if (state != ncclSuccess && state != ncclInProgress) {
+      std::string detail = api.last_error(comm_);
+      AbortLocked();
+      return common::Unavailable("{} failed: {}{}{}", what, api.error_string(state), detail.empty() ? "" : ": ",
+                                 detail);
+    }
+    if (state == ncclInProgress && Clock::now() > deadline) return ExpireLocked(what);
+    return state == ncclSuccess;
+  }
+
+  // For an operation that waits on an event: the communicator's error state, and the deadline even while that
+  // state is fine.
+  Status Poll(std::string_view what, Clock::time_point deadline) {
+    SRUNWAY_RETURN_IF_ERROR(Look(what, deadline).status());
+    if (Clock::now() <= deadline) return Status::Ok();
+    std::lock_guard lock(mutex_);
+    return ExpireLocked(what);
+  }
+
+  Status ExpireLocked(std::string_view what) {
+    AbortLocked();
+    return common::DeadlineExceeded("{} did not finish within {:g} s (a rank may be missing or stuck; "
+                                    "NCCL_DEBUG=INFO says more); the communicator was aborted",
+                                    what, Seconds(timeout_));
+  }
+
+  // Settle for this communicator: waits until what returned `started` has finished.
+  Status SettleOwn(ncclResult_t started, std::string_view what, Clock::time_point deadline) {
+    for (ncclResult_t state = started;; state = ncclInProgress) {
+      SRUNWAY_ASSIGN_OR_RETURN(bool done, Look(what, deadline, state));
+      if (done) return Status::Ok();
+      std::this_thread::yield();
+    }
   }
 
   // ncclGroupStart, the calls, ncclGroupEnd; the first failure wins.
@@ -471,17 +512,10 @@ class NcclComm : public Comm {
   // that when the call returns), and records the event its request waits on.
   template <typename StartFn>
   StatusOr<Handle> Enqueue(std::string_view what, StartFn&& start) {
-    SRUNWAY_RETURN_IF_ERROR(Usable(what));
     SRUNWAY_RETURN_IF_ERROR(runtime_->MakeCurrent());
     const NcclApi& api = *runtime_->nccl;
-    ncclResult_t rc = start(api);
-    if (rc != ncclSuccess) {
-      Status settled = Settle(api, comm_, rc, what, Clock::now() + timeout_, timeout_);
-      if (!settled.ok()) {
-        aborted_ = true;
-        return settled;
-      }
-    }
+    SRUNWAY_ASSIGN_OR_RETURN(ncclResult_t rc, WithComm(what, [&](ncclComm_t comm) { return start(api, comm); }));
+    if (rc != ncclSuccess) SRUNWAY_RETURN_IF_ERROR(SettleOwn(rc, what, Clock::now() + timeout_));
     const CudaApi& cuda = *runtime_->cuda;
     CUevent event = nullptr;
     SRUNWAY_RETURN_IF_ERROR(cuda.Check(cuda.event_create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
@@ -493,7 +527,8 @@ class NcclComm : public Comm {
   }
 
   std::shared_ptr<Runtime> runtime_;
-  ncclComm_t comm_;
+  std::mutex mutex_;  // guards comm_: every use of it, and Abort() from the watchdog's thread
+  ncclComm_t comm_;   // nullptr once aborted or destroyed
   CUstream stream_;
   int rank_, size_;
   std::chrono::milliseconds timeout_;

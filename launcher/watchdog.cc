@@ -126,9 +126,24 @@ std::string Watchdog::TakeAnnouncement() {
   return std::exchange(announce_, std::string());
 }
 
+Watchdog::CommGuard Watchdog::Guard(Comm& comm) {
+  std::lock_guard lock(guard_mutex_);
+  guarded_ = &comm;
+  return CommGuard(this);
+}
+
+Watchdog::CommGuard::~CommGuard() {
+  if (watchdog_ == nullptr) return;
+  std::lock_guard lock(watchdog_->guard_mutex_);
+  watchdog_->guarded_ = nullptr;
+}
+
 void Watchdog::Fail(const std::string& why) {
   if (failed_.exchange(true)) return;
-  if (Comm* comm = guarded_.load()) comm->Abort();
+  {
+    std::lock_guard lock(guard_mutex_);
+    if (guarded_ != nullptr) guarded_->Abort();
+  }
   on_failure_(why);
 }
 

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "launcher/bootstrap.h"
@@ -34,9 +36,22 @@ class Watchdog {
   // Tells every rank that this one failed (`why` names this rank and the failure), so they end too instead of
   // waiting for it; returns once the message is on its way, or after a second.
   void Abort(const std::string& why);
-  // A communicator to abort (ncclCommAbort) when a failure is known, before the failure is reported, so no GPU
-  // kernel is left spinning on a dead peer; nullptr when it is gone.
-  void Guard(Comm* comm) { guarded_ = comm; }
+  // While a CommGuard lives, a known failure aborts its communicator (ncclCommAbort) before it is reported, so no
+  // GPU kernel is left spinning on a dead peer. The guard unregisters itself when it goes, and the watchdog reads
+  // the pointer and aborts under the same lock, so a communicator destroyed after its guard is never reached:
+  // declare the guard after the communicator.
+  class CommGuard {
+   public:
+    CommGuard(CommGuard&& other) noexcept : watchdog_(std::exchange(other.watchdog_, nullptr)) {}
+    CommGuard& operator=(CommGuard&&) = delete;
+    ~CommGuard();
+
+   private:
+    friend class Watchdog;
+    explicit CommGuard(Watchdog* watchdog) : watchdog_(watchdog) {}
+    Watchdog* watchdog_;
+  };
+  [[nodiscard]] CommGuard Guard(Comm& comm);
 
  private:
   Watchdog() = default;
@@ -49,7 +64,8 @@ class Watchdog {
   OnFailure on_failure_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
-  std::atomic<Comm*> guarded_{nullptr};
+  std::mutex guard_mutex_;
+  Comm* guarded_ = nullptr;  // under guard_mutex_
   std::mutex phase_mutex_;
   std::string phase_ = "startup";
   std::string announce_;                  // set by Abort(), sent by the thread; under phase_mutex_

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/json.h"
 #include "common/parse.h"
 
 namespace srunway::nccltests {
@@ -86,9 +87,9 @@ class Sweep {
     SRUNWAY_ASSIGN_OR_RETURN(row.out_of_place, MeasureHalf(count, /*in_place=*/false, row.size_bytes));
     if (SupportsInPlace(info.id)) {
       SRUNWAY_ASSIGN_OR_RETURN(row.in_place, MeasureHalf(count, /*in_place=*/true, row.size_bytes));
-    } else {
-      row.in_place.wrong = o_.check ? std::optional<double>(0.0) : std::nullopt;
     }
+    // Otherwise the in-place half was not run: every cell of it N/A (#wrong too), so no reader takes it for a
+    // checked, correct result.
     return row;
   }
 
@@ -297,26 +298,24 @@ common::StatusOr<Run> RunBenchmark(const BenchOptions& o, launcher::Bootstrap& b
                                             : fmt::format("{}(bytes)", o.step_bytes)},
                 {"warmup iters:", std::to_string(o.warmup)}, {"iters:", std::to_string(o.iters)},
                 {"agg iters:", "1"}, {"validation:", o.check ? "1" : "0"}, {"graph:", "0"}};
-  // pid, device number, host, bus id, then the device's name (which may hold spaces).
+  // Each rank's device line, as JSON: a peer's answer is parsed with range checks, never trusted.
   const launcher::DeviceInfo device = comm.device();
   const bool gpu = device.ordinal >= 0;
-  const std::string mine = fmt::format("{} {} {} {} {}", ::getpid(), gpu ? device.ordinal : boot.identity().local_rank,
-                                       boot.identity().host, device.bus_id,
-                                       gpu ? device.name : fmt::format("CPU ({} communicator)", launcher::CommKindName(comm.kind())));
-  SRUNWAY_ASSIGN_OR_RETURN(auto all, boot.AllGather(mine, "collbench devices"));
+  const common::Json mine = {
+      {"pid", static_cast<int64_t>(::getpid())}, {"device", gpu ? device.ordinal : boot.identity().local_rank},
+      {"host", boot.identity().host}, {"bus_id", device.bus_id},
+      {"name", gpu ? device.name : fmt::format("CPU ({} communicator)", launcher::CommKindName(comm.kind()))}};
+  SRUNWAY_ASSIGN_OR_RETURN(auto all, boot.AllGather(mine.dump(), "collbench devices"));
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    const std::string where = fmt::format("rank {}'s device line", r);
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json line, common::ParseJson(all[static_cast<size_t>(r)], where));
     Device d;
     d.rank = r;
-    char host[256] = {}, bus_id[64] = {};
-    long long pid = 0;
-    int consumed = 0;
-    if (std::sscanf(all[r].c_str(), "%lld %d %255s %63s %n", &pid, &d.device, host, bus_id, &consumed) != 4) {
-      return common::Internal("rank {} sent a malformed device line '{}'", r, all[r]);
-    }
-    d.pid = pid;
-    d.host = host;
-    d.bus_id = bus_id;
-    d.name = all[r].substr(static_cast<size_t>(consumed));
+    SRUNWAY_ASSIGN_OR_RETURN(d.pid, common::JsonField<int64_t>(line, "pid", where));
+    SRUNWAY_ASSIGN_OR_RETURN(d.device, common::JsonField<int>(line, "device", where));
+    SRUNWAY_ASSIGN_OR_RETURN(d.host, common::JsonField<std::string>(line, "host", where));
+    SRUNWAY_ASSIGN_OR_RETURN(d.bus_id, common::JsonField<std::string>(line, "bus_id", where));
+    SRUNWAY_ASSIGN_OR_RETURN(d.name, common::JsonField<std::string>(line, "name", where));
     run.devices.push_back(d);
   }
   emit(run, nullptr);

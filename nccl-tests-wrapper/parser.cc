@@ -5,7 +5,9 @@
 // runs cut short.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "common/parse.h"
 #include "nccl-tests-wrapper/results.h"
@@ -70,29 +72,56 @@ std::string_view StripTags(std::string_view line) {
   }
 }
 
-bool ParseRow(const std::vector<std::string_view>& t, Row& row) {
+// A number cell that nccl-tests prints as a count or a measurement: N/A, or a finite value in [0, 2^63) (a
+// #wrong count that large is still a count; anything past it, negative, inf or nan is no measurement).
+bool ParseMeasure(std::string_view text, std::optional<double>& out) {
+  if (!ParseCell(text, out)) return false;
+  return !out || (std::isfinite(*out) && *out >= 0 && *out < 9.2e18);
+}
+
+enum class RowShape { kNotARow, kRow, kMalformed };
+
+// A result row. A line with a row's shape whose numbers are out of range (a root past int, a size past int64) is
+// malformed: `why` says which cell, and the caller reports it instead of taking or skipping it silently.
+RowShape ParseRow(const std::vector<std::string_view>& t, Row& row, std::string& why) {
   // size count type redop [root] time algbw busbw wrong time algbw busbw wrong
-  if ((t.size() != 13 && t.size() != 12) || !AllDigits(t[0]) || !AllDigits(t[1])) return false;
-  if (std::isdigit(static_cast<unsigned char>(t[2][0])) || std::isdigit(static_cast<unsigned char>(t[3][0]))) return false;
+  if ((t.size() != 13 && t.size() != 12) || !AllDigits(t[0]) || !AllDigits(t[1])) return RowShape::kNotARow;
+  if (std::isdigit(static_cast<unsigned char>(t[2][0])) || std::isdigit(static_cast<unsigned char>(t[3][0]))) {
+    return RowShape::kNotARow;
+  }
+  auto malformed = [&](const common::Status& status) {
+    why = status.message();
+    return RowShape::kMalformed;
+  };
+  auto size = common::ParseInt(t[0], "size", 0, INT64_MAX);
+  if (!size.ok()) return malformed(size.status());
+  auto count = common::ParseInt(t[1], "count", 0, INT64_MAX);
+  if (!count.ok()) return malformed(count.status());
+  row.size_bytes = *size;
+  row.count = *count;
+  row.type = t[2];
+  row.redop = t[3];
   size_t i = 4;
   if (t.size() == 13) {
-    std::optional<double> root;
-    if (!ParseCell(t[4], root) || !root) return false;
+    // nccl-tests prints -1 where a collective has no root.
+    if (!AllDigits(t[4].starts_with('-') ? t[4].substr(1) : t[4])) return RowShape::kNotARow;
+    auto root = common::ParseInt(t[4], "root", -1, INT32_MAX);
+    if (!root.ok()) return malformed(root.status());
     row.root = static_cast<int>(*root);
     i = 5;
   }
-  row.size_bytes = std::strtoll(std::string(t[0]).c_str(), nullptr, 10);
-  row.count = std::strtoll(std::string(t[1]).c_str(), nullptr, 10);
-  row.type = t[2];
-  row.redop = t[3];
+  static constexpr std::string_view kCells[] = {"time", "algbw", "busbw", "#wrong"};
   for (Half* half : {&row.out_of_place, &row.in_place}) {
-    if (!ParseCell(t[i], half->time_us) || !ParseCell(t[i + 1], half->algbw_gbps) ||
-        !ParseCell(t[i + 2], half->busbw_gbps) || !ParseCell(t[i + 3], half->wrong)) {
-      return false;
+    std::optional<double>* cells[] = {&half->time_us, &half->algbw_gbps, &half->busbw_gbps, &half->wrong};
+    for (size_t c = 0; c < 4; ++c, ++i) {
+      if (!ParseCell(t[i], *cells[c])) return RowShape::kNotARow;
+      if (!ParseMeasure(t[i], *cells[c])) {
+        why = fmt::format("{}={} is not a finite value in [0, 2^63)", kCells[c], t[i]);
+        return RowShape::kMalformed;
+      }
     }
-    i += 4;
   }
-  return true;
+  return RowShape::kRow;
 }
 
 void ParseConfig(std::string_view line, Run& run) {
@@ -113,9 +142,11 @@ bool ParseDevice(const std::vector<std::string_view>& t, Device& d) {
   size_t i = 0;
   auto expect = [&](std::string_view word) { return i < t.size() && t[i++] == word; };
   auto number = [&](auto& out) {
-    if (i >= t.size() || !AllDigits(t[i])) return false;
-    out = static_cast<std::remove_reference_t<decltype(out)>>(std::strtoll(std::string(t[i++]).c_str(), nullptr, 10));
-    return true;
+    using Field = std::remove_reference_t<decltype(out)>;
+    if (i >= t.size()) return false;
+    auto value = common::ParseInt(t[i++], "device field", 0, std::numeric_limits<Field>::max());
+    if (value.ok()) out = static_cast<Field>(*value);
+    return value.ok();
   };
   if (!expect("Rank") || !number(d.rank)) return false;
   if (i < t.size() && t[i] == "Group") {
@@ -159,8 +190,9 @@ std::vector<Run> ParseLog(std::string_view text) {
   // Releases before #wrong (2.x, e.g. with NCCL 2.8) print the largest error of each row in an "error" column:
   // a magnitude (5e-07), not a count; their correctness is the "Out of bounds values" footer.
   bool error_column = false;
-  size_t pos = 0;
+  size_t pos = 0, line_number = 0;
   while (pos <= text.size()) {
+    ++line_number;
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
     std::string_view raw = text.substr(pos, end - pos);
@@ -208,7 +240,14 @@ std::vector<Run> ParseLog(std::string_view text) {
     if (line.starts_with("Out of bounds values")) {
       const size_t colon = line.find(':');
       auto v = Tokens(line.substr(colon == std::string_view::npos ? line.size() : colon + 1));
-      if (!v.empty() && AllDigits(v[0])) current.out_of_bounds = std::strtoll(std::string(v[0]).c_str(), nullptr, 10);
+      if (!v.empty() && AllDigits(v[0])) {
+        auto count = common::ParseInt(v[0], "out of bounds values", 0, INT64_MAX);
+        if (count.ok()) {
+          current.out_of_bounds = *count;
+        } else {
+          current.malformed.push_back(fmt::format("line {}: {}", line_number, count.status().message()));
+        }
+      }
       current.out_of_bounds_failed = v.size() > 1 && v[1] == "FAILED";
       continue;
     }
@@ -222,8 +261,13 @@ std::vector<Run> ParseLog(std::string_view text) {
       continue;
     }
     Row row;
-    if (ParseRow(t, row)) {
+    std::string why;
+    if (RowShape shape = ParseRow(t, row, why); shape != RowShape::kNotARow) {
       if (!started) begin_run();
+      if (shape == RowShape::kMalformed) {
+        current.malformed.push_back(fmt::format("line {}: {}", line_number, why));
+        continue;
+      }
       if (error_column) row.out_of_place.wrong = row.in_place.wrong = std::nullopt;
       current.rows.push_back(row);
       continue;

@@ -189,9 +189,13 @@ common::StatusOr<Run> ReadRun(const common::Json& json, std::string_view where) 
   if (auto devices = config.find("devices"); devices != config.end() && devices->is_array()) {
     for (const auto& d : *devices) {
       if (!d.is_object()) continue;
-      run.devices.push_back({d.value("rank", 0), d.value("group", 0), d.value("pid", int64_t{0}),
-                             d.value("hostname", ""), d.value("device", 0), d.value("device_hex", ""),
-                             d.value("device_info", "")});
+      Device device{0, 0, 0, d.value("hostname", ""), 0, d.value("device_hex", ""), d.value("device_info", "")};
+      const std::string in = fmt::format("{}: a device", where);
+      SRUNWAY_ASSIGN_OR_RETURN(device.rank, common::JsonFieldOr(d, "rank", 0, in));
+      SRUNWAY_ASSIGN_OR_RETURN(device.group, common::JsonFieldOr(d, "group", 0, in));
+      SRUNWAY_ASSIGN_OR_RETURN(device.pid, common::JsonFieldOr(d, "pid", int64_t{0}, in));
+      SRUNWAY_ASSIGN_OR_RETURN(device.device, common::JsonFieldOr(d, "device", 0, in));
+      run.devices.push_back(std::move(device));
     }
   }
   auto results = json.find("results");
@@ -199,8 +203,12 @@ common::StatusOr<Run> ReadRun(const common::Json& json, std::string_view where) 
   for (const auto& r : *results) {
     if (!r.is_object() || !r.contains("size")) return common::InvalidArgument("{}: a result without \"size\"", where);
     Row row;
-    row.size_bytes = r.value("size", int64_t{0});
-    row.count = r.value("count", int64_t{0});
+    const std::string in = fmt::format("{}: a result", where);
+    SRUNWAY_ASSIGN_OR_RETURN(row.size_bytes, common::JsonFieldOr(r, "size", int64_t{0}, in));
+    SRUNWAY_ASSIGN_OR_RETURN(row.count, common::JsonFieldOr(r, "count", int64_t{0}, in));
+    if (row.size_bytes < 0 || row.count < 0) {
+      return common::InvalidArgument("{}: size {} and count {} cannot be negative", in, row.size_bytes, row.count);
+    }
     row.type = r.value("type", "");
     row.redop = r.value("redop", "");
     if (auto root = r.find("root"); root != r.end()) {
@@ -213,8 +221,8 @@ common::StatusOr<Run> ReadRun(const common::Json& json, std::string_view where) 
     run.rows.push_back(row);
   }
   if (auto oob = json.find("out_of_bounds"); oob != json.end() && oob->is_object()) {
-    if (auto count = oob->find("count"); count != oob->end() && count->is_number_integer()) {
-      run.out_of_bounds = count->get<int64_t>();
+    if (auto count = oob->find("count"); count != oob->end() && count->is_number()) {
+      SRUNWAY_ASSIGN_OR_RETURN(run.out_of_bounds, common::JsonInteger<int64_t>(*count, "out_of_bounds count"));
     }
     run.out_of_bounds_failed = Truth(*oob, "okay") == false || run.out_of_bounds.value_or(0) > 0;
   }

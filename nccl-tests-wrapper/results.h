@@ -47,6 +47,7 @@ struct Run {
   std::optional<double> avg_busbw_gbps;
   std::optional<bool> avg_ok;  // "OK"/"FAILED" after the average when NCCL_TESTS_MIN_BW was set
   std::vector<std::string> errors;  // failure lines: NCCL/CUDA failures, aborts, srun errors
+  std::vector<std::string> malformed;  // "line 12: root=2147483648 is out of range [...]": rows not taken
   bool complete = false;            // the footer was seen
 
   // The mean busbw over every row of both halves, as nccl-tests computes its "Avg bus bandwidth".

@@ -38,6 +38,13 @@ Verdict Judge(const Run& run, std::optional<double> threshold_gbps) {
   Verdict v;
   v.threshold_gbps = threshold_gbps;
   v.mean_busbw_gbps = run.avg_busbw_gbps.value_or(run.MeanBusbw());
+  // A row whose numbers cannot be what nccl-tests printed (a root past int, a size past int64): the log was
+  // damaged or is not nccl-tests', and the rows around it cannot be trusted either.
+  if (!run.malformed.empty()) {
+    v.reason = fmt::format("malformed output ({} row{}): {}", run.malformed.size(),
+                           run.malformed.size() == 1 ? "" : "s", run.malformed.front());
+    return v;
+  }
   if (run.rows.empty()) {
     v.reason = run.errors.empty() ? "no result rows: the run ended before measuring anything"
                                   : fmt::format("the run failed: {}", run.errors.front());

@@ -36,9 +36,12 @@ std::string PciAddressOf(hwloc_obj_t obj) {
   return fmt::format("{:04x}:{:02x}:{:02x}.{:x}", pci.domain, pci.bus, pci.dev, pci.func);
 }
 
+// The PUs of `set`; none for an infinite or absurdly large set, which an XML file can give and whose walk would
+// never end.
 std::vector<int> PusOf(hwloc_const_bitmap_t set) {
+  constexpr int kMaxPus = 1 << 16;
   std::vector<int> pus;
-  if (set == nullptr) return pus;
+  if (set == nullptr || hwloc_bitmap_weight(set) < 0 || hwloc_bitmap_last(set) >= kMaxPus) return pus;
   unsigned index;
   hwloc_bitmap_foreach_begin(index, set) pus.push_back(static_cast<int>(index));
   hwloc_bitmap_foreach_end();
@@ -142,7 +145,7 @@ Topology Extract(hwloc_topology_t topology, std::string source) {
          core = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_CORE, core)) {
       has_cores = true;
       if (hwloc_bitmap_isincluded(core->cpuset, numa->cpuset) && !hwloc_bitmap_iszero(core->cpuset)) {
-        node.cores.push_back(PusOf(core->cpuset));
+        if (std::vector<int> pus = PusOf(core->cpuset); !pus.empty()) node.cores.push_back(std::move(pus));
       }
     }
     if (!has_cores) {  // some virtual machines expose PUs without cores: each PU is its own core

@@ -1,5 +1,6 @@
-// libFuzzer target: any text as an nccl-tests log (or its JSON) parses without crashing, and every row the
-// parser accepts prints back (FormatRow) to a line that parses to the same size, count and busbw.
+// libFuzzer target: any text as an nccl-tests log (or its JSON) parses without crashing or undefined behaviour,
+// every row the parser accepts prints back (FormatRow) to a line that parses to the same size and count, and that
+// line prints again to itself (so the printed time, bandwidths and #wrong read back to what was printed).
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -20,6 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (again.size() != 1 || again[0].rows.size() != 1) continue;  // e.g. a type name with spaces
       const auto& back = again[0].rows[0];
       if (back.size_bytes != row.size_bytes || back.count != row.count) std::abort();
+      if (srunway::nccltests::FormatRow(back) != srunway::nccltests::FormatRow(row)) std::abort();
     }
   }
   return 0;

@@ -43,6 +43,20 @@ assert j["start_time"] <= j["end_time"], (j["start_time"], j["end_time"])
 PY
 echo "ok: collbench -J writes nccl-tests' JSON layout"
 
+# Halves that collbench does not run (in place for reduce_scatter, alltoall, sendrecv) are N/A throughout, #wrong
+# included, as nccl-tests prints a check that did not happen; the out-of-place half is still checked.
+for test in reduce_scatter alltoall sendrecv; do
+  python3 - "$workdir/$test.json" <<'PY' || fail "$test: the in-place half that did not run is not N/A: $(cat "$workdir/$test.json")"
+import json, sys
+for row in json.load(open(sys.argv[1]))["results"]:
+    assert row["in_place"] == {"time": None, "alg_bw": None, "bus_bw": None, "nwrong": None}, row
+    assert row["out_of_place"]["nwrong"] == 0, row
+PY
+  awk '/^ *[0-9]/ && $NF != "N/A" {bad = 1} END {exit bad}' "$workdir/$test.log" ||
+    fail "$test: a text row's in-place #wrong is not N/A: $(cat "$workdir/$test.log")"
+done
+echo "ok: in-place halves not run are N/A, not '#wrong 0'"
+
 # NCCL_TESTS_MIN_BW as nccl-tests applies it (the average passes at 90% of it): a tenth of the average measured
 # above passes; a thousand times it fails with exit code 1 and "FAILED" after the average.
 average=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['average_bus_bandwidth']['bandwidth'])" "$workdir/all_reduce.json")

@@ -79,6 +79,42 @@ common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::pa
   return path;
 }
 
+common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name) {
+  if (bytes.size() < 24 || std::memcmp(bytes.data(), kMagic, 8) != 0) {
+    return common::DataLoss("{}: not a srunway checkpoint (bad magic)", name);
+  }
+  uint32_t version;
+  uint64_t length;
+  std::memcpy(&version, bytes.data() + 8, 4);
+  std::memcpy(&length, bytes.data() + 16, 8);
+  if (version != kVersion) return common::DataLoss("{}: checkpoint version {} (this build reads {})", name, version, kVersion);
+  if (length > bytes.size() - 24) return common::DataLoss("{}: truncated header", name);
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json header,
+                           common::ParseJson({reinterpret_cast<const char*>(bytes.data() + 24), length}, name));
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json model_json, common::JsonField<common::Json>(header, "model", name));
+  CheckpointHeader read;
+  TrainingState& state = read.state;
+  SRUNWAY_ASSIGN_OR_RETURN(state.model, FromJson(model_json, name + ": model"));
+  SRUNWAY_ASSIGN_OR_RETURN(state.step, common::JsonField<int64_t>(header, "step", name));
+  SRUNWAY_ASSIGN_OR_RETURN(state.consumed_samples, common::JsonField<int64_t>(header, "consumed_samples", name));
+  if (state.step < 0 || state.consumed_samples < 0) {
+    return common::DataLoss("{}: step {} and consumed_samples {} cannot be negative", name, state.step,
+                            state.consumed_samples);
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json rng, common::JsonField<common::Json>(header, "rng", name));
+  if (!rng.is_array() || rng.size() != state.rng.size()) {
+    return common::DataLoss("{}: rng is not an array of {} numbers", name, state.rng.size());
+  }
+  for (size_t i = 0; i < state.rng.size(); ++i) {
+    SRUNWAY_ASSIGN_OR_RETURN(state.rng[i], common::JsonInteger<uint64_t>(rng[i], fmt::format("{}: rng[{}]", name, i)));
+  }
+  state.extra = header.value("extra", common::Json::object());
+  if (!state.extra.is_object()) return common::DataLoss("{}: extra is not an object", name);
+  read.data_offset = 24 + length;
+  read.data_offset += (64 - read.data_offset % 64) % 64;
+  return read;
+}
+
 common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& where, const ModelConfig& expected,
                                                const CheckpointBuffers& buffers) {
   std::filesystem::path path = where;
@@ -93,33 +129,14 @@ common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& wher
   SRUNWAY_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
   std::span<const uint8_t> bytes = mapped->bytes();
   const std::string name = path.string();
-  if (bytes.size() < 24 || std::memcmp(bytes.data(), kMagic, 8) != 0) {
-    return common::DataLoss("{}: not a srunway checkpoint (bad magic)", name);
-  }
-  uint32_t version;
-  uint64_t length;
-  std::memcpy(&version, bytes.data() + 8, 4);
-  std::memcpy(&length, bytes.data() + 16, 8);
-  if (version != kVersion) return common::DataLoss("{}: checkpoint version {} (this build reads {})", name, version, kVersion);
-  if (length > bytes.size() - 24) return common::DataLoss("{}: truncated header", name);
-  SRUNWAY_ASSIGN_OR_RETURN(common::Json header,
-                           common::ParseJson({reinterpret_cast<const char*>(bytes.data() + 24), length}, name));
-  SRUNWAY_ASSIGN_OR_RETURN(common::Json model_json, common::JsonField<common::Json>(header, "model", name));
-  SRUNWAY_ASSIGN_OR_RETURN(ModelConfig stored, FromJson(model_json, name + ": model"));
-  if (!(stored == expected)) {
+  SRUNWAY_ASSIGN_OR_RETURN(CheckpointHeader read, ReadCheckpointHeader(bytes, name));
+  TrainingState& state = read.state;
+  if (!(state.model == expected)) {
     return common::FailedPrecondition("{}: the checkpoint is of another model: {}", name,
-                                      DescribeDifference(stored, expected));
+                                      DescribeDifference(state.model, expected));
   }
-  TrainingState state;
-  state.model = stored;
-  SRUNWAY_ASSIGN_OR_RETURN(state.step, common::JsonField<int64_t>(header, "step", name));
-  SRUNWAY_ASSIGN_OR_RETURN(state.consumed_samples, common::JsonField<int64_t>(header, "consumed_samples", name));
-  SRUNWAY_ASSIGN_OR_RETURN(state.rng, (common::JsonField<std::array<uint64_t, 4>>(header, "rng", name)));
-  state.extra = header.value("extra", common::Json::object());
-
+  size_t offset = read.data_offset;
   const std::span<float> targets[] = {buffers.params, buffers.adam_m, buffers.adam_v};
-  size_t offset = 24 + length;
-  offset += (64 - offset % 64) % 64;
   size_t need = offset;
   for (const auto& target : targets) need += target.size_bytes();
   if (bytes.size() != need + 16) {

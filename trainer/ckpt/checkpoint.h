@@ -38,6 +38,14 @@ struct CheckpointBuffers {
 common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::path& dir, const TrainingState& state,
                                                        const CheckpointBuffers& buffers);
 
+// A checkpoint's header, read from the file's bytes: the state, and where the tensors start.
+struct CheckpointHeader {
+  TrainingState state;
+  size_t data_offset = 0;
+};
+// Every field is checked (types, integer ranges, the header inside the file); `name` names the file in errors.
+common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name);
+
 // `path` is a checkpoint file or a directory with latest_checkpointed_iteration.txt. NotFound when a directory
 // has no checkpoint yet. The stored model config must equal `expected` (the error names every difference); the
 // buffers must have the sizes that config implies.

@@ -1,7 +1,9 @@
-// safetensors writer (F32 tensors).
+// safetensors writer (F32 tensors) and header reader.
 #include "trainer/ckpt/safetensors.h"
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "common/fs.h"
 #include "common/json.h"
@@ -33,6 +35,91 @@ common::Status WriteSafetensors(const std::filesystem::path& path, const std::ve
     SRUNWAY_RETURN_IF_ERROR(file.Write({reinterpret_cast<const char*>(tensor.data), 4 * numel}));
   }
   return file.Commit();
+}
+
+namespace {
+
+// The format's dtypes and their element sizes in bytes.
+int DtypeBytes(std::string_view dtype) {
+  static constexpr std::pair<std::string_view, int> kDtypes[] = {
+      {"BOOL", 1}, {"U8", 1},   {"I8", 1},   {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+      {"BF16", 2}, {"I32", 4},  {"U32", 4},  {"F32", 4},     {"I64", 8},     {"U64", 8}, {"F64", 8}};
+  for (const auto& [name, bytes] : kDtypes) {
+    if (name == dtype) return bytes;
+  }
+  return 0;
+}
+
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the limit the safetensors library itself applies
+
+}  // namespace
+
+common::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(std::span<const uint8_t> bytes, const std::string& name) {
+  if (bytes.size() < 8) return common::DataLoss("{}: {} bytes is too short for a safetensors file", name, bytes.size());
+  uint64_t length = 0;
+  std::memcpy(&length, bytes.data(), 8);
+  if (length > kMaxHeaderBytes || length > bytes.size() - 8) {
+    return common::DataLoss("{}: header length {} does not fit the file ({} bytes; at most {})", name, length,
+                            bytes.size(), kMaxHeaderBytes);
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json json,
+                           common::ParseJson({reinterpret_cast<const char*>(bytes.data() + 8), length}, name));
+  if (!json.is_object()) return common::DataLoss("{}: the header is not a JSON object", name);
+  SafetensorsHeader header;
+  header.data_start = 8 + length;
+  for (const auto& [key, value] : json.items()) {
+    const std::string where = fmt::format("{}: tensor '{}'", name, key);
+    if (key == "__metadata__") {
+      if (!value.is_object()) return common::DataLoss("{}: __metadata__ is not an object", name);
+      for (const auto& [meta_key, meta_value] : value.items()) {
+        if (!meta_value.is_string()) return common::DataLoss("{}: __metadata__ '{}' is not a string", name, meta_key);
+        header.metadata[meta_key] = meta_value.get<std::string>();
+      }
+      continue;
+    }
+    TensorEntry entry;
+    entry.name = key;
+    SRUNWAY_ASSIGN_OR_RETURN(entry.dtype, common::JsonField<std::string>(value, "dtype", where));
+    const int element = DtypeBytes(entry.dtype);
+    if (element == 0) return common::DataLoss("{}: unknown dtype '{}'", where, entry.dtype);
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json shape, common::JsonField<common::Json>(value, "shape", where));
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json offsets, common::JsonField<common::Json>(value, "data_offsets", where));
+    if (!shape.is_array()) return common::DataLoss("{}: shape is not an array", where);
+    if (!offsets.is_array() || offsets.size() != 2) return common::DataLoss("{}: data_offsets is not [begin, end]", where);
+    uint64_t size = static_cast<uint64_t>(element);
+    for (const common::Json& dim : shape) {
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t extent, common::JsonInteger<int64_t>(dim, where + ": a shape dimension"));
+      if (extent < 0) return common::DataLoss("{}: negative dimension {}", where, extent);
+      entry.shape.push_back(extent);
+      if (extent != 0 && size > UINT64_MAX / static_cast<uint64_t>(extent)) {
+        return common::DataLoss("{}: the shape's byte size overflows 64 bits", where);
+      }
+      size *= static_cast<uint64_t>(extent);
+    }
+    SRUNWAY_ASSIGN_OR_RETURN(entry.begin, common::JsonInteger<uint64_t>(offsets[0], where + ": data_offsets[0]"));
+    SRUNWAY_ASSIGN_OR_RETURN(entry.end, common::JsonInteger<uint64_t>(offsets[1], where + ": data_offsets[1]"));
+    if (entry.begin > entry.end || entry.end - entry.begin != size) {
+      return common::DataLoss("{}: data_offsets [{}, {}] do not hold {} bytes of {} {}", where, entry.begin,
+                              entry.end, size, entry.dtype, shape.dump());
+    }
+    header.tensors.push_back(std::move(entry));
+  }
+  // The tensors must tile the data exactly: sorted by offset, each starts where the previous ended.
+  std::sort(header.tensors.begin(), header.tensors.end(),
+            [](const TensorEntry& a, const TensorEntry& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  uint64_t at = 0;
+  for (const TensorEntry& entry : header.tensors) {
+    if (entry.begin != at) {
+      return common::DataLoss("{}: tensor '{}' starts at byte {} of the data, not {} (a hole or an overlap)", name,
+                              entry.name, entry.begin, at);
+    }
+    at = entry.end;
+  }
+  if (at != bytes.size() - header.data_start) {
+    return common::DataLoss("{}: the tensors cover {} bytes of data, the file holds {}", name, at,
+                            bytes.size() - header.data_start);
+  }
+  return header;
 }
 
 }  // namespace srunway::trainer

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,24 @@ struct NamedTensor {
 // Written atomically; tensors keep the given order in the file.
 common::Status WriteSafetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
                                 const std::map<std::string, std::string>& metadata = {});
+
+// One tensor as a safetensors header describes it; `begin` and `end` are byte offsets into the data after the header.
+struct TensorEntry {
+  std::string name;
+  std::string dtype;  // "F32", "BF16", ...
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
+struct SafetensorsHeader {
+  std::vector<TensorEntry> tensors;  // in data order
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;  // 8 + the header's length
+};
+
+// Reads and checks a safetensors file's header against the format's rules: a header of at most 100 MB inside the
+// file, a JSON object, known dtypes, non-negative shapes whose byte size (checked for overflow) matches the
+// data_offsets, and data that the tensors cover exactly, without holes or overlaps. `name` names the file.
+common::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(std::span<const uint8_t> bytes, const std::string& name);
 
 }  // namespace srunway::trainer

@@ -56,7 +56,9 @@ class DocumentReader {
       std::string_view line(line_, static_cast<size_t>(n));
       if (jsonl_) {
         if (common::Trim(line).empty()) continue;
-        SRUNWAY_ASSIGN_OR_RETURN(std::string text, JsonDocument(line));
+        SRUNWAY_ASSIGN_OR_RETURN(
+            std::string text,
+            JsonlDocument(line, options_.json_keys, fmt::format("{}:{}", options_.input, line_number_)));
         bytes += text.size();
         batch.push_back(std::move(text));
         continue;
@@ -89,17 +91,6 @@ class DocumentReader {
   DocumentReader(const PrepOptions& options, FILE* file)
       : options_(options), file_(file),
         jsonl_(options.input.ends_with(".jsonl") || options.input.ends_with(".json")) {}
-
-  common::StatusOr<std::string> JsonDocument(std::string_view line) {
-    const std::string where = fmt::format("{}:{}", options_.input, line_number_);
-    SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(line, where));
-    std::string text;
-    for (const std::string& key : options_.json_keys) {
-      SRUNWAY_ASSIGN_OR_RETURN(std::string value, common::JsonField<std::string>(json, key, where));
-      text += value;
-    }
-    return text;
-  }
 
   PrepOptions options_;
   FILE* file_;
@@ -174,6 +165,18 @@ common::StatusOr<Tokenizer> TrainTokenizer(const PrepOptions& options) {
 }
 
 }  // namespace
+
+common::StatusOr<std::string> JsonlDocument(std::string_view line, const std::vector<std::string>& keys,
+                                            std::string_view where) {
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(line, where));
+  if (!json.is_object()) return common::InvalidArgument("{}: expected a JSON object, got {}", where, json.type_name());
+  std::string text;
+  for (const std::string& key : keys) {
+    SRUNWAY_ASSIGN_OR_RETURN(std::string value, common::JsonField<std::string>(json, key, where));
+    text += value;
+  }
+  return text;
+}
 
 common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
   if (options.input.empty()) return common::InvalidArgument("--input is required");

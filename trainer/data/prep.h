@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -29,5 +30,10 @@ struct PrepStats {
 };
 
 common::StatusOr<PrepStats> RunPrep(const PrepOptions& options);
+
+// One JSONL line's document: the string values of `keys`, concatenated. `where` ("input.jsonl:12") names the line
+// in errors: not JSON, not an object, a key missing or not a string.
+common::StatusOr<std::string> JsonlDocument(std::string_view line, const std::vector<std::string>& keys,
+                                            std::string_view where);
 
 }  // namespace srunway::trainer

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <tuple>
 
 namespace srunway::trainer {
 namespace {
@@ -86,6 +87,14 @@ common::Status Validate(const ModelConfig& c) {
                                                   {"vocab", c.vocab}};
   for (const auto& [name, value] : positive) {
     if (value <= 0) return common::InvalidArgument("model: {} must be positive, got {}", name, value);
+  }
+  // Bounds far past any published model (Llama 3 405B: 126 layers, d_model 16384, d_ff 53248, vocab 128256), so
+  // that the sizes computed from them (parameter counts, buffer offsets) stay far inside int64.
+  const std::tuple<const char*, int, int> bounded[] = {{"n_layer", c.n_layer, 1 << 12}, {"d_model", c.d_model, 1 << 17},
+                                                       {"d_ff", c.d_ff, 1 << 20},       {"seq_len", c.seq_len, 1 << 24},
+                                                       {"vocab", c.vocab, 1 << 24}};
+  for (const auto& [name, value, most] : bounded) {
+    if (value > most) return common::InvalidArgument("model: {} {} is larger than srunway supports ({})", name, value, most);
   }
   if (c.d_model % c.n_head != 0) {
     return common::InvalidArgument("model: d_model {} is not a multiple of n_head {}", c.d_model, c.n_head);

@@ -70,6 +70,9 @@ TEST(SelfComm, OneRankOperations) {
   auto split = (*comm)->Split(0, 0);
   ASSERT_TRUE(split.ok() && *split != nullptr);
   EXPECT_EQ((*split)->size(), 1);
+  auto none = (*comm)->Split(-1, 0);  // a negative color: in no communicator, as comm.h promises
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(*none, nullptr);
   EXPECT_EQ(ParseCommKind("gloo").status().message(),
             "unknown communicator 'gloo' (expected auto, nccl, mpi or self)");
   EXPECT_EQ(*ParseCommKind("nccl"), CommKind::kNccl);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 
 #include "common/fs.h"
@@ -258,6 +259,72 @@ TEST(ParserTest, TruncatedAndFailedRunsCouldNotRun) {
   EXPECT_EQ(v.outcome, Outcome::kCouldNotRun);
   EXPECT_NE(v.reason.find("NCCL failure"), std::string::npos) << v.reason;
   EXPECT_TRUE(ParseLog("just some text\nwith nothing of nccl-tests\n").empty());
+}
+
+// Numbers no nccl-tests run can print (the fuzzer's root of 2147483648 was cast to int: undefined behaviour) make
+// the row malformed: reported with its line, never taken, and the run cannot be judged.
+TEST(ParserTest, OutOfRangeNumbersMakeTheRowMalformed) {
+  const std::string log = Fixture("a3mega-all-reduce-2node.log");
+  const std::string row = "     8388608       2097152     float     sum      -1";
+  ASSERT_NE(log.find(row), std::string::npos);
+  for (const auto& [bad, cell] : std::vector<std::pair<std::string, std::string>>{
+           {"     8388608       2097152     float     sum      2147483648", "root=2147483648"},
+           {"     8388608       2097152     float     sum     -2", "root=-2"},
+           {"99999999999999999999       2097152     float     sum      -1", "size=99999999999999999999"},
+           {"     8388608  99999999999999999999     float     sum      -1", "count=99999999999999999999"}}) {
+    std::string edited = log;
+    edited.replace(edited.find(row), row.size(), bad);
+    RunResult run = ParseOne(edited);
+    EXPECT_EQ(run.rows.size(), 30u) << bad;
+    ASSERT_EQ(run.malformed.size(), 1u) << bad;
+    EXPECT_NE(run.malformed[0].find(cell), std::string::npos) << run.malformed[0];
+    EXPECT_TRUE(run.malformed[0].starts_with("line ")) << run.malformed[0];
+    Verdict v = Judge(run, 300.0);
+    EXPECT_EQ(v.outcome, Outcome::kCouldNotRun);
+    EXPECT_NE(v.reason.find("malformed output (1 row): line "), std::string::npos) << v.reason;
+  }
+  // A #wrong or busbw cell that is no count or measurement: inf, nan, negative, past 2^63.
+  const std::string last = "180.71  338.82      0";
+  for (const std::string cell : {"inf", "nan", "-3", "1e300"}) {
+    std::string edited = log;
+    edited.replace(edited.find(last), last.size(), "180.71  338.82  " + cell);
+    RunResult run = ParseOne(edited);
+    ASSERT_EQ(run.malformed.size(), 1u) << cell;
+    EXPECT_NE(run.malformed[0].find("#wrong=" + cell), std::string::npos) << run.malformed[0];
+  }
+  // The footer's out-of-bounds count and the device lines get the same checks.
+  RunResult run = ParseOne(EachLine(log, [](std::string l) {
+    return l.starts_with("# Out of bounds") ? std::string("# Out of bounds values : 99999999999999999999 OK") : l;
+  }));
+  ASSERT_EQ(run.malformed.size(), 1u);
+  EXPECT_NE(run.malformed[0].find("out of bounds values=99999999999999999999"), std::string::npos);
+  run = ParseOne(EachLine(log, [](std::string l) {
+    const size_t at = l.find("Rank  8 Group  0 Pid");
+    return at == std::string::npos ? l : l.replace(at, 7, "Rank 4294967296");
+  }));
+  EXPECT_EQ(run.devices.size(), 15u);
+}
+
+// The same in nccl-tests' JSON: nlohmann's own get<int>() casts a float or a too-large number unchecked.
+TEST(ParserTest, OutOfRangeJsonNumbersAreErrors) {
+  const common::Json good = common::ParseJson(Fixture("a3mega-all-reduce-2node.nccl-tests-layout.json"), "f").value();
+  auto expect_error = [&](const std::function<void(common::Json&)>& edit, const std::string& words) {
+    common::Json json = good;
+    edit(json);
+    auto runs = ParseAny(json.dump(), "nccl-tests.json");
+    ASSERT_FALSE(runs.ok()) << words;
+    EXPECT_NE(runs.status().message().find(words), std::string::npos) << runs.status().ToString();
+  };
+  expect_error([](common::Json& j) { j["results"][0]["size"] = 1e30; }, "key 'size'=1e+30 is not an integer");
+  expect_error([](common::Json& j) { j["results"][0]["count"] = -5; }, "cannot be negative");
+  expect_error([](common::Json& j) { j["results"][0]["root"] = "2147483648"; }, "root=2147483648 is out of range");
+  expect_error([](common::Json& j) { j["config"]["devices"][0]["rank"] = 4294967296; }, "key 'rank'=4294967296");
+  expect_error([](common::Json& j) { j["config"]["devices"][0]["device"] = 0.5; }, "key 'device'=0.5");
+  expect_error([](common::Json& j) { j["out_of_bounds"]["count"] = 1e19; }, "out_of_bounds count=1e+19");
+  // Integral floats are integers.
+  common::Json json = good;
+  json["results"][0]["size"] = 8.0;
+  ASSERT_TRUE(ParseAny(json.dump(), "nccl-tests.json").ok());
 }
 
 TEST(ParserTest, SeveralRunsInOneLog) {

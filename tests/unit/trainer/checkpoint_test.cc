@@ -1,11 +1,15 @@
 // Checkpoints: round trip, the latest pointer, another model's checkpoint, corruption and truncation.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <span>
 
 #include "common/fs.h"
 #include "tests/unit/temp_dir.h"
 #include "trainer/ckpt/checkpoint.h"
+#include "trainer/ckpt/safetensors.h"
 #include "trainer/model/params.h"
 #include "trainer/optim/schedule.h"
 
@@ -104,6 +108,96 @@ TEST_F(CheckpointTest, CorruptAndTruncatedFilesAreRefused) {
   EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos) << truncated.status().message();
   ASSERT_TRUE(common::WriteFileAtomic(*path, "not a checkpoint at all, just text").ok());
   EXPECT_NE(LoadCheckpoint(*path, config_, {params_, m_, v_}).status().message().find("bad magic"), std::string::npos);
+}
+
+// The header's numbers come from a file anyone may have edited: nothing converts them unchecked.
+TEST_F(CheckpointTest, HeaderNumbersOutOfRangeAreRefusedNamingTheField) {
+  auto path = SaveCheckpoint(dir_, State(3), {params_, m_, v_});
+  ASSERT_TRUE(path.ok());
+  const std::string good = *common::ReadFile(*path);
+  // The file with its JSON header edited by `edit` (the length field follows; the tensors are not needed).
+  auto with_header = [&](const std::function<void(common::Json&)>& edit) {
+    uint64_t length = 0;
+    std::memcpy(&length, good.data() + 16, 8);
+    common::Json header = common::ParseJson(good.substr(24, length), "header").value();
+    edit(header);
+    const std::string text = header.dump();
+    std::string bytes = good.substr(0, 24) + text;
+    length = text.size();
+    std::memcpy(bytes.data() + 16, &length, 8);
+    auto read = ReadCheckpointHeader(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+                                     "c.ckpt");
+    return read.ok() ? std::string("ok") : read.status().message();
+  };
+  auto header = ReadCheckpointHeader(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(good.data()), good.size()), "c.ckpt");
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->state.step, 3);
+  EXPECT_EQ(header->data_offset % 64, 0u);
+  EXPECT_EQ(with_header([](common::Json&) {}), "ok");
+  EXPECT_EQ(with_header([](common::Json& h) { h["model"]["n_layer"] = 9e99; }),
+            "c.ckpt: model: key 'n_layer'=9e+99 is not an integer in [-2147483648, 2147483647]");
+  EXPECT_EQ(with_header([](common::Json& h) { h["model"]["n_layer"] = 2.5; }),
+            "c.ckpt: model: key 'n_layer'=2.5 is not an integer in [-2147483648, 2147483647]");
+  EXPECT_EQ(with_header([](common::Json& h) { h["model"]["d_model"] = 1 << 30; }),
+            "c.ckpt: model: model: d_model 1073741824 is larger than srunway supports (131072)");
+  EXPECT_EQ(with_header([](common::Json& h) { h["model"]["norm_eps"] = 1e300; }),
+            "c.ckpt: model: key 'norm_eps'=1e+300 is out of range");
+  EXPECT_EQ(with_header([](common::Json& h) { h["step"] = -3; }),
+            "c.ckpt: step -3 and consumed_samples 24 cannot be negative");
+  EXPECT_EQ(with_header([](common::Json& h) { h["step"] = 1e30; }),
+            "c.ckpt: key 'step'=1e+30 is not an integer in [-9223372036854775808, 9223372036854775807]");
+  EXPECT_EQ(with_header([](common::Json& h) { h["rng"][0] = -1; }),
+            "c.ckpt: rng[0]=-1 is not an integer in [0, 18446744073709551615]");
+  EXPECT_EQ(with_header([](common::Json& h) { h["rng"] = {1, 2}; }), "c.ckpt: rng is not an array of 4 numbers");
+}
+
+TEST_F(CheckpointTest, SafetensorsHeaderReadBackAndEveryRuleChecked) {
+  const std::vector<float> a(6, 1.0f), b(4, 2.0f);
+  const fs::path file = dir_ / "w.safetensors";
+  fs::create_directories(dir_);
+  ASSERT_TRUE(WriteSafetensors(file, {{"a", {2, 3}, a.data()}, {"b", {4}, b.data()}}, {{"step", "7"}}).ok());
+  const std::string good = *common::ReadFile(file);
+  auto read = [](const std::string& bytes) {
+    return ReadSafetensorsHeader(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+                                 "w.safetensors");
+  };
+  auto header = read(good);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  ASSERT_EQ(header->tensors.size(), 2u);
+  EXPECT_EQ(header->tensors[0].name, "a");
+  EXPECT_EQ(header->tensors[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(header->tensors[1].begin, 24u);
+  EXPECT_EQ(header->tensors[1].end, 40u);
+  EXPECT_EQ(header->metadata.at("step"), "7");
+  EXPECT_EQ(header->data_start + 40, good.size());
+
+  auto edited = [&](const std::string& from, const std::string& to) {
+    std::string bytes = good;
+    bytes.replace(bytes.find(from), from.size(), to);
+    // The header grew or shrank by the edit: its length field follows, so only the edited value is wrong.
+    uint64_t length = 0;
+    std::memcpy(&length, good.data(), 8);
+    length = length + to.size() - from.size();
+    std::memcpy(bytes.data(), &length, 8);
+    auto result = read(bytes);
+    return result.ok() ? std::string("ok") : result.status().message();
+  };
+  EXPECT_NE(edited("\"F32\"", "\"F99\"").find("unknown dtype 'F99'"), std::string::npos);
+  EXPECT_NE(edited("[2,3]", "[2,-3]").find("negative dimension -3"), std::string::npos);
+  EXPECT_NE(edited("[2,3]", "[2,9e99]").find("shape dimension=9e+99"), std::string::npos);
+  EXPECT_NE(edited("[2,3]", "[4294967296,4294967296]").find("overflows 64 bits"), std::string::npos);
+  EXPECT_NE(edited("[2,3]", "[3,3]").find("do not hold 36 bytes"), std::string::npos);
+  EXPECT_NE(edited("[24,40]", "[28,44]").find("a hole or an overlap"), std::string::npos);
+  EXPECT_NE(edited("[0,24]", "[0,-24]").find("data_offsets[1]=-24"), std::string::npos);
+  // Past the end, and a header length larger than the file.
+  EXPECT_NE(read(good.substr(0, good.size() - 4)).status().message().find("cover 40 bytes of data, the file holds 36"),
+            std::string::npos);
+  std::string huge = good;
+  const uint64_t length = uint64_t{1} << 62;
+  std::memcpy(huge.data(), &length, 8);
+  EXPECT_NE(read(huge).status().message().find("does not fit the file"), std::string::npos);
+  EXPECT_FALSE(read("short").ok());
 }
 
 TEST(ScheduleTest, WarmupThenCosineToMinimum) {
