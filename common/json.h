@@ -46,7 +46,7 @@ StatusOr<T> JsonInteger(const Json& value, std::string_view what) {
       return static_cast<T>(v);
     }
   } else {
-    return InvalidArgument("{} is {}, not an integer", what, value.type_name());
+    return InvalidArgument("{} has the wrong type ({})", what, value.type_name());
   }
   return InvalidArgument("{}={} is not an integer in [{}, {}]", what, value.dump(), kMin, kMax);
 }

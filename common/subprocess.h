@@ -1,6 +1,7 @@
 // Runs a short helper command (scontrol and the like) and returns what it printed.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -10,10 +11,14 @@ namespace srunway::common {
 
 struct CommandResult {
   int exit_code = -1;  // -1 when it was killed by a signal
+  int signal = 0;      // the signal that killed it, else 0
   std::string output;  // stdout, and stderr too when asked
 };
 
-// Searches PATH for argv[0]; an error only when it cannot be started.
-StatusOr<CommandResult> RunCommand(std::vector<std::string> argv, bool with_stderr = false);
+// Searches PATH for argv[0]; an error when it cannot be started, or when it has not finished within `timeout`:
+// then it and every process it started (its process group) are killed, and the error says so. A helper that
+// hangs (scontrol against a dead controller) must not hang every rank of a job with it.
+StatusOr<CommandResult> RunCommand(std::vector<std::string> argv, bool with_stderr = false,
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 }  // namespace srunway::common

@@ -20,6 +20,7 @@ inline constexpr int kExitUsage = 2;
 inline constexpr int kExitBootstrap = 3;   // a peer died, did not arrive in time, or the backend failed
 inline constexpr int kExitComm = 4;        // the communicator could not be built or a collective failed
 inline constexpr int kExitWrongResult = 5; // --check found a wrong value
+inline constexpr int kExitHung = 6;        // the supervised program made no progress for --hang-timeout (killed)
 inline constexpr int kExitNotExecutable = 126;
 inline constexpr int kExitNotFound = 127;
 

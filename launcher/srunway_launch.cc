@@ -1,6 +1,7 @@
 // srunway-launch: started by srun on every task; bootstraps the step, then either execs a command with the
 // torchrun environment or checks the communicators (--check). See README "Launcher" for codes and examples.
 #include <CLI/CLI.hpp>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -8,17 +9,25 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <optional>
 
+#include "common/env.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "launcher/bootstrap.h"
 #include "launcher/launch.h"
+#include "launcher/supervise.h"
 #include "launcher/watchdog.h"
 
 namespace {
 
 using namespace srunway;
 using namespace srunway::launcher;
+
+// What Slurm sends a step's tasks (scancel, the time limit, --signal), forwarded to the supervised program.
+constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT};
 
 // One line on stderr per process, even when the main thread and the watchdog notice the same death.
 void Report(const std::string& line) {
@@ -30,6 +39,120 @@ void Report(const std::string& line) {
 int Fail(const Bootstrap* bootstrap, const common::Status& status, int code) {
   Report((bootstrap != nullptr ? bootstrap->Prefix() : "") + status.message());
   return code;
+}
+
+struct SupervisionOptions {
+  std::string log_dir;
+  bool tee = false;
+  std::chrono::milliseconds hang_timeout{0};
+};
+
+void BlockForwardedSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int signal : kForwardedSignals) sigaddset(&set, signal);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+// A private directory for the program's heartbeat and error files, removed when supervision ends.
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "srunway-launch.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) path = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
+
+// Supervised exec mode: the program runs as this process's child; signals are forwarded, the watchdog keeps
+// every rank connected for the whole run, and the first rank whose program fails (an exit code, a signal, a
+// hang) ends the step everywhere with one line naming it.
+int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, const SupervisionOptions& supervision,
+              std::chrono::milliseconds timeout) {
+  const Identity& me = boot.identity();
+  std::mutex peer_mutex;
+  std::string peer_failure;  // under peer_mutex, set on the watchdog's thread
+  std::atomic<bool> peer_failed{false};
+  auto watchdog = Watchdog::Start(boot, timeout, [&](const std::string& why) {
+    std::lock_guard lock(peer_mutex);
+    peer_failure = why;
+    peer_failed = true;
+  });
+  if (!watchdog.ok()) {
+    Fail(&boot, watchdog.status(), kExitBootstrap);
+    boot.Abort(watchdog.status().message());
+    return kExitBootstrap;
+  }
+  (*watchdog)->SetPhase("the program");
+  // torchrun's variables beside the rendezvous ones: the run, the restart (Slurm's requeue count) and where a
+  // PyTorch program's @record leaves its error.
+  ScratchDir scratch;
+  const std::string error_file = scratch.path.empty() ? "" : (scratch.path / "error.json").string();
+  env.emplace_back("TORCHELASTIC_RUN_ID", common::GetEnvOr("SLURM_JOB_ID", "none"));
+  env.emplace_back("TORCHELASTIC_RESTART_COUNT", common::GetEnvOr("SLURM_RESTART_COUNT", "0"));
+  if (!error_file.empty()) env.emplace_back("TORCHELASTIC_ERROR_FILE", error_file);
+  ChildOptions options{std::move(command), std::move(env), supervision.log_dir, supervision.tee, me.rank,
+                       scratch.path.empty() ? "" : (scratch.path / "heartbeat").string(), supervision.hang_timeout};
+  // Leave PMIx before the program starts: it may be an MPI program that connects as this rank.
+  (void)boot.Finalize();
+  auto child = Child::Start(options);
+  if (!child.ok()) {
+    const std::string why = fmt::format("{} {}", boot.NameRank(me.rank), child.status().message());
+    Report(why);
+    (*watchdog)->Abort(why);
+    return child.status().code() == common::StatusCode::kNotFound ? kExitNotFound : kExitNotExecutable;
+  }
+  sigset_t forwarded;
+  sigemptyset(&forwarded);
+  for (int signal : kForwardedSignals) sigaddset(&forwarded, signal);
+  const timespec tick{0, 100'000'000};
+  bool signalled = false;  // Slurm (scancel, the time limit) is ending the step: the program's code is the answer
+  constexpr auto kGrace = std::chrono::seconds(10);
+  while (true) {
+    if (const int signal = ::sigtimedwait(&forwarded, nullptr, &tick); signal > 0) {
+      child->Signal(signal);
+      signalled = signalled || (signal != SIGCONT && signal != SIGUSR1 && signal != SIGUSR2);
+    }
+    child->Pump(std::chrono::milliseconds(0));
+    if (peer_failed) {
+      std::string why;
+      {
+        std::lock_guard lock(peer_mutex);
+        why = peer_failure;
+      }
+      Report(boot.Prefix() + why);
+      const ChildEnd end = child->Terminate(kGrace);
+      return signalled ? end.ExitCode() : kExitBootstrap;
+    }
+    std::optional<ChildEnd> end = child->Poll();
+    if (!end) continue;
+    if (end->how == ChildEnd::How::kHung) {
+      const ChildEnd killed = child->Terminate(kGrace);
+      (void)killed;
+    }
+    if (!end->ok()) {
+      end->detail = error_file.empty() ? "" : ReadTorchErrorFile(error_file);
+      const std::string why = fmt::format("{} {}", boot.NameRank(me.rank), end->Describe());
+      Report(why);
+      // When Slurm is ending the step (scancel, the time limit), every rank's program ends on its own signal and
+      // every rank returns its program's code: nobody is told to stop early.
+      if (!signalled) (*watchdog)->Abort(why);
+      return end->how == ChildEnd::How::kHung ? kExitHung : end->ExitCode();
+    }
+    // This rank's program finished well. Rank 0 keeps the watchdog's root until every peer has finished too (or
+    // one failed); the others say goodbye.
+    while (me.rank == 0 && !(*watchdog)->Finished()) {
+      if (::sigtimedwait(&forwarded, nullptr, &tick) > 0) break;
+    }
+    if (peer_failed) {
+      std::lock_guard lock(peer_mutex);
+      Report(boot.Prefix() + peer_failure);
+    }
+    return kExitOk;
+  }
 }
 
 }  // namespace
@@ -49,6 +172,17 @@ int main(int argc, char** argv) {
   app.add_option("--comm", comm_name, "communicator for --check: auto, nccl, mpi or self")->capture_default_str();
   app.add_option("--bytes", bytes_text, "all-reduce size for --check")->capture_default_str();
   app.add_flag("--json", json, "--check prints JSON");
+  bool no_supervise = false;
+  SupervisionOptions supervision;
+  double hang_timeout_s = 600;
+  app.add_flag("--no-supervise", no_supervise,
+               "exec the command instead of staying as its parent (no failure propagation, no hang detection)");
+  app.add_option("--hang-timeout", hang_timeout_s,
+                 "seconds a program that reports progress through SRUNWAY_HEARTBEAT may make none before it is "
+                 "named as hung and the step ends")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--log-dir", supervision.log_dir, "write each rank's stdout and stderr to DIR/rank_R.out and .err");
+  app.add_flag("--tee", supervision.tee, "with --log-dir, also print the output as usual");
   app.prefix_command();
   app.footer("Example: srun --mpi=pmix -N2 --ntasks-per-node=4 srunway-launch -- python3 train.py");
   try {
@@ -68,7 +202,15 @@ int main(int argc, char** argv) {
     return Fail(nullptr, common::InvalidArgument("give either --check or a command after --"), kExitUsage);
   }
 
+  if (supervision.tee && supervision.log_dir.empty()) {
+    return Fail(nullptr, common::InvalidArgument("--tee needs --log-dir"), kExitUsage);
+  }
+  const bool supervise = !check && !no_supervise;
+  supervision.hang_timeout = std::chrono::milliseconds(static_cast<int64_t>(hang_timeout_s * 1000));
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  // Supervising, this process takes the signals Slurm sends and forwards them; blocked before any thread starts
+  // (the bootstrap's and the watchdog's inherit the mask), so only the main loop sees them.
+  if (supervise) BlockForwardedSignals();
   auto start = std::chrono::steady_clock::now();
   auto bootstrap = CreateBootstrap(
       *kind, timeout, [](const common::Status& failure) { Fail(nullptr, failure, kExitBootstrap); },
@@ -118,14 +260,17 @@ int main(int argc, char** argv) {
     boot.Abort(env.status().message());
     return kExitBootstrap;
   }
-  for (const auto& [name, value] : *env) ::setenv(name.c_str(), value.c_str(), 1);
-  // Leave PMIx before exec: the command may be an MPI program that connects to it again.
-  (void)boot.Finalize();
-  std::vector<char*> args;
-  for (auto& arg : command) args.push_back(arg.data());
-  args.push_back(nullptr);
-  ::execvp(args[0], args.data());
-  int error = errno;
-  fmt::print(stderr, "srunway-launch: {}cannot run '{}': {}\n", boot.Prefix(), command[0], std::strerror(error));
-  return error == ENOENT ? kExitNotFound : kExitNotExecutable;
+  if (!supervise) {
+    for (const auto& [name, value] : *env) ::setenv(name.c_str(), value.c_str(), 1);
+    // Leave PMIx before exec: the command may be an MPI program that connects to it again.
+    (void)boot.Finalize();
+    std::vector<char*> args;
+    for (auto& arg : command) args.push_back(arg.data());
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    int error = errno;
+    fmt::print(stderr, "srunway-launch: {}cannot run '{}': {}\n", boot.Prefix(), command[0], std::strerror(error));
+    return error == ENOENT ? kExitNotFound : kExitNotExecutable;
+  }
+  return Supervise(boot, std::move(command), std::move(*env), supervision, timeout);
 }

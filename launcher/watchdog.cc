@@ -52,7 +52,10 @@ common::StatusOr<std::unique_ptr<Watchdog>> Watchdog::Start(Bootstrap& bootstrap
   watchdog->on_failure_ = std::move(on_failure);
   if (::pipe2(watchdog->wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) return common::ErrnoStatus(errno, "watchdog pipe");
   const Identity& id = bootstrap.identity();
-  if (id.size == 1) return watchdog;
+  if (id.size == 1) {
+    watchdog->finished_ = true;
+    return watchdog;
+  }
 
   std::optional<TcpStoreServer> server;
   std::string mine;
@@ -71,13 +74,19 @@ common::StatusOr<std::unique_ptr<Watchdog>> Watchdog::Start(Bootstrap& bootstrap
   if (id.rank == 0) {
     SRUNWAY_RETURN_IF_ERROR(server->AdmitAll(deadline, "watchdog"));
     watchdog->fds_ = server->ReleaseConnections();
-    watchdog->thread_ = std::thread([w = watchdog.get(), silence] { w->RunRoot(silence); });
+    watchdog->thread_ = std::thread([w = watchdog.get(), silence] {
+      w->RunRoot(silence);
+      w->finished_ = true;
+    });
   } else {
     const std::string& root = bootstrap.peers().at(0).address;
     SRUNWAY_ASSIGN_OR_RETURN(TcpStoreClient client,
                              TcpStoreClient::Connect(root, {static_cast<uint16_t>(port)}, token, id.rank, deadline));
     watchdog->fds_ = {client.ReleaseConnection()};
-    watchdog->thread_ = std::thread([w = watchdog.get(), silence] { w->RunPeer(silence / 10); });
+    watchdog->thread_ = std::thread([w = watchdog.get(), silence] {
+      w->RunPeer(silence / 10);
+      w->finished_ = true;
+    });
   }
   return watchdog;
 }

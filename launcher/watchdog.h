@@ -30,6 +30,10 @@ class Watchdog {
                                                            OnFailure on_failure);
   ~Watchdog();  // a clean goodbye: peers are not told of a death
 
+  // Whether the watchdog's work is over: on rank 0, every peer said goodbye (or a failure was reported); on the
+  // others, rank 0 did. Always true for one rank.
+  bool Finished() const { return finished_; }
+
   // Names what this rank is doing, for the failure message.
   void SetPhase(std::string phase);
   std::string Phase();
@@ -64,6 +68,7 @@ class Watchdog {
   OnFailure on_failure_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> finished_{false};
   std::mutex guard_mutex_;
   Comm* guarded_ = nullptr;  // under guard_mutex_
   std::mutex phase_mutex_;

@@ -219,8 +219,11 @@ extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_user_init(spank_t spank, int, ch
     state.profile = *profile;
     if (*profile == topology::ProfileId::kNone) return 0;
     // Once per node per step; every task of the step is forked from here and inherits it.
-    // In a helper process with a deadline: a corrupt file or a stuck hwloc must not take slurmstepd down.
-    auto topo = topology::LoadTopologyIsolated(state.config.topology_xml, kTopologyTimeoutMs);
+    // In a helper process started with posix_spawn (never fork in threaded slurmstepd), with a deadline: a corrupt
+    // file or a stuck hwloc must not take slurmstepd down.
+    const std::string& helper = state.config.topo_helper;
+    auto topo = topology::LoadTopologyIsolated(state.config.topology_xml, kTopologyTimeoutMs,
+                                               helper.empty() ? topology::DefaultTopologyHelper() : helper);
     if (!topo.ok()) {
       slurm_spank_log("srunway: warning: %s; tasks run without GPU/NIC affinity", topo.status().message().c_str());
       return 0;

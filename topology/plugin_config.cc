@@ -41,6 +41,9 @@ common::StatusOr<PluginConfig> ParsePluginArgs(std::span<const std::string> args
     } else if (key == "tmpdir") {
       SRUNWAY_RETURN_IF_ERROR(CheckAbsolutePath(key, value));
       config.tmpdir = value;
+    } else if (key == "topo_helper") {
+      SRUNWAY_RETURN_IF_ERROR(CheckAbsolutePath(key, value));
+      config.topo_helper = value;
     } else if (key == "force") {
       for (std::string_view name : common::Split(value, ',')) {
         if (name.empty()) continue;
@@ -50,7 +53,7 @@ common::StatusOr<PluginConfig> ParsePluginArgs(std::span<const std::string> args
     } else {
       return common::InvalidArgument(
           "unknown plugstack argument '{}' (expected default_profile, allow_user_profile, topology_xml, plugin_path, "
-          "force, nccl_topo_file or tmpdir)", key);
+          "force, nccl_topo_file, tmpdir or topo_helper)", key);
     }
   }
   return config;

@@ -24,6 +24,7 @@ struct PluginConfig {
   std::set<std::string> forced;                  // force=NCCL_PROTO,NCCL_ALGO: users may not override these
   bool nccl_topo_file = false;                   // nccl_topo_file=yes: write an NCCL_TOPO_FILE per step and node
   std::string tmpdir = "/tmp";                   // tmpdir=/abs/dir: where that file goes (a fresh 0700 directory)
+  std::string topo_helper;                       // topo_helper=/abs/srunway-topo-helper; empty: the installed one
 };
 
 // Arguments as they stand after the plugin's path in plugstack.conf; unknown keys and bad values are errors

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "common/json.h"
 #include "common/log.h"
@@ -102,8 +103,13 @@ int main(int argc, char** argv) {
     common::LogError("{}", profile.status().message());
     return kExitUsage;
   }
-  // In a helper process: a file that crashes hwloc is an error line here too, not a crash.
-  auto topo = topology::LoadTopologyIsolated(xml, kTopologyTimeoutMs);
+  // In a helper process: a file that crashes hwloc is an error line here too, not a crash. The helper beside this
+  // program (a build tree) wins over the installed one.
+  std::error_code ec;
+  const auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "srunway-topo-helper";
+  const std::string helper = !ec && std::filesystem::exists(beside, ec) ? beside.string()
+                                                                        : topology::DefaultTopologyHelper();
+  auto topo = topology::LoadTopologyIsolated(xml, kTopologyTimeoutMs, helper);
   if (!topo.ok()) {
     common::LogError("{}", topo.status().message());
     return kExitTopology;

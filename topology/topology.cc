@@ -1,13 +1,7 @@
 // A node's GPUs, NICs, NUMA nodes and cores, read once from hwloc (live or XML) into plain data.
 #include "topology/topology.h"
 
-#include <fcntl.h>
 #include <hwloc.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +14,7 @@
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/parse.h"
+#include "common/subprocess.h"
 
 namespace srunway::topology {
 namespace {
@@ -214,77 +209,43 @@ StatusOr<Topology> FromJson(const common::Json& json) {
   }
 }
 
-// In the child: the caller's signal handlers (slurmstepd's, a sanitizer's) must not run for a crash in hwloc, and
-// a crash the parent reports anyway must not leave a core file of slurmstepd's size on the node.
-[[noreturn]] void RunChild(int fd, const std::function<StatusOr<Topology>()>& load) {
-  for (int signal_number : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) ::signal(signal_number, SIG_DFL);
-  const rlimit no_core{0, 0};
-  ::setrlimit(RLIMIT_CORE, &no_core);
-  auto topology = load();
-  common::Json answer = topology.ok() ? common::Json{{"ok", true}, {"topology", ToJson(*topology)}}
-                                      : common::Json{{"ok", false}, {"error", topology.status().message()}};
-  _exit(common::WriteAll(fd, answer.dump(), "topology helper pipe").ok() ? 0 : 3);
-}
-
 }  // namespace
 
-StatusOr<Topology> LoadIsolated(const std::function<StatusOr<Topology>()>& load, const std::string& what,
-                                int timeout_ms) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return common::ErrnoStatus(errno, "pipe for the topology helper");
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return common::ErrnoStatus(errno, "fork of the topology helper");
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    RunChild(fds[1], load);
-  }
-  ::close(fds[1]);
-  std::string answer;
-  bool timed_out = false;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd pfd{fds[0], POLLIN, 0};
-    int ready = left.count() > 0 ? ::poll(&pfd, 1, static_cast<int>(left.count())) : 0;
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) {
-      timed_out = ready == 0;
-      break;
-    }
-    char buffer[1 << 14];
-    ssize_t n = ::read(fds[0], buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    answer.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) return common::DeadlineExceeded("{}: hwloc did not finish within {} ms", what, timeout_ms);
-  if (WIFSIGNALED(status)) {
-    return common::InvalidArgument("{}: hwloc crashed (signal {}) reading it; the file is probably corrupt", what,
-                                   WTERMSIG(status));
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return common::InvalidArgument("{}: the topology helper failed (exit {}); the file is probably corrupt", what,
-                                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  }
+common::Json TopologyAnswer(const StatusOr<Topology>& topology) {
+  return topology.ok() ? common::Json{{"ok", true}, {"topology", ToJson(*topology)}}
+                       : common::Json{{"ok", false}, {"error", topology.status().message()}};
+}
+
+StatusOr<Topology> TopologyFromAnswer(std::string_view answer) {
   SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(answer, "topology helper"));
+  if (!json.is_object()) return common::Internal("topology helper sent a malformed answer: not an object");
   if (!json.value("ok", false)) {
-    return common::InvalidArgument("{}", json.value("error", std::string("unknown error")));
+    const auto error = json.find("error");
+    return common::InvalidArgument("{}", error != json.end() && error->is_string() ? error->get<std::string>()
+                                                                                  : std::string("unknown error"));
   }
   return FromJson(json["topology"]);
 }
 
-StatusOr<Topology> LoadTopologyIsolated(const std::string& xml_path, int timeout_ms) {
-  if (xml_path.empty()) return LoadIsolated(LoadLiveTopology, "live topology", timeout_ms);
-  return LoadIsolated([&] { return LoadTopologyXmlFile(xml_path); }, xml_path, timeout_ms);
+std::string DefaultTopologyHelper() { return SRUNWAY_TOPO_HELPER; }
+
+StatusOr<Topology> LoadTopologyIsolated(const std::string& xml_path, int timeout_ms, const std::string& helper) {
+  const std::string what = xml_path.empty() ? "live topology" : xml_path;
+  std::vector<std::string> argv = {helper};
+  if (!xml_path.empty()) argv.push_back(xml_path);
+  auto ran = common::RunCommand(argv, /*with_stderr=*/false, std::chrono::milliseconds(timeout_ms));
+  if (!ran.ok() && ran.status().code() == common::StatusCode::kDeadlineExceeded) {
+    return common::DeadlineExceeded("{}: hwloc did not finish within {} ms", what, timeout_ms);
+  }
+  if (!ran.ok()) return ran.status().WithContext(fmt::format("{}: the topology helper", what));
+  if (ran->signal != 0) {
+    return common::InvalidArgument("{}: hwloc crashed (signal {}) reading it; the file is probably corrupt", what,
+                                   ran->signal);
+  }
+  if (ran->exit_code != 0) {
+    return common::InvalidArgument("{}: the topology helper {} failed (exit {})", what, helper, ran->exit_code);
+  }
+  return TopologyFromAnswer(ran->output);
 }
 
 const NumaNode* Topology::FindNuma(int id) const {

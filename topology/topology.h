@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/json.h"
 #include "common/status.h"
 
 namespace srunway::topology {
@@ -55,13 +56,20 @@ StatusOr<Topology> LoadTopologyXmlFile(const std::string& path);
 StatusOr<Topology> LoadTopologyXmlText(std::string_view xml);
 StatusOr<Topology> LoadLiveTopology();
 
-// Runs `load` in a child process and brings the result back. hwloc crashes on some malformed files (a
-// missing complete_cpuset is enough in 2.9); isolated, such a file, or a load that hangs past `timeout_ms`,
-// is an error naming `what` instead of the end of the caller, which may be slurmstepd.
-StatusOr<Topology> LoadIsolated(const std::function<StatusOr<Topology>()>& load, const std::string& what,
-                                int timeout_ms);
-// The live machine (empty path) or an XML file, isolated as above.
-StatusOr<Topology> LoadTopologyIsolated(const std::string& xml_path, int timeout_ms);
+// The topology as the helper program (srunway-topo-helper) prints it on stdout: {"ok": true, "topology": ...}
+// or {"ok": false, "error": "..."}.
+common::Json TopologyAnswer(const StatusOr<Topology>& topology);
+StatusOr<Topology> TopologyFromAnswer(std::string_view answer);
+
+// Where the helper was installed (meson's libexecdir/srunway/srunway-topo-helper).
+std::string DefaultTopologyHelper();
+
+// The live machine (empty `xml_path`) or an XML file, loaded by `helper` (srunway-topo-helper) started with
+// posix_spawn, never fork: the caller may be multithreaded slurmstepd. hwloc crashes on some malformed files (a
+// missing complete_cpuset is enough in 2.9); isolated, such a file, or a load that hangs past `timeout_ms` (the
+// helper and what it started are killed), is one error naming the file instead of the end of the caller.
+StatusOr<Topology> LoadTopologyIsolated(const std::string& xml_path, int timeout_ms,
+                                        const std::string& helper = DefaultTopologyHelper());
 
 // "0-3,8,10-11" for {0,1,2,3,8,10,11}; input need not be sorted.
 std::string FormatCpuList(std::vector<int> cpus);

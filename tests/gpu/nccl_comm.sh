@@ -3,7 +3,8 @@
 # two ranks on one GPU), srunway-launch --check and srunway-collbench over NCCL with every collective checked, and
 # the failure paths that one GPU can show: two ranks given the same GPU, and a rank that never joins
 # communicator init (the other's ncclCommInitRankConfig must end at --timeout, aborted, with one line).
-# Exits 77 (skip) without a GPU or without a loadable libnccl (SRUNWAY_NCCL_LIBRARY or the linker's search path).
+# Exits 77 (skip) without a GPU, a CUDA driver or a libnccl that can be opened at all (SRUNWAY_NCCL_LIBRARY or the
+# linker's search path); an NCCL that opens but is too old fails.
 set -euo pipefail
 comm_ops=${COMM_OPS:?COMM_OPS must name comm_ops}
 launch=${SRUNWAY_LAUNCH:?SRUNWAY_LAUNCH must name srunway-launch}
@@ -14,7 +15,9 @@ trap 'rm -rf "$work"' EXIT
 unset SLURM_PROCID SLURM_JOB_ID PMIX_RANK RANK WORLD_SIZE  # one rank, outside any job
 
 if ! out=$("$launch" --check --comm nccl 2>&1); then
-  if grep -qE 'no CUDA driver|no GPU visible|libnccl' <<<"$out"; then echo "SKIP: $out"; exit 77; fi
+  # Only an absent driver, GPU or NCCL is a skip: an NCCL that loads but is too old, or any other failure of a
+  # GPU node, fails the suite.
+  if grep -qE 'no CUDA driver|no GPU visible|cannot load libnccl' <<<"$out"; then echo "SKIP: $out"; exit 77; fi
   fail "srunway-launch --check --comm nccl: $out"
 fi
 echo "$out"

@@ -8,13 +8,13 @@ work=$(mktemp -d)
 at_exit "rm -rf '$work'"
 
 run_failing() {  # run_failing NAME MPI BOOTSTRAP BEHAVIOUR: rank 3 of 4 misbehaves
-  local name=$1 mpi=$2 bootstrap=$3 behaviour=$4
-  if timeout 90 srun --mpi="$mpi" -N2 -n4 --time=2 -l bash -c \
+  local name=$1 mpi=$2 bootstrap=$3 behaviour=$4 rc=0
+  # The exit code is taken from the command itself: after `if ...; fi` $? is the if's own status, always 0.
+  timeout 90 srun --mpi="$mpi" -N2 -n4 --time=2 -l bash -c \
       "if [ \$SLURM_PROCID = 3 ]; then $behaviour; fi; exec $launch --bootstrap=$bootstrap --timeout 5 -- true" \
-      >"$work/$name.out" 2>"$work/$name.err"; then
-    fail "$name: the step succeeded"
-  fi
-  [[ $? -ne 124 ]] || fail "$name: the step hung past the guard"
+      >"$work/$name.out" 2>"$work/$name.err" || rc=$?
+  ((rc != 0)) || fail "$name: the step succeeded"
+  ((rc != 124)) || fail "$name: the step hung past the guard"
   cat "$work/$name.err"
 }
 
@@ -45,12 +45,11 @@ lines=$(grep -c "srunway-launch: rank [0-2] on node[12]: init did not complete w
 expect_eq "surviving ranks that explained" "$lines" 3
 # After the bootstrap: the heartbeat watchdog names the rank that died and the phase it was in.
 run_check_fault() {  # run_check_fault NAME MPI BOOTSTRAP RANK PHASE
-  local name=$1 mpi=$2 bootstrap=$3 victim=$4 phase=$5
-  if SRUNWAY_FAULT_KILL_RANK=$victim SRUNWAY_FAULT_KILL_PHASE=$phase timeout 90 srun --mpi="$mpi" -N2 -n4 --time=2 -l \
-      "$launch" --bootstrap="$bootstrap" --check --timeout 10 >"$work/$name.out" 2>"$work/$name.err"; then
-    fail "$name: the step succeeded"
-  fi
-  [[ $? -ne 124 ]] || fail "$name: the step hung past the guard"
+  local name=$1 mpi=$2 bootstrap=$3 victim=$4 phase=$5 rc=0
+  SRUNWAY_FAULT_KILL_RANK=$victim SRUNWAY_FAULT_KILL_PHASE=$phase timeout 90 srun --mpi="$mpi" -N2 -n4 --time=2 -l \
+      "$launch" --bootstrap="$bootstrap" --check --timeout 10 >"$work/$name.out" 2>"$work/$name.err" || rc=$?
+  ((rc != 0)) || fail "$name: the step succeeded"
+  ((rc != 124)) || fail "$name: the step hung past the guard"
   grep srunway-launch "$work/$name.err" || true
   # Slurm's block distribution of 4 tasks on 2 nodes puts ranks 0-2 on node1 and rank 3 on node2.
   local r victim_node=$((victim == 3 ? 2 : 1))

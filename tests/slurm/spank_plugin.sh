@@ -3,7 +3,9 @@
 # user options, admin locks, the user's own variables, bad values and a corrupt topology.
 source "$(dirname "$0")/lib.sh"
 require_cluster
-plugin=${SRUNWAY_SPANK_PLUGIN:?SRUNWAY_SPANK_PLUGIN must name srunway.so}
+# The build tree's topology helper: the plugin starts it (posix_spawn) for every step.
+helper=${SRUNWAY_TOPO_HELPER:?SRUNWAY_TOPO_HELPER must name srunway-topo-helper}
+plugin="${SRUNWAY_SPANK_PLUGIN:?SRUNWAY_SPANK_PLUGIN must name srunway.so} topo_helper=$helper"
 fixture=$kSourceRoot/tests/fixtures/topology/local-2cpu.xml
 work=$(mktemp -d)
 mkdir -p "$work/tcpxo" && touch "$work/tcpxo/libnccl-net.so"  # stands in for an installed TCPXO plugin
@@ -101,6 +103,14 @@ out=$(srun -N2 -n2 --gpus-per-task=1 --time=2 bash -c 'echo "ran ${SRUNWAY_NETWO
   fail "the step failed when hwloc crashed: $(cat "$work/err")"
 expect_eq "hwloc crash" "$(tr '\n' ' ' <<<"$out")" "ran unset ran unset "
 grep -q "srunway: warning: $crasher: hwloc crashed (signal 11)" "$work/err" || fail "no warning: $(cat "$work/err")"
+
+echo "== a missing topology helper warns and the step runs without affinity"
+use_plugstack "required ${plugin% topo_helper=*} topo_helper=$work/no-such-helper topology_xml=$fixture"
+out=$(srun -n1 --gpus-per-task=1 --time=2 bash -c 'echo "ran ${SRUNWAY_NETWORK_PROFILE:-unset}"' 2>"$work/err") ||
+  fail "the step failed without a helper: $(cat "$work/err")"
+expect_eq "missing helper" "$out" "ran unset"
+grep -q "srunway: warning: $fixture: the topology helper: .*$work/no-such-helper" "$work/err" ||
+  fail "no warning: $(cat "$work/err")"
 
 echo "== a bad plugstack argument fails the step and names it"
 use_plugstack "required $plugin colour=blue"

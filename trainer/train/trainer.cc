@@ -12,11 +12,13 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 
 #include "common/env.h"
+#include "common/heartbeat.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "trainer/ckpt/checkpoint.h"
@@ -167,6 +169,7 @@ class Trainer {
   int64_t step_ = 0, consumed_ = 0;
   double peak_flops_ = 0;
   MetricsFile metrics_;
+  std::optional<common::Heartbeat> heartbeat_ = common::Heartbeat::FromEnvironment();
 };
 
 common::Status Trainer::Setup() {
@@ -343,6 +346,7 @@ common::StatusOr<int> Trainer::Loop() {
       fmt::print("validation at step {} | loss {:.4f}\n", step_, valid_loss);
       SRUNWAY_RETURN_IF_ERROR(metrics_.Write({{"step", step_}, {"valid_loss", valid_loss}}));
     }
+    if (heartbeat_) heartbeat_->Beat(std::to_string(step_));  // for srunway-launch's hang detection
     const bool interval_save = o_.save_interval > 0 && step_ % o_.save_interval == 0;
     if (g_stop_signal != 0 || interval_save || step_ == o_.train_steps) {
       const int signal = g_stop_signal;

@@ -53,6 +53,28 @@ TEST(JsonField, TypedAccessNamesTheKey) {
   EXPECT_FALSE(JsonField<int>(Json::array(), "x", "list").ok());
 }
 
+// nlohmann's own get<int>() casts a float or a too-large number unchecked (undefined behaviour for 1e30): every
+// integer read through JsonField or JsonInteger is range-checked, and floats must fit the float type asked for.
+TEST(JsonField, NumbersOutOfRangeAreErrors) {
+  Json object = {{"big", 1e30}, {"half", 2.5}, {"whole", 3.0}, {"wide", 4294967296}, {"negative", -1},
+                 {"huge", 1e300}, {"max", 18446744073709551615u}};
+  EXPECT_EQ(JsonField<int>(object, "big", "m").status().message(),
+            "m: key 'big'=1e+30 is not an integer in [-2147483648, 2147483647]");
+  EXPECT_FALSE(JsonField<int64_t>(object, "half", "m").ok());
+  EXPECT_EQ(*JsonField<int>(object, "whole", "m"), 3);
+  EXPECT_FALSE(JsonField<int>(object, "wide", "m").ok());
+  EXPECT_EQ(*JsonField<int64_t>(object, "wide", "m"), 4294967296);
+  EXPECT_FALSE(JsonField<uint64_t>(object, "negative", "m").ok());
+  EXPECT_FALSE(JsonField<uint16_t>(object, "wide", "m").ok());
+  EXPECT_EQ(*JsonField<uint64_t>(object, "max", "m"), 18446744073709551615u);
+  EXPECT_FALSE(JsonField<int64_t>(object, "max", "m").ok());
+  EXPECT_FALSE(JsonField<int64_t>(Json{{"x", 9.3e18}}, "x", "m").ok());  // past INT64_MAX, though a whole number
+  EXPECT_EQ(JsonField<float>(object, "huge", "m").status().message(), "m: key 'huge'=1e+300 is out of range");
+  EXPECT_DOUBLE_EQ(*JsonField<double>(object, "huge", "m"), 1e300);
+  EXPECT_EQ(*JsonFieldOr<int>(object, "absent", 7, "m"), 7);
+  EXPECT_FALSE(JsonFieldOr<int>(object, "big", 7, "m").ok());
+}
+
 TEST_F(TempDir, WriteAtomicReplacesAndLeavesNoTemporaries) {
   fs::path path = dir_ / "report.json";
   ASSERT_TRUE(WriteJsonFile(path, Json{{"busbw_gbps", 188.5}}).ok());

@@ -28,5 +28,19 @@ TEST(RunCommand, MissingCommandIsAnErrorNamingIt) {
   EXPECT_FALSE(RunCommand({}).ok());
 }
 
+// A command that outlives its deadline is killed with everything it started, and the error says so; one that
+// closes its output and keeps running is held to the deadline as well.
+TEST(RunCommand, DeadlineKillsTheCommandAndItsChildren) {
+  for (const char* script : {"sleep 60 & sleep 60", "exec >/dev/null; sleep 60"}) {
+    auto result = RunCommand({"sh", "-c", script}, false, std::chrono::milliseconds(300));
+    ASSERT_FALSE(result.ok()) << script;
+    EXPECT_EQ(result.status().code(), StatusCode::kDeadlineExceeded) << script;
+    EXPECT_EQ(result.status().message(), "sh did not finish within 0.3 s and was killed");
+  }
+  auto quick = RunCommand({"sh", "-c", "echo done"}, false, std::chrono::milliseconds(5000));
+  ASSERT_TRUE(quick.ok()) << quick.status().ToString();
+  EXPECT_EQ(quick->output, "done\n");
+}
+
 }  // namespace
 }  // namespace srunway::common

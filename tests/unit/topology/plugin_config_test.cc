@@ -21,7 +21,8 @@ TEST(PluginArgs, Defaults) {
 TEST(PluginArgs, AllKeys) {
   auto config = ParsePluginArgs(Args{"default_profile=a3mega", "allow_user_profile=no", "topology_xml=/etc/node.xml",
                                      "plugin_path=/var/lib/tcpxo/lib64", "force=NCCL_PROTO,NCCL_ALGO",
-                                     "nccl_topo_file=yes", "tmpdir=/local/tmp"});
+                                     "nccl_topo_file=yes", "tmpdir=/local/tmp",
+                                     "topo_helper=/opt/srunway/libexec/srunway/srunway-topo-helper"});
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->default_profile, ProfileId::kA3Mega);
   EXPECT_FALSE(config->allow_user_profile);
@@ -30,6 +31,8 @@ TEST(PluginArgs, AllKeys) {
   EXPECT_EQ(config->forced, (std::set<std::string>{"NCCL_ALGO", "NCCL_PROTO"}));
   EXPECT_TRUE(config->nccl_topo_file);
   EXPECT_EQ(config->tmpdir, "/local/tmp");
+  EXPECT_EQ(config->topo_helper, "/opt/srunway/libexec/srunway/srunway-topo-helper");
+  EXPECT_FALSE(ParsePluginArgs(Args{"topo_helper=srunway-topo-helper"}).ok());
   EXPECT_FALSE(ParsePluginArgs(Args{"tmpdir=tmp"}).ok());
   EXPECT_FALSE(ParsePluginArgs(Args{"nccl_topo_file=sometimes"}).ok());
 }

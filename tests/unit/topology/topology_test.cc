@@ -3,9 +3,14 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "common/fs.h"
+#include "tests/unit/temp_dir.h"
 #include "tests/unit/topology/fixture.h"
 
 namespace srunway::topology {
@@ -99,9 +104,15 @@ TEST(CpuList, FormatAndParse) {
 namespace srunway::topology {
 namespace {
 
+// The helper program the tests start (the build tree's), named by meson in SRUNWAY_TOPO_HELPER.
+std::string Helper() {
+  const char* helper = std::getenv("SRUNWAY_TOPO_HELPER");
+  return helper != nullptr ? helper : DefaultTopologyHelper();
+}
+
 TEST(IsolatedLoad, GivesTheSameTopology) {
   Topology direct = LoadFixture("a3mega.xml");
-  auto isolated = LoadTopologyIsolated(FixturePath("a3mega.xml"), 10000);
+  auto isolated = LoadTopologyIsolated(FixturePath("a3mega.xml"), 10000, Helper());
   ASSERT_TRUE(isolated.ok()) << isolated.status().ToString();
   ASSERT_EQ(isolated->gpus.size(), direct.gpus.size());
   for (size_t i = 0; i < direct.gpus.size(); ++i) {
@@ -111,7 +122,7 @@ TEST(IsolatedLoad, GivesTheSameTopology) {
   ASSERT_EQ(isolated->nics.size(), direct.nics.size());
   EXPECT_EQ(isolated->nics[3].name, direct.nics[3].name);
   EXPECT_EQ(isolated->FindNuma(1)->cores, direct.FindNuma(1)->cores);
-  auto live = LoadTopologyIsolated("", 10000);
+  auto live = LoadTopologyIsolated("", 10000, Helper());
   ASSERT_TRUE(live.ok()) << live.status().ToString();
   EXPECT_FALSE(live->numa_nodes.empty());
 }
@@ -119,30 +130,62 @@ TEST(IsolatedLoad, GivesTheSameTopology) {
 TEST(IsolatedLoad, AFileThatCrashesHwlocIsAnError) {
   // Found by the topology_xml fuzzer: one missing complete_cpuset makes hwloc 2.9 dereference NULL.
   const std::string path = FixturePath("corrupt-no-complete-cpuset.xml");
-  auto topology = LoadTopologyIsolated(path, 10000);
+  auto topology = LoadTopologyIsolated(path, 10000, Helper());
   ASSERT_FALSE(topology.ok());
-  EXPECT_TRUE(topology.status().message().starts_with(path + ": ")) << topology.status().message();
-  auto missing = LoadTopologyIsolated("/nonexistent/node.xml", 10000);
+  EXPECT_TRUE(topology.status().message().starts_with(path + ": hwloc crashed (signal ")) << topology.status().message();
+  auto missing = LoadTopologyIsolated("/nonexistent/node.xml", 10000, Helper());
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/node.xml"), std::string::npos);
+  auto no_helper = LoadTopologyIsolated("", 10000, "/nonexistent/srunway-topo-helper");
+  ASSERT_FALSE(no_helper.ok());
+  EXPECT_NE(no_helper.status().message().find("/nonexistent/srunway-topo-helper"), std::string::npos)
+      << no_helper.status().message();
 }
 
+// A helper that never answers (here a script that sleeps, with a child of its own) is killed at the deadline.
 TEST(IsolatedLoad, AHangIsCutOffAtTheDeadline) {
-  auto stuck = LoadIsolated([]() -> StatusOr<Topology> { ::pause(); return Topology{}; }, "stuck.xml", 200);
+  testing::TempDir temp("srunway-topo-hang");
+  const std::string script = (temp.path() / "stuck-helper").string();
+  ASSERT_TRUE(common::WriteFileAtomic(script, "#!/bin/sh\nsleep 60 & sleep 60\n").ok());
+  ::chmod(script.c_str(), 0755);
+  auto stuck = LoadTopologyIsolated("/stuck.xml", 200, script);
   ASSERT_FALSE(stuck.ok());
   EXPECT_EQ(stuck.status().code(), common::StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(stuck.status().message(), "stuck.xml: hwloc did not finish within 200 ms");
+  EXPECT_EQ(stuck.status().message(), "/stuck.xml: hwloc did not finish within 200 ms");
 }
 
+// The helper's answer is parsed, never trusted: garbage is an error, not an exception.
+TEST(IsolatedLoad, MalformedAnswersAreErrors) {
+  for (const char* answer : {"", "[]", "{\"ok\": true}", "{\"ok\": true, \"topology\": {\"source\": 1}}",
+                             "{\"ok\": false, \"error\": 3}"}) {
+    EXPECT_FALSE(TopologyFromAnswer(answer).ok()) << answer;
+  }
+  auto round = TopologyFromAnswer(TopologyAnswer(LoadFixture("a3mega.xml")).dump());
+  ASSERT_TRUE(round.ok()) << round.status().ToString();
+  EXPECT_EQ(round->gpus.size(), 8u);
+}
+
+// The helper turns core dumps off before hwloc runs: a crash is already reported in one line, and a core of it
+// per job step would fill the node's disk. With core dumps on in the caller and the kernel writing plain core
+// files into the working directory, the helper's crash on the corrupt fixture must leave none.
 TEST(IsolatedLoad, TheHelperDumpsNoCore) {
-  // The crash is reported in one line; a core file of the forked slurmstepd would only fill the node's disk.
-  auto answer = LoadIsolated([]() -> StatusOr<Topology> {
-    rlimit limit{};
-    ::getrlimit(RLIMIT_CORE, &limit);
-    return common::Internal("core limit {} {}", limit.rlim_cur, limit.rlim_max);
-  }, "probe", 10000);
-  ASSERT_FALSE(answer.ok());
-  EXPECT_EQ(answer.status().message(), "core limit 0 0");
+  auto pattern = common::ReadFile("/proc/sys/kernel/core_pattern");
+  if (!pattern.ok() || pattern->starts_with("|") || pattern->find('/') != std::string::npos) {
+    GTEST_SKIP() << "core files do not go to the working directory here";
+  }
+  testing::TempDir temp("srunway-topo-core");
+  const auto previous = std::filesystem::current_path();
+  std::filesystem::current_path(temp.path());
+  const rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+  rlimit before{};
+  ::getrlimit(RLIMIT_CORE, &before);
+  ::setrlimit(RLIMIT_CORE, &unlimited);
+  auto crashed = LoadTopologyIsolated(FixturePath("corrupt-no-complete-cpuset.xml"), 10000, Helper());
+  ::setrlimit(RLIMIT_CORE, &before);
+  std::filesystem::current_path(previous);
+  ASSERT_FALSE(crashed.ok());
+  EXPECT_NE(crashed.status().message().find("hwloc crashed"), std::string::npos) << crashed.status().message();
+  for (const auto& entry : std::filesystem::directory_iterator(temp.path())) ADD_FAILURE() << "left " << entry.path();
 }
 
 }  // namespace

@@ -87,14 +87,14 @@ expect_exit 1 "/dev/full: No space left on device" \
 expect_exit 3 "training diverged" "$kTrain" "${common[@]}" --mock-data --train-steps 30 --lr 1e30 --clip-grad 0
 echo "ok: bad input is refused with one line"
 
-# 5. A failed save leaves the previous checkpoint in charge: a read-only directory cannot take a new one.
+# 5. A failed save leaves the previous checkpoint in charge. The new checkpoint's name is taken by a non-empty
+# directory, which no rename can replace, root's included (a read-only directory would not stop root).
 before=$(cat "$kWork/ckpt/latest_checkpointed_iteration.txt")
-if [[ $(id -u) != 0 ]]; then
-  chmod a-w "$kWork/ckpt"
-  expect_exit 1 "ckpt" "${run[@]}" --load "$kWork/ckpt" --save "$kWork/ckpt" --train-steps 25
-  chmod u+w "$kWork/ckpt"
-fi
+mkdir -p "$kWork/ckpt/iter_0000025.ckpt/in-the-way"
+expect_exit 1 "iter_0000025.ckpt" "${run[@]}" --load "$kWork/ckpt" --save "$kWork/ckpt" --train-steps 25
+rm -rf "$kWork/ckpt/iter_0000025.ckpt"
 [[ $(cat "$kWork/ckpt/latest_checkpointed_iteration.txt") == "$before" ]] || fail "latest checkpoint changed"
+echo "ok: a save that cannot be made fails with one line and leaves the previous checkpoint in charge"
 
 # 6. SIGTERM (what Slurm sends before killing a job): a checkpoint at the end of the current step, exit 4.
 "$kTrain" "${common[@]}" --mock-data --train-steps 100000 --save "$kWork/sig" --log-interval 1 \

@@ -1,0 +1,305 @@
+// Supervised exec mode: the program as a child of srunway-launch, its output, its end and its progress.
+#include "launcher/supervise.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <thread>
+
+#include "common/fs.h"
+#include "common/json.h"
+#include "common/parse.h"
+
+extern char** environ;
+
+namespace srunway::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The signals srunway-launch takes over (and forwards); the child gets their default actions back.
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT};
+constexpr size_t kMaxProgressBytes = 256;
+
+std::chrono::milliseconds Since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+}
+
+void CloseFd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// The environment for the child: ours, with `extra` replacing or adding variables.
+std::vector<std::string> ChildEnvironment(const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    const std::string_view name = text.substr(0, text.find('='));
+    bool replaced = false;
+    for (const auto& [key, value] : extra) replaced = replaced || key == name;
+    if (!replaced) env.emplace_back(text);
+  }
+  for (const auto& [key, value] : extra) env.push_back(key + "=" + value);
+  return env;
+}
+
+common::StatusOr<int> OpenLog(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return common::ErrnoStatus(errno, "open " + path.string());
+  return fd;
+}
+
+}  // namespace
+
+int ChildEnd::ExitCode() const {
+  switch (how) {
+    case How::kExited: return code;
+    case How::kSignalled: return 128 + code;
+    case How::kHung: return 128 + SIGKILL;
+  }
+  return 1;
+}
+
+std::string FormatDuration(std::chrono::milliseconds duration) {
+  const int64_t s = duration.count() / 1000;
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+}
+
+std::string ChildEnd::Describe() const {
+  std::string text;
+  switch (how) {
+    case How::kExited:
+      text = fmt::format("exited with code {} after {}", code, FormatDuration(ran));
+      break;
+    case How::kSignalled: {
+      const char* name = ::sigabbrev_np(code);
+      text = fmt::format("was killed by {} after {}", name != nullptr ? fmt::format("SIG{}", name)
+                                                                      : fmt::format("signal {}", code),
+                         FormatDuration(ran));
+      break;
+    }
+    case How::kHung:
+      text = fmt::format("hung: no progress for {} (last progress '{}') after {}", FormatDuration(stalled),
+                         last_progress, FormatDuration(ran));
+      break;
+  }
+  return detail.empty() ? text : text + ": " + detail;
+}
+
+std::string ReadTorchErrorFile(const std::string& path) {
+  auto text = common::ReadFile(path);
+  if (!text.ok()) return "";
+  auto json = common::ParseJson(*text, path);
+  if (!json.ok() || !json->is_object()) return "";
+  auto message = json->find("message");
+  if (message == json->end()) return "";
+  std::string found;
+  if (message->is_string()) {
+    found = message->get<std::string>();
+  } else if (message->is_object()) {
+    auto inner = message->find("message");
+    if (inner != message->end() && inner->is_string()) found = inner->get<std::string>();
+  }
+  // One line for the failure line: the first that says something.
+  for (std::string_view line : common::Split(found, '\n')) {
+    if (!common::Trim(line).empty()) return std::string(common::Trim(line));
+  }
+  return "";
+}
+
+common::StatusOr<Child> Child::Start(const ChildOptions& options) {
+  if (options.command.empty()) return common::InvalidArgument("no command to run");
+  Child child;
+  child.options_ = options;
+  int out_target = -1, err_target = -1;  // what the child's stdout/stderr become; -1: ours
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  if (!options.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.log_dir, ec);
+    if (ec) return common::FailedPrecondition("--log-dir {}: {}", options.log_dir, ec.message());
+    const std::filesystem::path dir = options.log_dir;
+    SRUNWAY_ASSIGN_OR_RETURN(child.out_file_, OpenLog(dir / fmt::format("rank_{}.out", options.rank)));
+    SRUNWAY_ASSIGN_OR_RETURN(child.err_file_, OpenLog(dir / fmt::format("rank_{}.err", options.rank)));
+    out_target = child.out_file_;
+    err_target = child.err_file_;
+    if (options.tee) {
+      if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+        return common::ErrnoStatus(errno, "pipe for --tee");
+      }
+      out_target = out_pipe[1];
+      err_target = err_pipe[1];
+    }
+  }
+  if (!options.heartbeat_path.empty()) {
+    SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(options.heartbeat_path, ""));
+  }
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (out_target >= 0) posix_spawn_file_actions_adddup2(&actions, out_target, STDOUT_FILENO);
+  if (err_target >= 0) posix_spawn_file_actions_adddup2(&actions, err_target, STDERR_FILENO);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int signal : kForwarded) sigaddset(&defaults, signal);
+  sigaddset(&defaults, SIGPIPE);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  // A group of its own, so a signal reaches whatever the program started too; not for an interactive step,
+  // whose terminal must keep the program in its foreground group.
+  child.own_group_ = ::isatty(STDIN_FILENO) == 0;
+  if (child.own_group_) {
+    flags |= POSIX_SPAWN_SETPGROUP;
+    posix_spawnattr_setpgroup(&attributes, 0);
+  }
+  posix_spawnattr_setflags(&attributes, flags);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+
+  std::vector<std::pair<std::string, std::string>> extra = options.env;
+  if (!options.heartbeat_path.empty()) extra.emplace_back("SRUNWAY_HEARTBEAT", options.heartbeat_path);
+  std::vector<std::string> env = ChildEnvironment(extra);
+  std::vector<char*> envp, argv;
+  for (std::string& entry : env) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> command = options.command;
+  for (std::string& arg : command) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const int error = ::posix_spawnp(&child.pid_, argv[0], &actions, &attributes, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  CloseFd(out_pipe[1]);
+  CloseFd(err_pipe[1]);
+  if (error != 0) {
+    CloseFd(out_pipe[0]);
+    CloseFd(err_pipe[0]);
+    child.pid_ = -1;
+    const std::string why = fmt::format("cannot run '{}': {}", options.command[0], std::strerror(error));
+    return error == ENOENT ? common::NotFound("{}", why) : common::FailedPrecondition("{}", why);
+  }
+  child.out_pipe_ = out_pipe[0];
+  child.err_pipe_ = err_pipe[0];
+  child.started_ = Clock::now();
+  child.progress_at_ = child.started_;
+  return child;
+}
+
+Child::Child(Child&& other) noexcept
+    : options_(std::move(other.options_)), pid_(std::exchange(other.pid_, -1)), own_group_(other.own_group_),
+      started_(other.started_), out_pipe_(std::exchange(other.out_pipe_, -1)),
+      err_pipe_(std::exchange(other.err_pipe_, -1)), out_file_(std::exchange(other.out_file_, -1)),
+      err_file_(std::exchange(other.err_file_, -1)), progress_(std::move(other.progress_)),
+      progress_at_(other.progress_at_), progressed_(other.progressed_) {}
+
+Child::~Child() {
+  if (pid_ > 0) (void)Terminate(std::chrono::seconds(2));
+  for (int* fd : {&out_pipe_, &err_pipe_, &out_file_, &err_file_}) CloseFd(*fd);
+}
+
+void Child::Signal(int signal) const {
+  if (pid_ <= 0) return;
+  ::kill(own_group_ ? -pid_ : pid_, signal);
+}
+
+void Child::CopyOut(int& fd, int file, int echo) {
+  char buffer[1 << 14];
+  const ssize_t n = ::read(fd, buffer, sizeof buffer);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    CloseFd(fd);
+    return;
+  }
+  // Best effort: a full disk must not stop the program; its output then goes to our own stream alone.
+  (void)common::WriteAll(file, std::string_view(buffer, static_cast<size_t>(n)), "log file");
+  (void)common::WriteAll(echo, std::string_view(buffer, static_cast<size_t>(n)), "tee");
+}
+
+void Child::Pump(std::chrono::milliseconds wait) {
+  std::vector<pollfd> fds;
+  if (out_pipe_ >= 0) fds.push_back({out_pipe_, POLLIN, 0});
+  if (err_pipe_ >= 0) fds.push_back({err_pipe_, POLLIN, 0});
+  if (fds.empty()) {
+    if (wait.count() > 0) std::this_thread::sleep_for(wait);
+    return;
+  }
+  if (::poll(fds.data(), fds.size(), static_cast<int>(wait.count())) <= 0) return;
+  for (const pollfd& p : fds) {
+    if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    if (p.fd == out_pipe_) CopyOut(out_pipe_, out_file_, STDOUT_FILENO);
+    else if (p.fd == err_pipe_) CopyOut(err_pipe_, err_file_, STDERR_FILENO);
+  }
+}
+
+std::optional<ChildEnd> Child::Reap(bool block) {
+  if (pid_ <= 0) return std::nullopt;
+  int status = 0;
+  pid_t done;
+  do {
+    done = ::waitpid(pid_, &status, block ? 0 : WNOHANG);
+  } while (done < 0 && errno == EINTR);
+  if (done != pid_) return std::nullopt;
+  pid_ = -1;
+  // Whatever is still in the pipes (unless a grandchild holds them open: then as much as is there now).
+  for (int i = 0; i < 64 && (out_pipe_ >= 0 || err_pipe_ >= 0); ++i) Pump(std::chrono::milliseconds(0));
+  ChildEnd end;
+  end.ran = Since(started_);
+  if (WIFSIGNALED(status)) {
+    end.how = ChildEnd::How::kSignalled;
+    end.code = WTERMSIG(status);
+  } else {
+    end.code = WEXITSTATUS(status);
+  }
+  return end;
+}
+
+std::optional<ChildEnd> Child::Poll() {
+  if (auto end = Reap(false)) return end;
+  if (options_.heartbeat_path.empty() || options_.hang_timeout.count() <= 0) return std::nullopt;
+  auto text = common::ReadFile(options_.heartbeat_path);
+  if (text.ok()) {
+    std::string progress(common::Trim(std::string_view(*text).substr(0, kMaxProgressBytes)));
+    if (!progress.empty() && progress != progress_) {
+      progress_ = std::move(progress);
+      progress_at_ = Clock::now();
+      progressed_ = true;
+    }
+  }
+  // Only a program that has shown progress once can be judged by it.
+  if (!progressed_ || Since(progress_at_) < options_.hang_timeout) return std::nullopt;
+  ChildEnd end;
+  end.how = ChildEnd::How::kHung;
+  end.stalled = Since(progress_at_);
+  end.ran = Since(started_);
+  end.last_progress = progress_;
+  return end;
+}
+
+ChildEnd Child::Terminate(std::chrono::milliseconds grace) {
+  const auto ran = Since(started_);
+  Signal(SIGTERM);
+  const auto give_up = Clock::now() + grace;
+  while (Clock::now() < give_up) {
+    if (auto end = Reap(false)) return *end;
+    Pump(std::chrono::milliseconds(20));
+  }
+  Signal(SIGKILL);
+  if (auto end = Reap(true)) return *end;
+  ChildEnd end;
+  end.how = ChildEnd::How::kSignalled;
+  end.code = SIGKILL;
+  end.ran = ran;
+  return end;
+}
+
+}  // namespace srunway::launcher

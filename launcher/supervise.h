@@ -1,0 +1,96 @@
+// Supervised exec mode: srunway-launch stays as a small parent of the program it starts, forwards the signals
+// Slurm sends, watches for the program's end and (when the program opts in through SRUNWAY_HEARTBEAT) for its
+// progress stopping, and says how it ended. The program decides (srunway_launch.cc) what to tell the other ranks
+// and which exit code to use; this library installs no handler and prints nothing.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace srunway::launcher {
+
+struct ChildOptions {
+  std::vector<std::string> command;
+  std::vector<std::pair<std::string, std::string>> env;  // added to this process's environment
+  // With a directory: the program's stdout and stderr go to DIR/rank_R.out and DIR/rank_R.err, and with `tee`
+  // to this process's stdout and stderr as well (as torchrun's --log-dir and --tee).
+  std::string log_dir;
+  bool tee = false;
+  int rank = 0;
+  // The file named to the program in SRUNWAY_HEARTBEAT (empty: none). The program writes its progress into it
+  // (a step number, say); once it has, progress that stops changing for `hang_timeout` is a hang.
+  std::string heartbeat_path;
+  std::chrono::milliseconds hang_timeout{0};
+};
+
+// How the supervised program ended, or why it is being ended.
+struct ChildEnd {
+  enum class How { kExited, kSignalled, kHung };
+  How how = How::kExited;
+  int code = 0;    // exit code, or the signal number
+  std::chrono::milliseconds ran{0};
+  std::chrono::milliseconds stalled{0};  // how long its progress had not moved, when it hung
+  std::string last_progress;             // the heartbeat's content then
+  std::string detail;  // the message of its TORCHELASTIC_ERROR_FILE, when it left one
+
+  bool ok() const { return how == How::kExited && code == 0; }
+  // What srunway-launch exits with: the program's code, or 128 + the signal (128 + SIGKILL for a hung program,
+  // which is killed).
+  int ExitCode() const;
+  // "exited with code 1 after 4s", "was killed by SIGSEGV after 2h13m", "hung: no progress for 30s (last
+  // progress: 'step 12')", followed by ": " and the detail when there is one.
+  std::string Describe() const;
+};
+
+// "2h13m", "4m07s", "12s".
+std::string FormatDuration(std::chrono::milliseconds duration);
+
+// The message a PyTorch program's @record decorator (torch.distributed.elastic) left in TORCHELASTIC_ERROR_FILE:
+// message.message, or message when it is a string; empty when the file is absent or says nothing usable.
+std::string ReadTorchErrorFile(const std::string& path);
+
+class Child {
+ public:
+  // Starts the program (posix_spawnp) in a process group of its own, unless stdin is a terminal (an interactive
+  // srun --pty keeps it in the foreground group). Signals this process blocked are unblocked in the child.
+  static common::StatusOr<Child> Start(const ChildOptions& options);
+  Child(Child&& other) noexcept;
+  Child& operator=(Child&&) = delete;
+  ~Child();
+
+  pid_t pid() const { return pid_; }
+  // Sends `signal` to the program's process group (or the program alone when it shares ours).
+  void Signal(int signal) const;
+  // Copies what the program printed to the log files (and, with tee, to this process's output); waits at most
+  // `wait`. Returns when something happened or the wait ran out.
+  void Pump(std::chrono::milliseconds wait);
+  // The program's end if it has ended (reaped), else nullopt. Checks the heartbeat too: a program whose progress
+  // stopped gives How::kHung (it is still running: the caller ends it).
+  std::optional<ChildEnd> Poll();
+  // SIGTERM to the group, then SIGKILL after `grace`; reaps it. Returns its end.
+  ChildEnd Terminate(std::chrono::milliseconds grace);
+
+ private:
+  Child() = default;
+  std::optional<ChildEnd> Reap(bool block);
+  void CopyOut(int& fd, int file, int echo);
+
+  ChildOptions options_;
+  pid_t pid_ = -1;
+  bool own_group_ = false;
+  std::chrono::steady_clock::time_point started_;
+  int out_pipe_ = -1, err_pipe_ = -1;  // with tee: the program's output, read here
+  int out_file_ = -1, err_file_ = -1;
+  std::string progress_;
+  std::chrono::steady_clock::time_point progress_at_;
+  bool progressed_ = false;
+};
+
+}  // namespace srunway::launcher

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Supervised exec mode on both nodes: a rank's program killed with -9, crashing with SIGSEGV, exiting non-zero
+# with a PyTorch error file, or hanging after it showed progress ends the step on every rank within the timeout,
+# each rank printing one line that names the rank, its host and how the program ended. SIGTERM from scancel
+# reaches every program and their exit codes come back; --log-dir and --tee keep each rank's output.
+source "$(dirname "$0")/lib.sh"
+require_cluster
+launch=${SRUNWAY_LAUNCH:?SRUNWAY_LAUNCH must name srunway-launch}
+work=$(mktemp -d)
+at_exit "rm -rf '$work'"
+
+# step NAME PROGRAM [LAUNCH OPTIONS...]: 4 ranks on 2 nodes (block distribution: ranks 0-2 on node1, 3 on
+# node2), every rank running PROGRAM under bash with $RANK set; exit code in $work/NAME.rc. The outer timeout only
+# guards against a hang: the programs sleep for 120 s unless the step is ended.
+step() {
+  local name=$1 program=$2 rc=0
+  shift 2
+  timeout 100 srun --mpi=pmix -N2 -n4 --time=3 -l "$launch" --timeout 10 "$@" -- bash -c "$program" \
+    >"$work/$name.out" 2>"$work/$name.err" || rc=$?
+  echo "$rc" >"$work/$name.rc"
+  ((rc != 124)) || fail "$name: the step hung past the guard: $(cat "$work/$name.err")"
+  grep srunway-launch "$work/$name.err" || true
+}
+
+# every_rank_names NAME WHO HOW: each rank printed exactly one line naming WHO (e.g. "rank 3 on node2") and HOW.
+every_rank_names() {
+  local name=$1 who=$2 how=$3 r
+  for r in 0 1 2 3; do
+    expect_eq "$name: lines of rank $r" \
+      "$(grep -cE "^ *$r: srunway-launch: (rank $r on node[12]: )?$who $how" "$work/$name.err")" 1
+  done
+}
+
+echo "== rank 3's program is killed with SIGKILL mid-run"
+step kill 'if [ $RANK = 3 ]; then sleep 2; kill -9 $$; fi; sleep 120'
+every_rank_names kill "rank 3 on node2" "was killed by SIGKILL after [0-9]+s$"
+[[ $(cat "$work/kill.rc") != 0 ]] || fail "kill: the step succeeded"
+
+echo "== rank 1's program crashes with SIGSEGV"
+step segv 'if [ $RANK = 1 ]; then sleep 1; kill -SEGV $$; fi; sleep 120'
+every_rank_names segv "rank 1 on node1" "was killed by SIGSEGV after [0-9]+s$"
+
+echo "== rank 2's program exits 3, leaving a PyTorch error file (as @record does)"
+step error 'if [ $RANK = 2 ]; then
+  echo "{\"message\": {\"message\": \"ValueError: bad batch at step 7\", \"extraInfo\": {}}}" >"$TORCHELASTIC_ERROR_FILE"
+  exit 3
+fi; sleep 120'
+every_rank_names error "rank 2 on node1" "exited with code 3 after [0-9]+s: ValueError: bad batch at step 7$"
+
+echo "== rank 3's program shows progress once, then hangs"
+step hang 'if [ $RANK = 3 ]; then echo 42 >"$SRUNWAY_HEARTBEAT"; sleep 120; fi; sleep 120' --hang-timeout 3
+every_rank_names hang "rank 3 on node2" "hung: no progress for [0-9]+s \(last progress '42'\) after [0-9]+s$"
+grep -q "^ *3: srunway-launch: rank 3 on node2 hung" "$work/hang.err" || fail "rank 3 did not name itself"
+
+echo "== a program that keeps making progress is not a hang, and every rank's clean exit is a clean step"
+step progress 'for i in 1 2 3 4 5 6; do echo $i >"$SRUNWAY_HEARTBEAT"; sleep 1; done; echo "done $RANK"' --hang-timeout 3
+expect_eq "progress: exit code" "$(cat "$work/progress.rc")" 0
+expect_eq "progress: ranks done" "$(grep -c 'done [0-3]$' "$work/progress.out")" 4
+[[ ! -s $work/progress.err ]] || fail "progress: $(cat "$work/progress.err")"
+
+echo "== scancel's SIGTERM reaches every program and their exit code comes back"
+job=$(sbatch --parsable -N2 -n4 --time=3 --output="$work/term.out" --error="$work/term.err" --wrap \
+  "srun --mpi=pmix -l '$launch' --timeout 10 -- bash -c 'trap \"echo got TERM \$RANK; exit 7\" TERM; echo ready \$RANK; sleep 120 & wait'; echo \"srun exit \$?\"")
+for _ in $(seq 1 300); do [[ $(grep -c '^ *[0-3]: ready' "$work/term.out" 2>/dev/null || echo 0) == 4 ]] && break; sleep 0.2; done
+expect_eq "term: ranks ready" "$(grep -c '^ *[0-3]: ready' "$work/term.out")" 4
+scancel --signal=TERM "$job.0"
+for _ in $(seq 1 300); do grep -q '^srun exit' "$work/term.out" 2>/dev/null && break; sleep 0.2; done
+expect_eq "term: programs that got SIGTERM" "$(grep -cE '^ *[0-3]: got TERM [0-3]$' "$work/term.out")" 4
+grep -q '^srun exit 7$' "$work/term.out" || fail "term: $(cat "$work/term.out" "$work/term.err")"
+scancel "$job" 2>/dev/null || true
+
+echo "== --log-dir keeps each rank's output; --tee prints it too"
+step logs 'echo "out of $RANK"; echo "err of $RANK" >&2' --log-dir "$work/logs"
+expect_eq "logs: exit code" "$(cat "$work/logs.rc")" 0
+for r in 0 1 2 3; do
+  expect_eq "rank_$r.out" "$(cat "$work/logs/rank_$r.out")" "out of $r"
+  expect_eq "rank_$r.err" "$(cat "$work/logs/rank_$r.err")" "err of $r"
+done
+[[ ! -s $work/logs.out ]] || fail "without --tee the output went to the terminal: $(cat "$work/logs.out")"
+step tee 'echo "out of $RANK"' --log-dir "$work/tee" --tee
+expect_eq "tee: lines printed" "$(grep -cE '^ *[0-3]: out of [0-3]$' "$work/tee.out")" 4
+expect_eq "tee: rank_3.out" "$(cat "$work/tee/rank_3.out")" "out of 3"
+
+echo "== the program's own exit code and torchrun's variables"
+step code 'echo "$TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $SLURM_JOB_ID"; exit 0'
+expect_eq "code: exit" "$(cat "$work/code.rc")" 0
+expect_eq "code: run id is the job" "$(awk '$2 == $4 && $3 == 0' "$work/code.out" | wc -l)" 4
+rc=0
+srun -n1 --time=1 "$launch" -- bash -c 'exit 9' 2>/dev/null || rc=$?
+expect_eq "one rank's exit code" "$rc" 9
+rc=0
+srun -n1 --time=1 "$launch" -- /no/such/program 2>"$work/missing.err" || rc=$?
+expect_eq "a missing program" "$rc" 127
+grep -q "srunway-launch: rank 0 on node1 cannot run '/no/such/program': No such file or directory" "$work/missing.err" ||
+  fail "missing program: $(cat "$work/missing.err")"
+echo "ok"
