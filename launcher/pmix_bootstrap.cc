@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/dynlib.h"
 #include "common/env.h"
@@ -27,6 +29,7 @@ struct PmixApi {
   pmix_status_t (*init)(pmix_proc_t*, pmix_info_t*, size_t);
   pmix_status_t (*finalize)(const pmix_info_t*, size_t);
   pmix_status_t (*get)(const pmix_proc_t*, const char[], const pmix_info_t[], size_t, pmix_value_t**);
+  pmix_status_t (*get_nb)(const pmix_proc_t*, const char[], const pmix_info_t[], size_t, pmix_value_cbfunc_t, void*);
   pmix_status_t (*put)(pmix_scope_t, const char[], pmix_value_t*);
   pmix_status_t (*commit)();
   pmix_status_t (*fence_nb)(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, pmix_op_cbfunc_t, void*);
@@ -41,7 +44,7 @@ StatusOr<std::unique_ptr<PmixApi>> LoadPmix() {
   std::vector<std::string> dirs;
   if (auto dir = common::GetEnv("SRUNWAY_PMIX_LIB_DIR")) dirs.push_back(*dir);
   SRUNWAY_ASSIGN_OR_RETURN(common::DynamicLibrary library, common::DynamicLibrary::OpenFirst(names, dirs));
-  auto api = std::make_unique<PmixApi>(PmixApi{std::move(library), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}});
+  auto api = std::make_unique<PmixApi>(PmixApi{std::move(library), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}});
   auto bind = [&](auto& fn, const char* symbol) -> Status {
     auto address = api->library.RawSymbol(symbol);
     if (!address.ok()) return address.status().WithContext("PMIx library too old or not PMIx v3+");
@@ -51,6 +54,7 @@ StatusOr<std::unique_ptr<PmixApi>> LoadPmix() {
   SRUNWAY_RETURN_IF_ERROR(bind(api->init, "PMIx_Init"));
   SRUNWAY_RETURN_IF_ERROR(bind(api->finalize, "PMIx_Finalize"));
   SRUNWAY_RETURN_IF_ERROR(bind(api->get, "PMIx_Get"));
+  SRUNWAY_RETURN_IF_ERROR(bind(api->get_nb, "PMIx_Get_nb"));
   SRUNWAY_RETURN_IF_ERROR(bind(api->put, "PMIx_Put"));
   SRUNWAY_RETURN_IF_ERROR(bind(api->commit, "PMIx_Commit"));
   SRUNWAY_RETURN_IF_ERROR(bind(api->fence_nb, "PMIx_Fence_nb"));
@@ -78,6 +82,44 @@ void FenceDone(pmix_status_t status, void* data) {
   }
   (*wait)->done_cv.notify_all();
   delete wait;
+}
+
+// After a fence misses its deadline: which ranks have posted the key of that exchange. Every peer is asked at
+// once (PMIx_Get_nb); Slurm's PMIx server answers from the peer's node (direct modex) as soon as the peer has
+// committed the key, and holds the question while it has not, so a peer with no answer after kProbeWait never got
+// there. The answers may come after we stopped waiting: the state is shared with the callbacks.
+constexpr auto kProbeWait = std::chrono::seconds(2);
+
+struct Probe {
+  std::mutex mutex;
+  std::vector<bool> arrived;
+  int answers = 0;
+};
+
+void ProbeAnswered(pmix_status_t status, pmix_value_t*, void* data) {
+  auto* context = static_cast<std::pair<std::shared_ptr<Probe>, int>*>(data);
+  {
+    std::lock_guard lock(context->first->mutex);
+    context->first->arrived[static_cast<size_t>(context->second)] = status == PMIX_SUCCESS;
+    ++context->first->answers;
+  }
+  delete context;
+}
+
+// "rank 3 on node2", "ranks 3 and 9 on node2", "ranks 3 (node2), 4 (node3) and 12 more".
+std::string NameRanks(const std::vector<std::pair<int, std::string>>& ranks) {
+  constexpr size_t kShown = 8;
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  bool one_host = true;
+  for (const auto& [rank, host] : ranks) one_host = one_host && host == ranks.front().second;
+  for (size_t i = 0; i < ranks.size() && i < kShown; ++i) {
+    if (i > 0) text += i + 1 == ranks.size() ? " and " : ", ";
+    text += std::to_string(ranks[i].first);
+    if (!one_host && !ranks[i].second.empty()) text += " (" + ranks[i].second + ")";
+  }
+  if (ranks.size() > kShown) text += fmt::format(" and {} more", ranks.size() - kShown);
+  if (one_host && !ranks.front().second.empty()) text += " on " + ranks.front().second;
+  return text;
 }
 
 std::optional<int64_t> AsInteger(const pmix_value_t& value) {
@@ -134,7 +176,7 @@ class PmixBootstrap : public Bootstrap {
   StatusOr<std::vector<std::string>> AllGather(std::string_view mine, std::string_view phase) override {
     std::string key = NextKey(phase);
     SRUNWAY_RETURN_IF_ERROR(Put(key, mine));
-    SRUNWAY_RETURN_IF_ERROR(Fence(phase, true));
+    SRUNWAY_RETURN_IF_ERROR(Fence(phase, true, key));
     std::vector<std::string> values;
     for (int rank = 0; rank < identity_.size; ++rank) {
       SRUNWAY_ASSIGN_OR_RETURN(std::string value, GetBytes(rank, key, phase));
@@ -144,14 +186,21 @@ class PmixBootstrap : public Bootstrap {
   }
 
   StatusOr<std::string> Broadcast(std::string_view value, int root, std::string_view phase) override {
+    // Every rank posts the key (the others an empty value), so a fence that misses its deadline can tell which
+    // ranks never got here.
     std::string key = NextKey(phase);
-    if (identity_.rank == root) SRUNWAY_RETURN_IF_ERROR(Put(key, value));
-    if (identity_.rank == root) SRUNWAY_RETURN_IF_ERROR(Commit(phase));
-    SRUNWAY_RETURN_IF_ERROR(Fence(phase, true));
+    SRUNWAY_RETURN_IF_ERROR(Put(key, identity_.rank == root ? value : std::string_view()));
+    SRUNWAY_RETURN_IF_ERROR(Fence(phase, true, key));
     return GetBytes(root, key, phase);
   }
 
-  Status Barrier(std::string_view phase) override { return Fence(phase, false); }
+  // A fence without data; each rank still posts a key of its own, for the deadline's question (see Missing).
+  Status Barrier(std::string_view phase) override {
+    std::string key = NextKey(phase);
+    SRUNWAY_RETURN_IF_ERROR(Put(key, ""));
+    SRUNWAY_RETURN_IF_ERROR(Commit(phase));
+    return Fence(phase, false, key);
+  }
 
   void Abort(const std::string& why) override {
     if (!initialized_) return;
@@ -206,8 +255,9 @@ class PmixBootstrap : public Bootstrap {
     return Status::Ok();
   }
 
-  // A fence over the whole step that gives up at our deadline.
-  Status Fence(std::string_view phase, bool collect) {
+  // A fence over the whole step that gives up at our deadline, and then names the ranks that never posted
+  // `probe_key`, the key every rank posts for this exchange.
+  Status Fence(std::string_view phase, bool collect, const std::string& probe_key) {
     if (collect) SRUNWAY_RETURN_IF_ERROR(Commit(phase));
     pmix_proc_t job;
     PMIX_LOAD_PROCID(&job, me_.nspace, PMIX_RANK_WILDCARD);
@@ -225,14 +275,76 @@ class PmixBootstrap : public Bootstrap {
     }
     std::unique_lock lock(wait->mutex);
     if (!wait->done_cv.wait_for(lock, timeout_, [&] { return wait->done; })) {
-      return common::DeadlineExceeded("{} did not complete within {} s: a rank died or did not arrive (PMIx cannot "
-                                      "say which)", phase, timeout_.count() / 1000.0);
+      lock.unlock();
+      std::vector<std::pair<int, std::string>> missing = Missing(probe_key);
+      if (missing.empty()) {
+        return common::DeadlineExceeded("{} did not complete within {} s: every rank posted its part, so one died "
+                                        "or is stuck inside the fence", phase, timeout_.count() / 1000.0);
+      }
+      return common::DeadlineExceeded("{} did not complete within {} s: {} did not arrive", phase,
+                                      timeout_.count() / 1000.0, NameRanks(missing));
     }
     if (wait->status != PMIX_SUCCESS) {
       return common::MakeStatus(common::StatusCode::kAborted, "a rank failed during {}: {}", phase,
                                 api_->error_string(wait->status));
     }
     return Status::Ok();
+  }
+
+  // The ranks (and their hosts) that have not posted `key` within kProbeWait of being asked.
+  std::vector<std::pair<int, std::string>> Missing(const std::string& key) {
+    auto probe = std::make_shared<Probe>();
+    probe->arrived.assign(static_cast<size_t>(identity_.size), false);
+    int asked = 0;
+    for (int rank = 0; rank < identity_.size; ++rank) {
+      pmix_proc_t peer;
+      PMIX_LOAD_PROCID(&peer, me_.nspace, static_cast<pmix_rank_t>(rank));
+      auto* context = new std::pair<std::shared_ptr<Probe>, int>(probe, rank);
+      if (api_->get_nb(&peer, key.c_str(), nullptr, 0, ProbeAnswered, context) == PMIX_SUCCESS) {
+        ++asked;
+      } else {
+        delete context;
+        std::lock_guard lock(probe->mutex);
+        probe->arrived[static_cast<size_t>(rank)] = true;  // no way to ask: not named
+      }
+    }
+    const auto give_up = std::chrono::steady_clock::now() + kProbeWait;
+    while (std::chrono::steady_clock::now() < give_up) {
+      {
+        std::lock_guard lock(probe->mutex);
+        if (probe->answers == asked) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::vector<int> ranks;
+    {
+      std::lock_guard lock(probe->mutex);
+      for (int rank = 0; rank < identity_.size; ++rank) {
+        if (rank != identity_.rank && !probe->arrived[static_cast<size_t>(rank)]) ranks.push_back(rank);
+      }
+    }
+    std::vector<std::pair<int, std::string>> named;
+    for (int rank : ranks) named.emplace_back(rank, HostOf(rank));
+    return named;
+  }
+
+  // A rank's host from the job data Slurm's PMIx server gave every client; empty when it is not there.
+  std::string HostOf(int rank) {
+    pmix_proc_t peer;
+    PMIX_LOAD_PROCID(&peer, me_.nspace, static_cast<pmix_rank_t>(rank));
+    pmix_info_t info;
+    std::memset(&info, 0, sizeof info);
+    std::strncpy(info.key, PMIX_OPTIONAL, PMIX_MAX_KEYLEN);  // the local store only: never wait on a dead peer
+    info.value.type = PMIX_BOOL;
+    info.value.data.flag = true;
+    pmix_value_t* value = nullptr;
+    std::string host;
+    if (api_->get(&peer, PMIX_HOSTNAME, &info, 1, &value) == PMIX_SUCCESS && value != nullptr &&
+        value->type == PMIX_STRING && value->data.string != nullptr) {
+      host = value->data.string;
+    }
+    if (value != nullptr) Release(value);
+    return host;
   }
 
   StatusOr<std::string> GetBytes(int rank, const std::string& key, std::string_view phase) {

@@ -32,17 +32,37 @@ for r in 0 1 2; do
     fail "rank $r did not name rank 3"
 done
 
+# Under PMIx the fence cannot say who is missing; after its deadline every rank asks each peer for its part of
+# the exchange (direct modex) and names those with no answer, with their hosts.
 echo "== pmix bootstrap, rank 3 sleeps instead of joining the fence"
 run_failing pmix-sleep pmix pmix 'sleep 30'
 for r in 0 1 2; do
-  grep -q "^ *$r: srunway-launch: rank $r on node[12]: init did not complete within 5 s" "$work/pmix-sleep.err" ||
-    fail "rank $r printed no line"
+  grep -q "^ *$r: srunway-launch: rank $r on node[12]: init did not complete within 5 s: rank 3 on node2 did not arrive$" \
+    "$work/pmix-sleep.err" || fail "rank $r did not name rank 3"
 done
 
-echo "== pmix bootstrap, rank 3 killed during the fence"
+echo "== pmix bootstrap, rank 3 killed before it joins the fence"
 run_failing pmix-kill pmix pmix 'kill -9 $$'
-lines=$(grep -c "srunway-launch: rank [0-2] on node[12]: init did not complete within 5 s" "$work/pmix-kill.err" || true)
-expect_eq "surviving ranks that explained" "$lines" 3
+lines=$(grep -c "srunway-launch: rank [0-2] on node[12]: init did not complete within 5 s: rank 3 on node2 did not arrive$" "$work/pmix-kill.err" || true)
+expect_eq "surviving ranks that named rank 3" "$lines" 3
+
+echo "== pmix bootstrap, ranks 1 and 3 sleep: both named with their hosts"
+timeout 90 srun --mpi=pmix -N2 -n4 --time=2 -l bash -c \
+  "if [ \$SLURM_PROCID = 1 -o \$SLURM_PROCID = 3 ]; then sleep 30; fi; exec $launch --timeout 5 -- true" \
+  >"$work/two.out" 2>"$work/two.err" || true
+for r in 0 2; do
+  grep -q "^ *$r: srunway-launch: rank $r on node1: init did not complete within 5 s: ranks 1 (node1) and 3 (node2) did not arrive$" \
+    "$work/two.err" || fail "rank $r did not name ranks 1 and 3: $(cat "$work/two.err")"
+done
+
+echo "== pmix, rank 3 stalls before the --check fence, alive: named in a later phase too"
+rc=0
+SRUNWAY_FAULT_STALL_RANK=3 SRUNWAY_FAULT_STALL_PHASE=fence timeout 90 srun --mpi=pmix -N2 -n4 --time=2 -l \
+  "$launch" --check --timeout 5 >"$work/stall.out" 2>"$work/stall.err" || rc=$?
+((rc != 0 && rc != 124)) || fail "stall: exit $rc"
+# Rank 3 itself is alive and hears it from the others through the watchdog: every rank prints one such line.
+expect_eq "ranks that named rank 3 in the fence" \
+  "$(grep -cE "^ *[0-3]: srunway-launch: .*fence did not complete within 5 s: rank 3 on node2 did not arrive$" "$work/stall.err")" 4
 # After the bootstrap: the heartbeat watchdog names the rank that died and the phase it was in.
 run_check_fault() {  # run_check_fault NAME MPI BOOTSTRAP RANK PHASE
   local name=$1 mpi=$2 bootstrap=$3 victim=$4 phase=$5 rc=0

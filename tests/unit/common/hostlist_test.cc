@@ -102,6 +102,9 @@ TEST(ExpandHostlist, HugeProductIsRefusedNotAllocated) {
                              "h[1-60000],i[1-60000],j[1-60000],k[1-60000],l[1-60000],m[1-60000],n[1-60000],"
                              "o[1-60000],p[1-60000],q[1-60000],r[1-60000]");
   EXPECT_EQ(many.status().code(), StatusCode::kResourceExhausted);
+  // The bound: 2^17 hosts expand, one more is refused.
+  EXPECT_EQ(ExpandHostlist("n[1-65536],m[1-65536]")->size(), 131072u);
+  EXPECT_EQ(ExpandHostlist("n[1-65536],m[1-65536],x").status().code(), StatusCode::kResourceExhausted);
 }
 
 std::string Compress(const Hosts& hosts) { return CompressHostlist(hosts); }
