@@ -11,6 +11,7 @@
 
 #include "common/env.h"
 #include "common/hostlist.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/subprocess.h"
@@ -155,18 +156,20 @@ std::string Bootstrap::NameRank(int rank) const {
 std::string Bootstrap::Prefix() const { return fmt::format("rank {} on {}: ", identity_.rank, identity_.host); }
 
 Status Bootstrap::ExchangePeers(std::string_view announced) {
-  std::string mine = fmt::format("{}\t{}\t{}", identity_.host, LocalAddress(), announced);
-  SRUNWAY_ASSIGN_OR_RETURN(auto values, AllGather(mine, "init"));
-  peers_.clear();
-  for (const std::string& value : values) {
-    // host, address, then the announcement, which may hold tabs of its own.
-    size_t first = value.find('\t');
-    size_t second = first == std::string::npos ? std::string::npos : value.find('\t', first + 1);
-    Peer peer{value.substr(0, first), "", ""};
-    if (first != std::string::npos) peer.address = value.substr(first + 1, second - first - 1);
-    if (second != std::string::npos) peer.announced = value.substr(second + 1);
-    peers_.push_back(std::move(peer));
+  const common::Json mine = {{"host", identity_.host}, {"address", LocalAddress()}, {"announced", announced}};
+  SRUNWAY_ASSIGN_OR_RETURN(auto values, AllGather(mine.dump(), "init"));
+  std::vector<Peer> peers;
+  for (size_t r = 0; r < values.size(); ++r) {
+    // A peer's part is parsed, never trusted: a malformed one is an error naming it, not an exception.
+    const std::string where = fmt::format("rank {}'s part of the init exchange", r);
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json value, common::ParseJson(values[r], where));
+    Peer peer;
+    SRUNWAY_ASSIGN_OR_RETURN(peer.host, common::JsonField<std::string>(value, "host", where));
+    SRUNWAY_ASSIGN_OR_RETURN(peer.address, common::JsonField<std::string>(value, "address", where));
+    SRUNWAY_ASSIGN_OR_RETURN(peer.announced, common::JsonField<std::string>(value, "announced", where));
+    peers.push_back(std::move(peer));
   }
+  peers_ = std::move(peers);
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
-// Comm: collectives between the ranks a Bootstrap found, blocking or non-blocking with a handle. Backends: NCCL
-// (GPU ranks; libnccl and the CUDA driver opened at run time), MPI (CPU ranks, the local cluster) and self (one
-// rank).
+// Comm: the data-plane interface, collectives between ranks, blocking or non-blocking with a handle, and its data
+// types; nothing else. Backends, each in its own file depending only on this one: NCCL (GPU ranks; libnccl and
+// the CUDA driver opened at run time), MPI (CPU ranks, the local cluster) and self (one rank). comm_factory.h
+// chooses between them.
 #pragma once
 
 #include <chrono>
@@ -12,7 +13,6 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "launcher/bootstrap.h"
 
 namespace srunway::launcher {
 
@@ -24,12 +24,6 @@ enum class DataType { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
 enum class ReduceOp { kSum, kMax, kMin };
 size_t DataTypeBytes(DataType type);
 std::string_view DataTypeName(DataType type);
-
-// IEEE half and bfloat16 to and from float (round to nearest even), for the ops the transports lack.
-uint16_t FloatToHalf(float value);
-float HalfToFloat(uint16_t half);
-uint16_t FloatToBFloat16(float value);
-float BFloat16ToFloat(uint16_t bf16);
 
 // An operation in flight; Wait() finishes it and reports how it went. Destroying an unfinished one waits.
 class Request {
@@ -139,10 +133,5 @@ struct CommOptions {
   // watchdog's failure messages.
   std::function<void(std::string_view phase)> on_phase;
 };
-
-// auto: NCCL when every rank has a GPU and NCCL loads; else MPI when there is more than one rank, self for one.
-// The ranks agree on the choice through `bootstrap`, so a rank without a GPU cannot leave the others waiting.
-common::StatusOr<std::unique_ptr<Comm>> CreateComm(CommKind kind, Bootstrap& bootstrap,
-                                                   const CommOptions& options = {});
 
 }  // namespace srunway::launcher

@@ -11,14 +11,13 @@
 
 #include "common/env.h"
 #include "common/parse.h"
+#include "launcher/comm_factory.h"
 
 namespace srunway::launcher {
 namespace {
 
 using common::Status;
 using common::StatusOr;
-
-constexpr std::string_view kAnnouncedError = "error: ";
 
 bool PortFree(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -69,22 +68,24 @@ std::string AnnounceMaster(const Identity& id) {
     auto step = common::GetEnvInt("SLURM_STEP_ID", 0, INT64_MAX);
     auto picked = PickMasterPort(job.ok() ? *job : getpid(), step.ok() ? *step : 0);
     // Said in the exchange rather than returned: every rank then fails with the reason instead of waiting.
-    if (!picked.ok()) return std::string(kAnnouncedError) + picked.status().message();
+    if (!picked.ok()) return common::Json{{"error", picked.status().message()}}.dump();
     port = *picked;
   }
-  return fmt::format("{} {}", addr, port);
+  return common::Json{{"master_addr", addr}, {"master_port", port}}.dump();
 }
 
 StatusOr<EnvList> ExecEnvironment(const Bootstrap& bootstrap) {
   if (bootstrap.peers().empty()) return common::Internal("exec environment asked for before the init exchange");
-  const std::string& master = bootstrap.peers()[0].announced;
-  if (master.starts_with(kAnnouncedError)) {
-    return common::Unavailable("{}: {}", bootstrap.NameRank(0), master.substr(kAnnouncedError.size()));
+  const std::string where = fmt::format("{}'s master announcement", bootstrap.NameRank(0));
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json master, common::ParseJson(bootstrap.peers()[0].announced, where));
+  if (master.is_object() && master.contains("error")) {
+    SRUNWAY_ASSIGN_OR_RETURN(std::string error, common::JsonField<std::string>(master, "error", where));
+    return common::Unavailable("{}: {}", bootstrap.NameRank(0), error);
   }
-  size_t space = master.find(' ');
-  if (space == std::string::npos) return common::Internal("malformed master address '{}' from rank 0", master);
-  SRUNWAY_ASSIGN_OR_RETURN(int64_t port, common::ParseInt(master.substr(space + 1), "MASTER_PORT", 1, 65535));
-  return TorchrunEnv(bootstrap.identity(), master.substr(0, space), static_cast<int>(port));
+  SRUNWAY_ASSIGN_OR_RETURN(std::string addr, common::JsonField<std::string>(master, "master_addr", where));
+  SRUNWAY_ASSIGN_OR_RETURN(int port, common::JsonField<int>(master, "master_port", where));
+  if (port < 1 || port > 65535) return common::Internal("{}: port {} is out of range", where, port);
+  return TorchrunEnv(bootstrap.identity(), addr, port);
 }
 
 StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms,
@@ -152,7 +153,7 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
   mine.push_back({"first collective", MillisSince(start)});
   SRUNWAY_RETURN_IF_ERROR(world.Download(data.data(), buffer.data(), count * sizeof(float)));
   const float expected = static_cast<float>(id.size) * static_cast<float>(id.size + 1) / 2.0f;
-  int all_reduce_ok = std::all_of(data.begin(), data.end(), [&](float v) { return v == expected; }) ? 1 : 0;
+  const bool allreduce_mine = std::all_of(data.begin(), data.end(), [&](float v) { return v == expected; });
 
   std::vector<int32_t> ranks(static_cast<size_t>(id.size), -1);
   int32_t me = id.rank;
@@ -161,10 +162,8 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
   SRUNWAY_RETURN_IF_ERROR(world.AllGather(gathered.data() + id.rank * sizeof(int32_t), gathered.data(), 1,
                                           DataType::kInt32));
   SRUNWAY_RETURN_IF_ERROR(world.Download(ranks.data(), gathered.data(), ranks.size() * sizeof(int32_t)));
-  int all_gather_ok = 1;
-  for (int r = 0; r < id.size; ++r) all_gather_ok &= ranks[static_cast<size_t>(r)] == r ? 1 : 0;
-  // Every rank must agree, so a wrong value anywhere fails the check everywhere.
-  std::string verdict = fmt::format("{} {}", all_reduce_ok, all_gather_ok);
+  bool allgather_mine = true;
+  for (int r = 0; r < id.size; ++r) allgather_mine = allgather_mine && ranks[static_cast<size_t>(r)] == r;
   SRUNWAY_RETURN_IF_ERROR(world.Barrier());
   guard.reset();
   buffer = Buffer();
@@ -174,27 +173,24 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
   comm->reset();
 
   enter("report");
-  std::string timings;
-  for (auto& [phase, ms] : mine) timings += fmt::format("{}={:.3f};", phase, ms);
-  SRUNWAY_ASSIGN_OR_RETURN(auto all, bootstrap.AllGather(verdict + "|" + timings, "report"));
+  // Every rank must agree, so a wrong value anywhere fails the check everywhere.
+  common::Json report = {{"allreduce_ok", allreduce_mine}, {"allgather_ok", allgather_mine},
+                         {"ms", common::Json::array()}};
+  for (auto& [phase, ms] : mine) report["ms"].push_back(ms);
+  SRUNWAY_ASSIGN_OR_RETURN(auto all, bootstrap.AllGather(report.dump(), "report"));
   result.allreduce_ok = result.allgather_ok = true;
   std::vector<std::vector<double>> per_phase(mine.size());
   for (size_t r = 0; r < all.size(); ++r) {
     // A peer's report is parsed, never trusted: a malformed one is an error naming the rank, not an exception.
-    const size_t bar = all[r].find('|');
-    const std::string who = bootstrap.NameRank(static_cast<int>(r));
-    if (bar == std::string::npos || bar < 3) return common::Internal("{} sent a malformed report '{}'", who, all[r]);
-    result.allreduce_ok &= all[r].substr(0, 1) == "1";
-    result.allgather_ok &= all[r].substr(2, 1) == "1";
-    size_t i = 0;
-    for (std::string_view field : common::Split(std::string_view(all[r]).substr(bar + 1), ';')) {
-      if (field.empty() || i >= mine.size()) continue;
-      const size_t equals = field.find('=');
-      auto ms = common::ParseDouble(equals == std::string_view::npos ? field : field.substr(equals + 1),
-                                    fmt::format("{}'s {} time", who, mine[i].first), 0);
-      if (!ms.ok()) return ms.status();
-      per_phase[i++].push_back(*ms);
-    }
+    const std::string where = fmt::format("{}'s report", bootstrap.NameRank(static_cast<int>(r)));
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json theirs, common::ParseJson(all[r], where));
+    SRUNWAY_ASSIGN_OR_RETURN(bool allreduce_ok, common::JsonField<bool>(theirs, "allreduce_ok", where));
+    SRUNWAY_ASSIGN_OR_RETURN(bool allgather_ok, common::JsonField<bool>(theirs, "allgather_ok", where));
+    SRUNWAY_ASSIGN_OR_RETURN(std::vector<double> ms, common::JsonField<std::vector<double>>(theirs, "ms", where));
+    if (ms.size() != mine.size()) return common::Internal("{} has {} phase times, not {}", where, ms.size(), mine.size());
+    result.allreduce_ok &= allreduce_ok;
+    result.allgather_ok &= allgather_ok;
+    for (size_t i = 0; i < ms.size(); ++i) per_phase[i].push_back(ms[i]);
   }
   for (size_t i = 0; i < mine.size(); ++i) {
     auto& values = per_phase[i];

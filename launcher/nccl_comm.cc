@@ -168,7 +168,7 @@ struct Runtime {
 
 // The GPU of this rank: the one visible device when Slurm or the SPANK plugin gave each task its own, else the
 // local rank's among those visible.
-StatusOr<std::shared_ptr<Runtime>> OpenRuntime(const Identity& identity) {
+StatusOr<std::shared_ptr<Runtime>> OpenRuntime(int local_rank) {
   auto runtime = std::make_shared<Runtime>();
   auto cuda = CudaApi::Load();
   if (!cuda.ok()) return cuda.status().WithContext("no CUDA driver");
@@ -179,7 +179,7 @@ StatusOr<std::shared_ptr<Runtime>> OpenRuntime(const Identity& identity) {
   SRUNWAY_RETURN_IF_ERROR(api.Check(api.device_count(&count), "cuDeviceGetCount"));
   if (count == 0) return common::NotFound("no GPU visible (CUDA_VISIBLE_DEVICES='{}')",
                                           common::GetEnvOr("CUDA_VISIBLE_DEVICES", ""));
-  runtime->device = identity.local_rank % count;
+  runtime->device = local_rank % count;
   CUdevice device = 0;
   SRUNWAY_RETURN_IF_ERROR(api.Check(api.device_get(&device, runtime->device), "cuDeviceGet"));
   char bus_id[32] = {};
@@ -547,138 +547,70 @@ Status NcclRequest::Wait() {
   return comm_->WaitFor(event_, what_);
 }
 
-// Ranks per unique id for ncclCommInitRankScalable; smaller worlds use one id and ncclCommInitRankConfig.
-int RanksPerId() {
-  auto value = common::GetEnvInt("SRUNWAY_NCCL_RANKS_PER_ID", 1, 1 << 20);
-  return value.ok() ? static_cast<int>(*value) : 128;
-}
-
-// Rank `r` makes unique id i when r is the first rank of id i's share of the world.
-int IdCreator(int id, int ids, int size) { return static_cast<int>(static_cast<int64_t>(id) * size / ids); }
-
-// One rank's part of the exchange: "1\t<host>\t<bus id>\t<scalable 0|1>\t" then the raw ids it made, or
-// "0\t<why not>".
-struct Offer {
-  bool usable = false;
-  std::string why_not, host, bus_id;
-  bool scalable = false;
-  std::string ids;  // ncclUniqueId bytes, concatenated
-};
-
-std::string Encode(const Offer& offer) {
-  if (!offer.usable) return "0\t" + offer.why_not;
-  return fmt::format("1\t{}\t{}\t{}\t", offer.host, offer.bus_id, offer.scalable ? 1 : 0) + offer.ids;
-}
-
-StatusOr<Offer> Decode(const std::string& text, int rank) {
-  Offer offer;
-  if (text.starts_with("0\t")) {
-    offer.why_not = text.substr(2);
-    return offer;
-  }
-  std::vector<std::string> fields;
-  size_t at = 0;
-  for (int i = 0; i < 4; ++i) {
-    size_t tab = text.find('\t', at);
-    if (tab == std::string::npos) return common::Internal("rank {} sent a malformed NCCL offer", rank);
-    fields.push_back(text.substr(at, tab - at));
-    at = tab + 1;
-  }
-  if (fields[0] != "1" || (text.size() - at) % sizeof(ncclUniqueId) != 0) {
-    return common::Internal("rank {} sent a malformed NCCL offer", rank);
-  }
-  offer.usable = true;
-  offer.host = fields[1];
-  offer.bus_id = fields[2];
-  offer.scalable = fields[3] == "1";
-  offer.ids = text.substr(at);
-  return offer;
-}
-
 }  // namespace
 
-StatusOr<std::unique_ptr<Comm>> CreateNcclComm(Bootstrap& bootstrap, const CommOptions& options, bool required) {
-  const Identity& me = bootstrap.identity();
-  const int size = me.size;
-  if (options.on_phase) options.on_phase("id broadcast");
+// What the backend keeps open for every communicator of this process.
+struct NcclRuntime {
+  std::shared_ptr<Runtime> runtime;
+};
 
-  Offer mine;
-  auto runtime = OpenRuntime(me);
-  // The ids this rank makes: with ncclCommInitRankScalable, one per RanksPerId() ranks; rank 0 always makes id 0.
-  const int scalable_ids = (size + RanksPerId() - 1) / RanksPerId();
-  if (runtime.ok()) {
-    const NcclApi& api = *(*runtime)->nccl;
-    mine.usable = true;
-    mine.host = me.host;
-    mine.bus_id = (*runtime)->bus_id;
-    mine.scalable = api.init_rank_scalable != nullptr && scalable_ids > 1;
-    for (int i = 0; i < (mine.scalable ? scalable_ids : 1); ++i) {
-      if (IdCreator(i, mine.scalable ? scalable_ids : 1, size) != me.rank) continue;
-      ncclUniqueId id;
-      if (ncclResult_t rc = api.get_unique_id(&id); rc != ncclSuccess) {
-        mine = Offer{};
-        mine.why_not = fmt::format("ncclGetUniqueId failed: {}", api.error_string(rc));
-        break;
-      }
-      mine.ids.append(id.internal, sizeof id.internal);
-    }
-  } else {
-    mine.why_not = runtime.status().message();
+NcclLocal OpenNccl(int local_rank) {
+  NcclLocal local;
+  auto runtime = OpenRuntime(local_rank);
+  if (!runtime.ok()) {
+    local.why_not = runtime.status().message();
+    return local;
   }
-  SRUNWAY_ASSIGN_OR_RETURN(auto all, bootstrap.AllGather(Encode(mine), "id broadcast"));
+  local.bus_id = (*runtime)->bus_id;
+  local.scalable = (*runtime)->nccl->init_rank_scalable != nullptr;
+  local.runtime = std::make_shared<NcclRuntime>(NcclRuntime{std::move(*runtime)});
+  return local;
+}
 
-  std::vector<Offer> offers;
-  bool everyone = true, all_scalable = true;
-  for (int r = 0; r < size; ++r) {
-    SRUNWAY_ASSIGN_OR_RETURN(Offer offer, Decode(all[static_cast<size_t>(r)], r));
-    if (!offer.usable) {
-      if (required) return common::FailedPrecondition("{} cannot use NCCL: {}", bootstrap.NameRank(r), offer.why_not);
-      everyone = false;
-    }
-    all_scalable &= offer.scalable;
-    offers.push_back(std::move(offer));
+StatusOr<std::string> MakeNcclUniqueId(const NcclLocal& local) {
+  if (local.runtime == nullptr) return common::FailedPrecondition("no NCCL here: {}", local.why_not);
+  const NcclApi& api = *local.runtime->runtime->nccl;
+  ncclUniqueId id;
+  if (ncclResult_t rc = api.get_unique_id(&id); rc != ncclSuccess) {
+    return common::Unavailable("ncclGetUniqueId failed: {}", api.error_string(rc));
   }
-  if (!everyone) return std::unique_ptr<Comm>();
-  std::map<std::pair<std::string, std::string>, int> owner;
-  for (int r = 0; r < size; ++r) {
-    auto [it, fresh] = owner.emplace(std::pair{offers[r].host, offers[r].bus_id}, r);
-    if (!fresh) {
-      return common::FailedPrecondition("{} and rank {} would share GPU {}: NCCL needs one GPU per rank (use "
-                                        "--gpus-per-task=1, or no more tasks per node than GPUs)",
-                                        bootstrap.NameRank(it->second), r, offers[r].bus_id);
-    }
-  }
-  // The ids in order: id i from its creator's offer.
-  const int ids = all_scalable ? scalable_ids : 1;
-  std::vector<ncclUniqueId> unique_ids(static_cast<size_t>(ids));
-  std::vector<size_t> taken(static_cast<size_t>(size), 0);
-  for (int i = 0; i < ids; ++i) {
-    const int creator = IdCreator(i, ids, size);
-    const std::string& bytes = offers[static_cast<size_t>(creator)].ids;
-    size_t& at = taken[static_cast<size_t>(creator)];
-    if (at + sizeof(ncclUniqueId) > bytes.size()) return common::Internal("rank {} sent too few NCCL ids", creator);
-    std::memcpy(unique_ids[static_cast<size_t>(i)].internal, bytes.data() + at, sizeof(ncclUniqueId));
-    at += sizeof(ncclUniqueId);
-  }
+  return std::string(id.internal, sizeof id.internal);
+}
 
-  if (options.on_phase) options.on_phase("communicator init");
-  std::shared_ptr<Runtime> rt = std::move(*runtime);
+StatusOr<std::unique_ptr<Comm>> CreateNcclComm(const NcclLocal& local, const std::vector<std::string>& ids, int rank,
+                                               int size, std::chrono::milliseconds timeout) {
+  if (local.runtime == nullptr) return common::FailedPrecondition("no NCCL here: {}", local.why_not);
+  if (ids.empty()) return common::Internal("no NCCL unique id");
+  std::vector<ncclUniqueId> unique_ids(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i].size() != sizeof(ncclUniqueId)) {
+      return common::Internal("NCCL unique id {} has {} bytes, not {}", i, ids[i].size(), sizeof(ncclUniqueId));
+    }
+    std::memcpy(unique_ids[i].internal, ids[i].data(), sizeof(ncclUniqueId));
+  }
+  std::shared_ptr<Runtime> rt = local.runtime->runtime;
+  SRUNWAY_RETURN_IF_ERROR(rt->MakeCurrent());
   const NcclApi& api = *rt->nccl;
+  const bool scalable = unique_ids.size() > 1;
+  if (scalable && api.init_rank_scalable == nullptr) {
+    return common::FailedPrecondition("{} has no ncclCommInitRankScalable (NCCL 2.23 or later)", api.lib.path());
+  }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  ncclResult_t rc = ids > 1 ? api.init_rank_scalable(&comm, size, me.rank, ids, unique_ids.data(), &config)
-                            : api.init_rank_config(&comm, size, unique_ids[0], me.rank, &config);
-  const char* what = ids > 1 ? "ncclCommInitRankScalable" : "ncclCommInitRankConfig";
+  ncclResult_t rc = scalable ? api.init_rank_scalable(&comm, size, rank, static_cast<int>(unique_ids.size()),
+                                                      unique_ids.data(), &config)
+                             : api.init_rank_config(&comm, size, unique_ids[0], rank, &config);
+  const char* what = scalable ? "ncclCommInitRankScalable" : "ncclCommInitRankConfig";
   if (comm == nullptr) return common::Unavailable("{} failed: {}", what, api.error_string(rc));
-  SRUNWAY_RETURN_IF_ERROR(NcclComm::Settle(api, comm, rc, what, Clock::now() + options.timeout, options.timeout));
+  SRUNWAY_RETURN_IF_ERROR(NcclComm::Settle(api, comm, rc, what, Clock::now() + timeout, timeout));
   CUstream stream = nullptr;
   if (Status made = rt->cuda->Check(rt->cuda->stream_create(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
       !made.ok()) {
     api.abort(comm);
     return made;
   }
-  return std::unique_ptr<Comm>(std::make_unique<NcclComm>(rt, comm, stream, me.rank, size, options.timeout));
+  return std::unique_ptr<Comm>(std::make_unique<NcclComm>(rt, comm, stream, rank, size, timeout));
 }
 
 }  // namespace srunway::launcher

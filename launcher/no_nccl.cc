@@ -3,9 +3,19 @@
 
 namespace srunway::launcher {
 
-common::StatusOr<std::unique_ptr<Comm>> CreateNcclComm(Bootstrap&, const CommOptions&, bool required) {
-  if (!required) return std::unique_ptr<Comm>();
-  return common::NotFound("this build has no NCCL backend (nccl.h and cuda.h were not found when it was configured)");
+struct NcclRuntime {};
+
+namespace {
+constexpr char kWhy[] = "this build has no NCCL backend (nccl.h and cuda.h were not found when it was configured)";
+}  // namespace
+
+NcclLocal OpenNccl(int) { return NcclLocal{nullptr, kWhy, "", false}; }
+
+common::StatusOr<std::string> MakeNcclUniqueId(const NcclLocal&) { return common::NotFound("{}", kWhy); }
+
+common::StatusOr<std::unique_ptr<Comm>> CreateNcclComm(const NcclLocal&, const std::vector<std::string>&, int, int,
+                                                       std::chrono::milliseconds) {
+  return common::NotFound("{}", kWhy);
 }
 
 }  // namespace srunway::launcher

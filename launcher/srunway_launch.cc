@@ -112,8 +112,12 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
   bool signalled = false;  // Slurm (scancel, the time limit) is ending the step: the program's code is the answer
   constexpr auto kGrace = std::chrono::seconds(10);
   while (true) {
-    if (const int signal = ::sigtimedwait(&forwarded, nullptr, &tick); signal > 0) {
-      child->Signal(signal);
+    siginfo_t info{};
+    if (const int signal = ::sigtimedwait(&forwarded, &info, &tick); signal > 0) {
+      // Slurm's slurmstepd (our parent) signals every process of the step itself (proctrack linuxproc and cgroup
+      // find them all), so the program already has it: forwarding would deliver it twice. Signals from anyone
+      // else (a user's kill of this process) are forwarded.
+      if (info.si_pid != ::getppid() || !common::GetEnv("SLURM_JOB_ID")) child->Signal(signal);
       signalled = signalled || (signal != SIGCONT && signal != SIGUSR1 && signal != SIGUSR2);
     }
     child->Pump(std::chrono::milliseconds(0));

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/half.h"
 #include "common/json.h"
 #include "common/parse.h"
 
@@ -28,8 +29,8 @@ float InitialValue(int rank, size_t i) { return static_cast<float>((rank + stati
 void Store(void* buffer, DataType type, size_t i, float value) {
   switch (type) {
     case DataType::kFloat32: static_cast<float*>(buffer)[i] = value; break;
-    case DataType::kFloat16: static_cast<uint16_t*>(buffer)[i] = launcher::FloatToHalf(value); break;
-    case DataType::kBFloat16: static_cast<uint16_t*>(buffer)[i] = launcher::FloatToBFloat16(value); break;
+    case DataType::kFloat16: static_cast<uint16_t*>(buffer)[i] = common::FloatToHalf(value); break;
+    case DataType::kBFloat16: static_cast<uint16_t*>(buffer)[i] = common::FloatToBFloat16(value); break;
     case DataType::kInt32: static_cast<int32_t*>(buffer)[i] = static_cast<int32_t>(value); break;
     case DataType::kInt64: static_cast<int64_t*>(buffer)[i] = static_cast<int64_t>(value); break;
     case DataType::kUInt8: static_cast<uint8_t*>(buffer)[i] = static_cast<uint8_t>(value); break;
@@ -39,8 +40,8 @@ void Store(void* buffer, DataType type, size_t i, float value) {
 float Load(const void* buffer, DataType type, size_t i) {
   switch (type) {
     case DataType::kFloat32: return static_cast<const float*>(buffer)[i];
-    case DataType::kFloat16: return launcher::HalfToFloat(static_cast<const uint16_t*>(buffer)[i]);
-    case DataType::kBFloat16: return launcher::BFloat16ToFloat(static_cast<const uint16_t*>(buffer)[i]);
+    case DataType::kFloat16: return common::HalfToFloat(static_cast<const uint16_t*>(buffer)[i]);
+    case DataType::kBFloat16: return common::BFloat16ToFloat(static_cast<const uint16_t*>(buffer)[i]);
     case DataType::kInt32: return static_cast<float>(static_cast<const int32_t*>(buffer)[i]);
     case DataType::kInt64: return static_cast<float>(static_cast<const int64_t*>(buffer)[i]);
     case DataType::kUInt8: return static_cast<float>(static_cast<const uint8_t*>(buffer)[i]);

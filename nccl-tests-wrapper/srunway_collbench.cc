@@ -20,6 +20,7 @@
 #include "common/parse.h"
 #include "launcher/bootstrap.h"
 #include "launcher/comm.h"
+#include "launcher/comm_factory.h"
 #include "nccl-tests-wrapper/bench.h"
 #include "nccl-tests-wrapper/verdict.h"
 

@@ -32,9 +32,9 @@ else
   echo "test: this build has no ASan/UBSan unit tests (the compiler cannot build them); that suite is skipped"
 fi
 
-# The libFuzzer targets, built with clang, for a bounded time each (a crash fails the run).
+# The libFuzzer targets, built with clang, for a bounded time each, two side by side (a crash fails the run).
 fuzz_rc=0
-"$kRepo/scripts/fuzz.sh" "${SRUNWAY_FUZZ_SECONDS:-15}" || fuzz_rc=1
+"$kRepo/scripts/fuzz.sh" -j 2 "${SRUNWAY_FUZZ_SECONDS:-30}" || fuzz_rc=1
 
 # One plain closing line over both runs, for people and for CI.
 python3 - "${logs[@]}" <<'PY'

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "common/half.h"
 #include "launcher/bootstrap.h"
 #include "launcher/comm.h"
+#include "launcher/comm_factory.h"
 
 namespace {
 
@@ -26,8 +28,8 @@ struct Values {
     uint8_t* p = bytes.data() + i * DataTypeBytes(type);
     switch (type) {
       case DataType::kFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-      case DataType::kFloat16: { uint16_t h = FloatToHalf(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-      case DataType::kBFloat16: { uint16_t h = FloatToBFloat16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+      case DataType::kFloat16: { uint16_t h = srunway::common::FloatToHalf(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+      case DataType::kBFloat16: { uint16_t h = srunway::common::FloatToBFloat16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
       case DataType::kInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
       case DataType::kInt64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
       case DataType::kUInt8: { *p = static_cast<uint8_t>(v); break; }
@@ -37,8 +39,8 @@ struct Values {
     const uint8_t* p = bytes.data() + i * DataTypeBytes(type);
     switch (type) {
       case DataType::kFloat32: { float f; std::memcpy(&f, p, 4); return f; }
-      case DataType::kFloat16: { uint16_t h; std::memcpy(&h, p, 2); return HalfToFloat(h); }
-      case DataType::kBFloat16: { uint16_t h; std::memcpy(&h, p, 2); return BFloat16ToFloat(h); }
+      case DataType::kFloat16: { uint16_t h; std::memcpy(&h, p, 2); return srunway::common::HalfToFloat(h); }
+      case DataType::kBFloat16: { uint16_t h; std::memcpy(&h, p, 2); return srunway::common::BFloat16ToFloat(h); }
       case DataType::kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
       case DataType::kInt64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
       case DataType::kUInt8: return *p;

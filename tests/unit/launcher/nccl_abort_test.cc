@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "launcher/bootstrap.h"
-#include "launcher/comm.h"
+#include "launcher/comm_factory.h"
 
 namespace srunway::launcher {
 namespace {

@@ -167,7 +167,7 @@ TEST(Launch, ExecEnvironmentComesFromRankZerosAnnouncement) {
   std::string announced = AnnounceMaster(bootstrap->identity());
   ::unsetenv("MASTER_ADDR");
   ::unsetenv("MASTER_PORT");
-  EXPECT_EQ(announced, "10.1.2.3 23456");
+  EXPECT_EQ(announced, R"({"master_addr":"10.1.2.3","master_port":23456})");
   ASSERT_TRUE(bootstrap->ExchangePeers(announced).ok());
   ASSERT_EQ(bootstrap->peers().size(), 1u);
   EXPECT_EQ(bootstrap->peers()[0].host, bootstrap->identity().host);
@@ -179,7 +179,7 @@ TEST(Launch, ExecEnvironmentComesFromRankZerosAnnouncement) {
 
   // Without MASTER_PORT, rank 0 picks a free one; other ranks announce nothing.
   std::string picked = AnnounceMaster(bootstrap->identity());
-  EXPECT_TRUE(picked.find(' ') != std::string::npos) << picked;
+  EXPECT_TRUE(picked.find("\"master_port\":1") != std::string::npos) << picked;
   Identity other = bootstrap->identity();
   other.rank = 1;
   EXPECT_EQ(AnnounceMaster(other), "");
@@ -187,13 +187,17 @@ TEST(Launch, ExecEnvironmentComesFromRankZerosAnnouncement) {
 
 TEST(Launch, RankZerosFailureReachesEveryRank) {
   auto bootstrap = CreateSingleBootstrap();
-  ASSERT_TRUE(bootstrap->ExchangePeers("error: no free MASTER_PORT in 10000-10063 on this host").ok());
+  ASSERT_TRUE(bootstrap->ExchangePeers(R"({"error":"no free MASTER_PORT in 10000-10063 on this host"})").ok());
   auto env = ExecEnvironment(*bootstrap);
   ASSERT_FALSE(env.ok());
   EXPECT_EQ(env.status().message(),
             "rank 0 on " + bootstrap->identity().host + ": no free MASTER_PORT in 10000-10063 on this host");
-  ASSERT_TRUE(bootstrap->ExchangePeers("no-space-here").ok());
-  EXPECT_FALSE(ExecEnvironment(*bootstrap).ok());
+  // Whatever a peer announces is parsed, never trusted: malformed announcements are errors, not exceptions.
+  for (const char* announced : {"no-space-here", "{}", R"({"master_addr":"a","master_port":70000})",
+                                R"({"master_addr":1,"master_port":1})", R"({"master_addr":"a","master_port":1e30})"}) {
+    ASSERT_TRUE(bootstrap->ExchangePeers(announced).ok());
+    EXPECT_FALSE(ExecEnvironment(*bootstrap).ok()) << announced;
+  }
 }
 
 TEST(Launch, MasterPortIsFreeAndInItsRange) {

@@ -1,0 +1,15 @@
+// The MPI backend of Comm (Open MPI under srun --mpi=pmix): CPU ranks, host memory. Built when meson finds MPI;
+// otherwise no_mpi.cc says so.
+#pragma once
+
+#include <memory>
+
+#include "common/status.h"
+#include "launcher/comm.h"
+
+namespace srunway::launcher {
+
+// MPI_COMM_WORLD (MPI_Init first if needed), checked to be the world of `rank` and `size` the bootstrap found.
+common::StatusOr<std::unique_ptr<Comm>> CreateMpiComm(int rank, int size);
+
+}  // namespace srunway::launcher
