@@ -133,10 +133,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
     }
     std::optional<ChildEnd> end = child->Poll();
     if (!end) continue;
-    if (end->how == ChildEnd::How::kHung) {
-      const ChildEnd killed = child->Terminate(kGrace);
-      (void)killed;
-    }
+    if (end->how == ChildEnd::How::kHung) child->Terminate(kGrace);  // still running: its end is the hang
     if (!end->ok()) {
       end->detail = error_file.empty() ? "" : ReadTorchErrorFile(error_file);
       const std::string why = fmt::format("{} {}", boot.NameRank(me.rank), end->Describe());
