@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <thread>
 
 #include "common/env.h"
 #include "common/fs.h"
@@ -17,6 +16,7 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/subprocess.h"
+#include "nccl-tests-wrapper/campaign.h"
 #include "nccl-tests-wrapper/job.h"
 #include "topology/placement.h"
 
@@ -86,15 +86,6 @@ int Judge(const std::string& text, const std::string& where, const nccltests::Co
   return static_cast<int>(verdict.outcome);
 }
 
-std::optional<std::string> JobState(const std::string& job) {
-  auto result = common::RunCommand({"scontrol", "show", "job", job, "-o"});
-  if (!result.ok() || result->exit_code != 0) return std::nullopt;
-  const size_t at = result->output.find("JobState=");
-  if (at == std::string::npos) return std::nullopt;
-  const size_t end = result->output.find(' ', at);
-  return result->output.substr(at + 9, end - at - 9);
-}
-
 // The nodes of a partition (the default one when `partition` is empty), or nullopt when sinfo cannot tell.
 std::optional<int> PartitionNodes(const std::string& partition) {
   std::vector<std::string> argv = {"sinfo", "-h", "-o", "%P %D"};
@@ -118,173 +109,6 @@ std::optional<int> PartitionNodes(const std::string& partition) {
 }
 
 
-struct Submitted {
-  std::string label;  // "the whole run", "node1,node2", "node2 alone"
-  std::string job;
-  std::string log;
-  std::string state;
-};
-
-// Writes the script for `spec` (its name from `tag`) into job_dir and submits it.
-common::StatusOr<Submitted> Submit(nccltests::JobSpec spec, const std::string& job_dir, const std::string& tag,
-                                   const std::string& label) {
-  spec.job_name = tag.empty() ? "run-nccl-tests" : "run-nccl-tests-" + tag;
-  spec.output = job_dir + "/" + spec.job_name + "-%j.out";
-  const std::string script_path = job_dir + "/" + spec.job_name + ".sbatch";
-  SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(script_path, nccltests::SbatchScript(spec)));
-  SRUNWAY_ASSIGN_OR_RETURN(auto submitted, common::RunCommand({"sbatch", "--parsable", script_path}, true));
-  if (submitted.exit_code != 0) {
-    return common::Unavailable("sbatch {}: {}", script_path, common::Trim(submitted.output));
-  }
-  std::string job(common::Trim(submitted.output));
-  job = job.substr(0, job.find(';'));
-  return Submitted{label, job, job_dir + "/" + spec.job_name + "-" + job + ".out", ""};
-}
-
-bool Finished(const std::string& state) {
-  return !state.empty() && state != "PENDING" && state != "CONFIGURING" && state != "RUNNING" &&
-         state != "COMPLETING";
-}
-
-// Waits for every job, printing state changes (and, with one job, each size as it is measured). Cancels them
-// all and fails when the deadline passes.
-common::Status WaitAll(std::vector<Submitted>& jobs, std::chrono::steady_clock::time_point deadline) {
-  size_t last_rows = 0;
-  while (true) {
-    bool all_done = true;
-    for (Submitted& s : jobs) {
-      if (Finished(s.state)) continue;
-      const std::string state = JobState(s.job).value_or("");
-      if (!state.empty() && state != s.state) fmt::print("run-nccl-tests: job {} ({}) is {}\n", s.job, s.label, state);
-      if (!state.empty()) s.state = state;
-      all_done = all_done && Finished(s.state);
-    }
-    if (jobs.size() == 1) {
-      if (auto text = common::ReadFile(jobs[0].log); text.ok()) {
-        auto runs = nccltests::ParseLog(*text);
-        const size_t rows = runs.empty() ? 0 : runs.back().rows.size();
-        if (rows > last_rows) {
-          const auto& row = runs.back().rows.back();
-          fmt::print("run-nccl-tests: {} sizes done; {} busbw {:.2f} GB/s\n", rows,
-                     nccltests::FormatSize(row.size_bytes), row.out_of_place.busbw_gbps.value_or(0));
-          last_rows = rows;
-        }
-      }
-    }
-    std::fflush(stdout);
-    if (all_done) return common::Status::Ok();
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::string ids;
-      for (const Submitted& s : jobs) {
-        (void)common::RunCommand({"scancel", s.job});
-        ids += (ids.empty() ? "" : ", ") + s.job + " (log: " + s.log + ")";
-      }
-      return common::DeadlineExceeded("jobs did not finish in time; cancelled {}", ids);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  }
-}
-
-// The verdict on one finished job's log.
-nccltests::Verdict JudgeJob(const Submitted& s, const nccltests::Threshold& threshold) {
-  nccltests::Verdict v;
-  auto text = common::ReadFile(s.log);
-  if (!text.ok()) {
-    v.reason = fmt::format("job {} ended {} and left no log", s.job, s.state);
-    return v;
-  }
-  auto runs = nccltests::ParseAny(*text, s.log);
-  if (!runs.ok()) {
-    v.reason = fmt::format("job {} ended {}: {}", s.job, s.state, runs.status().message());
-    return v;
-  }
-  v = nccltests::Judge(runs->back(), threshold.gbps);
-  if (s.state != "COMPLETED" && v.outcome == nccltests::Outcome::kPass) {
-    v.outcome = nccltests::Outcome::kCouldNotRun;
-    v.reason = fmt::format("job {} ended {}", s.job, s.state);
-  }
-  return v;
-}
-
-std::vector<std::string> NodesOf(const std::string& log) {
-  std::set<std::string> hosts;
-  if (auto text = common::ReadFile(log); text.ok()) {
-    for (const auto& run : nccltests::ParseLog(*text)) {
-      for (const auto& d : run.devices) hosts.insert(d.host);
-    }
-  }
-  return {hosts.begin(), hosts.end()};
-}
-
-std::string Figure(const nccltests::Verdict& v) {
-  return v.busbw_largest_gbps ? fmt::format("{:.2f} GB/s at {}", *v.busbw_largest_gbps,
-                                            nccltests::FormatSize(v.largest_size_bytes))
-                              : v.reason;
-}
-
-// Bad-node isolation: disjoint pairs in parallel (an odd node out pairs with the first), then each suspect with a
-// node that passed, or alone when none passed. Returns the nodes that failed both times with their figures.
-common::StatusOr<std::vector<std::pair<std::string, std::string>>> Isolate(
-    const nccltests::JobSpec& base, const std::vector<std::string>& nodes, const std::string& job_dir,
-    const nccltests::Threshold& threshold, std::chrono::steady_clock::time_point deadline) {
-  std::vector<Submitted> pairs;
-  std::vector<std::pair<std::string, std::string>> members;
-  for (size_t i = 0; i < nodes.size(); i += 2) {
-    const std::string a = nodes[i];
-    const std::string b = i + 1 < nodes.size() ? nodes[i + 1] : nodes[0];
-    if (a == b) break;
-    nccltests::JobSpec spec = base;
-    spec.nodes = 2;
-    spec.nodelist = a + "," + b;
-    SRUNWAY_ASSIGN_OR_RETURN(Submitted s, Submit(spec, job_dir, "pair-" + a + "-" + b, a + "," + b));
-    pairs.push_back(s);
-    members.push_back({a, b});
-  }
-  fmt::print("run-nccl-tests: isolating: {} node pairs in parallel\n", pairs.size());
-  SRUNWAY_RETURN_IF_ERROR(WaitAll(pairs, deadline));
-  std::set<std::string> good, suspects;
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    const nccltests::Verdict v = JudgeJob(pairs[i], threshold);
-    fmt::print("run-nccl-tests: pair {}: {} ({})\n", pairs[i].label, v.outcome == nccltests::Outcome::kPass ? "pass" : "FAIL", Figure(v));
-    for (const std::string& node : {members[i].first, members[i].second}) {
-      (v.outcome == nccltests::Outcome::kPass ? good : suspects).insert(node);
-    }
-  }
-  for (const std::string& node : good) suspects.erase(node);  // passed in some pair
-  std::vector<Submitted> second;
-  std::vector<std::string> second_node;
-  auto partner = good.begin();
-  for (const std::string& suspect : suspects) {
-    nccltests::JobSpec spec = base;
-    std::string label;
-    if (!good.empty()) {
-      spec.nodes = 2;
-      spec.nodelist = suspect + "," + *partner;
-      label = suspect + " with " + *partner;
-      if (++partner == good.end()) partner = good.begin();
-    } else {
-      spec.nodes = 1;
-      spec.nodelist = suspect;
-      label = suspect + " alone";
-    }
-    SRUNWAY_ASSIGN_OR_RETURN(Submitted s, Submit(spec, job_dir, "check-" + suspect, label));
-    second.push_back(s);
-    second_node.push_back(suspect);
-  }
-  if (!second.empty()) {
-    fmt::print("run-nccl-tests: re-testing {} suspects {}\n", second.size(),
-               good.empty() ? "alone (no pair passed)" : "with nodes that passed");
-    SRUNWAY_RETURN_IF_ERROR(WaitAll(second, deadline));
-  }
-  std::vector<std::pair<std::string, std::string>> bad;
-  for (size_t i = 0; i < second.size(); ++i) {
-    const nccltests::Verdict v = JudgeJob(second[i], threshold);
-    fmt::print("run-nccl-tests: {}: {} ({})\n", second[i].label, v.outcome == nccltests::Outcome::kPass ? "pass" : "FAIL", Figure(v));
-    if (v.outcome != nccltests::Outcome::kPass) bad.push_back({second_node[i], Figure(v) + " " + second[i].label});
-  }
-  return bad;
-}
-
 // --compare-order: the bus bandwidth at the largest size of each run in the log, by the order it ran in.
 void PrintOrderComparison(const std::string& log) {
   std::vector<std::string> orders;
@@ -296,7 +120,8 @@ void PrintOrderComparison(const std::string& log) {
   const std::vector<nccltests::Run> runs = nccltests::ParseLog(log);
   for (size_t i = 0; i < runs.size(); ++i) {
     const nccltests::Verdict v = nccltests::Judge(runs[i], std::nullopt);
-    fmt::print("run-nccl-tests: {}: {}\n", i < orders.size() ? orders[i] : fmt::format("run {}", i + 1), Figure(v));
+    fmt::print("run-nccl-tests: {}: {}\n", i < orders.size() ? orders[i] : fmt::format("run {}", i + 1),
+               nccltests::Figure(v));
   }
 }
 
@@ -416,16 +241,21 @@ int main(int argc, char** argv) {
   std::error_code ec;
   std::filesystem::create_directories(job_dir, ec);
   if (ec) return CouldNotRun(fmt::format("create {}: {}", job_dir, ec.message()));
-  auto submitted = Submit(spec, job_dir, "", "the whole run");
+  auto scheduler = nccltests::MakeSlurmScheduler();
+  nccltests::Campaign campaign(*scheduler, job_dir, [](const std::string& line) {
+    fmt::print("run-nccl-tests: {}\n", line);
+    std::fflush(stdout);
+  });
+  auto submitted = campaign.Submit(spec, "", "the whole run");
   if (!submitted.ok()) return CouldNotRun(submitted.status().message());
   fmt::print("run-nccl-tests: submitted job {} ({} on {} nodes, {} to {}); log {}\n", submitted->job,
              spec.collective->name, spec.nodes, nccltests::FormatSize(spec.min_bytes),
              nccltests::FormatSize(spec.max_bytes), submitted->log);
-  std::vector<Submitted> whole = {*submitted};
+  std::vector<nccltests::Submitted> whole = {*submitted};
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(wait_limit_s * 1000));
-  if (auto status = WaitAll(whole, deadline); !status.ok()) return CouldNotRun(status.message());
-  const Submitted& run = whole[0];
+  if (auto status = campaign.WaitAll(whole, deadline); !status.ok()) return CouldNotRun(status.message());
+  const nccltests::Submitted& run = whole[0];
   auto text = common::ReadFile(run.log);
   if (!text.ok()) {
     return CouldNotRun(fmt::format("job {} ended {} and left no log: {}", run.job, run.state, text.status().message()));
@@ -436,7 +266,7 @@ int main(int argc, char** argv) {
     return CouldNotRun(fmt::format("job {} ended {} (log: {})", run.job, run.state, run.log));
   }
   // DCGM first: a node whose diagnostic failed is bad whatever the bandwidth says.
-  std::vector<std::pair<std::string, std::string>> bad;
+  std::vector<nccltests::BadNode> bad;
   for (const nccltests::DcgmResult& d : nccltests::ParseDcgmLines(*text)) {
     if (d.outcome == nccltests::DcgmResult::Outcome::kSkipped) {
       fmt::print("run-nccl-tests: dcgm on {}: skipped ({})\n", d.node, d.detail);
@@ -446,18 +276,17 @@ int main(int argc, char** argv) {
   }
   if (!bad.empty()) code = std::max(code, 1);
   if (code == 1 && isolate) {
-    const std::vector<std::string> nodes = NodesOf(run.log);
     const auto threshold = nccltests::ChooseThreshold(expect, spec.profile, spec.collective->id, 2);
-    auto isolated = Isolate(spec, nodes, job_dir, threshold, deadline);
+    auto isolated = campaign.Isolate(spec, nccltests::NodesOfLog(run.log), threshold, deadline);
     if (!isolated.ok()) return CouldNotRun(isolated.status().message());
     if (isolated->empty() && bad.empty()) {
       fmt::print("run-nccl-tests: no node failed consistently: every suspect passed when re-tested\n");
     }
     bad.insert(bad.end(), isolated->begin(), isolated->end());
   }
-  for (const auto& [node, figure] : bad) {
-    const std::string reason = fmt::format("run-nccl-tests {} job {}: {}", spec.collective->name, run.job, figure);
-    fmt::print("run-nccl-tests: bad node {}: {}\n", node, figure);
+  for (const auto& [node, evidence] : bad) {
+    const std::string reason = fmt::format("run-nccl-tests {} job {}: {}", spec.collective->name, run.job, evidence);
+    fmt::print("run-nccl-tests: bad node {}: {}\n", node, evidence);
     std::vector<std::string> command = {"scontrol", "update", "nodename=" + node, "state=drain", "reason=" + reason};
     if (!drain) {
       fmt::print("  to drain it: scontrol update nodename={} state=drain reason=\"{}\"\n", node, reason);

@@ -1,0 +1,69 @@
+// A validation campaign: benchmark jobs submitted through a Scheduler, followed to the end, judged, and, when a
+// run fails, bad-node isolation by node pairs. Progress goes to a reporter the program supplies; nothing here
+// prints or exits.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "nccl-tests-wrapper/job.h"
+#include "nccl-tests-wrapper/scheduler.h"
+#include "nccl-tests-wrapper/verdict.h"
+
+namespace srunway::nccltests {
+
+struct Submitted {
+  std::string label;  // "the whole run", "node1,node2", "node2 alone"
+  std::string job;
+  std::string log;    // the job's output file, once Slurm's %j is known
+  std::string state;  // the last state seen; empty before the first answer
+};
+
+struct BadNode {
+  std::string node;
+  std::string evidence;  // "3.10 GB/s at 64 MiB node3 with node1"
+};
+
+// "12.34 GB/s at 8 GiB", or the verdict's reason when there is no figure.
+std::string Figure(const Verdict& verdict);
+
+class Campaign {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Reporter = std::function<void(const std::string& line)>;
+
+  // Scripts and logs go to `job_dir`, which must exist.
+  Campaign(Scheduler& scheduler, std::string job_dir, Reporter report,
+           std::chrono::milliseconds poll = std::chrono::milliseconds(500));
+
+  // Writes the script for `spec` as job_dir/run-nccl-tests[-TAG].sbatch and submits it; its log is
+  // job_dir/run-nccl-tests[-TAG]-JOBID.out.
+  common::StatusOr<Submitted> Submit(JobSpec spec, const std::string& tag, const std::string& label);
+
+  // Waits for every job, reporting state changes (and, with one job, each size as its log shows it). When the
+  // deadline passes every unfinished job is cancelled and the error names them with their logs.
+  common::Status WaitAll(std::vector<Submitted>& jobs, Clock::time_point deadline);
+
+  // Bad-node isolation after a failed run over `nodes`: disjoint pairs in parallel (an odd node out pairs with
+  // the first), then each node of a failed pair that passed in no pair, re-tested with a node that passed (or
+  // alone when none did). The nodes that failed both times, with the evidence.
+  common::StatusOr<std::vector<BadNode>> Isolate(const JobSpec& base, const std::vector<std::string>& nodes,
+                                                 const Threshold& threshold, Clock::time_point deadline);
+
+ private:
+  Scheduler& scheduler_;
+  std::string job_dir_;
+  Reporter report_;
+  std::chrono::milliseconds poll_;
+};
+
+// The verdict on a finished job's log; a job that ended other than COMPLETED never passes.
+Verdict JudgeJob(const Submitted& job, const Threshold& threshold);
+
+// The hosts a log's devices ran on, sorted.
+std::vector<std::string> NodesOfLog(const std::string& log_path);
+
+}  // namespace srunway::nccltests
