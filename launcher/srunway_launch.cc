@@ -47,11 +47,14 @@ struct SupervisionOptions {
   std::chrono::milliseconds hang_timeout{0};
 };
 
-void BlockForwardedSignals() {
+// The signals the supervisor waits for: those it forwards, and SIGCHLD, so that the program's end wakes it at
+// once instead of at the next tick.
+sigset_t SupervisorSignals() {
   sigset_t set;
   sigemptyset(&set);
   for (int signal : kForwardedSignals) sigaddset(&set, signal);
-  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  sigaddset(&set, SIGCHLD);
+  return set;
 }
 
 // A private directory for the program's heartbeat and error files, removed when supervision ends.
@@ -105,15 +108,13 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
     (*watchdog)->Abort(why);
     return child.status().code() == common::StatusCode::kNotFound ? kExitNotFound : kExitNotExecutable;
   }
-  sigset_t forwarded;
-  sigemptyset(&forwarded);
-  for (int signal : kForwardedSignals) sigaddset(&forwarded, signal);
+  const sigset_t signals = SupervisorSignals();
   const timespec tick{0, 100'000'000};
   bool signalled = false;  // Slurm (scancel, the time limit) is ending the step: the program's code is the answer
   constexpr auto kGrace = std::chrono::seconds(10);
   while (true) {
     siginfo_t info{};
-    if (const int signal = ::sigtimedwait(&forwarded, &info, &tick); signal > 0) {
+    if (const int signal = ::sigtimedwait(&signals, &info, &tick); signal > 0 && signal != SIGCHLD) {
       // Slurm's slurmstepd (our parent) signals every process of the step itself (proctrack linuxproc and cgroup
       // find them all), so the program already has it: forwarding would deliver it twice. Signals from anyone
       // else (a user's kill of this process) are forwarded.
@@ -145,8 +146,9 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
     }
     // This rank's program finished well. Rank 0 keeps the watchdog's root until every peer has finished too (or
     // one failed); the others say goodbye.
-    while (me.rank == 0 && !(*watchdog)->Finished()) {
-      if (::sigtimedwait(&forwarded, nullptr, &tick) > 0) break;
+    const timespec now{0, 0};
+    while (me.rank == 0 && !(*watchdog)->WaitFinished(std::chrono::milliseconds(10))) {
+      if (const int signal = ::sigtimedwait(&signals, nullptr, &now); signal > 0 && signal != SIGCHLD) break;
     }
     if (peer_failed) {
       std::lock_guard lock(peer_mutex);
@@ -211,7 +213,10 @@ int main(int argc, char** argv) {
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   // Supervising, this process takes the signals Slurm sends and forwards them; blocked before any thread starts
   // (the bootstrap's and the watchdog's inherit the mask), so only the main loop sees them.
-  if (supervise) BlockForwardedSignals();
+  if (supervise) {
+    const sigset_t signals = SupervisorSignals();
+    ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  }
   auto start = std::chrono::steady_clock::now();
   auto bootstrap = CreateBootstrap(
       *kind, timeout, [](const common::Status& failure) { Fail(nullptr, failure, kExitBootstrap); },

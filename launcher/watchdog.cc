@@ -76,7 +76,7 @@ common::StatusOr<std::unique_ptr<Watchdog>> Watchdog::Start(Bootstrap& bootstrap
     watchdog->fds_ = server->ReleaseConnections();
     watchdog->thread_ = std::thread([w = watchdog.get(), silence] {
       w->RunRoot(silence);
-      w->finished_ = true;
+      w->MarkFinished();
     });
   } else {
     const std::string& root = bootstrap.peers().at(0).address;
@@ -85,10 +85,23 @@ common::StatusOr<std::unique_ptr<Watchdog>> Watchdog::Start(Bootstrap& bootstrap
     watchdog->fds_ = {client.ReleaseConnection()};
     watchdog->thread_ = std::thread([w = watchdog.get(), silence] {
       w->RunPeer(silence / 10);
-      w->finished_ = true;
+      w->MarkFinished();
     });
   }
   return watchdog;
+}
+
+void Watchdog::MarkFinished() {
+  {
+    std::lock_guard lock(finished_mutex_);
+    finished_ = true;
+  }
+  finished_changed_.notify_all();
+}
+
+bool Watchdog::WaitFinished(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(finished_mutex_);
+  return finished_changed_.wait_for(lock, timeout, [this] { return finished_.load(); });
 }
 
 Watchdog::~Watchdog() {

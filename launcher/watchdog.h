@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,8 @@ class Watchdog {
   // Whether the watchdog's work is over: on rank 0, every peer said goodbye (or a failure was reported); on the
   // others, rank 0 did. Always true for one rank.
   bool Finished() const { return finished_; }
+  // Waits up to `timeout` for Finished(); returns it.
+  bool WaitFinished(std::chrono::milliseconds timeout);
 
   // Names what this rank is doing, for the failure message.
   void SetPhase(std::string phase);
@@ -68,7 +71,10 @@ class Watchdog {
   OnFailure on_failure_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
-  std::atomic<bool> finished_{false};
+  std::atomic<bool> finished_{false};  // set through MarkFinished
+  std::mutex finished_mutex_;
+  std::condition_variable finished_changed_;
+  void MarkFinished();
   std::mutex guard_mutex_;
   Comm* guarded_ = nullptr;  // under guard_mutex_
   std::mutex phase_mutex_;
