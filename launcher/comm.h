@@ -30,6 +30,10 @@ class Request {
  public:
   virtual ~Request() = default;
   virtual common::Status Wait() = 0;
+  // Whether it has finished, without blocking; each call also lets the backend make progress (MPI moves
+  // non-blocking collectives forward only inside its calls), so a caller that overlaps work with communication
+  // tests between pieces of work. An error is the operation's failure, as Wait() would report it.
+  virtual common::StatusOr<bool> Test() = 0;
 };
 using Handle = std::unique_ptr<Request>;
 

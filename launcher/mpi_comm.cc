@@ -3,11 +3,16 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstring>
+#include <thread>
 #include <vector>
 
+#include "common/env.h"
 #include "common/half.h"
+#include "common/log.h"
+#include "common/parse.h"
 
 namespace srunway::launcher {
 namespace {
@@ -23,9 +28,25 @@ Status MpiStatus(int rc, std::string_view what) {
   return common::Unavailable("{} failed: {}", what, std::string_view(text, static_cast<size_t>(length)));
 }
 
+using Clock = std::chrono::steady_clock;
+
+// SRUNWAY_MPI_DELAY_MS, a test hook for the overlap benchmark: every operation takes at least this long, as if
+// the network were slower; a non-blocking one finishes no sooner than this after it started, so work done
+// meanwhile overlaps the delay as it would a slow transfer.
+std::chrono::microseconds DelayFromEnvironment() {
+  auto text = common::GetEnv("SRUNWAY_MPI_DELAY_MS");
+  if (!text) return {};
+  auto ms = common::ParseDouble(*text, "SRUNWAY_MPI_DELAY_MS", 0, 60'000);
+  if (!ms.ok()) {
+    common::LogWarn("{}; no delay", ms.status().message());
+    return {};
+  }
+  return std::chrono::microseconds(static_cast<int64_t>(*ms * 1000));
+}
+
 class MpiRequest : public Request {
  public:
-  explicit MpiRequest(std::string_view what) : what_(what) {}
+  MpiRequest(std::string_view what, Clock::time_point ready_at) : what_(what), ready_at_(ready_at) {}
   ~MpiRequest() override {
     for (MPI_Request& request : requests_) {
       if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);
@@ -33,7 +54,14 @@ class MpiRequest : public Request {
   }
   Status Wait() override {
     int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    std::this_thread::sleep_until(ready_at_);
     return MpiStatus(rc, what_);
+  }
+  StatusOr<bool> Test() override {
+    int done = 0;
+    SRUNWAY_RETURN_IF_ERROR(MpiStatus(
+        MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE), what_));
+    return done != 0 && Clock::now() >= ready_at_;
   }
   MPI_Request* Add() { return &requests_.emplace_back(MPI_REQUEST_NULL); }
   void Reserve(size_t n) { requests_.reserve(n); }
@@ -41,6 +69,7 @@ class MpiRequest : public Request {
  private:
   std::vector<MPI_Request> requests_;
   std::string_view what_;
+  Clock::time_point ready_at_;
 };
 
 // MPI has no half types: 16-bit elements with reductions of our own (through float) for fp16 and bf16.
@@ -206,13 +235,16 @@ class MpiComm : public Comm {
   template <typename CallFn>
   Status Blocking(std::string_view what, size_t count, CallFn&& call) {
     SRUNWAY_RETURN_IF_ERROR(CheckCount(count, what));
-    return MpiStatus(call(), what);
+    const auto ready_at = Clock::now() + delay_;
+    Status status = MpiStatus(call(), what);
+    std::this_thread::sleep_until(ready_at);
+    return status;
   }
   static const void* InPlace(const void* send, void* recv) { return send == recv ? MPI_IN_PLACE : send; }
 
   template <typename StartFn>
   StatusOr<Handle> Start(std::string_view what, size_t count, StartFn&& start) {
-    auto request = std::make_unique<MpiRequest>(what);
+    auto request = std::make_unique<MpiRequest>(what, Clock::now() + delay_);
     SRUNWAY_RETURN_IF_ERROR(CheckCount(count, what));
     SRUNWAY_RETURN_IF_ERROR(MpiStatus(start(*request), what));
     return Handle(std::move(request));
@@ -271,6 +303,7 @@ class MpiComm : public Comm {
 
   MPI_Comm comm_;
   bool world_;
+  std::chrono::microseconds delay_ = DelayFromEnvironment();
   int rank_ = 0;
   int size_ = 1;
   MPI_Datatype fp16_ = MPI_DATATYPE_NULL;

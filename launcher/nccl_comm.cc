@@ -225,6 +225,7 @@ class NcclRequest : public Request {
   NcclRequest(NcclComm* comm, CUevent event, std::string_view what) : comm_(comm), event_(event), what_(what) {}
   ~NcclRequest() override;
   Status Wait() override;
+  StatusOr<bool> Test() override;
 
  private:
   NcclComm* comm_;
@@ -438,6 +439,15 @@ class NcclComm : public Comm {
       std::this_thread::yield();
     }
   }
+  // For NcclRequest::Test: one look at `event`.
+  StatusOr<bool> EventDone(CUevent event, std::string_view what) {
+    if (aborted_) return common::Aborted("{}: the communicator was aborted", what);
+    const CudaApi& cuda = *runtime_->cuda;
+    CUresult state = cuda.event_query(event);
+    if (state == CUDA_SUCCESS) return true;
+    if (state != CUDA_ERROR_NOT_READY) return cuda.Check(state, fmt::format("{} (cuEventQuery)", what));
+    return false;
+  }
   void Release(CUevent event) { runtime_->cuda->event_destroy(event); }
 
  private:
@@ -545,6 +555,12 @@ Status NcclRequest::Wait() {
   if (done_) return Status::Ok();
   done_ = true;
   return comm_->WaitFor(event_, what_);
+}
+
+StatusOr<bool> NcclRequest::Test() {
+  if (done_) return true;
+  SRUNWAY_ASSIGN_OR_RETURN(done_, comm_->EventDone(event_, what_));
+  return done_;
 }
 
 }  // namespace

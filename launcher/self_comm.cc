@@ -13,6 +13,7 @@ using common::StatusOr;
 class DoneRequest : public Request {
  public:
   Status Wait() override { return Status::Ok(); }
+  StatusOr<bool> Test() override { return true; }
 };
 
 Handle Done() { return std::make_unique<DoneRequest>(); }

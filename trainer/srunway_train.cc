@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <csignal>
 #include <set>
+#include <variant>
 
 #include "common/log.h"
 #include "trainer/model/config.h"
@@ -14,6 +16,18 @@
 namespace {
 
 using srunway::trainer::TrainOptions;
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+int ExitCode(srunway::trainer::TrainResult::Ending ending) {
+  switch (ending) {
+    case srunway::trainer::TrainResult::Ending::kFinished: return srunway::trainer::kExitOk;
+    case srunway::trainer::TrainResult::Ending::kDiverged: return srunway::trainer::kExitDiverged;
+    case srunway::trainer::TrainResult::Ending::kSignalled: return srunway::trainer::kExitSignalled;
+  }
+  return srunway::trainer::kExitError;
+}
+void OnStopSignal(int signal) { g_stop_signal = signal; }
 
 // Turns a YAML mapping of flag names (with - or _) into command-line words, skipping the flags given on the
 // command line itself, which win. Lists become repeated values ("data-path: [0.7, a, 0.3, b]").
@@ -79,9 +93,9 @@ int main(int argc, char** argv) {
   app.add_option("--seq-length", o.seq_length, "tokens per sequence (default: the model's maximum)");
   app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
-  app.add_option("--warmup-steps", o.warmup_steps, "linear warmup steps")->capture_default_str();
-  app.add_option("--train-steps", o.train_steps, "optimizer steps")->capture_default_str();
-  app.add_option("--lr-decay-steps", o.lr_decay_steps, "cosine decay ends here (default: --train-steps)");
+  app.add_option("--warmup-steps,--lr-warmup-iters", o.warmup_steps, "linear warmup steps")->capture_default_str();
+  app.add_option("--train-steps,--train-iters", o.train_steps, "optimizer steps")->capture_default_str();
+  app.add_option("--lr-decay-steps,--lr-decay-iters", o.lr_decay_steps, "cosine decay ends here (default: --train-steps)");
   app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on norms and biases)")->capture_default_str();
   app.add_option("--adam-beta1", o.adam_beta1)->capture_default_str();
   app.add_option("--adam-beta2", o.adam_beta2)->capture_default_str();
@@ -107,6 +121,17 @@ int main(int argc, char** argv) {
   app.add_option("--peak-tflops", o.peak_tflops, "FLOP/s that MFU is against (default: measured sgemm rate)");
   app.add_flag("--overfit-batch", o.overfit_batch, "train on the first batch every step (debugging)");
   app.add_option("--threads", o.threads, "CPU threads (default: OMP_NUM_THREADS, else the task's CPUs)");
+  app.add_option("--bucket-size-mb", o.bucket_size_mb, "data parallel: gradient all-reduce bucket size")
+      ->capture_default_str();
+  bool no_overlap = false;
+  app.add_flag("--no-overlap-grad-reduce", no_overlap,
+               "data parallel: reduce gradients after the backward instead of during it");
+  app.add_option("--distributed-timeout-minutes", o.distributed_timeout_min,
+                 "start-up and each collective may take this long before the run ends with an error")
+      ->capture_default_str();
+  app.add_option("--straggler-threshold", o.straggler_threshold,
+                 "name a rank whose compute time is this many times the median...")->capture_default_str();
+  app.add_option("--straggler-window", o.straggler_window, "...for this many steps in a row")->capture_default_str();
 
   // As with most tools, a flag given twice takes its last value (lists such as --data-path keep every value).
   for (CLI::Option* option : app.get_options()) {
@@ -156,5 +181,32 @@ int main(int argc, char** argv) {
     srunway::common::LogError("{}", status.message());
     return srunway::trainer::kExitUsage;
   }
-  return srunway::trainer::Train(o);
+  o.overlap_grad_reduce = !no_overlap;
+
+  // The library reads the flag once per step and the ranks agree on it: every rank saves and stops at one step.
+  std::signal(SIGTERM, OnStopSignal);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGUSR1, OnStopSignal);
+  const auto outcome = srunway::trainer::Train(o, &g_stop_signal);
+  if (const auto* error = std::get_if<srunway::trainer::TrainError>(&outcome)) {
+    if (error->rank == 0 || !error->every_rank) srunway::common::LogError("{}", error->status.message());
+    return error->status.code() == srunway::common::StatusCode::kInvalidArgument ? srunway::trainer::kExitUsage
+                                                                                 : srunway::trainer::kExitError;
+  }
+  const auto& result = std::get<srunway::trainer::TrainResult>(outcome);
+  if (result.rank != 0) return ExitCode(result.ending);
+  switch (result.ending) {
+    case srunway::trainer::TrainResult::Ending::kFinished:
+      break;
+    case srunway::trainer::TrainResult::Ending::kDiverged:
+      srunway::common::LogError("step {}: loss {} and gradient norm {}: training diverged; stopping without saving "
+                                "(the last good checkpoint{} is kept)", result.step, result.loss, result.grad_norm,
+                                o.save.empty() ? ", if any," : " in " + o.save);
+      break;
+    case srunway::trainer::TrainResult::Ending::kSignalled:
+      srunway::common::LogError("stopped by signal {} after step {}{}", result.signal, result.step,
+                                o.save.empty() ? " (no --save: nothing kept)" : "; resume with --load " + o.save);
+      break;
+  }
+  return ExitCode(result.ending);
 }

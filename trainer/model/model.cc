@@ -118,7 +118,10 @@ std::span<const float> Model::Logits(int b, int t) const {
   return {logits_.data() + (int64_t{b} * T_ + t) * config_.vocab, static_cast<size_t>(config_.vocab)};
 }
 
-void Model::Backward(float loss_scale) {
+void Model::Backward(float loss_scale, const GradsReady& ready) {
+  auto done = [&](ParamRange range) {
+    if (ready && range.count > 0) ready(range);
+  };
   assert(have_targets_);
   const ModelConfig& c = config_;
   const int B = B_, T = T_;
@@ -133,9 +136,11 @@ void Model::Backward(float loss_scale) {
   zero(d_norm_, NC);
   ops::MatmulBackward(d_norm_.data(), g_.lm_head, nullptr, logits_.data(), norm_f_.data(), p_.lm_head, N, C,
                       c.vocab);
+  done(layout_.Head());  // untied (Llama); tied to wte, it is final with the embeddings
   zero(d_res_, NC);
   NormBackward(d_res_.data(), g_.norm_f_w, g_.norm_f_b, d_norm_.data(), out_.data(), p_.norm_f_w, mean_f_.data(),
                rstd_f_.data(), N);
+  done(layout_.FinalNorm());
   have_targets_ = false;  // the probabilities became gradients
 
   for (int l = c.n_layer - 1; l >= 0; --l) {
@@ -166,8 +171,10 @@ void Model::Backward(float loss_scale) {
     ops::MatmulBackward(d_norm_.data(), dw.qkv_w, dw.qkv_b, d_qkv_.data(), a.norm1.data(), w.qkv_w, N, C, QKV);
     NormBackward(d_res_.data(), dw.norm1_w, dw.norm1_b, d_norm_.data(), a.input.data(), w.norm1_w, a.mean1.data(),
                  a.rstd1.data(), N);
+    done(layout_.Layer(l));
   }
   ops::EmbeddingBackward(g_.wte, g_.wpe, d_res_.data(), tokens_.data(), B, T, C);
+  done(layout_.Embeddings());
 }
 
 void Model::ZeroGrad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }

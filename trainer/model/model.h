@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -28,8 +29,13 @@ class Model {
   // Logits [V] of sequence b at position t after a Forward without targets.
   std::span<const float> Logits(int b, int t) const;
 
-  // Adds d(loss * loss_scale)/d(params) into grads(); loss_scale = 1 / accumulation steps.
-  void Backward(float loss_scale);
+  // Told each range of grads() as soon as the backward has finished with it, from the end of the buffer to its
+  // start without gaps (see ParamLayout::Embeddings and the rest), so its reduction can start while the backward
+  // goes on.
+  using GradsReady = std::function<void(ParamRange range)>;
+
+  // Adds d(loss * loss_scale)/d(params) into grads(); loss_scale = 1 / (micro-batches per step, on all ranks).
+  void Backward(float loss_scale, const GradsReady& ready = nullptr);
   void ZeroGrad();
 
  private:

@@ -79,6 +79,34 @@ const TensorSpec* ParamLayout::Find(std::string_view name) const {
   return nullptr;
 }
 
+namespace {
+
+// The range that the tensors whose names start with `prefix` cover (they are adjacent in the layout).
+ParamRange Span(const std::vector<TensorSpec>& tensors, std::string_view prefix) {
+  ParamRange range{-1, 0};
+  for (const TensorSpec& spec : tensors) {
+    if (!spec.name.starts_with(prefix)) continue;
+    if (range.offset < 0) range.offset = spec.offset;
+    range.count = spec.offset + spec.numel - range.offset;
+  }
+  if (range.offset < 0) range.offset = 0;
+  return range;
+}
+
+}  // namespace
+
+ParamRange ParamLayout::Embeddings() const {
+  const ParamRange wte = Span(tensors_, "wte");
+  const ParamRange wpe = Span(tensors_, "wpe");
+  return {0, wpe.count > 0 ? wpe.offset + wpe.count : wte.count};
+}
+ParamRange ParamLayout::Layer(int l) const { return Span(tensors_, fmt::format("layers.{}.", l)); }
+ParamRange ParamLayout::FinalNorm() const { return Span(tensors_, "norm_f."); }
+ParamRange ParamLayout::Head() const {
+  const ParamRange head = Span(tensors_, "lm_head.");
+  return head.count > 0 ? head : ParamRange{numel_, 0};
+}
+
 ModelViews ParamLayout::Views(float* base) const {
   auto at = [&](const std::string& name) -> float* {
     const TensorSpec* spec = Find(name);

@@ -43,6 +43,12 @@ struct ModelViews {
   float* lm_head = nullptr;   // [V, C]; GPT: the same memory as wte
 };
 
+// A contiguous run of the flat buffer, in floats.
+struct ParamRange {
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+
 class ParamLayout {
  public:
   explicit ParamLayout(const ModelConfig& config);
@@ -53,6 +59,13 @@ class ParamLayout {
 
   // Views into `base`, which must hold numel() floats (the parameters, or their gradients).
   ModelViews Views(float* base) const;
+
+  // The parts whose gradients become final together during the backward, which meets them from the end of the
+  // buffer to its start: the untied head (Llama), the final norm, each layer from last to first, the embeddings.
+  ParamRange Embeddings() const;  // wte (+ wpe)
+  ParamRange Layer(int l) const;
+  ParamRange FinalNorm() const;
+  ParamRange Head() const;        // count 0 when tied to wte
 
  private:
   ModelConfig config_;

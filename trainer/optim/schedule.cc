@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainer/ops/cpu/ordered_sum.h"
+
 namespace srunway::trainer {
 
 float LrSchedule::At(int64_t step) const {
@@ -14,13 +16,18 @@ float LrSchedule::At(int64_t step) const {
   return static_cast<float>(min_lr + coeff * (lr - min_lr));
 }
 
-double GlobalNorm(std::span<const float> grads) {
-  double sum = 0;
-  const int64_t n = static_cast<int64_t>(grads.size());
-#pragma omp parallel for reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(grads[i]) * grads[i];
-  return std::sqrt(sum);
+double SumOfSquares(std::span<const float> values) {
+  // Fixed blocks of 4096 values added in order: the same sum for any thread count.
+  constexpr int64_t kBlock = 4096;
+  const int64_t n = static_cast<int64_t>(values.size());
+  const std::vector<double> sum = cpu::OrderedRowSums<double>((n + kBlock - 1) / kBlock, 1, [&](int64_t block, double* s) {
+    const int64_t end = std::min(n, (block + 1) * kBlock);
+    for (int64_t i = block * kBlock; i < end; ++i) *s += static_cast<double>(values[i]) * values[i];
+  });
+  return sum[0];
 }
+
+double GlobalNorm(std::span<const float> grads) { return std::sqrt(SumOfSquares(grads)); }
 
 float ClipByGlobalNorm(std::span<float> grads, double norm, double max_norm) {
   if (max_norm <= 0) return 1.0f;

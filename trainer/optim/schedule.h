@@ -19,6 +19,8 @@ struct LrSchedule {
 
 // The L2 norm of all gradients together (double accumulation).
 double GlobalNorm(std::span<const float> grads);
+// The sum of squares GlobalNorm takes the root of (ZeRO-1 ranks add theirs across ranks), in a fixed order.
+double SumOfSquares(std::span<const float> values);
 
 // torch.nn.utils.clip_grad_norm_: scales grads by max_norm / (norm + 1e-6) when that is below 1.
 // Returns the scale applied (1 when nothing was clipped or max_norm <= 0, which turns clipping off).

@@ -16,11 +16,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <thread>
+#include <variant>
 
 #include "common/env.h"
 #include "common/heartbeat.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "launcher/bootstrap.h"
+#include "launcher/comm_factory.h"
 #include "trainer/ckpt/checkpoint.h"
 #include "trainer/ckpt/safetensors.h"
 #include "trainer/data/samples.h"
@@ -28,15 +32,14 @@
 #include "trainer/model/model.h"
 #include "trainer/model/rng.h"
 #include "trainer/optim/adamw.h"
+#include "trainer/ops/cpu/ops.h"
 #include "trainer/optim/schedule.h"
+#include "trainer/train/grad_reducer.h"
 
 namespace srunway::trainer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-volatile std::sig_atomic_t g_stop_signal = 0;
-void OnStopSignal(int signal) { g_stop_signal = signal; }
 
 int ThreadCount(int requested) {
   if (requested > 0) return requested;
@@ -51,16 +54,16 @@ int ThreadCount(int requested) {
   return 1;
 }
 
-// fp32 sgemm FLOP/s of this process with its threads: the ceiling MFU is measured against on a CPU.
+// fp32 matmul FLOP/s of this process with its threads, through the trainer's own matmul: the ceiling MFU is
+// measured against on a CPU.
 double MeasureSgemmFlops() {
   const int n = 1024;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  cpu::MatmulForward(c.data(), a.data(), b.data(), nullptr, n, n, n);
   double best = 0;
   for (int i = 0; i < 3; ++i) {
     const auto start = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
-                n);
+    cpu::MatmulForward(c.data(), a.data(), b.data(), nullptr, n, n, n);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     best = std::max(best, 2.0 * n * n * n / seconds);
   }
@@ -147,22 +150,46 @@ std::vector<int32_t> Generate(Model& model, std::vector<int32_t> context, int co
   return context;
 }
 
+// What each rank tells the others after every step: its share of the loss, where its time went, and whether a
+// signal reached it. Gathered as bytes; every rank reads them in rank order, so sums come out the same everywhere.
+struct RankStep {
+  double loss = 0;        // this rank's micro-batch losses / micro-batches on all ranks
+  double compute_ms = 0;  // forward and backward
+  double comm_ms = 0;     // waiting for gradient reductions after the backward
+  int32_t signal = 0;
+  int32_t pad = 0;
+};
+
 class Trainer {
  public:
-  explicit Trainer(const TrainOptions& options) : o_(options) {}
-  int Run();
+  Trainer(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal)
+      : o_(options), stop_signal_(stop_signal) {}
+  std::variant<TrainResult, TrainError> Run();
 
  private:
+  common::Status Connect();
   common::Status Setup();
+  common::Status AgreeOnConfig();
   common::Status Save(const char* why);
   common::StatusOr<double> Evaluate();
-  common::StatusOr<int> Loop();
-  int Sample();
+  common::StatusOr<TrainResult> Loop();
+  common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
+  void WatchStragglers(const std::vector<RankStep>& steps, common::Json& line);
+  common::Status Export();
+  common::Status Sample();
+  std::string Host(int rank) const;
+  bool Leader() const { return rank_ == 0; }
 
   TrainOptions o_;
-  int B_ = 0, T_ = 0, accum_ = 1;
+  const volatile std::sig_atomic_t* stop_signal_;
+  std::unique_ptr<launcher::Bootstrap> boot_;
+  std::unique_ptr<launcher::Comm> comm_;
+  int rank_ = 0, world_ = 1;
+  bool setup_error_everywhere_ = false;  // the error came from the flags, which every rank has
+  int B_ = 0, T_ = 0, accum_ = 1;        // accum_: micro-batches per step on this rank
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> adam_;
+  std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<SampleSource> train_, valid_;
   LrSchedule schedule_;
   Rng rng_;
@@ -170,9 +197,45 @@ class Trainer {
   double peak_flops_ = 0;
   MetricsFile metrics_;
   std::optional<common::Heartbeat> heartbeat_ = common::Heartbeat::FromEnvironment();
+  std::vector<int> straggler_streak_;
+  std::optional<std::pair<int, int>> slow_rank_ms_;  // SRUNWAY_TRAIN_SLOW_RANK=RANK:MS, a test hook
 };
 
+// The rank's place in the job: the launcher's bootstrap (PMIx under srun --mpi=pmix, Slurm's or torchrun's
+// environment, or one rank) and a communicator over host memory (MPI across ranks, self for one).
+common::Status Trainer::Connect() {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.distributed_timeout_min * 60'000));
+  SRUNWAY_ASSIGN_OR_RETURN(boot_, launcher::CreateBootstrap(launcher::BootstrapKind::kAuto, timeout, nullptr));
+  rank_ = boot_->identity().rank;
+  world_ = boot_->identity().size;
+  launcher::CommOptions options;
+  options.timeout = timeout;
+  auto comm = launcher::CreateComm(world_ > 1 ? launcher::CommKind::kMpi : launcher::CommKind::kSelf, *boot_, options);
+  if (!comm.ok()) {
+    return common::Status(comm.status().code(),
+                           fmt::format("data parallelism over {} ranks needs MPI (run under srun --mpi=pmix): {}",
+                                       world_, comm.status().message()));
+  }
+  comm_ = std::move(*comm);
+  straggler_streak_.assign(static_cast<size_t>(world_), 0);
+  if (auto slow = common::GetEnv("SRUNWAY_TRAIN_SLOW_RANK")) {
+    auto parts = common::Split(*slow, ':');
+    if (parts.size() == 2) {
+      auto r = common::ParseInt(parts[0], "SRUNWAY_TRAIN_SLOW_RANK rank", 0, world_ - 1);
+      auto ms = common::ParseInt(parts[1], "SRUNWAY_TRAIN_SLOW_RANK milliseconds", 0, 600'000);
+      if (r.ok() && ms.ok()) slow_rank_ms_ = {static_cast<int>(*r), static_cast<int>(*ms)};
+    }
+  }
+  return common::Status::Ok();
+}
+
+std::string Trainer::Host(int rank) const {
+  const auto& peers = boot_->peers();
+  return rank < static_cast<int>(peers.size()) ? peers[static_cast<size_t>(rank)].host : "?";
+}
+
 common::Status Trainer::Setup() {
+  setup_error_everywhere_ = true;
   ModelConfig& m = o_.model;
   SRUNWAY_RETURN_IF_ERROR(Validate(m));
   T_ = o_.seq_length > 0 ? o_.seq_length : m.seq_len;
@@ -180,22 +243,32 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--seq-length {} is longer than the model's {} positions", T_, m.seq_len);
   }
   B_ = o_.micro_batch_size;
-  const int gbs = o_.global_batch_size > 0 ? o_.global_batch_size : B_;
-  if (B_ < 1 || gbs % B_ != 0) {
-    return common::InvalidArgument("--global-batch-size {} is not a multiple of --micro-batch-size {}", gbs, B_);
+  const int gbs = o_.global_batch_size > 0 ? o_.global_batch_size : B_ * world_;
+  if (B_ < 1 || gbs % (B_ * world_) != 0) {
+    return common::InvalidArgument(
+        "--global-batch-size {} is not a multiple of --micro-batch-size {} x {} data-parallel rank{}", gbs, B_,
+        world_, world_ == 1 ? "" : "s");
   }
-  accum_ = gbs / B_;
+  o_.global_batch_size = gbs;
+  accum_ = gbs / (B_ * world_);
   if (o_.train_steps < 1) return common::InvalidArgument("--train-steps must be at least 1");
   if (o_.warmup_steps < 0 || o_.log_interval < 1 || o_.eval_iters < 0 || o_.save_interval < 0) {
     return common::InvalidArgument("--warmup-steps, --log-interval, --eval-iters and --save-interval must not be negative (log interval at least 1)");
   }
   if (!o_.mock_data && o_.data_path.empty()) return common::InvalidArgument("give --data-path or --mock-data");
+  if (o_.bucket_size_mb <= 0 || o_.bucket_size_mb > 1e6) {
+    return common::InvalidArgument("--bucket-size-mb {} is out of range (0, 1e6]", o_.bucket_size_mb);
+  }
+  if (o_.straggler_threshold <= 1 || o_.straggler_window < 1) {
+    return common::InvalidArgument("--straggler-threshold must be above 1 and --straggler-window at least 1");
+  }
+  setup_error_everywhere_ = false;
 
   const int threads = ThreadCount(o_.threads);
 #ifdef _OPENMP
   omp_set_num_threads(threads);
 #endif
-  openblas_set_num_threads(threads);
+  openblas_set_num_threads(1);  // the ops run single-threaded sgemms on OpenMP threads (see ops/cpu/matmul.cc)
 
   DataConfig data;
   data.data_path = o_.data_path;
@@ -209,6 +282,7 @@ common::Status Trainer::Setup() {
     const int64_t wanted = o_.eval_iters * B_;
     SRUNWAY_ASSIGN_OR_RETURN(valid_, BuildSamples(data, Split::kValid, wanted));
   }
+  SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
 
   model_ = std::make_unique<Model>(m, B_);
   AdamWConfig adam;
@@ -217,75 +291,133 @@ common::Status Trainer::Setup() {
   adam.eps = o_.adam_eps;
   adam.weight_decay = o_.weight_decay;
   adam_ = std::make_unique<AdamW>(model_->layout(), adam);
+  reducer_ = std::make_unique<GradReducer>(*comm_, model_->grads(), static_cast<size_t>(o_.bucket_size_mb * 1024 * 1024),
+                                           o_.overlap_grad_reduce);
   schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps};
   rng_.Seed(o_.seed);
   InitParams(m, model_->layout(), rng_, model_->params());
 
   if (!o_.load.empty()) {
+    // Every rank reads the same file (replicas are identical); a shared file system is assumed, as for the data.
     CheckpointBuffers buffers{model_->params(), adam_->m(), adam_->v()};
     auto state = LoadCheckpoint(o_.load, m, buffers);
     if (state.ok()) {
+      const int64_t saved_gbs = state->extra.value("global_batch_size", int64_t{0});
+      if (saved_gbs != 0 && saved_gbs != gbs) {
+        common::LogWarn("{} was written with global batch {}, this run uses {}: the data order continues by samples",
+                        o_.load, saved_gbs, gbs);
+      }
       step_ = state->step;
       consumed_ = state->consumed_samples;
       rng_.set_state(state->rng);
-      common::LogInfo("resumed from {} at step {} ({} samples consumed)", o_.load, step_, consumed_);
+      if (Leader()) common::LogInfo("resumed from {} at step {} ({} samples consumed)", o_.load, step_, consumed_);
     } else if (state.status().code() == common::StatusCode::kNotFound &&
                (std::filesystem::is_directory(o_.load) || o_.load == o_.save)) {
       // --load DIR --save DIR is how a job that may be requeued is written: the first run finds nothing there.
-      common::LogInfo("no checkpoint in {} yet; starting from scratch", o_.load);
+      if (Leader()) common::LogInfo("no checkpoint in {} yet; starting from scratch", o_.load);
     } else {
       return state.status();
     }
   }
-  SRUNWAY_RETURN_IF_ERROR(metrics_.Open(o_.metrics_file));
+  if (Leader()) SRUNWAY_RETURN_IF_ERROR(metrics_.Open(o_.metrics_file));
 
   peak_flops_ = o_.peak_tflops > 0 ? o_.peak_tflops * 1e12 : MeasureSgemmFlops();
-  common::LogInfo("model {} ({} layers, hidden {}, heads {}/{}, vocab {}): {:.2f} M parameters; batch {} x {} "
-                  "tokens, {} micro-batches per step, {} threads; MFU against {} {:.1f} GFLOP/s",
-                  ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab,
-                  ParameterCount(m) / 1e6, gbs, T_, accum_, threads,
-                  o_.peak_tflops > 0 ? "--peak-tflops" : "this machine's measured fp32 sgemm rate",
-                  peak_flops_ / 1e9);
+  if (Leader()) {
+    common::LogInfo("model {} ({} layers, hidden {}, heads {}/{}, vocab {}): {:.2f} M parameters; batch {} x {} "
+                    "tokens = {} rank{} x {} micro-batches of {}, {} threads per rank; gradients in {} bucket{}{}; "
+                    "MFU against {} {:.1f} GFLOP/s",
+                    ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab,
+                    ParameterCount(m) / 1e6, gbs, T_, world_, world_ == 1 ? "" : "s", accum_, B_, threads,
+                    reducer_->bucket_count(), reducer_->bucket_count() == 1 ? "" : "s",
+                    o_.overlap_grad_reduce ? " overlapped with the backward" : ", reduced after the backward",
+                    o_.peak_tflops > 0 ? "--peak-tflops" : "this machine's measured fp32 sgemm rate",
+                    peak_flops_ / 1e9);
+  }
+  return common::Status::Ok();
+}
+
+// Ranks that train different models or read different data would average nonsense: each rank hashes its
+// configuration and the first and last sample of its data, and they compare at start-up.
+common::Status Trainer::AgreeOnConfig() {
+  common::Json config = {{"model", ToJson(o_.model)}, {"micro_batch_size", B_}, {"global_batch_size", o_.global_batch_size},
+                         {"seq_length", T_}, {"lr", o_.lr}, {"min_lr", o_.min_lr}, {"warmup", o_.warmup_steps},
+                         {"train_steps", o_.train_steps}, {"decay", o_.lr_decay_steps}, {"wd", o_.weight_decay},
+                         {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
+                         {"seed", o_.seed}, {"data_path", o_.data_path}, {"mock", o_.mock_data}, {"split", o_.split},
+                         {"save", o_.save}, {"load", o_.load}, {"save_interval", o_.save_interval},
+                         {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce}};
+  std::vector<int32_t> first, last;
+  SRUNWAY_RETURN_IF_ERROR(train_->Sample(0, first));
+  SRUNWAY_RETURN_IF_ERROR(train_->Sample(o_.train_steps * o_.global_batch_size - 1, last));
+  const std::string text = config.dump() + "|" +
+                           std::string(reinterpret_cast<const char*>(first.data()), first.size() * sizeof(int32_t)) +
+                           std::string(reinterpret_cast<const char*>(last.data()), last.size() * sizeof(int32_t));
+  const std::string mine = fmt::format("{:016x}", std::hash<std::string>{}(text));
+  SRUNWAY_ASSIGN_OR_RETURN(std::vector<std::string> all, boot_->AllGather(mine, "training config"));
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] != all[0]) {
+      setup_error_everywhere_ = true;
+      return common::InvalidArgument("ranks disagree on the training configuration or data: {} has hash {}, rank 0 "
+                                     "{} (same flags, files and srunway-train on every rank?)",
+                                     boot_->NameRank(static_cast<int>(r)), all[r], all[0]);
+    }
+  }
   return common::Status::Ok();
 }
 
 common::Status Trainer::Save(const char* why) {
   if (o_.save.empty()) return common::Status::Ok();
-  TrainingState state;
-  state.model = o_.model;
-  state.step = step_;
-  state.consumed_samples = consumed_;
-  state.rng = rng_.state();
-  state.extra = {{"seq_length", T_}, {"global_batch_size", B_ * accum_}, {"seed", o_.seed},
-                 {"data_path", o_.data_path}, {"mock_data", o_.mock_data}, {"split", o_.split}};
-  CheckpointBuffers buffers{model_->params(), adam_->m(), adam_->v()};
-  SRUNWAY_ASSIGN_OR_RETURN(auto path, SaveCheckpoint(o_.save, state, buffers));
-  common::LogInfo("saved checkpoint {} ({})", path.string(), why);
+  // Rank 0 writes the replicas' one state; the others learn whether it worked, so no rank reports a save that
+  // did not happen.
+  common::Status saved = common::Status::Ok();
+  if (Leader()) {
+    TrainingState state;
+    state.model = o_.model;
+    state.step = step_;
+    state.consumed_samples = consumed_;
+    state.rng = rng_.state();
+    state.extra = {{"seq_length", T_}, {"global_batch_size", o_.global_batch_size}, {"seed", o_.seed},
+                   {"data_path", o_.data_path}, {"mock_data", o_.mock_data}, {"split", o_.split},
+                   {"data_parallel_size", world_}};
+    CheckpointBuffers buffers{model_->params(), adam_->m(), adam_->v()};
+    auto path = SaveCheckpoint(o_.save, state, buffers);
+    if (path.ok()) common::LogInfo("saved checkpoint {} ({})", path->string(), why);
+    saved = path.status();
+  }
+  int32_t ok = saved.ok() ? 1 : 0;
+  SRUNWAY_RETURN_IF_ERROR(comm_->Broadcast(&ok, 1, launcher::DataType::kInt32, 0));
+  if (!saved.ok()) return saved;
+  if (ok == 0) return common::Unavailable("rank 0 could not save the checkpoint of step {} in {}", step_, o_.save);
   return common::Status::Ok();
 }
 
+// The validation loss over --eval-iters micro-batches, shared out between the ranks.
 common::StatusOr<double> Trainer::Evaluate() {
   Batch batch;
-  double total = 0;
-  for (int64_t i = 0; i < o_.eval_iters; ++i) {
+  double mine = 0;
+  for (int64_t i = rank_; i < o_.eval_iters; i += world_) {
     SRUNWAY_RETURN_IF_ERROR(FillBatch(*valid_, i * B_, B_, T_, batch));
-    total += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_);
+    mine += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_);
   }
+  std::vector<double> all(static_cast<size_t>(world_));
+  SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(&mine, all.data(), sizeof(double), launcher::DataType::kUInt8));
+  double total = 0;
+  for (double part : all) total += part;
   return total / static_cast<double>(o_.eval_iters);
 }
 
-int Trainer::Sample() {
-  auto tokenizer = FindTokenizer(o_);
-  if (!tokenizer.ok()) {
-    common::LogError("--sample needs the dataset's tokenizer: {}", tokenizer.status().message());
-    return kExitError;
+common::Status Trainer::Sample() {
+  auto found = FindTokenizer(o_);
+  if (!found.ok()) {
+    return common::Status(found.status().code(), "--sample needs the dataset's tokenizer: " + found.status().message());
   }
-  std::vector<int32_t> context = tokenizer->Encode(o_.sample_prompt);
-  if (context.empty()) context.push_back(tokenizer->eod() >= 0 ? tokenizer->eod() : 0);
+  Tokenizer& tokenizer = *found;
+  std::vector<int32_t> context = tokenizer.Encode(o_.sample_prompt);
+  if (context.empty()) context.push_back(tokenizer.eod() >= 0 ? tokenizer.eod() : 0);
   for (int32_t token : context) {
     if (token >= o_.model.vocab) {
-      common::LogError("--sample: the tokenizer's token {} is outside the model's vocabulary {}", token, o_.model.vocab);
-      return kExitError;
+      return common::InvalidArgument("--sample: the tokenizer's token {} is outside the model's vocabulary {}", token,
+                                     o_.model.vocab);
     }
   }
   const size_t prompt = context.size();
@@ -293,106 +425,181 @@ int Trainer::Sample() {
   std::vector<int32_t> out = Generate(*model_, context, o_.sample_tokens, o_.sample_top_k, rng);
   std::vector<int32_t> generated(out.begin() + static_cast<int64_t>(prompt), out.end());
   fmt::print("sample ({} tokens, {}):\n{}{}\n", o_.sample_tokens, o_.sample_top_k > 1 ? fmt::format("top-{}", o_.sample_top_k) : "greedy",
-             o_.sample_prompt, tokenizer->Decode(generated));
-  return kExitOk;
+             o_.sample_prompt, tokenizer.Decode(generated));
+  return common::Status::Ok();
 }
 
-// Trains to --train-steps and exports; an error is returned, every other ending is an exit code.
-common::StatusOr<int> Trainer::Loop() {
+common::StatusOr<std::vector<RankStep>> Trainer::ExchangeStep(const RankStep& mine) {
+  std::vector<RankStep> all(static_cast<size_t>(world_));
+  SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(&mine, all.data(), sizeof(RankStep), launcher::DataType::kUInt8));
+  return all;
+}
+
+// The monitoring recipe's outlier check, done by the job: the slowest rank and the median go in the metrics line;
+// a rank slower than --straggler-threshold x the median for --straggler-window steps in a row is named.
+void Trainer::WatchStragglers(const std::vector<RankStep>& steps, common::Json& line) {
+  std::vector<double> compute;
+  for (const RankStep& s : steps) compute.push_back(s.compute_ms);
+  std::vector<double> sorted = compute;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2 == 1 ? sorted[sorted.size() / 2]
+                                               : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  const int slowest = static_cast<int>(std::max_element(compute.begin(), compute.end()) - compute.begin());
+  double comm_max = 0;
+  for (const RankStep& s : steps) comm_max = std::max(comm_max, s.comm_ms);
+  line["compute_ms_median"] = median;
+  line["compute_ms_max"] = compute[static_cast<size_t>(slowest)];
+  line["slowest_rank"] = slowest;
+  line["slowest_host"] = Host(slowest);
+  line["comm_wait_ms_max"] = comm_max;
+  for (int r = 0; r < world_; ++r) {
+    int& streak = straggler_streak_[static_cast<size_t>(r)];
+    streak = world_ > 1 && compute[static_cast<size_t>(r)] > o_.straggler_threshold * median ? streak + 1 : 0;
+    if (streak == o_.straggler_window && Leader()) {
+      common::LogWarn("straggler: {} computed {:.1f} ms per step against a median of {:.1f} ms for {} steps in a "
+                      "row (threshold {}x)", boot_->NameRank(r), compute[static_cast<size_t>(r)], median, streak,
+                      o_.straggler_threshold);
+    }
+  }
+}
+
+// Trains to --train-steps; an error is returned, every other ending is a result.
+common::StatusOr<TrainResult> Trainer::Loop() {
   const double flops_per_token = TrainingFlopsPerToken(o_.model, T_);
-  const int64_t tokens_per_step = static_cast<int64_t>(B_) * accum_ * T_;
+  const int64_t tokens_per_step = int64_t{o_.global_batch_size} * T_;
+  const int64_t per_rank = int64_t{B_} * accum_;  // this rank's share of a step's samples
+  const float loss_scale = 1.0f / static_cast<float>(accum_ * world_);
   Batch batch;
   double window_ms = 0;
   int64_t window_steps = 0;
+  TrainResult result;
+  result.rank = rank_;
+  Model::GradsReady ready = [this](ParamRange range) { reducer_->Ready(range); };
   while (step_ < o_.train_steps) {
     const auto start = Clock::now();
     const float lr = schedule_.At(step_);
     model_->ZeroGrad();
-    double loss = 0;
+    RankStep mine;
     for (int micro = 0; micro < accum_; ++micro) {
-      const int64_t first = (o_.overfit_batch ? 0 : consumed_) + static_cast<int64_t>(micro) * B_;
+      // Rank r takes the r-th slice of the step's samples, so any world size sees the same samples per step.
+      const int64_t first = (o_.overfit_batch ? 0 : consumed_) + rank_ * per_rank + int64_t{micro} * B_;
       SRUNWAY_RETURN_IF_ERROR(FillBatch(*train_, first, B_, T_, batch));
-      loss += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_) / accum_;
-      model_->Backward(1.0f / static_cast<float>(accum_));
+      if (slow_rank_ms_ && slow_rank_ms_->first == rank_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(slow_rank_ms_->second));
+      }
+      mine.loss += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_) * loss_scale;
+      const bool last = micro + 1 == accum_;
+      if (last) reducer_->Arm();
+      model_->Backward(loss_scale, last ? ready : nullptr);
+    }
+    const auto computed = Clock::now();
+    SRUNWAY_RETURN_IF_ERROR(reducer_->Finish());
+    mine.compute_ms = std::chrono::duration<double, std::milli>(computed - start).count();
+    mine.comm_ms = reducer_->wait_ms();
+    mine.signal = stop_signal_ != nullptr ? *stop_signal_ : 0;
+    SRUNWAY_ASSIGN_OR_RETURN(std::vector<RankStep> steps, ExchangeStep(mine));
+    double loss = 0;
+    int signal = 0;
+    for (const RankStep& s : steps) {
+      loss += s.loss;
+      if (s.signal != 0 && signal == 0) signal = s.signal;
     }
     const double norm = GlobalNorm(model_->grads());
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
-      common::LogError("step {}: loss {} and gradient norm {}: training diverged; stopping without saving (the last "
-                       "good checkpoint{} is kept)", step_ + 1, loss, norm, o_.save.empty() ? ", if any," : " in " + o_.save);
-      return kExitDiverged;
+      result.ending = TrainResult::Ending::kDiverged;
+      result.step = step_ + 1;
+      result.loss = loss;
+      result.grad_norm = norm;
+      return result;
     }
     ClipByGlobalNorm(model_->grads(), norm, o_.clip_grad);
     adam_->Step(model_->params(), model_->grads(), lr, step_ + 1);
     ++step_;
-    consumed_ += static_cast<int64_t>(B_) * accum_;
+    consumed_ += o_.global_batch_size;
     window_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     ++window_steps;
 
-    if (step_ % o_.log_interval == 0 || step_ == o_.train_steps) {
+    common::Json line = {{"step", step_}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}};
+    WatchStragglers(steps, line);
+    if (Leader() && (step_ % o_.log_interval == 0 || step_ == o_.train_steps)) {
       const double ms = window_ms / static_cast<double>(window_steps);
       const double tokens_per_s = static_cast<double>(tokens_per_step) / (ms / 1e3);
-      const double mfu = tokens_per_s * flops_per_token / peak_flops_;
+      const double mfu = tokens_per_s * flops_per_token / (peak_flops_ * world_);
       fmt::print("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.1f} ms | {:.0f} tok/s | MFU {:.1f}%\n",
                  step_, o_.train_steps, loss, lr, norm, ms, tokens_per_s, 100 * mfu);
       std::fflush(stdout);
-      common::Json line = {{"step", step_}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
-                           {"ms", ms}, {"tokens_per_s", tokens_per_s}, {"mfu", mfu}};
+      line["ms"] = ms;
+      line["tokens_per_s"] = tokens_per_s;
+      line["mfu"] = mfu;
+      line["ranks"] = world_;
       SRUNWAY_RETURN_IF_ERROR(metrics_.Write(line));
+    }
+    if (window_steps > 0 && (step_ % o_.log_interval == 0 || step_ == o_.train_steps)) {
       window_ms = 0;
       window_steps = 0;
     }
     if (valid_ && step_ % o_.eval_interval == 0) {
       SRUNWAY_ASSIGN_OR_RETURN(double valid_loss, Evaluate());
-      fmt::print("validation at step {} | loss {:.4f}\n", step_, valid_loss);
-      SRUNWAY_RETURN_IF_ERROR(metrics_.Write({{"step", step_}, {"valid_loss", valid_loss}}));
+      if (Leader()) {
+        fmt::print("validation at step {} | loss {:.4f}\n", step_, valid_loss);
+        SRUNWAY_RETURN_IF_ERROR(metrics_.Write({{"step", step_}, {"valid_loss", valid_loss}}));
+      }
     }
     if (heartbeat_) heartbeat_->Beat(std::to_string(step_));  // for srunway-launch's hang detection
     const bool interval_save = o_.save_interval > 0 && step_ % o_.save_interval == 0;
-    if (g_stop_signal != 0 || interval_save || step_ == o_.train_steps) {
-      const int signal = g_stop_signal;
+    if (signal != 0 || interval_save || step_ == o_.train_steps) {
       SRUNWAY_RETURN_IF_ERROR(Save(signal != 0                  ? "stopping on a signal"
                                    : step_ == o_.train_steps ? "final"
                                                              : "interval"));
+      result.saved = !o_.save.empty();
       if (signal != 0) {
-        common::LogError("stopped by signal {} after step {}{}", signal, step_,
-                         o_.save.empty() ? " (no --save: nothing kept)" : "; resume with --load " + o_.save);
-        return kExitSignalled;
+        result.ending = TrainResult::Ending::kSignalled;
+        result.signal = signal;
+        result.step = step_;
+        return result;
       }
     }
   }
-  if (!o_.export_safetensors.empty()) {
-    std::vector<NamedTensor> tensors;
-    for (const TensorSpec& spec : model_->layout().tensors()) {
-      tensors.push_back({spec.name, spec.shape, model_->params().data() + spec.offset});
-    }
-    common::Json config = ToJson(o_.model);
-    SRUNWAY_RETURN_IF_ERROR(
-        WriteSafetensors(o_.export_safetensors, tensors, {{"srunway_model", config.dump()}, {"format", "pt"}}));
-    common::LogInfo("exported weights to {}", o_.export_safetensors);
-  }
-  return kExitOk;
+  result.step = step_;
+  return result;
 }
 
-int Trainer::Run() {
-  if (common::Status status = Setup(); !status.ok()) {
-    common::LogError("{}", status.message());
-    return status.code() == common::StatusCode::kInvalidArgument ? kExitUsage : kExitError;
+common::Status Trainer::Export() {
+  if (o_.export_safetensors.empty() || !Leader()) return common::Status::Ok();
+  std::vector<NamedTensor> tensors;
+  for (const TensorSpec& spec : model_->layout().tensors()) {
+    tensors.push_back({spec.name, spec.shape, model_->params().data() + spec.offset});
   }
-  std::signal(SIGTERM, OnStopSignal);
-  std::signal(SIGINT, OnStopSignal);
-  std::signal(SIGUSR1, OnStopSignal);
-  auto code = Loop();
-  if (!code.ok()) {
-    common::LogError("{}", code.status().message());
-    return kExitError;
+  common::Json config = ToJson(o_.model);
+  SRUNWAY_RETURN_IF_ERROR(
+      WriteSafetensors(o_.export_safetensors, tensors, {{"srunway_model", config.dump()}, {"format", "pt"}}));
+  common::LogInfo("exported weights to {}", o_.export_safetensors);
+  return common::Status::Ok();
+}
+
+std::variant<TrainResult, TrainError> Trainer::Run() {
+  auto fail = [this](common::Status status, bool every_rank) -> std::variant<TrainResult, TrainError> {
+    if (world_ > 1 && !every_rank) status = common::Status(status.code(), boot_->Prefix() + status.message());
+    return TrainError{std::move(status), rank_, every_rank};
+  };
+  if (common::Status status = Connect(); !status.ok()) return fail(status, false);
+  if (common::Status status = Setup(); !status.ok()) return fail(status, setup_error_everywhere_);
+  auto result = Loop();
+  if (!result.ok()) return fail(result.status(), false);
+  if (result->ending == TrainResult::Ending::kFinished) {
+    if (common::Status status = Export(); !status.ok()) return fail(status, false);
+    if (o_.sample_tokens > 0 && Leader()) {
+      if (common::Status status = Sample(); !status.ok()) return fail(status, false);
+    }
   }
-  if (*code != kExitOk) return *code;
-  if (o_.sample_tokens > 0) return Sample();
-  return kExitOk;
+  (void)boot_->Finalize();
+  return *result;
 }
 
 }  // namespace
 
-int Train(const TrainOptions& options) { return Trainer(options).Run(); }
+std::variant<TrainResult, TrainError> Train(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal) {
+  return Trainer(options, stop_signal).Run();
+}
 
 }  // namespace srunway::trainer

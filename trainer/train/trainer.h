@@ -1,8 +1,10 @@
 // The training loop of srunway-train: data, model, optimizer, schedule, logging, evaluation, checkpoints, samples.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "common/status.h"
@@ -44,6 +46,31 @@ struct TrainOptions {
   double peak_tflops = 0;      // 0: measure this machine's sgemm rate
   int threads = 0;             // 0: OMP_NUM_THREADS, else the CPUs of this task's affinity mask
   bool overfit_batch = false;  // every step trains on the first batch again (a debugging aid, as in llm.c)
+  // Data parallelism: every rank of the step (srun, torchrun or srunway-launch) is one replica.
+  double bucket_size_mb = 25;       // gradient all-reduce buckets (PyTorch DDP's default)
+  bool overlap_grad_reduce = true;  // start each bucket's all-reduce while the backward goes on
+  double distributed_timeout_min = 10;  // start-up and each collective; then the step ends with an error
+  double straggler_threshold = 1.2;  // a rank whose compute time is this many times the median...
+  int straggler_window = 5;          // ...for this many steps in a row is named
+};
+
+// How a training run ended (errors are returned as a Status instead).
+struct TrainResult {
+  enum class Ending { kFinished, kSignalled, kDiverged };
+  Ending ending = Ending::kFinished;
+  int64_t step = 0;  // steps done when it ended
+  int signal = 0;    // kSignalled: the signal any rank received
+  double loss = 0, grad_norm = 0;  // kDiverged: the values that were not finite
+  bool saved = false;  // a checkpoint of this step was written
+  int rank = 0;        // every rank ends the same way; rank 0 is the one to say so
+};
+
+// What Train() tells the program about an error: the rank, and whether every rank hit the same error (a bad
+// flag, a disagreement found at start-up): then rank 0 alone says it.
+struct TrainError {
+  common::Status status;
+  int rank = 0;
+  bool every_rank = false;
 };
 
 // Exit codes of srunway-train (documented in the README).
@@ -53,7 +80,9 @@ inline constexpr int kExitUsage = 2;       // bad command line or config file
 inline constexpr int kExitDiverged = 3;    // the loss or the gradient norm became NaN or infinite
 inline constexpr int kExitSignalled = 4;   // SIGTERM/SIGINT/SIGUSR1: stopped after saving a checkpoint
 
-// Runs the whole training; returns the exit code after printing any error as one line.
-int Train(const TrainOptions& options);
+// Runs the whole training on every rank of the step. `stop_signal` (set by the program's signal handler, 0 when
+// none) is read once per step; ranks agree on it, so they all stop after the same step, save and return
+// kSignalled.
+std::variant<TrainResult, TrainError> Train(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal);
 
 }  // namespace srunway::trainer

@@ -6,8 +6,7 @@
 namespace srunway::trainer::cpu {
 
 double SoftmaxCrossEntropyForward(float* logits_to_probs, float* losses, const int32_t* targets, int N, int V) {
-  double total = 0;
-#pragma omp parallel for reduction(+ : total)
+#pragma omp parallel for
   for (int n = 0; n < N; ++n) {
     float* p = logits_to_probs + int64_t{n} * V;
     float max_logit = -INFINITY;
@@ -23,8 +22,9 @@ double SoftmaxCrossEntropyForward(float* logits_to_probs, float* losses, const i
     for (int v = 0; v < V; ++v) p[v] *= inv;
     const float loss = static_cast<float>(std::log(sum)) - target_shifted;
     losses[n] = loss;
-    total += loss;
   }
+  double total = 0;  // in row order, whatever the thread count
+  for (int n = 0; n < N; ++n) total += losses[n];
   return total / N;
 }
 

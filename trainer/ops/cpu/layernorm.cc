@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "trainer/ops/cpu/ops.h"
+#include "trainer/ops/cpu/ordered_sum.h"
 
 namespace srunway::trainer::cpu {
 
@@ -26,38 +27,33 @@ void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, co
 
 void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                        const float* weight, const float* mean, const float* rstd, int N, int C) {
-#pragma omp parallel
-  {
-    // Each thread sums its rows' weight and bias gradients privately, then adds them once.
-    std::vector<float> dw(C, 0.0f), db(C, 0.0f);
-#pragma omp for
-    for (int n = 0; n < N; ++n) {
-      const float* x = inp + int64_t{n} * C;
-      const float* d = dout + int64_t{n} * C;
-      float* dx = dinp + int64_t{n} * C;
-      const float m = mean[n], s = rstd[n];
-      float dnorm_mean = 0, dnorm_norm_mean = 0;
-      for (int c = 0; c < C; ++c) {
-        const float norm = (x[c] - m) * s;
-        const float dnorm = weight[c] * d[c];
-        dnorm_mean += dnorm;
-        dnorm_norm_mean += dnorm * norm;
-      }
-      dnorm_mean /= C;
-      dnorm_norm_mean /= C;
-      for (int c = 0; c < C; ++c) {
-        const float norm = (x[c] - m) * s;
-        const float dnorm = weight[c] * d[c];
-        db[c] += d[c];
-        dw[c] += norm * d[c];
-        dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
-      }
-    }
-#pragma omp critical
+  // The weight and bias gradients side by side in one row of 2C sums: [dweight | dbias].
+  const std::vector<float> sums = OrderedRowSums<float>(N, 2 * int64_t{C}, [&](int64_t n, float* dw) {
+    float* db = dw + C;
+    const float* x = inp + int64_t{n} * C;
+    const float* d = dout + int64_t{n} * C;
+    float* dx = dinp + int64_t{n} * C;
+    const float m = mean[n], s = rstd[n];
+    float dnorm_mean = 0, dnorm_norm_mean = 0;
     for (int c = 0; c < C; ++c) {
-      dweight[c] += dw[c];
-      dbias[c] += db[c];
+      const float norm = (x[c] - m) * s;
+      const float dnorm = weight[c] * d[c];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * norm;
     }
+    dnorm_mean /= C;
+    dnorm_norm_mean /= C;
+    for (int c = 0; c < C; ++c) {
+      const float norm = (x[c] - m) * s;
+      const float dnorm = weight[c] * d[c];
+      db[c] += d[c];
+      dw[c] += norm * d[c];
+      dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+    }
+  });
+  for (int c = 0; c < C; ++c) {
+    dweight[c] += sums[static_cast<size_t>(c)];
+    dbias[c] += sums[static_cast<size_t>(C + c)];
   }
 }
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "trainer/ops/cpu/ops.h"
+#include "trainer/ops/cpu/ordered_sum.h"
 
 namespace srunway::trainer::cpu {
 
@@ -21,27 +22,21 @@ void RmsNormForward(float* out, float* rstd, const float* inp, const float* weig
 
 void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                      const float* rstd, int N, int C) {
-#pragma omp parallel
-  {
-    std::vector<float> dw(C, 0.0f);
-#pragma omp for
-    for (int n = 0; n < N; ++n) {
-      const float* x = inp + int64_t{n} * C;
-      const float* d = dout + int64_t{n} * C;
-      float* dx = dinp + int64_t{n} * C;
-      const float s = rstd[n];
-      // y = x * s * w with s = (mean(x^2) + eps)^-1/2, so dx = s * (w*d) - x * s^3 * mean(w*d*x).
-      float dot = 0;
-      for (int c = 0; c < C; ++c) dot += weight[c] * d[c] * x[c];
-      dot /= C;
-      for (int c = 0; c < C; ++c) {
-        dw[c] += x[c] * s * d[c];
-        dx[c] += s * weight[c] * d[c] - x[c] * s * s * s * dot;
-      }
+  const std::vector<float> sums = OrderedRowSums<float>(N, C, [&](int64_t n, float* dw) {
+    const float* x = inp + int64_t{n} * C;
+    const float* d = dout + int64_t{n} * C;
+    float* dx = dinp + int64_t{n} * C;
+    const float s = rstd[n];
+    // y = x * s * w with s = (mean(x^2) + eps)^-1/2, so dx = s * (w*d) - x * s^3 * mean(w*d*x).
+    float dot = 0;
+    for (int c = 0; c < C; ++c) dot += weight[c] * d[c] * x[c];
+    dot /= C;
+    for (int c = 0; c < C; ++c) {
+      dw[c] += x[c] * s * d[c];
+      dx[c] += s * weight[c] * d[c] - x[c] * s * s * s * dot;
     }
-#pragma omp critical
-    for (int c = 0; c < C; ++c) dweight[c] += dw[c];
-  }
+  });
+  for (int c = 0; c < C; ++c) dweight[c] += sums[static_cast<size_t>(c)];
 }
 
 }  // namespace srunway::trainer::cpu

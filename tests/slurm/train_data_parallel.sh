@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# srunway-train data-parallel over the local cluster's two nodes: 2 nodes x 2 ranks give the losses and the
+# parameters of 1 rank with the same global batch; overlap on and off, and any OMP_NUM_THREADS, change nothing;
+# the straggler warning names the injected slow rank (200 ms a step; the threshold is 4x, well above the jitter of
+# 4 ranks on 2 cores) and nobody else; bad input is one line from rank 0 and every
+# rank exits.
+source "$(dirname "$0")/lib.sh"
+require_cluster
+train=${SRUNWAY_TRAIN:?}
+workdir=$(mktemp -d)
+at_exit "rm -rf '$workdir'"
+common=(--preset gpt-tiny --mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --train-steps 10
+        --peak-tflops 1 --bucket-size-mb 0.05)
+
+# run NAME NODES TASKS_PER_NODE THREADS [FLAGS...]: srunway-train under srun; metrics in NAME.jsonl, weights in
+# NAME.safetensors, output in NAME.log.
+run() {
+  local name=$1 nodes=$2 tasks=$3 threads=$4
+  shift 4
+  srun --mpi=pmix -N "$nodes" --ntasks-per-node="$tasks" -c "$threads" env OMP_NUM_THREADS="$threads" \
+    "$train" "${common[@]}" --metrics-file "$workdir/$name.jsonl" --export "$workdir/$name.safetensors" "$@" \
+    >"$workdir/$name.log" 2>&1 || fail "$name: exit $?: $(cat "$workdir/$name.log")"
+}
+
+# compare A B: prints the largest relative loss difference and the largest parameter difference relative to the
+# largest parameter, over every step and tensor.
+compare() {
+  python3 - "$workdir/$1" "$workdir/$2" <<'PY'
+import array, json, struct, sys
+def losses(p): return [json.loads(l)["loss"] for l in open(p + ".jsonl")]
+def weights(p):
+    data = open(p + ".safetensors", "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    values = array.array("f"); values.frombytes(data[8 + n:]); return values
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == 10, (len(a), len(b))
+wa, wb = weights(sys.argv[1]), weights(sys.argv[2])
+assert len(wa) == len(wb)
+print(max(abs(x - y) / abs(x) for x, y in zip(a, b)), max(abs(x - y) for x, y in zip(wa, wb)) / max(abs(x) for x in wa))
+PY
+}
+
+run one 1 1 1
+run dp 2 2 1
+read -r loss_diff param_diff <<<"$(compare one dp)"
+python3 -c "import sys; sys.exit(0 if $loss_diff <= 1e-6 and $param_diff <= 1e-5 else 1)" ||
+  fail "2x2 ranks against 1: losses differ by $loss_diff (relative), parameters by $param_diff"
+grep -q "batch 8 x 32 tokens = 4 ranks x 1 micro-batches of 2" "$workdir/dp.log" || fail "$(cat "$workdir/dp.log")"
+expect_eq "step lines (rank 0 alone prints)" "$(grep -c '^step' "$workdir/dp.log")" 10
+echo "ok: 2 nodes x 2 ranks = 1 rank: losses within $loss_diff relative, parameters within $param_diff"
+
+run no_overlap 2 2 1 --no-overlap-grad-reduce
+read -r loss_diff param_diff <<<"$(compare dp no_overlap)"
+expect_eq "overlap off against on (loss, parameters)" "$loss_diff $param_diff" "0.0 0.0"
+grep -q "reduced after the backward" "$workdir/no_overlap.log" || fail "$(cat "$workdir/no_overlap.log")"
+echo "ok: --no-overlap-grad-reduce gives the same bits"
+
+run dp_threads 2 2 2
+read -r loss_diff param_diff <<<"$(compare dp dp_threads)"
+expect_eq "2 threads per rank against 1 (loss, parameters)" "$loss_diff $param_diff" "0.0 0.0"
+echo "ok: 2 threads per rank give the same bits as 1"
+
+SRUNWAY_TRAIN_SLOW_RANK=3:200 run slow 2 2 1 --straggler-window 3 --straggler-threshold 4
+warnings=$(grep 'straggler:' "$workdir/slow.log" || true)
+expect_eq "straggler warnings" "$(count_matching . "$warnings")" 1
+grep -qE "straggler: rank 3 on node2 computed" <<<"$warnings" || fail "straggler warning: $warnings"
+grep -q '"slowest_rank":3,"slowest_host":"node2"' "$workdir/slow.jsonl" || fail "metrics: $(head -2 "$workdir/slow.jsonl")"
+echo "ok: the straggler warning names rank 3 on node2, once"
+
+out=$(srun --mpi=pmix -N2 --ntasks-per-node=2 "$train" "${common[@]}" --global-batch-size 6 2>&1) && fail "batch 6 on 4 ranks ran"
+expect_eq "error lines for an indivisible batch" "$(count_matching 'srunway-train.* error:' "$out")" 1
+grep -q "global-batch-size 6 is not a multiple of --micro-batch-size 2 x 4 data-parallel ranks" <<<"$out" || fail "$out"
+echo "ok: an indivisible global batch is one line from rank 0"
+
+out=$(srun --mpi=pmix -N2 --ntasks-per-node=2 bash -c \
+  'lr=3e-4; [[ $SLURM_PROCID == 2 ]] && lr=1e-3; exec "$0" "$@" --lr $lr' "$train" "${common[@]}" 2>&1) &&
+  fail "ranks with different --lr ran"
+expect_eq "error lines for disagreeing ranks" "$(count_matching 'srunway-train.* error:' "$out")" 1
+grep -q "ranks disagree on the training configuration or data: rank 2 on node2 has hash" <<<"$out" || fail "$out"
+echo "ok: a rank with another --lr is named at start-up"
