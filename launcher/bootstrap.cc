@@ -283,7 +283,11 @@ StatusOr<std::unique_ptr<Bootstrap>> CreateBootstrap(BootstrapKind kind, std::ch
                                                      const FailureReporter& report, const Announcer& announce) {
   StatusOr<std::unique_ptr<Bootstrap>> bootstrap = common::Internal("no backend");
   if (kind == BootstrapKind::kAuto) {
-    if (common::GetEnv("PMIX_RANK") && common::GetEnv("PMIX_NAMESPACE")) {
+    // A program that torchrun or srunway-launch started has its rendezvous in the environment; the step's PMIx
+    // was the launcher's (a second client for the same rank is refused).
+    if (common::GetEnv("RANK") && common::GetEnv("WORLD_SIZE") && common::GetEnv("MASTER_ADDR")) {
+      kind = BootstrapKind::kEnv;
+    } else if (common::GetEnv("PMIX_RANK") && common::GetEnv("PMIX_NAMESPACE")) {
       kind = BootstrapKind::kPmix;
     } else if (common::GetEnv("SLURM_PROCID") && common::GetEnv("SLURM_STEP_ID")) {
       kind = BootstrapKind::kSlurm;
@@ -301,14 +305,14 @@ StatusOr<std::unique_ptr<Bootstrap>> CreateBootstrap(BootstrapKind kind, std::ch
     }
   }
   if (!bootstrap.ok()) {
-    report(bootstrap.status());
+    if (report) report(bootstrap.status());
     return bootstrap.status();
   }
   Status peers = (*bootstrap)->ExchangePeers(announce ? announce((*bootstrap)->identity()) : std::string());
   if (!peers.ok()) {
     std::string prefix = (*bootstrap)->Prefix();
     Status failure = peers.WithContext(prefix.substr(0, prefix.size() - 2));
-    report(failure);
+    if (report) report(failure);
     (*bootstrap)->Abort(peers.message());
     return failure;
   }

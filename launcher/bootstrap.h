@@ -72,9 +72,10 @@ using FailureReporter = std::function<void(const common::Status& failure)>;
 // carries what would otherwise need a broadcast of its own (exec mode's master address).
 using Announcer = std::function<std::string(const Identity& identity)>;
 
-// Chooses the backend (auto: PMIx under srun --mpi=pmix, else Slurm's environment, else torchrun's, else a
-// single rank), starts it, and runs the "init" exchange, all within `timeout`. When the exchange fails, the
-// failure (which names this rank and host) goes to `report` before the backend ends the step.
+// Chooses the backend (auto: torchrun's environment when RANK, WORLD_SIZE and MASTER_ADDR are all set, as
+// torchrun and srunway-launch set them for their programs; else PMIx under srun --mpi=pmix, else Slurm's
+// environment, else a single rank), starts it, and runs the "init" exchange, all within `timeout`. When the exchange fails, the
+// failure (which names this rank and host) goes to `report` (when given) before the backend ends the step.
 common::StatusOr<std::unique_ptr<Bootstrap>> CreateBootstrap(BootstrapKind kind, std::chrono::milliseconds timeout,
                                                              const FailureReporter& report,
                                                              const Announcer& announce = nullptr);

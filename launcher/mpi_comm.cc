@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -30,9 +31,11 @@ Status MpiStatus(int rc, std::string_view what) {
 
 using Clock = std::chrono::steady_clock;
 
-// SRUNWAY_MPI_DELAY_MS, a test hook for the overlap benchmark: every operation takes at least this long, as if
-// the network were slower; a non-blocking one finishes no sooner than this after it started, so work done
-// meanwhile overlaps the delay as it would a slow transfer.
+// SRUNWAY_MPI_DELAY_MS, a test hook for the overlap benchmark: a slow link under the non-blocking operations.
+// Each takes at least this long on a link that carries one at a time (it finishes no sooner than this after the
+// previous one did, or after it started), so work done meanwhile overlaps it as it would a slow transfer, and
+// operations queued at once take their turns. Blocking operations (barriers, small control exchanges) are not
+// delayed.
 std::chrono::microseconds DelayFromEnvironment() {
   auto text = common::GetEnv("SRUNWAY_MPI_DELAY_MS");
   if (!text) return {};
@@ -235,16 +238,18 @@ class MpiComm : public Comm {
   template <typename CallFn>
   Status Blocking(std::string_view what, size_t count, CallFn&& call) {
     SRUNWAY_RETURN_IF_ERROR(CheckCount(count, what));
-    const auto ready_at = Clock::now() + delay_;
-    Status status = MpiStatus(call(), what);
-    std::this_thread::sleep_until(ready_at);
-    return status;
+    return MpiStatus(call(), what);
   }
   static const void* InPlace(const void* send, void* recv) { return send == recv ? MPI_IN_PLACE : send; }
 
   template <typename StartFn>
   StatusOr<Handle> Start(std::string_view what, size_t count, StartFn&& start) {
-    auto request = std::make_unique<MpiRequest>(what, Clock::now() + delay_);
+    Clock::time_point ready_at{};
+    if (delay_.count() > 0) {
+      ready_at = std::max(Clock::now(), link_free_at_) + delay_;
+      link_free_at_ = ready_at;
+    }
+    auto request = std::make_unique<MpiRequest>(what, ready_at);
     SRUNWAY_RETURN_IF_ERROR(CheckCount(count, what));
     SRUNWAY_RETURN_IF_ERROR(MpiStatus(start(*request), what));
     return Handle(std::move(request));
@@ -304,6 +309,7 @@ class MpiComm : public Comm {
   MPI_Comm comm_;
   bool world_;
   std::chrono::microseconds delay_ = DelayFromEnvironment();
+  Clock::time_point link_free_at_{};  // with a delay: when the simulated link has finished what it carries
   int rank_ = 0;
   int size_ = 1;
   MPI_Datatype fp16_ = MPI_DATATYPE_NULL;

@@ -217,6 +217,11 @@ int main(int argc, char** argv) {
     const sigset_t signals = SupervisorSignals();
     ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   }
+  // PMIx serves one client per rank and the program may need it (MPI_Init, srunway-train's MPI ranks): under
+  // Slurm a supervisor takes Slurm's environment + TCP and leaves PMIx to the program.
+  if (supervise && *kind == BootstrapKind::kAuto && common::GetEnv("SLURM_PROCID") && common::GetEnv("SLURM_STEP_ID")) {
+    *kind = BootstrapKind::kSlurm;
+  }
   auto start = std::chrono::steady_clock::now();
   auto bootstrap = CreateBootstrap(
       *kind, timeout, [](const common::Status& failure) { Fail(nullptr, failure, kExitBootstrap); },

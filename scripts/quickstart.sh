@@ -27,7 +27,7 @@ find "$kFortunes" -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort | xa
 
 run_dir=$kJobDir/train-gpt
 rm -rf "$run_dir"  # a fresh run each time (the checkpoints would otherwise resume the last one)
-job=$(SRUNWAY_TRAIN=$kRepo/build/trainer/srunway-train sbatch --parsable --output="$kJobDir/train-gpt-%j.out" \
+job=$(SRUNWAY_TRAIN=$kRepo/build/trainer/srunway-train SRUNWAY_LAUNCH=$kRepo/build/launcher/srunway-launch sbatch --parsable --output="$kJobDir/train-gpt-%j.out" \
   "$kJobScript" "$kJobDir/data/fortunes" "$run_dir") || die "sbatch $kJobScript failed"
 job=${job%%;*}
 log=$kJobDir/train-gpt-$job.out

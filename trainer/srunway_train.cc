@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   app.add_option("--merge-file", o.merge_file, "tokenizer for --sample");
   app.add_option("--peak-tflops", o.peak_tflops, "FLOP/s that MFU is against (default: measured sgemm rate)");
   app.add_flag("--overfit-batch", o.overfit_batch, "train on the first batch every step (debugging)");
-  app.add_option("--threads", o.threads, "CPU threads (default: OMP_NUM_THREADS, else the task's CPUs)");
+  app.add_option("--threads", o.threads, "CPU threads (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the task's CPUs)");
   app.add_option("--bucket-size-mb", o.bucket_size_mb, "data parallel: gradient all-reduce bucket size")
       ->capture_default_str();
   bool no_overlap = false;

@@ -48,7 +48,7 @@ expect_eq "surviving ranks that named rank 3" "$lines" 3
 
 echo "== pmix bootstrap, ranks 1 and 3 sleep: both named with their hosts"
 timeout 90 srun --mpi=pmix -N2 -n4 --time=2 -l bash -c \
-  "if [ \$SLURM_PROCID = 1 -o \$SLURM_PROCID = 3 ]; then sleep 30; fi; exec $launch --timeout 5 -- true" \
+  "if [ \$SLURM_PROCID = 1 -o \$SLURM_PROCID = 3 ]; then sleep 30; fi; exec $launch --bootstrap=pmix --timeout 5 -- true" \
   >"$work/two.out" 2>"$work/two.err" || true
 for r in 0 2; do
   grep -q "^ *$r: srunway-launch: rank $r on node1: init did not complete within 5 s: ranks 1 (node1) and 3 (node2) did not arrive$" \

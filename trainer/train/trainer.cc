@@ -48,6 +48,12 @@ int ThreadCount(int requested) {
     if (parsed.ok()) return static_cast<int>(*parsed);
     common::LogWarn("{}; using the CPU count", parsed.status().message());
   }
+  // Slurm's --cpus-per-task: ranks that share a node without pinning (task/none) would otherwise each take
+  // every CPU and oversubscribe it.
+  if (auto per_task = common::GetEnv("SLURM_CPUS_PER_TASK")) {
+    auto parsed = common::ParseInt(*per_task, "SLURM_CPUS_PER_TASK", 1, 4096);
+    if (parsed.ok()) return static_cast<int>(*parsed);
+  }
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -205,7 +211,9 @@ class Trainer {
 // environment, or one rank) and a communicator over host memory (MPI across ranks, self for one).
 common::Status Trainer::Connect() {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.distributed_timeout_min * 60'000));
-  SRUNWAY_ASSIGN_OR_RETURN(boot_, launcher::CreateBootstrap(launcher::BootstrapKind::kAuto, timeout, nullptr));
+  // A failed start-up exchange may end the step (PMIx_Abort) before Train() returns: say why first.
+  auto report = [](const common::Status& failure) { common::LogError("{}", failure.message()); };
+  SRUNWAY_ASSIGN_OR_RETURN(boot_, launcher::CreateBootstrap(launcher::BootstrapKind::kAuto, timeout, report));
   rank_ = boot_->identity().rank;
   world_ = boot_->identity().size;
   launcher::CommOptions options;

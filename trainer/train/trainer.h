@@ -44,7 +44,7 @@ struct TrainOptions {
   std::string sample_prompt;
   std::string vocab_file, merge_file;
   double peak_tflops = 0;      // 0: measure this machine's sgemm rate
-  int threads = 0;             // 0: OMP_NUM_THREADS, else the CPUs of this task's affinity mask
+  int threads = 0;             // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else this task's CPUs
   bool overfit_batch = false;  // every step trains on the first batch again (a debugging aid, as in llm.c)
   // Data parallelism: every rank of the step (srun, torchrun or srunway-launch) is one replica.
   double bucket_size_mb = 25;       // gradient all-reduce buckets (PyTorch DDP's default)

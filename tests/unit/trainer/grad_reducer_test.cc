@@ -1,0 +1,80 @@
+// The backward's "gradients are final" ranges and the bucketed reducer that overlaps with it.
+#include "trainer/train/grad_reducer.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "launcher/self_comm.h"
+#include "trainer/model/model.h"
+#include "trainer/model/rng.h"
+
+namespace srunway::trainer {
+namespace {
+
+class ReducerTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  ReducerTest() : config_(*Preset(GetParam())), model_(config_, 2) {
+    Rng rng(7);
+    InitParams(config_, model_.layout(), rng, model_.params());
+    tokens_.resize(2 * 16);
+    for (size_t i = 0; i < tokens_.size(); ++i) tokens_[i] = static_cast<int32_t>((i * 37) % config_.vocab);
+  }
+  void Step(const Model::GradsReady& ready) {
+    model_.ZeroGrad();
+    model_.Forward(tokens_.data(), tokens_.data(), 2, 16);
+    model_.Backward(1.0f, ready);
+  }
+
+  ModelConfig config_;
+  Model model_;
+  std::vector<int32_t> tokens_;
+  std::unique_ptr<launcher::Comm> comm_ = launcher::CreateSelfComm();
+};
+
+TEST_P(ReducerTest, TheBackwardReportsEveryRangeOnceFromTheEndDown) {
+  std::vector<ParamRange> ranges;
+  Step([&](ParamRange r) { ranges.push_back(r); });
+  int64_t expected_end = model_.layout().numel();
+  for (const ParamRange& r : ranges) {
+    EXPECT_EQ(r.offset + r.count, expected_end);
+    expected_end = r.offset;
+  }
+  EXPECT_EQ(expected_end, 0);
+  // Head (Llama only), final norm, each layer, embeddings.
+  EXPECT_EQ(ranges.size(), static_cast<size_t>(config_.n_layer + 2 + (config_.tied_embeddings() ? 0 : 1)));
+}
+
+TEST_P(ReducerTest, BucketsStartDuringTheBackwardOfTheLastMicroBatchOnly) {
+  GradReducer reducer(*comm_, model_.grads(), 4096, true);
+  EXPECT_EQ(reducer.bucket_count(), static_cast<size_t>((model_.layout().numel() + 1023) / 1024));
+  Model::GradsReady ready = [&](ParamRange r) { reducer.Ready(r); };
+  Step(ready);  // not armed: an accumulation micro-batch
+  EXPECT_EQ(reducer.started_early(), 0);
+  reducer.Arm();
+  Step(ready);
+  EXPECT_EQ(reducer.started_early(), static_cast<int>(reducer.bucket_count()));
+  EXPECT_TRUE(reducer.Finish().ok());
+}
+
+TEST_P(ReducerTest, WithoutOverlapNothingStartsBeforeFinish) {
+  GradReducer reducer(*comm_, model_.grads(), 4096, false);
+  reducer.Arm();
+  Step([&](ParamRange r) { reducer.Ready(r); });
+  EXPECT_EQ(reducer.started_early(), 0);
+  EXPECT_TRUE(reducer.Finish().ok());
+}
+
+TEST_P(ReducerTest, ARangeOutOfOrderIsAnError) {
+  GradReducer reducer(*comm_, model_.grads(), 4096, true);
+  reducer.Arm();
+  reducer.Ready({0, 10});  // the embeddings before anything else
+  const common::Status status = reducer.Finish();
+  EXPECT_EQ(status.code(), common::StatusCode::kInternal);
+  EXPECT_NE(status.message().find("out of order"), std::string::npos) << status.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ReducerTest, ::testing::Values("gpt-tiny", "llama-tiny"));
+
+}  // namespace
+}  // namespace srunway::trainer
