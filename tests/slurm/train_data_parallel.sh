@@ -78,3 +78,26 @@ out=$(srun --mpi=pmix -N2 --ntasks-per-node=2 bash -c \
 expect_eq "error lines for disagreeing ranks" "$(count_matching 'srunway-train.* error:' "$out")" 1
 grep -q "ranks disagree on the training configuration or data: rank 2 on node2 has hash" <<<"$out" || fail "$out"
 echo "ok: a rank with another --lr is named at start-up"
+
+# kill -9 of one rank's srunway-train mid-run, under srunway-launch: every rank ends within the launcher's
+# timeout, the dead rank is named with its host, and the last complete checkpoint still loads.
+launch=${SRUNWAY_LAUNCH:?}
+ckpt=$workdir/kill-ckpt
+job_out=$workdir/kill.log
+timeout 120 srun --mpi=pmix -N2 --ntasks-per-node=2 -c1 "$launch" --timeout 20 -- bash -c \
+  'echo $$ >"$0/pid.$SLURM_PROCID"; exec "$@"' "$workdir" "$train" "${common[@]}" --train-steps 100000 \
+  --save "$ckpt" --save-interval 5 >"$job_out" 2>&1 &
+step_pid=$!
+for _ in $(seq 1 600); do [[ -s $ckpt/latest_checkpointed_iteration.txt ]] && break; sleep 0.1; done
+[[ -s $ckpt/latest_checkpointed_iteration.txt ]] || fail "no checkpoint before the kill: $(cat "$job_out")"
+kill -9 "$(cat "$workdir/pid.2")"
+rc=0
+wait "$step_pid" || rc=$?
+((rc != 0 && rc != 124)) || fail "after kill -9 of rank 2 the step exited $rc: $(cat "$job_out")"
+grep -q "srunway-launch: rank 2 on node2 was killed by SIGKILL after" "$job_out" || fail "$(cat "$job_out")"
+grep -q "srunway-launch: rank 0 on node1: rank 2 on node2 was killed by SIGKILL" "$job_out" || fail "$(cat "$job_out")"
+saved=$(cat "$ckpt/latest_checkpointed_iteration.txt")
+"$train" "${common[@]}" --load "$ckpt" --train-steps $((10#$saved + 1)) >"$workdir/resume.log" 2>&1 ||
+  fail "the last checkpoint does not load: $(cat "$workdir/resume.log")"
+grep -q "resumed from $ckpt at step $((10#$saved))" "$workdir/resume.log" || fail "$(cat "$workdir/resume.log")"
+echo "ok: kill -9 of rank 2: every rank ended, rank 2 on node2 named, the checkpoint of step $((10#$saved)) loads"
