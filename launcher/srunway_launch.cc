@@ -110,7 +110,9 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
   }
   const sigset_t signals = SupervisorSignals();
   const timespec tick{0, 100'000'000};
-  bool signalled = false;  // Slurm (scancel, the time limit) is ending the step: the program's code is the answer
+  // Slurm signalled the step (scancel, the time limit, --signal's warning, preemption): every rank's program has
+  // the signal too, and its code is the answer (USR1 commonly means "save and stop", as in srunway-train).
+  bool signalled = false;
   constexpr auto kGrace = std::chrono::seconds(10);
   while (true) {
     siginfo_t info{};
@@ -119,7 +121,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
       // find them all), so the program already has it: forwarding would deliver it twice. Signals from anyone
       // else (a user's kill of this process) are forwarded.
       if (info.si_pid != ::getppid() || !common::GetEnv("SLURM_JOB_ID")) child->Signal(signal);
-      signalled = signalled || (signal != SIGCONT && signal != SIGUSR1 && signal != SIGUSR2);
+      signalled = signalled || signal != SIGCONT;
     }
     child->Pump(std::chrono::milliseconds(0));
     if (peer_failed) {
@@ -138,9 +140,10 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
     if (!end->ok()) {
       end->detail = error_file.empty() ? "" : ReadTorchErrorFile(error_file);
       const std::string why = fmt::format("{} {}", boot.NameRank(me.rank), end->Describe());
-      Report(why);
-      // When Slurm is ending the step (scancel, the time limit), every rank's program ends on its own signal and
-      // every rank returns its program's code: nobody is told to stop early.
+      // When Slurm is ending the step, every rank's program ends on its own signal and every rank returns its
+      // program's code: nobody is told to stop early, and an exit code (srunway-train's 4 after saving) is no
+      // failure to report.
+      if (!signalled || end->how != ChildEnd::How::kExited) Report(why);
       if (!signalled) (*watchdog)->Abort(why);
       return end->how == ChildEnd::How::kHung ? kExitHung : end->ExitCode();
     }

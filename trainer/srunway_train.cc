@@ -24,6 +24,7 @@ int ExitCode(srunway::trainer::TrainResult::Ending ending) {
     case srunway::trainer::TrainResult::Ending::kFinished: return srunway::trainer::kExitOk;
     case srunway::trainer::TrainResult::Ending::kDiverged: return srunway::trainer::kExitDiverged;
     case srunway::trainer::TrainResult::Ending::kSignalled: return srunway::trainer::kExitSignalled;
+    case srunway::trainer::TrainResult::Ending::kTimeLimit: return srunway::trainer::kExitSignalled;
   }
   return srunway::trainer::kExitError;
 }
@@ -129,6 +130,12 @@ int main(int argc, char** argv) {
   app.add_option("--distributed-timeout-minutes", o.distributed_timeout_min,
                  "start-up and each collective may take this long before the run ends with an error")
       ->capture_default_str();
+  app.add_option("--exit-duration-in-mins", o.exit_duration_min,
+                 "after this many minutes of training, save and exit 4 (before the job's time limit; 0: none)")
+      ->capture_default_str();
+  app.add_option("--exit-save-budget", o.exit_save_budget_s,
+                 "on a signal, skip the save when the last one took longer than what is left of this many seconds")
+      ->capture_default_str();
   app.add_option("--straggler-threshold", o.straggler_threshold,
                  "name a rank whose compute time is this many times the median...")->capture_default_str();
   app.add_option("--straggler-window", o.straggler_window, "...for this many steps in a row")->capture_default_str();
@@ -204,7 +211,13 @@ int main(int argc, char** argv) {
                                 o.save.empty() ? ", if any," : " in " + o.save);
       break;
     case srunway::trainer::TrainResult::Ending::kSignalled:
+      if (!result.not_saved.empty()) srunway::common::LogWarn("{}", result.not_saved);
       srunway::common::LogError("stopped by signal {} after step {}{}", result.signal, result.step,
+                                o.save.empty() ? " (no --save: nothing kept)" : "; resume with --load " + o.save);
+      break;
+    case srunway::trainer::TrainResult::Ending::kTimeLimit:
+      srunway::common::LogError("stopped after step {}: --exit-duration-in-mins {} has passed{}", result.step,
+                                o.exit_duration_min,
                                 o.save.empty() ? " (no --save: nothing kept)" : "; resume with --load " + o.save);
       break;
   }

@@ -162,9 +162,10 @@ struct RankStep {
   double loss = 0;        // this rank's micro-batch losses / micro-batches on all ranks
   double compute_ms = 0;  // forward and backward
   double comm_ms = 0;     // waiting for gradient reductions after the backward
-  int32_t signal = 0;
+  int32_t signal = 0;      // a signal this rank has seen, or kTimeUp
   int32_t pad = 0;
 };
+constexpr int32_t kTimeUp = -1;  // --exit-duration-in-mins has passed on this rank
 
 class Trainer {
  public:
@@ -204,6 +205,9 @@ class Trainer {
   MetricsFile metrics_;
   std::optional<common::Heartbeat> heartbeat_ = common::Heartbeat::FromEnvironment();
   std::vector<int> straggler_streak_;
+  Clock::time_point started_ = Clock::now();
+  std::optional<Clock::time_point> signal_seen_;  // when this rank first saw a stop signal
+  double last_save_s_ = 0;                        // how long the last save took
   std::optional<std::pair<int, int>> slow_rank_ms_;  // SRUNWAY_TRAIN_SLOW_RANK=RANK:MS, a test hook
 };
 
@@ -505,12 +509,15 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     mine.compute_ms = std::chrono::duration<double, std::milli>(computed - start).count();
     mine.comm_ms = reducer_->wait_ms();
     mine.signal = stop_signal_ != nullptr ? *stop_signal_ : 0;
+    if (mine.signal != 0 && !signal_seen_) signal_seen_ = Clock::now();
+    const double minutes = std::chrono::duration<double>(Clock::now() - started_).count() / 60;
+    if (mine.signal == 0 && o_.exit_duration_min > 0 && minutes >= o_.exit_duration_min) mine.signal = kTimeUp;
     SRUNWAY_ASSIGN_OR_RETURN(std::vector<RankStep> steps, ExchangeStep(mine));
     double loss = 0;
     int signal = 0;
     for (const RankStep& s : steps) {
       loss += s.loss;
-      if (s.signal != 0 && signal == 0) signal = s.signal;
+      if (s.signal != 0 && signal <= 0) signal = s.signal;  // a real signal before a time limit
     }
     const double norm = GlobalNorm(model_->grads());
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
@@ -555,14 +562,34 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     if (heartbeat_) heartbeat_->Beat(std::to_string(step_));  // for srunway-launch's hang detection
     const bool interval_save = o_.save_interval > 0 && step_ % o_.save_interval == 0;
-    if (signal != 0 || interval_save || step_ == o_.train_steps) {
-      SRUNWAY_RETURN_IF_ERROR(Save(signal != 0                  ? "stopping on a signal"
-                                   : step_ == o_.train_steps ? "final"
-                                                             : "interval"));
-      result.saved = !o_.save.empty();
-      if (signal != 0) {
+    if (signal > 0 && !o_.save.empty()) {
+      // Rank 0 decides (it writes the checkpoint), from the time since it saw the signal, or since the step it
+      // learned of another rank's.
+      if (!signal_seen_) signal_seen_ = Clock::now();
+      const double left_s = o_.exit_save_budget_s - std::chrono::duration<double>(Clock::now() - *signal_seen_).count();
+      int32_t skip = Leader() && last_save_s_ > left_s ? 1 : 0;
+      SRUNWAY_RETURN_IF_ERROR(comm_->Broadcast(&skip, 1, launcher::DataType::kInt32, 0));
+      if (skip != 0) {
+        result.not_saved = fmt::format(
+            "not saving: the last save took {:.1f} s and {:.1f} s are left of --exit-save-budget {} s; the last "
+            "complete checkpoint in {} stays", last_save_s_, std::max(0.0, left_s), o_.exit_save_budget_s, o_.save);
         result.ending = TrainResult::Ending::kSignalled;
         result.signal = signal;
+        result.step = step_;
+        return result;
+      }
+    }
+    if (signal != 0 || interval_save || step_ == o_.train_steps) {
+      const auto save_start = Clock::now();
+      SRUNWAY_RETURN_IF_ERROR(Save(signal > 0                   ? "stopping on a signal"
+                                   : signal == kTimeUp       ? "--exit-duration-in-mins"
+                                   : step_ == o_.train_steps ? "final"
+                                                             : "interval"));
+      last_save_s_ = std::chrono::duration<double>(Clock::now() - save_start).count();
+      result.saved = !o_.save.empty();
+      if (signal != 0) {
+        result.ending = signal == kTimeUp ? TrainResult::Ending::kTimeLimit : TrainResult::Ending::kSignalled;
+        result.signal = std::max(signal, 0);
         result.step = step_;
         return result;
       }

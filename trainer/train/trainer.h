@@ -50,18 +50,24 @@ struct TrainOptions {
   double bucket_size_mb = 25;       // gradient all-reduce buckets (PyTorch DDP's default)
   bool overlap_grad_reduce = true;  // start each bucket's all-reduce while the backward goes on
   double distributed_timeout_min = 10;  // start-up and each collective; then the step ends with an error
+  // Stopping early: after this many minutes of training every rank saves and stops (0: no limit)...
+  double exit_duration_min = 0;
+  // ...and on a signal, the save is skipped when the last save took longer than what is left of this budget,
+  // counted from when the signal was seen (a Spot VM has 30 s; Slurm's KillWait is 30 s).
+  double exit_save_budget_s = 25;
   double straggler_threshold = 1.2;  // a rank whose compute time is this many times the median...
   int straggler_window = 5;          // ...for this many steps in a row is named
 };
 
 // How a training run ended (errors are returned as a Status instead).
 struct TrainResult {
-  enum class Ending { kFinished, kSignalled, kDiverged };
+  enum class Ending { kFinished, kSignalled, kTimeLimit, kDiverged };
   Ending ending = Ending::kFinished;
   int64_t step = 0;  // steps done when it ended
   int signal = 0;    // kSignalled: the signal any rank received
   double loss = 0, grad_norm = 0;  // kDiverged: the values that were not finite
   bool saved = false;  // a checkpoint of this step was written
+  std::string not_saved;  // kSignalled without a save: why (the save would not fit --exit-save-budget)
   int rank = 0;        // every rank ends the same way; rank 0 is the one to say so
 };
 
@@ -78,7 +84,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;       // bad input, unreadable data, a failed write
 inline constexpr int kExitUsage = 2;       // bad command line or config file
 inline constexpr int kExitDiverged = 3;    // the loss or the gradient norm became NaN or infinite
-inline constexpr int kExitSignalled = 4;   // SIGTERM/SIGINT/SIGUSR1: stopped after saving a checkpoint
+inline constexpr int kExitSignalled = 4;   // SIGTERM/SIGINT/SIGUSR1 or --exit-duration-in-mins: stopped early
 
 // Runs the whole training on every rank of the step. `stop_signal` (set by the program's signal handler, 0 when
 // none) is read once per step; ranks agree on it, so they all stop after the same step, save and return
