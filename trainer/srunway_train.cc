@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "trainer/model/config.h"
+#include "trainer/train/planner.h"
 #include "trainer/train/trainer.h"
 
 namespace {
@@ -130,6 +131,21 @@ int main(int argc, char** argv) {
   app.add_option("--distributed-timeout-minutes", o.distributed_timeout_min,
                  "start-up and each collective may take this long before the run ends with an error")
       ->capture_default_str();
+  bool dry_run = false, distributed_optimizer = false, recompute = false;
+  srunway::trainer::PlanInput plan;
+  app.add_flag("--dry-run", dry_run,
+               "print parameters, FLOPs per token, memory per GPU and the expected speed for --nodes x "
+               "--gpus-per-node GPUs, and exit");
+  app.add_option("--nodes", plan.nodes, "--dry-run: nodes")->capture_default_str();
+  app.add_option("--gpus-per-node", plan.gpus_per_node, "--dry-run: GPUs per node")->capture_default_str();
+  app.add_option("--assume-mfu", plan.assume_mfu, "--dry-run: model FLOPs utilisation for the speed")
+      ->capture_default_str();
+  app.add_option("--gpu-memory-gb", plan.gpu_memory_gb, "--dry-run: memory per GPU")->capture_default_str();
+  app.add_flag("--use-distributed-optimizer", distributed_optimizer,
+               "ZeRO-1: shard master weights and optimizer state over the data-parallel ranks (--dry-run only so "
+               "far)");
+  app.add_flag("--recompute-activations", recompute, "recompute each layer's activations in the backward "
+                                                     "(--dry-run only so far)");
   app.add_option("--exit-duration-in-mins", o.exit_duration_min,
                  "after this many minutes of training, save and exit 4 (before the job's time limit; 0: none)")
       ->capture_default_str();
@@ -189,6 +205,27 @@ int main(int argc, char** argv) {
     return srunway::trainer::kExitUsage;
   }
   o.overlap_grad_reduce = !no_overlap;
+  if (dry_run) {
+    plan.model = o.model;
+    plan.seq_length = o.seq_length;
+    plan.micro_batch_size = o.micro_batch_size;
+    plan.global_batch_size = o.global_batch_size;
+    plan.distributed_optimizer = distributed_optimizer;
+    plan.recompute_activations = recompute;
+    if (o.peak_tflops > 0) plan.peak_tflops = o.peak_tflops;
+    auto made = srunway::trainer::MakePlan(plan);
+    if (!made.ok()) {
+      srunway::common::LogError("{}", made.status().message());
+      return srunway::trainer::kExitUsage;
+    }
+    fmt::print("{}", srunway::trainer::FormatPlan(plan, *made));
+    return srunway::trainer::kExitOk;
+  }
+  if (distributed_optimizer || recompute) {
+    srunway::common::LogError("{}: not implemented in training yet; the planner takes it with --dry-run",
+                              distributed_optimizer ? "--use-distributed-optimizer" : "--recompute-activations");
+    return srunway::trainer::kExitUsage;
+  }
 
   // The library reads the flag once per step and the ranks agree on it: every rank saves and stops at one step.
   std::signal(SIGTERM, OnStopSignal);

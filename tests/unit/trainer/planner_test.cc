@@ -1,0 +1,65 @@
+// The --dry-run planner against arithmetic done by hand for NeMo's 5B GPT on 8 nodes x 8 H100s.
+#include "trainer/train/planner.h"
+
+#include <gtest/gtest.h>
+
+namespace srunway::trainer {
+namespace {
+
+PlanInput FiveB() {
+  PlanInput in;
+  in.model = *Preset("gpt3-5b");
+  in.nodes = 8;
+  in.gpus_per_node = 8;
+  in.micro_batch_size = 4;
+  in.global_batch_size = 2048;
+  return in;
+}
+
+TEST(Planner, FiveBillionByHand) {
+  auto plan = MakePlan(FiveB());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  // Per layer (h = 4096, FFN 4h): qkv 3h^2 + 3h, proj h^2 + h, fc 4h^2 + 4h, out 4h^2 + h, two LayerNorms 4h:
+  // 12 h^2 + 13 h = 201,379,840; x 24 = 4,833,116,160; + wte 50304 h = 206,045,184; + wpe 2048 h = 8,388,608;
+  // + final LayerNorm 2h = 8,192.
+  EXPECT_EQ(plan->parameters, 5'047'558'144);
+  // 6 (N - wpe) + 12 L T h = 6 x 5,039,169,536 + 12 x 24 x 2048 x 4096.
+  EXPECT_DOUBLE_EQ(plan->flops_per_token, 6.0 * 5'039'169'536 + 12.0 * 24 * 2048 * 4096);
+  EXPECT_EQ(plan->gpus, 64);
+  EXPECT_EQ(plan->accumulation, 8);  // 2048 / (4 x 64)
+  EXPECT_DOUBLE_EQ(plan->weights_bytes, 2.0 * 5'047'558'144);
+  EXPECT_DOUBLE_EQ(plan->grads_bytes, 4.0 * 5'047'558'144);
+  EXPECT_DOUBLE_EQ(plan->master_bytes, 4.0 * 5'047'558'144);
+  EXPECT_DOUBLE_EQ(plan->optimizer_bytes, 8.0 * 5'047'558'144);
+  // 34 s b h L = 34 x 2048 x 4 x 4096 x 24 = 27,380,416,512; logits 4 s b V = 4 x 2048 x 4 x 50304.
+  EXPECT_DOUBLE_EQ(plan->activations_bytes, 27'380'416'512.0);
+  EXPECT_DOUBLE_EQ(plan->logits_bytes, 1'648'361'472.0);
+  EXPECT_DOUBLE_EQ(plan->total_bytes, 18.0 * 5'047'558'144 + 27'380'416'512.0 + 1'648'361'472.0);
+  EXPECT_FALSE(plan->fits);  // 119.9 GB
+  // 2048 x 2048 tokens x FLOPs per token / (64 x 989e12 x 0.5).
+  EXPECT_NEAR(plan->step_seconds, 2048.0 * 2048 * plan->flops_per_token / (64 * 989e12 * 0.5), 1e-9);
+}
+
+TEST(Planner, TheDistributedOptimizerAndRecomputationMakeItFit) {
+  PlanInput in = FiveB();
+  in.distributed_optimizer = true;
+  in.recompute_activations = true;
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_DOUBLE_EQ(plan->master_bytes, 4.0 * 5'047'558'144 / 64);
+  EXPECT_DOUBLE_EQ(plan->optimizer_bytes, 8.0 * 5'047'558'144 / 64);
+  EXPECT_DOUBLE_EQ(plan->activations_bytes, 2.0 * 2048 * 4 * 4096 * 24);
+  EXPECT_TRUE(plan->fits);  // 34.5 GB
+  const std::string text = FormatPlan(in, *plan);
+  EXPECT_NE(text.find("5047558144 parameters"), std::string::npos) << text;
+  EXPECT_NE(text.find("fits in 80 GB"), std::string::npos) << text;
+}
+
+TEST(Planner, AnIndivisibleBatchIsRefused) {
+  PlanInput in = FiveB();
+  in.global_batch_size = 2000;
+  EXPECT_EQ(MakePlan(in).status().code(), common::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace srunway::trainer
