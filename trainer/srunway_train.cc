@@ -98,6 +98,10 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-steps,--lr-warmup-iters", o.warmup_steps, "linear warmup steps")->capture_default_str();
   app.add_option("--train-steps,--train-iters", o.train_steps, "optimizer steps")->capture_default_str();
   app.add_option("--lr-decay-steps,--lr-decay-iters", o.lr_decay_steps, "cosine decay ends here (default: --train-steps)");
+  app.add_option("--lr-decay-style", o.lr_decay_style, "cosine, linear or constant")->capture_default_str();
+  app.add_option("--constant-steps", o.constant_steps,
+                 "hold --min-lr for the last N steps of the schedule, with NeMo's warmup (CosineAnnealing's "
+                 "constant_steps)")->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on norms and biases)")->capture_default_str();
   app.add_option("--adam-beta1", o.adam_beta1)->capture_default_str();
   app.add_option("--adam-beta2", o.adam_beta2)->capture_default_str();

@@ -268,6 +268,8 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--warmup-steps, --log-interval, --eval-iters and --save-interval must not be negative (log interval at least 1)");
   }
   if (!o_.mock_data && o_.data_path.empty()) return common::InvalidArgument("give --data-path or --mock-data");
+  if (!ParseDecayStyle(o_.lr_decay_style).ok()) return ParseDecayStyle(o_.lr_decay_style).status();
+  if (o_.constant_steps < 0) return common::InvalidArgument("--constant-steps must not be negative");
   if (o_.bucket_size_mb <= 0 || o_.bucket_size_mb > 1e6) {
     return common::InvalidArgument("--bucket-size-mb {} is out of range (0, 1e6]", o_.bucket_size_mb);
   }
@@ -305,7 +307,9 @@ common::Status Trainer::Setup() {
   adam_ = std::make_unique<AdamW>(model_->layout(), adam);
   reducer_ = std::make_unique<GradReducer>(*comm_, model_->grads(), static_cast<size_t>(o_.bucket_size_mb * 1024 * 1024),
                                            o_.overlap_grad_reduce);
-  schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps};
+  SRUNWAY_ASSIGN_OR_RETURN(DecayStyle style, ParseDecayStyle(o_.lr_decay_style));
+  schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps, style,
+               o_.constant_steps};
   rng_.Seed(o_.seed);
   InitParams(m, model_->layout(), rng_, model_->params());
 
@@ -353,7 +357,8 @@ common::Status Trainer::Setup() {
 common::Status Trainer::AgreeOnConfig() {
   common::Json config = {{"model", ToJson(o_.model)}, {"micro_batch_size", B_}, {"global_batch_size", o_.global_batch_size},
                          {"seq_length", T_}, {"lr", o_.lr}, {"min_lr", o_.min_lr}, {"warmup", o_.warmup_steps},
-                         {"train_steps", o_.train_steps}, {"decay", o_.lr_decay_steps}, {"wd", o_.weight_decay},
+                         {"train_steps", o_.train_steps}, {"decay", o_.lr_decay_steps},
+                         {"decay_style", o_.lr_decay_style}, {"constant_steps", o_.constant_steps}, {"wd", o_.weight_decay},
                          {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
                          {"seed", o_.seed}, {"data_path", o_.data_path}, {"mock", o_.mock_data}, {"split", o_.split},
                          {"save", o_.save}, {"load", o_.load}, {"save_interval", o_.save_interval},

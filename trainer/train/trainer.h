@@ -22,6 +22,8 @@ struct TrainOptions {
   int64_t warmup_steps = 0;
   int64_t train_steps = 100;
   int64_t lr_decay_steps = 0;  // 0: train_steps
+  std::string lr_decay_style = "cosine";  // cosine, linear or constant
+  int64_t constant_steps = 0;  // NeMo's constant tail at min_lr (its warmup and decay then follow NeMo's)
   float weight_decay = 0.01f;
   float adam_beta1 = 0.9f;
   float adam_beta2 = 0.999f;

@@ -1,6 +1,8 @@
 // Checkpoints: round trip, the latest pointer, another model's checkpoint, corruption and truncation.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -208,6 +210,32 @@ TEST(ScheduleTest, WarmupThenCosineToMinimum) {
   EXPECT_NEAR(s.At(60), 0.55f, 1e-6);
   EXPECT_FLOAT_EQ(s.At(110), 0.1f);
   EXPECT_FLOAT_EQ(s.At(500), 0.1f);
+}
+
+TEST(ScheduleTest, LinearAndConstantStyles) {
+  LrSchedule linear{1.0f, 0.1f, 10, 110, DecayStyle::kLinear};
+  EXPECT_NEAR(linear.At(60), 0.55f, 1e-6);
+  EXPECT_NEAR(linear.At(35), 0.775f, 1e-6);
+  LrSchedule constant{1.0f, 0.1f, 10, 110, DecayStyle::kConstant};
+  EXPECT_FLOAT_EQ(constant.At(60), 1.0f);
+  EXPECT_FLOAT_EQ(constant.At(500), 1.0f);
+  EXPECT_FALSE(ParseDecayStyle("exponential").ok());
+}
+
+// NeMo's CosineAnnealing with the 5B recipe's warmup_steps 115 and constant_steps 12500, here with max_steps
+// 75000, as its _linear_warmup_with_cosine_annealing computes it, worked by hand: the decay lasts 75000 - 12500 -
+// 115 = 62385 steps.
+TEST(ScheduleTest, NemoCosineWithAConstantTail) {
+  LrSchedule s{1.6e-4f, 1.6e-5f, 115, 75000, DecayStyle::kCosine, 12500};
+  EXPECT_FLOAT_EQ(s.At(0), 0.0f);  // NeMo's warmup starts at 0
+  EXPECT_FLOAT_EQ(s.At(23), 1.6e-4f * 23 / 115);
+  EXPECT_FLOAT_EQ(s.At(115), 1.6e-4f);
+  // Half way through the decay: step 115 + 62385 / 2 = 31307.5; at 31307 the ratio is 31192 / 62385.
+  const double ratio = 31192.0 / 62385.0;
+  EXPECT_NEAR(s.At(31307), 1.6e-5 + 0.5 * (1 + std::cos(M_PI * ratio)) * (1.6e-4 - 1.6e-5), 1e-10);
+  EXPECT_FLOAT_EQ(s.At(62500), 1.6e-5f);  // the end of the decay
+  EXPECT_FLOAT_EQ(s.At(62501), 1.6e-5f);  // the constant tail
+  EXPECT_FLOAT_EQ(s.At(74999), 1.6e-5f);
 }
 
 TEST(ClipTest, ScalesOnlyAboveTheLimit) {
