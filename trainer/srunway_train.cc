@@ -107,6 +107,10 @@ int main(int argc, char** argv) {
   app.add_option("--adam-beta2", o.adam_beta2)->capture_default_str();
   app.add_option("--adam-eps", o.adam_eps)->capture_default_str();
   app.add_option("--clip-grad", o.clip_grad, "clip the global gradient norm (0: off)")->capture_default_str();
+  app.add_option("--hidden-dropout", o.hidden_dropout,
+                 "dropout on the embeddings and on each attention and MLP output")->capture_default_str();
+  app.add_option("--attention-dropout", o.attention_dropout, "dropout on the attention probabilities")
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "initialisation and data order")->capture_default_str();
   app.add_option("--data-path", o.data_path, "PREFIX (Megatron .bin/.idx or llm.c shards) or a blend 'W1 P1 W2 P2'");
   app.add_flag("--mock-data", o.mock_data, "deterministic random tokens instead of a dataset");

@@ -49,6 +49,16 @@ grep -q "batch 8 x 32 tokens = 4 ranks x 1 micro-batches of 2" "$workdir/dp.log"
 expect_eq "step lines (rank 0 alone prints)" "$(grep -c '^step' "$workdir/dp.log")" 10
 echo "ok: 2 nodes x 2 ranks = 1 rank: losses within $loss_diff relative, parameters within $param_diff"
 
+run one_dropout 1 1 1 --hidden-dropout 0.1 --attention-dropout 0.1
+run dp_dropout 2 2 1 --hidden-dropout 0.1 --attention-dropout 0.1
+read -r loss_diff param_diff <<<"$(compare one_dropout dp_dropout)"
+python3 -c "import sys; sys.exit(0 if $loss_diff <= 1e-6 and $param_diff <= 1e-5 else 1)" ||
+  fail "with dropout, 2x2 ranks against 1: losses differ by $loss_diff (relative), parameters by $param_diff"
+read -r effect _ <<<"$(compare one one_dropout)"
+python3 -c "import sys; sys.exit(0 if $effect > 1e-4 else 1)" || fail "dropout 0.1 changed the losses by only $effect"
+echo "ok: with dropout 0.1 (losses $effect away from none), 2 nodes x 2 ranks = 1 rank: losses within $loss_diff" \
+  "relative, parameters within $param_diff"
+
 run no_overlap 2 2 1 --no-overlap-grad-reduce
 read -r loss_diff param_diff <<<"$(compare dp no_overlap)"
 expect_eq "overlap off against on (loss, parameters)" "$loss_diff $param_diff" "0.0 0.0"

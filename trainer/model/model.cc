@@ -52,6 +52,16 @@ Model::Model(const ModelConfig& config, int max_batch)
   d_attn_.resize(N * C);
   d_fc_.resize(N * fc);
   d_act_.resize(N * F);
+  d_drop_.resize(N * C);
+}
+
+cpu::DropoutSite Model::Site(int site) const {
+  if (!dropout_) return {};
+  const bool attention = site > 0 && site % 3 == 2;
+  const float p = attention ? attention_dropout_ : hidden_dropout_;
+  if (p <= 0) return {};
+  const int64_t per_sample = attention ? int64_t{config_.n_head} * T_ * T_ : int64_t{T_} * config_.d_model;
+  return {p, ops::DropoutKey(dropout_->seed, dropout_->step, site), dropout_->first_sample * per_sample};
 }
 
 void Model::NormForward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
@@ -72,10 +82,12 @@ void Model::NormBackward(float* dinp, float* dw, float* db, const float* dout, c
   }
 }
 
-double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int T) {
+double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, const DropoutContext* dropout) {
   assert(B > 0 && B <= max_batch_ && T > 0 && T <= config_.seq_len);
   B_ = B;
   T_ = T;
+  dropout_.reset();
+  if (dropout != nullptr) dropout_ = *dropout;
   const ModelConfig& c = config_;
   const int N = B * T, C = c.d_model, F = c.d_ff, H = c.n_head, KV = c.n_kv_head, hd = c.head_dim();
   const int QKV = c.qkv_dim();
@@ -83,14 +95,16 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   std::copy(tokens, tokens + N, tokens_.begin());
 
   ops::EmbeddingForward(acts_[0].input.data(), tokens_.data(), p_.wte, p_.wpe, B, T, C);
+  ops::DropoutForward(acts_[0].input.data(), int64_t{N} * C, Site(0));
   for (int l = 0; l < c.n_layer; ++l) {
     LayerActs& a = acts_[l];
     const LayerViews& w = p_.layers[l];
     NormForward(a.norm1.data(), a.mean1.data(), a.rstd1.data(), a.input.data(), w.norm1_w, w.norm1_b, N);
     ops::MatmulForward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, N, C, QKV);
     if (!gpt) ops::RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope_theta);
-    ops::AttentionForward(a.attn.data(), a.att.data(), a.qkv.data(), B, T, H, KV, hd);
+    ops::AttentionForward(a.attn.data(), a.att.data(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l));
     ops::MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, C, C);  // scratch: projection out
+    ops::DropoutForward(d_attn_.data(), int64_t{N} * C, Site(1 + 3 * l));
     ops::ResidualForward(a.mid.data(), a.input.data(), d_attn_.data(), int64_t{N} * C);
     NormForward(a.norm2.data(), a.mean2.data(), a.rstd2.data(), a.mid.data(), w.norm2_w, w.norm2_b, N);
     if (gpt) {
@@ -101,6 +115,7 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
       ops::SwigluForward(a.act.data(), a.fc.data(), N, F);
     }
     ops::MatmulForward(d_attn_.data(), a.act.data(), w.out_w, w.out_b, N, F, C);  // scratch: FFN out
+    ops::DropoutForward(d_attn_.data(), int64_t{N} * C, Site(3 + 3 * l));
     float* next = l + 1 < c.n_layer ? acts_[l + 1].input.data() : out_.data();
     ops::ResidualForward(next, a.mid.data(), d_attn_.data(), int64_t{N} * C);
   }
@@ -130,6 +145,13 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
   const bool gpt = c.arch == Arch::kGpt;
   const int64_t NC = int64_t{N} * C;
   auto zero = [](std::vector<float>& v, int64_t n) { std::fill_n(v.begin(), n, 0.0f); };
+  // d(an output that went through a dropout mask) = the mask applied to d(what it was added into).
+  auto Masked = [&](const std::vector<float>& d, const ops::DropoutSite& site) -> const float* {
+    if (site.p <= 0) return d.data();
+    std::copy_n(d.begin(), NC, d_drop_.begin());
+    ops::DropoutBackward(d_drop_.data(), NC, site);
+    return d_drop_.data();
+  };
 
   // The loss is the mean over N positions.
   ops::SoftmaxCrossEntropyBackward(logits_.data(), targets_.data(), N, c.vocab, loss_scale / N);
@@ -150,7 +172,8 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     // FFN branch: d_res is d(layer output), which is also d(FFN output) and part of d(mid).
     const int fc_dim = gpt ? F : 2 * F;
     zero(d_act_, int64_t{N} * F);
-    ops::MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, d_res_.data(), a.act.data(), w.out_w, N, F, C);
+    ops::MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, Masked(d_res_, Site(3 + 3 * l)), a.act.data(), w.out_w,
+                        N, F, C);
     zero(d_fc_, int64_t{N} * fc_dim);
     if (gpt) {
       ops::GeluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), int64_t{N} * F);
@@ -163,9 +186,11 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
                  a.rstd2.data(), N);
     // Attention branch: d_res is now d(mid), also d(attention projection output) and part of d(input).
     zero(d_attn_, NC);
-    ops::MatmulBackward(d_attn_.data(), dw.proj_w, dw.proj_b, d_res_.data(), a.attn.data(), w.proj_w, N, C, C);
+    ops::MatmulBackward(d_attn_.data(), dw.proj_w, dw.proj_b, Masked(d_res_, Site(1 + 3 * l)), a.attn.data(),
+                        w.proj_w, N, C, C);
     zero(d_qkv_, int64_t{N} * QKV);
-    ops::AttentionBackward(d_qkv_.data(), d_attn_.data(), a.qkv.data(), a.att.data(), B, T, H, KV, hd);
+    ops::AttentionBackward(d_qkv_.data(), d_attn_.data(), a.qkv.data(), a.att.data(), B, T, H, KV, hd,
+                           Site(2 + 3 * l));
     if (!gpt) ops::RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope_theta);
     zero(d_norm_, NC);
     ops::MatmulBackward(d_norm_.data(), dw.qkv_w, dw.qkv_b, d_qkv_.data(), a.norm1.data(), w.qkv_w, N, C, QKV);
@@ -173,6 +198,7 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
                  a.rstd1.data(), N);
     done(layout_.Layer(l));
   }
+  ops::DropoutBackward(d_res_.data(), NC, Site(0));
   ops::EmbeddingBackward(g_.wte, g_.wpe, d_res_.data(), tokens_.data(), B, T, C);
   done(layout_.Embeddings());
 }

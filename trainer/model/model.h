@@ -3,13 +3,23 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "trainer/model/config.h"
 #include "trainer/model/params.h"
+#include "trainer/ops/cpu/ops.h"
 
 namespace srunway::trainer {
+
+// Where a training micro-batch sits, for dropout's masks: they are drawn from the seed, the optimizer step and
+// each element's place in the global batch, so every split of the batch over ranks drops the same elements.
+struct DropoutContext {
+  uint64_t seed = 0;
+  int64_t step = 0;
+  int64_t first_sample = 0;  // the global index of the micro-batch's first sample
+};
 
 class Model {
  public:
@@ -25,7 +35,15 @@ class Model {
 
   // Runs B sequences of T tokens (B <= max_batch, T <= seq_len). With targets, returns the mean cross-entropy
   // and keeps what Backward needs; without, leaves the logits of every position readable through Logits().
-  double Forward(const int32_t* tokens, const int32_t* targets, int B, int T);
+  // With `dropout` (training), hidden and attention dropout apply as set_dropout() says; without (evaluation,
+  // sampling), nothing is dropped.
+  double Forward(const int32_t* tokens, const int32_t* targets, int B, int T, const DropoutContext* dropout = nullptr);
+  // Megatron's hidden dropout (the embeddings' output, and each attention and MLP output before its residual
+  // add) and attention dropout (the attention probabilities).
+  void set_dropout(float hidden, float attention) {
+    hidden_dropout_ = hidden;
+    attention_dropout_ = attention;
+  }
   // Logits [V] of sequence b at position t after a Forward without targets.
   std::span<const float> Logits(int b, int t) const;
 
@@ -68,6 +86,12 @@ class Model {
   std::vector<float> d_res_, d_norm_, d_qkv_, d_attn_, d_fc_, d_act_;
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;
+  float hidden_dropout_ = 0, attention_dropout_ = 0;
+  std::optional<DropoutContext> dropout_;  // of the last Forward, for the Backward
+  std::vector<float> d_drop_;              // a gradient through a dropout mask
+  // Site 0: the embeddings; layer l: 1 + 3l the attention projection, 2 + 3l the attention probabilities,
+  // 3 + 3l the MLP output.
+  cpu::DropoutSite Site(int site) const;
 };
 
 }  // namespace srunway::trainer

@@ -270,6 +270,11 @@ common::Status Trainer::Setup() {
   if (!o_.mock_data && o_.data_path.empty()) return common::InvalidArgument("give --data-path or --mock-data");
   if (!ParseDecayStyle(o_.lr_decay_style).ok()) return ParseDecayStyle(o_.lr_decay_style).status();
   if (o_.constant_steps < 0) return common::InvalidArgument("--constant-steps must not be negative");
+  for (float p : {o_.hidden_dropout, o_.attention_dropout}) {
+    if (!(p >= 0 && p < 1)) {
+      return common::InvalidArgument("--hidden-dropout and --attention-dropout must be in [0, 1), not {}", p);
+    }
+  }
   if (o_.bucket_size_mb <= 0 || o_.bucket_size_mb > 1e6) {
     return common::InvalidArgument("--bucket-size-mb {} is out of range (0, 1e6]", o_.bucket_size_mb);
   }
@@ -299,6 +304,7 @@ common::Status Trainer::Setup() {
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
 
   model_ = std::make_unique<Model>(m, B_);
+  model_->set_dropout(o_.hidden_dropout, o_.attention_dropout);
   AdamWConfig adam;
   adam.beta1 = o_.adam_beta1;
   adam.beta2 = o_.adam_beta2;
@@ -360,6 +366,7 @@ common::Status Trainer::AgreeOnConfig() {
                          {"train_steps", o_.train_steps}, {"decay", o_.lr_decay_steps},
                          {"decay_style", o_.lr_decay_style}, {"constant_steps", o_.constant_steps}, {"wd", o_.weight_decay},
                          {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
+                         {"dropout", {o_.hidden_dropout, o_.attention_dropout}},
                          {"seed", o_.seed}, {"data_path", o_.data_path}, {"mock", o_.mock_data}, {"split", o_.split},
                          {"save", o_.save}, {"load", o_.load}, {"save_interval", o_.save_interval},
                          {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce}};
@@ -504,7 +511,8 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       if (slow_rank_ms_ && slow_rank_ms_->first == rank_) {
         std::this_thread::sleep_for(std::chrono::milliseconds(slow_rank_ms_->second));
       }
-      mine.loss += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_) * loss_scale;
+      const DropoutContext dropout{o_.seed, step_, first};
+      mine.loss += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_, &dropout) * loss_scale;
       const bool last = micro + 1 == accum_;
       if (last) reducer_->Arm();
       model_->Backward(loss_scale, last ? ready : nullptr);

@@ -29,6 +29,8 @@ struct TrainOptions {
   float adam_beta2 = 0.999f;
   float adam_eps = 1e-8f;
   float clip_grad = 1.0f;
+  float hidden_dropout = 0.0f;     // Megatron's --hidden-dropout (NeMo's 5B: 0.1)
+  float attention_dropout = 0.0f;  // Megatron's --attention-dropout
   uint64_t seed = 1234;
   std::vector<std::string> data_path;
   bool mock_data = false;

@@ -199,11 +199,34 @@ void DumpOps(const fs::path& dir) {
   }
 }
 
-// One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it.
-void DumpStep(const fs::path& dir, const std::string& preset) {
+// The dropout masks (0 or 1 / (1 - p)) of every site of a training step, named "_mask.SITE", for PyTorch to
+// apply: site 0 the embeddings [B, T, C]; layer l: 1 + 3l the attention projection [B, T, C], 2 + 3l the
+// attention probabilities [B, H, T, T], 3 + 3l the MLP output [B, T, C].
+std::vector<std::vector<float>> DropoutMasks(const ModelConfig& c, const DropoutContext& ctx, float p, int B, int T) {
+  std::vector<std::vector<float>> masks;
+  for (int site = 0; site < 1 + 3 * c.n_layer; ++site) {
+    const bool attention = site % 3 == 2;
+    const int64_t per_sample = attention ? int64_t{c.n_head} * T * T : int64_t{T} * c.d_model;
+    const uint64_t key = cpu::DropoutKey(ctx.seed, ctx.step, site);
+    std::vector<float> mask(static_cast<size_t>(B * per_sample));
+    for (size_t i = 0; i < mask.size(); ++i) {
+      const uint64_t index = static_cast<uint64_t>(ctx.first_sample * per_sample) + i;
+      mask[i] = cpu::DropoutKeeps(key, index, p) ? 1.0f / (1.0f - p) : 0.0f;
+    }
+    masks.push_back(std::move(mask));
+  }
+  return masks;
+}
+
+// One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
+// with `dropout` > 0 both hidden and attention dropout, their masks written beside the step.
+void DumpStep(const fs::path& dir, const std::string& preset, float dropout) {
   ModelConfig config = *Preset(preset);
   const int B = 2, T = 32;
   Model model(config, B);
+  model.set_dropout(dropout, dropout);
+  const DropoutContext context{99, 3, 5};
+  const std::string name_of_run = dropout > 0 ? preset + "-dropout" : preset;
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
   std::vector<float> token_values(B * (T + 1));
@@ -216,17 +239,27 @@ void DumpStep(const fs::path& dir, const std::string& preset) {
   auto write = [&](const std::string& name, std::span<const float> base, std::vector<NamedTensor> extra) {
     std::vector<NamedTensor> tensors = std::move(extra);
     for (const TensorSpec& spec : model.layout().tensors()) tensors.push_back({spec.name, spec.shape, base.data() + spec.offset});
-    if (common::Status status = WriteSafetensors(dir / fmt::format("{}-{}.safetensors", preset, name), tensors);
+    if (common::Status status = WriteSafetensors(dir / fmt::format("{}-{}.safetensors", name_of_run, name), tensors);
         !status.ok()) {
       fmt::print(stderr, "torch_dump: {}\n", status.ToString());
       std::exit(1);
     }
   };
   std::vector<float> tokens_f(tokens.begin(), tokens.end()), targets_f(targets.begin(), targets.end());
-  write("before", model.params(), {{"_tokens", {B, T}, tokens_f.data()}, {"_targets", {B, T}, targets_f.data()}});
+  std::vector<NamedTensor> inputs = {{"_tokens", {B, T}, tokens_f.data()}, {"_targets", {B, T}, targets_f.data()}};
+  const std::vector<std::vector<float>> masks = DropoutMasks(config, context, dropout, B, T);
+  std::vector<std::string> mask_names;
+  for (size_t site = 0; dropout > 0 && site < masks.size(); ++site) mask_names.push_back(fmt::format("_mask.{}", site));
+  for (size_t site = 0; site < mask_names.size(); ++site) {
+    const bool attention = site % 3 == 2;
+    std::vector<int64_t> shape = attention ? std::vector<int64_t>{B, config.n_head, T, T}
+                                           : std::vector<int64_t>{B, T, config.d_model};
+    inputs.push_back({mask_names[site], shape, masks[site].data()});
+  }
+  write("before", model.params(), inputs);
 
   std::vector<float> loss(1), norm(1);
-  loss[0] = static_cast<float>(model.Forward(tokens.data(), targets.data(), B, T));
+  loss[0] = static_cast<float>(model.Forward(tokens.data(), targets.data(), B, T, dropout > 0 ? &context : nullptr));
   model.Backward(1.0f);
   norm[0] = static_cast<float>(GlobalNorm(model.grads()));
   write("grads", model.grads(), {{"_loss", {1}, loss.data()}, {"_grad_norm", {1}, norm.data()}});
@@ -248,7 +281,9 @@ int main(int argc, char** argv) {
   }
   std::filesystem::create_directories(argv[1]);
   srunway::trainer::DumpOps(argv[1]);
-  srunway::trainer::DumpStep(argv[1], "gpt-tiny");
-  srunway::trainer::DumpStep(argv[1], "llama-tiny");
+  for (float dropout : {0.0f, 0.1f}) {
+    srunway::trainer::DumpStep(argv[1], "gpt-tiny", dropout);
+    srunway::trainer::DumpStep(argv[1], "llama-tiny", dropout);
+  }
   return 0;
 }

@@ -64,7 +64,7 @@ def check_op(name, t, inputs, forward, outputs, grads):
         check(f"{name} {our_name}", t[our_name], leaves[leaf].grad, 1e-5, 1e-4)
 
 
-def causal_attention(qkv, H, KV, hd):
+def causal_attention(qkv, H, KV, hd, att_mask=None):
     B, T, _ = qkv.shape
     q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
     q = q.view(B, T, H, hd).transpose(1, 2)
@@ -73,7 +73,8 @@ def causal_attention(qkv, H, KV, hd):
     att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-    return (att @ v).transpose(1, 2).reshape(B, T, H * hd), att
+    weights = att if att_mask is None else att * att_mask
+    return (weights @ v).transpose(1, 2).reshape(B, T, H * hd), att
 
 
 def rope(x, theta):
@@ -139,13 +140,19 @@ def check_ops(d):
     check("cross_entropy dlogits", t["dlogits"], logits.grad, 1e-5, 1e-4)
 
 
-def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta):
+def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None):
+    """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout."""
     B, T = tokens.shape
     C = p["wte"].shape[1]
     hd = C // H
+
+    def drop(x, site):
+        return x if masks is None else x * masks[site]
+
     x = p["wte"][tokens]
     if not llama:
         x = x + p["wpe"][:T][None]
+    x = drop(x, 0)
 
     def norm(x, prefix):
         if llama:
@@ -160,15 +167,15 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta):
         qkv = linear(norm(x, pre + "norm1"), pre + "qkv")
         if llama:
             qkv = rope_qkv(qkv, H, KV, hd, theta)
-        y, _ = causal_attention(qkv, H, KV, hd)
-        x = x + linear(y, pre + "proj")
+        y, _ = causal_attention(qkv, H, KV, hd, None if masks is None else masks[2 + 3 * l])
+        x = x + drop(linear(y, pre + "proj"), 1 + 3 * l)
         h = linear(norm(x, pre + "norm2"), pre + "fc")
         if llama:
             gate, up = h.chunk(2, dim=-1)
             h = F.silu(gate) * up
         else:
             h = F.gelu(h, approximate="tanh")
-        x = x + linear(h, pre + "out")
+        x = x + drop(linear(h, pre + "out"), 3 + 3 * l)
     x = norm(x, "norm_f")
     logits = F.linear(x, p["lm_head.weight"] if llama else p["wte"])
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -179,8 +186,9 @@ def check_step(d, preset, llama, n_layer, H, KV):
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
     tokens, targets = before.pop("_tokens").long(), before.pop("_targets").long()
+    masks = {int(k.split(".")[1]): before.pop(k) for k in list(before) if k.startswith("_mask.")} or None
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
-    loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0)
+    loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -204,10 +212,13 @@ def main():
     check_ops(work)
     check_step(work, "gpt-tiny", False, 2, 4, 4)
     check_step(work, "llama-tiny", True, 2, 4, 2)
+    # The same steps with hidden and attention dropout 0.1, PyTorch applying the masks srunway-train drew.
+    check_step(work, "gpt-tiny-dropout", False, 2, 4, 4)
+    check_step(work, "llama-tiny-dropout", True, 2, 4, 2)
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and both training steps match PyTorch")
+    print("every op and the four training steps (GPT and Llama, with and without dropout) match PyTorch")
 
 
 if __name__ == "__main__":

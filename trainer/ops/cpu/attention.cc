@@ -16,7 +16,9 @@ float Dot(const float* a, const float* b, int n) {
 
 }  // namespace
 
-void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd) {
+void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd,
+                      const DropoutSite& dropout) {
+  const float keep_scale = dropout.p > 0 ? 1.0f / (1.0f - dropout.p) : 1.0f;
   const int row = (H + 2 * KV) * hd;
   const int group = H / KV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -44,9 +46,14 @@ void AttentionForward(float* out, float* att, const float* qkv, int B, int T, in
         for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0.0f;
         float* o = out + (int64_t{b} * T + t) * H * hd + h * hd;
         for (int i = 0; i < hd; ++i) o[i] = 0.0f;
+        const int64_t index = ((int64_t{b} * H + h) * T + t) * T;
         for (int t2 = 0; t2 <= t; ++t2) {
           const float* v = base + int64_t{t2} * row + (H + KV + kv) * hd;
-          const float w = a[t2];
+          float w = a[t2];
+          if (dropout.p > 0) {
+            w = DropoutKeeps(dropout.key, static_cast<uint64_t>(dropout.first_index + index + t2), dropout.p)
+                    ? w * keep_scale : 0.0f;
+          }
 #pragma omp simd
           for (int i = 0; i < hd; ++i) o[i] += w * v[i];
         }
@@ -56,7 +63,8 @@ void AttentionForward(float* out, float* att, const float* qkv, int B, int T, in
 }
 
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int H, int KV,
-                       int hd) {
+                       int hd, const DropoutSite& dropout) {
+  const float keep_scale = dropout.p > 0 ? 1.0f / (1.0f - dropout.p) : 1.0f;
   const int row = (H + 2 * KV) * hd;
   const int group = H / KV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -74,16 +82,22 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
           for (int t = 0; t < T; ++t) {
             const float* a = att + ((int64_t{b} * H + h) * T + t) * T;
             const float* d = dout + (int64_t{b} * T + t) * H * hd + h * hd;
-            // Through out = a v: dv += a * d and d a = v . d.
+            // Through out = m a v (m: the dropout mask and scale): dv += m a d and d a = m (v . d).
+            const int64_t index = ((int64_t{b} * H + h) * T + t) * T;
             float weighted = 0;
             for (int t2 = 0; t2 <= t; ++t2) {
               const float* v = base + int64_t{t2} * row + (H + KV + kv) * hd;
               float* dv = dbase + int64_t{t2} * row + (H + KV + kv) * hd;
-              const float w = a[t2];
+              float m = 1.0f;
+              if (dropout.p > 0) {
+                m = DropoutKeeps(dropout.key, static_cast<uint64_t>(dropout.first_index + index + t2), dropout.p)
+                        ? keep_scale : 0.0f;
+              }
+              const float w = a[t2] * m;
 #pragma omp simd
               for (int i = 0; i < hd; ++i) dv[i] += w * d[i];
-              datt[t2] = Dot(v, d, hd);
-              weighted += w * datt[t2];
+              datt[t2] = m * Dot(v, d, hd);
+              weighted += a[t2] * datt[t2];
             }
             // Through the softmax, then the scaled q k^T.
             const float* q = base + int64_t{t} * row + h * hd;

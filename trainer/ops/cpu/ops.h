@@ -28,12 +28,27 @@ void MatmulForward(float* out, const float* inp, const float* weight, const floa
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int N, int C, int OC);
 
+// dropout.cc: inverted dropout (kept elements scaled by 1 / (1 - p)) with a mask that is a pure function of a
+// key (from the seed, the optimizer step and the site in the model) and each element's index in the global batch,
+// so the backward recomputes it and any split of the batch over ranks drops the same elements.
+struct DropoutSite {
+  float p = 0;             // 0: no dropout
+  uint64_t key = 0;
+  int64_t first_index = 0;  // the global index of element 0
+};
+uint64_t DropoutKey(uint64_t seed, int64_t step, int site);
+bool DropoutKeeps(uint64_t key, uint64_t index, float p);
+void DropoutForward(float* x, int64_t n, const DropoutSite& site);   // in place
+void DropoutBackward(float* dx, int64_t n, const DropoutSite& site);  // in place, the forward's mask and scale
+
 // attention.cc: causal softmax attention with grouped-query heads. qkv rows are [q heads | k heads | v heads]
 // (H, KV and KV heads of hd values); query head h reads kv head h / (H / KV). att [B, H, T, T] keeps the
-// probabilities (zero above the diagonal) for the backward; out is [B, T, H * hd].
-void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd);
+// probabilities (zero above the diagonal) for the backward; out is [B, T, H * hd]. `dropout` (attention dropout)
+// applies to the probabilities as they weight the values; its indices are those of att.
+void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd,
+                      const DropoutSite& dropout = {});
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int H, int KV,
-                       int hd);
+                       int hd, const DropoutSite& dropout = {});
 
 // rope.cc: rotary position embedding on the q and k heads of qkv, in place, "rotate half" convention (GPT-NeoX,
 // Hugging Face Llama): pairs (i, i + hd/2) turn by t * theta^(-2i/hd). The backward turns gradients back.
