@@ -150,8 +150,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gpu-memory-gb", plan.gpu_memory_gb, "--dry-run: memory per GPU")->capture_default_str();
   app.add_flag("--use-distributed-optimizer", distributed_optimizer,
-               "ZeRO-1: shard master weights and optimizer state over the data-parallel ranks (--dry-run only so "
-               "far)");
+               "ZeRO-1: shard the optimizer state over the data-parallel ranks (reduce-scatter the gradients, "
+               "all-gather the parameters)");
   app.add_flag("--recompute-activations", recompute, "recompute each layer's activations in the backward "
                                                      "(--dry-run only so far)");
   app.add_option("--exit-duration-in-mins", o.exit_duration_min,
@@ -229,11 +229,12 @@ int main(int argc, char** argv) {
     fmt::print("{}", srunway::trainer::FormatPlan(plan, *made));
     return srunway::trainer::kExitOk;
   }
-  if (distributed_optimizer || recompute) {
-    srunway::common::LogError("{}: not implemented in training yet; the planner takes it with --dry-run",
-                              distributed_optimizer ? "--use-distributed-optimizer" : "--recompute-activations");
+  if (recompute) {
+    srunway::common::LogError("--recompute-activations: not implemented in training yet; the planner takes it with "
+                              "--dry-run");
     return srunway::trainer::kExitUsage;
   }
+  o.distributed_optimizer = distributed_optimizer;
 
   // The library reads the flag once per step and the ranks agree on it: every rank saves and stops at one step.
   std::signal(SIGTERM, OnStopSignal);

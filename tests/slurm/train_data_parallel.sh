@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # srunway-train data-parallel over the local cluster's two nodes: 2 nodes x 2 ranks give the losses and the
-# parameters of 1 rank with the same global batch; overlap on and off, and any OMP_NUM_THREADS, change nothing;
+# parameters of 1 rank with the same global batch, with and without dropout; ZeRO-1 gives those of plain data
+# parallelism with a quarter of the optimizer state per rank, and its checkpoint resumes on 1 and on 2 ranks;
+# overlap on and off, and any OMP_NUM_THREADS, change nothing;
 # the straggler warning names the injected slow rank (200 ms a step; the threshold is 4x, well above the jitter of
 # 4 ranks on 2 cores) and nobody else; bad input is one line from rank 0 and every
 # rank exits.
@@ -58,6 +60,36 @@ read -r effect _ <<<"$(compare one one_dropout)"
 python3 -c "import sys; sys.exit(0 if $effect > 1e-4 else 1)" || fail "dropout 0.1 changed the losses by only $effect"
 echo "ok: with dropout 0.1 (losses $effect away from none), 2 nodes x 2 ranks = 1 rank: losses within $loss_diff" \
   "relative, parameters within $param_diff"
+
+run zero 2 2 1 --use-distributed-optimizer
+read -r loss_diff param_diff <<<"$(compare dp zero)"
+python3 -c "import sys; sys.exit(0 if $loss_diff <= 1e-6 and $param_diff <= 1e-5 else 1)" ||
+  fail "ZeRO-1 against plain data parallelism: losses differ by $loss_diff (relative), parameters by $param_diff"
+full_mb=$(sed -n 's/.*optimizer state \([0-9.]*\) MB per rank$/\1/p' "$workdir/dp.log")
+zero_mb=$(sed -n 's/.*optimizer state \([0-9.]*\) MB per rank (ZeRO-1: 1\/4 of it)$/\1/p' "$workdir/zero.log")
+python3 -c "import sys; sys.exit(0 if abs($zero_mb * 4 - $full_mb) <= 0.05 * $full_mb else 1)" ||
+  fail "optimizer state per rank: $zero_mb MB with ZeRO-1, $full_mb MB without: $(grep 'optimizer state' "$workdir/zero.log")"
+echo "ok: ZeRO-1 = plain data parallelism: losses within $loss_diff, parameters within $param_diff;" \
+  "optimizer state $zero_mb MB per rank against $full_mb MB"
+
+# A checkpoint written by 4 ranks with ZeRO-1 at step 5 goes on, on 1 rank without it and on 2 ranks with it, with
+# the losses of the 4-rank run.
+run zero_ckpt 2 2 1 --use-distributed-optimizer --save "$workdir/zckpt" --save-interval 5
+for resume in "1 1 1" "1 2 1 --use-distributed-optimizer"; do
+  name=resume_$(echo "$resume" | cut -d' ' -f2)
+  # shellcheck disable=SC2086
+  run "$name" $resume --load "$workdir/zckpt/iter_0000005.ckpt"
+  python3 - "$workdir/zero_ckpt.jsonl" "$workdir/$name.jsonl" <<'PY' ||
+import json, sys
+whole = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1]))}
+resumed = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2]))}
+assert sorted(resumed) == list(range(6, 11)), sorted(resumed)
+worst = max(abs(resumed[s] - whole[s]) / abs(whole[s]) for s in resumed)
+assert worst <= 1e-6, worst
+PY
+    fail "$name: the resumed losses differ from the 4-rank run's: $(cat "$workdir/$name.jsonl")"
+done
+echo "ok: a ZeRO-1 checkpoint of 4 ranks resumes on 1 rank and on 2 ZeRO-1 ranks with the same losses"
 
 run no_overlap 2 2 1 --no-overlap-grad-reduce
 read -r loss_diff param_diff <<<"$(compare dp no_overlap)"

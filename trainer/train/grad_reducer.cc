@@ -1,16 +1,43 @@
-// Bucketed, overlapped gradient all-reduce.
+// Bucketed, overlapped gradient all-reduce or reduce-scatter.
 #include "trainer/train/grad_reducer.h"
 
 #include <algorithm>
 
 namespace srunway::trainer {
 
-GradReducer::GradReducer(launcher::Comm& comm, std::span<float> grads, size_t bucket_bytes, bool overlap)
-    : comm_(comm), grads_(grads), overlap_(overlap) {
+ParamRange Bucket::Slice(int rank) const {
+  const int64_t begin = std::min(count, rank * shard);
+  const int64_t end = std::min(count, (rank + 1) * shard);
+  return {offset + begin, end - begin};
+}
+
+std::vector<Bucket> MakeBuckets(int64_t numel, size_t bucket_bytes, int ranks) {
   const int64_t per_bucket = std::max<int64_t>(1, static_cast<int64_t>(bucket_bytes / sizeof(float)));
-  for (int64_t end = static_cast<int64_t>(grads.size()); end > 0; end -= per_bucket) {
+  std::vector<Bucket> buckets;
+  for (int64_t end = numel; end > 0; end -= per_bucket) {
     const int64_t begin = std::max<int64_t>(0, end - per_bucket);
-    buckets_.push_back({begin, end - begin});
+    buckets.push_back({begin, end - begin, (end - begin + ranks - 1) / ranks});
+  }
+  return buckets;
+}
+
+std::vector<ParamRange> OwnedRanges(const std::vector<Bucket>& buckets, int rank) {
+  std::vector<ParamRange> owned;
+  for (const Bucket& bucket : buckets) {
+    if (ParamRange slice = bucket.Slice(rank); slice.count > 0) owned.push_back(slice);
+  }
+  return owned;
+}
+
+GradReducer::GradReducer(launcher::Comm& comm, std::span<float> grads, std::vector<Bucket> buckets, Mode mode,
+                         bool overlap)
+    : comm_(comm), grads_(grads), buckets_(std::move(buckets)), mode_(mode), overlap_(overlap), rank_(comm.rank()),
+      ranks_(comm.size()) {
+  if (mode_ == Mode::kReduceScatter) {
+    for (const Bucket& bucket : buckets_) {
+      staging_.emplace_back(static_cast<size_t>(bucket.shard * ranks_), 0.0f);
+      reduced_.emplace_back(static_cast<size_t>(bucket.shard), 0.0f);
+    }
   }
   final_from_ = static_cast<int64_t>(grads.size());
 }
@@ -41,11 +68,21 @@ void GradReducer::Ready(ParamRange range) {
 
 common::Status GradReducer::StartUpTo(int64_t final_from) {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].offset >= final_from) {
-    float* data = grads_.data() + buckets_[next_bucket_].offset;
-    SRUNWAY_ASSIGN_OR_RETURN(
-        launcher::Handle handle,
-        comm_.IAllReduce(data, data, static_cast<size_t>(buckets_[next_bucket_].count), launcher::DataType::kFloat32,
-                         launcher::ReduceOp::kSum));
+    const Bucket& bucket = buckets_[next_bucket_];
+    float* data = grads_.data() + bucket.offset;
+    launcher::Handle handle;
+    if (mode_ == Mode::kAllReduce) {
+      SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IAllReduce(data, data, static_cast<size_t>(bucket.count),
+                                                        launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
+    } else {
+      // Equal blocks for the collective: the bucket, then zeros up to ranks x shard.
+      std::vector<float>& staging = staging_[next_bucket_];
+      std::copy_n(data, bucket.count, staging.begin());
+      std::fill(staging.begin() + bucket.count, staging.end(), 0.0f);
+      SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IReduceScatter(staging.data(), reduced_[next_bucket_].data(),
+                                                            static_cast<size_t>(bucket.shard),
+                                                            launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
+    }
     in_flight_.push_back(std::move(handle));
     ++next_bucket_;
   }
@@ -70,8 +107,50 @@ common::Status GradReducer::Finish() {
     if (status.ok()) status = done;
   }
   in_flight_.clear();
+  if (status.ok() && mode_ == Mode::kReduceScatter) {
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      const ParamRange slice = buckets_[b].Slice(rank_);
+      std::copy_n(reduced_[b].begin(), slice.count, grads_.begin() + slice.offset);
+    }
+  }
   wait_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return status;
+}
+
+common::Status GradReducer::GatherSlices(std::span<float> params) {
+  std::vector<launcher::Handle> gathers;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
+    const ParamRange slice = bucket.Slice(rank_);
+    std::vector<float>& staging = staging_[b];
+    float* mine = staging.data() + rank_ * bucket.shard;
+    std::copy_n(params.begin() + slice.offset, slice.count, mine);
+    SRUNWAY_ASSIGN_OR_RETURN(launcher::Handle handle, comm_.IAllGather(mine, staging.data(),
+                                                                       static_cast<size_t>(bucket.shard),
+                                                                       launcher::DataType::kFloat32));
+    gathers.push_back(std::move(handle));
+  }
+  common::Status status = common::Status::Ok();
+  for (launcher::Handle& handle : gathers) {
+    common::Status done = handle->Wait();
+    if (status.ok()) status = done;
+  }
+  if (!status.ok()) return status;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    std::copy_n(staging_[b].begin(), buckets_[b].count, params.begin() + buckets_[b].offset);
+  }
+  return common::Status::Ok();
+}
+
+common::StatusOr<std::vector<float>> GradReducer::GatherPacked(std::span<const float> packed) {
+  std::vector<float> full(grads_.size(), 0.0f);
+  size_t at = 0;
+  for (const ParamRange& slice : OwnedRanges(buckets_, rank_)) {
+    std::copy_n(packed.begin() + static_cast<int64_t>(at), slice.count, full.begin() + slice.offset);
+    at += static_cast<size_t>(slice.count);
+  }
+  SRUNWAY_RETURN_IF_ERROR(GatherSlices(full));
+  return full;
 }
 
 }  // namespace srunway::trainer

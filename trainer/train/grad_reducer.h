@@ -1,7 +1,8 @@
 // Data-parallel gradient reduction in buckets, started while the backward still runs (PyTorch DDP's scheme on
-// one flat buffer). The backward reports ranges of the gradient buffer as they become final, from its end to its
-// start; a bucket's all-reduce starts as soon as every range it covers is final, and requests in flight are tested
-// between layers so that MPI moves them forward.
+// one flat buffer), and ZeRO-1's sharding of the same buckets (Megatron's distributed optimizer). The backward
+// reports ranges of the gradient buffer as they become final, from its end to its start; a bucket's reduction
+// starts as soon as every range it covers is final, and requests in flight are tested between layers so that MPI
+// moves them forward.
 #pragma once
 
 #include <chrono>
@@ -15,12 +16,29 @@
 
 namespace srunway::trainer {
 
+// A bucket of the flat buffer and, under ZeRO-1, each rank's slice of it: rank r owns [offset + r * shard,
+// offset + min((r + 1) * shard, count)), possibly empty.
+struct Bucket {
+  int64_t offset = 0;
+  int64_t count = 0;
+  int64_t shard = 0;  // ceil(count / ranks)
+  ParamRange Slice(int rank) const;
+};
+
+// Buckets of at most `bucket_bytes` (at least one float) tiling `numel` floats from the end of the buffer.
+std::vector<Bucket> MakeBuckets(int64_t numel, size_t bucket_bytes, int ranks);
+// Rank `rank`'s slices of every bucket (ZeRO-1's ownership), empty ones left out.
+std::vector<ParamRange> OwnedRanges(const std::vector<Bucket>& buckets, int rank);
+
 class GradReducer {
  public:
-  // Buckets of at most `bucket_bytes` (at least one float) tile `grads` from its end. Each rank's gradients must
-  // already be scaled by 1 / (micro-batches on all ranks): the reduction is a sum, so the result is the mean.
-  // `overlap` false: nothing starts before Finish() (--no-overlap-grad-reduce).
-  GradReducer(launcher::Comm& comm, std::span<float> grads, size_t bucket_bytes, bool overlap);
+  enum class Mode {
+    kAllReduce,      // every rank gets every reduced gradient
+    kReduceScatter,  // ZeRO-1: each rank gets its slice of each bucket, reduced (the rest is left as it was)
+  };
+  // Each rank's gradients must already be scaled by 1 / (micro-batches on all ranks): the reduction is a sum, so
+  // the result is the mean. `overlap` false: nothing starts before Finish() (--no-overlap-grad-reduce).
+  GradReducer(launcher::Comm& comm, std::span<float> grads, std::vector<Bucket> buckets, Mode mode, bool overlap);
 
   // The next backward is the last micro-batch of the step: its ranges start reductions. Until then Ready() does
   // nothing (nothing is reduced on the other micro-batches of gradient accumulation).
@@ -30,6 +48,12 @@ class GradReducer {
   // Starts what is left, waits for every reduction, and disarms. The first error of any reduction.
   common::Status Finish();
 
+  // ZeRO-1, after the optimizer step: every rank's slices of `params` reach every rank (all-gathers per bucket).
+  common::Status GatherSlices(std::span<float> params);
+  // ZeRO-1: the whole buffer from every rank's packed values of its slices (AdamW's moments, for a checkpoint).
+  common::StatusOr<std::vector<float>> GatherPacked(std::span<const float> packed);
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t bucket_count() const { return buckets_.size(); }
   // Reductions started before the backward ended, in the last step (0 without overlap).
   int started_early() const { return started_early_; }
@@ -42,8 +66,12 @@ class GradReducer {
 
   launcher::Comm& comm_;
   std::span<float> grads_;
+  std::vector<Bucket> buckets_;  // from the end of the buffer to its start
+  Mode mode_;
   bool overlap_;
-  std::vector<ParamRange> buckets_;  // from the end of the buffer to its start
+  int rank_, ranks_;
+  // ZeRO-1: per bucket, ranks x shard floats to reduce-scatter from (and all-gather into), and the reduced slice.
+  std::vector<std::vector<float>> staging_, reduced_;
   bool armed_ = false;
   int64_t final_from_ = 0;  // grads_[final_from_, end) are final
   size_t next_bucket_ = 0;

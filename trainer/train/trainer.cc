@@ -179,6 +179,7 @@ class Trainer {
   common::Status AgreeOnConfig();
   common::Status Save(const char* why);
   common::StatusOr<double> Evaluate();
+  common::StatusOr<double> SumOverRanks(double mine);
   common::StatusOr<TrainResult> Loop();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
   void WatchStragglers(const std::vector<RankStep>& steps, common::Json& line);
@@ -310,9 +311,14 @@ common::Status Trainer::Setup() {
   adam.beta2 = o_.adam_beta2;
   adam.eps = o_.adam_eps;
   adam.weight_decay = o_.weight_decay;
-  adam_ = std::make_unique<AdamW>(model_->layout(), adam);
-  reducer_ = std::make_unique<GradReducer>(*comm_, model_->grads(), static_cast<size_t>(o_.bucket_size_mb * 1024 * 1024),
-                                           o_.overlap_grad_reduce);
+  std::vector<Bucket> buckets =
+      MakeBuckets(model_->layout().numel(), static_cast<size_t>(o_.bucket_size_mb * 1024 * 1024), world_);
+  adam_ = std::make_unique<AdamW>(model_->layout(), adam,
+                                  o_.distributed_optimizer ? OwnedRanges(buckets, rank_) : std::vector<ParamRange>{});
+  reducer_ = std::make_unique<GradReducer>(
+      *comm_, model_->grads(), std::move(buckets),
+      o_.distributed_optimizer ? GradReducer::Mode::kReduceScatter : GradReducer::Mode::kAllReduce,
+      o_.overlap_grad_reduce);
   SRUNWAY_ASSIGN_OR_RETURN(DecayStyle style, ParseDecayStyle(o_.lr_decay_style));
   schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps, style,
                o_.constant_steps};
@@ -321,8 +327,24 @@ common::Status Trainer::Setup() {
 
   if (!o_.load.empty()) {
     // Every rank reads the same file (replicas are identical); a shared file system is assumed, as for the data.
-    CheckpointBuffers buffers{model_->params(), adam_->m(), adam_->v()};
+    // The file holds the whole optimizer state, whatever the world that wrote it: under ZeRO-1 each rank keeps
+    // its slices, so a checkpoint loads on any number of ranks, with or without ZeRO-1.
+    std::vector<float> full_m, full_v;
+    if (o_.distributed_optimizer) {
+      full_m.assign(model_->params().size(), 0.0f);
+      full_v.assign(model_->params().size(), 0.0f);
+    }
+    CheckpointBuffers buffers{model_->params(), o_.distributed_optimizer ? std::span<float>(full_m) : adam_->m(),
+                              o_.distributed_optimizer ? std::span<float>(full_v) : adam_->v()};
     auto state = LoadCheckpoint(o_.load, m, buffers);
+    if (state.ok() && o_.distributed_optimizer) {
+      size_t at = 0;
+      for (const ParamRange& slice : adam_->owned()) {
+        std::copy_n(full_m.begin() + slice.offset, slice.count, adam_->m().begin() + static_cast<int64_t>(at));
+        std::copy_n(full_v.begin() + slice.offset, slice.count, adam_->v().begin() + static_cast<int64_t>(at));
+        at += static_cast<size_t>(slice.count);
+      }
+    }
     if (state.ok()) {
       const int64_t saved_gbs = state->extra.value("global_batch_size", int64_t{0});
       if (saved_gbs != 0 && saved_gbs != gbs) {
@@ -344,7 +366,10 @@ common::Status Trainer::Setup() {
   if (Leader()) SRUNWAY_RETURN_IF_ERROR(metrics_.Open(o_.metrics_file));
 
   peak_flops_ = o_.peak_tflops > 0 ? o_.peak_tflops * 1e12 : MeasureSgemmFlops();
+  const double state_mb = static_cast<double>(adam_->m().size() + adam_->v().size()) * sizeof(float) / 1e6;
   if (Leader()) {
+    common::LogInfo("optimizer state {:.2f} MB per rank{}", state_mb,
+                    o_.distributed_optimizer ? fmt::format(" (ZeRO-1: 1/{} of it)", world_) : "");
     common::LogInfo("model {} ({} layers, hidden {}, heads {}/{}, vocab {}): {:.2f} M parameters; batch {} x {} "
                     "tokens = {} rank{} x {} micro-batches of {}, {} threads per rank; gradients in {} bucket{}{}; "
                     "MFU against {} {:.1f} GFLOP/s",
@@ -369,7 +394,8 @@ common::Status Trainer::AgreeOnConfig() {
                          {"dropout", {o_.hidden_dropout, o_.attention_dropout}},
                          {"seed", o_.seed}, {"data_path", o_.data_path}, {"mock", o_.mock_data}, {"split", o_.split},
                          {"save", o_.save}, {"load", o_.load}, {"save_interval", o_.save_interval},
-                         {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce}};
+                         {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce},
+                         {"zero1", o_.distributed_optimizer}};
   std::vector<int32_t> first, last;
   SRUNWAY_RETURN_IF_ERROR(train_->Sample(0, first));
   SRUNWAY_RETURN_IF_ERROR(train_->Sample(o_.train_steps * o_.global_batch_size - 1, last));
@@ -391,6 +417,12 @@ common::Status Trainer::AgreeOnConfig() {
 
 common::Status Trainer::Save(const char* why) {
   if (o_.save.empty()) return common::Status::Ok();
+  // Under ZeRO-1 every rank holds its slices of the moments: all of them meet on every rank first.
+  std::vector<float> full_m, full_v;
+  if (o_.distributed_optimizer) {
+    SRUNWAY_ASSIGN_OR_RETURN(full_m, reducer_->GatherPacked(adam_->m()));
+    SRUNWAY_ASSIGN_OR_RETURN(full_v, reducer_->GatherPacked(adam_->v()));
+  }
   // Rank 0 writes the replicas' one state; the others learn whether it worked, so no rank reports a save that
   // did not happen.
   common::Status saved = common::Status::Ok();
@@ -403,7 +435,9 @@ common::Status Trainer::Save(const char* why) {
     state.extra = {{"seq_length", T_}, {"global_batch_size", o_.global_batch_size}, {"seed", o_.seed},
                    {"data_path", o_.data_path}, {"mock_data", o_.mock_data}, {"split", o_.split},
                    {"data_parallel_size", world_}};
-    CheckpointBuffers buffers{model_->params(), adam_->m(), adam_->v()};
+    state.extra["distributed_optimizer"] = o_.distributed_optimizer;
+    CheckpointBuffers buffers{model_->params(), o_.distributed_optimizer ? std::span<float>(full_m) : adam_->m(),
+                              o_.distributed_optimizer ? std::span<float>(full_v) : adam_->v()};
     auto path = SaveCheckpoint(o_.save, state, buffers);
     if (path.ok()) common::LogInfo("saved checkpoint {} ({})", path->string(), why);
     saved = path.status();
@@ -423,11 +457,16 @@ common::StatusOr<double> Trainer::Evaluate() {
     SRUNWAY_RETURN_IF_ERROR(FillBatch(*valid_, i * B_, B_, T_, batch));
     mine += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_);
   }
+  SRUNWAY_ASSIGN_OR_RETURN(double total, SumOverRanks(mine));
+  return total / static_cast<double>(o_.eval_iters);
+}
+
+common::StatusOr<double> Trainer::SumOverRanks(double mine) {
   std::vector<double> all(static_cast<size_t>(world_));
   SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(&mine, all.data(), sizeof(double), launcher::DataType::kUInt8));
   double total = 0;
-  for (double part : all) total += part;
-  return total / static_cast<double>(o_.eval_iters);
+  for (double part : all) total += part;  // in rank order: the same sum on every rank
+  return total;
 }
 
 common::Status Trainer::Sample() {
@@ -532,7 +571,18 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       loss += s.loss;
       if (s.signal != 0 && signal <= 0) signal = s.signal;  // a real signal before a time limit
     }
-    const double norm = GlobalNorm(model_->grads());
+    double norm = 0;
+    if (o_.distributed_optimizer) {
+      // Each rank has the reduced gradients of its slices only: the norm from the slices' sums of squares.
+      double squares = 0;
+      for (const ParamRange& slice : adam_->owned()) {
+        squares += SumOfSquares(model_->grads().subspan(static_cast<size_t>(slice.offset), static_cast<size_t>(slice.count)));
+      }
+      SRUNWAY_ASSIGN_OR_RETURN(double total, SumOverRanks(squares));
+      norm = std::sqrt(total);
+    } else {
+      norm = GlobalNorm(model_->grads());
+    }
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       result.ending = TrainResult::Ending::kDiverged;
       result.step = step_ + 1;
@@ -540,8 +590,12 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       result.grad_norm = norm;
       return result;
     }
-    ClipByGlobalNorm(model_->grads(), norm, o_.clip_grad);
+    for (const ParamRange& slice : adam_->owned()) {
+      ClipByGlobalNorm(model_->grads().subspan(static_cast<size_t>(slice.offset), static_cast<size_t>(slice.count)),
+                       norm, o_.clip_grad);
+    }
     adam_->Step(model_->params(), model_->grads(), lr, step_ + 1);
+    if (o_.distributed_optimizer) SRUNWAY_RETURN_IF_ERROR(reducer_->GatherSlices(model_->params()));
     ++step_;
     consumed_ += o_.global_batch_size;
     window_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "launcher/self_comm.h"
@@ -20,6 +21,7 @@ class ReducerTest : public ::testing::TestWithParam<const char*> {
     tokens_.resize(2 * 16);
     for (size_t i = 0; i < tokens_.size(); ++i) tokens_[i] = static_cast<int32_t>((i * 37) % config_.vocab);
   }
+  std::vector<Bucket> Buckets() const { return MakeBuckets(model_.layout().numel(), 4096, 1); }
   void Step(const Model::GradsReady& ready) {
     model_.ZeroGrad();
     model_.Forward(tokens_.data(), tokens_.data(), 2, 16);
@@ -46,7 +48,7 @@ TEST_P(ReducerTest, TheBackwardReportsEveryRangeOnceFromTheEndDown) {
 }
 
 TEST_P(ReducerTest, BucketsStartDuringTheBackwardOfTheLastMicroBatchOnly) {
-  GradReducer reducer(*comm_, model_.grads(), 4096, true);
+  GradReducer reducer(*comm_, model_.grads(), Buckets(), GradReducer::Mode::kAllReduce, true);
   EXPECT_EQ(reducer.bucket_count(), static_cast<size_t>((model_.layout().numel() + 1023) / 1024));
   Model::GradsReady ready = [&](ParamRange r) { reducer.Ready(r); };
   Step(ready);  // not armed: an accumulation micro-batch
@@ -58,7 +60,7 @@ TEST_P(ReducerTest, BucketsStartDuringTheBackwardOfTheLastMicroBatchOnly) {
 }
 
 TEST_P(ReducerTest, WithoutOverlapNothingStartsBeforeFinish) {
-  GradReducer reducer(*comm_, model_.grads(), 4096, false);
+  GradReducer reducer(*comm_, model_.grads(), Buckets(), GradReducer::Mode::kAllReduce, false);
   reducer.Arm();
   Step([&](ParamRange r) { reducer.Ready(r); });
   EXPECT_EQ(reducer.started_early(), 0);
@@ -66,7 +68,7 @@ TEST_P(ReducerTest, WithoutOverlapNothingStartsBeforeFinish) {
 }
 
 TEST_P(ReducerTest, ARangeOutOfOrderIsAnError) {
-  GradReducer reducer(*comm_, model_.grads(), 4096, true);
+  GradReducer reducer(*comm_, model_.grads(), Buckets(), GradReducer::Mode::kAllReduce, true);
   reducer.Arm();
   reducer.Ready({0, 10});  // the embeddings before anything else
   const common::Status status = reducer.Finish();
@@ -74,7 +76,38 @@ TEST_P(ReducerTest, ARangeOutOfOrderIsAnError) {
   EXPECT_NE(status.message().find("out of order"), std::string::npos) << status.message();
 }
 
+TEST_P(ReducerTest, ReduceScatterOnOneRankLeavesTheGradients) {
+  GradReducer reducer(*comm_, model_.grads(), Buckets(), GradReducer::Mode::kReduceScatter, true);
+  reducer.Arm();
+  Step([&](ParamRange r) { reducer.Ready(r); });
+  const std::vector<float> before(model_.grads().begin(), model_.grads().end());
+  ASSERT_TRUE(reducer.Finish().ok());
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), model_.grads().begin()));
+  std::vector<float> params(model_.params().begin(), model_.params().end());
+  ASSERT_TRUE(reducer.GatherSlices(model_.params()).ok());
+  EXPECT_TRUE(std::equal(params.begin(), params.end(), model_.params().begin()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, ReducerTest, ::testing::Values("gpt-tiny", "llama-tiny"));
+
+// ZeRO-1's ownership: every element of every bucket belongs to exactly one rank, in rank order.
+TEST(Buckets, SlicesTileEachBucketOverTheRanks) {
+  for (int ranks : {1, 2, 3, 4, 7}) {
+    const std::vector<Bucket> buckets = MakeBuckets(1001, 64 * sizeof(float), ranks);
+    std::vector<int> owner(1001, -1);
+    for (int r = 0; r < ranks; ++r) {
+      for (const ParamRange& slice : OwnedRanges(buckets, r)) {
+        for (int64_t i = slice.offset; i < slice.offset + slice.count; ++i) {
+          EXPECT_EQ(owner[static_cast<size_t>(i)], -1) << "element " << i << " owned twice";
+          owner[static_cast<size_t>(i)] = r;
+        }
+      }
+    }
+    EXPECT_EQ(std::count(owner.begin(), owner.end(), -1), 0) << ranks << " ranks";
+    EXPECT_EQ(buckets.front().offset + buckets.front().count, 1001);
+    EXPECT_EQ(buckets.back().offset, 0);
+  }
+}
 
 }  // namespace
 }  // namespace srunway::trainer
