@@ -117,6 +117,8 @@ int main(int argc, char** argv) {
   app.add_option("--split", o.split, "train,valid,test shares of the documents")->capture_default_str();
   app.add_option("--save", o.save, "checkpoint directory");
   app.add_option("--load", o.load, "checkpoint directory or file to resume from (a directory without one: start fresh)");
+  app.add_option("--keep-checkpoints", o.keep_checkpoints,
+                 "keep the newest N complete checkpoints, deleting older ones (0: keep all)")->capture_default_str();
   app.add_option("--save-interval", o.save_interval, "steps between checkpoints (0: at the end only)")->capture_default_str();
   app.add_option("--log-interval", o.log_interval, "steps between log lines")->capture_default_str();
   app.add_option("--eval-interval", o.eval_interval, "steps between validation runs (0: none)")->capture_default_str();

@@ -78,7 +78,7 @@ run zero_ckpt 2 2 1 --use-distributed-optimizer --save "$workdir/zckpt" --save-i
 for resume in "1 1 1" "1 2 1 --use-distributed-optimizer"; do
   name=resume_$(echo "$resume" | cut -d' ' -f2)
   # shellcheck disable=SC2086
-  run "$name" $resume --load "$workdir/zckpt/iter_0000005.ckpt"
+  run "$name" $resume --load "$workdir/zckpt/iter_0000005"
   python3 - "$workdir/zero_ckpt.jsonl" "$workdir/$name.jsonl" <<'PY' ||
 import json, sys
 whole = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1]))}

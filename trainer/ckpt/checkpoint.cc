@@ -32,14 +32,13 @@ std::span<const uint8_t> AsBytes(std::span<const float> values) {
 
 }  // namespace
 
-common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::path& dir, const TrainingState& state,
-                                                       const CheckpointBuffers& buffers) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return common::FailedPrecondition("create checkpoint directory {}: {}", dir.string(), ec.message());
-  const std::string name = fmt::format("iter_{:07d}.ckpt", state.step);
-  const std::filesystem::path path = dir / name;
+namespace {
 
+// One checkpoint file: the header (the state, the tensors' sizes, `ranges` for a shard), the three tensors, the
+// checksum and the end marker; written to a temporary name, fsynced and renamed.
+common::Status WriteCheckpointFile(const std::filesystem::path& path, const TrainingState& state,
+                                   const std::vector<ParamRange>* ranges,
+                                   const std::array<std::span<const float>, 3>& tensors) {
   common::Json header;
   header["format"] = "srunway-checkpoint";
   header["version"] = kVersion;
@@ -48,10 +47,13 @@ common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::pa
   header["consumed_samples"] = state.consumed_samples;
   header["rng"] = state.rng;
   header["extra"] = state.extra;
+  if (ranges != nullptr) {
+    header["ranges"] = common::Json::array();
+    for (const ParamRange& r : *ranges) header["ranges"].push_back({r.offset, r.count});
+  }
   header["tensors"] = common::Json::array();
-  const std::pair<const char*, std::span<const float>> tensors[] = {
-      {"params", buffers.params}, {"adam_m", buffers.adam_m}, {"adam_v", buffers.adam_v}};
-  for (const auto& [tensor_name, data] : tensors) header["tensors"].push_back({{"name", tensor_name}, {"numel", data.size()}});
+  const char* names[] = {"params", "adam_m", "adam_v"};
+  for (size_t i = 0; i < tensors.size(); ++i) header["tensors"].push_back({{"name", names[i]}, {"numel", tensors[i].size()}});
   std::string text = header.dump();
   const uint64_t length = text.size();
 
@@ -65,7 +67,7 @@ common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::pa
   SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile file, common::AtomicFile::Create(path));
   SRUNWAY_RETURN_IF_ERROR(file.Write(head));
   uint64_t hash = kFnvOffset;
-  for (const auto& [tensor_name, data] : tensors) {
+  for (std::span<const float> data : tensors) {
     std::span<const uint8_t> bytes = AsBytes(data);
     hash = Fnv1a(hash, bytes);
     SRUNWAY_RETURN_IF_ERROR(file.Write({reinterpret_cast<const char*>(bytes.data()), bytes.size()}));
@@ -73,10 +75,99 @@ common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::pa
   std::string tail(reinterpret_cast<const char*>(&hash), 8);
   tail.append(kEndMagic, sizeof kEndMagic);
   SRUNWAY_RETURN_IF_ERROR(file.Write(tail));
-  SRUNWAY_RETURN_IF_ERROR(file.Commit());
+  return file.Commit();
+}
+
+}  // namespace
+
+common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::path& dir, const TrainingState& state,
+                                                       const CheckpointBuffers& buffers) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return common::FailedPrecondition("create checkpoint directory {}: {}", dir.string(), ec.message());
+  const std::filesystem::path path = dir / fmt::format("iter_{:07d}.ckpt", state.step);
+  SRUNWAY_RETURN_IF_ERROR(WriteCheckpointFile(path, state, nullptr, {buffers.params, buffers.adam_m, buffers.adam_v}));
   // The pointer last: until it is replaced, a reader loads the previous complete checkpoint.
   SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(dir / kLatest, fmt::format("{}\n", state.step)));
   return path;
+}
+
+std::filesystem::path ShardDir(const std::filesystem::path& dir, int64_t step) {
+  return dir / fmt::format("iter_{:07d}", step);
+}
+
+std::string ShardName(int rank, int ranks) { return fmt::format("shard_{:05d}_of_{:05d}.ckpt", rank, ranks); }
+
+common::Status WriteShard(const std::filesystem::path& dir, const TrainingState& state, int rank, int ranks,
+                          const std::vector<ParamRange>& ranges, std::span<const float> params,
+                          std::span<const float> packed_m, std::span<const float> packed_v) {
+  const std::filesystem::path shard_dir = ShardDir(dir, state.step);
+  std::error_code ec;
+  std::filesystem::create_directories(shard_dir, ec);
+  if (ec) return common::FailedPrecondition("create checkpoint directory {}: {}", shard_dir.string(), ec.message());
+  int64_t held = 0;
+  for (const ParamRange& r : ranges) {
+    if (r.offset < 0 || r.count < 0 || r.offset + r.count > static_cast<int64_t>(params.size())) {
+      return common::InvalidArgument("shard range [{}, +{}) is outside the {} parameters", r.offset, r.count,
+                                     params.size());
+    }
+    held += r.count;
+  }
+  if (static_cast<int64_t>(packed_m.size()) != held || static_cast<int64_t>(packed_v.size()) != held) {
+    return common::InvalidArgument("shard of {} elements with {} and {} packed moments", held, packed_m.size(),
+                                   packed_v.size());
+  }
+  std::vector<float> packed_params;
+  for (const ParamRange& r : ranges) {
+    packed_params.insert(packed_params.end(), params.begin() + r.offset, params.begin() + r.offset + r.count);
+  }
+  return WriteCheckpointFile(shard_dir / ShardName(rank, ranks), state, &ranges, {packed_params, packed_m, packed_v});
+}
+
+common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int ranks) {
+  const std::filesystem::path shard_dir = ShardDir(dir, step);
+  common::Json manifest = {{"format", "srunway-sharded-checkpoint"}, {"version", kVersion}, {"step", step},
+                           {"ranks", ranks}, {"shards", common::Json::array()}};
+  for (int r = 0; r < ranks; ++r) {
+    const std::filesystem::path shard = shard_dir / ShardName(r, ranks);
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(shard, ec);
+    if (ec) return common::DataLoss("{}: {} (every rank said it was written)", shard.string(), ec.message());
+    manifest["shards"].push_back({{"file", ShardName(r, ranks)}, {"bytes", bytes}});
+  }
+  SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(shard_dir / "manifest.json", manifest.dump(1) + "\n"));
+  // The pointer last: until it is replaced, a reader loads the previous complete checkpoint.
+  return common::WriteFileAtomic(dir / kLatest, fmt::format("{}\n", step));
+}
+
+common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesystem::path& dir, int keep) {
+  std::vector<std::string> deleted;
+  if (keep <= 0) return deleted;
+  auto latest_text = common::ReadFile(dir / kLatest);
+  if (!latest_text.ok()) return deleted;
+  SRUNWAY_ASSIGN_OR_RETURN(int64_t latest, common::ParseInt(common::Trim(*latest_text), (dir / kLatest).string(), 0));
+  // Complete checkpoints by step: a sharded directory with its manifest, or a single file.
+  std::vector<std::pair<int64_t, std::filesystem::path>> complete;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("iter_")) continue;
+    const bool sharded = entry.is_directory() && std::filesystem::exists(entry.path() / "manifest.json");
+    const bool single = name.ends_with(".ckpt") && entry.is_regular_file();
+    if (!sharded && !single) continue;
+    auto step = common::ParseInt(name.substr(5, 7), name, 0);
+    if (step.ok()) complete.emplace_back(*step, entry.path());
+  }
+  if (ec) return common::Unavailable("list {}: {}", dir.string(), ec.message());
+  std::sort(complete.begin(), complete.end());
+  const int64_t excess = static_cast<int64_t>(complete.size()) - keep;
+  for (int64_t i = 0; i < excess; ++i) {
+    if (complete[static_cast<size_t>(i)].first >= latest) continue;  // never the newest complete one
+    std::filesystem::remove_all(complete[static_cast<size_t>(i)].second, ec);
+    if (ec) return common::Unavailable("delete {}: {}", complete[static_cast<size_t>(i)].second.string(), ec.message());
+    deleted.push_back(complete[static_cast<size_t>(i)].second.string());
+  }
+  return deleted;
 }
 
 common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name) {
@@ -110,22 +201,30 @@ common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t>
   }
   state.extra = header.value("extra", common::Json::object());
   if (!state.extra.is_object()) return common::DataLoss("{}: extra is not an object", name);
+  if (header.contains("ranges")) {
+    const common::Json& ranges = header["ranges"];
+    if (!ranges.is_array()) return common::DataLoss("{}: ranges is not an array", name);
+    read.ranges.emplace();
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      const std::string where = fmt::format("{}: ranges[{}]", name, i);
+      if (!ranges[i].is_array() || ranges[i].size() != 2) return common::DataLoss("{} is not [offset, count]", where);
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t offset, common::JsonInteger<int64_t>(ranges[i][0], where));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t count, common::JsonInteger<int64_t>(ranges[i][1], where));
+      read.ranges->emplace_back(offset, count);
+    }
+  }
   read.data_offset = 24 + length;
   read.data_offset += (64 - read.data_offset % 64) % 64;
   return read;
 }
 
-common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& where, const ModelConfig& expected,
-                                               const CheckpointBuffers& buffers) {
-  std::filesystem::path path = where;
-  std::error_code ec;
-  if (std::filesystem::is_directory(where, ec)) {
-    const std::filesystem::path latest = where / kLatest;
-    if (!std::filesystem::exists(latest, ec)) return common::NotFound("{}: no checkpoint yet (no {})", where.string(), kLatest);
-    SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(latest));
-    SRUNWAY_ASSIGN_OR_RETURN(int64_t step, common::ParseInt(common::Trim(text), latest.string(), 0));
-    path = where / fmt::format("iter_{:07d}.ckpt", step);
-  }
+namespace {
+
+// One checkpoint file, checked: its state, the ranges it holds (the whole buffer for a single checkpoint) and
+// its three tensors, copied into `buffers` at those ranges.
+common::StatusOr<TrainingState> ReadCheckpointFile(const std::filesystem::path& path, const ModelConfig& expected,
+                                                   const CheckpointBuffers& buffers,
+                                                   std::vector<ParamRange>* ranges_read) {
   SRUNWAY_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
   std::span<const uint8_t> bytes = mapped->bytes();
   const std::string name = path.string();
@@ -135,10 +234,22 @@ common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& wher
     return common::FailedPrecondition("{}: the checkpoint is of another model: {}", name,
                                       DescribeDifference(state.model, expected));
   }
+  const int64_t numel = static_cast<int64_t>(buffers.params.size());
+  std::vector<ParamRange> ranges = {{0, numel}};
+  int64_t held = numel;
+  if (read.ranges) {
+    ranges.clear();
+    held = 0;
+    for (const auto& [offset, count] : *read.ranges) {
+      if (offset < 0 || count < 0 || offset > numel || count > numel - offset) {
+        return common::DataLoss("{}: range [{}, +{}) is outside this model's {} parameters", name, offset, count, numel);
+      }
+      ranges.push_back({offset, count});
+      held += count;
+    }
+  }
   size_t offset = read.data_offset;
-  const std::span<float> targets[] = {buffers.params, buffers.adam_m, buffers.adam_v};
-  size_t need = offset;
-  for (const auto& target : targets) need += target.size_bytes();
+  const size_t need = offset + 3 * static_cast<size_t>(held) * sizeof(float);
   if (bytes.size() != need + 16) {
     return common::DataLoss("{}: {} bytes, expected {} for this model (truncated or not this model's)", name,
                             bytes.size(), need + 16);
@@ -149,11 +260,79 @@ common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& wher
   if (Fnv1a(kFnvOffset, bytes.subspan(offset, need - offset)) != stored_hash) {
     return common::DataLoss("{}: checksum mismatch: the tensors are corrupt", name);
   }
-  for (const auto& target : targets) {
-    std::memcpy(target.data(), bytes.data() + offset, target.size_bytes());
-    offset += target.size_bytes();
+  for (std::span<float> target : {buffers.params, buffers.adam_m, buffers.adam_v}) {
+    for (const ParamRange& r : ranges) {
+      std::memcpy(target.data() + r.offset, bytes.data() + offset, static_cast<size_t>(r.count) * sizeof(float));
+      offset += static_cast<size_t>(r.count) * sizeof(float);
+    }
   }
+  if (ranges_read != nullptr) *ranges_read = std::move(ranges);
   return state;
+}
+
+// A sharded checkpoint's directory: the manifest, then every shard it lists, which must tile the buffers.
+common::StatusOr<TrainingState> ReadShards(const std::filesystem::path& shard_dir, const ModelConfig& expected,
+                                           const CheckpointBuffers& buffers) {
+  const std::filesystem::path manifest_path = shard_dir / "manifest.json";
+  SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(manifest_path));
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json manifest, common::ParseJson(text, manifest_path.string()));
+  SRUNWAY_ASSIGN_OR_RETURN(int64_t step, common::JsonField<int64_t>(manifest, "step", manifest_path.string()));
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json shards, common::JsonField<common::Json>(manifest, "shards", manifest_path.string()));
+  if (!shards.is_array() || shards.empty()) return common::DataLoss("{}: no shards listed", manifest_path.string());
+  const int64_t numel = static_cast<int64_t>(buffers.params.size());
+  std::vector<ParamRange> covered;
+  std::optional<TrainingState> first;
+  for (const common::Json& shard : shards) {
+    SRUNWAY_ASSIGN_OR_RETURN(std::string file, common::JsonField<std::string>(shard, "file", manifest_path.string()));
+    if (file.find('/') != std::string::npos || file.empty()) {
+      return common::DataLoss("{}: shard name '{}' is not a file in the directory", manifest_path.string(), file);
+    }
+    const std::filesystem::path path = shard_dir / file;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      return common::DataLoss("{}: missing (listed in {})", path.string(), manifest_path.string());
+    }
+    std::vector<ParamRange> ranges;
+    SRUNWAY_ASSIGN_OR_RETURN(TrainingState state, ReadCheckpointFile(path, expected, buffers, &ranges));
+    if (state.step != step) return common::DataLoss("{}: step {}, the manifest says {}", path.string(), state.step, step);
+    if (!first) first = state;
+    covered.insert(covered.end(), ranges.begin(), ranges.end());
+  }
+  std::sort(covered.begin(), covered.end(), [](const ParamRange& a, const ParamRange& b) { return a.offset < b.offset; });
+  int64_t next = 0;
+  for (const ParamRange& r : covered) {
+    if (r.count == 0) continue;
+    if (r.offset != next) {
+      return common::DataLoss("{}: the shards do not tile the parameters (element {} is {})", shard_dir.string(),
+                              std::min(next, r.offset), r.offset > next ? "in no shard" : "in two");
+    }
+    next = r.offset + r.count;
+  }
+  if (next != numel) {
+    return common::DataLoss("{}: the shards hold {} of the {} parameters", shard_dir.string(), next, numel);
+  }
+  return *first;
+}
+
+}  // namespace
+
+common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& where, const ModelConfig& expected,
+                                               const CheckpointBuffers& buffers) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(where, ec)) return ReadCheckpointFile(where, expected, buffers, nullptr);
+  if (std::filesystem::exists(where / "manifest.json", ec)) return ReadShards(where, expected, buffers);
+  const std::filesystem::path latest = where / kLatest;
+  if (!std::filesystem::exists(latest, ec)) return common::NotFound("{}: no checkpoint yet (no {})", where.string(), kLatest);
+  SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(latest));
+  SRUNWAY_ASSIGN_OR_RETURN(int64_t step, common::ParseInt(common::Trim(text), latest.string(), 0));
+  const std::filesystem::path sharded = ShardDir(where, step);
+  if (std::filesystem::is_directory(sharded, ec)) {
+    if (!std::filesystem::exists(sharded / "manifest.json", ec)) {
+      return common::DataLoss("{}: no manifest.json ({} names step {})", sharded.string(), latest.string(), step);
+    }
+    return ReadShards(sharded, expected, buffers);
+  }
+  return ReadCheckpointFile(where / fmt::format("iter_{:07d}.ckpt", step), expected, buffers, nullptr);
 }
 
 }  // namespace srunway::trainer

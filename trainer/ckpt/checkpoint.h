@@ -10,12 +10,16 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/json.h"
 #include "common/status.h"
 #include "trainer/model/config.h"
+#include "trainer/model/params.h"
 
 namespace srunway::trainer {
 
@@ -42,13 +46,34 @@ common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::pa
 struct CheckpointHeader {
   TrainingState state;
   size_t data_offset = 0;
+  std::optional<std::vector<std::pair<int64_t, int64_t>>> ranges;  // a shard's (offset, count) ranges
 };
 // Every field is checked (types, integer ranges, the header inside the file); `name` names the file in errors.
 common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name);
 
-// `path` is a checkpoint file or a directory with latest_checkpointed_iteration.txt. NotFound when a directory
-// has no checkpoint yet. The stored model config must equal `expected` (the error names every difference); the
-// buffers must have the sizes that config implies.
+// Sharded checkpoints, written by every rank at once: DIR/iter_NNNNNNN/ holds shard_RRRRR_of_WWWWW.ckpt per rank
+// (the format above; its header lists the ranges of the flat buffers the shard holds, and its tensors are those
+// ranges of the parameters and of both moments, packed) and manifest.json, which rank 0 writes once every shard is
+// on disk (each is fsynced before its rename); latest_checkpointed_iteration.txt changes only after the manifest.
+// The shards' ranges tile the buffers, so any number of ranks can load them.
+std::filesystem::path ShardDir(const std::filesystem::path& dir, int64_t step);
+std::string ShardName(int rank, int ranks);
+
+// This rank's shard: `ranges` of `params` (the whole buffer) and the packed moments of those ranges.
+common::Status WriteShard(const std::filesystem::path& dir, const TrainingState& state, int rank, int ranks,
+                          const std::vector<ParamRange>& ranges, std::span<const float> params,
+                          std::span<const float> packed_m, std::span<const float> packed_v);
+// Rank 0, after every rank's WriteShard succeeded: checks that the shards are there, writes the manifest, then
+// points latest_checkpointed_iteration.txt at `step`.
+common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int ranks);
+// --keep-checkpoints: deletes all but the newest `keep` complete checkpoints in `dir` (never the one `latest`
+// names); returns what it deleted.
+common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesystem::path& dir, int keep);
+
+// `path` is a checkpoint file, a sharded checkpoint's directory, or a directory with
+// latest_checkpointed_iteration.txt (pointing at either kind). NotFound when a directory has no checkpoint yet.
+// The stored model config must equal `expected` (the error names every difference); the buffers are the whole
+// buffers, of the sizes that config implies. A missing, corrupt or foreign shard is an error naming the file.
 common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& path, const ModelConfig& expected,
                                                const CheckpointBuffers& buffers);
 

@@ -142,15 +142,4 @@ common::Status GradReducer::GatherSlices(std::span<float> params) {
   return common::Status::Ok();
 }
 
-common::StatusOr<std::vector<float>> GradReducer::GatherPacked(std::span<const float> packed) {
-  std::vector<float> full(grads_.size(), 0.0f);
-  size_t at = 0;
-  for (const ParamRange& slice : OwnedRanges(buckets_, rank_)) {
-    std::copy_n(packed.begin() + static_cast<int64_t>(at), slice.count, full.begin() + slice.offset);
-    at += static_cast<size_t>(slice.count);
-  }
-  SRUNWAY_RETURN_IF_ERROR(GatherSlices(full));
-  return full;
-}
-
 }  // namespace srunway::trainer

@@ -50,8 +50,6 @@ class GradReducer {
 
   // ZeRO-1, after the optimizer step: every rank's slices of `params` reach every rank (all-gathers per bucket).
   common::Status GatherSlices(std::span<float> params);
-  // ZeRO-1: the whole buffer from every rank's packed values of its slices (AdamW's moments, for a checkpoint).
-  common::StatusOr<std::vector<float>> GatherPacked(std::span<const float> packed);
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t bucket_count() const { return buckets_.size(); }

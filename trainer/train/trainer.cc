@@ -194,6 +194,7 @@ class Trainer {
   std::unique_ptr<launcher::Comm> comm_;
   int rank_ = 0, world_ = 1;
   bool setup_error_everywhere_ = false;  // the error came from the flags, which every rank has
+  bool error_said_elsewhere_ = false;    // another rank's failure, which that rank reports
   int B_ = 0, T_ = 0, accum_ = 1;        // accum_: micro-batches per step on this rank
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> adam_;
@@ -326,9 +327,9 @@ common::Status Trainer::Setup() {
   InitParams(m, model_->layout(), rng_, model_->params());
 
   if (!o_.load.empty()) {
-    // Every rank reads the same file (replicas are identical); a shared file system is assumed, as for the data.
-    // The file holds the whole optimizer state, whatever the world that wrote it: under ZeRO-1 each rank keeps
-    // its slices, so a checkpoint loads on any number of ranks, with or without ZeRO-1.
+    // Every rank reads every shard (a shared file system is assumed, as for the data): the shards hold the whole
+    // state once, whatever the world that wrote them, and under ZeRO-1 each rank keeps its slices of the moments,
+    // so a checkpoint loads on any number of ranks, with or without ZeRO-1.
     std::vector<float> full_m, full_v;
     if (o_.distributed_optimizer) {
       full_m.assign(model_->params().size(), 0.0f);
@@ -337,30 +338,45 @@ common::Status Trainer::Setup() {
     CheckpointBuffers buffers{model_->params(), o_.distributed_optimizer ? std::span<float>(full_m) : adam_->m(),
                               o_.distributed_optimizer ? std::span<float>(full_v) : adam_->v()};
     auto state = LoadCheckpoint(o_.load, m, buffers);
-    if (state.ok() && o_.distributed_optimizer) {
-      size_t at = 0;
-      for (const ParamRange& slice : adam_->owned()) {
-        std::copy_n(full_m.begin() + slice.offset, slice.count, adam_->m().begin() + static_cast<int64_t>(at));
-        std::copy_n(full_v.begin() + slice.offset, slice.count, adam_->v().begin() + static_cast<int64_t>(at));
-        at += static_cast<size_t>(slice.count);
-      }
-    }
+    common::Status loaded = state.status();
     if (state.ok()) {
       const int64_t saved_gbs = state->extra.value("global_batch_size", int64_t{0});
-      if (saved_gbs != 0 && saved_gbs != gbs) {
+      if (saved_gbs != 0 && saved_gbs != gbs && Leader()) {
         common::LogWarn("{} was written with global batch {}, this run uses {}: the data order continues by samples",
                         o_.load, saved_gbs, gbs);
       }
       step_ = state->step;
       consumed_ = state->consumed_samples;
       rng_.set_state(state->rng);
+      if (o_.distributed_optimizer) {
+        size_t at = 0;
+        for (const ParamRange& slice : adam_->owned()) {
+          std::copy_n(full_m.begin() + slice.offset, slice.count, adam_->m().begin() + static_cast<int64_t>(at));
+          std::copy_n(full_v.begin() + slice.offset, slice.count, adam_->v().begin() + static_cast<int64_t>(at));
+          at += static_cast<size_t>(slice.count);
+        }
+      }
       if (Leader()) common::LogInfo("resumed from {} at step {} ({} samples consumed)", o_.load, step_, consumed_);
     } else if (state.status().code() == common::StatusCode::kNotFound &&
                (std::filesystem::is_directory(o_.load) || o_.load == o_.save)) {
       // --load DIR --save DIR is how a job that may be requeued is written: the first run finds nothing there.
       if (Leader()) common::LogInfo("no checkpoint in {} yet; starting from scratch", o_.load);
-    } else {
-      return state.status();
+      loaded = common::Status::Ok();
+    }
+    // The ranks agree before anyone trains: a rank that could not load says why; when they all failed (the
+    // usual case: one shared directory), rank 0 alone says it.
+    std::vector<int32_t> failed(static_cast<size_t>(world_));
+    const int32_t mine = loaded.ok() ? 0 : 1;
+    SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(&mine, failed.data(), 1, launcher::DataType::kInt32));
+    const auto failures = std::count(failed.begin(), failed.end(), 1);
+    if (!loaded.ok()) {
+      setup_error_everywhere_ = failures == world_;
+      return loaded;
+    }
+    if (failures > 0) {
+      setup_error_everywhere_ = true;
+      const int first = static_cast<int>(std::find(failed.begin(), failed.end(), 1) - failed.begin());
+      return common::DataLoss("{} could not load {} (its line says why)", boot_->NameRank(first), o_.load);
     }
   }
   if (Leader()) SRUNWAY_RETURN_IF_ERROR(metrics_.Open(o_.metrics_file));
@@ -417,35 +433,71 @@ common::Status Trainer::AgreeOnConfig() {
 
 common::Status Trainer::Save(const char* why) {
   if (o_.save.empty()) return common::Status::Ok();
-  // Under ZeRO-1 every rank holds its slices of the moments: all of them meet on every rank first.
-  std::vector<float> full_m, full_v;
-  if (o_.distributed_optimizer) {
-    SRUNWAY_ASSIGN_OR_RETURN(full_m, reducer_->GatherPacked(adam_->m()));
-    SRUNWAY_ASSIGN_OR_RETURN(full_v, reducer_->GatherPacked(adam_->v()));
+  // Every rank writes its shard at once: its ZeRO-1 slices, or without ZeRO-1 the same slices of its replica, so
+  // the shards always hold the state once. Rank 0 commits the checkpoint (manifest, then the latest pointer) only
+  // when every rank has its shard on disk.
+  TrainingState state;
+  state.model = o_.model;
+  state.step = step_;
+  state.consumed_samples = consumed_;
+  state.rng = rng_.state();
+  state.extra = {{"seq_length", T_}, {"global_batch_size", o_.global_batch_size}, {"seed", o_.seed},
+                 {"data_path", o_.data_path}, {"mock_data", o_.mock_data}, {"split", o_.split},
+                 {"data_parallel_size", world_}, {"distributed_optimizer", o_.distributed_optimizer}};
+  const std::vector<ParamRange> ranges =
+      o_.distributed_optimizer ? adam_->owned() : OwnedRanges(reducer_->buckets(), rank_);
+  std::vector<float> packed_m, packed_v;
+  if (!o_.distributed_optimizer) {
+    for (const ParamRange& r : ranges) {
+      packed_m.insert(packed_m.end(), adam_->m().begin() + r.offset, adam_->m().begin() + r.offset + r.count);
+      packed_v.insert(packed_v.end(), adam_->v().begin() + r.offset, adam_->v().begin() + r.offset + r.count);
+    }
   }
-  // Rank 0 writes the replicas' one state; the others learn whether it worked, so no rank reports a save that
-  // did not happen.
-  common::Status saved = common::Status::Ok();
+  const auto start = Clock::now();
+  const common::Status written =
+      WriteShard(o_.save, state, rank_, world_, ranges, model_->params(),
+                 o_.distributed_optimizer ? adam_->m() : std::span<const float>(packed_m),
+                 o_.distributed_optimizer ? adam_->v() : std::span<const float>(packed_v));
+  std::vector<int32_t> failed(static_cast<size_t>(world_));
+  const int32_t mine = written.ok() ? 0 : 1;
+  SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(&mine, failed.data(), 1, launcher::DataType::kInt32));
+  const auto failures = std::count(failed.begin(), failed.end(), 1);
+  if (failures > 0 && Leader()) {
+    // Never committed, never read: what the ranks that succeeded wrote goes too.
+    std::error_code ec;
+    std::filesystem::remove_all(ShardDir(o_.save, step_), ec);
+  }
+  if (!written.ok()) {
+    error_said_elsewhere_ = failures == world_;  // every rank failed (a full disk): rank 0 says it for all
+    return written;
+  }
+  for (int r = 0; r < world_; ++r) {
+    if (failed[static_cast<size_t>(r)] != 0) {
+      error_said_elsewhere_ = true;
+      return common::Unavailable("{} could not write its shard of step {}; the last complete checkpoint in {} stays",
+                                 boot_->NameRank(r), step_, o_.save);
+    }
+  }
+  common::Status committed = common::Status::Ok();
   if (Leader()) {
-    TrainingState state;
-    state.model = o_.model;
-    state.step = step_;
-    state.consumed_samples = consumed_;
-    state.rng = rng_.state();
-    state.extra = {{"seq_length", T_}, {"global_batch_size", o_.global_batch_size}, {"seed", o_.seed},
-                   {"data_path", o_.data_path}, {"mock_data", o_.mock_data}, {"split", o_.split},
-                   {"data_parallel_size", world_}};
-    state.extra["distributed_optimizer"] = o_.distributed_optimizer;
-    CheckpointBuffers buffers{model_->params(), o_.distributed_optimizer ? std::span<float>(full_m) : adam_->m(),
-                              o_.distributed_optimizer ? std::span<float>(full_v) : adam_->v()};
-    auto path = SaveCheckpoint(o_.save, state, buffers);
-    if (path.ok()) common::LogInfo("saved checkpoint {} ({})", path->string(), why);
-    saved = path.status();
+    committed = CommitShards(o_.save, step_, world_);
+    if (committed.ok()) {
+      common::LogInfo("saved checkpoint {} ({}, {} shard{} in {:.2f} s)", ShardDir(o_.save, step_).string(), why,
+                      world_, world_ == 1 ? "" : "s", std::chrono::duration<double>(Clock::now() - start).count());
+      auto pruned = PruneCheckpoints(o_.save, o_.keep_checkpoints);
+      if (!pruned.ok()) common::LogWarn("--keep-checkpoints: {}", pruned.status().message());
+      for (const std::string& path : pruned.ok() ? *pruned : std::vector<std::string>{}) {
+        common::LogInfo("deleted checkpoint {} (--keep-checkpoints {})", path, o_.keep_checkpoints);
+      }
+    }
   }
-  int32_t ok = saved.ok() ? 1 : 0;
+  int32_t ok = committed.ok() ? 1 : 0;
   SRUNWAY_RETURN_IF_ERROR(comm_->Broadcast(&ok, 1, launcher::DataType::kInt32, 0));
-  if (!saved.ok()) return saved;
-  if (ok == 0) return common::Unavailable("rank 0 could not save the checkpoint of step {} in {}", step_, o_.save);
+  if (!committed.ok()) return committed;
+  if (ok == 0) {
+    error_said_elsewhere_ = true;
+    return common::Unavailable("rank 0 could not commit the checkpoint of step {} in {}", step_, o_.save);
+  }
   return common::Status::Ok();
 }
 
@@ -687,7 +739,7 @@ std::variant<TrainResult, TrainError> Trainer::Run() {
   if (common::Status status = Connect(); !status.ok()) return fail(status, false);
   if (common::Status status = Setup(); !status.ok()) return fail(status, setup_error_everywhere_);
   auto result = Loop();
-  if (!result.ok()) return fail(result.status(), false);
+  if (!result.ok()) return fail(result.status(), error_said_elsewhere_);
   if (result->ending == TrainResult::Ending::kFinished) {
     if (common::Status status = Export(); !status.ok()) return fail(status, false);
     if (o_.sample_tokens > 0 && Leader()) {

@@ -38,6 +38,7 @@ struct TrainOptions {
   std::string save;
   std::string load;
   int64_t save_interval = 0;   // 0: only at the end
+  int keep_checkpoints = 0;    // keep this many complete checkpoints, deleting older ones (0: all)
   int64_t log_interval = 1;
   int64_t eval_interval = 0;   // 0: no evaluation
   int64_t eval_iters = 10;

@@ -202,6 +202,113 @@ TEST_F(CheckpointTest, SafetensorsHeaderReadBackAndEveryRuleChecked) {
   EXPECT_FALSE(read("short").ok());
 }
 
+// Sharded: 3 ranks each write their slices of every bucket (as ZeRO-1 owns them) with the packed moments.
+class ShardedCheckpointTest : public CheckpointTest {
+ protected:
+  static constexpr int kRanks = 3;
+  std::vector<ParamRange> Ranges(int rank) const {
+    // Slices of buckets of 1000 floats, each divided in three: the trainer's own layout.
+    std::vector<ParamRange> ranges;
+    for (int64_t end = static_cast<int64_t>(params_.size()); end > 0; end -= 1000) {
+      const int64_t begin = std::max<int64_t>(0, end - 1000), shard = (end - begin + kRanks - 1) / kRanks;
+      const int64_t first = std::min(end - begin, rank * shard), last = std::min(end - begin, (rank + 1) * shard);
+      if (last > first) ranges.push_back({begin + first, last - first});
+    }
+    return ranges;
+  }
+  // Rank `rank`'s shard, written with the ranges of rank `ranges_of`.
+  common::Status WriteOne(int64_t step, int rank, int ranges_of) {
+    std::vector<float> pm, pv;
+    for (const ParamRange& range : Ranges(ranges_of)) {
+      pm.insert(pm.end(), m_.begin() + range.offset, m_.begin() + range.offset + range.count);
+      pv.insert(pv.end(), v_.begin() + range.offset, v_.begin() + range.offset + range.count);
+    }
+    return WriteShard(dir_, State(step), rank, kRanks, Ranges(ranges_of), params_, pm, pv);
+  }
+  void WriteAll(int64_t step) {
+    for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(WriteOne(step, r, r).ok());
+    ASSERT_TRUE(CommitShards(dir_, step, kRanks).ok());
+  }
+  common::Status Load() {
+    std::vector<float> p(params_.size()), m(m_.size()), v(v_.size());
+    auto state = LoadCheckpoint(dir_, config_, {p, m, v});
+    if (!state.ok()) return state.status();
+    EXPECT_EQ(p, params_);
+    EXPECT_EQ(m, m_);
+    EXPECT_EQ(v, v_);
+    return common::Status::Ok();
+  }
+  fs::path Shard(int64_t step, int rank) const { return ShardDir(dir_, step) / ShardName(rank, kRanks); }
+};
+
+TEST_F(ShardedCheckpointTest, ShardsFromThreeRanksMakeTheWholeState) {
+  WriteAll(7);
+  EXPECT_TRUE(fs::exists(ShardDir(dir_, 7) / "manifest.json"));
+  EXPECT_EQ(*common::ReadFile(dir_ / "latest_checkpointed_iteration.txt"), "7\n");
+  const common::Status loaded = Load();
+  EXPECT_TRUE(loaded.ok()) << loaded.ToString();
+}
+
+TEST_F(ShardedCheckpointTest, AMissingShardIsNamed) {
+  WriteAll(7);
+  fs::remove(Shard(7, 1));
+  const common::Status loaded = Load();
+  EXPECT_EQ(loaded.code(), common::StatusCode::kDataLoss);
+  EXPECT_NE(loaded.message().find(Shard(7, 1).string() + ": missing (listed in"), std::string::npos) << loaded.message();
+}
+
+TEST_F(ShardedCheckpointTest, ACorruptShardIsNamed) {
+  WriteAll(7);
+  std::string bytes = *common::ReadFile(Shard(7, 2));
+  bytes[bytes.size() - 100] ^= 0x40;
+  ASSERT_TRUE(common::WriteFileAtomic(Shard(7, 2), bytes).ok());
+  const common::Status loaded = Load();
+  EXPECT_NE(loaded.message().find(Shard(7, 2).string() + ": checksum mismatch"), std::string::npos) << loaded.message();
+}
+
+TEST_F(ShardedCheckpointTest, AManifestWithoutItsShardsIsAnErrorAndUncommittedShardsAreNotLoaded) {
+  WriteAll(7);
+  for (int r = 0; r < kRanks; ++r) fs::remove(Shard(7, r));
+  EXPECT_NE(Load().message().find("shard_00000_of_00003.ckpt: missing"), std::string::npos) << Load().message();
+  // Shards without a manifest (a save that did not finish) are never read: latest still names step 7.
+  WriteAll(7);
+  ASSERT_TRUE(WriteOne(9, 0, 0).ok());
+  EXPECT_TRUE(Load().ok());
+  EXPECT_EQ(*common::ReadFile(dir_ / "latest_checkpointed_iteration.txt"), "7\n");
+  // Committing with a shard missing is refused and leaves latest alone.
+  EXPECT_EQ(CommitShards(dir_, 9, kRanks).code(), common::StatusCode::kDataLoss);
+  EXPECT_EQ(*common::ReadFile(dir_ / "latest_checkpointed_iteration.txt"), "7\n");
+}
+
+TEST_F(ShardedCheckpointTest, PackedMomentsMustMatchTheRanges) {
+  std::vector<float> too_short(3);
+  EXPECT_EQ(WriteShard(dir_, State(1), 0, kRanks, Ranges(0), params_, too_short, too_short).code(),
+            common::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ShardedCheckpointTest, ShardsThatDoNotTileTheBuffersAreRefused) {
+  WriteAll(7);
+  // Rank 2's shard rewritten with rank 1's ranges: some elements twice, rank 2's in none.
+  ASSERT_TRUE(WriteOne(7, 2, 1).ok());
+  EXPECT_NE(Load().message().find("the shards do not tile the parameters"), std::string::npos) << Load().message();
+}
+
+TEST_F(ShardedCheckpointTest, PruningKeepsTheNewestCompleteCheckpoints) {
+  for (int64_t step : {5, 10, 15, 20}) WriteAll(step);
+  auto deleted = PruneCheckpoints(dir_, 2);
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_EQ(deleted->size(), 2u);
+  EXPECT_FALSE(fs::exists(ShardDir(dir_, 5)));
+  EXPECT_FALSE(fs::exists(ShardDir(dir_, 10)));
+  EXPECT_TRUE(fs::exists(ShardDir(dir_, 15)));
+  EXPECT_TRUE(Load().ok());
+  // The newest complete one stays even with --keep-checkpoints 1 and a newer incomplete directory.
+  ASSERT_TRUE(WriteOne(25, 0, 0).ok());
+  ASSERT_TRUE(PruneCheckpoints(dir_, 1).ok());
+  EXPECT_TRUE(fs::exists(ShardDir(dir_, 20) / "manifest.json"));
+  EXPECT_FALSE(fs::exists(ShardDir(dir_, 15)));
+}
+
 TEST(ScheduleTest, WarmupThenCosineToMinimum) {
   LrSchedule s{1.0f, 0.1f, 10, 110};
   EXPECT_FLOAT_EQ(s.At(0), 0.1f);

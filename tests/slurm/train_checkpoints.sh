@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# srunway-train's sharded checkpoints on 2 nodes x 2 ranks: one shard per rank and a manifest per checkpoint,
+# --keep-checkpoints deleting older complete ones; a missing or corrupt shard, or a manifest without its shards,
+# is one line naming the file from rank 0 and every rank exits 1; a full disk during a save (a small tmpfs) leaves
+# the previous checkpoint in charge and loadable.
+source "$(dirname "$0")/lib.sh"
+require_cluster
+train=${SRUNWAY_TRAIN:?}
+work=$(mktemp -d)
+at_exit "rm -rf '$work'"
+common=(--preset gpt-tiny --mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --peak-tflops 1)
+train4() { srun --mpi=pmix -N2 --ntasks-per-node=2 -c1 env OMP_NUM_THREADS=1 "$train" "${common[@]}" "$@"; }
+
+train4 --train-steps 10 --save "$work/ckpt" --save-interval 2 --keep-checkpoints 2 >"$work/keep.log" 2>&1 ||
+  fail "$(cat "$work/keep.log")"
+expect_eq "checkpoints kept" "$(cd "$work/ckpt" && echo iter_*)" "iter_0000008 iter_0000010"
+expect_eq "shards of step 10" "$(cd "$work/ckpt/iter_0000010" && echo *)" \
+  "manifest.json shard_00000_of_00004.ckpt shard_00001_of_00004.ckpt shard_00002_of_00004.ckpt shard_00003_of_00004.ckpt"
+grep -q "deleted checkpoint $work/ckpt/iter_0000006 (--keep-checkpoints 2)" "$work/keep.log" || fail "$(cat "$work/keep.log")"
+echo "ok: 4 shards and a manifest per checkpoint; --keep-checkpoints 2 kept steps 8 and 10"
+
+# expect_load_error NAME PATTERN: resuming from the damaged checkpoint exits 1 with one error line, from rank 0.
+expect_load_error() {
+  local out rc=0
+  out=$(train4 --train-steps 12 --load "$work/ckpt" 2>&1) || rc=$?
+  ((rc != 0)) || fail "$1: the run went on"
+  expect_eq "$1: error lines" "$(count_matching 'srunway-train.* error:' "$out")" 1
+  grep -qE "rank 0\] error: .*$2" <<<"$out" || fail "$1: $out"
+  echo "ok: $1: $(grep 'error:' <<<"$out" | sed 's/.*error: //')"
+}
+shard=$work/ckpt/iter_0000010/shard_00002_of_00004.ckpt
+cp "$shard" "$work/saved-shard"
+python3 -c "import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[-100] ^= 0x40; open(p, 'wb').write(b)" "$shard"
+expect_load_error "a corrupt shard" "$shard: checksum mismatch"
+rm "$shard"
+expect_load_error "a missing shard" "$shard: missing \\(listed in"
+cp "$work/saved-shard" "$shard"
+rm "$work/ckpt/iter_0000010/manifest.json"
+expect_load_error "shards without their manifest" "iter_0000010: no manifest.json"
+
+# A full disk: a tmpfs with room for one checkpoint (1.7 MB) but not two, under 2 ranks on node1. Each of the
+# local cluster's nodes has a mount namespace of its own (its slurmd's), so the tmpfs is mounted in node1's.
+node1_slurmd=$(pgrep -f '^slurmd -N node1( |$)' | head -1 || true)
+in_node1() { nsenter --mount="/proc/$node1_slurmd/ns/mnt" "$@"; }
+mkdir "$work/full"
+if [[ -n $node1_slurmd ]] && in_node1 mount -t tmpfs -o size=2600k tmpfs "$work/full" 2>/dev/null; then
+  at_exit "nsenter --mount=/proc/$node1_slurmd/ns/mnt umount '$work/full'"
+  train2() { srun --mpi=pmix -N1 -w node1 --ntasks-per-node=2 -c1 env OMP_NUM_THREADS=1 "$train" "${common[@]}" "$@"; }
+  rc=0
+  train2 --train-steps 6 --save "$work/full/ckpt" --save-interval 3 >"$work/full.log" 2>&1 || rc=$?
+  expect_eq "exit after a save on a full disk" "$rc" 1
+  expect_eq "error lines" "$(count_matching 'srunway-train.* error:' "$(cat "$work/full.log")")" 1
+  grep -q "rank 0\] error: write $work/full/ckpt/iter_0000006/.*: No space left on device" "$work/full.log" ||
+    fail "$(cat "$work/full.log")"
+  in_node1 test ! -e "$work/full/ckpt/iter_0000006" || fail "the failed save left iter_0000006 behind"
+  expect_eq "latest after the failed save" "$(in_node1 cat "$work/full/ckpt/latest_checkpointed_iteration.txt")" 3
+  out=$(train2 --train-steps 4 --load "$work/full/ckpt" 2>&1) || fail "the checkpoint of step 3 does not load: $out"
+  grep -q "resumed from $work/full/ckpt at step 3 " <<<"$out" || fail "$out"
+  echo "ok: a full disk during the save of step 6: exit 1, the checkpoint of step 3 stays in charge and loads"
+else
+  echo "ok (skipped): cannot mount a tmpfs in node1's mount namespace here for the full-disk case"
+fi
