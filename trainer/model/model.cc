@@ -174,6 +174,7 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     zero(d_act_, int64_t{N} * F);
     ops::MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, Masked(d_res_, Site(3 + 3 * l)), a.act.data(), w.out_w,
                         N, F, C);
+    done(layout_.LayerPart(l, "out."));
     zero(d_fc_, int64_t{N} * fc_dim);
     if (gpt) {
       ops::GeluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), int64_t{N} * F);
@@ -182,21 +183,25 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     }
     zero(d_norm_, NC);
     ops::MatmulBackward(d_norm_.data(), dw.fc_w, dw.fc_b, d_fc_.data(), a.norm2.data(), w.fc_w, N, C, fc_dim);
+    done(layout_.LayerPart(l, "fc."));
     NormBackward(d_res_.data(), dw.norm2_w, dw.norm2_b, d_norm_.data(), a.mid.data(), w.norm2_w, a.mean2.data(),
                  a.rstd2.data(), N);
+    done(layout_.LayerPart(l, "norm2."));
     // Attention branch: d_res is now d(mid), also d(attention projection output) and part of d(input).
     zero(d_attn_, NC);
     ops::MatmulBackward(d_attn_.data(), dw.proj_w, dw.proj_b, Masked(d_res_, Site(1 + 3 * l)), a.attn.data(),
                         w.proj_w, N, C, C);
+    done(layout_.LayerPart(l, "proj."));
     zero(d_qkv_, int64_t{N} * QKV);
     ops::AttentionBackward(d_qkv_.data(), d_attn_.data(), a.qkv.data(), a.att.data(), B, T, H, KV, hd,
                            Site(2 + 3 * l));
     if (!gpt) ops::RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope_theta);
     zero(d_norm_, NC);
     ops::MatmulBackward(d_norm_.data(), dw.qkv_w, dw.qkv_b, d_qkv_.data(), a.norm1.data(), w.qkv_w, N, C, QKV);
+    done(layout_.LayerPart(l, "qkv."));
     NormBackward(d_res_.data(), dw.norm1_w, dw.norm1_b, d_norm_.data(), a.input.data(), w.norm1_w, a.mean1.data(),
                  a.rstd1.data(), N);
-    done(layout_.Layer(l));
+    done(layout_.LayerPart(l, "norm1."));
   }
   ops::DropoutBackward(d_res_.data(), NC, Site(0));
   ops::EmbeddingBackward(g_.wte, g_.wpe, d_res_.data(), tokens_.data(), B, T, C);

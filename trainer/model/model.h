@@ -48,8 +48,8 @@ class Model {
   std::span<const float> Logits(int b, int t) const;
 
   // Told each range of grads() as soon as the backward has finished with it, from the end of the buffer to its
-  // start without gaps (see ParamLayout::Embeddings and the rest), so its reduction can start while the backward
-  // goes on.
+  // start without gaps (the untied head, the final norm, each layer's parts from its MLP output down to its first
+  // norm, the embeddings: see ParamLayout), so its reduction can start while the backward goes on.
   using GradsReady = std::function<void(ParamRange range)>;
 
   // Adds d(loss * loss_scale)/d(params) into grads(); loss_scale = 1 / (micro-batches per step, on all ranks).

@@ -101,6 +101,9 @@ ParamRange ParamLayout::Embeddings() const {
   return {0, wpe.count > 0 ? wpe.offset + wpe.count : wte.count};
 }
 ParamRange ParamLayout::Layer(int l) const { return Span(tensors_, fmt::format("layers.{}.", l)); }
+ParamRange ParamLayout::LayerPart(int l, std::string_view part) const {
+  return Span(tensors_, fmt::format("layers.{}.{}", l, part));
+}
 ParamRange ParamLayout::FinalNorm() const { return Span(tensors_, "norm_f."); }
 ParamRange ParamLayout::Head() const {
   const ParamRange head = Span(tensors_, "lm_head.");

@@ -64,6 +64,9 @@ class ParamLayout {
   // buffer to its start: the untied head (Llama), the final norm, each layer from last to first, the embeddings.
   ParamRange Embeddings() const;  // wte (+ wpe)
   ParamRange Layer(int l) const;
+  // The tensors of layer l whose names continue with `part` ("out.", "fc.", "norm2.", "proj.", "qkv.", "norm1."):
+  // a layer's backward finishes them in that order, which is the layout's backwards.
+  ParamRange LayerPart(int l, std::string_view part) const;
   ParamRange FinalNorm() const;
   ParamRange Head() const;        // count 0 when tied to wte
 

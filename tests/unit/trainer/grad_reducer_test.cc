@@ -43,8 +43,8 @@ TEST_P(ReducerTest, TheBackwardReportsEveryRangeOnceFromTheEndDown) {
     expected_end = r.offset;
   }
   EXPECT_EQ(expected_end, 0);
-  // Head (Llama only), final norm, each layer, embeddings.
-  EXPECT_EQ(ranges.size(), static_cast<size_t>(config_.n_layer + 2 + (config_.tied_embeddings() ? 0 : 1)));
+  // Head (Llama only), final norm, six parts of each layer, embeddings.
+  EXPECT_EQ(ranges.size(), static_cast<size_t>(6 * config_.n_layer + 2 + (config_.tied_embeddings() ? 0 : 1)));
 }
 
 TEST_P(ReducerTest, BucketsStartDuringTheBackwardOfTheLastMicroBatchOnly) {
