@@ -82,7 +82,11 @@ void Model::NormBackward(float* dinp, float* dw, float* db, const float* dout, c
   }
 }
 
-double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, const DropoutContext* dropout) {
+double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, const DropoutContext* dropout,
+                      const ParamsNeeded& need) {
+  auto needs = [&](ParamRange range) {
+    if (need && range.count > 0) need(range);
+  };
   assert(B > 0 && B <= max_batch_ && T > 0 && T <= config_.seq_len);
   B_ = B;
   T_ = T;
@@ -94,11 +98,13 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   const bool gpt = c.arch == Arch::kGpt;
   std::copy(tokens, tokens + N, tokens_.begin());
 
+  needs(layout_.Embeddings());
   ops::EmbeddingForward(acts_[0].input.data(), tokens_.data(), p_.wte, p_.wpe, B, T, C);
   ops::DropoutForward(acts_[0].input.data(), int64_t{N} * C, Site(0));
   for (int l = 0; l < c.n_layer; ++l) {
     LayerActs& a = acts_[l];
     const LayerViews& w = p_.layers[l];
+    needs(layout_.Layer(l));
     NormForward(a.norm1.data(), a.mean1.data(), a.rstd1.data(), a.input.data(), w.norm1_w, w.norm1_b, N);
     ops::MatmulForward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, N, C, QKV);
     if (!gpt) ops::RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope_theta);
@@ -119,6 +125,8 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
     float* next = l + 1 < c.n_layer ? acts_[l + 1].input.data() : out_.data();
     ops::ResidualForward(next, a.mid.data(), d_attn_.data(), int64_t{N} * C);
   }
+  needs(layout_.FinalNorm());
+  needs(layout_.Head());
   NormForward(norm_f_.data(), mean_f_.data(), rstd_f_.data(), out_.data(), p_.norm_f_w, p_.norm_f_b, N);
   ops::MatmulForward(logits_.data(), norm_f_.data(), p_.lm_head, nullptr, N, C, c.vocab);
 

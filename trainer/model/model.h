@@ -23,6 +23,14 @@ struct DropoutContext {
 
 class Model {
  public:
+  // Told each range of grads() as soon as the backward has finished with it, from the end of the buffer to its
+  // start without gaps (the untied head, the final norm, each layer's parts from its MLP output down to its first
+  // norm, the embeddings: see ParamLayout), so its reduction can start while the backward goes on.
+  using GradsReady = std::function<void(ParamRange range)>;
+  // Asked before the forward reads each part of params() (the embeddings, each layer, the final norm, the head),
+  // from the start of the buffer to its end, so parameters still arriving (ZeRO-1's all-gather) are waited for
+  // only when needed.
+  using ParamsNeeded = std::function<void(ParamRange range)>;
   // Activations are sized for micro-batches of up to max_batch sequences of up to config.seq_len tokens.
   Model(const ModelConfig& config, int max_batch);
 
@@ -37,7 +45,8 @@ class Model {
   // and keeps what Backward needs; without, leaves the logits of every position readable through Logits().
   // With `dropout` (training), hidden and attention dropout apply as set_dropout() says; without (evaluation,
   // sampling), nothing is dropped.
-  double Forward(const int32_t* tokens, const int32_t* targets, int B, int T, const DropoutContext* dropout = nullptr);
+  double Forward(const int32_t* tokens, const int32_t* targets, int B, int T, const DropoutContext* dropout = nullptr,
+                 const ParamsNeeded& need = nullptr);
   // Megatron's hidden dropout (the embeddings' output, and each attention and MLP output before its residual
   // add) and attention dropout (the attention probabilities).
   void set_dropout(float hidden, float attention) {
@@ -47,10 +56,6 @@ class Model {
   // Logits [V] of sequence b at position t after a Forward without targets.
   std::span<const float> Logits(int b, int t) const;
 
-  // Told each range of grads() as soon as the backward has finished with it, from the end of the buffer to its
-  // start without gaps (the untied head, the final norm, each layer's parts from its MLP output down to its first
-  // norm, the embeddings: see ParamLayout), so its reduction can start while the backward goes on.
-  using GradsReady = std::function<void(ParamRange range)>;
 
   // Adds d(loss * loss_scale)/d(params) into grads(); loss_scale = 1 / (micro-batches per step, on all ranks).
   void Backward(float loss_scale, const GradsReady& ready = nullptr);

@@ -37,6 +37,7 @@ GradReducer::GradReducer(launcher::Comm& comm, std::span<float> grads, std::vect
     for (const Bucket& bucket : buckets_) {
       staging_.emplace_back(static_cast<size_t>(bucket.shard * ranks_), 0.0f);
       reduced_.emplace_back(static_cast<size_t>(bucket.shard), 0.0f);
+      gathered_.emplace_back(static_cast<size_t>(bucket.shard * ranks_), 0.0f);
     }
   }
   final_from_ = static_cast<int64_t>(grads.size());
@@ -117,29 +118,32 @@ common::Status GradReducer::Finish() {
   return status;
 }
 
-common::Status GradReducer::GatherSlices(std::span<float> params) {
-  std::vector<launcher::Handle> gathers;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
+common::Status GradReducer::StartGather(std::span<float> params) {
+  gather_into_ = params;
+  gathers_.resize(buckets_.size());
+  for (size_t b = buckets_.size(); b-- > 0;) {  // from the start of the buffer
     const Bucket& bucket = buckets_[b];
     const ParamRange slice = bucket.Slice(rank_);
-    std::vector<float>& staging = staging_[b];
-    float* mine = staging.data() + rank_ * bucket.shard;
+    float* mine = gathered_[b].data() + rank_ * bucket.shard;
     std::copy_n(params.begin() + slice.offset, slice.count, mine);
-    SRUNWAY_ASSIGN_OR_RETURN(launcher::Handle handle, comm_.IAllGather(mine, staging.data(),
-                                                                       static_cast<size_t>(bucket.shard),
-                                                                       launcher::DataType::kFloat32));
-    gathers.push_back(std::move(handle));
-  }
-  common::Status status = common::Status::Ok();
-  for (launcher::Handle& handle : gathers) {
-    common::Status done = handle->Wait();
-    if (status.ok()) status = done;
-  }
-  if (!status.ok()) return status;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    std::copy_n(staging_[b].begin(), buckets_[b].count, params.begin() + buckets_[b].offset);
+    SRUNWAY_ASSIGN_OR_RETURN(gathers_[b], comm_.IAllGather(mine, gathered_[b].data(), static_cast<size_t>(bucket.shard),
+                                                           launcher::DataType::kFloat32));
   }
   return common::Status::Ok();
+}
+
+common::Status GradReducer::Need(ParamRange range) {
+  common::Status status = common::Status::Ok();
+  for (size_t b = gathers_.size(); b-- > 0;) {
+    if (gathers_[b] == nullptr || buckets_[b].offset >= range.offset + range.count) continue;
+    common::Status done = gathers_[b]->Wait();
+    gathers_[b].reset();
+    if (status.ok()) status = done;
+    if (done.ok()) {
+      std::copy_n(gathered_[b].begin(), buckets_[b].count, gather_into_.begin() + buckets_[b].offset);
+    }
+  }
+  return status;
 }
 
 }  // namespace srunway::trainer

@@ -48,8 +48,14 @@ class GradReducer {
   // Starts what is left, waits for every reduction, and disarms. The first error of any reduction.
   common::Status Finish();
 
-  // ZeRO-1, after the optimizer step: every rank's slices of `params` reach every rank (all-gathers per bucket).
-  common::Status GatherSlices(std::span<float> params);
+  // ZeRO-1, after the optimizer step: starts an all-gather per bucket, from the start of the buffer (what the
+  // next forward needs first) to its end, that brings every rank's slices of `params` to every rank.
+  common::Status StartGather(std::span<float> params);
+  // Waits for the gathers of the buckets that hold any of [0, range end) and puts them in place: the forward asks
+  // before each part it reads, so the rest keeps arriving while it computes.
+  common::Status Need(ParamRange range);
+  // Waits for every gather (before evaluation, a checkpoint, the export).
+  common::Status FinishGather() { return Need({0, static_cast<int64_t>(grads_.size())}); }
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t bucket_count() const { return buckets_.size(); }
@@ -68,12 +74,16 @@ class GradReducer {
   Mode mode_;
   bool overlap_;
   int rank_, ranks_;
-  // ZeRO-1: per bucket, ranks x shard floats to reduce-scatter from (and all-gather into), and the reduced slice.
-  std::vector<std::vector<float>> staging_, reduced_;
+  // ZeRO-1: per bucket, ranks x shard floats to reduce-scatter from, and the reduced slice; and ranks x shard
+  // floats to all-gather the parameters into (apart: the next backward's reduce-scatter may start before the
+  // forward has asked for every bucket).
+  std::vector<std::vector<float>> staging_, reduced_, gathered_;
   bool armed_ = false;
   int64_t final_from_ = 0;  // grads_[final_from_, end) are final
   size_t next_bucket_ = 0;
   std::vector<launcher::Handle> in_flight_;
+  std::vector<launcher::Handle> gathers_;  // per bucket, while its all-gather is in flight
+  std::span<float> gather_into_;
   common::Status error_;
   int started_early_ = 0;
   double wait_ms_ = 0;

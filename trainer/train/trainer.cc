@@ -603,7 +603,13 @@ common::StatusOr<TrainResult> Trainer::Loop() {
         std::this_thread::sleep_for(std::chrono::milliseconds(slow_rank_ms_->second));
       }
       const DropoutContext dropout{o_.seed, step_, first};
-      mine.loss += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_, &dropout) * loss_scale;
+      common::Status gathered = common::Status::Ok();
+      Model::ParamsNeeded need = [&](ParamRange range) {
+        if (gathered.ok()) gathered = reducer_->Need(range);
+      };
+      mine.loss += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_, &dropout,
+                                   o_.distributed_optimizer ? need : nullptr) * loss_scale;
+      SRUNWAY_RETURN_IF_ERROR(gathered);
       const bool last = micro + 1 == accum_;
       if (last) reducer_->Arm();
       model_->Backward(loss_scale, last ? ready : nullptr);
@@ -647,7 +653,8 @@ common::StatusOr<TrainResult> Trainer::Loop() {
                        norm, o_.clip_grad);
     }
     adam_->Step(model_->params(), model_->grads(), lr, step_ + 1);
-    if (o_.distributed_optimizer) SRUNWAY_RETURN_IF_ERROR(reducer_->GatherSlices(model_->params()));
+    // ZeRO-1: the updated slices travel while the next forward runs; it waits for each part as it gets there.
+    if (o_.distributed_optimizer) SRUNWAY_RETURN_IF_ERROR(reducer_->StartGather(model_->params()));
     ++step_;
     consumed_ += o_.global_batch_size;
     window_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -673,6 +680,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       window_steps = 0;
     }
     if (valid_ && step_ % o_.eval_interval == 0) {
+      SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
       SRUNWAY_ASSIGN_OR_RETURN(double valid_loss, Evaluate());
       if (Leader()) {
         fmt::print("validation at step {} | loss {:.4f}\n", step_, valid_loss);
@@ -700,6 +708,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     if (signal != 0 || interval_save || step_ == o_.train_steps) {
       const auto save_start = Clock::now();
+      SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
       SRUNWAY_RETURN_IF_ERROR(Save(signal > 0                   ? "stopping on a signal"
                                    : signal == kTimeUp       ? "--exit-duration-in-mins"
                                    : step_ == o_.train_steps ? "final"
