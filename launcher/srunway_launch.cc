@@ -57,6 +57,23 @@ sigset_t SupervisorSignals() {
   return set;
 }
 
+// slurmstepd signals a step's processes one by one, so the program may end of Slurm's signal (scancel, the time
+// limit) before this process gets its own copy. Waits up to `settle` for that copy: true when Slurm is ending the
+// step, so the program's end is its answer to the signal and no failure to report.
+bool SlurmSignalFollows(const sigset_t& signals, std::chrono::milliseconds settle) {
+  if (!common::GetEnv("SLURM_JOB_ID")) return false;
+  const auto give_up = std::chrono::steady_clock::now() + settle;
+  while (true) {
+    const int64_t left =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(give_up - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return false;
+    const timespec wait{static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
+    siginfo_t info{};
+    const int signal = ::sigtimedwait(&signals, &info, &wait);
+    if (signal > 0 && signal != SIGCHLD && signal != SIGCONT && info.si_pid == ::getppid()) return true;
+  }
+}
+
 // A private directory for the program's heartbeat and error files, removed when supervision ends.
 struct ScratchDir {
   std::filesystem::path path;
@@ -114,6 +131,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
   // the signal too, and its code is the answer (USR1 commonly means "save and stop", as in srunway-train).
   bool signalled = false;
   constexpr auto kGrace = std::chrono::seconds(10);
+  constexpr auto kSignalSettle = std::chrono::seconds(1);
   while (true) {
     siginfo_t info{};
     if (const int signal = ::sigtimedwait(&signals, &info, &tick); signal > 0 && signal != SIGCHLD) {
@@ -138,6 +156,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
     if (!end) continue;
     if (end->how == ChildEnd::How::kHung) child->Terminate(kGrace);  // still running: its end is the hang
     if (!end->ok()) {
+      if (!signalled && end->how != ChildEnd::How::kHung) signalled = SlurmSignalFollows(signals, kSignalSettle);
       end->detail = error_file.empty() ? "" : ReadTorchErrorFile(error_file);
       const std::string why = fmt::format("{} {}", boot.NameRank(me.rank), end->Describe());
       // When Slurm is ending the step, every rank's program ends on its own signal and every rank returns its
