@@ -57,11 +57,14 @@ sigset_t SupervisorSignals() {
   return set;
 }
 
-// slurmstepd signals a step's processes one by one, so the program may end of Slurm's signal (scancel, the time
-// limit) before this process gets its own copy. Waits up to `settle` for that copy: true when Slurm is ending the
-// step, so the program's end is its answer to the signal and no failure to report.
-bool SlurmSignalFollows(const sigset_t& signals, std::chrono::milliseconds settle) {
-  if (!common::GetEnv("SLURM_JOB_ID")) return false;
+// slurmstepd signals a step's processes one by one (children before parents), so the program may end of Slurm's
+// signal (scancel, the time limit) before this process gets its own copy. For an end that can be an answer to such
+// a signal (an exit code, or death by one of the signals Slurm sends), waits up to `settle` for that copy: true when
+// Slurm is ending the step, so the end is no failure to report. A SIGKILL or a crash is reported at once: waiting
+// would let the step's own collapse (MPI peers aborting it) arrive first and hide the rank that failed.
+bool SlurmSignalFollows(const ChildEnd& end, const sigset_t& signals, std::chrono::milliseconds settle) {
+  if (!common::GetEnv("SLURM_JOB_ID") || end.how == ChildEnd::How::kHung) return false;
+  if (end.how == ChildEnd::How::kSignalled && !sigismember(&signals, end.code)) return false;
   const auto give_up = std::chrono::steady_clock::now() + settle;
   while (true) {
     const int64_t left =
@@ -131,7 +134,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
   // the signal too, and its code is the answer (USR1 commonly means "save and stop", as in srunway-train).
   bool signalled = false;
   constexpr auto kGrace = std::chrono::seconds(10);
-  constexpr auto kSignalSettle = std::chrono::seconds(1);
+  constexpr auto kSignalSettle = std::chrono::milliseconds(300);
   while (true) {
     siginfo_t info{};
     if (const int signal = ::sigtimedwait(&signals, &info, &tick); signal > 0 && signal != SIGCHLD) {
@@ -156,7 +159,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
     if (!end) continue;
     if (end->how == ChildEnd::How::kHung) child->Terminate(kGrace);  // still running: its end is the hang
     if (!end->ok()) {
-      if (!signalled && end->how != ChildEnd::How::kHung) signalled = SlurmSignalFollows(signals, kSignalSettle);
+      if (!signalled) signalled = SlurmSignalFollows(*end, signals, kSignalSettle);
       end->detail = error_file.empty() ? "" : ReadTorchErrorFile(error_file);
       const std::string why = fmt::format("{} {}", boot.NameRank(me.rank), end->Describe());
       // When Slurm is ending the step, every rank's program ends on its own signal and every rank returns its
