@@ -4,13 +4,17 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <numeric>
 #include <thread>
 #include <vector>
 
+#include "common/env.h"
 #include "common/half.h"
 #include "common/json.h"
 #include "common/parse.h"
@@ -85,6 +89,7 @@ class Sweep {
     row.type = o_.type;
     row.redop = info.has_op ? o_.op : "none";
     row.root = info.has_root ? o_.root : -1;
+    MisbehaveOnce();
     SRUNWAY_ASSIGN_OR_RETURN(row.out_of_place, MeasureHalf(count, /*in_place=*/false, row.size_bytes));
     if (SupportsInPlace(info.id)) {
       SRUNWAY_ASSIGN_OR_RETURN(row.in_place, MeasureHalf(count, /*in_place=*/true, row.size_bytes));
@@ -107,6 +112,7 @@ class Sweep {
     const CollectiveInfo& info = *o_.collective;
     const size_t total = info.per_rank_count ? count * n_ : count;
     for (size_t i = 0; i < total; ++i) Store(host_.data(), type_, i, InitialValue(rank_, i));
+    if (OnThisNode(o_.faults.corrupt) && total > 0) Store(host_.data(), type_, 0, InitialValue(rank_, 0) + 1);
     std::vector<uint8_t> zeros(recv_.bytes(), 0);
     SRUNWAY_RETURN_IF_ERROR(comm_.Upload(recv_.data(), zeros.data(), zeros.size()));
     if (in_place && info.id == Collective::kAllGather) {
@@ -199,9 +205,25 @@ class Sweep {
   }
 
   void Throttle(int64_t bytes) {
-    if (o_.slow_node.empty() || boot_.identity().host != o_.slow_node) return;
+    if (!OnThisNode(o_.faults.slow)) return;
     // 5 MB/s: far below any healthy link, so the slow node stands out at every size.
     std::this_thread::sleep_for(std::chrono::microseconds(50 + bytes / 5));
+  }
+
+  bool OnThisNode(const std::string& node) const { return !node.empty() && boot_.identity().host == node; }
+
+  // The hang and crash faults, before this rank's first collective.
+  void MisbehaveOnce() {
+    if (misbehaved_) return;
+    misbehaved_ = true;
+    if (OnThisNode(o_.faults.hang)) {
+      while (true) ::pause();  // until Slurm's signal ends the step
+    }
+    if (OnThisNode(o_.faults.crash)) {
+      const rlimit no_core{0, 0};
+      ::setrlimit(RLIMIT_CORE, &no_core);
+      std::raise(SIGSEGV);
+    }
   }
 
   // Every rank's value of `mine`, through the bootstrap: small control messages stay off the communicator, whose
@@ -261,11 +283,18 @@ class Sweep {
   ReduceOp op_;
   int rank_, n_;
   size_t bytes_;
+  bool misbehaved_ = false;
   launcher::Buffer send_, recv_;
   std::vector<uint8_t> host_;  // staging for inputs and checks
 };
 
 }  // namespace
+
+BenchOptions::Faults FaultsFromEnvironment() {
+  auto node = [](const char* name) { return common::GetEnv(name).value_or(""); };
+  return {node("SRUNWAY_FAULT_SLOW_NODE"), node("SRUNWAY_FAULT_HANG_NODE"), node("SRUNWAY_FAULT_CRASH_NODE"),
+          node("SRUNWAY_FAULT_CORRUPT_NODE")};
+}
 
 common::StatusOr<DataType> ParseType(std::string_view name) {
   constexpr std::pair<std::string_view, DataType> kTypes[] = {
@@ -293,6 +322,8 @@ common::StatusOr<Run> RunBenchmark(const BenchOptions& o, launcher::Bootstrap& b
   }
   Run run;
   run.collective = std::string(o.collective->name);
+  run.comm = std::string(launcher::CommKindName(comm.kind()));
+  run.nccl_version = NcclVersionName(comm.device().nccl_version);
   run.config = {{"nThread", "1"}, {"nGpus", "1"}, {"minBytes", std::to_string(o.min_bytes)},
                 {"maxBytes", std::to_string(o.max_bytes)},
                 {"step:", o.step_factor > 1 ? fmt::format("{}(factor)", o.step_factor)

@@ -26,8 +26,17 @@ struct BenchOptions {
   int average = 1;               // -a: time of 0 rank 0, 1 the mean over ranks, 2 the minimum, 3 the maximum
   int root = 0;                  // -r
   bool blocking = false;         // -z: wait for each operation before the next (CPU ranks always do)
-  std::string slow_node;         // SRUNWAY_FAULT_SLOW_NODE: this node's transfers are throttled (tests)
+  // Faults for the tests of run-nccl-tests' isolation, each naming one node whose ranks misbehave:
+  // SRUNWAY_FAULT_SLOW_NODE throttles its transfers, ..._HANG_NODE stops them before their first collective,
+  // ..._CRASH_NODE has them die of SIGSEGV there, ..._CORRUPT_NODE gives wrong input to every collective.
+  // (SRUNWAY_FAULT_NO_COMM_NODE, in srunway-collbench, fails its communicator set-up as a node without NCCL.)
+  struct Faults {
+    std::string slow, hang, crash, corrupt;
+  } faults;
 };
+
+// The faults named in the environment (see BenchOptions::Faults).
+BenchOptions::Faults FaultsFromEnvironment();
 
 // nccl-tests' type names that the Comm supports: float, half, bfloat16, int32, int64, uint8.
 common::StatusOr<launcher::DataType> ParseType(std::string_view name);

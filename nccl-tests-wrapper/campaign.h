@@ -20,12 +20,31 @@ struct Submitted {
   std::string job;
   std::string log;    // the job's output file, once Slurm's %j is known
   std::string state;  // the last state seen; empty before the first answer
+  std::chrono::milliseconds run_timeout{0};  // see RunTimeout(); 0: none
+  std::chrono::steady_clock::time_point started{};  // when it was first seen RUNNING
+  bool hung = false;  // cancelled because it ran past run_timeout
 };
 
 struct BadNode {
   std::string node;
   std::string evidence;  // "3.10 GB/s at 64 MiB node3 with node1"
 };
+
+// What a finished benchmark job showed, in the words an admin acts on.
+struct Finding {
+  enum class Kind { kPass, kSlow, kWrong, kHung, kCrashed, kNoComm, kFailed };
+  Kind kind = Kind::kFailed;
+  Verdict verdict;
+  std::string evidence;  // one line: "task 3 on node2: Segmentation fault", "no end within 40s of its start..."
+  bool ok() const { return kind == Kind::kPass; }
+};
+// "pass", "slow", "wrong values", "hung", "crashed", "no communicator", "failed".
+std::string_view KindName(Finding::Kind kind);
+
+// The verdict on a finished job and what went wrong: a hang (cancelled at its run timeout), a rank that could not
+// set up its communicator, a rank that crashed (srun's own line for it), wrong values, a figure below
+// `threshold` (which does not apply to a host-memory run when it is a published GPU figure), or another failure.
+Finding Examine(const Submitted& job, const Threshold& threshold);
 
 // "12.34 GB/s at 8 GiB", or the verdict's reason when there is no figure.
 std::string Figure(const Verdict& verdict);
@@ -47,11 +66,16 @@ class Campaign {
   // deadline passes every unfinished job is cancelled and the error names them with their logs.
   common::Status WaitAll(std::vector<Submitted>& jobs, Clock::time_point deadline);
 
-  // Bad-node isolation after a failed run over `nodes`: disjoint pairs in parallel (an odd node out pairs with
-  // the first), then each node of a failed pair that passed in no pair, re-tested with a node that passed (or
-  // alone when none did). The nodes that failed both times, with the evidence.
+  // Bad-node isolation after a failed run over `nodes` (`whole` is what it showed): disjoint pairs in parallel (an
+  // odd node out pairs with the first; with two nodes the whole run was the pair), then each node of a failed
+  // pair that passed in no pair is re-tested with a node that passed, judged by `pair`. When no pair passed, each
+  // suspect is re-tested alone, judged by `alone` (the machine's single-node figure) or, without one, against
+  // the best of the suspects measured alone the same way. A hang, crash, failed communicator or wrong values
+  // condemn a node in any re-test. Every suspect failing alone in the same way is a site-wide problem and names
+  // nobody. The nodes that failed both times, with the evidence.
   common::StatusOr<std::vector<BadNode>> Isolate(const JobSpec& base, const std::vector<std::string>& nodes,
-                                                 const Threshold& threshold, Clock::time_point deadline);
+                                                 const Finding& whole, const Threshold& pair, const Threshold& alone,
+                                                 Clock::time_point deadline);
 
  private:
   Scheduler& scheduler_;
@@ -63,7 +87,8 @@ class Campaign {
 // The verdict on a finished job's log; a job that ended other than COMPLETED never passes.
 Verdict JudgeJob(const Submitted& job, const Threshold& threshold);
 
-// The hosts a log's devices ran on, sorted.
+// The nodes a job ran on, sorted: the job script's "run-nccl-tests: job N on NODELIST" line (there even when no
+// rank got as far as naming its device), else the hosts of the log's devices.
 std::vector<std::string> NodesOfLog(const std::string& log_path);
 
 }  // namespace srunway::nccltests

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "common/json.h"
@@ -28,10 +30,13 @@ std::string SbatchScript(const JobSpec& s) {
   out += "echo \"run-nccl-tests: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST\"\n";
   const std::string sizes = fmt::format("-b {} -e {} -f {} -n {} -w {} -c 1", s.min_bytes, s.max_bytes, s.step_factor,
                                         s.iters, s.warmup);
+  const std::string comm = s.comm.empty() ? "" : " --comm " + s.comm;
   const std::string program = s.binary_dir.empty()
-                                  ? fmt::format("{} {} -g 1", s.collbench, s.collective->name)
+                                  ? fmt::format("{} {}{} -g 1", s.collbench, s.collective->name, comm)
                                   : fmt::format("{}/{} -g 1", s.binary_dir, s.collective->binary);
-  const std::string profile = s.profile.empty() ? "" : fmt::format(" --network-profile={}", s.profile);
+  // A rank that dies ends the step at once (its peers would otherwise wait in the collective for it).
+  const std::string profile = " --kill-on-bad-exit=1" +
+                              (s.network_profile.empty() ? "" : fmt::format(" --network-profile={}", s.network_profile));
   if (s.dcgm_level > 0) {
     // NVIDIA DCGM's diagnostic on every node first, one line per node; run-nccl-tests reads the lines.
     out += fmt::format(
@@ -105,16 +110,52 @@ std::vector<DcgmResult> ParseDcgmLines(std::string_view log) {
   return results;
 }
 
-Threshold ChooseThreshold(std::optional<double> expected, const std::string& profile, Collective collective,
+std::chrono::milliseconds RunTimeout(const JobSpec& s) {
+  const std::chrono::milliseconds limit(int64_t{s.time_limit_min} * 60'000);
+  auto ms = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000))); };
+  if (s.run_timeout_s > 0) return std::min(limit, ms(s.run_timeout_s));
+  constexpr double kStartSeconds = 120;
+  const double floor_bytes_per_s = s.gpus_per_node > 0 ? 5e9 : 0.5e9;
+  double seconds = kStartSeconds;
+  for (int64_t size = s.min_bytes; size <= s.max_bytes;) {
+    // Two halves of warmup and timed operations, each moving at most twice the size per rank (all_reduce).
+    seconds += 2.0 * (s.warmup + s.iters) * (2.0 * static_cast<double>(size) / floor_bytes_per_s + 1e-3);
+    const int64_t next = s.step_factor > 1 ? size * s.step_factor : size * 2;
+    if (next <= size) break;
+    size = next;
+  }
+  return std::min(limit, ms(seconds));
+}
+
+Threshold ChooseThreshold(std::optional<double> expected, const std::string& reference, Collective collective,
                           int nodes) {
   if (expected) return {expected, "--expect-busbw"};
-  if (auto figure = FindFigure(profile, collective, nodes)) {
+  if (auto figure = FindFigure(reference, collective, nodes)) {
     return {figure->busbw_gbps * kDefaultPassFraction,
-            fmt::format("{:.0f}% of {:.0f} GB/s, {}", 100 * kDefaultPassFraction, figure->busbw_gbps, figure->source)};
+            fmt::format("{:.0f}% of {:.0f} GB/s, {}", 100 * kDefaultPassFraction, figure->busbw_gbps, figure->source),
+            true};
   }
-  return {std::nullopt, profile.empty() ? "no --profile or --expect-busbw: correctness only"
-                                        : fmt::format("no published figure for {} {} on {} nodes: correctness only",
-                                                      profile, Info(collective).name, nodes)};
+  return {std::nullopt, reference.empty() ? "no --reference or --expect-busbw: correctness only"
+                                          : fmt::format("no published figure for {} {} on {} nodes: correctness only",
+                                                        reference, Info(collective).name, nodes)};
+}
+
+Threshold AloneThreshold(const std::string& reference, Collective collective) {
+  if (auto figure = FindAloneFigure(reference, collective)) {
+    return {figure->busbw_gbps * kDefaultPassFraction,
+            fmt::format("{:.0f}% of {:.0f} GB/s for one node alone ({}), {}", 100 * kDefaultPassFraction,
+                        figure->busbw_gbps, figure->reference, figure->source),
+            true};
+  }
+  return {std::nullopt, fmt::format("no single-node figure for {}", reference.empty() ? "this run" : reference)};
+}
+
+Threshold ForCommunicator(const Threshold& threshold, const std::string& comm) {
+  if (!threshold.published || comm.empty() || comm == "nccl") return threshold;
+  return {std::nullopt,
+          fmt::format("a host-memory run ({} communicator) is not judged against a GPU figure ({}): correctness "
+                      "only",
+                      comm, threshold.source)};
 }
 
 std::map<std::string, std::string> ReportFiles(const Run& run, const Verdict& v, const Threshold& threshold,

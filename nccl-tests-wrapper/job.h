@@ -1,6 +1,7 @@
 // run-nccl-tests' batch job: the sbatch script for a benchmark over some nodes, and reading its result.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -26,7 +27,9 @@ struct JobSpec {
   int64_t step_factor = 2;
   int iters = 20;
   int warmup = 5;
-  std::string profile;      // SPANK --network-profile; empty: leave it to the plugin's default
+  std::string network_profile;  // SPANK --network-profile; empty: leave it to the plugin's default
+  std::string comm;             // srunway-collbench's --comm: nccl (GPUs: never a silent fallback) or mpi
+  double run_timeout_s = 0;     // a run that has not ended this long after it started hangs; 0: RunTimeout()
   std::string binary_dir;   // NVIDIA's nccl-tests binaries; empty: srunway-collbench
   std::string collbench;    // path of srunway-collbench
   std::string output;       // the job's log (%j allowed)
@@ -52,14 +55,27 @@ std::string SbatchScript(const JobSpec& spec);
 // With --compare-order the script names each run before it starts: this, then "slurm order" or "<source> order".
 inline constexpr std::string_view kRunOrderMarker = "run-nccl-tests: this run: ";
 
-// The threshold for a verdict: the explicit one, else 90% of the published figure for the profile, collective
-// and node count; `source` says which.
+// How long a run of `spec` may take once it started before it counts as hung: --run-timeout, else two minutes
+// for the start (srun, bootstrap, communicators) and every timed and warmup operation of both halves at a floor
+// far below any healthy node (5 GB/s bus bandwidth on GPUs, 0.5 on CPU ranks), never past the job's --time.
+std::chrono::milliseconds RunTimeout(const JobSpec& spec);
+
+// The threshold for a verdict: the explicit one, else 90% of the published figure for the reference, collective
+// and node count; `source` says which. `published` marks a GPU reference figure, which a host-memory run is never
+// judged by.
 struct Threshold {
   std::optional<double> gbps;
   std::string source;
+  bool published = false;
 };
-Threshold ChooseThreshold(std::optional<double> expected, const std::string& profile, Collective collective,
+Threshold ChooseThreshold(std::optional<double> expected, const std::string& reference, Collective collective,
                           int nodes);
+// The threshold for a node re-tested alone: 90% of the reference machine's single-node figure; none when there
+// is no such figure (the node is then compared with nodes measured alone in the same way).
+Threshold AloneThreshold(const std::string& reference, Collective collective);
+// `threshold` for a run on communicator `comm` ("nccl", "mpi", ...; empty: unknown): a published GPU figure does
+// not judge a host-memory run, which is then judged on correctness and completeness alone.
+Threshold ForCommunicator(const Threshold& threshold, const std::string& comm);
 
 // The report printed after a run: the busbw per size (out-of-place and in-place), both averages, the verdict.
 // The files of `run-nccl-tests --report DIR`: report.json (run, verdict, threshold and its source, log),

@@ -186,7 +186,7 @@ std::vector<Run> ParseLog(std::string_view text) {
     }
     started = true;
   };
-  std::string pending_collective, pending_version;
+  std::string pending_collective, pending_version, pending_comm, pending_nccl;
   // Releases before #wrong (2.x, e.g. with NCCL 2.8) print the largest error of each row in an "error" column:
   // a magnitude (5e-07), not a count; their correctness is the "Out of bounds values" footer.
   bool error_column = false;
@@ -206,6 +206,21 @@ std::vector<Run> ParseLog(std::string_view text) {
     if (line.starts_with("nccl-tests version")) {
       auto t = Tokens(line);
       pending_version = t.size() > 2 ? std::string(t[2]) : "";
+      // NVIDIA's binaries: "nccl-headers=22105 nccl-library=22105"; they always run on NCCL.
+      pending_comm = "nccl";
+      pending_nccl.clear();
+      for (std::string_view token : t) {
+        if (!token.starts_with("nccl-library=")) continue;
+        auto code = common::ParseInt(token.substr(13), "nccl-library", 0, 1'000'000);
+        if (code.ok()) pending_nccl = NcclVersionName(static_cast<int>(*code));
+      }
+      continue;
+    }
+    if (line.starts_with("Communicator:")) {  // collbench: "nccl, NCCL 2.27.3" or "mpi (host memory)"
+      auto t = Tokens(line.substr(13));
+      pending_comm = t.empty() ? "" : std::string(common::Trim(t[0]));
+      if (pending_comm.ends_with(',')) pending_comm.pop_back();
+      pending_nccl = t.size() > 2 && t[1] == "NCCL" ? std::string(t[2]) : "";
       continue;
     }
     if (line.starts_with("Collective test starting:")) {
@@ -220,8 +235,12 @@ std::vector<Run> ParseLog(std::string_view text) {
       ParseConfig(line, current);
       if (!pending_collective.empty()) current.collective = std::move(pending_collective);
       if (!pending_version.empty()) current.version = std::move(pending_version);
+      if (!pending_comm.empty()) current.comm = std::move(pending_comm);
+      if (!pending_nccl.empty()) current.nccl_version = std::move(pending_nccl);
       pending_collective.clear();
       pending_version.clear();
+      pending_comm.clear();
+      pending_nccl.clear();
       continue;
     }
     const std::vector<std::string_view> t = Tokens(line);

@@ -92,10 +92,20 @@ double Run::MeanBusbw() const {
   return n == 0 ? 0.0 : sum / n;
 }
 
+std::string NcclVersionName(int code) {
+  if (code <= 0) return "";
+  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, code % 10000 / 100, code % 100);
+  return fmt::format("{}.{}.{}", code / 1000, code % 1000 / 100, code % 100);
+}
+
 std::string FormatHeader(const Run& run) {
   std::string out;
   if (!run.version.empty()) out += fmt::format("# nccl-tests version {}\n", run.version);
   if (!run.collective.empty()) out += fmt::format("# Collective test starting: {}_perf\n", run.collective);
+  if (!run.comm.empty()) {
+    out += fmt::format("# Communicator: {}{}\n", run.comm,
+                       run.nccl_version.empty() ? " (host memory)" : ", NCCL " + run.nccl_version);
+  }
   std::string config;
   for (const auto& [key, json_key] : kConfigKeys) {
     auto it = run.config.find(key);
@@ -166,6 +176,8 @@ common::Json ToJson(const Run& run) {
   // the footer was there (a parsed log may be cut short; nccl-tests' own file is then not valid JSON at all).
   json["collective"] = run.collective;
   if (!run.version.empty()) json["nccl_tests_version"] = run.version;
+  if (!run.comm.empty()) json["communicator"] = run.comm;
+  if (!run.nccl_version.empty()) json["nccl_version_name"] = run.nccl_version;
   json["complete"] = run.complete;
   return json;
 }
@@ -177,6 +189,8 @@ common::StatusOr<Run> ReadRun(const common::Json& json, std::string_view where) 
   Run run;
   run.collective = json.value("collective", "");
   run.version = json.value("nccl_tests_version", "");
+  run.comm = json.value("communicator", "");
+  run.nccl_version = json.value("nccl_version_name", "");
   const common::Json no_config = common::Json::object();
   auto found = json.find("config");
   const common::Json& config = found != json.end() && found->is_object() ? *found : no_config;

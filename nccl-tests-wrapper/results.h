@@ -39,6 +39,10 @@ struct Device {
 struct Run {
   std::string collective;  // "all_reduce"; empty when the log does not say
   std::string version;     // "2.13.9" when a "# nccl-tests version" line is there
+  // What carried the collectives: "nccl", or a host-memory communicator ("mpi", "self") from collbench's
+  // "# Communicator:" line; nccl-tests' own binaries always use NCCL. Empty when the log does not say.
+  std::string comm;
+  std::string nccl_version;  // "2.27.3", from collbench's line or nccl-tests' "nccl-library=22703"
   std::map<std::string, std::string> config;  // the "nThread 1 nGpus 1 minBytes ..." line as key -> value
   std::vector<Device> devices;
   std::vector<Row> rows;
@@ -53,6 +57,9 @@ struct Run {
   // The mean busbw over every row of both halves, as nccl-tests computes its "Avg bus bandwidth".
   double MeanBusbw() const;
 };
+
+// "2.27.3" for NCCL's version code 22703 (2.9 and later: major*10000 + minor*100 + patch; older: *1000 + *100).
+std::string NcclVersionName(int code);
 
 // The text nccl-tests prints, in three parts so a benchmark can print rows as it measures them.
 std::string FormatHeader(const Run& run);

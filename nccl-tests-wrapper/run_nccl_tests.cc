@@ -1,10 +1,13 @@
 // run-nccl-tests: validates nodes with one command. Writes the sbatch script for an nccl-tests-compatible run
 // (srunway-collbench, or NVIDIA's binaries with --binary), submits it, follows it, parses the result and judges
-// the bus bandwidth at the largest size against a threshold. --parse judges a saved log the same way.
-// Exit codes: 0 pass; 1 below the threshold or wrong results; 2 could not run (bad flags, a failed or
-// cancelled job, output cut short), always with the job's log path when there is one.
+// the bus bandwidth at the largest size against a threshold. --parse judges a saved log the same way. A failed run
+// (low, wrong, hung, crashed, no communicator) with --isolate is followed by node pairs and re-tests that name
+// the bad nodes; --drain drains them and --requeue-job puts a training job back in the queue without them.
+// Exit codes: 0 pass; 1 below the threshold or wrong results, or bad nodes named; 2 could not run (bad flags, a
+// failed, hung or cancelled job, output cut short), always with the job's log path when there is one.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -54,7 +57,7 @@ void WriteReport(const std::string& dir, const nccltests::Run& run, const ncclte
 }
 
 int Judge(const std::string& text, const std::string& where, const nccltests::CollectiveInfo* wanted,
-          std::optional<double> expect, const std::string& profile, bool json, const std::string& report_dir) {
+          std::optional<double> expect, const std::string& reference, bool json, const std::string& report_dir) {
   auto runs = nccltests::ParseAny(text, where);
   if (!runs.ok()) return CouldNotRun(runs.status().message());
   const nccltests::Run* run = &runs->back();
@@ -68,7 +71,10 @@ int Judge(const std::string& text, const std::string& where, const nccltests::Co
   const nccltests::CollectiveInfo* info = wanted;
   if (info == nullptr && !run->collective.empty()) info = *nccltests::FindCollective(run->collective);
   nccltests::Threshold threshold{expect, expect ? "--expect-busbw" : "correctness only (the log does not say which test it is)"};
-  if (info != nullptr) threshold = nccltests::ChooseThreshold(expect, profile, info->id, static_cast<int>(std::max<size_t>(hosts.size(), 1)));
+  if (info != nullptr) {
+    threshold = nccltests::ChooseThreshold(expect, reference, info->id, static_cast<int>(std::max<size_t>(hosts.size(), 1)));
+  }
+  threshold = nccltests::ForCommunicator(threshold, run->comm);
   const nccltests::Verdict verdict = nccltests::Judge(*run, threshold.gbps);
   if (json) {
     common::Json out = {{"log", where}, {"run", nccltests::ToJson(*run)}, {"verdict", nccltests::ToJson(verdict)},
@@ -84,6 +90,19 @@ int Judge(const std::string& text, const std::string& where, const nccltests::Co
   }
   if (verdict.outcome != Outcome::kPass) fmt::print(stderr, "run-nccl-tests: {} (log: {})\n", verdict.reason, where);
   return static_cast<int>(verdict.outcome);
+}
+
+// --list-references: every published figure, what it applies to and where it comes from.
+void ListReferences() {
+  for (const nccltests::PublishedFigure& f : nccltests::PublishedFigures()) {
+    fmt::print("{:<18} {:<15} {:>6.0f} GB/s  {}\n", f.reference, nccltests::Info(f.collective).name, f.busbw_gbps,
+               f.max_nodes == f.min_nodes ? fmt::format("{} node{}", f.min_nodes, f.min_nodes == 1 ? "" : "s")
+               : f.max_nodes >= (1 << 20) ? fmt::format("{} or more nodes", f.min_nodes)
+                                          : fmt::format("{} to {} nodes", f.min_nodes, f.max_nodes));
+    fmt::print("{:<18} machine: {}\n", "", f.machine);
+    if (!f.alone.empty()) fmt::print("{:<18} one node alone is judged by: {}\n", "", f.alone);
+    fmt::print("{:<18} source: {}\n", "", f.source);
+  }
 }
 
 // The nodes of a partition (the default one when `partition` is empty), or nullopt when sinfo cannot tell.
@@ -167,8 +186,18 @@ int main(int argc, char** argv) {
   app.add_option("--step-factor", spec.step_factor, "size multiplier")->capture_default_str();
   app.add_option("--iters", spec.iters, "timed iterations per size")->capture_default_str();
   app.add_option("--warmup", spec.warmup, "warmup iterations per size")->capture_default_str();
-  app.add_option("--profile", spec.profile, "network profile (SPANK --network-profile) and published figures: a3mega, ...");
+  std::string reference, old_profile, requeue_job;
+  bool list_references = false;
+  app.add_option("--network-profile", spec.network_profile, "the SPANK plugin's --network-profile for srun");
+  app.add_option("--reference", reference, "the published figure to judge by (see --list-references): a3mega, ...");
+  app.add_flag("--list-references", list_references, "print every published figure, what it applies to and its source");
+  app.add_option("--profile", old_profile, "(replaced by --network-profile and --reference)")->group("");
   app.add_option("--expect-busbw", expect, "pass mark in GB/s at the largest size (default: 90% of the published figure)");
+  app.add_option("--run-timeout", spec.run_timeout_s,
+                 "seconds a run may take after it started before it counts as hung (default: from the sizes and "
+                 "iterations)")->check(CLI::PositiveNumber);
+  app.add_option("--requeue-job", requeue_job,
+                 "with --isolate: requeue this job with the bad nodes excluded (it resumes from its checkpoint)");
   app.add_option("--binary", spec.binary_dir, "directory of NVIDIA's nccl-tests binaries (default: srunway-collbench)");
   app.add_option("--time", spec.time_limit_min, "job time limit, minutes")->capture_default_str();
   app.add_option("--job-dir", job_dir, "where the script and the log go (default: ./run-nccl-tests)");
@@ -195,6 +224,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitCouldNotRun;
   }
+  if (list_references) {
+    ListReferences();
+    return 0;
+  }
+  if (!old_profile.empty()) {
+    return CouldNotRun(fmt::format("--profile {0}: the option is now two: --network-profile {0} (what srun gets) and "
+                                   "--reference NAME (the published figure; --list-references)", old_profile));
+  }
+  if (!reference.empty() && !nccltests::IsReference(reference)) {
+    return CouldNotRun(fmt::format("--reference {}: no such published figure (see --list-references)", reference));
+  }
   if (!order_hosts.empty()) return OrderHosts(order_hosts, order_source, spec.gpus_per_node > 0 ? spec.gpus_per_node : spec.tasks_per_node);
   if (auto order = topology::ParseOrderSource(spec.topology_order); !order.ok()) return CouldNotRun(order.status().message());
   if (spec.compare_order && spec.topology_order == "none") {
@@ -208,7 +248,7 @@ int main(int argc, char** argv) {
     auto text = common::ReadFile(parse_log);
     if (!text.ok()) return CouldNotRun(text.status().message());
     const bool explicit_test = app.count("--test") > 0;
-    return Judge(*text, parse_log, explicit_test ? spec.collective : nullptr, expect, spec.profile, json, report_dir);
+    return Judge(*text, parse_log, explicit_test ? spec.collective : nullptr, expect, reference, json, report_dir);
   }
 
   auto min = nccltests::ParseSize(min_bytes, "--min-bytes");
@@ -219,6 +259,14 @@ int main(int argc, char** argv) {
   spec.min_bytes = *min;
   spec.max_bytes = *max;
   if (spec.gpus_per_node < 0 || spec.tasks_per_node < 1) return CouldNotRun("--gpus-per-node must be >= 0 and --tasks-per-node >= 1");
+  if (spec.gpus_per_node == 0 && !reference.empty()) {
+    return CouldNotRun(fmt::format("--reference {} is a GPU figure; with --gpus-per-node 0 the ranks run on host "
+                                   "memory: judge them with --expect-busbw",
+                                   reference));
+  }
+  // GPUs always run on NCCL: a rank that cannot load it fails and is named, never falls back to host memory.
+  if (spec.binary_dir.empty()) spec.comm = spec.gpus_per_node > 0 ? "nccl" : "mpi";
+  if (!requeue_job.empty() && !isolate) return CouldNotRun("--requeue-job needs --isolate (it excludes the nodes it names)");
   spec.collbench = SelfDir() + "/srunway-collbench";
   spec.self = SelfDir() + "/run-nccl-tests";
   if (job_dir.empty()) job_dir = std::filesystem::absolute("run-nccl-tests").string();
@@ -260,8 +308,20 @@ int main(int argc, char** argv) {
   if (!text.ok()) {
     return CouldNotRun(fmt::format("job {} ended {} and left no log: {}", run.job, run.state, text.status().message()));
   }
-  int code = Judge(*text, run.log, spec.collective, expect, spec.profile, json, report_dir);
+  // The report when the log holds one (a run whose ranks never started has none), then what went wrong.
+  int code = nccltests::ParseAny(*text, run.log).ok()
+                 ? Judge(*text, run.log, spec.collective, expect, reference, json, report_dir)
+                 : kExitCouldNotRun;
   if (spec.compare_order) PrintOrderComparison(*text);
+  const auto threshold = nccltests::ChooseThreshold(expect, reference, spec.collective->id, spec.nodes);
+  const nccltests::Finding finding = nccltests::Examine(run, threshold);
+  if (!finding.ok()) {
+    fmt::print("run-nccl-tests: the run {}: {} (log: {})\n", nccltests::KindName(finding.kind), finding.evidence,
+               run.log);
+    if (finding.kind != nccltests::Finding::Kind::kSlow && finding.kind != nccltests::Finding::Kind::kWrong) {
+      code = kExitCouldNotRun;
+    }
+  }
   if (run.state != "COMPLETED" && code == 0) {
     return CouldNotRun(fmt::format("job {} ended {} (log: {})", run.job, run.state, run.log));
   }
@@ -274,17 +334,20 @@ int main(int argc, char** argv) {
       bad.push_back({d.node, fmt::format("dcgmi diag -r {} failed: {}", spec.dcgm_level, d.detail)});
     }
   }
-  if (!bad.empty()) code = std::max(code, 1);
-  if (code == 1 && isolate) {
-    const auto threshold = nccltests::ChooseThreshold(expect, spec.profile, spec.collective->id, 2);
-    auto isolated = campaign.Isolate(spec, nccltests::NodesOfLog(run.log), threshold, deadline);
+  if (!finding.ok() && isolate) {
+    const auto pair = nccltests::ChooseThreshold(expect, reference, spec.collective->id, 2);
+    const auto alone = nccltests::AloneThreshold(reference, spec.collective->id);
+    auto isolated = campaign.Isolate(spec, nccltests::NodesOfLog(run.log), finding, pair, alone, deadline);
     if (!isolated.ok()) return CouldNotRun(isolated.status().message());
     if (isolated->empty() && bad.empty()) {
-      fmt::print("run-nccl-tests: no node failed consistently: every suspect passed when re-tested\n");
+      fmt::print("run-nccl-tests: no node failed consistently: nobody is named\n");
     }
     bad.insert(bad.end(), isolated->begin(), isolated->end());
   }
+  if (!bad.empty()) code = 1;
+  std::vector<std::string> bad_nodes;
   for (const auto& [node, evidence] : bad) {
+    bad_nodes.push_back(node);
     const std::string reason = fmt::format("run-nccl-tests {} job {}: {}", spec.collective->name, run.job, evidence);
     fmt::print("run-nccl-tests: bad node {}: {}\n", node, evidence);
     std::vector<std::string> command = {"scontrol", "update", "nodename=" + node, "state=drain", "reason=" + reason};
@@ -298,6 +361,15 @@ int main(int argc, char** argv) {
       return kExitCouldNotRun;
     }
     fmt::print("run-nccl-tests: drained {}; after repair: scontrol update nodename={} state=resume\n", node, node);
+  }
+  if (!requeue_job.empty()) {
+    if (bad_nodes.empty()) {
+      fmt::print("run-nccl-tests: no bad node named: job {} is left as it is\n", requeue_job);
+    } else if (auto requeued = scheduler->RequeueExcluding(requeue_job, bad_nodes); !requeued.ok()) {
+      return CouldNotRun(fmt::format("--requeue-job {}: {}", requeue_job, requeued.message()));
+    } else {
+      fmt::print("run-nccl-tests: requeued job {} without {}\n", requeue_job, fmt::join(bad_nodes, ","));
+    }
   }
   return code;
 }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -20,6 +21,9 @@ class Scheduler {
   // scheduler cannot say right now (a slow controller): the caller asks again.
   virtual std::optional<std::string> State(const std::string& job) = 0;
   virtual void Cancel(const std::string& job) = 0;
+  // Puts `job` back in the queue with `exclude` added to its excluded nodes, so it resumes elsewhere (from its
+  // last checkpoint, for a training job that saves them). A pending job only gets the exclusion.
+  virtual common::Status RequeueExcluding(const std::string& job, const std::vector<std::string>& exclude) = 0;
 };
 
 // sbatch --parsable, scontrol show job -o, scancel; each through RunCommand's deadline.

@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   if (!bootstrap_kind.ok()) return Usage(bootstrap_kind.status());
   auto comm_kind = launcher::ParseCommKind(comm_name);
   if (!comm_kind.ok()) return Usage(comm_kind.status());
-  o.slow_node = common::GetEnv("SRUNWAY_FAULT_SLOW_NODE").value_or("");
+  o.faults = nccltests::FaultsFromEnvironment();
   // nccl-tests' pass mark for the average bus bandwidth, checked before anything runs.
   std::optional<double> min_bw;
   if (auto text = common::GetEnv("NCCL_TESTS_MIN_BW"); text && !text->empty()) {
@@ -135,7 +135,11 @@ int main(int argc, char** argv) {
   common::SetLogRank(boot.identity().rank);
   launcher::CommOptions comm_options;
   comm_options.timeout = timeout;
-  auto comm = launcher::CreateComm(*comm_kind, boot, comm_options);
+  // SRUNWAY_FAULT_NO_COMM_NODE (tests): this node cannot set up its communicator, as one without NCCL.
+  const bool no_comm = common::GetEnvOr("SRUNWAY_FAULT_NO_COMM_NODE", "") == boot.identity().host;
+  auto comm = no_comm ? common::StatusOr<std::unique_ptr<launcher::Comm>>(common::FailedPrecondition(
+                            "cannot load NCCL: SRUNWAY_FAULT_NO_COMM_NODE names this node"))
+                      : launcher::CreateComm(*comm_kind, boot, comm_options);
   if (!comm.ok()) {
     common::LogError("{}communicator init: {}", boot.Prefix(), comm.status().message());
     boot.Abort(comm.status().message());

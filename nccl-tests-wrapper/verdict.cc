@@ -6,32 +6,54 @@
 namespace srunway::nccltests {
 
 const std::vector<PublishedFigure>& PublishedFigures() {
+  static const std::string kA3Mega = "A3 Mega: 8 x H100 80GB per node, NVSwitch, 8 NICs with GPUDirect-TCPXO";
+  static const std::string kIb = "8 x H100 SXM per node, NVSwitch, 8 x 400 Gb/s InfiniBand";
+  static const std::string kH100 = "one node of 8 x H100 80GB HBM3 SXM over NVLink/NVSwitch";
   static const std::vector<PublishedFigure> kFigures = {
-      {"a3mega", Collective::kAllGather, 2, 1 << 20, 188.0,
+      {"a3mega", Collective::kAllGather, 2, 1 << 20, 188.0, kA3Mega,
        "the figure Google Cloud gives for A3 Mega with GPUDirect-TCPXO (all_gather_perf over 2 or more nodes: "
-       "about 185-190 GB/s bus bandwidth per GPU at 8 GB), as quoted in srunway's design brief"},
-      {"a3mega", Collective::kAllReduce, 2, 1 << 20, 338.0,
+       "about 185-190 GB/s bus bandwidth per GPU at 8 GB), as quoted in srunway's design brief",
+       "h100-single-node"},
+      {"a3mega", Collective::kAllReduce, 2, 1 << 20, 338.0, kA3Mega,
        "a published A3 Mega all_reduce_perf log, 2 nodes x 8 H100, 8 GB: 338.8 GB/s "
-       "(tests/fixtures/nccl-tests/a3mega-all-reduce-2node.log)"},
-      {"ib-400g-h100", Collective::kAllReduce, 2, 2, 469.0,
+       "(tests/fixtures/nccl-tests/a3mega-all-reduce-2node.log)",
+       "h100-single-node"},
+      {"ib-400g-h100", Collective::kAllReduce, 2, 2, 469.0, kIb,
        "published 2-node all_reduce_perf figures for 8 x H100 with 8 x 400 Gb/s InfiniBand per node (about "
-       "469 GB/s), as quoted in srunway's issue tracker"},
-      {"h100-single-node", Collective::kAllReduce, 1, 1, 460.0,
+       "469 GB/s), as quoted in srunway's issue tracker",
+       "h100-single-node"},
+      {"h100-single-node", Collective::kAllReduce, 1, 1, 460.0, kH100,
        "a published single-node all_reduce_perf log, 8 x H100 80GB HBM3 over NVLink/NVSwitch, 4 GB: 473.6 GB/s "
        "(476.5 in place), which an NVIDIA nccl-tests maintainer called the expected range for H100 "
-       "(github.com/NVIDIA/nccl-tests/issues/290; tests/fixtures/nccl-tests/h100-all-reduce-1node-g8.log)"},
+       "(github.com/NVIDIA/nccl-tests/issues/290; tests/fixtures/nccl-tests/h100-all-reduce-1node-g8.log)",
+       ""},
   };
   return kFigures;
 }
 
-std::optional<PublishedFigure> FindFigure(const std::string& profile, Collective collective, int nodes) {
+std::optional<PublishedFigure> FindFigure(const std::string& reference, Collective collective, int nodes) {
   for (const PublishedFigure& figure : PublishedFigures()) {
-    if (figure.profile == profile && figure.collective == collective && nodes >= figure.min_nodes &&
+    if (figure.reference == reference && figure.collective == collective && nodes >= figure.min_nodes &&
         nodes <= figure.max_nodes) {
       return figure;
     }
   }
   return std::nullopt;
+}
+
+std::optional<PublishedFigure> FindAloneFigure(const std::string& reference, Collective collective) {
+  if (auto own = FindFigure(reference, collective, 1)) return own;
+  for (const PublishedFigure& figure : PublishedFigures()) {
+    if (figure.reference == reference && !figure.alone.empty()) return FindFigure(figure.alone, collective, 1);
+  }
+  return std::nullopt;
+}
+
+bool IsReference(const std::string& name) {
+  for (const PublishedFigure& figure : PublishedFigures()) {
+    if (figure.reference == name) return true;
+  }
+  return false;
 }
 
 Verdict Judge(const Run& run, std::optional<double> threshold_gbps) {

@@ -9,19 +9,26 @@
 
 namespace srunway::nccltests {
 
-// A published figure for a machine, collective and node count, and where it comes from.
+// A published figure for a machine, collective and node count, and where it comes from. Every figure is for
+// GPUs on NCCL: a run on a host-memory communicator is never judged by one.
 struct PublishedFigure {
-  std::string profile;  // "a3mega", "ib-400g-h100", "h100-single-node"
+  std::string reference;  // the name --reference takes: "a3mega", "ib-400g-h100", "h100-single-node"
   Collective collective;
   int min_nodes, max_nodes;
   double busbw_gbps;
+  std::string machine;  // what it applies to: "A3 Mega: 8 x H100 per node, 8 NICs, GPUDirect-TCPXO"
   std::string source;
+  std::string alone;    // the reference one node of this machine is judged by when re-tested alone
 };
 const std::vector<PublishedFigure>& PublishedFigures();
 
-// The default pass mark: 90% of the published figure for this profile, collective and node count, if any.
+// The default pass mark: 90% of the published figure for this reference, collective and node count, if any.
 inline constexpr double kDefaultPassFraction = 0.9;
-std::optional<PublishedFigure> FindFigure(const std::string& profile, Collective collective, int nodes);
+std::optional<PublishedFigure> FindFigure(const std::string& reference, Collective collective, int nodes);
+// The figure for one node of the reference's machine alone: its own single-node figure, else its `alone`
+// reference's (A3 Mega's eight H100 share one NVSwitch, as every 8 x H100 SXM node's do).
+std::optional<PublishedFigure> FindAloneFigure(const std::string& reference, Collective collective);
+bool IsReference(const std::string& name);
 
 enum class Outcome { kPass = 0, kFail = 1, kCouldNotRun = 2 };  // also the exit codes of run-nccl-tests
 

@@ -399,6 +399,34 @@ TEST(ParserTest, TextAndJsonRoundTrip) {
   EXPECT_FALSE(ParseAny("no table here", "empty.log").ok());
 }
 
+// Which communicator carried the run: collbench's "# Communicator:" line (written by FormatHeader, through text
+// and JSON), and NVIDIA's binaries' nccl-library= code, which always means NCCL.
+TEST(ParserTest, TheCommunicatorAndNcclVersionOfARun) {
+  RunResult run = ParseOne(Fixture("a3mega-all-reduce-2node.log"));
+  EXPECT_EQ(run.comm, "");
+  run.comm = "mpi";
+  std::string text = FormatHeader(run);
+  EXPECT_NE(text.find("# Communicator: mpi (host memory)\n"), std::string::npos) << text;
+  for (const Row& row : run.rows) text += FormatRow(row);
+  text += FormatFooter(run);
+  EXPECT_EQ(ParseOne(text).comm, "mpi");
+  EXPECT_EQ(ParseOne(text).nccl_version, "");
+  run.comm = "nccl";
+  run.nccl_version = NcclVersionName(22703);
+  EXPECT_EQ(run.nccl_version, "2.27.3");
+  EXPECT_EQ(NcclVersionName(2708), "2.7.8");
+  text = FormatHeader(run) + FormatFooter(run);
+  EXPECT_NE(text.find("# Communicator: nccl, NCCL 2.27.3\n"), std::string::npos) << text;
+  EXPECT_EQ(ParseOne(text).nccl_version, "2.27.3");
+  auto from_json = ParseAny(ToJson(run).dump(), "results.json");
+  ASSERT_TRUE(from_json.ok());
+  EXPECT_EQ(from_json->front().comm, "nccl");
+  EXPECT_EQ(from_json->front().nccl_version, "2.27.3");
+  const RunResult nvidia = ParseOne(Fixture("gh200-all-reduce-2node-wrong-values.log"));
+  EXPECT_EQ(nvidia.comm, "nccl");
+  EXPECT_EQ(nvidia.nccl_version, "2.29.2");
+}
+
 TEST(VerdictTest, LargestSizeAgainstThresholdAndPublishedFigures) {
   const RunResult run = ParseOne(Fixture("a3mega-all-reduce-2node.log"));
   Verdict pass = Judge(run, 300.0);
@@ -414,7 +442,12 @@ TEST(VerdictTest, LargestSizeAgainstThresholdAndPublishedFigures) {
   EXPECT_DOUBLE_EQ(figure->busbw_gbps, 338.0);
   EXPECT_DOUBLE_EQ(FindFigure("a3mega", Collective::kAllGather, 4)->busbw_gbps, 188.0);
   EXPECT_FALSE(FindFigure("a3mega", Collective::kAllGather, 1).has_value());
-  for (const PublishedFigure& f : PublishedFigures()) EXPECT_FALSE(f.source.empty());
+  for (const PublishedFigure& f : PublishedFigures()) EXPECT_FALSE(f.source.empty() || f.machine.empty());
+  // One node of an A3 Mega alone runs over NVSwitch: judged by the single-node H100 figure, not the network's.
+  EXPECT_DOUBLE_EQ(FindAloneFigure("a3mega", Collective::kAllReduce)->busbw_gbps, 460.0);
+  EXPECT_FALSE(FindAloneFigure("a3mega", Collective::kAllGather).has_value());
+  EXPECT_TRUE(IsReference("ib-400g-h100"));
+  EXPECT_FALSE(IsReference("a3"));
 }
 
 TEST(CollectivesTest, SizesNamesAndBusFactors) {

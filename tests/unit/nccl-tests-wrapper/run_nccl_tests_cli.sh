@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run-nccl-tests without a cluster: --parse on a real log (pass, below threshold, cut short, failed), --dry-run's
-# script, and bad flags; each with its documented exit code and one clear line.
+# run-nccl-tests without a cluster: --parse on a real log (pass, below threshold, cut short, failed, a host-memory
+# run against a GPU reference), --dry-run's script, --list-references, and bad flags; each with its documented exit
+# code and one clear line.
 # Usage: run_nccl_tests_cli.sh RUN_NCCL_TESTS FIXTURE_DIR
 set -euo pipefail
 readonly kTool=$1 kFixtures=$2
@@ -19,7 +20,7 @@ expect() {
 }
 
 expect 0 "verdict: PASS: bus bandwidth 338.82 GB/s at 8G meets the threshold 304.20" \
-  --parse "$kLog" --test all_reduce --profile a3mega
+  --parse "$kLog" --test all_reduce --reference a3mega
 grep -q "nccl-tests' average over every size 70.74 GB/s" "$kWork/out" || fail "average missing: $(cat "$kWork/out")"
 expect 1 "below the threshold 350.00 GB/s \\(log: $kLog\\)" --parse "$kLog" --test all_reduce --expect-busbw 350
 expect 1 '"verdict": "fail"' --parse "$kLog" --test all_reduce --expect-busbw 350 --json
@@ -30,15 +31,30 @@ expect 2 "the run failed: a3mega-2: Test NCCL failure" --parse "$kWork/failed.lo
 expect 2 "no nccl-tests output found" --parse /etc/hostname
 expect 2 "open $kWork/missing.log" --parse "$kWork/missing.log"
 expect 2 "unknown test 'all_scatter'" --test all_scatter --dry-run
+# The network profile and the published figure are two options now; the old one says so.
+expect 2 "--profile h100-single-node: the option is now two: --network-profile h100-single-node \\(what srun gets\\) and --reference NAME" \
+  --profile h100-single-node --dry-run
+expect 2 "--reference a3: no such published figure \\(see --list-references\\)" --reference a3 --dry-run
+expect 2 "--reference a3mega is a GPU figure; with --gpus-per-node 0 the ranks run on host memory" \
+  --reference a3mega --gpus-per-node 0 --dry-run
+expect 2 "--requeue-job needs --isolate" --requeue-job 7 --nodes 1 --dry-run
+expect 0 "^a3mega +all_gather +188 GB/s  2 or more nodes" --list-references
+grep -q "one node alone is judged by: h100-single-node" "$kWork/out" && grep -qE "^h100-single-node +all_reduce +460 GB/s  1 node$" "$kWork/out" ||
+  fail "--list-references: $(cat "$kWork/out")"
+[[ $(grep -c "source: " "$kWork/out") == 4 && $(grep -c "machine: " "$kWork/out") == 4 ]] || fail "--list-references: $(cat "$kWork/out")"
+# CPU ranks run on MPI, named in the script; a host-memory log is never judged by a GPU figure.
+expect 0 "srunway-collbench all_gather --comm mpi -g 1" --dry-run --gpus-per-node 0
+{ echo "# Collective test starting: all_reduce_perf"; echo "# Communicator: mpi (host memory)"; sed -n '/^# nThread/,$p' "$kLog"; } >"$kWork/host.log"
+expect 0 "threshold: a host-memory run \\(mpi communicator\\) is not judged against a GPU figure" --parse "$kWork/host.log" --reference a3mega
 expect 2 "--max-bytes '8Q': unknown size suffix 'Q'" --max-bytes 8Q --dry-run
-expect 0 "srun --mpi=pmix --network-profile=a3mega .*/srunway-collbench all_gather -g 1 -b 8388608 -e 8589934592" \
-  --dry-run --nodes 4 --profile a3mega
+expect 0 "srun --mpi=pmix --kill-on-bad-exit=1 --network-profile=a3mega .*/srunway-collbench all_gather --comm nccl -g 1 -b 8388608 -e 8589934592" \
+  --dry-run --nodes 4 --network-profile a3mega --reference a3mega
 grep -q '^#SBATCH --nodes=4$' "$kWork/out" && grep -q '^#SBATCH --gpus-per-node=8$' "$kWork/out" ||
   fail "script: $(cat "$kWork/out")"
 expect 0 "/opt/nccl-tests/build/all_reduce_perf -g 1" --dry-run --test all_reduce --binary /opt/nccl-tests/build
 # Topology order: the script collects placement and launches with --distribution=arbitrary; --order-hosts makes the
 # SLURM_HOSTFILE inside the job.
-expect 0 "srun --mpi=pmix \\\$\\{distribution:-\\} " --dry-run --topology-order metadata
+expect 0 "srun --mpi=pmix --kill-on-bad-exit=1 \\$\\{distribution:-\\} " --dry-run --topology-order metadata
 grep -q 'order=metadata' "$kWork/out" && grep -q 'export SLURM_HOSTFILE=\$hostfile' "$kWork/out" || fail "ordered script: $(cat "$kWork/out")"
 expect 2 "--topology-order rack: expected auto, metadata, slurm or none" --topology-order rack --dry-run
 expect 2 "--compare-order needs --topology-order auto, metadata or slurm" --compare-order --dry-run
@@ -61,7 +77,7 @@ rc=0
 NCCL_TESTS_MIN_BW=1e9 "$collbench" all_reduce -b 8 -e 8 >"$kWork/out" 2>&1 || rc=$?
 [[ $rc == 1 ]] && grep -q '^# Avg bus bandwidth    : .* FAILED$' "$kWork/out" || fail "NCCL_TESTS_MIN_BW=1e9: $rc $(cat "$kWork/out")"
 # --report DIR: Markdown, JSON, the plot's data and script, and the plot where gnuplot is installed.
-expect 0 "report in $kWork/report: report.md, report.json" --parse "$kLog" --test all_reduce --profile a3mega --report "$kWork/report"
+expect 0 "report in $kWork/report: report.md, report.json" --parse "$kLog" --test all_reduce --reference a3mega --report "$kWork/report"
 grep -qx '# run-nccl-tests: all_reduce on 2 nodes (16 ranks)' "$kWork/report/report.md" || fail "report.md: $(head -3 "$kWork/report/report.md")"
 grep -qx '| 8G | 47535.00 | 338.82 | 0 | 47743.00 | 337.35 | 0 |' "$kWork/report/report.md" || fail "report.md row: $(tail -5 "$kWork/report/report.md")"
 grep -q '"verdict": "pass"' "$kWork/report/report.json" || fail "report.json: no pass verdict"
