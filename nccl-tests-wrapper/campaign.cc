@@ -159,14 +159,20 @@ Finding Examine(const Submitted& job, const Threshold& threshold) {
     return f;
   }
   if (text.ok()) {
-    std::optional<std::string> crash;
+    std::optional<std::string> crash, no_comm;
+    std::set<std::string> no_comm_nodes;
     for (std::string_view line : common::Split(*text, '\n')) {
       if (auto failure = CommInitFailure(line)) {
-        f.kind = Finding::Kind::kNoComm;
-        f.evidence = fmt::format("{} could not set up its communicator: {}", failure->first, failure->second);
-        return f;
+        no_comm_nodes.insert(failure->first);
+        if (!no_comm) no_comm = failure->second;
       }
       if (!crash) crash = CrashLine(line);
+    }
+    if (no_comm) {
+      f.kind = Finding::Kind::kNoComm;
+      f.evidence = fmt::format("{} could not set up {} communicator: {}", fmt::join(no_comm_nodes, ", "),
+                               no_comm_nodes.size() == 1 ? "its" : "their", *no_comm);
+      return f;
     }
     if (crash) {
       f.kind = Finding::Kind::kCrashed;
@@ -211,9 +217,9 @@ common::StatusOr<std::vector<BadNode>> Campaign::Isolate(const JobSpec& base, co
                                                          Clock::time_point deadline) {
   std::set<std::string> good, suspects;
   if (nodes.size() <= 2) {
-    // The whole run was the pair.
-    report_(fmt::format("isolating: the run over {} was the only pair ({}: {})", fmt::join(nodes, ","),
-                        KindName(whole.kind), whole.evidence));
+    // The whole run was the pair, or the node alone: re-test to see that it fails consistently.
+    report_(fmt::format("isolating: the run over {} was {} ({}: {})", fmt::join(nodes, ","),
+                        nodes.size() == 1 ? "the node alone" : "the only pair", KindName(whole.kind), whole.evidence));
     suspects.insert(nodes.begin(), nodes.end());
   } else {
     std::vector<Submitted> pairs;
@@ -261,7 +267,7 @@ common::StatusOr<std::vector<BadNode>> Campaign::Isolate(const JobSpec& base, co
   }
   if (second.empty()) return std::vector<BadNode>{};
   const bool alone = good.empty();
-  report_(fmt::format("re-testing {} suspects {}", second.size(),
+  report_(fmt::format("re-testing {} {} {}", second.size(), second.size() == 1 ? "suspect" : "suspects",
                       alone ? "alone (no pair passed)" : "with nodes that passed"));
   SRUNWAY_RETURN_IF_ERROR(WaitAll(second, deadline));
   std::vector<Finding> findings;
@@ -300,7 +306,7 @@ common::StatusOr<std::vector<BadNode>> Campaign::Isolate(const JobSpec& base, co
   }
   if (alone && bad.size() == second.size() && bad.size() > 1 && kinds.size() == 1) {
     report_(fmt::format("every suspect failed alone in the same way ({}): a site-wide problem (software, "
-                        "configuration, the reference), not a bad node; nobody is named",
+                        "configuration, the reference), not a bad node",
                         KindName(*kinds.begin())));
     return std::vector<BadNode>{};
   }

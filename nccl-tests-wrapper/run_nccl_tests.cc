@@ -296,8 +296,8 @@ int main(int argc, char** argv) {
   });
   auto submitted = campaign.Submit(spec, "", "the whole run");
   if (!submitted.ok()) return CouldNotRun(submitted.status().message());
-  fmt::print("run-nccl-tests: submitted job {} ({} on {} nodes, {} to {}); log {}\n", submitted->job,
-             spec.collective->name, spec.nodes, nccltests::FormatSize(spec.min_bytes),
+  fmt::print("run-nccl-tests: submitted job {} ({} on {} node{}, {} to {}); log {}\n", submitted->job,
+             spec.collective->name, spec.nodes, spec.nodes == 1 ? "" : "s", nccltests::FormatSize(spec.min_bytes),
              nccltests::FormatSize(spec.max_bytes), submitted->log);
   std::vector<nccltests::Submitted> whole = {*submitted};
   const auto deadline =
@@ -309,14 +309,15 @@ int main(int argc, char** argv) {
     return CouldNotRun(fmt::format("job {} ended {} and left no log: {}", run.job, run.state, text.status().message()));
   }
   // The report when the log holds one (a run whose ranks never started has none), then what went wrong.
-  int code = nccltests::ParseAny(*text, run.log).ok()
+  auto parsed = nccltests::ParseAny(*text, run.log);
+  int code = parsed.ok() && !parsed->back().devices.empty()
                  ? Judge(*text, run.log, spec.collective, expect, reference, json, report_dir)
                  : kExitCouldNotRun;
   if (spec.compare_order) PrintOrderComparison(*text);
   const auto threshold = nccltests::ChooseThreshold(expect, reference, spec.collective->id, spec.nodes);
   const nccltests::Finding finding = nccltests::Examine(run, threshold);
   if (!finding.ok()) {
-    fmt::print("run-nccl-tests: the run {}: {} (log: {})\n", nccltests::KindName(finding.kind), finding.evidence,
+    fmt::print("run-nccl-tests: the run: {}: {} (log: {})\n", nccltests::KindName(finding.kind), finding.evidence,
                run.log);
     if (finding.kind != nccltests::Finding::Kind::kSlow && finding.kind != nccltests::Finding::Kind::kWrong) {
       code = kExitCouldNotRun;

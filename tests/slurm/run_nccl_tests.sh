@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # run-nccl-tests as an admin runs it on the local cluster: 2 nodes pass with collbench over MPI, an impossible
-# threshold fails (exit 1) and more nodes than the partition has cannot run (exit 2).
+# threshold fails (exit 1) and more nodes than the partition has cannot run (exit 2). CPU ranks: the local
+# cluster's GPUs are stand-ins, and a GPU run demands NCCL (run_nccl_tests_isolate checks that refusal).
 source "$(dirname "$0")/lib.sh"
 require_cluster
 tool=${RUN_NCCL_TESTS:?}
 workdir=$(mktemp -d)
 at_exit "rm -rf '$workdir'"
-small=(--gpus-per-node 2 --min-bytes 1K --max-bytes 256K --step-factor 4 --iters 5 --warmup 1 --job-dir "$workdir")
+small=(--gpus-per-node 0 --tasks-per-node 2 --min-bytes 1K --max-bytes 256K --step-factor 4 --iters 5 --warmup 1 --job-dir "$workdir")
 
 "$tool" --nodes 2 --test all_reduce "${small[@]}" >"$workdir/pass.out" 2>&1 ||
   fail "2 nodes should pass: $(cat "$workdir/pass.out")"

@@ -22,6 +22,7 @@ namespace {
 class FakeScheduler final : public Scheduler {
  public:
   explicit FakeScheduler(std::vector<std::string> nodes) : nodes_(std::move(nodes)) {}
+  const std::vector<std::string>& nodes() const { return nodes_; }
 
   // What is wrong with a node, and so with every job it is in: kSlow runs at 1 GB/s (healthy pairs at 100, a
   // healthy node alone at 200, a slow one alone at 2), kHung never leaves RUNNING, kCrashed has srun report a
@@ -159,6 +160,14 @@ class CampaignTest : public ::testing::Test {
     return f;
   }
 
+  // Isolation over every node of `scheduler` after a whole run that failed as `kind`, judged by threshold_ and
+  // no single-node figure.
+  common::StatusOr<std::vector<BadNode>> IsolateAll(FakeScheduler& scheduler, Finding::Kind kind) {
+    Campaign campaign = MakeCampaign(scheduler);
+    return campaign.Isolate(Spec(static_cast<int>(scheduler.nodes().size())), scheduler.nodes(), Whole(kind), threshold_,
+                            no_alone_, Soon());
+  }
+
   testing::TempDir dir_;
   std::vector<std::string> lines_;
   const Threshold threshold_{50.0, "test"};
@@ -284,9 +293,7 @@ TEST_F(CampaignTest, AHungPairIsCancelledAtItsRunTimeoutAndTheHangingNodeNamed) 
 TEST_F(CampaignTest, ACrashNamesTheNodeOfTheCrashedRankNotThoseSrunKilled) {
   FakeScheduler scheduler({"n1", "n2", "n3", "n4"});
   scheduler.faulty["n4"] = Finding::Kind::kCrashed;
-  Campaign campaign = MakeCampaign(scheduler);
-  auto bad = campaign.Isolate(Spec(4), {"n1", "n2", "n3", "n4"}, Whole(Finding::Kind::kCrashed), threshold_,
-                              no_alone_, Soon());
+  auto bad = IsolateAll(scheduler, Finding::Kind::kCrashed);
   ASSERT_TRUE(bad.ok());
   ASSERT_EQ(bad->size(), 1u);
   EXPECT_EQ((*bad)[0].node, "n4");
@@ -296,8 +303,7 @@ TEST_F(CampaignTest, ACrashNamesTheNodeOfTheCrashedRankNotThoseSrunKilled) {
 TEST_F(CampaignTest, ANodeThatCannotStartItsCommunicatorIsNamedWithTheReason) {
   FakeScheduler scheduler({"n1", "n2"});
   scheduler.faulty["n2"] = Finding::Kind::kNoComm;
-  Campaign campaign = MakeCampaign(scheduler);
-  auto bad = campaign.Isolate(Spec(2), {"n1", "n2"}, Whole(Finding::Kind::kNoComm), threshold_, no_alone_, Soon());
+  auto bad = IsolateAll(scheduler, Finding::Kind::kNoComm);
   ASSERT_TRUE(bad.ok());
   ASSERT_EQ(bad->size(), 1u);
   EXPECT_EQ((*bad)[0].node, "n2");
@@ -310,8 +316,7 @@ TEST_F(CampaignTest, ANodeThatCannotStartItsCommunicatorIsNamedWithTheReason) {
 TEST_F(CampaignTest, EveryNodeFailingAloneTheSameWayIsASiteProblemNotABadNode) {
   FakeScheduler scheduler({"n1", "n2"});
   scheduler.faulty = {{"n1", Finding::Kind::kNoComm}, {"n2", Finding::Kind::kNoComm}};
-  Campaign campaign = MakeCampaign(scheduler);
-  auto bad = campaign.Isolate(Spec(2), {"n1", "n2"}, Whole(Finding::Kind::kNoComm), threshold_, no_alone_, Soon());
+  auto bad = IsolateAll(scheduler, Finding::Kind::kNoComm);
   ASSERT_TRUE(bad.ok());
   EXPECT_TRUE(bad->empty());
   EXPECT_TRUE(Reported("every suspect failed alone in the same way (no communicator): a site-wide problem"));
@@ -320,9 +325,7 @@ TEST_F(CampaignTest, EveryNodeFailingAloneTheSameWayIsASiteProblemNotABadNode) {
 TEST_F(CampaignTest, WrongValuesCondemnANodeWhateverItsBandwidth) {
   FakeScheduler scheduler({"n1", "n2", "n3", "n4"});
   scheduler.faulty["n1"] = Finding::Kind::kWrong;
-  Campaign campaign = MakeCampaign(scheduler);
-  auto bad = campaign.Isolate(Spec(4), {"n1", "n2", "n3", "n4"}, Whole(Finding::Kind::kWrong), threshold_,
-                              no_alone_, Soon());
+  auto bad = IsolateAll(scheduler, Finding::Kind::kWrong);
   ASSERT_TRUE(bad.ok());
   ASSERT_EQ(bad->size(), 1u);
   EXPECT_EQ((*bad)[0].node, "n1");
