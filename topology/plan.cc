@@ -22,19 +22,46 @@ std::vector<int> FlattenCores(const std::vector<std::vector<int>>& cores, size_t
   return pus;
 }
 
+constexpr uint16_t kClassEthernet = 0x0200, kClassInfiniBand = 0x0207;
+// A NIC whose PCIe link is below this share of the fastest NIC's is an onboard or management port (1 GbE on
+// PCIe 2.0 x1 reads 0.5 GB/s beside 31.5 for a 400G HCA on PCIe 4.0 x16), never a data NIC.
+constexpr double kSlowLinkShare = 0.25;
+
+// "0000:3b:00.1" -> "0000:3b:00": the functions of one adapter share it.
+std::string_view AdapterOf(std::string_view pci) { return pci.substr(0, pci.rfind('.')); }
+
+// The NICs that may carry GPU traffic: not an Ethernet function of an adapter that also has an InfiniBand
+// function (the GPU path takes the InfiniBand port), and not a port whose PCIe link is far slower than the
+// fastest NIC's (links hwloc does not know count as fast).
+std::vector<size_t> DataNicCandidates(const Topology& topology) {
+  std::set<std::string_view> ib_adapters;
+  double fastest = 0;
+  for (const Nic& nic : topology.nics) {
+    if (nic.class_id == kClassInfiniBand) ib_adapters.insert(AdapterOf(nic.pci));
+    fastest = std::max(fastest, nic.link_gbps);
+  }
+  std::vector<size_t> candidates;
+  for (size_t i = 0; i < topology.nics.size(); ++i) {
+    const Nic& nic = topology.nics[i];
+    if (nic.class_id == kClassEthernet && ib_adapters.contains(AdapterOf(nic.pci))) continue;
+    if (nic.link_gbps > 0 && nic.link_gbps < kSlowLinkShare * fastest) continue;
+    candidates.push_back(i);
+  }
+  return candidates;
+}
+
+// The candidates beside GPUs (sharing a PCIe switch with one); all candidates when none is.
 std::vector<size_t> DataNics(const Topology& topology) {
   std::set<uint64_t> gpu_switches;
   for (const Gpu& gpu : topology.gpus) {
     if (gpu.switch_id != 0) gpu_switches.insert(gpu.switch_id);
   }
+  const std::vector<size_t> candidates = DataNicCandidates(topology);
   std::vector<size_t> data;
-  for (size_t i = 0; i < topology.nics.size(); ++i) {
+  for (size_t i : candidates) {
     if (topology.nics[i].switch_id != 0 && gpu_switches.contains(topology.nics[i].switch_id)) data.push_back(i);
   }
-  if (data.empty()) {
-    for (size_t i = 0; i < topology.nics.size(); ++i) data.push_back(i);
-  }
-  return data;
+  return data.empty() ? candidates : data;
 }
 
 // Google's pairing on A3: in each PCIe switch, GPUs and NICs sorted by PCI address, paired in order.
@@ -292,11 +319,16 @@ EnvPlan MakePlan(const Topology& topology, const PlanRequest& request) {
   }
 
   std::map<std::string_view, std::string> values;
+  // InfiniBand/RoCE devices as NCCL_IB_HCA entries: the device and each active port ("mlx5_1:1"), or the device
+  // alone when hwloc gave no port state. The profile puts "=" before the list: exact names, not prefixes.
   auto names_of = [&](const std::vector<size_t>& nics, bool ib) {
     std::vector<std::string> names;
     for (size_t n : nics) {
       const Nic& nic = topology.nics[n];
-      if (ib && !nic.ib_device.empty()) names.push_back(nic.ib_device);
+      if (ib && !nic.ib_device.empty()) {
+        if (nic.active_ports.empty()) names.push_back(nic.ib_device);
+        for (int port : nic.active_ports) names.push_back(fmt::format("{}:{}", nic.ib_device, port));
+      }
       if (!ib && nic.ib_device.empty() && !nic.name.empty()) names.push_back(nic.name);
     }
     return JoinNames(names);

@@ -64,7 +64,7 @@ constexpr ProfileVar kA3HighVars[] = {
 
 constexpr ProfileVar kGenericVars[] = {
     {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
-    {"NCCL_IB_HCA", "{task_hcas}"},
+    {"NCCL_IB_HCA", "={task_hcas}"},  // "=": exact device names (NCCL reads a bare name as a prefix)
     {"NCCL_SOCKET_IFNAME", "{task_nics}"},
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -73,6 +74,21 @@ Locality LocalityOf(hwloc_topology_t topology, hwloc_obj_t obj) {
   return locality;
 }
 
+// The ports hwloc's OpenFabrics device reports ACTIVE: its infos "Port<N>State" hold the first digit of sysfs's
+// ports/<N>/state, and 4 is IB_PORT_ACTIVE.
+std::vector<int> ActivePorts(hwloc_obj_t osdev) {
+  std::vector<int> ports;
+  for (unsigned i = 0; i < osdev->infos_count; ++i) {
+    std::string_view name = osdev->infos[i].name != nullptr ? osdev->infos[i].name : "";
+    std::string_view value = osdev->infos[i].value != nullptr ? osdev->infos[i].value : "";
+    if (!name.starts_with("Port") || !name.ends_with("State") || !value.starts_with('4')) continue;
+    auto port = common::ParseInt(name.substr(4, name.size() - 9), name, 1, 255);
+    if (port.ok()) ports.push_back(static_cast<int>(*port));
+  }
+  std::sort(ports.begin(), ports.end());
+  return ports;
+}
+
 // hwloc's CUDA ("cuda3") or NVML ("nvml3") device below a GPU gives its index; -1 when neither is there.
 int IndexFromOsDevice(hwloc_obj_t pcidev) {
   for (hwloc_obj_t child = pcidev->io_first_child; child != nullptr; child = child->next_sibling) {
@@ -103,12 +119,13 @@ Topology Extract(hwloc_topology_t topology, std::string source) {
       continue;
     }
     Nic nic{"", "", PciAddressOf(obj), pci.vendor_id, pci.class_id, locality.numa, locality.package,
-            locality.switch_id, locality.switch_pci};
+            locality.switch_id, locality.switch_pci, std::isfinite(pci.linkspeed) ? pci.linkspeed : 0.0, {}};
     for (hwloc_obj_t child = obj->io_first_child; child != nullptr; child = child->next_sibling) {
       if (child->type != HWLOC_OBJ_OS_DEVICE || child->name == nullptr) continue;
       if (child->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && nic.name.empty()) nic.name = child->name;
       if (child->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS && nic.ib_device.empty()) {
         nic.ib_device = child->name;
+        nic.active_ports = ActivePorts(child);
       }
     }
     if (!nic.name.empty() || !nic.ib_device.empty()) result.nics.push_back(std::move(nic));
@@ -152,7 +169,29 @@ Topology Extract(hwloc_topology_t topology, std::string source) {
   return result;
 }
 
-StatusOr<Topology> Load(const std::function<int(hwloc_topology_t)>& configure, std::string source) {
+// When `xml` says it was written by a newer hwloc than the one running (`<topology version="3.0">` against hwloc
+// 2), the sentence that says so; else empty. hwloc itself only answers EINVAL.
+std::string NewerXmlNote(std::string_view xml) {
+  const size_t topology = xml.find("<topology");
+  if (topology == std::string_view::npos) return "";
+  const size_t end = xml.find('>', topology);
+  const std::string_view tag = xml.substr(topology, end == std::string_view::npos ? end : end - topology);
+  constexpr std::string_view kVersion = "version=\"";
+  const size_t at = tag.find(kVersion);
+  if (at == std::string_view::npos) return "";
+  const std::string_view version = tag.substr(at + kVersion.size(), tag.find('"', at + kVersion.size()) -
+                                                                        (at + kVersion.size()));
+  auto major = common::ParseInt(version.substr(0, version.find('.')), "XML version", 0, 1000);
+  const unsigned running = hwloc_get_api_version() >> 16;
+  if (!major.ok() || *major <= running) return "";
+  return fmt::format("it was written by hwloc {} (topology version {}) and this program reads hwloc {}.x XML "
+                     "(built with hwloc {}): export it again with hwloc {}.x's lstopo, or build srunway against "
+                     "hwloc {}",
+                     *major, version, running, HWLOC_VERSION, running, *major);
+}
+
+StatusOr<Topology> Load(const std::function<int(hwloc_topology_t)>& configure, std::string source,
+                        std::string_view xml = {}) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return common::Internal("hwloc_topology_init failed");
   HwlocTopology topology(raw);
@@ -164,11 +203,13 @@ StatusOr<Topology> Load(const std::function<int(hwloc_topology_t)>& configure, s
   }
   // The whole machine, not just what this process's cgroup allows: a task's share is computed from it.
   hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
-  if (configure(raw) != 0) {
-    return common::InvalidArgument("{}: hwloc cannot read it as XML: {}", source, std::strerror(errno));
-  }
-  if (hwloc_topology_load(raw) != 0) {
-    return common::InvalidArgument("{}: hwloc failed to load the topology: {}", source, std::strerror(errno));
+  const bool configured = configure(raw) == 0;
+  if (!configured || hwloc_topology_load(raw) != 0) {
+    const int error = errno;
+    if (std::string note = NewerXmlNote(xml); !note.empty()) return common::InvalidArgument("{}: {}", source, note);
+    return common::InvalidArgument("{}: {}: {}", source,
+                                   configured ? "hwloc failed to load the topology" : "hwloc cannot read it as XML",
+                                   std::strerror(error));
   }
   Topology result = Extract(raw, source);
   if (result.numa_nodes.empty()) return common::InvalidArgument("{}: the topology has no NUMA node", source);
@@ -180,7 +221,7 @@ common::Json ToJson(const Topology& topology) {
   for (const Gpu& g : topology.gpus) gpus.push_back({g.index, g.pci, g.numa, g.package, g.switch_id, g.switch_pci});
   for (const Nic& n : topology.nics) {
     nics.push_back({n.name, n.ib_device, n.pci, n.vendor_id, n.class_id, n.numa, n.package, n.switch_id,
-                    n.switch_pci});
+                    n.switch_pci, n.link_gbps, n.active_ports});
   }
   for (const NumaNode& node : topology.numa_nodes) numa.push_back({node.id, node.package, node.cores});
   return {{"source", topology.source}, {"gpus", gpus}, {"nics", nics}, {"numa", numa}};
@@ -197,7 +238,8 @@ StatusOr<Topology> FromJson(const common::Json& json) {
     for (const auto& n : json.at("nics")) {
       topology.nics.push_back(Nic{n.at(0).get<std::string>(), n.at(1).get<std::string>(), n.at(2).get<std::string>(),
                                   n.at(3).get<uint16_t>(), n.at(4).get<uint16_t>(), n.at(5).get<int>(),
-                                  n.at(6).get<int>(), n.at(7).get<uint64_t>(), n.at(8).get<std::string>()});
+                                  n.at(6).get<int>(), n.at(7).get<uint64_t>(), n.at(8).get<std::string>(),
+                                  n.at(9).get<double>(), n.at(10).get<std::vector<int>>()});
     }
     for (const auto& node : json.at("numa")) {
       topology.numa_nodes.push_back(NumaNode{node.at(0).get<int>(), node.at(1).get<int>(),
@@ -266,7 +308,10 @@ std::vector<int> Topology::AllPus() const {
 }
 
 StatusOr<Topology> LoadTopologyXmlFile(const std::string& path) {
-  return Load([&](hwloc_topology_t t) { return hwloc_topology_set_xml(t, path.c_str()); }, path);
+  // Read here too, so a failure can say what the file is; hwloc reads it again by path.
+  auto text = common::ReadFile(path);
+  if (!text.ok()) return text.status();
+  return Load([&](hwloc_topology_t t) { return hwloc_topology_set_xml(t, path.c_str()); }, path, *text);
 }
 
 StatusOr<Topology> LoadTopologyXmlText(std::string_view xml) {
@@ -274,7 +319,7 @@ StatusOr<Topology> LoadTopologyXmlText(std::string_view xml) {
   std::string buffer(xml);
   return Load([&](hwloc_topology_t t) {
     return hwloc_topology_set_xmlbuffer(t, buffer.c_str(), static_cast<int>(buffer.size() + 1));
-  }, "XML buffer");
+  }, "XML buffer", xml);
 }
 
 StatusOr<Topology> LoadLiveTopology() {

@@ -34,6 +34,8 @@ struct Nic {
   int package = -1;
   uint64_t switch_id = 0;
   std::string switch_pci;
+  double link_gbps = 0;           // its PCIe link in GB/s as hwloc reads it; 0 when unknown (many VMs)
+  std::vector<int> active_ports;  // OpenFabrics ports in state ACTIVE; empty when hwloc gave no port state
 };
 
 struct NumaNode {

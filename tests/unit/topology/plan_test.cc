@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "tests/unit/topology/fixture.h"
@@ -141,13 +142,58 @@ TEST(Plan, GpuMissingFromTheTopologyIsANoteNotAnError) {
 TEST(Plan, GenericUsesTheClosestHcaOrNic) {
   Topology dgx = LoadFixture("dgx-h100-ib.xml");
   auto env = EnvOf(Plan(dgx, ProfileId::kGeneric, {1}));
-  EXPECT_EQ(env["NCCL_IB_HCA"], "mlx5_1");
+  EXPECT_EQ(env["NCCL_IB_HCA"], "=mlx5_1:1");
   EXPECT_EQ(env.count("NCCL_SOCKET_IFNAME"), 0u);
   EXPECT_EQ(env.count("NCCL_FASTRAK_IFNAME"), 0u);
   Topology mega = LoadFixture("a3mega.xml");
   auto eth = EnvOf(Plan(mega, ProfileId::kGeneric, {4}));
   EXPECT_EQ(eth["NCCL_SOCKET_IFNAME"], "enp134s0");
   EXPECT_EQ(eth.count("NCCL_IB_HCA"), 0u);
+}
+
+std::vector<std::string> NicNames(const Topology& topo, const std::vector<size_t>& nics) {
+  std::vector<std::string> names;
+  for (size_t n : nics) names.push_back(topo.nics[n].ib_device.empty() ? topo.nics[n].name : topo.nics[n].ib_device);
+  return names;
+}
+
+// NCCL reads NCCL_IB_HCA=mlx5_1 as a prefix, which on a node with twelve HCAs also takes mlx5_10 and mlx5_11;
+// the plan names exact devices and their active ports.
+TEST(Plan, TwelveHcasGetExactNamesWithPorts) {
+  Topology dgx = LoadFixture("dgx-h100-12hca.xml");
+  const auto all = NicNames(dgx, [&] {
+    std::vector<size_t> every(dgx.nics.size());
+    for (size_t i = 0; i < every.size(); ++i) every[i] = i;
+    return every;
+  }());
+  ASSERT_NE(std::find(all.begin(), all.end(), "mlx5_10"), all.end());
+  ASSERT_NE(std::find(all.begin(), all.end(), "mlx5_11"), all.end());
+  EXPECT_EQ(EnvOf(Plan(dgx, ProfileId::kGeneric, {1}))["NCCL_IB_HCA"], "=mlx5_1:1");
+  EXPECT_EQ(EnvOf(Plan(dgx, ProfileId::kGeneric, {7}))["NCCL_IB_HCA"], "=mlx5_7:1");
+  // A task with two GPUs gets both HCAs, each exact.
+  EXPECT_EQ(EnvOf(Plan(dgx, ProfileId::kGeneric, {0, 1}))["NCCL_IB_HCA"], "=mlx5_0:1,mlx5_1:1");
+  // Storage HCAs and the onboard port stay out of the data NICs.
+  NodePlacement placement = PlaceNode(dgx, false);
+  EXPECT_EQ(NicNames(dgx, placement.data_nics),
+            (std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"}));
+}
+
+// Without a PCIe switch shared with the GPUs every NIC used to be a data NIC: the onboard 1 GbE port came first in
+// PCI order and the ConnectX's Ethernet function beside its InfiniBand one. Now the GPU path takes the
+// InfiniBand function, and slow onboard ports are host NICs.
+TEST(Plan, InfiniBandFunctionOverEthernetAndNoOnboardPorts) {
+  Topology flat = LoadFixture("flat-dual-port.xml");
+  NodePlacement placement = PlaceNode(flat, false);
+  EXPECT_EQ(NicNames(flat, placement.data_nics), (std::vector<std::string>{"mlx5_1", "mlx5_2"}));
+  EXPECT_EQ(NicNames(flat, placement.host_nics), (std::vector<std::string>{"eno1", "eno2", "mlx5_0"}));
+  auto gpu0 = EnvOf(Plan(flat, ProfileId::kGeneric, {0}));
+  EXPECT_EQ(gpu0["NCCL_IB_HCA"], "=mlx5_1:1");
+  EXPECT_EQ(gpu0.count("NCCL_SOCKET_IFNAME"), 0u);
+  EXPECT_EQ(EnvOf(Plan(flat, ProfileId::kGeneric, {3}))["NCCL_IB_HCA"], "=mlx5_2:1");
+  // Where every NIC is slow, none is left out: the rule compares NICs with each other.
+  Topology slow = flat;
+  for (Nic& nic : slow.nics) nic.link_gbps = 0.5;
+  EXPECT_EQ(PlaceNode(slow, false).data_nics.size(), 4u);  // all but the Ethernet function
 }
 
 TEST(Plan, NoneChangesNothing) {

@@ -2,6 +2,8 @@
 #include "topology/topology.h"
 
 #include <gtest/gtest.h>
+
+#include <map>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -56,6 +58,39 @@ TEST(Topology, DgxIndicesFromCudaDevicesAndInfiniBand) {
   EXPECT_EQ(topo.nics[1].ib_device, "mlx5_0");
   EXPECT_EQ(topo.nics[1].class_id, 0x0207);
   EXPECT_EQ(topo.FindNuma(1)->cores.size(), 56u);
+}
+
+// Link speed and port state are what the data-NIC rule and NCCL_IB_HCA's ports are decided by.
+TEST(Topology, NicLinkSpeedsAndActivePorts) {
+  Topology topo = LoadFixture("dgx-h100-12hca.xml");
+  std::map<std::string, const Nic*> by_name;
+  for (const Nic& nic : topo.nics) by_name[nic.ib_device.empty() ? nic.name : nic.ib_device] = &nic;
+  ASSERT_EQ(by_name.size(), 13u);  // twelve HCAs and the onboard port
+  EXPECT_DOUBLE_EQ(by_name["eno1"]->link_gbps, 0.5);
+  EXPECT_NEAR(by_name["mlx5_0"]->link_gbps, 31.5077, 1e-3);
+  EXPECT_EQ(by_name["mlx5_0"]->active_ports, (std::vector<int>{1}));
+  EXPECT_EQ(by_name["mlx5_9"]->active_ports, (std::vector<int>{1}));  // port 2 is down
+  EXPECT_TRUE(by_name["eno1"]->active_ports.empty());
+  auto round = TopologyFromAnswer(TopologyAnswer(topo).dump());
+  ASSERT_TRUE(round.ok()) << round.status().ToString();
+  EXPECT_EQ(round->nics[0].link_gbps, topo.nics[0].link_gbps);
+  EXPECT_EQ(round->nics[1].active_ports, topo.nics[1].active_ports);
+}
+
+// hwloc 2 answers a newer hwloc's XML with EINVAL alone; the error says what the file is instead.
+TEST(Topology, XmlFromANewerHwlocSaysSo) {
+  auto text = common::ReadFile(FixturePath("cpu-only.xml"));
+  ASSERT_TRUE(text.ok());
+  std::string newer = *text;
+  const size_t at = newer.find("<topology version=\"2.0\">");
+  ASSERT_NE(at, std::string::npos);
+  newer.replace(at, 26, "<topology version=\"3.0\">");
+  auto loaded = LoadTopologyXmlText(newer);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("written by hwloc 3 (topology version 3.0)"), std::string::npos)
+      << loaded.status().message();
+  EXPECT_NE(loaded.status().message().find("export it again with hwloc 2.x's lstopo"), std::string::npos);
+  EXPECT_TRUE(LoadTopologyXmlText(*text).ok());
 }
 
 TEST(Topology, CpuOnly) {
