@@ -278,8 +278,10 @@ std::vector<std::pair<const Module*, std::string>> ModulesNotUsed(const Blueprin
   return failures;
 }
 
-// test_deployment_variable_not_used: every deployment variable is referenced, or passed automatically to a module
-// with an input of its name (project_id, region, zone, deployment_name, labels reach every module).
+// test_deployment_variable_not_used: every deployment variable is referenced, or reaches a module the way the
+// toolkit wires it without $(vars.x): a module with an input of its name that its settings leave unset (so
+// project_id, region, zone, deployment_name and labels reach most modules). A module outside srunway's catalogue
+// may have any input, so with one in the blueprint no variable is called unused.
 std::vector<std::string> VariablesNotUsed(const Blueprint& bp) {
   std::set<std::string> used = {"project_id", "region", "zone", "deployment_name", "labels"};
   auto collect = [&](const YAML::Node& node) {
@@ -297,7 +299,14 @@ std::vector<std::string> VariablesNotUsed(const Blueprint& bp) {
   collect(Lookup(bp.blueprint.root, "validators"));
   if (bp.deployment) collect(Lookup(bp.deployment->root, "terraform_backend_defaults"));
   for (const Module& module : bp.modules) {
-    if (const ModuleInfo* info = FindModule(module.source)) used.insert(info->inputs.begin(), info->inputs.end());
+    const ModuleInfo* info = FindModule(module.source);
+    if (info == nullptr) return {};
+    const YAML::Node settings = Lookup(module.node, "settings");
+    auto wire = [&](const std::string& input) {
+      if (!Has(settings, input)) used.insert(input);
+    };
+    for (const std::string& input : info->inputs) wire(input);
+    for (const auto& [setting, type] : info->setting_types) wire(setting);
   }
   std::vector<std::string> unused;
   for (auto it = bp.vars.begin(); it != bp.vars.end(); ++it) {
@@ -444,10 +453,30 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
   YAML::Node vars = Lookup(root, "vars");
   if (!vars.IsDefined()) report.At(file, YAML::Mark(), "vars is required (with at least deployment_name)");
   else if (!vars.IsMap()) report.At(file, vars, "vars must be a map");
+  // Where a variable's value came from (the deployment file overrides the blueprint), and its key there: a value
+  // left blank has no place of its own.
+  auto file_of = [&](const std::string& name) -> const std::string& {
+    return bp.deployment && Has(Lookup(bp.deployment->root, "vars"), name) ? bp.deployment->file : file;
+  };
+  auto key_of = [&](const std::string& name) {
+    const YAML::Node map = Lookup(file_of(name) == file ? root : bp.deployment->root, "vars");
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      if (it->first.IsScalar() && it->first.Scalar() == name) return it->first;
+    }
+    return YAML::Node(YAML::NodeType::Undefined);
+  };
   if (!Has(bp.vars, "deployment_name")) {
     report.At(file, vars.IsDefined() ? vars : root, "vars.deployment_name is required (in the blueprint or the deployment file)");
-  } else if (YAML::Node dn = Lookup(bp.vars, "deployment_name"); !dn.IsScalar() || TypeOf(dn) != ScalarType::kString) {
-    report.At(file, dn, "vars.deployment_name must be a string");
+  } else if (YAML::Node dn = Lookup(bp.vars, "deployment_name"); dn.IsNull()) {
+    report.At(file_of("deployment_name"), key_of("deployment_name"), "vars.deployment_name is empty: fill it in (a name for this deployment, "
+                                              "unique in the project, e.g. a3mega-srunway)");
+  } else if (!dn.IsScalar() || TypeOf(dn) != ScalarType::kString) {
+    report.At(file_of("deployment_name"), dn, "vars.deployment_name must be a string");
+  }
+  for (const char* name : {"project_id", "region", "zone"}) {
+    if (YAML::Node value = Lookup(bp.vars, name); value.IsDefined() && value.IsNull()) {
+      report.At(file_of(name), key_of(name), fmt::format("vars.{} is empty: fill it in", name));
+    }
   }
   CheckExpressions(bp, report, file, vars, true, "vars");
   if (bp.deployment) CheckExpressions(bp, report, bp.deployment->file, Lookup(bp.deployment->root, "vars"), true, "vars");

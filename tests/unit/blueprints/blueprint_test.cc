@@ -110,6 +110,41 @@ TEST(Validate, ValidatorsSkipAndLevel) {
             std::vector<std::string>{"bp.yaml:2:14: unknown validator 'test_everything'"});
 }
 
+// The toolkit passes a deployment variable to each module with an input of that name that its settings leave
+// unset, without $(vars.x); gcluster accepts such a blueprint, and so must validate.
+TEST(Validate, ImplicitWiringUsesAVariable) {
+  std::string wired = kGood;
+  wired.insert(wired.find("  nodes: node"), "  sockets: 2\n");  // srunway/local/nodeset has a sockets input
+  EXPECT_TRUE(Check(wired).empty());
+  std::string explicit_setting = kGood;  // the module sets gpus itself, so a variable gpus reaches nothing
+  explicit_setting.insert(explicit_setting.find("  nodes: node"), "  gpus: 4\n");
+  EXPECT_EQ(Check(explicit_setting),
+            std::vector<std::string>{"bp.yaml:4:9: test_deployment_variable_not_used: deployment variable 'gpus' is not used"});
+  // A module outside the catalogue may have any input.
+  std::string unknown = kGood;
+  unknown.insert(unknown.find("  nodes: node"), "  spare: 1\n");
+  EXPECT_EQ(Check(unknown).size(), 1u);
+  unknown += "  - id: mine\n    source: ./modules/mine\n";
+  EXPECT_TRUE(Check(unknown).empty());
+}
+
+// A deployment file with a value left blank says to fill it in, in that file.
+TEST(Deployment, EmptyRequiredValuesSayFillItIn) {
+  testing::TempDir dir("blueprint-test");
+  const std::string bp_path = dir.path() / "bp.yaml", dep_path = dir.path() / "dep.yaml";
+  std::ofstream(bp_path) << kGood;
+  std::ofstream(dep_path) << "vars:\n  deployment_name:\n  project_id:\n";
+  std::vector<Diagnostic> diagnostics;
+  auto bp = Load(bp_path, dep_path, {}, diagnostics);
+  ASSERT_TRUE(bp.ok()) << bp.status().ToString();
+  std::vector<std::string> lines;
+  for (const Diagnostic& d : Validate(*bp)) lines.push_back(FormatDiagnostic(d));
+  EXPECT_EQ(lines, (std::vector<std::string>{
+                       dep_path + ":2:3: vars.deployment_name is empty: fill it in (a name for this deployment, "
+                                  "unique in the project, e.g. a3mega-srunway)",
+                       dep_path + ":3:3: vars.project_id is empty: fill it in"}));
+}
+
 TEST(Validate, ModuleNotUsedFromTheCatalogue) {
   // A partition takes the nodeset's output; a nodeset takes nothing from a partition.
   std::string text = kGood;
@@ -145,8 +180,9 @@ TEST(Deployment, OverridesAndOnlyVars) {
 
 TEST(Expand, KeepsTypesEscapesAndTerraformExpressions) {
   auto bp = LoadText("bp.yaml", "blueprint_name: x\nvars:\n  deployment_name: x\n  port: '8080'\n  n: 3\ndeployment_groups:\n"
-                     "- group: g\n  modules:\n  - id: a\n    source: s\n    settings:\n      p: $(vars.port)\n      n: $(vars.n)\n"
-                     "      s: n=$(vars.n)\n      t: '$(vars.n > 2 ? b.x : 0)'\n      e: \\$(date)\n  - id: b\n    source: s\n");
+                     "- group: g\n  modules:\n  - id: a\n    source: srunway/local/partition\n    settings:\n      p: $(vars.port)\n"
+                     "      n: $(vars.n)\n      s: n=$(vars.n)\n      t: '$(vars.n > 2 ? b.x : 0)'\n      e: \\$(date)\n"
+                     "  - id: b\n    source: srunway/local/partition\n");
   ASSERT_TRUE(bp.ok());
   const std::string out = Expand(*bp);
   EXPECT_NE(out.find("p: \"8080\""), std::string::npos) << out;  // still a string
@@ -156,6 +192,12 @@ TEST(Expand, KeepsTypesEscapesAndTerraformExpressions) {
   EXPECT_NE(out.find("e: \\$(date)"), std::string::npos) << out;
   EXPECT_NE(out.find("  n: 3\n"), std::string::npos) << out;  // kept: still referenced by t
   EXPECT_EQ(out.find("port:"), std::string::npos) << out;     // inlined everywhere: dropped
+  // A module outside the catalogue may take port as an input by name: then it stays.
+  auto unknown = LoadText("bp.yaml", "blueprint_name: x\nvars:\n  deployment_name: x\n  port: '8080'\n"
+                          "deployment_groups:\n- group: g\n  modules:\n  - id: a\n    source: ./mine\n"
+                          "    settings:\n      p: $(vars.port)\n");
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_NE(Expand(*unknown).find("  port: \"8080\"\n"), std::string::npos) << Expand(*unknown);
 }
 
 TEST(Render, LocalClusterFiles) {
