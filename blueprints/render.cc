@@ -13,6 +13,10 @@
 namespace srunway::blueprint {
 namespace {
 
+// Where slurm-gcp's images keep Slurm's configuration, and where the image stage's site install puts the plugin.
+constexpr std::string_view kClusterSlurmEtc = "/etc/slurm";
+constexpr std::string_view kImagePluginPath = "/usr/local/lib/x86_64-linux-gnu/slurm/srunway.so";
+
 using common::StatusOr;
 
 // Machine types of the A3 family and the small ones the blueprints use: vCPUs, GPUs and memory in MB.
@@ -117,7 +121,7 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
   const std::string cluster = cluster_var.IsScalar() ? cluster_var.Scalar()
                               : Compact(deployment.IsScalar() ? deployment.Scalar() : "cluster").substr(0, 10);
   const std::string host = is_local ? Text(bp, *controller, "host", "localhost") : cluster + "-controller";
-  const std::string etc = is_local ? local->state_dir + "/etc" : "/etc/slurm";
+  const std::string etc = is_local ? local->state_dir + "/etc" : std::string(kClusterSlurmEtc);
 
   // Local nodes all listen at the controller's address (on ports of their own).
   const std::string node_address = is_local ? Text(bp, *controller, "address", "127.0.0.1") : "";
@@ -229,7 +233,12 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
       if (type == "a3-megagpu-8g") profile = "a3mega";
       if (type == "a3-highgpu-8g") profile = "a3high";
     }
-    plugstack = fmt::format("required /usr/local/lib/slurm/srunway.so default_profile={}", profile);
+    // What scripts/install-site.sh --prefix /usr/local writes in the image stage: meson puts the plugin under
+    // lib/<multiarch> on Ubuntu (tests/unit/blueprints/blueprint_cli.sh compares with meson's install list).
+    files["plugstack.conf.d/srunway.conf"] = fmt::format(
+        "# srunway's SPANK plugin, installed in the image by scripts/install-site.sh --prefix /usr/local\n"
+        "required {} default_profile={}\n", kImagePluginPath, profile);
+    plugstack = fmt::format("include {}/plugstack.conf.d/*.conf", etc);
   }
   files["plugstack.conf"] = "# plugstack.conf rendered by srunway-blueprint: SPANK plugins loaded into every job step\n" +
                             (plugstack.empty() ? "# (no plugins configured)" : plugstack) + "\n";

@@ -117,7 +117,12 @@ Status WriteFilesAtomic(const std::filesystem::path& dir, const std::map<std::st
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return ErrnoStatus(ec.value(), "create " + dir.string());
-  for (const auto& [name, contents] : files) SRUNWAY_RETURN_IF_ERROR(WriteFileAtomic(dir / name, contents));
+  for (const auto& [name, contents] : files) {
+    const std::filesystem::path path = dir / name;  // a name may hold a subdirectory: "plugstack.conf.d/x.conf"
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) return ErrnoStatus(ec.value(), "create " + path.parent_path().string());
+    SRUNWAY_RETURN_IF_ERROR(WriteFileAtomic(path, contents));
+  }
   return Status::Ok();
 }
 

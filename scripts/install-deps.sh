@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package srunway needs to build, test and run its local cluster; fast when all are present.
+# With --build, only what building and running srunway on a cluster node needs: no Slurm, munge or test packages
+# (a site's nodes run their own Slurm; scripts/install-site.sh uses this), and meson only when none is on PATH.
 set -euo pipefail
 
 readonly kPackages=(
@@ -21,18 +23,31 @@ readonly kPackages=(
   fortunes
 )
 
+readonly kBuildPackages=(
+  ninja-build pkg-config g++
+  libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libhwloc-dev libopenblas-dev
+  libpmix-dev libopenmpi-dev python3
+)
+
 die() { echo "install-deps: $*" >&2; exit 1; }
 
+packages=("${kPackages[@]}")
+if [[ ${1:-} == --build ]]; then
+  packages=("${kBuildPackages[@]}")
+  command -v meson >/dev/null 2>&1 || packages+=(meson)
+  shift
+fi
+
 command -v dpkg-query >/dev/null 2>&1 ||
-  die "this machine has no dpkg/apt; install these packages by hand: ${kPackages[*]}"
+  die "this machine has no dpkg/apt; install these packages by hand: ${packages[*]}"
 
 missing=()
-for pkg in "${kPackages[@]}"; do
+for pkg in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null || true)
   [[ "$status" == ii* ]] || missing+=("$pkg")
 done
 if ((${#missing[@]} == 0)); then
-  [[ "${1:-}" == "-v" ]] && echo "install-deps: all ${#kPackages[@]} packages present"
+  [[ "${1:-}" == "-v" ]] && echo "install-deps: all ${#packages[@]} packages present"
   exit 0
 fi
 

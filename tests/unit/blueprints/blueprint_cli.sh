@@ -70,7 +70,26 @@ expect 0 render blueprints/a3mega/slurm-a3mega-cluster.yaml -d blueprints/a3mega
 grep -qx 'NodeName=a3megaclus-a3meganodeset-\[0-1\] CPUs=208 RealMemory=1821081 Gres=gpu:8 CoresPerSocket=52 ThreadsPerCore=2 State=UNKNOWN' \
   "$kWork/a3/slurm.conf" || fail "a3mega nodes: $(cat "$kWork/a3/slurm.conf")"
 grep -q '^PartitionName=a3mega Nodes=a3megaclus-a3meganodeset-\[0-1\] Default=YES' "$kWork/a3/slurm.conf" || fail "a3mega partition"
-grep -qx 'required /usr/local/lib/slurm/srunway.so default_profile=a3mega' "$kWork/a3/plugstack.conf" || fail "a3mega plugstack"
+grep -qx 'include /etc/slurm/plugstack.conf.d/\*.conf' "$kWork/a3/plugstack.conf" || fail "a3mega plugstack: $(cat "$kWork/a3/plugstack.conf")"
+dropin=$(grep '^required ' "$kWork/a3/plugstack.conf.d/srunway.conf") || fail "no a3mega drop-in"
+[[ $dropin == *" default_profile=a3mega" ]] || fail "a3mega drop-in: $dropin"
+# The drop-in names the path a build with the image stage's options installs the plugin to (meson's own list;
+# the image runs scripts/install-site.sh --prefix /usr/local on x86_64 Ubuntu, which builds with these options).
+for bp in blueprints/a3mega/slurm-a3mega-image.yaml blueprints/a3mega/a3mega-slurm-blueprint.yaml \
+    blueprints/a3high/a3high-slurm-blueprint.yaml; do
+  grep -qE 'scripts/install-site.sh --prefix (/usr/local|"\$PREFIX")' "$bp" || fail "$bp does not install with install-site.sh"
+done
+grep -qx '          PREFIX=/usr/local' blueprints/a3mega/slurm-a3mega-image.yaml || fail "the image's PREFIX is not /usr/local"
+if [[ -f /usr/include/slurm/spank.h && $(uname -m) == x86_64 ]] && command -v meson >/dev/null; then
+  meson setup "$kWork/image-build" "$kRoot" --prefix /usr/local --buildtype=release -Dslurm=enabled \
+    -Dslurm_include_dir=/usr/include -Dsanitized_tests=disabled >"$kWork/setup.log" 2>&1 ||
+    fail "meson setup with the image's options: $(tail -n 5 "$kWork/setup.log")"
+  installed=$(meson introspect "$kWork/image-build" --installed |
+    python3 -c 'import json, sys; print(*[p for p in json.load(sys.stdin).values() if p.endswith("/srunway.so")])')
+  [[ $dropin == "required $installed default_profile=a3mega" ]] ||
+    fail "the drop-in names ${dropin#required } but a build with the image's options installs $installed"
+  echo "ok: the rendered drop-in names $installed, where the image's build installs it"
+fi
 expect 1 render blueprints/a3mega/a3mega-slurm-blueprint.yaml -d blueprints/a3mega/a3mega-slurm-deployment.yaml --out "$kWork/x"
 has "setting node_count_static is '\$(vars.a3mega_provisioning == \"dws-flex\" ? 0 : vars.a3mega_cluster_size)', known only when Terraform evaluates it"
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The plugin installed as a site installs it, against the local cluster's own Slurm (22.05, its headers in
+# /usr/include): scripts/package-deb.sh's .deb installed with dpkg -i, and scripts/install-site.sh into a fresh
+# prefix. Each time a job runs through the plugin it installed (srun --help offers --network-profile; a step asked
+# for the generic profile has SRUNWAY_NETWORK_PROFILE), the drop-in names the exact installed path, a second
+# install adds no line, and removal leaves the plugin stack as it was. Headers of another Slurm release and a meson
+# older than 1.0 are refused with one line. Builds the plugin once (plugin only) in a scratch build directory.
+source "$(dirname "$0")/lib.sh"
+require_cluster
+work=$(mktemp -d)
+at_exit "rm -rf '$work'"
+plugstack=$(scontrol show config | awk '$1 == "PlugStackConfig" {print $3}')
+[[ -f $plugstack ]] || fail "no PlugStackConfig from scontrol show config"
+cp "$plugstack" "$work/plugstack.saved"
+dropin_dir="$(dirname "$plugstack")/plugstack.conf.d"
+at_exit "cp '$work/plugstack.saved' '$plugstack'; rm -rf '$dropin_dir'"
+readonly kInclude="include $dropin_dir/*.conf"
+
+# plugin_active: srun offers the plugin's option and a step asked for the generic profile gets it.
+plugin_active() {
+  srun --help 2>&1 | grep -q -- "--network-profile" || return 1
+  [[ $(srun -N1 -n1 --network-profile=generic printenv SRUNWAY_NETWORK_PROFILE 2>&1) == generic ]]
+}
+plugin_absent() { ! srun --help 2>&1 | grep -q -- "--network-profile"; }
+
+echo "== refusals"
+mkdir -p "$work/other/slurm"
+cp /usr/include/slurm/*.h "$work/other/slurm/"
+sed -i 's/^#define SLURM_VERSION_NUMBER .*/#define SLURM_VERSION_NUMBER 0x170201/' "$work/other/slurm/slurm_version.h"
+rc=0
+"$kSourceRoot/scripts/install-site.sh" --slurm-include "$work/other" --prefix "$work/prefix" --no-deps \
+  >"$work/other.out" 2>&1 || rc=$?
+expect_eq "exit code with another release's headers" "$rc" 1
+expect_eq "lines" "$(wc -l <"$work/other.out")" 1
+grep -q "^install-site: the Slurm headers in $work/other are for 23.02.1 but the running Slurm is 22.05.[0-9]*: " \
+  "$work/other.out" || fail "$(cat "$work/other.out")"
+mkdir -p "$work/oldmeson"
+printf '#!/bin/sh\necho 0.61.2\n' >"$work/oldmeson/meson"
+chmod +x "$work/oldmeson/meson"
+rc=0
+PATH="$work/oldmeson:$PATH" "$kSourceRoot/scripts/install-site.sh" --prefix "$work/prefix" --no-deps \
+  >"$work/meson.out" 2>&1 || rc=$?
+expect_eq "exit code with meson 0.61" "$rc" 1
+grep -qx "install-site: meson 0.61.2 is older than 1.0, which srunway needs: .*" "$work/meson.out" ||
+  fail "$(cat "$work/meson.out")"
+[[ ! -e $work/prefix ]] || fail "a refused install left $work/prefix"
+
+echo "== the .deb"
+plugin_absent || fail "the plugin is already in the stack before the test: $(cat "$plugstack")"
+"$kSourceRoot/scripts/package-deb.sh" --plugin-only --build-dir "$work/build" --out "$work" >"$work/deb.out" 2>&1 ||
+  fail "package-deb: $(cat "$work/deb.out")"
+deb=$(tail -n 1 "$work/deb.out")
+expect_eq "package name" "$(dpkg-deb -f "$deb" Package)" "srunway-spank-slurm22.05"
+dpkg -i "$deb" >"$work/dpkg.out" 2>&1 || fail "dpkg -i: $(cat "$work/dpkg.out")"
+at_exit "dpkg -r srunway-spank-slurm22.05 >/dev/null 2>&1"
+installed=$(dpkg -L srunway-spank-slurm22.05 | grep '/srunway\.so$')
+grep -qx "required $installed default_profile=auto" "$dropin_dir/srunway.conf" ||
+  fail "the drop-in does not name $installed: $(cat "$dropin_dir/srunway.conf")"
+expect_eq "include lines" "$(grep -cxF "$kInclude" "$plugstack")" 1
+plugin_active || fail "no job goes through the plugin the .deb installed"
+dpkg -r srunway-spank-slurm22.05 >"$work/dpkg.out" 2>&1 || fail "dpkg -r: $(cat "$work/dpkg.out")"
+[[ ! -e $installed && ! -e $dropin_dir/srunway.conf ]] || fail "dpkg -r left the plugin or its drop-in"
+cmp -s "$plugstack" "$work/plugstack.saved" || fail "dpkg -r did not restore $plugstack: $(cat "$plugstack")"
+plugin_absent || fail "srun still offers --network-profile after dpkg -r"
+echo "ok: $deb installed, a job ran through it, removed cleanly"
+
+echo "== install-site.sh into a fresh prefix"
+prefix="$work/prefix"
+for round in 1 2; do
+  "$kSourceRoot/scripts/install-site.sh" --prefix "$prefix" --plugin-only --no-deps --build-dir "$work/build" \
+    >"$work/site.out" 2>&1 || fail "install-site (round $round): $(cat "$work/site.out")"
+  expect_eq "include lines after install $round" "$(grep -cxF "$kInclude" "$plugstack")" 1
+  expect_eq "plugin lines after install $round" "$(grep -c '^required ' "$dropin_dir/srunway.conf")" 1
+done
+plugin=$(find "$prefix" -name srunway.so)
+[[ -n $plugin ]] || fail "no srunway.so under $prefix"
+grep -qx "required $plugin default_profile=auto" "$dropin_dir/srunway.conf" ||
+  fail "the drop-in does not name $plugin: $(cat "$dropin_dir/srunway.conf")"
+plugin_active || fail "no job goes through the plugin install-site installed"
+"$kSourceRoot/scripts/install-site.sh" --uninstall --prefix "$prefix" >"$work/site.out" 2>&1 ||
+  fail "uninstall: $(cat "$work/site.out")"
+[[ -z $(find "$prefix" -type f) ]] || fail "uninstall left: $(find "$prefix" -type f)"
+cmp -s "$plugstack" "$work/plugstack.saved" || fail "uninstall did not restore $plugstack: $(cat "$plugstack")"
+plugin_absent || fail "srun still offers --network-profile after --uninstall"
+echo "ok: install-site installed $plugin (twice, one line), a job ran through it, --uninstall removed it"
