@@ -16,7 +16,7 @@ usage: scripts/local-cluster.sh up|down|status|env
 environment:
   SRUNWAY_CLUSTER_DIR        state directory (default /var/tmp/srunway-cluster)
   SRUNWAY_CLUSTER_PORT_BASE  slurmctld port; the two slurmd use the next two (default 16817)
-  SRUNWAY_PLUGSTACK          a line for plugstack.conf (default: none)
+  SRUNWAY_PLUGSTACK          a line for plugstack.conf instead of srunway's plugin (empty: no plugin)
   SRUNWAY_BLUEPRINT_FILE     the blueprint (default blueprints/local/local.yaml)
   SRUNWAY_BUILD_DIR          where srunway-blueprint was built (default build/)
 USAGE
@@ -24,7 +24,8 @@ USAGE
 
 readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly kBlueprint=${SRUNWAY_BLUEPRINT_FILE:-$kRepo/blueprints/local/local.yaml}
-readonly kTool=${SRUNWAY_BUILD_DIR:-$kRepo/build}/blueprints/srunway-blueprint
+readonly kBuild=${SRUNWAY_BUILD_DIR:-$kRepo/build}
+readonly kTool=$kBuild/blueprints/srunway-blueprint
 export SRUNWAY_CLUSTER_DIR=${SRUNWAY_CLUSTER_DIR:-/var/tmp/srunway-cluster}
 export SRUNWAY_CLUSTER_PORT_BASE=${SRUNWAY_CLUSTER_PORT_BASE:-16817}
 
@@ -34,8 +35,25 @@ blueprint() {  # blueprint up|down: the tool, with this machine's values for the
     --set "host=$(hostname)" --set "plugstack=${SRUNWAY_PLUGSTACK:-}"
 }
 
+# srunway's SPANK plugin from the build tree in every job step, added as a site adds it: a drop-in
+# (etc/plugstack.conf.d/srunway.conf, included from plugstack.conf) with default_profile=auto, which on this
+# machine (no GPU that hwloc sees) chooses none and says so in SRUNWAY_NETWORK_PROFILE. SRUNWAY_PLUGSTACK replaces it.
+add_plugin() {
+  [[ -z ${SRUNWAY_PLUGSTACK+set} ]] || return 0
+  local plugin=$kBuild/spank/srunway.so helper=$kBuild/topology/srunway-topo-helper
+  if [[ ! -f $plugin || ! -x $helper ]]; then
+    echo "local-cluster: no SPANK plugin in $kBuild (Slurm headers missing?): job steps run without it"
+    return 0
+  fi
+  "$kRepo/scripts/plugstack-dropin.sh" add "$plugin" "default_profile=auto topo_helper=$helper" \
+    --plugstack "$SRUNWAY_CLUSTER_DIR/etc/plugstack.conf" \
+    --comment "srunway's SPANK plugin from the build tree $kBuild (scripts/local-cluster.sh up)" >/dev/null
+  echo "local-cluster: SPANK plugin on: $plugin (default_profile=auto)"
+}
+
 case ${1:-} in
-  up | down) blueprint "$1" ;;
+  up) blueprint up && add_plugin ;;
+  down) blueprint down ;;
   status | env) exec "$kRepo/blueprints/local/daemons.sh" "$1" ;;
   -h | --help | help) usage ;;
   *) usage >&2; exit 2 ;;

@@ -279,7 +279,11 @@ EnvPlan MakePlan(const Topology& topology, const PlanRequest& request) {
     plan.notes.push_back(fmt::format("auto chose {}: {}", ProfileName(id), why));
   }
   plan.profile = id;
-  if (id == ProfileId::kNone) return plan;
+  if (id == ProfileId::kNone) {
+    // Asked for none: nothing at all. Chosen by auto: say so, so a job can see the plugin ran and what it chose.
+    if (request.profile == ProfileId::kAuto) plan.env.push_back(EnvVar{"SRUNWAY_NETWORK_PROFILE", "none"});
+    return plan;
+  }
   const Profile& profile = GetProfile(id);
   NodePlacement placement = PlaceNode(topology, profile.reserves_nic_cores);
 

@@ -11,9 +11,14 @@ work=$(mktemp -d)
 at_exit "rm -rf '$work'"
 plugstack=$(scontrol show config | awk '$1 == "PlugStackConfig" {print $3}')
 [[ -f $plugstack ]] || fail "no PlugStackConfig from scontrol show config"
-cp "$plugstack" "$work/plugstack.saved"
 dropin_dir="$(dirname "$plugstack")/plugstack.conf.d"
-at_exit "cp '$work/plugstack.saved' '$plugstack'; rm -rf '$dropin_dir'"
+# The local cluster's own drop-in (the build tree's plugin) steps aside for the test and comes back after it.
+cp "$plugstack" "$work/plugstack.original"
+mkdir -p "$work/dropins.original"
+cp -a "$dropin_dir/." "$work/dropins.original/" 2>/dev/null || true
+at_exit "cp '$work/plugstack.original' '$plugstack'; rm -rf '$dropin_dir'; mkdir -p '$dropin_dir'; cp -a '$work/dropins.original/.' '$dropin_dir/'"
+"$kSourceRoot/scripts/plugstack-dropin.sh" remove --plugstack "$plugstack" >/dev/null
+cp "$plugstack" "$work/plugstack.saved"
 readonly kInclude="include $dropin_dir/*.conf"
 
 # plugin_active: srun offers the plugin's option and a step asked for the generic profile gets it.

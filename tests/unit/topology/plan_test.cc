@@ -214,7 +214,11 @@ TEST(Plan, AutoFollowsTheInstalledPlugin) {
   EXPECT_EQ(EnvOf(plan)["LD_LIBRARY_PATH"], "/usr/local/tcpx/lib64");
   EXPECT_EQ(Plan(high, ProfileId::kAuto, {0}, tcpxo).profile, ProfileId::kGeneric);  // wrong plugin for A3 High
   EXPECT_EQ(Plan(LoadFixture("dgx-h100-ib.xml"), ProfileId::kAuto, {0}).profile, ProfileId::kGeneric);
-  EXPECT_EQ(Plan(LoadFixture("cpu-only.xml"), ProfileId::kAuto, {}).profile, ProfileId::kNone);
+  EnvPlan cpu = Plan(LoadFixture("cpu-only.xml"), ProfileId::kAuto, {});
+  EXPECT_EQ(cpu.profile, ProfileId::kNone);
+  // auto's choice of none is visible to the job, and nothing else is set or pinned.
+  EXPECT_EQ(EnvOf(cpu), (std::map<std::string, std::string>{{"SRUNWAY_NETWORK_PROFILE", "none"}}));
+  EXPECT_TRUE(cpu.cpus.empty());
   // The admin's plugin_path replaces the usual places.
   auto custom = [](const std::string& path) { return path == "/opt/fastrak/libnccl-net.so"; };
   PlanRequest request;
