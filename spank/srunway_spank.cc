@@ -11,6 +11,7 @@ extern "C" {
 #include <vector>
 
 #include "common/status.h"
+#include "topology/binding.h"
 #include "topology/nccl_topo.h"
 #include "topology/plan.h"
 #include "topology/plugin_config.h"
@@ -44,6 +45,7 @@ struct PluginState {
   std::optional<topology::Topology> topology;
   std::string nccl_topo_file;  // written for this step on this node, removed at its end
   uid_t job_uid = 0;
+  std::optional<std::string> user_cpu_bind;  // the binding the step asked for, before Slurm's task plugin ran
 };
 
 PluginState& State() {
@@ -103,21 +105,25 @@ int OnOption(int option, const char* optarg, int remote) noexcept {
   }
 }
 
-// Pins the calling task to `cpus` within what it may already use; says why when it cannot.
-std::string PinTask(const std::vector<int>& cpus) {
+// The calling task's CPUs as Slurm left them: its allocation, or the binding Slurm's task plugin computed.
+std::vector<int> CurrentCpus() {
   cpu_set_t current;
   CPU_ZERO(&current);
-  if (sched_getaffinity(0, sizeof current, &current) != 0) return "cannot read the task's CPU mask";
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof current, &current) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &current)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// Pins the calling task to `cpus`; says why when it cannot.
+std::string PinTask(const std::vector<int>& cpus) {
   cpu_set_t target;
   CPU_ZERO(&target);
-  int count = 0;
   for (int cpu : cpus) {
-    if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &current)) {
-      CPU_SET(cpu, &target);
-      ++count;
-    }
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &target);
   }
-  if (count == 0) return "none of the GPU's cores " + topology::FormatCpuList(cpus) + " is allowed to this task";
   if (sched_setaffinity(0, sizeof target, &target) != 0) return "sched_setaffinity failed";
   return "";
 }
@@ -170,15 +176,20 @@ int TaskInit(spank_t spank) {
     }
   }
 
-  // The user's own CPU binding (srun --cpu-bind=...) wins over ours.
-  bool user_binding = JobEnv(spank, "SLURM_CPU_BIND_TYPE").has_value();
-  if (state.affinity == topology::GpuAffinity::kClosest && !user_binding && !plan.cpus.empty()) {
-    std::string problem = PinTask(plan.cpus);
-    if (!problem.empty()) {
-      if (first_task) slurm_spank_log("srunway: warning: no CPU binding: %s", problem.c_str());
+  // The user's own CPU binding (srun or sbatch --cpu-bind) wins; Slurm's computed one does not count as a choice.
+  topology::BindingRequest binding{state.affinity, state.user_cpu_bind, plan.cpus, CurrentCpus()};
+  topology::BindingDecision decision = topology::DecideBinding(binding);
+  if (!decision.cpus.empty()) {
+    if (std::string problem = PinTask(decision.cpus); !problem.empty()) {
+      decision.note = "no CPU binding: " + problem;
+      decision.warning = true;
     } else {
-      spank_setenv(spank, "SRUNWAY_CPU_BIND", topology::FormatCpuList(plan.cpus).c_str(), 1);
+      spank_setenv(spank, "SRUNWAY_CPU_BIND", topology::FormatCpuList(decision.cpus).c_str(), 1);
     }
+  }
+  slurm_info("srunway: task %d: %s", local_rank, decision.note.c_str());
+  if (verbose || (first_task && decision.warning)) {
+    slurm_spank_log("srunway: task %d: %s", local_rank, decision.note.c_str());
   }
   return 0;
 }
@@ -211,6 +222,9 @@ extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_user_init(spank_t spank, int, ch
   try {
     if (!spank_remote(spank)) return 0;
     PluginState& state = State();
+    // The step's environment as srun sent it: Slurm's task/affinity rewrites SLURM_CPU_BIND_TYPE in each task for
+    // the binding it computes itself, so the user's request is read here, before any task starts.
+    state.user_cpu_bind = JobEnv(spank, "SLURM_CPU_BIND_TYPE");
     auto profile = topology::ChooseProfile(state.config, state.user_profile);
     if (!profile.ok()) {
       slurm_error("srunway: %s", profile.status().message().c_str());

@@ -56,6 +56,18 @@ out=$(srun -n1 --gpus-per-task=1 --gpu-affinity=none --time=2 bash -c \
   'echo "$SRUNWAY_NETWORK_PROFILE $(grep Cpus_allowed_list /proc/self/status | cut -f2)"')
 expect_eq "gpu-affinity=none" "$out" "a3mega 0-1"
 
+echo "== a binding the user asked for wins: srun --cpu-bind, SLURM_CPU_BIND in the submit environment"
+# The local cluster's task/none applies no binding of its own (srun says it lacks support), so a task the plugin
+# leaves alone keeps 0-1; sbatch refuses --cpu-bind under task/none.
+for how in "srun --cpu-bind=none" "srun --cpu-bind=map_cpu:0" "env SLURM_CPU_BIND=none srun"; do
+  out=$($how -n1 --gpus-per-task=1 --time=2 bash -c \
+    'echo "${SRUNWAY_CPU_BIND:-unset} $(grep Cpus_allowed_list /proc/self/status | cut -f2)"' 2>/dev/null)
+  expect_eq "$how" "$out" "unset 0-1"
+done
+out=$(srun -n1 --gpus-per-task=1 --time=2 bash -c \
+  'echo "${SRUNWAY_CPU_BIND:-unset} $(grep Cpus_allowed_list /proc/self/status | cut -f2)"')
+expect_eq "no user binding: the task's GPU's core" "$out" "0 0"
+
 echo "== a variable the user set is kept; one the profile enforces is replaced, and the user is told"
 out=$(NCCL_SOCKET_IFNAME=mine NCCL_PROTO=LL srun -n1 --gpus-per-task=1 --time=2 \
   bash -c 'echo "$NCCL_SOCKET_IFNAME $NCCL_PROTO"' 2>"$work/err")
