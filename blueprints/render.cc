@@ -196,6 +196,8 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
         "CredType=cred/munge\nStateSaveLocation={}/ctld\nSlurmdSpoolDir={}/spool\nSlurmctldPidFile={}/run/slurmctld.pid\n"
         "SlurmdPidFile={}/run/slurmd-%n.pid\nSlurmctldLogFile={}/log/slurmctld.log\nSlurmdLogFile={}/log/slurmd-%n.log\n"
         "SlurmctldDebug=info\nSlurmdDebug=info\nTaskProlog={}/etc/task-prolog.sh\nProctrackType=proctrack/linuxproc\n"
+        "# Not slurm-gcp's task/affinity,task/cgroup: with 8 CPUs declared per node on a 2-CPU machine\n"
+        "# (config_overrides) task/affinity binds every task to CPU 0 and cannot lay out --cpu-bind=cores (README).\n"
         "TaskPlugin=task/none\nSlurmdParameters=config_overrides\nReturnToService=2\nSlurmdTimeout=60\nMessageTimeout=20\n"
         "KillWait=5\nInactiveLimit=0\nAccountingStorageType=accounting_storage/none\nJobCompType=jobcomp/none\n"
         "JobAcctGatherType=jobacct_gather/none\n",
