@@ -216,6 +216,13 @@ StatusOr<Topology> Load(const std::function<int(hwloc_topology_t)>& configure, s
   return result;
 }
 
+StatusOr<Topology> LoadXmlBuffer(std::string buffer, std::string source) {
+  // hwloc's XML parsers need a NUL-terminated buffer whose length includes the NUL.
+  return Load([&](hwloc_topology_t t) {
+    return hwloc_topology_set_xmlbuffer(t, buffer.c_str(), static_cast<int>(buffer.size() + 1));
+  }, std::move(source), buffer);
+}
+
 common::Json ToJson(const Topology& topology) {
   common::Json gpus = common::Json::array(), nics = common::Json::array(), numa = common::Json::array();
   for (const Gpu& g : topology.gpus) gpus.push_back({g.index, g.pci, g.numa, g.package, g.switch_id, g.switch_pci});
@@ -308,19 +315,12 @@ std::vector<int> Topology::AllPus() const {
 }
 
 StatusOr<Topology> LoadTopologyXmlFile(const std::string& path) {
-  // Read here too, so a failure can say what the file is; hwloc reads it again by path.
-  auto text = common::ReadFile(path);
-  if (!text.ok()) return text.status();
-  return Load([&](hwloc_topology_t t) { return hwloc_topology_set_xml(t, path.c_str()); }, path, *text);
+  // Read once and handed to hwloc as a buffer, so a failure can also say what the file is.
+  SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(path));
+  return LoadXmlBuffer(std::move(text), path);
 }
 
-StatusOr<Topology> LoadTopologyXmlText(std::string_view xml) {
-  // hwloc's XML parsers need a NUL-terminated buffer whose length includes the NUL.
-  std::string buffer(xml);
-  return Load([&](hwloc_topology_t t) {
-    return hwloc_topology_set_xmlbuffer(t, buffer.c_str(), static_cast<int>(buffer.size() + 1));
-  }, "XML buffer", xml);
-}
+StatusOr<Topology> LoadTopologyXmlText(std::string_view xml) { return LoadXmlBuffer(std::string(xml), "XML buffer"); }
 
 StatusOr<Topology> LoadLiveTopology() {
   return Load([](hwloc_topology_t) { return 0; }, "live");
