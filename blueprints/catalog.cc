@@ -80,7 +80,8 @@ const std::map<std::string, ModuleInfo, std::less<>>& Catalog() {
       {"srunway/local/controller",
        {{"partitions", "state_dir", "port_base", "host", "address", "plugstack"}, {},
         {{"cluster_name", "string"}, {"state_dir", "string"}, {"port_base", "number"}, {"host", "string"},
-         {"address", "string"}, {"plugstack", "string"}, {"task_prolog", "string"}}}},
+         {"address", "string"}, {"plugstack", "string"}, {"task_prolog", "string"}, {"task_plugin", "string"},
+         {"external_prolog_epilog", "bool"}}}},
   };
   return *catalog;
 }

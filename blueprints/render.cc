@@ -75,6 +75,41 @@ std::string Conf(const Blueprint& bp, const Module& m, std::string_view name) {
   return out;
 }
 
+// The local controller's task_plugin setting: task/none (the default), or slurm-gcp's task/affinity,task/cgroup
+// (either alone too). task/cgroup brings proctrack/cgroup and slurm-gcp's cgroup.conf (into `files`).
+StatusOr<std::string> LocalTaskPlugins(const Blueprint& bp, const Module& controller,
+                                       std::map<std::string, std::string>& files) {
+  const std::string plugins = Text(bp, controller, "task_plugin", "task/none");
+  bool affinity = false, cgroup = false;
+  for (std::string_view name : common::Split(plugins, ',')) {
+    if (name == "task/affinity") {
+      affinity = true;
+    } else if (name == "task/cgroup") {
+      cgroup = true;
+    } else if (name != "task/none" || plugins != "task/none") {
+      return common::InvalidArgument("task_plugin of module '{}' is '{}': use task/none, or task/affinity and/or "
+                                     "task/cgroup (comma-separated)", controller.id, plugins);
+    }
+  }
+  if (!affinity && !cgroup) {
+    return std::string(
+        "# Not slurm-gcp's task/affinity,task/cgroup: with more CPUs declared per node than the machine has\n"
+        "# (config_overrides), task/affinity binds every task to CPU 0 and cannot lay out --cpu-bind=cores;\n"
+        "# blueprints/local/slurm-gcp.yaml declares the real CPUs and uses them (README).\n"
+        "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n");
+  }
+  std::string conf = fmt::format("# slurm-gcp's task plugins; the nodes must declare no more CPUs than the machine has.\n"
+                                 "ProctrackType=proctrack/{}\nTaskPlugin={}\n", cgroup ? "cgroup" : "linuxproc", plugins);
+  if (cgroup) {
+    // slurm-gcp's cgroup.conf, except memory: local nodes declare no RealMemory, so a job would be held to 1 MB.
+    files["cgroup.conf"] =
+        "# cgroup.conf rendered by srunway-blueprint: slurm-gcp's, without ConstrainRAMSpace (local nodes declare\n"
+        "# no RealMemory, so every job would be limited to Slurm's 1 MB default)\n"
+        "CgroupAutomount=no\nConstrainCores=yes\nConstrainRAMSpace=no\nConstrainSwapSpace=no\nConstrainDevices=yes\n";
+  }
+  return conf;
+}
+
 struct Nodeset {
   const Module* module;
   std::string hostlist;
@@ -170,6 +205,7 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
   }
   if (nodesets.empty()) return common::InvalidArgument("no nodeset module with nodes (srunway/local/nodeset or schedmd-slurm-gcp-v6-nodeset)");
 
+  std::map<std::string, std::string> files;
   std::string partitions;
   for (const Module& m : bp.modules) {
     if (!EndsWith(m.source, "srunway/local/partition") && !EndsWith(m.source, "schedmd-slurm-gcp-v6-partition")) continue;
@@ -186,7 +222,6 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
   }
   if (partitions.empty()) return common::InvalidArgument("no partition module");
 
-  std::map<std::string, std::string> files;
   std::string conf = fmt::format("# slurm.conf rendered by srunway-blueprint from {}\nClusterName={}\nSlurmctldHost={}\n",
                                  bp.blueprint.file, is_local ? Text(bp, *controller, "cluster_name", cluster) : cluster, host);
   if (is_local) {
@@ -195,13 +230,24 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
         "SlurmctldPort={}\nSlurmUser=root\nSlurmdUser=root\nAuthType=auth/munge\nAuthInfo=socket={}/munge/munge.socket\n"
         "CredType=cred/munge\nStateSaveLocation={}/ctld\nSlurmdSpoolDir={}/spool\nSlurmctldPidFile={}/run/slurmctld.pid\n"
         "SlurmdPidFile={}/run/slurmd-%n.pid\nSlurmctldLogFile={}/log/slurmctld.log\nSlurmdLogFile={}/log/slurmd-%n.log\n"
-        "SlurmctldDebug=info\nSlurmdDebug=info\nTaskProlog={}/etc/task-prolog.sh\nProctrackType=proctrack/linuxproc\n"
-        "# Not slurm-gcp's task/affinity,task/cgroup: with 8 CPUs declared per node on a 2-CPU machine\n"
-        "# (config_overrides) task/affinity binds every task to CPU 0 and cannot lay out --cpu-bind=cores (README).\n"
-        "TaskPlugin=task/none\nSlurmdParameters=config_overrides\nReturnToService=2\nSlurmdTimeout=60\nMessageTimeout=20\n"
-        "KillWait=5\nInactiveLimit=0\nAccountingStorageType=accounting_storage/none\nJobCompType=jobcomp/none\n"
-        "JobAcctGatherType=jobacct_gather/none\n",
+        "SlurmctldDebug=info\nSlurmdDebug=info\nTaskProlog={}/etc/task-prolog.sh\nSlurmdParameters=config_overrides\n"
+        "ReturnToService=2\nSlurmdTimeout=60\nMessageTimeout=20\nKillWait=5\nInactiveLimit=0\n"
+        "AccountingStorageType=accounting_storage/none\nJobCompType=jobcomp/none\nJobAcctGatherType=jobacct_gather/none\n",
         local->port_base, s, s, s, s, s, s, s, s);
+    SRUNWAY_ASSIGN_OR_RETURN(std::string task, LocalTaskPlugins(bp, *controller, files));
+    conf += task;
+    if (Flag(bp, *controller, "external_prolog_epilog")) {
+      // slurm-gcp's layout: one program as Prolog and Epilog that runs the scripts of adm/slurm/prolog_slurmd.d and
+      // partition-NAME-prolog_slurmd.d (epilog_slurmd.d for the epilog); daemons.sh installs it into etc.
+      conf += fmt::format("# slurm-gcp's external prolog/epilog: scripts in {0}/adm/slurm/[partition-NAME-]{{prolog,epilog}}"
+                          "_slurmd.d\nProlog={0}/etc/slurm-mux.sh\nEpilog={0}/etc/slurm-mux.sh\n", s);
+    }
+    // As slurm-gcp: prologs run when the job is allocated; with cgroups, an extern step holds its processes.
+    const bool external = Flag(bp, *controller, "external_prolog_epilog");
+    const bool contain = task.find("proctrack/cgroup") != std::string::npos;
+    if (external || contain) {
+      conf += fmt::format("PrologFlags={}\n", external && contain ? "Alloc,Contain" : external ? "Alloc" : "Contain");
+    }
   } else {
     conf += "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity\nReturnToService=2\n"
             "PrologFlags=Alloc,Contain\n";

@@ -46,6 +46,8 @@ struct PluginState {
   std::string nccl_topo_file;  // written for this step on this node, removed at its end
   uid_t job_uid = 0;
   std::optional<std::string> user_cpu_bind;  // the binding the step asked for, before Slurm's task plugin ran
+  std::vector<int> step_cpus;  // slurmstepd's CPUs: the step's cpuset under task/cgroup, else the whole node
+  topology::StepGpus step_gpus;  // the step's GPUs as slurmstepd saw them, before Slurm set each task's
 };
 
 PluginState& State() {
@@ -105,7 +107,7 @@ int OnOption(int option, const char* optarg, int remote) noexcept {
   }
 }
 
-// The calling task's CPUs as Slurm left them: its allocation, or the binding Slurm's task plugin computed.
+// The calling process's CPUs.
 std::vector<int> CurrentCpus() {
   cpu_set_t current;
   CPU_ZERO(&current);
@@ -148,7 +150,10 @@ int TaskInit(spank_t spank) {
   }
   topology::PlanRequest request;
   request.profile = *state.profile;
-  request.task_gpus = topology::TaskGpus(visible, local_rank, static_cast<int>(local_tasks));
+  std::string renumbered;
+  request.task_gpus = topology::TaskNodeGpus(visible, state.step_gpus, local_rank, static_cast<int>(local_tasks),
+                                             &renumbered);
+  if (!renumbered.empty()) slurm_info("srunway: task %d: %s", local_rank, renumbered.c_str());
   request.plugin_dir = state.config.plugin_path;
   request.nccl_topo_file = state.nccl_topo_file;
   topology::EnvPlan plan = topology::MakePlan(*state.topology, request);
@@ -177,7 +182,7 @@ int TaskInit(spank_t spank) {
   }
 
   // The user's own CPU binding (srun or sbatch --cpu-bind) wins; Slurm's computed one does not count as a choice.
-  topology::BindingRequest binding{state.affinity, state.user_cpu_bind, plan.cpus, CurrentCpus()};
+  topology::BindingRequest binding{state.affinity, state.user_cpu_bind, plan.cpus, state.step_cpus};
   topology::BindingDecision decision = topology::DecideBinding(binding);
   if (!decision.cpus.empty()) {
     if (std::string problem = PinTask(decision.cpus); !problem.empty()) {
@@ -225,6 +230,14 @@ extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_user_init(spank_t spank, int, ch
     // The step's environment as srun sent it: Slurm's task/affinity rewrites SLURM_CPU_BIND_TYPE in each task for
     // the binding it computes itself, so the user's request is read here, before any task starts.
     state.user_cpu_bind = JobEnv(spank, "SLURM_CPU_BIND_TYPE");
+    // What Slurm allows the step is slurmstepd's own mask (task/cgroup moves it into the step's cpuset), not the
+    // task's mask: task/affinity has already narrowed that to the core it picked when task_init runs.
+    state.step_cpus = CurrentCpus();
+    for (auto [name, ids] : {std::pair{"CUDA_VISIBLE_DEVICES", &state.step_gpus.visible},
+                             std::pair{"SLURM_STEP_GPUS", &state.step_gpus.node}}) {
+      auto parsed = topology::ParseVisibleDevices(JobEnv(spank, name).value_or(""));
+      if (parsed.ok()) *ids = *parsed;
+    }
     auto profile = topology::ChooseProfile(state.config, state.user_profile);
     if (!profile.ok()) {
       slurm_error("srunway: %s", profile.status().message().c_str());

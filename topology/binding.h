@@ -17,7 +17,8 @@ struct BindingRequest {
   // in every task for the binding it computes itself, which is not the user's choice. nullopt: none asked.
   std::optional<std::string> user_cpu_bind;
   std::vector<int> gpu_cpus;  // the plan's CPUs for the task's GPUs
-  std::vector<int> allowed;   // the task's CPUs as Slurm left it (its allocation, or the binding Slurm computed)
+  std::vector<int> allowed;   // the CPUs Slurm allows the step on this node (its cpuset), not the core that
+                              // task/affinity picked for the task
 };
 
 struct BindingDecision {

@@ -1,6 +1,7 @@
 // Turns a topology, a network profile and a task's GPUs into the task's environment plan and CPU set.
 #include "topology/plan.h"
 
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -267,6 +268,42 @@ ProfileId DetectProfile(const Topology& topology, const std::string& plugin_dir,
 std::vector<int> TaskGpus(const std::vector<int>& visible, int local_rank, int local_tasks) {
   if (visible.size() <= 1 || local_tasks <= 1 || local_rank < 0) return visible;
   return {visible[static_cast<size_t>(local_rank) % visible.size()]};
+}
+
+namespace {
+
+bool CountsFromZero(const std::vector<int>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] != static_cast<int>(i)) return false;
+  }
+  return !ids.empty();
+}
+
+std::string Renumbered(const std::vector<int>& visible, const std::vector<int>& node, const std::vector<int>& step) {
+  return fmt::format("CUDA_VISIBLE_DEVICES={} is node GPU {} (SLURM_STEP_GPUS={}; Slurm numbers devices from 0 "
+                     "under ConstrainDevices)", fmt::join(visible, ","), fmt::join(node, ","), fmt::join(step, ","));
+}
+
+}  // namespace
+
+std::vector<int> TaskNodeGpus(const std::vector<int>& task_visible, const StepGpus& step, int local_rank,
+                              int local_tasks, std::string* note) {
+  const size_t share = task_visible.size();
+  std::vector<int> node = task_visible;
+  if (!step.node.empty() && share < step.node.size() && CountsFromZero(task_visible) && local_rank >= 0 &&
+      share * static_cast<size_t>(local_tasks) == step.node.size()) {
+    // --gpus-per-task under ConstrainDevices: every task sees 0..share-1.
+    const auto first = step.node.begin() + static_cast<std::ptrdiff_t>(share * static_cast<size_t>(local_rank));
+    node.assign(first, first + static_cast<std::ptrdiff_t>(share));
+    if (note != nullptr && node != task_visible) *note = Renumbered(task_visible, node, step.node);
+    return node;  // the task's own share, all of it
+  }
+  if (!step.node.empty() && step.visible.size() == step.node.size() && CountsFromZero(step.visible) &&
+             std::ranges::all_of(task_visible, [&](int i) { return i >= 0 && static_cast<size_t>(i) < step.node.size(); })) {
+    for (int& id : node) id = step.node[static_cast<size_t>(id)];  // the step's devices numbered from 0
+  }
+  if (note != nullptr && node != task_visible) *note = Renumbered(task_visible, node, step.node);
+  return TaskGpus(node, local_rank, local_tasks);
 }
 
 EnvPlan MakePlan(const Topology& topology, const PlanRequest& request) {

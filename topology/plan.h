@@ -47,6 +47,21 @@ ProfileId DetectProfile(const Topology& topology, const std::string& plugin_dir,
 // do); a task alone on the node uses all it sees.
 std::vector<int> TaskGpus(const std::vector<int>& visible, int local_rank, int local_tasks);
 
+// What slurmstepd saw of the step's GPUs before its tasks started: CUDA_VISIBLE_DEVICES and SLURM_STEP_GPUS.
+// Under task/cgroup with ConstrainDevices=yes (slurm-gcp's cgroup.conf) Slurm numbers CUDA_VISIBLE_DEVICES from 0
+// within the step, and within each task under --gpus-per-task, while SLURM_STEP_GPUS keeps the node's numbers.
+struct StepGpus {
+  std::vector<int> visible;  // the step's CUDA_VISIBLE_DEVICES
+  std::vector<int> node;     // SLURM_STEP_GPUS; empty where Slurm gave the step no GPUs
+};
+
+// The node GPUs of a task that sees `task_visible`: a task whose devices Slurm numbered from 0 while the step has
+// more GPUs is given the local_rank-th equal share of SLURM_STEP_GPUS (the order in which Slurm's --gpus-per-task
+// binding hands them out), all of it; otherwise, in a step numbered from 0 each index maps to SLURM_STEP_GPUS, and
+// TaskGpus chooses among them. `note` receives a sentence when the numbers were translated.
+std::vector<int> TaskNodeGpus(const std::vector<int>& task_visible, const StepGpus& step, int local_rank,
+                              int local_tasks, std::string* note);
+
 struct EnvVar {
   std::string name;
   std::string value;

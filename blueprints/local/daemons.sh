@@ -25,6 +25,7 @@ EOF
 readonly kState=${SRUNWAY_CLUSTER_DIR:-/var/tmp/srunway-cluster}
 readonly kPortBase=${SRUNWAY_CLUSTER_PORT_BASE:-16817}
 readonly kConf=$kState/etc/slurm.conf
+readonly kHere=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 read -r -a kNodes <<<"${SRUNWAY_CLUSTER_NODES:-node1 node2}"
 readonly kNodes
 readonly kStartTimeoutS=60
@@ -99,6 +100,15 @@ start_munge() {
   fi
 }
 
+# task/cgroup and proctrack/cgroup need a writable cpuset controller (cgroup v1's cpuset hierarchy, or v2 with
+# cpuset enabled); say so in one line rather than let slurmd fail in its log.
+check_cgroups() {
+  if [[ -w /sys/fs/cgroup/cpuset ]]; then return 0; fi
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]] && grep -qw cpuset /sys/fs/cgroup/cgroup.controllers &&
+     [[ -w /sys/fs/cgroup ]]; then return 0; fi
+  die "$kConf uses proctrack/cgroup and task/cgroup, but this machine has no writable cpuset cgroup (/sys/fs/cgroup): use a blueprint with task_plugin: task/none"
+}
+
 start_slurmctld() {
   [[ -n $(pid_of slurmctld) ]] && return 0
   # A fresh controller state each start: no drained nodes or stale jobs from an earlier run.
@@ -170,6 +180,10 @@ cmd_up() {
   done
   [[ -r $kConf ]] || die "no configuration at $kConf (srunway-blueprint up renders it)"
   export SLURM_CONF=$kConf
+  if grep -q '^ProctrackType=proctrack/cgroup' "$kConf"; then check_cgroups; fi
+  # slurm-gcp's prolog/epilog multiplexer and its script directories, for configurations that name it.
+  install -m 0755 "$kHere/slurm-mux.sh" "$kState/etc/slurm-mux.sh"
+  mkdir -p "$kState"/adm/slurm/{prolog,epilog}_slurmd.d
   start_munge
   wait_for_daemon munged "$kState/log/munged.log"
   start_slurmctld

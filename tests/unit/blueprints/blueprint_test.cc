@@ -219,10 +219,45 @@ TEST(Render, LocalClusterFiles) {
   EXPECT_EQ(files->at("mpi.conf").substr(files->at("mpi.conf").find('\n') + 1),
             "PMIxCliTmpDirBase=/st/spool/pmixtmp\nPMIxCollFence=ring\n");
   EXPECT_EQ(files->at("nodes.hosts").substr(files->at("nodes.hosts").find('\n') + 1), "127.0.0.1 node1 node2\n");
+  EXPECT_NE(conf.find("ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"), std::string::npos) << conf;
+  EXPECT_EQ(conf.find("\nProlog="), std::string::npos) << conf;
+  EXPECT_EQ(conf.find("PrologFlags"), std::string::npos) << conf;
+  EXPECT_FALSE(files->contains("cgroup.conf"));
   auto local = LocalClusterOf(*bp);
   ASSERT_TRUE(local.ok());
   EXPECT_EQ(local->nodes, (std::vector<std::string>{"node1", "node2"}));
   EXPECT_EQ(local->port_base, 7000);
+}
+
+// blueprints/local/slurm-gcp.yaml's settings: slurm-gcp's task plugins, cgroup.conf and prolog/epilog layout.
+TEST(Render, LocalClusterLikeSlurmGcp) {
+  auto render = [](const std::string& settings) {
+    std::string text = kGood;
+    text += "  - id: controller\n    source: srunway/local/controller\n    use: debug\n    settings:\n"
+            "      state_dir: /st\n" + settings;
+    auto bp = LoadText("bp.yaml", text);
+    EXPECT_TRUE(bp.ok());
+    return RenderSlurm(*bp);
+  };
+  auto files = render("      task_plugin: task/affinity,task/cgroup\n      external_prolog_epilog: true\n");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  const std::string& conf = files->at("slurm.conf");
+  EXPECT_NE(conf.find("ProctrackType=proctrack/cgroup\nTaskPlugin=task/affinity,task/cgroup\n"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("Prolog=/st/etc/slurm-mux.sh\nEpilog=/st/etc/slurm-mux.sh\nPrologFlags=Alloc,Contain\n"),
+            std::string::npos) << conf;
+  EXPECT_NE(files->at("cgroup.conf").find("ConstrainCores=yes\nConstrainRAMSpace=no\nConstrainSwapSpace=no\n"
+                                          "ConstrainDevices=yes\n"), std::string::npos);
+  files = render("      task_plugin: task/affinity\n");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_NE(files->at("slurm.conf").find("ProctrackType=proctrack/linuxproc\nTaskPlugin=task/affinity\n"),
+            std::string::npos) << files->at("slurm.conf");
+  EXPECT_EQ(files->at("slurm.conf").find("PrologFlags"), std::string::npos);
+  for (const char* bad : {"task/affinty", "task/none,task/affinity", ""}) {
+    files = render(fmt::format("      task_plugin: '{}'\n", bad));
+    ASSERT_FALSE(files.ok()) << bad;
+    EXPECT_EQ(files.status().message(), fmt::format("task_plugin of module 'controller' is '{}': use task/none, or "
+                                                    "task/affinity and/or task/cgroup (comma-separated)", bad));
+  }
 }
 
 }  // namespace

@@ -111,6 +111,29 @@ TEST(Plan, TaskWithTwoGpus) {
   EXPECT_TRUE(EnvOf(plan)["NCCL_FASTRAK_IFNAME"].starts_with("enp14s0,enp7s0,enp6s0"));
 }
 
+TEST(Plan, DevicesNumberedFromZeroUnderConstrainDevices) {
+  std::string note;
+  // --gpus-per-task=1, two tasks, step GPUs 0,1: each task sees "0"; task 1 has the step's second GPU.
+  EXPECT_EQ(TaskNodeGpus({0}, {{0, 1}, {0, 1}}, 1, 2, &note), (std::vector<int>{1}));
+  EXPECT_EQ(note, "CUDA_VISIBLE_DEVICES=0 is node GPU 1 (SLURM_STEP_GPUS=0,1; Slurm numbers devices from 0 under "
+                  "ConstrainDevices)");
+  note.clear();
+  EXPECT_EQ(TaskNodeGpus({0}, {{0, 1}, {0, 1}}, 0, 2, &note), (std::vector<int>{0}));
+  EXPECT_EQ(note, "");
+  // --gpus-per-task=4 on GPUs 4-7 and 0-3 of a step with all eight.
+  std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(TaskNodeGpus({0, 1, 2, 3}, {all, all}, 1, 2, nullptr), (std::vector<int>{4, 5, 6, 7}));
+  // A step on GPUs 3,4 sees 0,1; its task alone uses both, two tasks one each.
+  EXPECT_EQ(TaskNodeGpus({0, 1}, {{0, 1}, {3, 4}}, 0, 1, nullptr), (std::vector<int>{3, 4}));
+  EXPECT_EQ(TaskNodeGpus({0, 1}, {{0, 1}, {3, 4}}, 1, 2, nullptr), (std::vector<int>{4}));
+  // Without ConstrainDevices the numbers are the node's already.
+  EXPECT_EQ(TaskNodeGpus({1}, {{0, 1}, {0, 1}}, 1, 2, nullptr), (std::vector<int>{1}));
+  EXPECT_EQ(TaskNodeGpus({4}, {{3, 4}, {3, 4}}, 1, 2, nullptr), (std::vector<int>{4}));
+  EXPECT_EQ(TaskNodeGpus({3, 4}, {{3, 4}, {3, 4}}, 0, 1, nullptr), (std::vector<int>{3, 4}));
+  // No GPUs from Slurm (CUDA_VISIBLE_DEVICES set by hand): as TaskGpus.
+  EXPECT_EQ(TaskNodeGpus({2, 5}, {{2, 5}, {}}, 1, 2, nullptr), (std::vector<int>{5}));
+}
+
 TEST(Plan, MoreTasksThanGpus) {
   // 16 tasks on a node whose tasks all see GPUs 0-7: task i uses GPU i % 8; a task alone uses all it sees.
   std::vector<int> visible = {0, 1, 2, 3, 4, 5, 6, 7};
