@@ -47,3 +47,11 @@ class DynamicLibrary {
 };
 
 }  // namespace srunway::common
+
+// Assigns the function `name`, declared by a library's header, from DynamicLibrary `lib` to `target`, or returns
+// the error. Headers map some names to versioned symbols (cuda.h's cuMemAlloc is cuMemAlloc_v2): the name is
+// macro-expanded before it is stringized, so dlsym is asked for the symbol the header means.
+#define SRUNWAY_SYMBOL_NAME_EXPANDED(name) #name
+#define SRUNWAY_SYMBOL_NAME(name) SRUNWAY_SYMBOL_NAME_EXPANDED(name)
+#define SRUNWAY_LOAD_SYMBOL(target, lib, name) \
+  SRUNWAY_ASSIGN_OR_RETURN((target), (lib).Symbol<decltype(::name)>(SRUNWAY_SYMBOL_NAME(name)))

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cuda_driver.h"
 #include "common/dynlib.h"
 #include "common/env.h"
 #include "common/parse.h"
@@ -27,68 +28,7 @@ using common::Status;
 using common::StatusOr;
 using Clock = std::chrono::steady_clock;
 
-// cuda.h maps many names to versioned symbols (cuMemAlloc is cuMemAlloc_v2); expanding the macro before
-// stringizing asks dlsym for the symbol the header means.
-#define SRUNWAY_STRINGIZE_EXPANDED(name) #name
-#define SRUNWAY_SYMBOL_NAME(name) SRUNWAY_STRINGIZE_EXPANDED(name)
-#define SRUNWAY_LOAD(api, lib, field, name) \
-  SRUNWAY_ASSIGN_OR_RETURN((api).field, (lib).Symbol<decltype(::name)>(SRUNWAY_SYMBOL_NAME(name)))
-
-// The CUDA driver calls this backend makes: device, context, stream, events, memory.
-struct CudaApi {
-  common::DynamicLibrary lib;
-  decltype(::cuInit)* init = nullptr;
-  decltype(::cuGetErrorString)* error_string = nullptr;
-  decltype(::cuDeviceGetCount)* device_count = nullptr;
-  decltype(::cuDeviceGet)* device_get = nullptr;
-  decltype(::cuDeviceGetPCIBusId)* bus_id = nullptr;
-  decltype(::cuDeviceGetName)* device_name = nullptr;
-  decltype(::cuDevicePrimaryCtxRetain)* retain = nullptr;
-  decltype(::cuCtxSetCurrent)* set_current = nullptr;
-  decltype(::cuStreamCreate)* stream_create = nullptr;
-  decltype(::cuStreamDestroy)* stream_destroy = nullptr;
-  decltype(::cuEventCreate)* event_create = nullptr;
-  decltype(::cuEventRecord)* event_record = nullptr;
-  decltype(::cuEventQuery)* event_query = nullptr;
-  decltype(::cuEventDestroy)* event_destroy = nullptr;
-  decltype(::cuMemAlloc)* mem_alloc = nullptr;
-  decltype(::cuMemFree)* mem_free = nullptr;
-  decltype(::cuMemsetD8)* memset = nullptr;
-  decltype(::cuMemcpyHtoD)* to_device = nullptr;
-  decltype(::cuMemcpyDtoH)* to_host = nullptr;
-
-  static StatusOr<std::unique_ptr<CudaApi>> Load() {
-    SRUNWAY_ASSIGN_OR_RETURN(auto lib, common::DynamicLibrary::Open("libcuda.so.1"));
-    auto api = std::make_unique<CudaApi>(CudaApi{std::move(lib)});
-    SRUNWAY_LOAD(*api, api->lib, init, cuInit);
-    SRUNWAY_LOAD(*api, api->lib, error_string, cuGetErrorString);
-    SRUNWAY_LOAD(*api, api->lib, device_count, cuDeviceGetCount);
-    SRUNWAY_LOAD(*api, api->lib, device_get, cuDeviceGet);
-    SRUNWAY_LOAD(*api, api->lib, bus_id, cuDeviceGetPCIBusId);
-    SRUNWAY_LOAD(*api, api->lib, device_name, cuDeviceGetName);
-    SRUNWAY_LOAD(*api, api->lib, retain, cuDevicePrimaryCtxRetain);
-    SRUNWAY_LOAD(*api, api->lib, set_current, cuCtxSetCurrent);
-    SRUNWAY_LOAD(*api, api->lib, stream_create, cuStreamCreate);
-    SRUNWAY_LOAD(*api, api->lib, stream_destroy, cuStreamDestroy);
-    SRUNWAY_LOAD(*api, api->lib, event_create, cuEventCreate);
-    SRUNWAY_LOAD(*api, api->lib, event_record, cuEventRecord);
-    SRUNWAY_LOAD(*api, api->lib, event_query, cuEventQuery);
-    SRUNWAY_LOAD(*api, api->lib, event_destroy, cuEventDestroy);
-    SRUNWAY_LOAD(*api, api->lib, mem_alloc, cuMemAlloc);
-    SRUNWAY_LOAD(*api, api->lib, mem_free, cuMemFree);
-    SRUNWAY_LOAD(*api, api->lib, memset, cuMemsetD8);
-    SRUNWAY_LOAD(*api, api->lib, to_device, cuMemcpyHtoD);
-    SRUNWAY_LOAD(*api, api->lib, to_host, cuMemcpyDtoH);
-    return api;
-  }
-
-  Status Check(CUresult rc, std::string_view what) const {
-    if (rc == CUDA_SUCCESS) return Status::Ok();
-    const char* text = nullptr;
-    error_string(rc, &text);
-    return common::Unavailable("{} failed: {}", what, text != nullptr ? text : "unknown CUDA error");
-  }
-};
+using common::CudaDriver;
 
 // The NCCL calls. ncclCommInitRankScalable is optional (NCCL 2.23 and later).
 struct NcclApi {
@@ -123,27 +63,27 @@ struct NcclApi {
     if (auto path = common::GetEnv("SRUNWAY_NCCL_LIBRARY")) names = {*path};
     SRUNWAY_ASSIGN_OR_RETURN(auto lib, common::DynamicLibrary::OpenFirst(names));
     auto api = std::make_unique<NcclApi>(NcclApi{std::move(lib)});
-    SRUNWAY_LOAD(*api, api->lib, get_version, ncclGetVersion);
-    SRUNWAY_LOAD(*api, api->lib, get_unique_id, ncclGetUniqueId);
-    SRUNWAY_LOAD(*api, api->lib, init_rank_config, ncclCommInitRankConfig);
-    SRUNWAY_LOAD(*api, api->lib, split, ncclCommSplit);
-    SRUNWAY_LOAD(*api, api->lib, async_error, ncclCommGetAsyncError);
-    SRUNWAY_LOAD(*api, api->lib, finalize, ncclCommFinalize);
-    SRUNWAY_LOAD(*api, api->lib, destroy, ncclCommDestroy);
-    SRUNWAY_LOAD(*api, api->lib, abort, ncclCommAbort);
-    SRUNWAY_LOAD(*api, api->lib, user_rank, ncclCommUserRank);
-    SRUNWAY_LOAD(*api, api->lib, count, ncclCommCount);
-    SRUNWAY_LOAD(*api, api->lib, error_string, ncclGetErrorString);
-    SRUNWAY_LOAD(*api, api->lib, last_error, ncclGetLastError);
-    SRUNWAY_LOAD(*api, api->lib, all_reduce, ncclAllReduce);
-    SRUNWAY_LOAD(*api, api->lib, reduce_scatter, ncclReduceScatter);
-    SRUNWAY_LOAD(*api, api->lib, all_gather, ncclAllGather);
-    SRUNWAY_LOAD(*api, api->lib, broadcast, ncclBroadcast);
-    SRUNWAY_LOAD(*api, api->lib, reduce, ncclReduce);
-    SRUNWAY_LOAD(*api, api->lib, send, ncclSend);
-    SRUNWAY_LOAD(*api, api->lib, recv, ncclRecv);
-    SRUNWAY_LOAD(*api, api->lib, group_start, ncclGroupStart);
-    SRUNWAY_LOAD(*api, api->lib, group_end, ncclGroupEnd);
+    SRUNWAY_LOAD_SYMBOL(api->get_version, api->lib, ncclGetVersion);
+    SRUNWAY_LOAD_SYMBOL(api->get_unique_id, api->lib, ncclGetUniqueId);
+    SRUNWAY_LOAD_SYMBOL(api->init_rank_config, api->lib, ncclCommInitRankConfig);
+    SRUNWAY_LOAD_SYMBOL(api->split, api->lib, ncclCommSplit);
+    SRUNWAY_LOAD_SYMBOL(api->async_error, api->lib, ncclCommGetAsyncError);
+    SRUNWAY_LOAD_SYMBOL(api->finalize, api->lib, ncclCommFinalize);
+    SRUNWAY_LOAD_SYMBOL(api->destroy, api->lib, ncclCommDestroy);
+    SRUNWAY_LOAD_SYMBOL(api->abort, api->lib, ncclCommAbort);
+    SRUNWAY_LOAD_SYMBOL(api->user_rank, api->lib, ncclCommUserRank);
+    SRUNWAY_LOAD_SYMBOL(api->count, api->lib, ncclCommCount);
+    SRUNWAY_LOAD_SYMBOL(api->error_string, api->lib, ncclGetErrorString);
+    SRUNWAY_LOAD_SYMBOL(api->last_error, api->lib, ncclGetLastError);
+    SRUNWAY_LOAD_SYMBOL(api->all_reduce, api->lib, ncclAllReduce);
+    SRUNWAY_LOAD_SYMBOL(api->reduce_scatter, api->lib, ncclReduceScatter);
+    SRUNWAY_LOAD_SYMBOL(api->all_gather, api->lib, ncclAllGather);
+    SRUNWAY_LOAD_SYMBOL(api->broadcast, api->lib, ncclBroadcast);
+    SRUNWAY_LOAD_SYMBOL(api->reduce, api->lib, ncclReduce);
+    SRUNWAY_LOAD_SYMBOL(api->send, api->lib, ncclSend);
+    SRUNWAY_LOAD_SYMBOL(api->recv, api->lib, ncclRecv);
+    SRUNWAY_LOAD_SYMBOL(api->group_start, api->lib, ncclGroupStart);
+    SRUNWAY_LOAD_SYMBOL(api->group_end, api->lib, ncclGroupEnd);
     api->init_rank_scalable = api->lib.OptionalSymbol<decltype(::ncclCommInitRankScalable)>("ncclCommInitRankScalable");
     if (api->get_version(&api->version) != ncclSuccess) return common::Internal("ncclGetVersion failed");
     // Non-blocking communicators and ncclCommSplit arrived in 2.14.
@@ -154,42 +94,19 @@ struct NcclApi {
   }
 };
 
-// What every communicator of this process shares: the two libraries, the GPU and its context.
+// What every communicator of this process shares: the GPU with its driver and context, and NCCL.
 struct Runtime {
-  std::unique_ptr<CudaApi> cuda;
+  std::unique_ptr<common::CudaGpu> gpu;
   std::unique_ptr<NcclApi> nccl;
-  CUcontext context = nullptr;
-  int device = 0;
-  std::string bus_id;
-  std::string name;
+  const CudaDriver* cuda = nullptr;  // gpu->driver
 
-  Status MakeCurrent() const { return cuda->Check(cuda->set_current(context), "cuCtxSetCurrent"); }
+  Status MakeCurrent() const { return gpu->MakeCurrent(); }
 };
 
-// The GPU of this rank: the one visible device when Slurm or the SPANK plugin gave each task its own, else the
-// local rank's among those visible.
 StatusOr<std::shared_ptr<Runtime>> OpenRuntime(int local_rank) {
   auto runtime = std::make_shared<Runtime>();
-  auto cuda = CudaApi::Load();
-  if (!cuda.ok()) return cuda.status().WithContext("no CUDA driver");
-  runtime->cuda = std::move(*cuda);
-  const CudaApi& api = *runtime->cuda;
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.init(0), "cuInit"));
-  int count = 0;
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.device_count(&count), "cuDeviceGetCount"));
-  if (count == 0) return common::NotFound("no GPU visible (CUDA_VISIBLE_DEVICES='{}')",
-                                          common::GetEnvOr("CUDA_VISIBLE_DEVICES", ""));
-  runtime->device = local_rank % count;
-  CUdevice device = 0;
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.device_get(&device, runtime->device), "cuDeviceGet"));
-  char bus_id[32] = {};
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.bus_id(bus_id, sizeof bus_id, device), "cuDeviceGetPCIBusId"));
-  runtime->bus_id = bus_id;
-  char name[256] = {};
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.device_name(name, sizeof name, device), "cuDeviceGetName"));
-  runtime->name = name;
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.retain(&runtime->context, device), "cuDevicePrimaryCtxRetain"));
-  SRUNWAY_RETURN_IF_ERROR(runtime->MakeCurrent());
+  SRUNWAY_ASSIGN_OR_RETURN(runtime->gpu, common::OpenCudaGpu(local_rank));
+  runtime->cuda = runtime->gpu->driver.get();
   SRUNWAY_ASSIGN_OR_RETURN(runtime->nccl, NcclApi::Load());
   return runtime;
 }
@@ -281,7 +198,7 @@ class NcclComm : public Comm {
   int size() const override { return size_; }
 
   DeviceInfo device() const override {
-    return {runtime_->device, runtime_->bus_id, runtime_->name, runtime_->nccl->version};
+    return {runtime_->gpu->ordinal, runtime_->gpu->bus_id, runtime_->gpu->name, runtime_->nccl->version};
   }
 
   // From any thread: the handle is cleared under the lock every other use of it holds, so no call can reach a
@@ -332,7 +249,7 @@ class NcclComm : public Comm {
 
   StatusOr<Buffer> Allocate(size_t bytes) override {
     SRUNWAY_RETURN_IF_ERROR(runtime_->MakeCurrent());
-    const CudaApi& cuda = *runtime_->cuda;
+    const CudaDriver& cuda = *runtime_->cuda;
     CUdeviceptr pointer = 0;
     SRUNWAY_RETURN_IF_ERROR(cuda.Check(cuda.mem_alloc(&pointer, std::max<size_t>(bytes, 1)),
                                        fmt::format("cuMemAlloc of {} bytes", bytes)));
@@ -427,7 +344,7 @@ class NcclComm : public Comm {
 
   // For NcclRequest: polls `event` and the communicator's error state until the operation is done.
   Status WaitFor(CUevent event, std::string_view what) {
-    const CudaApi& cuda = *runtime_->cuda;
+    const CudaDriver& cuda = *runtime_->cuda;
     const auto deadline = Clock::now() + timeout_;
     for (int spins = 0;; ++spins) {
       if (aborted_) return common::Aborted("{}: the communicator was aborted", what);
@@ -442,7 +359,7 @@ class NcclComm : public Comm {
   // For NcclRequest::Test: one look at `event`.
   StatusOr<bool> EventDone(CUevent event, std::string_view what) {
     if (aborted_) return common::Aborted("{}: the communicator was aborted", what);
-    const CudaApi& cuda = *runtime_->cuda;
+    const CudaDriver& cuda = *runtime_->cuda;
     CUresult state = cuda.event_query(event);
     if (state == CUDA_SUCCESS) return true;
     if (state != CUDA_ERROR_NOT_READY) return cuda.Check(state, fmt::format("{} (cuEventQuery)", what));
@@ -526,7 +443,7 @@ class NcclComm : public Comm {
     const NcclApi& api = *runtime_->nccl;
     SRUNWAY_ASSIGN_OR_RETURN(ncclResult_t rc, WithComm(what, [&](ncclComm_t comm) { return start(api, comm); }));
     if (rc != ncclSuccess) SRUNWAY_RETURN_IF_ERROR(SettleOwn(rc, what, Clock::now() + timeout_));
-    const CudaApi& cuda = *runtime_->cuda;
+    const CudaDriver& cuda = *runtime_->cuda;
     CUevent event = nullptr;
     SRUNWAY_RETURN_IF_ERROR(cuda.Check(cuda.event_create(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
     if (Status recorded = cuda.Check(cuda.event_record(event, stream_), "cuEventRecord"); !recorded.ok()) {
@@ -577,7 +494,7 @@ NcclLocal OpenNccl(int local_rank) {
     local.why_not = runtime.status().message();
     return local;
   }
-  local.bus_id = (*runtime)->bus_id;
+  local.bus_id = (*runtime)->gpu->bus_id;
   local.scalable = (*runtime)->nccl->init_rank_scalable != nullptr;
   local.runtime = std::make_shared<NcclRuntime>(NcclRuntime{std::move(*runtime)});
   return local;

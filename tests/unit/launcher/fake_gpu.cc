@@ -115,8 +115,8 @@ CUresult cuEventDestroy(CUevent event) {
   --g_events;
   return CUDA_SUCCESS;
 }
-CUresult cuMemAlloc(CUdeviceptr* pointer, size_t bytes) {
-  *pointer = reinterpret_cast<CUdeviceptr>(std::malloc(bytes));
+CUresult cuMemAlloc(CUdeviceptr* pointer, size_t bytes) {  // 256-byte aligned, as the real driver's
+  *pointer = bytes >= (size_t{1} << 40) ? 0 : reinterpret_cast<CUdeviceptr>(std::aligned_alloc(256, (bytes + 255) / 256 * 256));
   return *pointer != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult cuMemFree(CUdeviceptr pointer) {
@@ -133,6 +133,40 @@ CUresult cuMemcpyHtoD(CUdeviceptr to, const void* from, size_t bytes) {
 }
 CUresult cuMemcpyDtoH(void* to, CUdeviceptr from, size_t bytes) {
   std::memcpy(to, reinterpret_cast<const void*>(from), bytes);
+  return CUDA_SUCCESS;
+}
+CUresult cuDriverGetVersion(int* version) {
+  const char* forced = std::getenv("FAKE_CUDA_DRIVER_VERSION");
+  *version = forced != nullptr ? std::atoi(forced) : 13000;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute, CUdevice) {
+  *value = 0;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem(size_t* bytes, CUdevice) {
+  *bytes = size_t{80} << 30;
+  return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+CUresult cuMemGetInfo(size_t* free, size_t* total) {
+  *free = size_t{1} << 30;
+  *total = size_t{80} << 30;
+  return CUDA_SUCCESS;
+}
+// Streams of the stand-in run everything at once, in the caller.
+CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned) { return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult cuMemsetD8Async(CUdeviceptr pointer, unsigned char value, size_t bytes, CUstream) {
+  return cuMemsetD8(pointer, value, bytes);
+}
+CUresult cuMemcpyHtoDAsync(CUdeviceptr to, const void* from, size_t bytes, CUstream) {
+  return cuMemcpyHtoD(to, from, bytes);
+}
+CUresult cuMemcpyDtoHAsync(void* to, CUdeviceptr from, size_t bytes, CUstream) { return cuMemcpyDtoH(to, from, bytes); }
+CUresult cuMemcpyDtoDAsync(CUdeviceptr to, CUdeviceptr from, size_t bytes, CUstream) {
+  std::memmove(reinterpret_cast<void*>(to), reinterpret_cast<const void*>(from), bytes);
   return CUDA_SUCCESS;
 }
 

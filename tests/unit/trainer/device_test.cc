@@ -1,0 +1,198 @@
+// The trainer's devices: the host, and a GPU through the CUDA driver table, here the stand-in libcuda.so.1 of
+// tests/unit/launcher/fake_gpu.cc (host memory, every call finished at once) when SRUNWAY_FAKE_CUDA_DRIVER names it.
+#include "trainer/device/device.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace srunway::trainer {
+namespace {
+
+// Sets an environment variable for one test and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_.has_value()) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Host -> a on a side stream, an event, a -> b on the main stream after it, b -> host; and a zeroed buffer.
+void RoundTrip(Device& device) {
+  std::vector<float> host(1000);
+  std::iota(host.begin(), host.end(), 0.5f);
+  auto a = Buffer::Allocate(device, DType::kFloat32, host.size());
+  auto b = Buffer::Allocate(device, DType::kFloat32, host.size());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data()) % 256, 0u);
+  EXPECT_EQ(a->bytes(), 4000u);
+  auto side = device.NewStream();
+  auto copied = device.NewEvent();
+  ASSERT_TRUE(side.ok() && copied.ok());
+  ASSERT_TRUE(device.CopyFromHost(a->data(), host.data(), a->bytes(), **side).ok());
+  ASSERT_TRUE(device.Record(**copied, **side).ok());
+  ASSERT_TRUE(device.Wait(device.main_stream(), **copied).ok());
+  ASSERT_TRUE(device.Copy(b->data(), a->data(), a->bytes(), device.main_stream()).ok());
+  std::vector<float> back(host.size());
+  ASSERT_TRUE(device.CopyToHost(back.data(), b->data(), b->bytes(), device.main_stream()).ok());
+  ASSERT_TRUE(device.Synchronize(device.main_stream()).ok());
+  EXPECT_EQ(back, host);
+  ASSERT_TRUE(device.Zero(b->data(), b->bytes(), device.main_stream()).ok());
+  ASSERT_TRUE(device.CopyToHost(back.data(), b->data(), b->bytes(), device.main_stream()).ok());
+  ASSERT_TRUE(device.Synchronize(device.main_stream()).ok());
+  EXPECT_EQ(back, std::vector<float>(host.size(), 0.0f));
+}
+
+TEST(Device, DTypes) {
+  EXPECT_EQ(DTypeSize(DType::kFloat32), 4u);
+  EXPECT_EQ(DTypeSize(DType::kBFloat16), 2u);
+  EXPECT_EQ(DTypeSize(DType::kFloat16), 2u);
+  EXPECT_EQ(DTypeSize(DType::kInt32), 4u);
+  EXPECT_EQ(DTypeName(DType::kBFloat16), "bf16");
+}
+
+TEST(Device, Cpu) {
+  auto cpu = NewCpuDevice();
+  EXPECT_EQ(cpu->kind(), DeviceKind::kCpu);
+  EXPECT_EQ(cpu->name(), "cpu");
+  RoundTrip(*cpu);
+  auto event = cpu->NewEvent();
+  ASSERT_TRUE(event.ok());
+  auto passed = cpu->Passed(**event);
+  ASSERT_TRUE(passed.ok());
+  EXPECT_TRUE(*passed);
+}
+
+TEST(Device, BufferOwnsItsMemory) {
+  auto cpu = NewCpuDevice();
+  auto a = Buffer::Allocate(*cpu, DType::kBFloat16, 10);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->bytes(), 20u);
+  EXPECT_EQ(a->device(), cpu.get());
+  void* data = a->data();
+  Buffer b = std::move(*a);
+  EXPECT_EQ(b.data(), data);
+  EXPECT_EQ(a->data(), nullptr);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+  EXPECT_EQ(a->count(), 0u);
+  Buffer c;
+  c = std::move(b);
+  EXPECT_EQ(c.data(), data);
+  auto empty = Buffer::Allocate(*cpu, DType::kFloat32, 0);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->data(), nullptr);
+  auto huge = Buffer::Allocate(*cpu, DType::kFloat32, SIZE_MAX / 2);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().message(), fmt::format("a buffer of {} fp32 elements does not fit in memory", SIZE_MAX / 2));
+  auto too_big = Buffer::Allocate(*cpu, DType::kFloat32, SIZE_MAX / 8);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), common::StatusCode::kResourceExhausted);
+}
+
+TEST(Device, Choice) {
+  EXPECT_EQ(*ParseDeviceChoice("auto"), DeviceChoice::kAuto);
+  EXPECT_EQ(*ParseDeviceChoice("cpu"), DeviceChoice::kCpu);
+  EXPECT_EQ(*ParseDeviceChoice("cuda"), DeviceChoice::kCuda);
+  auto bad = ParseDeviceChoice("gpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "device 'gpu': use auto, cpu or cuda");
+}
+
+TEST(Device, NoDriver) {
+  ScopedEnv driver("SRUNWAY_CUDA_DRIVER", "/nonexistent/libcuda.so.1");
+  auto cuda = OpenDevice(DeviceChoice::kCuda, 0);
+  ASSERT_FALSE(cuda.ok());
+#if SRUNWAY_HAS_CUDA_DEVICE
+  EXPECT_TRUE(cuda.status().message().starts_with("no CUDA driver: ")) << cuda.status().message();
+  EXPECT_NE(cuda.status().message().find("/nonexistent/libcuda.so.1"), std::string::npos) << cuda.status().message();
+#endif
+  std::string note;
+  auto fallback = OpenDevice(DeviceChoice::kAuto, 0, &note);
+  ASSERT_TRUE(fallback.ok());
+  EXPECT_EQ((*fallback)->kind(), DeviceKind::kCpu);
+  EXPECT_EQ(note, "training on the CPU: " + cuda.status().message());
+  EXPECT_EQ(note.find('\n'), std::string::npos);
+}
+
+#if SRUNWAY_HAS_CUDA_DEVICE
+class FakeGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* fake = getenv("SRUNWAY_FAKE_CUDA_DRIVER");
+    if (fake == nullptr) GTEST_SKIP() << "SRUNWAY_FAKE_CUDA_DRIVER is not set (no stand-in driver in this build)";
+    driver_.emplace("SRUNWAY_CUDA_DRIVER", fake);
+  }
+  std::optional<ScopedEnv> driver_;
+};
+
+TEST_F(FakeGpu, RoundTrip) {
+  ScopedEnv finish("FAKE_GPU_OPS_FINISH", "1");
+  auto gpu = OpenDevice(DeviceChoice::kAuto, 0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  EXPECT_EQ((*gpu)->kind(), DeviceKind::kCuda);
+  EXPECT_EQ((*gpu)->name(), "Fake GPU (0000:1b:00.0)");
+  RoundTrip(**gpu);
+}
+
+TEST_F(FakeGpu, EventsAnswerWithoutWaiting) {
+  auto gpu = OpenDevice(DeviceChoice::kCuda, 0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  auto event = (*gpu)->NewEvent();
+  ASSERT_TRUE(event.ok());
+  ASSERT_TRUE((*gpu)->Record(**event, (*gpu)->main_stream()).ok());
+  {
+    ScopedEnv pending("FAKE_GPU_OPS_FINISH", nullptr);
+    auto passed = (*gpu)->Passed(**event);
+    ASSERT_TRUE(passed.ok());
+    EXPECT_FALSE(*passed);
+  }
+  ScopedEnv finish("FAKE_GPU_OPS_FINISH", "1");
+  EXPECT_TRUE(*(*gpu)->Passed(**event));
+}
+
+TEST_F(FakeGpu, FullSaysHowFull) {
+  auto gpu = OpenDevice(DeviceChoice::kCuda, 0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  auto huge = (*gpu)->Allocate(size_t{1} << 60);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), common::StatusCode::kResourceExhausted);
+  EXPECT_EQ(huge.status().message(),
+            "cannot allocate 1073741824.00 GiB on Fake GPU (0000:1b:00.0): 1.00 of 80.00 GiB free");
+}
+
+TEST_F(FakeGpu, ForeignHandlesAndOldDrivers) {
+  auto gpu = OpenDevice(DeviceChoice::kCuda, 0);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  auto cpu = NewCpuDevice();
+  auto foreign = cpu->NewStream();
+  ASSERT_TRUE(foreign.ok());
+  common::Status status = (*gpu)->Synchronize(**foreign);
+  EXPECT_EQ(status.message(), "a stream of another device was used on Fake GPU (0000:1b:00.0)");
+  ScopedEnv old("FAKE_CUDA_DRIVER_VERSION", "11080");
+  auto refused = OpenDevice(DeviceChoice::kCuda, 0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().message().ends_with(" is the driver of CUDA 11.8; srunway needs CUDA 12.0 or later"))
+      << refused.status().message();
+}
+#endif
+
+}  // namespace
+}  // namespace srunway::trainer

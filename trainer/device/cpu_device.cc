@@ -1,0 +1,62 @@
+// The host as a Device: every call has finished when it returns, so streams and events only stand in for those
+// of a GPU.
+#include <cstdlib>
+#include <cstring>
+
+#include "trainer/device/device.h"
+
+namespace srunway::trainer {
+namespace {
+
+constexpr size_t kAlignment = 256;
+
+class CpuStream : public Stream {};
+class CpuEvent : public Event {};
+
+class CpuDevice : public Device {
+ public:
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  const std::string& name() const override { return name_; }
+
+  common::StatusOr<void*> Allocate(size_t bytes) override {
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    if (data == nullptr) return common::ResourceExhausted("cannot allocate {} bytes of host memory", bytes);
+    return data;
+  }
+  void Free(void* data) noexcept override { std::free(data); }
+
+  Stream& main_stream() override { return main_; }
+  common::StatusOr<std::unique_ptr<Stream>> NewStream() override { return std::make_unique<CpuStream>(); }
+  common::StatusOr<std::unique_ptr<Event>> NewEvent() override { return std::make_unique<CpuEvent>(); }
+
+  common::Status CopyFromHost(void* dst, const void* host, size_t bytes, Stream&) override {
+    return Copy(dst, host, bytes, main_);
+  }
+  common::Status CopyToHost(void* host, const void* src, size_t bytes, Stream&) override {
+    return Copy(host, src, bytes, main_);
+  }
+  common::Status Copy(void* dst, const void* src, size_t bytes, Stream&) override {
+    if (bytes > 0) std::memmove(dst, src, bytes);
+    return common::Status::Ok();
+  }
+  common::Status Zero(void* dst, size_t bytes, Stream&) override {
+    if (bytes > 0) std::memset(dst, 0, bytes);
+    return common::Status::Ok();
+  }
+
+  common::Status Record(Event&, Stream&) override { return common::Status::Ok(); }
+  common::Status Wait(Stream&, const Event&) override { return common::Status::Ok(); }
+  common::StatusOr<bool> Passed(const Event&) override { return true; }
+  common::Status Synchronize(Stream&) override { return common::Status::Ok(); }
+
+ private:
+  std::string name_ = "cpu";
+  CpuStream main_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> NewCpuDevice() { return std::make_unique<CpuDevice>(); }
+
+}  // namespace srunway::trainer

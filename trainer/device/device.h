@@ -1,0 +1,109 @@
+// Where the trainer's buffers live and how work on them is ordered: the host, or one GPU through the CUDA driver
+// (common/cuda_driver.h). A stream runs what it is given in order; an event marks a point in a stream that another
+// stream, or the host, can wait for. On the host every call has finished when it returns, so streams and events
+// cost nothing there and the same code runs on both.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace srunway::trainer {
+
+enum class DType : uint8_t { kFloat32, kBFloat16, kFloat16, kInt32 };
+size_t DTypeSize(DType dtype);
+std::string_view DTypeName(DType dtype);  // "fp32", "bf16", "fp16", "int32"
+
+enum class DeviceKind { kCpu, kCuda };
+
+// Handles that only the device which made them understands.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+};
+class Event {
+ public:
+  virtual ~Event() = default;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual DeviceKind kind() const = 0;
+  // "cpu", or the GPU's name and PCI bus id: "NVIDIA H100 80GB HBM3 (0000:04:00.0)".
+  virtual const std::string& name() const = 0;
+
+  // At least 256-byte aligned; ResourceExhausted (with the size and what is free) when the device is full.
+  virtual common::StatusOr<void*> Allocate(size_t bytes) = 0;
+  virtual void Free(void* data) noexcept = 0;
+
+  // The stream that compute runs on; others (for collectives, for copies) come from NewStream.
+  virtual Stream& main_stream() = 0;
+  virtual common::StatusOr<std::unique_ptr<Stream>> NewStream() = 0;
+  virtual common::StatusOr<std::unique_ptr<Event>> NewEvent() = 0;
+
+  // Queued on `stream`. Host memory handed to a copy must stay valid and unchanged until the stream has passed
+  // the copy (Synchronize, or an event recorded after it).
+  virtual common::Status CopyFromHost(void* dst, const void* host, size_t bytes, Stream& stream) = 0;
+  virtual common::Status CopyToHost(void* host, const void* src, size_t bytes, Stream& stream) = 0;
+  virtual common::Status Copy(void* dst, const void* src, size_t bytes, Stream& stream) = 0;
+  virtual common::Status Zero(void* dst, size_t bytes, Stream& stream) = 0;
+
+  // Marks everything `stream` has been given so far.
+  virtual common::Status Record(Event& event, Stream& stream) = 0;
+  // `stream` goes on past this point only once `event` has passed; the host does not wait.
+  virtual common::Status Wait(Stream& stream, const Event& event) = 0;
+  // Whether `event` has passed, without waiting.
+  virtual common::StatusOr<bool> Passed(const Event& event) = 0;
+  // The host waits until `stream` has finished everything it was given.
+  virtual common::Status Synchronize(Stream& stream) = 0;
+};
+
+// `count` elements of `dtype` on one device, freed with the buffer. The device must outlive it.
+class Buffer {
+ public:
+  Buffer() = default;
+  static common::StatusOr<Buffer> Allocate(Device& device, DType dtype, size_t count);
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  Device* device() const { return device_; }
+  DType dtype() const { return dtype_; }
+  size_t count() const { return count_; }
+  size_t bytes() const { return count_ * DTypeSize(dtype_); }
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  Buffer(Device* device, DType dtype, size_t count, void* data)
+      : device_(device), dtype_(dtype), count_(count), data_(data) {}
+  Device* device_ = nullptr;
+  DType dtype_ = DType::kFloat32;
+  size_t count_ = 0;
+  void* data_ = nullptr;
+};
+
+enum class DeviceChoice { kAuto, kCpu, kCuda };
+// "auto", "cpu" or "cuda"; anything else is InvalidArgument naming the three.
+common::StatusOr<DeviceChoice> ParseDeviceChoice(std::string_view text);
+
+std::unique_ptr<Device> NewCpuDevice();
+// The rank's GPU (common::OpenCudaGpu): "no CUDA driver: ..." where libcuda cannot be loaded, NotFound where it
+// sees no GPU, FailedPrecondition in a build without cuda.h.
+common::StatusOr<std::unique_ptr<Device>> NewCudaDevice(int local_rank);
+
+// kCpu: the host. kCuda: the rank's GPU, or why not. kAuto: the GPU where there is one, else the host, and then
+// `note` (when given) receives one sentence saying why, for the program's log.
+common::StatusOr<std::unique_ptr<Device>> OpenDevice(DeviceChoice choice, int local_rank, std::string* note = nullptr);
+
+}  // namespace srunway::trainer
