@@ -7,14 +7,13 @@
 #include <numeric>
 #include <vector>
 
+#include "tests/gpu/open_gpu.h"
 #include "trainer/device/device.h"
 
 namespace {
 
 using srunway::trainer::Buffer;
 using srunway::trainer::DType;
-
-constexpr int kSkip = 77;
 
 int Fail(const char* what, const srunway::common::Status& status) {
   std::fprintf(stderr, "cuda_device: %s: %s\n", what, status.ToString().c_str());
@@ -24,16 +23,8 @@ int Fail(const char* what, const srunway::common::Status& status) {
 }  // namespace
 
 int main() {
-  auto opened = srunway::trainer::OpenDevice(srunway::trainer::DeviceChoice::kCuda, 0);
-  if (!opened.ok()) {
-    const std::string& why = opened.status().message();
-    if (why.starts_with("no CUDA driver") || opened.status().code() == srunway::common::StatusCode::kNotFound) {
-      std::printf("cuda_device: skipped, %s\n", why.c_str());
-      return kSkip;
-    }
-    return Fail("OpenDevice", opened.status());
-  }
-  auto& device = **opened;
+  auto opened = srunway::gpu_tests::OpenGpuOrSkip("cuda_device");
+  auto& device = *opened;
   std::printf("cuda_device: %s\n", device.name().c_str());
 
   const size_t count = size_t{64} << 20;  // 256 MiB of fp32

@@ -27,6 +27,7 @@ class CpuDevice : public Device {
   void Free(void* data) noexcept override { std::free(data); }
 
   Stream& main_stream() override { return main_; }
+  void* native(Stream&) const override { return nullptr; }
   common::StatusOr<std::unique_ptr<Stream>> NewStream() override { return std::make_unique<CpuStream>(); }
   common::StatusOr<std::unique_ptr<Event>> NewEvent() override { return std::make_unique<CpuEvent>(); }
 

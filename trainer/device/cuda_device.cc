@@ -71,6 +71,10 @@ class CudaDevice : public Device {
   }
 
   Stream& main_stream() override { return *main_; }
+  void* native(Stream& stream) const override {
+    auto* own = dynamic_cast<CudaStream*>(&stream);
+    return own != nullptr ? own->get() : nullptr;
+  }
   StatusOr<std::unique_ptr<Stream>> NewStream() override {
     SRUNWAY_RETURN_IF_ERROR(gpu_->MakeCurrent());
     SRUNWAY_ASSIGN_OR_RETURN(auto stream, MakeStream(api_));

@@ -43,6 +43,8 @@ class Device {
 
   // The stream that compute runs on; others (for collectives, for copies) come from NewStream.
   virtual Stream& main_stream() = 0;
+  // The CUstream behind a stream of a GPU, for kernels and NCCL to be queued on; nullptr on the host.
+  virtual void* native(Stream& stream) const = 0;
   virtual common::StatusOr<std::unique_ptr<Stream>> NewStream() = 0;
   virtual common::StatusOr<std::unique_ptr<Event>> NewEvent() = 0;
 

@@ -74,6 +74,7 @@ TEST(Device, Cpu) {
   auto cpu = NewCpuDevice();
   EXPECT_EQ(cpu->kind(), DeviceKind::kCpu);
   EXPECT_EQ(cpu->name(), "cpu");
+  EXPECT_EQ(cpu->native(cpu->main_stream()), nullptr);
   RoundTrip(*cpu);
   auto event = cpu->NewEvent();
   ASSERT_TRUE(event.ok());
@@ -149,6 +150,11 @@ TEST_F(FakeGpu, RoundTrip) {
   ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
   EXPECT_EQ((*gpu)->kind(), DeviceKind::kCuda);
   EXPECT_EQ((*gpu)->name(), "Fake GPU (0000:1b:00.0)");
+  auto side = (*gpu)->NewStream();
+  ASSERT_TRUE(side.ok());
+  void* main = (*gpu)->native((*gpu)->main_stream());
+  EXPECT_NE(main, nullptr);
+  EXPECT_NE((*gpu)->native(**side), main);
   RoundTrip(**gpu);
 }
 

@@ -1,0 +1,258 @@
+// GPU suite: every CUDA operation of trainer/ops/cuda against its CPU twin (ops/cpu, optim/adamw.cc) on the same
+// inputs. bf16 inputs are rounded to bf16 first and the CPU twin gets the rounded values in fp32, so what differs
+// is the GPU's own arithmetic and the rounding of bf16 outputs. Tolerances, |gpu - cpu| <= atol + rtol |cpu|:
+// bf16 outputs rtol 2^-7 (two bf16 roundings) with atol 1e-3 (GELU, LayerNorm: 8e-3, their fp32 internals round
+// too); fp32 outputs that sum in another order (embedding and LayerNorm weight gradients, LayerNorm statistics)
+// rtol 1e-4, atol 1e-4; AdamW rtol 1e-5, atol 1e-7 (nvcc fuses multiply-adds). Prints the worst element of each
+// comparison. Exits 77 (skip) where there is no CUDA driver or GPU.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/half.h"
+#include "tests/gpu/open_gpu.h"
+#include "trainer/device/device.h"
+#include "trainer/model/config.h"
+#include "trainer/model/params.h"
+#include "trainer/ops/cpu/ops.h"
+#include "trainer/ops/cuda/kernels.h"
+#include "trainer/optim/adamw.h"
+
+namespace {
+
+using srunway::trainer::Buffer;
+using srunway::trainer::Device;
+using srunway::trainer::DType;
+namespace cpu = srunway::trainer::cpu;
+namespace cuda = srunway::trainer::cuda;
+
+constexpr float kBf16Rtol = 1.0f / 128;
+
+int g_failures = 0;
+std::mt19937 g_rng(1234);
+
+std::vector<float> Random(size_t n, float scale = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> out(n);
+  for (float& x : out) x = normal(g_rng);
+  return out;
+}
+
+// Values as bf16 would hold them.
+std::vector<float> Rounded(std::vector<float> values) {
+  for (float& x : values) x = srunway::common::BFloat16ToFloat(srunway::common::FloatToBFloat16(x));
+  return values;
+}
+
+class Gpu {
+ public:
+  explicit Gpu(std::unique_ptr<Device> device) : device_(std::move(device)) {}
+  Device& device() { return *device_; }
+  void* stream() { return device_->native(device_->main_stream()); }
+
+  Buffer Bf16(const std::vector<float>& values) {
+    std::vector<uint16_t> bits(values.size());
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = srunway::common::FloatToBFloat16(values[i]);
+    return Upload(DType::kBFloat16, bits.data(), bits.size());
+  }
+  Buffer F32(const std::vector<float>& values) { return Upload(DType::kFloat32, values.data(), values.size()); }
+  Buffer I32(const std::vector<int32_t>& values) { return Upload(DType::kInt32, values.data(), values.size()); }
+
+  std::vector<float> Read(const Buffer& buffer) {
+    std::vector<float> out(buffer.count());
+    if (buffer.dtype() == DType::kFloat32) {
+      Check(device_->CopyToHost(out.data(), buffer.data(), buffer.bytes(), device_->main_stream()), "CopyToHost");
+      Check(device_->Synchronize(device_->main_stream()), "Synchronize");
+      return out;
+    }
+    std::vector<uint16_t> bits(buffer.count());
+    Check(device_->CopyToHost(bits.data(), buffer.data(), buffer.bytes(), device_->main_stream()), "CopyToHost");
+    Check(device_->Synchronize(device_->main_stream()), "Synchronize");
+    for (size_t i = 0; i < bits.size(); ++i) out[i] = srunway::common::BFloat16ToFloat(bits[i]);
+    return out;
+  }
+
+  static void Check(const srunway::common::Status& status, const char* what) {
+    if (status.ok()) return;
+    std::fprintf(stderr, "cuda_ops: %s: %s\n", what, status.ToString().c_str());
+    std::exit(EXIT_FAILURE);
+  }
+
+ private:
+  Buffer Upload(DType dtype, const void* data, size_t count) {
+    auto buffer = Buffer::Allocate(*device_, dtype, count);
+    Check(buffer.status(), "Allocate");
+    Check(device_->CopyFromHost(buffer->data(), data, buffer->bytes(), device_->main_stream()), "CopyFromHost");
+    Check(device_->Synchronize(device_->main_stream()), "Synchronize");
+    return std::move(*buffer);
+  }
+  std::unique_ptr<Device> device_;
+};
+
+void Launched(int rc, const char* op) {
+  if (rc == 0) return;
+  std::fprintf(stderr, "cuda_ops: %s failed to launch: %s\n", op, cuda::ErrorText(rc));
+  std::exit(EXIT_FAILURE);
+}
+
+void Compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& want, float rtol,
+             float atol) {
+  size_t worst = 0;
+  double worst_excess = -1;
+  size_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
+    const double allowed = atol + rtol * std::fabs(want[i]);
+    if (!(error <= allowed)) ++bad;
+    if (error - allowed > worst_excess) {
+      worst_excess = error - allowed;
+      worst = i;
+    }
+  }
+  std::printf("  %-34s %s  worst [%zu]: gpu %.8g cpu %.8g\n", what.c_str(), bad == 0 ? "ok  " : "FAIL", worst,
+              static_cast<double>(got[worst]), static_cast<double>(want[worst]));
+  if (bad > 0) {
+    std::printf("    %zu of %zu elements outside %.3g + %.3g |cpu|\n", bad, want.size(), static_cast<double>(atol),
+                static_cast<double>(rtol));
+    ++g_failures;
+  }
+}
+
+void Residual(Gpu& gpu) {
+  const size_t n = 100003;
+  auto a = Rounded(Random(n)), b = Rounded(Random(n)), dout = Rounded(Random(n));
+  auto da = Rounded(Random(n)), db = Rounded(Random(n));
+  Buffer ga = gpu.Bf16(a), gb = gpu.Bf16(b), gout = gpu.Bf16(std::vector<float>(n)), gdout = gpu.Bf16(dout);
+  Buffer gda = gpu.Bf16(da), gdb = gpu.Bf16(db);
+  Launched(cuda::ResidualForward(gout.as<uint16_t>(), ga.as<uint16_t>(), gb.as<uint16_t>(), n, gpu.stream()),
+           "ResidualForward");
+  Launched(cuda::ResidualBackward(gda.as<uint16_t>(), gdb.as<uint16_t>(), gdout.as<uint16_t>(), n, gpu.stream()),
+           "ResidualBackward");
+  std::vector<float> out(n);
+  cpu::ResidualForward(out.data(), a.data(), b.data(), n);
+  cpu::ResidualBackward(da.data(), db.data(), dout.data(), n);
+  Compare("residual forward", gpu.Read(gout), out, kBf16Rtol, 1e-3f);
+  Compare("residual backward da", gpu.Read(gda), da, kBf16Rtol, 1e-3f);
+  Compare("residual backward db", gpu.Read(gdb), db, kBf16Rtol, 1e-3f);
+}
+
+void Gelu(Gpu& gpu) {
+  const size_t n = 100003;
+  auto x = Rounded(Random(n, 2.0f)), dout = Rounded(Random(n)), dinp = Rounded(Random(n));
+  Buffer gx = gpu.Bf16(x), gout = gpu.Bf16(std::vector<float>(n)), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp);
+  Launched(cuda::GeluForward(gout.as<uint16_t>(), gx.as<uint16_t>(), n, gpu.stream()), "GeluForward");
+  Launched(cuda::GeluBackward(gdinp.as<uint16_t>(), gx.as<uint16_t>(), gdout.as<uint16_t>(), n, gpu.stream()),
+           "GeluBackward");
+  std::vector<float> out(n);
+  cpu::GeluForward(out.data(), x.data(), n);
+  cpu::GeluBackward(dinp.data(), x.data(), dout.data(), n);
+  Compare("gelu forward", gpu.Read(gout), out, kBf16Rtol, 8e-3f);
+  Compare("gelu backward", gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
+}
+
+void Embedding(Gpu& gpu) {
+  const int B = 4, T = 64, C = 256, V = 512;
+  std::uniform_int_distribution<int32_t> token(0, 31);  // few tokens, so rows of dwte collect many adds
+  std::vector<int32_t> tokens(B * T);
+  for (int32_t& t : tokens) t = token(g_rng) * (V / 32);
+  auto wte = Rounded(Random(size_t{V} * C)), wpe = Rounded(Random(size_t{T} * C));
+  auto dout = Rounded(Random(size_t{B} * T * C));
+  auto dwte = Random(size_t{V} * C), dwpe = Random(size_t{T} * C);
+  Buffer gtokens = gpu.I32(tokens), gwte = gpu.Bf16(wte), gwpe = gpu.Bf16(wpe), gdout = gpu.Bf16(dout);
+  Buffer gout = gpu.Bf16(std::vector<float>(size_t{B} * T * C)), gdwte = gpu.F32(dwte), gdwpe = gpu.F32(dwpe);
+  Launched(cuda::EmbeddingForward(gout.as<uint16_t>(), gtokens.as<int32_t>(), gwte.as<uint16_t>(), gwpe.as<uint16_t>(),
+                                  B, T, C, gpu.stream()), "EmbeddingForward");
+  Launched(cuda::EmbeddingBackward(gdwte.as<float>(), gdwpe.as<float>(), gdout.as<uint16_t>(), gtokens.as<int32_t>(),
+                                   B, T, C, gpu.stream()), "EmbeddingBackward");
+  std::vector<float> out(size_t{B} * T * C);
+  cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+  cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C);
+  Compare("embedding forward", gpu.Read(gout), out, kBf16Rtol, 1e-3f);
+  Compare("embedding backward dwte", gpu.Read(gdwte), dwte, 1e-4f, 1e-4f);
+  Compare("embedding backward dwpe", gpu.Read(gdwpe), dwpe, 1e-4f, 1e-4f);
+}
+
+// C = 8192 needs 64 KiB of shared memory in the backward, above the default 48 KiB.
+void LayerNorm(Gpu& gpu, int N, int C) {
+  const size_t rows = static_cast<size_t>(N), cols = static_cast<size_t>(C), n = rows * cols;
+  auto x = Rounded(Random(n, 3.0f)), w = Rounded(Random(cols)), b = Rounded(Random(cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] += static_cast<float>(i % 7);  // rows with a mean
+  x = Rounded(x);
+  auto dout = Rounded(Random(n)), dinp = Rounded(Random(n));
+  auto dw = Random(cols), db = Random(cols);
+  std::vector<float> out(n), mean(rows), rstd(rows);
+  cpu::LayerNormForward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+  Buffer gx = gpu.Bf16(x), gw = gpu.Bf16(w), gb = gpu.Bf16(b), gout = gpu.Bf16(std::vector<float>(out.size()));
+  Buffer gmean = gpu.F32(std::vector<float>(rows)), grstd = gpu.F32(std::vector<float>(rows));
+  Launched(cuda::LayerNormForward(gout.as<uint16_t>(), gmean.as<float>(), grstd.as<float>(), gx.as<uint16_t>(),
+                                  gw.as<uint16_t>(), gb.as<uint16_t>(), N, C, 1e-5f, gpu.stream()), "LayerNormForward");
+  const std::string shape = "N " + std::to_string(N) + " C " + std::to_string(C);
+  Compare("layernorm forward " + shape, gpu.Read(gout), out, kBf16Rtol, 8e-3f);
+  Compare("layernorm mean " + shape, gpu.Read(gmean), mean, 1e-4f, 1e-4f);
+  Compare("layernorm rstd " + shape, gpu.Read(grstd), rstd, 1e-4f, 1e-4f);
+  // The backward from the CPU's statistics, so that it is compared alone.
+  Buffer gcmean = gpu.F32(mean), gcrstd = gpu.F32(rstd), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp);
+  Buffer gdw = gpu.F32(dw), gdb = gpu.F32(db);
+  Launched(cuda::LayerNormBackward(gdinp.as<uint16_t>(), gdw.as<float>(), gdb.as<float>(), gdout.as<uint16_t>(),
+                                   gx.as<uint16_t>(), gw.as<uint16_t>(), gcmean.as<float>(), gcrstd.as<float>(), N, C,
+                                   gpu.stream()), "LayerNormBackward");
+  cpu::LayerNormBackward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(),
+                         N, C);
+  Compare("layernorm backward dinp " + shape, gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
+  Compare("layernorm backward dweight " + shape, gpu.Read(gdw), dw, 1e-4f, 1e-3f);
+  Compare("layernorm backward dbias " + shape, gpu.Read(gdb), db, 1e-4f, 1e-3f);
+}
+
+// Two steps of optim/adamw.cc's AdamW over gpt-tiny's parameters, tensor by tensor on the GPU (decay on matrices
+// and embeddings, not on norms and biases); the gradients scaled by 0.5 as clipping would.
+void AdamW(Gpu& gpu) {
+  auto config = srunway::trainer::Preset("gpt-tiny");
+  Gpu::Check(config.status(), "Preset");
+  const srunway::trainer::ParamLayout layout(*config);
+  const size_t n = static_cast<size_t>(layout.numel());
+  srunway::trainer::AdamWConfig adam{0.9f, 0.95f, 1e-8f, 0.1f};
+  srunway::trainer::AdamW reference(layout, adam);
+  auto params = Random(n, 0.02f);
+  Buffer gp = gpu.F32(params), gm = gpu.F32(std::vector<float>(n)), gv = gpu.F32(std::vector<float>(n));
+  Buffer gbf16 = gpu.Bf16(std::vector<float>(n));
+  const float lr = 6e-4f;
+  for (int64_t step = 1; step <= 2; ++step) {
+    auto grads = Random(n, 0.01f);
+    Buffer gg = gpu.F32(grads);
+    for (float& g : grads) g *= 0.5f;
+    reference.Step(params, grads, lr, step);
+    const double bias1 = 1.0 - std::pow(static_cast<double>(adam.beta1), static_cast<double>(step));
+    const double bias2 = 1.0 - std::pow(static_cast<double>(adam.beta2), static_cast<double>(step));
+    for (const auto& tensor : layout.tensors()) {
+      const int64_t at = tensor.offset;
+      Launched(cuda::AdamW(gp.as<float>() + at, gbf16.as<uint16_t>() + at, gg.as<float>() + at, gm.as<float>() + at,
+                           gv.as<float>() + at, tensor.numel, adam.beta1, adam.beta2, adam.eps,
+                           tensor.decay ? 1.0f - lr * adam.weight_decay : 1.0f, static_cast<float>(lr / bias1),
+                           static_cast<float>(std::sqrt(bias2)), 0.5f, gpu.stream()), "AdamW");
+    }
+  }
+  Compare("adamw parameters", gpu.Read(gp), params, 1e-5f, 1e-7f);
+  Compare("adamw first moment", gpu.Read(gm), std::vector<float>(reference.m().begin(), reference.m().end()), 1e-5f,
+          1e-7f);
+  Compare("adamw second moment", gpu.Read(gv), std::vector<float>(reference.v().begin(), reference.v().end()), 1e-5f,
+          1e-10f);
+  Compare("adamw bf16 parameters", gpu.Read(gbf16), params, kBf16Rtol, 0.0f);
+}
+
+}  // namespace
+
+int main() {
+  Gpu gpu(srunway::gpu_tests::OpenGpuOrSkip("cuda_ops"));
+  std::printf("cuda_ops: %s\n", gpu.device().name().c_str());
+  Residual(gpu);
+  Gelu(gpu);
+  Embedding(gpu);
+  LayerNorm(gpu, 512, 768);
+  LayerNorm(gpu, 64, 8192);
+  AdamW(gpu);
+  std::printf("cuda_ops: %s\n", g_failures == 0 ? "every operation matches its CPU twin" : "MISMATCHES above");
+  return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,39 @@
+// What the CUDA operations share: bf16 loads and stores in fp32, launch shapes, the error code of a launch.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "trainer/ops/cuda/kernels.h"
+
+namespace srunway::trainer::cuda {
+
+__device__ __forceinline__ float Load(const bf16* p, int64_t i) {
+  return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
+}
+__device__ __forceinline__ void Store(bf16* p, int64_t i, float x) {
+  reinterpret_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(x);  // round to nearest even
+}
+
+constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+
+// Enough blocks of kThreads for n elements in a grid-stride loop, capped where more would only queue.
+inline unsigned Blocks(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
+}
+
+inline cudaStream_t AsStream(Stream stream) { return static_cast<cudaStream_t>(stream); }
+
+// The error of the launch just made (0 when it was queued).
+inline int Launched() { return static_cast<int>(cudaGetLastError()); }
+
+__device__ __forceinline__ float WarpSum(float x) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+
+}  // namespace srunway::trainer::cuda

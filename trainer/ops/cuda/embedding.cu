@@ -1,0 +1,54 @@
+// Token (+ learned position) embedding, as ops/cpu/embedding.cc.
+#include "trainer/ops/cuda/common.cuh"
+
+namespace srunway::trainer::cuda {
+namespace {
+
+__global__ void EmbeddingForwardKernel(bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int T,
+                                       int C, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t bt = i / C;
+    const int c = static_cast<int>(i % C);
+    float x = Load(wte, int64_t{tokens[bt]} * C + c);
+    if (wpe != nullptr) x += Load(wpe, (bt % T) * C + c);
+    Store(out, i, x);
+  }
+}
+
+__global__ void EmbeddingBackwardTokens(float* dwte, const bf16* dout, const int32_t* tokens, int C, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    atomicAdd(&dwte[int64_t{tokens[i / C]} * C + i % C], Load(dout, i));
+  }
+}
+
+// One thread per (t, c), summing over the batch in order.
+__global__ void EmbeddingBackwardPositions(float* dwpe, const bf16* dout, int B, int T, int C) {
+  const int64_t n = int64_t{T} * C;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    float sum = 0;
+    for (int b = 0; b < B; ++b) sum += Load(dout, int64_t{b} * n + i);
+    dwpe[i] += sum;
+  }
+}
+
+}  // namespace
+
+int EmbeddingForward(bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int T, int C,
+                     Stream stream) {
+  const int64_t n = int64_t{B} * T * C;
+  if (n <= 0) return 0;
+  EmbeddingForwardKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(out, tokens, wte, wpe, T, C, n);
+  return Launched();
+}
+
+int EmbeddingBackward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, int B, int T, int C,
+                      Stream stream) {
+  const int64_t n = int64_t{B} * T * C;
+  if (n <= 0) return 0;
+  EmbeddingBackwardTokens<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(dwte, dout, tokens, C, n);
+  if (int rc = Launched(); rc != 0 || dwpe == nullptr) return rc;
+  EmbeddingBackwardPositions<<<Blocks(int64_t{T} * C), kThreads, 0, AsStream(stream)>>>(dwpe, dout, B, T, C);
+  return Launched();
+}
+
+}  // namespace srunway::trainer::cuda

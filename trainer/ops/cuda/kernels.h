@@ -1,0 +1,47 @@
+// CUDA operations of the trainer, one per file beside this header, each the twin of the CPU operation of the same
+// name in ops/cpu/ops.h (checked against it by the gpu suite's cuda_ops). Mixed precision: activations and the
+// weights they are multiplied with are bf16; parameters, their gradients, optimizer state and the norms' saved
+// mean and rstd are fp32; arithmetic is fp32. Backwards *add* into the gradients they produce, as on the CPU.
+// Plain C++: no CUDA type appears, so the model and the tests include it without nvcc. Every call is queued on
+// `stream` (a CUstream, which is a cudaStream_t) and returns the launch's CUDA error code (0: queued);
+// ErrorText names one.
+#pragma once
+
+#include <cstdint>
+
+namespace srunway::trainer::cuda {
+
+using bf16 = uint16_t;  // the bits of a __nv_bfloat16 (common::FloatToBFloat16 on the host)
+using Stream = void*;
+
+const char* ErrorText(int code);
+
+// adamw.cu: one AdamW update of n elements in the order of optim/adamw.cc, on g * grad_scale (global-norm
+// clipping). decay = 1 - lr * weight_decay, or 1 for norms and biases; step_size = lr / (1 - beta1^step);
+// bias2_sqrt = sqrt(1 - beta2^step). When p_bf16 is not null it receives the updated parameters in bf16.
+int AdamW(float* p, bf16* p_bf16, const float* g, float* m, float* v, int64_t n, float beta1, float beta2, float eps,
+          float decay, float step_size, float bias2_sqrt, float grad_scale, Stream stream);
+
+// embedding.cu: out[b,t,:] = wte[token] (+ wpe[t] when wpe is not null); the backward adds into fp32 dwte
+// (atomically: rows of repeated tokens meet in any order) and dwpe (in batch order).
+int EmbeddingForward(bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int T, int C,
+                     Stream stream);
+int EmbeddingBackward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, int B, int T, int C,
+                      Stream stream);
+
+// gelu.cu: GELU, tanh approximation.
+int GeluForward(bf16* out, const bf16* inp, int64_t n, Stream stream);
+int GeluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t n, Stream stream);
+
+// residual.cu: out = a + b; the backward adds dout into da and db.
+int ResidualForward(bf16* out, const bf16* a, const bf16* b, int64_t n, Stream stream);
+int ResidualBackward(bf16* da, bf16* db, const bf16* dout, int64_t n, Stream stream);
+
+// layernorm.cu: LayerNorm over rows of C, one warp per row; mean and rstd [N] saved in fp32. The backward adds
+// into bf16 dinp and fp32 dweight and dbias (atomically, one add per block and channel).
+int LayerNormForward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
+                     int N, int C, float eps, Stream stream);
+int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
+                      const float* mean, const float* rstd, int N, int C, Stream stream);
+
+}  // namespace srunway::trainer::cuda
