@@ -20,6 +20,7 @@
 #include "common/dynlib.h"
 #include "common/env.h"
 #include "common/parse.h"
+#include "common/site_library.h"
 
 namespace srunway::launcher {
 namespace {
@@ -57,11 +58,10 @@ struct NcclApi {
   decltype(::ncclGroupStart)* group_start = nullptr;
   decltype(::ncclGroupEnd)* group_end = nullptr;
 
-  // SRUNWAY_NCCL_LIBRARY names the file; otherwise the dynamic linker's search path decides.
+  // SRUNWAY_NCCL_LIBRARY names the file; otherwise common::OpenSiteLibrary's search (the linker's path, the CUDA
+  // install, Python wheels such as PyTorch's nvidia-nccl).
   static StatusOr<std::unique_ptr<NcclApi>> Load() {
-    std::vector<std::string> names = {"libnccl.so.2", "libnccl.so"};
-    if (auto path = common::GetEnv("SRUNWAY_NCCL_LIBRARY")) names = {*path};
-    SRUNWAY_ASSIGN_OR_RETURN(auto lib, common::DynamicLibrary::OpenFirst(names));
+    SRUNWAY_ASSIGN_OR_RETURN(auto lib, common::OpenSiteLibrary({"SRUNWAY_NCCL_LIBRARY", {"libnccl.so.2", "libnccl.so"}}));
     auto api = std::make_unique<NcclApi>(NcclApi{std::move(lib)});
     SRUNWAY_LOAD_SYMBOL(api->get_version, api->lib, ncclGetVersion);
     SRUNWAY_LOAD_SYMBOL(api->get_unique_id, api->lib, ncclGetUniqueId);

@@ -3,8 +3,8 @@
 # two ranks on one GPU), srunway-launch --check and srunway-collbench over NCCL with every collective checked, and
 # the failure paths that one GPU can show: two ranks given the same GPU, and a rank that never joins
 # communicator init (the other's ncclCommInitRankConfig must end at --timeout, aborted, with one line).
-# Exits 77 (skip) without a GPU, a CUDA driver or a libnccl that can be opened at all (SRUNWAY_NCCL_LIBRARY or the
-# linker's search path); an NCCL that opens but is too old fails.
+# Exits 77 (skip) without a GPU, a CUDA driver or a libnccl that can be opened at all (SRUNWAY_NCCL_LIBRARY, the
+# linker's search path, the CUDA install, a Python wheel's nvidia/*/lib); an NCCL that opens but is too old fails.
 set -euo pipefail
 comm_ops=${COMM_OPS:?COMM_OPS must name comm_ops}
 launch=${SRUNWAY_LAUNCH:?SRUNWAY_LAUNCH must name srunway-launch}
