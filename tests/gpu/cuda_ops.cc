@@ -1,10 +1,11 @@
 // GPU suite: every CUDA operation of trainer/ops/cuda against its CPU twin (ops/cpu, optim/adamw.cc) on the same
-// inputs. bf16 inputs are rounded to bf16 first and the CPU twin gets the rounded values in fp32, so what differs
-// is the GPU's own arithmetic and the rounding of bf16 outputs. Tolerances, |gpu - cpu| <= atol + rtol |cpu|:
-// bf16 outputs rtol 2^-7 (two bf16 roundings) with atol 1e-3 (GELU, LayerNorm: 8e-3, their fp32 internals round
-// too); fp32 outputs that sum in another order (embedding and LayerNorm weight gradients, LayerNorm statistics)
-// rtol 1e-4, atol 1e-4; AdamW rtol 1e-5, atol 1e-7 (nvcc fuses multiply-adds). Prints the worst element of each
-// comparison. Exits 77 (skip) where there is no CUDA driver or GPU.
+// inputs, and the Linear layers through cuBLASLt (matmul.h) against OpenBLAS. bf16 inputs are rounded to bf16
+// first and the CPU twin gets the rounded values in fp32, so what differs is the GPU's own arithmetic and the
+// rounding of bf16 outputs. Tolerances, |gpu - cpu| <= atol + rtol |cpu|: bf16 outputs rtol 2^-7 (two bf16
+// roundings) with atol 1e-3 (GELU, LayerNorm: 8e-3, their fp32 internals round too; matmul, sums of hundreds of
+// products: 1e-2); fp32 outputs that sum in another order (embedding, LayerNorm and matmul weight gradients,
+// LayerNorm statistics) rtol 1e-4 with atol 1e-4 (matmul: 1e-3); AdamW rtol 1e-5, atol 1e-7 (nvcc fuses
+// multiply-adds). Prints the worst element of each comparison. Exits 77 (skip) where there is no driver or GPU.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "trainer/model/params.h"
 #include "trainer/ops/cpu/ops.h"
 #include "trainer/ops/cuda/kernels.h"
+#include "trainer/ops/cuda/matmul.h"
 #include "trainer/optim/adamw.h"
 
 namespace {
@@ -206,6 +208,31 @@ void LayerNorm(Gpu& gpu, int N, int C) {
   Compare("layernorm backward dbias " + shape, gpu.Read(gdb), db, 1e-4f, 1e-3f);
 }
 
+// Linear layers through cuBLASLt against ops/cpu/matmul.cc (OpenBLAS), with and without bias; the backward adds
+// into gradients that already hold values.
+void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias) {
+  const size_t rows = static_cast<size_t>(N), in = static_cast<size_t>(C), out_cols = static_cast<size_t>(OC);
+  auto x = Rounded(Random(rows * in)), w = Rounded(Random(out_cols * in, 0.05f)), b = Rounded(Random(out_cols));
+  auto dout = Rounded(Random(rows * out_cols)), dx = Rounded(Random(rows * in));
+  auto dw = Random(out_cols * in), db = Random(out_cols);
+  Buffer gx = gpu.Bf16(x), gw = gpu.Bf16(w), gb = gpu.Bf16(b), gout = gpu.Bf16(std::vector<float>(rows * out_cols));
+  Buffer gdout = gpu.Bf16(dout), gdx = gpu.Bf16(dx), gdw = gpu.F32(dw), gdb = gpu.F32(db);
+  const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "->" + std::to_string(OC) +
+                            (with_bias ? " bias" : "");
+  Gpu::Check(blas.Forward(gout.as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(),
+                          with_bias ? gb.as<uint16_t>() : nullptr, N, C, OC, gpu.stream()), "Matmul::Forward");
+  Gpu::Check(blas.Backward(gdx.as<uint16_t>(), gdw.as<float>(), with_bias ? gdb.as<float>() : nullptr,
+                           gdout.as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(), N, C, OC, gpu.stream()),
+             "Matmul::Backward");
+  std::vector<float> out(rows * out_cols);
+  cpu::MatmulForward(out.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, C, OC);
+  cpu::MatmulBackward(dx.data(), dw.data(), with_bias ? db.data() : nullptr, dout.data(), x.data(), w.data(), N, C, OC);
+  Compare("matmul forward " + shape, gpu.Read(gout), out, kBf16Rtol, 1e-2f);
+  Compare("matmul backward dinp " + shape, gpu.Read(gdx), dx, kBf16Rtol, 1e-2f);
+  Compare("matmul backward dweight " + shape, gpu.Read(gdw), dw, 1e-4f, 1e-3f);
+  Compare("matmul backward dbias " + shape, gpu.Read(gdb), db, 1e-4f, 1e-3f);
+}
+
 // Two steps of optim/adamw.cc's AdamW over gpt-tiny's parameters, tensor by tensor on the GPU (decay on matrices
 // and embeddings, not on norms and biases); the gradients scaled by 0.5 as clipping would.
 void AdamW(Gpu& gpu) {
@@ -253,6 +280,12 @@ int main() {
   LayerNorm(gpu, 512, 768);
   LayerNorm(gpu, 64, 8192);
   AdamW(gpu);
+  auto blas = cuda::Matmul::Open(gpu.device());
+  Gpu::Check(blas.status(), "cuBLASLt");
+  std::printf("cuda_ops: cuBLASLt from %s\n", (*blas)->library_path().c_str());
+  Matmul(gpu, **blas, 256, 768, 2304, true);
+  Matmul(gpu, **blas, 100, 96, 40, false);
+  Matmul(gpu, **blas, 33, 64, 8, true);
   std::printf("cuda_ops: %s\n", g_failures == 0 ? "every operation matches its CPU twin" : "MISMATCHES above");
   return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

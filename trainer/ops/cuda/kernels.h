@@ -44,4 +44,8 @@ int LayerNormForward(bf16* out, float* mean, float* rstd, const bf16* inp, const
 int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                       const float* mean, const float* rstd, int N, int C, Stream stream);
 
+// bias_grad.cu: dbias[OC] += the column sums of dout [N, OC], each column summed in row order (deterministic);
+// the bias part of the matmul backward (matmul.h).
+int BiasGradient(float* dbias, const bf16* dout, int N, int OC, Stream stream);
+
 }  // namespace srunway::trainer::cuda

@@ -1,0 +1,184 @@
+// See matmul.h. Row-major tensors are read by cuBLASLt as column-major transposes: out[N, OC] is D (OC x N) with
+// ld OC, inp[N, C] is (C x N) with ld C, weight[OC, C] is (C x OC) with ld C. So
+//   forward  D(OC x N)  = W^T(OC x C) . inp(C x N)          (+ bias over D's rows: the BIAS epilogue)
+//   dinp     D(C x N)  += W(C x OC) . dout(OC x N)          (beta 1, bf16)
+//   dweight  D(C x OC) += inp(C x N) . dout^T(N x OC)        (beta 1, fp32 output from bf16 inputs)
+#include "trainer/ops/cuda/matmul.h"
+
+#include <cublasLt.h>
+
+#include <bit>
+#include <cstdint>
+
+#include "common/site_library.h"
+
+namespace srunway::trainer::cuda {
+
+using common::Status;
+using common::StatusOr;
+
+struct Matmul::Api {
+  common::DynamicLibrary lib;
+  cublasLtHandle_t handle = nullptr;
+  decltype(::cublasLtCreate)* create = nullptr;
+  decltype(::cublasLtDestroy)* destroy = nullptr;
+  decltype(::cublasLtGetStatusString)* status_string = nullptr;
+  decltype(::cublasLtMatmulDescCreate)* desc_create = nullptr;
+  decltype(::cublasLtMatmulDescDestroy)* desc_destroy = nullptr;
+  decltype(::cublasLtMatmulDescSetAttribute)* desc_set = nullptr;
+  decltype(::cublasLtMatrixLayoutCreate)* layout_create = nullptr;
+  decltype(::cublasLtMatrixLayoutDestroy)* layout_destroy = nullptr;
+  decltype(::cublasLtMatmulPreferenceCreate)* pref_create = nullptr;
+  decltype(::cublasLtMatmulPreferenceDestroy)* pref_destroy = nullptr;
+  decltype(::cublasLtMatmulPreferenceSetAttribute)* pref_set = nullptr;
+  decltype(::cublasLtMatmulAlgoGetHeuristic)* heuristic = nullptr;
+  decltype(::cublasLtMatmul)* matmul = nullptr;
+
+  Status Check(cublasStatus_t rc, std::string_view what) const {
+    if (rc == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+    return common::Internal("{} failed: {}", what, status_string(rc));
+  }
+};
+
+// One product's shape and types, column-major: D (m x n) = op(A) (m x k) . op(B) (k x n).
+struct Matmul::Gemm {
+  cublasOperation_t trans_a, trans_b;
+  int m, n, k;
+  int64_t lda, ldb, ldd;
+  cudaDataType_t d_type;
+  float beta;
+};
+
+namespace {
+
+// The largest power of two, up to 256, that divides the address: cuBLASLt assumes 256 unless told.
+uint32_t Alignment(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  return address == 0 ? 256u : static_cast<uint32_t>(std::min<uintptr_t>(256, address & (~address + 1)));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Matmul>> Matmul::Open(Device& device, size_t workspace_bytes) {
+  if (device.kind() != DeviceKind::kCuda) return common::InvalidArgument("cuBLASLt needs a GPU, not {}", device.name());
+  SRUNWAY_ASSIGN_OR_RETURN(auto lib, common::OpenSiteLibrary({"SRUNWAY_CUBLASLT_LIBRARY",
+                                                              {"libcublasLt.so.13", "libcublasLt.so.12",
+                                                               "libcublasLt.so"}}));
+  auto api = std::make_unique<Api>(Api{std::move(lib)});
+  SRUNWAY_LOAD_SYMBOL(api->create, api->lib, cublasLtCreate);
+  SRUNWAY_LOAD_SYMBOL(api->destroy, api->lib, cublasLtDestroy);
+  SRUNWAY_LOAD_SYMBOL(api->status_string, api->lib, cublasLtGetStatusString);
+  SRUNWAY_LOAD_SYMBOL(api->desc_create, api->lib, cublasLtMatmulDescCreate);
+  SRUNWAY_LOAD_SYMBOL(api->desc_destroy, api->lib, cublasLtMatmulDescDestroy);
+  SRUNWAY_LOAD_SYMBOL(api->desc_set, api->lib, cublasLtMatmulDescSetAttribute);
+  SRUNWAY_LOAD_SYMBOL(api->layout_create, api->lib, cublasLtMatrixLayoutCreate);
+  SRUNWAY_LOAD_SYMBOL(api->layout_destroy, api->lib, cublasLtMatrixLayoutDestroy);
+  SRUNWAY_LOAD_SYMBOL(api->pref_create, api->lib, cublasLtMatmulPreferenceCreate);
+  SRUNWAY_LOAD_SYMBOL(api->pref_destroy, api->lib, cublasLtMatmulPreferenceDestroy);
+  SRUNWAY_LOAD_SYMBOL(api->pref_set, api->lib, cublasLtMatmulPreferenceSetAttribute);
+  SRUNWAY_LOAD_SYMBOL(api->heuristic, api->lib, cublasLtMatmulAlgoGetHeuristic);
+  SRUNWAY_LOAD_SYMBOL(api->matmul, api->lib, cublasLtMatmul);
+  SRUNWAY_RETURN_IF_ERROR(api->Check(api->create(&api->handle), "cublasLtCreate"));
+  auto workspace = Buffer::Allocate(device, DType::kFloat32, workspace_bytes / sizeof(float));
+  if (!workspace.ok()) {
+    api->destroy(api->handle);
+    return workspace.status().WithContext("cuBLASLt workspace");
+  }
+  return std::unique_ptr<Matmul>(new Matmul(std::move(api), std::move(*workspace)));
+}
+
+Matmul::Matmul(std::unique_ptr<Api> api, Buffer workspace) : api_(std::move(api)), workspace_(std::move(workspace)) {}
+
+Matmul::~Matmul() { api_->destroy(api_->handle); }
+
+const std::string& Matmul::library_path() const { return api_->lib.path(); }
+
+Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, const void* bias, Stream stream) {
+  const Api& api = *api_;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a_layout = nullptr, b_layout = nullptr, d_layout = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  // Everything made here is destroyed on every way out.
+  struct Cleanup {
+    const Api& api;
+    cublasLtMatmulDesc_t& desc;
+    cublasLtMatrixLayout_t &a, &b, &d;
+    cublasLtMatmulPreference_t& pref;
+    ~Cleanup() {
+      if (pref != nullptr) api.pref_destroy(pref);
+      for (cublasLtMatrixLayout_t layout : {a, b, d}) {
+        if (layout != nullptr) api.layout_destroy(layout);
+      }
+      if (desc != nullptr) api.desc_destroy(desc);
+    }
+  } cleanup{api, desc, a_layout, b_layout, d_layout, pref};
+
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &gemm.trans_a, sizeof gemm.trans_a),
+                                    "cublasLtMatmulDescSetAttribute(TRANSA)"));
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &gemm.trans_b, sizeof gemm.trans_b),
+                                    "cublasLtMatmulDescSetAttribute(TRANSB)"));
+  if (bias != nullptr) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+                                      "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
+    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+                                      "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
+  }
+  const bool ta = gemm.trans_a == CUBLAS_OP_T, tb = gemm.trans_b == CUBLAS_OP_T;
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.layout_create(&a_layout, CUDA_R_16BF, ta ? gemm.k : gemm.m,
+                                                      ta ? gemm.m : gemm.k, gemm.lda), "cublasLtMatrixLayoutCreate(A)"));
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.layout_create(&b_layout, CUDA_R_16BF, tb ? gemm.n : gemm.k,
+                                                      tb ? gemm.k : gemm.n, gemm.ldb), "cublasLtMatrixLayoutCreate(B)"));
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.layout_create(&d_layout, gemm.d_type, gemm.m, gemm.n, gemm.ldd),
+                                    "cublasLtMatrixLayoutCreate(D)"));
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate"));
+  const size_t workspace_bytes = workspace_.bytes();
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+                                                 sizeof workspace_bytes), "cublasLtMatmulPreferenceSetAttribute"));
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, a}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, d}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d}};
+  for (const auto& [attribute, pointer] : alignments) {
+    const uint32_t bytes = Alignment(pointer);
+    SRUNWAY_RETURN_IF_ERROR(api.Check(api.pref_set(pref, attribute, &bytes, sizeof bytes),
+                                      "cublasLtMatmulPreferenceSetAttribute(alignment)"));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.heuristic(api.handle, desc, a_layout, b_layout, d_layout, d_layout, pref, 1,
+                                                  &result, &found), "cublasLtMatmulAlgoGetHeuristic"));
+  if (found == 0) {
+    return common::Internal("cuBLASLt has no algorithm for a {}x{}x{} product (op A {}, op B {})", gemm.m, gemm.n,
+                            gemm.k, ta ? "T" : "N", tb ? "T" : "N");
+  }
+  const float alpha = 1.0f;
+  return api.Check(api.matmul(api.handle, desc, &alpha, a, a_layout, b, b_layout, &gemm.beta, d, d_layout, d, d_layout,
+                              &result.algo, workspace_.data(), workspace_bytes, static_cast<cudaStream_t>(stream)),
+                   "cublasLtMatmul");
+}
+
+Status Matmul::Forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C, int OC,
+                       Stream stream) {
+  return Run({CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, C, C, OC, CUDA_R_16BF, 0.0f}, weight, inp, out, bias, stream);
+}
+
+Status Matmul::Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                        const bf16* weight, int N, int C, int OC, Stream stream) {
+  if (dinp != nullptr) {
+    SRUNWAY_RETURN_IF_ERROR(Run({CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, C, OC, C, CUDA_R_16BF, 1.0f}, weight, dout, dinp,
+                                nullptr, stream).WithContext("dinp"));
+  }
+  if (dweight != nullptr) {
+    SRUNWAY_RETURN_IF_ERROR(Run({CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, C, OC, C, CUDA_R_32F, 1.0f}, inp, dout, dweight,
+                                nullptr, stream).WithContext("dweight"));
+  }
+  if (dbias != nullptr) {
+    if (int rc = BiasGradient(dbias, dout, N, OC, stream); rc != 0) {
+      return common::Internal("bias gradient kernel: {}", ErrorText(rc));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace srunway::trainer::cuda
