@@ -208,6 +208,97 @@ void LayerNorm(Gpu& gpu, int N, int C) {
   Compare("layernorm backward dbias " + shape, gpu.Read(gdb), db, 1e-4f, 1e-3f);
 }
 
+void RmsNorm(Gpu& gpu, int N, int C) {
+  const size_t rows = static_cast<size_t>(N), cols = static_cast<size_t>(C), n = rows * cols;
+  auto x = Rounded(Random(n, 2.0f)), w = Rounded(Random(cols)), dout = Rounded(Random(n)), dinp = Rounded(Random(n));
+  auto dw = Random(cols);
+  std::vector<float> out(n), rstd(rows);
+  cpu::RmsNormForward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+  Buffer gx = gpu.Bf16(x), gw = gpu.Bf16(w), gout = gpu.Bf16(std::vector<float>(n)), grstd = gpu.F32(std::vector<float>(rows));
+  Launched(cuda::RmsNormForward(gout.as<uint16_t>(), grstd.as<float>(), gx.as<uint16_t>(), gw.as<uint16_t>(), N, C,
+                                1e-5f, gpu.stream()), "RmsNormForward");
+  const std::string shape = "N " + std::to_string(N) + " C " + std::to_string(C);
+  Compare("rmsnorm forward " + shape, gpu.Read(gout), out, kBf16Rtol, 8e-3f);
+  Compare("rmsnorm rstd " + shape, gpu.Read(grstd), rstd, 1e-4f, 1e-6f);
+  Buffer gcrstd = gpu.F32(rstd), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp), gdw = gpu.F32(dw);
+  Launched(cuda::RmsNormBackward(gdinp.as<uint16_t>(), gdw.as<float>(), gdout.as<uint16_t>(), gx.as<uint16_t>(),
+                                 gw.as<uint16_t>(), gcrstd.as<float>(), N, C, gpu.stream()), "RmsNormBackward");
+  cpu::RmsNormBackward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+  Compare("rmsnorm backward dinp " + shape, gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
+  Compare("rmsnorm backward dweight " + shape, gpu.Read(gdw), dw, 1e-4f, 1e-3f);
+}
+
+void Swiglu(Gpu& gpu) {
+  const int N = 300, F = 688;
+  const size_t n = static_cast<size_t>(N) * F;
+  auto x = Rounded(Random(2 * n, 2.0f)), dout = Rounded(Random(n)), dinp = Rounded(Random(2 * n));
+  Buffer gx = gpu.Bf16(x), gout = gpu.Bf16(std::vector<float>(n)), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp);
+  Launched(cuda::SwigluForward(gout.as<uint16_t>(), gx.as<uint16_t>(), N, F, gpu.stream()), "SwigluForward");
+  Launched(cuda::SwigluBackward(gdinp.as<uint16_t>(), gx.as<uint16_t>(), gdout.as<uint16_t>(), N, F, gpu.stream()),
+           "SwigluBackward");
+  std::vector<float> out(n);
+  cpu::SwigluForward(out.data(), x.data(), N, F);
+  cpu::SwigluBackward(dinp.data(), x.data(), dout.data(), N, F);
+  Compare("swiglu forward", gpu.Read(gout), out, kBf16Rtol, 8e-3f);
+  Compare("swiglu backward", gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
+}
+
+// Llama-style grouped heads (H 8, KV 2, head dim 64) over positions up to 511; forward then backward (the
+// backward of a rotation turns gradients back).
+void Rope(Gpu& gpu) {
+  const int B = 2, T = 512, H = 8, KV = 2, hd = 64;
+  const size_t n = static_cast<size_t>(B) * T * (H + 2 * KV) * hd;
+  auto qkv = Rounded(Random(n)), dqkv = Rounded(Random(n));
+  Buffer gqkv = gpu.Bf16(qkv), gdqkv = gpu.Bf16(dqkv);
+  Launched(cuda::RopeForward(gqkv.as<uint16_t>(), B, T, H, KV, hd, 10000.0f, gpu.stream()), "RopeForward");
+  Launched(cuda::RopeBackward(gdqkv.as<uint16_t>(), B, T, H, KV, hd, 10000.0f, gpu.stream()), "RopeBackward");
+  cpu::RopeForward(qkv.data(), B, T, H, KV, hd, 10000.0f);
+  cpu::RopeBackward(dqkv.data(), B, T, H, KV, hd, 10000.0f);
+  Compare("rope forward", gpu.Read(gqkv), qkv, kBf16Rtol, 8e-3f);
+  Compare("rope backward", gpu.Read(gdqkv), dqkv, kBf16Rtol, 8e-3f);
+}
+
+// The same elements dropped as on the CPU, from a site in the middle of a global batch.
+void Dropout(Gpu& gpu) {
+  const size_t n = 1 << 20;
+  const cpu::DropoutSite site{0.1f, cpu::DropoutKey(1234, 7, 3), 5000000};
+  auto x = Rounded(Random(n));
+  Buffer gx = gpu.Bf16(x);
+  Launched(cuda::Dropout(gx.as<uint16_t>(), static_cast<int64_t>(n), site.p, site.key, site.first_index, gpu.stream()),
+           "Dropout");
+  cpu::DropoutForward(x.data(), static_cast<int64_t>(n), site);
+  const std::vector<float> got = gpu.Read(gx);
+  size_t mask_differs = 0, dropped = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if ((got[i] == 0.0f) != (x[i] == 0.0f)) ++mask_differs;
+    if (x[i] == 0.0f) ++dropped;
+  }
+  std::printf("  %-34s %s  %zu of %zu dropped, %zu differ\n", "dropout mask", mask_differs == 0 ? "ok  " : "FAIL",
+              dropped, n, mask_differs);
+  if (mask_differs != 0) ++g_failures;
+  Compare("dropout values", got, x, kBf16Rtol, 0.0f);
+}
+
+// GPT-2's vocabulary (50257, not a multiple of the block) and a small one.
+void Classifier(Gpu& gpu, int N, int V) {
+  const size_t n = static_cast<size_t>(N) * static_cast<size_t>(V);
+  auto logits = Rounded(Random(n, 3.0f));
+  std::uniform_int_distribution<int32_t> target(0, V - 1);
+  std::vector<int32_t> targets(static_cast<size_t>(N));
+  for (int32_t& t : targets) t = target(g_rng);
+  const float dloss = 1.0f / static_cast<float>(N);
+  Buffer glogits = gpu.Bf16(logits), glosses = gpu.F32(std::vector<float>(static_cast<size_t>(N)));
+  Buffer gtargets = gpu.I32(targets);
+  Launched(cuda::FusedClassifier(glogits.as<uint16_t>(), glosses.as<float>(), gtargets.as<int32_t>(), N, V, dloss,
+                                 gpu.stream()), "FusedClassifier");
+  std::vector<float> losses(static_cast<size_t>(N));
+  cpu::SoftmaxCrossEntropyForward(logits.data(), losses.data(), targets.data(), N, V);
+  cpu::SoftmaxCrossEntropyBackward(logits.data(), targets.data(), N, V, dloss);
+  const std::string shape = "N " + std::to_string(N) + " V " + std::to_string(V);
+  Compare("classifier losses " + shape, gpu.Read(glosses), losses, 1e-4f, 1e-5f);
+  Compare("classifier dlogits " + shape, gpu.Read(glogits), logits, kBf16Rtol, 1e-4f * dloss);
+}
+
 // Linear layers through cuBLASLt against ops/cpu/matmul.cc (OpenBLAS), with and without bias; the backward adds
 // into gradients that already hold values.
 void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias) {
@@ -280,6 +371,13 @@ int main() {
   LayerNorm(gpu, 512, 768);
   LayerNorm(gpu, 64, 8192);
   AdamW(gpu);
+  RmsNorm(gpu, 512, 768);
+  RmsNorm(gpu, 32, 16384);
+  Swiglu(gpu);
+  Rope(gpu);
+  Dropout(gpu);
+  Classifier(gpu, 64, 50257);
+  Classifier(gpu, 100, 512);
   auto blas = cuda::Matmul::Open(gpu.device());
   Gpu::Check(blas.status(), "cuBLASLt");
   std::printf("cuda_ops: cuBLASLt from %s\n", (*blas)->library_path().c_str());

@@ -31,6 +31,24 @@ inline cudaStream_t AsStream(Stream stream) { return static_cast<cudaStream_t>(s
 // The error of the launch just made (0 when it was queued).
 inline int Launched() { return static_cast<int>(cudaGetLastError()); }
 
+// Lets `kernel` use `bytes` of dynamic shared memory: above the default 48 KiB it must ask.
+template <typename Kernel>
+int AllowSharedMemory(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return 0;
+  return static_cast<int>(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+// Blocks for a kernel whose warps take rows (rows_per_block per block) and whose blocks each flush per-channel
+// sums once: one per row group, at most two per multiprocessor.
+inline unsigned RowBlocks(int rows, int rows_per_block) {
+  int sms = 0, device = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const int groups = (rows + rows_per_block - 1) / rows_per_block;
+  return static_cast<unsigned>(sms > 0 && groups > 2 * sms ? 2 * sms : groups);
+}
+
 __device__ __forceinline__ float WarpSum(float x) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
   return x;

@@ -44,6 +44,32 @@ int LayerNormForward(bf16* out, float* mean, float* rstd, const bf16* inp, const
 int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                       const float* mean, const float* rstd, int N, int C, Stream stream);
 
+// rmsnorm.cu: RMSNorm (Llama), one warp per row, rstd [N] saved in fp32; the backward adds into bf16 dinp and
+// fp32 dweight (atomically, one add per block and channel).
+int RmsNormForward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C, float eps,
+                   Stream stream);
+int RmsNormBackward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
+                    const float* rstd, int N, int C, Stream stream);
+
+// swiglu.cu: out[N, F] = silu(inp[:, :F]) * inp[:, F:] for inp [N, 2F]; the backward adds into dinp [N, 2F].
+int SwigluForward(bf16* out, const bf16* inp, int N, int F, Stream stream);
+int SwigluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, Stream stream);
+
+// rope.cu: rotary position embedding of the q and k heads of qkv rows [(H + 2 KV) * hd], in place, "rotate
+// half" pairing; the backward rotates gradients back.
+int RopeForward(bf16* qkv, int B, int T, int H, int KV, int hd, float theta, Stream stream);
+int RopeBackward(bf16* dqkv, int B, int T, int H, int KV, int hd, float theta, Stream stream);
+
+// dropout.cu: inverted dropout in place with the CPU's mask (the same hash of key and global element index, the
+// same 24-bit comparison), so a GPU run drops exactly the elements a CPU run drops. p <= 0 does nothing.
+int Dropout(bf16* x, int64_t n, float p, uint64_t key, int64_t first_index, Stream stream);
+
+// classifier.cu: softmax cross-entropy fused with its backward, one block per row: losses[n] = -log
+// softmax(logits[n])[target], and the logits become their gradients in place, (softmax - onehot) * dloss (dloss
+// = d(total loss)/d(row loss), e.g. 1 / rows per step), so the full-vocabulary probabilities never exist apart.
+int FusedClassifier(bf16* logits_to_dlogits, float* losses, const int32_t* targets, int N, int V, float dloss,
+                    Stream stream);
+
 // bias_grad.cu: dbias[OC] += the column sums of dout [N, OC], each column summed in row order (deterministic);
 // the bias part of the matmul backward (matmul.h).
 int BiasGradient(float* dbias, const bf16* dout, int N, int OC, Stream stream);

@@ -80,18 +80,8 @@ int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout
                       const float* mean, const float* rstd, int N, int C, Stream stream) {
   if (N <= 0) return 0;
   const size_t shared = sizeof(float) * 2 * static_cast<size_t>(C);
-  if (shared > 48 * 1024) {  // above the default limit a kernel must ask for more
-    if (cudaError_t rc = cudaFuncSetAttribute(LayerNormBackwardKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(shared));
-        rc != cudaSuccess) {
-      return static_cast<int>(rc);
-    }
-  }
-  int sms = 0, device = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const int rows_blocks = (N + kRowsPerBlock - 1) / kRowsPerBlock;
-  const unsigned blocks = static_cast<unsigned>(rows_blocks < 2 * sms || sms == 0 ? rows_blocks : 2 * sms);
+  if (int rc = AllowSharedMemory(LayerNormBackwardKernel, shared); rc != 0) return rc;
+  const unsigned blocks = RowBlocks(N, kRowsPerBlock);
   LayerNormBackwardKernel<<<blocks, kThreads, shared, AsStream(stream)>>>(dinp, dweight, dbias, dout, inp, weight, mean,
                                                                           rstd, N, C);
   return Launched();
