@@ -299,6 +299,30 @@ void Classifier(Gpu& gpu, int N, int V) {
   Compare("classifier dlogits " + shape, gpu.Read(glogits), logits, kBf16Rtol, 1e-4f * dloss);
 }
 
+// Causal attention against ops/cpu/attention.cc: grouped-query heads with and without attention dropout, and
+// plain multi-head attention with head dim 128. The CPU keeps the probabilities, the GPU their log-sum-exp.
+void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p) {
+  const size_t n_qkv = static_cast<size_t>(B) * T * (H + 2 * KV) * hd, n_out = static_cast<size_t>(B) * T * H * hd;
+  const size_t n_kv = static_cast<size_t>(B) * T * KV * hd;
+  const cpu::DropoutSite dropout{p, cpu::DropoutKey(99, 3, 2), 12345};
+  const auto qkv = Rounded(Random(n_qkv)), dout = Rounded(Random(n_out)), dqkv_start = Rounded(Random(n_qkv));
+  Buffer gqkv = gpu.Bf16(qkv), gout = gpu.Bf16(std::vector<float>(n_out)), gdout = gpu.Bf16(dout);
+  Buffer glse = gpu.F32(std::vector<float>(static_cast<size_t>(B) * H * T)), gdqkv = gpu.Bf16(dqkv_start);
+  Buffer scratch = gpu.F32(std::vector<float>(2 * n_kv));
+  Launched(cuda::AttentionForward(gout.as<uint16_t>(), glse.as<float>(), gqkv.as<uint16_t>(), B, T, H, KV, hd, p,
+                                  dropout.key, dropout.first_index, gpu.stream()), "AttentionForward");
+  Launched(cuda::AttentionBackward(gdqkv.as<uint16_t>(), scratch.as<float>(), gdout.as<uint16_t>(), gout.as<uint16_t>(),
+                                   gqkv.as<uint16_t>(), glse.as<float>(), B, T, H, KV, hd, p, dropout.key,
+                                   dropout.first_index, gpu.stream()), "AttentionBackward");
+  std::vector<float> out(n_out), att(static_cast<size_t>(B) * H * T * T), dqkv = dqkv_start;
+  cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, H, KV, hd, dropout);
+  cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, H, KV, hd, dropout);
+  const std::string shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) + " KV" +
+                            std::to_string(KV) + " hd" + std::to_string(hd) + (p > 0 ? " dropout" : "");
+  Compare("attention forward " + shape, gpu.Read(gout), out, kBf16Rtol, 1e-2f);
+  Compare("attention backward " + shape, gpu.Read(gdqkv), dqkv, kBf16Rtol, 2e-2f);
+}
+
 // Linear layers through cuBLASLt against ops/cpu/matmul.cc (OpenBLAS), with and without bias; the backward adds
 // into gradients that already hold values.
 void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias) {
@@ -378,6 +402,9 @@ int main() {
   Dropout(gpu);
   Classifier(gpu, 64, 50257);
   Classifier(gpu, 100, 512);
+  Attention(gpu, 2, 128, 4, 2, 64, 0.0f);
+  Attention(gpu, 2, 128, 4, 2, 64, 0.1f);
+  Attention(gpu, 1, 200, 2, 2, 128, 0.0f);
   auto blas = cuda::Matmul::Open(gpu.device());
   Gpu::Check(blas.status(), "cuBLASLt");
   std::printf("cuda_ops: cuBLASLt from %s\n", (*blas)->library_path().c_str());

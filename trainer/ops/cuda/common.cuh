@@ -49,6 +49,18 @@ inline unsigned RowBlocks(int rows, int rows_per_block) {
   return static_cast<unsigned>(sms > 0 && groups > 2 * sms ? 2 * sms : groups);
 }
 
+__device__ __forceinline__ uint64_t Mix(uint64_t z) {  // splitmix64's finaliser, as ops/cpu/dropout.cc's
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// ops/cpu/dropout.cc's DropoutKeeps: 24 random bits of (key, index) against p.
+__device__ __forceinline__ bool DropoutKeeps(uint64_t key, uint64_t index, float p) {
+  const uint32_t bits = static_cast<uint32_t>(Mix(key ^ (index * 0x9e3779b97f4a7c15ULL)) >> 40);
+  return static_cast<float>(bits) * (1.0f / 16777216.0f) >= p;
+}
+
 __device__ __forceinline__ float WarpSum(float x) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
   return x;

@@ -70,6 +70,19 @@ int Dropout(bf16* x, int64_t n, float p, uint64_t key, int64_t first_index, Stre
 int FusedClassifier(bf16* logits_to_dlogits, float* losses, const int32_t* targets, int N, int V, float dloss,
                     Stream stream);
 
+// attention.cu: causal attention with grouped-query heads, qkv rows [q heads | k heads | v heads] as on the CPU;
+// out [B, T, H * hd]. Flash-style contract: no [T, T] matrix is kept, only the log-sum-exp of each query row's
+// scores (lse [B, H, T], fp32), from which the backward recomputes the probabilities. One warp per query row with
+// an online softmax: correct for any T, not yet fast (no tensor cores). hd must be a multiple of 32, at most 256.
+// Attention dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix after
+// first_index). The backward adds into dqkv (bf16) and needs `scratch` of 2 B T KV hd floats for the k and v
+// gradients that many query rows add to.
+int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
+                     uint64_t dropout_key, int64_t dropout_first_index, Stream stream);
+int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
+                      int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
+                      int64_t dropout_first_index, Stream stream);
+
 // bias_grad.cu: dbias[OC] += the column sums of dout [N, OC], each column summed in row order (deterministic);
 // the bias part of the matmul backward (matmul.h).
 int BiasGradient(float* dbias, const bf16* dout, int N, int OC, Stream stream);

@@ -1,0 +1,188 @@
+// Causal attention with grouped-query heads, as ops/cpu/attention.cc, keeping each query row's log-sum-exp in
+// place of the probabilities. One warp per query row, each lane holding hd / 32 elements of q, the output and
+// their gradients; an online softmax walks the keys 0..t once.
+#include <cfloat>
+#include <type_traits>
+
+#include "trainer/ops/cuda/common.cuh"
+
+namespace srunway::trainer::cuda {
+namespace {
+
+struct Shape {
+  int B, T, H, KV;
+  float scale;  // 1 / sqrt(hd)
+  float p, keep_scale;
+  uint64_t key;
+  int64_t first_index;
+};
+
+__device__ __forceinline__ int64_t Rows(const Shape& s) { return int64_t{s.B} * s.H * s.T; }
+
+template <int kPer>
+__global__ void AttentionForwardKernel(bf16* out, float* lse, const bf16* qkv, Shape s) {
+  constexpr int hd = kPer * kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row_stride = int64_t{s.H + 2 * s.KV} * hd;
+  const int64_t warps = int64_t{gridDim.x} * blockDim.x / kWarp;
+  for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; r < Rows(s); r += warps) {
+    const int t = static_cast<int>(r % s.T), h = static_cast<int>(r / s.T % s.H);
+    const int64_t b = r / (int64_t{s.T} * s.H);
+    const int kv = h / (s.H / s.KV);
+    const int64_t base = b * s.T * row_stride;
+    float q[kPer], o[kPer];
+    for (int j = 0; j < kPer; ++j) {
+      q[j] = Load(qkv, base + t * row_stride + int64_t{h} * hd + lane + kWarp * j);
+      o[j] = 0;
+    }
+    float max_score = -FLT_MAX, sum = 0;
+    for (int t2 = 0; t2 <= t; ++t2) {
+      const int64_t k_at = base + t2 * row_stride + int64_t{s.H + kv} * hd;
+      const int64_t v_at = k_at + int64_t{s.KV} * hd;
+      float dot = 0;
+      for (int j = 0; j < kPer; ++j) dot += q[j] * Load(qkv, k_at + lane + kWarp * j);
+      const float score = WarpSum(dot) * s.scale;
+      const float new_max = fmaxf(max_score, score);
+      const float rescale = expf(max_score - new_max), e = expf(score - new_max);
+      sum = sum * rescale + e;
+      float w = e;
+      if (s.p > 0) w = DropoutKeeps(s.key, static_cast<uint64_t>(s.first_index + r * s.T + t2), s.p) ? e * s.keep_scale : 0;
+      for (int j = 0; j < kPer; ++j) o[j] = o[j] * rescale + w * Load(qkv, v_at + lane + kWarp * j);
+      max_score = new_max;
+    }
+    const int64_t out_at = (b * s.T + t) * int64_t{s.H} * hd + int64_t{h} * hd;
+    for (int j = 0; j < kPer; ++j) Store(out, out_at + lane + kWarp * j, o[j] / sum);
+    if (lane == 0) lse[r] = max_score + logf(sum);
+  }
+}
+
+// dq of the row directly; dk and dv, which many rows add to, into fp32 scratch [B, T, KV, hd] each.
+template <int kPer>
+__global__ void AttentionBackwardKernel(bf16* dqkv, float* dk, float* dv, const bf16* dout, const bf16* out,
+                                        const bf16* qkv, const float* lse, Shape s) {
+  constexpr int hd = kPer * kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row_stride = int64_t{s.H + 2 * s.KV} * hd;
+  const int64_t warps = int64_t{gridDim.x} * blockDim.x / kWarp;
+  for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; r < Rows(s); r += warps) {
+    const int t = static_cast<int>(r % s.T), h = static_cast<int>(r / s.T % s.H);
+    const int64_t b = r / (int64_t{s.T} * s.H);
+    const int kv = h / (s.H / s.KV);
+    const int64_t base = b * s.T * row_stride;
+    const int64_t q_at = base + t * row_stride + int64_t{h} * hd;
+    const int64_t out_at = (b * s.T + t) * int64_t{s.H} * hd + int64_t{h} * hd;
+    float q[kPer], d[kPer], dq[kPer];
+    float d_dot_out = 0;  // sum over keys of p * d(att), which is dout . out
+    for (int j = 0; j < kPer; ++j) {
+      q[j] = Load(qkv, q_at + lane + kWarp * j);
+      d[j] = Load(dout, out_at + lane + kWarp * j);
+      dq[j] = 0;
+      d_dot_out += d[j] * Load(out, out_at + lane + kWarp * j);
+    }
+    d_dot_out = WarpSum(d_dot_out);
+    const float row_lse = lse[r];
+    for (int t2 = 0; t2 <= t; ++t2) {
+      const int64_t k_at = base + t2 * row_stride + int64_t{s.H + kv} * hd;
+      const int64_t v_at = k_at + int64_t{s.KV} * hd;
+      float qk = 0, vd = 0;
+      for (int j = 0; j < kPer; ++j) {
+        qk += q[j] * Load(qkv, k_at + lane + kWarp * j);
+        vd += Load(qkv, v_at + lane + kWarp * j) * d[j];
+      }
+      const float prob = expf(WarpSum(qk) * s.scale - row_lse);
+      float mask = 1.0f;
+      if (s.p > 0) mask = DropoutKeeps(s.key, static_cast<uint64_t>(s.first_index + r * s.T + t2), s.p) ? s.keep_scale : 0;
+      const float datt = mask * WarpSum(vd);
+      const float dscore = prob * (datt - d_dot_out) * s.scale;
+      const int64_t kv_at = ((b * s.T + t2) * s.KV + kv) * int64_t{hd};
+      for (int j = 0; j < kPer; ++j) {
+        dq[j] += dscore * Load(qkv, k_at + lane + kWarp * j);
+        atomicAdd(&dk[kv_at + lane + kWarp * j], dscore * q[j]);
+        atomicAdd(&dv[kv_at + lane + kWarp * j], prob * mask * d[j]);
+      }
+    }
+    for (int j = 0; j < kPer; ++j) {
+      const int64_t at = q_at + lane + kWarp * j;
+      Store(dqkv, at, Load(dqkv, at) + dq[j]);
+    }
+  }
+}
+
+// dqkv's k and v parts += the scratch sums.
+__global__ void AddKvGradients(bf16* dqkv, const float* dk, const float* dv, int H, int KV, int hd, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t bt = i / (int64_t{KV} * hd), within = i % (int64_t{KV} * hd);
+    const int64_t k_at = bt * int64_t{H + 2 * KV} * hd + int64_t{H} * hd + within;
+    const int64_t v_at = k_at + int64_t{KV} * hd;
+    Store(dqkv, k_at, Load(dqkv, k_at) + dk[i]);
+    Store(dqkv, v_at, Load(dqkv, v_at) + dv[i]);
+  }
+}
+
+bool Supported(int H, int KV, int hd) { return hd % kWarp == 0 && hd <= 8 * kWarp && KV > 0 && H % KV == 0; }
+
+Shape MakeShape(int B, int T, int H, int KV, int hd, float p, uint64_t key, int64_t first_index) {
+  return {B, T, H, KV, 1.0f / sqrtf(static_cast<float>(hd)), p, p > 0 ? 1.0f / (1.0f - p) : 1.0f, key, first_index};
+}
+
+unsigned RowWarpBlocks(int64_t rows) {
+  const int64_t blocks = (rows + kThreads / kWarp - 1) / (kThreads / kWarp);
+  return static_cast<unsigned>(blocks > 65535 * 16 ? 65535 * 16 : blocks);
+}
+
+// Calls launch(std::integral_constant<int, hd / 32>) for the head sizes the kernels are built for.
+template <typename Launch>
+int ForHeadSize(int hd, Launch launch) {
+  switch (hd / kWarp) {
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 3: launch(std::integral_constant<int, 3>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
+    case 5: launch(std::integral_constant<int, 5>{}); break;
+    case 6: launch(std::integral_constant<int, 6>{}); break;
+    case 7: launch(std::integral_constant<int, 7>{}); break;
+    case 8: launch(std::integral_constant<int, 8>{}); break;
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return Launched();
+}
+
+}  // namespace
+
+int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
+                     uint64_t dropout_key, int64_t dropout_first_index, Stream stream) {
+  if (!Supported(H, KV, hd)) return static_cast<int>(cudaErrorInvalidValue);
+  const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index);
+  const int64_t rows = int64_t{B} * H * T;
+  if (rows <= 0) return 0;
+  return ForHeadSize(hd, [&](auto per) {
+    AttentionForwardKernel<decltype(per)::value><<<RowWarpBlocks(rows), kThreads, 0, AsStream(stream)>>>(out, lse, qkv, s);
+  });
+}
+
+int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
+                      int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
+                      int64_t dropout_first_index, Stream stream) {
+  if (!Supported(H, KV, hd)) return static_cast<int>(cudaErrorInvalidValue);
+  const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index);
+  const int64_t rows = int64_t{B} * H * T, kv_elements = int64_t{B} * T * KV * hd;
+  if (rows <= 0) return 0;
+  float* dk = scratch;
+  float* dv = scratch + kv_elements;
+  if (cudaError_t rc = cudaMemsetAsync(scratch, 0, sizeof(float) * 2 * static_cast<size_t>(kv_elements),
+                                       AsStream(stream));
+      rc != cudaSuccess) {
+    return static_cast<int>(rc);
+  }
+  if (int rc = ForHeadSize(hd, [&](auto per) {
+        AttentionBackwardKernel<decltype(per)::value><<<RowWarpBlocks(rows), kThreads, 0, AsStream(stream)>>>(
+            dqkv, dk, dv, dout, out, qkv, lse, s);
+      });
+      rc != 0) {
+    return rc;
+  }
+  AddKvGradients<<<Blocks(kv_elements), kThreads, 0, AsStream(stream)>>>(dqkv, dk, dv, H, KV, hd, kv_elements);
+  return Launched();
+}
+
+}  // namespace srunway::trainer::cuda
