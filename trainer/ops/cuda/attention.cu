@@ -19,25 +19,44 @@ struct Shape {
 
 __device__ __forceinline__ int64_t Rows(const Shape& s) { return int64_t{s.B} * s.H * s.T; }
 
+// Query row r = (b H + h) T + t: where its q, k/v heads, and output are.
+struct QueryRow {
+  int t, h, kv;
+  int64_t b;
+  int64_t base;    // qkv of sequence b
+  int64_t q_at;    // its q head in qkv
+  int64_t out_at;  // its head in out
+  int64_t row_stride;
+};
+
+__device__ __forceinline__ QueryRow Locate(int64_t r, const Shape& s, int hd) {
+  QueryRow q;
+  q.t = static_cast<int>(r % s.T);
+  q.h = static_cast<int>(r / s.T % s.H);
+  q.b = r / (int64_t{s.T} * s.H);
+  q.kv = q.h / (s.H / s.KV);
+  q.row_stride = int64_t{s.H + 2 * s.KV} * hd;
+  q.base = q.b * s.T * q.row_stride;
+  q.q_at = q.base + q.t * q.row_stride + int64_t{q.h} * hd;
+  q.out_at = (q.b * s.T + q.t) * int64_t{s.H} * hd + int64_t{q.h} * hd;
+  return q;
+}
+
 template <int kPer>
 __global__ void AttentionForwardKernel(bf16* out, float* lse, const bf16* qkv, Shape s) {
   constexpr int hd = kPer * kWarp;
   const int lane = threadIdx.x % kWarp;
-  const int64_t row_stride = int64_t{s.H + 2 * s.KV} * hd;
   const int64_t warps = int64_t{gridDim.x} * blockDim.x / kWarp;
   for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; r < Rows(s); r += warps) {
-    const int t = static_cast<int>(r % s.T), h = static_cast<int>(r / s.T % s.H);
-    const int64_t b = r / (int64_t{s.T} * s.H);
-    const int kv = h / (s.H / s.KV);
-    const int64_t base = b * s.T * row_stride;
+    const QueryRow row = Locate(r, s, hd);
     float q[kPer], o[kPer];
     for (int j = 0; j < kPer; ++j) {
-      q[j] = Load(qkv, base + t * row_stride + int64_t{h} * hd + lane + kWarp * j);
+      q[j] = Load(qkv, row.q_at + lane + kWarp * j);
       o[j] = 0;
     }
     float max_score = -FLT_MAX, sum = 0;
-    for (int t2 = 0; t2 <= t; ++t2) {
-      const int64_t k_at = base + t2 * row_stride + int64_t{s.H + kv} * hd;
+    for (int t2 = 0; t2 <= row.t; ++t2) {
+      const int64_t k_at = row.base + t2 * row.row_stride + int64_t{s.H + row.kv} * hd;
       const int64_t v_at = k_at + int64_t{s.KV} * hd;
       float dot = 0;
       for (int j = 0; j < kPer; ++j) dot += q[j] * Load(qkv, k_at + lane + kWarp * j);
@@ -50,8 +69,7 @@ __global__ void AttentionForwardKernel(bf16* out, float* lse, const bf16* qkv, S
       for (int j = 0; j < kPer; ++j) o[j] = o[j] * rescale + w * Load(qkv, v_at + lane + kWarp * j);
       max_score = new_max;
     }
-    const int64_t out_at = (b * s.T + t) * int64_t{s.H} * hd + int64_t{h} * hd;
-    for (int j = 0; j < kPer; ++j) Store(out, out_at + lane + kWarp * j, o[j] / sum);
+    for (int j = 0; j < kPer; ++j) Store(out, row.out_at + lane + kWarp * j, o[j] / sum);
     if (lane == 0) lse[r] = max_score + logf(sum);
   }
 }
@@ -62,27 +80,21 @@ __global__ void AttentionBackwardKernel(bf16* dqkv, float* dk, float* dv, const 
                                         const bf16* qkv, const float* lse, Shape s) {
   constexpr int hd = kPer * kWarp;
   const int lane = threadIdx.x % kWarp;
-  const int64_t row_stride = int64_t{s.H + 2 * s.KV} * hd;
   const int64_t warps = int64_t{gridDim.x} * blockDim.x / kWarp;
   for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; r < Rows(s); r += warps) {
-    const int t = static_cast<int>(r % s.T), h = static_cast<int>(r / s.T % s.H);
-    const int64_t b = r / (int64_t{s.T} * s.H);
-    const int kv = h / (s.H / s.KV);
-    const int64_t base = b * s.T * row_stride;
-    const int64_t q_at = base + t * row_stride + int64_t{h} * hd;
-    const int64_t out_at = (b * s.T + t) * int64_t{s.H} * hd + int64_t{h} * hd;
+    const QueryRow row = Locate(r, s, hd);
     float q[kPer], d[kPer], dq[kPer];
     float d_dot_out = 0;  // sum over keys of p * d(att), which is dout . out
     for (int j = 0; j < kPer; ++j) {
-      q[j] = Load(qkv, q_at + lane + kWarp * j);
-      d[j] = Load(dout, out_at + lane + kWarp * j);
+      q[j] = Load(qkv, row.q_at + lane + kWarp * j);
+      d[j] = Load(dout, row.out_at + lane + kWarp * j);
       dq[j] = 0;
-      d_dot_out += d[j] * Load(out, out_at + lane + kWarp * j);
+      d_dot_out += d[j] * Load(out, row.out_at + lane + kWarp * j);
     }
     d_dot_out = WarpSum(d_dot_out);
     const float row_lse = lse[r];
-    for (int t2 = 0; t2 <= t; ++t2) {
-      const int64_t k_at = base + t2 * row_stride + int64_t{s.H + kv} * hd;
+    for (int t2 = 0; t2 <= row.t; ++t2) {
+      const int64_t k_at = row.base + t2 * row.row_stride + int64_t{s.H + row.kv} * hd;
       const int64_t v_at = k_at + int64_t{s.KV} * hd;
       float qk = 0, vd = 0;
       for (int j = 0; j < kPer; ++j) {
@@ -94,7 +106,7 @@ __global__ void AttentionBackwardKernel(bf16* dqkv, float* dk, float* dv, const 
       if (s.p > 0) mask = DropoutKeeps(s.key, static_cast<uint64_t>(s.first_index + r * s.T + t2), s.p) ? s.keep_scale : 0;
       const float datt = mask * WarpSum(vd);
       const float dscore = prob * (datt - d_dot_out) * s.scale;
-      const int64_t kv_at = ((b * s.T + t2) * s.KV + kv) * int64_t{hd};
+      const int64_t kv_at = ((row.b * s.T + t2) * s.KV + row.kv) * int64_t{hd};
       for (int j = 0; j < kPer; ++j) {
         dq[j] += dscore * Load(qkv, k_at + lane + kWarp * j);
         atomicAdd(&dk[kv_at + lane + kWarp * j], dscore * q[j]);
@@ -102,7 +114,7 @@ __global__ void AttentionBackwardKernel(bf16* dqkv, float* dk, float* dv, const 
       }
     }
     for (int j = 0; j < kPer; ++j) {
-      const int64_t at = q_at + lane + kWarp * j;
+      const int64_t at = row.q_at + lane + kWarp * j;
       Store(dqkv, at, Load(dqkv, at) + dq[j]);
     }
   }
