@@ -1,15 +1,18 @@
-// GPT and Llama on the CPU: parameters, gradients and activations in flat buffers, forward and backward.
+// GPT and Llama, forward and backward, written once against trainer/ops/ops.h: parameters, gradients and
+// activations live in Buffers of the model's Device (the host by default, with ops/cpu).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "trainer/device/device.h"
 #include "trainer/model/config.h"
 #include "trainer/model/params.h"
-#include "trainer/ops/cpu/ops.h"
+#include "trainer/ops/ops.h"
 
 namespace srunway::trainer {
 
@@ -31,15 +34,19 @@ class Model {
   // from the start of the buffer to its end, so parameters still arriving (ZeRO-1's all-gather) are waited for
   // only when needed.
   using ParamsNeeded = std::function<void(ParamRange range)>;
-  // Activations are sized for micro-batches of up to max_batch sequences of up to config.seq_len tokens.
-  Model(const ModelConfig& config, int max_batch);
+  // Activations are sized for micro-batches of up to max_batch sequences of up to config.seq_len tokens. On
+  // `device` with `ops`, which outlive the model; without them, on the host with ops/cpu. Throws std::bad_alloc
+  // when the device cannot hold it.
+  Model(const ModelConfig& config, int max_batch, Device* device = nullptr, Ops* ops = nullptr);
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
-  std::span<float> params() { return params_; }
-  std::span<const float> params() const { return params_; }
-  std::span<float> grads() { return grads_; }
-  std::span<const float> grads() const { return grads_; }
+  Device& device() { return *device_; }
+  // The fp32 parameters and gradients, in the device's memory (host memory for the host device).
+  std::span<float> params() { return {params_.as<float>(), params_.count()}; }
+  std::span<const float> params() const { return {params_.as<float>(), params_.count()}; }
+  std::span<float> grads() { return {grads_.as<float>(), grads_.count()}; }
+  std::span<const float> grads() const { return {grads_.as<float>(), grads_.count()}; }
 
   // Runs B sequences of T tokens (B <= max_batch, T <= seq_len). With targets, returns the mean cross-entropy
   // and keeps what Backward needs; without, leaves the logits of every position readable through Logits().
@@ -53,7 +60,7 @@ class Model {
     hidden_dropout_ = hidden;
     attention_dropout_ = attention;
   }
-  // Logits [V] of sequence b at position t after a Forward without targets.
+  // Logits [V] of sequence b at position t after a Forward without targets (a host model's only).
   std::span<const float> Logits(int b, int t) const;
 
 
@@ -63,40 +70,49 @@ class Model {
 
  private:
   struct LayerActs {
-    std::vector<float> input;  // residual stream entering the layer [N, C]
-    std::vector<float> norm1, mean1, rstd1;
-    std::vector<float> qkv;   // after RoPE for Llama
-    std::vector<float> att;   // [B, H, T, T]
-    std::vector<float> attn;  // attention output before the projection [N, C]
-    std::vector<float> mid;   // residual after attention [N, C]
-    std::vector<float> norm2, mean2, rstd2;
-    std::vector<float> fc;   // [N, F] (GPT) or [N, 2F] (Llama)
-    std::vector<float> act;  // [N, F]
+    Buffer input;  // residual stream entering the layer [N, C]
+    Buffer norm1, mean1, rstd1;
+    Buffer qkv;    // after RoPE for Llama
+    Buffer att;    // what attention keeps for its backward (Ops::AttentionSaved)
+    Buffer attn;   // attention output before the projection [N, C]
+    Buffer mid;    // residual after attention [N, C]
+    Buffer norm2, mean2, rstd2;
+    Buffer fc;   // [N, F] (GPT) or [N, 2F] (Llama)
+    Buffer act;  // [N, F]
   };
 
-  void NormForward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N);
-  void NormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+  Buffer Act(int64_t n) const;  // n activations of the ops' type
+  Buffer Floats(int64_t n) const;
+  Buffer Ints(int64_t n) const;
+  void Zero(Buffer& buffer, int64_t n);
+  void NormForward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b, int N);
+  void NormBackward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const void* w,
                     const float* mean, const float* rstd, int N);
 
   ModelConfig config_;
   ParamLayout layout_;
   int max_batch_;
-  std::vector<float> params_, grads_;
-  ModelViews p_, g_;
+  std::unique_ptr<Device> own_device_;
+  std::unique_ptr<Ops> own_ops_;
+  Device* device_;
+  Ops* ops_;
+  Buffer params_, grads_;
+  BasicModelViews<void> w_;  // the weights the ops read: the parameters themselves on the host
+  ModelViews g_;
 
   std::vector<LayerActs> acts_;
-  std::vector<float> out_, norm_f_, mean_f_, rstd_f_, logits_, losses_;
-  std::vector<int32_t> tokens_, targets_;
+  Buffer out_, norm_f_, mean_f_, rstd_f_, logits_, losses_;
+  Buffer tokens_, targets_;
   // Gradients of activations, reused layer after layer.
-  std::vector<float> d_res_, d_norm_, d_qkv_, d_attn_, d_fc_, d_act_;
+  Buffer d_res_, d_norm_, d_qkv_, d_attn_, d_fc_, d_act_;
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;
   float hidden_dropout_ = 0, attention_dropout_ = 0;
   std::optional<DropoutContext> dropout_;  // of the last Forward, for the Backward
-  std::vector<float> d_drop_;              // a gradient through a dropout mask
+  Buffer d_drop_;                          // a gradient through a dropout mask
   // Site 0: the embeddings; layer l: 1 + 3l the attention projection, 2 + 3l the attention probabilities,
   // 3 + 3l the MLP output.
-  cpu::DropoutSite Site(int site) const;
+  DropoutSite Site(int site) const;
 };
 
 }  // namespace srunway::trainer

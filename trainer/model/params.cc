@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstddef>
 
 #include "trainer/model/rng.h"
 
@@ -110,17 +111,14 @@ ParamRange ParamLayout::Head() const {
   return head.count > 0 ? head : ParamRange{numel_, 0};
 }
 
-ModelViews ParamLayout::Views(float* base) const {
-  auto at = [&](const std::string& name) -> float* {
-    const TensorSpec* spec = Find(name);
-    return spec ? base + spec->offset : nullptr;
-  };
-  ModelViews views;
+template <typename T, typename At>
+BasicModelViews<T> ParamLayout::Build(const At& at) const {
+  BasicModelViews<T> views;
   views.wte = at("wte");
   views.wpe = at("wpe");
   for (int l = 0; l < config_.n_layer; ++l) {
     auto layer_at = [&](const char* name) { return at(fmt::format("layers.{}.{}", l, name)); };
-    LayerViews layer;
+    BasicLayerViews<T> layer;
     layer.norm1_w = layer_at("norm1.weight");
     layer.norm1_b = layer_at("norm1.bias");
     layer.qkv_w = layer_at("qkv.weight");
@@ -139,6 +137,20 @@ ModelViews ParamLayout::Views(float* base) const {
   views.norm_f_b = at("norm_f.bias");
   views.lm_head = config_.tied_embeddings() ? views.wte : at("lm_head.weight");
   return views;
+}
+
+ModelViews ParamLayout::Views(float* base) const {
+  return Build<float>([&](const std::string& name) -> float* {
+    const TensorSpec* spec = Find(name);
+    return spec ? base + spec->offset : nullptr;
+  });
+}
+
+BasicModelViews<void> ParamLayout::Views(void* base, size_t element_size) const {
+  return Build<void>([&](const std::string& name) -> void* {
+    const TensorSpec* spec = Find(name);
+    return spec ? static_cast<std::byte*>(base) + spec->offset * static_cast<int64_t>(element_size) : nullptr;
+  });
 }
 
 void InitParams(const ModelConfig& config, const ParamLayout& layout, Rng& rng, std::span<float> params) {

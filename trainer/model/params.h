@@ -19,29 +19,35 @@ struct TensorSpec {
 };
 
 // Views of one layer. GPT uses every field; Llama has no biases (nullptr) and its fc holds gate then up ([2F, C]).
-struct LayerViews {
-  float* norm1_w = nullptr;
-  float* norm1_b = nullptr;
-  float* qkv_w = nullptr;  // [(H + 2 KV) * hd, C]: q heads, then k heads, then v heads
-  float* qkv_b = nullptr;
-  float* proj_w = nullptr;  // [C, C]
-  float* proj_b = nullptr;
-  float* norm2_w = nullptr;
-  float* norm2_b = nullptr;
-  float* fc_w = nullptr;  // GPT [F, C]; Llama [2F, C]
-  float* fc_b = nullptr;
-  float* out_w = nullptr;  // [C, F]
-  float* out_b = nullptr;
+// T is float for the fp32 parameters and gradients, void for a copy of another type (the GPU's bf16 weights).
+template <typename T>
+struct BasicLayerViews {
+  T* norm1_w = nullptr;
+  T* norm1_b = nullptr;
+  T* qkv_w = nullptr;  // [(H + 2 KV) * hd, C]: q heads, then k heads, then v heads
+  T* qkv_b = nullptr;
+  T* proj_w = nullptr;  // [C, C]
+  T* proj_b = nullptr;
+  T* norm2_w = nullptr;
+  T* norm2_b = nullptr;
+  T* fc_w = nullptr;  // GPT [F, C]; Llama [2F, C]
+  T* fc_b = nullptr;
+  T* out_w = nullptr;  // [C, F]
+  T* out_b = nullptr;
 };
 
-struct ModelViews {
-  float* wte = nullptr;  // [V, C]
-  float* wpe = nullptr;  // [T, C], GPT only
-  std::vector<LayerViews> layers;
-  float* norm_f_w = nullptr;
-  float* norm_f_b = nullptr;  // GPT only
-  float* lm_head = nullptr;   // [V, C]; GPT: the same memory as wte
+template <typename T>
+struct BasicModelViews {
+  T* wte = nullptr;  // [V, C]
+  T* wpe = nullptr;  // [T, C], GPT only
+  std::vector<BasicLayerViews<T>> layers;
+  T* norm_f_w = nullptr;
+  T* norm_f_b = nullptr;  // GPT only
+  T* lm_head = nullptr;   // [V, C]; GPT: the same memory as wte
 };
+
+using LayerViews = BasicLayerViews<float>;
+using ModelViews = BasicModelViews<float>;
 
 // A contiguous run of the flat buffer, in floats.
 struct ParamRange {
@@ -59,6 +65,8 @@ class ParamLayout {
 
   // Views into `base`, which must hold numel() floats (the parameters, or their gradients).
   ModelViews Views(float* base) const;
+  // The same into numel() elements of `element_size` bytes each.
+  BasicModelViews<void> Views(void* base, size_t element_size) const;
 
   // The parts whose gradients become final together during the backward, which meets them from the end of the
   // buffer to its start: the untied head (Llama), the final norm, each layer from last to first, the embeddings.
@@ -71,6 +79,9 @@ class ParamLayout {
   ParamRange Head() const;        // count 0 when tied to wte
 
  private:
+  // The views, with at(name) giving each tensor's address (nullptr for a tensor this architecture lacks).
+  template <typename T, typename At>
+  BasicModelViews<T> Build(const At& at) const;
   ModelConfig config_;
   std::vector<TensorSpec> tensors_;
   int64_t numel_ = 0;

@@ -1,0 +1,85 @@
+// The host's Ops: ops/cpu's functions, every tensor fp32.
+#include "trainer/ops/ops.h"
+
+namespace srunway::trainer {
+namespace {
+
+float* F(void* p) { return static_cast<float*>(p); }
+const float* F(const void* p) { return static_cast<const float*>(p); }
+
+class CpuOps : public Ops {
+ public:
+  DType act_dtype() const override { return DType::kFloat32; }
+  common::Status TakeError() override { return common::Status::Ok(); }
+
+  void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
+                        int C) override {
+    cpu::EmbeddingForward(F(out), tokens, F(wte), F(wpe), B, T, C);
+  }
+  void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
+                         int C) override {
+    cpu::EmbeddingBackward(dwte, dwpe, F(dout), tokens, B, T, C);
+  }
+  void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
+                        int N, int C, float eps) override {
+    cpu::LayerNormForward(F(out), mean, rstd, F(inp), F(weight), F(bias), N, C, eps);
+  }
+  void LayerNormBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                         const void* weight, const float* mean, const float* rstd, int N, int C) override {
+    cpu::LayerNormBackward(F(dinp), dweight, dbias, F(dout), F(inp), F(weight), mean, rstd, N, C);
+  }
+  void RmsNormForward(void* out, float* rstd, const void* inp, const void* weight, int N, int C, float eps) override {
+    cpu::RmsNormForward(F(out), rstd, F(inp), F(weight), N, C, eps);
+  }
+  void RmsNormBackward(void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
+                       const float* rstd, int N, int C) override {
+    cpu::RmsNormBackward(F(dinp), dweight, F(dout), F(inp), F(weight), rstd, N, C);
+  }
+  void MatmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
+                     int OC) override {
+    cpu::MatmulForward(F(out), F(inp), F(weight), F(bias), N, C, OC);
+  }
+  void MatmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp, const void* weight,
+                      int N, int C, int OC) override {
+    cpu::MatmulBackward(F(dinp), dweight, dbias, F(dout), F(inp), F(weight), N, C, OC);
+  }
+  int64_t AttentionSaved(int B, int H, int T) const override { return int64_t{B} * H * T * T; }
+  void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H, int KV, int hd,
+                        const DropoutSite& dropout) override {
+    cpu::AttentionForward(F(out), saved, F(qkv), B, T, H, KV, hd, dropout);
+  }
+  void AttentionBackward(void* dqkv, const void* dout, const void*, const void* qkv, const float* saved, int B, int T,
+                         int H, int KV, int hd, const DropoutSite& dropout) override {
+    cpu::AttentionBackward(F(dqkv), F(dout), F(qkv), saved, B, T, H, KV, hd, dropout);
+  }
+  void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, float theta) override {
+    cpu::RopeForward(F(qkv), B, T, H, KV, hd, theta);
+  }
+  void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, float theta) override {
+    cpu::RopeBackward(F(dqkv), B, T, H, KV, hd, theta);
+  }
+  void GeluForward(void* out, const void* inp, int64_t n) override { cpu::GeluForward(F(out), F(inp), n); }
+  void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {
+    cpu::GeluBackward(F(dinp), F(inp), F(dout), n);
+  }
+  void SwigluForward(void* out, const void* inp, int N, int F_) override { cpu::SwigluForward(F(out), F(inp), N, F_); }
+  void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F_) override {
+    cpu::SwigluBackward(F(dinp), F(inp), F(dout), N, F_);
+  }
+  void ResidualForward(void* out, const void* a, const void* b, int64_t n) override {
+    cpu::ResidualForward(F(out), F(a), F(b), n);
+  }
+  void Dropout(void* x, int64_t n, const DropoutSite& site) override { cpu::DropoutForward(F(x), n, site); }
+  double ClassifierForward(void* logits, float* losses, const int32_t* targets, int N, int V) override {
+    return cpu::SoftmaxCrossEntropyForward(F(logits), losses, targets, N, V);
+  }
+  void ClassifierBackward(void* logits, const int32_t* targets, int N, int V, float dloss) override {
+    cpu::SoftmaxCrossEntropyBackward(F(logits), targets, N, V, dloss);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> NewCpuOps() { return std::make_unique<CpuOps>(); }
+
+}  // namespace srunway::trainer

@@ -1,0 +1,69 @@
+// The operations the model is written against, once, for the host (ops/cpu, through NewCpuOps) and the GPU
+// (ops/cuda). Tensors are pointers into the memory of the model's Device. On the host every tensor is fp32; on
+// the GPU activations and the weights they meet are act_dtype() (bf16), and statistics (mean, rstd, saved
+// attention state, losses) and parameter gradients are fp32 everywhere. Backwards *add* into the gradients they
+// produce. Calls only queue work; an error of the GPU's (a launch that failed) is kept and handed out by
+// TakeError.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+#include "trainer/device/device.h"
+#include "trainer/ops/cpu/ops.h"
+
+namespace srunway::trainer {
+
+using cpu::DropoutSite;
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual DType act_dtype() const = 0;
+  // The first failure since the last call, or Ok.
+  virtual common::Status TakeError() = 0;
+
+  virtual void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
+                                int C) = 0;
+  virtual void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
+                                 int C) = 0;
+  virtual void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
+                                const void* bias, int N, int C, float eps) = 0;
+  virtual void LayerNormBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                                 const void* weight, const float* mean, const float* rstd, int N, int C) = 0;
+  virtual void RmsNormForward(void* out, float* rstd, const void* inp, const void* weight, int N, int C,
+                              float eps) = 0;
+  virtual void RmsNormBackward(void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
+                               const float* rstd, int N, int C) = 0;
+  virtual void MatmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
+                             int OC) = 0;
+  virtual void MatmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                              const void* weight, int N, int C, int OC) = 0;
+  // What attention keeps from its forward for its backward, in fp32 elements: the probabilities [B, H, T, T] on
+  // the host, each query row's log-sum-exp [B, H, T] on the GPU.
+  virtual int64_t AttentionSaved(int B, int H, int T) const = 0;
+  virtual void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H, int KV, int hd,
+                                const DropoutSite& dropout) = 0;
+  virtual void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved,
+                                 int B, int T, int H, int KV, int hd, const DropoutSite& dropout) = 0;
+  virtual void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, float theta) = 0;
+  virtual void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, float theta) = 0;
+  virtual void GeluForward(void* out, const void* inp, int64_t n) = 0;
+  virtual void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) = 0;
+  virtual void SwigluForward(void* out, const void* inp, int N, int F) = 0;
+  virtual void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F) = 0;
+  virtual void ResidualForward(void* out, const void* a, const void* b, int64_t n) = 0;
+  // Inverted dropout in place; the backward applies the same mask and scale, so one call serves both.
+  virtual void Dropout(void* x, int64_t n, const DropoutSite& site) = 0;
+  // Each row's cross-entropy into losses [N] (fp32, device memory) and their mean, which waits for the device.
+  // Afterwards `logits` holds what ClassifierBackward needs (the probabilities on the host, the logits untouched
+  // on the GPU), which turns it into d(loss)/d(logits) with d(total)/d(row loss) = dloss.
+  virtual double ClassifierForward(void* logits, float* losses, const int32_t* targets, int N, int V) = 0;
+  virtual void ClassifierBackward(void* logits, const int32_t* targets, int N, int V, float dloss) = 0;
+};
+
+// The host's operations: ops/cpu, fp32.
+std::unique_ptr<Ops> NewCpuOps();
+
+}  // namespace srunway::trainer
