@@ -21,8 +21,13 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops)
   ops_ = ops;
   params_ = Floats(layout_.numel());
   grads_ = Floats(layout_.numel());
-  // The weights the ops read are the fp32 parameters where the ops compute in fp32 (the host).
-  w_ = layout_.Views(params_.data(), sizeof(float));
+  // The weights the ops read: the fp32 parameters where the ops compute in fp32 (the host), else a copy.
+  if (ops_->act_dtype() == DType::kFloat32) {
+    w_ = layout_.Views(params_.data(), sizeof(float));
+  } else {
+    weights_ = Act(layout_.numel());
+    w_ = layout_.Views(weights_.data(), DTypeSize(ops_->act_dtype()));
+  }
   g_ = layout_.Views(grads_.as<float>());
 
   const int64_t N = int64_t{max_batch} * config.seq_len;
@@ -245,5 +250,9 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
 }
 
 void Model::ZeroGrad() { Zero(grads_, layout_.numel()); }
+
+void Model::RefreshWeights() {
+  if (weights_.data() != nullptr) ops_->CastWeights(weights_.data(), params_.as<float>(), layout_.numel());
+}
 
 }  // namespace srunway::trainer

@@ -47,6 +47,9 @@ class Model {
   std::span<const float> params() const { return {params_.as<float>(), params_.count()}; }
   std::span<float> grads() { return {grads_.as<float>(), grads_.count()}; }
   std::span<const float> grads() const { return {grads_.as<float>(), grads_.count()}; }
+  // The weights the operations read, of the ops' type (params() itself on the host): for an optimizer that
+  // writes them beside the parameters.
+  void* weights() { return weights_.data() != nullptr ? weights_.data() : params_.data(); }
 
   // Runs B sequences of T tokens (B <= max_batch, T <= seq_len). With targets, returns the mean cross-entropy
   // and keeps what Backward needs; without, leaves the logits of every position readable through Logits().
@@ -63,6 +66,10 @@ class Model {
   // Logits [V] of sequence b at position t after a Forward without targets (a host model's only).
   std::span<const float> Logits(int b, int t) const;
 
+
+  // Remakes the weights the operations read from params(): after params() changed by any other way than an
+  // optimizer that writes both (initialisation, a loaded checkpoint). Nothing to do on the host.
+  void RefreshWeights();
 
   // Adds d(loss * loss_scale)/d(params) into grads(); loss_scale = 1 / (micro-batches per step, on all ranks).
   void Backward(float loss_scale, const GradsReady& ready = nullptr);
@@ -97,7 +104,8 @@ class Model {
   Device* device_;
   Ops* ops_;
   Buffer params_, grads_;
-  BasicModelViews<void> w_;  // the weights the ops read: the parameters themselves on the host
+  Buffer weights_;           // the weights the ops read where they are not fp32 (a bf16 copy on the GPU)
+  BasicModelViews<void> w_;  // views of those weights: of params_ itself on the host
   ModelViews g_;
 
   std::vector<LayerActs> acts_;

@@ -61,6 +61,9 @@ class Ops {
   // on the GPU), which turns it into d(loss)/d(logits) with d(total)/d(row loss) = dloss.
   virtual double ClassifierForward(void* logits, float* losses, const int32_t* targets, int N, int V) = 0;
   virtual void ClassifierBackward(void* logits, const int32_t* targets, int N, int V, float dloss) = 0;
+  // The weights the operations read, made from the fp32 parameters: a bf16 copy on the GPU; nothing to do on the
+  // host, where they are the parameters themselves.
+  virtual void CastWeights(void* out, const float* params, int64_t n) = 0;
 };
 
 // The host's operations: ops/cpu, fp32.

@@ -1,4 +1,6 @@
 // The host's Ops: ops/cpu's functions, every tensor fp32.
+#include <cstring>
+
 #include "trainer/ops/ops.h"
 
 namespace srunway::trainer {
@@ -75,6 +77,9 @@ class CpuOps : public Ops {
   }
   void ClassifierBackward(void* logits, const int32_t* targets, int N, int V, float dloss) override {
     cpu::SoftmaxCrossEntropyBackward(F(logits), targets, N, V, dloss);
+  }
+  void CastWeights(void* out, const float* params, int64_t n) override {
+    if (out != params) std::memmove(out, params, sizeof(float) * static_cast<size_t>(n));
   }
 };
 

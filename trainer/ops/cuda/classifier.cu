@@ -35,7 +35,8 @@ __device__ float BlockReduce(float x, bool max) {
   return out;
 }
 
-__global__ void FusedClassifierKernel(bf16* logits, float* losses, const int32_t* targets, int V, float dloss) {
+__global__ void FusedClassifierKernel(bf16* logits, float* losses, const int32_t* targets, int V, float dloss,
+                                      bool write_gradients) {
   const int64_t base = int64_t{blockIdx.x} * V;
   float local_max = -FLT_MAX;
   for (int v = threadIdx.x; v < V; v += blockDim.x) local_max = fmaxf(local_max, Load(logits, base + v));
@@ -47,6 +48,7 @@ __global__ void FusedClassifierKernel(bf16* logits, float* losses, const int32_t
   const float target_shifted = Load(logits, base + target) - max_logit;
   __syncthreads();  // every thread has read the target's logit before it is overwritten
   if (threadIdx.x == 0) losses[blockIdx.x] = logf(sum) - target_shifted;
+  if (!write_gradients) return;
   const float inv = 1.0f / sum;
   for (int v = threadIdx.x; v < V; v += blockDim.x) {
     const float p = expf(Load(logits, base + v) - max_logit) * inv;
@@ -57,10 +59,10 @@ __global__ void FusedClassifierKernel(bf16* logits, float* losses, const int32_t
 }  // namespace
 
 int FusedClassifier(bf16* logits_to_dlogits, float* losses, const int32_t* targets, int N, int V, float dloss,
-                    Stream stream) {
+                    bool write_gradients, Stream stream) {
   if (N <= 0) return 0;
   FusedClassifierKernel<<<static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream)>>>(
-      logits_to_dlogits, losses, targets, V, dloss);
+      logits_to_dlogits, losses, targets, V, dloss, write_gradients);
   return Launched();
 }
 

@@ -1,0 +1,145 @@
+// See cuda_ops.h. Each call queues its kernel; the first launch that fails is kept for TakeError.
+#include "trainer/ops/cuda/cuda_ops.h"
+
+#include <vector>
+
+#include "trainer/ops/cuda/kernels.h"
+#include "trainer/ops/cuda/matmul.h"
+
+namespace srunway::trainer::cuda {
+namespace {
+
+using common::Status;
+
+bf16* H(void* p) { return static_cast<bf16*>(p); }
+const bf16* H(const void* p) { return static_cast<const bf16*>(p); }
+
+class CudaOps : public Ops {
+ public:
+  CudaOps(Device& device, std::unique_ptr<Matmul> matmul)
+      : device_(device), stream_(device.native(device.main_stream())), matmul_(std::move(matmul)) {}
+
+  DType act_dtype() const override { return DType::kBFloat16; }
+  Status TakeError() override { return std::exchange(error_, Status::Ok()); }
+
+  void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
+                        int C) override {
+    Check(cuda::EmbeddingForward(H(out), tokens, H(wte), H(wpe), B, T, C, stream_), "embedding forward");
+  }
+  void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
+                         int C) override {
+    Check(cuda::EmbeddingBackward(dwte, dwpe, H(dout), tokens, B, T, C, stream_), "embedding backward");
+  }
+  void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
+                        int N, int C, float eps) override {
+    Check(cuda::LayerNormForward(H(out), mean, rstd, H(inp), H(weight), H(bias), N, C, eps, stream_),
+          "layernorm forward");
+  }
+  void LayerNormBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
+                         const void* weight, const float* mean, const float* rstd, int N, int C) override {
+    Check(cuda::LayerNormBackward(H(dinp), dweight, dbias, H(dout), H(inp), H(weight), mean, rstd, N, C, stream_),
+          "layernorm backward");
+  }
+  void RmsNormForward(void* out, float* rstd, const void* inp, const void* weight, int N, int C, float eps) override {
+    Check(cuda::RmsNormForward(H(out), rstd, H(inp), H(weight), N, C, eps, stream_), "rmsnorm forward");
+  }
+  void RmsNormBackward(void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
+                       const float* rstd, int N, int C) override {
+    Check(cuda::RmsNormBackward(H(dinp), dweight, H(dout), H(inp), H(weight), rstd, N, C, stream_),
+          "rmsnorm backward");
+  }
+  void MatmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
+                     int OC) override {
+    Keep(matmul_->Forward(H(out), H(inp), H(weight), H(bias), N, C, OC, stream_));
+  }
+  void MatmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp, const void* weight,
+                      int N, int C, int OC) override {
+    Keep(matmul_->Backward(H(dinp), dweight, dbias, H(dout), H(inp), H(weight), N, C, OC, stream_));
+  }
+  int64_t AttentionSaved(int B, int H_, int T) const override { return int64_t{B} * H_ * T; }
+  void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H_, int KV, int hd,
+                        const DropoutSite& dropout) override {
+    Check(cuda::AttentionForward(H(out), saved, H(qkv), B, T, H_, KV, hd, dropout.p, dropout.key,
+                                 dropout.first_index, stream_), "attention forward");
+  }
+  void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved, int B,
+                         int T, int H_, int KV, int hd, const DropoutSite& dropout) override {
+    const size_t scratch = 2 * static_cast<size_t>(B) * T * KV * hd;
+    if (scratch_.count() < scratch) {
+      auto grown = Buffer::Allocate(device_, DType::kFloat32, scratch);
+      if (!grown.ok()) return Keep(grown.status().WithContext("attention backward scratch"));
+      scratch_ = std::move(*grown);
+    }
+    Check(cuda::AttentionBackward(H(dqkv), scratch_.as<float>(), H(dout), H(out), H(qkv), saved, B, T, H_, KV, hd,
+                                  dropout.p, dropout.key, dropout.first_index, stream_), "attention backward");
+  }
+  void RopeForward(void* qkv, int B, int T, int H_, int KV, int hd, float theta) override {
+    Check(cuda::RopeForward(H(qkv), B, T, H_, KV, hd, theta, stream_), "rope forward");
+  }
+  void RopeBackward(void* dqkv, int B, int T, int H_, int KV, int hd, float theta) override {
+    Check(cuda::RopeBackward(H(dqkv), B, T, H_, KV, hd, theta, stream_), "rope backward");
+  }
+  void GeluForward(void* out, const void* inp, int64_t n) override {
+    Check(cuda::GeluForward(H(out), H(inp), n, stream_), "gelu forward");
+  }
+  void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {
+    Check(cuda::GeluBackward(H(dinp), H(inp), H(dout), n, stream_), "gelu backward");
+  }
+  void SwigluForward(void* out, const void* inp, int N, int F) override {
+    Check(cuda::SwigluForward(H(out), H(inp), N, F, stream_), "swiglu forward");
+  }
+  void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F) override {
+    Check(cuda::SwigluBackward(H(dinp), H(inp), H(dout), N, F, stream_), "swiglu backward");
+  }
+  void ResidualForward(void* out, const void* a, const void* b, int64_t n) override {
+    Check(cuda::ResidualForward(H(out), H(a), H(b), n, stream_), "residual forward");
+  }
+  void Dropout(void* x, int64_t n, const DropoutSite& site) override {
+    Check(cuda::Dropout(H(x), n, site.p, site.key, site.first_index, stream_), "dropout");
+  }
+  double ClassifierForward(void* logits, float* losses, const int32_t* targets, int N, int V) override {
+    Check(cuda::FusedClassifier(H(logits), losses, targets, N, V, 0.0f, false, stream_), "classifier");
+    std::vector<float> host(static_cast<size_t>(N));
+    Keep(device_.CopyToHost(host.data(), losses, sizeof(float) * host.size(), device_.main_stream()));
+    Keep(device_.Synchronize(device_.main_stream()));
+    double total = 0;  // in row order, as on the host
+    for (float loss : host) total += loss;
+    return total / N;
+  }
+  void ClassifierBackward(void* logits, const int32_t* targets, int N, int V, float dloss) override {
+    // The losses are written again, to a buffer nobody reads: the kernel makes both in one pass.
+    if (losses_.count() < static_cast<size_t>(N)) {
+      auto grown = Buffer::Allocate(device_, DType::kFloat32, static_cast<size_t>(N));
+      if (!grown.ok()) return Keep(grown.status().WithContext("classifier losses"));
+      losses_ = std::move(*grown);
+    }
+    Check(cuda::FusedClassifier(H(logits), losses_.as<float>(), targets, N, V, dloss, true, stream_),
+          "classifier backward");
+  }
+  void CastWeights(void* out, const float* params, int64_t n) override {
+    Check(cuda::ToBf16(H(out), params, n, stream_), "weights to bf16");
+  }
+
+ private:
+  void Check(int rc, const char* what) {
+    if (rc != 0 && error_.ok()) error_ = common::Internal("{} failed on {}: {}", what, device_.name(), ErrorText(rc));
+  }
+  void Keep(const Status& status) {
+    if (!status.ok() && error_.ok()) error_ = status;
+  }
+
+  Device& device_;
+  Stream stream_;
+  std::unique_ptr<Matmul> matmul_;
+  Buffer scratch_, losses_;
+  Status error_ = Status::Ok();
+};
+
+}  // namespace
+
+common::StatusOr<std::unique_ptr<Ops>> NewCudaOps(Device& device) {
+  SRUNWAY_ASSIGN_OR_RETURN(auto matmul, Matmul::Open(device));
+  return std::unique_ptr<Ops>(std::make_unique<CudaOps>(device, std::move(matmul)));
+}
+
+}  // namespace srunway::trainer::cuda
