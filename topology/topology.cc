@@ -9,8 +9,11 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <set>
+#include <stdexcept>
+#include <type_traits>
 
 #include "common/fs.h"
 #include "common/json.h"
@@ -234,26 +237,57 @@ common::Json ToJson(const Topology& topology) {
   return {{"source", topology.source}, {"gpus", gpus}, {"nics", nics}, {"numa", numa}};
 }
 
+// A field of the helper's answer as T, checked: integers must be integral JSON numbers within T's range (a
+// double converted to an int out of its range is undefined behaviour), anything else as nlohmann converts it.
+template <typename T>
+T Get(const common::Json& json) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!json.is_number_integer()) throw std::out_of_range("expected an integer, got " + json.dump());
+    if (json.is_number_unsigned()) {
+      const auto value = json.get<uint64_t>();
+      if (value > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+        throw std::out_of_range("integer out of range: " + json.dump());
+      }
+      return static_cast<T>(value);
+    }
+    const auto value = json.get<int64_t>();
+    if (value < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+        (value > 0 && static_cast<uint64_t>(value) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
+      throw std::out_of_range("integer out of range: " + json.dump());
+    }
+    return static_cast<T>(value);
+  } else {
+    return json.get<T>();
+  }
+}
+
+std::vector<int> Ints(const common::Json& json) {
+  std::vector<int> out;
+  for (const auto& value : json) out.push_back(Get<int>(value));
+  return out;
+}
+
 StatusOr<Topology> FromJson(const common::Json& json) {
   try {
     Topology topology;
-    topology.source = json.at("source").get<std::string>();
+    topology.source = Get<std::string>(json.at("source"));
     for (const auto& g : json.at("gpus")) {
-      topology.gpus.push_back(Gpu{g.at(0).get<int>(), g.at(1).get<std::string>(), g.at(2).get<int>(),
-                                  g.at(3).get<int>(), g.at(4).get<uint64_t>(), g.at(5).get<std::string>()});
+      topology.gpus.push_back(Gpu{Get<int>(g.at(0)), Get<std::string>(g.at(1)), Get<int>(g.at(2)), Get<int>(g.at(3)),
+                                  Get<uint64_t>(g.at(4)), Get<std::string>(g.at(5))});
     }
     for (const auto& n : json.at("nics")) {
-      topology.nics.push_back(Nic{n.at(0).get<std::string>(), n.at(1).get<std::string>(), n.at(2).get<std::string>(),
-                                  n.at(3).get<uint16_t>(), n.at(4).get<uint16_t>(), n.at(5).get<int>(),
-                                  n.at(6).get<int>(), n.at(7).get<uint64_t>(), n.at(8).get<std::string>(),
-                                  n.at(9).get<double>(), n.at(10).get<std::vector<int>>()});
+      topology.nics.push_back(Nic{Get<std::string>(n.at(0)), Get<std::string>(n.at(1)), Get<std::string>(n.at(2)),
+                                  Get<uint16_t>(n.at(3)), Get<uint16_t>(n.at(4)), Get<int>(n.at(5)),
+                                  Get<int>(n.at(6)), Get<uint64_t>(n.at(7)), Get<std::string>(n.at(8)),
+                                  Get<double>(n.at(9)), Ints(n.at(10))});
     }
     for (const auto& node : json.at("numa")) {
-      topology.numa_nodes.push_back(NumaNode{node.at(0).get<int>(), node.at(1).get<int>(),
-                                             node.at(2).get<std::vector<std::vector<int>>>()});
+      std::vector<std::vector<int>> cores;
+      for (const auto& core : node.at(2)) cores.push_back(Ints(core));
+      topology.numa_nodes.push_back(NumaNode{Get<int>(node.at(0)), Get<int>(node.at(1)), std::move(cores)});
     }
     return topology;
-  } catch (const nlohmann::json::exception& error) {
+  } catch (const std::exception& error) {  // nlohmann's type and range errors, and Get's
     return common::Internal("topology helper sent a malformed answer: {}", error.what());
   }
 }
@@ -268,7 +302,11 @@ common::Json TopologyAnswer(const StatusOr<Topology>& topology) {
 StatusOr<Topology> TopologyFromAnswer(std::string_view answer) {
   SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(answer, "topology helper"));
   if (!json.is_object()) return common::Internal("topology helper sent a malformed answer: not an object");
-  if (!json.value("ok", false)) {
+  const auto ok = json.find("ok");
+  if (ok == json.end() || !ok->is_boolean()) {
+    return common::Internal("topology helper sent a malformed answer: no boolean \"ok\"");
+  }
+  if (!ok->get<bool>()) {
     const auto error = json.find("error");
     return common::InvalidArgument("{}", error != json.end() && error->is_string() ? error->get<std::string>()
                                                                                   : std::string("unknown error"));

@@ -10,6 +10,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/fs.h"
 #include "tests/unit/temp_dir.h"
@@ -192,8 +195,20 @@ TEST(IsolatedLoad, AHangIsCutOffAtTheDeadline) {
 // The helper's answer is parsed, never trusted: garbage is an error, not an exception.
 TEST(IsolatedLoad, MalformedAnswersAreErrors) {
   for (const char* answer : {"", "[]", "{\"ok\": true}", "{\"ok\": true, \"topology\": {\"source\": 1}}",
-                             "{\"ok\": false, \"error\": 3}"}) {
+                             "{\"ok\": false, \"error\": 3}", "{\"ok\": 1}", "{\"ok\": \"yes\"}"}) {
     EXPECT_FALSE(TopologyFromAnswer(answer).ok()) << answer;
+  }
+  // Numbers a field's type cannot hold (out of range, or not integers) are refused, not converted.
+  common::Json good = TopologyAnswer(LoadFixture("a3mega.xml"));
+  for (const auto& [path, value] : std::vector<std::pair<std::string, common::Json>>{
+           {"/topology/gpus/0/0", 1e30}, {"/topology/gpus/0/0", 2.5}, {"/topology/nics/0/3", 70000},
+           {"/topology/nics/0/4", -1}, {"/topology/numa/0/2/0/0", 4294967296LL}, {"/topology/gpus/0/2", "x"}}) {
+    common::Json bad = good;
+    bad[common::Json::json_pointer(path)] = value;
+    auto parsed = TopologyFromAnswer(bad.dump());
+    ASSERT_FALSE(parsed.ok()) << path << " = " << value.dump();
+    EXPECT_TRUE(parsed.status().message().starts_with("topology helper sent a malformed answer: "))
+        << parsed.status().message();
   }
   auto round = TopologyFromAnswer(TopologyAnswer(LoadFixture("a3mega.xml")).dump());
   ASSERT_TRUE(round.ok()) << round.status().ToString();
