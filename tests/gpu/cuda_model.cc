@@ -2,7 +2,8 @@
 // the same step on the CPU (ops/cpu, fp32), from the same parameters (rounded to bf16, so both start equal) and
 // batch: gpt-tiny and llama-tiny, without and with dropout 0.1. The GPU keeps activations in bf16, so the two
 // differ by bf16 rounding along the network: the loss within 1e-2 relative, and each gradient tensor within 5e-2
-// of its largest element on the CPU (every tensor's worst is printed). Exits 77 where there is no GPU.
+// of its largest element on the CPU (every tensor's worst is printed); then the global norm and one clipped AdamW
+// update through the same ops table (see Step). Exits 77 where there is no GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,8 @@
 #include "tests/gpu/open_gpu.h"
 #include "trainer/model/model.h"
 #include "trainer/model/rng.h"
+#include "trainer/optim/adamw.h"
+#include "trainer/optim/schedule.h"
 #include "trainer/ops/cuda/cuda_ops.h"
 
 namespace {
@@ -80,6 +83,47 @@ void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float 
                 ok ? "ok" : "FAIL");
     if (!ok) ++g_failures;
   }
+
+  // Then the optimizer: the global norm from each side's gradients, clipping to 0.5 folded into AdamW's gradient
+  // scale on the GPU (applied to the gradients on the CPU, as srunway-train does), one update each. With
+  // bf16-close gradients the first AdamW step moves almost every element by +-lr on both sides; elements whose
+  // gradient is near zero may differ, so the mean |gpu update - cpu update| must stay within 0.1 lr. The GPU's
+  // bf16 weights must be the bf16 rounding of its updated fp32 parameters, exactly.
+  const double cpu_norm = std::sqrt(srunway::trainer::SumOfSquares(cpu.grads()));
+  const double gpu_norm = std::sqrt(ops.SumOfSquares(gpu.grads().data(), static_cast<int64_t>(gpu.grads().size())));
+  Check(ops.TakeError(), "SumOfSquares");
+  const double norm_error = std::fabs(gpu_norm - cpu_norm) / cpu_norm;
+  std::printf("    global norm cpu %.6f gpu %.6f (relative %.2e) %s\n", cpu_norm, gpu_norm, norm_error,
+              norm_error <= 1e-2 ? "ok" : "FAIL");
+  if (!(norm_error <= 1e-2)) ++g_failures;
+  const std::vector<float> before(cpu.params().begin(), cpu.params().end());
+  const srunway::trainer::AdamWConfig adam{0.9f, 0.95f, 1e-8f, 0.1f};
+  const float lr = 1e-3f;
+  srunway::trainer::AdamW cpu_adam(cpu.layout(), adam);
+  srunway::trainer::AdamW gpu_adam(gpu.layout(), adam, {}, &device, &ops);
+  const float cpu_scale = srunway::trainer::ClipByGlobalNorm(cpu.grads(), cpu_norm, 0.5);
+  cpu_adam.Step(cpu.params(), cpu.grads(), lr, 1);
+  const float gpu_scale = static_cast<float>(std::min(1.0, 0.5 / (gpu_norm + 1e-6)));
+  gpu_adam.Step(gpu.params(), gpu.grads(), lr, 1, gpu_scale, gpu.weights());
+  Check(ops.TakeError(), "AdamW");
+  std::vector<float> after(before.size());
+  std::vector<uint16_t> weights(before.size());
+  Check(device.CopyToHost(after.data(), gpu.params().data(), gpu.params().size_bytes(), device.main_stream()),
+        "CopyToHost");
+  Check(device.CopyToHost(weights.data(), gpu.weights(), weights.size() * sizeof(uint16_t), device.main_stream()),
+        "CopyToHost");
+  Check(device.Synchronize(device.main_stream()), "Synchronize");
+  double update_error = 0;
+  size_t weights_off = 0;
+  for (size_t i = 0; i < before.size(); ++i) {
+    update_error += std::fabs((after[i] - before[i]) - (cpu.params()[i] - before[i]));
+    if (weights[i] != srunway::common::FloatToBFloat16(after[i])) ++weights_off;
+  }
+  update_error /= static_cast<double>(before.size()) * lr;
+  std::printf("    adamw (clip scale cpu %.4f gpu %.4f): mean |update difference| %.3f lr %s; bf16 weights off: %zu %s\n",
+              static_cast<double>(cpu_scale), static_cast<double>(gpu_scale), update_error,
+              update_error <= 0.1 ? "ok" : "FAIL", weights_off, weights_off == 0 ? "ok" : "FAIL");
+  if (!(update_error <= 0.1) || weights_off != 0) ++g_failures;
 }
 
 }  // namespace

@@ -64,6 +64,13 @@ class Ops {
   // The weights the operations read, made from the fp32 parameters: a bf16 copy on the GPU; nothing to do on the
   // host, where they are the parameters themselves.
   virtual void CastWeights(void* out, const float* params, int64_t n) = 0;
+  // One AdamW update of n fp32 parameters, with their moments; `weights` (not null where the ops read a copy)
+  // receives the updated weights in the ops' type.
+  virtual void AdamW(float* params, void* weights, const float* grads, float* m, float* v, int64_t n,
+                     const cpu::AdamWArgs& args) = 0;
+  // The sum of squares of n fp32 values in fixed blocks added in order (the same for any thread count), which
+  // waits for the device.
+  virtual double SumOfSquares(const float* values, int64_t n) = 0;
 };
 
 // The host's operations: ops/cpu, fp32.

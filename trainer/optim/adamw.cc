@@ -1,13 +1,35 @@
-// AdamW update, element by element in the order of torch.optim.AdamW's single-tensor path.
+// AdamW's bookkeeping: which runs of the buffer this rank owns, with or without weight decay, and where their
+// moments are; the arithmetic is the ops table's (ops/cpu/adamw.cc on the host).
 #include "trainer/optim/adamw.h"
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 
 namespace srunway::trainer {
+namespace {
 
-AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<ParamRange> owned)
+// Zeroed moments on the device.
+Buffer Moments(Device& device, int64_t n) {
+  auto buffer = Buffer::Allocate(device, DType::kFloat32, static_cast<size_t>(n));
+  if (!buffer.ok() || !device.Zero(buffer->data(), buffer->bytes(), device.main_stream()).ok()) throw std::bad_alloc();
+  return std::move(*buffer);
+}
+
+}  // namespace
+
+AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<ParamRange> owned, Device* device,
+             Ops* ops)
     : config_(config), owned_(std::move(owned)) {
+  if (device == nullptr) {
+    own_device_ = NewCpuDevice();
+    device = own_device_.get();
+  }
+  if (ops == nullptr) {
+    own_ops_ = NewCpuOps();
+    ops = own_ops_.get();
+  }
+  ops_ = ops;
   if (owned_.empty()) owned_ = {{0, layout.numel()}};
   int64_t state = 0;
   for (const ParamRange& range : owned_) {
@@ -18,31 +40,28 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<P
     }
     state += range.count;
   }
-  m_.assign(static_cast<size_t>(state), 0.0f);
-  v_.assign(static_cast<size_t>(state), 0.0f);
+  m_ = Moments(*device, state);
+  v_ = Moments(*device, state);
 }
 
-void AdamW::Step(std::span<float> params, std::span<const float> grads, float lr, int64_t step) {
-  const float b1 = config_.beta1, b2 = config_.beta2;
-  const double bias1 = 1.0 - std::pow(static_cast<double>(b1), static_cast<double>(step));
-  const double bias2 = 1.0 - std::pow(static_cast<double>(b2), static_cast<double>(step));
-  const float step_size = static_cast<float>(lr / bias1);
-  const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+void AdamW::Step(std::span<float> params, std::span<const float> grads, float lr, int64_t step, float grad_scale,
+                 void* weights) {
+  const double bias1 = 1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(step));
+  const double bias2 = 1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(step));
+  cpu::AdamWArgs args;
+  args.beta1 = config_.beta1;
+  args.beta2 = config_.beta2;
+  args.eps = config_.eps;
+  args.step_size = static_cast<float>(lr / bias1);
+  args.bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+  args.grad_scale = grad_scale;
+  const size_t weight_size = DTypeSize(ops_->act_dtype());
   for (const Segment& segment : segments_) {
-    const float decay = segment.decay ? 1.0f - lr * config_.weight_decay : 1.0f;
-    float* m = m_.data() + segment.state;
-    float* v = v_.data() + segment.state;
-    const int64_t n = segment.end - segment.begin;
-    float* p = params.data() + segment.begin;
-    const float* g = grads.data() + segment.begin;
-#pragma omp parallel for simd
-    for (int64_t i = 0; i < n; ++i) {
-      p[i] *= decay;
-      m[i] = m[i] + (g[i] - m[i]) * (1.0f - b1);  // torch: exp_avg.lerp_(grad, 1 - beta1)
-      v[i] = v[i] * b2 + (1.0f - b2) * g[i] * g[i];
-      const float denom = std::sqrt(v[i]) / bias2_sqrt + config_.eps;
-      p[i] -= step_size * m[i] / denom;
-    }
+    args.decay = segment.decay ? 1.0f - lr * config_.weight_decay : 1.0f;
+    void* w = weights != nullptr ? static_cast<std::byte*>(weights) + segment.begin * static_cast<int64_t>(weight_size)
+                                 : nullptr;
+    ops_->AdamW(params.data() + segment.begin, w, grads.data() + segment.begin, m_.as<float>() + segment.state,
+                v_.as<float>() + segment.state, segment.end - segment.begin, args);
   }
 }
 

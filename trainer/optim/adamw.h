@@ -1,11 +1,15 @@
-// AdamW as PyTorch's torch.optim.AdamW computes it, with no weight decay on norms and biases.
+// AdamW as PyTorch's torch.optim.AdamW computes it, with no weight decay on norms and biases, through the ops
+// table (trainer/ops/ops.h), so its state lives where the model's parameters do.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "trainer/device/device.h"
 #include "trainer/model/params.h"
+#include "trainer/ops/ops.h"
 
 namespace srunway::trainer {
 
@@ -20,18 +24,25 @@ class AdamW {
  public:
   // Updates the elements of `owned` (every parameter when empty) and keeps both moments for those alone, packed
   // in the order of `owned`: under ZeRO-1 each rank owns its slices of the buffer.
-  AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<ParamRange> owned = {});
+  // On `device` with `ops` (the model's; they outlive the optimizer), or the host when not given. Throws
+  // std::bad_alloc when the device cannot hold the moments.
+  AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<ParamRange> owned = {},
+        Device* device = nullptr, Ops* ops = nullptr);
 
   // One update of the owned elements with learning rate lr; `step` counts updates from 1 (bias correction).
-  // `params` and `grads` are the whole buffers.
-  void Step(std::span<float> params, std::span<const float> grads, float lr, int64_t step);
+  // `params` and `grads` are the whole buffers, in the device's memory; the gradients count times grad_scale
+  // (global-norm clipping). `weights`, when not null, is the model's copy of the weights in the ops' type
+  // (Model::weights() where it differs from params), updated alongside.
+  void Step(std::span<float> params, std::span<const float> grads, float lr, int64_t step, float grad_scale = 1.0f,
+            void* weights = nullptr);
 
   const std::vector<ParamRange>& owned() const { return owned_; }
-  // First and second moments of the owned elements, packed (the whole buffer's when everything is owned).
-  std::span<float> m() { return m_; }
-  std::span<float> v() { return v_; }
-  std::span<const float> m() const { return m_; }
-  std::span<const float> v() const { return v_; }
+  // First and second moments of the owned elements, packed (the whole buffer's when everything is owned), in
+  // the device's memory.
+  std::span<float> m() { return {m_.as<float>(), m_.count()}; }
+  std::span<float> v() { return {v_.as<float>(), v_.count()}; }
+  std::span<const float> m() const { return {m_.as<float>(), m_.count()}; }
+  std::span<const float> v() const { return {v_.as<float>(), v_.count()}; }
 
  private:
   struct Segment {  // a run of owned elements inside one tensor
@@ -42,7 +53,10 @@ class AdamW {
   AdamWConfig config_;
   std::vector<ParamRange> owned_;
   std::vector<Segment> segments_;
-  std::vector<float> m_, v_;
+  std::unique_ptr<Device> own_device_;
+  std::unique_ptr<Ops> own_ops_;
+  Ops* ops_;
+  Buffer m_, v_;
 };
 
 }  // namespace srunway::trainer

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "trainer/ops/ops.h"
+#include "trainer/optim/schedule.h"
 
 namespace srunway::trainer {
 namespace {
@@ -80,6 +81,13 @@ class CpuOps : public Ops {
   }
   void CastWeights(void* out, const float* params, int64_t n) override {
     if (out != params) std::memmove(out, params, sizeof(float) * static_cast<size_t>(n));
+  }
+  void AdamW(float* params, void*, const float* grads, float* m, float* v, int64_t n,
+             const cpu::AdamWArgs& args) override {
+    cpu::AdamWUpdate(params, grads, m, v, n, args);
+  }
+  double SumOfSquares(const float* values, int64_t n) override {
+    return trainer::SumOfSquares({values, static_cast<size_t>(n)});
   }
 };
 

@@ -73,4 +73,13 @@ double SoftmaxCrossEntropyForward(float* logits_to_probs, float* losses, const i
 // Turns probabilities into gradients in place: d logit = (p - onehot) * dloss, dloss being d(total)/d(row loss).
 void SoftmaxCrossEntropyBackward(float* probs_to_dlogits, const int32_t* targets, int N, int V, float dloss);
 
+// adamw.cc: one AdamW update of n elements in torch.optim.AdamW's order, on g * grad_scale (global-norm
+// clipping). decay = 1 - lr * weight_decay (1 for norms and biases), step_size = lr / (1 - beta1^step),
+// bias2_sqrt = sqrt(1 - beta2^step).
+struct AdamWArgs {
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float decay = 1.0f, step_size = 0.0f, bias2_sqrt = 1.0f, grad_scale = 1.0f;
+};
+void AdamWUpdate(float* p, const float* g, float* m, float* v, int64_t n, const AdamWArgs& args);
+
 }  // namespace srunway::trainer::cpu

@@ -119,6 +119,30 @@ class CudaOps : public Ops {
   void CastWeights(void* out, const float* params, int64_t n) override {
     Check(cuda::ToBf16(H(out), params, n, stream_), "weights to bf16");
   }
+  void AdamW(float* params, void* weights, const float* grads, float* m, float* v, int64_t n,
+             const cpu::AdamWArgs& args) override {
+    Check(cuda::AdamW(params, H(weights), grads, m, v, n, args.beta1, args.beta2, args.eps, args.decay,
+                      args.step_size, args.bias2_sqrt, args.grad_scale, stream_), "adamw");
+  }
+  double SumOfSquares(const float* values, int64_t n) override {
+    const size_t blocks = static_cast<size_t>(SumOfSquaresBlocks(n));
+    if (blocks == 0) return 0;
+    if (partials_.count() < blocks) {
+      auto grown = Buffer::Allocate(device_, DType::kFloat32, 2 * blocks);  // doubles, in floats
+      if (!grown.ok()) {
+        Keep(grown.status().WithContext("sum of squares"));
+        return 0;
+      }
+      partials_ = std::move(*grown);
+    }
+    Check(SumOfSquaresPartials(static_cast<double*>(partials_.data()), values, n, stream_), "sum of squares");
+    std::vector<double> host(blocks);
+    Keep(device_.CopyToHost(host.data(), partials_.data(), sizeof(double) * blocks, device_.main_stream()));
+    Keep(device_.Synchronize(device_.main_stream()));
+    double total = 0;  // in block order
+    for (double partial : host) total += partial;
+    return total;
+  }
 
  private:
   void Check(int rc, const char* what) {
@@ -131,7 +155,7 @@ class CudaOps : public Ops {
   Device& device_;
   Stream stream_;
   std::unique_ptr<Matmul> matmul_;
-  Buffer scratch_, losses_;
+  Buffer scratch_, losses_, partials_;
   Status error_ = Status::Ok();
 };
 
