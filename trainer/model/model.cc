@@ -8,17 +8,8 @@
 namespace srunway::trainer {
 
 Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops)
-    : config_(config), layout_(config), max_batch_(max_batch) {
-  if (device == nullptr) {
-    own_device_ = NewCpuDevice();
-    device = own_device_.get();
-  }
-  if (ops == nullptr) {
-    own_ops_ = NewCpuOps();
-    ops = own_ops_.get();
-  }
-  device_ = device;
-  ops_ = ops;
+    : config_(config), layout_(config), max_batch_(max_batch), placement_(device, ops),
+      device_(&placement_.device()), ops_(&placement_.ops()) {
   params_ = Floats(layout_.numel());
   grads_ = Floats(layout_.numel());
   // The weights the ops read: the fp32 parameters where the ops compute in fp32 (the host), else a copy.

@@ -99,8 +99,7 @@ class Model {
   ModelConfig config_;
   ParamLayout layout_;
   int max_batch_;
-  std::unique_ptr<Device> own_device_;
-  std::unique_ptr<Ops> own_ops_;
+  Placement placement_;
   Device* device_;
   Ops* ops_;
   Buffer params_, grads_;

@@ -76,4 +76,19 @@ class Ops {
 // The host's operations: ops/cpu, fp32.
 std::unique_ptr<Ops> NewCpuOps();
 
+// Where a model or optimizer computes: the device and ops a caller gave (which outlive it), or, for those not
+// given, the host's own.
+class Placement {
+ public:
+  Placement(Device* device, Ops* ops);
+  Device& device() const { return *device_; }
+  Ops& ops() const { return *ops_; }
+
+ private:
+  std::unique_ptr<Device> own_device_;
+  std::unique_ptr<Ops> own_ops_;
+  Device* device_;
+  Ops* ops_;
+};
+
 }  // namespace srunway::trainer

@@ -20,16 +20,7 @@ Buffer Moments(Device& device, int64_t n) {
 
 AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<ParamRange> owned, Device* device,
              Ops* ops)
-    : config_(config), owned_(std::move(owned)) {
-  if (device == nullptr) {
-    own_device_ = NewCpuDevice();
-    device = own_device_.get();
-  }
-  if (ops == nullptr) {
-    own_ops_ = NewCpuOps();
-    ops = own_ops_.get();
-  }
-  ops_ = ops;
+    : config_(config), owned_(std::move(owned)), placement_(device, ops), ops_(&placement_.ops()) {
   if (owned_.empty()) owned_ = {{0, layout.numel()}};
   int64_t state = 0;
   for (const ParamRange& range : owned_) {
@@ -40,8 +31,8 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<P
     }
     state += range.count;
   }
-  m_ = Moments(*device, state);
-  v_ = Moments(*device, state);
+  m_ = Moments(placement_.device(), state);
+  v_ = Moments(placement_.device(), state);
 }
 
 void AdamW::Step(std::span<float> params, std::span<const float> grads, float lr, int64_t step, float grad_scale,

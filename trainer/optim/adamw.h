@@ -53,8 +53,7 @@ class AdamW {
   AdamWConfig config_;
   std::vector<ParamRange> owned_;
   std::vector<Segment> segments_;
-  std::unique_ptr<Device> own_device_;
-  std::unique_ptr<Ops> own_ops_;
+  Placement placement_;
   Ops* ops_;
   Buffer m_, v_;
 };

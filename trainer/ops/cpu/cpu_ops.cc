@@ -95,4 +95,11 @@ class CpuOps : public Ops {
 
 std::unique_ptr<Ops> NewCpuOps() { return std::make_unique<CpuOps>(); }
 
+Placement::Placement(Device* device, Ops* ops) {
+  if (device == nullptr) own_device_ = NewCpuDevice();
+  if (ops == nullptr) own_ops_ = NewCpuOps();
+  device_ = device != nullptr ? device : own_device_.get();
+  ops_ = ops != nullptr ? ops : own_ops_.get();
+}
+
 }  // namespace srunway::trainer
