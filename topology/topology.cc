@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -237,25 +236,14 @@ common::Json ToJson(const Topology& topology) {
   return {{"source", topology.source}, {"gpus", gpus}, {"nics", nics}, {"numa", numa}};
 }
 
-// A field of the helper's answer as T, checked: integers must be integral JSON numbers within T's range (a
-// double converted to an int out of its range is undefined behaviour), anything else as nlohmann converts it.
+// A field of the helper's answer as T; integers through common::JsonInteger (a double converted to an int out of
+// its range is undefined behaviour), its refusal thrown to FromJson's one handler.
 template <typename T>
 T Get(const common::Json& json) {
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    if (!json.is_number_integer()) throw std::out_of_range("expected an integer, got " + json.dump());
-    if (json.is_number_unsigned()) {
-      const auto value = json.get<uint64_t>();
-      if (value > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
-        throw std::out_of_range("integer out of range: " + json.dump());
-      }
-      return static_cast<T>(value);
-    }
-    const auto value = json.get<int64_t>();
-    if (value < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-        (value > 0 && static_cast<uint64_t>(value) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
-      throw std::out_of_range("integer out of range: " + json.dump());
-    }
-    return static_cast<T>(value);
+    auto value = common::JsonInteger<T>(json, "a field");
+    if (!value.ok()) throw std::out_of_range(value.status().message());
+    return *value;
   } else {
     return json.get<T>();
   }

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Builds, on a machine without a GPU, what the GPU checks need, and packs it into one small folder to copy to a
+# GPU node and run there (scripts/gpu-bundle.sh's run.sh): the gpu suite's programs (every CUDA operation and a
+# whole training step against the CPU, the CUDA device, the driver probe), srunway-launch and comm_ops for the
+# NCCL checks, and the benchmarks that need a GPU. The programs link the CUDA runtime statically and open the
+# driver, NCCL and cuBLASLt at run time (SRUNWAY_NCCL_LIBRARY / SRUNWAY_CUBLASLT_LIBRARY, or the usual search:
+# the linker's path, the CUDA install, Python wheels' nvidia/*/lib), so the node needs only its driver and those
+# libraries.
+#
+#   scripts/gpu-bundle.sh [--build-dir DIR] [--out DIR]     (defaults: build-gpu, .gpu-bundle)
+#   # on the GPU node (the folder alone is enough):
+#   .gpu-bundle/run.sh OUT_DIR        one log per check in OUT_DIR, a summary on stdout; exit 1 if any failed
+set -euo pipefail
+
+readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$kRepo/build-gpu
+out=$kRepo/.gpu-bundle
+while (($#)); do
+  case $1 in
+    --build-dir) build=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "gpu-bundle: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] ||
+  { echo "gpu-bundle: nvcc not found (the CUDA toolkit, /usr/local/cuda/bin): nothing to bundle" >&2; exit 1; }
+export PATH=$PATH:/usr/local/cuda/bin
+
+if [[ ! -f $build/build.ninja ]]; then
+  meson setup "$build" "$kRepo" --buildtype=release -Dcuda=enabled -Dsanitized_tests=disabled -Dfuzz=disabled \
+    >"$build.setup.log" 2>&1 || { tail -n 20 "$build.setup.log" >&2; exit 1; }
+fi
+readonly kPrograms=(tests/gpu/gpu-cuda_ops tests/gpu/gpu-cuda_model tests/gpu/gpu-cuda_device
+                    tests/gpu/gpu-driver_probe tests/gpu/gpu-cuda_saxpy launcher/srunway-launch tests/comm_ops
+                    nccl-tests-wrapper/srunway-collbench)
+targets=()
+for program in "${kPrograms[@]}"; do targets+=("$program"); done
+meson compile -C "$build" "${targets[@]}" >"$build.compile.log" 2>&1 ||
+  { tail -n 30 "$build.compile.log" >&2; exit 1; }
+
+rm -rf "$out"
+mkdir -p "$out/bin"
+for program in "${kPrograms[@]}"; do
+  [[ -x $build/$program ]] || { echo "gpu-bundle: $build/$program was not built" >&2; exit 1; }
+  cp "$build/$program" "$out/bin/"
+done
+strip --strip-debug "$out"/bin/* 2>/dev/null || true
+cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/bench/nccl_init_vs_torch.sh" "$out/"
+cat >"$out/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs the bundled GPU checks on this node: one log per check in OUT_DIR (default ./gpu-results), a summary line
+# per check on stdout (ok, skip, FAIL), exit 1 if any failed. compute-sanitizer, where installed, runs memcheck
+# and racecheck over the operation checks too.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+results=${1:-gpu-results}
+mkdir -p "$results"
+failed=0
+check() {  # check NAME COMMAND...
+  local name=$1; shift
+  local start=$SECONDS rc=0
+  "$@" >"$results/$name.log" 2>&1 || rc=$?
+  local verdict=ok
+  ((rc == 77)) && verdict=skip
+  ((rc != 0 && rc != 77)) && { verdict=FAIL; failed=1; }
+  printf '%-22s %-4s (%ds, exit %d)\n' "$name" "$verdict" $((SECONDS - start)) "$rc"
+}
+check driver_probe "$here/bin/gpu-driver_probe"
+check cuda_saxpy "$here/bin/gpu-cuda_saxpy"
+check cuda_device "$here/bin/gpu-cuda_device"
+check cuda_ops "$here/bin/gpu-cuda_ops"
+check cuda_model "$here/bin/gpu-cuda_model"
+check nccl_comm env COMM_OPS="$here/bin/comm_ops" SRUNWAY_LAUNCH="$here/bin/srunway-launch" \
+  SRUNWAY_COLLBENCH="$here/bin/srunway-collbench" bash "$here/nccl_comm.sh"
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [[ -n $sanitizer ]]; then
+  for tool in memcheck racecheck; do
+    check "cuda_ops_$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 "$here/bin/gpu-cuda_ops"
+    check "cuda_model_$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 "$here/bin/gpu-cuda_model"
+  done
+fi
+check nccl_init_vs_torch env SRUNWAY_LAUNCH="$here/bin/srunway-launch" bash "$here/nccl_init_vs_torch.sh"
+exit "$failed"
+RUN
+chmod +x "$out/run.sh"
+echo "gpu-bundle: $(du -sh "$out" | cut -f1) in $out; on the GPU node: $out/run.sh OUT_DIR"
