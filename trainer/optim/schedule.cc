@@ -58,9 +58,13 @@ double SumOfSquares(std::span<const float> values) {
 
 double GlobalNorm(std::span<const float> grads) { return std::sqrt(SumOfSquares(grads)); }
 
-float ClipByGlobalNorm(std::span<float> grads, double norm, double max_norm) {
+float ClipScale(double norm, double max_norm) {
   if (max_norm <= 0) return 1.0f;
-  const float scale = static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6)));
+  return std::min(1.0f, static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6))));
+}
+
+float ClipByGlobalNorm(std::span<float> grads, double norm, double max_norm) {
+  const float scale = ClipScale(norm, max_norm);
   if (scale >= 1.0f) return 1.0f;
   const int64_t n = static_cast<int64_t>(grads.size());
 #pragma omp parallel for simd

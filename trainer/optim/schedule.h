@@ -33,8 +33,10 @@ double GlobalNorm(std::span<const float> grads);
 // The sum of squares GlobalNorm takes the root of (ZeRO-1 ranks add theirs across ranks), in a fixed order.
 double SumOfSquares(std::span<const float> values);
 
-// torch.nn.utils.clip_grad_norm_: scales grads by max_norm / (norm + 1e-6) when that is below 1.
-// Returns the scale applied (1 when nothing was clipped or max_norm <= 0, which turns clipping off).
+// torch.nn.utils.clip_grad_norm_'s factor: max_norm / (norm + 1e-6) when that is below 1, else 1 (also when
+// max_norm <= 0, which turns clipping off). AdamW::Step takes it as its gradient scale.
+float ClipScale(double norm, double max_norm);
+// Scales grads by ClipScale in place and returns it.
 float ClipByGlobalNorm(std::span<float> grads, double norm, double max_norm);
 
 }  // namespace srunway::trainer

@@ -648,11 +648,8 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       result.grad_norm = norm;
       return result;
     }
-    for (const ParamRange& slice : adam_->owned()) {
-      ClipByGlobalNorm(model_->grads().subspan(static_cast<size_t>(slice.offset), static_cast<size_t>(slice.count)),
-                       norm, o_.clip_grad);
-    }
-    adam_->Step(model_->params(), model_->grads(), lr, step_ + 1);
+    // Clipping scales the gradients as AdamW reads them, so they stay as the reduction left them.
+    adam_->Step(model_->params(), model_->grads(), lr, step_ + 1, ClipScale(norm, o_.clip_grad));
     // ZeRO-1: the updated slices travel while the next forward runs; it waits for each part as it gets there.
     if (o_.distributed_optimizer) SRUNWAY_RETURN_IF_ERROR(reducer_->StartGather(model_->params()));
     ++step_;
