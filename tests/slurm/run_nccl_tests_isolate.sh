@@ -106,7 +106,11 @@ reason=$(sinfo -h -n node2 -o %E)
 [[ $(sinfo -h -n node1 -o %T) != drain* ]] || fail "node1 was drained too"
 shown=$(scontrol show job "$train" -o)
 grep -q "ExcNodeList=node2 " <<<"$shown" && grep -q "Restarts=1 " <<<"$shown" || fail "the job was not requeued without node2: $shown"
-scontrol update JobId="$train" StartTime=now 2>/dev/null || true  # Slurm holds a requeued job a while
+# Slurm holds a requeued job a while; the test starts it sooner, but not within the second node1's slurmd revoked
+# the old instance's credential: a credential made in that same second counts as revoked and the batch job is
+# killed ("Killing non-startable batch JobId=...: Job credential revoked", seen once in CI).
+sleep 2
+scontrol update JobId="$train" StartTime=now 2>/dev/null || true
 for _ in $(seq 1 150); do [[ $(squeue -h -j "$train" -o %T) == RUNNING ]] && break; sleep 0.2; done
 expect_eq "the requeued job runs on" "$(squeue -h -j "$train" -o %T:%N)" "RUNNING:node1"
 echo "ok: node2 isolated for each fault, drained alone ($state: $reason), job $train requeued onto node1"

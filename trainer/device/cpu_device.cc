@@ -1,5 +1,7 @@
 // The host as a Device: every call has finished when it returns, so streams and events only stand in for those
 // of a GPU.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -10,6 +12,14 @@ namespace {
 
 constexpr size_t kAlignment = 256;
 
+double Gib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+// The machine's RAM in bytes, 0 when it cannot be told.
+size_t PhysicalMemory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+}
+
 class CpuStream : public Stream {};
 class CpuEvent : public Event {};
 
@@ -19,9 +29,16 @@ class CpuDevice : public Device {
   const std::string& name() const override { return name_; }
 
   common::StatusOr<void*> Allocate(size_t bytes) override {
+    // More than the machine has is refused before asking: allocators may overcommit it, or (under a sanitizer)
+    // abort instead of failing.
+    const size_t memory = PhysicalMemory();
+    if (memory > 0 && bytes > memory) {
+      return common::ResourceExhausted("cannot allocate {:.2f} GiB of host memory: this machine has {:.2f} GiB",
+                                       Gib(bytes), Gib(memory));
+    }
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-    if (data == nullptr) return common::ResourceExhausted("cannot allocate {} bytes of host memory", bytes);
+    if (data == nullptr) return common::ResourceExhausted("cannot allocate {:.2f} GiB of host memory", Gib(bytes));
     return data;
   }
   void Free(void* data) noexcept override { std::free(data); }

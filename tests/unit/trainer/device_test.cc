@@ -103,9 +103,11 @@ TEST(Device, BufferOwnsItsMemory) {
   auto huge = Buffer::Allocate(*cpu, DType::kFloat32, SIZE_MAX / 2);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.status().message(), fmt::format("a buffer of {} fp32 elements does not fit in memory", SIZE_MAX / 2));
-  auto too_big = Buffer::Allocate(*cpu, DType::kFloat32, SIZE_MAX / 8);
+  auto too_big = Buffer::Allocate(*cpu, DType::kFloat32, SIZE_MAX / 8);  // 2^63 bytes: more than any machine
   ASSERT_FALSE(too_big.ok());
   EXPECT_EQ(too_big.status().code(), common::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(too_big.status().message().starts_with("cannot allocate 8589934592.00 GiB of host memory: this machine "
+                                                     "has ")) << too_big.status().message();
 }
 
 TEST(Device, Choice) {
