@@ -84,6 +84,9 @@ class Comm {
   // call from another thread (the watchdog's) while an operation waits.
   virtual void Abort() {}
   virtual DeviceInfo device() const { return {}; }
+  // The CUstream a GPU communicator queues its operations on (nullptr for host backends), so a caller can order
+  // them after its own GPU work with an event rather than waiting on the host.
+  virtual void* native_stream() const { return nullptr; }
 
   // Zeroed memory the operations can take, and copies between it and host memory.
   virtual common::StatusOr<Buffer> Allocate(size_t bytes);

@@ -196,6 +196,7 @@ class NcclComm : public Comm {
   CommKind kind() const override { return CommKind::kNccl; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  void* native_stream() const override { return stream_; }
 
   DeviceInfo device() const override {
     return {runtime_->gpu->ordinal, runtime_->gpu->bus_id, runtime_->gpu->name, runtime_->nccl->version};

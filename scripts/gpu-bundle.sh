@@ -33,7 +33,7 @@ if [[ ! -f $build/build.ninja ]]; then
 fi
 readonly kPrograms=(tests/gpu/gpu-cuda_ops tests/gpu/gpu-cuda_model tests/gpu/gpu-cuda_device
                     tests/gpu/gpu-driver_probe tests/gpu/gpu-cuda_saxpy launcher/srunway-launch tests/comm_ops
-                    nccl-tests-wrapper/srunway-collbench)
+                    nccl-tests-wrapper/srunway-collbench trainer/srunway-train trainer/srunway-prep)
 targets=()
 for program in "${kPrograms[@]}"; do targets+=("$program"); done
 meson compile -C "$build" "${targets[@]}" >"$build.compile.log" 2>&1 ||
@@ -46,7 +46,7 @@ for program in "${kPrograms[@]}"; do
   cp "$build/$program" "$out/bin/"
 done
 strip --strip-debug "$out"/bin/* 2>/dev/null || true
-cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/bench/nccl_init_vs_torch.sh" "$out/"
+cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/gpu/train_gpu.sh" "$kRepo/tests/bench/nccl_init_vs_torch.sh" "$out/"
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs the bundled GPU checks on this node: one log per check in OUT_DIR (default ./gpu-results), a summary line
@@ -73,6 +73,7 @@ check cuda_ops "$here/bin/gpu-cuda_ops"
 check cuda_model "$here/bin/gpu-cuda_model"
 check nccl_comm env COMM_OPS="$here/bin/comm_ops" SRUNWAY_LAUNCH="$here/bin/srunway-launch" \
   SRUNWAY_COLLBENCH="$here/bin/srunway-collbench" bash "$here/nccl_comm.sh"
+check train_gpu bash "$here/train_gpu.sh" "$here/bin/srunway-train" "$here/bin/srunway-prep"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [[ -n $sanitizer ]]; then
   for tool in memcheck racecheck; do

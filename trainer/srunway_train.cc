@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "trainer/model/config.h"
+#include "trainer/ops/cuda/cuda_ops.h"
 #include "trainer/train/planner.h"
 #include "trainer/train/trainer.h"
 
@@ -130,7 +131,13 @@ int main(int argc, char** argv) {
   app.add_option("--sample-prompt", o.sample_prompt, "text to continue (default: start of a document)");
   app.add_option("--vocab-file", o.vocab_file, "tokenizer for --sample (default: beside the first --data-path)");
   app.add_option("--merge-file", o.merge_file, "tokenizer for --sample");
-  app.add_option("--peak-tflops", o.peak_tflops, "FLOP/s that MFU is against (default: measured sgemm rate)");
+  app.add_option("--device", o.device,
+                 "auto: the rank's GPU where there is one, else the CPU (with a line saying why); cuda: the GPU or "
+                 "exit 1; cpu")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--peak-tflops", o.peak_tflops,
+                 "TFLOP/s that MFU is against (default: the GPU's dense bf16 peak, or the CPU's measured sgemm rate)");
   app.add_flag("--overfit-batch", o.overfit_batch, "train on the first batch every step (debugging)");
   app.add_option("--threads", o.threads, "CPU threads (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the task's CPUs)");
   app.add_option("--bucket-size-mb", o.bucket_size_mb, "data parallel: gradient all-reduce bucket size")
@@ -242,7 +249,7 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGUSR1, OnStopSignal);
-  const auto outcome = srunway::trainer::Train(o, &g_stop_signal);
+  const auto outcome = srunway::trainer::Train(o, &g_stop_signal, srunway::trainer::cuda::NewCudaOps);
   if (const auto* error = std::get_if<srunway::trainer::TrainError>(&outcome)) {
     if (error->rank == 0 || !error->every_rank) srunway::common::LogError("{}", error->status.message());
     return error->status.code() == srunway::common::StatusCode::kInvalidArgument ? srunway::trainer::kExitUsage

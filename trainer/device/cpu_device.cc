@@ -47,6 +47,7 @@ class CpuDevice : public Device {
   void* native(Stream&) const override { return nullptr; }
   common::StatusOr<std::unique_ptr<Stream>> NewStream() override { return std::make_unique<CpuStream>(); }
   common::StatusOr<std::unique_ptr<Event>> NewEvent() override { return std::make_unique<CpuEvent>(); }
+  std::unique_ptr<Stream> Adopt(void*) override { return std::make_unique<CpuStream>(); }
 
   common::Status CopyFromHost(void* dst, const void* host, size_t bytes, Stream&) override {
     return Copy(dst, host, bytes, main_);

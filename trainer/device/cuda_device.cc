@@ -14,13 +14,17 @@ using common::StatusOr;
 
 class CudaStream : public Stream {
  public:
-  CudaStream(const common::CudaDriver& driver, CUstream stream) : driver_(driver), stream_(stream) {}
-  ~CudaStream() override { driver_.stream_destroy(stream_); }
+  CudaStream(const common::CudaDriver& driver, CUstream stream, bool owned = true)
+      : driver_(driver), stream_(stream), owned_(owned) {}
+  ~CudaStream() override {
+    if (owned_) driver_.stream_destroy(stream_);
+  }
   CUstream get() const { return stream_; }
 
  private:
   const common::CudaDriver& driver_;
   CUstream stream_;
+  bool owned_;
 };
 
 class CudaEvent : public Event {
@@ -79,6 +83,9 @@ class CudaDevice : public Device {
     SRUNWAY_RETURN_IF_ERROR(gpu_->MakeCurrent());
     SRUNWAY_ASSIGN_OR_RETURN(auto stream, MakeStream(api_));
     return std::unique_ptr<Stream>(std::move(stream));
+  }
+  std::unique_ptr<Stream> Adopt(void* native) override {
+    return std::make_unique<CudaStream>(api_, static_cast<CUstream>(native), false);
   }
   StatusOr<std::unique_ptr<Event>> NewEvent() override {
     SRUNWAY_RETURN_IF_ERROR(gpu_->MakeCurrent());

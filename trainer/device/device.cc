@@ -53,6 +53,36 @@ Buffer::~Buffer() {
   if (data_ != nullptr) device_->Free(data_);
 }
 
+Buffer ZeroedOrThrow(Device& device, DType dtype, size_t count) {
+  auto buffer = Buffer::Allocate(device, dtype, count);
+  if (!buffer.ok()) throw DeviceFull(buffer.status());
+  if (common::Status zeroed = device.Zero(buffer->data(), buffer->bytes(), device.main_stream()); !zeroed.ok()) {
+    throw DeviceFull(zeroed);
+  }
+  return std::move(*buffer);
+}
+
+HostMirror::HostMirror(Device& device, float* data, size_t count) : device_(device), data_(data) {
+  if (device.kind() == DeviceKind::kCpu) {
+    host_ = {data, count};
+  } else {
+    copy_.resize(count);
+    host_ = copy_;
+  }
+}
+
+common::Status HostMirror::Download() {
+  if (copy_.empty()) return common::Status::Ok();
+  SRUNWAY_RETURN_IF_ERROR(device_.CopyToHost(copy_.data(), data_, copy_.size() * sizeof(float), device_.main_stream()));
+  return device_.Synchronize(device_.main_stream());
+}
+
+common::Status HostMirror::Upload() {
+  if (copy_.empty()) return common::Status::Ok();
+  SRUNWAY_RETURN_IF_ERROR(device_.CopyFromHost(data_, copy_.data(), copy_.size() * sizeof(float), device_.main_stream()));
+  return device_.Synchronize(device_.main_stream());
+}
+
 common::StatusOr<DeviceChoice> ParseDeviceChoice(std::string_view text) {
   if (text == "auto") return DeviceChoice::kAuto;
   if (text == "cpu") return DeviceChoice::kCpu;

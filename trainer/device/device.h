@@ -7,8 +7,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -46,6 +49,9 @@ class Device {
   // The CUstream behind a stream of a GPU, for kernels and NCCL to be queued on; nullptr on the host.
   virtual void* native(Stream& stream) const = 0;
   virtual common::StatusOr<std::unique_ptr<Stream>> NewStream() = 0;
+  // A stream made by someone else (a communicator's CUstream; nullptr on the host), used but never destroyed by
+  // the device, so that its work can be ordered against the device's own streams.
+  virtual std::unique_ptr<Stream> Adopt(void* native) = 0;
   virtual common::StatusOr<std::unique_ptr<Event>> NewEvent() = 0;
 
   // Queued on `stream`. Host memory handed to a copy must stay valid and unchanged until the stream has passed
@@ -93,6 +99,38 @@ class Buffer {
   DType dtype_ = DType::kFloat32;
   size_t count_ = 0;
   void* data_ = nullptr;
+};
+
+// What the constructors that take device memory (Model, AdamW, GradReducer) throw when the device is full: the
+// device's own message (how much was asked for, how much is free).
+class DeviceFull : public std::bad_alloc {
+ public:
+  explicit DeviceFull(common::Status status) : status_(std::move(status)) {}
+  const char* what() const noexcept override { return status_.message().c_str(); }
+  const common::Status& status() const { return status_; }
+
+ private:
+  common::Status status_;
+};
+
+// `count` zeroed elements of `dtype` on `device` (queued on its main stream); throws DeviceFull.
+Buffer ZeroedOrThrow(Device& device, DType dtype, size_t count);
+
+// fp32 values in a device's memory as a host span: the memory itself on the host, else a host copy that Download()
+// fills and Upload() writes back, each waiting for the main stream. For initialisation, checkpoints and the
+// export, never inside a step.
+class HostMirror {
+ public:
+  HostMirror(Device& device, float* data, size_t count);
+  std::span<float> host() { return host_; }
+  common::Status Download();
+  common::Status Upload();
+
+ private:
+  Device& device_;
+  float* data_;
+  std::vector<float> copy_;
+  std::span<float> host_;
 };
 
 enum class DeviceChoice { kAuto, kCpu, kCuda };

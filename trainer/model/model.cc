@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cassert>
-#include <new>
+#include <cstddef>
+
+#include "common/half.h"
 
 namespace srunway::trainer {
 
@@ -59,20 +61,10 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops)
   d_drop_ = Act(N * C);
 }
 
-namespace {
-
 // Zeroed, as the buffers of a fresh model always were.
-Buffer Allocate(Device& device, DType dtype, int64_t n) {
-  auto buffer = Buffer::Allocate(device, dtype, static_cast<size_t>(n));
-  if (!buffer.ok() || !device.Zero(buffer->data(), buffer->bytes(), device.main_stream()).ok()) throw std::bad_alloc();
-  return std::move(*buffer);
-}
-
-}  // namespace
-
-Buffer Model::Act(int64_t n) const { return Allocate(*device_, ops_->act_dtype(), n); }
-Buffer Model::Floats(int64_t n) const { return Allocate(*device_, DType::kFloat32, n); }
-Buffer Model::Ints(int64_t n) const { return Allocate(*device_, DType::kInt32, n); }
+Buffer Model::Act(int64_t n) const { return ZeroedOrThrow(*device_, ops_->act_dtype(), static_cast<size_t>(n)); }
+Buffer Model::Floats(int64_t n) const { return ZeroedOrThrow(*device_, DType::kFloat32, static_cast<size_t>(n)); }
+Buffer Model::Ints(int64_t n) const { return ZeroedOrThrow(*device_, DType::kInt32, static_cast<size_t>(n)); }
 
 void Model::Zero(Buffer& buffer, int64_t n) {
   (void)device_->Zero(buffer.data(), static_cast<size_t>(n) * DTypeSize(buffer.dtype()), device_->main_stream());
@@ -160,9 +152,23 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   return ops_->ClassifierForward(logits_.data(), losses_.as<float>(), targets_.as<int32_t>(), N, c.vocab);
 }
 
-std::span<const float> Model::Logits(int b, int t) const {
-  assert(!have_targets_ && b < B_ && t < T_ && device_->kind() == DeviceKind::kCpu);
-  return {logits_.as<float>() + (int64_t{b} * T_ + t) * config_.vocab, static_cast<size_t>(config_.vocab)};
+common::StatusOr<std::vector<float>> Model::Logits(int b, int t) {
+  assert(!have_targets_ && b < B_ && t < T_);
+  const size_t V = static_cast<size_t>(config_.vocab);
+  const size_t element = DTypeSize(logits_.dtype());
+  const auto* row = static_cast<const std::byte*>(logits_.data()) + (int64_t{b} * T_ + t) * V * element;
+  std::vector<float> out(V);
+  if (logits_.dtype() == DType::kFloat32) {
+    SRUNWAY_RETURN_IF_ERROR(device_->CopyToHost(out.data(), row, V * element, device_->main_stream()));
+  } else {
+    std::vector<uint16_t> half(V);
+    SRUNWAY_RETURN_IF_ERROR(device_->CopyToHost(half.data(), row, V * element, device_->main_stream()));
+    SRUNWAY_RETURN_IF_ERROR(device_->Synchronize(device_->main_stream()));
+    const bool bf16 = logits_.dtype() == DType::kBFloat16;
+    for (size_t i = 0; i < V; ++i) out[i] = bf16 ? common::BFloat16ToFloat(half[i]) : common::HalfToFloat(half[i]);
+  }
+  SRUNWAY_RETURN_IF_ERROR(device_->Synchronize(device_->main_stream()));
+  return out;
 }
 
 void Model::Backward(float loss_scale, const GradsReady& ready) {
@@ -242,8 +248,12 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
 
 void Model::ZeroGrad() { Zero(grads_, layout_.numel()); }
 
-void Model::RefreshWeights() {
-  if (weights_.data() != nullptr) ops_->CastWeights(weights_.data(), params_.as<float>(), layout_.numel());
+void Model::RefreshWeights() { RefreshWeights({0, layout_.numel()}); }
+
+void Model::RefreshWeights(ParamRange range) {
+  if (weights_.data() == nullptr || range.count <= 0) return;
+  auto* out = static_cast<std::byte*>(weights_.data()) + range.offset * static_cast<int64_t>(DTypeSize(weights_.dtype()));
+  ops_->CastWeights(out, params_.as<float>() + range.offset, range.count);
 }
 
 }  // namespace srunway::trainer

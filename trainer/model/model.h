@@ -35,13 +35,14 @@ class Model {
   // only when needed.
   using ParamsNeeded = std::function<void(ParamRange range)>;
   // Activations are sized for micro-batches of up to max_batch sequences of up to config.seq_len tokens. On
-  // `device` with `ops`, which outlive the model; without them, on the host with ops/cpu. Throws std::bad_alloc
+  // `device` with `ops`, which outlive the model; without them, on the host with ops/cpu. Throws DeviceFull
   // when the device cannot hold it.
   Model(const ModelConfig& config, int max_batch, Device* device = nullptr, Ops* ops = nullptr);
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   Device& device() { return *device_; }
+  Ops& ops() { return *ops_; }
   // The fp32 parameters and gradients, in the device's memory (host memory for the host device).
   std::span<float> params() { return {params_.as<float>(), params_.count()}; }
   std::span<const float> params() const { return {params_.as<float>(), params_.count()}; }
@@ -63,13 +64,15 @@ class Model {
     hidden_dropout_ = hidden;
     attention_dropout_ = attention;
   }
-  // Logits [V] of sequence b at position t after a Forward without targets (a host model's only).
-  std::span<const float> Logits(int b, int t) const;
+  // Logits [V] of sequence b at position t after a Forward without targets, copied to the host as fp32.
+  common::StatusOr<std::vector<float>> Logits(int b, int t);
 
 
   // Remakes the weights the operations read from params(): after params() changed by any other way than an
-  // optimizer that writes both (initialisation, a loaded checkpoint). Nothing to do on the host.
+  // optimizer that writes both (initialisation, a loaded checkpoint), or of `range` alone (the parameters that
+  // ZeRO-1's all-gather brought). Nothing to do on the host.
   void RefreshWeights();
+  void RefreshWeights(ParamRange range);
 
   // Adds d(loss * loss_scale)/d(params) into grads(); loss_scale = 1 / (micro-batches per step, on all ranks).
   void Backward(float loss_scale, const GradsReady& ready = nullptr);

@@ -4,20 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <new>
 
 namespace srunway::trainer {
-namespace {
-
-// Zeroed moments on the device.
-Buffer Moments(Device& device, int64_t n) {
-  auto buffer = Buffer::Allocate(device, DType::kFloat32, static_cast<size_t>(n));
-  if (!buffer.ok() || !device.Zero(buffer->data(), buffer->bytes(), device.main_stream()).ok()) throw std::bad_alloc();
-  return std::move(*buffer);
-}
-
-}  // namespace
-
 AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<ParamRange> owned, Device* device,
              Ops* ops)
     : config_(config), owned_(std::move(owned)), placement_(device, ops), ops_(&placement_.ops()) {
@@ -31,8 +19,8 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<P
     }
     state += range.count;
   }
-  m_ = Moments(placement_.device(), state);
-  v_ = Moments(placement_.device(), state);
+  m_ = ZeroedOrThrow(placement_.device(), DType::kFloat32, static_cast<size_t>(state));
+  v_ = ZeroedOrThrow(placement_.device(), DType::kFloat32, static_cast<size_t>(state));
 }
 
 void AdamW::Step(std::span<float> params, std::span<const float> grads, float lr, int64_t step, float grad_scale,

@@ -25,7 +25,7 @@ class AdamW {
   // Updates the elements of `owned` (every parameter when empty) and keeps both moments for those alone, packed
   // in the order of `owned`: under ZeRO-1 each rank owns its slices of the buffer.
   // On `device` with `ops` (the model's; they outlive the optimizer), or the host when not given. Throws
-  // std::bad_alloc when the device cannot hold the moments.
+  // DeviceFull when the device cannot hold the moments.
   AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<ParamRange> owned = {},
         Device* device = nullptr, Ops* ops = nullptr);
 

@@ -29,18 +29,26 @@ std::vector<ParamRange> OwnedRanges(const std::vector<Bucket>& buckets, int rank
   return owned;
 }
 
-GradReducer::GradReducer(launcher::Comm& comm, std::span<float> grads, std::vector<Bucket> buckets, Mode mode,
-                         bool overlap)
-    : comm_(comm), grads_(grads), buckets_(std::move(buckets)), mode_(mode), overlap_(overlap), rank_(comm.rank()),
-      ranks_(comm.size()) {
+GradReducer::GradReducer(launcher::Comm& comm, Device& device, std::span<float> grads, std::vector<Bucket> buckets,
+                         Mode mode, bool overlap)
+    : comm_(comm), device_(device), comm_stream_(device.Adopt(comm.native_stream())), grads_(grads),
+      buckets_(std::move(buckets)), mode_(mode), overlap_(overlap), rank_(comm.rank()), ranks_(comm.size()) {
+  auto event = device.NewEvent();
+  if (!event.ok()) throw DeviceFull(event.status());
+  computed_ = std::move(*event);
   if (mode_ == Mode::kReduceScatter) {
     for (const Bucket& bucket : buckets_) {
-      staging_.emplace_back(static_cast<size_t>(bucket.shard * ranks_), 0.0f);
-      reduced_.emplace_back(static_cast<size_t>(bucket.shard), 0.0f);
-      gathered_.emplace_back(static_cast<size_t>(bucket.shard * ranks_), 0.0f);
+      staging_.push_back(ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_)));
+      reduced_.push_back(ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard)));
+      gathered_.push_back(ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_)));
     }
   }
   final_from_ = static_cast<int64_t>(grads.size());
+}
+
+common::Status GradReducer::AfterCompute() {
+  SRUNWAY_RETURN_IF_ERROR(device_.Record(*computed_, device_.main_stream()));
+  return device_.Wait(*comm_stream_, *computed_);
 }
 
 void GradReducer::Arm() {
@@ -73,13 +81,17 @@ common::Status GradReducer::StartUpTo(int64_t final_from) {
     float* data = grads_.data() + bucket.offset;
     launcher::Handle handle;
     if (mode_ == Mode::kAllReduce) {
+      SRUNWAY_RETURN_IF_ERROR(AfterCompute());
       SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IAllReduce(data, data, static_cast<size_t>(bucket.count),
                                                         launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
     } else {
       // Equal blocks for the collective: the bucket, then zeros up to ranks x shard.
-      std::vector<float>& staging = staging_[next_bucket_];
-      std::copy_n(data, bucket.count, staging.begin());
-      std::fill(staging.begin() + bucket.count, staging.end(), 0.0f);
+      Buffer& staging = staging_[next_bucket_];
+      Stream& main = device_.main_stream();
+      const size_t bytes = static_cast<size_t>(bucket.count) * sizeof(float);
+      SRUNWAY_RETURN_IF_ERROR(device_.Copy(staging.data(), data, bytes, main));
+      SRUNWAY_RETURN_IF_ERROR(device_.Zero(staging.as<float>() + bucket.count, staging.bytes() - bytes, main));
+      SRUNWAY_RETURN_IF_ERROR(AfterCompute());
       SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IReduceScatter(staging.data(), reduced_[next_bucket_].data(),
                                                             static_cast<size_t>(bucket.shard),
                                                             launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
@@ -109,23 +121,27 @@ common::Status GradReducer::Finish() {
   }
   in_flight_.clear();
   if (status.ok() && mode_ == Mode::kReduceScatter) {
-    for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t b = 0; b < buckets_.size() && status.ok(); ++b) {
       const ParamRange slice = buckets_[b].Slice(rank_);
-      std::copy_n(reduced_[b].begin(), slice.count, grads_.begin() + slice.offset);
+      status = device_.Copy(grads_.data() + slice.offset, reduced_[b].data(),
+                            static_cast<size_t>(slice.count) * sizeof(float), device_.main_stream());
     }
   }
   wait_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return status;
 }
 
-common::Status GradReducer::StartGather(std::span<float> params) {
+common::Status GradReducer::StartGather(std::span<float> params, Arrived arrived) {
   gather_into_ = params;
+  arrived_ = std::move(arrived);
   gathers_.resize(buckets_.size());
   for (size_t b = buckets_.size(); b-- > 0;) {  // from the start of the buffer
     const Bucket& bucket = buckets_[b];
     const ParamRange slice = bucket.Slice(rank_);
-    float* mine = gathered_[b].data() + rank_ * bucket.shard;
-    std::copy_n(params.begin() + slice.offset, slice.count, mine);
+    float* mine = gathered_[b].as<float>() + rank_ * bucket.shard;
+    SRUNWAY_RETURN_IF_ERROR(device_.Copy(mine, params.data() + slice.offset,
+                                         static_cast<size_t>(slice.count) * sizeof(float), device_.main_stream()));
+    SRUNWAY_RETURN_IF_ERROR(AfterCompute());
     SRUNWAY_ASSIGN_OR_RETURN(gathers_[b], comm_.IAllGather(mine, gathered_[b].data(), static_cast<size_t>(bucket.shard),
                                                            launcher::DataType::kFloat32));
   }
@@ -138,10 +154,12 @@ common::Status GradReducer::Need(ParamRange range) {
     if (gathers_[b] == nullptr || buckets_[b].offset >= range.offset + range.count) continue;
     common::Status done = gathers_[b]->Wait();
     gathers_[b].reset();
-    if (status.ok()) status = done;
     if (done.ok()) {
-      std::copy_n(gathered_[b].begin(), buckets_[b].count, gather_into_.begin() + buckets_[b].offset);
+      done = device_.Copy(gather_into_.data() + buckets_[b].offset, gathered_[b].data(),
+                          static_cast<size_t>(buckets_[b].count) * sizeof(float), device_.main_stream());
     }
+    if (done.ok() && arrived_) arrived_({buckets_[b].offset, buckets_[b].count});
+    if (status.ok()) status = done;
   }
   return status;
 }

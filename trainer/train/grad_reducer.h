@@ -2,16 +2,21 @@
 // one flat buffer), and ZeRO-1's sharding of the same buckets (Megatron's distributed optimizer). The backward
 // reports ranges of the gradient buffer as they become final, from its end to its start; a bucket's reduction
 // starts as soon as every range it covers is final, and requests in flight are tested between layers so that MPI
-// moves them forward.
+// moves them forward. The buffers live on the model's Device: on a GPU each collective is queued on the
+// communicator's stream behind an event of the compute stream, so it starts once the GPU (not the host) has
+// produced the bucket.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "common/status.h"
 #include "launcher/comm.h"
+#include "trainer/device/device.h"
 #include "trainer/model/params.h"
 
 namespace srunway::trainer {
@@ -37,8 +42,11 @@ class GradReducer {
     kReduceScatter,  // ZeRO-1: each rank gets its slice of each bucket, reduced (the rest is left as it was)
   };
   // Each rank's gradients must already be scaled by 1 / (micro-batches on all ranks): the reduction is a sum, so
-  // the result is the mean. `overlap` false: nothing starts before Finish() (--no-overlap-grad-reduce).
-  GradReducer(launcher::Comm& comm, std::span<float> grads, std::vector<Bucket> buckets, Mode mode, bool overlap);
+  // the result is the mean. `overlap` false: nothing starts before Finish() (--no-overlap-grad-reduce). `grads`
+  // is in the memory of `device` (the model's), which `comm` must be able to reduce (host memory for MPI, the
+  // GPU's for NCCL). Throws DeviceFull when the device cannot hold ZeRO-1's staging buffers.
+  GradReducer(launcher::Comm& comm, Device& device, std::span<float> grads, std::vector<Bucket> buckets, Mode mode,
+              bool overlap);
 
   // The next backward is the last micro-batch of the step: its ranges start reductions. Until then Ready() does
   // nothing (nothing is reduced on the other micro-batches of gradient accumulation).
@@ -49,8 +57,10 @@ class GradReducer {
   common::Status Finish();
 
   // ZeRO-1, after the optimizer step: starts an all-gather per bucket, from the start of the buffer (what the
-  // next forward needs first) to its end, that brings every rank's slices of `params` to every rank.
-  common::Status StartGather(std::span<float> params);
+  // next forward needs first) to its end, that brings every rank's slices of `params` to every rank. `arrived`
+  // (when given) is told each bucket's range once it is in place (the model remakes its weights from it).
+  using Arrived = std::function<void(ParamRange range)>;
+  common::Status StartGather(std::span<float> params, Arrived arrived = nullptr);
   // Waits for the gathers of the buckets that hold any of [0, range end) and puts them in place: the forward asks
   // before each part it reads, so the rest keeps arriving while it computes.
   common::Status Need(ParamRange range);
@@ -67,8 +77,13 @@ class GradReducer {
  private:
   common::Status StartUpTo(int64_t final_from);
   common::Status TestInFlight();
+  // The communicator's next operation waits for everything queued on the compute stream so far.
+  common::Status AfterCompute();
 
   launcher::Comm& comm_;
+  Device& device_;
+  std::unique_ptr<Stream> comm_stream_;  // the communicator's own stream, adopted
+  std::unique_ptr<Event> computed_;
   std::span<float> grads_;
   std::vector<Bucket> buckets_;  // from the end of the buffer to its start
   Mode mode_;
@@ -77,13 +92,14 @@ class GradReducer {
   // ZeRO-1: per bucket, ranks x shard floats to reduce-scatter from, and the reduced slice; and ranks x shard
   // floats to all-gather the parameters into (apart: the next backward's reduce-scatter may start before the
   // forward has asked for every bucket).
-  std::vector<std::vector<float>> staging_, reduced_, gathered_;
+  std::vector<Buffer> staging_, reduced_, gathered_;
   bool armed_ = false;
   int64_t final_from_ = 0;  // grads_[final_from_, end) are final
   size_t next_bucket_ = 0;
   std::vector<launcher::Handle> in_flight_;
   std::vector<launcher::Handle> gathers_;  // per bucket, while its all-gather is in flight
   std::span<float> gather_into_;
+  Arrived arrived_;
   common::Status error_;
   int started_early_ = 0;
   double wait_ms_ = 0;

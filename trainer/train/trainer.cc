@@ -30,6 +30,7 @@
 #include "trainer/data/samples.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/model/model.h"
+#include "trainer/device/device.h"
 #include "trainer/model/rng.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/ops/cpu/ops.h"
@@ -74,6 +75,22 @@ double MeasureSgemmFlops() {
     best = std::max(best, 2.0 * n * n * n / seconds);
   }
   return best;
+}
+
+// A GPU's dense bf16 peak in FLOP/s (the vendor's data sheet, without sparsity), or 0 for one not listed.
+double GpuPeakFlops(const std::string& name) {
+  struct Known {
+    const char* part;
+    double tflops;
+  };
+  // The first match wins: the PCIe and NVL parts before the SXM ones they share a name with.
+  static constexpr Known kKnown[] = {{"H100 PCIe", 756}, {"H100 NVL", 835}, {"H100", 989.4}, {"H200", 989.4},
+                                     {"H800", 989.4},     {"GH200", 989.4},  {"A100", 312},   {"A800", 312},
+                                     {"L40S", 362},       {"L4", 121},       {"A10", 125}};
+  for (const Known& known : kKnown) {
+    if (name.find(known.part) != std::string::npos) return known.tflops * 1e12;
+  }
+  return 0;
 }
 
 class MetricsFile {
@@ -127,12 +144,13 @@ common::StatusOr<Tokenizer> FindTokenizer(const TrainOptions& o) {
   return Tokenizer::Load(prefix + ".vocab.json", prefix + ".merges.txt");
 }
 
-std::vector<int32_t> Generate(Model& model, std::vector<int32_t> context, int count, int top_k, Rng& rng) {
+common::StatusOr<std::vector<int32_t>> Generate(Model& model, std::vector<int32_t> context, int count, int top_k,
+                                                Rng& rng) {
   const int T = model.config().seq_len;
   for (int i = 0; i < count; ++i) {
     const int n = std::min<int>(static_cast<int>(context.size()), T);
     model.Forward(context.data() + context.size() - n, nullptr, 1, n);
-    std::span<const float> logits = model.Logits(0, n - 1);
+    SRUNWAY_ASSIGN_OR_RETURN(std::vector<float> logits, model.Logits(0, n - 1));
     std::vector<int32_t> order(logits.size());
     std::iota(order.begin(), order.end(), 0);
     const int k = std::clamp(top_k, 1, static_cast<int>(logits.size()));
@@ -169,12 +187,19 @@ constexpr int32_t kTimeUp = -1;  // --exit-duration-in-mins has passed on this r
 
 class Trainer {
  public:
-  Trainer(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal)
-      : o_(options), stop_signal_(stop_signal) {}
+  Trainer(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal, const GpuOpsFactory& gpu_ops)
+      : o_(options), stop_signal_(stop_signal), gpu_ops_(gpu_ops) {}
   std::variant<TrainResult, TrainError> Run();
 
  private:
   common::Status Connect();
+  common::Status OpenDevice();
+  // Host values exchanged through the communicator, whose buffers may be GPU memory: `bytes` from each rank into
+  // `all` (ranks x bytes), and one int32 from `root`.
+  common::Status HostAllGather(const void* mine, void* all, size_t bytes);
+  common::Status HostBroadcast(int32_t& value, int root);
+  common::Status BuildModel();
+  common::Status InitOrLoad();
   common::Status Setup();
   common::Status AgreeOnConfig();
   common::Status Save(const char* why);
@@ -190,8 +215,12 @@ class Trainer {
 
   TrainOptions o_;
   const volatile std::sig_atomic_t* stop_signal_;
+  GpuOpsFactory gpu_ops_;
   std::unique_ptr<launcher::Bootstrap> boot_;
   std::unique_ptr<launcher::Comm> comm_;
+  launcher::Buffer exchange_;  // the communicator's memory for HostAllGather and HostBroadcast
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Ops> ops_;
   int rank_ = 0, world_ = 1;
   bool setup_error_everywhere_ = false;  // the error came from the flags, which every rank has
   bool error_said_elsewhere_ = false;    // another rank's failure, which that rank reports
@@ -214,7 +243,8 @@ class Trainer {
 };
 
 // The rank's place in the job: the launcher's bootstrap (PMIx under srun --mpi=pmix, Slurm's or torchrun's
-// environment, or one rank) and a communicator over host memory (MPI across ranks, self for one).
+// environment, or one rank), its device, and a communicator for that device's memory (NCCL for GPUs; MPI across
+// CPU ranks, self for one).
 common::Status Trainer::Connect() {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.distributed_timeout_min * 60'000));
   // A failed start-up exchange may end the step (PMIx_Abort) before Train() returns: say why first.
@@ -222,13 +252,18 @@ common::Status Trainer::Connect() {
   SRUNWAY_ASSIGN_OR_RETURN(boot_, launcher::CreateBootstrap(launcher::BootstrapKind::kAuto, timeout, report));
   rank_ = boot_->identity().rank;
   world_ = boot_->identity().size;
+  SRUNWAY_RETURN_IF_ERROR(OpenDevice());
   launcher::CommOptions options;
   options.timeout = timeout;
-  auto comm = launcher::CreateComm(world_ > 1 ? launcher::CommKind::kMpi : launcher::CommKind::kSelf, *boot_, options);
+  const bool gpu = device_->kind() == DeviceKind::kCuda;
+  const launcher::CommKind kind = gpu ? launcher::CommKind::kNccl
+                                  : world_ > 1 ? launcher::CommKind::kMpi : launcher::CommKind::kSelf;
+  auto comm = launcher::CreateComm(kind, *boot_, options);
   if (!comm.ok()) {
     return common::Status(comm.status().code(),
-                           fmt::format("data parallelism over {} ranks needs MPI (run under srun --mpi=pmix): {}",
-                                       world_, comm.status().message()));
+                           gpu ? fmt::format("gradients on GPUs travel through NCCL: {}", comm.status().message())
+                               : fmt::format("data parallelism over {} ranks needs MPI (run under srun --mpi=pmix): {}",
+                                             world_, comm.status().message()));
   }
   comm_ = std::move(*comm);
   straggler_streak_.assign(static_cast<size_t>(world_), 0);
@@ -241,6 +276,75 @@ common::Status Trainer::Connect() {
     }
   }
   return common::Status::Ok();
+}
+
+// The rank's GPU or the host, as --device says, and the ops for it. The ranks agree: all on GPUs or all on CPUs,
+// since their gradients meet in one communicator.
+common::Status Trainer::OpenDevice() {
+  auto choice = ParseDeviceChoice(o_.device);
+  if (!choice.ok()) {
+    setup_error_everywhere_ = true;
+    return choice.status();
+  }
+  std::string note;
+  auto device = trainer::OpenDevice(*choice, boot_->identity().local_rank, &note);
+  common::Status opened = device.status();
+  if (device.ok() && (*device)->kind() == DeviceKind::kCuda) {
+    auto ops = gpu_ops_ ? gpu_ops_(**device)
+                        : common::StatusOr<std::unique_ptr<Ops>>(common::FailedPrecondition(
+                              "this program was built without the trainer's CUDA kernels"));
+    if (ops.ok()) {
+      ops_ = std::move(*ops);
+    } else if (*choice == DeviceChoice::kAuto) {
+      note = fmt::format("training on the CPU: {}", ops.status().message());
+      device = NewCpuDevice();
+    } else {
+      opened = ops.status();
+    }
+  }
+  if (device.ok() && (*device)->kind() == DeviceKind::kCpu) ops_ = NewCpuOps();
+  if (opened.ok()) device_ = std::move(*device);
+
+  const std::string mine = !opened.ok() ? "none" : device_->kind() == DeviceKind::kCuda ? "cuda" : "cpu";
+  SRUNWAY_ASSIGN_OR_RETURN(std::vector<std::string> all, boot_->AllGather(mine, "training device"));
+  if (!opened.ok()) return opened;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r] == "none") {
+      error_said_elsewhere_ = true;
+      return common::FailedPrecondition("{} could not open its device (its line says why)",
+                                        boot_->NameRank(static_cast<int>(r)));
+    }
+  }
+  const auto gpus = std::count(all.begin(), all.end(), "cuda");
+  if (gpus != 0 && gpus != world_) {
+    setup_error_everywhere_ = true;
+    const int cpu = static_cast<int>(std::find(all.begin(), all.end(), "cpu") - all.begin());
+    return common::FailedPrecondition("{} of {} ranks have a GPU but {} has none: every rank must train on the same "
+                                      "kind of device (--device cpu, or GPU nodes for all)", gpus, world_,
+                                      boot_->NameRank(cpu));
+  }
+  if (Leader()) common::LogInfo("{}", note.empty() ? fmt::format("training on {}", device_->name()) : note);
+  return common::Status::Ok();
+}
+
+common::Status Trainer::HostAllGather(const void* mine, void* all, size_t bytes) {
+  const size_t needed = bytes * static_cast<size_t>(world_ + 1);
+  if (exchange_.bytes() < needed) {
+    SRUNWAY_ASSIGN_OR_RETURN(exchange_, comm_->Allocate(needed));
+  }
+  uint8_t* send = exchange_.data() + bytes * static_cast<size_t>(world_);
+  SRUNWAY_RETURN_IF_ERROR(comm_->Upload(send, mine, bytes));
+  SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(send, exchange_.data(), bytes, launcher::DataType::kUInt8));
+  return comm_->Download(all, exchange_.data(), bytes * static_cast<size_t>(world_));
+}
+
+common::Status Trainer::HostBroadcast(int32_t& value, int root) {
+  if (exchange_.bytes() < sizeof value) {
+    SRUNWAY_ASSIGN_OR_RETURN(exchange_, comm_->Allocate(sizeof value));
+  }
+  SRUNWAY_RETURN_IF_ERROR(comm_->Upload(exchange_.data(), &value, sizeof value));
+  SRUNWAY_RETURN_IF_ERROR(comm_->Broadcast(exchange_.data(), 1, launcher::DataType::kInt32, root));
+  return comm_->Download(&value, exchange_.data(), sizeof value);
 }
 
 std::string Trainer::Host(int rank) const {
@@ -305,45 +409,97 @@ common::Status Trainer::Setup() {
   }
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
 
-  model_ = std::make_unique<Model>(m, B_);
-  model_->set_dropout(o_.hidden_dropout, o_.attention_dropout);
-  AdamWConfig adam;
-  adam.beta1 = o_.adam_beta1;
-  adam.beta2 = o_.adam_beta2;
-  adam.eps = o_.adam_eps;
-  adam.weight_decay = o_.weight_decay;
-  std::vector<Bucket> buckets =
-      MakeBuckets(model_->layout().numel(), static_cast<size_t>(o_.bucket_size_mb * 1024 * 1024), world_);
-  adam_ = std::make_unique<AdamW>(model_->layout(), adam,
-                                  o_.distributed_optimizer ? OwnedRanges(buckets, rank_) : std::vector<ParamRange>{});
-  reducer_ = std::make_unique<GradReducer>(
-      *comm_, model_->grads(), std::move(buckets),
-      o_.distributed_optimizer ? GradReducer::Mode::kReduceScatter : GradReducer::Mode::kAllReduce,
-      o_.overlap_grad_reduce);
+  SRUNWAY_RETURN_IF_ERROR(BuildModel());
   SRUNWAY_ASSIGN_OR_RETURN(DecayStyle style, ParseDecayStyle(o_.lr_decay_style));
   schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps, style,
                o_.constant_steps};
-  rng_.Seed(o_.seed);
-  InitParams(m, model_->layout(), rng_, model_->params());
+  SRUNWAY_RETURN_IF_ERROR(InitOrLoad());
+  if (Leader()) SRUNWAY_RETURN_IF_ERROR(metrics_.Open(o_.metrics_file));
 
+  const bool gpu = device_->kind() == DeviceKind::kCuda;
+  peak_flops_ = o_.peak_tflops > 0 ? o_.peak_tflops * 1e12 : gpu ? GpuPeakFlops(device_->name()) : MeasureSgemmFlops();
+  if (peak_flops_ <= 0 && Leader()) {
+    common::LogInfo("MFU is not shown: no dense bf16 peak is known for {}; give --peak-tflops", device_->name());
+  }
+  const double state_mb = static_cast<double>(adam_->m().size() + adam_->v().size()) * sizeof(float) / 1e6;
+  if (Leader()) {
+    common::LogInfo("optimizer state {:.2f} MB per rank{}", state_mb,
+                    o_.distributed_optimizer ? fmt::format(" (ZeRO-1: 1/{} of it)", world_) : "");
+    common::LogInfo("model {} ({} layers, hidden {}, heads {}/{}, vocab {}): {:.2f} M parameters; batch {} x {} "
+                    "tokens = {} rank{} x {} micro-batches of {}, {}; gradients in {} bucket{}{}; "
+                    "MFU against {} {:.1f} GFLOP/s",
+                    ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab,
+                    ParameterCount(m) / 1e6, gbs, T_, world_, world_ == 1 ? "" : "s", accum_, B_,
+                    gpu ? fmt::format("bf16 on {}", device_->name()) : fmt::format("{} threads per rank", threads),
+                    reducer_->bucket_count(), reducer_->bucket_count() == 1 ? "" : "s",
+                    o_.overlap_grad_reduce ? " overlapped with the backward" : ", reduced after the backward",
+                    o_.peak_tflops > 0 ? "--peak-tflops"
+                    : gpu              ? "the GPU's dense bf16 peak"
+                                       : "this machine's measured fp32 sgemm rate",
+                    peak_flops_ / 1e9);
+  }
+  return common::Status::Ok();
+}
+
+// The model, its optimizer and the gradient reducer on the rank's device; a device too small for them is one
+// error that says what to shrink.
+common::Status Trainer::BuildModel() {
+  const ModelConfig& m = o_.model;
+  try {
+    model_ = std::make_unique<Model>(m, B_, device_.get(), ops_.get());
+    model_->set_dropout(o_.hidden_dropout, o_.attention_dropout);
+    AdamWConfig adam;
+    adam.beta1 = o_.adam_beta1;
+    adam.beta2 = o_.adam_beta2;
+    adam.eps = o_.adam_eps;
+    adam.weight_decay = o_.weight_decay;
+    std::vector<Bucket> buckets =
+        MakeBuckets(model_->layout().numel(), static_cast<size_t>(o_.bucket_size_mb * 1024 * 1024), world_);
+    adam_ = std::make_unique<AdamW>(model_->layout(), adam,
+                                    o_.distributed_optimizer ? OwnedRanges(buckets, rank_) : std::vector<ParamRange>{},
+                                    device_.get(), ops_.get());
+    reducer_ = std::make_unique<GradReducer>(
+        *comm_, *device_, model_->grads(), std::move(buckets),
+        o_.distributed_optimizer ? GradReducer::Mode::kReduceScatter : GradReducer::Mode::kAllReduce,
+        o_.overlap_grad_reduce);
+  } catch (const DeviceFull& full) {
+    return common::ResourceExhausted("{}: the model ({:.2f} M parameters, with {} optimizer state) and the "
+                                     "activations of micro-batches of {} x {} tokens do not fit; try a smaller "
+                                     "--micro-batch-size{}", full.status().message(), ParameterCount(m) / 1e6,
+                                     o_.distributed_optimizer ? "ZeRO-1's share of the" : "all its", B_, T_,
+                                     o_.distributed_optimizer || world_ == 1 ? "" : " or --use-distributed-optimizer");
+  }
+  return common::Status::Ok();
+}
+
+// Megatron's initialisation from --seed, then a checkpoint over it when --load names one. Both are written on the
+// host and copied to the device.
+common::Status Trainer::InitOrLoad() {
+  const ModelConfig& m = o_.model;
+  HostMirror params(*device_, model_->params().data(), model_->params().size());
+  rng_.Seed(o_.seed);
+  InitParams(m, model_->layout(), rng_, params.host());
+  common::Status loaded = common::Status::Ok();
   if (!o_.load.empty()) {
     // Every rank reads every shard (a shared file system is assumed, as for the data): the shards hold the whole
     // state once, whatever the world that wrote them, and under ZeRO-1 each rank keeps its slices of the moments,
     // so a checkpoint loads on any number of ranks, with or without ZeRO-1.
+    HostMirror m_state(*device_, adam_->m().data(), adam_->m().size());
+    HostMirror v_state(*device_, adam_->v().data(), adam_->v().size());
     std::vector<float> full_m, full_v;
     if (o_.distributed_optimizer) {
       full_m.assign(model_->params().size(), 0.0f);
       full_v.assign(model_->params().size(), 0.0f);
     }
-    CheckpointBuffers buffers{model_->params(), o_.distributed_optimizer ? std::span<float>(full_m) : adam_->m(),
-                              o_.distributed_optimizer ? std::span<float>(full_v) : adam_->v()};
+    CheckpointBuffers buffers{params.host(), o_.distributed_optimizer ? std::span<float>(full_m) : m_state.host(),
+                              o_.distributed_optimizer ? std::span<float>(full_v) : v_state.host()};
     auto state = LoadCheckpoint(o_.load, m, buffers);
-    common::Status loaded = state.status();
+    loaded = state.status();
     if (state.ok()) {
       const int64_t saved_gbs = state->extra.value("global_batch_size", int64_t{0});
-      if (saved_gbs != 0 && saved_gbs != gbs && Leader()) {
+      if (saved_gbs != 0 && saved_gbs != o_.global_batch_size && Leader()) {
         common::LogWarn("{} was written with global batch {}, this run uses {}: the data order continues by samples",
-                        o_.load, saved_gbs, gbs);
+                        o_.load, saved_gbs, o_.global_batch_size);
       }
       step_ = state->step;
       consumed_ = state->consumed_samples;
@@ -351,11 +507,13 @@ common::Status Trainer::Setup() {
       if (o_.distributed_optimizer) {
         size_t at = 0;
         for (const ParamRange& slice : adam_->owned()) {
-          std::copy_n(full_m.begin() + slice.offset, slice.count, adam_->m().begin() + static_cast<int64_t>(at));
-          std::copy_n(full_v.begin() + slice.offset, slice.count, adam_->v().begin() + static_cast<int64_t>(at));
+          std::copy_n(full_m.begin() + slice.offset, slice.count, m_state.host().begin() + static_cast<int64_t>(at));
+          std::copy_n(full_v.begin() + slice.offset, slice.count, v_state.host().begin() + static_cast<int64_t>(at));
           at += static_cast<size_t>(slice.count);
         }
       }
+      SRUNWAY_RETURN_IF_ERROR(m_state.Upload());
+      SRUNWAY_RETURN_IF_ERROR(v_state.Upload());
       if (Leader()) common::LogInfo("resumed from {} at step {} ({} samples consumed)", o_.load, step_, consumed_);
     } else if (state.status().code() == common::StatusCode::kNotFound &&
                (std::filesystem::is_directory(o_.load) || o_.load == o_.save)) {
@@ -363,38 +521,24 @@ common::Status Trainer::Setup() {
       if (Leader()) common::LogInfo("no checkpoint in {} yet; starting from scratch", o_.load);
       loaded = common::Status::Ok();
     }
-    // The ranks agree before anyone trains: a rank that could not load says why; when they all failed (the
-    // usual case: one shared directory), rank 0 alone says it.
-    std::vector<int32_t> failed(static_cast<size_t>(world_));
-    const int32_t mine = loaded.ok() ? 0 : 1;
-    SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(&mine, failed.data(), 1, launcher::DataType::kInt32));
-    const auto failures = std::count(failed.begin(), failed.end(), 1);
-    if (!loaded.ok()) {
-      setup_error_everywhere_ = failures == world_;
-      return loaded;
-    }
-    if (failures > 0) {
-      setup_error_everywhere_ = true;
-      const int first = static_cast<int>(std::find(failed.begin(), failed.end(), 1) - failed.begin());
-      return common::DataLoss("{} could not load {} (its line says why)", boot_->NameRank(first), o_.load);
-    }
   }
-  if (Leader()) SRUNWAY_RETURN_IF_ERROR(metrics_.Open(o_.metrics_file));
-
-  peak_flops_ = o_.peak_tflops > 0 ? o_.peak_tflops * 1e12 : MeasureSgemmFlops();
-  const double state_mb = static_cast<double>(adam_->m().size() + adam_->v().size()) * sizeof(float) / 1e6;
-  if (Leader()) {
-    common::LogInfo("optimizer state {:.2f} MB per rank{}", state_mb,
-                    o_.distributed_optimizer ? fmt::format(" (ZeRO-1: 1/{} of it)", world_) : "");
-    common::LogInfo("model {} ({} layers, hidden {}, heads {}/{}, vocab {}): {:.2f} M parameters; batch {} x {} "
-                    "tokens = {} rank{} x {} micro-batches of {}, {} threads per rank; gradients in {} bucket{}{}; "
-                    "MFU against {} {:.1f} GFLOP/s",
-                    ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab,
-                    ParameterCount(m) / 1e6, gbs, T_, world_, world_ == 1 ? "" : "s", accum_, B_, threads,
-                    reducer_->bucket_count(), reducer_->bucket_count() == 1 ? "" : "s",
-                    o_.overlap_grad_reduce ? " overlapped with the backward" : ", reduced after the backward",
-                    o_.peak_tflops > 0 ? "--peak-tflops" : "this machine's measured fp32 sgemm rate",
-                    peak_flops_ / 1e9);
+  SRUNWAY_RETURN_IF_ERROR(params.Upload());
+  model_->RefreshWeights();
+  if (o_.load.empty()) return common::Status::Ok();
+  // The ranks agree before anyone trains: a rank that could not load says why; when they all failed (the usual
+  // case: one shared directory), rank 0 alone says it.
+  std::vector<int32_t> failed(static_cast<size_t>(world_));
+  const int32_t mine = loaded.ok() ? 0 : 1;
+  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, failed.data(), sizeof mine));
+  const auto failures = std::count(failed.begin(), failed.end(), 1);
+  if (!loaded.ok()) {
+    setup_error_everywhere_ = failures == world_;
+    return loaded;
+  }
+  if (failures > 0) {
+    setup_error_everywhere_ = true;
+    const int first = static_cast<int>(std::find(failed.begin(), failed.end(), 1) - failed.begin());
+    return common::DataLoss("{} could not load {} (its line says why)", boot_->NameRank(first), o_.load);
   }
   return common::Status::Ok();
 }
@@ -446,21 +590,30 @@ common::Status Trainer::Save(const char* why) {
                  {"data_parallel_size", world_}, {"distributed_optimizer", o_.distributed_optimizer}};
   const std::vector<ParamRange> ranges =
       o_.distributed_optimizer ? adam_->owned() : OwnedRanges(reducer_->buckets(), rank_);
+  const auto start = Clock::now();
+  HostMirror params(*device_, model_->params().data(), model_->params().size());
+  HostMirror m_state(*device_, adam_->m().data(), adam_->m().size());
+  HostMirror v_state(*device_, adam_->v().data(), adam_->v().size());
+  common::Status written = params.Download();
+  if (written.ok()) written = m_state.Download();
+  if (written.ok()) written = v_state.Download();
   std::vector<float> packed_m, packed_v;
   if (!o_.distributed_optimizer) {
     for (const ParamRange& r : ranges) {
-      packed_m.insert(packed_m.end(), adam_->m().begin() + r.offset, adam_->m().begin() + r.offset + r.count);
-      packed_v.insert(packed_v.end(), adam_->v().begin() + r.offset, adam_->v().begin() + r.offset + r.count);
+      const auto m = m_state.host().subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.count));
+      const auto v = v_state.host().subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.count));
+      packed_m.insert(packed_m.end(), m.begin(), m.end());
+      packed_v.insert(packed_v.end(), v.begin(), v.end());
     }
   }
-  const auto start = Clock::now();
-  const common::Status written =
-      WriteShard(o_.save, state, rank_, world_, ranges, model_->params(),
-                 o_.distributed_optimizer ? adam_->m() : std::span<const float>(packed_m),
-                 o_.distributed_optimizer ? adam_->v() : std::span<const float>(packed_v));
+  if (written.ok()) {
+    written = WriteShard(o_.save, state, rank_, world_, ranges, params.host(),
+                         o_.distributed_optimizer ? m_state.host() : std::span<const float>(packed_m),
+                         o_.distributed_optimizer ? v_state.host() : std::span<const float>(packed_v));
+  }
   std::vector<int32_t> failed(static_cast<size_t>(world_));
   const int32_t mine = written.ok() ? 0 : 1;
-  SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(&mine, failed.data(), 1, launcher::DataType::kInt32));
+  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, failed.data(), sizeof mine));
   const auto failures = std::count(failed.begin(), failed.end(), 1);
   if (failures > 0 && Leader()) {
     // Never committed, never read: what the ranks that succeeded wrote goes too.
@@ -492,7 +645,7 @@ common::Status Trainer::Save(const char* why) {
     }
   }
   int32_t ok = committed.ok() ? 1 : 0;
-  SRUNWAY_RETURN_IF_ERROR(comm_->Broadcast(&ok, 1, launcher::DataType::kInt32, 0));
+  SRUNWAY_RETURN_IF_ERROR(HostBroadcast(ok, 0));
   if (!committed.ok()) return committed;
   if (ok == 0) {
     error_said_elsewhere_ = true;
@@ -509,13 +662,14 @@ common::StatusOr<double> Trainer::Evaluate() {
     SRUNWAY_RETURN_IF_ERROR(FillBatch(*valid_, i * B_, B_, T_, batch));
     mine += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_);
   }
+  SRUNWAY_RETURN_IF_ERROR(model_->ops().TakeError());
   SRUNWAY_ASSIGN_OR_RETURN(double total, SumOverRanks(mine));
   return total / static_cast<double>(o_.eval_iters);
 }
 
 common::StatusOr<double> Trainer::SumOverRanks(double mine) {
   std::vector<double> all(static_cast<size_t>(world_));
-  SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(&mine, all.data(), sizeof(double), launcher::DataType::kUInt8));
+  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, all.data(), sizeof mine));
   double total = 0;
   for (double part : all) total += part;  // in rank order: the same sum on every rank
   return total;
@@ -537,7 +691,7 @@ common::Status Trainer::Sample() {
   }
   const size_t prompt = context.size();
   Rng rng(o_.seed + 17);
-  std::vector<int32_t> out = Generate(*model_, context, o_.sample_tokens, o_.sample_top_k, rng);
+  SRUNWAY_ASSIGN_OR_RETURN(std::vector<int32_t> out, Generate(*model_, context, o_.sample_tokens, o_.sample_top_k, rng));
   std::vector<int32_t> generated(out.begin() + static_cast<int64_t>(prompt), out.end());
   fmt::print("sample ({} tokens, {}):\n{}{}\n", o_.sample_tokens, o_.sample_top_k > 1 ? fmt::format("top-{}", o_.sample_top_k) : "greedy",
              o_.sample_prompt, tokenizer.Decode(generated));
@@ -546,7 +700,7 @@ common::Status Trainer::Sample() {
 
 common::StatusOr<std::vector<RankStep>> Trainer::ExchangeStep(const RankStep& mine) {
   std::vector<RankStep> all(static_cast<size_t>(world_));
-  SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(&mine, all.data(), sizeof(RankStep), launcher::DataType::kUInt8));
+  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, all.data(), sizeof mine));
   return all;
 }
 
@@ -630,17 +784,20 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       if (s.signal != 0 && signal <= 0) signal = s.signal;  // a real signal before a time limit
     }
     double norm = 0;
+    Ops& ops = model_->ops();
     if (o_.distributed_optimizer) {
       // Each rank has the reduced gradients of its slices only: the norm from the slices' sums of squares.
       double squares = 0;
       for (const ParamRange& slice : adam_->owned()) {
-        squares += SumOfSquares(model_->grads().subspan(static_cast<size_t>(slice.offset), static_cast<size_t>(slice.count)));
+        squares += ops.SumOfSquares(model_->grads().data() + slice.offset, slice.count);
       }
       SRUNWAY_ASSIGN_OR_RETURN(double total, SumOverRanks(squares));
       norm = std::sqrt(total);
     } else {
-      norm = GlobalNorm(model_->grads());
+      norm = std::sqrt(ops.SumOfSquares(model_->grads().data(), static_cast<int64_t>(model_->grads().size())));
     }
+    // A GPU's failures surface here, where the step has waited for the device.
+    SRUNWAY_RETURN_IF_ERROR(ops.TakeError());
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       result.ending = TrainResult::Ending::kDiverged;
       result.step = step_ + 1;
@@ -649,9 +806,13 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       return result;
     }
     // Clipping scales the gradients as AdamW reads them, so they stay as the reduction left them.
-    adam_->Step(model_->params(), model_->grads(), lr, step_ + 1, ClipScale(norm, o_.clip_grad));
-    // ZeRO-1: the updated slices travel while the next forward runs; it waits for each part as it gets there.
-    if (o_.distributed_optimizer) SRUNWAY_RETURN_IF_ERROR(reducer_->StartGather(model_->params()));
+    adam_->Step(model_->params(), model_->grads(), lr, step_ + 1, ClipScale(norm, o_.clip_grad), model_->weights());
+    // ZeRO-1: the updated slices travel while the next forward runs; it waits for each part as it gets there, and
+    // the model remakes its weights (the GPU's bf16 copy) from each as it arrives.
+    if (o_.distributed_optimizer) {
+      SRUNWAY_RETURN_IF_ERROR(
+          reducer_->StartGather(model_->params(), [this](ParamRange range) { model_->RefreshWeights(range); }));
+    }
     ++step_;
     consumed_ += o_.global_batch_size;
     window_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -692,7 +853,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       if (!signal_seen_) signal_seen_ = Clock::now();
       const double left_s = o_.exit_save_budget_s - std::chrono::duration<double>(Clock::now() - *signal_seen_).count();
       int32_t skip = Leader() && last_save_s_ > left_s ? 1 : 0;
-      SRUNWAY_RETURN_IF_ERROR(comm_->Broadcast(&skip, 1, launcher::DataType::kInt32, 0));
+      SRUNWAY_RETURN_IF_ERROR(HostBroadcast(skip, 0));
       if (skip != 0) {
         result.not_saved = fmt::format(
             "not saving: the last save took {:.1f} s and {:.1f} s are left of --exit-save-budget {} s; the last "
@@ -726,9 +887,11 @@ common::StatusOr<TrainResult> Trainer::Loop() {
 
 common::Status Trainer::Export() {
   if (o_.export_safetensors.empty() || !Leader()) return common::Status::Ok();
+  HostMirror params(*device_, model_->params().data(), model_->params().size());
+  SRUNWAY_RETURN_IF_ERROR(params.Download());
   std::vector<NamedTensor> tensors;
   for (const TensorSpec& spec : model_->layout().tensors()) {
-    tensors.push_back({spec.name, spec.shape, model_->params().data() + spec.offset});
+    tensors.push_back({spec.name, spec.shape, params.host().data() + spec.offset});
   }
   common::Json config = ToJson(o_.model);
   SRUNWAY_RETURN_IF_ERROR(
@@ -742,7 +905,9 @@ std::variant<TrainResult, TrainError> Trainer::Run() {
     if (world_ > 1 && !every_rank) status = common::Status(status.code(), boot_->Prefix() + status.message());
     return TrainError{std::move(status), rank_, every_rank};
   };
-  if (common::Status status = Connect(); !status.ok()) return fail(status, false);
+  if (common::Status status = Connect(); !status.ok()) {
+    return fail(status, setup_error_everywhere_ || error_said_elsewhere_);
+  }
   if (common::Status status = Setup(); !status.ok()) return fail(status, setup_error_everywhere_);
   auto result = Loop();
   if (!result.ok()) return fail(result.status(), error_said_elsewhere_);
@@ -758,8 +923,9 @@ std::variant<TrainResult, TrainError> Trainer::Run() {
 
 }  // namespace
 
-std::variant<TrainResult, TrainError> Train(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal) {
-  return Trainer(options, stop_signal).Run();
+std::variant<TrainResult, TrainError> Train(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal,
+                                            const GpuOpsFactory& gpu_ops) {
+  return Trainer(options, stop_signal, gpu_ops).Run();
 }
 
 }  // namespace srunway::trainer

@@ -3,12 +3,15 @@
 
 #include <csignal>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "common/status.h"
 #include "trainer/model/config.h"
+#include "trainer/ops/ops.h"
 
 namespace srunway::trainer {
 
@@ -48,7 +51,8 @@ struct TrainOptions {
   int sample_top_k = 1;        // 1: greedy
   std::string sample_prompt;
   std::string vocab_file, merge_file;
-  double peak_tflops = 0;      // 0: measure this machine's sgemm rate
+  double peak_tflops = 0;      // 0: the GPU's dense bf16 peak where known, or this CPU's measured sgemm rate
+  std::string device = "auto";  // auto (the rank's GPU where there is one, else the CPU), cpu or cuda
   int threads = 0;             // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else this task's CPUs
   bool overfit_batch = false;  // every step trains on the first batch again (a debugging aid, as in llm.c)
   // Data parallelism: every rank of the step (srun, torchrun or srunway-launch) is one replica.
@@ -95,6 +99,10 @@ inline constexpr int kExitSignalled = 4;   // SIGTERM/SIGINT/SIGUSR1 or --exit-d
 // Runs the whole training on every rank of the step. `stop_signal` (set by the program's signal handler, 0 when
 // none) is read once per step; ranks agree on it, so they all stop after the same step, save and return
 // kSignalled.
-std::variant<TrainResult, TrainError> Train(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal);
+// `gpu_ops` makes the ops for a GPU (cuda::NewCudaOps where the program carries the CUDA kernels); without it
+// only the host trains.
+using GpuOpsFactory = std::function<common::StatusOr<std::unique_ptr<Ops>>(Device& device)>;
+std::variant<TrainResult, TrainError> Train(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal,
+                                            const GpuOpsFactory& gpu_ops = nullptr);
 
 }  // namespace srunway::trainer

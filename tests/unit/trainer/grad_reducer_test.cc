@@ -48,7 +48,7 @@ TEST_P(ReducerTest, TheBackwardReportsEveryRangeOnceFromTheEndDown) {
 }
 
 TEST_P(ReducerTest, BucketsStartDuringTheBackwardOfTheLastMicroBatchOnly) {
-  GradReducer reducer(*comm_, model_.grads(), Buckets(), GradReducer::Mode::kAllReduce, true);
+  GradReducer reducer(*comm_, model_.device(), model_.grads(), Buckets(), GradReducer::Mode::kAllReduce, true);
   EXPECT_EQ(reducer.bucket_count(), static_cast<size_t>((model_.layout().numel() + 1023) / 1024));
   Model::GradsReady ready = [&](ParamRange r) { reducer.Ready(r); };
   Step(ready);  // not armed: an accumulation micro-batch
@@ -60,7 +60,7 @@ TEST_P(ReducerTest, BucketsStartDuringTheBackwardOfTheLastMicroBatchOnly) {
 }
 
 TEST_P(ReducerTest, WithoutOverlapNothingStartsBeforeFinish) {
-  GradReducer reducer(*comm_, model_.grads(), Buckets(), GradReducer::Mode::kAllReduce, false);
+  GradReducer reducer(*comm_, model_.device(), model_.grads(), Buckets(), GradReducer::Mode::kAllReduce, false);
   reducer.Arm();
   Step([&](ParamRange r) { reducer.Ready(r); });
   EXPECT_EQ(reducer.started_early(), 0);
@@ -68,7 +68,7 @@ TEST_P(ReducerTest, WithoutOverlapNothingStartsBeforeFinish) {
 }
 
 TEST_P(ReducerTest, ARangeOutOfOrderIsAnError) {
-  GradReducer reducer(*comm_, model_.grads(), Buckets(), GradReducer::Mode::kAllReduce, true);
+  GradReducer reducer(*comm_, model_.device(), model_.grads(), Buckets(), GradReducer::Mode::kAllReduce, true);
   reducer.Arm();
   reducer.Ready({0, 10});  // the embeddings before anything else
   const common::Status status = reducer.Finish();
@@ -77,7 +77,7 @@ TEST_P(ReducerTest, ARangeOutOfOrderIsAnError) {
 }
 
 TEST_P(ReducerTest, ReduceScatterOnOneRankLeavesTheGradients) {
-  GradReducer reducer(*comm_, model_.grads(), Buckets(), GradReducer::Mode::kReduceScatter, true);
+  GradReducer reducer(*comm_, model_.device(), model_.grads(), Buckets(), GradReducer::Mode::kReduceScatter, true);
   reducer.Arm();
   Step([&](ParamRange r) { reducer.Ready(r); });
   const std::vector<float> before(model_.grads().begin(), model_.grads().end());

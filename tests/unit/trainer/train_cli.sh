@@ -86,6 +86,17 @@ expect_exit 1 "n_layer is 2 in the checkpoint and 3 here" \
 expect_exit 1 "/dev/full: No space left on device" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
 expect_exit 3 "training diverged" "$kTrain" "${common[@]}" --mock-data --train-steps 30 --lr 1e30 --clip-grad 0
+expect_exit 2 "--device: gpu not in" "$kTrain" "${common[@]}" --mock-data --device gpu
+# No CUDA driver (one loaded from a path that does not exist, whatever this machine has): --device cuda fails
+# naming the library and where it looked; --device auto trains on the CPU and says why once.
+no_driver=(env "SRUNWAY_CUDA_DRIVER=$kWork/libcuda-missing.so.1")
+expect_exit 1 "no CUDA driver: .*libcuda-missing.so.1" \
+  "${no_driver[@]}" "$kTrain" "${common[@]}" --mock-data --train-steps 2 --device cuda
+"${no_driver[@]}" "$kTrain" "${common[@]}" --mock-data --train-steps 2 >"$kWork/out" 2>"$kWork/err" \
+  || fail "--device auto without a driver: $(cat "$kWork/err")"
+[[ $(grep -c 'training on the CPU: no CUDA driver: .*libcuda-missing.so.1' "$kWork/err") == 1 ]] \
+  || fail "--device auto without a driver should say once that it trains on the CPU: $(cat "$kWork/err")"
+grep -q '^step      2/2' "$kWork/out" || fail "--device auto without a driver did not train: $(cat "$kWork/out")"
 echo "ok: bad input is refused with one line"
 
 # 5. A failed save leaves the previous checkpoint in charge. The new checkpoint's name is taken by a non-empty

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# GPU suite: srunway-train --device cuda as a user runs it, one rank on this machine's GPU (NCCL carries its
+# gradients, as it would across nodes):
+#   1. gpt-tiny overfitting one batch for 30 steps on the GPU (bf16) and on the CPU (fp32) from the same
+#      initialisation: the GPU's loss falls as the CPU's does, step by step within bf16 noise (3% of the loss, or
+#      0.05 absolute near zero), and so does llama-tiny's;
+#   2. the same with --use-distributed-optimizer and dropout (the ZeRO-1 path and the seeded masks);
+#   3. save at step 10 -> load -> continue gives the uninterrupted run's losses for steps 11-20 (within 1e-4);
+#      --export writes safetensors and --sample generates from the GPU's logits;
+#   4. bad input: cuBLASLt missing with --device cuda is one line naming it, exit 1; with --device auto the run
+#      trains on the CPU and says why once.
+# Exits 77 (skip) where there is no GPU or no CUDA driver.
+# Usage: train_gpu.sh SRUNWAY_TRAIN SRUNWAY_PREP
+set -euo pipefail
+train=${1:?usage: train_gpu.sh SRUNWAY_TRAIN SRUNWAY_PREP}
+prep=${2:?usage: train_gpu.sh SRUNWAY_TRAIN SRUNWAY_PREP}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+unset SLURM_PROCID SLURM_JOB_ID PMIX_RANK RANK WORLD_SIZE  # one rank, outside any job
+
+common=(--seq-length 64 --micro-batch-size 4 --mock-data --overfit-batch --lr 3e-3 --warmup-steps 5
+        --log-interval 1 --peak-tflops 1)
+if ! "$train" --preset gpt-tiny "${common[@]}" --train-steps 1 --device cuda >"$work/probe.out" 2>"$work/probe.err"; then
+  if grep -qE 'no CUDA driver|no GPU visible' "$work/probe.err"; then echo "SKIP: $(cat "$work/probe.err")"; exit 77; fi
+  fail "--device cuda: $(cat "$work/probe.err")"
+fi
+grep -q 'training on ' "$work/probe.err" || fail "no line saying which GPU: $(cat "$work/probe.err")"
+
+losses() { python3 -c "import json,sys; [print(json.loads(l)['step'], json.loads(l)['loss']) for l in open(sys.argv[1]) if 'loss' in l]" "$1"; }
+# compare NAME CPU.jsonl GPU.jsonl: step by step within bf16 noise, and both fell.
+compare() {
+  python3 - "$@" <<'PY'
+import json, sys
+name, cpu_path, gpu_path = sys.argv[1:4]
+read = lambda p: [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
+cpu, gpu = read(cpu_path), read(gpu_path)
+assert len(cpu) == len(gpu) and cpu, f"{name}: {len(cpu)} CPU steps, {len(gpu)} GPU steps"
+worst = max(abs(c - g) / max(abs(c), 0.05 / 0.03) for c, g in zip(cpu, gpu))
+print(f"{name}: first loss cpu {cpu[0]:.4f} gpu {gpu[0]:.4f}, last cpu {cpu[-1]:.4f} gpu {gpu[-1]:.4f}, "
+      f"worst relative gap {worst:.4f} (allowed 0.03)")
+assert worst <= 0.03, f"{name}: the GPU's losses left the CPU's by {worst:.4f}"
+assert gpu[-1] < 0.7 * gpu[0], f"{name}: the GPU's loss did not fall ({gpu[0]} -> {gpu[-1]})"
+PY
+}
+
+echo "== 1. GPU against CPU, one batch overfitted"
+for preset in gpt-tiny llama-tiny; do
+  for device in cpu cuda; do
+    "$train" --preset "$preset" "${common[@]}" --train-steps 30 --device "$device" \
+      --metrics-file "$work/$preset.$device.jsonl" >"$work/$preset.$device.out" 2>&1 ||
+      fail "$preset on $device: $(tail -n 5 "$work/$preset.$device.out")"
+  done
+  compare "$preset" "$work/$preset.cpu.jsonl" "$work/$preset.cuda.jsonl" || fail "$preset: GPU and CPU disagree"
+done
+
+echo "== 2. ZeRO-1 and dropout"
+for device in cpu cuda; do
+  "$train" --preset gpt-tiny "${common[@]}" --train-steps 30 --device "$device" --use-distributed-optimizer \
+    --hidden-dropout 0.1 --attention-dropout 0.1 --bucket-size-mb 0.05 \
+    --metrics-file "$work/zero.$device.jsonl" >"$work/zero.$device.out" 2>&1 ||
+    fail "ZeRO-1 on $device: $(tail -n 5 "$work/zero.$device.out")"
+done
+compare "gpt-tiny ZeRO-1 + dropout" "$work/zero.cpu.jsonl" "$work/zero.cuda.jsonl" || fail "ZeRO-1 on the GPU"
+
+echo "== 3. save, load, continue; export; sample"
+run=("$train" --preset gpt-tiny --seq-length 64 --micro-batch-size 4 --mock-data --lr 3e-3 --warmup-steps 4
+     --train-steps 20 --log-interval 1 --peak-tflops 1 --device cuda)
+"${run[@]}" --metrics-file "$work/straight.jsonl" >/dev/null 2>"$work/straight.err" || fail "$(cat "$work/straight.err")"
+"${run[@]}" --save "$work/ckpt" --save-interval 10 --export "$work/model.safetensors" >/dev/null 2>"$work/save.err" ||
+  fail "save: $(cat "$work/save.err")"
+"${run[@]}" --load "$work/ckpt/iter_0000010" --metrics-file "$work/resumed.jsonl" >/dev/null 2>"$work/load.err" ||
+  fail "load: $(cat "$work/load.err")"
+python3 - "$work/straight.jsonl" "$work/resumed.jsonl" <<'PY' || fail "the resumed run left the uninterrupted one"
+import json, sys
+read = lambda p: {json.loads(l)["step"]: json.loads(l)["loss"] for l in open(p) if '"loss"' in l}
+straight, resumed = read(sys.argv[1]), read(sys.argv[2])
+assert sorted(resumed) == list(range(11, 21)), sorted(resumed)
+gap = max(abs(straight[s] - resumed[s]) for s in resumed)
+print(f"resumed steps 11-20: largest gap to the uninterrupted run {gap:.2e} (allowed 1e-4)")
+assert gap <= 1e-4
+PY
+[[ -s $work/model.safetensors ]] || fail "--export wrote nothing"
+python3 - "$work/model.safetensors" <<'PY' || fail "the exported weights are not finite or not the model's"
+import json, math, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+begin, end = header["wte"]["data_offsets"]
+values = struct.unpack(f"<{(end - begin) // 4}f", data[8 + n + begin:8 + n + end])
+assert all(math.isfinite(v) for v in values) and any(v != 0 for v in values)
+print(f"export: {len(header) - 1} tensors, wte finite")
+PY
+
+for i in $(seq 1 300); do echo "line $i of a small corpus, with words that repeat: alpha beta gamma $((i % 7))"; done \
+  >"$work/corpus.txt"
+"$prep" --input "$work/corpus.txt" --output-prefix "$work/data" --train-vocab 400 --quiet >/dev/null
+"$train" --preset gpt-tiny --seq-length 64 --micro-batch-size 4 --data-path "$work/data" --split 1 --lr 3e-3 \
+  --train-steps 40 --peak-tflops 1 --device cuda --sample 16 --sample-prompt "line 7 of a" >"$work/sample.out" \
+  2>"$work/sample.err" || fail "--sample: $(cat "$work/sample.err")"
+grep -A1 '^sample (16 tokens, greedy):' "$work/sample.out" | tail -n 1 | grep -q '^line 7 of a' ||
+  fail "--sample printed no continuation: $(cat "$work/sample.out")"
+echo "sample: $(grep -A1 '^sample' "$work/sample.out" | tail -n 1)"
+
+echo "== 4. a missing cuBLASLt"
+if SRUNWAY_CUBLASLT_LIBRARY=$work/libcublasLt-missing.so "${run[@]}" --train-steps 1 >/dev/null 2>"$work/lt.err"; then
+  fail "--device cuda without cuBLASLt trained"
+fi
+grep -q 'libcublasLt-missing.so' "$work/lt.err" || fail "the error should name the library tried: $(cat "$work/lt.err")"
+[[ $(grep -c 'error' "$work/lt.err") == 1 ]] || fail "one error line wanted: $(cat "$work/lt.err")"
+SRUNWAY_CUBLASLT_LIBRARY=$work/libcublasLt-missing.so "$train" --preset gpt-tiny "${common[@]}" --train-steps 2 \
+  >"$work/auto.out" 2>"$work/auto.err" || fail "--device auto without cuBLASLt: $(cat "$work/auto.err")"
+[[ $(grep -c 'training on the CPU: .*libcublasLt-missing.so' "$work/auto.err") == 1 ]] ||
+  fail "--device auto should say once that it trains on the CPU: $(cat "$work/auto.err")"
+echo "ok: srunway-train on the GPU"
