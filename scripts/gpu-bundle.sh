@@ -10,6 +10,7 @@
 #   scripts/gpu-bundle.sh [--build-dir DIR] [--out DIR]     (defaults: build-gpu, .gpu-bundle)
 #   # on the GPU node (the folder alone is enough):
 #   .gpu-bundle/run.sh OUT_DIR        one log per check in OUT_DIR, a summary on stdout; exit 1 if any failed
+#   .gpu-bundle/bench.sh [SIZE...]    srunway-train against PyTorch compiled (gpt2-124m, gpt3-1.3b)
 set -euo pipefail
 
 readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,7 +20,7 @@ while (($#)); do
   case $1 in
     --build-dir) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "gpu-bundle: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -46,7 +47,16 @@ for program in "${kPrograms[@]}"; do
   cp "$build/$program" "$out/bin/"
 done
 strip --strip-debug "$out"/bin/* 2>/dev/null || true
-cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/gpu/train_gpu.sh" "$kRepo/tests/bench/nccl_init_vs_torch.sh" "$out/"
+cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/gpu/train_gpu.sh" "$kRepo/tests/bench/nccl_init_vs_torch.sh" \
+  "$kRepo/tests/bench/train_gpu_vs_torch.sh" "$kRepo/tests/bench/torch_train_gpu.py" "$out/"
+cat >"$out/bench.sh" <<'BENCH'
+#!/usr/bin/env bash
+# The GPU benchmarks that take minutes: srunway-train against PyTorch compiled (tokens/s, MFU, peak memory, the
+# ratios), each size its own run so one call stays within a time limit:  bench.sh [SIZE...]
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRUNWAY_TRAIN=$here/bin/srunway-train SRUNWAY_BENCH_SIZES=${*:-gpt2-124m} bash "$here/train_gpu_vs_torch.sh"
+BENCH
+chmod +x "$out/bench.sh"
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs the bundled GPU checks on this node: one log per check in OUT_DIR (default ./gpu-results), a summary line

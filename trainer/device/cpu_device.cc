@@ -39,9 +39,14 @@ class CpuDevice : public Device {
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
     if (data == nullptr) return common::ResourceExhausted("cannot allocate {:.2f} GiB of host memory", Gib(bytes));
+    tally_.Add(data, bytes);
     return data;
   }
-  void Free(void* data) noexcept override { std::free(data); }
+  void Free(void* data) noexcept override {
+    tally_.Remove(data);
+    std::free(data);
+  }
+  size_t peak_allocated() const override { return tally_.peak(); }
 
   Stream& main_stream() override { return main_; }
   void* native(Stream&) const override { return nullptr; }
@@ -72,6 +77,7 @@ class CpuDevice : public Device {
  private:
   std::string name_ = "cpu";
   CpuStream main_;
+  AllocationTally tally_;
 };
 
 }  // namespace

@@ -68,11 +68,14 @@ class CudaDevice : public Device {
                                        name_, Gib(free), Gib(total));
     }
     SRUNWAY_RETURN_IF_ERROR(api_.Check(rc, "cuMemAlloc"));
+    tally_.Add(reinterpret_cast<void*>(data), bytes);
     return reinterpret_cast<void*>(data);
   }
   void Free(void* data) noexcept override {
+    tally_.Remove(data);
     if (gpu_->MakeCurrent().ok()) api_.mem_free(reinterpret_cast<CUdeviceptr>(data));
   }
+  size_t peak_allocated() const override { return tally_.peak(); }
 
   Stream& main_stream() override { return *main_; }
   void* native(Stream& stream) const override {
@@ -160,6 +163,7 @@ class CudaDevice : public Device {
   const common::CudaDriver& api_;
   std::string name_;
   std::unique_ptr<CudaStream> main_;
+  AllocationTally tally_;
 };
 
 }  // namespace

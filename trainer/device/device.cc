@@ -1,6 +1,7 @@
 // See device.h: dtypes, Buffer, choosing a device.
 #include "trainer/device/device.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace srunway::trainer {
@@ -51,6 +52,26 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 Buffer::~Buffer() {
   if (data_ != nullptr) device_->Free(data_);
+}
+
+void AllocationTally::Add(void* data, size_t bytes) {
+  std::lock_guard lock(mutex_);
+  live_[data] = bytes;
+  current_ += bytes;
+  peak_ = std::max(peak_, current_);
+}
+
+void AllocationTally::Remove(void* data) {
+  std::lock_guard lock(mutex_);
+  if (auto it = live_.find(data); it != live_.end()) {
+    current_ -= it->second;
+    live_.erase(it);
+  }
+}
+
+size_t AllocationTally::peak() const {
+  std::lock_guard lock(mutex_);
+  return peak_;
 }
 
 Buffer ZeroedOrThrow(Device& device, DType dtype, size_t count) {

@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <span>
 #include <string>
@@ -33,6 +35,19 @@ class Event {
   virtual ~Event() = default;
 };
 
+// Bytes a device has handed out, now and at most (what PyTorch calls max_memory_allocated).
+class AllocationTally {
+ public:
+  void Add(void* data, size_t bytes);
+  void Remove(void* data);
+  size_t peak() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<void*, size_t> live_;
+  size_t current_ = 0, peak_ = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -43,6 +58,8 @@ class Device {
   // At least 256-byte aligned; ResourceExhausted (with the size and what is free) when the device is full.
   virtual common::StatusOr<void*> Allocate(size_t bytes) = 0;
   virtual void Free(void* data) noexcept = 0;
+  // The most memory this device's allocations have held at once, in bytes.
+  virtual size_t peak_allocated() const = 0;
 
   // The stream that compute runs on; others (for collectives, for copies) come from NewStream.
   virtual Stream& main_stream() = 0;

@@ -831,6 +831,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       line["tokens_per_s"] = tokens_per_s;
       line["mfu"] = mfu;
       line["ranks"] = world_;
+      line["peak_memory_gib"] = static_cast<double>(device_->peak_allocated()) / (1 << 30);
       SRUNWAY_RETURN_IF_ERROR(metrics_.Write(line));
     }
     if (window_steps > 0 && (step_ % o_.log_interval == 0 || step_ == o_.train_steps)) {
@@ -911,6 +912,10 @@ std::variant<TrainResult, TrainError> Trainer::Run() {
   if (common::Status status = Setup(); !status.ok()) return fail(status, setup_error_everywhere_);
   auto result = Loop();
   if (!result.ok()) return fail(result.status(), error_said_elsewhere_);
+  if (Leader()) {
+    common::LogInfo("peak memory of the model, optimizer and activations: {:.2f} GiB on {}",
+                    static_cast<double>(device_->peak_allocated()) / (1 << 30), device_->name());
+  }
   if (result->ending == TrainResult::Ending::kFinished) {
     if (common::Status status = Export(); !status.ok()) return fail(status, false);
     if (o_.sample_tokens > 0 && Leader()) {

@@ -36,6 +36,27 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// The high-water mark of what the device's buffers held at once, as PyTorch's max_memory_allocated.
+void PeakTally(Device& device) {
+  const size_t before = device.peak_allocated();  // a fresh device: what opening it took
+  {
+    auto a = Buffer::Allocate(device, DType::kFloat32, 1000);
+    auto b = Buffer::Allocate(device, DType::kFloat32, 1000);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(device.peak_allocated(), before + 8000);
+    *a = Buffer();
+    auto c = Buffer::Allocate(device, DType::kBFloat16, 1000);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(device.peak_allocated(), before + 8000);  // 6000 held now
+    auto d = Buffer::Allocate(device, DType::kInt32, 2000);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(device.peak_allocated(), before + 14000);
+  }
+  auto e = Buffer::Allocate(device, DType::kFloat32, 1000);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(device.peak_allocated(), before + 14000);
+}
+
 // Host -> a on a side stream, an event, a -> b on the main stream after it, b -> host; and a zeroed buffer.
 void RoundTrip(Device& device) {
   std::vector<float> host(1000);
@@ -75,6 +96,7 @@ TEST(Device, Cpu) {
   EXPECT_EQ(cpu->kind(), DeviceKind::kCpu);
   EXPECT_EQ(cpu->name(), "cpu");
   EXPECT_EQ(cpu->native(cpu->main_stream()), nullptr);
+  PeakTally(*cpu);
   RoundTrip(*cpu);
   auto event = cpu->NewEvent();
   ASSERT_TRUE(event.ok());
@@ -157,6 +179,7 @@ TEST_F(FakeGpu, RoundTrip) {
   void* main = (*gpu)->native((*gpu)->main_stream());
   EXPECT_NE(main, nullptr);
   EXPECT_NE((*gpu)->native(**side), main);
+  PeakTally(**gpu);
   RoundTrip(**gpu);
 }
 

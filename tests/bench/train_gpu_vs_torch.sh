@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Benchmark: srunway-train on one GPU against PyTorch (torch.compile, and eager) in the same run, with the same
+# GPT, batch and sequence length: bf16 autocast over fp32 weights, fused AdamW, flash SDPA on PyTorch's side.
+# For each size: tokens/s (median of the timed steps, the first ones excluded on both sides), MFU against the
+# GPU's dense bf16 peak (the figure srunway-train's start-up line names), and peak memory (srunway-train's
+# buffers; PyTorch's max_memory_allocated), then the ratios. FLOPs per token = 6 N + 12 L T d (N: the parameters
+# that take part in matrix products, i.e. all but the position table; PaLM's appendix B). Asserts nothing about
+# time; exits 77 without a GPU or without PyTorch with CUDA.
+#   SRUNWAY_BENCH_SIZES   which sizes (default "gpt2-124m gpt3-1.3b")
+#   SRUNWAY_BENCH_STEPS   timed steps per run (default 20; the first 3 of srunway-train's are dropped)
+#   SRUNWAY_BENCH_TORCH   python with PyTorch (default python3)
+set -euo pipefail
+train=${SRUNWAY_TRAIN:?SRUNWAY_TRAIN must name srunway-train}
+python=${SRUNWAY_BENCH_TORCH:-python3}
+steps=${SRUNWAY_BENCH_STEPS:-20}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  echo "SKIP: no PyTorch with a CUDA GPU here ($python)"
+  exit 77
+fi
+
+# size -> layers hidden heads seq vocab batch (the issue's: GPT-2 124M at 16 x 1024, a 1.3B GPT at 8 x 2048)
+declare -A shapes=([gpt2-124m]="12 768 12 1024 50304 16" [gpt3-1.3b]="24 2048 16 2048 50304 8")
+for size in ${SRUNWAY_BENCH_SIZES:-gpt2-124m gpt3-1.3b}; do
+  [[ -n ${shapes[$size]:-} ]] || { echo "unknown size $size (${!shapes[*]})" >&2; exit 2; }
+  read -r layers hidden heads seq vocab batch <<<"${shapes[$size]}"
+  flops=$("$python" -c "
+L, d, T, V = $layers, $hidden, $seq, $vocab
+params = V * d + T * d + L * (12 * d * d + 13 * d) + 2 * d
+print(6 * (params - T * d) + 12 * L * T * d)")
+  echo "== $size: $layers layers, hidden $hidden, $heads heads, batch $batch x $seq, vocab $vocab; $flops FLOPs/token"
+
+  if ! "$train" --preset "$size" --micro-batch-size "$batch" --seq-length "$seq" --mock-data --device cuda \
+    --train-steps $((steps + 3)) --log-interval 1 --metrics-file "$work/$size.jsonl" >"$work/$size.out" \
+    2>"$work/$size.err"; then
+    echo "  srunway-train failed: $(grep -m1 error "$work/$size.err" || tail -n 1 "$work/$size.err")"
+    continue
+  fi
+  peak=$(grep -oE 'MFU against the GPU.s dense bf16 peak [0-9.]+ GFLOP/s' "$work/$size.err" | grep -oE '[0-9.]+ GFLOP' |
+    cut -d' ' -f1)
+  peak=${peak:-989400}
+  read -r ours our_mem <<<"$("$python" -c "
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '\"loss\"' in l][3:]
+print(f'{statistics.median(r[\"tokens_per_s\"] for r in rows):.1f}', f'{rows[-1][\"peak_memory_gib\"]:.2f}')" \
+    "$work/$size.jsonl")"
+  printf '  %-26s %10.0f tokens/s  MFU %5.1f%%  peak %6.2f GiB\n' "srunway-train" "$ours" \
+    "$(awk -v t="$ours" -v f="$flops" -v p="$peak" 'BEGIN {print 100 * t * f / (p * 1e9)}')" "$our_mem"
+  for mode in compile eager; do
+    if ! line=$("$python" "$here/torch_train_gpu.py" "$layers" "$hidden" "$heads" "$seq" "$vocab" "$batch" "$steps" \
+      5 "$mode" 2>"$work/torch.err"); then
+      echo "  PyTorch $mode failed: $(tail -n 1 "$work/torch.err")"
+      continue
+    fi
+    theirs=$(grep -oE 'tokens_per_s=[0-9.]+' <<<"$line" | cut -d= -f2)
+    their_mem=$(grep -oE 'peak_gib=[0-9.]+' <<<"$line" | cut -d= -f2)
+    version=$(grep -oE 'torch=[^ ]+' <<<"$line" | cut -d= -f2)
+    printf '  %-26s %10.0f tokens/s  MFU %5.1f%%  peak %6.2f GiB\n' "PyTorch $version $mode" "$theirs" \
+      "$(awk -v t="$theirs" -v f="$flops" -v p="$peak" 'BEGIN {print 100 * t * f / (p * 1e9)}')" "$their_mem"
+    echo "  ratio srunway/PyTorch $mode = $(awk -v a="$ours" -v b="$theirs" 'BEGIN {printf "%.2f", a / b}')" \
+      "(goal >= 1.1 against compile)"
+  done
+done
