@@ -34,7 +34,8 @@ if [[ ! -f $build/build.ninja ]]; then
 fi
 readonly kPrograms=(tests/gpu/gpu-cuda_ops tests/gpu/gpu-cuda_model tests/gpu/gpu-cuda_device
                     tests/gpu/gpu-driver_probe tests/gpu/gpu-cuda_saxpy launcher/srunway-launch tests/comm_ops
-                    nccl-tests-wrapper/srunway-collbench trainer/srunway-train trainer/srunway-prep)
+                    nccl-tests-wrapper/srunway-collbench trainer/srunway-train trainer/srunway-prep
+                    tests/unit/trainer-train-dump)
 targets=()
 for program in "${kPrograms[@]}"; do targets+=("$program"); done
 meson compile -C "$build" "${targets[@]}" >"$build.compile.log" 2>&1 ||
@@ -47,7 +48,9 @@ for program in "${kPrograms[@]}"; do
   cp "$build/$program" "$out/bin/"
 done
 strip --strip-debug "$out"/bin/* 2>/dev/null || true
-cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/gpu/train_gpu.sh" "$kRepo/tests/bench/nccl_init_vs_torch.sh" \
+cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/gpu/train_gpu.sh" "$kRepo/tests/gpu/train_vs_torch.sh" \
+  "$kRepo/tests/unit/trainer/torch_train_steps.py" "$kRepo/tests/unit/trainer/grammar_corpus.py" \
+  "$kRepo/tests/bench/nccl_init_vs_torch.sh" \
   "$kRepo/tests/bench/train_gpu_vs_torch.sh" "$kRepo/tests/bench/torch_train_gpu.py" "$out/"
 cat >"$out/bench.sh" <<'BENCH'
 #!/usr/bin/env bash
@@ -84,6 +87,8 @@ check cuda_model "$here/bin/gpu-cuda_model"
 check nccl_comm env COMM_OPS="$here/bin/comm_ops" SRUNWAY_LAUNCH="$here/bin/srunway-launch" \
   SRUNWAY_COLLBENCH="$here/bin/srunway-collbench" bash "$here/nccl_comm.sh"
 check train_gpu bash "$here/train_gpu.sh" "$here/bin/srunway-train" "$here/bin/srunway-prep"
+check train_vs_torch env SRUNWAY_TRAINER_HELPERS="$here" bash "$here/train_vs_torch.sh" "$here/bin/srunway-train" \
+  "$here/bin/srunway-prep" "$here/bin/trainer-train-dump"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [[ -n $sanitizer ]]; then
   for tool in memcheck racecheck; do
