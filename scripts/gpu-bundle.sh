@@ -87,6 +87,8 @@ check cuda_saxpy "$here/bin/gpu-cuda_saxpy"
 check cuda_device "$here/bin/gpu-cuda_device"
 check cuda_ops "$here/bin/gpu-cuda_ops"
 check cuda_model "$here/bin/gpu-cuda_model"
+# The one-warp-per-row attention that the tiled kernels replace (and the fallback should they fail here).
+check cuda_ops_simple_attention env SRUNWAY_ATTENTION=simple "$here/bin/gpu-cuda_ops"
 check nccl_comm env COMM_OPS="$here/bin/comm_ops" SRUNWAY_LAUNCH="$here/bin/srunway-launch" \
   SRUNWAY_COLLBENCH="$here/bin/srunway-collbench" bash "$here/nccl_comm.sh"
 check train_gpu bash "$here/train_gpu.sh" "$here/bin/srunway-train" "$here/bin/srunway-prep"

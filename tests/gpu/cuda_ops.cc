@@ -307,12 +307,11 @@ void Classifier(Gpu& gpu, int N, int V) {
 // plain multi-head attention with head dim 128. The CPU keeps the probabilities, the GPU their log-sum-exp.
 void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p) {
   const size_t n_qkv = static_cast<size_t>(B) * T * (H + 2 * KV) * hd, n_out = static_cast<size_t>(B) * T * H * hd;
-  const size_t n_kv = static_cast<size_t>(B) * T * KV * hd;
   const cpu::DropoutSite dropout{p, cpu::DropoutKey(99, 3, 2), 12345};
   const auto qkv = Rounded(Random(n_qkv)), dout = Rounded(Random(n_out)), dqkv_start = Rounded(Random(n_qkv));
   Buffer gqkv = gpu.Bf16(qkv), gout = gpu.Bf16(std::vector<float>(n_out)), gdout = gpu.Bf16(dout);
   Buffer glse = gpu.F32(std::vector<float>(static_cast<size_t>(B) * H * T)), gdqkv = gpu.Bf16(dqkv_start);
-  Buffer scratch = gpu.F32(std::vector<float>(2 * n_kv));
+  Buffer scratch = gpu.F32(std::vector<float>(static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H, KV, hd))));
   Launched(cuda::AttentionForward(gout.as<uint16_t>(), glse.as<float>(), gqkv.as<uint16_t>(), B, T, H, KV, hd, p,
                                   dropout.key, dropout.first_index, gpu.stream()), "AttentionForward");
   Launched(cuda::AttentionBackward(gdqkv.as<uint16_t>(), scratch.as<float>(), gdout.as<uint16_t>(), gout.as<uint16_t>(),

@@ -1,5 +1,5 @@
 // Causal attention with grouped-query heads, as ops/cpu/attention.cc, keeping each query row's log-sum-exp in
-// place of the probabilities. One warp per query row, each lane holding hd / 32 elements of q, the output and
+// place of the probabilities: flash_attention.cu's tiled kernels where they apply, else one warp per query row, each lane holding hd / 32 elements of q, the output and
 // their gradients; an online softmax walks the keys 0..t once.
 #include <cfloat>
 #include <type_traits>
@@ -163,6 +163,9 @@ int ForHeadSize(int hd, Launch launch) {
 
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
                      uint64_t dropout_key, int64_t dropout_first_index, Stream stream) {
+  if (FlashAttentionSupported(hd, qkv, out, nullptr)) {
+    return FlashAttentionForward(out, lse, qkv, B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, stream);
+  }
   if (!Supported(H, KV, hd)) return static_cast<int>(cudaErrorInvalidValue);
   const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index);
   const int64_t rows = int64_t{B} * H * T;
@@ -175,6 +178,10 @@ int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H
 int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
                       int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
                       int64_t dropout_first_index, Stream stream) {
+  if (FlashAttentionSupported(hd, qkv, out, dout)) {
+    return FlashAttentionBackward(dqkv, scratch, dout, out, qkv, lse, B, T, H, KV, hd, dropout_p, dropout_key,
+                                  dropout_first_index, stream);
+  }
   if (!Supported(H, KV, hd)) return static_cast<int>(cudaErrorInvalidValue);
   const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index);
   const int64_t rows = int64_t{B} * H * T, kv_elements = int64_t{B} * T * KV * hd;

@@ -64,7 +64,7 @@ class CudaOps : public Ops {
   }
   void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved, int B,
                          int T, int H_, int KV, int hd, const DropoutSite& dropout) override {
-    const size_t scratch = 2 * static_cast<size_t>(B) * T * KV * hd;
+    const size_t scratch = static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H_, KV, hd));
     if (scratch_.count() < scratch) {
       auto grown = Buffer::Allocate(device_, DType::kFloat32, scratch);
       if (!grown.ok()) return Keep(grown.status().WithContext("attention backward scratch"));

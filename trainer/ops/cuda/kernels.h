@@ -81,16 +81,26 @@ int ToBf16(bf16* out, const float* in, int64_t n, Stream stream);
 
 // attention.cu: causal attention with grouped-query heads, qkv rows [q heads | k heads | v heads] as on the CPU;
 // out [B, T, H * hd]. Flash-style contract: no [T, T] matrix is kept, only the log-sum-exp of each query row's
-// scores (lse [B, H, T], fp32), from which the backward recomputes the probabilities. One warp per query row with
-// an online softmax: correct for any T, not yet fast (no tensor cores). hd must be a multiple of 32, at most 256.
-// Attention dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix after
-// first_index). The backward adds into dqkv (bf16) and needs `scratch` of 2 B T KV hd floats for the k and v
-// gradients that many query rows add to.
+// scores (lse [B, H, T], fp32), from which the backward recomputes the probabilities. Head sizes 32, 64, 96 and 128
+// (with 16-byte aligned tensors) run flash_attention.cu's tiled tensor-core kernels; others (a multiple of 32 up
+// to 256), or every size under SRUNWAY_ATTENTION=simple, one warp per query row with an online softmax (correct,
+// slow). Attention dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix
+// after first_index). The backward adds into dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
+int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd);
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
                      uint64_t dropout_key, int64_t dropout_first_index, Stream stream);
 int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
                       int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
                       int64_t dropout_first_index, Stream stream);
+
+// flash_attention.cu: the tiled kernels behind AttentionForward/Backward, and whether they take a call (dout may
+// be null for the forward).
+bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const void* dout);
+int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
+                          float dropout_p, uint64_t dropout_key, int64_t dropout_first_index, Stream stream);
+int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv,
+                           const float* lse, int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
+                           int64_t dropout_first_index, Stream stream);
 
 // bias_grad.cu: dbias[OC] += the column sums of dout [N, OC], each column summed in row order (deterministic);
 // the bias part of the matmul backward (matmul.h).
