@@ -161,8 +161,9 @@ int main(int argc, char** argv) {
   app.add_flag("--use-distributed-optimizer", distributed_optimizer,
                "ZeRO-1: shard the optimizer state over the data-parallel ranks (reduce-scatter the gradients, "
                "all-gather the parameters)");
-  app.add_flag("--recompute-activations", recompute, "recompute each layer's activations in the backward "
-                                                     "(--dry-run only so far)");
+  app.add_flag("--recompute-activations", recompute,
+               "keep only each layer's input and run its forward again in the backward: one layer's activations "
+               "in memory, for a third more compute (the same results)");
   app.add_option("--exit-duration-in-mins", o.exit_duration_min,
                  "after this many minutes of training, save and exit 4 (before the job's time limit; 0: none)")
       ->capture_default_str();
@@ -238,12 +239,8 @@ int main(int argc, char** argv) {
     fmt::print("{}", srunway::trainer::FormatPlan(plan, *made));
     return srunway::trainer::kExitOk;
   }
-  if (recompute) {
-    srunway::common::LogError("--recompute-activations: not implemented in training yet; the planner takes it with "
-                              "--dry-run");
-    return srunway::trainer::kExitUsage;
-  }
   o.distributed_optimizer = distributed_optimizer;
+  o.recompute_activations = recompute;
 
   // The library reads the flag once per step and the ranks agree on it: every rank saves and stops at one step.
   std::signal(SIGTERM, OnStopSignal);

@@ -9,9 +9,9 @@
 
 namespace srunway::trainer {
 
-Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops)
+Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops, bool recompute)
     : config_(config), layout_(config), max_batch_(max_batch), placement_(device, ops),
-      device_(&placement_.device()), ops_(&placement_.ops()) {
+      device_(&placement_.device()), ops_(&placement_.ops()), recompute_(recompute) {
   params_ = Floats(layout_.numel());
   grads_ = Floats(layout_.numel());
   // The weights the ops read: the fp32 parameters where the ops compute in fp32 (the host), else a copy.
@@ -28,9 +28,9 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops)
   const int64_t F = config.d_ff;
   const int64_t fc = config.arch == Arch::kGpt ? F : 2 * F;
   const int64_t att = ops_->AttentionSaved(max_batch, config.n_head, config.seq_len);
-  acts_.resize(config.n_layer);
+  for (int l = 0; l < config.n_layer; ++l) inputs_.push_back(Act(N * C));
+  acts_.resize(recompute ? 1 : config.n_layer);
   for (LayerActs& a : acts_) {
-    a.input = Act(N * C);
     a.norm1 = Act(N * C);
     a.mean1 = Floats(N);
     a.rstd1 = Floats(N);
@@ -107,39 +107,17 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   dropout_.reset();
   if (dropout != nullptr) dropout_ = *dropout;
   const ModelConfig& c = config_;
-  const int N = B * T, C = c.d_model, F = c.d_ff, H = c.n_head, KV = c.n_kv_head, hd = c.head_dim();
-  const int QKV = c.qkv_dim();
+  const int N = B * T, C = c.d_model;
   const int64_t NC = int64_t{N} * C;
-  const bool gpt = c.arch == Arch::kGpt;
   Stream& stream = device_->main_stream();
   (void)device_->CopyFromHost(tokens_.data(), tokens, sizeof(int32_t) * static_cast<size_t>(N), stream);
 
   needs(layout_.Embeddings());
-  ops_->EmbeddingForward(acts_[0].input.data(), tokens_.as<int32_t>(), w_.wte, w_.wpe, B, T, C);
-  ops_->Dropout(acts_[0].input.data(), NC, Site(0));
+  ops_->EmbeddingForward(inputs_[0].data(), tokens_.as<int32_t>(), w_.wte, w_.wpe, B, T, C);
+  ops_->Dropout(inputs_[0].data(), NC, Site(0));
   for (int l = 0; l < c.n_layer; ++l) {
-    LayerActs& a = acts_[l];
-    const BasicLayerViews<void>& w = w_.layers[l];
     needs(layout_.Layer(l));
-    NormForward(a.norm1.data(), a.mean1.as<float>(), a.rstd1.as<float>(), a.input.data(), w.norm1_w, w.norm1_b, N);
-    ops_->MatmulForward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, N, C, QKV);
-    if (!gpt) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope_theta);
-    ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l));
-    ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, C, C);  // scratch: projection out
-    ops_->Dropout(d_attn_.data(), NC, Site(1 + 3 * l));
-    ops_->ResidualForward(a.mid.data(), a.input.data(), d_attn_.data(), NC);
-    NormForward(a.norm2.data(), a.mean2.as<float>(), a.rstd2.as<float>(), a.mid.data(), w.norm2_w, w.norm2_b, N);
-    if (gpt) {
-      ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, F);
-      ops_->GeluForward(a.act.data(), a.fc.data(), int64_t{N} * F);
-    } else {
-      ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, nullptr, N, C, 2 * F);
-      ops_->SwigluForward(a.act.data(), a.fc.data(), N, F);
-    }
-    ops_->MatmulForward(d_attn_.data(), a.act.data(), w.out_w, w.out_b, N, F, C);  // scratch: FFN out
-    ops_->Dropout(d_attn_.data(), NC, Site(3 + 3 * l));
-    void* next = l + 1 < c.n_layer ? acts_[l + 1].input.data() : out_.data();
-    ops_->ResidualForward(next, a.mid.data(), d_attn_.data(), NC);
+    LayerForward(l, Acts(l), inputs_[l].data(), l + 1 < c.n_layer ? inputs_[l + 1].data() : out_.data());
   }
   needs(layout_.FinalNorm());
   needs(layout_.Head());
@@ -150,6 +128,34 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   if (!have_targets_) return 0.0;
   (void)device_->CopyFromHost(targets_.data(), targets, sizeof(int32_t) * static_cast<size_t>(N), stream);
   return ops_->ClassifierForward(logits_.data(), losses_.as<float>(), targets_.as<int32_t>(), N, c.vocab);
+}
+
+void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
+  const ModelConfig& c = config_;
+  const int B = B_, T = T_;
+  const int N = B * T, C = c.d_model, F = c.d_ff, H = c.n_head, KV = c.n_kv_head, hd = c.head_dim();
+  const int QKV = c.qkv_dim();
+  const int64_t NC = int64_t{N} * C;
+  const bool gpt = c.arch == Arch::kGpt;
+  const BasicLayerViews<void>& w = w_.layers[l];
+  NormForward(a.norm1.data(), a.mean1.as<float>(), a.rstd1.as<float>(), input, w.norm1_w, w.norm1_b, N);
+  ops_->MatmulForward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, N, C, QKV);
+  if (!gpt) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope_theta);
+  ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l));
+  ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, C, C);  // scratch: projection out
+  ops_->Dropout(d_attn_.data(), NC, Site(1 + 3 * l));
+  ops_->ResidualForward(a.mid.data(), input, d_attn_.data(), NC);
+  NormForward(a.norm2.data(), a.mean2.as<float>(), a.rstd2.as<float>(), a.mid.data(), w.norm2_w, w.norm2_b, N);
+  if (gpt) {
+    ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, F);
+    ops_->GeluForward(a.act.data(), a.fc.data(), int64_t{N} * F);
+  } else {
+    ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, nullptr, N, C, 2 * F);
+    ops_->SwigluForward(a.act.data(), a.fc.data(), N, F);
+  }
+  ops_->MatmulForward(d_attn_.data(), a.act.data(), w.out_w, w.out_b, N, F, C);  // scratch: FFN out
+  ops_->Dropout(d_attn_.data(), NC, Site(3 + 3 * l));
+  ops_->ResidualForward(output, a.mid.data(), d_attn_.data(), NC);
 }
 
 common::StatusOr<std::vector<float>> Model::Logits(int b, int t) {
@@ -204,7 +210,10 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
   have_targets_ = false;  // the logits became gradients
 
   for (int l = c.n_layer - 1; l >= 0; --l) {
-    LayerActs& a = acts_[l];
+    LayerActs& a = Acts(l);
+    // Recomputing: the layer's forward again from its input (the same dropout masks: they are drawn from the
+    // step and position), its output into a scratch nothing reads; d_res_ (what the backward carries) is untouched.
+    if (recompute_) LayerForward(l, a, inputs_[l].data(), d_drop_.data());
     const BasicLayerViews<void>& w = w_.layers[l];
     const LayerViews& dw = g_.layers[l];
     // FFN branch: d_res is d(layer output), which is also d(FFN output) and part of d(mid).
@@ -237,8 +246,8 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     Zero(d_norm_, NC);
     ops_->MatmulBackward(d_norm_.data(), dw.qkv_w, dw.qkv_b, d_qkv_.data(), a.norm1.data(), w.qkv_w, N, C, QKV);
     done(layout_.LayerPart(l, "qkv."));
-    NormBackward(d_res_.data(), dw.norm1_w, dw.norm1_b, d_norm_.data(), a.input.data(), w.norm1_w, a.mean1.as<float>(),
-                 a.rstd1.as<float>(), N);
+    NormBackward(d_res_.data(), dw.norm1_w, dw.norm1_b, d_norm_.data(), inputs_[l].data(), w.norm1_w,
+                 a.mean1.as<float>(), a.rstd1.as<float>(), N);
     done(layout_.LayerPart(l, "norm1."));
   }
   ops_->Dropout(d_res_.data(), NC, Site(0));

@@ -35,9 +35,12 @@ class Model {
   // only when needed.
   using ParamsNeeded = std::function<void(ParamRange range)>;
   // Activations are sized for micro-batches of up to max_batch sequences of up to config.seq_len tokens. On
-  // `device` with `ops`, which outlive the model; without them, on the host with ops/cpu. Throws DeviceFull
-  // when the device cannot hold it.
-  Model(const ModelConfig& config, int max_batch, Device* device = nullptr, Ops* ops = nullptr);
+  // `device` with `ops`, which outlive the model; without them, on the host with ops/cpu. With `recompute`
+  // (Megatron's full activation recomputation), the forward keeps only each layer's input, and the backward runs
+  // each layer's forward again just before its backward: one layer's activations in memory instead of all of
+  // them, for a third more compute; the results are the same bit for bit. Throws DeviceFull when the device
+  // cannot hold it.
+  Model(const ModelConfig& config, int max_batch, Device* device = nullptr, Ops* ops = nullptr, bool recompute = false);
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -79,8 +82,8 @@ class Model {
   void ZeroGrad();
 
  private:
+  // What a layer's backward reads of its forward, besides the layer's input (inputs_).
   struct LayerActs {
-    Buffer input;  // residual stream entering the layer [N, C]
     Buffer norm1, mean1, rstd1;
     Buffer qkv;    // after RoPE for Llama
     Buffer att;    // what attention keeps for its backward (Ops::AttentionSaved)
@@ -90,6 +93,11 @@ class Model {
     Buffer fc;   // [N, F] (GPT) or [N, 2F] (Llama)
     Buffer act;  // [N, F]
   };
+
+  // One layer's forward from `input` into `output` ([N, C] each), keeping in `a` what its backward reads.
+  void LayerForward(int l, LayerActs& a, const void* input, void* output);
+  // The activations of layer l: its own, or (recomputing) the one set every layer shares.
+  LayerActs& Acts(int l) { return acts_[recompute_ ? 0 : l]; }
 
   Buffer Act(int64_t n) const;  // n activations of the ops' type
   Buffer Floats(int64_t n) const;
@@ -110,7 +118,9 @@ class Model {
   BasicModelViews<void> w_;  // views of those weights: of params_ itself on the host
   ModelViews g_;
 
-  std::vector<LayerActs> acts_;
+  bool recompute_;
+  std::vector<Buffer> inputs_;  // the residual stream entering each layer [N, C]
+  std::vector<LayerActs> acts_;  // one per layer, or one in all when recomputing
   Buffer out_, norm_f_, mean_f_, rstd_f_, logits_, losses_;
   Buffer tokens_, targets_;
   // Gradients of activations, reused layer after layer.

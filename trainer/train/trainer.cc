@@ -418,6 +418,10 @@ common::Status Trainer::Setup() {
 
   const bool gpu = device_->kind() == DeviceKind::kCuda;
   peak_flops_ = o_.peak_tflops > 0 ? o_.peak_tflops * 1e12 : gpu ? GpuPeakFlops(device_->name()) : MeasureSgemmFlops();
+  if (o_.recompute_activations && Leader()) {
+    common::LogInfo("activations: only each layer's input is kept; its forward runs again in its backward "
+                    "(--recompute-activations)");
+  }
   if (peak_flops_ <= 0 && Leader()) {
     common::LogInfo("MFU is not shown: no dense bf16 peak is known for {}; give --peak-tflops", device_->name());
   }
@@ -446,7 +450,7 @@ common::Status Trainer::Setup() {
 common::Status Trainer::BuildModel() {
   const ModelConfig& m = o_.model;
   try {
-    model_ = std::make_unique<Model>(m, B_, device_.get(), ops_.get());
+    model_ = std::make_unique<Model>(m, B_, device_.get(), ops_.get(), o_.recompute_activations);
     model_->set_dropout(o_.hidden_dropout, o_.attention_dropout);
     AdamWConfig adam;
     adam.beta1 = o_.adam_beta1;
@@ -465,8 +469,9 @@ common::Status Trainer::BuildModel() {
   } catch (const DeviceFull& full) {
     return common::ResourceExhausted("{}: the model ({:.2f} M parameters, with {} optimizer state) and the "
                                      "activations of micro-batches of {} x {} tokens do not fit; try a smaller "
-                                     "--micro-batch-size{}", full.status().message(), ParameterCount(m) / 1e6,
+                                     "--micro-batch-size{}{}", full.status().message(), ParameterCount(m) / 1e6,
                                      o_.distributed_optimizer ? "ZeRO-1's share of the" : "all its", B_, T_,
+                                     o_.recompute_activations ? "" : ", --recompute-activations",
                                      o_.distributed_optimizer || world_ == 1 ? "" : " or --use-distributed-optimizer");
   }
   return common::Status::Ok();

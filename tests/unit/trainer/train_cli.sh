@@ -54,6 +54,24 @@ diff <(losses "$kWork/straight.jsonl" | tail -n 10) <(losses "$kWork/resumed.jso
 [[ $(losses "$kWork/resumed.jsonl" | wc -l) == 10 ]] || fail "the resumed run should do steps 11-20"
 echo "ok: save -> load -> continue reproduces steps 11-20 bit for bit"
 
+# 2b. --recompute-activations: the same losses and gradient norms bit for bit (dropout on: the masks recomputed
+# must be the ones drawn), in less memory.
+for preset in gpt-tiny llama-tiny; do
+  for mode in keep recompute; do
+    "$kTrain" --preset "$preset" --num-layers 4 --seq-length 32 --micro-batch-size 4 --peak-tflops 1 --mock-data \
+      --train-steps 6 --hidden-dropout 0.1 --attention-dropout 0.1 --log-interval 1 \
+      $([[ $mode == recompute ]] && echo --recompute-activations) --metrics-file "$kWork/$preset.$mode.jsonl" \
+      >/dev/null 2>>"$kWork/log"
+  done
+  python3 - "$kWork/$preset.keep.jsonl" "$kWork/$preset.recompute.jsonl" <<'PY' || fail "$preset: recomputation changed the results or saved no memory"
+import json, sys
+keep, again = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert [(r["loss"], r["grad_norm"]) for r in keep] == [(r["loss"], r["grad_norm"]) for r in again], "results differ"
+assert again[-1]["peak_memory_gib"] < 0.8 * keep[-1]["peak_memory_gib"], (keep[-1], again[-1])
+PY
+done
+echo "ok: --recompute-activations gives the same results in less memory"
+
 # 3. The same settings from a YAML file; the command line wins over it.
 cat >"$kWork/config.yaml" <<YAML
 preset: gpt-tiny
