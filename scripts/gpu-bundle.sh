@@ -9,7 +9,7 @@
 #
 #   scripts/gpu-bundle.sh [--build-dir DIR] [--out DIR]     (defaults: build-gpu, .gpu-bundle)
 #   # on the GPU node (the folder alone is enough):
-#   .gpu-bundle/run.sh OUT_DIR        one log per check in OUT_DIR, a summary on stdout; exit 1 if any failed
+#   .gpu-bundle/run.sh OUT_DIR [NAME...]   one log per check in OUT_DIR, a summary on stdout; exit 1 if any failed
 #   .gpu-bundle/bench.sh [SIZE...]    srunway-train against PyTorch compiled (gpt2-124m, gpt3-1.3b)
 set -euo pipefail
 
@@ -66,42 +66,61 @@ chmod +x "$out/bench.sh"
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs the bundled GPU checks on this node: one log per check in OUT_DIR (default ./gpu-results), a summary line
-# per check on stdout (ok, skip, FAIL), exit 1 if any failed. compute-sanitizer, where installed, runs memcheck
-# and racecheck over the operation checks too.
+# per check on stdout (ok, skip, FAIL, or TIMEOUT after SRUNWAY_CHECK_TIMEOUT seconds, default 240), exit 1 if any
+# failed. compute-sanitizer, where installed, runs memcheck and racecheck over the operation checks too.
+#   run.sh OUT_DIR               every check, in the order below (fast ones first)
+#   run.sh OUT_DIR NAME...       only those (so that each call stays within a time limit)
+#   run.sh --list                the names
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-results=${1:-gpu-results}
-mkdir -p "$results"
-failed=0
-check() {  # check NAME COMMAND...
-  local name=$1; shift
-  local start=$SECONDS rc=0
-  "$@" >"$results/$name.log" 2>&1 || rc=$?
-  local verdict=ok
-  ((rc == 77)) && verdict=skip
-  ((rc != 0 && rc != 77)) && { verdict=FAIL; failed=1; }
-  printf '%-22s %-4s (%ds, exit %d)\n' "$name" "$verdict" $((SECONDS - start)) "$rc"
-}
-check driver_probe "$here/bin/gpu-driver_probe"
-check cuda_saxpy "$here/bin/gpu-cuda_saxpy"
-check cuda_device "$here/bin/gpu-cuda_device"
-check cuda_ops "$here/bin/gpu-cuda_ops"
-check cuda_model "$here/bin/gpu-cuda_model"
-# The one-warp-per-row attention that the tiled kernels replace (and the fallback should they fail here).
-check cuda_ops_simple_attention env SRUNWAY_ATTENTION=simple "$here/bin/gpu-cuda_ops"
-check nccl_comm env COMM_OPS="$here/bin/comm_ops" SRUNWAY_LAUNCH="$here/bin/srunway-launch" \
-  SRUNWAY_COLLBENCH="$here/bin/srunway-collbench" bash "$here/nccl_comm.sh"
-check train_gpu bash "$here/train_gpu.sh" "$here/bin/srunway-train" "$here/bin/srunway-prep"
-check train_vs_torch env SRUNWAY_TRAINER_HELPERS="$here" bash "$here/train_vs_torch.sh" "$here/bin/srunway-train" \
-  "$here/bin/srunway-prep" "$here/bin/trainer-train-dump"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+declare -A commands
+names=()
+add() {  # add NAME COMMAND...
+  names+=("$1")
+  local name=$1
+  shift
+  commands[$name]=$(printf '%q ' "$@")
+}
+add driver_probe "$here/bin/gpu-driver_probe"
+add cuda_saxpy "$here/bin/gpu-cuda_saxpy"
+add cuda_device "$here/bin/gpu-cuda_device"
+add cuda_ops "$here/bin/gpu-cuda_ops"
+add cuda_model "$here/bin/gpu-cuda_model"
+# The one-warp-per-row attention that the tiled kernels replace (and the fallback should they fail here).
+add cuda_ops_simple_attention env SRUNWAY_ATTENTION=simple "$here/bin/gpu-cuda_ops"
+add nccl_comm env COMM_OPS="$here/bin/comm_ops" SRUNWAY_LAUNCH="$here/bin/srunway-launch" \
+  SRUNWAY_COLLBENCH="$here/bin/srunway-collbench" bash "$here/nccl_comm.sh"
+add train_gpu bash "$here/train_gpu.sh" "$here/bin/srunway-train" "$here/bin/srunway-prep"
+add train_vs_torch env SRUNWAY_TRAINER_HELPERS="$here" bash "$here/train_vs_torch.sh" "$here/bin/srunway-train" \
+  "$here/bin/srunway-prep" "$here/bin/trainer-train-dump"
 if [[ -n $sanitizer ]]; then
   for tool in memcheck racecheck; do
-    check "cuda_ops_$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 "$here/bin/gpu-cuda_ops"
-    check "cuda_model_$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 "$here/bin/gpu-cuda_model"
+    add "cuda_ops_$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 "$here/bin/gpu-cuda_ops"
+    add "cuda_model_$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 "$here/bin/gpu-cuda_model"
   done
 fi
-check nccl_init_vs_torch env SRUNWAY_LAUNCH="$here/bin/srunway-launch" bash "$here/nccl_init_vs_torch.sh"
+add nccl_init_vs_torch env SRUNWAY_LAUNCH="$here/bin/srunway-launch" bash "$here/nccl_init_vs_torch.sh"
+if [[ ${1:-} == --list ]]; then printf '%s\n' "${names[@]}"; exit 0; fi
+
+results=${1:-gpu-results}
+shift || true
+mkdir -p "$results"
+selected=("$@")
+((${#selected[@]})) || selected=("${names[@]}")
+failed=0
+for name in "${selected[@]}"; do
+  [[ -n ${commands[$name]:-} ]] || { echo "unknown check $name (run.sh --list)" >&2; failed=1; continue; }
+  start=$SECONDS
+  rc=0
+  timeout "${SRUNWAY_CHECK_TIMEOUT:-240}" bash -c "${commands[$name]}" >"$results/$name.log" 2>&1 || rc=$?
+  verdict=ok
+  ((rc == 77)) && verdict=skip
+  ((rc == 124)) && verdict=TIMEOUT
+  ((rc != 0 && rc != 77)) && failed=1
+  ((rc != 0 && rc != 77 && rc != 124)) && verdict=FAIL
+  printf '%-26s %-7s (%ds, exit %d)\n' "$name" "$verdict" $((SECONDS - start)) "$rc"
+done
 exit "$failed"
 RUN
 chmod +x "$out/run.sh"
