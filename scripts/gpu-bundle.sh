@@ -54,7 +54,8 @@ strip --strip-debug "$out"/bin/* 2>/dev/null || true
 cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/gpu/train_gpu.sh" "$kRepo/tests/gpu/train_vs_torch.sh" \
   "$kRepo/tests/unit/trainer/torch_train_steps.py" "$kRepo/tests/unit/trainer/grammar_corpus.py" \
   "$kRepo/tests/bench/nccl_init_vs_torch.sh" \
-  "$kRepo/tests/bench/train_gpu_vs_torch.sh" "$kRepo/tests/bench/torch_train_gpu.py" "$out/"
+  "$kRepo/tests/bench/train_gpu_vs_torch.sh" "$kRepo/tests/bench/torch_train_gpu.py" \
+  "$kRepo/tests/bench/torch_train.py" "$out/"
 cat >"$out/bench.sh" <<'BENCH'
 #!/usr/bin/env bash
 # The GPU benchmarks that take minutes: srunway-train against PyTorch compiled (tokens/s, MFU, peak memory, the

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The PyTorch peer of srunway-train for tests/bench/train_vs_torch.sh: the same GPT (learned positions,
-LayerNorm, tanh GELU, tied embeddings, causal attention written out as PyTorch 1.13 users write it, since it
-has no scaled_dot_product_attention), AdamW with the same decay groups, clipping at 1.0, random tokens.
+LayerNorm, tanh GELU, tied embeddings; causal attention through scaled_dot_product_attention where PyTorch has it,
+else written out as PyTorch 1.13 users write it), AdamW with the same decay groups, clipping at 1.0, random tokens.
+torch_train_gpu.py trains the same model on a GPU.
 Prints one line: tokens_per_s=<median over the timed steps>.
 
 Usage: torch_train.py LAYERS HIDDEN HEADS SEQ VOCAB BATCH STEPS THREADS
@@ -16,6 +17,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def causal_attention(q, k, v):
+    """q, k, v [B, heads, T, head dim]."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.shape[-2]
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    causal = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    return att.masked_fill(causal, float("-inf")).softmax(dim=-1) @ v
+
+
 class Block(nn.Module):
     def __init__(self, d, heads):
         super().__init__()
@@ -27,13 +38,11 @@ class Block(nn.Module):
         self.fc = nn.Linear(d, 4 * d)
         self.out = nn.Linear(4 * d, d)
 
-    def forward(self, x, mask):
+    def forward(self, x):
         B, T, C = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.heads)
-        att = att.masked_fill(mask[:T, :T] == 0, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C)
         x = x + self.proj(y)
         return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
@@ -45,15 +54,14 @@ class Gpt(nn.Module):
         self.wpe = nn.Embedding(seq, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
-        self.register_buffer("mask", torch.tril(torch.ones(seq, seq)))
 
     def forward(self, idx, targets):
         T = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(T))
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for block in self.blocks:
-            x = block(x, self.mask)
+            x = block(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1))
 
 
 def main():
