@@ -199,6 +199,8 @@ class Trainer {
   common::Status HostAllGather(const void* mine, void* all, size_t bytes);
   common::Status HostBroadcast(int32_t& value, int root);
   common::Status BuildModel();
+  // The first failure of the device's work since the last call, saying which GPU on which host.
+  common::Status DeviceStatus();
   common::Status InitOrLoad();
   common::Status Setup();
   common::Status AgreeOnConfig();
@@ -345,6 +347,12 @@ common::Status Trainer::HostBroadcast(int32_t& value, int root) {
   SRUNWAY_RETURN_IF_ERROR(comm_->Upload(exchange_.data(), &value, sizeof value));
   SRUNWAY_RETURN_IF_ERROR(comm_->Broadcast(exchange_.data(), 1, launcher::DataType::kInt32, root));
   return comm_->Download(&value, exchange_.data(), sizeof value);
+}
+
+common::Status Trainer::DeviceStatus() {
+  common::Status status = model_->ops().TakeError();
+  if (status.ok() || device_->kind() == DeviceKind::kCpu) return status;
+  return common::Status(status.code(), fmt::format("{} on {}: {}", device_->name(), Host(rank_), status.message()));
 }
 
 std::string Trainer::Host(int rank) const {
@@ -667,7 +675,7 @@ common::StatusOr<double> Trainer::Evaluate() {
     SRUNWAY_RETURN_IF_ERROR(FillBatch(*valid_, i * B_, B_, T_, batch));
     mine += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_);
   }
-  SRUNWAY_RETURN_IF_ERROR(model_->ops().TakeError());
+  SRUNWAY_RETURN_IF_ERROR(DeviceStatus());
   SRUNWAY_ASSIGN_OR_RETURN(double total, SumOverRanks(mine));
   return total / static_cast<double>(o_.eval_iters);
 }
@@ -802,7 +810,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       norm = std::sqrt(ops.SumOfSquares(model_->grads().data(), static_cast<int64_t>(model_->grads().size())));
     }
     // A GPU's failures surface here, where the step has waited for the device.
-    SRUNWAY_RETURN_IF_ERROR(ops.TakeError());
+    SRUNWAY_RETURN_IF_ERROR(DeviceStatus());
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       result.ending = TrainResult::Ending::kDiverged;
       result.step = step_ + 1;
