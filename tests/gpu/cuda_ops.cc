@@ -228,6 +228,39 @@ void RmsNorm(Gpu& gpu, int N, int C) {
   Compare("rmsnorm backward dweight " + shape, gpu.Read(gdw), dw, 1e-4f, 1e-3f);
 }
 
+// The residual add fused into LayerNorm and RMSNorm against the two kernels one after the other: the same bits
+// (the fused kernel rounds the sum to bf16 as ResidualForward does and normalises that).
+void ResidualNorm(Gpu& gpu, int N, int C) {
+  const size_t n = static_cast<size_t>(N) * C;
+  auto a = Rounded(Random(n, 2.0f)), b = Rounded(Random(n)), w = Rounded(Random(static_cast<size_t>(C)));
+  auto bias = Rounded(Random(static_cast<size_t>(C)));
+  Buffer ga = gpu.Bf16(a), gb = gpu.Bf16(b), gw = gpu.Bf16(w), gbias = gpu.Bf16(bias);
+  const std::vector<float> zeros(n), row_zeros(static_cast<size_t>(N));
+  Buffer fused_sum = gpu.Bf16(zeros), fused_out = gpu.Bf16(zeros), fused_mean = gpu.F32(row_zeros);
+  Buffer fused_rstd = gpu.F32(row_zeros), sum = gpu.Bf16(zeros), out = gpu.Bf16(zeros), mean = gpu.F32(row_zeros);
+  Buffer rstd = gpu.F32(row_zeros);
+  const std::string shape = "N " + std::to_string(N) + " C " + std::to_string(C);
+  Launched(cuda::ResidualLayerNormForward(fused_sum.as<uint16_t>(), fused_out.as<uint16_t>(), fused_mean.as<float>(),
+                                          fused_rstd.as<float>(), ga.as<uint16_t>(), gb.as<uint16_t>(),
+                                          gw.as<uint16_t>(), gbias.as<uint16_t>(), N, C, 1e-5f, gpu.stream()),
+           "ResidualLayerNormForward");
+  Launched(cuda::ResidualForward(sum.as<uint16_t>(), ga.as<uint16_t>(), gb.as<uint16_t>(), static_cast<int64_t>(n),
+                                 gpu.stream()), "ResidualForward");
+  Launched(cuda::LayerNormForward(out.as<uint16_t>(), mean.as<float>(), rstd.as<float>(), sum.as<uint16_t>(),
+                                  gw.as<uint16_t>(), gbias.as<uint16_t>(), N, C, 1e-5f, gpu.stream()),
+           "LayerNormForward");
+  Compare("residual+layernorm sum " + shape, gpu.Read(fused_sum), gpu.Read(sum), 0, 0);
+  Compare("residual+layernorm out " + shape, gpu.Read(fused_out), gpu.Read(out), 0, 0);
+  Compare("residual+layernorm rstd " + shape, gpu.Read(fused_rstd), gpu.Read(rstd), 0, 0);
+  Launched(cuda::ResidualRmsNormForward(fused_sum.as<uint16_t>(), fused_out.as<uint16_t>(), fused_rstd.as<float>(),
+                                        ga.as<uint16_t>(), gb.as<uint16_t>(), gw.as<uint16_t>(), N, C, 1e-5f,
+                                        gpu.stream()), "ResidualRmsNormForward");
+  Launched(cuda::RmsNormForward(out.as<uint16_t>(), rstd.as<float>(), sum.as<uint16_t>(), gw.as<uint16_t>(), N, C,
+                                1e-5f, gpu.stream()), "RmsNormForward");
+  Compare("residual+rmsnorm out " + shape, gpu.Read(fused_out), gpu.Read(out), 0, 0);
+  Compare("residual+rmsnorm rstd " + shape, gpu.Read(fused_rstd), gpu.Read(rstd), 0, 0);
+}
+
 void Swiglu(Gpu& gpu) {
   const int N = 300, F = 688;
   const size_t n = static_cast<size_t>(N) * F;
@@ -400,6 +433,7 @@ int main() {
   AdamW(gpu);
   RmsNorm(gpu, 512, 768);
   RmsNorm(gpu, 32, 16384);
+  ResidualNorm(gpu, 512, 768);
   Swiglu(gpu);
   Rope(gpu);
   Dropout(gpu);

@@ -87,6 +87,15 @@ void Model::NormForward(void* out, float* mean, float* rstd, const void* inp, co
   }
 }
 
+void Model::ResidualNormForward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                const void* w, const void* bias, int N) {
+  if (config_.arch == Arch::kGpt) {
+    ops_->ResidualLayerNormForward(residual, out, mean, rstd, a, b, w, bias, N, config_.d_model, config_.norm_eps);
+  } else {
+    ops_->ResidualRmsNormForward(residual, out, rstd, a, b, w, N, config_.d_model, config_.norm_eps);
+  }
+}
+
 void Model::NormBackward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const void* w,
                          const float* mean, const float* rstd, int N) {
   if (config_.arch == Arch::kGpt) {
@@ -144,8 +153,8 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l));
   ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, C, C);  // scratch: projection out
   ops_->Dropout(d_attn_.data(), NC, Site(1 + 3 * l));
-  ops_->ResidualForward(a.mid.data(), input, d_attn_.data(), NC);
-  NormForward(a.norm2.data(), a.mean2.as<float>(), a.rstd2.as<float>(), a.mid.data(), w.norm2_w, w.norm2_b, N);
+  ResidualNormForward(a.mid.data(), a.norm2.data(), a.mean2.as<float>(), a.rstd2.as<float>(), input, d_attn_.data(),
+                      w.norm2_w, w.norm2_b, N);
   if (gpt) {
     ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, F);
     ops_->GeluForward(a.act.data(), a.fc.data(), int64_t{N} * F);

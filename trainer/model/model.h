@@ -104,6 +104,9 @@ class Model {
   Buffer Ints(int64_t n) const;
   void Zero(Buffer& buffer, int64_t n);
   void NormForward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b, int N);
+  // residual = a + b, then its norm into out, fused.
+  void ResidualNormForward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
+                           const void* w, const void* bias, int N);
   void NormBackward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const void* w,
                     const float* mean, const float* rstd, int N);
 

@@ -36,6 +36,13 @@ class Ops {
                               float eps) = 0;
   virtual void RmsNormBackward(void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
                                const float* rstd, int N, int C) = 0;
+  // residual = a + b, then the norm of residual into out: ResidualForward and the norm's forward in one pass on
+  // the GPU (the same values as the two calls).
+  virtual void ResidualLayerNormForward(void* residual, void* out, float* mean, float* rstd, const void* a,
+                                        const void* b, const void* weight, const void* bias, int N, int C,
+                                        float eps) = 0;
+  virtual void ResidualRmsNormForward(void* residual, void* out, float* rstd, const void* a, const void* b,
+                                      const void* weight, int N, int C, float eps) = 0;
   virtual void MatmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                              int OC) = 0;
   virtual void MatmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,

@@ -38,6 +38,16 @@ class CpuOps : public Ops {
                        const float* rstd, int N, int C) override {
     cpu::RmsNormBackward(F(dinp), dweight, F(dout), F(inp), F(weight), rstd, N, C);
   }
+  void ResidualLayerNormForward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                const void* weight, const void* bias, int N, int C, float eps) override {
+    cpu::ResidualForward(F(residual), F(a), F(b), int64_t{N} * C);
+    cpu::LayerNormForward(F(out), mean, rstd, F(residual), F(weight), F(bias), N, C, eps);
+  }
+  void ResidualRmsNormForward(void* residual, void* out, float* rstd, const void* a, const void* b,
+                              const void* weight, int N, int C, float eps) override {
+    cpu::ResidualForward(F(residual), F(a), F(b), int64_t{N} * C);
+    cpu::RmsNormForward(F(out), rstd, F(residual), F(weight), N, C, eps);
+  }
   void MatmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                      int OC) override {
     cpu::MatmulForward(F(out), F(inp), F(weight), F(bias), N, C, OC);

@@ -48,6 +48,17 @@ class CudaOps : public Ops {
     Check(cuda::RmsNormBackward(H(dinp), dweight, H(dout), H(inp), H(weight), rstd, N, C, stream_),
           "rmsnorm backward");
   }
+  void ResidualLayerNormForward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                const void* weight, const void* bias, int N, int C, float eps) override {
+    Check(cuda::ResidualLayerNormForward(H(residual), H(out), mean, rstd, H(a), H(b), H(weight), H(bias), N, C, eps,
+                                         stream_),
+          "residual + layernorm forward");
+  }
+  void ResidualRmsNormForward(void* residual, void* out, float* rstd, const void* a, const void* b,
+                              const void* weight, int N, int C, float eps) override {
+    Check(cuda::ResidualRmsNormForward(H(residual), H(out), rstd, H(a), H(b), H(weight), N, C, eps, stream_),
+          "residual + rmsnorm forward");
+  }
   void MatmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                      int OC) override {
     Keep(matmul_->Forward(H(out), H(inp), H(weight), H(bias), N, C, OC, stream_));

@@ -49,6 +49,9 @@ int LayerNormForward(bf16* out, float* mean, float* rstd, const bf16* inp, const
                      int N, int C, float eps, Stream stream);
 int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                       const float* mean, const float* rstd, int N, int C, Stream stream);
+// residual = a + b (as ResidualForward), then out = LayerNorm(residual), in one pass over each row.
+int ResidualLayerNormForward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
+                             const bf16* weight, const bf16* bias, int N, int C, float eps, Stream stream);
 
 // rmsnorm.cu: RMSNorm (Llama), one warp per row, rstd [N] saved in fp32; the backward adds into bf16 dinp and
 // fp32 dweight (atomically, one add per block and channel).
@@ -56,6 +59,9 @@ int RmsNormForward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, 
                    Stream stream);
 int RmsNormBackward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
                     const float* rstd, int N, int C, Stream stream);
+// residual = a + b, then out = RMSNorm(residual), in one pass over each row.
+int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a, const bf16* b, const bf16* weight,
+                           int N, int C, float eps, Stream stream);
 
 // swiglu.cu: out[N, F] = silu(inp[:, :F]) * inp[:, F:] for inp [N, 2F]; the backward adds into dinp [N, 2F].
 int SwigluForward(bf16* out, const bf16* inp, int N, int F, Stream stream);

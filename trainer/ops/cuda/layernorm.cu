@@ -6,11 +6,17 @@ namespace {
 
 constexpr int kRowsPerBlock = kThreads / kWarp;
 
-__global__ void LayerNormForwardKernel(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight,
-                                       const bf16* bias, int N, int C, float eps) {
+// kResidual: `inp` is first written with a + b (rounded to bf16, as ResidualForward writes it), then normalised:
+// the residual add fused in, one pass over the row fewer.
+template <bool kResidual>
+__global__ void LayerNormForwardKernel(bf16* out, float* mean, float* rstd, bf16* inp, const bf16* a, const bf16* b,
+                                       const bf16* weight, const bf16* bias, int N, int C, float eps) {
   const int lane = threadIdx.x % kWarp;
   for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
     const int64_t base = int64_t{row} * C;
+    if constexpr (kResidual) {
+      for (int c = lane; c < C; c += kWarp) Store(inp, base + c, Load(a, base + c) + Load(b, base + c));
+    }
     float sum = 0;
     for (int c = lane; c < C; c += kWarp) sum += Load(inp, base + c);
     const float m = WarpSum(sum) / C;
@@ -72,7 +78,17 @@ int LayerNormForward(bf16* out, float* mean, float* rstd, const bf16* inp, const
                      int N, int C, float eps, Stream stream) {
   if (N <= 0) return 0;
   const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  LayerNormForwardKernel<<<blocks, kThreads, 0, AsStream(stream)>>>(out, mean, rstd, inp, weight, bias, N, C, eps);
+  LayerNormForwardKernel<false><<<blocks, kThreads, 0, AsStream(stream)>>>(out, mean, rstd, const_cast<bf16*>(inp),
+                                                                           nullptr, nullptr, weight, bias, N, C, eps);
+  return Launched();
+}
+
+int ResidualLayerNormForward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
+                             const bf16* weight, const bf16* bias, int N, int C, float eps, Stream stream) {
+  if (N <= 0) return 0;
+  const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  LayerNormForwardKernel<true><<<blocks, kThreads, 0, AsStream(stream)>>>(out, mean, rstd, residual, a, b, weight,
+                                                                          bias, N, C, eps);
   return Launched();
 }
 

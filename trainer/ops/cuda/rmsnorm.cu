@@ -6,11 +6,16 @@ namespace {
 
 constexpr int kRowsPerBlock = kThreads / kWarp;
 
-__global__ void RmsNormForwardKernel(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C,
-                                     float eps) {
+// kResidual: `inp` is first written with a + b (rounded to bf16, as ResidualForward writes it), then normalised.
+template <bool kResidual>
+__global__ void RmsNormForwardKernel(bf16* out, float* rstd, bf16* inp, const bf16* a, const bf16* b,
+                                     const bf16* weight, int N, int C, float eps) {
   const int lane = threadIdx.x % kWarp;
   for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
     const int64_t base = int64_t{row} * C;
+    if constexpr (kResidual) {
+      for (int c = lane; c < C; c += kWarp) Store(inp, base + c, Load(a, base + c) + Load(b, base + c));
+    }
     float sum_sq = 0;
     for (int c = lane; c < C; c += kWarp) {
       const float x = Load(inp, base + c);
@@ -51,7 +56,16 @@ int RmsNormForward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, 
                    Stream stream) {
   if (N <= 0) return 0;
   const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  RmsNormForwardKernel<<<blocks, kThreads, 0, AsStream(stream)>>>(out, rstd, inp, weight, N, C, eps);
+  RmsNormForwardKernel<false><<<blocks, kThreads, 0, AsStream(stream)>>>(out, rstd, const_cast<bf16*>(inp), nullptr,
+                                                                         nullptr, weight, N, C, eps);
+  return Launched();
+}
+
+int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a, const bf16* b, const bf16* weight,
+                           int N, int C, float eps, Stream stream) {
+  if (N <= 0) return 0;
+  const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  RmsNormForwardKernel<true><<<blocks, kThreads, 0, AsStream(stream)>>>(out, rstd, residual, a, b, weight, N, C, eps);
   return Launched();
 }
 
