@@ -3,7 +3,9 @@
 // which are the symbols the backend asks dlsym for. ncclCommAbort and ncclCommDestroy end a communicator, and any
 // later call that names it aborts the process with a line saying so: the use-after-free real NCCL would make,
 // caught with or without a sanitizer. Operations never finish (cuEventQuery answers "not ready"), the state of a
-// rank waiting on a dead peer, unless FAKE_GPU_OPS_FINISH=1.
+// rank waiting on a dead peer, unless FAKE_GPU_OPS_FINISH=1. "GPU memory" is host memory, and a one-rank
+// communicator's collectives move their data as real NCCL's would (with one rank every collective is a copy), so
+// the trainer's GPU path runs whole on top of the host's ops (tests/unit/trainer/train_device_test.cc).
 #include <cuda.h>
 #include <nccl.h>
 
@@ -58,6 +60,26 @@ ncclResult_t Free(ncclComm_t comm, const char* call) {
 
 ncclResult_t Queue(ncclComm_t comm, const char* call) {
   Use(comm, call);
+  return ncclSuccess;
+}
+
+size_t TypeBytes(ncclDataType_t type) {
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    default: return 8;
+  }
+}
+
+// A collective of one rank: its `count` elements of `send` land in `recv` (every collective of one rank is that).
+ncclResult_t Copy(ncclComm_t comm, const char* call, const void* send, void* recv, size_t count, ncclDataType_t type) {
+  const FakeComm* fake = Use(comm, call);
+  if (fake->size == 1 && send != recv) std::memmove(recv, send, count * TypeBytes(type));
   return ncclSuccess;
 }
 
@@ -206,21 +228,25 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int* size) {
 }
 const char* ncclGetErrorString(ncclResult_t) { return "fake NCCL error"; }
 const char* ncclGetLastError(ncclComm_t) { return ""; }
-ncclResult_t ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm, cudaStream_t) {
-  return Queue(comm, "ncclAllReduce");
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t,
+                           ncclComm_t comm, cudaStream_t) {
+  return Copy(comm, "ncclAllReduce", send, recv, count, type);
 }
-ncclResult_t ncclReduceScatter(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm,
-                               cudaStream_t) {
-  return Queue(comm, "ncclReduceScatter");
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t,
+                               ncclComm_t comm, cudaStream_t) {
+  return Copy(comm, "ncclReduceScatter", send, recv, count, type);
 }
-ncclResult_t ncclAllGather(const void*, void*, size_t, ncclDataType_t, ncclComm_t comm, cudaStream_t) {
-  return Queue(comm, "ncclAllGather");
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t) {
+  return Copy(comm, "ncclAllGather", send, recv, count, type);
 }
-ncclResult_t ncclBroadcast(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t) {
-  return Queue(comm, "ncclBroadcast");
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int, ncclComm_t comm,
+                           cudaStream_t) {
+  return Copy(comm, "ncclBroadcast", send, recv, count, type);
 }
-ncclResult_t ncclReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t comm, cudaStream_t) {
-  return Queue(comm, "ncclReduce");
+ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t, int,
+                        ncclComm_t comm, cudaStream_t) {
+  return Copy(comm, "ncclReduce", send, recv, count, type);
 }
 ncclResult_t ncclSend(const void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t) { return Queue(comm, "ncclSend"); }
 ncclResult_t ncclRecv(void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t) { return Queue(comm, "ncclRecv"); }
