@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "common/env.h"
+#include "common/parse.h"
 
 namespace srunway::common {
 namespace {
@@ -52,6 +53,17 @@ std::vector<std::string> SiteLibraryDirs() {
   std::vector<fs::path> python_roots;
   for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
     if (auto root = GetEnv(var); root && !root->empty()) python_roots.emplace_back(*root);
+  }
+  // The environment of the python3 on PATH (a virtual environment or a module put there without activating it,
+  // as PyTorch images do with /opt/.../.venv/bin).
+  if (auto path = GetEnv("PATH")) {
+    for (std::string_view dir : Split(*path, ':')) {
+      const fs::path bin(dir);
+      std::error_code ec;
+      if (!dir.empty() && bin.filename() == "bin" && fs::exists(bin / "python3", ec)) {
+        python_roots.push_back(bin.parent_path());
+      }
+    }
   }
   if (auto home = GetEnv("HOME"); home && !home->empty()) python_roots.push_back(fs::path(*home) / ".local");
   for (const char* root : {"/usr/local", "/usr", "/opt/conda"}) python_roots.emplace_back(root);

@@ -51,6 +51,21 @@ for program in "${kPrograms[@]}"; do
   cp "$build/$program" "$out/bin/"
 done
 strip --strip-debug "$out"/bin/* 2>/dev/null || true
+# The shared libraries the programs link that a GPU node's image may lack (libfmt, Open MPI's, hwloc's, OpenBLAS's;
+# not the C library family, libstdc++ or libgcc_s, which every image has in a newer, compatible version) go into
+# lib/, and the programs and those libraries look there first (an RPATH of $ORIGIN/../lib, $ORIGIN), so nothing
+# needs LD_LIBRARY_PATH, which would also reach the PyTorch the checks run beside them.
+command -v patchelf >/dev/null || apt-get install -y -q patchelf >/dev/null 2>&1 ||
+  { echo "gpu-bundle: patchelf is needed (apt-get install patchelf)" >&2; exit 1; }
+mkdir -p "$out/lib"
+ldd "$out"/bin/* 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
+  case $(basename "$lib") in
+    libc.so.* | libm.so.* | libdl.so.* | librt.so.* | libpthread.so.* | ld-linux* | libstdc++.so.* | libgcc_s.so.*) ;;
+    *) cp -L "$lib" "$out/lib/" ;;
+  esac
+done
+for program in "$out"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$program"; done
+for lib in "$out"/lib/*; do patchelf --set-rpath '$ORIGIN' "$lib"; done
 cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/gpu/train_gpu.sh" "$kRepo/tests/gpu/train_vs_torch.sh" \
   "$kRepo/tests/unit/trainer/torch_train_steps.py" "$kRepo/tests/unit/trainer/grammar_corpus.py" \
   "$kRepo/tests/bench/nccl_init_vs_torch.sh" \
@@ -74,6 +89,8 @@ cat >"$out/run.sh" <<'RUN'
 #   run.sh --list                the names
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The NCCL and cuBLASLt of the python3 that holds PyTorch (its nvidia-* wheels) are what the programs open.
+[[ -n ${VIRTUAL_ENV:-} ]] || VIRTUAL_ENV=$(python3 -c 'import sys; print(sys.prefix)' 2>/dev/null) && export VIRTUAL_ENV
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 declare -A commands
 names=()

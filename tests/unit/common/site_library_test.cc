@@ -21,7 +21,7 @@ class SiteLibraryTest : public ::testing::Test {
   void SetUp() override {
     root_ = fs::temp_directory_path() / ("srunway-sitelib-" + std::to_string(::getpid()));
     fs::remove_all(root_);
-    for (const char* var : {"CUDA_HOME", "CUDA_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "SRUNWAY_TEST_LIBRARY"}) {
+    for (const char* var : {"CUDA_HOME", "CUDA_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "SRUNWAY_TEST_LIBRARY", "PATH"}) {
       Save(var);
       unsetenv(var);
     }
@@ -68,6 +68,16 @@ TEST_F(SiteLibraryTest, FindsAWheelInAVirtualEnvironment) {
   auto dirs = SiteLibraryDirs();
   EXPECT_NE(std::ranges::find(dirs, (root_ / "venv/lib/python3.11/site-packages/nvidia/nccl/lib").string()),
             dirs.end());
+}
+
+// PyTorch's images put their environment's bin on PATH without setting VIRTUAL_ENV.
+TEST_F(SiteLibraryTest, FindsAWheelBesideThePython3OnPath) {
+  const std::string wheel = Place("opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libsrunway-fake.so.2");
+  Place("opt/torch/.venv/bin/python3");
+  setenv("PATH", ("/nonexistent/bin:" + (root_ / "opt/torch/.venv/bin").string() + ":/usr/bin").c_str(), 1);
+  auto lib = OpenSiteLibrary(Fake());
+  ASSERT_TRUE(lib.ok()) << lib.status().ToString();
+  EXPECT_EQ(fs::canonical(lib->path()), fs::canonical(wheel));
 }
 
 TEST_F(SiteLibraryTest, CudaInstallBeforeWheelsAndUserSitePackages) {
