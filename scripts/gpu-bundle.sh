@@ -7,7 +7,7 @@
 # the linker's path, the CUDA install, Python wheels' nvidia/*/lib), so the node needs only its driver and those
 # libraries.
 #
-#   scripts/gpu-bundle.sh [--build-dir DIR] [--out DIR]     (defaults: build-gpu, .gpu-bundle)
+#   scripts/gpu-bundle.sh [--build-dir DIR] [--out DIR]     (defaults: build-gpu, .gpu-bundle, and DIR.tar.xz)
 #   # on the GPU node (the folder alone is enough):
 #   .gpu-bundle/run.sh OUT_DIR [NAME...]   one log per check in OUT_DIR, a summary on stdout; exit 1 if any failed
 #   .gpu-bundle/bench.sh [SIZE...]    srunway-train against PyTorch compiled (gpt2-124m, gpt3-1.3b)
@@ -142,4 +142,8 @@ done
 exit "$failed"
 RUN
 chmod +x "$out/run.sh"
-echo "gpu-bundle: $(du -sh "$out" | cut -f1) in $out; on the GPU node: $out/run.sh OUT_DIR"
+# One compressed file too (OpenBLAS alone is 37 MB unpacked), for a copy that must stay small; python3's tarfile
+# unpacks it anywhere: python3 -m tarfile -e .gpu-bundle.tar.xz .
+tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T2 -6 >"$out.tar.xz"
+echo "gpu-bundle: $(du -sh "$out" | cut -f1) in $out ($(du -sh "$out.tar.xz" | cut -f1) packed in $out.tar.xz); on the GPU" \
+  "node: $out/run.sh OUT_DIR"
