@@ -9,7 +9,7 @@
 #
 #   scripts/gpu-bundle.sh [--build-dir DIR] [--out DIR]     (defaults: build-gpu, .gpu-bundle, and DIR.tar.xz)
 #   # on the GPU node (the folder alone is enough):
-#   .gpu-bundle/run.sh OUT_DIR [NAME...]   one log per check in OUT_DIR, a summary on stdout; exit 1 if any failed
+#   .gpu-bundle/run.sh OUT_DIR [NAME...]   every check's output in OUT_DIR/checks.log, a summary on stdout; exit 1 if any failed
 #   .gpu-bundle/bench.sh [SIZE...]    srunway-train against PyTorch compiled (gpt2-124m, gpt3-1.3b)
 set -euo pipefail
 
@@ -81,7 +81,8 @@ BENCH
 chmod +x "$out/bench.sh"
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs the bundled GPU checks on this node: one log per check in OUT_DIR (default ./gpu-results), a summary line
+# Runs the bundled GPU checks on this node: their output in OUT_DIR/checks.log (default ./gpu-results; one file, so
+# that a copy that brings back only a few files brings it all), each under a '=====' line, and a summary line
 # per check on stdout (ok, skip, FAIL, or TIMEOUT after SRUNWAY_CHECK_TIMEOUT seconds, default 240), exit 1 if any
 # failed. compute-sanitizer, where installed, runs memcheck and racecheck over the operation checks too.
 #   run.sh OUT_DIR               every check, in the order below (fast ones first)
@@ -131,13 +132,16 @@ for name in "${selected[@]}"; do
   [[ -n ${commands[$name]:-} ]] || { echo "unknown check $name (run.sh --list)" >&2; failed=1; continue; }
   start=$SECONDS
   rc=0
-  timeout "${SRUNWAY_CHECK_TIMEOUT:-240}" bash -c "${commands[$name]}" >"$results/$name.log" 2>&1 || rc=$?
+  timeout "${SRUNWAY_CHECK_TIMEOUT:-240}" bash -c "${commands[$name]}" >"$results/$name.part" 2>&1 || rc=$?
   verdict=ok
   ((rc == 77)) && verdict=skip
   ((rc == 124)) && verdict=TIMEOUT
   ((rc != 0 && rc != 77)) && failed=1
   ((rc != 0 && rc != 77 && rc != 124)) && verdict=FAIL
-  printf '%-26s %-7s (%ds, exit %d)\n' "$name" "$verdict" $((SECONDS - start)) "$rc"
+  line=$(printf '%-26s %-7s (%ds, exit %d)' "$name" "$verdict" $((SECONDS - start)) "$rc")
+  echo "$line"
+  { echo "===== $line"; cat "$results/$name.part"; } >>"$results/checks.log"
+  rm -f "$results/$name.part"
 done
 exit "$failed"
 RUN
