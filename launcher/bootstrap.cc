@@ -21,6 +21,10 @@
 namespace srunway::launcher {
 namespace {
 
+// Rank 0 is the one that can name a rank that never arrived; the others wait this much longer than it does, so
+// its abort, which names that rank, reaches them before their own deadline says only that rank 0 went quiet.
+constexpr auto kRootGrace = std::chrono::seconds(3);
+
 using common::Status;
 using common::StatusOr;
 
@@ -78,7 +82,7 @@ class TcpBootstrap : public Bootstrap {
       if (!values.ok()) server_->AbortAll(values.status().message());
       return values;
     }
-    return client_->Round(mine, phase, deadline);
+    return client_->Round(mine, phase, deadline + kRootGrace);
   }
 
   StatusOr<std::string> Broadcast(std::string_view value, int root, std::string_view phase) override {

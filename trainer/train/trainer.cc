@@ -633,16 +633,15 @@ common::Status Trainer::Save(const char* why) {
     std::error_code ec;
     std::filesystem::remove_all(ShardDir(o_.save, step_), ec);
   }
-  if (!written.ok()) {
-    error_said_elsewhere_ = failures == world_;  // every rank failed (a full disk): rank 0 says it for all
-    return written;
-  }
-  for (int r = 0; r < world_; ++r) {
-    if (failed[static_cast<size_t>(r)] != 0) {
-      error_said_elsewhere_ = true;
-      return common::Unavailable("{} could not write its shard of step {}; the last complete checkpoint in {} stays",
-                                 boot_->NameRank(r), step_, o_.save);
-    }
+  if (failures > 0) {
+    // One line for the job, from rank 0: the first failing rank's own error, with how many others failed too.
+    SRUNWAY_ASSIGN_OR_RETURN(std::vector<std::string> errors,
+                             boot_->AllGather(written.ok() ? std::string() : written.message(), "checkpoint errors"));
+    const int first = static_cast<int>(std::find(failed.begin(), failed.end(), 1) - failed.begin());
+    error_said_elsewhere_ = true;
+    return common::Unavailable("{}{}{}; the last complete checkpoint in {} stays",
+                               world_ == 1 ? "" : boot_->NameRank(first) + ": ", errors[static_cast<size_t>(first)],
+                               failures == 1 ? "" : fmt::format(" (and {} more rank{})", failures - 1, failures == 2 ? "" : "s"), o_.save);
   }
   common::Status committed = common::Status::Ok();
   if (Leader()) {
