@@ -43,6 +43,8 @@ StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Load() {
   SRUNWAY_LOAD_SYMBOL(api->to_device_async, api->lib, cuMemcpyHtoDAsync);
   SRUNWAY_LOAD_SYMBOL(api->to_host_async, api->lib, cuMemcpyDtoHAsync);
   SRUNWAY_LOAD_SYMBOL(api->copy_async, api->lib, cuMemcpyDtoDAsync);
+  SRUNWAY_LOAD_SYMBOL(api->profiler_start, api->lib, cuProfilerStart);
+  SRUNWAY_LOAD_SYMBOL(api->profiler_stop, api->lib, cuProfilerStop);
   SRUNWAY_RETURN_IF_ERROR(api->Check(api->driver_version(&api->version), "cuDriverGetVersion"));
   if (api->version < kOldestDriver) {
     return FailedPrecondition("{} is the driver of CUDA {}.{}; srunway needs CUDA 12.0 or later", api->lib.path(),

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include <memory>
 #include <string>
@@ -48,6 +49,8 @@ struct CudaDriver {
   decltype(::cuMemcpyHtoDAsync)* to_device_async = nullptr;
   decltype(::cuMemcpyDtoHAsync)* to_host_async = nullptr;
   decltype(::cuMemcpyDtoDAsync)* copy_async = nullptr;
+  decltype(::cuProfilerStart)* profiler_start = nullptr;  // the capture range of nsys and ncu
+  decltype(::cuProfilerStop)* profiler_stop = nullptr;
 
   // SRUNWAY_CUDA_DRIVER names the file; otherwise libcuda.so.1 through the dynamic linker's search path (the
   // driver installs it there; it never comes with a program). Needs a driver for CUDA 12.0 or later.

@@ -11,6 +11,7 @@
 #   # on the GPU node (the folder alone is enough):
 #   .gpu-bundle/run.sh OUT_DIR [NAME...]   every check's output in OUT_DIR/checks.log, a summary on stdout; exit 1 if any failed
 #   .gpu-bundle/bench.sh [SIZE...]    srunway-train against PyTorch compiled (gpt2-124m, gpt3-1.3b)
+#   .gpu-bundle/profile.sh [SIZE]     one step's top kernels and their share of its GPU time (nsys or ncu)
 set -euo pipefail
 
 readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,7 +21,7 @@ while (($#)); do
   case $1 in
     --build-dir) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "gpu-bundle: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -70,7 +71,7 @@ cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/gpu/train_gpu.sh" "$kRepo/tests
   "$kRepo/tests/unit/trainer/torch_train_steps.py" "$kRepo/tests/unit/trainer/grammar_corpus.py" \
   "$kRepo/tests/bench/nccl_init_vs_torch.sh" \
   "$kRepo/tests/bench/train_gpu_vs_torch.sh" "$kRepo/tests/bench/torch_train_gpu.py" \
-  "$kRepo/tests/bench/torch_train.py" "$out/"
+  "$kRepo/tests/bench/torch_train.py" "$kRepo/scripts/profile-step.sh" "$kRepo/scripts/kernel_shares.py" "$out/"
 cat >"$out/bench.sh" <<'BENCH'
 #!/usr/bin/env bash
 # The GPU benchmarks that take minutes: srunway-train against PyTorch compiled (tokens/s, MFU, peak memory, the
@@ -79,6 +80,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRUNWAY_TRAIN=$here/bin/srunway-train SRUNWAY_BENCH_SIZES=${*:-gpt2-124m} bash "$here/train_gpu_vs_torch.sh"
 BENCH
 chmod +x "$out/bench.sh"
+cat >"$out/profile.sh" <<'PROFILE'
+#!/usr/bin/env bash
+# One training step's kernels and their share of its GPU time (nsys, else ncu):  profile.sh [SIZE [TOP]]
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRUNWAY_TRAIN=$here/bin/srunway-train bash "$here/profile-step.sh" "$@"
+PROFILE
+chmod +x "$out/profile.sh"
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs the bundled GPU checks on this node: their output in OUT_DIR/checks.log (default ./gpu-results; one file, so

@@ -173,6 +173,9 @@ int main(int argc, char** argv) {
   app.add_option("--straggler-threshold", o.straggler_threshold,
                  "name a rank whose compute time is this many times the median...")->capture_default_str();
   app.add_option("--straggler-window", o.straggler_window, "...for this many steps in a row")->capture_default_str();
+  app.add_option("--profile-step", o.profile_step,
+                 "on a GPU, only step N inside the CUDA profiler's capture range (cuProfilerStart/Stop), for "
+                 "nsys profile --capture-range=cudaProfilerApi or ncu --profile-from-start off");
 
   // As with most tools, a flag given twice takes its last value (lists such as --data-path keep every value).
   for (CLI::Option* option : app.get_options()) {

@@ -73,6 +73,7 @@ class CpuDevice : public Device {
   common::Status Wait(Stream&, const Event&) override { return common::Status::Ok(); }
   common::StatusOr<bool> Passed(const Event&) override { return true; }
   common::Status Synchronize(Stream&) override { return common::Status::Ok(); }
+  common::Status Profile(bool) override { return common::Status::Ok(); }
 
  private:
   std::string name_ = "cpu";

@@ -135,6 +135,11 @@ class CudaDevice : public Device {
     SRUNWAY_ASSIGN_OR_RETURN(CUstream s, Of(stream));
     return api_.Check(api_.stream_synchronize(s), "cuStreamSynchronize");
   }
+  Status Profile(bool on) override {
+    SRUNWAY_RETURN_IF_ERROR(Synchronize(main_stream()));
+    return on ? api_.Check(api_.profiler_start(), "cuProfilerStart")
+              : api_.Check(api_.profiler_stop(), "cuProfilerStop");
+  }
 
  private:
   static StatusOr<std::unique_ptr<CudaStream>> MakeStream(const common::CudaDriver& api) {

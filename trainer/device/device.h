@@ -86,6 +86,10 @@ class Device {
   virtual common::StatusOr<bool> Passed(const Event& event) = 0;
   // The host waits until `stream` has finished everything it was given.
   virtual common::Status Synchronize(Stream& stream) = 0;
+  // Opens (true) or closes the profiler's capture range once the main stream has finished what it was given: on a
+  // GPU cuProfilerStart/cuProfilerStop, which `nsys profile --capture-range=cudaProfilerApi` and
+  // `ncu --profile-from-start off` wait for; the CPU has none and does nothing.
+  virtual common::Status Profile(bool on) = 0;
 };
 
 // `count` elements of `dtype` on one device, freed with the buffer. The device must outlive it.

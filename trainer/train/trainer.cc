@@ -384,6 +384,10 @@ common::Status Trainer::Setup() {
   if (!o_.mock_data && o_.data_path.empty()) return common::InvalidArgument("give --data-path or --mock-data");
   if (!ParseDecayStyle(o_.lr_decay_style).ok()) return ParseDecayStyle(o_.lr_decay_style).status();
   if (o_.constant_steps < 0) return common::InvalidArgument("--constant-steps must not be negative");
+  if (o_.profile_step < 0 || o_.profile_step > o_.train_steps) {
+    return common::InvalidArgument("--profile-step {} is not a step of this run (1 to --train-steps {})",
+                                   o_.profile_step, o_.train_steps);
+  }
   for (float p : {o_.hidden_dropout, o_.attention_dropout}) {
     if (!(p >= 0 && p < 1)) {
       return common::InvalidArgument("--hidden-dropout and --attention-dropout must be in [0, 1), not {}", p);
@@ -429,6 +433,13 @@ common::Status Trainer::Setup() {
   if (o_.recompute_activations && Leader()) {
     common::LogInfo("activations: only each layer's input is kept; its forward runs again in its backward "
                     "(--recompute-activations)");
+  }
+  if (o_.profile_step > 0 && Leader()) {
+    common::LogInfo("{}", gpu ? fmt::format("--profile-step {}: the CUDA profiler's capture range holds that step "
+                                            "(nsys profile --capture-range=cudaProfilerApi, ncu --profile-from-start "
+                                            "off)", o_.profile_step)
+                              : fmt::format("--profile-step {}: the CPU has no CUDA profiler; nothing to capture",
+                                            o_.profile_step));
   }
   if (peak_flops_ <= 0 && Leader()) {
     common::LogInfo("MFU is not shown: no dense bf16 peak is known for {}; give --peak-tflops", device_->name());
@@ -757,6 +768,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
   result.rank = rank_;
   Model::GradsReady ready = [this](ParamRange range) { reducer_->Ready(range); };
   while (step_ < o_.train_steps) {
+    if (step_ + 1 == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(true));
     const auto start = Clock::now();
     const float lr = schedule_.At(step_);
     model_->ZeroGrad();
@@ -827,6 +839,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     ++step_;
     consumed_ += o_.global_batch_size;
+    if (step_ == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(false));
     window_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     ++window_steps;
 

@@ -68,6 +68,7 @@ struct TrainOptions {
   double exit_save_budget_s = 25;
   double straggler_threshold = 1.2;  // a rank whose compute time is this many times the median...
   int straggler_window = 5;          // ...for this many steps in a row is named
+  int64_t profile_step = 0;  // the step inside the CUDA profiler's capture range (0: none)
 };
 
 // How a training run ended (errors are returned as a Status instead).

@@ -105,6 +105,8 @@ expect_exit 1 "/dev/full: No space left on device" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
 expect_exit 3 "training diverged" "$kTrain" "${common[@]}" --mock-data --train-steps 30 --lr 1e30 --clip-grad 0
 expect_exit 2 "--device: gpu not in" "$kTrain" "${common[@]}" --mock-data --device gpu
+expect_exit 2 "--profile-step 5 is not a step of this run \\(1 to --train-steps 2\\)" \
+  "$kTrain" "${common[@]}" --mock-data --train-steps 2 --profile-step 5
 # No CUDA driver (one loaded from a path that does not exist, whatever this machine has): --device cuda fails
 # naming the library and where it looked; --device auto trains on the CPU and says why once.
 no_driver=(env "SRUNWAY_CUDA_DRIVER=$kWork/libcuda-missing.so.1")

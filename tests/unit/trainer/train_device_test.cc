@@ -122,6 +122,25 @@ TEST_P(TrainDevice, CheckpointsMoveBetweenDevices) {
   }
 }
 
+TEST_P(TrainDevice, ProfilerCapturesTheStepAsked) {
+  // --profile-step 3: the stand-in driver says on stdout where cuProfilerStart and cuProfilerStop fall among the
+  // step lines: after step 2's line, around step 3 alone.
+  TrainOptions o = Options("cuda", "profiled");
+  o.profile_step = 3;
+  testing::internal::CaptureStdout();
+  const Outcome run = Train(o);
+  const std::string out = testing::internal::GetCapturedStdout();
+  ASSERT_EQ(run.steps.size(), 6u) << run.log;
+  const size_t step2 = out.find("step      2/6"), start = out.find("fake CUDA profiler: start"),
+               stop = out.find("fake CUDA profiler: stop"), step3 = out.find("step      3/6");
+  ASSERT_NE(step2, std::string::npos) << out;
+  ASSERT_NE(step3, std::string::npos) << out;
+  EXPECT_TRUE(step2 < start && start < stop && stop < step3) << out;
+  EXPECT_EQ(out.find("fake CUDA profiler", stop + 1), std::string::npos) << "captured more than once:\n" << out;
+  EXPECT_NE(run.log.find("--profile-step 3: the CUDA profiler's capture range holds that step"), std::string::npos)
+      << run.log;
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, TrainDevice, ::testing::Values("plain", "zero1", "recompute"));
 
 }  // namespace
