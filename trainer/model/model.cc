@@ -208,7 +208,6 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
 
   // The loss is the mean over N positions.
   ops_->ClassifierBackward(logits_.data(), targets_.as<int32_t>(), N, c.vocab, loss_scale / N);
-  Zero(d_norm_, NC);
   ops_->MatmulBackward(d_norm_.data(), g_.lm_head, nullptr, logits_.data(), norm_f_.data(), w_.lm_head, N, C,
                        c.vocab);
   done(layout_.Head());  // untied (Llama); tied to wte, it is final with the embeddings
@@ -227,32 +226,26 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     const LayerViews& dw = g_.layers[l];
     // FFN branch: d_res is d(layer output), which is also d(FFN output) and part of d(mid).
     const int fc_dim = gpt ? F : 2 * F;
-    Zero(d_act_, int64_t{N} * F);
     ops_->MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, Masked(d_res_, Site(3 + 3 * l)), a.act.data(), w.out_w,
                          N, F, C);
     done(layout_.LayerPart(l, "out."));
-    Zero(d_fc_, int64_t{N} * fc_dim);
     if (gpt) {
       ops_->GeluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), int64_t{N} * F);
     } else {
       ops_->SwigluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), N, F);
     }
-    Zero(d_norm_, NC);
     ops_->MatmulBackward(d_norm_.data(), dw.fc_w, dw.fc_b, d_fc_.data(), a.norm2.data(), w.fc_w, N, C, fc_dim);
     done(layout_.LayerPart(l, "fc."));
     NormBackward(d_res_.data(), dw.norm2_w, dw.norm2_b, d_norm_.data(), a.mid.data(), w.norm2_w, a.mean2.as<float>(),
                  a.rstd2.as<float>(), N);
     done(layout_.LayerPart(l, "norm2."));
     // Attention branch: d_res is now d(mid), also d(attention projection output) and part of d(input).
-    Zero(d_attn_, NC);
     ops_->MatmulBackward(d_attn_.data(), dw.proj_w, dw.proj_b, Masked(d_res_, Site(1 + 3 * l)), a.attn.data(),
                          w.proj_w, N, C, C);
     done(layout_.LayerPart(l, "proj."));
-    Zero(d_qkv_, int64_t{N} * QKV);
     ops_->AttentionBackward(d_qkv_.data(), d_attn_.data(), a.attn.data(), a.qkv.data(), a.att.as<float>(), B, T, H, KV,
                             hd, Site(2 + 3 * l));
     if (!gpt) ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope_theta);
-    Zero(d_norm_, NC);
     ops_->MatmulBackward(d_norm_.data(), dw.qkv_w, dw.qkv_b, d_qkv_.data(), a.norm1.data(), w.qkv_w, N, C, QKV);
     done(layout_.LayerPart(l, "qkv."));
     NormBackward(d_res_.data(), dw.norm1_w, dw.norm1_b, d_norm_.data(), inputs_[l].data(), w.norm1_w,

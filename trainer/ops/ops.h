@@ -1,8 +1,9 @@
 // The operations the model is written against, once, for the host (ops/cpu, through NewCpuOps) and the GPU
 // (ops/cuda). Tensors are pointers into the memory of the model's Device. On the host every tensor is fp32; on
 // the GPU activations and the weights they meet are act_dtype() (bf16), and statistics (mean, rstd, saved
-// attention state, losses) and parameter gradients are fp32 everywhere. Backwards *add* into the gradients they
-// produce. Calls only queue work; an error of the GPU's (a launch that failed) is kept and handed out by
+// attention state, losses) and parameter gradients are fp32 everywhere. Backwards add into parameter gradients and,
+// for the norms, into the input gradient (the residual stream's); the other backwards write their input gradient
+// (see ops/cpu/ops.h). Calls only queue work; an error of the GPU's (a launch that failed) is kept and handed out by
 // TakeError.
 #pragma once
 

@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,13 @@ class Case {
     names_.push_back(name);
     shapes_.push_back(std::move(shape));
     return storage_.back();
+  }
+  // An input gradient that the backward writes: it starts as NaN, so a backward that added into it would fail
+  // the comparison.
+  std::vector<float>& Stale(const std::string& name, std::vector<int64_t> shape) {
+    std::vector<float>& data = Zeros(name, std::move(shape));
+    std::fill(data.begin(), data.end(), std::numeric_limits<float>::quiet_NaN());
+    return data;
   }
   void Write(const fs::path& path) const {
     std::vector<NamedTensor> tensors;
@@ -101,7 +110,7 @@ void DumpOps(const fs::path& dir) {
     auto& b = c.Random("bias", {OC}, rng);
     auto& dout = c.Random("dout", {N, OC}, rng);
     auto& out = c.Zeros("out", {N, OC});
-    auto& dinp = c.Zeros("dinp", {N, C});
+    auto& dinp = c.Stale("dinp", {N, C});
     auto& dw = c.Zeros("dweight", {OC, C});
     auto& db = c.Zeros("dbias", {OC});
     cpu::MatmulForward(out.data(), inp.data(), w.data(), b.data(), N, C, OC);
@@ -114,7 +123,7 @@ void DumpOps(const fs::path& dir) {
     auto& qkv = c.Random("qkv", {B, T, row}, rng);
     auto& dout = c.Random("dout", {B, T, H * hd}, rng);
     auto& out = c.Zeros("out", {B, T, H * hd});
-    auto& dqkv = c.Zeros("dqkv", {B, T, row});
+    auto& dqkv = c.Stale("dqkv", {B, T, row});
     auto& att = c.Zeros("att", {B, H, T, T});
     cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, H, KV, hd);
     cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, H, KV, hd);
@@ -139,7 +148,7 @@ void DumpOps(const fs::path& dir) {
     auto& inp = c.Random("inp", {n}, rng, 3.0);
     auto& dout = c.Random("dout", {n}, rng);
     auto& out = c.Zeros("out", {n});
-    auto& dinp = c.Zeros("dinp", {n});
+    auto& dinp = c.Stale("dinp", {n});
     cpu::GeluForward(out.data(), inp.data(), n);
     cpu::GeluBackward(dinp.data(), inp.data(), dout.data(), n);
     c.Write(dir / "gelu.safetensors");
@@ -150,7 +159,7 @@ void DumpOps(const fs::path& dir) {
     auto& inp = c.Random("inp", {N, 2 * F}, rng, 2.0);
     auto& dout = c.Random("dout", {N, F}, rng);
     auto& out = c.Zeros("out", {N, F});
-    auto& dinp = c.Zeros("dinp", {N, 2 * F});
+    auto& dinp = c.Stale("dinp", {N, 2 * F});
     cpu::SwigluForward(out.data(), inp.data(), N, F);
     cpu::SwigluBackward(dinp.data(), inp.data(), dout.data(), N, F);
     c.Write(dir / "swiglu.safetensors");

@@ -1,4 +1,5 @@
 // Causal multi-head attention with grouped-query heads: softmax(q k^T / sqrt(hd)) v, row by row.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -78,6 +79,13 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
       for (int kv = 0; kv < KV; ++kv) {
         const float* base = qkv + int64_t{b} * T * row;
         float* dbase = dqkv + int64_t{b} * T * row;
+        // This pair's part of dqkv starts from zero: the q heads of its group, its k and v head.
+        for (int t = 0; t < T; ++t) {
+          float* drow = dbase + int64_t{t} * row;
+          std::fill_n(drow + kv * group * hd, group * hd, 0.0f);
+          std::fill_n(drow + (H + kv) * hd, hd, 0.0f);
+          std::fill_n(drow + (H + KV + kv) * hd, hd, 0.0f);
+        }
         for (int h = kv * group; h < (kv + 1) * group; ++h) {
           for (int t = 0; t < T; ++t) {
             const float* a = att + ((int64_t{b} * H + h) * T + t) * T;

@@ -25,7 +25,7 @@ void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n) {
     const float th = std::tanh(u);
     const float sech2 = 1.0f - th * th;
     const float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    dinp[i] += grad * dout[i];
+    dinp[i] = grad * dout[i];
   }
 }
 

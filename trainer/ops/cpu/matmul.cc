@@ -42,11 +42,11 @@ void MatmulForward(float* out, const float* inp, const float* weight, const floa
 
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int N, int C, int OC) {
-  // dinp[N, C] += dout[N, OC] @ weight[OC, C]; dweight[OC, C] += dout^T @ inp, by blocks of its OC rows, each
+  // dinp[N, C] = dout[N, OC] @ weight[OC, C]; dweight[OC, C] += dout^T @ inp, by blocks of its OC rows, each
   // summing over all N tokens.
   ForRowBlocks(N, [&](int first, int rows) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, OC, 1.0f, dout + int64_t{first} * OC, OC, weight,
-                C, 1.0f, dinp + int64_t{first} * C, C);
+                C, 0.0f, dinp + int64_t{first} * C, C);
   });
   ForRowBlocks(OC, [&](int first, int rows) {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, C, N, 1.0f, dout + first, OC, inp, C, 1.0f,

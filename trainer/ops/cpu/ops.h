@@ -1,7 +1,8 @@
 // CPU reference operations of the trainer, fp32, forward and backward; one operation per file beside this header.
-// Conventions (as in llm.c): N = B * T rows of a [B, T, ...] tensor; Linear weights are [out, in]; every
-// backward *adds* into the input gradients it produces (the caller zeroes them), so a tensor read by two
-// consumers collects both contributions.
+// Conventions (as in llm.c): N = B * T rows of a [B, T, ...] tensor; Linear weights are [out, in]. Backwards
+// *add* into parameter gradients (accumulated over micro-batches). Input gradients: the norms' and the residual's
+// backward add into them (the residual stream's gradient, which the skip connection also carries); the other
+// backwards (matmul, attention, GELU, SwiGLU) write theirs, so the caller zeroes nothing before them.
 #pragma once
 
 #include <cstdint>

@@ -29,8 +29,8 @@ void SwigluBackward(float* dinp, const float* inp, const float* dout, int N, int
     for (int f = 0; f < F; ++f) {
       const float sig = 1.0f / (1.0f + std::exp(-gate[f]));
       const float silu = gate[f] * sig;
-      dgate[f] += d[f] * up[f] * sig * (1.0f + gate[f] * (1.0f - sig));
-      dup[f] += d[f] * silu;
+      dgate[f] = d[f] * up[f] * sig * (1.0f + gate[f] * (1.0f - sig));
+      dup[f] = d[f] * silu;
     }
   }
 }

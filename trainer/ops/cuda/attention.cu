@@ -114,20 +114,19 @@ __global__ void AttentionBackwardKernel(bf16* dqkv, float* dk, float* dv, const 
       }
     }
     for (int j = 0; j < kPer; ++j) {
-      const int64_t at = row.q_at + lane + kWarp * j;
-      Store(dqkv, at, Load(dqkv, at) + dq[j]);
+      Store(dqkv, row.q_at + lane + kWarp * j, dq[j]);
     }
   }
 }
 
-// dqkv's k and v parts += the scratch sums.
+// dqkv's k and v parts = the scratch sums.
 __global__ void AddKvGradients(bf16* dqkv, const float* dk, const float* dv, int H, int KV, int hd, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t bt = i / (int64_t{KV} * hd), within = i % (int64_t{KV} * hd);
     const int64_t k_at = bt * int64_t{H + 2 * KV} * hd + int64_t{H} * hd + within;
     const int64_t v_at = k_at + int64_t{KV} * hd;
-    Store(dqkv, k_at, Load(dqkv, k_at) + dk[i]);
-    Store(dqkv, v_at, Load(dqkv, v_at) + dv[i]);
+    Store(dqkv, k_at, dk[i]);
+    Store(dqkv, v_at, dv[i]);
   }
 }
 

@@ -294,21 +294,21 @@ __global__ void __launch_bounds__(kTileThreads)
   AddRows<hd>(dv_rows, kv_stride, s, k0 + warp * 16, d.T, 1.0f);
 }
 
-// dqkv += the fp32 sums: q [B, T, H, hd], k and v [B, T, KV, hd].
-__global__ void AddQkvGradients(bf16* dqkv, const float* dq, const float* dk, const float* dv, int H, int KV, int hd,
+// dqkv = the fp32 sums: q [B, T, H, hd], k and v [B, T, KV, hd].
+__global__ void StoreQkvGradients(bf16* dqkv, const float* dq, const float* dk, const float* dv, int H, int KV, int hd,
                                 int64_t tokens) {
   const int64_t width = int64_t{H + 2 * KV} * hd, n = tokens * width;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t token = i / width, c = i % width;
-    float add;
+    float sum;
     if (c < int64_t{H} * hd) {
-      add = dq[token * H * hd + c];
+      sum = dq[token * H * hd + c];
     } else if (c < int64_t{H + KV} * hd) {
-      add = dk[token * KV * hd + c - int64_t{H} * hd];
+      sum = dk[token * KV * hd + c - int64_t{H} * hd];
     } else {
-      add = dv[token * KV * hd + c - int64_t{H + KV} * hd];
+      sum = dv[token * KV * hd + c - int64_t{H + KV} * hd];
     }
-    Store(dqkv, i, Load(dqkv, i) + add);
+    Store(dqkv, i, sum);
   }
 }
 
@@ -391,8 +391,8 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
       rc != 0) {
     return rc;
   }
-  AddQkvGradients<<<Blocks(tokens * (H + 2 * KV) * hd), kThreads, 0, AsStream(stream)>>>(dqkv, dq, dk, dv, H, KV, hd,
-                                                                                          tokens);
+  StoreQkvGradients<<<Blocks(tokens * (H + 2 * KV) * hd), kThreads, 0, AsStream(stream)>>>(dqkv, dq, dk, dv, H, KV,
+                                                                                            hd, tokens);
   return Launched();
 }
 

@@ -20,7 +20,7 @@ __global__ void GeluBackwardKernel(bf16* dinp, const bf16* inp, const bf16* dout
     const float th = tanhf(kSqrt2OverPi * (x + kCubic * x * x * x));
     const float sech2 = 1.0f - th * th;
     const float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    Store(dinp, i, Load(dinp, i) + grad * Load(dout, i));
+    Store(dinp, i, grad * Load(dout, i));
   }
 }
 

@@ -1,7 +1,8 @@
 // CUDA operations of the trainer, one per file beside this header, each the twin of the CPU operation of the same
 // name in ops/cpu/ops.h (checked against it by the gpu suite's cuda_ops). Mixed precision: activations and the
 // weights they are multiplied with are bf16; parameters, their gradients, optimizer state and the norms' saved
-// mean and rstd are fp32; arithmetic is fp32. Backwards *add* into the gradients they produce, as on the CPU.
+// mean and rstd are fp32; arithmetic is fp32. As on the CPU, backwards add into parameter gradients and the norms'
+// and the residual's into their input gradients; the others write their input gradient.
 // Plain C++: no CUDA type appears, so the model and the tests include it without nvcc. Every call is queued on
 // `stream` (a CUstream, which is a cudaStream_t) and returns the launch's CUDA error code (0: queued);
 // ErrorText names one.
@@ -35,7 +36,7 @@ int EmbeddingForward(bf16* out, const int32_t* tokens, const bf16* wte, const bf
 int EmbeddingBackward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, int B, int T, int C,
                       Stream stream);
 
-// gelu.cu: GELU, tanh approximation.
+// gelu.cu: GELU, tanh approximation; the backward writes dinp.
 int GeluForward(bf16* out, const bf16* inp, int64_t n, Stream stream);
 int GeluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t n, Stream stream);
 
@@ -63,7 +64,7 @@ int RmsNormBackward(bf16* dinp, float* dweight, const bf16* dout, const bf16* in
 int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a, const bf16* b, const bf16* weight,
                            int N, int C, float eps, Stream stream);
 
-// swiglu.cu: out[N, F] = silu(inp[:, :F]) * inp[:, F:] for inp [N, 2F]; the backward adds into dinp [N, 2F].
+// swiglu.cu: out[N, F] = silu(inp[:, :F]) * inp[:, F:] for inp [N, 2F]; the backward writes dinp [N, 2F].
 int SwigluForward(bf16* out, const bf16* inp, int N, int F, Stream stream);
 int SwigluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, Stream stream);
 
@@ -91,7 +92,7 @@ int ToBf16(bf16* out, const float* in, int64_t n, Stream stream);
 // (with 16-byte aligned tensors) run flash_attention.cu's tiled tensor-core kernels; others (a multiple of 32 up
 // to 256), or every size under SRUNWAY_ATTENTION=simple, one warp per query row with an online softmax (correct,
 // slow). Attention dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix
-// after first_index). The backward adds into dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
+// after first_index). The backward writes dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
 int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd);
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
                      uint64_t dropout_key, int64_t dropout_first_index, Stream stream);

@@ -1,7 +1,7 @@
 // See matmul.h. Row-major tensors are read by cuBLASLt as column-major transposes: out[N, OC] is D (OC x N) with
 // ld OC, inp[N, C] is (C x N) with ld C, weight[OC, C] is (C x OC) with ld C. So
 //   forward  D(OC x N)  = W^T(OC x C) . inp(C x N)          (+ bias over D's rows: the BIAS epilogue)
-//   dinp     D(C x N)  += W(C x OC) . dout(OC x N)          (beta 1, bf16)
+//   dinp     D(C x N)   = W(C x OC) . dout(OC x N)          (beta 0, bf16)
 //   dweight  D(C x OC) += inp(C x N) . dout^T(N x OC)        (beta 1, fp32 output from bf16 inputs)
 #include "trainer/ops/cuda/matmul.h"
 
@@ -166,7 +166,7 @@ Status Matmul::Forward(bf16* out, const bf16* inp, const bf16* weight, const bf1
 Status Matmul::Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                         const bf16* weight, int N, int C, int OC, Stream stream) {
   if (dinp != nullptr) {
-    SRUNWAY_RETURN_IF_ERROR(Run({CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, C, OC, C, CUDA_R_16BF, 1.0f}, weight, dout, dinp,
+    SRUNWAY_RETURN_IF_ERROR(Run({CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, C, OC, C, CUDA_R_16BF, 0.0f}, weight, dout, dinp,
                                 nullptr, stream).WithContext("dinp"));
   }
   if (dweight != nullptr) {

@@ -25,7 +25,7 @@ class Matmul {
   // out[N, OC] = inp[N, C] @ weight[OC, C]^T (+ bias[OC] when not null), bf16.
   common::Status Forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C, int OC,
                          Stream stream);
-  // dinp[N, C] += dout @ weight (bf16); dweight[OC, C] += dout^T @ inp (fp32); dbias[OC] += the column sums of
+  // dinp[N, C] = dout @ weight (bf16); dweight[OC, C] += dout^T @ inp (fp32); dbias[OC] += the column sums of
   // dout (fp32) when dbias is not null. Any of dinp and dweight may be null (not wanted).
   common::Status Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                           const bf16* weight, int N, int C, int OC, Stream stream);

@@ -18,8 +18,8 @@ __global__ void SwigluBackwardKernel(bf16* dinp, const bf16* inp, const bf16* do
     const int64_t g_at = row * 2 * F + f, u_at = g_at + F;
     const float gate = Load(inp, g_at), up = Load(inp, u_at), d = Load(dout, i);
     const float sig = 1.0f / (1.0f + expf(-gate));
-    Store(dinp, g_at, Load(dinp, g_at) + d * up * sig * (1.0f + gate * (1.0f - sig)));
-    Store(dinp, u_at, Load(dinp, u_at) + d * gate * sig);
+    Store(dinp, g_at, d * up * sig * (1.0f + gate * (1.0f - sig)));
+    Store(dinp, u_at, d * gate * sig);
   }
 }
 
