@@ -359,8 +359,8 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p) {
   Compare("attention backward " + shape, gpu.Read(gdqkv), dqkv, kBf16Rtol, 2e-2f);
 }
 
-// Linear layers through cuBLASLt against ops/cpu/matmul.cc (OpenBLAS), with and without bias; the backward adds
-// into gradients that already hold values.
+// Linear layers through cuBLASLt against ops/cpu/matmul.cc (OpenBLAS), with and without bias; the backward writes
+// dinp over stale values and adds into weight gradients that already hold values.
 void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias) {
   const size_t rows = static_cast<size_t>(N), in = static_cast<size_t>(C), out_cols = static_cast<size_t>(OC);
   auto x = Rounded(Random(rows * in)), w = Rounded(Random(out_cols * in, 0.05f)), b = Rounded(Random(out_cols));
@@ -382,6 +382,47 @@ void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias) 
   Compare("matmul backward dinp " + shape, gpu.Read(gdx), dx, kBf16Rtol, 1e-2f);
   Compare("matmul backward dweight " + shape, gpu.Read(gdw), dw, 1e-4f, 1e-3f);
   Compare("matmul backward dbias " + shape, gpu.Read(gdb), db, 1e-4f, 1e-3f);
+}
+
+// A Linear layer with GELU, [N, C] -> [N, F], and the backward of the next Linear layer, [N, F] -> [N, C], into
+// d(pre-GELU), through cuBLASLt's GELU epilogues (`epilogues`; F not a multiple of 8 falls back to the GEMM and
+// the GELU kernels) or without them, against ops/cpu. The CPU's backward reads the GPU's pre and act (bf16), so
+// each direction is compared alone. With epilogues on and F a multiple of 8 the fused path must be the one taken.
+void MatmulGelu(Gpu& gpu, cuda::Matmul& blas, int N, int C, int F, bool epilogues) {
+  const size_t rows = static_cast<size_t>(N), in = static_cast<size_t>(C), hidden = static_cast<size_t>(F);
+  auto x = Rounded(Random(rows * in)), w1 = Rounded(Random(hidden * in, 0.05f)), b1 = Rounded(Random(hidden));
+  auto w2 = Rounded(Random(in * hidden, 0.05f)), dout = Rounded(Random(rows * in));
+  auto dpre = Rounded(Random(rows * hidden));  // stale: the backward writes it
+  auto dw2 = Random(in * hidden), db2 = Random(in);
+  Buffer gx = gpu.Bf16(x), gw1 = gpu.Bf16(w1), gb1 = gpu.Bf16(b1), gw2 = gpu.Bf16(w2), gdout = gpu.Bf16(dout);
+  Buffer gpre = gpu.Bf16(std::vector<float>(rows * hidden)), gact = gpu.Bf16(std::vector<float>(rows * hidden));
+  Buffer gdpre = gpu.Bf16(dpre), gdw2 = gpu.F32(dw2), gdb2 = gpu.F32(db2);
+  const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "->" + std::to_string(F) +
+                            (epilogues ? " epilogues" : " kernels");
+  blas.set_gelu_epilogues(epilogues);
+  const int64_t fallbacks = blas.gelu_fallbacks();
+  Gpu::Check(blas.ForwardGelu(gact.as<uint16_t>(), gpre.as<uint16_t>(), gx.as<uint16_t>(), gw1.as<uint16_t>(),
+                              gb1.as<uint16_t>(), N, C, F, gpu.stream()), "Matmul::ForwardGelu");
+  Gpu::Check(blas.BackwardGelu(gdpre.as<uint16_t>(), gdw2.as<float>(), gdb2.as<float>(), gdout.as<uint16_t>(),
+                               gact.as<uint16_t>(), gpre.as<uint16_t>(), gw2.as<uint16_t>(), N, F, C, gpu.stream()),
+             "Matmul::BackwardGelu");
+  blas.set_gelu_epilogues(true);
+  if (epilogues && F % 8 == 0 && blas.gelu_fallbacks() != fallbacks) {
+    std::printf("FAIL matmul+gelu %s: cuBLASLt had no algorithm for a GELU epilogue (%lld fallbacks)\n",
+                shape.c_str(), static_cast<long long>(blas.gelu_fallbacks() - fallbacks));
+    ++g_failures;
+  }
+  std::vector<float> pre(rows * hidden), act(rows * hidden);
+  cpu::MatmulForward(pre.data(), x.data(), w1.data(), b1.data(), N, C, F);
+  cpu::GeluForward(act.data(), pre.data(), static_cast<int64_t>(rows * hidden));
+  Compare("matmul+gelu forward pre " + shape, gpu.Read(gpre), pre, kBf16Rtol, 1e-2f);
+  Compare("matmul+gelu forward act " + shape, gpu.Read(gact), act, kBf16Rtol, 1e-2f);
+  const std::vector<float> gpu_pre = gpu.Read(gpre), gpu_act = gpu.Read(gact);
+  cpu::MatmulBackward(dpre.data(), dw2.data(), db2.data(), dout.data(), gpu_act.data(), w2.data(), N, F, C);
+  cpu::GeluBackward(dpre.data(), gpu_pre.data(), dpre.data(), static_cast<int64_t>(rows * hidden));
+  Compare("matmul+gelu backward dpre " + shape, gpu.Read(gdpre), dpre, kBf16Rtol, 1e-2f);
+  Compare("matmul+gelu backward dweight " + shape, gpu.Read(gdw2), dw2, 1e-4f, 1e-3f);
+  Compare("matmul+gelu backward dbias " + shape, gpu.Read(gdb2), db2, 1e-4f, 1e-3f);
 }
 
 // Two steps of optim/adamw.cc's AdamW over gpt-tiny's parameters, tensor by tensor on the GPU (decay on matrices
@@ -448,6 +489,10 @@ int main() {
   Matmul(gpu, **blas, 256, 768, 2304, true);
   Matmul(gpu, **blas, 100, 96, 40, false);
   Matmul(gpu, **blas, 33, 64, 8, true);
+  MatmulGelu(gpu, **blas, 256, 768, 3072, true);
+  MatmulGelu(gpu, **blas, 256, 768, 3072, false);
+  MatmulGelu(gpu, **blas, 33, 64, 40, true);
+  MatmulGelu(gpu, **blas, 50, 64, 36, true);
   std::printf("cuda_ops: %s\n", g_failures == 0 ? "every operation matches its CPU twin" : "MISMATCHES above");
   return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

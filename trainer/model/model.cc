@@ -57,7 +57,7 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops,
   d_qkv_ = Act(N * config.qkv_dim());
   d_attn_ = Act(N * C);
   d_fc_ = Act(N * fc);
-  d_act_ = Act(N * F);
+  if (config.arch != Arch::kGpt) d_act_ = Act(N * F);  // GPT's GELU backward goes straight into d_fc_
   d_drop_ = Act(N * C);
 }
 
@@ -156,8 +156,7 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   ResidualNormForward(a.mid.data(), a.norm2.data(), a.mean2.as<float>(), a.rstd2.as<float>(), input, d_attn_.data(),
                       w.norm2_w, w.norm2_b, N);
   if (gpt) {
-    ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, F);
-    ops_->GeluForward(a.act.data(), a.fc.data(), int64_t{N} * F);
+    ops_->MatmulGeluForward(a.act.data(), a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, F);
   } else {
     ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, nullptr, N, C, 2 * F);
     ops_->SwigluForward(a.act.data(), a.fc.data(), N, F);
@@ -226,12 +225,13 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     const LayerViews& dw = g_.layers[l];
     // FFN branch: d_res is d(layer output), which is also d(FFN output) and part of d(mid).
     const int fc_dim = gpt ? F : 2 * F;
-    ops_->MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, Masked(d_res_, Site(3 + 3 * l)), a.act.data(), w.out_w,
-                         N, F, C);
-    done(layout_.LayerPart(l, "out."));
+    const void* d_out = Masked(d_res_, Site(3 + 3 * l));
     if (gpt) {
-      ops_->GeluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), int64_t{N} * F);
+      ops_->MatmulGeluBackward(d_fc_.data(), dw.out_w, dw.out_b, d_out, a.act.data(), a.fc.data(), w.out_w, N, F, C);
+      done(layout_.LayerPart(l, "out."));
     } else {
+      ops_->MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, d_out, a.act.data(), w.out_w, N, F, C);
+      done(layout_.LayerPart(l, "out."));
       ops_->SwigluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), N, F);
     }
     ops_->MatmulBackward(d_norm_.data(), dw.fc_w, dw.fc_b, d_fc_.data(), a.norm2.data(), w.fc_w, N, C, fc_dim);

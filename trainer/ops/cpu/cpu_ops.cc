@@ -56,6 +56,16 @@ class CpuOps : public Ops {
                       int N, int C, int OC) override {
     cpu::MatmulBackward(F(dinp), dweight, dbias, F(dout), F(inp), F(weight), N, C, OC);
   }
+  void MatmulGeluForward(void* act, void* pre, const void* inp, const void* weight, const void* bias, int N, int C,
+                         int OC) override {
+    cpu::MatmulForward(F(pre), F(inp), F(weight), F(bias), N, C, OC);
+    cpu::GeluForward(F(act), F(pre), int64_t{N} * OC);
+  }
+  void MatmulGeluBackward(void* dpre, float* dweight, float* dbias, const void* dout, const void* act,
+                          const void* pre, const void* weight, int N, int C, int OC) override {
+    cpu::MatmulBackward(F(dpre), dweight, dbias, F(dout), F(act), F(weight), N, C, OC);
+    cpu::GeluBackward(F(dpre), F(pre), F(dpre), int64_t{N} * C);  // in place: d(act) becomes d(pre)
+  }
   int64_t AttentionSaved(int B, int H, int T) const override { return int64_t{B} * H * T * T; }
   void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H, int KV, int hd,
                         const DropoutSite& dropout) override {

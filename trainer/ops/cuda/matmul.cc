@@ -3,12 +3,16 @@
 //   forward  D(OC x N)  = W^T(OC x C) . inp(C x N)          (+ bias over D's rows: the BIAS epilogue)
 //   dinp     D(C x N)   = W(C x OC) . dout(OC x N)          (beta 0, bf16)
 //   dweight  D(C x OC) += inp(C x N) . dout^T(N x OC)        (beta 1, fp32 output from bf16 inputs)
+// With GELU: the forward's GELU_AUX(_BIAS) epilogue stores GELU(D) and, as aux (ld OC), D itself; the dinp
+// product's DGELU epilogue multiplies D by GELU'(aux), aux being the forward's (ld C).
 #include "trainer/ops/cuda/matmul.h"
 
 #include <cublasLt.h>
 
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "common/site_library.h"
 
@@ -49,6 +53,14 @@ struct Matmul::Gemm {
   float beta;
 };
 
+// What cuBLASLt applies to the product before it stores D.
+struct Matmul::Epilogue {
+  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;  // BIAS, GELU_AUX_BIAS: [m], D's type
+  const void* aux = nullptr;   // GELU_AUX(_BIAS): receives the GELU input; DGELU: reads it; m x n, D's type
+  int64_t aux_ld = 0;
+};
+
 namespace {
 
 // The largest power of two, up to 256, that divides the address: cuBLASLt assumes 256 unless told.
@@ -84,7 +96,10 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Open(Device& device, size_t workspace_
     api->destroy(api->handle);
     return workspace.status().WithContext("cuBLASLt workspace");
   }
-  return std::unique_ptr<Matmul>(new Matmul(std::move(api), std::move(*workspace)));
+  auto matmul = std::unique_ptr<Matmul>(new Matmul(std::move(api), std::move(*workspace)));
+  const char* epilogues = std::getenv("SRUNWAY_GELU_EPILOGUE");
+  matmul->set_gelu_epilogues(epilogues == nullptr || std::strcmp(epilogues, "0") != 0);
+  return matmul;
 }
 
 Matmul::Matmul(std::unique_ptr<Api> api, Buffer workspace) : api_(std::move(api)), workspace_(std::move(workspace)) {}
@@ -93,7 +108,8 @@ Matmul::~Matmul() { api_->destroy(api_->handle); }
 
 const std::string& Matmul::library_path() const { return api_->lib.path(); }
 
-Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, const void* bias, Stream stream) {
+Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
+                   Stream stream) {
   const Api& api = *api_;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a_layout = nullptr, b_layout = nullptr, d_layout = nullptr;
@@ -118,12 +134,23 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
                                     "cublasLtMatmulDescSetAttribute(TRANSA)"));
   SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &gemm.trans_b, sizeof gemm.trans_b),
                                     "cublasLtMatmulDescSetAttribute(TRANSB)"));
-  if (bias != nullptr) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+  if (epilogue.kind != CUBLASLT_EPILOGUE_DEFAULT) {
+    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue.kind,
+                                                   sizeof epilogue.kind),
                                       "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
-    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+  }
+  if (epilogue.bias != nullptr) {
+    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue.bias,
+                                                   sizeof epilogue.bias),
                                       "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
+  }
+  if (epilogue.aux != nullptr) {
+    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epilogue.aux,
+                                                   sizeof epilogue.aux),
+                                      "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)"));
+    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &epilogue.aux_ld,
+                                                   sizeof epilogue.aux_ld),
+                                      "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)"));
   }
   const bool ta = gemm.trans_a == CUBLAS_OP_T, tb = gemm.trans_b == CUBLAS_OP_T;
   SRUNWAY_RETURN_IF_ERROR(api.Check(api.layout_create(&a_layout, CUDA_R_16BF, ta ? gemm.k : gemm.m,
@@ -149,8 +176,8 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
   SRUNWAY_RETURN_IF_ERROR(api.Check(api.heuristic(api.handle, desc, a_layout, b_layout, d_layout, d_layout, pref, 1,
                                                   &result, &found), "cublasLtMatmulAlgoGetHeuristic"));
   if (found == 0) {
-    return common::Internal("cuBLASLt has no algorithm for a {}x{}x{} product (op A {}, op B {})", gemm.m, gemm.n,
-                            gemm.k, ta ? "T" : "N", tb ? "T" : "N");
+    return common::NotFound("cuBLASLt has no algorithm for a {}x{}x{} product (op A {}, op B {}, epilogue {})",
+                            gemm.m, gemm.n, gemm.k, ta ? "T" : "N", tb ? "T" : "N", static_cast<int>(epilogue.kind));
   }
   const float alpha = 1.0f;
   return api.Check(api.matmul(api.handle, desc, &alpha, a, a_layout, b, b_layout, &gemm.beta, d, d_layout, d, d_layout,
@@ -160,18 +187,24 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
 
 Status Matmul::Forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C, int OC,
                        Stream stream) {
-  return Run({CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, C, C, OC, CUDA_R_16BF, 0.0f}, weight, inp, out, bias, stream);
+  const Epilogue epilogue{bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias};
+  return Run({CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, C, C, OC, CUDA_R_16BF, 0.0f}, weight, inp, out, epilogue, stream);
 }
 
 Status Matmul::Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                         const bf16* weight, int N, int C, int OC, Stream stream) {
   if (dinp != nullptr) {
     SRUNWAY_RETURN_IF_ERROR(Run({CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, C, OC, C, CUDA_R_16BF, 0.0f}, weight, dout, dinp,
-                                nullptr, stream).WithContext("dinp"));
+                                {}, stream).WithContext("dinp"));
   }
+  return WeightGradients(dweight, dbias, dout, inp, N, C, OC, stream);
+}
+
+Status Matmul::WeightGradients(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int N, int C, int OC,
+                               Stream stream) {
   if (dweight != nullptr) {
     SRUNWAY_RETURN_IF_ERROR(Run({CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, C, OC, C, CUDA_R_32F, 1.0f}, inp, dout, dweight,
-                                nullptr, stream).WithContext("dweight"));
+                                {}, stream).WithContext("dweight"));
   }
   if (dbias != nullptr) {
     if (int rc = BiasGradient(dbias, dout, N, OC, stream); rc != 0) {
@@ -179,6 +212,43 @@ Status Matmul::Backward(bf16* dinp, float* dweight, float* dbias, const bf16* do
     }
   }
   return Status::Ok();
+}
+
+Status Matmul::ForwardGelu(bf16* act, bf16* pre, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C,
+                           int OC, Stream stream) {
+  if (gelu_epilogues_ && OC % 8 == 0) {
+    const Epilogue epilogue{bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, bias, pre,
+                            OC};
+    Status fused = Run({CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, C, C, OC, CUDA_R_16BF, 0.0f}, weight, inp, act, epilogue,
+                       stream);
+    if (fused.code() != common::StatusCode::kNotFound) return fused;
+    ++gelu_fallbacks_;
+  }
+  SRUNWAY_RETURN_IF_ERROR(Forward(pre, inp, weight, bias, N, C, OC, stream));
+  if (int rc = GeluForward(act, pre, int64_t{N} * OC, stream); rc != 0) {
+    return common::Internal("GELU kernel: {}", ErrorText(rc));
+  }
+  return Status::Ok();
+}
+
+Status Matmul::BackwardGelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* act,
+                            const bf16* pre, const bf16* weight, int N, int C, int OC, Stream stream) {
+  const Gemm dinp{CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, C, OC, C, CUDA_R_16BF, 0.0f};
+  bool fused = false;
+  if (gelu_epilogues_ && C % 8 == 0) {
+    Status status = Run(dinp, weight, dout, dpre, {CUBLASLT_EPILOGUE_DGELU, nullptr, pre, C}, stream);
+    if (status.code() != common::StatusCode::kNotFound && !status.ok()) return status.WithContext("dinp");
+    fused = status.ok();
+    if (!fused) ++gelu_fallbacks_;
+  }
+  if (!fused) {
+    SRUNWAY_RETURN_IF_ERROR(Run(dinp, weight, dout, dpre, {}, stream).WithContext("dinp"));
+    // d(pre) = GELU'(pre) * d(act), in place.
+    if (int rc = GeluBackward(dpre, pre, dpre, int64_t{N} * C, stream); rc != 0) {
+      return common::Internal("GELU backward kernel: {}", ErrorText(rc));
+    }
+  }
+  return WeightGradients(dweight, dbias, dout, act, N, C, OC, stream);
 }
 
 }  // namespace srunway::trainer::cuda

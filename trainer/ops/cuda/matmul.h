@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -30,17 +31,42 @@ class Matmul {
   common::Status Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                           const bf16* weight, int N, int C, int OC, Stream stream);
 
+  // A Linear layer followed by GELU (tanh form): pre = inp @ weight^T (+ bias), act = GELU(pre), both [N, OC].
+  // One GEMM with cuBLASLt's GELU_AUX(_BIAS) epilogue, which stores both, where gelu_epilogues() and OC is a
+  // multiple of 8 (the epilogue's leading dimension) and cuBLASLt has an algorithm for it; else Forward and the
+  // GELU kernel.
+  common::Status ForwardGelu(bf16* act, bf16* pre, const bf16* inp, const bf16* weight, const bf16* bias, int N,
+                             int C, int OC, Stream stream);
+  // The backward of a Linear layer whose input was act = GELU(pre), [N, C]: dpre = (dout @ weight) * GELU'(pre)
+  // (written, bf16), dweight and dbias as Backward. The DGELU epilogue under the same conditions (C a multiple of
+  // 8), else Backward and the GELU backward kernel in place.
+  common::Status BackwardGelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* act,
+                              const bf16* pre, const bf16* weight, int N, int C, int OC, Stream stream);
+  // Whether the GELU epilogues are tried: yes unless SRUNWAY_GELU_EPILOGUE=0 was set when this was opened.
+  bool gelu_epilogues() const { return gelu_epilogues_; }
+  void set_gelu_epilogues(bool on) { gelu_epilogues_ = on; }
+  // How many ForwardGelu/BackwardGelu calls tried an epilogue and went the unfused way (no algorithm for it).
+  int64_t gelu_fallbacks() const { return gelu_fallbacks_; }
+
   const std::string& library_path() const;
 
  private:
   struct Api;
   struct Gemm;
+  struct Epilogue;
   Matmul(std::unique_ptr<Api> api, Buffer workspace);
-  // D (m x n) = alpha op(A) op(B) + beta C, column-major, C and D the same matrix.
-  common::Status Run(const Gemm& gemm, const void* a, const void* b, void* d, const void* bias, Stream stream);
+  // D (m x n) = epilogue(alpha op(A) op(B) + beta C), column-major, C and D the same matrix. NotFound when
+  // cuBLASLt has no algorithm for it.
+  common::Status Run(const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
+                     Stream stream);
+  // Backward's dweight and dbias.
+  common::Status WeightGradients(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int N, int C, int OC,
+                                 Stream stream);
 
   std::unique_ptr<Api> api_;
   Buffer workspace_;
+  bool gelu_epilogues_ = true;
+  int64_t gelu_fallbacks_ = 0;
 };
 
 }  // namespace srunway::trainer::cuda
