@@ -114,7 +114,9 @@ add cuda_saxpy "$here/bin/gpu-cuda_saxpy"
 add cuda_device "$here/bin/gpu-cuda_device"
 add cuda_ops "$here/bin/gpu-cuda_ops"
 add cuda_model "$here/bin/gpu-cuda_model"
-# The one-warp-per-row attention that the tiled kernels replace (and the fallback should they fail here).
+# The other attention kernels (the fallbacks should the mma.sync ones fail here): flash_attention.cu's WMMA
+# tiles, and the one warp per query row.
+add cuda_ops_wmma_attention env SRUNWAY_ATTENTION=wmma "$here/bin/gpu-cuda_ops"
 add cuda_ops_simple_attention env SRUNWAY_ATTENTION=simple "$here/bin/gpu-cuda_ops"
 add nccl_comm env COMM_OPS="$here/bin/comm_ops" SRUNWAY_LAUNCH="$here/bin/srunway-launch" \
   SRUNWAY_COLLBENCH="$here/bin/srunway-collbench" bash "$here/nccl_comm.sh"

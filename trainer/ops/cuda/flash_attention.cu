@@ -1,5 +1,7 @@
 // Causal attention on tensor cores with FlashAttention-2's schedule, the same contract as attention.cu (which
-// remains for head sizes this file is not built for, and under SRUNWAY_ATTENTION=simple).
+// remains for head sizes this file is not built for, and under SRUNWAY_ATTENTION=simple). FlashAttentionForward
+// and FlashAttentionBackward run flash_attention_mma.cu's kernels (mma.sync, the softmax in registers); the WMMA
+// kernels below, which stage every tile's scores in shared memory, run under SRUNWAY_ATTENTION=wmma.
 //
 // Forward: a block takes 64 query rows of one head and walks the key tiles of 64 up to its last query; each of
 // its four warps owns 16 rows: S = Q K^T (bf16 WMMA, fp32 accumulation) into shared memory, the online softmax
@@ -18,6 +20,7 @@
 #include <type_traits>
 
 #include "trainer/ops/cuda/common.cuh"
+#include "trainer/ops/cuda/flash_tiles.cuh"
 
 namespace srunway::trainer::cuda {
 namespace {
@@ -33,7 +36,7 @@ using nvcuda::wmma::mem_row_major;
 using nvcuda::wmma::mma_sync;
 using nvcuda::wmma::row_major;
 using nvcuda::wmma::store_matrix_sync;
-using Half = __nv_bfloat16;
+using namespace flash;  // NOLINT: the shared tiles, shapes and dropout decision
 
 using FragA = fragment<matrix_a, 16, 16, 16, Half, row_major>;
 using FragAT = fragment<matrix_a, 16, 16, 16, Half, col_major>;  // a transposed view of a row-major tile
@@ -41,32 +44,9 @@ using FragB = fragment<matrix_b, 16, 16, 16, Half, row_major>;
 using FragBT = fragment<matrix_b, 16, 16, 16, Half, col_major>;
 using FragC = fragment<accumulator, 16, 16, 16, float>;
 
-constexpr int kTile = 64;                // query rows per forward block, keys per backward block, and the other tile
-constexpr int kWarps = 4;                // each owns 16 rows of a tile
-constexpr int kTileThreads = kWarps * kWarp;
 constexpr int kSLd = kTile + 4;          // fp32 score rows in shared memory (padding against bank conflicts)
 constexpr int kPLd = kTile + 8;          // bf16 probability rows
-template <int hd> constexpr int kLd = hd + 8;   // bf16 q/k/v/dout rows
 template <int hd> constexpr int kOLd = hd + 4;  // fp32 output rows
-
-struct Dims {
-  int B, T, H, KV;
-  float scale, p, keep_scale;
-  uint64_t key;
-  int64_t first_index;
-};
-
-// Rows [row0, row0 + kTile) of one head into shared memory [kTile][kLd], 16 bytes at a time; zeros past T.
-template <int hd>
-__device__ void LoadTile(Half* dst, const Half* src, int64_t stride, int row0, int T) {
-  constexpr int kChunks = hd / 8;
-  for (int i = threadIdx.x; i < kTile * kChunks; i += blockDim.x) {
-    const int r = i / kChunks, c = i % kChunks * 8;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (row0 + r < T) value = *reinterpret_cast<const uint4*>(src + (row0 + r) * stride + c);
-    *reinterpret_cast<uint4*>(dst + r * kLd<hd> + c) = value;
-  }
-}
 
 // The 16 x 64 product of 16 rows of `a` (row-major, ld kLd) with the transpose of the 64 rows of `b`, into `out`.
 template <int hd>
@@ -83,10 +63,6 @@ __device__ void RowsTimesTileT(float* out, const Half* a, const Half* b) {
     }
     store_matrix_sync(out + n * 16, acc, kSLd, mem_row_major);
   }
-}
-
-__device__ __forceinline__ bool Keeps(const Dims& d, int64_t bh, int query, int key) {
-  return DropoutKeeps(d.key, static_cast<uint64_t>(d.first_index + (bh * d.T + query) * d.T + key), d.p);
 }
 
 template <int hd>
@@ -312,32 +288,21 @@ __global__ void StoreQkvGradients(bf16* dqkv, const float* dq, const float* dk, 
   }
 }
 
-Dims MakeDims(int B, int T, int H, int KV, int hd, float p, uint64_t key, int64_t first_index) {
-  return {B, T, H, KV, 1.0f / sqrtf(static_cast<float>(hd)), p, p > 0 ? 1.0f / (1.0f - p) : 1.0f, key, first_index};
-}
-
 bool Aligned(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
-// Calls launch(std::integral_constant<int, hd>) for the head sizes this file is built for.
-template <typename Launch>
-int ForTiledHeadSize(int hd, Launch launch) {
-  switch (hd) {
-    case 32: return launch(std::integral_constant<int, 32>{});
-    case 64: return launch(std::integral_constant<int, 64>{});
-    case 96: return launch(std::integral_constant<int, 96>{});
-    case 128: return launch(std::integral_constant<int, 128>{});
-    default: return static_cast<int>(cudaErrorInvalidValue);
-  }
+// SRUNWAY_ATTENTION, read once: "simple", "wmma", or anything else (the mma.sync kernels).
+bool AttentionIs(const char* name) {
+  static const char* const choice = [] {
+    const char* value = std::getenv("SRUNWAY_ATTENTION");
+    return value == nullptr ? "" : value;
+  }();
+  return std::strcmp(choice, name) == 0;
 }
 
 }  // namespace
 
 bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const void* dout) {
-  static const bool simple = [] {
-    const char* choice = std::getenv("SRUNWAY_ATTENTION");
-    return choice != nullptr && std::strcmp(choice, "simple") == 0;
-  }();
-  return !simple && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && Aligned(qkv) && Aligned(out) &&
+  return !AttentionIs("simple") && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && Aligned(qkv) && Aligned(out) &&
          (dout == nullptr || Aligned(dout));
 }
 
@@ -350,6 +315,7 @@ int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, 
   if (KV <= 0 || H % KV != 0) return static_cast<int>(cudaErrorInvalidValue);
   if (int64_t{B} * H * T == 0) return 0;
   const Dims d = MakeDims(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index);
+  if (!AttentionIs("wmma")) return MmaForward(out, lse, qkv, d, hd, AsStream(stream));
   const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kTile - 1) / kTile));
   return ForTiledHeadSize(hd, [&](auto size) {
     constexpr int kHd = decltype(size)::value;
@@ -381,7 +347,9 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
             kThreads, 0, AsStream(stream)>>>(D, dout, out, B, T, H, hd);
   if (int rc = Launched(); rc != 0) return rc;
   const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kTile - 1) / kTile));
-  if (int rc = ForTiledHeadSize(hd, [&](auto size) {
+  if (!AttentionIs("wmma")) {
+    if (int rc = MmaBackward(dq, dk, dv, dout, qkv, lse, D, d, hd, AsStream(stream)); rc != 0) return rc;
+  } else if (int rc = ForTiledHeadSize(hd, [&](auto size) {
         constexpr int kHd = decltype(size)::value;
         constexpr size_t bytes = BackwardSharedBytes<kHd>();
         if (int allowed = AllowSharedMemory(FlashBackward<kHd>, bytes); allowed != 0) return allowed;

@@ -89,9 +89,9 @@ int ToBf16(bf16* out, const float* in, int64_t n, Stream stream);
 // attention.cu: causal attention with grouped-query heads, qkv rows [q heads | k heads | v heads] as on the CPU;
 // out [B, T, H * hd]. Flash-style contract: no [T, T] matrix is kept, only the log-sum-exp of each query row's
 // scores (lse [B, H, T], fp32), from which the backward recomputes the probabilities. Head sizes 32, 64, 96 and 128
-// (with 16-byte aligned tensors) run flash_attention.cu's tiled tensor-core kernels; others (a multiple of 32 up
-// to 256), or every size under SRUNWAY_ATTENTION=simple, one warp per query row with an online softmax (correct,
-// slow). Attention dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix
+// (with 16-byte aligned tensors) run tiled tensor-core kernels: flash_attention_mma.cu's (mma.sync, softmax in
+// registers), or under SRUNWAY_ATTENTION=wmma flash_attention.cu's; others (a multiple of 32 up to 256), or every
+// size under SRUNWAY_ATTENTION=simple, one warp per query row with an online softmax (correct, slow). Attention dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix
 // after first_index). The backward writes dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
 int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd);
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,

@@ -1,0 +1,372 @@
+// Causal attention with FlashAttention-2's schedule on mma.sync (m16n8k16: bf16 products, fp32 accumulation),
+// the softmax done in registers: the default kernels behind flash_attention.cu's FlashAttentionForward/Backward
+// (the same contract as attention.cu). The tiles are flash_tiles.cuh's: 64 rows per block, four warps of 16.
+//
+// Fragments of mma.m16n8k16 (PTX ISA), lane = 4 g + t:
+//   A, 16 x 16:  a[0] = A[g][2t, 2t+1]  a[1] = A[g+8][2t, 2t+1]  a[2] = A[g][2t+8, 2t+9]  a[3] = A[g+8][2t+8, 2t+9]
+//   B, 16 x 8:   b[0] = B[2t, 2t+1][g]  b[1] = B[2t+8, 2t+9][g]
+//   C, 16 x 8:   c[0], c[1] = C[g][2t], C[g][2t+1]    c[2], c[3] = C[g+8][2t], C[g+8][2t+1]
+// (two bf16 per 32-bit register, the lower column in the low half). The C fragments of two adjacent 8-column
+// tiles, packed to bf16, are the A fragment of the 16 x 16 block they form, so probabilities go from one product
+// into the next without leaving registers.
+//
+// Forward: a block takes 64 queries of one head and walks the key tiles up to its last query. Each warp keeps its
+// 16 rows' Q fragments, computes S = Q K^T for the tile, the online softmax in base 2 (each row spread over the
+// four lanes of a quad: running max and sum, exchanged by shuffles), and O += P V with O in registers; at the end
+// O / sum and the log-sum-exp (natural log, as attention.cu's).
+// Backward: a block takes 64 keys of one head and walks the query tiles from its first key on. Each warp owns 16
+// keys: S^T = K Q^T and dP^T = V dO^T, P^T from the saved log-sum-exp, dS^T = P^T o (M o dP^T - D); dV += (P o
+// M)^T dO and dK += dS^T Q stay in registers across the walk; dS^T goes through shared memory so that each warp
+// can add its 16 queries' dQ += dS K to the fp32 scratch. Dropout (M) as flash_attention.cu's.
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+#include "trainer/ops/cuda/common.cuh"
+#include "trainer/ops/cuda/flash_tiles.cuh"
+
+namespace srunway::trainer::cuda::flash {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kDsLd = kTile + 8;  // bf16 dS^T rows [key][query] in shared memory
+
+// c += a b.
+__device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8 x 8 bf16 matrices from shared memory, each transposed: lane l gives the address of row l % 8 of matrix
+// l / 8, and r[i] receives matrix i as a B (or A) fragment register.
+__device__ __forceinline__ void LoadTransposed(uint32_t (&r)[4], const Half* row) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+__device__ __forceinline__ uint32_t Pair(const Half* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ __forceinline__ uint32_t Pack(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+// A (16 x 16) = columns [c0, c0 + 16) of 16 rows of a row-major shared tile.
+__device__ __forceinline__ void LoadA(uint32_t (&a)[4], const Half* rows, int ld, int c0, int g, int t) {
+  a[0] = Pair(rows + g * ld + c0 + 2 * t);
+  a[1] = Pair(rows + (g + 8) * ld + c0 + 2 * t);
+  a[2] = Pair(rows + g * ld + c0 + 2 * t + 8);
+  a[3] = Pair(rows + (g + 8) * ld + c0 + 2 * t + 8);
+}
+
+// A (16 x 16) = M^T at rows [m0, m0 + 16), columns [k0, k0 + 16), for M row-major in shared memory (its rows
+// are A's columns).
+__device__ __forceinline__ void LoadATransposed(uint32_t (&a)[4], const Half* m, int ld, int m0, int k0, int lane) {
+  const int matrix = lane / 8, r = lane % 8;
+  LoadTransposed(a, m + (k0 + matrix / 2 * 8 + r) * ld + m0 + matrix % 2 * 8);
+}
+
+// B (16 x 8) = M^T at columns [n0, n0 + 8): B[k][n] = M[n0 + n][c0 + k], M row-major (8 of its rows).
+__device__ __forceinline__ void LoadBTransposed(uint32_t& b0, uint32_t& b1, const Half* rows, int ld, int c0, int g,
+                                                int t) {
+  b0 = Pair(rows + g * ld + c0 + 2 * t);
+  b1 = Pair(rows + g * ld + c0 + 2 * t + 8);
+}
+
+// B for the two 8-column tiles of M [k0, k0 + 16) x [n0, n0 + 16), M row-major in shared memory: b[0], b[1] for
+// columns n0.., b[2], b[3] for n0 + 8...
+__device__ __forceinline__ void LoadB2(uint32_t (&b)[4], const Half* m, int ld, int k0, int n0, int lane) {
+  const int matrix = lane / 8, r = lane % 8;
+  LoadTransposed(b, m + (k0 + matrix % 2 * 8 + r) * ld + n0 + matrix / 2 * 8);
+}
+
+// The A fragment of the 16 x 16 block made of C fragments c[2i] and c[2i + 1] (each 16 x 8), in bf16.
+template <int kTiles>
+__device__ __forceinline__ void PackA(uint32_t (&a)[4], const float (&c)[kTiles][4], int i) {
+  a[0] = Pack(c[2 * i][0], c[2 * i][1]);
+  a[1] = Pack(c[2 * i][2], c[2 * i][3]);
+  a[2] = Pack(c[2 * i + 1][0], c[2 * i + 1][1]);
+  a[3] = Pack(c[2 * i + 1][2], c[2 * i + 1][3]);
+}
+
+// The maximum (or sum) of x over the four lanes of a quad.
+__device__ __forceinline__ float QuadMax(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float QuadSum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <int hd>
+constexpr size_t ForwardShared() {
+  return sizeof(Half) * 3 * kTile * kLd<hd>;
+}
+
+template <int hd>
+__global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* lse, const bf16* qkv, Dims d) {
+  extern __shared__ __align__(128) unsigned char shared[];
+  Half* q = reinterpret_cast<Half*>(shared);
+  Half* k = q + kTile * kLd<hd>;
+  Half* v = k + kTile * kLd<hd>;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const int64_t bh = blockIdx.x;
+  const int b = static_cast<int>(bh / d.H), h = static_cast<int>(bh % d.H), kv = h / (d.H / d.KV);
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;  // the longest rows first
+  const int64_t stride = int64_t{d.H + 2 * d.KV} * hd;
+  const Half* base = reinterpret_cast<const Half*>(qkv) + int64_t{b} * d.T * stride;
+  LoadTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);
+  __syncthreads();
+  uint32_t qa[hd / 16][4];
+  #pragma unroll
+  for (int c = 0; c < hd / 16; ++c) LoadA(qa[c], q + warp * 16 * kLd<hd>, kLd<hd>, c * 16, g, t);
+
+  const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};  // the two query rows this lane holds
+  const float scale = d.scale * kLog2e;                              // scores in base 2
+  float o[hd / 8][4] = {};
+  float max_score[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};  // sum: this lane's part of the row
+  const int last_key = min(d.T, q0 + kTile) - 1;
+  for (int k0 = 0; k0 <= last_key; k0 += kTile) {
+    __syncthreads();  // every warp is done with the last tile's k and v
+    LoadTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);
+    LoadTile<hd>(v, base + int64_t{d.H + d.KV + kv} * hd, stride, k0, d.T);
+    __syncthreads();
+    float s[kTile / 8][4] = {};
+    #pragma unroll
+    for (int c = 0; c < hd / 16; ++c) {
+      #pragma unroll
+      for (int j = 0; j < kTile / 8; ++j) {
+        uint32_t b0, b1;
+        LoadBTransposed(b0, b1, k + j * 8 * kLd<hd>, kLd<hd>, c * 16, g, t);
+        Mma(s[j], qa[c], b0, b1);
+      }
+    }
+    float tile_max[2] = {-INFINITY, -INFINITY};
+    #pragma unroll
+    for (int j = 0; j < kTile / 8; ++j) {
+      #pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = k0 + j * 8 + 2 * t + e % 2;
+        s[j][e] = key <= rows[e / 2] && key < d.T ? s[j][e] * scale : -INFINITY;
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
+      }
+    }
+    float rescale[2], offset[2];
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float new_max = fmaxf(max_score[r], QuadMax(tile_max[r]));
+      offset[r] = new_max == -INFINITY ? 0.0f : new_max;
+      rescale[r] = exp2f(max_score[r] - offset[r]);
+      max_score[r] = new_max;
+      sum[r] *= rescale[r];
+    }
+    #pragma unroll
+    for (int j = 0; j < kTile / 8; ++j) {
+      #pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float p = exp2f(s[j][e] - offset[e / 2]);
+        sum[e / 2] += p;
+        if (d.p > 0 && p != 0.0f) p = Keeps(d, bh, rows[e / 2], k0 + j * 8 + 2 * t + e % 2) ? p * d.keep_scale : 0.0f;
+        s[j][e] = p;
+      }
+    }
+    #pragma unroll
+    for (int n = 0; n < hd / 8; ++n) {
+      o[n][0] *= rescale[0];
+      o[n][1] *= rescale[0];
+      o[n][2] *= rescale[1];
+      o[n][3] *= rescale[1];
+    }
+    #pragma unroll
+    for (int c = 0; c < kTile / 16; ++c) {  // O += P V over the tile's keys [16 c, 16 c + 16)
+      uint32_t pa[4];
+      PackA(pa, s, c);
+      #pragma unroll
+      for (int n = 0; n < hd / 16; ++n) {
+        uint32_t vb[4];
+        LoadB2(vb, v, kLd<hd>, c * 16, n * 16, lane);
+        Mma(o[2 * n], pa, vb[0], vb[1]);
+        Mma(o[2 * n + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float total = QuadSum(sum[r]);
+    if (rows[r] >= d.T) continue;
+    const float inverse = 1.0f / total;
+    Half* dst = reinterpret_cast<Half*>(out) + (int64_t{b} * d.T + rows[r]) * d.H * hd + int64_t{h} * hd;
+    #pragma unroll
+    for (int n = 0; n < hd / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(dst + n * 8 + 2 * t) = Pack(o[n][2 * r] * inverse, o[n][2 * r + 1] * inverse);
+    }
+    if (t == 0) lse[bh * d.T + rows[r]] = (max_score[r] + log2f(total)) / kLog2e;
+  }
+}
+
+template <int hd>
+constexpr size_t BackwardShared() {
+  return sizeof(Half) * (4 * kTile * kLd<hd> + kTile * kDsLd) + sizeof(float) * 2 * kTile;
+}
+
+template <int hd>
+__global__ void __launch_bounds__(kTileThreads)
+    BackwardKernel(float* dq, float* dk, float* dv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
+                   Dims d) {
+  extern __shared__ __align__(128) unsigned char shared[];
+  Half* k = reinterpret_cast<Half*>(shared);
+  Half* v = k + kTile * kLd<hd>;
+  Half* q = v + kTile * kLd<hd>;
+  Half* go = q + kTile * kLd<hd>;     // dO
+  Half* ds = go + kTile * kLd<hd>;    // dS^T [key][query]
+  float* tile_lse = reinterpret_cast<float*>(ds + kTile * kDsLd);  // base 2
+  float* tile_d = tile_lse + kTile;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const int64_t bh = blockIdx.x;
+  const int b = static_cast<int>(bh / d.H), h = static_cast<int>(bh % d.H), kv = h / (d.H / d.KV);
+  const int k0 = blockIdx.y * kTile;  // the longest walks first
+  const int64_t stride = int64_t{d.H + 2 * d.KV} * hd, out_stride = int64_t{d.H} * hd;
+  const Half* base = reinterpret_cast<const Half*>(qkv) + int64_t{b} * d.T * stride;
+  const Half* dout_base = reinterpret_cast<const Half*>(dout) + int64_t{b} * d.T * out_stride + int64_t{h} * hd;
+  LoadTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);
+  LoadTile<hd>(v, base + int64_t{d.H + d.KV + kv} * hd, stride, k0, d.T);
+  const Half* my_k = k + warp * 16 * kLd<hd>;
+  const Half* my_v = v + warp * 16 * kLd<hd>;
+  Half* my_ds = ds + warp * 16 * kDsLd;
+  const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};  // the two key rows this lane holds
+  const float scale = d.scale * kLog2e;
+  float dk_acc[hd / 8][4] = {}, dv_acc[hd / 8][4] = {};
+  for (int q0 = k0; q0 < d.T; q0 += kTile) {
+    __syncthreads();  // every warp is done with the last tile's q, dO, dS^T and statistics
+    LoadTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);
+    LoadTile<hd>(go, dout_base, out_stride, q0, d.T);
+    for (int i = threadIdx.x; i < kTile; i += blockDim.x) {
+      const bool valid = q0 + i < d.T;
+      tile_lse[i] = valid ? lse[bh * d.T + q0 + i] * kLog2e : 0.0f;
+      tile_d[i] = valid ? D[bh * d.T + q0 + i] : 0.0f;
+    }
+    __syncthreads();
+    // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys and the tile's 64 queries.
+    float st[kTile / 8][4] = {}, dpt[kTile / 8][4] = {};
+    #pragma unroll
+    for (int c = 0; c < hd / 16; ++c) {
+      uint32_t ka[4], va[4];
+      LoadA(ka, my_k, kLd<hd>, c * 16, g, t);
+      LoadA(va, my_v, kLd<hd>, c * 16, g, t);
+      #pragma unroll
+      for (int j = 0; j < kTile / 8; ++j) {
+        uint32_t b0, b1;
+        LoadBTransposed(b0, b1, q + j * 8 * kLd<hd>, kLd<hd>, c * 16, g, t);
+        Mma(st[j], ka, b0, b1);
+        LoadBTransposed(b0, b1, go + j * 8 * kLd<hd>, kLd<hd>, c * 16, g, t);
+        Mma(dpt[j], va, b0, b1);
+      }
+    }
+    // P^T o M in st; dS^T = P^T o (M o dP^T - D), in bf16, to shared memory.
+    #pragma unroll
+    for (int j = 0; j < kTile / 8; ++j) {
+      #pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = j * 8 + 2 * t + e % 2, query = q0 + i, key = keys[e / 2];
+        const float p = query >= key && query < d.T && key < d.T ? exp2f(st[j][e] * scale - tile_lse[i]) : 0.0f;
+        float mask = 1.0f;
+        if (d.p > 0 && p != 0.0f) mask = Keeps(d, bh, query, key) ? d.keep_scale : 0.0f;
+        st[j][e] = p * mask;
+        dpt[j][e] = p * (dpt[j][e] * mask - tile_d[i]);
+      }
+      *reinterpret_cast<uint32_t*>(my_ds + g * kDsLd + j * 8 + 2 * t) = Pack(dpt[j][0], dpt[j][1]);
+      *reinterpret_cast<uint32_t*>(my_ds + (g + 8) * kDsLd + j * 8 + 2 * t) = Pack(dpt[j][2], dpt[j][3]);
+    }
+    __syncwarp();
+    // dV += (P o M)^T dO and dK += dS^T Q over the tile's queries [16 c, 16 c + 16).
+    #pragma unroll
+    for (int c = 0; c < kTile / 16; ++c) {
+      uint32_t pa[4], dsa[4];
+      PackA(pa, st, c);
+      LoadA(dsa, my_ds, kDsLd, c * 16, g, t);
+      #pragma unroll
+      for (int n = 0; n < hd / 16; ++n) {
+        uint32_t gb[4], qb[4];
+        LoadB2(gb, go, kLd<hd>, c * 16, n * 16, lane);
+        Mma(dv_acc[2 * n], pa, gb[0], gb[1]);
+        Mma(dv_acc[2 * n + 1], pa, gb[2], gb[3]);
+        LoadB2(qb, q, kLd<hd>, c * 16, n * 16, lane);
+        Mma(dk_acc[2 * n], dsa, qb[0], qb[1]);
+        Mma(dk_acc[2 * n + 1], dsa, qb[2], qb[3]);
+      }
+    }
+    __syncthreads();  // every warp's dS^T rows are in shared memory
+    // dQ += dS K for the warp's 16 queries of the tile, over the block's 64 keys.
+    float dq_acc[hd / 8][4] = {};
+    #pragma unroll
+    for (int c = 0; c < kTile / 16; ++c) {
+      uint32_t a[4];
+      LoadATransposed(a, ds, kDsLd, warp * 16, c * 16, lane);
+      #pragma unroll
+      for (int n = 0; n < hd / 16; ++n) {
+        uint32_t kb[4];
+        LoadB2(kb, k, kLd<hd>, c * 16, n * 16, lane);
+        Mma(dq_acc[2 * n], a, kb[0], kb[1]);
+        Mma(dq_acc[2 * n + 1], a, kb[2], kb[3]);
+      }
+    }
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int query = q0 + warp * 16 + g + 8 * r;
+      if (query >= d.T) continue;
+      float* row = dq + ((int64_t{b} * d.T + query) * d.H + h) * hd;
+      #pragma unroll
+      for (int n = 0; n < hd / 8; ++n) {
+        atomicAdd(row + n * 8 + 2 * t, dq_acc[n][2 * r] * d.scale);
+        atomicAdd(row + n * 8 + 2 * t + 1, dq_acc[n][2 * r + 1] * d.scale);
+      }
+    }
+  }
+  // The warp's keys: several query heads share a k/v head, so they add into [B, T, KV, hd].
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (keys[r] >= d.T) continue;
+    const int64_t at = ((int64_t{b} * d.T + keys[r]) * d.KV + kv) * hd;
+    #pragma unroll
+    for (int n = 0; n < hd / 8; ++n) {
+      #pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        atomicAdd(dk + at + n * 8 + 2 * t + e, dk_acc[n][2 * r + e] * d.scale);
+        atomicAdd(dv + at + n * 8 + 2 * t + e, dv_acc[n][2 * r + e]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int MmaForward(bf16* out, float* lse, const bf16* qkv, const Dims& d, int hd, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(d.B * d.H), static_cast<unsigned>((d.T + kTile - 1) / kTile));
+  return ForTiledHeadSize(hd, [&](auto size) {
+    constexpr int kHd = decltype(size)::value;
+    constexpr size_t bytes = ForwardShared<kHd>();
+    if (int rc = AllowSharedMemory(ForwardKernel<kHd>, bytes); rc != 0) return rc;
+    ForwardKernel<kHd><<<grid, kTileThreads, bytes, stream>>>(out, lse, qkv, d);
+    return Launched();
+  });
+}
+
+int MmaBackward(float* dq, float* dk, float* dv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
+                const Dims& d, int hd, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(d.B * d.H), static_cast<unsigned>((d.T + kTile - 1) / kTile));
+  return ForTiledHeadSize(hd, [&](auto size) {
+    constexpr int kHd = decltype(size)::value;
+    constexpr size_t bytes = BackwardShared<kHd>();
+    if (int rc = AllowSharedMemory(BackwardKernel<kHd>, bytes); rc != 0) return rc;
+    BackwardKernel<kHd><<<grid, kTileThreads, bytes, stream>>>(dq, dk, dv, dout, qkv, lse, D, d);
+    return Launched();
+  });
+}
+
+}  // namespace srunway::trainer::cuda::flash

@@ -1,0 +1,69 @@
+// What the two tiled attention implementations share (flash_attention.cu on WMMA, flash_attention_mma.cu on
+// mma.sync): the shape of a call, the tiles in shared memory, the dropout decision, and the mma.sync kernels'
+// entry points, which flash_attention.cu's FlashAttentionForward/Backward call unless SRUNWAY_ATTENTION=wmma.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "trainer/ops/cuda/common.cuh"
+
+namespace srunway::trainer::cuda::flash {
+
+using Half = __nv_bfloat16;
+
+constexpr int kTile = 64;   // query rows per forward block, keys per backward block, and the other tile
+constexpr int kWarps = 4;   // each owns 16 rows of a tile
+constexpr int kTileThreads = kWarps * kWarp;
+template <int hd> constexpr int kLd = hd + 8;  // bf16 q/k/v/dout rows in shared memory: 16 bytes of padding
+
+struct Dims {
+  int B, T, H, KV;
+  float scale, p, keep_scale;
+  uint64_t key;
+  int64_t first_index;
+};
+
+inline Dims MakeDims(int B, int T, int H, int KV, int hd, float p, uint64_t key, int64_t first_index) {
+  return {B, T, H, KV, 1.0f / sqrtf(static_cast<float>(hd)), p, p > 0 ? 1.0f / (1.0f - p) : 1.0f, key, first_index};
+}
+
+// Rows [row0, row0 + kTile) of one head into shared memory [kTile][kLd], 16 bytes at a time; zeros past T.
+template <int hd>
+__device__ inline void LoadTile(Half* dst, const Half* src, int64_t stride, int row0, int T) {
+  constexpr int kChunks = hd / 8;
+  for (int i = threadIdx.x; i < kTile * kChunks; i += blockDim.x) {
+    const int r = i / kChunks, c = i % kChunks * 8;
+    uint4 value = make_uint4(0, 0, 0, 0);
+    if (row0 + r < T) value = *reinterpret_cast<const uint4*>(src + (row0 + r) * stride + c);
+    *reinterpret_cast<uint4*>(dst + r * kLd<hd> + c) = value;
+  }
+}
+
+// Whether attention dropout keeps the probability of (query, key) in head bh: the CPU's mask at the CPU's index.
+__device__ __forceinline__ bool Keeps(const Dims& d, int64_t bh, int query, int key) {
+  return DropoutKeeps(d.key, static_cast<uint64_t>(d.first_index + (bh * d.T + query) * d.T + key), d.p);
+}
+
+// Calls launch(std::integral_constant<int, hd>) for the head sizes the tiled kernels are built for.
+template <typename Launch>
+int ForTiledHeadSize(int hd, Launch launch) {
+  switch (hd) {
+    case 32: return launch(std::integral_constant<int, 32>{});
+    case 64: return launch(std::integral_constant<int, 64>{});
+    case 96: return launch(std::integral_constant<int, 96>{});
+    case 128: return launch(std::integral_constant<int, 128>{});
+    default: return static_cast<int>(cudaErrorInvalidValue);
+  }
+}
+
+// flash_attention_mma.cu, launched on `stream` (0, or the CUDA error). The forward writes out and lse; the
+// backward adds the gradients into dq [B, T, H, hd], dk and dv [B, T, KV, hd] (fp32, zeroed by the caller),
+// given D = rowsum(dO o O) [B, H, T].
+int MmaForward(bf16* out, float* lse, const bf16* qkv, const Dims& d, int hd, cudaStream_t stream);
+int MmaBackward(float* dq, float* dk, float* dv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
+                const Dims& d, int hd, cudaStream_t stream);
+
+}  // namespace srunway::trainer::cuda::flash
