@@ -11,6 +11,7 @@
 #   # on the GPU node (the folder alone is enough):
 #   .gpu-bundle/run.sh OUT_DIR [NAME...]   every check's output in OUT_DIR/checks.log, a summary on stdout; exit 1 if any failed
 #   .gpu-bundle/bench.sh [SIZE...]    srunway-train against PyTorch compiled (gpt2-124m, gpt3-1.3b)
+#   .gpu-bundle/attention.sh          the attention kernels against PyTorch's SDPA (FlashAttention-2, cuDNN)
 #   .gpu-bundle/profile.sh [SIZE]     one step's top kernels and their share of its GPU time (nsys or ncu)
 set -euo pipefail
 
@@ -39,7 +40,7 @@ ninja -C "$build" build.ninja >"$build.setup.log" 2>&1 || { tail -n 20 "$build.s
 readonly kPrograms=(tests/gpu/gpu-cuda_ops tests/gpu/gpu-cuda_model tests/gpu/gpu-cuda_device
                     tests/gpu/gpu-driver_probe tests/gpu/gpu-cuda_saxpy launcher/srunway-launch tests/comm_ops
                     nccl-tests-wrapper/srunway-collbench trainer/srunway-train trainer/srunway-prep
-                    tests/unit/trainer-train-dump)
+                    tests/unit/trainer-train-dump tests/bench/attention_bench)
 targets=()
 for program in "${kPrograms[@]}"; do targets+=("$program"); done
 meson compile -C "$build" "${targets[@]}" >"$build.compile.log" 2>&1 ||
@@ -71,7 +72,8 @@ cp "$kRepo/tests/gpu/nccl_comm.sh" "$kRepo/tests/gpu/train_gpu.sh" "$kRepo/tests
   "$kRepo/tests/unit/trainer/torch_train_steps.py" "$kRepo/tests/unit/trainer/grammar_corpus.py" \
   "$kRepo/tests/bench/nccl_init_vs_torch.sh" \
   "$kRepo/tests/bench/train_gpu_vs_torch.sh" "$kRepo/tests/bench/torch_train_gpu.py" \
-  "$kRepo/tests/bench/torch_train.py" "$kRepo/scripts/profile-step.sh" "$kRepo/scripts/kernel_shares.py" "$out/"
+  "$kRepo/tests/bench/torch_train.py" "$kRepo/scripts/profile-step.sh" "$kRepo/scripts/kernel_shares.py" \
+  "$kRepo/tests/bench/attention_vs_torch.sh" "$kRepo/tests/bench/attention_torch.py" "$out/"
 cat >"$out/bench.sh" <<'BENCH'
 #!/usr/bin/env bash
 # The GPU benchmarks that take minutes: srunway-train against PyTorch compiled (tokens/s, MFU, peak memory, the
@@ -80,6 +82,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRUNWAY_TRAIN=$here/bin/srunway-train SRUNWAY_BENCH_SIZES=${*:-gpt2-124m} bash "$here/train_gpu_vs_torch.sh"
 BENCH
 chmod +x "$out/bench.sh"
+cat >"$out/attention.sh" <<'ATTENTION'
+#!/usr/bin/env bash
+# The attention kernels alone (mma.sync, WMMA) against PyTorch's SDPA on FlashAttention-2 and cuDNN: attention.sh
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRUNWAY_ATTENTION_BENCH=$here/bin/attention_bench bash "$here/attention_vs_torch.sh"
+ATTENTION
+chmod +x "$out/attention.sh"
 cat >"$out/profile.sh" <<'PROFILE'
 #!/usr/bin/env bash
 # One training step's kernels and their share of its GPU time (nsys, else ncu):  profile.sh [SIZE [TOP]]
