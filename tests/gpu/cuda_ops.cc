@@ -337,7 +337,8 @@ void Classifier(Gpu& gpu, int N, int V) {
 }
 
 // Causal attention against ops/cpu/attention.cc: grouped-query heads with and without attention dropout, plain
-// multi-head attention with head dim 128, and head dims 32 and 96 at lengths that end mid-tile. The CPU keeps the probabilities, the GPU their log-sum-exp.
+// multi-head attention with head dim 128, and head dims 16 (gpt-tiny's and llama-tiny's), 32 and 96 at lengths that
+// end mid-tile. The CPU keeps the probabilities, the GPU their log-sum-exp.
 void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p) {
   const size_t n_qkv = static_cast<size_t>(B) * T * (H + 2 * KV) * hd, n_out = static_cast<size_t>(B) * T * H * hd;
   const cpu::DropoutSite dropout{p, cpu::DropoutKey(99, 3, 2), 12345};
@@ -485,6 +486,7 @@ int main() {
   Attention(gpu, 1, 200, 2, 2, 128, 0.0f);
   Attention(gpu, 1, 77, 4, 1, 32, 0.0f);    // every tiled head size, lengths that end mid-tile, 4 heads per kv
   Attention(gpu, 2, 130, 6, 2, 96, 0.1f);
+  Attention(gpu, 2, 100, 4, 2, 16, 0.1f);   // the tiny presets' head size
   auto blas = cuda::Matmul::Open(gpu.device());
   Gpu::Check(blas.status(), "cuBLASLt");
   std::printf("cuda_ops: cuBLASLt from %s\n", (*blas)->library_path().c_str());

@@ -7,6 +7,8 @@
 #   2. the same with --use-distributed-optimizer and dropout (the ZeRO-1 path and the seeded masks);
 #   3. save at step 10 -> load -> continue gives the uninterrupted run's losses for steps 11-20 (within 1e-4);
 #      --export writes safetensors and --sample generates from the GPU's logits;
+#   (the start-up log says which attention and GELU implementations run: gpt-tiny's head size 32 takes the
+#   mma.sync tiles, GELU cuBLASLt's epilogues)
 #   4. bad input: cuBLASLt missing with --device cuda is one line naming it, exit 1; with --device auto the run
 #      trains on the CPU and says why once.
 # Exits 77 (skip) where there is no GPU or no CUDA driver.
@@ -26,6 +28,9 @@ if ! "$train" --preset gpt-tiny "${common[@]}" --train-steps 1 --device cuda >"$
   fail "--device cuda: $(cat "$work/probe.err")"
 fi
 grep -q 'training on ' "$work/probe.err" || fail "no line saying which GPU: $(cat "$work/probe.err")"
+grep -q 'GPU operations: attention on mma.sync tiles, GELU in cuBLASLt' "$work/probe.err" ||
+  fail "no line saying which attention and GELU run: $(grep -i 'operations' "$work/probe.err")"
+grep "GPU operations" "$work/probe.err"
 
 losses() { python3 -c "import json,sys; [print(json.loads(l)['step'], json.loads(l)['loss']) for l in open(sys.argv[1]) if 'loss' in l]" "$1"; }
 # compare NAME CPU.jsonl GPU.jsonl: step by step within bf16 noise, and both fell.
@@ -112,4 +117,10 @@ SRUNWAY_CUBLASLT_LIBRARY=$work/libcublasLt-missing.so "$train" --preset gpt-tiny
   >"$work/auto.out" 2>"$work/auto.err" || fail "--device auto without cuBLASLt: $(cat "$work/auto.err")"
 [[ $(grep -c 'training on the CPU: .*libcublasLt-missing.so' "$work/auto.err") == 1 ]] ||
   fail "--device auto should say once that it trains on the CPU: $(cat "$work/auto.err")"
+echo "== 5. a head size no GPU attention kernel takes (64 / 8 = 8)"
+rc=0
+"${run[@]}" --num-attention-heads 8 >/dev/null 2>"$work/heads.err" || rc=$?
+((rc == 2)) || fail "head size 8 on the GPU should exit 2, not $rc: $(cat "$work/heads.err")"
+grep -q 'head size 8 .*attention on the GPU takes 16, 32, 64, 96 or 128' "$work/heads.err" ||
+  fail "the error should say which head sizes work: $(cat "$work/heads.err")"
 echo "ok: srunway-train on the GPU"

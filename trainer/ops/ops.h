@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "common/status.h"
 #include "trainer/device/device.h"
@@ -22,6 +23,10 @@ class Ops {
  public:
   virtual ~Ops() = default;
   virtual DType act_dtype() const = 0;
+  // Which implementations do the work, for the start-up log (attention at head size head_dim).
+  virtual std::string Describe(int head_dim) const = 0;
+  // Ok when attention takes head size head_dim here; else why, and what it takes.
+  virtual common::Status CheckHeadSize(int head_dim) const = 0;
   // The first failure since the last call, or Ok.
   virtual common::Status TakeError() = 0;
 

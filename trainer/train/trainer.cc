@@ -378,6 +378,7 @@ common::Status Trainer::Setup() {
   o_.global_batch_size = gbs;
   accum_ = gbs / (B_ * world_);
   if (o_.train_steps < 1) return common::InvalidArgument("--train-steps must be at least 1");
+  SRUNWAY_RETURN_IF_ERROR(ops_->CheckHeadSize(m.head_dim()));
   if (o_.warmup_steps < 0 || o_.log_interval < 1 || o_.eval_iters < 0 || o_.save_interval < 0) {
     return common::InvalidArgument("--warmup-steps, --log-interval, --eval-iters and --save-interval must not be negative (log interval at least 1)");
   }
@@ -430,6 +431,7 @@ common::Status Trainer::Setup() {
 
   const bool gpu = device_->kind() == DeviceKind::kCuda;
   peak_flops_ = o_.peak_tflops > 0 ? o_.peak_tflops * 1e12 : gpu ? GpuPeakFlops(device_->name()) : MeasureSgemmFlops();
+  if (gpu && Leader()) common::LogInfo("GPU operations: {}", ops_->Describe(m.head_dim()));
   if (o_.recompute_activations && Leader()) {
     common::LogInfo("activations: only each layer's input is kept; its forward runs again in its backward "
                     "(--recompute-activations)");

@@ -1,6 +1,9 @@
 // See cuda_ops.h. Each call queues its kernel; the first launch that fails is kept for TakeError.
 #include "trainer/ops/cuda/cuda_ops.h"
 
+#include <fmt/format.h>
+
+#include <cstdlib>
 #include <vector>
 
 #include "trainer/ops/cuda/kernels.h"
@@ -20,6 +23,18 @@ class CudaOps : public Ops {
       : device_(device), stream_(device.native(device.main_stream())), matmul_(std::move(matmul)) {}
 
   DType act_dtype() const override { return DType::kBFloat16; }
+  std::string Describe(int head_dim) const override {
+    const char* attention = AttentionKernelName(head_dim);
+    return fmt::format("attention on {}, GELU {}, cuBLASLt from {}", attention != nullptr ? attention : "nothing",
+                       matmul_->gelu_epilogues() ? "in cuBLASLt's epilogues" : "by its own kernels",
+                       matmul_->library_path());
+  }
+  Status CheckHeadSize(int head_dim) const override {
+    if (AttentionKernelName(head_dim) != nullptr) return Status::Ok();
+    return common::InvalidArgument("head size {} (--hidden-size / --num-attention-heads): attention on the GPU takes "
+                                   "16, 32, 64, 96 or 128, or a multiple of 32 up to 256{}", head_dim,
+                                   std::getenv("SRUNWAY_ATTENTION") != nullptr ? " (SRUNWAY_ATTENTION is set)" : "");
+  }
   Status TakeError() override { return std::exchange(error_, Status::Ok()); }
 
   void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,

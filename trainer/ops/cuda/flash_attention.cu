@@ -302,8 +302,16 @@ bool AttentionIs(const char* name) {
 }  // namespace
 
 bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const void* dout) {
-  return !AttentionIs("simple") && (hd == 32 || hd == 64 || hd == 96 || hd == 128) && Aligned(qkv) && Aligned(out) &&
+  return !AttentionIs("simple") && (hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128) && Aligned(qkv) && Aligned(out) &&
          (dout == nullptr || Aligned(dout));
+}
+
+const char* AttentionKernelName(int hd) {
+  alignas(16) static const char kAligned[16] = {};
+  if (FlashAttentionSupported(hd, kAligned, kAligned, kAligned)) {
+    return AttentionIs("wmma") ? "WMMA tiles" : "mma.sync tiles";
+  }
+  return hd > 0 && hd % kWarp == 0 && hd <= 8 * kWarp ? "one warp per query row" : nullptr;  // attention.cu's limits
 }
 
 int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd) {

@@ -51,6 +51,7 @@ __device__ __forceinline__ bool Keeps(const Dims& d, int64_t bh, int query, int 
 template <typename Launch>
 int ForTiledHeadSize(int hd, Launch launch) {
   switch (hd) {
+    case 16: return launch(std::integral_constant<int, 16>{});
     case 32: return launch(std::integral_constant<int, 32>{});
     case 64: return launch(std::integral_constant<int, 64>{});
     case 96: return launch(std::integral_constant<int, 96>{});

@@ -88,12 +88,15 @@ int ToBf16(bf16* out, const float* in, int64_t n, Stream stream);
 
 // attention.cu: causal attention with grouped-query heads, qkv rows [q heads | k heads | v heads] as on the CPU;
 // out [B, T, H * hd]. Flash-style contract: no [T, T] matrix is kept, only the log-sum-exp of each query row's
-// scores (lse [B, H, T], fp32), from which the backward recomputes the probabilities. Head sizes 32, 64, 96 and 128
+// scores (lse [B, H, T], fp32), from which the backward recomputes the probabilities. Head sizes 16, 32, 64, 96, 128
 // (with 16-byte aligned tensors) run tiled tensor-core kernels: flash_attention_mma.cu's (mma.sync, softmax in
 // registers), or under SRUNWAY_ATTENTION=wmma flash_attention.cu's; others (a multiple of 32 up to 256), or every
-// size under SRUNWAY_ATTENTION=simple, one warp per query row with an online softmax (correct, slow). Attention dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix
-// after first_index). The backward writes dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
+// size under SRUNWAY_ATTENTION=simple, one warp per query row with an online softmax (correct, slow). Attention
+// dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix after first_index). The backward writes dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
 int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd);
+// Which kernels attention runs at head size hd (for 16-byte aligned tensors): "mma.sync tiles", "WMMA tiles" or
+// "one warp per query row"; null when none takes it.
+const char* AttentionKernelName(int hd);
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
                      uint64_t dropout_key, int64_t dropout_first_index, Stream stream);
 int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
