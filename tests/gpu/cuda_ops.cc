@@ -321,13 +321,14 @@ void Classifier(Gpu& gpu, int N, int V) {
   for (int32_t& t : targets) t = target(g_rng);
   const float dloss = 1.0f / static_cast<float>(N);
   Buffer glogits = gpu.Bf16(logits), glosses = gpu.F32(std::vector<float>(static_cast<size_t>(N)));
+  Buffer glse = gpu.F32(std::vector<float>(static_cast<size_t>(N)));
   Buffer gtargets = gpu.I32(targets);
-  // Losses alone first (the logits must stay as they are), then losses and gradients.
-  Launched(cuda::FusedClassifier(glogits.as<uint16_t>(), glosses.as<float>(), gtargets.as<int32_t>(), N, V, dloss,
-                                 false, gpu.stream()), "FusedClassifier");
+  // The losses (the logits must stay as they are), then the gradients from the kept log-sum-exp.
+  Launched(cuda::ClassifierLosses(glosses.as<float>(), glse.as<float>(), glogits.as<uint16_t>(),
+                                  gtargets.as<int32_t>(), N, V, gpu.stream()), "ClassifierLosses");
   Compare("classifier logits kept " + std::to_string(V), gpu.Read(glogits), logits, 0.0f, 0.0f);
-  Launched(cuda::FusedClassifier(glogits.as<uint16_t>(), glosses.as<float>(), gtargets.as<int32_t>(), N, V, dloss,
-                                 true, gpu.stream()), "FusedClassifier");
+  Launched(cuda::ClassifierGradients(glogits.as<uint16_t>(), glse.as<float>(), gtargets.as<int32_t>(), N, V, dloss,
+                                     gpu.stream()), "ClassifierGradients");
   std::vector<float> losses(static_cast<size_t>(N));
   cpu::SoftmaxCrossEntropyForward(logits.data(), losses.data(), targets.data(), N, V);
   cpu::SoftmaxCrossEntropyBackward(logits.data(), targets.data(), N, V, dloss);

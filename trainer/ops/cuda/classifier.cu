@@ -1,5 +1,7 @@
-// Softmax cross-entropy fused with its backward, as ops/cpu/cross_entropy.cc's forward then backward: one block
-// per row reads the bf16 logits three times (max, sum, gradients) and never stores probabilities.
+// Softmax cross-entropy, as ops/cpu/cross_entropy.cc's forward then backward, one block per row of bf16 logits:
+// the losses in one pass over each row (a running maximum and sum per thread, combined across the block), which
+// also keeps each row's log-sum-exp; the gradients in one more pass that reads the logits and writes their
+// gradients over them. The full-vocabulary probabilities never exist in memory.
 #include <cfloat>
 
 #include "trainer/ops/cuda/common.cuh"
@@ -9,60 +11,83 @@ namespace {
 
 constexpr int kClassifierThreads = 1024;
 
-// The block's reduction of x (sum, or max when `max` is true), returned to every thread.
-__device__ float BlockReduce(float x, bool max) {
-  __shared__ float partial[kClassifierThreads / kWarp];
-  __shared__ float result;
+// A softmax's running state: the largest value seen and the sum of exp(value - max) over what was seen.
+struct MaxSum {
+  float max = -FLT_MAX;
+  float sum = 0.0f;
+};
+
+__device__ __forceinline__ MaxSum Combine(MaxSum a, MaxSum b) {
+  const float max = fmaxf(a.max, b.max);
+  return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
+}
+
+// The block's combined state, returned to every thread.
+__device__ MaxSum BlockCombine(MaxSum x) {
+  __shared__ MaxSum partial[kClassifierThreads / kWarp];
+  __shared__ MaxSum result;
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, x, offset);
-    x = max ? fmaxf(x, other) : x + other;
+    x = Combine(x, {__shfl_xor_sync(0xffffffffu, x.max, offset), __shfl_xor_sync(0xffffffffu, x.sum, offset)});
   }
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (lane == 0) partial[warp] = x;
   __syncthreads();
   if (warp == 0) {
-    const int warps = blockDim.x / kWarp;
-    float y = lane < warps ? partial[lane] : (max ? -FLT_MAX : 0.0f);
+    MaxSum y = lane < static_cast<int>(blockDim.x / kWarp) ? partial[lane] : MaxSum{};
     for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      const float other = __shfl_xor_sync(0xffffffffu, y, offset);
-      y = max ? fmaxf(y, other) : y + other;
+      y = Combine(y, {__shfl_xor_sync(0xffffffffu, y.max, offset), __shfl_xor_sync(0xffffffffu, y.sum, offset)});
     }
     if (lane == 0) result = y;
   }
   __syncthreads();
-  const float out = result;
-  __syncthreads();  // `result` and `partial` are reused by the next call
-  return out;
+  return result;
 }
 
-__global__ void FusedClassifierKernel(bf16* logits, float* losses, const int32_t* targets, int V, float dloss,
-                                      bool write_gradients) {
+__global__ void LossesKernel(float* losses, float* lse, const bf16* logits, const int32_t* targets, int V) {
   const int64_t base = int64_t{blockIdx.x} * V;
-  float local_max = -FLT_MAX;
-  for (int v = threadIdx.x; v < V; v += blockDim.x) local_max = fmaxf(local_max, Load(logits, base + v));
-  const float max_logit = BlockReduce(local_max, true);
-  float local_sum = 0;
-  for (int v = threadIdx.x; v < V; v += blockDim.x) local_sum += expf(Load(logits, base + v) - max_logit);
-  const float sum = BlockReduce(local_sum, false);
-  const int target = targets[blockIdx.x];
-  const float target_shifted = Load(logits, base + target) - max_logit;
-  __syncthreads();  // every thread has read the target's logit before it is overwritten
-  if (threadIdx.x == 0) losses[blockIdx.x] = logf(sum) - target_shifted;
-  if (!write_gradients) return;
-  const float inv = 1.0f / sum;
+  MaxSum mine;
   for (int v = threadIdx.x; v < V; v += blockDim.x) {
-    const float p = expf(Load(logits, base + v) - max_logit) * inv;
+    const float x = Load(logits, base + v);
+    if (x > mine.max) {
+      mine.sum = mine.sum * expf(mine.max - x) + 1.0f;
+      mine.max = x;
+    } else {
+      mine.sum += expf(x - mine.max);
+    }
+  }
+  const MaxSum row = BlockCombine(mine);
+  if (threadIdx.x == 0) {
+    const float row_lse = row.max + logf(row.sum);
+    lse[blockIdx.x] = row_lse;
+    losses[blockIdx.x] = row_lse - Load(logits, base + targets[blockIdx.x]);
+  }
+}
+
+__global__ void GradientsKernel(bf16* logits, const float* lse, const int32_t* targets, int V, float dloss) {
+  const int64_t base = int64_t{blockIdx.x} * V;
+  const float row_lse = lse[blockIdx.x];
+  const int target = targets[blockIdx.x];
+  for (int v = threadIdx.x; v < V; v += blockDim.x) {
+    const float p = expf(Load(logits, base + v) - row_lse);
     Store(logits, base + v, (p - (v == target ? 1.0f : 0.0f)) * dloss);
   }
 }
 
 }  // namespace
 
-int FusedClassifier(bf16* logits_to_dlogits, float* losses, const int32_t* targets, int N, int V, float dloss,
-                    bool write_gradients, Stream stream) {
+int ClassifierLosses(float* losses, float* lse, const bf16* logits, const int32_t* targets, int N, int V,
+                     Stream stream) {
   if (N <= 0) return 0;
-  FusedClassifierKernel<<<static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream)>>>(
-      logits_to_dlogits, losses, targets, V, dloss, write_gradients);
+  LossesKernel<<<static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream)>>>(losses, lse, logits, targets,
+                                                                                       V);
+  return Launched();
+}
+
+int ClassifierGradients(bf16* logits_to_dlogits, const float* lse, const int32_t* targets, int N, int V, float dloss,
+                        Stream stream) {
+  if (N <= 0) return 0;
+  GradientsKernel<<<static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream)>>>(logits_to_dlogits, lse,
+                                                                                         targets, V, dloss);
   return Launched();
 }
 

@@ -132,7 +132,16 @@ class CudaOps : public Ops {
     Check(cuda::Dropout(H(x), n, site.p, site.key, site.first_index, stream_), "dropout");
   }
   double ClassifierForward(void* logits, float* losses, const int32_t* targets, int N, int V) override {
-    Check(cuda::FusedClassifier(H(logits), losses, targets, N, V, 0.0f, false, stream_), "classifier");
+    // Each row's log-sum-exp stays for ClassifierBackward, which then reads the logits once.
+    if (lse_.count() < static_cast<size_t>(N)) {
+      auto grown = Buffer::Allocate(device_, DType::kFloat32, static_cast<size_t>(N));
+      if (!grown.ok()) {
+        Keep(grown.status().WithContext("classifier log-sum-exp"));
+        return 0;
+      }
+      lse_ = std::move(*grown);
+    }
+    Check(cuda::ClassifierLosses(losses, lse_.as<float>(), H(logits), targets, N, V, stream_), "classifier");
     std::vector<float> host(static_cast<size_t>(N));
     Keep(device_.CopyToHost(host.data(), losses, sizeof(float) * host.size(), device_.main_stream()));
     Keep(device_.Synchronize(device_.main_stream()));
@@ -141,14 +150,7 @@ class CudaOps : public Ops {
     return total / N;
   }
   void ClassifierBackward(void* logits, const int32_t* targets, int N, int V, float dloss) override {
-    // The losses are written again, to a buffer nobody reads: the kernel makes both in one pass.
-    if (losses_.count() < static_cast<size_t>(N)) {
-      auto grown = Buffer::Allocate(device_, DType::kFloat32, static_cast<size_t>(N));
-      if (!grown.ok()) return Keep(grown.status().WithContext("classifier losses"));
-      losses_ = std::move(*grown);
-    }
-    Check(cuda::FusedClassifier(H(logits), losses_.as<float>(), targets, N, V, dloss, true, stream_),
-          "classifier backward");
+    Check(cuda::ClassifierGradients(H(logits), lse_.as<float>(), targets, N, V, dloss, stream_), "classifier backward");
   }
   void CastWeights(void* out, const float* params, int64_t n) override {
     Check(cuda::ToBf16(H(out), params, n, stream_), "weights to bf16");
@@ -189,7 +191,7 @@ class CudaOps : public Ops {
   Device& device_;
   Stream stream_;
   std::unique_ptr<Matmul> matmul_;
-  Buffer scratch_, losses_, partials_;
+  Buffer scratch_, lse_, partials_;  // lse_: the last ClassifierForward's rows
   Status error_ = Status::Ok();
 };
 

@@ -77,11 +77,14 @@ int RopeBackward(bf16* dqkv, int B, int T, int H, int KV, int hd, float theta, S
 // same 24-bit comparison), so a GPU run drops exactly the elements a CPU run drops. p <= 0 does nothing.
 int Dropout(bf16* x, int64_t n, float p, uint64_t key, int64_t first_index, Stream stream);
 
-// classifier.cu: softmax cross-entropy, one block per row: losses[n] = -log softmax(logits[n])[target]; with
-// write_gradients the logits also become their gradients in place, (softmax - onehot) * dloss (dloss =
-// d(total loss)/d(row loss), e.g. 1 / rows per step), so the full-vocabulary probabilities never exist apart.
-int FusedClassifier(bf16* logits_to_dlogits, float* losses, const int32_t* targets, int N, int V, float dloss,
-                    bool write_gradients, Stream stream);
+// classifier.cu: softmax cross-entropy, one block per row and one pass over its logits each way: ClassifierLosses
+// writes losses[n] = -log softmax(logits[n])[target] and the row's log-sum-exp lse[n]; ClassifierGradients turns
+// the logits into their gradients in place from lse, (softmax - onehot) * dloss (dloss = d(total loss)/d(row
+// loss), e.g. 1 / rows per step), so the full-vocabulary probabilities never exist apart.
+int ClassifierLosses(float* losses, float* lse, const bf16* logits, const int32_t* targets, int N, int V,
+                     Stream stream);
+int ClassifierGradients(bf16* logits_to_dlogits, const float* lse, const int32_t* targets, int N, int V, float dloss,
+                        Stream stream);
 
 // convert.cu: out[i] = bf16(in[i]), round to nearest even (the weights the bf16 operations read).
 int ToBf16(bf16* out, const float* in, int64_t n, Stream stream);
