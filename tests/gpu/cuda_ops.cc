@@ -494,6 +494,7 @@ int main() {
   Matmul(gpu, **blas, 256, 768, 2304, true);
   Matmul(gpu, **blas, 100, 96, 40, false);
   Matmul(gpu, **blas, 33, 64, 8, true);
+  Matmul(gpu, **blas, 1000, 64, 40, true);  // the bias gradient over four chunks of rows
   MatmulGelu(gpu, **blas, 256, 768, 3072, true);
   MatmulGelu(gpu, **blas, 256, 768, 3072, false);
   MatmulGelu(gpu, **blas, 33, 64, 40, true);

@@ -115,8 +115,10 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
                            const float* lse, int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
                            int64_t dropout_first_index, Stream stream);
 
-// bias_grad.cu: dbias[OC] += the column sums of dout [N, OC], each column summed in row order (deterministic);
-// the bias part of the matmul backward (matmul.h).
-int BiasGradient(float* dbias, const bf16* dout, int N, int OC, Stream stream);
+// bias_grad.cu: dbias[OC] += the column sums of dout [N, OC], summed by chunks of rows into `scratch` (at least OC
+// floats; more chunks run side by side with more) and then in chunk order, so the same every call; the bias
+// part of the matmul backward (matmul.h), which lends it cuBLASLt's workspace.
+int BiasGradient(float* dbias, const bf16* dout, int N, int OC, float* scratch, int64_t scratch_floats,
+                 Stream stream);
 
 }  // namespace srunway::trainer::cuda

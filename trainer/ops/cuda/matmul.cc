@@ -207,7 +207,10 @@ Status Matmul::WeightGradients(float* dweight, float* dbias, const bf16* dout, c
                                 {}, stream).WithContext("dweight"));
   }
   if (dbias != nullptr) {
-    if (int rc = BiasGradient(dbias, dout, N, OC, stream); rc != 0) {
+    // cuBLASLt's workspace is free between products on this stream: it holds the chunk sums.
+    if (int rc = BiasGradient(dbias, dout, N, OC, workspace_.as<float>(),
+                              static_cast<int64_t>(workspace_.bytes() / sizeof(float)), stream);
+        rc != 0) {
       return common::Internal("bias gradient kernel: {}", ErrorText(rc));
     }
   }
