@@ -42,6 +42,14 @@ struct Matmul::Api {
     if (rc == CUBLAS_STATUS_SUCCESS) return Status::Ok();
     return common::Internal("{} failed: {}", what, status_string(rc));
   }
+  // As Check, but what this cuBLASLt does not support (an epilogue, its attributes, or no algorithm for them) is
+  // NotFound, which the GELU paths take as "use the kernels instead".
+  Status CheckSupported(cublasStatus_t rc, std::string_view what) const {
+    if (rc == CUBLAS_STATUS_NOT_SUPPORTED || rc == CUBLAS_STATUS_INVALID_VALUE) {
+      return common::NotFound("{}: {}", what, status_string(rc));
+    }
+    return Check(rc, what);
+  }
 };
 
 // One product's shape and types, column-major: D (m x n) = op(A) (m x k) . op(B) (k x n).
@@ -135,9 +143,9 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
   SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &gemm.trans_b, sizeof gemm.trans_b),
                                     "cublasLtMatmulDescSetAttribute(TRANSB)"));
   if (epilogue.kind != CUBLASLT_EPILOGUE_DEFAULT) {
-    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue.kind,
-                                                   sizeof epilogue.kind),
-                                      "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
+    SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue.kind,
+                                                            sizeof epilogue.kind),
+                                               "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
   }
   if (epilogue.bias != nullptr) {
     SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue.bias,
@@ -145,12 +153,12 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
                                       "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
   }
   if (epilogue.aux != nullptr) {
-    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epilogue.aux,
-                                                   sizeof epilogue.aux),
-                                      "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)"));
-    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &epilogue.aux_ld,
-                                                   sizeof epilogue.aux_ld),
-                                      "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)"));
+    SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                            &epilogue.aux, sizeof epilogue.aux),
+                                               "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)"));
+    SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                            &epilogue.aux_ld, sizeof epilogue.aux_ld),
+                                               "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)"));
   }
   const bool ta = gemm.trans_a == CUBLAS_OP_T, tb = gemm.trans_b == CUBLAS_OP_T;
   SRUNWAY_RETURN_IF_ERROR(api.Check(api.layout_create(&a_layout, CUDA_R_16BF, ta ? gemm.k : gemm.m,
@@ -173,8 +181,9 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.heuristic(api.handle, desc, a_layout, b_layout, d_layout, d_layout, pref, 1,
-                                                  &result, &found), "cublasLtMatmulAlgoGetHeuristic"));
+  SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(api.heuristic(api.handle, desc, a_layout, b_layout, d_layout, d_layout,
+                                                           pref, 1, &result, &found),
+                                             "cublasLtMatmulAlgoGetHeuristic"));
   if (found == 0) {
     return common::NotFound("cuBLASLt has no algorithm for a {}x{}x{} product (op A {}, op B {}, epilogue {})",
                             gemm.m, gemm.n, gemm.k, ta ? "T" : "N", tb ? "T" : "N", static_cast<int>(epilogue.kind));

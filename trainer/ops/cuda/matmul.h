@@ -56,7 +56,7 @@ class Matmul {
   struct Epilogue;
   Matmul(std::unique_ptr<Api> api, Buffer workspace);
   // D (m x n) = epilogue(alpha op(A) op(B) + beta C), column-major, C and D the same matrix. NotFound when
-  // cuBLASLt has no algorithm for it.
+  // this cuBLASLt does not support the epilogue or has no algorithm for the product.
   common::Status Run(const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
                      Stream stream);
   // Backward's dweight and dbias.
