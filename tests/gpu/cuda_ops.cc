@@ -312,7 +312,7 @@ void Dropout(Gpu& gpu) {
   Compare("dropout values", got, x, kBf16Rtol, 0.0f);
 }
 
-// GPT-2's vocabulary (50257, not a multiple of the block) and a small one.
+// GPT-2's vocabulary (50257: the one-value-at-a-time kernels), a small one, and the padded 50304 (16 bytes at a time).
 void Classifier(Gpu& gpu, int N, int V) {
   const size_t n = static_cast<size_t>(N) * static_cast<size_t>(V);
   auto logits = Rounded(Random(n, 3.0f));
@@ -487,6 +487,7 @@ int main() {
   Dropout(gpu);
   Classifier(gpu, 64, 50257);
   Classifier(gpu, 100, 512);
+  Classifier(gpu, 16, 50304);  // GPT-2's padded vocabulary: rows read 16 bytes at a time
   Attention(gpu, 2, 128, 4, 2, 64, 0.0f);
   Attention(gpu, 2, 128, 4, 2, 64, 0.1f);
   Attention(gpu, 1, 200, 2, 2, 128, 0.0f);

@@ -1,8 +1,10 @@
 // Softmax cross-entropy, as ops/cpu/cross_entropy.cc's forward then backward, one block per row of bf16 logits:
 // the losses in one pass over each row (a running maximum and sum per thread, combined across the block), which
 // also keeps each row's log-sum-exp; the gradients in one more pass that reads the logits and writes their
-// gradients over them. The full-vocabulary probabilities never exist in memory.
+// gradients over them. The full-vocabulary probabilities never exist in memory. Rows of a multiple of 8 values are
+// read 16 bytes at a time.
 #include <cfloat>
+#include <cstdint>
 
 #include "trainer/ops/cuda/common.cuh"
 
@@ -43,17 +45,40 @@ __device__ MaxSum BlockCombine(MaxSum x) {
   return result;
 }
 
+__device__ __forceinline__ void Add(MaxSum& state, float x) {
+  if (x > state.max) {
+    state.sum = state.sum * expf(state.max - x) + 1.0f;
+    state.max = x;
+  } else {
+    state.sum += expf(x - state.max);
+  }
+}
+
+// Eight bf16 values in 16 bytes: the kVector kernels (V a multiple of 8, as padded vocabularies are: 50304) read and
+// write them with one load or store each.
+constexpr int kPack = 8;
+union Pack8 {
+  uint4 raw;
+  __nv_bfloat162 pairs[kPack / 2];
+};
+
+template <bool kVector>
 __global__ void LossesKernel(float* losses, float* lse, const bf16* logits, const int32_t* targets, int V) {
   const int64_t base = int64_t{blockIdx.x} * V;
   MaxSum mine;
-  for (int v = threadIdx.x; v < V; v += blockDim.x) {
-    const float x = Load(logits, base + v);
-    if (x > mine.max) {
-      mine.sum = mine.sum * expf(mine.max - x) + 1.0f;
-      mine.max = x;
-    } else {
-      mine.sum += expf(x - mine.max);
+  if constexpr (kVector) {
+    const uint4* row = reinterpret_cast<const uint4*>(logits + base);
+    for (int i = threadIdx.x; i < V / kPack; i += blockDim.x) {
+      Pack8 pack;
+      pack.raw = row[i];
+      for (const __nv_bfloat162& pair : pack.pairs) {
+        const float2 x = __bfloat1622float2(pair);
+        Add(mine, x.x);
+        Add(mine, x.y);
+      }
     }
+  } else {
+    for (int v = threadIdx.x; v < V; v += blockDim.x) Add(mine, Load(logits, base + v));
   }
   const MaxSum row = BlockCombine(mine);
   if (threadIdx.x == 0) {
@@ -63,14 +88,31 @@ __global__ void LossesKernel(float* losses, float* lse, const bf16* logits, cons
   }
 }
 
+template <bool kVector>
 __global__ void GradientsKernel(bf16* logits, const float* lse, const int32_t* targets, int V, float dloss) {
   const int64_t base = int64_t{blockIdx.x} * V;
   const float row_lse = lse[blockIdx.x];
   const int target = targets[blockIdx.x];
-  for (int v = threadIdx.x; v < V; v += blockDim.x) {
-    const float p = expf(Load(logits, base + v) - row_lse);
-    Store(logits, base + v, (p - (v == target ? 1.0f : 0.0f)) * dloss);
+  auto gradient = [&](float x, int v) { return (expf(x - row_lse) - (v == target ? 1.0f : 0.0f)) * dloss; };
+  if constexpr (kVector) {
+    uint4* row = reinterpret_cast<uint4*>(logits + base);
+    for (int i = threadIdx.x; i < V / kPack; i += blockDim.x) {
+      Pack8 pack;
+      pack.raw = row[i];
+      for (int j = 0; j < kPack / 2; ++j) {
+        const float2 x = __bfloat1622float2(pack.pairs[j]);
+        pack.pairs[j] = __floats2bfloat162_rn(gradient(x.x, i * kPack + 2 * j), gradient(x.y, i * kPack + 2 * j + 1));
+      }
+      row[i] = pack.raw;
+    }
+  } else {
+    for (int v = threadIdx.x; v < V; v += blockDim.x) Store(logits, base + v, gradient(Load(logits, base + v), v));
   }
+}
+
+// Whether a row of V bf16 values starting at `logits` can be read 16 bytes at a time.
+bool Vectorizable(const bf16* logits, int V) {
+  return V % kPack == 0 && reinterpret_cast<uintptr_t>(logits) % sizeof(uint4) == 0;
 }
 
 }  // namespace
@@ -78,16 +120,17 @@ __global__ void GradientsKernel(bf16* logits, const float* lse, const int32_t* t
 int ClassifierLosses(float* losses, float* lse, const bf16* logits, const int32_t* targets, int N, int V,
                      Stream stream) {
   if (N <= 0) return 0;
-  LossesKernel<<<static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream)>>>(losses, lse, logits, targets,
-                                                                                       V);
+  auto kernel = Vectorizable(logits, V) ? LossesKernel<true> : LossesKernel<false>;
+  kernel<<<static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream)>>>(losses, lse, logits, targets, V);
   return Launched();
 }
 
 int ClassifierGradients(bf16* logits_to_dlogits, const float* lse, const int32_t* targets, int N, int V, float dloss,
                         Stream stream) {
   if (N <= 0) return 0;
-  GradientsKernel<<<static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream)>>>(logits_to_dlogits, lse,
-                                                                                         targets, V, dloss);
+  auto kernel = Vectorizable(logits_to_dlogits, V) ? GradientsKernel<true> : GradientsKernel<false>;
+  kernel<<<static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream)>>>(logits_to_dlogits, lse, targets, V,
+                                                                               dloss);
   return Launched();
 }
 
