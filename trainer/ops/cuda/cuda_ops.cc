@@ -99,11 +99,7 @@ class CudaOps : public Ops {
   void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved, int B,
                          int T, int H_, int KV, int hd, const DropoutSite& dropout) override {
     const size_t scratch = static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H_, KV, hd));
-    if (scratch_.count() < scratch) {
-      auto grown = Buffer::Allocate(device_, DType::kFloat32, scratch);
-      if (!grown.ok()) return Keep(grown.status().WithContext("attention backward scratch"));
-      scratch_ = std::move(*grown);
-    }
+    if (!Reserve(scratch_, scratch, "attention backward scratch")) return;
     Check(cuda::AttentionBackward(H(dqkv), scratch_.as<float>(), H(dout), H(out), H(qkv), saved, B, T, H_, KV, hd,
                                   dropout.p, dropout.key, dropout.first_index, stream_), "attention backward");
   }
@@ -133,14 +129,7 @@ class CudaOps : public Ops {
   }
   double ClassifierForward(void* logits, float* losses, const int32_t* targets, int N, int V) override {
     // Each row's log-sum-exp stays for ClassifierBackward, which then reads the logits once.
-    if (lse_.count() < static_cast<size_t>(N)) {
-      auto grown = Buffer::Allocate(device_, DType::kFloat32, static_cast<size_t>(N));
-      if (!grown.ok()) {
-        Keep(grown.status().WithContext("classifier log-sum-exp"));
-        return 0;
-      }
-      lse_ = std::move(*grown);
-    }
+    if (!Reserve(lse_, static_cast<size_t>(N), "classifier log-sum-exp")) return 0;
     Check(cuda::ClassifierLosses(losses, lse_.as<float>(), H(logits), targets, N, V, stream_), "classifier");
     std::vector<float> host(static_cast<size_t>(N));
     Keep(device_.CopyToHost(host.data(), losses, sizeof(float) * host.size(), device_.main_stream()));
@@ -163,14 +152,7 @@ class CudaOps : public Ops {
   double SumOfSquares(const float* values, int64_t n) override {
     const size_t blocks = static_cast<size_t>(SumOfSquaresBlocks(n));
     if (blocks == 0) return 0;
-    if (partials_.count() < blocks) {
-      auto grown = Buffer::Allocate(device_, DType::kFloat32, 2 * blocks);  // doubles, in floats
-      if (!grown.ok()) {
-        Keep(grown.status().WithContext("sum of squares"));
-        return 0;
-      }
-      partials_ = std::move(*grown);
-    }
+    if (!Reserve(partials_, 2 * blocks, "sum of squares")) return 0;  // doubles, in floats
     Check(SumOfSquaresPartials(static_cast<double*>(partials_.data()), values, n, stream_), "sum of squares");
     std::vector<double> host(blocks);
     Keep(device_.CopyToHost(host.data(), partials_.data(), sizeof(double) * blocks, device_.main_stream()));
@@ -181,6 +163,17 @@ class CudaOps : public Ops {
   }
 
  private:
+  // Grows `buffer` (fp32, device memory) to at least `floats`; false, with the error kept, when it cannot.
+  bool Reserve(Buffer& buffer, size_t floats, const char* what) {
+    if (buffer.count() >= floats) return true;
+    auto grown = Buffer::Allocate(device_, DType::kFloat32, floats);
+    if (!grown.ok()) {
+      Keep(grown.status().WithContext(what));
+      return false;
+    }
+    buffer = std::move(*grown);
+    return true;
+  }
   void Check(int rc, const char* what) {
     if (rc != 0 && error_.ok()) error_ = common::Internal("{} failed on {}: {}", what, device_.name(), ErrorText(rc));
   }
