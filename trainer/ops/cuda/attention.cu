@@ -130,7 +130,9 @@ __global__ void AddKvGradients(bf16* dqkv, const float* dk, const float* dv, int
   }
 }
 
-bool Supported(int H, int KV, int hd) { return hd % kWarp == 0 && hd <= 8 * kWarp && KV > 0 && H % KV == 0; }
+bool Supported(int H, int KV, int hd) {
+  return hd > 0 && hd % kWarp == 0 && hd <= 8 * kWarp && KV > 0 && H % KV == 0;
+}
 
 Shape MakeShape(int B, int T, int H, int KV, int hd, float p, uint64_t key, int64_t first_index) {
   return {B, T, H, KV, 1.0f / sqrtf(static_cast<float>(hd)), p, p > 0 ? 1.0f / (1.0f - p) : 1.0f, key, first_index};
@@ -159,6 +161,12 @@ int ForHeadSize(int hd, Launch launch) {
 }
 
 }  // namespace
+
+const char* AttentionKernelName(int hd) {
+  alignas(16) static const char kAligned[16] = {};
+  if (FlashAttentionSupported(hd, kAligned, kAligned, kAligned)) return FlashAttentionKernelName();
+  return Supported(1, 1, hd) ? "one warp per query row" : nullptr;
+}
 
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
                      uint64_t dropout_key, int64_t dropout_first_index, Stream stream) {

@@ -302,17 +302,11 @@ bool AttentionIs(const char* name) {
 }  // namespace
 
 bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const void* dout) {
-  return !AttentionIs("simple") && (hd == 16 || hd == 32 || hd == 64 || hd == 96 || hd == 128) && Aligned(qkv) && Aligned(out) &&
-         (dout == nullptr || Aligned(dout));
+  const bool tiled = ForTiledHeadSize(hd, [](auto) { return 0; }) == 0;  // the sizes the kernels are built for
+  return !AttentionIs("simple") && tiled && Aligned(qkv) && Aligned(out) && (dout == nullptr || Aligned(dout));
 }
 
-const char* AttentionKernelName(int hd) {
-  alignas(16) static const char kAligned[16] = {};
-  if (FlashAttentionSupported(hd, kAligned, kAligned, kAligned)) {
-    return AttentionIs("wmma") ? "WMMA tiles" : "mma.sync tiles";
-  }
-  return hd > 0 && hd % kWarp == 0 && hd <= 8 * kWarp ? "one warp per query row" : nullptr;  // attention.cu's limits
-}
+const char* FlashAttentionKernelName() { return AttentionIs("wmma") ? "WMMA tiles" : "mma.sync tiles"; }
 
 int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd) {
   return int64_t{B} * T * (H + 2 * KV) * hd + int64_t{B} * H * T;

@@ -95,7 +95,8 @@ int ToBf16(bf16* out, const float* in, int64_t n, Stream stream);
 // (with 16-byte aligned tensors) run tiled tensor-core kernels: flash_attention_mma.cu's (mma.sync, softmax in
 // registers), or under SRUNWAY_ATTENTION=wmma flash_attention.cu's; others (a multiple of 32 up to 256), or every
 // size under SRUNWAY_ATTENTION=simple, one warp per query row with an online softmax (correct, slow). Attention
-// dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix after first_index). The backward writes dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
+// dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix after first_index).
+// The backward writes dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
 int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd);
 // Which kernels attention runs at head size hd (for 16-byte aligned tensors): "mma.sync tiles", "WMMA tiles" or
 // "one warp per query row"; null when none takes it.
@@ -106,9 +107,10 @@ int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* 
                       int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
                       int64_t dropout_first_index, Stream stream);
 
-// flash_attention.cu: the tiled kernels behind AttentionForward/Backward, and whether they take a call (dout may
-// be null for the forward).
+// flash_attention.cu: the tiled kernels behind AttentionForward/Backward, whether they take a call (dout may be
+// null for the forward), and which of them SRUNWAY_ATTENTION picks.
 bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const void* dout);
+const char* FlashAttentionKernelName();
 int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
                           float dropout_p, uint64_t dropout_key, int64_t dropout_first_index, Stream stream);
 int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv,
