@@ -85,6 +85,20 @@ __device__ __forceinline__ void LoadB2(uint32_t (&b)[4], const Half* m, int ld, 
   LoadTransposed(b, m + (k0 + matrix % 2 * 8 + r) * ld + n0 + matrix / 2 * 8);
 }
 
+// acc (16 x hd, hd / 8 C fragments) += a (16 x 16) times rows [k0, k0 + 16) of a tile (row-major, ld kLd) in
+// shared memory: O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K.
+template <int hd>
+__device__ __forceinline__ void MmaTileRows(float (&acc)[hd / 8][4], const uint32_t (&a)[4], const Half* tile, int k0,
+                                            int lane) {
+  #pragma unroll
+  for (int n = 0; n < hd / 16; ++n) {
+    uint32_t b[4];
+    LoadB2(b, tile, kLd<hd>, k0, n * 16, lane);
+    Mma(acc[2 * n], a, b[0], b[1]);
+    Mma(acc[2 * n + 1], a, b[2], b[3]);
+  }
+}
+
 // The A fragment of the 16 x 16 block made of C fragments c[2i] and c[2i + 1] (each 16 x 8), in bf16.
 template <int kTiles>
 __device__ __forceinline__ void PackA(uint32_t (&a)[4], const float (&c)[kTiles][4], int i) {
@@ -187,13 +201,7 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
     for (int c = 0; c < kTile / 16; ++c) {  // O += P V over the tile's keys [16 c, 16 c + 16)
       uint32_t pa[4];
       PackA(pa, s, c);
-      #pragma unroll
-      for (int n = 0; n < hd / 16; ++n) {
-        uint32_t vb[4];
-        LoadB2(vb, v, kLd<hd>, c * 16, n * 16, lane);
-        Mma(o[2 * n], pa, vb[0], vb[1]);
-        Mma(o[2 * n + 1], pa, vb[2], vb[3]);
-      }
+      MmaTileRows<hd>(o, pa, v, c * 16, lane);
     }
   }
   #pragma unroll
@@ -290,16 +298,8 @@ __global__ void __launch_bounds__(kTileThreads)
       uint32_t pa[4], dsa[4];
       PackA(pa, st, c);
       LoadA(dsa, my_ds, kDsLd, c * 16, g, t);
-      #pragma unroll
-      for (int n = 0; n < hd / 16; ++n) {
-        uint32_t gb[4], qb[4];
-        LoadB2(gb, go, kLd<hd>, c * 16, n * 16, lane);
-        Mma(dv_acc[2 * n], pa, gb[0], gb[1]);
-        Mma(dv_acc[2 * n + 1], pa, gb[2], gb[3]);
-        LoadB2(qb, q, kLd<hd>, c * 16, n * 16, lane);
-        Mma(dk_acc[2 * n], dsa, qb[0], qb[1]);
-        Mma(dk_acc[2 * n + 1], dsa, qb[2], qb[3]);
-      }
+      MmaTileRows<hd>(dv_acc, pa, go, c * 16, lane);
+      MmaTileRows<hd>(dk_acc, dsa, q, c * 16, lane);
     }
     __syncthreads();  // every warp's dS^T rows are in shared memory
     // dQ += dS K for the warp's 16 queries of the tile, over the block's 64 keys.
@@ -308,13 +308,7 @@ __global__ void __launch_bounds__(kTileThreads)
     for (int c = 0; c < kTile / 16; ++c) {
       uint32_t a[4];
       LoadATransposed(a, ds, kDsLd, warp * 16, c * 16, lane);
-      #pragma unroll
-      for (int n = 0; n < hd / 16; ++n) {
-        uint32_t kb[4];
-        LoadB2(kb, k, kLd<hd>, c * 16, n * 16, lane);
-        Mma(dq_acc[2 * n], a, kb[0], kb[1]);
-        Mma(dq_acc[2 * n + 1], a, kb[2], kb[3]);
-      }
+      MmaTileRows<hd>(dq_acc, a, k, c * 16, lane);
     }
     #pragma unroll
     for (int r = 0; r < 2; ++r) {
