@@ -194,17 +194,24 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
                    "cublasLtMatmul");
 }
 
+Matmul::Gemm Matmul::ForwardProduct(int N, int C, int OC) {
+  return {CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, C, C, OC, CUDA_R_16BF, 0.0f};
+}
+
+Matmul::Gemm Matmul::InputGradientProduct(int N, int C, int OC) {
+  return {CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, C, OC, C, CUDA_R_16BF, 0.0f};
+}
+
 Status Matmul::Forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C, int OC,
                        Stream stream) {
   const Epilogue epilogue{bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias};
-  return Run({CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, C, C, OC, CUDA_R_16BF, 0.0f}, weight, inp, out, epilogue, stream);
+  return Run(ForwardProduct(N, C, OC), weight, inp, out, epilogue, stream);
 }
 
 Status Matmul::Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                         const bf16* weight, int N, int C, int OC, Stream stream) {
   if (dinp != nullptr) {
-    SRUNWAY_RETURN_IF_ERROR(Run({CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, C, OC, C, CUDA_R_16BF, 0.0f}, weight, dout, dinp,
-                                {}, stream).WithContext("dinp"));
+    SRUNWAY_RETURN_IF_ERROR(Run(InputGradientProduct(N, C, OC), weight, dout, dinp, {}, stream).WithContext("dinp"));
   }
   return WeightGradients(dweight, dbias, dout, inp, N, C, OC, stream);
 }
@@ -231,8 +238,7 @@ Status Matmul::ForwardGelu(bf16* act, bf16* pre, const bf16* inp, const bf16* we
   if (gelu_epilogues_ && OC % 8 == 0) {
     const Epilogue epilogue{bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, bias, pre,
                             OC};
-    Status fused = Run({CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, C, C, OC, CUDA_R_16BF, 0.0f}, weight, inp, act, epilogue,
-                       stream);
+    Status fused = Run(ForwardProduct(N, C, OC), weight, inp, act, epilogue, stream);
     if (fused.code() != common::StatusCode::kNotFound) return fused;
     ++gelu_fallbacks_;
   }
@@ -245,7 +251,7 @@ Status Matmul::ForwardGelu(bf16* act, bf16* pre, const bf16* inp, const bf16* we
 
 Status Matmul::BackwardGelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* act,
                             const bf16* pre, const bf16* weight, int N, int C, int OC, Stream stream) {
-  const Gemm dinp{CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, C, OC, C, CUDA_R_16BF, 0.0f};
+  const Gemm dinp = InputGradientProduct(N, C, OC);
   bool fused = false;
   if (gelu_epilogues_ && C % 8 == 0) {
     Status status = Run(dinp, weight, dout, dpre, {CUBLASLT_EPILOGUE_DGELU, nullptr, pre, C}, stream);

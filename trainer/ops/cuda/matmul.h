@@ -59,6 +59,9 @@ class Matmul {
   // this cuBLASLt does not support the epilogue or has no algorithm for the product.
   common::Status Run(const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
                      Stream stream);
+  // The products of a Linear layer [N, C] -> [N, OC] (see matmul.cc): out, and dinp written in bf16.
+  static Gemm ForwardProduct(int N, int C, int OC);
+  static Gemm InputGradientProduct(int N, int C, int OC);
   // Backward's dweight and dbias.
   common::Status WeightGradients(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int N, int C, int OC,
                                  Stream stream);
