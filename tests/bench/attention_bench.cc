@@ -7,52 +7,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
-#include <string>
 #include <vector>
 
-#include "common/half.h"
-#include "tests/gpu/open_gpu.h"
-#include "trainer/device/device.h"
+#include "tests/gpu/gpu_buffers.h"
 #include "trainer/ops/cuda/kernels.h"
 
 namespace {
 
-using srunway::trainer::Buffer;
-using srunway::trainer::Device;
-using srunway::trainer::DType;
 namespace cuda = srunway::trainer::cuda;
 
-template <typename T>
-T Check(srunway::common::StatusOr<T> value, const char* what) {
-  if (!value.ok()) {
-    std::fprintf(stderr, "attention_bench: %s: %s\n", what, value.status().ToString().c_str());
-    std::exit(EXIT_FAILURE);
-  }
-  return std::move(*value);
-}
-
-void Check(const srunway::common::Status& status, const char* what) {
-  if (!status.ok()) {
-    std::fprintf(stderr, "attention_bench: %s: %s\n", what, status.ToString().c_str());
-    std::exit(EXIT_FAILURE);
-  }
-}
-
-void Launched(int rc, const char* what) {
-  if (rc != 0) {
-    std::fprintf(stderr, "attention_bench: %s: %s\n", what, cuda::ErrorText(rc));
-    std::exit(EXIT_FAILURE);
-  }
-}
-
-Buffer RandomBf16(Device& device, size_t n, std::mt19937& rng) {
+std::vector<float> Random(size_t n, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<uint16_t> bits(n);
-  for (uint16_t& x : bits) x = srunway::common::FloatToBFloat16(normal(rng));
-  Buffer buffer = Check(Buffer::Allocate(device, DType::kBFloat16, n), "allocate");
-  Check(device.CopyFromHost(buffer.data(), bits.data(), n * sizeof(uint16_t), device.main_stream()), "copy");
-  Check(device.Synchronize(device.main_stream()), "synchronize");  // before `bits` goes
-  return buffer;
+  std::vector<float> values(n);
+  for (float& x : values) x = normal(rng);
+  return values;
 }
 
 }  // namespace
@@ -76,33 +44,30 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "attention_bench: ITERATIONS must be positive and KV divide H\n");
     return 2;
   }
-  std::unique_ptr<Device> device = srunway::gpu_tests::OpenGpuOrSkip("attention_bench");
-  void* stream = device->native(device->main_stream());
+  srunway::gpu_tests::Gpu gpu("attention_bench");
   std::mt19937 rng(7);
   const size_t tokens = static_cast<size_t>(B) * T;
-  Buffer qkv = RandomBf16(*device, tokens * (H + 2 * KV) * hd, rng);
-  Buffer dout = RandomBf16(*device, tokens * H * hd, rng);
-  Buffer out = Check(Buffer::Allocate(*device, DType::kBFloat16, tokens * H * hd), "allocate");
-  Buffer dqkv = Check(Buffer::Allocate(*device, DType::kBFloat16, tokens * (H + 2 * KV) * hd), "allocate");
-  Buffer lse = Check(Buffer::Allocate(*device, DType::kFloat32, static_cast<size_t>(B) * H * T), "allocate");
-  Buffer scratch = Check(Buffer::Allocate(*device, DType::kFloat32,
-                                          static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H, KV, hd))),
-                         "allocate");
+  const size_t qkv_count = tokens * (H + 2 * KV) * hd, out_count = tokens * H * hd;
+  auto qkv = gpu.Bf16(Random(qkv_count, rng)), dout = gpu.Bf16(Random(out_count, rng));
+  auto out = gpu.Bf16(std::vector<float>(out_count)), dqkv = gpu.Bf16(std::vector<float>(qkv_count));
+  auto lse = gpu.F32(std::vector<float>(static_cast<size_t>(B) * H * T));
+  auto scratch = gpu.F32(std::vector<float>(static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H, KV, hd))));
   auto forward = [&] {
-    Launched(cuda::AttentionForward(out.as<uint16_t>(), lse.as<float>(), qkv.as<uint16_t>(), B, T, H, KV, hd, 0.0f,
-                                    0, 0, stream), "AttentionForward");
+    gpu.Launched(cuda::AttentionForward(out.as<uint16_t>(), lse.as<float>(), qkv.as<uint16_t>(), B, T, H, KV, hd,
+                                        0.0f, 0, 0, gpu.stream()), "AttentionForward");
   };
   auto backward = [&] {
-    Launched(cuda::AttentionBackward(dqkv.as<uint16_t>(), scratch.as<float>(), dout.as<uint16_t>(),
-                                     out.as<uint16_t>(), qkv.as<uint16_t>(), lse.as<float>(), B, T, H, KV, hd, 0.0f, 0,
-                                     0, stream), "AttentionBackward");
+    gpu.Launched(cuda::AttentionBackward(dqkv.as<uint16_t>(), scratch.as<float>(), dout.as<uint16_t>(),
+                                         out.as<uint16_t>(), qkv.as<uint16_t>(), lse.as<float>(), B, T, H, KV, hd, 0.0f,
+                                         0, 0, gpu.stream()), "AttentionBackward");
   };
   // Mean milliseconds of `iterations` calls of fn, the device drained before and after.
+  srunway::trainer::Device& device = gpu.device();
   auto time = [&](auto fn) {
-    Check(device->Synchronize(device->main_stream()), "synchronize");
+    gpu.Check(device.Synchronize(device.main_stream()), "synchronize");
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iterations; ++i) fn();
-    Check(device->Synchronize(device->main_stream()), "synchronize");
+    gpu.Check(device.Synchronize(device.main_stream()), "synchronize");
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / iterations;
   };
   for (int i = 0; i < 3; ++i) {

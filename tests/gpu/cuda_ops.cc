@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/half.h"
-#include "tests/gpu/open_gpu.h"
+#include "tests/gpu/gpu_buffers.h"
 #include "trainer/device/device.h"
 #include "trainer/model/config.h"
 #include "trainer/model/params.h"
@@ -25,6 +25,7 @@
 
 namespace {
 
+using srunway::gpu_tests::Gpu;
 using srunway::trainer::Buffer;
 using srunway::trainer::Device;
 using srunway::trainer::DType;
@@ -47,57 +48,6 @@ std::vector<float> Random(size_t n, float scale = 1.0f) {
 std::vector<float> Rounded(std::vector<float> values) {
   for (float& x : values) x = srunway::common::BFloat16ToFloat(srunway::common::FloatToBFloat16(x));
   return values;
-}
-
-class Gpu {
- public:
-  explicit Gpu(std::unique_ptr<Device> device) : device_(std::move(device)) {}
-  Device& device() { return *device_; }
-  void* stream() { return device_->native(device_->main_stream()); }
-
-  Buffer Bf16(const std::vector<float>& values) {
-    std::vector<uint16_t> bits(values.size());
-    for (size_t i = 0; i < values.size(); ++i) bits[i] = srunway::common::FloatToBFloat16(values[i]);
-    return Upload(DType::kBFloat16, bits.data(), bits.size());
-  }
-  Buffer F32(const std::vector<float>& values) { return Upload(DType::kFloat32, values.data(), values.size()); }
-  Buffer I32(const std::vector<int32_t>& values) { return Upload(DType::kInt32, values.data(), values.size()); }
-
-  std::vector<float> Read(const Buffer& buffer) {
-    std::vector<float> out(buffer.count());
-    if (buffer.dtype() == DType::kFloat32) {
-      Check(device_->CopyToHost(out.data(), buffer.data(), buffer.bytes(), device_->main_stream()), "CopyToHost");
-      Check(device_->Synchronize(device_->main_stream()), "Synchronize");
-      return out;
-    }
-    std::vector<uint16_t> bits(buffer.count());
-    Check(device_->CopyToHost(bits.data(), buffer.data(), buffer.bytes(), device_->main_stream()), "CopyToHost");
-    Check(device_->Synchronize(device_->main_stream()), "Synchronize");
-    for (size_t i = 0; i < bits.size(); ++i) out[i] = srunway::common::BFloat16ToFloat(bits[i]);
-    return out;
-  }
-
-  static void Check(const srunway::common::Status& status, const char* what) {
-    if (status.ok()) return;
-    std::fprintf(stderr, "cuda_ops: %s: %s\n", what, status.ToString().c_str());
-    std::exit(EXIT_FAILURE);
-  }
-
- private:
-  Buffer Upload(DType dtype, const void* data, size_t count) {
-    auto buffer = Buffer::Allocate(*device_, dtype, count);
-    Check(buffer.status(), "Allocate");
-    Check(device_->CopyFromHost(buffer->data(), data, buffer->bytes(), device_->main_stream()), "CopyFromHost");
-    Check(device_->Synchronize(device_->main_stream()), "Synchronize");
-    return std::move(*buffer);
-  }
-  std::unique_ptr<Device> device_;
-};
-
-void Launched(int rc, const char* op) {
-  if (rc == 0) return;
-  std::fprintf(stderr, "cuda_ops: %s failed to launch: %s\n", op, cuda::ErrorText(rc));
-  std::exit(EXIT_FAILURE);
 }
 
 void Compare(const std::string& what, const std::vector<float>& got, const std::vector<float>& want, float rtol,
@@ -129,9 +79,9 @@ void Residual(Gpu& gpu) {
   auto da = Rounded(Random(n)), db = Rounded(Random(n));
   Buffer ga = gpu.Bf16(a), gb = gpu.Bf16(b), gout = gpu.Bf16(std::vector<float>(n)), gdout = gpu.Bf16(dout);
   Buffer gda = gpu.Bf16(da), gdb = gpu.Bf16(db);
-  Launched(cuda::ResidualForward(gout.as<uint16_t>(), ga.as<uint16_t>(), gb.as<uint16_t>(), n, gpu.stream()),
+  gpu.Launched(cuda::ResidualForward(gout.as<uint16_t>(), ga.as<uint16_t>(), gb.as<uint16_t>(), n, gpu.stream()),
            "ResidualForward");
-  Launched(cuda::ResidualBackward(gda.as<uint16_t>(), gdb.as<uint16_t>(), gdout.as<uint16_t>(), n, gpu.stream()),
+  gpu.Launched(cuda::ResidualBackward(gda.as<uint16_t>(), gdb.as<uint16_t>(), gdout.as<uint16_t>(), n, gpu.stream()),
            "ResidualBackward");
   std::vector<float> out(n);
   cpu::ResidualForward(out.data(), a.data(), b.data(), n);
@@ -145,8 +95,8 @@ void Gelu(Gpu& gpu) {
   const size_t n = 100003;
   auto x = Rounded(Random(n, 2.0f)), dout = Rounded(Random(n)), dinp = Rounded(Random(n));
   Buffer gx = gpu.Bf16(x), gout = gpu.Bf16(std::vector<float>(n)), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp);
-  Launched(cuda::GeluForward(gout.as<uint16_t>(), gx.as<uint16_t>(), n, gpu.stream()), "GeluForward");
-  Launched(cuda::GeluBackward(gdinp.as<uint16_t>(), gx.as<uint16_t>(), gdout.as<uint16_t>(), n, gpu.stream()),
+  gpu.Launched(cuda::GeluForward(gout.as<uint16_t>(), gx.as<uint16_t>(), n, gpu.stream()), "GeluForward");
+  gpu.Launched(cuda::GeluBackward(gdinp.as<uint16_t>(), gx.as<uint16_t>(), gdout.as<uint16_t>(), n, gpu.stream()),
            "GeluBackward");
   std::vector<float> out(n);
   cpu::GeluForward(out.data(), x.data(), n);
@@ -165,9 +115,9 @@ void Embedding(Gpu& gpu) {
   auto dwte = Random(size_t{V} * C), dwpe = Random(size_t{T} * C);
   Buffer gtokens = gpu.I32(tokens), gwte = gpu.Bf16(wte), gwpe = gpu.Bf16(wpe), gdout = gpu.Bf16(dout);
   Buffer gout = gpu.Bf16(std::vector<float>(size_t{B} * T * C)), gdwte = gpu.F32(dwte), gdwpe = gpu.F32(dwpe);
-  Launched(cuda::EmbeddingForward(gout.as<uint16_t>(), gtokens.as<int32_t>(), gwte.as<uint16_t>(), gwpe.as<uint16_t>(),
+  gpu.Launched(cuda::EmbeddingForward(gout.as<uint16_t>(), gtokens.as<int32_t>(), gwte.as<uint16_t>(), gwpe.as<uint16_t>(),
                                   B, T, C, gpu.stream()), "EmbeddingForward");
-  Launched(cuda::EmbeddingBackward(gdwte.as<float>(), gdwpe.as<float>(), gdout.as<uint16_t>(), gtokens.as<int32_t>(),
+  gpu.Launched(cuda::EmbeddingBackward(gdwte.as<float>(), gdwpe.as<float>(), gdout.as<uint16_t>(), gtokens.as<int32_t>(),
                                    B, T, C, gpu.stream()), "EmbeddingBackward");
   std::vector<float> out(size_t{B} * T * C);
   cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
@@ -189,7 +139,7 @@ void LayerNorm(Gpu& gpu, int N, int C) {
   cpu::LayerNormForward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
   Buffer gx = gpu.Bf16(x), gw = gpu.Bf16(w), gb = gpu.Bf16(b), gout = gpu.Bf16(std::vector<float>(out.size()));
   Buffer gmean = gpu.F32(std::vector<float>(rows)), grstd = gpu.F32(std::vector<float>(rows));
-  Launched(cuda::LayerNormForward(gout.as<uint16_t>(), gmean.as<float>(), grstd.as<float>(), gx.as<uint16_t>(),
+  gpu.Launched(cuda::LayerNormForward(gout.as<uint16_t>(), gmean.as<float>(), grstd.as<float>(), gx.as<uint16_t>(),
                                   gw.as<uint16_t>(), gb.as<uint16_t>(), N, C, 1e-5f, gpu.stream()), "LayerNormForward");
   const std::string shape = "N " + std::to_string(N) + " C " + std::to_string(C);
   Compare("layernorm forward " + shape, gpu.Read(gout), out, kBf16Rtol, 8e-3f);
@@ -198,7 +148,7 @@ void LayerNorm(Gpu& gpu, int N, int C) {
   // The backward from the CPU's statistics, so that it is compared alone.
   Buffer gcmean = gpu.F32(mean), gcrstd = gpu.F32(rstd), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp);
   Buffer gdw = gpu.F32(dw), gdb = gpu.F32(db);
-  Launched(cuda::LayerNormBackward(gdinp.as<uint16_t>(), gdw.as<float>(), gdb.as<float>(), gdout.as<uint16_t>(),
+  gpu.Launched(cuda::LayerNormBackward(gdinp.as<uint16_t>(), gdw.as<float>(), gdb.as<float>(), gdout.as<uint16_t>(),
                                    gx.as<uint16_t>(), gw.as<uint16_t>(), gcmean.as<float>(), gcrstd.as<float>(), N, C,
                                    gpu.stream()), "LayerNormBackward");
   cpu::LayerNormBackward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(),
@@ -215,13 +165,13 @@ void RmsNorm(Gpu& gpu, int N, int C) {
   std::vector<float> out(n), rstd(rows);
   cpu::RmsNormForward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
   Buffer gx = gpu.Bf16(x), gw = gpu.Bf16(w), gout = gpu.Bf16(std::vector<float>(n)), grstd = gpu.F32(std::vector<float>(rows));
-  Launched(cuda::RmsNormForward(gout.as<uint16_t>(), grstd.as<float>(), gx.as<uint16_t>(), gw.as<uint16_t>(), N, C,
+  gpu.Launched(cuda::RmsNormForward(gout.as<uint16_t>(), grstd.as<float>(), gx.as<uint16_t>(), gw.as<uint16_t>(), N, C,
                                 1e-5f, gpu.stream()), "RmsNormForward");
   const std::string shape = "N " + std::to_string(N) + " C " + std::to_string(C);
   Compare("rmsnorm forward " + shape, gpu.Read(gout), out, kBf16Rtol, 8e-3f);
   Compare("rmsnorm rstd " + shape, gpu.Read(grstd), rstd, 1e-4f, 1e-6f);
   Buffer gcrstd = gpu.F32(rstd), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp), gdw = gpu.F32(dw);
-  Launched(cuda::RmsNormBackward(gdinp.as<uint16_t>(), gdw.as<float>(), gdout.as<uint16_t>(), gx.as<uint16_t>(),
+  gpu.Launched(cuda::RmsNormBackward(gdinp.as<uint16_t>(), gdw.as<float>(), gdout.as<uint16_t>(), gx.as<uint16_t>(),
                                  gw.as<uint16_t>(), gcrstd.as<float>(), N, C, gpu.stream()), "RmsNormBackward");
   cpu::RmsNormBackward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
   Compare("rmsnorm backward dinp " + shape, gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
@@ -240,22 +190,22 @@ void ResidualNorm(Gpu& gpu, int N, int C) {
   Buffer fused_rstd = gpu.F32(row_zeros), sum = gpu.Bf16(zeros), out = gpu.Bf16(zeros), mean = gpu.F32(row_zeros);
   Buffer rstd = gpu.F32(row_zeros);
   const std::string shape = "N " + std::to_string(N) + " C " + std::to_string(C);
-  Launched(cuda::ResidualLayerNormForward(fused_sum.as<uint16_t>(), fused_out.as<uint16_t>(), fused_mean.as<float>(),
+  gpu.Launched(cuda::ResidualLayerNormForward(fused_sum.as<uint16_t>(), fused_out.as<uint16_t>(), fused_mean.as<float>(),
                                           fused_rstd.as<float>(), ga.as<uint16_t>(), gb.as<uint16_t>(),
                                           gw.as<uint16_t>(), gbias.as<uint16_t>(), N, C, 1e-5f, gpu.stream()),
            "ResidualLayerNormForward");
-  Launched(cuda::ResidualForward(sum.as<uint16_t>(), ga.as<uint16_t>(), gb.as<uint16_t>(), static_cast<int64_t>(n),
+  gpu.Launched(cuda::ResidualForward(sum.as<uint16_t>(), ga.as<uint16_t>(), gb.as<uint16_t>(), static_cast<int64_t>(n),
                                  gpu.stream()), "ResidualForward");
-  Launched(cuda::LayerNormForward(out.as<uint16_t>(), mean.as<float>(), rstd.as<float>(), sum.as<uint16_t>(),
+  gpu.Launched(cuda::LayerNormForward(out.as<uint16_t>(), mean.as<float>(), rstd.as<float>(), sum.as<uint16_t>(),
                                   gw.as<uint16_t>(), gbias.as<uint16_t>(), N, C, 1e-5f, gpu.stream()),
            "LayerNormForward");
   Compare("residual+layernorm sum " + shape, gpu.Read(fused_sum), gpu.Read(sum), 0, 0);
   Compare("residual+layernorm out " + shape, gpu.Read(fused_out), gpu.Read(out), 0, 0);
   Compare("residual+layernorm rstd " + shape, gpu.Read(fused_rstd), gpu.Read(rstd), 0, 0);
-  Launched(cuda::ResidualRmsNormForward(fused_sum.as<uint16_t>(), fused_out.as<uint16_t>(), fused_rstd.as<float>(),
+  gpu.Launched(cuda::ResidualRmsNormForward(fused_sum.as<uint16_t>(), fused_out.as<uint16_t>(), fused_rstd.as<float>(),
                                         ga.as<uint16_t>(), gb.as<uint16_t>(), gw.as<uint16_t>(), N, C, 1e-5f,
                                         gpu.stream()), "ResidualRmsNormForward");
-  Launched(cuda::RmsNormForward(out.as<uint16_t>(), rstd.as<float>(), sum.as<uint16_t>(), gw.as<uint16_t>(), N, C,
+  gpu.Launched(cuda::RmsNormForward(out.as<uint16_t>(), rstd.as<float>(), sum.as<uint16_t>(), gw.as<uint16_t>(), N, C,
                                 1e-5f, gpu.stream()), "RmsNormForward");
   Compare("residual+rmsnorm out " + shape, gpu.Read(fused_out), gpu.Read(out), 0, 0);
   Compare("residual+rmsnorm rstd " + shape, gpu.Read(fused_rstd), gpu.Read(rstd), 0, 0);
@@ -266,8 +216,8 @@ void Swiglu(Gpu& gpu) {
   const size_t n = static_cast<size_t>(N) * F;
   auto x = Rounded(Random(2 * n, 2.0f)), dout = Rounded(Random(n)), dinp = Rounded(Random(2 * n));
   Buffer gx = gpu.Bf16(x), gout = gpu.Bf16(std::vector<float>(n)), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp);
-  Launched(cuda::SwigluForward(gout.as<uint16_t>(), gx.as<uint16_t>(), N, F, gpu.stream()), "SwigluForward");
-  Launched(cuda::SwigluBackward(gdinp.as<uint16_t>(), gx.as<uint16_t>(), gdout.as<uint16_t>(), N, F, gpu.stream()),
+  gpu.Launched(cuda::SwigluForward(gout.as<uint16_t>(), gx.as<uint16_t>(), N, F, gpu.stream()), "SwigluForward");
+  gpu.Launched(cuda::SwigluBackward(gdinp.as<uint16_t>(), gx.as<uint16_t>(), gdout.as<uint16_t>(), N, F, gpu.stream()),
            "SwigluBackward");
   std::vector<float> out(n);
   cpu::SwigluForward(out.data(), x.data(), N, F);
@@ -283,8 +233,8 @@ void Rope(Gpu& gpu) {
   const size_t n = static_cast<size_t>(B) * T * (H + 2 * KV) * hd;
   auto qkv = Rounded(Random(n)), dqkv = Rounded(Random(n));
   Buffer gqkv = gpu.Bf16(qkv), gdqkv = gpu.Bf16(dqkv);
-  Launched(cuda::RopeForward(gqkv.as<uint16_t>(), B, T, H, KV, hd, 10000.0f, gpu.stream()), "RopeForward");
-  Launched(cuda::RopeBackward(gdqkv.as<uint16_t>(), B, T, H, KV, hd, 10000.0f, gpu.stream()), "RopeBackward");
+  gpu.Launched(cuda::RopeForward(gqkv.as<uint16_t>(), B, T, H, KV, hd, 10000.0f, gpu.stream()), "RopeForward");
+  gpu.Launched(cuda::RopeBackward(gdqkv.as<uint16_t>(), B, T, H, KV, hd, 10000.0f, gpu.stream()), "RopeBackward");
   cpu::RopeForward(qkv.data(), B, T, H, KV, hd, 10000.0f);
   cpu::RopeBackward(dqkv.data(), B, T, H, KV, hd, 10000.0f);
   Compare("rope forward", gpu.Read(gqkv), qkv, kBf16Rtol, 8e-3f);
@@ -297,7 +247,7 @@ void Dropout(Gpu& gpu) {
   const cpu::DropoutSite site{0.1f, cpu::DropoutKey(1234, 7, 3), 5000000};
   auto x = Rounded(Random(n));
   Buffer gx = gpu.Bf16(x);
-  Launched(cuda::Dropout(gx.as<uint16_t>(), static_cast<int64_t>(n), site.p, site.key, site.first_index, gpu.stream()),
+  gpu.Launched(cuda::Dropout(gx.as<uint16_t>(), static_cast<int64_t>(n), site.p, site.key, site.first_index, gpu.stream()),
            "Dropout");
   cpu::DropoutForward(x.data(), static_cast<int64_t>(n), site);
   const std::vector<float> got = gpu.Read(gx);
@@ -324,10 +274,10 @@ void Classifier(Gpu& gpu, int N, int V) {
   Buffer glse = gpu.F32(std::vector<float>(static_cast<size_t>(N)));
   Buffer gtargets = gpu.I32(targets);
   // The losses (the logits must stay as they are), then the gradients from the kept log-sum-exp.
-  Launched(cuda::ClassifierLosses(glosses.as<float>(), glse.as<float>(), glogits.as<uint16_t>(),
+  gpu.Launched(cuda::ClassifierLosses(glosses.as<float>(), glse.as<float>(), glogits.as<uint16_t>(),
                                   gtargets.as<int32_t>(), N, V, gpu.stream()), "ClassifierLosses");
   Compare("classifier logits kept " + std::to_string(V), gpu.Read(glogits), logits, 0.0f, 0.0f);
-  Launched(cuda::ClassifierGradients(glogits.as<uint16_t>(), glse.as<float>(), gtargets.as<int32_t>(), N, V, dloss,
+  gpu.Launched(cuda::ClassifierGradients(glogits.as<uint16_t>(), glse.as<float>(), gtargets.as<int32_t>(), N, V, dloss,
                                      gpu.stream()), "ClassifierGradients");
   std::vector<float> losses(static_cast<size_t>(N));
   cpu::SoftmaxCrossEntropyForward(logits.data(), losses.data(), targets.data(), N, V);
@@ -347,9 +297,9 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p) {
   Buffer gqkv = gpu.Bf16(qkv), gout = gpu.Bf16(std::vector<float>(n_out)), gdout = gpu.Bf16(dout);
   Buffer glse = gpu.F32(std::vector<float>(static_cast<size_t>(B) * H * T)), gdqkv = gpu.Bf16(dqkv_start);
   Buffer scratch = gpu.F32(std::vector<float>(static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H, KV, hd))));
-  Launched(cuda::AttentionForward(gout.as<uint16_t>(), glse.as<float>(), gqkv.as<uint16_t>(), B, T, H, KV, hd, p,
+  gpu.Launched(cuda::AttentionForward(gout.as<uint16_t>(), glse.as<float>(), gqkv.as<uint16_t>(), B, T, H, KV, hd, p,
                                   dropout.key, dropout.first_index, gpu.stream()), "AttentionForward");
-  Launched(cuda::AttentionBackward(gdqkv.as<uint16_t>(), scratch.as<float>(), gdout.as<uint16_t>(), gout.as<uint16_t>(),
+  gpu.Launched(cuda::AttentionBackward(gdqkv.as<uint16_t>(), scratch.as<float>(), gdout.as<uint16_t>(), gout.as<uint16_t>(),
                                    gqkv.as<uint16_t>(), glse.as<float>(), B, T, H, KV, hd, p, dropout.key,
                                    dropout.first_index, gpu.stream()), "AttentionBackward");
   std::vector<float> out(n_out), att(static_cast<size_t>(B) * H * T * T), dqkv = dqkv_start;
@@ -372,9 +322,9 @@ void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias) 
   Buffer gdout = gpu.Bf16(dout), gdx = gpu.Bf16(dx), gdw = gpu.F32(dw), gdb = gpu.F32(db);
   const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "->" + std::to_string(OC) +
                             (with_bias ? " bias" : "");
-  Gpu::Check(blas.Forward(gout.as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(),
+  gpu.Check(blas.Forward(gout.as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(),
                           with_bias ? gb.as<uint16_t>() : nullptr, N, C, OC, gpu.stream()), "Matmul::Forward");
-  Gpu::Check(blas.Backward(gdx.as<uint16_t>(), gdw.as<float>(), with_bias ? gdb.as<float>() : nullptr,
+  gpu.Check(blas.Backward(gdx.as<uint16_t>(), gdw.as<float>(), with_bias ? gdb.as<float>() : nullptr,
                            gdout.as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(), N, C, OC, gpu.stream()),
              "Matmul::Backward");
   std::vector<float> out(rows * out_cols);
@@ -404,9 +354,9 @@ void MatmulGelu(Gpu& gpu, cuda::Matmul& blas, int N, int C, int F, bool epilogue
                             (epilogues ? " epilogues" : " kernels");
   blas.set_gelu_epilogues(epilogues);
   const int64_t fallbacks = blas.gelu_fallbacks();
-  Gpu::Check(blas.ForwardGelu(gact.as<uint16_t>(), gpre.as<uint16_t>(), gx.as<uint16_t>(), gw1.as<uint16_t>(),
+  gpu.Check(blas.ForwardGelu(gact.as<uint16_t>(), gpre.as<uint16_t>(), gx.as<uint16_t>(), gw1.as<uint16_t>(),
                               gb1.as<uint16_t>(), N, C, F, gpu.stream()), "Matmul::ForwardGelu");
-  Gpu::Check(blas.BackwardGelu(gdpre.as<uint16_t>(), gdw2.as<float>(), gdb2.as<float>(), gdout.as<uint16_t>(),
+  gpu.Check(blas.BackwardGelu(gdpre.as<uint16_t>(), gdw2.as<float>(), gdb2.as<float>(), gdout.as<uint16_t>(),
                                gact.as<uint16_t>(), gpre.as<uint16_t>(), gw2.as<uint16_t>(), N, F, C, gpu.stream()),
              "Matmul::BackwardGelu");
   blas.set_gelu_epilogues(true);
@@ -436,7 +386,7 @@ void MatmulGelu(Gpu& gpu, cuda::Matmul& blas, int N, int C, int F, bool epilogue
 // and embeddings, not on norms and biases); the gradients scaled by 0.5 as clipping would.
 void AdamW(Gpu& gpu) {
   auto config = srunway::trainer::Preset("gpt-tiny");
-  Gpu::Check(config.status(), "Preset");
+  gpu.Check(config.status(), "Preset");
   const srunway::trainer::ParamLayout layout(*config);
   const size_t n = static_cast<size_t>(layout.numel());
   srunway::trainer::AdamWConfig adam{0.9f, 0.95f, 1e-8f, 0.1f};
@@ -454,7 +404,7 @@ void AdamW(Gpu& gpu) {
     const double bias2 = 1.0 - std::pow(static_cast<double>(adam.beta2), static_cast<double>(step));
     for (const auto& tensor : layout.tensors()) {
       const int64_t at = tensor.offset;
-      Launched(cuda::AdamW(gp.as<float>() + at, gbf16.as<uint16_t>() + at, gg.as<float>() + at, gm.as<float>() + at,
+      gpu.Launched(cuda::AdamW(gp.as<float>() + at, gbf16.as<uint16_t>() + at, gg.as<float>() + at, gm.as<float>() + at,
                            gv.as<float>() + at, tensor.numel, adam.beta1, adam.beta2, adam.eps,
                            tensor.decay ? 1.0f - lr * adam.weight_decay : 1.0f, static_cast<float>(lr / bias1),
                            static_cast<float>(std::sqrt(bias2)), 0.5f, gpu.stream()), "AdamW");
@@ -471,7 +421,7 @@ void AdamW(Gpu& gpu) {
 }  // namespace
 
 int main() {
-  Gpu gpu(srunway::gpu_tests::OpenGpuOrSkip("cuda_ops"));
+  Gpu gpu("cuda_ops");
   std::printf("cuda_ops: %s\n", gpu.device().name().c_str());
   Residual(gpu);
   Gelu(gpu);
@@ -495,7 +445,7 @@ int main() {
   Attention(gpu, 2, 130, 6, 2, 96, 0.1f);
   Attention(gpu, 2, 100, 4, 2, 16, 0.1f);   // the tiny presets' head size
   auto blas = cuda::Matmul::Open(gpu.device());
-  Gpu::Check(blas.status(), "cuBLASLt");
+  gpu.Check(blas.status(), "cuBLASLt");
   std::printf("cuda_ops: cuBLASLt from %s\n", (*blas)->library_path().c_str());
   Matmul(gpu, **blas, 256, 768, 2304, true);
   Matmul(gpu, **blas, 100, 96, 40, false);
