@@ -2,7 +2,7 @@
 # Profile of one training step on a GPU: srunway-train (the benchmark's shapes: gpt2-124m at 16 x 1024, gpt3-1.3b
 # at 8 x 2048) with --profile-step on its fourth step, under nsys where it is installed (each kernel's time as it ran
 # on the timeline) or else ncu (each kernel timed alone, serialized: shares of the summed kernel time, not of the
-# wall clock), and the top kernels with their share of the step's GPU time (tests/bench/kernel_shares.py).
+# wall clock), and the top kernels with their share of the step's GPU time (scripts/kernel_shares.py).
 #   scripts/profile-step.sh [SIZE [TOP]]     exit 77 without a GPU or a profiler
 # SRUNWAY_TRAIN names the srunway-train to profile (default: the build tree's, else the one on PATH).
 set -uo pipefail
