@@ -7,7 +7,7 @@
 #   2. the same with --use-distributed-optimizer and dropout (the ZeRO-1 path and the seeded masks);
 #   3. save at step 10 -> load -> continue gives the uninterrupted run's losses for steps 11-20 (within 1e-4);
 #      --export writes safetensors and --sample generates from the GPU's logits;
-#   (the start-up log says which attention and GELU implementations run: gpt-tiny's head size 32 takes the
+#   (the start-up log says which attention and GELU implementations run: gpt-tiny's head size 16 takes the
 #   mma.sync tiles, GELU cuBLASLt's epilogues)
 #   4. bad input: cuBLASLt missing with --device cuda is one line naming it, exit 1; with --device auto the run
 #      trains on the CPU and says why once.
