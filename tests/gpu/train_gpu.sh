@@ -10,7 +10,8 @@
 #   (the start-up log says which attention and GELU implementations run: gpt-tiny's head size 16 takes the
 #   mma.sync tiles, GELU cuBLASLt's epilogues)
 #   4. bad input: cuBLASLt missing with --device cuda is one line naming it, exit 1; with --device auto the run
-#      trains on the CPU and says why once.
+#      trains on the CPU and says why once;
+#   5. a head size no GPU attention kernel takes is one line, exit 2.
 # Exits 77 (skip) where there is no GPU or no CUDA driver.
 # Usage: train_gpu.sh SRUNWAY_TRAIN SRUNWAY_PREP
 set -euo pipefail
