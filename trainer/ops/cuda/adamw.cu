@@ -24,8 +24,8 @@ __global__ void AdamWKernel(float* p, bf16* p_bf16, const float* g, float* m, fl
 int AdamW(float* p, bf16* p_bf16, const float* g, float* m, float* v, int64_t n, float beta1, float beta2, float eps,
           float decay, float step_size, float bias2_sqrt, float grad_scale, Stream stream) {
   if (n <= 0) return 0;
-  AdamWKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(p, p_bf16, g, m, v, n, beta1, beta2, eps, decay, step_size,
-                                                            bias2_sqrt, grad_scale);
+  LaunchKernel(AdamWKernel, Blocks(n), kThreads, 0, AsStream(stream), p, p_bf16, g, m, v, n, beta1, beta2, eps, decay,
+               step_size, bias2_sqrt, grad_scale);
   return Launched();
 }
 

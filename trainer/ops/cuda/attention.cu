@@ -178,7 +178,8 @@ int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H
   const int64_t rows = int64_t{B} * H * T;
   if (rows <= 0) return 0;
   return ForHeadSize(hd, [&](auto per) {
-    AttentionForwardKernel<decltype(per)::value><<<RowWarpBlocks(rows), kThreads, 0, AsStream(stream)>>>(out, lse, qkv, s);
+    LaunchKernel(AttentionForwardKernel<decltype(per)::value>, RowWarpBlocks(rows), kThreads, 0, AsStream(stream), out,
+                 lse, qkv, s);
   });
 }
 
@@ -201,13 +202,14 @@ int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* 
     return static_cast<int>(rc);
   }
   if (int rc = ForHeadSize(hd, [&](auto per) {
-        AttentionBackwardKernel<decltype(per)::value><<<RowWarpBlocks(rows), kThreads, 0, AsStream(stream)>>>(
-            dqkv, dk, dv, dout, out, qkv, lse, s);
+        LaunchKernel(AttentionBackwardKernel<decltype(per)::value>, RowWarpBlocks(rows), kThreads, 0,
+                     AsStream(stream), dqkv, dk, dv, dout, out, qkv, lse, s);
       });
       rc != 0) {
     return rc;
   }
-  AddKvGradients<<<Blocks(kv_elements), kThreads, 0, AsStream(stream)>>>(dqkv, dk, dv, H, KV, hd, kv_elements);
+  LaunchKernel(AddKvGradients, Blocks(kv_elements), kThreads, 0, AsStream(stream), dqkv, dk, dv, H, KV, hd,
+               kv_elements);
   return Launched();
 }
 

@@ -55,10 +55,10 @@ int BiasGradient(float* dbias, const bf16* dout, int N, int OC, float* scratch, 
   }
   const int chunks = (N + chunk - 1) / chunk;
   const dim3 grid(static_cast<unsigned>((OC + kColumns - 1) / kColumns), static_cast<unsigned>(chunks));
-  ChunkSumsKernel<<<grid, kThreads, 0, AsStream(stream)>>>(scratch, dout, N, OC, chunk);
+  LaunchKernel(ChunkSumsKernel, grid, kThreads, 0, AsStream(stream), scratch, dout, N, OC, chunk);
   if (int rc = Launched(); rc != 0) return rc;
-  AddChunksKernel<<<static_cast<unsigned>((OC + kThreads - 1) / kThreads), kThreads, 0, AsStream(stream)>>>(
-      dbias, scratch, chunks, OC);
+  LaunchKernel(AddChunksKernel, static_cast<unsigned>((OC + kThreads - 1) / kThreads), kThreads, 0, AsStream(stream),
+               dbias, scratch, chunks, OC);
   return Launched();
 }
 

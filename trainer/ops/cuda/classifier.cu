@@ -121,7 +121,8 @@ int ClassifierLosses(float* losses, float* lse, const bf16* logits, const int32_
                      Stream stream) {
   if (N <= 0) return 0;
   auto kernel = Vectorizable(logits, V) ? LossesKernel<true> : LossesKernel<false>;
-  kernel<<<static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream)>>>(losses, lse, logits, targets, V);
+  LaunchKernel(kernel, static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream), losses, lse, logits, targets,
+               V);
   return Launched();
 }
 
@@ -129,8 +130,8 @@ int ClassifierGradients(bf16* logits_to_dlogits, const float* lse, const int32_t
                         Stream stream) {
   if (N <= 0) return 0;
   auto kernel = Vectorizable(logits_to_dlogits, V) ? GradientsKernel<true> : GradientsKernel<false>;
-  kernel<<<static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream)>>>(logits_to_dlogits, lse, targets, V,
-                                                                               dloss);
+  LaunchKernel(kernel, static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream), logits_to_dlogits, lse,
+               targets, V, dloss);
   return Launched();
 }
 

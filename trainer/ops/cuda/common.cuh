@@ -1,4 +1,5 @@
-// What the CUDA operations share: bf16 loads and stores in fp32, launch shapes, the error code of a launch.
+// What the CUDA operations share: bf16 loads and stores in fp32, launch shapes, the error code of a launch (the
+// launch itself and the instructions below C++ are hardware.cuh's).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -6,6 +7,7 @@
 
 #include <cstdint>
 
+#include "trainer/ops/cuda/hardware.cuh"
 #include "trainer/ops/cuda/kernels.h"
 
 namespace srunway::trainer::cuda {

@@ -14,7 +14,7 @@ __global__ void ToBf16Kernel(bf16* out, const float* in, int64_t n) {
 
 int ToBf16(bf16* out, const float* in, int64_t n, Stream stream) {
   if (n <= 0) return 0;
-  ToBf16Kernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(out, in, n);
+  LaunchKernel(ToBf16Kernel, Blocks(n), kThreads, 0, AsStream(stream), out, in, n);
   return Launched();
 }
 

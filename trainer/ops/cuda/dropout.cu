@@ -14,7 +14,7 @@ __global__ void DropoutKernel(bf16* x, int64_t n, float p, float scale, uint64_t
 
 int Dropout(bf16* x, int64_t n, float p, uint64_t key, int64_t first_index, Stream stream) {
   if (n <= 0 || p <= 0) return 0;
-  DropoutKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(x, n, p, 1.0f / (1.0f - p), key, first_index);
+  LaunchKernel(DropoutKernel, Blocks(n), kThreads, 0, AsStream(stream), x, n, p, 1.0f / (1.0f - p), key, first_index);
   return Launched();
 }
 

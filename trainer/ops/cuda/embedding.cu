@@ -37,7 +37,7 @@ int EmbeddingForward(bf16* out, const int32_t* tokens, const bf16* wte, const bf
                      Stream stream) {
   const int64_t n = int64_t{B} * T * C;
   if (n <= 0) return 0;
-  EmbeddingForwardKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(out, tokens, wte, wpe, T, C, n);
+  LaunchKernel(EmbeddingForwardKernel, Blocks(n), kThreads, 0, AsStream(stream), out, tokens, wte, wpe, T, C, n);
   return Launched();
 }
 
@@ -45,9 +45,9 @@ int EmbeddingBackward(float* dwte, float* dwpe, const bf16* dout, const int32_t*
                       Stream stream) {
   const int64_t n = int64_t{B} * T * C;
   if (n <= 0) return 0;
-  EmbeddingBackwardTokens<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(dwte, dout, tokens, C, n);
+  LaunchKernel(EmbeddingBackwardTokens, Blocks(n), kThreads, 0, AsStream(stream), dwte, dout, tokens, C, n);
   if (int rc = Launched(); rc != 0 || dwpe == nullptr) return rc;
-  EmbeddingBackwardPositions<<<Blocks(int64_t{T} * C), kThreads, 0, AsStream(stream)>>>(dwpe, dout, B, T, C);
+  LaunchKernel(EmbeddingBackwardPositions, Blocks(int64_t{T} * C), kThreads, 0, AsStream(stream), dwpe, dout, B, T, C);
   return Launched();
 }
 

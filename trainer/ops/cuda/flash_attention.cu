@@ -73,7 +73,7 @@ constexpr size_t ForwardSharedBytes() {
 
 template <int hd>
 __global__ void __launch_bounds__(kTileThreads) FlashForward(bf16* out, float* lse, const bf16* qkv, Dims d) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  unsigned char* shared = DynamicShared<unsigned char>();
   Half* q = reinterpret_cast<Half*>(shared);
   Half* k = q + kTile * kLd<hd>;
   Half* v = k + kTile * kLd<hd>;
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kTileThreads)
     FlashBackward(float* dq, float* dk, float* dv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
                   Dims d) {
   static_assert(16 * kOLd<hd> <= 2 * 16 * kSLd, "a warp's accumulators are staged in its score rows");
-  extern __shared__ __align__(128) unsigned char shared[];
+  unsigned char* shared = DynamicShared<unsigned char>();
   Half* k = reinterpret_cast<Half*>(shared);
   Half* v = k + kTile * kLd<hd>;
   Half* q = v + kTile * kLd<hd>;
@@ -323,7 +323,7 @@ int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, 
     constexpr int kHd = decltype(size)::value;
     constexpr size_t bytes = ForwardSharedBytes<kHd>();
     if (int rc = AllowSharedMemory(FlashForward<kHd>, bytes); rc != 0) return rc;
-    FlashForward<kHd><<<grid, kTileThreads, bytes, AsStream(stream)>>>(out, lse, qkv, d);
+    LaunchKernel(FlashForward<kHd>, grid, kTileThreads, bytes, AsStream(stream), out, lse, qkv, d);
     return Launched();
   });
 }
@@ -345,8 +345,9 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
     return static_cast<int>(rc);
   }
   const int64_t rows = tokens * H;
-  RowDots<<<static_cast<unsigned>(std::min<int64_t>((rows + kThreads / kWarp - 1) / (kThreads / kWarp), 65535 * 16)),
-            kThreads, 0, AsStream(stream)>>>(D, dout, out, B, T, H, hd);
+  LaunchKernel(RowDots,
+               static_cast<unsigned>(std::min<int64_t>((rows + kThreads / kWarp - 1) / (kThreads / kWarp), 65535 * 16)),
+               kThreads, 0, AsStream(stream), D, dout, out, B, T, H, hd);
   if (int rc = Launched(); rc != 0) return rc;
   const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kTile - 1) / kTile));
   if (!AttentionIs("wmma")) {
@@ -355,14 +356,14 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
         constexpr int kHd = decltype(size)::value;
         constexpr size_t bytes = BackwardSharedBytes<kHd>();
         if (int allowed = AllowSharedMemory(FlashBackward<kHd>, bytes); allowed != 0) return allowed;
-        FlashBackward<kHd><<<grid, kTileThreads, bytes, AsStream(stream)>>>(dq, dk, dv, dout, qkv, lse, D, d);
+        LaunchKernel(FlashBackward<kHd>, grid, kTileThreads, bytes, AsStream(stream), dq, dk, dv, dout, qkv, lse, D, d);
         return Launched();
       });
       rc != 0) {
     return rc;
   }
-  StoreQkvGradients<<<Blocks(tokens * (H + 2 * KV) * hd), kThreads, 0, AsStream(stream)>>>(dqkv, dq, dk, dv, H, KV,
-                                                                                            hd, tokens);
+  LaunchKernel(StoreQkvGradients, Blocks(tokens * (H + 2 * KV) * hd), kThreads, 0, AsStream(stream), dqkv, dq, dk, dv,
+               H, KV, hd, tokens);
   return Launched();
 }
 

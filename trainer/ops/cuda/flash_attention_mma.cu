@@ -31,24 +31,6 @@ namespace {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kDsLd = kTile + 8;  // bf16 dS^T rows [key][query] in shared memory
 
-// c += a b.
-__device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8 x 8 bf16 matrices from shared memory, each transposed: lane l gives the address of row l % 8 of matrix
-// l / 8, and r[i] receives matrix i as a B (or A) fragment register.
-__device__ __forceinline__ void LoadTransposed(uint32_t (&r)[4], const Half* row) {
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-
 __device__ __forceinline__ uint32_t Pair(const Half* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 __device__ __forceinline__ uint32_t Pack(float low, float high) {
@@ -125,7 +107,7 @@ constexpr size_t ForwardShared() {
 
 template <int hd>
 __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* lse, const bf16* qkv, Dims d) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  unsigned char* shared = DynamicShared<unsigned char>();
   Half* q = reinterpret_cast<Half*>(shared);
   Half* k = q + kTile * kLd<hd>;
   Half* v = k + kTile * kLd<hd>;
@@ -227,7 +209,7 @@ template <int hd>
 __global__ void __launch_bounds__(kTileThreads)
     BackwardKernel(float* dq, float* dk, float* dv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
                    Dims d) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  unsigned char* shared = DynamicShared<unsigned char>();
   Half* k = reinterpret_cast<Half*>(shared);
   Half* v = k + kTile * kLd<hd>;
   Half* q = v + kTile * kLd<hd>;
@@ -346,7 +328,7 @@ int MmaForward(bf16* out, float* lse, const bf16* qkv, const Dims& d, int hd, cu
     constexpr int kHd = decltype(size)::value;
     constexpr size_t bytes = ForwardShared<kHd>();
     if (int rc = AllowSharedMemory(ForwardKernel<kHd>, bytes); rc != 0) return rc;
-    ForwardKernel<kHd><<<grid, kTileThreads, bytes, stream>>>(out, lse, qkv, d);
+    LaunchKernel(ForwardKernel<kHd>, grid, kTileThreads, bytes, stream, out, lse, qkv, d);
     return Launched();
   });
 }
@@ -358,7 +340,7 @@ int MmaBackward(float* dq, float* dk, float* dv, const bf16* dout, const bf16* q
     constexpr int kHd = decltype(size)::value;
     constexpr size_t bytes = BackwardShared<kHd>();
     if (int rc = AllowSharedMemory(BackwardKernel<kHd>, bytes); rc != 0) return rc;
-    BackwardKernel<kHd><<<grid, kTileThreads, bytes, stream>>>(dq, dk, dv, dout, qkv, lse, D, d);
+    LaunchKernel(BackwardKernel<kHd>, grid, kTileThreads, bytes, stream, dq, dk, dv, dout, qkv, lse, D, d);
     return Launched();
   });
 }

@@ -28,13 +28,13 @@ __global__ void GeluBackwardKernel(bf16* dinp, const bf16* inp, const bf16* dout
 
 int GeluForward(bf16* out, const bf16* inp, int64_t n, Stream stream) {
   if (n <= 0) return 0;
-  GeluForwardKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(out, inp, n);
+  LaunchKernel(GeluForwardKernel, Blocks(n), kThreads, 0, AsStream(stream), out, inp, n);
   return Launched();
 }
 
 int GeluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t n, Stream stream) {
   if (n <= 0) return 0;
-  GeluBackwardKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(dinp, inp, dout, n);
+  LaunchKernel(GeluBackwardKernel, Blocks(n), kThreads, 0, AsStream(stream), dinp, inp, dout, n);
   return Launched();
 }
 

@@ -40,7 +40,7 @@ __global__ void LayerNormForwardKernel(bf16* out, float* mean, float* rstd, bf16
 // 2C floats) and adds them to the global ones once per channel.
 __global__ void LayerNormBackwardKernel(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                                         const bf16* weight, const float* mean, const float* rstd, int N, int C) {
-  extern __shared__ float sums[];
+  float* sums = DynamicShared<float>();
   for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) sums[c] = 0;
   __syncthreads();
   const int lane = threadIdx.x % kWarp;
@@ -78,8 +78,8 @@ int LayerNormForward(bf16* out, float* mean, float* rstd, const bf16* inp, const
                      int N, int C, float eps, Stream stream) {
   if (N <= 0) return 0;
   const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  LayerNormForwardKernel<false><<<blocks, kThreads, 0, AsStream(stream)>>>(out, mean, rstd, const_cast<bf16*>(inp),
-                                                                           nullptr, nullptr, weight, bias, N, C, eps);
+  LaunchKernel(LayerNormForwardKernel<false>, blocks, kThreads, 0, AsStream(stream), out, mean, rstd,
+               const_cast<bf16*>(inp), nullptr, nullptr, weight, bias, N, C, eps);
   return Launched();
 }
 
@@ -87,8 +87,8 @@ int ResidualLayerNormForward(bf16* residual, bf16* out, float* mean, float* rstd
                              const bf16* weight, const bf16* bias, int N, int C, float eps, Stream stream) {
   if (N <= 0) return 0;
   const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  LayerNormForwardKernel<true><<<blocks, kThreads, 0, AsStream(stream)>>>(out, mean, rstd, residual, a, b, weight,
-                                                                          bias, N, C, eps);
+  LaunchKernel(LayerNormForwardKernel<true>, blocks, kThreads, 0, AsStream(stream), out, mean, rstd, residual, a, b,
+               weight, bias, N, C, eps);
   return Launched();
 }
 
@@ -98,8 +98,8 @@ int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout
   const size_t shared = sizeof(float) * 2 * static_cast<size_t>(C);
   if (int rc = AllowSharedMemory(LayerNormBackwardKernel, shared); rc != 0) return rc;
   const unsigned blocks = RowBlocks(N, kRowsPerBlock);
-  LayerNormBackwardKernel<<<blocks, kThreads, shared, AsStream(stream)>>>(dinp, dweight, dbias, dout, inp, weight, mean,
-                                                                          rstd, N, C);
+  LaunchKernel(LayerNormBackwardKernel, blocks, kThreads, shared, AsStream(stream), dinp, dweight, dbias, dout, inp,
+               weight, mean, rstd, N, C);
   return Launched();
 }
 

@@ -26,8 +26,8 @@ __global__ void SumOfSquaresKernel(double* partials, const float* values, int64_
 
 int SumOfSquaresPartials(double* partials, const float* values, int64_t n, Stream stream) {
   if (n <= 0) return 0;
-  SumOfSquaresKernel<<<static_cast<unsigned>(SumOfSquaresBlocks(n)), kThreads, 0, AsStream(stream)>>>(partials,
-                                                                                                     values, n);
+  LaunchKernel(SumOfSquaresKernel, static_cast<unsigned>(SumOfSquaresBlocks(n)), kThreads, 0, AsStream(stream),
+               partials, values, n);
   return Launched();
 }
 

@@ -22,13 +22,13 @@ __global__ void ResidualBackwardKernel(bf16* da, bf16* db, const bf16* dout, int
 
 int ResidualForward(bf16* out, const bf16* a, const bf16* b, int64_t n, Stream stream) {
   if (n <= 0) return 0;
-  ResidualForwardKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(out, a, b, n);
+  LaunchKernel(ResidualForwardKernel, Blocks(n), kThreads, 0, AsStream(stream), out, a, b, n);
   return Launched();
 }
 
 int ResidualBackward(bf16* da, bf16* db, const bf16* dout, int64_t n, Stream stream) {
   if (n <= 0) return 0;
-  ResidualBackwardKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(da, db, dout, n);
+  LaunchKernel(ResidualBackwardKernel, Blocks(n), kThreads, 0, AsStream(stream), da, db, dout, n);
   return Launched();
 }
 

@@ -30,7 +30,7 @@ __global__ void RmsNormForwardKernel(bf16* out, float* rstd, bf16* inp, const bf
 // dx = s (w d) - x s^3 mean(w d x); the block gathers its rows' dweight in shared memory first.
 __global__ void RmsNormBackwardKernel(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
                                       const float* rstd, int N, int C) {
-  extern __shared__ float sums[];
+  float* sums = DynamicShared<float>();
   for (int c = threadIdx.x; c < C; c += blockDim.x) sums[c] = 0;
   __syncthreads();
   const int lane = threadIdx.x % kWarp;
@@ -56,8 +56,8 @@ int RmsNormForward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, 
                    Stream stream) {
   if (N <= 0) return 0;
   const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  RmsNormForwardKernel<false><<<blocks, kThreads, 0, AsStream(stream)>>>(out, rstd, const_cast<bf16*>(inp), nullptr,
-                                                                         nullptr, weight, N, C, eps);
+  LaunchKernel(RmsNormForwardKernel<false>, blocks, kThreads, 0, AsStream(stream), out, rstd, const_cast<bf16*>(inp),
+               nullptr, nullptr, weight, N, C, eps);
   return Launched();
 }
 
@@ -65,7 +65,8 @@ int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a
                            int N, int C, float eps, Stream stream) {
   if (N <= 0) return 0;
   const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  RmsNormForwardKernel<true><<<blocks, kThreads, 0, AsStream(stream)>>>(out, rstd, residual, a, b, weight, N, C, eps);
+  LaunchKernel(RmsNormForwardKernel<true>, blocks, kThreads, 0, AsStream(stream), out, rstd, residual, a, b, weight, N,
+               C, eps);
   return Launched();
 }
 
@@ -74,8 +75,8 @@ int RmsNormBackward(bf16* dinp, float* dweight, const bf16* dout, const bf16* in
   if (N <= 0) return 0;
   const size_t shared = sizeof(float) * static_cast<size_t>(C);
   if (int rc = AllowSharedMemory(RmsNormBackwardKernel, shared); rc != 0) return rc;
-  RmsNormBackwardKernel<<<RowBlocks(N, kRowsPerBlock), kThreads, shared, AsStream(stream)>>>(dinp, dweight, dout, inp,
-                                                                                             weight, rstd, N, C);
+  LaunchKernel(RmsNormBackwardKernel, RowBlocks(N, kRowsPerBlock), kThreads, shared, AsStream(stream), dinp, dweight,
+               dout, inp, weight, rstd, N, C);
   return Launched();
 }
 

@@ -26,7 +26,7 @@ __global__ void RopeKernel(bf16* qkv, int T, int H, int KV, int hd, float theta,
 int Rope(bf16* qkv, int B, int T, int H, int KV, int hd, float theta, float direction, Stream stream) {
   const int64_t n = int64_t{B} * T * (H + KV) * (hd / 2);
   if (n <= 0) return 0;
-  RopeKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(qkv, T, H, KV, hd, theta, direction, n);
+  LaunchKernel(RopeKernel, Blocks(n), kThreads, 0, AsStream(stream), qkv, T, H, KV, hd, theta, direction, n);
   return Launched();
 }
 

@@ -28,14 +28,14 @@ __global__ void SwigluBackwardKernel(bf16* dinp, const bf16* inp, const bf16* do
 int SwigluForward(bf16* out, const bf16* inp, int N, int F, Stream stream) {
   const int64_t n = int64_t{N} * F;
   if (n <= 0) return 0;
-  SwigluForwardKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(out, inp, F, n);
+  LaunchKernel(SwigluForwardKernel, Blocks(n), kThreads, 0, AsStream(stream), out, inp, F, n);
   return Launched();
 }
 
 int SwigluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, Stream stream) {
   const int64_t n = int64_t{N} * F;
   if (n <= 0) return 0;
-  SwigluBackwardKernel<<<Blocks(n), kThreads, 0, AsStream(stream)>>>(dinp, inp, dout, F, n);
+  LaunchKernel(SwigluBackwardKernel, Blocks(n), kThreads, 0, AsStream(stream), dinp, inp, dout, F, n);
   return Launched();
 }
 

@@ -1,0 +1,49 @@
+// What the CUDA operations ask of the hardware directly: the kernel launch, dynamic shared memory, and the
+// mma.sync and ldmatrix instructions. Everything else in trainer/ops/cuda is plain CUDA C++, so that
+// tests/emulated_gpu/ can run the same kernels on the CPU by putting its own version of this one header first on
+// the include path; nothing that touches the hardware belongs anywhere else.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+namespace srunway::trainer::cuda {
+
+// kernel<<<grid, block, shared_bytes, stream>>>(args...); Launched() (common.cuh) reads whether it was queued.
+template <typename... Params, typename... Args>
+void LaunchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                  Args&&... args) {
+  kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+}
+
+// The block's dynamic shared memory (the launch's shared_bytes), 128-byte aligned.
+template <typename T>
+__device__ __forceinline__ T* DynamicShared() {
+  extern __shared__ __align__(128) unsigned char dynamic_shared[];
+  return reinterpret_cast<T*>(dynamic_shared);
+}
+
+// c += a b on the tensor cores: mma.sync.m16n8k16, bf16 inputs, fp32 accumulators. The fragments' layouts are the
+// PTX ISA's, written out at the top of flash_attention_mma.cu.
+__device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8 x 8 bf16 matrices from shared memory, each transposed (ldmatrix.x4.trans): lane l gives the address of
+// row l % 8 of matrix l / 8, and r[i] receives matrix i as a B (or A) fragment register.
+__device__ __forceinline__ void LoadTransposed(uint32_t (&r)[4], const __nv_bfloat16* row) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+}  // namespace srunway::trainer::cuda
