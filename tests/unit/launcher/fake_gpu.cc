@@ -138,8 +138,12 @@ CUresult cuEventDestroy(CUevent event) {
   --g_events;
   return CUDA_SUCCESS;
 }
-CUresult cuMemAlloc(CUdeviceptr* pointer, size_t bytes) {  // 256-byte aligned, as the real driver's
-  *pointer = bytes >= (size_t{1} << 40) ? 0 : reinterpret_cast<CUdeviceptr>(std::aligned_alloc(256, (bytes + 255) / 256 * 256));
+// 256-byte aligned, as the real driver's, and exactly `bytes` long, so that under AddressSanitizer a kernel of the
+// emulated GPU (tests/emulated_gpu) reading past a buffer is caught even inside the real driver's rounding.
+CUresult cuMemAlloc(CUdeviceptr* pointer, size_t bytes) {
+  void* p = nullptr;
+  if (bytes >= (size_t{1} << 40) || posix_memalign(&p, 256, bytes == 0 ? 1 : bytes) != 0) p = nullptr;
+  *pointer = reinterpret_cast<CUdeviceptr>(p);
   return *pointer != 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult cuMemFree(CUdeviceptr pointer) {
