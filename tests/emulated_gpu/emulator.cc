@@ -1,0 +1,380 @@
+// The emulated GPU's scheduler: a block's CUDA threads as fibers, started with makecontext and switched with
+// _setjmp/_longjmp (no signal-mask system call per switch), annotated for AddressSanitizer where it is on.
+#undef _FORTIFY_SOURCE  // its longjmp check refuses a jump to another stack, which is what a fiber switch is
+#include "tests/emulated_gpu/emulator.h"
+
+#include <setjmp.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <dlfcn.h>
+#include <sanitizer/common_interface_defs.h>
+#define SRUNWAY_EMULATED_ASAN 1
+#endif
+
+namespace srunway::emulated_gpu {
+namespace {
+
+#ifdef SRUNWAY_EMULATED_ASAN
+constexpr size_t kStackBytes = 256 * 1024;
+#else
+constexpr size_t kStackBytes = 128 * 1024;
+#endif
+constexpr size_t kGuardBytes = 4096;
+constexpr int kWarpSize = 32;
+constexpr int kMaxThreads = 1024;
+constexpr int kDefaultDynamicShared = 48 * 1024;
+constexpr int kMaxDynamicShared = 227 * 1024;  // an H100's opt-in limit per block
+
+enum class State { kReady, kAtWarp, kAtBlock, kDone };
+
+struct Fiber {
+  jmp_buf context;
+  ucontext_t start;
+  unsigned char* stack = nullptr;  // kGuardBytes of PROT_NONE, then kStackBytes
+  bool started = false;
+  State state = State::kReady;
+  Collective waiting_for = Collective::kShuffle;
+  dim3 thread_idx;
+  int lane = 0, warp = 0;
+  unsigned generation = 0;  // warp-wide operations passed: which of the two post buffers is this lane's
+  void* fake_stack = nullptr;
+};
+
+struct Warp {
+  uint32_t posts[2][kWarpSize][kPostWords];
+};
+
+const char* CollectiveName(Collective what) {
+  switch (what) {
+    case Collective::kShuffle: return "a shuffle";
+    case Collective::kSyncWarp: return "__syncwarp";
+    case Collective::kMma: return "mma.sync";
+    case Collective::kLdmatrix: return "ldmatrix";
+    case Collective::kWmma: return "a WMMA operation";
+  }
+  return "?";
+}
+
+// One launch at a time runs (kernels are launched from one host thread, but the trainer's tests may not be).
+std::mutex g_launch_mutex;
+int g_last_error = 0;
+std::map<const void*, int> g_dynamic_shared_limit;
+
+// What the running launch's fibers share; set only while a launch holds g_launch_mutex.
+struct Running {
+  const std::function<void()>* body = nullptr;
+  const char* signature = "";
+  dim3 grid, block, block_idx;
+  std::deque<Fiber> fibers;  // the block's threads, x fastest (parked fibers keep their address)
+  std::vector<Warp> warps;
+  std::vector<unsigned char> shared;
+  size_t shared_bytes = 0;
+  Fiber* current = nullptr;
+  jmp_buf scheduler;
+  void* scheduler_fake_stack = nullptr;
+  const void* scheduler_bottom = nullptr;
+  size_t scheduler_size = 0;
+};
+Running* g_running = nullptr;
+thread_local bool g_in_launch = false;  // this host thread is running a kernel
+
+Running& Run() {
+  if (g_running == nullptr || g_running->current == nullptr) {
+    std::fprintf(stderr, "emulated GPU: a device function was called outside a kernel\n");
+    std::abort();
+  }
+  return *g_running;
+}
+
+void StartSwitch(void** fake_stack, const void* bottom, size_t size) {
+#ifdef SRUNWAY_EMULATED_ASAN
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#else
+  (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
+
+void FinishSwitch(void* fake_stack, const void** bottom, size_t* size) {
+#ifdef SRUNWAY_EMULATED_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, bottom, size);
+#else
+  (void)fake_stack, (void)bottom, (void)size;
+#endif
+}
+
+// A switch to another fiber (or back to the scheduler). Under AddressSanitizer, _longjmp is its interceptor,
+// which clears the shadow of the stack it leaves (and asks for the signal stack) on every switch: the emulated
+// simple attention took 3 minutes, mostly there. The fiber annotations already tell it which stack is current
+// and no frame is ever abandoned (a fiber parks between kernels instead of ending), so switches call libc's own.
+// Not [[noreturn]], and the functions that switch are not instrumented: the compiler would call the clearing
+// itself before every such call.
+[[gnu::no_sanitize_address]] void Jump(jmp_buf to) {
+#ifdef SRUNWAY_EMULATED_ASAN
+  using LongJump = void (*)(jmp_buf, int);
+  static const auto libc_longjmp =
+      reinterpret_cast<LongJump>(dlsym(dlopen("libc.so.6", RTLD_NOLOAD | RTLD_NOW), "_longjmp"));
+  if (libc_longjmp != nullptr) libc_longjmp(to, 1);
+#endif
+  _longjmp(to, 1);
+}
+
+// Scheduler side: runs fiber f until it waits or ends. Not inlined, so that no caller's variable lives in the
+// frame that _setjmp saves (the registers it restores are those of the call, which the fiber cannot change).
+[[gnu::noinline, gnu::no_sanitize_address]] void Resume(Running& run, Fiber& f) {
+  run.current = &f;
+  if (_setjmp(run.scheduler) == 0) {
+    StartSwitch(&run.scheduler_fake_stack, f.stack + kGuardBytes, kStackBytes);
+    if (!f.started) {
+      f.started = true;
+      setcontext(&f.start);
+    }
+    Jump(f.context);
+  }
+  FinishSwitch(run.scheduler_fake_stack, nullptr, nullptr);
+  run.current = nullptr;
+}
+
+// Fiber side: waits in `state` until the scheduler lets it go on (not inlined, as Resume).
+[[gnu::noinline, gnu::no_sanitize_address]] void Wait(State state) {
+  Running& run = Run();
+  Fiber& f = *run.current;
+  f.state = state;
+  if (_setjmp(f.context) == 0) {
+    StartSwitch(&f.fake_stack, run.scheduler_bottom, run.scheduler_size);
+    Jump(run.scheduler);
+  }
+  FinishSwitch(f.fake_stack, &run.scheduler_bottom, &run.scheduler_size);
+}
+
+// A fiber's life: run the kernel body for its thread of a block, then wait, parked, until the scheduler gives it
+// the same thread of another block (or launch). Fibers are started once (setcontext, a system call) and reused.
+[[gnu::no_sanitize_address]] void Entry() {
+  FinishSwitch(nullptr, &g_running->scheduler_bottom, &g_running->scheduler_size);
+  while (true) {
+    (*g_running->body)();
+    Wait(State::kDone);
+  }
+}
+
+std::string Describe(const Running& run) {
+  std::string out = std::string("emulated GPU: ") + run.signature;
+  char where[160];
+  std::snprintf(where, sizeof(where), ": block (%u, %u, %u) of (%u, %u, %u)", run.block_idx.x, run.block_idx.y,
+                run.block_idx.z, run.grid.x, run.grid.y, run.grid.z);
+  out += where;
+  if (run.current != nullptr) {
+    const dim3& t = run.current->thread_idx;
+    std::snprintf(where, sizeof(where), ", thread (%u, %u, %u) (warp %d lane %d)", t.x, t.y, t.z, run.current->warp,
+                  run.current->lane);
+    out += where;
+  }
+  return out;
+}
+
+[[noreturn]] void FailIn(const Running& run, const std::string& what) {
+  std::fprintf(stderr, "%s: %s\n", Describe(run).c_str(), what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+// Runs the lanes of warp w until none can go on, releasing them each time they all meet at one collective.
+void RunWarp(Running& run, int first, int count, bool reverse) {
+  while (true) {
+    for (int i = 0; i < count; ++i) {
+      Fiber& f = run.fibers[first + (reverse ? count - 1 - i : i)];
+      if (f.state == State::kReady) Resume(run, f);
+    }
+    int at_warp = 0;
+    const Fiber* waiting = nullptr;
+    for (int i = 0; i < count; ++i) {
+      const Fiber& f = run.fibers[first + i];
+      if (f.state != State::kAtWarp) continue;
+      ++at_warp;
+      if (waiting == nullptr) waiting = &f;
+      if (f.waiting_for != waiting->waiting_for) {
+        FailIn(run, "lanes " + std::to_string(waiting->lane) + " and " + std::to_string(f.lane) + " of warp " +
+                        std::to_string(f.warp) + " wait at different warp-wide operations (" +
+                        CollectiveName(waiting->waiting_for) + ", " + CollectiveName(f.waiting_for) + ")");
+      }
+    }
+    if (at_warp == 0) return;
+    if (at_warp != count) {
+      for (int i = 0; i < count; ++i) {
+        const Fiber& f = run.fibers[first + i];
+        if (f.state == State::kAtWarp) continue;
+        FailIn(run, "lane " + std::to_string(f.lane) + " of warp " + std::to_string(f.warp) +
+                        (f.state == State::kDone ? " has exited" : " waits at __syncthreads") + " while lane " +
+                        std::to_string(waiting->lane) + " waits for it at " + CollectiveName(waiting->waiting_for));
+      }
+    }
+    for (int i = 0; i < count; ++i) run.fibers[first + i].state = State::kReady;
+  }
+}
+
+
+void RunBlock(Running& run, bool reverse) {
+  const int threads = static_cast<int>(run.block.x * run.block.y * run.block.z);
+  for (int i = 0; i < threads; ++i) {
+    run.fibers[i].state = State::kReady;
+    run.fibers[i].generation = 0;
+  }
+  if (run.shared_bytes > 0) std::memset(run.shared.data(), 0xff, run.shared_bytes);  // NaN as fp32 and bf16
+  const int warps = (threads + kWarpSize - 1) / kWarpSize;
+  while (true) {
+    for (int i = 0; i < warps; ++i) {
+      const int w = reverse ? warps - 1 - i : i;
+      const int first = w * kWarpSize;
+      RunWarp(run, first, std::min(kWarpSize, threads - first), reverse);
+    }
+    bool any_waiting = false;
+    for (int i = 0; i < threads; ++i) {
+      if (run.fibers[i].state == State::kAtBlock) {
+        run.fibers[i].state = State::kReady;
+        any_waiting = true;
+      }
+    }
+    if (!any_waiting) return;  // every thread has exited
+  }
+}
+
+// A fiber that will start at Entry on a stack of its own. Not inlined: getcontext, like _setjmp, returns twice
+// in principle (never here, since makecontext redirects the context).
+[[gnu::noinline]] void NewFiber(Fiber& f) {
+  void* p = mmap(nullptr, kGuardBytes + kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    std::fprintf(stderr, "emulated GPU: cannot map a fiber stack\n");
+    std::abort();
+  }
+  mprotect(p, kGuardBytes, PROT_NONE);  // an overflowing kernel faults instead of writing into its neighbour
+  f.stack = static_cast<unsigned char*>(p);
+  getcontext(&f.start);
+  f.start.uc_stack.ss_sp = f.stack + kGuardBytes;
+  f.start.uc_stack.ss_size = kStackBytes;
+  f.start.uc_link = nullptr;
+  makecontext(&f.start, Entry, 0);
+}
+
+int CheckConfiguration(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes) {
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  if (threads == 0 || threads > kMaxThreads || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+      grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
+    return kInvalidConfiguration;
+  }
+  auto it = g_dynamic_shared_limit.find(kernel);
+  const size_t limit = it == g_dynamic_shared_limit.end() ? kDefaultDynamicShared : static_cast<size_t>(it->second);
+  if (shared_bytes > limit) return kInvalidValue;
+  return 0;
+}
+
+}  // namespace
+
+const dim3& ThreadIdx() { return Run().current->thread_idx; }
+const dim3& BlockIdx() { return Run().block_idx; }
+const dim3& BlockDim() { return Run().block; }
+const dim3& GridDim() { return Run().grid; }
+int Lane() { return Run().current->lane; }
+
+void WarpSync(Collective what, unsigned mask) {
+  Running& run = Run();
+  if (mask != 0xffffffffu) FailIn(run, "the emulator takes only whole-warp masks (0xffffffff)");
+  run.current->waiting_for = what;
+  Wait(State::kAtWarp);
+  ++run.current->generation;
+}
+
+void BlockSync() { Wait(State::kAtBlock); }
+
+uint32_t* Post() {
+  Running& run = Run();
+  const Fiber& f = *run.current;
+  return run.warps[f.warp].posts[f.generation % 2][f.lane];
+}
+
+const uint32_t* Posted(int lane) {
+  Running& run = Run();
+  const Fiber& f = *run.current;
+  return run.warps[f.warp].posts[(f.generation + 1) % 2][lane];
+}
+
+unsigned char* DynamicShared() { return Run().shared.data(); }
+size_t DynamicSharedBytes() { return Run().shared_bytes; }
+
+int Launch(const void* kernel, const char* signature, dim3 grid, dim3 block, size_t shared_bytes,
+           const std::function<void()>& body) {
+  if (g_in_launch) {
+    std::fprintf(stderr, "emulated GPU: %s launched from inside a kernel\n", signature);
+    std::abort();
+  }
+  std::lock_guard lock(g_launch_mutex);
+  if (int rc = CheckConfiguration(kernel, grid, block, shared_bytes); rc != 0) {
+    g_last_error = rc;
+    return rc;
+  }
+  static Running run;  // its fibers' stacks are kept from launch to launch
+  const int threads = static_cast<int>(block.x * block.y * block.z);
+  while (run.fibers.size() < static_cast<size_t>(threads)) {
+    NewFiber(run.fibers.emplace_back());
+  }
+  for (int i = 0; i < threads; ++i) {
+    Fiber& f = run.fibers[i];
+    f.thread_idx = dim3(i % block.x, i / block.x % block.y, i / (block.x * block.y));
+    f.lane = i % kWarpSize;
+    f.warp = i / kWarpSize;
+  }
+  run.warps.assign((threads + kWarpSize - 1) / kWarpSize, Warp{});
+  run.body = &body;
+  run.signature = signature;
+  run.grid = grid;
+  run.block = block;
+  run.shared_bytes = shared_bytes;
+  run.shared.assign(shared_bytes, 0);
+  g_running = &run;
+  g_in_launch = true;
+  uint64_t linear = 0;
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x, ++linear) {
+        run.block_idx = dim3(x, y, z);
+        RunBlock(run, linear % 2 == 1);
+      }
+    }
+  }
+  g_in_launch = false;
+  g_running = nullptr;
+  return 0;
+}
+
+int AllowDynamicShared(const void* kernel, int bytes) {
+  std::lock_guard lock(g_launch_mutex);
+  if (bytes < 0 || bytes > kMaxDynamicShared) return kInvalidValue;
+  g_dynamic_shared_limit[kernel] = bytes;
+  return 0;
+}
+
+int TakeLastError() {
+  std::lock_guard lock(g_launch_mutex);
+  const int rc = g_last_error;
+  g_last_error = 0;
+  return rc;
+}
+
+int PeekLastError() {
+  std::lock_guard lock(g_launch_mutex);
+  return g_last_error;
+}
+
+void Fail(const char* what) { FailIn(Run(), what); }
+
+}  // namespace srunway::emulated_gpu

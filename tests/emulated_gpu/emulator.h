@@ -1,0 +1,70 @@
+// A CPU stand-in for an NVIDIA GPU, enough to run trainer/ops/cuda's kernels unchanged on machines without one
+// (tests/emulated_gpu/include/ holds the CUDA headers that map onto it). Every CUDA thread of a block is a fiber
+// on the calling thread; the warps of a block run one at a time between barriers (__syncthreads), forward in
+// even blocks and backward in odd ones, and the lanes of a warp one at a time between warp-wide operations
+// (shuffles, __syncwarp, mma.sync, ldmatrix, WMMA), so a missing barrier shows as a wrong result in one of the
+// two orders. Dynamic shared memory starts as NaN in every block. A warp-wide operation that not every lane of
+// the warp reaches, a launch the hardware would refuse and an ldmatrix outside shared memory each end the
+// program with one line naming the kernel, block and thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+namespace srunway::emulated_gpu {
+
+// The CUDA runtime's error codes that the emulator gives (their values are cuda_runtime's).
+constexpr int kInvalidValue = 1;
+constexpr int kInvalidConfiguration = 9;
+
+// The multiprocessors the emulated device reports: an H100 SXM's.
+constexpr int kMultiprocessors = 132;
+
+// The calling CUDA thread's coordinates, and its lane in its warp.
+const dim3& ThreadIdx();
+const dim3& BlockIdx();
+const dim3& BlockDim();
+const dim3& GridDim();
+int Lane();
+
+// What a warp-wide operation is, so that lanes meeting at different ones are reported.
+enum class Collective { kShuffle, kSyncWarp, kMma, kLdmatrix, kWmma };
+
+// Returns once every lane of the calling warp has reached the same collective (mask must be the whole warp).
+void WarpSync(Collective what, unsigned mask = 0xffffffffu);
+// __syncthreads.
+void BlockSync();
+
+// The exchange space of a warp-wide operation: each lane writes its words to Post(), calls WarpSync, and then
+// reads every lane's with Posted(lane) until its next WarpSync.
+constexpr int kPostWords = 16;
+uint32_t* Post();
+const uint32_t* Posted(int lane);
+
+// The block's dynamic shared memory and its size.
+unsigned char* DynamicShared();
+size_t DynamicSharedBytes();
+
+// Runs body on every thread of grid x block, one block after another, and returns 0, or the error the hardware
+// would give for the configuration (nothing runs then). kernel names the kernel for cudaFuncSetAttribute's limit
+// and what identifies it in failures.
+int Launch(const void* kernel, const char* signature, dim3 grid, dim3 block, size_t shared_bytes,
+           const std::function<void()>& body);
+
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).
+int AllowDynamicShared(const void* kernel, int bytes);
+
+// The last launch error (cudaGetLastError reads and clears it).
+int TakeLastError();
+int PeekLastError();
+
+// Ends the program with one line naming the kernel, block and thread, then what went wrong.
+[[noreturn]] void Fail(const char* what);
+
+}  // namespace srunway::emulated_gpu

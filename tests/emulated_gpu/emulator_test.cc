@@ -1,0 +1,127 @@
+// The emulated GPU itself: that it runs every thread once with the right coordinates, refuses the launches the
+// hardware refuses, exchanges values across a warp as the hardware does, exposes a missing __syncthreads in one
+// of its two warp orders, and ends the program on a warp-wide operation that not every lane reaches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "cuda_runtime.h"
+#include "trainer/ops/cuda/hardware.cuh"
+
+namespace {
+
+using srunway::trainer::cuda::DynamicShared;
+using srunway::trainer::cuda::LaunchKernel;
+using srunway::trainer::cuda::LoadTransposed;
+
+__global__ void CountThreads(int* counts, int* wrong) {
+  const unsigned x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  const unsigned width = gridDim.x * blockDim.x;
+  atomicAdd(&counts[y * width + x], 1);
+  if (threadIdx.x >= blockDim.x || threadIdx.y >= blockDim.y || blockIdx.x >= gridDim.x) atomicAdd(wrong, 1);
+}
+
+TEST(EmulatedGpu, RunsEveryThreadOnceWithItsCoordinates) {
+  const dim3 grid(3, 2), block(33, 2);  // a block that ends mid-warp
+  std::vector<int> counts(3 * 33 * 2 * 2, 0);
+  int wrong = 0;
+  LaunchKernel(CountThreads, grid, block, 0, nullptr, counts.data(), &wrong);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  for (size_t i = 0; i < counts.size(); ++i) EXPECT_EQ(counts[i], 1) << "thread " << i;
+  EXPECT_EQ(wrong, 0);
+}
+
+__global__ void Nothing(int* ran) { *ran = 1; }
+
+TEST(EmulatedGpu, RefusesWhatTheHardwareRefuses) {
+  int ran = 0;
+  LaunchKernel(Nothing, dim3(1), dim3(1025), 0, nullptr, &ran);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "cudaGetLastError clears the error";
+  LaunchKernel(Nothing, dim3(1, 65536), dim3(32), 0, nullptr, &ran);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  LaunchKernel(Nothing, dim3(1), dim3(32), 49 * 1024, nullptr, &ran);  // over 48 KiB without asking
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(ran, 0);
+  ASSERT_EQ(cudaFuncSetAttribute(Nothing, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024), cudaSuccess);
+  LaunchKernel(Nothing, dim3(1), dim3(32), 64 * 1024, nullptr, &ran);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(cudaFuncSetAttribute(Nothing, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024),
+            cudaErrorInvalidValue);
+}
+
+__global__ void WarpSums(float* out) {
+  float x = static_cast<float>(threadIdx.x);
+  const float partner = __shfl_xor_sync(0xffffffffu, x, 5);
+  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  out[2 * threadIdx.x] = x;
+  out[2 * threadIdx.x + 1] = partner;
+}
+
+TEST(EmulatedGpu, ShufflesExchangeAcrossTheWarp) {
+  std::vector<float> out(2 * 64);
+  LaunchKernel(WarpSums, dim3(1), dim3(64), 0, nullptr, out.data());
+  for (int t = 0; t < 64; ++t) {
+    const int warp_first = t / 32 * 32;
+    EXPECT_EQ(out[2 * t], static_cast<float>(32 * warp_first + 31 * 32 / 2)) << "thread " << t;
+    EXPECT_EQ(out[2 * t + 1], static_cast<float>(t ^ 5)) << "thread " << t;
+  }
+}
+
+// Each thread writes its slot of shared memory and reads the next warp's: right only with the barrier.
+__global__ void NextWarp(float* out, bool barrier) {
+  float* slots = DynamicShared<float>();
+  slots[threadIdx.x] = static_cast<float>(threadIdx.x);
+  if (barrier) __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = slots[(threadIdx.x + 32) % blockDim.x];
+}
+
+TEST(EmulatedGpu, AMissingBarrierShowsInOneOfTheTwoBlockOrders) {
+  for (bool barrier : {true, false}) {
+    std::vector<float> out(2 * 128);
+    LaunchKernel(NextWarp, dim3(2), dim3(128), 128 * sizeof(float), nullptr, out.data(), barrier);
+    int wrong = 0;
+    for (int i = 0; i < 256; ++i) wrong += out[i] != static_cast<float>((i % 128 + 32) % 128) ? 1 : 0;
+    if (barrier) {
+      EXPECT_EQ(wrong, 0);
+    } else {
+      EXPECT_GT(wrong, 0) << "a read of another warp's slot before __syncthreads went unnoticed";
+    }
+  }
+}
+
+__global__ void ExitBeforeShuffle(float* out) {
+  if (threadIdx.x == 3) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+
+__global__ void ShuffleAgainstBarrier(float* out) {
+  if (threadIdx.x == 0) {
+    __syncthreads();
+  } else {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+    __syncthreads();
+  }
+}
+
+__global__ void LdmatrixOutsideShared(uint32_t* out, const __nv_bfloat16* global) {
+  uint32_t r[4];
+  LoadTransposed(r, global + threadIdx.x % 8 * 8);
+  out[threadIdx.x] = r[0];
+}
+
+TEST(EmulatedGpuDeathTest, AWarpOperationNotEveryLaneReachesEndsTheProgram) {
+  std::vector<float> out(32);
+  EXPECT_DEATH(LaunchKernel(ExitBeforeShuffle, dim3(1), dim3(32), 0, nullptr, out.data()),
+               "lane 3 of warp 0 has exited while lane 0 waits for it at a shuffle");
+  EXPECT_DEATH(LaunchKernel(ShuffleAgainstBarrier, dim3(1), dim3(32), 0, nullptr, out.data()),
+               "lane 0 of warp 0 waits at __syncthreads while lane 1 waits for it at a shuffle");
+  std::vector<__nv_bfloat16> global(64);
+  std::vector<uint32_t> words(32);
+  EXPECT_DEATH(LaunchKernel(LdmatrixOutsideShared, dim3(1), dim3(32), 256, nullptr, words.data(), global.data()),
+               "ldmatrix: a row address outside the block's dynamic shared memory");
+}
+
+}  // namespace

@@ -1,0 +1,222 @@
+// A stand-in for cuBLASLt (built as libcublasLt.so.13) for the emulated GPU, whose "device memory" is host memory:
+// the calls trainer/ops/cuda/matmul.cc makes, with the same column-major contract. D = alpha op(A) op(B) + beta D
+// with bf16 A and B, bf16 or fp32 D, fp32 accumulation, and the epilogues matmul.cc asks for: BIAS, GELU_AUX and
+// GELU_AUX_BIAS (aux receives the GELU input, D its tanh GELU), DGELU (D = product times GELU'(aux)). What real
+// cuBLASLt refuses is refused here too (INVALID_VALUE): a layout whose shape does not match the product's, a
+// leading dimension shorter than a column, an epilogue without the pointer it needs, an aux leading dimension
+// that is not a multiple of 8.
+#include <cublasLt.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+struct Desc {
+  cublasOperation_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  void* aux = nullptr;
+  int64_t aux_ld = 0;
+};
+
+struct Layout {
+  cudaDataType_t type;
+  uint64_t rows, cols;
+  int64_t ld;
+};
+
+int g_handle = 0;
+int g_preference = 0;
+
+float Bf16ToFloat(uint16_t bits) {
+  const uint32_t word = uint32_t{bits} << 16;
+  float out;
+  std::memcpy(&out, &word, sizeof(out));
+  return out;
+}
+
+uint16_t FloatToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float Read(const void* p, cudaDataType_t type, size_t i) {
+  return type == CUDA_R_32F ? static_cast<const float*>(p)[i] : Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+}
+
+void Write(void* p, cudaDataType_t type, size_t i, float value) {
+  if (type == CUDA_R_32F) {
+    static_cast<float*>(p)[i] = value;
+  } else {
+    static_cast<uint16_t*>(p)[i] = FloatToBf16(value);
+  }
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kCubic = 0.044715f;
+
+float Gelu(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x))); }
+
+float GeluGrad(float x) {
+  const float th = std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x));
+  return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+}
+
+bool NeedsAux(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+}
+bool NeedsBias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+
+}  // namespace
+
+extern "C" {
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
+  *handle = reinterpret_cast<cublasLtHandle_t>(&g_handle);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t) { return CUBLAS_STATUS_SUCCESS; }
+
+const char* cublasLtGetStatusString(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "CUBLAS_STATUS_INTERNAL_ERROR";
+  }
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute, cudaDataType_t scale) {
+  if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  *desc = reinterpret_cast<cublasLtMatmulDesc_t>(new Desc);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+  delete reinterpret_cast<Desc*>(desc);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t opaque, cublasLtMatmulDescAttributes_t attribute,
+                                              const void* buf, size_t size) {
+  auto* desc = reinterpret_cast<Desc*>(opaque);
+  auto take = [&](auto& field) {
+    if (size != sizeof(field)) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&field, buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  switch (attribute) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: return take(desc->trans_a);
+    case CUBLASLT_MATMUL_DESC_TRANSB: return take(desc->trans_b);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return take(desc->epilogue);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return take(desc->bias);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return take(desc->aux);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return take(desc->aux_ld);
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
+  if (type != CUDA_R_16BF && type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (ld < static_cast<int64_t>(rows)) return CUBLAS_STATUS_INVALID_VALUE;
+  *layout = reinterpret_cast<cublasLtMatrixLayout_t>(new Layout{type, rows, cols, ld});
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+  delete reinterpret_cast<Layout*>(layout);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
+  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(&g_preference);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t) { return CUBLAS_STATUS_SUCCESS; }
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
+                                                    const void*, size_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t opaque,
+                                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                              cublasLtMatmulPreference_t, int requested,
+                                              cublasLtMatmulHeuristicResult_t* results, int* found) {
+  const auto* desc = reinterpret_cast<const Desc*>(opaque);
+  if (NeedsAux(desc->epilogue) && (desc->aux == nullptr || desc->aux_ld % 8 != 0)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (NeedsBias(desc->epilogue) && desc->bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *found = requested > 0 ? 1 : 0;
+  if (*found == 1) {
+    std::memset(&results[0], 0, sizeof(results[0]));
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, const void* alpha, const void* a,
+                              cublasLtMatrixLayout_t a_opaque, const void* b, cublasLtMatrixLayout_t b_opaque,
+                              const void* beta, const void* c, cublasLtMatrixLayout_t c_opaque, void* d,
+                              cublasLtMatrixLayout_t d_opaque, const cublasLtMatmulAlgo_t*, void*, size_t,
+                              cudaStream_t) {
+  const auto& desc = *reinterpret_cast<const Desc*>(opaque);
+  const auto& la = *reinterpret_cast<const Layout*>(a_opaque);
+  const auto& lb = *reinterpret_cast<const Layout*>(b_opaque);
+  const auto& lc = *reinterpret_cast<const Layout*>(c_opaque);
+  const auto& ld = *reinterpret_cast<const Layout*>(d_opaque);
+  const bool ta = desc.trans_a == CUBLAS_OP_T, tb = desc.trans_b == CUBLAS_OP_T;
+  const uint64_t m = ld.rows, n = ld.cols, k = ta ? la.rows : la.cols;
+  if ((ta ? la.cols : la.rows) != m || (tb ? lb.rows : lb.cols) != n || (tb ? lb.cols : lb.rows) != k ||
+      la.type != CUDA_R_16BF || lb.type != CUDA_R_16BF || lc.rows != m || lc.cols != n || lc.type != ld.type ||
+      c != d || lc.ld != ld.ld) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (NeedsAux(desc.epilogue) && (desc.aux == nullptr || desc.aux_ld % 8 != 0 ||
+                                  desc.aux_ld < static_cast<int64_t>(m))) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (NeedsBias(desc.epilogue) && desc.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
+  // op(A) as rows of k and op(B) as columns of k, both contiguous in k.
+  std::vector<float> rows(m * k), cols(n * k);
+  for (uint64_t i = 0; i < m; ++i) {
+    for (uint64_t p = 0; p < k; ++p) rows[i * k + p] = Read(a, la.type, ta ? p + i * la.ld : i + p * la.ld);
+  }
+  for (uint64_t j = 0; j < n; ++j) {
+    for (uint64_t p = 0; p < k; ++p) cols[j * k + p] = Read(b, lb.type, tb ? j + p * lb.ld : p + j * lb.ld);
+  }
+  for (uint64_t j = 0; j < n; ++j) {
+    for (uint64_t i = 0; i < m; ++i) {
+      float sum = 0.0f;
+      for (uint64_t p = 0; p < k; ++p) sum += rows[i * k + p] * cols[j * k + p];
+      const size_t at = i + j * ld.ld, aux_at = i + j * desc.aux_ld;
+      float value = alpha_value * sum;
+      if (beta_value != 0.0f) value += beta_value * Read(d, ld.type, at);
+      if (NeedsBias(desc.epilogue)) value += Read(desc.bias, ld.type, i);
+      switch (desc.epilogue) {
+        case CUBLASLT_EPILOGUE_GELU_AUX:
+        case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+          Write(desc.aux, ld.type, aux_at, value);
+          value = Gelu(value);
+          break;
+        case CUBLASLT_EPILOGUE_DGELU: value *= GeluGrad(Read(desc.aux, ld.type, aux_at)); break;
+        default: break;
+      }
+      Write(d, ld.type, at, value);
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // extern "C"

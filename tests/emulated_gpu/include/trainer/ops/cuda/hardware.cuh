@@ -1,0 +1,85 @@
+// trainer/ops/cuda/hardware.cuh on tests/emulated_gpu's emulator: the launch runs the kernel on every emulated
+// thread before it returns, dynamic shared memory is the block's NaN-filled buffer, and mma.sync and ldmatrix
+// are computed lane by lane from the fragment layouts of the PTX ISA (written out at the top of
+// flash_attention_mma.cu), so the kernels' fragment bookkeeping is checked, not assumed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "cuda_bf16.h"
+#include "cuda_runtime.h"
+
+namespace srunway::trainer::cuda {
+
+template <typename... Params, typename... Args>
+void LaunchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t,
+                  Args&&... args) {
+  std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
+  emulated_gpu::Launch(reinterpret_cast<const void*>(kernel), __PRETTY_FUNCTION__, grid, block, shared_bytes,
+                       [&] { std::apply(kernel, params); });
+}
+
+template <typename T>
+T* DynamicShared() {
+  return reinterpret_cast<T*>(emulated_gpu::DynamicShared());
+}
+
+namespace emulated {
+
+inline float Bf16(uint32_t word, int half) {
+  return __bfloat162float(__nv_bfloat16{static_cast<uint16_t>(word >> (16 * half))});
+}
+
+}  // namespace emulated
+
+// m16n8k16, row.col: lane 4 g + t holds a[0] = A[g][2t, 2t+1], a[1] = A[g+8][2t, 2t+1], a[2] = A[g][2t+8, 2t+9],
+// a[3] = A[g+8][2t+8, 2t+9]; b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g]; c = C[g][2t, 2t+1], C[g+8][2t, 2t+1].
+inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  namespace emu = emulated_gpu;
+  uint32_t* post = emu::Post();
+  std::memcpy(post, a, sizeof(a));
+  post[4] = b0;
+  post[5] = b1;
+  emu::WarpSync(emu::Collective::kMma);
+  auto A = [](int i, int k) {
+    return emulated::Bf16(emu::Posted(4 * (i % 8) + k % 8 / 2)[(i >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
+  };
+  auto B = [](int k, int j) { return emulated::Bf16(emu::Posted(4 * j + k % 8 / 2)[k >= 8 ? 5 : 4], k % 2); };
+  const int g = emu::Lane() / 4, t = emu::Lane() % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int i = g + 8 * (e / 2), j = 2 * t + e % 2;
+    float sum = c[e];
+    for (int k = 0; k < 16; ++k) sum += A(i, k) * B(k, j);
+    c[e] = sum;
+  }
+}
+
+// ldmatrix.m8n8.x4.trans: lane l gives the address of row l % 8 of matrix l / 8 (16 bytes, aligned, in shared
+// memory); lane 4 g + t receives r[m] = (matrix m's rows 2t and 2t + 1, column g).
+inline void LoadTransposed(uint32_t (&r)[4], const __nv_bfloat16* row) {
+  namespace emu = emulated_gpu;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(row);
+  if (bytes < emu::DynamicShared() || bytes + 16 > emu::DynamicShared() + emu::DynamicSharedBytes()) {
+    emu::Fail("ldmatrix: a row address outside the block's dynamic shared memory");
+  }
+  if (reinterpret_cast<uintptr_t>(bytes) % 16 != 0) emu::Fail("ldmatrix: a row address not 16-byte aligned");
+  std::memcpy(emu::Post(), &row, sizeof(row));
+  emu::WarpSync(emu::Collective::kLdmatrix);
+  auto RowOf = [](int lane) {
+    const __nv_bfloat16* p;
+    std::memcpy(&p, emu::Posted(lane), sizeof(p));
+    return p;
+  };
+  const int g = emu::Lane() / 4, t = emu::Lane() % 4;
+  for (int m = 0; m < 4; ++m) {
+    const uint32_t low = RowOf(8 * m + 2 * t)[g].__x, high = RowOf(8 * m + 2 * t + 1)[g].__x;
+    r[m] = low | high << 16;
+  }
+}
+
+}  // namespace srunway::trainer::cuda
