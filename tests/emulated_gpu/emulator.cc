@@ -342,14 +342,16 @@ int Launch(const void* kernel, const char* signature, dim3 grid, dim3 block, siz
   run.shared.assign(shared_bytes, 0);
   g_running = &run;
   g_in_launch = true;
-  uint64_t linear = 0;
-  for (unsigned z = 0; z < grid.z; ++z) {
-    for (unsigned y = 0; y < grid.y; ++y) {
-      for (unsigned x = 0; x < grid.x; ++x, ++linear) {
-        run.block_idx = dim3(x, y, z);
-        RunBlock(run, linear % 2 == 1);
-      }
-    }
+  // Blocks in order on even launches and in reverse on odd ones: a block that reads what another block of the
+  // same launch writes (which the hardware never orders) gets a wrong answer on one of the two.
+  static uint64_t launches = 0;
+  const bool reverse_blocks = launches++ % 2 == 1;
+  const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
+  for (uint64_t i = 0; i < blocks; ++i) {
+    const uint64_t linear = reverse_blocks ? blocks - 1 - i : i;
+    run.block_idx = dim3(static_cast<unsigned>(linear % grid.x), static_cast<unsigned>(linear / grid.x % grid.y),
+                         static_cast<unsigned>(linear / (uint64_t{grid.x} * grid.y)));
+    RunBlock(run, linear % 2 == 1);
   }
   g_in_launch = false;
   g_running = nullptr;

@@ -3,7 +3,7 @@
 // on the calling thread; the warps of a block run one at a time between barriers (__syncthreads), forward in
 // even blocks and backward in odd ones, and the lanes of a warp one at a time between warp-wide operations
 // (shuffles, __syncwarp, mma.sync, ldmatrix, WMMA), so a missing barrier shows as a wrong result in one of the
-// two orders. Dynamic shared memory starts as NaN in every block. A warp-wide operation that not every lane of
+// two orders; blocks run one after another, in order on even launches and in reverse on odd ones. Dynamic shared memory starts as NaN in every block. A warp-wide operation that not every lane of
 // the warp reaches, a launch the hardware would refuse and an ldmatrix outside shared memory each end the
 // program with one line naming the kernel, block and thread.
 #pragma once

@@ -1,6 +1,7 @@
 // The emulated GPU itself: that it runs every thread once with the right coordinates, refuses the launches the
 // hardware refuses, exchanges values across a warp as the hardware does, exposes a missing __syncthreads in one
-// of its two warp orders, and ends the program on a warp-wide operation that not every lane reaches.
+// of its two warp orders and a dependence between blocks in one of its two block orders, and ends the program on
+// a warp-wide operation that not every lane reaches.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -90,6 +91,21 @@ TEST(EmulatedGpu, AMissingBarrierShowsInOneOfTheTwoBlockOrders) {
       EXPECT_GT(wrong, 0) << "a read of another warp's slot before __syncthreads went unnoticed";
     }
   }
+}
+
+// Block b adds one to what block b - 1 wrote: right only if the blocks ran in order, which no GPU promises.
+__global__ void ChainBlocks(int* values) {
+  if (threadIdx.x == 0) values[blockIdx.x + 1] = values[blockIdx.x] + 1;
+}
+
+TEST(EmulatedGpu, ABlockReadingAnotherBlocksOutputIsWrongOnOneOfTwoLaunches) {
+  int right = 0;
+  for (int launch = 0; launch < 2; ++launch) {
+    std::vector<int> values(9, 0);
+    LaunchKernel(ChainBlocks, dim3(8), dim3(32), 0, nullptr, values.data());
+    right += values[8] == 8 ? 1 : 0;
+  }
+  EXPECT_EQ(right, 1);
 }
 
 __global__ void ExitBeforeShuffle(float* out) {
