@@ -14,7 +14,8 @@
 #   mma.sync tiles, GELU cuBLASLt's epilogues)
 #   4. bad input: cuBLASLt missing with --device cuda is one line naming it, exit 1; with --device auto the run
 #      trains on the CPU and says why once;
-#   5. a head size no GPU attention kernel takes is one line, exit 2.
+#   5. a head size no GPU attention kernel takes is one line, exit 2;
+#   6. a model too large for the GPU is one line saying what was asked, what is free and what to try, exit 1.
 # Exits 77 (skip) where there is no GPU or no CUDA driver.
 # Usage: train_gpu.sh SRUNWAY_TRAIN SRUNWAY_PREP
 set -euo pipefail
@@ -151,4 +152,12 @@ rc=0
 ((rc == 2)) || fail "head size 8 on the GPU should exit 2, not $rc: $(cat "$work/heads.err")"
 grep -q 'head size 8 .*attention on the GPU takes 16, 32, 64, 96 or 128' "$work/heads.err" ||
   fail "the error should say which head sizes work: $(cat "$work/heads.err")"
+echo "== 6. a model that does not fit (1,152 GiB of parameters and optimizer state)"
+rc=0
+"$train" --preset gpt-tiny --vocab-size 4194304 --hidden-size 65536 --num-attention-heads 1024 --seq-length 64 \
+  --micro-batch-size 4 --mock-data --train-steps 1 --device cuda >/dev/null 2>"$work/oom.err" || rc=$?
+((rc == 1)) || fail "a model too large for the GPU should exit 1, not $rc: $(cat "$work/oom.err")"
+[[ $(grep -c 'error' "$work/oom.err") == 1 ]] || fail "one error line wanted: $(cat "$work/oom.err")"
+want='cannot allocate [0-9.]* GiB on .*: [0-9.]* of [0-9.]* GiB free: .*--micro-batch-size, --recompute-activations'
+grep -q "$want" "$work/oom.err" || fail "the error should say what was asked, what is free and what to try: $(cat "$work/oom.err")"
 echo "ok: srunway-train on the GPU"
