@@ -12,6 +12,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/half.h"
+
 namespace {
 
 struct Desc {
@@ -31,30 +33,16 @@ struct Layout {
 int g_handle = 0;
 int g_preference = 0;
 
-float Bf16ToFloat(uint16_t bits) {
-  const uint32_t word = uint32_t{bits} << 16;
-  float out;
-  std::memcpy(&out, &word, sizeof(out));
-  return out;
-}
-
-uint16_t FloatToBf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
 float Read(const void* p, cudaDataType_t type, size_t i) {
-  return type == CUDA_R_32F ? static_cast<const float*>(p)[i] : Bf16ToFloat(static_cast<const uint16_t*>(p)[i]);
+  return type == CUDA_R_32F ? static_cast<const float*>(p)[i]
+                            : srunway::common::BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
 }
 
 void Write(void* p, cudaDataType_t type, size_t i, float value) {
   if (type == CUDA_R_32F) {
     static_cast<float*>(p)[i] = value;
   } else {
-    static_cast<uint16_t*>(p)[i] = FloatToBf16(value);
+    static_cast<uint16_t*>(p)[i] = srunway::common::FloatToBFloat16(value);
   }
 }
 

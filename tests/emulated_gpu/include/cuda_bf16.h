@@ -3,8 +3,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
+#include "common/half.h"
 #include "cuda_runtime.h"
 
 struct alignas(2) __nv_bfloat16 {
@@ -14,20 +14,8 @@ struct alignas(4) __nv_bfloat162 {
   __nv_bfloat16 x, y;
 };
 
-inline float __bfloat162float(__nv_bfloat16 value) {
-  const uint32_t bits = uint32_t{value.__x} << 16;
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
-}
-
-inline __nv_bfloat16 __float2bfloat16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((bits >> 16) | 0x0040u)};  // quiet NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return {static_cast<uint16_t>(bits >> 16)};
-}
+inline float __bfloat162float(__nv_bfloat16 value) { return srunway::common::BFloat16ToFloat(value.__x); }
+inline __nv_bfloat16 __float2bfloat16(float value) { return {srunway::common::FloatToBFloat16(value)}; }
 inline __nv_bfloat16 __float2bfloat16_rn(float value) { return __float2bfloat16(value); }
 
 inline __nv_bfloat162 __floats2bfloat162_rn(float low, float high) {
