@@ -278,6 +278,12 @@ int CheckConfiguration(const void* kernel, dim3 grid, dim3 block, size_t shared_
   return 0;
 }
 
+// The index of the linear-th thread (or block) of a shape, x fastest.
+dim3 Unflatten(uint64_t linear, dim3 shape) {
+  return dim3(static_cast<unsigned>(linear % shape.x), static_cast<unsigned>(linear / shape.x % shape.y),
+              static_cast<unsigned>(linear / (uint64_t{shape.x} * shape.y)));
+}
+
 }  // namespace
 
 const dim3& ThreadIdx() { return Run().current->thread_idx; }
@@ -329,7 +335,7 @@ int Launch(const void* kernel, const char* signature, dim3 grid, dim3 block, siz
   }
   for (int i = 0; i < threads; ++i) {
     Fiber& f = run.fibers[i];
-    f.thread_idx = dim3(i % block.x, i / block.x % block.y, i / (block.x * block.y));
+    f.thread_idx = Unflatten(i, block);
     f.lane = i % kWarpSize;
     f.warp = i / kWarpSize;
   }
@@ -349,8 +355,7 @@ int Launch(const void* kernel, const char* signature, dim3 grid, dim3 block, siz
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
   for (uint64_t i = 0; i < blocks; ++i) {
     const uint64_t linear = reverse_blocks ? blocks - 1 - i : i;
-    run.block_idx = dim3(static_cast<unsigned>(linear % grid.x), static_cast<unsigned>(linear / grid.x % grid.y),
-                         static_cast<unsigned>(linear / (uint64_t{grid.x} * grid.y)));
+    run.block_idx = Unflatten(linear, grid);
     RunBlock(run, linear % 2 == 1);
   }
   g_in_launch = false;
