@@ -1,5 +1,6 @@
 // The emulated GPU's scheduler: a block's CUDA threads as fibers, started with makecontext and switched with
-// _setjmp/_longjmp (no signal-mask system call per switch), annotated for AddressSanitizer where it is on.
+// _setjmp/_longjmp (no signal-mask system call per switch), annotated for AddressSanitizer where it is on, and
+// for ThreadSanitizer in the tsan build (SRUNWAY_EMULATED_TSAN: this file uninstrumented, the kernels checked).
 #undef _FORTIFY_SOURCE  // its longjmp check refuses a jump to another stack, which is what a fiber switch is
 #include "tests/emulated_gpu/emulator.h"
 
@@ -22,11 +23,14 @@
 #include <sanitizer/common_interface_defs.h>
 #define SRUNWAY_EMULATED_ASAN 1
 #endif
+#ifdef SRUNWAY_EMULATED_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace srunway::emulated_gpu {
 namespace {
 
-#ifdef SRUNWAY_EMULATED_ASAN
+#if defined(SRUNWAY_EMULATED_ASAN) || defined(SRUNWAY_EMULATED_TSAN)
 constexpr size_t kStackBytes = 256 * 1024;
 #else
 constexpr size_t kStackBytes = 128 * 1024;
@@ -50,6 +54,7 @@ struct Fiber {
   int lane = 0, warp = 0;
   unsigned generation = 0;  // warp-wide operations passed: which of the two post buffers is this lane's
   void* fake_stack = nullptr;
+  void* race_fiber = nullptr;  // ThreadSanitizer's context for this thread
 };
 
 struct Warp {
@@ -86,6 +91,9 @@ struct Running {
   void* scheduler_fake_stack = nullptr;
   const void* scheduler_bottom = nullptr;
   size_t scheduler_size = 0;
+  void* scheduler_race_fiber = nullptr;
+  // What ThreadSanitizer's orderings synchronise on (only their addresses matter).
+  char block_start = 0, block_end = 0, barrier = 0;
 };
 Running* g_running = nullptr;
 thread_local bool g_in_launch = false;  // this host thread is running a kernel
@@ -114,6 +122,64 @@ void FinishSwitch(void* fake_stack, const void** bottom, size_t* size) {
 #endif
 }
 
+// ThreadSanitizer's view of the emulated GPU: every CUDA thread is a fiber of its own, a switch orders nothing,
+// and the orderings are the GPU's: a barrier orders the block's threads, a warp-wide operation its warp's lanes,
+// a block's start orders it after what the host wrote before the launch, and the host's next step after the block.
+// An access by one thread to what another thread of the block writes with no barrier between is then a data race
+// that ThreadSanitizer reports, in whichever order the emulator ran the two (compute-sanitizer's racecheck, for
+// shared and global memory). Blocks are ordered one after another: a block that depends on another block's
+// output shows as a wrong answer in one of the two block orders instead.
+void* NewRaceFiber() {
+#ifdef SRUNWAY_EMULATED_TSAN
+  return __tsan_create_fiber(0);
+#else
+  return nullptr;
+#endif
+}
+
+void* CurrentRaceFiber() {
+#ifdef SRUNWAY_EMULATED_TSAN
+  return __tsan_get_current_fiber();
+#else
+  return nullptr;
+#endif
+}
+
+void SwitchRaceFiber(void* to) {
+#ifdef SRUNWAY_EMULATED_TSAN
+  __tsan_switch_to_fiber(to, __tsan_switch_to_fiber_no_sync);
+#else
+  (void)to;
+#endif
+}
+
+#ifdef SRUNWAY_EMULATED_TSAN
+}  // namespace
+}  // namespace srunway::emulated_gpu
+
+// A race fails the test at once, with the exit code ThreadSanitizer gives at the end otherwise.
+extern "C" const char* __tsan_default_options() { return "halt_on_error=1:exitcode=66"; }
+
+namespace srunway::emulated_gpu {
+namespace {
+#endif
+
+void Release(void* sync) {
+#ifdef SRUNWAY_EMULATED_TSAN
+  __tsan_release(sync);
+#else
+  (void)sync;
+#endif
+}
+
+void Acquire(void* sync) {
+#ifdef SRUNWAY_EMULATED_TSAN
+  __tsan_acquire(sync);
+#else
+  (void)sync;
+#endif
+}
+
 // A switch to another fiber (or back to the scheduler). Under AddressSanitizer, _longjmp is its interceptor,
 // which clears the shadow of the stack it leaves (and asks for the signal stack) on every switch: the emulated
 // simple attention took 3 minutes, mostly there. The fiber annotations already tell it which stack is current
@@ -134,8 +200,10 @@ void FinishSwitch(void* fake_stack, const void** bottom, size_t* size) {
 // frame that _setjmp saves (the registers it restores are those of the call, which the fiber cannot change).
 [[gnu::noinline, gnu::no_sanitize_address]] void Resume(Running& run, Fiber& f) {
   run.current = &f;
+  run.scheduler_race_fiber = CurrentRaceFiber();
   if (_setjmp(run.scheduler) == 0) {
     StartSwitch(&run.scheduler_fake_stack, f.stack + kGuardBytes, kStackBytes);
+    SwitchRaceFiber(f.race_fiber);
     if (!f.started) {
       f.started = true;
       setcontext(&f.start);
@@ -153,6 +221,7 @@ void FinishSwitch(void* fake_stack, const void** bottom, size_t* size) {
   f.state = state;
   if (_setjmp(f.context) == 0) {
     StartSwitch(&f.fake_stack, run.scheduler_bottom, run.scheduler_size);
+    SwitchRaceFiber(run.scheduler_race_fiber);
     Jump(run.scheduler);
   }
   FinishSwitch(f.fake_stack, &run.scheduler_bottom, &run.scheduler_size);
@@ -163,7 +232,9 @@ void FinishSwitch(void* fake_stack, const void** bottom, size_t* size) {
 [[gnu::no_sanitize_address]] void Entry() {
   FinishSwitch(nullptr, &g_running->scheduler_bottom, &g_running->scheduler_size);
   while (true) {
+    Acquire(&g_running->block_start);
     (*g_running->body)();
+    Release(&g_running->block_end);
     Wait(State::kDone);
   }
 }
@@ -231,6 +302,7 @@ void RunBlock(Running& run, bool reverse) {
     run.fibers[i].generation = 0;
   }
   if (run.shared_bytes > 0) std::memset(run.shared.data(), 0xff, run.shared_bytes);  // NaN as fp32 and bf16
+  Release(&run.block_start);
   const int warps = (threads + kWarpSize - 1) / kWarpSize;
   while (true) {
     for (int i = 0; i < warps; ++i) {
@@ -245,8 +317,9 @@ void RunBlock(Running& run, bool reverse) {
         any_waiting = true;
       }
     }
-    if (!any_waiting) return;  // every thread has exited
+    if (!any_waiting) break;  // every thread has exited
   }
+  Acquire(&run.block_end);
 }
 
 // A fiber that will start at Entry on a stack of its own. Not inlined: getcontext, like _setjmp, returns twice
@@ -264,6 +337,7 @@ void RunBlock(Running& run, bool reverse) {
   f.start.uc_stack.ss_size = kStackBytes;
   f.start.uc_link = nullptr;
   makecontext(&f.start, Entry, 0);
+  f.race_fiber = NewRaceFiber();
 }
 
 int CheckConfiguration(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes) {
@@ -296,22 +370,31 @@ void WarpSync(Collective what, unsigned mask) {
   Running& run = Run();
   if (mask != 0xffffffffu) FailIn(run, "the emulator takes only whole-warp masks (0xffffffff)");
   run.current->waiting_for = what;
+  Warp& warp = run.warps[run.current->warp];
+  if (what == Collective::kSyncWarp) Release(&warp);
   Wait(State::kAtWarp);
+  if (what == Collective::kSyncWarp) Acquire(&warp);
   ++run.current->generation;
 }
 
-void BlockSync() { Wait(State::kAtBlock); }
-
-uint32_t* Post() {
+void BlockSync() {
   Running& run = Run();
-  const Fiber& f = *run.current;
-  return run.warps[f.warp].posts[f.generation % 2][f.lane];
+  Release(&run.barrier);
+  Wait(State::kAtBlock);
+  Acquire(&run.barrier);
 }
 
-const uint32_t* Posted(int lane) {
+// Whole fixed-size copies, which the compiler inlines: a call to memcpy would be checked by ThreadSanitizer.
+void Post(const Words& words) {
   Running& run = Run();
   const Fiber& f = *run.current;
-  return run.warps[f.warp].posts[(f.generation + 1) % 2][lane];
+  std::memcpy(run.warps[f.warp].posts[f.generation % 2][f.lane], words, sizeof(Words));
+}
+
+void ReadPosted(int lane, Words& words) {
+  Running& run = Run();
+  const Fiber& f = *run.current;
+  std::memcpy(words, run.warps[f.warp].posts[(f.generation + 1) % 2][lane], sizeof(Words));
 }
 
 unsigned char* DynamicShared() { return Run().shared.data(); }

@@ -3,9 +3,12 @@
 // on the calling thread; the warps of a block run one at a time between barriers (__syncthreads), forward in
 // even blocks and backward in odd ones, and the lanes of a warp one at a time between warp-wide operations
 // (shuffles, __syncwarp, mma.sync, ldmatrix, WMMA), so a missing barrier shows as a wrong result in one of the
-// two orders; blocks run one after another, in order on even launches and in reverse on odd ones. Dynamic shared memory starts as NaN in every block. A warp-wide operation that not every lane of
-// the warp reaches, a launch the hardware would refuse and an ldmatrix outside shared memory each end the
-// program with one line naming the kernel, block and thread.
+// two orders; blocks run one after another, in order on even launches and in reverse on odd ones. Dynamic shared
+// memory starts as NaN in every block. A warp-wide operation that not every lane of the warp reaches, a launch the
+// hardware would refuse and an ldmatrix outside shared memory each end the program with one line naming the
+// kernel, block and thread. Built with SRUNWAY_EMULATED_TSAN (and the kernels with -fsanitize=thread), every CUDA
+// thread is a ThreadSanitizer fiber ordered only as the GPU orders threads (__syncthreads, __syncwarp, a block's
+// start and end), so an access racing with another thread's is reported, in whichever order the two ran.
 #pragma once
 
 #include <cstddef>
@@ -41,11 +44,13 @@ void WarpSync(Collective what, unsigned mask = 0xffffffffu);
 // __syncthreads.
 void BlockSync();
 
-// The exchange space of a warp-wide operation: each lane writes its words to Post(), calls WarpSync, and then
-// reads every lane's with Posted(lane) until its next WarpSync.
+// The exchange of a warp-wide operation: each lane posts its words, calls WarpSync, and then reads any lane's
+// until its next WarpSync. It stands for registers moving between lanes, not memory: the race check does not see
+// it, and of the warp-wide operations only __syncwarp orders the lanes' memory accesses (as on the hardware).
 constexpr int kPostWords = 16;
-uint32_t* Post();
-const uint32_t* Posted(int lane);
+using Words = uint32_t[kPostWords];
+void Post(const Words& words);
+void ReadPosted(int lane, Words& words);
 
 // The block's dynamic shared memory and its size.
 unsigned char* DynamicShared();

@@ -3,6 +3,7 @@
 // runs at a time), and the built-in coordinates, barriers, shuffles and atomics are the emulator's.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -71,19 +72,21 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize) {
   static_assert(sizeof(T) <= sizeof(uint32_t) * srunway::emulated_gpu::kPostWords && std::is_trivially_copyable_v<T>);
   namespace emu = srunway::emulated_gpu;
   if (width != warpSize) emu::Fail("the emulator's shuffles take only the whole warp's width");
-  std::memcpy(emu::Post(), &value, sizeof(T));
+  emu::Words words = {};
+  std::memcpy(words, &value, sizeof(T));
+  emu::Post(words);
   emu::WarpSync(emu::Collective::kShuffle, mask);
+  emu::ReadPosted(emu::Lane() ^ lane_mask, words);
   T out;
-  std::memcpy(&out, emu::Posted(emu::Lane() ^ lane_mask), sizeof(T));
+  std::memcpy(&out, words, sizeof(T));
   return out;
 }
 
-// One thread runs at a time, so a read-modify-write is atomic.
+// One thread runs at a time, so a plain read-modify-write would be atomic; an atomic one is, in addition, what
+// ThreadSanitizer's race check (the tsan build) must see to tell it from a racing plain access.
 template <typename T>
 T atomicAdd(T* address, T value) {
-  const T old = *address;
-  *address = old + value;
-  return old;
+  return std::atomic_ref<T>(*address).fetch_add(value, std::memory_order_relaxed);
 }
 
 inline cudaError_t cudaGetLastError() { return static_cast<cudaError_t>(srunway::emulated_gpu::TakeLastError()); }

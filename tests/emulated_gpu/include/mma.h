@@ -1,9 +1,13 @@
 // The WMMA API as flash_attention.cu uses it (16 x 16 x 16, bf16 inputs, fp32 accumulators), on
 // tests/emulated_gpu's emulator. The hardware spreads a fragment over the warp in a layout it does not promise;
-// here every lane holds the whole tile, each operation is warp-wide (every lane must reach it), and a store
-// writes only the lane's share of the tile (element i by lane i % 32), so that reading another lane's part
-// without a __syncwarp shows.
+// here every lane holds the whole tile, each operation is warp-wide (every lane must reach it), and a load reads
+// and a store writes only the lane's share of the tile (element i of the row-major tile by lane i % 32; a load
+// hands the shares round the warp), so that reading another lane's part without a __syncwarp shows, while a
+// warp that loads, multiplies and stores back the same tile (as the CUDA guide's example does) touches each
+// element from one lane only.
 #pragma once
+
+#include <cstring>
 
 #include "cuda_bf16.h"
 #include "cuda_runtime.h"
@@ -31,10 +35,41 @@ inline float Value(const float& v) { return v; }
 inline void Converge() {
   srunway::emulated_gpu::WarpSync(srunway::emulated_gpu::Collective::kWmma);
 }
+
+// What touches only fragments (registers on the hardware, the lane's own) is left out of the race check, whose
+// bookkeeping of every emulated lane's whole-tile arithmetic would take minutes.
+#define SRUNWAY_FRAGMENT_ONLY __attribute__((no_sanitize_thread, noinline))
+
+// Every lane's share of a tile, as posted: element i of the tile by lane i % 32, in word i / 32.
+template <int kElements>
+SRUNWAY_FRAGMENT_ONLY void Gather(float (&x)[kElements]) {
+  namespace emu = srunway::emulated_gpu;
+  for (int from = 0; from < warpSize; ++from) {
+    emu::Words theirs;
+    emu::ReadPosted(from, theirs);
+    for (int i = from, k = 0; i < kElements; i += warpSize, ++k) std::memcpy(&x[i], &theirs[k], sizeof(float));
+  }
+}
+
+// Fills the rows x cols tile x (row-major) with at(r, c), each lane reading its share of the elements and the
+// warp exchanging the shares (8 per lane: 16 x 16 tiles).
+template <int kRows, int kCols, typename At>
+void LoadShared(float (&x)[kRows * kCols], At at) {
+  namespace emu = srunway::emulated_gpu;
+  static_assert(kRows * kCols <= warpSize * emu::kPostWords);
+  emu::Words mine = {};
+  for (int i = emu::Lane(), k = 0; i < kRows * kCols; i += warpSize, ++k) {
+    const float value = at(i / kCols, i % kCols);
+    std::memcpy(&mine[k], &value, sizeof(value));
+  }
+  emu::Post(mine);
+  Converge();
+  Gather<kRows * kCols>(x);
+}
 }  // namespace internal
 
 template <typename Use, int M, int N, int K, typename T, typename Layout>
-void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, float value) {
+SRUNWAY_FRAGMENT_ONLY void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, float value) {
   internal::Converge();
   for (float& x : f.x) x = value;
 }
@@ -43,22 +78,16 @@ void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, float value) {
 template <typename Use, int M, int N, int K, typename T, typename Layout, typename Element>
 void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const Element* p, unsigned ld) {
   using F = fragment<Use, M, N, K, T, Layout>;
-  internal::Converge();
-  for (int r = 0; r < F::kRows; ++r) {
-    for (int c = 0; c < F::kCols; ++c) {
-      f.x[r * F::kCols + c] =
-          internal::Value(std::is_same_v<Layout, col_major> ? p[c * size_t{ld} + r] : p[r * size_t{ld} + c]);
-    }
-  }
+  internal::LoadShared<F::kRows, F::kCols>(f.x, [&](int r, int c) {
+    return internal::Value(std::is_same_v<Layout, col_major> ? p[c * size_t{ld} + r] : p[r * size_t{ld} + c]);
+  });
 }
 
 // The accumulator: the layout is the call's.
 template <int M, int N, int K>
 void load_matrix_sync(fragment<accumulator, M, N, K, float>& f, const float* p, unsigned ld, layout_t layout) {
-  internal::Converge();
-  for (int r = 0; r < M; ++r) {
-    for (int c = 0; c < N; ++c) f.x[r * N + c] = layout == mem_col_major ? p[c * size_t{ld} + r] : p[r * size_t{ld} + c];
-  }
+  internal::LoadShared<M, N>(
+      f.x, [&](int r, int c) { return layout == mem_col_major ? p[c * size_t{ld} + r] : p[r * size_t{ld} + c]; });
 }
 
 template <int M, int N, int K>
@@ -72,8 +101,10 @@ void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f,
 }
 
 template <int M, int N, int K, typename T, typename LayoutA, typename LayoutB>
-void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a, M, N, K, T, LayoutA>& a,
-              const fragment<matrix_b, M, N, K, T, LayoutB>& b, const fragment<accumulator, M, N, K, float>& c) {
+SRUNWAY_FRAGMENT_ONLY void mma_sync(fragment<accumulator, M, N, K, float>& d,
+                                    const fragment<matrix_a, M, N, K, T, LayoutA>& a,
+                                    const fragment<matrix_b, M, N, K, T, LayoutB>& b,
+                                    const fragment<accumulator, M, N, K, float>& c) {
   internal::Converge();
   float out[M * N];
   for (int i = 0; i < M; ++i) {

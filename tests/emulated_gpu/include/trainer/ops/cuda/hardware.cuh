@@ -41,15 +41,15 @@ inline float Bf16(uint32_t word, int half) {
 // a[3] = A[g+8][2t+8, 2t+9]; b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g]; c = C[g][2t, 2t+1], C[g+8][2t, 2t+1].
 inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   namespace emu = emulated_gpu;
-  uint32_t* post = emu::Post();
-  std::memcpy(post, a, sizeof(a));
-  post[4] = b0;
-  post[5] = b1;
+  emu::Words post = {a[0], a[1], a[2], a[3], b0, b1};
+  emu::Post(post);
   emu::WarpSync(emu::Collective::kMma);
-  auto A = [](int i, int k) {
-    return emulated::Bf16(emu::Posted(4 * (i % 8) + k % 8 / 2)[(i >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
+  emu::Words posted[32];
+  for (int lane = 0; lane < 32; ++lane) emu::ReadPosted(lane, posted[lane]);
+  auto A = [&](int i, int k) {
+    return emulated::Bf16(posted[4 * (i % 8) + k % 8 / 2][(i >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
   };
-  auto B = [](int k, int j) { return emulated::Bf16(emu::Posted(4 * j + k % 8 / 2)[k >= 8 ? 5 : 4], k % 2); };
+  auto B = [&](int k, int j) { return emulated::Bf16(posted[4 * j + k % 8 / 2][k >= 8 ? 5 : 4], k % 2); };
   const int g = emu::Lane() / 4, t = emu::Lane() % 4;
   for (int e = 0; e < 4; ++e) {
     const int i = g + 8 * (e / 2), j = 2 * t + e % 2;
@@ -68,11 +68,15 @@ inline void LoadTransposed(uint32_t (&r)[4], const __nv_bfloat16* row) {
     emu::Fail("ldmatrix: a row address outside the block's dynamic shared memory");
   }
   if (reinterpret_cast<uintptr_t>(bytes) % 16 != 0) emu::Fail("ldmatrix: a row address not 16-byte aligned");
-  std::memcpy(emu::Post(), &row, sizeof(row));
+  emu::Words post = {};
+  std::memcpy(post, &row, sizeof(row));
+  emu::Post(post);
   emu::WarpSync(emu::Collective::kLdmatrix);
   auto RowOf = [](int lane) {
+    emu::Words posted;
+    emu::ReadPosted(lane, posted);
     const __nv_bfloat16* p;
-    std::memcpy(&p, emu::Posted(lane), sizeof(p));
+    std::memcpy(&p, posted, sizeof(p));
     return p;
   };
   const int g = emu::Lane() / 4, t = emu::Lane() % 4;
