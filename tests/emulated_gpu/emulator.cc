@@ -27,6 +27,11 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+// The kernels' static __shared__ variables (cuda_runtime.h puts them in this section; the linker defines its
+// bounds where any kernel has one).
+extern "C" [[gnu::weak]] unsigned char __start_srunway_emulated_shared[];
+extern "C" [[gnu::weak]] unsigned char __stop_srunway_emulated_shared[];
+
 namespace srunway::emulated_gpu {
 namespace {
 
@@ -301,7 +306,12 @@ void RunBlock(Running& run, bool reverse) {
     run.fibers[i].state = State::kReady;
     run.fibers[i].generation = 0;
   }
-  if (run.shared_bytes > 0) std::memset(run.shared.data(), 0xff, run.shared_bytes);  // NaN as fp32 and bf16
+  // Shared memory starts as NaN (as fp32 and bf16) in every block: what a block reads before writing shows.
+  if (run.shared_bytes > 0) std::memset(run.shared.data(), 0xff, run.shared_bytes);
+  if (__start_srunway_emulated_shared != nullptr) {
+    std::memset(__start_srunway_emulated_shared, 0xff,
+                __stop_srunway_emulated_shared - __start_srunway_emulated_shared);
+  }
   Release(&run.block_start);
   const int warps = (threads + kWarpSize - 1) / kWarpSize;
   while (true) {

@@ -3,12 +3,13 @@
 // on the calling thread; the warps of a block run one at a time between barriers (__syncthreads), forward in
 // even blocks and backward in odd ones, and the lanes of a warp one at a time between warp-wide operations
 // (shuffles, __syncwarp, mma.sync, ldmatrix, WMMA), so a missing barrier shows as a wrong result in one of the
-// two orders; blocks run one after another, in order on even launches and in reverse on odd ones. Dynamic shared
-// memory starts as NaN in every block. A warp-wide operation that not every lane of the warp reaches, a launch the
-// hardware would refuse and an ldmatrix outside shared memory each end the program with one line naming the
-// kernel, block and thread. Built with SRUNWAY_EMULATED_TSAN (and the kernels with -fsanitize=thread), every CUDA
-// thread is a ThreadSanitizer fiber ordered only as the GPU orders threads (__syncthreads, __syncwarp, a block's
-// start and end), so an access racing with another thread's is reported, in whichever order the two ran.
+// two orders; blocks run one after another, in order on even launches and in reverse on odd ones. Shared memory
+// (static and dynamic) starts as NaN in every block. A warp-wide operation that not every lane of the warp
+// reaches, a launch the hardware would refuse and an ldmatrix outside shared memory each end the program with one
+// line naming the kernel, block and thread. Built with SRUNWAY_EMULATED_TSAN (and the kernels with
+// -fsanitize=thread), every CUDA thread is a ThreadSanitizer fiber ordered only as the GPU orders threads
+// (__syncthreads, __syncwarp, a block's start and end), so an access racing with another thread's is reported,
+// in whichever order the two ran.
 #pragma once
 
 #include <cstddef>

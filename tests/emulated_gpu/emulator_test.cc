@@ -1,8 +1,9 @@
 // The emulated GPU itself: that it runs every thread once with the right coordinates, refuses the launches the
 // hardware refuses, exchanges values across a warp as the hardware does, exposes a missing __syncthreads in one
-// of its two warp orders and a dependence between blocks in one of its two block orders, and ends the program on
-// a warp-wide operation that not every lane reaches; built for ThreadSanitizer (the race check), that a missing
-// barrier or __syncwarp is a reported data race and that barriers, warp syncs and atomics are not.
+// of its two warp orders and a dependence between blocks in one of its two block orders, starts shared memory as
+// NaN in every block, and ends the program on a warp-wide operation that not every lane reaches; built for
+// ThreadSanitizer (the race check), that a missing barrier or __syncwarp is a reported data race and that
+// barriers, warp syncs and atomics are not.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -96,6 +97,30 @@ TEST(EmulatedGpu, AMissingBarrierShowsInOneOfTheTwoBlockOrders) {
     } else {
       EXPECT_GT(wrong, 0) << "a read of another warp's slot before __syncthreads went unnoticed";
     }
+  }
+}
+
+// Each thread reads its slot of static and of dynamic shared memory, written first only if `write`.
+__global__ void ReadShared(float* out, bool write) {
+  __shared__ float slots[32];
+  float* dynamic_slots = DynamicShared<float>();
+  if (write) {
+    slots[threadIdx.x] = static_cast<float>(blockIdx.x);
+    dynamic_slots[threadIdx.x] = static_cast<float>(blockIdx.x);
+  }
+  __syncthreads();
+  out[2 * (blockIdx.x * 32 + threadIdx.x)] = slots[threadIdx.x];
+  out[2 * (blockIdx.x * 32 + threadIdx.x) + 1] = dynamic_slots[threadIdx.x];
+}
+
+TEST(EmulatedGpu, SharedMemoryStartsAsNaNInEveryBlock) {
+  std::vector<float> out(2 * 2 * 32);
+  LaunchKernel(ReadShared, dim3(2), dim3(32), 32 * sizeof(float), nullptr, out.data(), true);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], static_cast<float>(i / 64)) << "element " << i;
+  // What the last launch's blocks wrote is not what this launch's blocks find.
+  LaunchKernel(ReadShared, dim3(2), dim3(32), 32 * sizeof(float), nullptr, out.data(), false);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_TRUE(std::isnan(out[i])) << (i % 2 == 0 ? "static" : "dynamic") << " element " << i << ": " << out[i];
   }
 }
 

@@ -1,6 +1,7 @@
 // The CUDA runtime as trainer/ops/cuda's kernels use it, mapped onto tests/emulated_gpu's CPU emulator so that the
 // same .cu files compile as C++: the execution-space keywords vanish, __shared__ variables are static (one block
-// runs at a time), and the built-in coordinates, barriers, shuffles and atomics are the emulator's.
+// runs at a time) and live in one section that the emulator fills with NaN before every block, and the built-in
+// coordinates, barriers, shuffles and atomics are the emulator's.
 #pragma once
 
 #include <atomic>
@@ -19,7 +20,7 @@
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
 #define __restrict__ __restrict
-#define __shared__ static
+#define __shared__ static __attribute__((section("srunway_emulated_shared")))
 
 #define threadIdx (::srunway::emulated_gpu::ThreadIdx())
 #define blockIdx (::srunway::emulated_gpu::BlockIdx())
