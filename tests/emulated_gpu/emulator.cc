@@ -32,6 +32,11 @@
 extern "C" [[gnu::weak]] unsigned char __start_srunway_emulated_shared[];
 extern "C" [[gnu::weak]] unsigned char __stop_srunway_emulated_shared[];
 
+#ifdef SRUNWAY_EMULATED_TSAN
+// A race fails the test at once, with the exit code ThreadSanitizer gives at the end otherwise.
+extern "C" const char* __tsan_default_options() { return "halt_on_error=1:exitcode=66"; }
+#endif
+
 namespace srunway::emulated_gpu {
 namespace {
 
@@ -128,62 +133,26 @@ void FinishSwitch(void* fake_stack, const void** bottom, size_t* size) {
 }
 
 // ThreadSanitizer's view of the emulated GPU: every CUDA thread is a fiber of its own, a switch orders nothing,
-// and the orderings are the GPU's: a barrier orders the block's threads, a warp-wide operation its warp's lanes,
-// a block's start orders it after what the host wrote before the launch, and the host's next step after the block.
-// An access by one thread to what another thread of the block writes with no barrier between is then a data race
-// that ThreadSanitizer reports, in whichever order the emulator ran the two (compute-sanitizer's racecheck, for
-// shared and global memory). Blocks are ordered one after another: a block that depends on another block's
-// output shows as a wrong answer in one of the two block orders instead.
-void* NewRaceFiber() {
+// and the orderings are the GPU's: __syncthreads orders the block's threads, __syncwarp its warp's lanes (shuffles,
+// mma.sync, ldmatrix and WMMA move registers and order no memory), a block's start orders it after what the host
+// wrote before the launch, and the host's next step after the block. An access by one thread to what another
+// thread of the block writes with no barrier between is then a data race that ThreadSanitizer reports, in
+// whichever order the emulator ran the two (compute-sanitizer's racecheck, for shared and global memory). Blocks
+// are ordered one after another: a block that depends on another block's output shows as a wrong answer in one
+// of the two block orders instead. Without SRUNWAY_EMULATED_TSAN these do nothing.
 #ifdef SRUNWAY_EMULATED_TSAN
-  return __tsan_create_fiber(0);
+void* NewRaceFiber() { return __tsan_create_fiber(0); }
+void* CurrentRaceFiber() { return __tsan_get_current_fiber(); }
+void SwitchRaceFiber(void* to) { __tsan_switch_to_fiber(to, __tsan_switch_to_fiber_no_sync); }
+void Release(void* sync) { __tsan_release(sync); }
+void Acquire(void* sync) { __tsan_acquire(sync); }
 #else
-  return nullptr;
+void* NewRaceFiber() { return nullptr; }
+void* CurrentRaceFiber() { return nullptr; }
+void SwitchRaceFiber(void*) {}
+void Release(void*) {}
+void Acquire(void*) {}
 #endif
-}
-
-void* CurrentRaceFiber() {
-#ifdef SRUNWAY_EMULATED_TSAN
-  return __tsan_get_current_fiber();
-#else
-  return nullptr;
-#endif
-}
-
-void SwitchRaceFiber(void* to) {
-#ifdef SRUNWAY_EMULATED_TSAN
-  __tsan_switch_to_fiber(to, __tsan_switch_to_fiber_no_sync);
-#else
-  (void)to;
-#endif
-}
-
-#ifdef SRUNWAY_EMULATED_TSAN
-}  // namespace
-}  // namespace srunway::emulated_gpu
-
-// A race fails the test at once, with the exit code ThreadSanitizer gives at the end otherwise.
-extern "C" const char* __tsan_default_options() { return "halt_on_error=1:exitcode=66"; }
-
-namespace srunway::emulated_gpu {
-namespace {
-#endif
-
-void Release(void* sync) {
-#ifdef SRUNWAY_EMULATED_TSAN
-  __tsan_release(sync);
-#else
-  (void)sync;
-#endif
-}
-
-void Acquire(void* sync) {
-#ifdef SRUNWAY_EMULATED_TSAN
-  __tsan_acquire(sync);
-#else
-  (void)sync;
-#endif
-}
 
 // A switch to another fiber (or back to the scheduler). Under AddressSanitizer, _longjmp is its interceptor,
 // which clears the shadow of the stack it leaves (and asks for the signal stack) on every switch: the emulated
