@@ -41,6 +41,16 @@ int Fail(const Bootstrap* bootstrap, const common::Status& status, int code) {
   return code;
 }
 
+// --check's exit code for a failure: 4 where the communicator could not be built, whether this rank found it or
+// learnt it from the peer that did (its abort reads "rank N on HOST failed: communicator init: ..."; which of the
+// two comes first is a race, and both ranks should say the same), 3 for the rest of the bootstrap.
+int CheckExitCode(std::string_view why) {
+  constexpr std::string_view kComm = "communicator init";
+  return why.starts_with(kComm) || why.find(fmt::format(" failed: {}", kComm)) != std::string_view::npos
+             ? kExitComm
+             : kExitBootstrap;
+}
+
 struct SupervisionOptions {
   std::string log_dir;
   bool tee = false;
@@ -261,7 +271,7 @@ int main(int argc, char** argv) {
     auto watchdog = Watchdog::Start(boot, timeout, [&boot](const std::string& why) {
       Report(boot.Prefix() + why);
       boot.Abort(why);
-      std::_Exit(kExitBootstrap);
+      std::_Exit(CheckExitCode(why));
     });
     if (!watchdog.ok()) {
       Fail(&boot, watchdog.status(), kExitBootstrap);
@@ -270,7 +280,7 @@ int main(int argc, char** argv) {
     }
     auto result = RunCheck(boot, *comm_kind, static_cast<size_t>(*bytes), init_ms, timeout, watchdog->get());
     if (!result.ok()) {
-      int code = result.status().message().starts_with("communicator init") ? kExitComm : kExitBootstrap;
+      const int code = CheckExitCode(result.status().message());
       Fail(&boot, result.status(), code);
       // The others may be waiting for this rank where no timeout of theirs runs (a rank stuck elsewhere): tell them.
       (*watchdog)->Abort(fmt::format("{} failed: {}", boot.NameRank(boot.identity().rank), result.status().message()));

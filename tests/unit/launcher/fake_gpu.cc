@@ -3,7 +3,8 @@
 // which are the symbols the backend asks dlsym for. ncclCommAbort and ncclCommDestroy end a communicator, and any
 // later call that names it aborts the process with a line saying so: the use-after-free real NCCL would make,
 // caught with or without a sanitizer. Operations never finish (cuEventQuery answers "not ready"), the state of a
-// rank waiting on a dead peer, unless FAKE_GPU_OPS_FINISH=1. "GPU memory" is host memory, and a one-rank
+// rank waiting on a dead peer, unless FAKE_GPU_OPS_FINISH=1; a communicator's init never finishes with
+// FAKE_NCCL_INIT_NEVER_FINISHES=1. "GPU memory" is host memory, and a one-rank
 // communicator's collectives move their data as real NCCL's would (with one rank every collective is a copy), so
 // the trainer's GPU path runs whole on top of the host's ops (tests/unit/trainer/train_device_test.cc).
 #include <cuda.h>
@@ -22,6 +23,7 @@ namespace {
 struct FakeComm {
   int rank = 0;
   int size = 1;
+  bool pending = false;  // a non-blocking init that never finishes (FAKE_NCCL_INIT_NEVER_FINISHES=1)
 };
 
 std::mutex g_mutex;
@@ -217,9 +219,13 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   std::memset(id->internal, 7, sizeof id->internal);
   return ncclSuccess;
 }
+// With FAKE_NCCL_INIT_NEVER_FINISHES=1 the init stays in progress, as real NCCL's does while a rank is missing.
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int size, ncclUniqueId, int rank, ncclConfig_t*) {
   *comm = Make(rank, size);
-  return ncclSuccess;
+  const char* never = std::getenv("FAKE_NCCL_INIT_NEVER_FINISHES");
+  if (never == nullptr || never[0] != '1') return ncclSuccess;
+  reinterpret_cast<FakeComm*>(*comm)->pending = true;
+  return ncclInProgress;
 }
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int, ncclComm_t* split, ncclConfig_t*) {
   Use(comm, "ncclCommSplit");
@@ -227,8 +233,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int, ncclComm_t* split, n
   return ncclSuccess;
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
-  Use(comm, "ncclCommGetAsyncError");
-  *state = ncclSuccess;
+  *state = Use(comm, "ncclCommGetAsyncError")->pending ? ncclInProgress : ncclSuccess;
   return ncclSuccess;
 }
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { return Queue(comm, "ncclCommFinalize"); }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# srunway-launch --check --comm nccl with two ranks on this host (torchrun's environment), against the stand-in
+# CUDA driver and NCCL (fake_gpu.cc), which give every rank the same GPU: the failures that end communicator init
+# end both ranks with exit 4 and one line each, the rank that saw the failure and the rank it told alike.
+#   nccl_check_cli.sh SRUNWAY_LAUNCH FAKE_LIBRARY_DIR
+set -euo pipefail
+launch=${1:?usage: nccl_check_cli.sh SRUNWAY_LAUNCH FAKE_LIBRARY_DIR} fakes=${2:?}
+export SRUNWAY_CUDA_DRIVER=$fakes/libcuda.so.1 SRUNWAY_NCCL_LIBRARY=$fakes/libnccl.so.2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+two_ranks() {  # two_ranks NAME RANK0-ENV -- RANK1-ENV: the exit codes of rank 0 and rank 1, each output in NAME.R
+  local name=$1 port=$((30000 + RANDOM % 2000)) rank0=() rank1=()
+  shift
+  while [[ $1 != -- ]]; do rank0+=("$1"); shift; done
+  shift
+  rank1=("$@")
+  env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "${rank0[@]}" timeout 60 "$launch" \
+    --bootstrap=env --check --comm nccl --timeout 2 >"$work/$name.0" 2>&1 &
+  local first=$!
+  env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "${rank1[@]}" timeout 60 "$launch" \
+    --bootstrap=env --check --comm nccl --timeout 2 >"$work/$name.1" 2>&1 &
+  local second=$! rc0=0 rc1=0
+  wait "$first" || rc0=$?
+  wait "$second" || rc1=$?
+  echo "$rc0 $rc1"
+}
+
+echo "== two ranks on one GPU: refused on each rank"
+codes=$(two_ranks shared --)
+cat "$work/shared.0" "$work/shared.1"
+[[ $codes == "4 4" ]] || fail "two ranks on one GPU: exit codes $codes, want 4 4"
+for r in 0 1; do
+  grep -q "^srunway-launch: rank $r on .*: communicator init: rank 0 on .* and rank 1 would share GPU .*: NCCL needs one GPU per rank" \
+    "$work/shared.$r" || fail "rank $r: no clear line: $(cat "$work/shared.$r")"
+  (($(wc -l <"$work/shared.$r") == 1)) || fail "rank $r: more than one line"
+done
+
+echo "== rank 0's communicator init never finishes, rank 1 stuck before its own: rank 0 times out and tells rank 1"
+codes=$(two_ranks stall FAKE_NCCL_INIT_NEVER_FINISHES=1 -- SLURMD_NODENAME=elsewhere SRUNWAY_FAULT_STALL_RANK=1 \
+  SRUNWAY_FAULT_STALL_PHASE="communicator init")
+cat "$work/stall.0" "$work/stall.1"
+[[ ${codes%% *} == 4 ]] || fail "rank 0 exited ${codes%% *}, want 4"
+[[ ${codes##* } == 4 ]] || fail "rank 1 exited ${codes##* }, want 4 like rank 0 (told by it; 124 means left hanging)"
+grep -q "^srunway-launch: rank 0 on .*: communicator init: ncclCommInitRankConfig did not finish within 2 s" \
+  "$work/stall.0" || fail "rank 0 did not say what timed out"
+grep -q "^srunway-launch: rank 1 on elsewhere: rank 0 on .* failed: communicator init: ncclCommInitRankConfig did not finish" \
+  "$work/stall.1" || fail "rank 1 did not say why it ended"
+echo "ok"
