@@ -716,14 +716,19 @@ YAML::Node ExpandedVars(const Blueprint& bp) {
     }
   }
   inlined.vars = Resolve(bp, bp.vars);
-  inlined.blueprint.root["vars"] = inlined.vars;
-  std::vector<std::string> unused = VariablesNotUsed(inlined);
-  YAML::Node kept(YAML::NodeType::Map);
-  for (auto it = inlined.vars.begin(); it != inlined.vars.end(); ++it) {
-    const std::string name = it->first.Scalar();
-    if (std::find(unused.begin(), unused.end(), name) == unused.end()) kept[name] = it->second;
+  // A variable that only dropped ones use (an expression left as it was) goes too: drop until none is unused, or
+  // expanding the expansion would drop what this one kept.
+  for (;;) {
+    inlined.blueprint.root["vars"] = inlined.vars;
+    const std::vector<std::string> unused = VariablesNotUsed(inlined);
+    YAML::Node kept(YAML::NodeType::Map);
+    for (auto it = inlined.vars.begin(); it != inlined.vars.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      if (std::find(unused.begin(), unused.end(), name) == unused.end()) kept[name] = it->second;
+    }
+    if (kept.size() == inlined.vars.size()) return kept;
+    inlined.vars = kept;
   }
-  return kept;
 }
 
 }  // namespace

@@ -200,6 +200,21 @@ TEST(Expand, KeepsTypesEscapesAndTerraformExpressions) {
   EXPECT_NE(Expand(*unknown).find("  port: \"8080\"\n"), std::string::npos) << Expand(*unknown);
 }
 
+// A variable that only a dropped variable uses is dropped too, so that expanding the expansion changes nothing
+// (the fuzzer found a blueprint whose second expansion lost a variable the first had kept).
+TEST(Expand, DropsVariablesOnlyDroppedOnesUse) {
+  auto bp = LoadText("bp.yaml",
+                     "blueprint_name: x\nvars:\n  deployment_name: x\n  n: 3\n  flag: '$(vars.n > 2 ? 1 : 0)'\n"
+                     "deployment_groups:\n- group: g\n  modules:\n  - id: a\n    source: srunway/local/partition\n");
+  ASSERT_TRUE(bp.ok());
+  const std::string out = Expand(*bp);
+  EXPECT_EQ(out.find("flag:"), std::string::npos) << out;     // used by nothing
+  EXPECT_EQ(out.find("  n: 3\n"), std::string::npos) << out;  // used by flag alone
+  auto again = LoadText("expanded.yaml", out);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(Expand(*again), out);
+}
+
 TEST(Render, LocalClusterFiles) {
   std::vector<Diagnostic> diagnostics;
   std::string text = kGood;
