@@ -13,6 +13,8 @@
 #   .gpu-bundle/bench.sh [SIZE...]    srunway-train against PyTorch compiled (gpt2-124m, gpt3-1.3b)
 #   .gpu-bundle/attention.sh          the attention kernels against PyTorch's SDPA (FlashAttention-2, cuDNN)
 #   .gpu-bundle/profile.sh [SIZE]     one step's top kernels and their share of its GPU time (nsys or ncu)
+#   .gpu-bundle/session.sh OUT_DIR [SECONDS]   all of the above in order of importance within SECONDS (default 500),
+#                                     into 7 files in OUT_DIR, for a GPU lent for a few minutes
 set -euo pipefail
 
 readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -96,6 +98,41 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRUNWAY_TRAIN=$here/bin/srunway-train bash "$here/profile-step.sh" "$@"
 PROFILE
 chmod +x "$out/profile.sh"
+cat >"$out/session.sh" <<'SESSION'
+#!/usr/bin/env bash
+# Everything the bundle checks and measures, most important first, each step under its own limit and all within a
+# deadline, so that a GPU lent for minutes gives the most: session.sh OUT_DIR [SECONDS]. Seven files in OUT_DIR
+# (summary.txt: one line per step; checks.log: run.sh's; bench.txt, attention.txt, profile.txt, nccl_init.txt,
+# machine.txt), for copies that bring back only a few files. A step that would start with under 20 s left is
+# skipped and says so.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+out=${1:?usage: session.sh OUT_DIR [SECONDS]}
+deadline=$((SECONDS + ${2:-500}))
+mkdir -p "$out"
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda)'; } >"$out/machine.txt" 2>&1
+step() {  # step FILE LIMIT COMMAND...: COMMAND's output appended to OUT_DIR/FILE, one line in summary.txt
+  local file=$1 limit=$2 left=$((deadline - SECONDS)) start=$SECONDS rc=0
+  shift 2
+  if ((left < 20)); then echo "skipped (deadline): $*" | tee -a "$out/summary.txt"; return; fi
+  ((limit > left)) && limit=$left
+  echo "===== $*" >>"$out/$file"
+  timeout "$limit" "$@" >>"$out/$file" 2>&1 || rc=$?
+  echo "exit $rc after $((SECONDS - start)) s (limit $limit): $*" | tee -a "$out/summary.txt"
+}
+export SRUNWAY_CHECK_TIMEOUT=${SRUNWAY_CHECK_TIMEOUT:-75}
+step summary.txt 200 "$here/run.sh" "$out" driver_probe cuda_saxpy cuda_device cuda_ops cuda_model \
+  cuda_ops_wmma_attention train_gpu train_vs_torch nccl_comm
+step bench.txt 200 "$here/bench.sh" gpt2-124m
+step nccl_init.txt 60 "$here/run.sh" "$out" nccl_init_vs_torch
+step attention.txt 80 "$here/attention.sh"
+step profile.txt 60 "$here/profile.sh" gpt2-124m 20
+step summary.txt 150 "$here/run.sh" "$out" cuda_ops_memcheck cuda_ops_racecheck cuda_model_memcheck \
+  cuda_model_racecheck
+step bench.txt 200 "$here/bench.sh" gpt3-1.3b
+step profile.txt 80 "$here/profile.sh" gpt3-1.3b 20
+SESSION
+chmod +x "$out/session.sh"
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs the bundled GPU checks on this node: their output in OUT_DIR/checks.log (default ./gpu-results; one file, so
