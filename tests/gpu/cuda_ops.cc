@@ -448,9 +448,11 @@ int main(int argc, char** argv) {
     Embedding(gpu);
     LayerNorm(gpu, 512, 768);
     LayerNorm(gpu, 64, 8192);
+    LayerNorm(gpu, 100, 300);  // a last block of rows part full, a last slab of columns part full, idle lanes
     AdamW(gpu);
     RmsNorm(gpu, 512, 768);
     RmsNorm(gpu, 32, 16384);
+    RmsNorm(gpu, 77, 300);
     ResidualNorm(gpu, 512, 768);
     Swiglu(gpu);
     Rope(gpu);

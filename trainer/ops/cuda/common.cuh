@@ -41,16 +41,6 @@ int AllowSharedMemory(Kernel kernel, size_t bytes) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-// Blocks for a kernel whose warps take rows (rows_per_block per block) and whose blocks each flush per-channel
-// sums once: one per row group, at most two per multiprocessor.
-inline unsigned RowBlocks(int rows, int rows_per_block) {
-  int sms = 0, device = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const int groups = (rows + rows_per_block - 1) / rows_per_block;
-  return static_cast<unsigned>(sms > 0 && groups > 2 * sms ? 2 * sms : groups);
-}
-
 __device__ __forceinline__ uint64_t Mix(uint64_t z) {  // splitmix64's finaliser, as ops/cpu/dropout.cc's
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;

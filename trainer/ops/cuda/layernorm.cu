@@ -1,5 +1,6 @@
 // LayerNorm over rows of C, as ops/cpu/layernorm.cc: one warp per row, fp32 statistics from bf16 inputs.
 #include "trainer/ops/cuda/common.cuh"
+#include "trainer/ops/cuda/norm_backward.cuh"
 
 namespace srunway::trainer::cuda {
 namespace {
@@ -36,41 +37,37 @@ __global__ void LayerNormForwardKernel(bf16* out, float* mean, float* rstd, bf16
   }
 }
 
-// Each warp takes rows; the block gathers its rows' weight and bias gradients in shared memory ([dweight | dbias],
-// 2C floats) and adds them to the global ones once per channel.
-__global__ void LayerNormBackwardKernel(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                                        const bf16* weight, const float* mean, const float* rstd, int N, int C) {
-  float* sums = DynamicShared<float>();
-  for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) sums[c] = 0;
-  __syncthreads();
-  const int lane = threadIdx.x % kWarp;
-  for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
+// dinp += (w d - mean(w d) - norm mean(w d norm)) rstd; dweight += norm d, dbias += d (norm_backward.cuh's walk).
+struct LayerNormGrads {
+  static constexpr int kSums = 2;  // dweight, dbias
+  struct Row {
+    float mean, rstd, dnorm_mean, dnorm_norm_mean;
+  };
+  const bf16 *dout, *inp, *weight;
+  const float *mean, *rstd;
+  float* out[kSums];
+
+  __device__ Row Stats(int row, int lane, int C) const {
     const int64_t base = int64_t{row} * C;
-    const float m = mean[row], s = rstd[row];
-    float dnorm_mean = 0, dnorm_norm_mean = 0;
+    Row r{mean[row], rstd[row], 0, 0};
     for (int c = lane; c < C; c += kWarp) {
-      const float norm = (Load(inp, base + c) - m) * s;
+      const float norm = (Load(inp, base + c) - r.mean) * r.rstd;
       const float dnorm = Load(weight, c) * Load(dout, base + c);
-      dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * norm;
+      r.dnorm_mean += dnorm;
+      r.dnorm_norm_mean += dnorm * norm;
     }
-    dnorm_mean = WarpSum(dnorm_mean) / C;
-    dnorm_norm_mean = WarpSum(dnorm_norm_mean) / C;
-    for (int c = lane; c < C; c += kWarp) {
-      const float d = Load(dout, base + c);
-      const float norm = (Load(inp, base + c) - m) * s;
-      const float dnorm = Load(weight, c) * d;
-      atomicAdd(&sums[c], norm * d);
-      atomicAdd(&sums[C + c], d);
-      Store(dinp, base + c, Load(dinp, base + c) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s);
-    }
+    r.dnorm_mean = WarpSum(r.dnorm_mean) / C;
+    r.dnorm_norm_mean = WarpSum(r.dnorm_norm_mean) / C;
+    return r;
   }
-  __syncthreads();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    atomicAdd(&dweight[c], sums[c]);
-    atomicAdd(&dbias[c], sums[C + c]);
+  __device__ float Element(int64_t at, int c, const Row& r, float (&shares)[kSums]) const {
+    const float d = Load(dout, at);
+    const float norm = (Load(inp, at) - r.mean) * r.rstd;
+    shares[0] += norm * d;
+    shares[1] += d;
+    return (Load(weight, c) * d - r.dnorm_mean - norm * r.dnorm_norm_mean) * r.rstd;
   }
-}
+};
 
 }  // namespace
 
@@ -94,13 +91,7 @@ int ResidualLayerNormForward(bf16* residual, bf16* out, float* mean, float* rstd
 
 int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                       const float* mean, const float* rstd, int N, int C, Stream stream) {
-  if (N <= 0) return 0;
-  const size_t shared = sizeof(float) * 2 * static_cast<size_t>(C);
-  if (int rc = AllowSharedMemory(LayerNormBackwardKernel, shared); rc != 0) return rc;
-  const unsigned blocks = RowBlocks(N, kRowsPerBlock);
-  LaunchKernel(LayerNormBackwardKernel, blocks, kThreads, shared, AsStream(stream), dinp, dweight, dbias, dout, inp,
-               weight, mean, rstd, N, C);
-  return Launched();
+  return LaunchNormBackward(LayerNormGrads{dout, inp, weight, mean, rstd, {dweight, dbias}}, dinp, N, C, stream);
 }
 
 }  // namespace srunway::trainer::cuda

@@ -1,5 +1,6 @@
 // RMSNorm (Llama) over rows of C, as ops/cpu/rmsnorm.cc: one warp per row, fp32 statistics from bf16 inputs.
 #include "trainer/ops/cuda/common.cuh"
+#include "trainer/ops/cuda/norm_backward.cuh"
 
 namespace srunway::trainer::cuda {
 namespace {
@@ -27,28 +28,28 @@ __global__ void RmsNormForwardKernel(bf16* out, float* rstd, bf16* inp, const bf
   }
 }
 
-// dx = s (w d) - x s^3 mean(w d x); the block gathers its rows' dweight in shared memory first.
-__global__ void RmsNormBackwardKernel(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
-                                      const float* rstd, int N, int C) {
-  float* sums = DynamicShared<float>();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) sums[c] = 0;
-  __syncthreads();
-  const int lane = threadIdx.x % kWarp;
-  for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
+// dx = s (w d) - x s^3 mean(w d x); dweight += x s d (norm_backward.cuh's walk).
+struct RmsNormGrads {
+  static constexpr int kSums = 1;  // dweight
+  struct Row {
+    float rstd, dot;
+  };
+  const bf16 *dout, *inp, *weight;
+  const float* rstd;
+  float* out[kSums];
+
+  __device__ Row Stats(int row, int lane, int C) const {
     const int64_t base = int64_t{row} * C;
-    const float s = rstd[row];
     float dot = 0;
     for (int c = lane; c < C; c += kWarp) dot += Load(weight, c) * Load(dout, base + c) * Load(inp, base + c);
-    dot = WarpSum(dot) / C;
-    for (int c = lane; c < C; c += kWarp) {
-      const float x = Load(inp, base + c), d = Load(dout, base + c), w = Load(weight, c);
-      atomicAdd(&sums[c], x * s * d);
-      Store(dinp, base + c, Load(dinp, base + c) + s * w * d - x * s * s * s * dot);
-    }
+    return Row{rstd[row], WarpSum(dot) / C};
   }
-  __syncthreads();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) atomicAdd(&dweight[c], sums[c]);
-}
+  __device__ float Element(int64_t at, int c, const Row& r, float (&shares)[kSums]) const {
+    const float x = Load(inp, at), d = Load(dout, at), s = r.rstd;
+    shares[0] += x * s * d;
+    return s * Load(weight, c) * d - x * s * s * s * r.dot;
+  }
+};
 
 }  // namespace
 
@@ -72,12 +73,7 @@ int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a
 
 int RmsNormBackward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
                     const float* rstd, int N, int C, Stream stream) {
-  if (N <= 0) return 0;
-  const size_t shared = sizeof(float) * static_cast<size_t>(C);
-  if (int rc = AllowSharedMemory(RmsNormBackwardKernel, shared); rc != 0) return rc;
-  LaunchKernel(RmsNormBackwardKernel, RowBlocks(N, kRowsPerBlock), kThreads, shared, AsStream(stream), dinp, dweight,
-               dout, inp, weight, rstd, N, C);
-  return Launched();
+  return LaunchNormBackward(RmsNormGrads{dout, inp, weight, rstd, {dweight}}, dinp, N, C, stream);
 }
 
 }  // namespace srunway::trainer::cuda
