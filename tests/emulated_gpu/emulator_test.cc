@@ -16,6 +16,7 @@ namespace {
 
 using srunway::trainer::cuda::DynamicShared;
 using srunway::trainer::cuda::LaunchKernel;
+using srunway::trainer::cuda::LoadMatrices;
 using srunway::trainer::cuda::LoadTransposed;
 
 __global__ void CountThreads(int* counts, int* wrong) {
@@ -137,6 +138,41 @@ TEST(EmulatedGpu, ABlockReadingAnotherBlocksOutputIsWrongOnOneOfTwoLaunches) {
     right += values[8] == 8 ? 1 : 0;
   }
   EXPECT_EQ(right, 1);
+}
+
+// Four 8 x 8 matrices in shared memory, element (m, row, column) = 64 m + 8 row + column; each lane names row
+// lane % 8 of matrix lane / 8 and keeps the four registers ldmatrix (and ldmatrix.trans) gives it.
+__global__ void LoadFourMatrices(uint32_t* plain, uint32_t* transposed) {
+  auto* shared = DynamicShared<__nv_bfloat16>();
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) shared[i] = __float2bfloat16(static_cast<float>(i));
+  __syncthreads();
+  uint32_t r[4];
+  LoadMatrices(r, shared + threadIdx.x * 8);
+  for (int m = 0; m < 4; ++m) plain[threadIdx.x * 4 + m] = r[m];
+  LoadTransposed(r, shared + threadIdx.x * 8);
+  for (int m = 0; m < 4; ++m) transposed[threadIdx.x * 4 + m] = r[m];
+}
+
+// PTX's ldmatrix: lane 4 g + t holds row g, columns 2t and 2t + 1 of each matrix (the lower column in the low
+// half); .trans holds rows 2t and 2t + 1 of column g.
+TEST(EmulatedGpu, LdmatrixGivesEachLaneItsFragment) {
+  std::vector<uint32_t> plain(128), transposed(128);
+  LaunchKernel(LoadFourMatrices, dim3(1), dim3(32), 512, nullptr, plain.data(), transposed.data());
+  auto value = [](uint32_t half) {
+    __nv_bfloat16 x;
+    x.__x = static_cast<uint16_t>(half);
+    return static_cast<int>(__bfloat162float(x));
+  };
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, t = lane % 4;
+    for (int m = 0; m < 4; ++m) {
+      const uint32_t p = plain[lane * 4 + m], q = transposed[lane * 4 + m];
+      EXPECT_EQ(value(p & 0xffff), 64 * m + 8 * g + 2 * t) << "lane " << lane << " matrix " << m;
+      EXPECT_EQ(value(p >> 16), 64 * m + 8 * g + 2 * t + 1) << "lane " << lane << " matrix " << m;
+      EXPECT_EQ(value(q & 0xffff), 64 * m + 8 * (2 * t) + g) << "lane " << lane << " matrix " << m;
+      EXPECT_EQ(value(q >> 16), 64 * m + 8 * (2 * t + 1) + g) << "lane " << lane << " matrix " << m;
+    }
+  }
 }
 
 __global__ void ExitBeforeShuffle(float* out) {

@@ -31,19 +31,16 @@ namespace {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kDsLd = kTile + 8;  // bf16 dS^T rows [key][query] in shared memory
 
-__device__ __forceinline__ uint32_t Pair(const Half* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
 __device__ __forceinline__ uint32_t Pack(float low, float high) {
   const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
-// A (16 x 16) = columns [c0, c0 + 16) of 16 rows of a row-major shared tile.
-__device__ __forceinline__ void LoadA(uint32_t (&a)[4], const Half* rows, int ld, int c0, int g, int t) {
-  a[0] = Pair(rows + g * ld + c0 + 2 * t);
-  a[1] = Pair(rows + (g + 8) * ld + c0 + 2 * t);
-  a[2] = Pair(rows + g * ld + c0 + 2 * t + 8);
-  a[3] = Pair(rows + (g + 8) * ld + c0 + 2 * t + 8);
+// A (16 x 16) = columns [c0, c0 + 16) of 16 rows of a row-major shared tile, by one ldmatrix: matrices 0-3 are
+// rows 0-7 and 8-15 of columns c0.. and then of c0 + 8...
+__device__ __forceinline__ void LoadA(uint32_t (&a)[4], const Half* rows, int ld, int c0, int lane) {
+  const int matrix = lane / 8, r = lane % 8;
+  LoadMatrices(a, rows + (matrix % 2 * 8 + r) * ld + c0 + matrix / 2 * 8);
 }
 
 // A (16 x 16) = M^T at rows [m0, m0 + 16), columns [k0, k0 + 16), for M row-major in shared memory (its rows
@@ -53,11 +50,11 @@ __device__ __forceinline__ void LoadATransposed(uint32_t (&a)[4], const Half* m,
   LoadTransposed(a, m + (k0 + matrix / 2 * 8 + r) * ld + m0 + matrix % 2 * 8);
 }
 
-// B (16 x 8) = M^T at columns [n0, n0 + 8): B[k][n] = M[n0 + n][c0 + k], M row-major (8 of its rows).
-__device__ __forceinline__ void LoadBTransposed(uint32_t& b0, uint32_t& b1, const Half* rows, int ld, int c0, int g,
-                                                int t) {
-  b0 = Pair(rows + g * ld + c0 + 2 * t);
-  b1 = Pair(rows + g * ld + c0 + 2 * t + 8);
+// B for the two 8-column tiles of M^T [c0, c0 + 16) x [n0, n0 + 16), B[k][n] = M[n0 + n][c0 + k], M row-major in
+// shared memory, by one ldmatrix: b[0], b[1] for columns n0.. (M's rows n0..n0 + 7), b[2], b[3] for n0 + 8...
+__device__ __forceinline__ void LoadB2Transposed(uint32_t (&b)[4], const Half* m, int ld, int c0, int n0, int lane) {
+  const int matrix = lane / 8, r = lane % 8;
+  LoadMatrices(b, m + (n0 + matrix / 2 * 8 + r) * ld + c0 + matrix % 2 * 8);
 }
 
 // B for the two 8-column tiles of M [k0, k0 + 16) x [n0, n0 + 16), M row-major in shared memory: b[0], b[1] for
@@ -121,7 +118,7 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
   __syncthreads();
   uint32_t qa[hd / 16][4];
   #pragma unroll
-  for (int c = 0; c < hd / 16; ++c) LoadA(qa[c], q + warp * 16 * kLd<hd>, kLd<hd>, c * 16, g, t);
+  for (int c = 0; c < hd / 16; ++c) LoadA(qa[c], q + warp * 16 * kLd<hd>, kLd<hd>, c * 16, lane);
 
   const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};  // the two query rows this lane holds
   const float scale = d.scale * kLog2e;                              // scores in base 2
@@ -137,10 +134,11 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
     #pragma unroll
     for (int c = 0; c < hd / 16; ++c) {
       #pragma unroll
-      for (int j = 0; j < kTile / 8; ++j) {
-        uint32_t b0, b1;
-        LoadBTransposed(b0, b1, k + j * 8 * kLd<hd>, kLd<hd>, c * 16, g, t);
-        Mma(s[j], qa[c], b0, b1);
+      for (int j = 0; j < kTile / 8; j += 2) {
+        uint32_t b[4];
+        LoadB2Transposed(b, k, kLd<hd>, c * 16, j * 8, lane);
+        Mma(s[j], qa[c], b[0], b[1]);
+        Mma(s[j + 1], qa[c], b[2], b[3]);
       }
     }
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -247,15 +245,17 @@ __global__ void __launch_bounds__(kTileThreads)
     #pragma unroll
     for (int c = 0; c < hd / 16; ++c) {
       uint32_t ka[4], va[4];
-      LoadA(ka, my_k, kLd<hd>, c * 16, g, t);
-      LoadA(va, my_v, kLd<hd>, c * 16, g, t);
-      #pragma unroll
-      for (int j = 0; j < kTile / 8; ++j) {
-        uint32_t b0, b1;
-        LoadBTransposed(b0, b1, q + j * 8 * kLd<hd>, kLd<hd>, c * 16, g, t);
-        Mma(st[j], ka, b0, b1);
-        LoadBTransposed(b0, b1, go + j * 8 * kLd<hd>, kLd<hd>, c * 16, g, t);
-        Mma(dpt[j], va, b0, b1);
+      LoadA(ka, my_k, kLd<hd>, c * 16, lane);
+      LoadA(va, my_v, kLd<hd>, c * 16, lane);
+#pragma unroll
+      for (int j = 0; j < kTile / 8; j += 2) {
+        uint32_t b[4];
+        LoadB2Transposed(b, q, kLd<hd>, c * 16, j * 8, lane);
+        Mma(st[j], ka, b[0], b[1]);
+        Mma(st[j + 1], ka, b[2], b[3]);
+        LoadB2Transposed(b, go, kLd<hd>, c * 16, j * 8, lane);
+        Mma(dpt[j], va, b[0], b[1]);
+        Mma(dpt[j + 1], va, b[2], b[3]);
       }
     }
     // P^T o M in st; dS^T = P^T o (M o dP^T - D), in bf16, to shared memory.
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(kTileThreads)
     for (int c = 0; c < kTile / 16; ++c) {
       uint32_t pa[4], dsa[4];
       PackA(pa, st, c);
-      LoadA(dsa, my_ds, kDsLd, c * 16, g, t);
+      LoadA(dsa, my_ds, kDsLd, c * 16, lane);
       MmaTileRows<hd>(dv_acc, pa, go, c * 16, lane);
       MmaTileRows<hd>(dk_acc, dsa, q, c * 16, lane);
     }

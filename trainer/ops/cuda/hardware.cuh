@@ -37,6 +37,16 @@ __device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Four 8 x 8 bf16 matrices from shared memory (ldmatrix.x4): lane l gives the address of row l % 8 of matrix l / 8,
+// and lane 4 g + t receives r[i] = matrix i's row g, columns 2t and 2t + 1: an A fragment of a row-major tile, or a
+// B fragment of a tile stored as its transpose.
+__device__ __forceinline__ void LoadMatrices(uint32_t (&r)[4], const __nv_bfloat16* row) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
 // Four 8 x 8 bf16 matrices from shared memory, each transposed (ldmatrix.x4.trans): lane l gives the address of
 // row l % 8 of matrix l / 8, and r[i] receives matrix i as a B (or A) fragment register.
 __device__ __forceinline__ void LoadTransposed(uint32_t (&r)[4], const __nv_bfloat16* row) {

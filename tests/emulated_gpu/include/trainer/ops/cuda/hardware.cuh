@@ -59,9 +59,11 @@ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
   }
 }
 
-// ldmatrix.m8n8.x4.trans: lane l gives the address of row l % 8 of matrix l / 8 (16 bytes, aligned, in shared
-// memory); lane 4 g + t receives r[m] = (matrix m's rows 2t and 2t + 1, column g).
-inline void LoadTransposed(uint32_t (&r)[4], const __nv_bfloat16* row) {
+// ldmatrix.m8n8.x4 (kTranspose: .trans): lane l gives the address of row l % 8 of matrix l / 8 (16 bytes, aligned,
+// in shared memory); lane 4 g + t receives r[m] = matrix m's row g, columns 2t and 2t + 1 (transposed: its rows 2t
+// and 2t + 1, column g).
+template <bool kTranspose>
+void LoadMatrixFragments(uint32_t (&r)[4], const __nv_bfloat16* row) {
   namespace emu = emulated_gpu;
   const auto* bytes = reinterpret_cast<const unsigned char*>(row);
   if (bytes < emu::DynamicShared() || bytes + 16 > emu::DynamicShared() + emu::DynamicSharedBytes()) {
@@ -81,9 +83,19 @@ inline void LoadTransposed(uint32_t (&r)[4], const __nv_bfloat16* row) {
   };
   const int g = emu::Lane() / 4, t = emu::Lane() % 4;
   for (int m = 0; m < 4; ++m) {
-    const uint32_t low = RowOf(8 * m + 2 * t)[g].__x, high = RowOf(8 * m + 2 * t + 1)[g].__x;
+    uint32_t low, high;
+    if constexpr (kTranspose) {
+      low = RowOf(8 * m + 2 * t)[g].__x;
+      high = RowOf(8 * m + 2 * t + 1)[g].__x;
+    } else {
+      low = RowOf(8 * m + g)[2 * t].__x;
+      high = RowOf(8 * m + g)[2 * t + 1].__x;
+    }
     r[m] = low | high << 16;
   }
 }
+
+inline void LoadMatrices(uint32_t (&r)[4], const __nv_bfloat16* row) { LoadMatrixFragments<false>(r, row); }
+inline void LoadTransposed(uint32_t (&r)[4], const __nv_bfloat16* row) { LoadMatrixFragments<true>(r, row); }
 
 }  // namespace srunway::trainer::cuda
