@@ -13,7 +13,8 @@
 #   (the start-up log says which attention and GELU implementations run: gpt-tiny's head size 16 takes the
 #   mma.sync tiles, GELU cuBLASLt's epilogues)
 #   4. bad input: cuBLASLt missing with --device cuda is one line naming it, exit 1; with --device auto the run
-#      trains on the CPU and says why once;
+#      trains on the CPU and says why once; SRUNWAY_ATTENTION=cudnn without cuDNN is one warning naming it, and
+#      attention runs on the kernels;
 #   5. a head size no GPU attention kernel takes is one line, exit 2;
 #   6. a model too large for the GPU is one line saying what was asked, what is free and what to try, exit 1.
 # Exits 77 (skip) where there is no GPU or no CUDA driver.
@@ -146,6 +147,13 @@ SRUNWAY_CUBLASLT_LIBRARY=$work/libcublasLt-missing.so "$train" --preset gpt-tiny
   >"$work/auto.out" 2>"$work/auto.err" || fail "--device auto without cuBLASLt: $(cat "$work/auto.err")"
 [[ $(grep -c 'training on the CPU: .*libcublasLt-missing.so' "$work/auto.err") == 1 ]] ||
   fail "--device auto should say once that it trains on the CPU: $(cat "$work/auto.err")"
+echo "== 4b. SRUNWAY_ATTENTION=cudnn without cuDNN: one warning naming it, attention on the kernels"
+SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY=$work/libcudnn-missing.so "${run[@]}" --train-steps 2 \
+  >/dev/null 2>"$work/dnn.err" || fail "SRUNWAY_ATTENTION=cudnn without cuDNN should train: $(cat "$work/dnn.err")"
+[[ $(grep -c 'SRUNWAY_ATTENTION=cudnn: .*libcudnn-missing.so.*attention runs on srunway.s kernels' \
+  "$work/dnn.err") == 1 ]] || fail "one line naming the cuDNN tried wanted: $(cat "$work/dnn.err")"
+grep -q 'GPU operations: attention on mma.sync tiles' "$work/dnn.err" ||
+  fail "the kernels should run attention: $(grep 'operations' "$work/dnn.err")"
 echo "== 5. a head size no GPU attention kernel takes (64 / 8 = 8)"
 rc=0
 "${run[@]}" --num-attention-heads 8 >/dev/null 2>"$work/heads.err" || rc=$?

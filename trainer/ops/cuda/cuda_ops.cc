@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
+#include "common/log.h"
+#include "trainer/ops/cuda/cudnn_attention.h"
 #include "trainer/ops/cuda/kernels.h"
 #include "trainer/ops/cuda/matmul.h"
 
@@ -19,13 +22,20 @@ const bf16* H(const void* p) { return static_cast<const bf16*>(p); }
 
 class CudaOps : public Ops {
  public:
-  CudaOps(Device& device, std::unique_ptr<Matmul> matmul)
-      : device_(device), stream_(device.native(device.main_stream())), matmul_(std::move(matmul)) {}
+  CudaOps(Device& device, std::unique_ptr<Matmul> matmul, std::unique_ptr<CudnnAttention> cudnn)
+      : device_(device),
+        stream_(device.native(device.main_stream())),
+        matmul_(std::move(matmul)),
+        cudnn_(std::move(cudnn)) {}
 
   DType act_dtype() const override { return DType::kBFloat16; }
   std::string Describe(int head_dim) const override {
-    const char* attention = AttentionKernelName(head_dim);
-    return fmt::format("attention on {}, GELU {}, cuBLASLt from {}", attention != nullptr ? attention : "nothing",
+    const char* kernels = AttentionKernelName(head_dim);
+    const std::string attention = cudnn_ == nullptr
+                                      ? (kernels != nullptr ? kernels : "nothing")
+                                      : fmt::format("cuDNN {} from {} (else {})", cudnn_->version(),
+                                                    cudnn_->library_path(), kernels != nullptr ? kernels : "nothing");
+    return fmt::format("attention on {}, GELU {}, cuBLASLt from {}", attention,
                        matmul_->gelu_epilogues() ? "in cuBLASLt's epilogues" : "by its own kernels",
                        matmul_->library_path());
   }
@@ -93,11 +103,21 @@ class CudaOps : public Ops {
   int64_t AttentionSaved(int B, int H_, int T) const override { return int64_t{B} * H_ * T; }
   void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H_, int KV, int hd,
                         const DropoutSite& dropout) override {
+    // cuDNN draws its own dropout masks, not the CPU twin's: attention dropout stays on the kernels.
+    if (cudnn_ != nullptr && dropout.p == 0 &&
+        Cudnn(cudnn_->Forward(out, saved, qkv, {B, T, H_, KV, hd}, device_.main_stream()), "attention forward")) {
+      return;
+    }
     Check(cuda::AttentionForward(H(out), saved, H(qkv), B, T, H_, KV, hd, dropout.p, dropout.key,
                                  dropout.first_index, stream_), "attention forward");
   }
   void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved, int B,
                          int T, int H_, int KV, int hd, const DropoutSite& dropout) override {
+    if (cudnn_ != nullptr && dropout.p == 0 &&
+        Cudnn(cudnn_->Backward(dqkv, dout, out, qkv, saved, {B, T, H_, KV, hd}, device_.main_stream()),
+              "attention backward")) {
+      return;
+    }
     const size_t scratch = static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H_, KV, hd));
     if (!Reserve(scratch_, scratch, "attention backward scratch")) return;
     Check(cuda::AttentionBackward(H(dqkv), scratch_.as<float>(), H(dout), H(out), H(qkv), saved, B, T, H_, KV, hd,
@@ -180,10 +200,18 @@ class CudaOps : public Ops {
   void Keep(const Status& status) {
     if (!status.ok() && error_.ok()) error_ = status;
   }
+  // Whether cuDNN took the call: NotFound (no engine for the shape, told once by CudnnAttention) leaves it to
+  // the kernels; another failure is kept.
+  bool Cudnn(const Status& status, const char* what) {
+    if (status.code() == common::StatusCode::kNotFound) return false;
+    if (!status.ok()) Keep(status.WithContext(fmt::format("{} on {}", what, device_.name())));
+    return true;
+  }
 
   Device& device_;
   Stream stream_;
   std::unique_ptr<Matmul> matmul_;
+  std::unique_ptr<CudnnAttention> cudnn_;  // SRUNWAY_ATTENTION=cudnn
   Buffer scratch_, lse_, partials_;  // lse_: the last ClassifierForward's rows
   Status error_ = Status::Ok();
 };
@@ -192,7 +220,16 @@ class CudaOps : public Ops {
 
 common::StatusOr<std::unique_ptr<Ops>> NewCudaOps(Device& device) {
   SRUNWAY_ASSIGN_OR_RETURN(auto matmul, Matmul::Open(device));
-  return std::unique_ptr<Ops>(std::make_unique<CudaOps>(device, std::move(matmul)));
+  std::unique_ptr<CudnnAttention> cudnn;
+  if (const char* choice = std::getenv("SRUNWAY_ATTENTION"); choice != nullptr && std::strcmp(choice, "cudnn") == 0) {
+    auto opened = CudnnAttention::Open(device);
+    if (opened.ok()) {
+      cudnn = std::move(*opened);
+    } else {
+      common::LogWarn("SRUNWAY_ATTENTION=cudnn: {}; attention runs on srunway's kernels", opened.status().message());
+    }
+  }
+  return std::unique_ptr<Ops>(std::make_unique<CudaOps>(device, std::move(matmul), std::move(cudnn)));
 }
 
 }  // namespace srunway::trainer::cuda

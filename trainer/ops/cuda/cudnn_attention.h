@@ -1,0 +1,63 @@
+// Causal attention through cuDNN's fused flash-attention engine (SRUNWAY_ATTENTION=cudnn), on attention.cu's
+// layout: qkv rows [B, T, (H + 2 KV) hd] read in place as strided Q, K, V; out [B, T, H, hd]; the saved
+// log-sum-exp [B, H, T] (natural log, scale included) is cuDNN's softmax statistics, so either direction may fall
+// back to attention.cu's kernels alone. cuDNN is opened at run time (SRUNWAY_CUDNN_LIBRARY, the library path,
+// the CUDA install, Python wheels' nvidia/cudnn/lib) and its graphs are built with the backend API as
+// cudnn-frontend's composite SDPA nodes lower them (matmul, pointwise, reduction and reshape operations that
+// the fused engine recognises); a shape whose graph cuDNN cannot run is told once and left to the kernels.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "common/status.h"
+#include "trainer/device/device.h"
+
+namespace srunway::trainer::cuda {
+
+struct AttentionShape {
+  int B, T, H, KV, hd;
+  auto operator<=>(const AttentionShape&) const = default;
+};
+
+class CudnnAttention {
+ public:
+  // For `device`, a GPU that outlives it: loads cuDNN and makes a handle (the error names the library and the
+  // paths tried).
+  static common::StatusOr<std::unique_ptr<CudnnAttention>> Open(Device& device);
+  ~CudnnAttention();
+
+  const std::string& library_path() const;
+  // cuDNN's version as cudnnGetVersion gives it (91900 for 9.19.0).
+  size_t version() const;
+
+  // NotFound: cuDNN has no engine for this shape (or the tensors are not 16-byte aligned), told in the message;
+  // the caller runs its own kernels. Other errors are failures of a graph that built.
+  common::Status Forward(void* out, float* lse, const void* qkv, const AttentionShape& shape, trainer::Stream& stream);
+  common::Status Backward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* lse,
+                          const AttentionShape& shape, trainer::Stream& stream);
+
+  // Builds and finalizes the forward and backward operation graphs of `shape` with the cuDNN that `library`
+  // names (a path or a soname; empty: the one Open would load), which needs no GPU: cuDNN checks each
+  // operation's tensors and the graph. For tests.
+  static common::Status CheckGraphs(const std::string& library, const AttentionShape& shape);
+
+  struct Api;
+  struct Plan;
+
+ private:
+  CudnnAttention(std::unique_ptr<Api> api, Device& device);
+  common::StatusOr<Plan*> PlanFor(bool backward, const AttentionShape& shape);
+  common::Status Execute(Plan& plan, const std::map<int64_t, void*>& pointers, trainer::Stream& stream);
+
+  std::unique_ptr<Api> api_;
+  Device& device_;
+  Buffer workspace_;
+  // Each shape's plans, or why cuDNN could not make one (kept, so it is tried and told once).
+  std::map<std::tuple<bool, AttentionShape>, common::StatusOr<std::unique_ptr<Plan>>> plans_;
+};
+
+}  // namespace srunway::trainer::cuda
