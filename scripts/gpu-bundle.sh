@@ -86,7 +86,7 @@ BENCH
 chmod +x "$out/bench.sh"
 cat >"$out/attention.sh" <<'ATTENTION'
 #!/usr/bin/env bash
-# The attention kernels alone (mma.sync, WMMA) against PyTorch's SDPA on FlashAttention-2 and cuDNN: attention.sh
+# The attention kernels alone (mma.sync, WMMA, cuDNN's graphs) against PyTorch's SDPA on FlashAttention-2 and cuDNN: attention.sh
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRUNWAY_ATTENTION_BENCH=$here/bin/attention_bench bash "$here/attention_vs_torch.sh"
 ATTENTION
@@ -110,7 +110,8 @@ out=${1:?usage: session.sh OUT_DIR [SECONDS]}
 deadline=$((SECONDS + ${2:-500}))
 mkdir -p "$out"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda)'; } >"$out/machine.txt" 2>&1
+  python3 -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda,
+                                  "cuDNN", torch.backends.cudnn.version())'; } >"$out/machine.txt" 2>&1
 step() {  # step FILE LIMIT COMMAND...: COMMAND's output appended to OUT_DIR/FILE, one line in summary.txt
   local file=$1 limit=$2 left=$((deadline - SECONDS)) start=$SECONDS rc=0
   shift 2
@@ -123,7 +124,9 @@ step() {  # step FILE LIMIT COMMAND...: COMMAND's output appended to OUT_DIR/FIL
 export SRUNWAY_CHECK_TIMEOUT=${SRUNWAY_CHECK_TIMEOUT:-75}
 step summary.txt 200 "$here/run.sh" "$out" driver_probe cuda_saxpy cuda_device cuda_ops cuda_model \
   cuda_ops_wmma_attention train_gpu train_vs_torch nccl_comm
+step summary.txt 60 "$here/run.sh" "$out" cuda_ops_cudnn cuda_model_cudnn
 step bench.txt 200 "$here/bench.sh" gpt2-124m
+step bench.txt 150 env SRUNWAY_ATTENTION=cudnn "$here/bench.sh" gpt2-124m
 step nccl_init.txt 60 "$here/run.sh" "$out" nccl_init_vs_torch
 step attention.txt 80 "$here/attention.sh"
 step profile.txt 60 "$here/profile.sh" gpt2-124m 20
@@ -164,6 +167,10 @@ add cuda_model "$here/bin/gpu-cuda_model"
 # tiles, and the one warp per query row.
 add cuda_ops_wmma_attention env SRUNWAY_ATTENTION=wmma "$here/bin/gpu-cuda_ops"
 add cuda_ops_simple_attention env SRUNWAY_ATTENTION=simple "$here/bin/gpu-cuda_ops"
+# cuDNN's fused attention (SRUNWAY_ATTENTION=cudnn): against the CPU twin, where it must have an engine for every
+# shape, and inside a training step.
+add cuda_ops_cudnn "$here/bin/gpu-cuda_ops" cudnn
+add cuda_model_cudnn env SRUNWAY_ATTENTION=cudnn "$here/bin/gpu-cuda_model"
 add nccl_comm env COMM_OPS="$here/bin/comm_ops" SRUNWAY_LAUNCH="$here/bin/srunway-launch" \
   SRUNWAY_COLLBENCH="$here/bin/srunway-collbench" bash "$here/nccl_comm.sh"
 add train_gpu bash "$here/train_gpu.sh" "$here/bin/srunway-train" "$here/bin/srunway-prep"

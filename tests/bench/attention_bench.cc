@@ -1,15 +1,19 @@
 // Benchmark helper: times the trainer's causal attention (trainer/ops/cuda's AttentionForward and
-// AttentionBackward, with the kernels SRUNWAY_ATTENTION selects) at one shape on this machine's GPU, from random
-// bf16 inputs, after three warm-up calls, and prints one line: forward_ms=F backward_ms=B (the mean of each).
-// Usage: attention_bench B T H KV HEAD_DIM [ITERATIONS]. Exits 77 where there is no GPU, 2 on a bad argument.
+// AttentionBackward, with the kernels SRUNWAY_ATTENTION selects, or under SRUNWAY_ATTENTION=cudnn cuDNN's fused
+// attention as cudnn_attention.cc builds it, which must have an engine for the shape) at one shape on this machine's
+// GPU, from random bf16 inputs, after three warm-up calls, and prints one line: forward_ms=F backward_ms=B (the mean of
+// each). Usage: attention_bench B T H KV HEAD_DIM [ITERATIONS]. Exits 77 where there is no GPU, 2 on a bad argument.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "tests/gpu/gpu_buffers.h"
+#include "trainer/ops/cuda/cudnn_attention.h"
 #include "trainer/ops/cuda/kernels.h"
 
 namespace {
@@ -52,11 +56,28 @@ int main(int argc, char** argv) {
   auto out = gpu.Bf16(std::vector<float>(out_count)), dqkv = gpu.Bf16(std::vector<float>(qkv_count));
   auto lse = gpu.F32(std::vector<float>(static_cast<size_t>(B) * H * T));
   auto scratch = gpu.F32(std::vector<float>(static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H, KV, hd))));
+  std::unique_ptr<cuda::CudnnAttention> cudnn;
+  if (const char* choice = std::getenv("SRUNWAY_ATTENTION"); choice != nullptr && std::strcmp(choice, "cudnn") == 0) {
+    auto opened = cuda::CudnnAttention::Open(gpu.device());
+    gpu.Check(opened.status(), "cuDNN");
+    cudnn = std::move(*opened);
+  }
+  srunway::trainer::Stream& stream = gpu.device().main_stream();
   auto forward = [&] {
+    if (cudnn != nullptr) {
+      gpu.Check(cudnn->Forward(out.data(), lse.as<float>(), qkv.data(), {B, T, H, KV, hd}, stream), "cuDNN forward");
+      return;
+    }
     gpu.Launched(cuda::AttentionForward(out.as<uint16_t>(), lse.as<float>(), qkv.as<uint16_t>(), B, T, H, KV, hd,
                                         0.0f, 0, 0, gpu.stream()), "AttentionForward");
   };
   auto backward = [&] {
+    if (cudnn != nullptr) {
+      gpu.Check(
+          cudnn->Backward(dqkv.data(), dout.data(), out.data(), qkv.data(), lse.as<float>(), {B, T, H, KV, hd}, stream),
+          "cuDNN backward");
+      return;
+    }
     gpu.Launched(cuda::AttentionBackward(dqkv.as<uint16_t>(), scratch.as<float>(), dout.as<uint16_t>(),
                                          out.as<uint16_t>(), qkv.as<uint16_t>(), lse.as<float>(), B, T, H, KV, hd, 0.0f,
                                          0, 0, gpu.stream()), "AttentionBackward");

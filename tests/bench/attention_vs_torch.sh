@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark: the trainer's causal attention kernels (flash_attention_mma.cu's, and the WMMA ones of
-# flash_attention.cu) against PyTorch's scaled_dot_product_attention on its FlashAttention-2 and cuDNN backends,
+# flash_attention.cu) and its cuDNN graphs (cudnn_attention.cc, SRUNWAY_ATTENTION=cudnn) against PyTorch's scaled_dot_product_attention on its FlashAttention-2 and cuDNN backends,
 # on this GPU in one run, at GPT-2 124M's shape (B 16, T 1024, 12 heads of 64) and the 1.3B GPT's (B 8, T 2048, 16
 # heads of 128), bf16: mean milliseconds and TFLOP/s of the forward and the backward, and the ratio of each
 # PyTorch backend's forward + backward time to ours (above 1: ours is faster). FLOPs as FlashAttention's own
@@ -33,7 +33,7 @@ for shape in "16 1024 12 12 64" "8 2048 16 16 128"; do
   flops=$(awk -v B="$B" -v T="$T" -v H="$H" -v hd="$hd" 'BEGIN {printf "%.0f", 2 * B * H * T * T * hd}')
   echo "causal attention B ${B} T ${T} H ${H} KV ${KV} head dim ${hd}, bf16, ${iterations} calls each"
   ours_total=0
-  for kernel in mma wmma; do
+  for kernel in mma wmma cudnn; do
     line=$(SRUNWAY_ATTENTION=$kernel "$bench" "$B" "$T" "$H" "$KV" "$hd" "$iterations") || {
       rc=$?; ((rc == 77)) && { echo "SKIP: no GPU for attention_bench"; exit 77; }
       echo "  srunway $kernel: attention_bench failed (exit $rc)"; continue; }

@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/half.h"
@@ -20,6 +21,7 @@
 #include "trainer/model/config.h"
 #include "trainer/model/params.h"
 #include "trainer/ops/cpu/ops.h"
+#include "trainer/ops/cuda/cudnn_attention.h"
 #include "trainer/ops/cuda/kernels.h"
 #include "trainer/ops/cuda/matmul.h"
 #include "trainer/optim/adamw.h"
@@ -291,8 +293,10 @@ void Classifier(Gpu& gpu, int N, int V) {
 // Causal attention against ops/cpu/attention.cc: grouped-query heads with and without attention dropout, plain
 // multi-head attention with head dim 128, and head dims 16 (gpt-tiny's and llama-tiny's), 32 and 96 at lengths that
 // end mid-tile. The CPU keeps the probabilities, the GPU their log-sum-exp.
-void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p) {
-  if (cuda::AttentionKernelName(hd) == nullptr) {  // SRUNWAY_ATTENTION=simple takes multiples of 32 only
+// With `cudnn`, its fused attention instead of the kernels (which must not fall back to them).
+void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::CudnnAttention* cudnn = nullptr) {
+  if (cudnn == nullptr &&
+      cuda::AttentionKernelName(hd) == nullptr) {  // SRUNWAY_ATTENTION=simple takes multiples of 32 only
     const char* choice = std::getenv("SRUNWAY_ATTENTION");
     std::printf("cuda_ops: attention hd%d skipped: no kernel takes it under SRUNWAY_ATTENTION=%s\n", hd,
                 choice != nullptr ? choice : "");
@@ -304,16 +308,28 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p) {
   Buffer gqkv = gpu.Bf16(qkv), gout = gpu.Bf16(std::vector<float>(n_out)), gdout = gpu.Bf16(dout);
   Buffer glse = gpu.F32(std::vector<float>(static_cast<size_t>(B) * H * T)), gdqkv = gpu.Bf16(dqkv_start);
   Buffer scratch = gpu.F32(std::vector<float>(static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H, KV, hd))));
-  gpu.Launched(cuda::AttentionForward(gout.as<uint16_t>(), glse.as<float>(), gqkv.as<uint16_t>(), B, T, H, KV, hd, p,
-                                  dropout.key, dropout.first_index, gpu.stream()), "AttentionForward");
-  gpu.Launched(cuda::AttentionBackward(gdqkv.as<uint16_t>(), scratch.as<float>(), gdout.as<uint16_t>(), gout.as<uint16_t>(),
-                                   gqkv.as<uint16_t>(), glse.as<float>(), B, T, H, KV, hd, p, dropout.key,
-                                   dropout.first_index, gpu.stream()), "AttentionBackward");
+  if (cudnn != nullptr) {
+    srunway::trainer::Stream& stream = gpu.device().main_stream();
+    gpu.Check(cudnn->Forward(gout.data(), glse.as<float>(), gqkv.data(), {B, T, H, KV, hd}, stream),
+              "cuDNN attention forward");
+    gpu.Check(cudnn->Backward(gdqkv.data(), gdout.data(), gout.data(), gqkv.data(), glse.as<float>(), {B, T, H, KV, hd},
+                              stream),
+              "cuDNN attention backward");
+  } else {
+    gpu.Launched(cuda::AttentionForward(gout.as<uint16_t>(), glse.as<float>(), gqkv.as<uint16_t>(), B, T, H, KV, hd, p,
+                                        dropout.key, dropout.first_index, gpu.stream()),
+                 "AttentionForward");
+    gpu.Launched(cuda::AttentionBackward(gdqkv.as<uint16_t>(), scratch.as<float>(), gdout.as<uint16_t>(),
+                                         gout.as<uint16_t>(), gqkv.as<uint16_t>(), glse.as<float>(), B, T, H, KV, hd, p,
+                                         dropout.key, dropout.first_index, gpu.stream()),
+                 "AttentionBackward");
+  }
   std::vector<float> out(n_out), att(static_cast<size_t>(B) * H * T * T), dqkv = dqkv_start;
   cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, H, KV, hd, dropout);
   cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, H, KV, hd, dropout);
   const std::string shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) + " KV" +
-                            std::to_string(KV) + " hd" + std::to_string(hd) + (p > 0 ? " dropout" : "");
+                            std::to_string(KV) + " hd" + std::to_string(hd) + (p > 0 ? " dropout" : "") +
+                            (cudnn != nullptr ? " cuDNN" : "");
   Compare("attention forward " + shape, gpu.Read(gout), out, kBf16Rtol, 1e-2f);
   // The first keys' gradients sum hundreds of terms made of bf16 probabilities and of D = rowsum(dO o O) from the
   // bf16 output; the emulated GPU's WMMA kernels were 0.029 off at hd 96 with dropout (tests/emulated_gpu).
@@ -429,17 +445,20 @@ void AdamW(Gpu& gpu) {
 
 }  // namespace
 
-// cuda_ops [kernels] [attention] [matmul]: those groups of checks (every group when none is named).
+// cuda_ops [kernels] [attention] [cudnn] [matmul]: those groups of checks (every group but cudnn when none is
+// named; cudnn: cuDNN's fused attention, which must load and have an engine for every shape).
 int main(int argc, char** argv) {
-  const std::set<std::string> known = {"kernels", "attention", "matmul"};
+  const std::set<std::string> known = {"kernels", "attention", "cudnn", "matmul"};
   const std::set<std::string> groups(argv + 1, argv + argc);
   for (const std::string& group : groups) {
     if (!known.contains(group)) {
-      std::fprintf(stderr, "cuda_ops: unknown group '%s' (kernels, attention, matmul)\n", group.c_str());
+      std::fprintf(stderr, "cuda_ops: unknown group '%s' (kernels, attention, cudnn, matmul)\n", group.c_str());
       return 2;
     }
   }
-  auto wanted = [&](const char* group) { return groups.empty() || groups.contains(group); };
+  auto wanted = [&](const char* group) {
+    return groups.contains(group) || (groups.empty() && std::string_view(group) != "cudnn");
+  };
   Gpu gpu("cuda_ops");
   std::printf("cuda_ops: %s\n", gpu.device().name().c_str());
   if (wanted("kernels")) {
@@ -468,6 +487,16 @@ int main(int argc, char** argv) {
     Attention(gpu, 1, 77, 4, 1, 32, 0.0f);  // every tiled head size, lengths that end mid-tile, 4 heads per kv
     Attention(gpu, 2, 130, 6, 2, 96, 0.1f);
     Attention(gpu, 2, 100, 4, 2, 16, 0.1f);  // the tiny presets' head size
+  }
+  if (wanted("cudnn")) {
+    auto cudnn = cuda::CudnnAttention::Open(gpu.device());
+    gpu.Check(cudnn.status(), "cuDNN");
+    std::printf("cuda_ops: cuDNN %zu from %s\n", (*cudnn)->version(), (*cudnn)->library_path().c_str());
+    Attention(gpu, 2, 128, 4, 4, 64, 0.0f, cudnn->get());
+    Attention(gpu, 2, 128, 4, 2, 64, 0.0f, cudnn->get());  // grouped K/V heads: dK and dV summed per group
+    Attention(gpu, 1, 200, 2, 2, 128, 0.0f, cudnn->get());
+    Attention(gpu, 1, 77, 4, 1, 32, 0.0f, cudnn->get());
+    Attention(gpu, 2, 1024, 12, 12, 64, 0.0f, cudnn->get());  // GPT-2's heads and length
   }
   if (wanted("matmul")) {
     auto blas = cuda::Matmul::Open(gpu.device());
