@@ -1,5 +1,6 @@
-// cudnn_attention.cc's graphs against the real cuDNN of this machine, which checks every operation's tensors and
-// the graph without a GPU (running them is the gpu suite's). Skipped where no cuDNN 9 can be loaded.
+// cudnn_attention.cc's graphs against the real cuDNN of this machine, without a GPU: cuDNN checks every
+// operation's tensors and the graph, and its heuristics, told an H100's properties, find the fused attention
+// engines that take them (running them is the gpu suite's). Skipped where no cuDNN 9 can be loaded.
 #include <gtest/gtest.h>
 
 #include "trainer/ops/cuda/cudnn_attention.h"
@@ -24,6 +25,34 @@ TEST_F(CudnnGraphTest, BuildsGpt2Shapes) {
 TEST_F(CudnnGraphTest, BuildsGroupedQueryShapes) {
   const common::Status status = CudnnAttention::CheckGraphs("", {2, 256, 8, 2, 128});
   EXPECT_TRUE(status.ok()) << status.message();
+}
+
+// An H100 SXM 80GB as cuDNN's device-property JSON describes a GPU (CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION;
+// cudaDeviceProp's values as NVIDIA publishes them for the H100: 132 SMs, 227 KiB of shared memory per block
+// opted in, 50 MiB of L2, compute capability 9.0).
+constexpr char kH100[] =
+    R"({"maxGridSize":[2147483647,65535,65535],"maxBlockSize":[1024,1024,64],"regsPerBlock":65536,)"
+    R"("multiProcessorCount":132,"warpSize":32,"maxSharedMemoryPerBlock":49152,)"
+    R"("maxSharedMemoryPerBlockOptin":232448,"reservedSharedMemoryPerBlock":1024,"maxRegistersPerSM":65536,)"
+    R"("maxCtasPerSM":32,"maxThreadsPerBlock":1024,"maxThreadsPerSM":2048,"pciDeviceId":9008,"isTccDriver":0,)"
+    R"("supportCoopLaunch":1,"totalGlobalMem":85520809984,"smClockRateKHz":1980000,"memClockRateKHz":2619000,)"
+    R"("l2CacheSize":52428800,"cudaDeviceId":0,"deviceVer":900,"driverVer":13000,)"
+    R"("deviceName":"NVIDIA H100 80GB HBM3"})";
+
+// The fused engines recognise both graphs as attention (forward and backward, plain and grouped heads, the
+// presets' head sizes); with the exponential of the softmax replaced by tanh every engine refused the forward.
+TEST_F(CudnnGraphTest, FusedEnginesTakeTheGraphsOnAnH100) {
+  for (const AttentionShape& shape : {AttentionShape{16, 1024, 12, 12, 64}, AttentionShape{8, 2048, 16, 16, 128},
+                                      AttentionShape{2, 256, 8, 2, 128}, AttentionShape{2, 100, 4, 2, 16}}) {
+    const common::Status status = CudnnAttention::CheckEngines("", shape, kH100);
+    EXPECT_TRUE(status.ok()) << status.message();
+  }
+}
+
+TEST_F(CudnnGraphTest, DevicePropertiesThatCudnnCannotReadAreAnError) {
+  const common::Status status = CudnnAttention::CheckEngines("", {1, 16, 1, 1, 16}, R"({"maxGridSize":[1,1,1]})");
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("reading the device properties failed"), std::string::npos) << status.message();
 }
 
 TEST_F(CudnnGraphTest, RefusesAnImpossibleShapeNamingTheOperation) {

@@ -492,6 +492,10 @@ int main(int argc, char** argv) {
     auto cudnn = cuda::CudnnAttention::Open(gpu.device());
     gpu.Check(cudnn.status(), "cuDNN");
     std::printf("cuda_ops: cuDNN %zu from %s\n", (*cudnn)->version(), (*cudnn)->library_path().c_str());
+    // For cudnn_graph's engine check on machines without this GPU.
+    auto device_json = (*cudnn)->DeviceJson();
+    std::printf("cuda_ops: cuDNN's properties of this GPU: %s\n",
+                device_json.ok() ? device_json->c_str() : std::string(device_json.status().message()).c_str());
     Attention(gpu, 2, 128, 4, 4, 64, 0.0f, cudnn->get());
     Attention(gpu, 2, 128, 4, 2, 64, 0.0f, cudnn->get());  // grouped K/V heads: dK and dV summed per group
     Attention(gpu, 1, 200, 2, 2, 128, 0.0f, cudnn->get());

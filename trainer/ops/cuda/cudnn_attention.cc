@@ -13,6 +13,7 @@
 #include <cudnn_graph.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -72,11 +73,15 @@ struct CudnnAttention::Api {
   }
 
   // cuDNN's own account of the last failure, where it keeps one.
-  std::string Detail() const {
+  std::string LastError() const {
     if (last_error == nullptr) return "";
-    char message[512] = {};
+    char message[1024] = {};
     last_error(message, sizeof message);
-    return message[0] != '\0' ? fmt::format(" ({})", message) : "";
+    return message;
+  }
+  std::string Detail() const {
+    const std::string message = LastError();
+    return message.empty() ? "" : fmt::format(" ({})", message);
   }
   Status Check(cudnnStatus_t rc, std::string_view what) const {
     if (rc == CUDNN_STATUS_SUCCESS) return Status::Ok();
@@ -394,20 +399,27 @@ struct CudnnAttention::Plan {
 
 namespace {
 
-// Builds `backward`'s graph of `shape` and the first execution plan that cuDNN's heuristics offer and can make.
-StatusOr<std::unique_ptr<CudnnAttention::Plan>> MakePlan(const CudnnAttention::Api& api, bool backward,
-                                                         const AttentionShape& shape) {
-  auto plan = std::make_unique<CudnnAttention::Plan>(api);
-  backward ? BuildBackward(plan->graph, shape) : BuildForward(plan->graph, shape);
-  SRUNWAY_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t graph, plan->graph.Finish(api.handle));
-  auto make = [&](cudnnBackendDescriptorType_t type, std::string_view what) -> StatusOr<cudnnBackendDescriptor_t> {
-    cudnnBackendDescriptor_t d = nullptr;
-    SRUNWAY_RETURN_IF_ERROR(api.Check(api.create_descriptor(type, &d), what));
-    plan->engine.emplace_back(api, d);
-    return d;
-  };
+// A new descriptor of `type`, kept in `owned`.
+StatusOr<cudnnBackendDescriptor_t> Own(const CudnnAttention::Api& api, std::deque<Descriptor>& owned,
+                                       cudnnBackendDescriptorType_t type, std::string_view what) {
+  cudnnBackendDescriptor_t d = nullptr;
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.create_descriptor(type, &d), fmt::format("creating {}", what)));
+  owned.emplace_back(api, d);
+  return d;
+}
+
+struct Offered {
+  std::vector<cudnnBackendDescriptor_t> configs;
+  std::string why_none;  // cuDNN's account, when it offers none
+};
+
+// The engine configurations cuDNN's heuristics (mode A) offer for `graph` on the handle's GPU, or on the one that
+// `device` (a device-property descriptor) describes: those that pass each engine's checks, which include the
+// run-time compiler's needs (the CUDA driver).
+StatusOr<Offered> OfferedEngines(const CudnnAttention::Api& api, std::deque<Descriptor>& owned,
+                                 cudnnBackendDescriptor_t graph, cudnnBackendDescriptor_t device) {
   SRUNWAY_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t heuristics,
-                           make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "creating cuDNN's engine heuristics"));
+                           Own(api, owned, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "cuDNN's engine heuristics"));
   const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   SRUNWAY_RETURN_IF_ERROR(api.Check(
       api.set_attribute(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph),
@@ -415,9 +427,15 @@ StatusOr<std::unique_ptr<CudnnAttention::Plan>> MakePlan(const CudnnAttention::A
   SRUNWAY_RETURN_IF_ERROR(
       api.Check(api.set_attribute(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode),
                 "setting the heuristics' mode"));
+  if (device != nullptr) {
+    SRUNWAY_RETURN_IF_ERROR(api.Check(
+        api.set_attribute(heuristics, CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &device),
+        "setting the heuristics' device"));
+  }
+  Offered offered;
   if (cudnnStatus_t rc = api.finalize(heuristics); rc != CUDNN_STATUS_SUCCESS) {
-    return common::NotFound("cuDNN {} has no engine for {}: heuristics: {}{}", api.get_version(),
-                            Describe(backward, shape), api.error_string(rc), api.Detail());
+    offered.why_none = fmt::format("heuristics: {}{}", api.error_string(rc), api.Detail());
+    return offered;
   }
   int64_t count = 0;
   SRUNWAY_RETURN_IF_ERROR(api.Check(
@@ -426,7 +444,7 @@ StatusOr<std::unique_ptr<CudnnAttention::Plan>> MakePlan(const CudnnAttention::A
   std::vector<cudnnBackendDescriptor_t> configs;
   for (int64_t i = 0; i < count; ++i) {
     SRUNWAY_ASSIGN_OR_RETURN(configs.emplace_back(),
-                             make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "creating an engine configuration"));
+                             Own(api, owned, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "an engine configuration"));
   }
   int64_t returned = 0;
   if (count > 0) {
@@ -435,10 +453,33 @@ StatusOr<std::unique_ptr<CudnnAttention::Plan>> MakePlan(const CudnnAttention::A
                                     &returned, configs.data()),
                   "reading the heuristics' engines"));
   }
+  configs.resize(static_cast<size_t>(returned));
+  offered.configs = std::move(configs);
+  if (offered.configs.empty()) {
+    std::string why = api.LastError();
+    std::replace(why.begin(), why.end(), '\n', ' ');
+    offered.why_none = fmt::format("{} considered, none usable: {}", count, why);
+  }
+  return offered;
+}
+
+// Builds `backward`'s graph of `shape` and the first execution plan that cuDNN's heuristics offer and can make.
+StatusOr<std::unique_ptr<CudnnAttention::Plan>> MakePlan(const CudnnAttention::Api& api, bool backward,
+                                                         const AttentionShape& shape) {
+  auto plan = std::make_unique<CudnnAttention::Plan>(api);
+  backward ? BuildBackward(plan->graph, shape) : BuildForward(plan->graph, shape);
+  SRUNWAY_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t graph, plan->graph.Finish(api.handle));
+  SRUNWAY_ASSIGN_OR_RETURN(Offered offered, OfferedEngines(api, plan->engine, graph, nullptr));
+  if (offered.configs.empty()) {
+    return common::NotFound("cuDNN {} has no engine for {}: {}", api.get_version(), Describe(backward, shape),
+                            offered.why_none);
+  }
+  const auto& configs = offered.configs;
+  const auto returned = static_cast<int64_t>(configs.size());
   std::string refusals;
   for (int64_t i = 0; i < returned && plan->plan == nullptr; ++i) {
     SRUNWAY_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t candidate,
-                             make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "creating an execution plan"));
+                             Own(api, plan->engine, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "an execution plan"));
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     const cudnnBackendAttributeName_t handle_attribute = CUDNN_ATTR_EXECUTION_PLAN_HANDLE;
@@ -613,9 +654,30 @@ Status CudnnAttention::Backward(void* dqkv, const void* dout, const void* out, c
                  stream);
 }
 
-Status CudnnAttention::CheckGraphs(const std::string& library, const AttentionShape& shape) {
+namespace {
+
+// The cuDNN that `library` names, with no handle (no GPU needed).
+StatusOr<std::unique_ptr<CudnnAttention::Api>> LoadWithoutGpu(const std::string& library) {
   SRUNWAY_ASSIGN_OR_RETURN(auto lib, OpenCudnn(library));
-  SRUNWAY_ASSIGN_OR_RETURN(auto api, Api::Load(std::move(lib)));
+  std::vector<common::DynamicLibrary> companions = OpenCompanions(lib.path());
+  SRUNWAY_ASSIGN_OR_RETURN(auto api, CudnnAttention::Api::Load(std::move(lib)));
+  api->companions = std::move(companions);
+  return api;
+}
+
+// Whether cuDNN's account of why it offered no engine starts with an engine whose only want is what a GPU node
+// has: its run-time compiler needs the CUDA driver. An engine that does not recognise the graph says
+// CUDNN_STATUS_NOT_SUPPORTED first (its pattern match runs before it looks for a driver).
+bool WantsOnlyADriver(const std::string& why) {
+  const size_t first = why.find("Warning: ");
+  return first != std::string::npos &&
+         why.compare(first + 9, 55, "CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING") == 0;
+}
+
+}  // namespace
+
+Status CudnnAttention::CheckGraphs(const std::string& library, const AttentionShape& shape) {
+  SRUNWAY_ASSIGN_OR_RETURN(auto api, LoadWithoutGpu(library));
   for (bool backward : {false, true}) {
     Graph graph(*api);
     backward ? BuildBackward(graph, shape) : BuildForward(graph, shape);
@@ -624,6 +686,53 @@ Status CudnnAttention::CheckGraphs(const std::string& library, const AttentionSh
     }
   }
   return Status::Ok();
+}
+
+Status CudnnAttention::CheckEngines(const std::string& library, const AttentionShape& shape,
+                                    const std::string& device_json) {
+  SRUNWAY_ASSIGN_OR_RETURN(auto api, LoadWithoutGpu(library));
+  for (bool backward : {false, true}) {
+    Graph graph(*api);
+    backward ? BuildBackward(graph, shape) : BuildForward(graph, shape);
+    const std::string what = fmt::format("{} with {}", Describe(backward, shape), api->lib.path());
+    auto built = graph.Finish(nullptr);
+    if (!built.ok()) return built.status().WithContext(what);
+    std::deque<Descriptor> owned;
+    SRUNWAY_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t device,
+                             Own(*api, owned, CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, "a device-property descriptor"));
+    SRUNWAY_RETURN_IF_ERROR(
+        api->Check(api->set_attribute(device, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                                      static_cast<int64_t>(device_json.size()), device_json.data()),
+                   "setting the device properties"));
+    SRUNWAY_RETURN_IF_ERROR(api->Check(api->finalize(device), "reading the device properties"));
+    SRUNWAY_ASSIGN_OR_RETURN(Offered offered, OfferedEngines(*api, owned, *built, device));
+    if (offered.configs.empty() && !WantsOnlyADriver(offered.why_none)) {
+      return common::NotFound("cuDNN {} has no engine for {}: {}", api->get_version(), what, offered.why_none);
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> CudnnAttention::DeviceJson() const {
+  const Api& api = *api_;
+  std::deque<Descriptor> owned;
+  SRUNWAY_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t device,
+                           Own(api, owned, CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, "a device-property descriptor"));
+  SRUNWAY_RETURN_IF_ERROR(
+      api.Check(api.set_attribute(device, CUDNN_ATTR_DEVICEPROP_HANDLE, CUDNN_TYPE_HANDLE, 1, &api.handle),
+                "setting the device-property handle"));
+  SRUNWAY_RETURN_IF_ERROR(api.Check(api.finalize(device), "reading this GPU's properties"));
+  int64_t size = 0;
+  SRUNWAY_RETURN_IF_ERROR(api.Check(
+      api.get_attribute(device, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &size, nullptr),
+      "sizing the device properties"));
+  std::string json(static_cast<size_t>(size), '\0');
+  SRUNWAY_RETURN_IF_ERROR(api.Check(
+      api.get_attribute(device, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, size, &size, json.data()),
+      "serializing the device properties"));
+  json.resize(static_cast<size_t>(size));
+  while (!json.empty() && json.back() == '\0') json.pop_back();
+  return json;
 }
 
 }  // namespace srunway::trainer::cuda

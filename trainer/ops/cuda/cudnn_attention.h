@@ -44,6 +44,15 @@ class CudnnAttention {
   // names (a path or a soname; empty: the one Open would load), which needs no GPU: cuDNN checks each
   // operation's tensors and the graph. For tests.
   static common::Status CheckGraphs(const std::string& library, const AttentionShape& shape);
+  // CheckGraphs, then cuDNN's heuristics asked, without a GPU, for an engine that takes each graph on the GPU that
+  // `device_json` describes (cuDNN's device-property JSON, as DeviceJson gives it). Ok: an engine took it, or
+  // would but for what only a GPU node has (the CUDA driver its run-time compiler needs); NotFound with cuDNN's
+  // reason otherwise (an engine that does not recognise the graph as attention says so before it looks for a
+  // driver). What the engine checks only when it compiles (head sizes, for one) still needs the GPU.
+  static common::Status CheckEngines(const std::string& library, const AttentionShape& shape,
+                                     const std::string& device_json);
+  // This GPU's properties as cuDNN serializes them, for CheckEngines elsewhere.
+  common::StatusOr<std::string> DeviceJson() const;
 
   struct Api;
   struct Plan;
