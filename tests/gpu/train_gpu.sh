@@ -154,6 +154,29 @@ SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY=$work/libcudnn-missing.so "${run[@
   "$work/dnn.err") == 1 ]] || fail "one line naming the cuDNN tried wanted: $(cat "$work/dnn.err")"
 grep -q 'GPU operations: attention on mma.sync tiles' "$work/dnn.err" ||
   fail "the kernels should run attention: $(grep 'operations' "$work/dnn.err")"
+if [[ -n ${SRUNWAY_FAKE_CUDNN:-} ]]; then
+  echo "== 4c. a cuDNN with no engine for the shapes: told once each, attention on the kernels, the same losses"
+  FAKE_CUDNN_REPORT=1 SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY=$SRUNWAY_FAKE_CUDNN "${run[@]}" \
+    --metrics-file "$work/fallback.jsonl" >/dev/null 2>"$work/fallback.err" ||
+    fail "SRUNWAY_ATTENTION=cudnn without engines: $(cat "$work/fallback.err")"
+  grep -q 'GPU operations: attention on cuDNN 91900 from .* (else mma.sync tiles)' "$work/fallback.err" ||
+    fail "the start-up line should name cuDNN: $(grep 'operations' "$work/fallback.err")"
+  for direction in forward backward; do
+    [[ $(grep -c "has no engine for causal attention $direction at .*the stand-in has no engines; srunway.s attention kernels run it instead" \
+      "$work/fallback.err") == 1 ]] || fail "one line for the $direction wanted: $(grep -c engine "$work/fallback.err")"
+  done
+  grep -q 'fake cuDNN: 0 descriptors left' "$work/fallback.err" ||
+    fail "descriptors left behind: $(grep 'fake cuDNN' "$work/fallback.err")"
+  python3 - "$work/straight.jsonl" "$work/fallback.jsonl" <<'PY' ||
+import json, sys
+read = lambda p: {json.loads(l)["step"]: json.loads(l)["loss"] for l in open(p) if '"loss"' in l}
+straight, fallback = read(sys.argv[1]), read(sys.argv[2])
+same = straight.keys() == fallback.keys() and all(abs(straight[k] - fallback[k]) <= 1e-5 * max(1, abs(straight[k]))
+                                                 for k in straight)
+sys.exit(0 if straight and same else 1)
+PY
+    fail "the kernels' fallback should give the losses of the run without SRUNWAY_ATTENTION"
+fi
 echo "== 5. a head size no GPU attention kernel takes (64 / 8 = 8)"
 rc=0
 "${run[@]}" --num-attention-heads 8 >/dev/null 2>"$work/heads.err" || rc=$?
