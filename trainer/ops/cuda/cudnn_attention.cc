@@ -303,27 +303,40 @@ struct Layout {
   Dims rows, rows_t, out, scores_t;     // strides
 };
 
+// What both directions read: q, K^T, the output, the statistics, the scale and the masked scores' value.
+struct Shared {
+  Tensor q, k_t, o, stats, scale, lowest;
+};
+
+Shared SharedInputs(Graph& g, const Layout& l, const AttentionShape& shape) {
+  return {g.Input(kQ, l.q, l.rows, CUDNN_DATA_BFLOAT16),
+          g.Input(kK, l.kv_t, l.rows_t, CUDNN_DATA_BFLOAT16),
+          g.Input(kO, l.q, l.out, CUDNN_DATA_BFLOAT16),
+          g.Input(kStats, l.per_query, Packed(l.per_query), CUDNN_DATA_FLOAT),
+          g.Scalar(kScale, 1.0f / std::sqrt(static_cast<float>(shape.hd))),
+          g.Scalar(kLowest, std::numeric_limits<float>::lowest())};
+}
+
+// causal(scale Q K^T), the scores both directions start from.
+Tensor CausalScores(Graph& g, const Layout& l, const Shared& in) {
+  const Tensor s = g.Matmul(in.q, in.k_t, g.Virtual(l.scores));
+  return g.Causal(g.Binary(CUDNN_POINTWISE_MUL, s, in.scale, g.Virtual(l.scores)), in.lowest);
+}
+
 Tensor BuildForward(Graph& g, const AttentionShape& shape) {
   const Layout l(shape);
-  const Tensor q = g.Input(kQ, l.q, l.rows, CUDNN_DATA_BFLOAT16);
-  const Tensor k_t = g.Input(kK, l.kv_t, l.rows_t, CUDNN_DATA_BFLOAT16);
+  const Shared in = SharedInputs(g, l, shape);
   const Tensor v = g.Input(kV, l.kv, l.rows, CUDNN_DATA_BFLOAT16);
-  const Tensor o = g.Input(kO, l.q, l.out, CUDNN_DATA_BFLOAT16);
-  const Tensor stats = g.Input(kStats, l.per_query, Packed(l.per_query), CUDNN_DATA_FLOAT);
-  const Tensor scale = g.Scalar(kScale, 1.0f / std::sqrt(static_cast<float>(shape.hd)));
-  const Tensor lowest = g.Scalar(kLowest, std::numeric_limits<float>::lowest());
 
-  Tensor s = g.Matmul(q, k_t, g.Virtual(l.scores));
-  s = g.Binary(CUDNN_POINTWISE_MUL, s, scale, g.Virtual(l.scores));
-  s = g.Causal(s, lowest);
+  const Tensor s = CausalScores(g, l, in);
   const Tensor max = g.Reduction(CUDNN_REDUCE_TENSOR_MAX, s, g.Virtual(l.per_query));
   const Tensor shifted = g.Binary(CUDNN_POINTWISE_SUB, s, max, g.Virtual(l.scores));
   const Tensor e = g.Unary(CUDNN_POINTWISE_EXP, shifted, g.Virtual(l.scores));
   const Tensor sum = g.Reduction(CUDNN_REDUCE_TENSOR_ADD, e, g.Virtual(l.per_query));
   const Tensor log_sum = g.Unary(CUDNN_POINTWISE_LOG, sum, g.Virtual(l.per_query));
-  g.Binary(CUDNN_POINTWISE_ADD, max, log_sum, stats);
+  g.Binary(CUDNN_POINTWISE_ADD, max, log_sum, in.stats);
   const Tensor p = g.Binary(CUDNN_POINTWISE_DIV, e, sum, g.Virtual(l.scores, CUDNN_DATA_BFLOAT16));
-  return g.Matmul(p, v, o);
+  return g.Matmul(p, v, in.o);
 }
 
 // out (per K/V head) = a b, summed over each group of query heads that shares a K/V head.
@@ -335,32 +348,25 @@ Tensor GroupProduct(Graph& g, const Layout& l, const Tensor& a, const Tensor& b,
 
 Tensor BuildBackward(Graph& g, const AttentionShape& shape) {
   const Layout l(shape);
-  const Tensor q = g.Input(kQ, l.q, l.rows, CUDNN_DATA_BFLOAT16);
-  const Tensor k_t = g.Input(kK, l.kv_t, l.rows_t, CUDNN_DATA_BFLOAT16);
+  const Shared in = SharedInputs(g, l, shape);
   const Tensor v_t = g.Input(kV, l.kv_t, l.rows_t, CUDNN_DATA_BFLOAT16);
-  const Tensor o = g.Input(kO, l.q, l.out, CUDNN_DATA_BFLOAT16);
   const Tensor d_o = g.Input(kDO, l.q, l.out, CUDNN_DATA_BFLOAT16);
-  const Tensor stats = g.Input(kStats, l.per_query, Packed(l.per_query), CUDNN_DATA_FLOAT);
   const Tensor dq = g.Input(kDQ, l.q, l.rows, CUDNN_DATA_BFLOAT16);
   const Tensor dk = g.Input(kDK, l.kv, l.rows, CUDNN_DATA_BFLOAT16);
   const Tensor dv = g.Input(kDV, l.kv, l.rows, CUDNN_DATA_BFLOAT16);
   const Tensor softmax_sum = g.Input(kSoftmaxSum, l.per_query, Packed(l.per_query), CUDNN_DATA_FLOAT);
   const Tensor dq_accum = g.Input(kDQAccum, l.q, Packed(l.q), CUDNN_DATA_FLOAT);
-  const Tensor scale = g.Scalar(kScale, 1.0f / std::sqrt(static_cast<float>(shape.hd)));
-  const Tensor lowest = g.Scalar(kLowest, std::numeric_limits<float>::lowest());
   const Tensor one = g.Scalar(kOne, 1.0f);
 
   // D = rowsum(dO o O), kept in the workspace for every key tile.
-  const Tensor d_o_o = g.Binary(CUDNN_POINTWISE_MUL, d_o, o, g.Virtual(l.q));
+  const Tensor d_o_o = g.Binary(CUDNN_POINTWISE_MUL, d_o, in.o, g.Virtual(l.q));
   const Tensor d = g.Reduction(CUDNN_REDUCE_TENSOR_ADD, d_o_o, g.Virtual(l.per_query));
   g.Binary(CUDNN_POINTWISE_MUL, d, one, softmax_sum);
 
   // E = exp(causal(scale Q K^T) - stats): the forward's probabilities.
-  Tensor s = g.Matmul(q, k_t, g.Virtual(l.scores));
-  s = g.Binary(CUDNN_POINTWISE_MUL, s, scale, g.Virtual(l.scores));
-  s = g.Causal(s, lowest);
-  s = g.Binary(CUDNN_POINTWISE_SUB, s, stats, g.Virtual(l.scores));
-  const Tensor e = g.Unary(CUDNN_POINTWISE_EXP, s, g.Virtual(l.scores));
+  const Tensor s = CausalScores(g, l, in);
+  const Tensor shifted = g.Binary(CUDNN_POINTWISE_SUB, s, in.stats, g.Virtual(l.scores));
+  const Tensor e = g.Unary(CUDNN_POINTWISE_EXP, shifted, g.Virtual(l.scores));
 
   // dV = E^T dO
   const Tensor e_t = g.Reshape(e, g.View(l.scores, l.scores_t, CUDNN_DATA_BFLOAT16));
@@ -370,10 +376,10 @@ Tensor BuildBackward(Graph& g, const AttentionShape& shape) {
   Tensor ds = g.Matmul(d_o, v_t, g.Virtual(l.scores));
   ds = g.Binary(CUDNN_POINTWISE_SUB, ds, softmax_sum, g.Virtual(l.scores));
   ds = g.Binary(CUDNN_POINTWISE_MUL, ds, e, g.Virtual(l.scores));
-  ds = g.Binary(CUDNN_POINTWISE_MUL, ds, scale, g.Virtual(l.scores));
+  ds = g.Binary(CUDNN_POINTWISE_MUL, ds, in.scale, g.Virtual(l.scores));
   const Tensor ds_t = g.Reshape(ds, g.View(l.scores, l.scores_t, CUDNN_DATA_BFLOAT16));
-  GroupProduct(g, l, ds_t, q, dk);
-  const Tensor k = g.Reshape(k_t, g.View(l.kv, l.rows, CUDNN_DATA_BFLOAT16));
+  GroupProduct(g, l, ds_t, in.q, dk);
+  const Tensor k = g.Reshape(in.k_t, g.View(l.kv, l.rows, CUDNN_DATA_BFLOAT16));
   g.Matmul(ds, k, dq_accum);
   return g.Unary(CUDNN_POINTWISE_IDENTITY, dq_accum, dq);
 }
