@@ -74,6 +74,16 @@ size_t AllocationTally::peak() const {
   return peak_;
 }
 
+common::Status Grow(Buffer& buffer, Device& device, DType dtype, size_t count, Stream& stream) {
+  if (buffer.dtype() == dtype && buffer.count() >= count) return common::Status::Ok();
+  if (buffer.data() != nullptr) {
+    SRUNWAY_RETURN_IF_ERROR(device.Synchronize(stream));
+    buffer = Buffer();
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(buffer, Buffer::Allocate(device, dtype, count));
+  return common::Status::Ok();
+}
+
 Buffer ZeroedOrThrow(Device& device, DType dtype, size_t count) {
   auto buffer = Buffer::Allocate(device, dtype, count);
   if (!buffer.ok()) throw DeviceFull(buffer.status());

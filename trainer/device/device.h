@@ -122,6 +122,10 @@ class Buffer {
   void* data_ = nullptr;
 };
 
+// Makes `buffer` hold at least `count` elements of `dtype` on `device`. A buffer too small is freed once `stream`,
+// whose queued work may still use it, has finished, and a larger one takes its place (rare: buffers only grow).
+common::Status Grow(Buffer& buffer, Device& device, DType dtype, size_t count, Stream& stream);
+
 // What the constructors that take device memory (Model, AdamW, GradReducer) throw when the device is full: the
 // device's own message (how much was asked for, how much is free).
 class DeviceFull : public std::bad_alloc {

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 
 #include <cstdint>
+#include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace srunway::trainer {
@@ -130,6 +132,75 @@ TEST(Device, BufferOwnsItsMemory) {
   EXPECT_EQ(too_big.status().code(), common::StatusCode::kResourceExhausted);
   EXPECT_TRUE(too_big.status().message().starts_with("cannot allocate 8589934592.00 GiB of host memory: this machine "
                                                      "has ")) << too_big.status().message();
+}
+
+// The CPU device, with every Synchronize and Free written down in order.
+class Journaled : public Device {
+ public:
+  std::vector<std::string> journal;
+
+  DeviceKind kind() const override { return cpu_->kind(); }
+  const std::string& name() const override { return cpu_->name(); }
+  common::StatusOr<void*> Allocate(size_t bytes) override { return cpu_->Allocate(bytes); }
+  void Free(void* data) noexcept override {
+    journal.push_back("free");
+    cpu_->Free(data);
+  }
+  size_t peak_allocated() const override { return cpu_->peak_allocated(); }
+  Stream& main_stream() override { return cpu_->main_stream(); }
+  void* native(Stream& stream) const override { return cpu_->native(stream); }
+  common::StatusOr<std::unique_ptr<Stream>> NewStream() override { return cpu_->NewStream(); }
+  std::unique_ptr<Stream> Adopt(void* native) override { return cpu_->Adopt(native); }
+  common::StatusOr<std::unique_ptr<Event>> NewEvent() override { return cpu_->NewEvent(); }
+  common::Status CopyFromHost(void* dst, const void* host, size_t bytes, Stream& stream) override {
+    return cpu_->CopyFromHost(dst, host, bytes, stream);
+  }
+  common::Status CopyToHost(void* host, const void* src, size_t bytes, Stream& stream) override {
+    return cpu_->CopyToHost(host, src, bytes, stream);
+  }
+  common::Status Copy(void* dst, const void* src, size_t bytes, Stream& stream) override {
+    return cpu_->Copy(dst, src, bytes, stream);
+  }
+  common::Status Zero(void* dst, size_t bytes, Stream& stream) override { return cpu_->Zero(dst, bytes, stream); }
+  common::Status Record(Event& event, Stream& stream) override { return cpu_->Record(event, stream); }
+  common::Status Wait(Stream& stream, const Event& event) override { return cpu_->Wait(stream, event); }
+  common::StatusOr<bool> Passed(const Event& event) override { return cpu_->Passed(event); }
+  common::Status Synchronize(Stream& stream) override {
+    journal.push_back(&stream == &cpu_->main_stream() ? "synchronize main" : "synchronize other");
+    return cpu_->Synchronize(stream);
+  }
+  common::Status Profile(bool on) override { return cpu_->Profile(on); }
+
+ private:
+  std::unique_ptr<Device> cpu_ = NewCpuDevice();
+};
+
+// A buffer grows only when it must, and its old memory, which queued work may still read, is freed only after the
+// stream that work was queued on has finished.
+TEST(Device, GrowWaitsForTheStreamBeforeFreeing) {
+  Journaled device;
+  Buffer buffer;
+  ASSERT_TRUE(Grow(buffer, device, DType::kFloat32, 100, device.main_stream()).ok());
+  EXPECT_EQ(buffer.count(), 100u);
+  EXPECT_TRUE(device.journal.empty());  // nothing to free, nothing to wait for
+  void* first = buffer.data();
+  ASSERT_TRUE(Grow(buffer, device, DType::kFloat32, 60, device.main_stream()).ok());
+  EXPECT_EQ(buffer.data(), first);  // large enough: kept
+  EXPECT_TRUE(device.journal.empty());
+  ASSERT_TRUE(Grow(buffer, device, DType::kFloat32, 300, device.main_stream()).ok());
+  EXPECT_EQ(buffer.count(), 300u);
+  EXPECT_EQ(device.journal, (std::vector<std::string>{"synchronize main", "free"}));
+  device.journal.clear();
+  ASSERT_TRUE(Grow(buffer, device, DType::kBFloat16, 10, device.main_stream()).ok());
+  EXPECT_EQ(buffer.dtype(), DType::kBFloat16);  // another type: a new buffer
+  EXPECT_EQ(device.journal, (std::vector<std::string>{"synchronize main", "free"}));
+  auto side = device.NewStream();
+  ASSERT_TRUE(side.ok());
+  device.journal.clear();
+  common::Status full = Grow(buffer, device, DType::kBFloat16, SIZE_MAX / 4, **side);
+  EXPECT_EQ(device.journal, (std::vector<std::string>{"synchronize other", "free"}));
+  EXPECT_EQ(full.code(), common::StatusCode::kResourceExhausted) << full.message();
+  EXPECT_EQ(buffer.data(), nullptr);
 }
 
 TEST(Device, Choice) {
