@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -57,7 +56,7 @@ int main(int argc, char** argv) {
   auto lse = gpu.F32(std::vector<float>(static_cast<size_t>(B) * H * T));
   auto scratch = gpu.F32(std::vector<float>(static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H, KV, hd))));
   std::unique_ptr<cuda::CudnnAttention> cudnn;
-  if (const char* choice = std::getenv("SRUNWAY_ATTENTION"); choice != nullptr && std::strcmp(choice, "cudnn") == 0) {
+  if (cuda::AttentionIs("cudnn")) {
     auto opened = cuda::CudnnAttention::Open(gpu.device());
     gpu.Check(opened.status(), "cuDNN");
     cudnn = std::move(*opened);

@@ -1,7 +1,9 @@
 // A stand-in for cuDNN (built as libcudnn.so.9) that has no engine for any graph, as a cuDNN without one for a
 // shape behaves: cudnnCreate and every descriptor call succeed, the heuristics offer nothing and say why through
 // cudnnGetLastErrorString, and executing is an error (nothing may get that far). It counts the descriptors made
-// and destroyed, and with FAKE_CUDNN_REPORT=1 prints at exit how many were never destroyed.
+// and destroyed, and with FAKE_CUDNN_REPORT=1 prints at exit how many were never destroyed. With
+// FAKE_CUDNN_BAD_GRAPH=1 it refuses to finalize any operation graph (CUDNN_STATUS_BAD_PARAM), as a cuDNN too old
+// for one of the graph's operations does.
 #include <cudnn_graph.h>
 
 #include <atomic>
@@ -26,6 +28,11 @@ struct Report {
 
 int g_handle = 0;
 
+bool RefusesGraphs() {
+  const char* bad_graph = std::getenv("FAKE_CUDNN_BAD_GRAPH");
+  return bad_graph != nullptr && bad_graph[0] == '1';
+}
+
 }  // namespace
 
 extern "C" {
@@ -38,13 +45,17 @@ const char* cudnnGetErrorString(cudnnStatus_t status) {
       return "CUDNN_STATUS_SUCCESS";
     case CUDNN_STATUS_EXECUTION_FAILED:
       return "CUDNN_STATUS_EXECUTION_FAILED";
+    case CUDNN_STATUS_BAD_PARAM:
+      return "CUDNN_STATUS_BAD_PARAM";
     default:
       return "CUDNN_STATUS_NOT_SUPPORTED";
   }
 }
 
 void cudnnGetLastErrorString(char* message, size_t max_size) {
-  std::snprintf(message, max_size, "Warning: CUDNN_STATUS_NOT_SUPPORTED; Reason: the stand-in has no engines");
+  std::snprintf(message, max_size, "%s",
+                RefusesGraphs() ? "Error: CUDNN_STATUS_BAD_PARAM; Reason: the stand-in refuses every operation graph"
+                                : "Warning: CUDNN_STATUS_NOT_SUPPORTED; Reason: the stand-in has no engines");
 }
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
@@ -68,7 +79,10 @@ cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor)
   return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t) { return CUDNN_STATUS_SUCCESS; }
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
+  const bool graph = reinterpret_cast<Descriptor*>(descriptor)->type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR;
+  return graph && RefusesGraphs() ? CUDNN_STATUS_BAD_PARAM : CUDNN_STATUS_SUCCESS;
+}
 
 cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
                                        cudnnBackendAttributeType_t, int64_t, const void*) {

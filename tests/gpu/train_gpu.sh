@@ -102,6 +102,17 @@ echo "== 3. save, load, continue; export; sample"
 run=("$train" --preset gpt-tiny --seq-length 64 --micro-batch-size 4 --mock-data --lr 3e-3 --warmup-steps 4
      --train-steps 20 --log-interval 1 --peak-tflops 1 --device cuda)
 "${run[@]}" --metrics-file "$work/straight.jsonl" >/dev/null 2>"$work/straight.err" || fail "$(cat "$work/straight.err")"
+# Whether the metrics file $1 has the losses of the steps it logged that the run above logged (to 1e-5 relative).
+same_losses() {
+  python3 - "$work/straight.jsonl" "$1" <<'PY'
+import json, sys
+read = lambda p: {json.loads(l)["step"]: json.loads(l)["loss"] for l in open(p) if '"loss"' in l}
+straight, other = read(sys.argv[1]), read(sys.argv[2])
+same = other and other.keys() <= straight.keys() and all(
+    abs(straight[k] - other[k]) <= 1e-5 * max(1, abs(straight[k])) for k in other)
+sys.exit(0 if same else 1)
+PY
+}
 "${run[@]}" --save "$work/ckpt" --save-interval 10 --export "$work/model.safetensors" >/dev/null 2>"$work/save.err" ||
   fail "save: $(cat "$work/save.err")"
 "${run[@]}" --load "$work/ckpt/iter_0000010" --metrics-file "$work/resumed.jsonl" >/dev/null 2>"$work/load.err" ||
@@ -167,15 +178,18 @@ if [[ -n ${SRUNWAY_FAKE_CUDNN:-} ]]; then
   done
   grep -q 'fake cuDNN: 0 descriptors left' "$work/fallback.err" ||
     fail "descriptors left behind: $(grep 'fake cuDNN' "$work/fallback.err")"
-  python3 - "$work/straight.jsonl" "$work/fallback.jsonl" <<'PY' ||
-import json, sys
-read = lambda p: {json.loads(l)["step"]: json.loads(l)["loss"] for l in open(p) if '"loss"' in l}
-straight, fallback = read(sys.argv[1]), read(sys.argv[2])
-same = straight.keys() == fallback.keys() and all(abs(straight[k] - fallback[k]) <= 1e-5 * max(1, abs(straight[k]))
-                                                 for k in straight)
-sys.exit(0 if straight and same else 1)
-PY
-    fail "the kernels' fallback should give the losses of the run without SRUNWAY_ATTENTION"
+  same_losses "$work/fallback.jsonl" || fail "the kernels' fallback should give the losses of the run without SRUNWAY_ATTENTION"
+  echo "== 4d. a cuDNN that refuses the graphs themselves: also told once each, attention on the kernels"
+  FAKE_CUDNN_BAD_GRAPH=1 FAKE_CUDNN_REPORT=1 SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY=$SRUNWAY_FAKE_CUDNN \
+    "${run[@]}" --train-steps 3 --metrics-file "$work/refused.jsonl" >/dev/null 2>"$work/refused.err" ||
+    fail "SRUNWAY_ATTENTION=cudnn with graphs refused should train: $(cat "$work/refused.err")"
+  for direction in forward backward; do
+    [[ $(grep -c "cuDNN 91900 could not plan causal attention $direction at .*: finalizing the operation graph of [0-9]* operations failed: CUDNN_STATUS_BAD_PARAM.*the stand-in refuses every operation graph.*; srunway.s attention kernels run it instead" \
+      "$work/refused.err") == 1 ]] || fail "one line for the $direction wanted: $(cat "$work/refused.err")"
+  done
+  grep -q 'fake cuDNN: 0 descriptors left' "$work/refused.err" ||
+    fail "descriptors left behind: $(grep 'fake cuDNN' "$work/refused.err")"
+  same_losses "$work/refused.jsonl" || fail "the kernels' fallback should give the losses of the run without SRUNWAY_ATTENTION"
 fi
 echo "== 5. a head size no GPU attention kernel takes (64 / 8 = 8)"
 rc=0

@@ -3,8 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "common/log.h"
@@ -41,9 +39,10 @@ class CudaOps : public Ops {
   }
   Status CheckHeadSize(int head_dim) const override {
     if (AttentionKernelName(head_dim) != nullptr) return Status::Ok();
-    return common::InvalidArgument("head size {} (--hidden-size / --num-attention-heads): attention on the GPU takes "
-                                   "16, 32, 64, 96 or 128, or a multiple of 32 up to 256{}", head_dim,
-                                   std::getenv("SRUNWAY_ATTENTION") != nullptr ? " (SRUNWAY_ATTENTION is set)" : "");
+    return common::InvalidArgument(
+        "head size {} (--hidden-size / --num-attention-heads): attention on the GPU takes "
+        "16, 32, 64, 96 or 128, or a multiple of 32 up to 256{}",
+        head_dim, AttentionIs("") ? "" : " (SRUNWAY_ATTENTION is set)");
   }
   Status TakeError() override { return std::exchange(error_, Status::Ok()); }
 
@@ -185,14 +184,9 @@ class CudaOps : public Ops {
  private:
   // Grows `buffer` (fp32, device memory) to at least `floats`; false, with the error kept, when it cannot.
   bool Reserve(Buffer& buffer, size_t floats, const char* what) {
-    if (buffer.count() >= floats) return true;
-    auto grown = Buffer::Allocate(device_, DType::kFloat32, floats);
-    if (!grown.ok()) {
-      Keep(grown.status().WithContext(what));
-      return false;
-    }
-    buffer = std::move(*grown);
-    return true;
+    const Status grown = Grow(buffer, device_, DType::kFloat32, floats, device_.main_stream());
+    Keep(grown.WithContext(what));
+    return grown.ok();
   }
   void Check(int rc, const char* what) {
     if (rc != 0 && error_.ok()) error_ = common::Internal("{} failed on {}: {}", what, device_.name(), ErrorText(rc));
@@ -221,7 +215,7 @@ class CudaOps : public Ops {
 common::StatusOr<std::unique_ptr<Ops>> NewCudaOps(Device& device) {
   SRUNWAY_ASSIGN_OR_RETURN(auto matmul, Matmul::Open(device));
   std::unique_ptr<CudnnAttention> cudnn;
-  if (const char* choice = std::getenv("SRUNWAY_ATTENTION"); choice != nullptr && std::strcmp(choice, "cudnn") == 0) {
+  if (AttentionIs("cudnn")) {
     auto opened = CudnnAttention::Open(device);
     if (opened.ok()) {
       cudnn = std::move(*opened);

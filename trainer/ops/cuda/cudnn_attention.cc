@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <utility>
@@ -218,8 +219,10 @@ class Graph {
     if (handle != nullptr) Set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
     Set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(operations_.size()),
         operations_.data());
-    Finalize(graph, "operation graph");
     if (!status_.ok()) return status_;
+    SRUNWAY_RETURN_IF_ERROR(api_.Check(api_.finalize(graph), fmt::format("finalizing the operation graph of {} "
+                                                                         "operations",
+                                                                         operations_.size())));
     return graph;
   }
 
@@ -480,10 +483,8 @@ StatusOr<std::unique_ptr<CudnnAttention::Plan>> MakePlan(const CudnnAttention::A
     return common::NotFound("cuDNN {} has no engine for {}: {}", api.get_version(), Describe(backward, shape),
                             offered.why_none);
   }
-  const auto& configs = offered.configs;
-  const auto returned = static_cast<int64_t>(configs.size());
   std::string refusals;
-  for (int64_t i = 0; i < returned && plan->plan == nullptr; ++i) {
+  for (size_t i = 0; i < offered.configs.size() && plan->plan == nullptr; ++i) {
     SRUNWAY_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t candidate,
                              Own(api, plan->engine, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "an execution plan"));
 #pragma GCC diagnostic push
@@ -493,7 +494,7 @@ StatusOr<std::unique_ptr<CudnnAttention::Plan>> MakePlan(const CudnnAttention::A
     cudnnStatus_t rc = api.set_attribute(candidate, handle_attribute, CUDNN_TYPE_HANDLE, 1, &api.handle);
     if (rc == CUDNN_STATUS_SUCCESS) {
       rc = api.set_attribute(candidate, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                             &configs[static_cast<size_t>(i)]);
+                             &offered.configs[i]);
     }
     if (rc == CUDNN_STATUS_SUCCESS) rc = api.finalize(candidate);
     if (rc != CUDNN_STATUS_SUCCESS) {
@@ -504,7 +505,7 @@ StatusOr<std::unique_ptr<CudnnAttention::Plan>> MakePlan(const CudnnAttention::A
   }
   if (plan->plan == nullptr) {
     return common::NotFound("cuDNN {} has no engine for {} ({} offered{}{})", api.get_version(),
-                            Describe(backward, shape), returned, refusals.empty() ? "" : ": ", refusals);
+                            Describe(backward, shape), offered.configs.size(), refusals.empty() ? "" : ": ", refusals);
   }
   int64_t engine_workspace = 0, got = 0;
   SRUNWAY_RETURN_IF_ERROR(api.Check(api.get_attribute(plan->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
@@ -574,7 +575,12 @@ StatusOr<CudnnAttention::Plan*> CudnnAttention::PlanFor(bool backward, const Att
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     it = plans_.emplace(key, MakePlan(*api_, backward, shape)).first;
-    if (!it->second.ok()) {
+    if (const Status failed = it->second.status(); !failed.ok()) {
+      // A graph this cuDNN will not build is, like a shape without an engine, one for the kernels.
+      if (failed.code() != common::StatusCode::kNotFound) {
+        it->second = common::NotFound("cuDNN {} could not plan {}: {}", api_->get_version(), Describe(backward, shape),
+                                      failed.message());
+      }
       common::LogWarn("{}; srunway's attention kernels run it instead", it->second.status().message());
     }
   }
@@ -583,11 +589,8 @@ StatusOr<CudnnAttention::Plan*> CudnnAttention::PlanFor(bool backward, const Att
 }
 
 Status CudnnAttention::Execute(Plan& plan, const std::map<int64_t, void*>& tensors, trainer::Stream& stream) {
-  if (workspace_.bytes() < static_cast<size_t>(plan.workspace_bytes)) {
-    workspace_ = Buffer();
-    SRUNWAY_ASSIGN_OR_RETURN(workspace_, Buffer::Allocate(device_, DType::kFloat32,
-                                                          static_cast<size_t>(plan.workspace_bytes) / sizeof(float)));
-  }
+  SRUNWAY_RETURN_IF_ERROR(
+      Grow(workspace_, device_, DType::kFloat32, static_cast<size_t>(plan.workspace_bytes) / sizeof(float), stream));
   std::map<int64_t, void*> pointers = tensors;
   auto* workspace = static_cast<char*>(workspace_.data());
   if (plan.dq_accum_at >= 0) {
@@ -682,20 +685,13 @@ bool WantsOnlyADriver(const std::string& why) {
 
 }  // namespace
 
-Status CudnnAttention::CheckGraphs(const std::string& library, const AttentionShape& shape) {
-  SRUNWAY_ASSIGN_OR_RETURN(auto api, LoadWithoutGpu(library));
-  for (bool backward : {false, true}) {
-    Graph graph(*api);
-    backward ? BuildBackward(graph, shape) : BuildForward(graph, shape);
-    if (auto built = graph.Finish(nullptr); !built.ok()) {
-      return built.status().WithContext(fmt::format("{} with {}", Describe(backward, shape), api->lib.path()));
-    }
-  }
-  return Status::Ok();
-}
+namespace {
 
-Status CudnnAttention::CheckEngines(const std::string& library, const AttentionShape& shape,
-                                    const std::string& device_json) {
+// Builds and finalizes both directions' graphs of `shape` with the cuDNN that `library` names, handing each to
+// `check` with what it is ("causal attention forward of ... with PATH").
+Status CheckBoth(const std::string& library, const AttentionShape& shape,
+                 const std::function<Status(const CudnnAttention::Api&, cudnnBackendDescriptor_t graph,
+                                            const std::string& what)>& check) {
   SRUNWAY_ASSIGN_OR_RETURN(auto api, LoadWithoutGpu(library));
   for (bool backward : {false, true}) {
     Graph graph(*api);
@@ -703,20 +699,35 @@ Status CudnnAttention::CheckEngines(const std::string& library, const AttentionS
     const std::string what = fmt::format("{} with {}", Describe(backward, shape), api->lib.path());
     auto built = graph.Finish(nullptr);
     if (!built.ok()) return built.status().WithContext(what);
-    std::deque<Descriptor> owned;
-    SRUNWAY_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t device,
-                             Own(*api, owned, CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, "a device-property descriptor"));
-    SRUNWAY_RETURN_IF_ERROR(
-        api->Check(api->set_attribute(device, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
-                                      static_cast<int64_t>(device_json.size()), device_json.data()),
-                   "setting the device properties"));
-    SRUNWAY_RETURN_IF_ERROR(api->Check(api->finalize(device), "reading the device properties"));
-    SRUNWAY_ASSIGN_OR_RETURN(Offered offered, OfferedEngines(*api, owned, *built, device));
-    if (offered.configs.empty() && !WantsOnlyADriver(offered.why_none)) {
-      return common::NotFound("cuDNN {} has no engine for {}: {}", api->get_version(), what, offered.why_none);
-    }
+    SRUNWAY_RETURN_IF_ERROR(check(*api, *built, what));
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status CudnnAttention::CheckGraphs(const std::string& library, const AttentionShape& shape) {
+  return CheckBoth(library, shape,
+                   [](const Api&, cudnnBackendDescriptor_t, const std::string&) { return Status::Ok(); });
+}
+
+Status CudnnAttention::CheckEngines(const std::string& library, const AttentionShape& shape,
+                                    const std::string& device_json) {
+  return CheckBoth(library, shape, [&](const Api& api, cudnnBackendDescriptor_t graph, const std::string& what) {
+    std::deque<Descriptor> owned;
+    SRUNWAY_ASSIGN_OR_RETURN(cudnnBackendDescriptor_t device,
+                             Own(api, owned, CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, "a device-property descriptor"));
+    SRUNWAY_RETURN_IF_ERROR(
+        api.Check(api.set_attribute(device, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                                    static_cast<int64_t>(device_json.size()), device_json.data()),
+                  "setting the device properties"));
+    SRUNWAY_RETURN_IF_ERROR(api.Check(api.finalize(device), "reading the device properties"));
+    SRUNWAY_ASSIGN_OR_RETURN(Offered offered, OfferedEngines(api, owned, graph, device));
+    if (offered.configs.empty() && !WantsOnlyADriver(offered.why_none)) {
+      return common::NotFound("cuDNN {} has no engine for {}: {}", api.get_version(), what, offered.why_none);
+    }
+    return Status::Ok();
+  });
 }
 
 StatusOr<std::string> CudnnAttention::DeviceJson() const {

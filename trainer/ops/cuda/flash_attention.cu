@@ -290,7 +290,8 @@ __global__ void StoreQkvGradients(bf16* dqkv, const float* dq, const float* dk, 
 
 bool Aligned(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
-// SRUNWAY_ATTENTION, read once: "simple", "wmma", or anything else (the mma.sync kernels).
+}  // namespace
+
 bool AttentionIs(const char* name) {
   static const char* const choice = [] {
     const char* value = std::getenv("SRUNWAY_ATTENTION");
@@ -298,8 +299,6 @@ bool AttentionIs(const char* name) {
   }();
   return std::strcmp(choice, name) == 0;
 }
-
-}  // namespace
 
 bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const void* dout) {
   const bool tiled = ForTiledHeadSize(hd, [](auto) { return 0; }) == 0;  // the sizes the kernels are built for
