@@ -169,7 +169,7 @@ add cuda_ops_wmma_attention env SRUNWAY_ATTENTION=wmma "$here/bin/gpu-cuda_ops"
 add cuda_ops_simple_attention env SRUNWAY_ATTENTION=simple "$here/bin/gpu-cuda_ops"
 # cuDNN's fused attention (SRUNWAY_ATTENTION=cudnn): against the CPU twin, where it must have an engine for every
 # shape, and inside a training step.
-add cuda_ops_cudnn "$here/bin/gpu-cuda_ops" cudnn
+add cuda_ops_cudnn "$here/bin/gpu-cuda_ops" cudnn cudnn-gpt2
 add cuda_model_cudnn env SRUNWAY_ATTENTION=cudnn "$here/bin/gpu-cuda_model"
 add nccl_comm env COMM_OPS="$here/bin/comm_ops" SRUNWAY_LAUNCH="$here/bin/srunway-launch" \
   SRUNWAY_COLLBENCH="$here/bin/srunway-collbench" bash "$here/nccl_comm.sh"
