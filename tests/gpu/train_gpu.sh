@@ -166,31 +166,31 @@ SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY=$work/libcudnn-missing.so "${run[@
   "$work/dnn.err") == 1 ]] || fail "one line naming the cuDNN tried wanted: $(cat "$work/dnn.err")"
 grep -q 'GPU operations: attention on mma.sync tiles' "$work/dnn.err" ||
   fail "the kernels should run attention: $(grep 'operations' "$work/dnn.err")"
+# A run of $4 steps under the stand-in cuDNN (and the environment after $4) in which each direction falls back to
+# the kernels with one line that says "$2 causal attention <direction> at ...$3...": no descriptor left, the
+# kernels' losses. Its output is $work/$1.err.
+falls_back() {
+  local name=$1 said=$2 why=$3 steps=$4
+  shift 4
+  env FAKE_CUDNN_REPORT=1 SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY="$SRUNWAY_FAKE_CUDNN" "$@" "${run[@]}" \
+    --train-steps "$steps" --metrics-file "$work/$name.jsonl" >/dev/null 2>"$work/$name.err" ||
+    fail "$name: should train on the kernels: $(cat "$work/$name.err")"
+  for direction in forward backward; do
+    [[ $(grep -c "$said causal attention $direction at .*$why.*; srunway.s attention kernels run it instead" \
+      "$work/$name.err") == 1 ]] || fail "$name: one line for the $direction wanted: $(cat "$work/$name.err")"
+  done
+  grep -q 'fake cuDNN: 0 descriptors left' "$work/$name.err" ||
+    fail "$name: descriptors left behind: $(grep 'fake cuDNN' "$work/$name.err")"
+  same_losses "$work/$name.jsonl" || fail "$name: the kernels' fallback should give the losses of the plain run"
+}
 if [[ -n ${SRUNWAY_FAKE_CUDNN:-} ]]; then
   echo "== 4c. a cuDNN with no engine for the shapes: told once each, attention on the kernels, the same losses"
-  FAKE_CUDNN_REPORT=1 SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY=$SRUNWAY_FAKE_CUDNN "${run[@]}" \
-    --metrics-file "$work/fallback.jsonl" >/dev/null 2>"$work/fallback.err" ||
-    fail "SRUNWAY_ATTENTION=cudnn without engines: $(cat "$work/fallback.err")"
+  falls_back fallback "has no engine for" "the stand-in has no engines" 20
   grep -q 'GPU operations: attention on cuDNN 91900 from .* (else mma.sync tiles)' "$work/fallback.err" ||
     fail "the start-up line should name cuDNN: $(grep 'operations' "$work/fallback.err")"
-  for direction in forward backward; do
-    [[ $(grep -c "has no engine for causal attention $direction at .*the stand-in has no engines; srunway.s attention kernels run it instead" \
-      "$work/fallback.err") == 1 ]] || fail "one line for the $direction wanted: $(grep -c engine "$work/fallback.err")"
-  done
-  grep -q 'fake cuDNN: 0 descriptors left' "$work/fallback.err" ||
-    fail "descriptors left behind: $(grep 'fake cuDNN' "$work/fallback.err")"
-  same_losses "$work/fallback.jsonl" || fail "the kernels' fallback should give the losses of the run without SRUNWAY_ATTENTION"
   echo "== 4d. a cuDNN that refuses the graphs themselves: also told once each, attention on the kernels"
-  FAKE_CUDNN_BAD_GRAPH=1 FAKE_CUDNN_REPORT=1 SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY=$SRUNWAY_FAKE_CUDNN \
-    "${run[@]}" --train-steps 3 --metrics-file "$work/refused.jsonl" >/dev/null 2>"$work/refused.err" ||
-    fail "SRUNWAY_ATTENTION=cudnn with graphs refused should train: $(cat "$work/refused.err")"
-  for direction in forward backward; do
-    [[ $(grep -c "cuDNN 91900 could not plan causal attention $direction at .*: finalizing the operation graph of [0-9]* operations failed: CUDNN_STATUS_BAD_PARAM.*the stand-in refuses every operation graph.*; srunway.s attention kernels run it instead" \
-      "$work/refused.err") == 1 ]] || fail "one line for the $direction wanted: $(cat "$work/refused.err")"
-  done
-  grep -q 'fake cuDNN: 0 descriptors left' "$work/refused.err" ||
-    fail "descriptors left behind: $(grep 'fake cuDNN' "$work/refused.err")"
-  same_losses "$work/refused.jsonl" || fail "the kernels' fallback should give the losses of the run without SRUNWAY_ATTENTION"
+  falls_back refused "cuDNN 91900 could not plan" "$(printf '%s' ": finalizing the operation graph of [0-9]* " \
+    "operations failed: CUDNN_STATUS_BAD_PARAM.*the stand-in refuses every operation graph")" 3 FAKE_CUDNN_BAD_GRAPH=1
 fi
 echo "== 4e. attention on cuDNN's engine: no shape falls back, the losses within bf16 noise of the kernels'"
 cudnn_env=(SRUNWAY_ATTENTION=cudnn)
