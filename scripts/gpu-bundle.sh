@@ -10,7 +10,7 @@
 #   scripts/gpu-bundle.sh [--build-dir DIR] [--out DIR]     (defaults: build-gpu, .gpu-bundle, and DIR.tar.xz)
 #   # on the GPU node (the folder alone is enough):
 #   .gpu-bundle/run.sh OUT_DIR [NAME...]   every check's output in OUT_DIR/checks.log, a summary on stdout; exit 1 if any failed
-#   .gpu-bundle/bench.sh [SIZE...]    srunway-train against PyTorch compiled (gpt2-124m, gpt3-1.3b)
+#   .gpu-bundle/bench.sh [SIZE...]    srunway-train (its kernels, then cuDNN attention) against PyTorch compiled (gpt2-124m, gpt3-1.3b)
 #   .gpu-bundle/attention.sh          the attention kernels against PyTorch's SDPA (FlashAttention-2, cuDNN)
 #   .gpu-bundle/profile.sh [SIZE]     one step's top kernels and their share of its GPU time (nsys or ncu)
 #   .gpu-bundle/session.sh OUT_DIR [SECONDS]   all of the above in order of importance within SECONDS (default 500),
@@ -122,17 +122,18 @@ step() {  # step FILE LIMIT COMMAND...: COMMAND's output appended to OUT_DIR/FIL
   echo "exit $rc after $((SECONDS - start)) s (limit $limit): $*" | tee -a "$out/summary.txt"
 }
 export SRUNWAY_CHECK_TIMEOUT=${SRUNWAY_CHECK_TIMEOUT:-75}
+# What no GPU has run yet first: cuDNN's attention, against the CPU twin and timed; then both attention paths in
+# the GPT-2 benchmark (one PyTorch measurement for the two), then the checks that passed on the H200.
+step summary.txt 60 "$here/run.sh" "$out" cuda_ops_cudnn cuda_model_cudnn
+step attention.txt 80 "$here/attention.sh"
+step bench.txt 240 "$here/bench.sh" gpt2-124m
 step summary.txt 200 "$here/run.sh" "$out" driver_probe cuda_saxpy cuda_device cuda_ops cuda_model \
   cuda_ops_wmma_attention train_gpu train_vs_torch nccl_comm
-step summary.txt 60 "$here/run.sh" "$out" cuda_ops_cudnn cuda_model_cudnn
-step bench.txt 200 "$here/bench.sh" gpt2-124m
-step bench.txt 150 env SRUNWAY_ATTENTION=cudnn "$here/bench.sh" gpt2-124m
 step nccl_init.txt 60 "$here/run.sh" "$out" nccl_init_vs_torch
-step attention.txt 80 "$here/attention.sh"
 step profile.txt 60 "$here/profile.sh" gpt2-124m 20
 step summary.txt 150 "$here/run.sh" "$out" cuda_ops_memcheck cuda_ops_racecheck cuda_model_memcheck \
   cuda_model_racecheck
-step bench.txt 200 "$here/bench.sh" gpt3-1.3b
+step bench.txt 300 "$here/bench.sh" gpt3-1.3b
 step profile.txt 80 "$here/profile.sh" gpt3-1.3b 20
 SESSION
 chmod +x "$out/session.sh"

@@ -9,6 +9,9 @@
 #   SRUNWAY_BENCH_SIZES   which sizes (default "gpt2-124m gpt3-1.3b")
 #   SRUNWAY_BENCH_STEPS   timed steps per run (default 20; the first 3 of srunway-train's are dropped)
 #   SRUNWAY_BENCH_TORCH   python with PyTorch (default python3)
+#   SRUNWAY_BENCH_ATTENTION  srunway-train's attention paths, each its own run against the same PyTorch figures:
+#                         "kernels" (srunway's), "cudnn" (SRUNWAY_ATTENTION=cudnn); default "kernels cudnn". A
+#                         cudnn run in which cuDNN did not run attention (none found, a shape refused) says so.
 set -euo pipefail
 train=${SRUNWAY_TRAIN:?SRUNWAY_TRAIN must name srunway-train}
 python=${SRUNWAY_BENCH_TORCH:-python3}
@@ -33,22 +36,36 @@ params = V * d + T * d + L * (12 * d * d + 13 * d) + 2 * d
 print(6 * (params - T * d) + 12 * L * T * d)")
   echo "== $size: $layers layers, hidden $hidden, $heads heads, batch $batch x $seq, vocab $vocab; $flops FLOPs/token"
 
-  if ! "$train" --preset "$size" --micro-batch-size "$batch" --seq-length "$seq" --mock-data --device cuda \
-    --train-steps $((steps + 3)) --log-interval 1 --metrics-file "$work/$size.jsonl" >"$work/$size.out" \
-    2>"$work/$size.err"; then
-    echo "  srunway-train failed: $(grep -m1 error "$work/$size.err" || tail -n 1 "$work/$size.err")"
-    continue
-  fi
-  peak=$(grep -oE 'MFU against the GPU.s dense bf16 peak [0-9.]+ GFLOP/s' "$work/$size.err" | grep -oE '[0-9.]+ GFLOP' |
-    cut -d' ' -f1)
-  peak=${peak:-989400}
-  read -r ours our_mem <<<"$("$python" -c "
+  labels=() ours=() peak=989400
+  for attention in ${SRUNWAY_BENCH_ATTENTION:-kernels cudnn}; do
+    case $attention in
+      kernels) choice=() label="srunway-train" ;;
+      cudnn) choice=(SRUNWAY_ATTENTION=cudnn) label="srunway-train, cuDNN attn" ;;
+      *) echo "unknown attention path $attention (kernels, cudnn)" >&2; exit 2 ;;
+    esac
+    run=$work/$size-$attention
+    if ! env "${choice[@]}" "$train" --preset "$size" --micro-batch-size "$batch" --seq-length "$seq" --mock-data \
+      --device cuda --train-steps $((steps + 3)) --log-interval 1 --metrics-file "$run.jsonl" >"$run.out" \
+      2>"$run.err"; then
+      echo "  $label failed: $(grep -m1 error "$run.err" || tail -n 1 "$run.err")"
+      continue
+    fi
+    if [[ $attention == cudnn ]] && grep -qE "run it instead|attention runs on srunway.s kernels" "$run.err"; then
+      echo "  ($label: cuDNN did not run all of attention: $(grep -m1 -E "run it instead|srunway.s kernels" "$run.err"))"
+    fi
+    found=$(grep -oE 'MFU against the GPU.s dense bf16 peak [0-9.]+ GFLOP/s' "$run.err" | grep -oE '[0-9.]+ GFLOP' |
+      cut -d' ' -f1)
+    peak=${found:-989400}
+    read -r tokens memory <<<"$("$python" -c "
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '\"loss\"' in l][3:]
 print(f'{statistics.median(r[\"tokens_per_s\"] for r in rows):.1f}', f'{rows[-1][\"peak_memory_gib\"]:.2f}')" \
-    "$work/$size.jsonl")"
-  printf '  %-26s %10.0f tokens/s  MFU %5.1f%%  peak %6.2f GiB\n' "srunway-train" "$ours" \
-    "$(awk -v t="$ours" -v f="$flops" -v p="$peak" 'BEGIN {print 100 * t * f / (p * 1e9)}')" "$our_mem"
+      "$run.jsonl")"
+    labels+=("$label")
+    ours+=("$tokens")
+    printf '  %-26s %10.0f tokens/s  MFU %5.1f%%  peak %6.2f GiB\n' "$label" "$tokens" \
+      "$(awk -v t="$tokens" -v f="$flops" -v p="$peak" 'BEGIN {print 100 * t * f / (p * 1e9)}')" "$memory"
+  done
   for mode in compile eager; do
     if ! line=$("$python" "$here/torch_train_gpu.py" "$layers" "$hidden" "$heads" "$seq" "$vocab" "$batch" "$steps" \
       5 "$mode" 2>"$work/torch.err"); then
@@ -60,7 +77,9 @@ print(f'{statistics.median(r[\"tokens_per_s\"] for r in rows):.1f}', f'{rows[-1]
     version=$(grep -oE 'torch=[^ ]+' <<<"$line" | cut -d= -f2)
     printf '  %-26s %10.0f tokens/s  MFU %5.1f%%  peak %6.2f GiB\n' "PyTorch $version $mode" "$theirs" \
       "$(awk -v t="$theirs" -v f="$flops" -v p="$peak" 'BEGIN {print 100 * t * f / (p * 1e9)}')" "$their_mem"
-    echo "  ratio srunway/PyTorch $mode = $(awk -v a="$ours" -v b="$theirs" 'BEGIN {printf "%.2f", a / b}')" \
-      "(goal >= 1.1 against compile)"
+    for i in "${!labels[@]}"; do
+      echo "  ratio ${labels[i]} / PyTorch $mode = $(awk -v a="${ours[i]}" -v b="$theirs" \
+        'BEGIN {printf "%.2f", a / b}') (goal >= 1.1 against compile)"
+    done
   done
 done
