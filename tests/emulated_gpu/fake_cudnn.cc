@@ -3,7 +3,8 @@
 // descriptor call succeed, the heuristics offer nothing and say why through cudnnGetLastErrorString, and executing
 // is an error. With FAKE_CUDNN_ENGINE=host it offers one engine, which executes the operation graph on the host
 // as the backend API defines its operations, one at a time (matmul, pointwise, reduction, reshape), so that what
-// cudnn_attention.cc builds is checked for what it computes, not only for whether cuDNN accepts it. With
+// cudnn_attention.cc builds is checked for what it computes, not only for whether cuDNN accepts it;
+// FAKE_CUDNN_ENGINE=broken offers an engine whose every execution fails (EXECUTION_FAILED). With
 // FAKE_CUDNN_BAD_GRAPH=1 it refuses to finalize any operation graph (CUDNN_STATUS_BAD_PARAM), as a cuDNN too old
 // for one of the graph's operations does. It counts the descriptors made and destroyed, and with
 // FAKE_CUDNN_REPORT=1 prints at exit how many were never destroyed.
@@ -73,7 +74,7 @@ bool EnvIs(const char* name, const char* value) {
   return set != nullptr && std::strcmp(set, value) == 0;
 }
 bool RefusesGraphs() { return EnvIs("FAKE_CUDNN_BAD_GRAPH", "1"); }
-bool HasHostEngine() { return EnvIs("FAKE_CUDNN_ENGINE", "host"); }
+bool HasHostEngine() { return EnvIs("FAKE_CUDNN_ENGINE", "host") || EnvIs("FAKE_CUDNN_ENGINE", "broken"); }
 
 size_t ElementSize(cudnnBackendAttributeType_t type) {
   switch (type) {
@@ -420,6 +421,10 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t, cudnnBackendDescriptor_t plan, 
   g_last_error.clear();
   const auto config = D(plan)->One<cudnnBackendDescriptor_t>(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG);
   if (!HasHostEngine() || config == nullptr || D(config)->graph == nullptr) return CUDNN_STATUS_EXECUTION_FAILED;
+  if (EnvIs("FAKE_CUDNN_ENGINE", "broken")) {
+    g_last_error = "Error: CUDNN_STATUS_EXECUTION_FAILED; Reason: the stand-in's engine is broken";
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  }
   const auto uids = D(pack)->Get<int64_t>(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS);
   const auto data = D(pack)->Get<void*>(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS);
   if (uids.size() != data.size()) return CUDNN_STATUS_BAD_PARAM;

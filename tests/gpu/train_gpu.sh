@@ -191,8 +191,11 @@ if [[ -n ${SRUNWAY_FAKE_CUDNN:-} ]]; then
   echo "== 4d. a cuDNN that refuses the graphs themselves: also told once each, attention on the kernels"
   falls_back refused "cuDNN 91900 could not plan" "$(printf '%s' ": finalizing the operation graph of [0-9]* " \
     "operations failed: CUDNN_STATUS_BAD_PARAM.*the stand-in refuses every operation graph")" 3 FAKE_CUDNN_BAD_GRAPH=1
+  echo "== 4e. a cuDNN plan that fails to run: told once each, attention on the kernels from then on"
+  falls_back broken "cuDNN 91900 failed to run" "cudnnBackendExecute failed: CUDNN_STATUS_EXECUTION_FAILED.*the stand-in.s engine is broken" 3 \
+    FAKE_CUDNN_ENGINE=broken
 fi
-echo "== 4e. attention on cuDNN's engine: no shape falls back, the losses within bf16 noise of the kernels'"
+echo "== 4f. attention on cuDNN's engine: no shape falls back, the losses within bf16 noise of the kernels'"
 cudnn_env=(SRUNWAY_ATTENTION=cudnn)
 if [[ -n ${SRUNWAY_FAKE_CUDNN:-} ]]; then  # the emulated GPU: the stand-in's host engine runs the graphs
   cudnn_env+=(SRUNWAY_CUDNN_LIBRARY="$SRUNWAY_FAKE_CUDNN" FAKE_CUDNN_ENGINE=host)

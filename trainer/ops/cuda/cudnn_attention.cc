@@ -588,6 +588,19 @@ StatusOr<CudnnAttention::Plan*> CudnnAttention::PlanFor(bool backward, const Att
   return it->second->get();
 }
 
+Status CudnnAttention::Run(bool backward, const AttentionShape& shape, const std::map<int64_t, void*>& tensors,
+                           trainer::Stream& stream) {
+  SRUNWAY_ASSIGN_OR_RETURN(Plan * plan, PlanFor(backward, shape));
+  const Status ran = Execute(*plan, tensors, stream);
+  if (ran.ok()) return ran;
+  // A plan cuDNN made but cannot run (its run-time compiled kernel, say): the kernels take the shape from now on.
+  auto& kept = plans_.at(std::make_tuple(backward, shape));
+  kept = common::NotFound("cuDNN {} failed to run {}: {}", api_->get_version(), Describe(backward, shape),
+                          ran.message());
+  common::LogWarn("{}; srunway's attention kernels run it instead", kept.status().message());
+  return kept.status();
+}
+
 Status CudnnAttention::Execute(Plan& plan, const std::map<int64_t, void*>& tensors, trainer::Stream& stream) {
   SRUNWAY_RETURN_IF_ERROR(
       Grow(workspace_, device_, DType::kFloat32, static_cast<size_t>(plan.workspace_bytes) / sizeof(float), stream));
@@ -634,9 +647,8 @@ Status CudnnAttention::Forward(void* out, float* lse, const void* qkv, const Att
   if (!Aligned(qkv) || !Aligned(k) || !Aligned(v) || !Aligned(out)) {
     return common::NotFound("cuDNN's attention needs 16-byte aligned q, k, v and out heads");
   }
-  SRUNWAY_ASSIGN_OR_RETURN(Plan * plan, PlanFor(false, s));
-  return Execute(
-      *plan,
+  return Run(
+      false, s,
       {{kQ, const_cast<void*>(qkv)}, {kK, const_cast<void*>(k)}, {kV, const_cast<void*>(v)}, {kO, out}, {kStats, lse}},
       stream);
 }
@@ -649,18 +661,17 @@ Status CudnnAttention::Backward(void* dqkv, const void* dout, const void* out, c
   for (const void* p : std::initializer_list<const void*>{rows + k_at, rows + v_at, qkv, dqkv, dout, out}) {
     if (!Aligned(p)) return common::NotFound("cuDNN's attention needs 16-byte aligned tensors and heads");
   }
-  SRUNWAY_ASSIGN_OR_RETURN(Plan * plan, PlanFor(true, s));
-  return Execute(*plan,
-                 {{kQ, rows},
+  return Run(true, s,
+             {{kQ, rows},
                   {kK, rows + k_at},
                   {kV, rows + v_at},
                   {kO, const_cast<void*>(out)},
                   {kDO, const_cast<void*>(dout)},
                   {kStats, const_cast<float*>(lse)},
-                  {kDQ, grads},
-                  {kDK, grads + k_at},
-                  {kDV, grads + v_at}},
-                 stream);
+              {kDQ, grads},
+              {kDK, grads + k_at},
+              {kDV, grads + v_at}},
+             stream);
 }
 
 namespace {

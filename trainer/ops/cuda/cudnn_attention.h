@@ -34,8 +34,9 @@ class CudnnAttention {
   // cuDNN's version as cudnnGetVersion gives it (91900 for 9.19.0).
   size_t version() const;
 
-  // NotFound: cuDNN has no engine for this shape (or the tensors are not 16-byte aligned), told in the message;
-  // the caller runs its own kernels. Other errors are failures of a graph that built.
+  // NotFound: cuDNN has no engine for this shape, cannot build its graph, or failed to run its plan (told once,
+  // and from then on NotFound for the shape at once), or the tensors are not 16-byte aligned; the caller runs its
+  // own kernels.
   common::Status Forward(void* out, float* lse, const void* qkv, const AttentionShape& shape, trainer::Stream& stream);
   common::Status Backward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* lse,
                           const AttentionShape& shape, trainer::Stream& stream);
@@ -60,6 +61,8 @@ class CudnnAttention {
  private:
   CudnnAttention(std::unique_ptr<Api> api, Device& device);
   common::StatusOr<Plan*> PlanFor(bool backward, const AttentionShape& shape);
+  common::Status Run(bool backward, const AttentionShape& shape, const std::map<int64_t, void*>& tensors,
+                     trainer::Stream& stream);
   common::Status Execute(Plan& plan, const std::map<int64_t, void*>& pointers, trainer::Stream& stream);
 
   std::unique_ptr<Api> api_;
