@@ -208,6 +208,21 @@ else
   if grep 'run it instead' "$work/cudnn.err"; then fail "cuDNN should have taken every shape"; fi
   same_losses "$work/cudnn.jsonl" 5e-3 || fail "cuDNN's attention should train as the kernels do"
 fi
+echo "== 4g. SRUNWAY_ATTENTION=auto: cuDNN and the kernels timed once per shape and direction, the faster kept"
+env "${cudnn_env[@]/#SRUNWAY_ATTENTION=cudnn/SRUNWAY_ATTENTION=auto}" "${run[@]}" --metrics-file "$work/auto.jsonl" \
+  >/dev/null 2>"$work/auto.err" || fail "SRUNWAY_ATTENTION=auto: $(cat "$work/auto.err")"
+if grep -q 'SRUNWAY_ATTENTION=auto: .*attention runs on srunway.s kernels' "$work/auto.err"; then
+  echo "skipped: $(grep 'SRUNWAY_ATTENTION=auto' "$work/auto.err")"
+else
+  grep -q 'GPU operations: attention on cuDNN 91900 from .* (or, where faster, mma.sync tiles)' "$work/auto.err" ||
+    fail "the start-up line should name both: $(grep 'operations' "$work/auto.err")"
+  for direction in forward backward; do
+    [[ $(grep -cE "attention $direction at B 4 T 64 H 4 KV 4 hd 16: cuDNN [0-9.]+ ms, mma.sync tiles [0-9.]+ ms: (cuDNN|the kernels) from now on" \
+      "$work/auto.err") == 1 ]] || fail "one timing line for the $direction wanted: $(cat "$work/auto.err")"
+  done
+  grep "from now on" "$work/auto.err" | sed 's/.*info: /  /'
+  same_losses "$work/auto.jsonl" 5e-3 || fail "SRUNWAY_ATTENTION=auto should train as the kernels do"
+fi
 echo "== 5. a head size no GPU attention kernel takes (64 / 8 = 8)"
 rc=0
 "${run[@]}" --num-attention-heads 8 >/dev/null 2>"$work/heads.err" || rc=$?

@@ -3,6 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <functional>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "common/log.h"
@@ -29,10 +33,11 @@ class CudaOps : public Ops {
   DType act_dtype() const override { return DType::kBFloat16; }
   std::string Describe(int head_dim) const override {
     const char* kernels = AttentionKernelName(head_dim);
-    const std::string attention = cudnn_ == nullptr
-                                      ? (kernels != nullptr ? kernels : "nothing")
-                                      : fmt::format("cuDNN {} from {} (else {})", cudnn_->version(),
-                                                    cudnn_->library_path(), kernels != nullptr ? kernels : "nothing");
+    const std::string attention =
+        cudnn_ == nullptr
+            ? (kernels != nullptr ? kernels : "nothing")
+            : fmt::format("cuDNN {} from {} ({} {})", cudnn_->version(), cudnn_->library_path(),
+                          AttentionIs("auto") ? "or, where faster," : "else", kernels != nullptr ? kernels : "nothing");
     return fmt::format("attention on {}, GELU {}, cuBLASLt from {}", attention,
                        matmul_->gelu_epilogues() ? "in cuBLASLt's epilogues" : "by its own kernels",
                        matmul_->library_path());
@@ -102,25 +107,37 @@ class CudaOps : public Ops {
   int64_t AttentionSaved(int B, int H_, int T) const override { return int64_t{B} * H_ * T; }
   void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H_, int KV, int hd,
                         const DropoutSite& dropout) override {
+    auto kernels = [&] {
+      Check(cuda::AttentionForward(H(out), saved, H(qkv), B, T, H_, KV, hd, dropout.p, dropout.key, dropout.first_index,
+                                   stream_),
+            "attention forward");
+    };
     // cuDNN draws its own dropout masks, not the CPU twin's: attention dropout stays on the kernels.
-    if (cudnn_ != nullptr && dropout.p == 0 &&
-        Cudnn(cudnn_->Forward(out, saved, qkv, {B, T, H_, KV, hd}, device_.main_stream()), "attention forward")) {
+    const AttentionShape shape{B, T, H_, KV, hd};
+    if (dropout.p == 0 &&
+        OnCudnn(
+            false, shape, [&] { return cudnn_->Forward(out, saved, qkv, shape, device_.main_stream()); }, kernels)) {
       return;
     }
-    Check(cuda::AttentionForward(H(out), saved, H(qkv), B, T, H_, KV, hd, dropout.p, dropout.key,
-                                 dropout.first_index, stream_), "attention forward");
+    kernels();
   }
   void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved, int B,
                          int T, int H_, int KV, int hd, const DropoutSite& dropout) override {
-    if (cudnn_ != nullptr && dropout.p == 0 &&
-        Cudnn(cudnn_->Backward(dqkv, dout, out, qkv, saved, {B, T, H_, KV, hd}, device_.main_stream()),
-              "attention backward")) {
+    auto kernels = [&] {
+      const size_t scratch = static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H_, KV, hd));
+      if (!Reserve(scratch_, scratch, "attention backward scratch")) return;
+      Check(cuda::AttentionBackward(H(dqkv), scratch_.as<float>(), H(dout), H(out), H(qkv), saved, B, T, H_, KV, hd,
+                                    dropout.p, dropout.key, dropout.first_index, stream_),
+            "attention backward");
+    };
+    const AttentionShape shape{B, T, H_, KV, hd};
+    if (dropout.p == 0 &&
+        OnCudnn(
+            true, shape, [&] { return cudnn_->Backward(dqkv, dout, out, qkv, saved, shape, device_.main_stream()); },
+            kernels)) {
       return;
     }
-    const size_t scratch = static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H_, KV, hd));
-    if (!Reserve(scratch_, scratch, "attention backward scratch")) return;
-    Check(cuda::AttentionBackward(H(dqkv), scratch_.as<float>(), H(dout), H(out), H(qkv), saved, B, T, H_, KV, hd,
-                                  dropout.p, dropout.key, dropout.first_index, stream_), "attention backward");
+    kernels();
   }
   void RopeForward(void* qkv, int B, int T, int H_, int KV, int hd, float theta) override {
     Check(cuda::RopeForward(H(qkv), B, T, H_, KV, hd, theta, stream_), "rope forward");
@@ -196,6 +213,34 @@ class CudaOps : public Ops {
   }
   // Whether cuDNN took the call: NotFound (no engine for the shape, told once by CudnnAttention) leaves it to
   // the kernels; another failure is kept.
+  // Whether cuDNN ran one direction of attention at `shape` (`cudnn` runs it, `kernels` the kernels; both write
+  // the same outputs from the same inputs): under SRUNWAY_ATTENTION=cudnn whenever it can; under auto when it can
+  // and was the faster of the two when first timed at that shape, which is told in one line.
+  bool OnCudnn(bool backward, const AttentionShape& shape, const std::function<Status()>& cudnn,
+               const std::function<void()>& kernels) {
+    const char* what = backward ? "attention backward" : "attention forward";
+    if (cudnn_ == nullptr) return false;
+    if (!AttentionIs("auto")) return Cudnn(cudnn(), what);
+    auto [choice, first] = cudnn_is_faster_.try_emplace(std::make_tuple(backward, shape), false);
+    if (!first) return choice->second && Cudnn(cudnn(), what);
+    if (!Cudnn(cudnn(), what)) return false;  // no plan: told by CudnnAttention, the kernels from now on
+    const double cudnn_ms = Milliseconds([&] { Cudnn(cudnn(), what); });
+    const double kernels_ms = Milliseconds(kernels);  // the outputs are the kernels' now, as good as cuDNN's
+    choice->second = cudnn_ms <= kernels_ms;
+    common::LogInfo("{} at B {} T {} H {} KV {} hd {}: cuDNN {:.3f} ms, {} {:.3f} ms: {} from now on", what, shape.B,
+                    shape.T, shape.H, shape.KV, shape.hd, cudnn_ms, FlashAttentionKernelName(), kernels_ms,
+                    choice->second ? "cuDNN" : "the kernels");
+    return true;
+  }
+  // The mean time of a few runs of `fn` on the main stream.
+  double Milliseconds(const std::function<void()>& fn) {
+    constexpr int kRuns = 3;
+    Keep(device_.Synchronize(device_.main_stream()));
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRuns; ++i) fn();
+    Keep(device_.Synchronize(device_.main_stream()));
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / kRuns;
+  }
   bool Cudnn(const Status& status, const char* what) {
     if (status.code() == common::StatusCode::kNotFound) return false;
     if (!status.ok()) Keep(status.WithContext(fmt::format("{} on {}", what, device_.name())));
@@ -205,7 +250,8 @@ class CudaOps : public Ops {
   Device& device_;
   Stream stream_;
   std::unique_ptr<Matmul> matmul_;
-  std::unique_ptr<CudnnAttention> cudnn_;  // SRUNWAY_ATTENTION=cudnn
+  std::unique_ptr<CudnnAttention> cudnn_;                             // SRUNWAY_ATTENTION=cudnn or auto
+  std::map<std::tuple<bool, AttentionShape>, bool> cudnn_is_faster_;  // auto: by direction (backward?) and shape
   Buffer scratch_, lse_, partials_;  // lse_: the last ClassifierForward's rows
   Status error_ = Status::Ok();
 };
@@ -215,12 +261,13 @@ class CudaOps : public Ops {
 common::StatusOr<std::unique_ptr<Ops>> NewCudaOps(Device& device) {
   SRUNWAY_ASSIGN_OR_RETURN(auto matmul, Matmul::Open(device));
   std::unique_ptr<CudnnAttention> cudnn;
-  if (AttentionIs("cudnn")) {
+  if (AttentionIs("cudnn") || AttentionIs("auto")) {
     auto opened = CudnnAttention::Open(device);
     if (opened.ok()) {
       cudnn = std::move(*opened);
     } else {
-      common::LogWarn("SRUNWAY_ATTENTION=cudnn: {}; attention runs on srunway's kernels", opened.status().message());
+      common::LogWarn("SRUNWAY_ATTENTION={}: {}; attention runs on srunway's kernels",
+                      AttentionIs("auto") ? "auto" : "cudnn", opened.status().message());
     }
   }
   return std::unique_ptr<Ops>(std::make_unique<CudaOps>(device, std::move(matmul), std::move(cudnn)));
