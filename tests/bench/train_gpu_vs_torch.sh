@@ -10,8 +10,9 @@
 #   SRUNWAY_BENCH_STEPS   timed steps per run (default 20; the first 3 of srunway-train's are dropped)
 #   SRUNWAY_BENCH_TORCH   python with PyTorch (default python3)
 #   SRUNWAY_BENCH_ATTENTION  srunway-train's attention paths, each its own run against the same PyTorch figures:
-#                         "kernels" (srunway's), "cudnn" (SRUNWAY_ATTENTION=cudnn); default "kernels cudnn". A
-#                         cudnn run in which cuDNN did not run attention (none found, a shape refused) says so.
+#                         "kernels" (srunway's), "cudnn" (SRUNWAY_ATTENTION=cudnn), "auto" (the faster of the two
+#                         per shape); default "kernels cudnn". A cudnn run in which cuDNN did not run all of
+#                         attention (none found, a shape refused) says so.
 set -euo pipefail
 train=${SRUNWAY_TRAIN:?SRUNWAY_TRAIN must name srunway-train}
 python=${SRUNWAY_BENCH_TORCH:-python3}
@@ -41,7 +42,8 @@ print(6 * (params - T * d) + 12 * L * T * d)")
     case $attention in
       kernels) choice=() label="srunway-train" ;;
       cudnn) choice=(SRUNWAY_ATTENTION=cudnn) label="srunway-train, cuDNN attn" ;;
-      *) echo "unknown attention path $attention (kernels, cudnn)" >&2; exit 2 ;;
+      auto) choice=(SRUNWAY_ATTENTION=auto) label="srunway-train, auto attn" ;;
+      *) echo "unknown attention path $attention (kernels, cudnn, auto)" >&2; exit 2 ;;
     esac
     run=$work/$size-$attention
     if ! env "${choice[@]}" "$train" --preset "$size" --micro-batch-size "$batch" --seq-length "$seq" --mock-data \
