@@ -227,8 +227,10 @@ class CudaOps : public Ops {
     const double cudnn_ms = Milliseconds([&] { Cudnn(cudnn(), what); });
     const double kernels_ms = Milliseconds(kernels);  // the outputs are the kernels' now, as good as cuDNN's
     choice->second = cudnn_ms <= kernels_ms;
+    const char* kernel_name = AttentionKernelName(shape.hd);  // never null here: CheckHeadSize passed
     common::LogInfo("{} at B {} T {} H {} KV {} hd {}: cuDNN {:.3f} ms, {} {:.3f} ms: {} from now on", what, shape.B,
-                    shape.T, shape.H, shape.KV, shape.hd, cudnn_ms, FlashAttentionKernelName(), kernels_ms,
+                    shape.T, shape.H, shape.KV, shape.hd, cudnn_ms,
+                    kernel_name != nullptr ? kernel_name : "the kernels", kernels_ms,
                     choice->second ? "cuDNN" : "the kernels");
     return true;
   }
