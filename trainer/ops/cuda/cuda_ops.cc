@@ -211,8 +211,6 @@ class CudaOps : public Ops {
   void Keep(const Status& status) {
     if (!status.ok() && error_.ok()) error_ = status;
   }
-  // Whether cuDNN took the call: NotFound (no engine for the shape, told once by CudnnAttention) leaves it to
-  // the kernels; another failure is kept.
   // Whether cuDNN ran one direction of attention at `shape` (`cudnn` runs it, `kernels` the kernels; both write
   // the same outputs from the same inputs): under SRUNWAY_ATTENTION=cudnn whenever it can; under auto when it can
   // and was the faster of the two when first timed at that shape, which is told in one line.
@@ -243,6 +241,8 @@ class CudaOps : public Ops {
     Keep(device_.Synchronize(device_.main_stream()));
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / kRuns;
   }
+  // Whether cuDNN took the call: NotFound (no engine for the shape, told once by CudnnAttention) leaves it to
+  // the kernels; another failure is kept.
   bool Cudnn(const Status& status, const char* what) {
     if (status.code() == common::StatusCode::kNotFound) return false;
     if (!status.ok()) Keep(status.WithContext(fmt::format("{} on {}", what, device_.name())));
