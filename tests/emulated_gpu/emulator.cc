@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -65,6 +66,8 @@ struct Fiber {
   unsigned generation = 0;  // warp-wide operations passed: which of the two post buffers is this lane's
   void* fake_stack = nullptr;
   void* race_fiber = nullptr;  // ThreadSanitizer's context for this thread
+  std::vector<AsyncCopy> open_copies;                   // cp.async copies not yet committed
+  std::deque<std::vector<AsyncCopy>> committed_copies;  // committed groups not yet waited for, oldest first
 };
 
 struct Warp {
@@ -97,6 +100,7 @@ struct Running {
   std::vector<unsigned char> shared;
   size_t shared_bytes = 0;
   Fiber* current = nullptr;
+  bool copies_land_at_issue = false;  // cp.async's landing in this block
   jmp_buf scheduler;
   void* scheduler_fake_stack = nullptr;
   const void* scheduler_bottom = nullptr;
@@ -274,7 +278,10 @@ void RunBlock(Running& run, bool reverse) {
   for (int i = 0; i < threads; ++i) {
     run.fibers[i].state = State::kReady;
     run.fibers[i].generation = 0;
+    run.fibers[i].open_copies.clear();  // a thread that ended without waiting: its copies never landed
+    run.fibers[i].committed_copies.clear();
   }
+  run.copies_land_at_issue = !reverse;
   // Shared memory starts as NaN (as fp32 and bf16) in every block: what a block reads before writing shows.
   if (run.shared_bytes > 0) std::memset(run.shared.data(), 0xff, run.shared_bytes);
   if (__start_srunway_emulated_shared != nullptr) {
@@ -374,6 +381,26 @@ void ReadPosted(int lane, Words& words) {
   Running& run = Run();
   const Fiber& f = *run.current;
   std::memcpy(words, run.warps[f.warp].posts[(f.generation + 1) % 2][lane], sizeof(Words));
+}
+
+bool CopiesLandAtIssue() { return Run().copies_land_at_issue; }
+
+void QueueCopy(const AsyncCopy& copy) { Run().current->open_copies.push_back(copy); }
+
+void CommitCopies() {
+  Fiber& f = *Run().current;
+  f.committed_copies.push_back(std::move(f.open_copies));
+  f.open_copies.clear();
+}
+
+std::vector<AsyncCopy> TakeLandedCopies(int pending) {
+  Fiber& f = *Run().current;
+  std::vector<AsyncCopy> landed;
+  while (f.committed_copies.size() > static_cast<size_t>(std::max(pending, 0))) {
+    landed.insert(landed.end(), f.committed_copies.front().begin(), f.committed_copies.front().end());
+    f.committed_copies.pop_front();
+  }
+  return landed;
 }
 
 unsigned char* DynamicShared() { return Run().shared.data(); }

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 struct dim3 {
   unsigned x, y, z;
@@ -52,6 +53,25 @@ constexpr int kPostWords = 16;
 using Words = uint32_t[kPostWords];
 void Post(const Words& words);
 void ReadPosted(int lane, Words& words);
+
+// cp.async: a copy of 4, 8 or 16 bytes into shared memory lands, on the hardware, at some time between its issue
+// and the issuing thread's wait for its commit group. The emulator lands it at one end or the other: at the issue
+// in blocks that run their warps forward, at the wait in those that run them backward (and then as that thread's
+// write, which the race check sees), so that a read before the wait and a copy into a tile another warp still
+// reads each give a wrong result in one of the two.
+struct AsyncCopy {
+  unsigned char* dst;
+  unsigned char bytes[16];
+  int size;
+};
+bool CopiesLandAtIssue();
+// Adds a copy to the calling thread's open group (only where CopiesLandAtIssue() is false).
+void QueueCopy(const AsyncCopy& copy);
+// Closes the calling thread's open group (cp.async.commit_group).
+void CommitCopies();
+// Removes and returns the calling thread's copies of every committed group but the newest `pending`, oldest first
+// (cp.async.wait_group pending): the caller lands them.
+std::vector<AsyncCopy> TakeLandedCopies(int pending);
 
 // The block's dynamic shared memory and its size.
 unsigned char* DynamicShared();

@@ -3,7 +3,8 @@
 // of its two warp orders and a dependence between blocks in one of its two block orders, starts shared memory as
 // NaN in every block, and ends the program on a warp-wide operation that not every lane reaches; built for
 // ThreadSanitizer (the race check), that a missing barrier or __syncwarp is a reported data race and that
-// barriers, warp syncs and atomics are not.
+// barriers, warp syncs and atomics are not. cp.async's copies land after the wait and a barrier, and a kernel
+// that reads one before its wait, or copies into a tile another warp still reads, gets a wrong answer.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,10 +15,13 @@
 
 namespace {
 
+using srunway::trainer::cuda::CommitCopies;
+using srunway::trainer::cuda::CopyAsync;
 using srunway::trainer::cuda::DynamicShared;
 using srunway::trainer::cuda::LaunchKernel;
 using srunway::trainer::cuda::LoadMatrices;
 using srunway::trainer::cuda::LoadTransposed;
+using srunway::trainer::cuda::WaitCopies;
 
 __global__ void CountThreads(int* counts, int* wrong) {
   const unsigned x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -97,6 +101,80 @@ TEST(EmulatedGpu, AMissingBarrierShowsInOneOfTheTwoBlockOrders) {
       EXPECT_EQ(wrong, 0);
     } else {
       EXPECT_GT(wrong, 0) << "a read of another warp's slot before __syncthreads went unnoticed";
+    }
+  }
+}
+
+// Thread t of a block of 64 copies in[t] (zeros for odd t when `zero_odd`) into slot t + 32 (mod 64) of shared
+// memory with cp.async, waits for it only if `wait`, and after a barrier reads slot t.
+__global__ void CopyToNextWarp(float* out, const float* in, bool wait, bool zero_odd) {
+  float* slots = DynamicShared<float>();
+  const int t = static_cast<int>(threadIdx.x);
+  CopyAsync<4>(slots + (t + 32) % 64, in + blockIdx.x * 64 + t, !(zero_odd && t % 2 == 1));
+  CommitCopies();
+  if (wait) WaitCopies<0>();
+  __syncthreads();
+  out[blockIdx.x * 64 + t] = slots[t];
+}
+
+// Each thread reads the other warp's slot, then (after a barrier only if `barrier`) copies in[t] into its own.
+__global__ void CopyOverTheOtherWarpsRead(float* out, const float* in, bool barrier) {
+  float* slots = DynamicShared<float>();
+  const int t = static_cast<int>(threadIdx.x);
+  slots[t] = static_cast<float>(t);
+  __syncthreads();
+  const float seen = slots[(t + 32) % 64];
+  if (barrier) __syncthreads();
+  CopyAsync<4>(slots + t, in + t, true);
+  CommitCopies();
+  WaitCopies<0>();
+  out[blockIdx.x * 64 + t] = seen;
+}
+
+__global__ void CopyMisaligned(const void* in) { CopyAsync<16>(DynamicShared<float>() + 1, in, true); }
+
+std::vector<float> Iota(size_t n, float first) {
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = first + static_cast<float>(i);
+  return values;
+}
+
+TEST(EmulatedGpu, AsyncCopiesLandAfterTheWaitAndABarrier) {
+  const std::vector<float> in = Iota(128, 1000.0f);
+  for (bool zero_odd : {false, true}) {
+    std::vector<float> out(128);
+    LaunchKernel(CopyToNextWarp, dim3(2), dim3(64), 64 * sizeof(float), nullptr, out.data(), in.data(), true, zero_odd);
+    for (int i = 0; i < 128; ++i) {
+      const int source = i / 64 * 64 + (i % 64 + 32) % 64;
+      EXPECT_EQ(out[i], zero_odd && source % 2 == 1 ? 0.0f : in[source]) << "element " << i;
+    }
+  }
+}
+
+TEST(EmulatedGpu, AReadBeforeTheWaitShowsInOneOfTheTwoWarpOrders) {
+  const std::vector<float> in = Iota(128, 1000.0f);
+  std::vector<float> out(128);
+  LaunchKernel(CopyToNextWarp, dim3(2), dim3(64), 64 * sizeof(float), nullptr, out.data(), in.data(), false, false);
+  int wrong = 0;
+  for (int i = 0; i < 128; ++i) wrong += out[i] != in[i / 64 * 64 + (i % 64 + 32) % 64] ? 1 : 0;
+  EXPECT_GT(wrong, 0) << "a read of a cp.async copy before the wait went unnoticed";
+}
+
+TEST(EmulatedGpu, ACopyOverATileStillReadShowsInOneOfTheTwoWarpOrders) {
+#ifdef __SANITIZE_THREAD__
+  GTEST_SKIP() << "the race check reports the race itself (EmulatedGpuRaceDeathTest)";
+#endif
+  const std::vector<float> in = Iota(64, 1000.0f);
+  for (bool barrier : {true, false}) {
+    std::vector<float> out(128);
+    LaunchKernel(CopyOverTheOtherWarpsRead, dim3(2), dim3(64), 64 * sizeof(float), nullptr, out.data(), in.data(),
+                 barrier);
+    int wrong = 0;
+    for (int i = 0; i < 128; ++i) wrong += out[i] != static_cast<float>((i % 64 + 32) % 64) ? 1 : 0;
+    if (barrier) {
+      EXPECT_EQ(wrong, 0);
+    } else {
+      EXPECT_GT(wrong, 0) << "a cp.async copy over a tile another warp still reads went unnoticed";
     }
   }
 }
@@ -207,6 +285,12 @@ TEST(EmulatedGpuDeathTest, AWarpOperationNotEveryLaneReachesEndsTheProgram) {
                "ldmatrix: a row address outside the block's dynamic shared memory");
 }
 
+TEST(EmulatedGpuDeathTest, AMisalignedAsyncCopyEndsTheProgram) {
+  std::vector<float> global(64);
+  EXPECT_DEATH(LaunchKernel(CopyMisaligned, dim3(1), dim3(32), 256, nullptr, global.data()),
+               "cp.async: an address not aligned to the copy's size");
+}
+
 #ifdef __SANITIZE_THREAD__
 // Each lane writes its slot and reads its neighbour's: a race unless __syncwarp orders the warp's lanes (since
 // Volta, lanes of a warp are not in lockstep).
@@ -234,6 +318,10 @@ TEST(EmulatedGpuRaceDeathTest, AMissingBarrierOrWarpSyncIsAReportedRace) {
   EXPECT_EXIT(LaunchKernel(NextWarp, dim3(2), dim3(128), 128 * sizeof(float), nullptr, out.data(), false),
               testing::ExitedWithCode(66), "ThreadSanitizer: data race");
   EXPECT_EXIT(LaunchKernel(NextLane, dim3(1), dim3(32), 32 * sizeof(float), nullptr, out.data(), false),
+              testing::ExitedWithCode(66), "ThreadSanitizer: data race");
+  const std::vector<float> in = Iota(64, 1000.0f);
+  EXPECT_EXIT(LaunchKernel(CopyOverTheOtherWarpsRead, dim3(2), dim3(64), 64 * sizeof(float), nullptr, out.data(),
+                           in.data(), false),
               testing::ExitedWithCode(66), "ThreadSanitizer: data race");
 }
 #endif

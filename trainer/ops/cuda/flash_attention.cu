@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kTileThreads) FlashForward(bf16* out, float* l
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;  // the longest rows first
   const int64_t stride = int64_t{d.H + 2 * d.KV} * hd;
   const Half* base = reinterpret_cast<const Half*>(qkv) + int64_t{b} * d.T * stride;
-  LoadTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);
+  CopyTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);  // lands with the first keys
   for (int i = lane; i < 16 * kOLd<hd>; i += kWarp) o[i] = 0;
 
   const int row = lane / 2, half = lane % 2;  // lanes 2r and 2r + 1 hold row r of the warp's 16
@@ -99,8 +99,9 @@ __global__ void __launch_bounds__(kTileThreads) FlashForward(bf16* out, float* l
   const int last_key = min(d.T, q0 + kTile) - 1;
   for (int k0 = 0; k0 <= last_key; k0 += kTile) {
     __syncthreads();  // every warp is done with the last tile's k and v
-    LoadTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);
-    LoadTile<hd>(v, base + int64_t{d.H + d.KV + kv} * hd, stride, k0, d.T);
+    CopyTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);
+    CopyTile<hd>(v, base + int64_t{d.H + d.KV + kv} * hd, stride, k0, d.T);
+    LandCopies();
     __syncthreads();
     RowsTimesTileT<hd>(s, q + warp * 16 * kLd<hd>, k);
     __syncwarp();
@@ -201,8 +202,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t stride = int64_t{d.H + 2 * d.KV} * hd, out_stride = int64_t{d.H} * hd;
   const Half* base = reinterpret_cast<const Half*>(qkv) + int64_t{b} * d.T * stride;
   const Half* dout_base = reinterpret_cast<const Half*>(dout) + int64_t{b} * d.T * out_stride + int64_t{h} * hd;
-  LoadTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);
-  LoadTile<hd>(v, base + int64_t{d.H + d.KV + kv} * hd, stride, k0, d.T);
+  CopyTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);  // land with the first queries
+  CopyTile<hd>(v, base + int64_t{d.H + d.KV + kv} * hd, stride, k0, d.T);
   FragC dk_acc[hd / 16], dv_acc[hd / 16];
   for (int n = 0; n < hd / 16; ++n) {
     fill_fragment(dk_acc[n], 0.0f);
@@ -211,8 +212,9 @@ __global__ void __launch_bounds__(kTileThreads)
   const int row = lane / 2, half = lane % 2;
   for (int q0 = k0; q0 < d.T; q0 += kTile) {
     __syncthreads();  // every warp is done with the last tile's q, dout, P and dS
-    LoadTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);
-    LoadTile<hd>(g, dout_base, out_stride, q0, d.T);
+    CopyTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);
+    CopyTile<hd>(g, dout_base, out_stride, q0, d.T);
+    LandCopies();
     __syncthreads();
     RowsTimesTileT<hd>(s, q + warp * 16 * kLd<hd>, k);   // S for the warp's 16 queries
     RowsTimesTileT<hd>(dp, g + warp * 16 * kLd<hd>, v);  // dP = dO V^T

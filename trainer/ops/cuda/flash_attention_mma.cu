@@ -18,6 +18,9 @@
 // keys: S^T = K Q^T and dP^T = V dO^T, P^T from the saved log-sum-exp, dS^T = P^T o (M o dP^T - D); dV += (P o
 // M)^T dO and dK += dS^T Q stay in registers across the walk; dS^T goes through shared memory so that each warp
 // can add its 16 queries' dQ += dS K to the fp32 scratch. Dropout (M) as flash_attention.cu's.
+// The tiles the walks read come by cp.async into two stages of shared memory: the next tile's copies are issued
+// as soon as the barrier at the top of a step says every warp is done with its stage, and land while the block
+// works on this one (one barrier less per step than loading in place, and no load waited for in turn).
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -97,24 +100,34 @@ __device__ __forceinline__ float QuadSum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// Q, and K and V twice: the tile in use and the next, on its way.
 template <int hd>
 constexpr size_t ForwardShared() {
-  return sizeof(Half) * 3 * kTile * kLd<hd>;
+  return sizeof(Half) * 5 * kTile * kLd<hd>;
 }
 
 template <int hd>
 __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* lse, const bf16* qkv, Dims d) {
   unsigned char* shared = DynamicShared<unsigned char>();
   Half* q = reinterpret_cast<Half*>(shared);
-  Half* k = q + kTile * kLd<hd>;
-  Half* v = k + kTile * kLd<hd>;
+  Half* key_tiles = q + kTile * kLd<hd>;  // stage s: K at key_tiles + 2 s kTile kLd, V after it
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int64_t bh = blockIdx.x;
   const int b = static_cast<int>(bh / d.H), h = static_cast<int>(bh % d.H), kv = h / (d.H / d.KV);
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kTile;  // the longest rows first
   const int64_t stride = int64_t{d.H + 2 * d.KV} * hd;
   const Half* base = reinterpret_cast<const Half*>(qkv) + int64_t{b} * d.T * stride;
-  LoadTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);
+  const int last_key = min(d.T, q0 + kTile) - 1;
+  auto copy_keys = [&](int stage, int k0) {  // K and V of keys [k0, k0 + kTile), one commit group
+    Half* k = key_tiles + 2 * stage * kTile * kLd<hd>;
+    CopyTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);
+    CopyTile<hd>(k + kTile * kLd<hd>, base + int64_t{d.H + d.KV + kv} * hd, stride, k0, d.T);
+    CommitCopies();
+  };
+  CopyTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);
+  CommitCopies();
+  copy_keys(0, 0);
+  WaitCopies<1>();  // the queries; the first keys may still be on their way
   __syncthreads();
   uint32_t qa[hd / 16][4];
   #pragma unroll
@@ -124,12 +137,12 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
   const float scale = d.scale * kLog2e;                              // scores in base 2
   float o[hd / 8][4] = {};
   float max_score[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};  // sum: this lane's part of the row
-  const int last_key = min(d.T, q0 + kTile) - 1;
-  for (int k0 = 0; k0 <= last_key; k0 += kTile) {
-    __syncthreads();  // every warp is done with the last tile's k and v
-    LoadTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);
-    LoadTile<hd>(v, base + int64_t{d.H + d.KV + kv} * hd, stride, k0, d.T);
-    __syncthreads();
+  for (int k0 = 0, stage = 0; k0 <= last_key; k0 += kTile, stage ^= 1) {
+    WaitCopies<0>();  // this thread's copies of the tile
+    __syncthreads();  // everyone's; and every warp is done with the other stage, which the next tile fills
+    if (k0 + kTile <= last_key) copy_keys(stage ^ 1, k0 + kTile);
+    const Half* k = key_tiles + 2 * stage * kTile * kLd<hd>;
+    const Half* v = k + kTile * kLd<hd>;
     float s[kTile / 8][4] = {};
     #pragma unroll
     for (int c = 0; c < hd / 16; ++c) {
@@ -198,23 +211,26 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
   }
 }
 
+// K, V, dS^T, and twice the query tiles (Q, dO and the queries' log-sum-exp and D): the tile in use and the
+// next, on its way.
 template <int hd>
 constexpr size_t BackwardShared() {
-  return sizeof(Half) * (4 * kTile * kLd<hd> + kTile * kDsLd) + sizeof(float) * 2 * kTile;
+  return sizeof(Half) * (6 * kTile * kLd<hd> + kTile * kDsLd) + sizeof(float) * 4 * kTile;
 }
+// Two blocks, as many as the registers allow, fit in a multiprocessor's 228 KiB (1 KiB reserved for each).
+static_assert(2 * (BackwardShared<128>() + 1024) <= 228 * 1024, "two backward blocks per multiprocessor");
 
 template <int hd>
 __global__ void __launch_bounds__(kTileThreads)
     BackwardKernel(float* dq, float* dk, float* dv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
                    Dims d) {
+  static_assert(kTileThreads == 2 * kTile, "a thread copies one query's log-sum-exp or D");
   unsigned char* shared = DynamicShared<unsigned char>();
   Half* k = reinterpret_cast<Half*>(shared);
   Half* v = k + kTile * kLd<hd>;
-  Half* q = v + kTile * kLd<hd>;
-  Half* go = q + kTile * kLd<hd>;     // dO
-  Half* ds = go + kTile * kLd<hd>;    // dS^T [key][query]
-  float* tile_lse = reinterpret_cast<float*>(ds + kTile * kDsLd);  // base 2
-  float* tile_d = tile_lse + kTile;
+  Half* query_tiles = v + kTile * kLd<hd>;       // stage s: Q at query_tiles + 2 s kTile kLd, dO after it
+  Half* ds = query_tiles + 4 * kTile * kLd<hd>;  // dS^T [key][query]
+  float* stats = reinterpret_cast<float*>(ds + kTile * kDsLd);  // stage s: log-sum-exp at stats + 2 s kTile, D after
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int64_t bh = blockIdx.x;
   const int b = static_cast<int>(bh / d.H), h = static_cast<int>(bh % d.H), kv = h / (d.H / d.KV);
@@ -222,24 +238,33 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t stride = int64_t{d.H + 2 * d.KV} * hd, out_stride = int64_t{d.H} * hd;
   const Half* base = reinterpret_cast<const Half*>(qkv) + int64_t{b} * d.T * stride;
   const Half* dout_base = reinterpret_cast<const Half*>(dout) + int64_t{b} * d.T * out_stride + int64_t{h} * hd;
-  LoadTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);
-  LoadTile<hd>(v, base + int64_t{d.H + d.KV + kv} * hd, stride, k0, d.T);
+  auto copy_queries = [&](int stage, int q0) {  // Q, dO, log-sum-exp and D of queries [q0, q0 + kTile)
+    Half* q = query_tiles + 2 * stage * kTile * kLd<hd>;
+    CopyTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);
+    CopyTile<hd>(q + kTile * kLd<hd>, dout_base, out_stride, q0, d.T);
+    const int i = static_cast<int>(threadIdx.x) % kTile;
+    const bool valid = q0 + i < d.T;
+    CopyAsync<4>(stats + 2 * stage * kTile + threadIdx.x,
+                 (threadIdx.x < kTile ? lse : D) + bh * d.T + (valid ? q0 + i : 0), valid);
+    CommitCopies();
+  };
+  CopyTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);  // in the first query tile's commit group
+  CopyTile<hd>(v, base + int64_t{d.H + d.KV + kv} * hd, stride, k0, d.T);
+  copy_queries(0, k0);
   const Half* my_k = k + warp * 16 * kLd<hd>;
   const Half* my_v = v + warp * 16 * kLd<hd>;
   Half* my_ds = ds + warp * 16 * kDsLd;
   const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};  // the two key rows this lane holds
   const float scale = d.scale * kLog2e;
   float dk_acc[hd / 8][4] = {}, dv_acc[hd / 8][4] = {};
-  for (int q0 = k0; q0 < d.T; q0 += kTile) {
-    __syncthreads();  // every warp is done with the last tile's q, dO, dS^T and statistics
-    LoadTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);
-    LoadTile<hd>(go, dout_base, out_stride, q0, d.T);
-    for (int i = threadIdx.x; i < kTile; i += blockDim.x) {
-      const bool valid = q0 + i < d.T;
-      tile_lse[i] = valid ? lse[bh * d.T + q0 + i] * kLog2e : 0.0f;
-      tile_d[i] = valid ? D[bh * d.T + q0 + i] : 0.0f;
-    }
-    __syncthreads();
+  for (int q0 = k0, stage = 0; q0 < d.T; q0 += kTile, stage ^= 1) {
+    WaitCopies<0>();  // this thread's copies of the tile
+    __syncthreads();  // everyone's; and every warp is done with the other stage, which the next tile fills, and dS^T
+    if (q0 + kTile < d.T) copy_queries(stage ^ 1, q0 + kTile);
+    const Half* q = query_tiles + 2 * stage * kTile * kLd<hd>;
+    const Half* go = q + kTile * kLd<hd>;               // dO
+    const float* tile_lse = stats + 2 * stage * kTile;  // natural log
+    const float* tile_d = tile_lse + kTile;
     // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys and the tile's 64 queries.
     float st[kTile / 8][4] = {}, dpt[kTile / 8][4] = {};
     #pragma unroll
@@ -264,7 +289,8 @@ __global__ void __launch_bounds__(kTileThreads)
       #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = j * 8 + 2 * t + e % 2, query = q0 + i, key = keys[e / 2];
-        const float p = query >= key && query < d.T && key < d.T ? exp2f(st[j][e] * scale - tile_lse[i]) : 0.0f;
+        const float p =
+            query >= key && query < d.T && key < d.T ? exp2f(st[j][e] * scale - tile_lse[i] * kLog2e) : 0.0f;
         float mask = 1.0f;
         if (d.p > 0 && p != 0.0f) mask = Keeps(d, bh, query, key) ? d.keep_scale : 0.0f;
         st[j][e] = p * mask;

@@ -30,16 +30,28 @@ inline Dims MakeDims(int B, int T, int H, int KV, int hd, float p, uint64_t key,
   return {B, T, H, KV, 1.0f / sqrtf(static_cast<float>(hd)), p, p > 0 ? 1.0f / (1.0f - p) : 1.0f, key, first_index};
 }
 
-// Rows [row0, row0 + kTile) of one head into shared memory [kTile][kLd], 16 bytes at a time; zeros past T.
+// Issues the cp.async copies of rows [row0, row0 + kTile) of one head into shared memory [kTile][kLd], 16 bytes
+// each, zeros past T, shared out over a block of kTileThreads. They land once each thread has waited for them
+// (WaitCopies, or LandCopies) and the block has met at a barrier. A tile's copies are all in flight at once: the
+// loop of loads and stores this replaces waited for each load in turn (a store might alias the next load). Not
+// unrolled: nothing in it waits, and unrolled it kept every copy's address in registers (ptxas: 128 -> 167 for
+// the mma.sync forward at head size 64, one block less per multiprocessor).
 template <int hd>
-__device__ inline void LoadTile(Half* dst, const Half* src, int64_t stride, int row0, int T) {
+__device__ inline void CopyTile(Half* dst, const Half* src, int64_t stride, int row0, int T) {
   constexpr int kChunks = hd / 8;
-  for (int i = threadIdx.x; i < kTile * kChunks; i += blockDim.x) {
-    const int r = i / kChunks, c = i % kChunks * 8;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (row0 + r < T) value = *reinterpret_cast<const uint4*>(src + (row0 + r) * stride + c);
-    *reinterpret_cast<uint4*>(dst + r * kLd<hd> + c) = value;
+  static_assert(kTile * kChunks % kTileThreads == 0, "every thread copies as many chunks");
+#pragma unroll 1
+  for (int j = 0; j < kTile * kChunks / kTileThreads; ++j) {
+    const int i = static_cast<int>(threadIdx.x) + j * kTileThreads, r = i / kChunks, c = i % kChunks * 8;
+    const bool valid = row0 + r < T;
+    CopyAsync<16>(dst + r * kLd<hd> + c, src + (valid ? row0 + r : 0) * stride + c, valid);
   }
+}
+
+// Commits the calling thread's copies and waits for all of them.
+__device__ __forceinline__ void LandCopies() {
+  CommitCopies();
+  WaitCopies<0>();
 }
 
 // Whether attention dropout keeps the probability of (query, key) in head bh: the CPU's mask at the CPU's index.

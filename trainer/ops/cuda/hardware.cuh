@@ -1,5 +1,5 @@
 // What the CUDA operations ask of the hardware directly: the kernel launch, dynamic shared memory, and the
-// mma.sync and ldmatrix instructions. Everything else in trainer/ops/cuda is plain CUDA C++, so that
+// mma.sync, ldmatrix and cp.async instructions. Everything else in trainer/ops/cuda is plain CUDA C++, so that
 // tests/emulated_gpu/ can run the same kernels on the CPU by putting its own version of this one header first on
 // the include path; nothing that touches the hardware belongs anywhere else.
 #pragma once
@@ -54,6 +54,32 @@ __device__ __forceinline__ void LoadTransposed(uint32_t (&r)[4], const __nv_bflo
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(address));
+}
+
+// cp.async (sm_80 on): kBytes (4, 8 or 16) from global to shared memory, without passing through registers;
+// zeros where !valid (the source, which must still be a global address, is not read then). The copy lands some
+// time before the issuing thread's WaitCopies for its group returns; other threads see it after a barrier.
+template <int kBytes>
+__device__ __forceinline__ void CopyAsync(void* shared_dst, const void* global_src, bool valid) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(shared_dst));
+  if constexpr (kBytes == 16) {  // .cg: through L2 only, the tiles are read once per block
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src), "r"(valid ? 16 : 0)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(global_src), "n"(kBytes),
+                 "r"(valid ? kBytes : 0)
+                 : "memory");
+  }
+}
+
+// Closes the calling thread's group of cp.async copies (cp.async.commit_group).
+__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Returns once all but the newest kPending of the calling thread's committed groups have landed.
+template <int kPending>
+__device__ __forceinline__ void WaitCopies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 }  // namespace srunway::trainer::cuda

@@ -1,7 +1,8 @@
 // trainer/ops/cuda/hardware.cuh on tests/emulated_gpu's emulator: the launch runs the kernel on every emulated
-// thread before it returns, dynamic shared memory is the block's NaN-filled buffer, and mma.sync and ldmatrix
-// are computed lane by lane from the fragment layouts of the PTX ISA (written out at the top of
-// flash_attention_mma.cu), so the kernels' fragment bookkeeping is checked, not assumed.
+// thread before it returns, dynamic shared memory is the block's NaN-filled buffer, mma.sync and ldmatrix are
+// computed lane by lane from the fragment layouts of the PTX ISA (written out at the top of
+// flash_attention_mma.cu), so the kernels' fragment bookkeeping is checked, not assumed, and cp.async's copies
+// land at their issue or at their wait (emulator.h), so that a kernel relying on either shows.
 #pragma once
 
 #include <cstddef>
@@ -97,5 +98,35 @@ void LoadMatrixFragments(uint32_t (&r)[4], const __nv_bfloat16* row) {
 
 inline void LoadMatrices(uint32_t (&r)[4], const __nv_bfloat16* row) { LoadMatrixFragments<false>(r, row); }
 inline void LoadTransposed(uint32_t (&r)[4], const __nv_bfloat16* row) { LoadMatrixFragments<true>(r, row); }
+
+// cp.async of kBytes from global to shared memory (zeros where !valid; the source is not read then).
+template <int kBytes>
+void CopyAsync(void* shared_dst, const void* global_src, bool valid) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  namespace emu = emulated_gpu;
+  auto* dst = static_cast<unsigned char*>(shared_dst);
+  if (dst < emu::DynamicShared() || dst + kBytes > emu::DynamicShared() + emu::DynamicSharedBytes()) {
+    emu::Fail("cp.async: a destination outside the block's dynamic shared memory");
+  }
+  if (reinterpret_cast<uintptr_t>(dst) % kBytes != 0 || reinterpret_cast<uintptr_t>(global_src) % kBytes != 0) {
+    emu::Fail("cp.async: an address not aligned to the copy's size");
+  }
+  emu::AsyncCopy copy{dst, {}, kBytes};
+  if (valid) std::memcpy(copy.bytes, global_src, kBytes);
+  if (emu::CopiesLandAtIssue()) {
+    std::memcpy(dst, copy.bytes, kBytes);
+  } else {
+    emu::QueueCopy(copy);
+  }
+}
+
+inline void CommitCopies() { emulated_gpu::CommitCopies(); }
+
+template <int kPending>
+void WaitCopies() {
+  for (const emulated_gpu::AsyncCopy& copy : emulated_gpu::TakeLandedCopies(kPending)) {
+    std::memcpy(copy.dst, copy.bytes, static_cast<size_t>(copy.size));
+  }
+}
 
 }  // namespace srunway::trainer::cuda
