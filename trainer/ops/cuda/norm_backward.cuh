@@ -16,6 +16,7 @@ inline constexpr int kNormWarps = kThreads / kWarp;
 inline constexpr int kNormRowsPerWarp = 8;
 inline constexpr int kNormBlockRows = kNormWarps * kNormRowsPerWarp;
 inline constexpr int kNormColumnsPerLane = 8;
+inline constexpr int kNormColumnsInFlight = 4;
 
 template <typename Grads>
 __global__ void __launch_bounds__(kThreads, 3) NormBackwardKernel(Grads grads, bf16* dinp, int N, int C) {
@@ -38,10 +39,22 @@ __global__ void __launch_bounds__(kThreads, 3) NormBackwardKernel(Grads grads, b
       const int row = first + i * kNormWarps;
       if (row >= N) break;
       const int64_t base = int64_t{row} * C;
+      // Loads first, then stores, kNormColumnsInFlight columns at a time: a store the compiler must assume may
+      // alias a later load held each element's loads back until the last element's store was issued, one memory
+      // latency per element.
 #pragma unroll
-      for (int j = 0; j < kNormColumnsPerLane; ++j) {
-        const int c = slab + lane + kWarp * j;
-        if (c < C) Store(dinp, base + c, Load(dinp, base + c) + grads.Element(base + c, c, rows[i], shares[j]));
+      for (int j0 = 0; j0 < kNormColumnsPerLane; j0 += kNormColumnsInFlight) {
+        float updated[kNormColumnsInFlight];
+#pragma unroll
+        for (int j = j0; j < j0 + kNormColumnsInFlight; ++j) {
+          const int c = slab + lane + kWarp * j;
+          if (c < C) updated[j - j0] = Load(dinp, base + c) + grads.Element(base + c, c, rows[i], shares[j]);
+        }
+#pragma unroll
+        for (int j = j0; j < j0 + kNormColumnsInFlight; ++j) {
+          const int c = slab + lane + kWarp * j;
+          if (c < C) Store(dinp, base + c, updated[j - j0]);
+        }
       }
     }
 #pragma unroll
