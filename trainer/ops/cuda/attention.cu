@@ -164,13 +164,13 @@ int ForHeadSize(int hd, Launch launch) {
 
 const char* AttentionKernelName(int hd) {
   alignas(16) static const char kAligned[16] = {};
-  if (FlashAttentionSupported(hd, kAligned, kAligned, kAligned)) return FlashAttentionKernelName();
+  if (FlashAttentionSupported(hd, kAligned, kAligned, kAligned, kAligned)) return FlashAttentionKernelName();
   return Supported(1, 1, hd) ? "one warp per query row" : nullptr;
 }
 
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
                      uint64_t dropout_key, int64_t dropout_first_index, Stream stream) {
-  if (FlashAttentionSupported(hd, qkv, out, nullptr)) {
+  if (FlashAttentionSupported(hd, qkv, out, nullptr, nullptr)) {
     return FlashAttentionForward(out, lse, qkv, B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, stream);
   }
   if (!Supported(H, KV, hd)) return static_cast<int>(cudaErrorInvalidValue);
@@ -186,7 +186,7 @@ int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H
 int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
                       int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
                       int64_t dropout_first_index, Stream stream) {
-  if (FlashAttentionSupported(hd, qkv, out, dout)) {
+  if (FlashAttentionSupported(hd, qkv, out, dout, dqkv)) {
     return FlashAttentionBackward(dqkv, scratch, dout, out, qkv, lse, B, T, H, KV, hd, dropout_p, dropout_key,
                                   dropout_first_index, stream);
   }

@@ -34,11 +34,6 @@ namespace {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kDsLd = kTile + 8;  // bf16 dS^T rows [key][query] in shared memory
 
-__device__ __forceinline__ uint32_t Pack(float low, float high) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
-
 // A (16 x 16) = columns [c0, c0 + 16) of 16 rows of a row-major shared tile, by one ldmatrix: matrices 0-3 are
 // rows 0-7 and 8-15 of columns c0.. and then of c0 + 8...
 __device__ __forceinline__ void LoadA(uint32_t (&a)[4], const Half* rows, int ld, int c0, int lane) {

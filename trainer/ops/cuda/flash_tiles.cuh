@@ -54,6 +54,12 @@ __device__ __forceinline__ void LandCopies() {
   WaitCopies<0>();
 }
 
+// Two floats as the bf16 pair of one 32-bit word, the first in the low half.
+__device__ __forceinline__ uint32_t Pack(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
 // Whether attention dropout keeps the probability of (query, key) in head bh: the CPU's mask at the CPU's index.
 __device__ __forceinline__ bool Keeps(const Dims& d, int64_t bh, int query, int key) {
   return DropoutKeeps(d.key, static_cast<uint64_t>(d.first_index + (bh * d.T + query) * d.T + key), d.p);

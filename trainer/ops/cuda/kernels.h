@@ -111,9 +111,9 @@ int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* 
 // mma.sync kernels, whichever is faster, timed once per shape), or "" (unset: the mma.sync kernels).
 bool AttentionIs(const char* name);
 
-// flash_attention.cu: the tiled kernels behind AttentionForward/Backward, whether they take a call (dout may be
+// flash_attention.cu: the tiled kernels behind AttentionForward/Backward, whether they take a call (dout and dqkv
 // null for the forward), and which of them SRUNWAY_ATTENTION picks.
-bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const void* dout);
+bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const void* dout, const void* dqkv);
 const char* FlashAttentionKernelName();
 int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
                           float dropout_p, uint64_t dropout_key, int64_t dropout_first_index, Stream stream);
