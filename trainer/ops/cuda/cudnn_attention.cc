@@ -570,6 +570,15 @@ const std::string& CudnnAttention::library_path() const { return api_->lib.path(
 
 size_t CudnnAttention::version() const { return api_->get_version(); }
 
+namespace {
+
+// Tells once that the kernels take a shape from now on, and why (`kept`: NotFound with cuDNN's reason).
+void WarnKernelsRunIt(const Status& kept) {
+  common::LogWarn("{}; srunway's attention kernels run it instead", kept.message());
+}
+
+}  // namespace
+
 StatusOr<CudnnAttention::Plan*> CudnnAttention::PlanFor(bool backward, const AttentionShape& shape) {
   const auto key = std::make_tuple(backward, shape);
   auto it = plans_.find(key);
@@ -581,7 +590,7 @@ StatusOr<CudnnAttention::Plan*> CudnnAttention::PlanFor(bool backward, const Att
         it->second = common::NotFound("cuDNN {} could not plan {}: {}", api_->get_version(), Describe(backward, shape),
                                       failed.message());
       }
-      common::LogWarn("{}; srunway's attention kernels run it instead", it->second.status().message());
+      WarnKernelsRunIt(it->second.status());
     }
   }
   if (!it->second.ok()) return it->second.status();
@@ -597,7 +606,7 @@ Status CudnnAttention::Run(bool backward, const AttentionShape& shape, const std
   auto& kept = plans_.at(std::make_tuple(backward, shape));
   kept = common::NotFound("cuDNN {} failed to run {}: {}", api_->get_version(), Describe(backward, shape),
                           ran.message());
-  common::LogWarn("{}; srunway's attention kernels run it instead", kept.status().message());
+  WarnKernelsRunIt(kept.status());
   return kept.status();
 }
 
@@ -661,17 +670,16 @@ Status CudnnAttention::Backward(void* dqkv, const void* dout, const void* out, c
   for (const void* p : std::initializer_list<const void*>{rows + k_at, rows + v_at, qkv, dqkv, dout, out}) {
     if (!Aligned(p)) return common::NotFound("cuDNN's attention needs 16-byte aligned tensors and heads");
   }
-  return Run(true, s,
-             {{kQ, rows},
-                  {kK, rows + k_at},
-                  {kV, rows + v_at},
-                  {kO, const_cast<void*>(out)},
-                  {kDO, const_cast<void*>(dout)},
-                  {kStats, const_cast<float*>(lse)},
-              {kDQ, grads},
-              {kDK, grads + k_at},
-              {kDV, grads + v_at}},
-             stream);
+  const std::map<int64_t, void*> tensors = {{kQ, rows},
+                                            {kK, rows + k_at},
+                                            {kV, rows + v_at},
+                                            {kO, const_cast<void*>(out)},
+                                            {kDO, const_cast<void*>(dout)},
+                                            {kStats, const_cast<float*>(lse)},
+                                            {kDQ, grads},
+                                            {kDK, grads + k_at},
+                                            {kDV, grads + v_at}};
+  return Run(true, s, tensors, stream);
 }
 
 namespace {
@@ -693,10 +701,6 @@ bool WantsOnlyADriver(const std::string& why) {
   return first != std::string::npos &&
          why.compare(first + 9, 55, "CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING") == 0;
 }
-
-}  // namespace
-
-namespace {
 
 // Builds and finalizes both directions' graphs of `shape` with the cuDNN that `library` names, handing each to
 // `check` with what it is ("causal attention forward of ... with PATH").
