@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "cuda_runtime.h"
@@ -133,14 +134,9 @@ __global__ void CopyOverTheOtherWarpsRead(float* out, const float* in, bool barr
 
 __global__ void CopyMisaligned(const void* in) { CopyAsync<16>(DynamicShared<float>() + 1, in, true); }
 
-std::vector<float> Iota(size_t n, float first) {
-  std::vector<float> values(n);
-  for (size_t i = 0; i < n; ++i) values[i] = first + static_cast<float>(i);
-  return values;
-}
-
 TEST(EmulatedGpu, AsyncCopiesLandAfterTheWaitAndABarrier) {
-  const std::vector<float> in = Iota(128, 1000.0f);
+  std::vector<float> in(128);
+  std::iota(in.begin(), in.end(), 1000.0f);
   for (bool zero_odd : {false, true}) {
     std::vector<float> out(128);
     LaunchKernel(CopyToNextWarp, dim3(2), dim3(64), 64 * sizeof(float), nullptr, out.data(), in.data(), true, zero_odd);
@@ -152,7 +148,8 @@ TEST(EmulatedGpu, AsyncCopiesLandAfterTheWaitAndABarrier) {
 }
 
 TEST(EmulatedGpu, AReadBeforeTheWaitShowsInOneOfTheTwoWarpOrders) {
-  const std::vector<float> in = Iota(128, 1000.0f);
+  std::vector<float> in(128);
+  std::iota(in.begin(), in.end(), 1000.0f);
   std::vector<float> out(128);
   LaunchKernel(CopyToNextWarp, dim3(2), dim3(64), 64 * sizeof(float), nullptr, out.data(), in.data(), false, false);
   int wrong = 0;
@@ -164,7 +161,8 @@ TEST(EmulatedGpu, ACopyOverATileStillReadShowsInOneOfTheTwoWarpOrders) {
 #ifdef __SANITIZE_THREAD__
   GTEST_SKIP() << "the race check reports the race itself (EmulatedGpuRaceDeathTest)";
 #endif
-  const std::vector<float> in = Iota(64, 1000.0f);
+  std::vector<float> in(64);
+  std::iota(in.begin(), in.end(), 1000.0f);
   for (bool barrier : {true, false}) {
     std::vector<float> out(128);
     LaunchKernel(CopyOverTheOtherWarpsRead, dim3(2), dim3(64), 64 * sizeof(float), nullptr, out.data(), in.data(),
@@ -319,7 +317,8 @@ TEST(EmulatedGpuRaceDeathTest, AMissingBarrierOrWarpSyncIsAReportedRace) {
               testing::ExitedWithCode(66), "ThreadSanitizer: data race");
   EXPECT_EXIT(LaunchKernel(NextLane, dim3(1), dim3(32), 32 * sizeof(float), nullptr, out.data(), false),
               testing::ExitedWithCode(66), "ThreadSanitizer: data race");
-  const std::vector<float> in = Iota(64, 1000.0f);
+  std::vector<float> in(64);
+  std::iota(in.begin(), in.end(), 1000.0f);
   EXPECT_EXIT(LaunchKernel(CopyOverTheOtherWarpsRead, dim3(2), dim3(64), 64 * sizeof(float), nullptr, out.data(),
                            in.data(), false),
               testing::ExitedWithCode(66), "ThreadSanitizer: data race");
