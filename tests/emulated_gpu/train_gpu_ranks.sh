@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Several GPUs, emulated: `srunway-train --device cuda` as two ranks of one job, which one real GPU cannot host
+# (NCCL refuses two ranks on one GPU). Each rank is a process with torchrun's environment on its own stand-in GPU
+# (FAKE_CUDA_DEVICES=2: local ranks 0 and 1 take GPUs 0 and 1), running the kernels on the emulated GPU, and the
+# stand-in NCCL's collectives meet in shared memory (FAKE_NCCL_SHARED=1) and really add the ranks' gradients:
+#   1. two ranks of micro-batch 2 train as one rank accumulating the same 4 samples per step: every step's loss
+#      and gradient norm within 1e-4 relative (only the order of the gradients' sums differs);
+#   2. the same with --use-distributed-optimizer (ZeRO-1: each bucket reduce-scattered, each rank's AdamW on its
+#      shard, the new parameters all-gathered, all on the device);
+#   3. the two ZeRO-1 ranks' checkpoint of step 3 (one shard each, written from device memory) resumes on one
+#      rank, whose steps 4-6 match the two ranks' own.
+# Usage: train_gpu_ranks.sh SRUNWAY_TRAIN (the emulated GPU's build: tests/emulated_gpu/meson.build)
+set -euo pipefail
+train=${1:?usage: train_gpu_ranks.sh SRUNWAY_TRAIN}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+unset SLURM_PROCID SLURM_JOB_ID SLURM_STEP_ID PMIX_RANK PMIX_NAMESPACE RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
+
+export FAKE_CUDA_DEVICES=2 FAKE_NCCL_SHARED=1 FAKE_NCCL_TIMEOUT=120
+common=(--preset gpt-tiny --seq-length 32 --micro-batch-size 2 --global-batch-size 4 --mock-data --lr 3e-3
+        --warmup-steps 2 --train-steps 6 --log-interval 1 --peak-tflops 1 --bucket-size-mb 0.05 --device cuda)
+
+# ranks NAME FLAGS...: two ranks of one job; rank 0 writes $work/NAME.jsonl, each rank's stderr is NAME.RANK.err.
+ranks() {
+  local name=$1 r rc=0
+  shift
+  local port=$((20000 + RANDOM % 20000))
+  local pids=()
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      "$train" "${common[@]}" --metrics-file "$work/$name.jsonl" "$@" >"$work/$name.$r.out" 2>"$work/$name.$r.err" &
+    pids+=($!)
+  done
+  for r in 0 1; do
+    wait "${pids[$r]}" || { rc=$?; echo "rank $r of $name exited $rc:" >&2; cat "$work/$name.$r.err" >&2; }
+  done
+  ((rc == 0)) || fail "$name: a rank failed"
+}
+# one NAME FLAGS...: one rank alone.
+one() {
+  local name=$1
+  shift
+  "$train" "${common[@]}" --metrics-file "$work/$name.jsonl" "$@" >"$work/$name.out" 2>"$work/$name.err" ||
+    fail "$name: exit $?: $(cat "$work/$name.err")"
+}
+# same NAME EXPECTED.jsonl GOT.jsonl [FIRST_STEP]: GOT's losses and gradient norms from FIRST_STEP on are
+# EXPECTED's within 1e-4 relative.
+same() {
+  python3 - "$@" <<'PY'
+import json, sys
+name, expected_path, got_path = sys.argv[1:4]
+first = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+read = lambda p: {r["step"]: r for r in map(json.loads, open(p)) if "loss" in r and r["step"] >= first}
+expected, got = read(expected_path), read(got_path)
+assert expected and sorted(expected) == sorted(got), f"{name}: steps {sorted(got)}, expected {sorted(expected)}"
+worst = max(abs(got[s][k] - expected[s][k]) / abs(expected[s][k]) for s in expected for k in ("loss", "grad_norm"))
+last = max(expected)
+print(f"{name}: steps {first}-{last}, last loss {got[last]['loss']:.6f} (expected {expected[last]['loss']:.6f}), "
+      f"worst relative gap {worst:.2e} (allowed 1e-4)")
+assert worst <= 1e-4, f"{name}: {worst:.2e} from the expected losses and gradient norms"
+PY
+}
+
+echo "== 1. two GPUs against one accumulating the same samples"
+one single
+ranks two
+grep -q "training on Fake GPU (0000:1b:00.0)" "$work/two.0.err" ||
+  fail "no line from rank 0 naming its GPU: $(cat "$work/two.0.err")"
+same "two ranks" "$work/single.jsonl" "$work/two.jsonl"
+
+echo "== 2. ZeRO-1 on two GPUs"
+ranks zero --use-distributed-optimizer --save "$work/ckpt" --save-interval 3
+same "ZeRO-1, two ranks" "$work/single.jsonl" "$work/zero.jsonl"
+
+echo "== 3. the two ranks' checkpoint of step 3 resumed on one GPU"
+shards=$(find "$work/ckpt/iter_0000003" -name 'shard_*.ckpt' | wc -l)
+((shards == 2)) || fail "iter_0000003 holds $shards shards, not one per rank"
+one resumed --load "$work/ckpt/iter_0000003"
+same "resumed on one rank" "$work/zero.jsonl" "$work/resumed.jsonl" 4
+echo "ok: srunway-train on two emulated GPUs"
