@@ -511,7 +511,8 @@ int main(int argc, char** argv) {
     Matmul(gpu, **blas, 256, 768, 2304, true);
     Matmul(gpu, **blas, 100, 96, 40, false);
     Matmul(gpu, **blas, 33, 64, 8, true);
-    Matmul(gpu, **blas, 1000, 64, 40, true);  // the bias gradient over four chunks of rows
+    Matmul(gpu, **blas, 1000, 64, 40, true);  // the bias gradient over four chunks of rows, 8 columns a lane
+    Matmul(gpu, **blas, 300, 64, 36, true);   // and one column a lane (36 is no multiple of 8), over two chunks
     MatmulGelu(gpu, **blas, 256, 768, 3072, true, /*must_fuse=*/true);
     MatmulGelu(gpu, **blas, 256, 768, 3072, false);
     MatmulGelu(gpu, **blas, 33, 64, 40, true);

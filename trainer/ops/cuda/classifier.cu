@@ -54,14 +54,8 @@ __device__ __forceinline__ void Add(MaxSum& state, float x) {
   }
 }
 
-// Eight bf16 values in 16 bytes: the kVector kernels (V a multiple of 8, as padded vocabularies are: 50304) read and
-// write them with one load or store each.
-constexpr int kPack = 8;
-union Pack8 {
-  uint4 raw;
-  __nv_bfloat162 pairs[kPack / 2];
-};
-
+// The kVector kernels (V a multiple of 8, as padded vocabularies are: 50304) read and write each row a Pack8 at a
+// time.
 template <bool kVector>
 __global__ void LossesKernel(float* losses, float* lse, const bf16* logits, const int32_t* targets, int V) {
   const int64_t base = int64_t{blockIdx.x} * V;
@@ -108,11 +102,6 @@ __global__ void GradientsKernel(bf16* logits, const float* lse, const int32_t* t
   } else {
     for (int v = threadIdx.x; v < V; v += blockDim.x) Store(logits, base + v, gradient(Load(logits, base + v), v));
   }
-}
-
-// Whether a row of V bf16 values starting at `logits` can be read 16 bytes at a time.
-bool Vectorizable(const bf16* logits, int V) {
-  return V % kPack == 0 && reinterpret_cast<uintptr_t>(logits) % sizeof(uint4) == 0;
 }
 
 }  // namespace

@@ -22,6 +22,17 @@ __device__ __forceinline__ void Store(bf16* p, int64_t i, float x) {
 constexpr int kThreads = 256;
 constexpr int kWarp = 32;
 
+// Eight bf16 values in 16 bytes, loaded or stored at once where rows of them allow it (Vectorizable).
+constexpr int kPack = 8;
+union Pack8 {
+  uint4 raw;
+  __nv_bfloat162 pairs[kPack / 2];
+};
+// Whether rows of `row_length` bf16 values starting at `p` can be read and written a Pack8 at a time.
+inline bool Vectorizable(const bf16* p, int64_t row_length) {
+  return row_length % kPack == 0 && reinterpret_cast<uintptr_t>(p) % sizeof(uint4) == 0;
+}
+
 // Enough blocks of kThreads for n elements in a grid-stride loop, capped where more would only queue.
 inline unsigned Blocks(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
