@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang in build-fuzz/ and runs each for a bounded time over its seed corpus.
-# Usage: scripts/fuzz.sh [--long] [--build-only] [-j JOBS] [SECONDS_PER_TARGET] [TARGET...]
+# Usage: scripts/fuzz.sh [--long] [-j JOBS] [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 20 (the test suite passes 30); TARGET names as in kTargets, default all of them.
 #   --long              600 s per target unless SECONDS is given, a 30 s limit per input instead of 10 (a busy
 #                       machine must not pass for a slow input), and the inputs that reach new code are merged
 #                       into tests/fuzz/corpus/TARGET (commit them). Each target's run count goes to
 #                       build-fuzz/fuzz-summary.txt with the date.
-#   --build-only        build the targets and stop (scripts/test.sh builds them while other tests run)
 #   -j JOBS             targets run side by side (default 1)
 # Exits 1 on any crash, leak, timeout or sanitizer report, 2 on a bad argument.
 set -euo pipefail
@@ -16,13 +15,10 @@ readonly kBuild=${SRUNWAY_FUZZ_BUILD_DIR:-$kRepo/build-fuzz}
 readonly kTargets=(hostlist plugin_args topology_xml tcp_frame megatron_idx nccl_tests_log blueprint_validate
                    checkpoint_header safetensors_header prep_jsonl)
 
-long=0 build_only=0 jobs=1
-while [[ ${1:-} == --long || ${1:-} == --build-only || ${1:-} == -j ]]; do
+long=0 jobs=1
+while [[ ${1:-} == --long || ${1:-} == -j ]]; do
   if [[ $1 == --long ]]; then
     long=1
-    shift
-  elif [[ $1 == --build-only ]]; then
-    build_only=1
     shift
   else
     [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: -j needs a number of jobs" >&2; exit 2; }
@@ -47,7 +43,7 @@ for target in "${targets[@]}"; do
   fi
 done
 
-# -g1: line tables, all that a crash report's stack needs; full debug information made the build a quarter longer.
+# -g1: line tables, all that a crash report's stack needs, for less compile time than full debug information.
 if [[ ! -f $kBuild/build.ninja ]]; then
   CC=clang CXX=clang++ meson setup "$kBuild" "$kRepo" -Dfuzz=enabled -Dcuda=disabled -Dsanitized_tests=disabled \
     -Dbuildtype=debugoptimized -Dcpp_args=-g1 >"$kRepo/.meson-fuzz-setup.log" 2>&1 || {
@@ -62,9 +58,6 @@ ninja -C "$kBuild" $(printf 'tests/fuzz/%s_fuzzer ' "${targets[@]}") >"$kBuild/n
   echo "fuzz: build failed (log: $kBuild/ninja-fuzz.log)" >&2
   exit 1
 }
-if ((build_only)); then
-  exit 0
-fi
 
 # Runs one target; its result lines go to stdout/stderr, its exit code says whether it stayed clean.
 run_target() {
