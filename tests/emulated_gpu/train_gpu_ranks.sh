@@ -25,7 +25,22 @@ common=(--preset gpt-tiny --seq-length 32 --micro-batch-size 2 --global-batch-si
 ranks() {
   local name=$1 r rc=0
   shift
-  local port=$((20000 + RANDOM % 20000))
+  # MASTER_PORT and the next port (srunway's exchange) both free.
+  local port
+  port=$(python3 -c '
+import random, socket
+while True:
+    port, held = random.randrange(20000, 40000), []
+    try:
+        for p in (port, port + 1):
+            held.append(socket.socket())
+            held[-1].bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        for s in held: s.close()
+    print(port)
+    break')
   local pids=()
   for r in 0 1; do
     RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
