@@ -4,7 +4,8 @@
 # (FAKE_CUDA_DEVICES=2: local ranks 0 and 1 take GPUs 0 and 1), running the kernels on the emulated GPU, and the
 # stand-in NCCL's collectives meet in shared memory (FAKE_NCCL_SHARED=1) and really add the ranks' gradients:
 #   1. two ranks of micro-batch 2 train as one rank accumulating the same 4 samples per step: every step's loss
-#      and gradient norm within 1e-4 relative (only the order of the gradients' sums differs);
+#      and gradient norm within 1e-4 relative (only the order of the gradients' sums differs), dropout on (each
+#      sample's masks are drawn at its global index: a rank 1 drawing rank 0's masks is 4% off);
 #   2. the same with --use-distributed-optimizer (ZeRO-1: each bucket reduce-scattered, each rank's AdamW on its
 #      shard, the new parameters all-gathered, all on the device);
 #   3. the two ZeRO-1 ranks' checkpoint of step 3 (one shard each, written from device memory) resumes on one
@@ -19,7 +20,8 @@ unset SLURM_PROCID SLURM_JOB_ID SLURM_STEP_ID PMIX_RANK PMIX_NAMESPACE RANK WORL
 
 export FAKE_CUDA_DEVICES=2 FAKE_NCCL_SHARED=1 FAKE_NCCL_TIMEOUT=120
 common=(--preset gpt-tiny --seq-length 32 --micro-batch-size 2 --global-batch-size 4 --mock-data --lr 3e-3
-        --warmup-steps 2 --train-steps 6 --log-interval 1 --peak-tflops 1 --bucket-size-mb 0.05 --device cuda)
+        --warmup-steps 2 --train-steps 6 --log-interval 1 --peak-tflops 1 --bucket-size-mb 0.05 --device cuda
+        --hidden-dropout 0.1 --attention-dropout 0.1)
 
 # ranks NAME FLAGS...: two ranks of one job; rank 0 writes $work/NAME.jsonl, each rank's stderr is NAME.RANK.err.
 ranks() {
