@@ -489,6 +489,7 @@ int main(int argc, char** argv) {
     Attention(gpu, 1, 77, 4, 1, 32, 0.0f);  // every tiled head size, lengths that end mid-tile, 4 heads per kv
     Attention(gpu, 2, 130, 6, 2, 96, 0.1f);
     Attention(gpu, 2, 100, 4, 2, 16, 0.1f);  // the tiny presets' head size
+    Attention(gpu, 2, 130, 3, 3, 64, 0.1f);  // a k/v head per query head: dK and dV stored by their block
   }
   if (wanted("cudnn")) {
     auto cudnn = cuda::CudnnAttention::Open(gpu.device());

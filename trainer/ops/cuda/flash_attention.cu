@@ -272,12 +272,13 @@ __global__ void __launch_bounds__(kTileThreads)
   AddRows<hd>(dv_rows, kv_stride, s, k0 + warp * 16, d.T, 1.0f);
 }
 
-// dqkv = the fp32 sums (q [B, T, H, hd], k and v [B, T, KV, hd]), 8 columns per thread: hd is a multiple of 8,
-// so no 8 straddle q, k and v. Two 16-byte loads and a 16-byte store, where one column per thread took 8 of each
-// and a 64-bit division per column (4.2% of GPT-2's step on the H200 that way).
+// dqkv = the fp32 sums (q [B, T, H, hd], k and v [B, T, KV, hd]) of each token's first `summed_heads` heads (H:
+// q only, or H + 2 KV: all), 8 columns per thread: hd is a multiple of 8, so no 8 straddle q, k and v. Two
+// 16-byte loads and a 16-byte store, where one column per thread took 8 of each and a 64-bit division per column
+// (4.2% of GPT-2's step on the H200 that way).
 __global__ void StoreQkvGradients(bf16* dqkv, const float* dq, const float* dk, const float* dv, int H, int KV, int hd,
-                                  int64_t tokens) {
-  const int chunks = (H + 2 * KV) * hd / 8;  // per token
+                                  int summed_heads, int64_t tokens) {
+  const int chunks = summed_heads * hd / 8, row_chunks = (H + 2 * KV) * hd / 8;  // per token
   const int64_t n = tokens * chunks;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t token = i / chunks;
@@ -286,7 +287,7 @@ __global__ void StoreQkvGradients(bf16* dqkv, const float* dq, const float* dk, 
                        : c < (H + KV) * hd ? dk + token * KV * hd + (c - H * hd)
                                            : dv + token * KV * hd + (c - (H + KV) * hd);
     const float4 low = *reinterpret_cast<const float4*>(src), high = *reinterpret_cast<const float4*>(src + 4);
-    *reinterpret_cast<uint4*>(reinterpret_cast<Half*>(dqkv) + token * chunks * 8 + c) =
+    *reinterpret_cast<uint4*>(reinterpret_cast<Half*>(dqkv) + token * row_chunks * 8 + c) =
         make_uint4(Pack(low.x, low.y), Pack(low.z, low.w), Pack(high.x, high.y), Pack(high.z, high.w));
   }
 }
@@ -342,7 +343,12 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
   float* dk = dq + tokens * H * hd;
   float* dv = dk + tokens * KV * hd;
   float* D = dv + tokens * KV * hd;
-  if (cudaError_t rc = cudaMemsetAsync(scratch, 0, sizeof(float) * static_cast<size_t>(tokens * (H + 2 * KV) * hd),
+  // With a k/v head per query head the mma.sync kernel's blocks each own their keys and store dK and dV in dqkv
+  // themselves: only dQ, which every block of a head adds to, goes through the fp32 sums (a third of the zeroing
+  // and of the final store).
+  const bool own_keys = KV == H && !AttentionIs("wmma");
+  const int summed_heads = own_keys ? H : H + 2 * KV;
+  if (cudaError_t rc = cudaMemsetAsync(scratch, 0, sizeof(float) * static_cast<size_t>(tokens * summed_heads * hd),
                                        AsStream(stream));
       rc != cudaSuccess) {
     return static_cast<int>(rc);
@@ -354,7 +360,10 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
   if (int rc = Launched(); rc != 0) return rc;
   const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kTile - 1) / kTile));
   if (!AttentionIs("wmma")) {
-    if (int rc = MmaBackward(dq, dk, dv, dout, qkv, lse, D, d, hd, AsStream(stream)); rc != 0) return rc;
+    if (int rc = MmaBackward(dq, dk, dv, own_keys ? dqkv : nullptr, dout, qkv, lse, D, d, hd, AsStream(stream));
+        rc != 0) {
+      return rc;
+    }
   } else if (int rc = ForTiledHeadSize(hd, [&](auto size) {
         constexpr int kHd = decltype(size)::value;
         constexpr size_t bytes = BackwardSharedBytes<kHd>();
@@ -365,8 +374,8 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
       rc != 0) {
     return rc;
   }
-  LaunchKernel(StoreQkvGradients, Blocks(tokens * (H + 2 * KV) * hd / 8), kThreads, 0, AsStream(stream), dqkv, dq, dk,
-               dv, H, KV, hd, tokens);
+  LaunchKernel(StoreQkvGradients, Blocks(tokens * summed_heads * hd / 8), kThreads, 0, AsStream(stream), dqkv, dq, dk,
+               dv, H, KV, hd, summed_heads, tokens);
   return Launched();
 }
 

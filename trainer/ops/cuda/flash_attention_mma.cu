@@ -215,10 +215,12 @@ constexpr size_t BackwardShared() {
 // Two blocks, as many as the registers allow, fit in a multiprocessor's 228 KiB (1 KiB reserved for each).
 static_assert(2 * (BackwardShared<128>() + 1024) <= 228 * 1024, "two backward blocks per multiprocessor");
 
-template <int hd>
+// kOwnKeys (one k/v head per query head): the block is the only one to sum its keys' dK and dV, which it stores
+// into dqkv's k and v columns in bf16 itself; otherwise it adds them into the fp32 sums dk and dv.
+template <int hd, bool kOwnKeys>
 __global__ void __launch_bounds__(kTileThreads)
-    BackwardKernel(float* dq, float* dk, float* dv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
-                   Dims d) {
+    BackwardKernel(float* dq, float* dk, float* dv, bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                   const float* D, Dims d) {
   static_assert(kTileThreads == 2 * kTile, "a thread copies one query's log-sum-exp or D");
   unsigned char* shared = DynamicShared<unsigned char>();
   Half* k = reinterpret_cast<Half*>(shared);
@@ -325,17 +327,29 @@ __global__ void __launch_bounds__(kTileThreads)
       }
     }
   }
-  // The warp's keys: several query heads share a k/v head, so they add into [B, T, KV, hd].
   #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (keys[r] >= d.T) continue;
-    const int64_t at = ((int64_t{b} * d.T + keys[r]) * d.KV + kv) * hd;
-    #pragma unroll
-    for (int n = 0; n < hd / 8; ++n) {
+    if constexpr (kOwnKeys) {
+      // The warp's keys in dqkv, a bf16 pair per store.
+      Half* row = reinterpret_cast<Half*>(dqkv) + (int64_t{b} * d.T + keys[r]) * stride + int64_t{d.H + kv} * hd;
       #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        atomicAdd(dk + at + n * 8 + 2 * t + e, dk_acc[n][2 * r + e] * d.scale);
-        atomicAdd(dv + at + n * 8 + 2 * t + e, dv_acc[n][2 * r + e]);
+      for (int n = 0; n < hd / 8; ++n) {
+        *reinterpret_cast<uint32_t*>(row + n * 8 + 2 * t) =
+            Pack(dk_acc[n][2 * r] * d.scale, dk_acc[n][2 * r + 1] * d.scale);
+        *reinterpret_cast<uint32_t*>(row + int64_t{d.KV} * hd + n * 8 + 2 * t) =
+            Pack(dv_acc[n][2 * r], dv_acc[n][2 * r + 1]);
+      }
+    } else {
+      // The warp's keys: several query heads share a k/v head, so they add into [B, T, KV, hd].
+      const int64_t at = ((int64_t{b} * d.T + keys[r]) * d.KV + kv) * hd;
+      #pragma unroll
+      for (int n = 0; n < hd / 8; ++n) {
+        #pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          atomicAdd(dk + at + n * 8 + 2 * t + e, dk_acc[n][2 * r + e] * d.scale);
+          atomicAdd(dv + at + n * 8 + 2 * t + e, dv_acc[n][2 * r + e]);
+        }
       }
     }
   }
@@ -354,14 +368,15 @@ int MmaForward(bf16* out, float* lse, const bf16* qkv, const Dims& d, int hd, cu
   });
 }
 
-int MmaBackward(float* dq, float* dk, float* dv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
-                const Dims& d, int hd, cudaStream_t stream) {
+int MmaBackward(float* dq, float* dk, float* dv, bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                const float* D, const Dims& d, int hd, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(d.B * d.H), static_cast<unsigned>((d.T + kTile - 1) / kTile));
   return ForTiledHeadSize(hd, [&](auto size) {
     constexpr int kHd = decltype(size)::value;
     constexpr size_t bytes = BackwardShared<kHd>();
-    if (int rc = AllowSharedMemory(BackwardKernel<kHd>, bytes); rc != 0) return rc;
-    LaunchKernel(BackwardKernel<kHd>, grid, kTileThreads, bytes, stream, dq, dk, dv, dout, qkv, lse, D, d);
+    auto kernel = dqkv != nullptr ? BackwardKernel<kHd, true> : BackwardKernel<kHd, false>;
+    if (int rc = AllowSharedMemory(kernel, bytes); rc != 0) return rc;
+    LaunchKernel(kernel, grid, kTileThreads, bytes, stream, dq, dk, dv, dqkv, dout, qkv, lse, D, d);
     return Launched();
   });
 }

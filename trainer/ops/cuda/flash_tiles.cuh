@@ -82,7 +82,8 @@ int ForTiledHeadSize(int hd, Launch launch) {
 // backward adds the gradients into dq [B, T, H, hd], dk and dv [B, T, KV, hd] (fp32, zeroed by the caller),
 // given D = rowsum(dO o O) [B, H, T].
 int MmaForward(bf16* out, float* lse, const bf16* qkv, const Dims& d, int hd, cudaStream_t stream);
-int MmaBackward(float* dq, float* dk, float* dv, const bf16* dout, const bf16* qkv, const float* lse, const float* D,
-                const Dims& d, int hd, cudaStream_t stream);
+// dqkv non-null (KV == H): dK and dV go straight to dqkv in bf16, and dk and dv are not touched.
+int MmaBackward(float* dq, float* dk, float* dv, bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
+                const float* D, const Dims& d, int hd, cudaStream_t stream);
 
 }  // namespace srunway::trainer::cuda::flash
