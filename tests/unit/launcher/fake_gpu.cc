@@ -34,9 +34,10 @@
 
 namespace {
 
-bool EnvIs(const char* name, const char* value) {
+// Whether the environment turns the switch `name` on (FAKE_...=1).
+bool EnvFlag(const char* name) {
   const char* set = std::getenv(name);
-  return set != nullptr && std::strcmp(set, value) == 0;
+  return set != nullptr && set[0] == '1';
 }
 
 // The memory the ranks of one FAKE_NCCL_SHARED communicator share: a barrier, then one slot per rank through
@@ -55,6 +56,7 @@ struct FakeComm {
   bool pending = false;    // a non-blocking init that never finishes (FAKE_NCCL_INIT_NEVER_FINISHES=1)
   void* shared = nullptr;  // FAKE_NCCL_SHARED=1 and more than one rank: the SharedHeader and the slots
   size_t shared_bytes = 0;
+  int timeout_s = 300;  // FAKE_NCCL_TIMEOUT: how long Barrier waits for the peers
 
   SharedHeader& header() const { return *static_cast<SharedHeader*>(shared); }
   unsigned char* Slot(int r) const {
@@ -70,12 +72,10 @@ struct FakeComm {
       h.generation.fetch_add(1, std::memory_order_release);
       return;
     }
-    const char* timeout = std::getenv("FAKE_NCCL_TIMEOUT");
-    const int seconds = timeout != nullptr ? std::atoi(timeout) : 300;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     while (h.generation.load(std::memory_order_acquire) == generation) {
       if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr, "fake NCCL: rank %d of %d waited %d s for its peers in %s\n", rank, size, seconds, call);
+        std::fprintf(stderr, "fake NCCL: rank %d of %d waited %d s for its peers in %s\n", rank, size, timeout_s, call);
         std::abort();
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -223,6 +223,7 @@ void Exchange(const FakeComm& comm, const char* call, const void* mine, size_t b
 void Attach(FakeComm& comm, const ncclUniqueId& id) {
   const std::string name = "/srunway-fake-nccl-" + std::string(id.internal, strnlen(id.internal, sizeof id.internal));
   comm.shared_bytes = kHeaderBytes + static_cast<size_t>(comm.size) * kSlotBytes;
+  if (const char* timeout = std::getenv("FAKE_NCCL_TIMEOUT")) comm.timeout_s = std::atoi(timeout);
   const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(comm.shared_bytes)) != 0) {
     std::fprintf(stderr, "fake NCCL: shared memory %s: %s\n", name.c_str(), std::strerror(errno));
@@ -284,10 +285,7 @@ CUresult cuEventCreate(CUevent* event, unsigned) {
   return CUDA_SUCCESS;
 }
 CUresult cuEventRecord(CUevent, CUstream) { return CUDA_SUCCESS; }
-CUresult cuEventQuery(CUevent) {
-  const char* finish = std::getenv("FAKE_GPU_OPS_FINISH");
-  return finish != nullptr && finish[0] == '1' ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
+CUresult cuEventQuery(CUevent) { return EnvFlag("FAKE_GPU_OPS_FINISH") ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; }
 CUresult cuEventDestroy(CUevent event) {
   delete reinterpret_cast<int*>(event);
   --g_events;
@@ -379,9 +377,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 // With FAKE_NCCL_INIT_NEVER_FINISHES=1 the init stays in progress, as real NCCL's does while a rank is missing.
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int size, ncclUniqueId id, int rank, ncclConfig_t*) {
   *comm = Make(rank, size);
-  if (size > 1 && EnvIs("FAKE_NCCL_SHARED", "1")) Attach(*reinterpret_cast<FakeComm*>(*comm), id);
-  const char* never = std::getenv("FAKE_NCCL_INIT_NEVER_FINISHES");
-  if (never == nullptr || never[0] != '1') return ncclSuccess;
+  if (size > 1 && EnvFlag("FAKE_NCCL_SHARED")) Attach(*reinterpret_cast<FakeComm*>(*comm), id);
+  if (!EnvFlag("FAKE_NCCL_INIT_NEVER_FINISHES")) return ncclSuccess;
   reinterpret_cast<FakeComm*>(*comm)->pending = true;
   return ncclInProgress;
 }
