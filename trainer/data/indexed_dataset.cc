@@ -15,9 +15,9 @@
 namespace srunway::trainer {
 namespace {
 
-constexpr char kMagic[] = "MMIDIDX\0\0";
-constexpr size_t kMagicSize = 9;
-constexpr size_t kHeaderSize = kMagicSize + 8 + 1 + 8 + 8;
+constexpr char kIndexMagic[] = "MMIDIDX\0\0";
+constexpr size_t kIndexMagicSize = 9;
+constexpr size_t kHeaderSize = kIndexMagicSize + 8 + 1 + 8 + 8;
 constexpr int32_t kLlmcMagic = 20240520;
 constexpr size_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
 
@@ -135,7 +135,7 @@ MappedFile::~MappedFile() {
 }
 
 common::StatusOr<IndexView> ParseIndex(std::span<const uint8_t> idx, const std::string& where) {
-  if (idx.size() < kHeaderSize || std::memcmp(idx.data(), kMagic, kMagicSize) != 0) {
+  if (idx.size() < kHeaderSize || std::memcmp(idx.data(), kIndexMagic, kIndexMagicSize) != 0) {
     return common::DataLoss("{}: not a Megatron index (bad magic; expected MMIDIDX)", where);
   }
   const uint64_t version = Load<uint64_t>(idx.data() + 9);
@@ -268,7 +268,7 @@ common::Status IndexedDatasetWriter::AddDocument(std::span<const int32_t> tokens
 
 common::Status IndexedDatasetWriter::Finish() {
   State& s = *state_;
-  std::string idx(kMagic, kMagicSize);
+  std::string idx(kIndexMagic, kIndexMagicSize);
   auto put = [&idx](const auto& value) { idx.append(reinterpret_cast<const char*>(&value), sizeof value); };
   put(uint64_t{1});
   put(static_cast<uint8_t>(s.dtype));
