@@ -1,10 +1,8 @@
 // The emulated GPU's scheduler: a block's CUDA threads as fibers, started with makecontext and switched with
-// _setjmp/_longjmp (no signal-mask system call per switch), annotated for AddressSanitizer where it is on, and
-// for ThreadSanitizer in the tsan build (SRUNWAY_EMULATED_TSAN: this file uninstrumented, the kernels checked).
-#undef _FORTIFY_SOURCE  // its longjmp check refuses a jump to another stack, which is what a fiber switch is
+// __builtin_setjmp/__builtin_longjmp, annotated for AddressSanitizer where it is on, and for ThreadSanitizer in
+// the tsan build (SRUNWAY_EMULATED_TSAN: this file uninstrumented, the kernels checked).
 #include "tests/emulated_gpu/emulator.h"
 
-#include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -20,7 +18,6 @@
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <dlfcn.h>
 #include <sanitizer/common_interface_defs.h>
 #define SRUNWAY_EMULATED_ASAN 1
 #endif
@@ -54,8 +51,17 @@ constexpr int kMaxDynamicShared = 227 * 1024;  // an H100's opt-in limit per blo
 
 enum class State { kReady, kAtWarp, kAtBlock, kDone };
 
+// Where a fiber (or the scheduler) left off: the compiler's own setjmp buffer, which holds the frame and stack
+// pointers and the resume address (a function that calls __builtin_setjmp saves every callee-saved register in
+// its frame itself). Its switches make no system call and reach no sanitizer interceptor or unwinding: glibc's
+// _longjmp walked the thread's cancellation handlers on every switch, a fifth of an emulated training run, and
+// under AddressSanitizer its interceptor cleared the shadow of the stack it left (the emulated simple attention
+// took 3 minutes, mostly there). The fiber annotations already tell the sanitizers which stack is current, and
+// no frame is ever abandoned (a fiber parks between kernels instead of ending).
+using SwitchPoint = void*[5];
+
 struct Fiber {
-  jmp_buf context;
+  SwitchPoint context;
   ucontext_t start;
   unsigned char* stack = nullptr;  // kGuardBytes of PROT_NONE, then kStackBytes
   bool started = false;
@@ -101,7 +107,7 @@ struct Running {
   size_t shared_bytes = 0;
   Fiber* current = nullptr;
   bool copies_land_at_issue = false;  // cp.async's landing in this block
-  jmp_buf scheduler;
+  SwitchPoint scheduler;
   void* scheduler_fake_stack = nullptr;
   const void* scheduler_bottom = nullptr;
   size_t scheduler_size = 0;
@@ -158,28 +164,17 @@ void Release(void*) {}
 void Acquire(void*) {}
 #endif
 
-// A switch to another fiber (or back to the scheduler). Under AddressSanitizer, _longjmp is its interceptor,
-// which clears the shadow of the stack it leaves (and asks for the signal stack) on every switch: the emulated
-// simple attention took 3 minutes, mostly there. The fiber annotations already tell it which stack is current
-// and no frame is ever abandoned (a fiber parks between kernels instead of ending), so switches call libc's own.
-// Not [[noreturn]], and the functions that switch are not instrumented: the compiler would call the clearing
-// itself before every such call.
-[[gnu::no_sanitize_address]] void Jump(jmp_buf to) {
-#ifdef SRUNWAY_EMULATED_ASAN
-  using LongJump = void (*)(jmp_buf, int);
-  static const auto libc_longjmp =
-      reinterpret_cast<LongJump>(dlsym(dlopen("libc.so.6", RTLD_NOLOAD | RTLD_NOW), "_longjmp"));
-  if (libc_longjmp != nullptr) libc_longjmp(to, 1);
-#endif
-  _longjmp(to, 1);
-}
+// A switch to another fiber (or back to the scheduler). Not [[noreturn]], and the functions that switch are not
+// instrumented: AddressSanitizer would clear the stack's shadow before every call to it.
+[[gnu::noinline, gnu::no_sanitize_address]] void Jump(SwitchPoint& to) { __builtin_longjmp(to, 1); }
 
 // Scheduler side: runs fiber f until it waits or ends. Not inlined, so that no caller's variable lives in the
-// frame that _setjmp saves (the registers it restores are those of the call, which the fiber cannot change).
+// frame that the switch point keeps (the registers it restores are those of the call, which the fiber cannot
+// change).
 [[gnu::noinline, gnu::no_sanitize_address]] void Resume(Running& run, Fiber& f) {
   run.current = &f;
   run.scheduler_race_fiber = CurrentRaceFiber();
-  if (_setjmp(run.scheduler) == 0) {
+  if (__builtin_setjmp(run.scheduler) == 0) {
     StartSwitch(&run.scheduler_fake_stack, f.stack + kGuardBytes, kStackBytes);
     SwitchRaceFiber(f.race_fiber);
     if (!f.started) {
@@ -197,7 +192,7 @@ void Acquire(void*) {}
   Running& run = Run();
   Fiber& f = *run.current;
   f.state = state;
-  if (_setjmp(f.context) == 0) {
+  if (__builtin_setjmp(f.context) == 0) {
     StartSwitch(&f.fake_stack, run.scheduler_bottom, run.scheduler_size);
     SwitchRaceFiber(run.scheduler_race_fiber);
     Jump(run.scheduler);
@@ -308,7 +303,7 @@ void RunBlock(Running& run, bool reverse) {
   Acquire(&run.block_end);
 }
 
-// A fiber that will start at Entry on a stack of its own. Not inlined: getcontext, like _setjmp, returns twice
+// A fiber that will start at Entry on a stack of its own. Not inlined: getcontext, like setjmp, returns twice
 // in principle (never here, since makecontext redirects the context).
 [[gnu::noinline]] void NewFiber(Fiber& f) {
   void* p = mmap(nullptr, kGuardBytes + kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

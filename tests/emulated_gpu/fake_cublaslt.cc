@@ -5,8 +5,10 @@
 // cuBLASLt refuses is refused here too (INVALID_VALUE): a layout whose shape does not match the product's, a
 // leading dimension shorter than a column, an epilogue without the pointer it needs, an aux leading dimension
 // that is not a multiple of 8.
+#include <cblas.h>
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -176,20 +178,26 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
   }
   if (NeedsBias(desc.epilogue) && desc.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
-  // op(A) as rows of k and op(B) as columns of k, both contiguous in k.
-  std::vector<float> rows(m * k), cols(n * k);
+  // op(A) as rows of k and op(B) as columns of k, both contiguous in k, widened to fp32 (exactly, from bf16).
+  std::vector<float> rows(m * k), cols(n * k), sums(n * m);
   for (uint64_t i = 0; i < m; ++i) {
     for (uint64_t p = 0; p < k; ++p) rows[i * k + p] = Read(a, la.type, ta ? p + i * la.ld : i + p * la.ld);
   }
   for (uint64_t j = 0; j < n; ++j) {
     for (uint64_t p = 0; p < k; ++p) cols[j * k + p] = Read(b, lb.type, tb ? j + p * lb.ld : p + j * lb.ld);
   }
+  // sums[j][i] = cols[j] . rows[i]: the fp32 products summed by OpenBLAS (summed one term at a time here, they
+  // were a seventh of an emulated training run).
+  if (m > 0 && n > 0) {
+    const auto lead = static_cast<blasint>(std::max<uint64_t>(k, 1));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(m),
+                static_cast<blasint>(k), 1.0f, cols.data(), lead, rows.data(), lead, 0.0f, sums.data(),
+                static_cast<blasint>(m));
+  }
   for (uint64_t j = 0; j < n; ++j) {
     for (uint64_t i = 0; i < m; ++i) {
-      float sum = 0.0f;
-      for (uint64_t p = 0; p < k; ++p) sum += rows[i * k + p] * cols[j * k + p];
       const size_t at = i + j * ld.ld, aux_at = i + j * desc.aux_ld;
-      float value = alpha_value * sum;
+      float value = alpha_value * sums[j * m + i];
       if (beta_value != 0.0f) value += beta_value * Read(d, ld.type, at);
       if (NeedsBias(desc.epilogue)) value += Read(desc.bias, ld.type, i);
       switch (desc.epilogue) {
