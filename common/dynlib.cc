@@ -35,7 +35,11 @@ void* TryOpen(std::string_view name, std::span<const std::string> search_dirs, s
   candidates.emplace_back(name);
   for (const std::string& candidate : candidates) {
     dlerror();
-    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_NODELETE: closing the handle leaves the library loaded. The GPU libraries keep process-wide state and
+    // are not made to be unloaded: cuDNN's loader (in libcudnn_graph, which stays) keeps cuBLASLt's functions,
+    // and after cuDNN was closed and opened again it called into the unloaded cuBLASLt (cudnn_graph crashed
+    // in 4 of 10 runs).
+    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (handle != nullptr) {
       loaded_from = ResolvedPath(handle, candidate);
       return handle;
