@@ -35,11 +35,7 @@ void* TryOpen(std::string_view name, std::span<const std::string> search_dirs, s
   candidates.emplace_back(name);
   for (const std::string& candidate : candidates) {
     dlerror();
-    // RTLD_NODELETE: closing the handle leaves the library loaded. The GPU libraries keep process-wide state and
-    // are not made to be unloaded: cuDNN's loader (in libcudnn_graph, which stays) keeps cuBLASLt's functions,
-    // and after cuDNN was closed and opened again it called into the unloaded cuBLASLt (cudnn_graph crashed
-    // in 4 of 10 runs).
-    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle != nullptr) {
       loaded_from = ResolvedPath(handle, candidate);
       return handle;
@@ -87,6 +83,11 @@ DynamicLibrary& DynamicLibrary::operator=(DynamicLibrary&& other) noexcept {
 
 DynamicLibrary::~DynamicLibrary() {
   if (handle_ != nullptr) dlclose(handle_);
+}
+
+void DynamicLibrary::KeepLoaded() const {
+  // A second handle that is never closed; RTLD_NODELETE keeps the library even past a dlclose of every handle.
+  if (handle_ != nullptr) dlopen(path_.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 StatusOr<void*> DynamicLibrary::RawSymbol(std::string_view symbol) const {

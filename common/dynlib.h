@@ -26,6 +26,8 @@ class DynamicLibrary {
 
   // The file that was loaded, as the dynamic linker resolved it.
   const std::string& path() const { return path_; }
+  // The library stays loaded for the rest of the process, whatever happens to this handle.
+  void KeepLoaded() const;
 
   StatusOr<void*> RawSymbol(std::string_view symbol) const;
   template <typename Fn>

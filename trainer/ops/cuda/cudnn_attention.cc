@@ -522,10 +522,14 @@ StatusOr<std::unique_ptr<CudnnAttention::Plan>> MakePlan(const CudnnAttention::A
   return plan;
 }
 
-// `library` if named, else the site's cuDNN.
+// `library` if named, else the site's cuDNN. cuDNN and its parts stay loaded once opened: its loader (in
+// libcudnn_graph, which never unloads) keeps cuBLASLt's functions, and once cuDNN was closed and opened again it
+// called into the unloaded cuBLASLt (cudnn_graph's H100 check crashed in 4 of 10 runs).
 StatusOr<common::DynamicLibrary> OpenCudnn(const std::string& library) {
-  if (!library.empty()) return common::DynamicLibrary::Open(library);
-  return common::OpenSiteLibrary({"SRUNWAY_CUDNN_LIBRARY", {"libcudnn.so.9", "libcudnn.so"}});
+  auto lib = library.empty() ? common::OpenSiteLibrary({"SRUNWAY_CUDNN_LIBRARY", {"libcudnn.so.9", "libcudnn.so"}})
+                             : common::DynamicLibrary::Open(library);
+  if (lib.ok()) lib->KeepLoaded();
+  return lib;
 }
 
 // Best effort: what cannot be loaded here, cuDNN names itself when it needs it.
@@ -536,10 +540,14 @@ std::vector<common::DynamicLibrary> OpenCompanions(const std::string& cudnn_path
                            "libcudnn_engines_runtime_compiled.so.9"}) {
     std::error_code error;
     if (!std::filesystem::exists(folder / name, error)) continue;
-    if (auto lib = common::DynamicLibrary::Open((folder / name).string()); lib.ok()) loaded.push_back(std::move(*lib));
+    if (auto lib = common::DynamicLibrary::Open((folder / name).string()); lib.ok()) {
+      lib->KeepLoaded();
+      loaded.push_back(std::move(*lib));
+    }
   }
   if (auto nvrtc = common::OpenSiteLibrary({"SRUNWAY_NVRTC_LIBRARY", {"libnvrtc.so.13", "libnvrtc.so.12"}});
       nvrtc.ok()) {
+    nvrtc->KeepLoaded();
     loaded.push_back(std::move(*nvrtc));
   }
   return loaded;
