@@ -164,7 +164,8 @@ void Release(void*) {}
 void Acquire(void*) {}
 #endif
 
-// A switch to another fiber (or back to the scheduler). Not [[noreturn]], and the functions that switch are not
+// A switch to another fiber (or back to the scheduler). Not inlined: __builtin_longjmp may not sit in a function
+// that calls __builtin_setjmp, as Resume and Wait do. Not [[noreturn]], and the functions that switch are not
 // instrumented: AddressSanitizer would clear the stack's shadow before every call to it.
 [[gnu::noinline, gnu::no_sanitize_address]] void Jump(SwitchPoint& to) { __builtin_longjmp(to, 1); }
 
