@@ -1,8 +1,11 @@
 // Tests for the dlopen wrapper: loading, symbols, and errors that name the library and every path tried.
 #include "common/dynlib.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -53,6 +56,38 @@ TEST(DynamicLibrary, MovesOwnership) {
   ASSERT_TRUE(lib.ok());
   DynamicLibrary moved = std::move(*lib);
   EXPECT_TRUE(moved.Symbol<double(double)>("sin").ok());
+}
+
+// Whether the dynamic linker still has the library at `path` mapped (RTLD_NOLOAD loads nothing).
+bool StillLoaded(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (handle != nullptr) dlclose(handle);
+  return handle != nullptr;
+}
+
+TEST(DynamicLibrary, KeepLoadedOutlivesTheHandle) {
+  // Copies of libm under names of their own: loaded by this test alone, so closing them can unload them.
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("srunway-dynlib-" + std::to_string(::getpid()));
+  fs::create_directories(root);
+  auto libm = DynamicLibrary::Open("libm.so.6");
+  ASSERT_TRUE(libm.ok());
+  const std::string closed = (root / "libsrunway-closed.so").string(), kept = (root / "libsrunway-kept.so").string();
+  fs::copy_file(libm->path(), closed);
+  fs::copy_file(libm->path(), kept);
+  {
+    auto lib = DynamicLibrary::Open(closed);
+    ASSERT_TRUE(lib.ok()) << lib.status().ToString();
+    EXPECT_TRUE(StillLoaded(closed));
+  }
+  EXPECT_FALSE(StillLoaded(closed)) << "closing the only handle unloads the library";
+  {
+    auto lib = DynamicLibrary::Open(kept);
+    ASSERT_TRUE(lib.ok()) << lib.status().ToString();
+    lib->KeepLoaded();
+  }
+  EXPECT_TRUE(StillLoaded(kept));
+  fs::remove_all(root);
 }
 
 }  // namespace

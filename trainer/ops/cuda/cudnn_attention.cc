@@ -35,9 +35,6 @@ using common::StatusOr;
 
 struct CudnnAttention::Api {
   common::DynamicLibrary lib;
-  // What libcudnn.so.9 opens by soname when it builds a plan, loaded first from where it was found (a wheel's
-  // folder is on no search path), and NVRTC, which its runtime-compiled engines need.
-  std::vector<common::DynamicLibrary> companions;
   cudnnHandle_t handle = nullptr;
   decltype(::cudnnGetVersion)* get_version = nullptr;
   decltype(::cudnnGetErrorString)* error_string = nullptr;
@@ -532,25 +529,21 @@ StatusOr<common::DynamicLibrary> OpenCudnn(const std::string& library) {
   return lib;
 }
 
-// Best effort: what cannot be loaded here, cuDNN names itself when it needs it.
-std::vector<common::DynamicLibrary> OpenCompanions(const std::string& cudnn_path) {
-  std::vector<common::DynamicLibrary> loaded;
+// Loads, for good, what libcudnn.so.9 opens by soname when it builds a plan, from where cuDNN was found (a wheel's
+// folder is on no search path), and NVRTC, which its runtime-compiled engines need. Best effort: what cannot be
+// loaded here, cuDNN names itself when it needs it.
+void LoadCompanions(const std::string& cudnn_path) {
   const std::filesystem::path folder = std::filesystem::path(cudnn_path).parent_path();
   for (const char* name : {"libcudnn_graph.so.9", "libcudnn_heuristic.so.9", "libcudnn_engines_precompiled.so.9",
                            "libcudnn_engines_runtime_compiled.so.9"}) {
     std::error_code error;
     if (!std::filesystem::exists(folder / name, error)) continue;
-    if (auto lib = common::DynamicLibrary::Open((folder / name).string()); lib.ok()) {
-      lib->KeepLoaded();
-      loaded.push_back(std::move(*lib));
-    }
+    if (auto lib = common::DynamicLibrary::Open((folder / name).string()); lib.ok()) lib->KeepLoaded();
   }
   if (auto nvrtc = common::OpenSiteLibrary({"SRUNWAY_NVRTC_LIBRARY", {"libnvrtc.so.13", "libnvrtc.so.12"}});
       nvrtc.ok()) {
     nvrtc->KeepLoaded();
-    loaded.push_back(std::move(*nvrtc));
   }
-  return loaded;
 }
 
 bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -560,9 +553,8 @@ bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Open(Device& device) {
   if (device.kind() != DeviceKind::kCuda) return common::InvalidArgument("cuDNN needs a GPU, not {}", device.name());
   SRUNWAY_ASSIGN_OR_RETURN(auto lib, OpenCudnn(""));
-  std::vector<common::DynamicLibrary> companions = OpenCompanions(lib.path());
+  LoadCompanions(lib.path());
   SRUNWAY_ASSIGN_OR_RETURN(auto api, Api::Load(std::move(lib)));
-  api->companions = std::move(companions);
   SRUNWAY_RETURN_IF_ERROR(api->Check(api->create(&api->handle), fmt::format("cudnnCreate ({})", api->lib.path())));
   return std::unique_ptr<CudnnAttention>(new CudnnAttention(std::move(api), device));
 }
@@ -695,9 +687,8 @@ namespace {
 // The cuDNN that `library` names, with no handle (no GPU needed).
 StatusOr<std::unique_ptr<CudnnAttention::Api>> LoadWithoutGpu(const std::string& library) {
   SRUNWAY_ASSIGN_OR_RETURN(auto lib, OpenCudnn(library));
-  std::vector<common::DynamicLibrary> companions = OpenCompanions(lib.path());
+  LoadCompanions(lib.path());
   SRUNWAY_ASSIGN_OR_RETURN(auto api, CudnnAttention::Api::Load(std::move(lib)));
-  api->companions = std::move(companions);
   return api;
 }
 
