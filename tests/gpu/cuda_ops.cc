@@ -407,6 +407,53 @@ void MatmulGelu(Gpu& gpu, cuda::Matmul& blas, int N, int C, int F, bool epilogue
   Compare("matmul+gelu backward dbias " + shape, gpu.Read(gdb2), db2, 1e-4f, 1e-3f);
 }
 
+// Matmul's plans (cuBLASLt's choice of algorithm, kept per product): the same GELU layer run again with other
+// bias and pre-GELU buffers, both alive, asks the heuristic nothing new and reads and writes the new ones; an
+// output two bytes past an aligned address is another product for cuBLASLt (its algorithms may assume 16 bytes),
+// so that asks anew, and its result is right.
+void MatmulPlans(Gpu& gpu, cuda::Matmul& blas) {
+  const int N = 64, C = 64, OC = 48;
+  const size_t rows = N, in = C, out_cols = OC;
+  auto x = Rounded(Random(rows * in)), w = Rounded(Random(out_cols * in, 0.05f));
+  Buffer gx = gpu.Bf16(x), gw = gpu.Bf16(w);
+  std::vector<std::vector<float>> biases;
+  std::vector<Buffer> gbias, gpre, gact;
+  std::vector<int64_t> searches = {blas.algorithm_searches()};
+  for (int i = 0; i < 2; ++i) {
+    biases.push_back(Rounded(Random(out_cols)));
+    gbias.push_back(gpu.Bf16(biases.back()));
+    gpre.push_back(gpu.Bf16(std::vector<float>(rows * out_cols)));
+    gact.push_back(gpu.Bf16(std::vector<float>(rows * out_cols)));
+    gpu.Check(blas.ForwardGelu(gact[i].as<uint16_t>(), gpre[i].as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(),
+                               gbias[i].as<uint16_t>(), N, C, OC, gpu.stream()),
+              "Matmul::ForwardGelu");
+    searches.push_back(blas.algorithm_searches());
+  }
+  for (int i = 0; i < 2; ++i) {
+    std::vector<float> pre(rows * out_cols), act(rows * out_cols);
+    cpu::MatmulForward(pre.data(), x.data(), w.data(), biases[i].data(), N, C, OC);
+    cpu::GeluForward(act.data(), pre.data(), static_cast<int64_t>(rows * out_cols));
+    Compare("matmul plans: gelu pre, buffers " + std::to_string(i), gpu.Read(gpre[i]), pre, kBf16Rtol, 1e-2f);
+    Compare("matmul plans: gelu act, buffers " + std::to_string(i), gpu.Read(gact[i]), act, kBf16Rtol, 1e-2f);
+  }
+  Buffer gshifted = gpu.Bf16(std::vector<float>(rows * out_cols + 1));
+  gpu.Check(blas.Forward(gshifted.as<uint16_t>() + 1, gx.as<uint16_t>(), gw.as<uint16_t>(), gbias[0].as<uint16_t>(), N,
+                         C, OC, gpu.stream()),
+            "Matmul::Forward (output at 2 bytes)");
+  searches.push_back(blas.algorithm_searches());
+  std::vector<float> shifted = gpu.Read(gshifted), out(rows * out_cols);
+  cpu::MatmulForward(out.data(), x.data(), w.data(), biases[0].data(), N, C, OC);
+  Compare("matmul plans: output at 2 bytes", std::vector<float>(shifted.begin() + 1, shifted.end()), out, kBf16Rtol,
+          1e-2f);
+  const bool first_searched = searches[1] > searches[0], again_none = searches[2] == searches[1],
+             shifted_searched = searches[3] > searches[2];
+  std::printf("  %-34s %s  heuristic asked %lld, %lld, %lld time(s)\n", "matmul plans",
+              first_searched && again_none && shifted_searched ? "ok  " : "FAIL",
+              static_cast<long long>(searches[1] - searches[0]), static_cast<long long>(searches[2] - searches[1]),
+              static_cast<long long>(searches[3] - searches[2]));
+  if (!(first_searched && again_none && shifted_searched)) ++g_failures;
+}
+
 // Two steps of optim/adamw.cc's AdamW over gpt-tiny's parameters, tensor by tensor on the GPU (decay on matrices
 // and embeddings, not on norms and biases); the gradients scaled by 0.5 as clipping would.
 void AdamW(Gpu& gpu) {
@@ -518,6 +565,7 @@ int main(int argc, char** argv) {
     MatmulGelu(gpu, **blas, 256, 768, 3072, false);
     MatmulGelu(gpu, **blas, 33, 64, 40, true);
     MatmulGelu(gpu, **blas, 50, 64, 36, true);
+    MatmulPlans(gpu, **blas);
   }
   std::printf("cuda_ops: %s\n", g_failures == 0 ? "every operation matches its CPU twin" : "MISMATCHES above");
   return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

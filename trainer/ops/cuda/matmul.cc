@@ -9,10 +9,13 @@
 
 #include <cublasLt.h>
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "common/site_library.h"
 
@@ -20,6 +23,39 @@ namespace srunway::trainer::cuda {
 
 using common::Status;
 using common::StatusOr;
+
+// One product's shape and types, column-major: D (m x n) = op(A) (m x k) . op(B) (k x n).
+struct Matmul::Gemm {
+  cublasOperation_t trans_a, trans_b;
+  int m, n, k;
+  int64_t lda, ldb, ldd;
+  cudaDataType_t d_type;
+  float beta;
+};
+
+// What cuBLASLt applies to the product before it stores D.
+struct Matmul::Epilogue {
+  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;  // BIAS, GELU_AUX_BIAS: [m], D's type
+  const void* aux = nullptr;   // GELU_AUX(_BIAS): receives the GELU input; DGELU: reads it; m x n, D's type
+  int64_t aux_ld = 0;
+};
+
+// What cuBLASLt's heuristic sees of a product: its shape and types, the epilogue, and the alignment of every
+// pointer (0: none), which decides what algorithms can read and write them.
+using MatmulPlanKey =
+    std::tuple<int, int, int, int, int, int64_t, int64_t, int64_t, int, float, int, int64_t, std::array<uint32_t, 5>>;
+
+// A product's descriptors and the algorithm the heuristic chose, made at its first call and used for every later
+// product with the same key (gpt-tiny's training makes 23 distinct products, all in its first step); only the
+// bias and aux pointers are set anew each call. `status` NotFound: this cuBLASLt cannot do it (the GELU paths then take
+// their kernels without asking again).
+struct Matmul::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  Status status = Status::Ok();
+};
 
 struct Matmul::Api {
   common::DynamicLibrary lib;
@@ -37,11 +73,13 @@ struct Matmul::Api {
   decltype(::cublasLtMatmulPreferenceSetAttribute)* pref_set = nullptr;
   decltype(::cublasLtMatmulAlgoGetHeuristic)* heuristic = nullptr;
   decltype(::cublasLtMatmul)* matmul = nullptr;
+  std::map<MatmulPlanKey, Plan> plans = {};
 
   Status Check(cublasStatus_t rc, std::string_view what) const {
     if (rc == CUBLAS_STATUS_SUCCESS) return Status::Ok();
     return common::Internal("{} failed: {}", what, status_string(rc));
   }
+  void Destroy(Plan& plan) const;
   // As Check, but what this cuBLASLt does not support (an epilogue, its attributes, or no algorithm for them) is
   // NotFound, which the GELU paths take as "use the kernels instead".
   Status CheckSupported(cublasStatus_t rc, std::string_view what) const {
@@ -50,23 +88,6 @@ struct Matmul::Api {
     }
     return Check(rc, what);
   }
-};
-
-// One product's shape and types, column-major: D (m x n) = op(A) (m x k) . op(B) (k x n).
-struct Matmul::Gemm {
-  cublasOperation_t trans_a, trans_b;
-  int m, n, k;
-  int64_t lda, ldb, ldd;
-  cudaDataType_t d_type;
-  float beta;
-};
-
-// What cuBLASLt applies to the product before it stores D.
-struct Matmul::Epilogue {
-  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
-  const void* bias = nullptr;  // BIAS, GELU_AUX_BIAS: [m], D's type
-  const void* aux = nullptr;   // GELU_AUX(_BIAS): receives the GELU input; DGELU: reads it; m x n, D's type
-  int64_t aux_ld = 0;
 };
 
 namespace {
@@ -112,62 +133,59 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Open(Device& device, size_t workspace_
 
 Matmul::Matmul(std::unique_ptr<Api> api, Buffer workspace) : api_(std::move(api)), workspace_(std::move(workspace)) {}
 
-Matmul::~Matmul() { api_->destroy(api_->handle); }
+Matmul::~Matmul() {
+  for (auto& [key, plan] : api_->plans) api_->Destroy(plan);
+  api_->destroy(api_->handle);
+}
 
 const std::string& Matmul::library_path() const { return api_->lib.path(); }
 
-Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
-                   Stream stream) {
-  const Api& api = *api_;
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a_layout = nullptr, b_layout = nullptr, d_layout = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  // Everything made here is destroyed on every way out.
-  struct Cleanup {
-    const Api& api;
-    cublasLtMatmulDesc_t& desc;
-    cublasLtMatrixLayout_t &a, &b, &d;
-    cublasLtMatmulPreference_t& pref;
-    ~Cleanup() {
-      if (pref != nullptr) api.pref_destroy(pref);
-      for (cublasLtMatrixLayout_t layout : {a, b, d}) {
-        if (layout != nullptr) api.layout_destroy(layout);
-      }
-      if (desc != nullptr) api.desc_destroy(desc);
-    }
-  } cleanup{api, desc, a_layout, b_layout, d_layout, pref};
-
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &gemm.trans_a, sizeof gemm.trans_a),
-                                    "cublasLtMatmulDescSetAttribute(TRANSA)"));
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &gemm.trans_b, sizeof gemm.trans_b),
-                                    "cublasLtMatmulDescSetAttribute(TRANSB)"));
-  if (epilogue.kind != CUBLASLT_EPILOGUE_DEFAULT) {
-    SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue.kind,
-                                                            sizeof epilogue.kind),
-                                               "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
+void Matmul::Api::Destroy(Plan& plan) const {
+  for (cublasLtMatrixLayout_t layout : {plan.a, plan.b, plan.d}) {
+    if (layout != nullptr) layout_destroy(layout);
   }
-  if (epilogue.bias != nullptr) {
-    SRUNWAY_RETURN_IF_ERROR(api.Check(api.desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue.bias,
-                                                   sizeof epilogue.bias),
-                                      "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
+  if (plan.desc != nullptr) desc_destroy(plan.desc);
+  plan = Plan{};
+}
+
+Status Matmul::MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void* b, const void* d,
+                        const Epilogue& epilogue) {
+  const Api& api = *api_;
+  SRUNWAY_RETURN_IF_ERROR(
+      api.Check(api.desc_create(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
+  SRUNWAY_RETURN_IF_ERROR(
+      api.Check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &gemm.trans_a, sizeof gemm.trans_a),
+                "cublasLtMatmulDescSetAttribute(TRANSA)"));
+  SRUNWAY_RETURN_IF_ERROR(
+      api.Check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &gemm.trans_b, sizeof gemm.trans_b),
+                "cublasLtMatmulDescSetAttribute(TRANSB)"));
+  if (epilogue.kind != CUBLASLT_EPILOGUE_DEFAULT) {
+    SRUNWAY_RETURN_IF_ERROR(
+        api.CheckSupported(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue.kind, sizeof epilogue.kind),
+                           "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
   }
   if (epilogue.aux != nullptr) {
-    SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                                                            &epilogue.aux, sizeof epilogue.aux),
-                                               "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)"));
-    SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(api.desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                            &epilogue.aux_ld, sizeof epilogue.aux_ld),
-                                               "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)"));
+    SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(
+        api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &epilogue.aux_ld, sizeof epilogue.aux_ld),
+        "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)"));
   }
+  SRUNWAY_RETURN_IF_ERROR(SetPointers(plan, epilogue));
   const bool ta = gemm.trans_a == CUBLAS_OP_T, tb = gemm.trans_b == CUBLAS_OP_T;
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.layout_create(&a_layout, CUDA_R_16BF, ta ? gemm.k : gemm.m,
-                                                      ta ? gemm.m : gemm.k, gemm.lda), "cublasLtMatrixLayoutCreate(A)"));
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.layout_create(&b_layout, CUDA_R_16BF, tb ? gemm.n : gemm.k,
-                                                      tb ? gemm.k : gemm.n, gemm.ldb), "cublasLtMatrixLayoutCreate(B)"));
-  SRUNWAY_RETURN_IF_ERROR(api.Check(api.layout_create(&d_layout, gemm.d_type, gemm.m, gemm.n, gemm.ldd),
-                                    "cublasLtMatrixLayoutCreate(D)"));
+  SRUNWAY_RETURN_IF_ERROR(
+      api.Check(api.layout_create(&plan.a, CUDA_R_16BF, ta ? gemm.k : gemm.m, ta ? gemm.m : gemm.k, gemm.lda),
+                "cublasLtMatrixLayoutCreate(A)"));
+  SRUNWAY_RETURN_IF_ERROR(
+      api.Check(api.layout_create(&plan.b, CUDA_R_16BF, tb ? gemm.n : gemm.k, tb ? gemm.k : gemm.n, gemm.ldb),
+                "cublasLtMatrixLayoutCreate(B)"));
+  SRUNWAY_RETURN_IF_ERROR(
+      api.Check(api.layout_create(&plan.d, gemm.d_type, gemm.m, gemm.n, gemm.ldd), "cublasLtMatrixLayoutCreate(D)"));
+  cublasLtMatmulPreference_t pref = nullptr;
   SRUNWAY_RETURN_IF_ERROR(api.Check(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate"));
+  struct DestroyPreference {
+    const Api& api;
+    cublasLtMatmulPreference_t pref;
+    ~DestroyPreference() { api.pref_destroy(pref); }
+  } destroy_preference{api, pref};
   const size_t workspace_bytes = workspace_.bytes();
   SRUNWAY_RETURN_IF_ERROR(api.Check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
                                                  sizeof workspace_bytes), "cublasLtMatmulPreferenceSetAttribute"));
@@ -181,16 +199,72 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(api.heuristic(api.handle, desc, a_layout, b_layout, d_layout, d_layout,
-                                                           pref, 1, &result, &found),
-                                             "cublasLtMatmulAlgoGetHeuristic"));
+  ++algorithm_searches_;
+  SRUNWAY_RETURN_IF_ERROR(
+      api.CheckSupported(api.heuristic(api.handle, plan.desc, plan.a, plan.b, plan.d, plan.d, pref, 1, &result, &found),
+                         "cublasLtMatmulAlgoGetHeuristic"));
   if (found == 0) {
     return common::NotFound("cuBLASLt has no algorithm for a {}x{}x{} product (op A {}, op B {}, epilogue {})",
                             gemm.m, gemm.n, gemm.k, ta ? "T" : "N", tb ? "T" : "N", static_cast<int>(epilogue.kind));
   }
+  plan.algo = result.algo;
+  return Status::Ok();
+}
+
+Status Matmul::SetPointers(const Plan& plan, const Epilogue& epilogue) {
+  const Api& api = *api_;
+  if (epilogue.bias != nullptr) {
+    SRUNWAY_RETURN_IF_ERROR(
+        api.Check(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue.bias, sizeof epilogue.bias),
+                  "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
+  }
+  if (epilogue.aux != nullptr) {
+    SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(
+        api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epilogue.aux, sizeof epilogue.aux),
+        "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)"));
+  }
+  return Status::Ok();
+}
+
+Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue, Stream stream) {
+  Api& api = *api_;
+  auto aligned = [](const void* p) { return p == nullptr ? 0u : Alignment(p); };
+  const MatmulPlanKey key{
+      gemm.trans_a,
+      gemm.trans_b,
+      gemm.m,
+      gemm.n,
+      gemm.k,
+      gemm.lda,
+      gemm.ldb,
+      gemm.ldd,
+      gemm.d_type,
+      gemm.beta,
+      epilogue.kind,
+      epilogue.aux_ld,
+      std::array{aligned(a), aligned(b), aligned(d), aligned(epilogue.bias), aligned(epilogue.aux)}};
+  auto [it, made] = api.plans.try_emplace(key);
+  Plan& plan = it->second;
+  if (made) {
+    plan.status = MakePlan(plan, gemm, a, b, d, epilogue);
+    if (!plan.status.ok()) {
+      api.Destroy(plan);
+      // Only "not supported" is an answer to keep; any other failure may pass.
+      Status failed = std::move(plan.status);
+      if (failed.code() == common::StatusCode::kNotFound) {
+        plan.status = failed;
+      } else {
+        api.plans.erase(it);
+      }
+      return failed;
+    }
+  } else {
+    SRUNWAY_RETURN_IF_ERROR(plan.status);
+    SRUNWAY_RETURN_IF_ERROR(SetPointers(plan, epilogue));
+  }
   const float alpha = 1.0f;
-  return api.Check(api.matmul(api.handle, desc, &alpha, a, a_layout, b, b_layout, &gemm.beta, d, d_layout, d, d_layout,
-                              &result.algo, workspace_.data(), workspace_bytes, static_cast<cudaStream_t>(stream)),
+  return api.Check(api.matmul(api.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &gemm.beta, d, plan.d, d, plan.d,
+                              &plan.algo, workspace_.data(), workspace_.bytes(), static_cast<cudaStream_t>(stream)),
                    "cublasLtMatmul");
 }
 

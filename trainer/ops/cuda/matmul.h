@@ -47,6 +47,9 @@ class Matmul {
   void set_gelu_epilogues(bool on) { gelu_epilogues_ = on; }
   // How many ForwardGelu/BackwardGelu calls tried an epilogue and went the unfused way (no algorithm for it).
   int64_t gelu_fallbacks() const { return gelu_fallbacks_; }
+  // How many times cuBLASLt's heuristic was asked for an algorithm: once per distinct product (shape, types,
+  // epilogue, pointer alignments), whose choice every later call of that product reuses.
+  int64_t algorithm_searches() const { return algorithm_searches_; }
 
   const std::string& library_path() const;
 
@@ -54,11 +57,17 @@ class Matmul {
   struct Api;
   struct Gemm;
   struct Epilogue;
+  struct Plan;
   Matmul(std::unique_ptr<Api> api, Buffer workspace);
   // D (m x n) = epilogue(alpha op(A) op(B) + beta C), column-major, C and D the same matrix. NotFound when
   // this cuBLASLt does not support the epilogue or has no algorithm for the product.
   common::Status Run(const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
                      Stream stream);
+  // The descriptors of a product like Run's and cuBLASLt's choice of algorithm for it.
+  common::Status MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void* b, const void* d,
+                          const Epilogue& epilogue);
+  // The epilogue's bias and aux pointers, which differ from call to call of one plan.
+  common::Status SetPointers(const Plan& plan, const Epilogue& epilogue);
   // The products of a Linear layer [N, C] -> [N, OC] (see matmul.cc): out, and dinp written in bf16.
   static Gemm ForwardProduct(int N, int C, int OC);
   static Gemm InputGradientProduct(int N, int C, int OC);
@@ -70,6 +79,7 @@ class Matmul {
   Buffer workspace_;
   bool gelu_epilogues_ = true;
   int64_t gelu_fallbacks_ = 0;
+  int64_t algorithm_searches_ = 0;
 };
 
 }  // namespace srunway::trainer::cuda
