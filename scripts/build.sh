@@ -20,6 +20,7 @@ if [[ ! -f $kBuild/build.ninja ]]; then
   sed -n '/^srunway /,$p' "$kRepo/.meson-setup.log"
   rm -f "$kRepo/.meson-setup.log"
 fi
+"$kRepo/scripts/cuda-stale.sh" "$kBuild"
 echo "build: compiling in $kBuild ($(nproc) jobs)"
 if ! ninja -C "$kBuild" >"$kBuild/ninja.log" 2>&1; then
   grep -E 'error|FAILED' -A 5 "$kBuild/ninja.log" | head -n 60 >&2

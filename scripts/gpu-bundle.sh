@@ -39,6 +39,7 @@ fi
 # An existing build folder first catches up with meson.build files changed since (meson compile names targets from
 # the last configuration).
 ninja -C "$build" build.ninja >"$build.setup.log" 2>&1 || { tail -n 20 "$build.setup.log" >&2; exit 1; }
+"$kRepo/scripts/cuda-stale.sh" "$build"
 readonly kPrograms=(tests/gpu/gpu-cuda_ops tests/gpu/gpu-cuda_model tests/gpu/gpu-cuda_device
                     tests/gpu/gpu-driver_probe tests/gpu/gpu-cuda_saxpy launcher/srunway-launch tests/comm_ops
                     nccl-tests-wrapper/srunway-collbench trainer/srunway-train trainer/srunway-prep
