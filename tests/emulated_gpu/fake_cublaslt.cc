@@ -1,16 +1,19 @@
 // A stand-in for cuBLASLt (built as libcublasLt.so.13) for the emulated GPU, whose "device memory" is host memory:
 // the calls trainer/ops/cuda/matmul.cc makes, with the same column-major contract. D = alpha op(A) op(B) + beta D
 // with bf16 A and B, bf16 or fp32 D, fp32 accumulation, and the epilogues matmul.cc asks for: BIAS, GELU_AUX and
-// GELU_AUX_BIAS (aux receives the GELU input, D its tanh GELU), DGELU (D = product times GELU'(aux)). What real
-// cuBLASLt refuses is refused here too (INVALID_VALUE): a layout whose shape does not match the product's, a
-// leading dimension shorter than a column, an epilogue without the pointer it needs, an aux leading dimension
-// that is not a multiple of 8.
+// GELU_AUX_BIAS (aux receives the GELU input, D its tanh GELU), DGELU (D = product times GELU'(aux)), DGELU_BGRAD
+// (DGELU, and the bias pointer receives D's row sums, summed in fp32 before D is rounded, in the bias type:
+// BIAS_DATA_TYPE, else D's). What real cuBLASLt refuses is refused here too (INVALID_VALUE): a layout whose shape
+// does not match the product's, a leading dimension shorter than a column, an epilogue without the pointer it
+// needs, an aux leading dimension that is not a multiple of 8. FAKE_CUBLASLT_NO_BGRAD=1: no algorithm for
+// DGELU_BGRAD (NOT_SUPPORTED from the heuristic), as a cuBLASLt without it would answer.
 #include <cblas.h>
 #include <cublasLt.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -24,6 +27,7 @@ struct Desc {
   const void* bias = nullptr;
   void* aux = nullptr;
   int64_t aux_ld = 0;
+  int32_t bias_type = -1;
 };
 
 struct Layout {
@@ -59,9 +63,11 @@ float GeluGrad(float x) {
 }
 
 bool NeedsAux(cublasLtEpilogue_t e) {
-  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+  return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
+         e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 }
-bool NeedsBias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bool AddsBias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+bool NeedsBias(cublasLtEpilogue_t e) { return AddsBias(e) || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
 
 }  // namespace
 
@@ -109,6 +115,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t opaque, cubla
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return take(desc->bias);
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return take(desc->aux);
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return take(desc->aux_ld);
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return take(desc->bias_type);
     default: return CUBLAS_STATUS_NOT_SUPPORTED;
   }
 }
@@ -146,6 +153,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   const auto* desc = reinterpret_cast<const Desc*>(opaque);
   if (NeedsAux(desc->epilogue) && (desc->aux == nullptr || desc->aux_ld % 8 != 0)) return CUBLAS_STATUS_INVALID_VALUE;
   if (NeedsBias(desc->epilogue) && desc->bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (desc->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD) {
+    const char* no_bgrad = std::getenv("FAKE_CUBLASLT_NO_BGRAD");
+    if (no_bgrad != nullptr && std::strcmp(no_bgrad, "1") == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   *found = requested > 0 ? 1 : 0;
   if (*found == 1) {
     std::memset(&results[0], 0, sizeof(results[0]));
@@ -194,12 +205,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
                 static_cast<blasint>(k), 1.0f, cols.data(), lead, rows.data(), lead, 0.0f, sums.data(),
                 static_cast<blasint>(m));
   }
+  const auto bias_type = desc.bias_type == -1 ? ld.type : static_cast<cudaDataType_t>(desc.bias_type);
+  if (bias_type != ld.type && bias_type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  std::vector<float> row_sums(desc.epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD ? m : 0);
   for (uint64_t j = 0; j < n; ++j) {
     for (uint64_t i = 0; i < m; ++i) {
       const size_t at = i + j * ld.ld, aux_at = i + j * desc.aux_ld;
       float value = alpha_value * sums[j * m + i];
       if (beta_value != 0.0f) value += beta_value * Read(d, ld.type, at);
-      if (NeedsBias(desc.epilogue)) value += Read(desc.bias, ld.type, i);
+      if (AddsBias(desc.epilogue)) value += Read(desc.bias, bias_type, i);
       switch (desc.epilogue) {
         case CUBLASLT_EPILOGUE_GELU_AUX:
         case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
@@ -207,11 +221,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
           value = Gelu(value);
           break;
         case CUBLASLT_EPILOGUE_DGELU: value *= GeluGrad(Read(desc.aux, ld.type, aux_at)); break;
+        case CUBLASLT_EPILOGUE_DGELU_BGRAD:
+          value *= GeluGrad(Read(desc.aux, ld.type, aux_at));
+          row_sums[i] += value;
+          break;
         default: break;
       }
       Write(d, ld.type, at, value);
     }
   }
+  for (uint64_t i = 0; i < row_sums.size(); ++i) Write(const_cast<void*>(desc.bias), bias_type, i, row_sums[i]);
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -362,28 +362,36 @@ void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias) 
 }
 
 // A Linear layer with GELU, [N, C] -> [N, F], and the backward of the next Linear layer, [N, F] -> [N, C], into
-// d(pre-GELU), through cuBLASLt's GELU epilogues (`epilogues`; F not a multiple of 8 falls back to the GEMM and
-// the GELU kernels) or without them, against ops/cpu. The CPU's backward reads the GPU's pre and act (bf16), so
-// each direction is compared alone. `must_fuse`: the epilogues must be the path taken (GPT-2's shape); at odd
-// shapes cuBLASLt may decline them, and the GEMM and GELU kernels stand in.
+// d(pre-GELU) and the first layer's bias gradient, through cuBLASLt's GELU epilogues (`epilogues`; F not a
+// multiple of 8 falls back to the GEMM and the GELU kernels) or without them, against ops/cpu. The CPU's backward
+// reads the GPU's pre and act (bf16), so each direction is compared alone. `must_fuse`: the epilogues must be the
+// path taken (GPT-2's shape); at odd shapes cuBLASLt may decline them, and the GEMM and GELU kernels stand in.
+// The bias gradient of d(pre) is summed by DGELU_BGRAD from its fp32 values, compared with the CPU's fp32 d(pre)'s
+// sums, or by the kernel from the bf16 d(pre) written, compared with the sums of that d(pre) as read back.
 void MatmulGelu(Gpu& gpu, cuda::Matmul& blas, int N, int C, int F, bool epilogues, bool must_fuse = false) {
   const size_t rows = static_cast<size_t>(N), in = static_cast<size_t>(C), hidden = static_cast<size_t>(F);
   auto x = Rounded(Random(rows * in)), w1 = Rounded(Random(hidden * in, 0.05f)), b1 = Rounded(Random(hidden));
   auto w2 = Rounded(Random(in * hidden, 0.05f)), dout = Rounded(Random(rows * in));
   auto dpre = Rounded(Random(rows * hidden));  // stale: the backward writes it
-  auto dw2 = Random(in * hidden), db2 = Random(in);
+  auto dw2 = Random(in * hidden), db2 = Random(in), db1 = Random(hidden);
   Buffer gx = gpu.Bf16(x), gw1 = gpu.Bf16(w1), gb1 = gpu.Bf16(b1), gw2 = gpu.Bf16(w2), gdout = gpu.Bf16(dout);
   Buffer gpre = gpu.Bf16(std::vector<float>(rows * hidden)), gact = gpu.Bf16(std::vector<float>(rows * hidden));
-  Buffer gdpre = gpu.Bf16(dpre), gdw2 = gpu.F32(dw2), gdb2 = gpu.F32(db2);
+  Buffer gdpre = gpu.Bf16(dpre), gdw2 = gpu.F32(dw2), gdb2 = gpu.F32(db2), gdb1 = gpu.F32(db1);
   const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "->" + std::to_string(F) +
                             (epilogues ? " epilogues" : " kernels");
   blas.set_gelu_epilogues(epilogues);
-  const int64_t fallbacks = blas.gelu_fallbacks();
+  const int64_t fallbacks = blas.gelu_fallbacks(), bias_fallbacks = blas.bias_gradient_fallbacks();
   gpu.Check(blas.ForwardGelu(gact.as<uint16_t>(), gpre.as<uint16_t>(), gx.as<uint16_t>(), gw1.as<uint16_t>(),
                               gb1.as<uint16_t>(), N, C, F, gpu.stream()), "Matmul::ForwardGelu");
-  gpu.Check(blas.BackwardGelu(gdpre.as<uint16_t>(), gdw2.as<float>(), gdb2.as<float>(), gdout.as<uint16_t>(),
-                               gact.as<uint16_t>(), gpre.as<uint16_t>(), gw2.as<uint16_t>(), N, F, C, gpu.stream()),
-             "Matmul::BackwardGelu");
+  gpu.Check(blas.BackwardGelu(gdpre.as<uint16_t>(), gdb1.as<float>(), gdw2.as<float>(), gdb2.as<float>(),
+                              gdout.as<uint16_t>(), gact.as<uint16_t>(), gpre.as<uint16_t>(), gw2.as<uint16_t>(), N, F,
+                              C, gpu.stream()),
+            "Matmul::BackwardGelu");
+  const bool bias_by_epilogue = epilogues && F % 8 == 0 && blas.bias_gradient_fallbacks() == bias_fallbacks;
+  if (epilogues && F % 8 == 0 && !bias_by_epilogue) {
+    std::printf("  matmul+gelu %s: cuBLASLt had no DGELU_BGRAD with an fp32 bias gradient; the kernel summed it\n",
+                shape.c_str());
+  }
   blas.set_gelu_epilogues(true);
   if (blas.gelu_fallbacks() != fallbacks) {
     std::printf("  matmul+gelu %s: %lld call(s) without the epilogue\n", shape.c_str(),
@@ -403,14 +411,17 @@ void MatmulGelu(Gpu& gpu, cuda::Matmul& blas, int N, int C, int F, bool epilogue
   cpu::MatmulBackward(dpre.data(), dw2.data(), db2.data(), dout.data(), gpu_act.data(), w2.data(), N, F, C);
   cpu::GeluBackward(dpre.data(), gpu_pre.data(), dpre.data(), static_cast<int64_t>(rows * hidden));
   Compare("matmul+gelu backward dpre " + shape, gpu.Read(gdpre), dpre, kBf16Rtol, 1e-2f);
+  cpu::BiasBackward(db1.data(), bias_by_epilogue ? dpre.data() : gpu.Read(gdpre).data(), N, F);
+  Compare(std::string("matmul+gelu backward dpre bias ") + (bias_by_epilogue ? "(DGELU_BGRAD) " : "(kernel) ") + shape,
+          gpu.Read(gdb1), db1, 1e-4f, 1e-3f);
   Compare("matmul+gelu backward dweight " + shape, gpu.Read(gdw2), dw2, 1e-4f, 1e-3f);
   Compare("matmul+gelu backward dbias " + shape, gpu.Read(gdb2), db2, 1e-4f, 1e-3f);
 }
 
-// Matmul's plans (cuBLASLt's choice of algorithm, kept per product): the same GELU layer run again with other
-// bias and pre-GELU buffers, both alive, asks the heuristic nothing new and reads and writes the new ones; an
-// output two bytes past an aligned address is another product for cuBLASLt (its algorithms may assume 16 bytes),
-// so that asks anew, and its result is right.
+// Matmul's plans (cuBLASLt's choice of algorithm, kept per product, or its answer that it has none): the same
+// GELU layer run again with other bias and pre-GELU buffers, both alive, asks the heuristic nothing new and reads
+// and writes the new ones; an output two bytes past an aligned address is another product for cuBLASLt (its
+// algorithms may assume 16 bytes), so that asks anew, and its result is right; the GELU backward likewise.
 void MatmulPlans(Gpu& gpu, cuda::Matmul& blas) {
   const int N = 64, C = 64, OC = 48;
   const size_t rows = N, in = C, out_cols = OC;
@@ -445,13 +456,31 @@ void MatmulPlans(Gpu& gpu, cuda::Matmul& blas) {
   cpu::MatmulForward(out.data(), x.data(), w.data(), biases[0].data(), N, C, OC);
   Compare("matmul plans: output at 2 bytes", std::vector<float>(shifted.begin() + 1, shifted.end()), out, kBf16Rtol,
           1e-2f);
+  // The next layer's backward into d(pre) and its bias gradient, twice from the same inputs into buffers that
+  // start different: the second (whatever epilogue this cuBLASLt took, or declined, the first time) asks nothing
+  // and writes what the first wrote.
+  const int next = 40;
+  Buffer gw2 = gpu.Bf16(Rounded(Random(size_t{next} * out_cols, 0.05f))), gdout = gpu.Bf16(Rounded(Random(rows * next)));
+  std::vector<Buffer> gdpre, gdbias;
+  for (int i = 0; i < 2; ++i) {
+    gdpre.push_back(gpu.Bf16(Random(rows * out_cols)));
+    gdbias.push_back(gpu.F32(std::vector<float>(out_cols)));
+    gpu.Check(blas.BackwardGelu(gdpre[i].as<uint16_t>(), gdbias[i].as<float>(), nullptr, nullptr, gdout.as<uint16_t>(),
+                                gact[0].as<uint16_t>(), gpre[0].as<uint16_t>(), gw2.as<uint16_t>(), N, OC, next,
+                                gpu.stream()),
+              "Matmul::BackwardGelu");
+    searches.push_back(blas.algorithm_searches());
+  }
+  Compare("matmul plans: dgelu again, dpre", gpu.Read(gdpre[1]), gpu.Read(gdpre[0]), 0.0f, 0.0f);
+  Compare("matmul plans: dgelu again, dpre bias", gpu.Read(gdbias[1]), gpu.Read(gdbias[0]), 0.0f, 0.0f);
   const bool first_searched = searches[1] > searches[0], again_none = searches[2] == searches[1],
-             shifted_searched = searches[3] > searches[2];
-  std::printf("  %-34s %s  heuristic asked %lld, %lld, %lld time(s)\n", "matmul plans",
-              first_searched && again_none && shifted_searched ? "ok  " : "FAIL",
-              static_cast<long long>(searches[1] - searches[0]), static_cast<long long>(searches[2] - searches[1]),
-              static_cast<long long>(searches[3] - searches[2]));
-  if (!(first_searched && again_none && shifted_searched)) ++g_failures;
+             shifted_searched = searches[3] > searches[2], backward_again_none = searches[5] == searches[4];
+  const bool ok = first_searched && again_none && shifted_searched && backward_again_none;
+  std::printf("  %-34s %s  heuristic asked %lld, %lld, %lld; backward %lld, %lld time(s)\n", "matmul plans",
+              ok ? "ok  " : "FAIL", static_cast<long long>(searches[1] - searches[0]),
+              static_cast<long long>(searches[2] - searches[1]), static_cast<long long>(searches[3] - searches[2]),
+              static_cast<long long>(searches[4] - searches[3]), static_cast<long long>(searches[5] - searches[4]));
+  if (!ok) ++g_failures;
 }
 
 // Two steps of optim/adamw.cc's AdamW over gpt-tiny's parameters, tensor by tensor on the GPU (decay on matrices

@@ -227,14 +227,17 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     const int fc_dim = gpt ? F : 2 * F;
     const void* d_out = Masked(d_res_, Site(3 + 3 * l));
     if (gpt) {
-      ops_->MatmulGeluBackward(d_fc_.data(), dw.out_w, dw.out_b, d_out, a.act.data(), a.fc.data(), w.out_w, N, F, C);
+      // fc's bias gradient too: on the GPU the column sums of d(fc) come out of the same product.
+      ops_->MatmulGeluBackward(d_fc_.data(), dw.fc_b, dw.out_w, dw.out_b, d_out, a.act.data(), a.fc.data(), w.out_w, N,
+                               F, C);
       done(layout_.LayerPart(l, "out."));
     } else {
       ops_->MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, d_out, a.act.data(), w.out_w, N, F, C);
       done(layout_.LayerPart(l, "out."));
       ops_->SwigluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), N, F);
     }
-    ops_->MatmulBackward(d_norm_.data(), dw.fc_w, dw.fc_b, d_fc_.data(), a.norm2.data(), w.fc_w, N, C, fc_dim);
+    ops_->MatmulBackward(d_norm_.data(), dw.fc_w, gpt ? nullptr : dw.fc_b, d_fc_.data(), a.norm2.data(), w.fc_w, N, C,
+                         fc_dim);
     done(layout_.LayerPart(l, "fc."));
     NormBackward(d_res_.data(), dw.norm2_w, dw.norm2_b, d_norm_.data(), a.mid.data(), w.norm2_w, a.mean2.as<float>(),
                  a.rstd2.as<float>(), N);

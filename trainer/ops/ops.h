@@ -58,9 +58,11 @@ class Ops {
   virtual void MatmulGeluForward(void* act, void* pre, const void* inp, const void* weight, const void* bias, int N,
                                  int C, int OC) = 0;
   // The backward of a Linear layer whose input was act = GELU(pre): dpre = (dout @ weight) * GELU'(pre), written;
-  // dweight and dbias added (MatmulBackward, then GeluBackward). One GEMM with a DGELU epilogue on the GPU.
-  virtual void MatmulGeluBackward(void* dpre, float* dweight, float* dbias, const void* dout, const void* act,
-                                  const void* pre, const void* weight, int N, int C, int OC) = 0;
+  // dweight and dbias added (MatmulBackward, then GeluBackward); where dpre_bias is not null, the column sums of
+  // dpre added to it: the bias gradient of the Linear layer that made pre, whose own MatmulBackward then takes
+  // no dbias. One GEMM with a DGELU (DGELU_BGRAD, with dpre_bias) epilogue on the GPU.
+  virtual void MatmulGeluBackward(void* dpre, float* dpre_bias, float* dweight, float* dbias, const void* dout,
+                                  const void* act, const void* pre, const void* weight, int N, int C, int OC) = 0;
   // What attention keeps from its forward for its backward, in fp32 elements: the probabilities [B, H, T, T] on
   // the host, each query row's log-sum-exp [B, H, T] on the GPU.
   virtual int64_t AttentionSaved(int B, int H, int T) const = 0;

@@ -63,10 +63,11 @@ class CpuOps : public Ops {
     cpu::MatmulForward(F(pre), F(inp), F(weight), F(bias), N, C, OC);
     cpu::GeluForward(F(act), F(pre), int64_t{N} * OC);
   }
-  void MatmulGeluBackward(void* dpre, float* dweight, float* dbias, const void* dout, const void* act,
+  void MatmulGeluBackward(void* dpre, float* dpre_bias, float* dweight, float* dbias, const void* dout, const void* act,
                           const void* pre, const void* weight, int N, int C, int OC) override {
     cpu::MatmulBackward(F(dpre), dweight, dbias, F(dout), F(act), F(weight), N, C, OC);
     cpu::GeluBackward(F(dpre), F(pre), F(dpre), int64_t{N} * C);  // in place: d(act) becomes d(pre)
+    if (dpre_bias != nullptr) cpu::BiasBackward(dpre_bias, F(dpre), N, C);
   }
   int64_t AttentionSaved(int B, int H, int T) const override { return int64_t{B} * H * T * T; }
   void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H, int KV, int hd,

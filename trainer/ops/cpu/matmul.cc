@@ -52,7 +52,10 @@ void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, C, N, 1.0f, dout + first, OC, inp, C, 1.0f,
                 dweight + int64_t{first} * C, C);
   });
-  if (dbias == nullptr) return;
+  if (dbias != nullptr) BiasBackward(dbias, dout, N, OC);
+}
+
+void BiasBackward(float* dbias, const float* dout, int N, int OC) {
   const std::vector<float> db = OrderedRowSums<float>(N, OC, [&](int64_t n, float* sum) {
     const float* d = dout + n * OC;
     for (int oc = 0; oc < OC; ++oc) sum[oc] += d[oc];

@@ -28,6 +28,8 @@ void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int N, int C, int OC);
+// dbias[OC] += the column sums of dout[N, OC]: MatmulBackward's bias gradient alone.
+void BiasBackward(float* dbias, const float* dout, int N, int OC);
 
 // dropout.cc: inverted dropout (kept elements scaled by 1 / (1 - p)) with a mask that is a pure function of a
 // key (from the seed, the optimizer step and the site in the model) and each element's index in the global batch,

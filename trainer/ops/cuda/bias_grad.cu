@@ -84,4 +84,11 @@ int BiasGradient(float* dbias, const bf16* dout, int N, int OC, float* scratch, 
   return Launched();
 }
 
+int AddBiasGradient(float* dbias, const float* sums, int OC, Stream stream) {
+  if (OC <= 0) return 0;
+  LaunchKernel(AddChunksKernel, static_cast<unsigned>((OC + kThreads - 1) / kThreads), kThreads, 0, AsStream(stream),
+               dbias, sums, 1, OC);
+  return Launched();
+}
+
 }  // namespace srunway::trainer::cuda

@@ -100,9 +100,10 @@ class CudaOps : public Ops {
                          int OC) override {
     Keep(matmul_->ForwardGelu(H(act), H(pre), H(inp), H(weight), H(bias), N, C, OC, stream_));
   }
-  void MatmulGeluBackward(void* dpre, float* dweight, float* dbias, const void* dout, const void* act,
+  void MatmulGeluBackward(void* dpre, float* dpre_bias, float* dweight, float* dbias, const void* dout, const void* act,
                           const void* pre, const void* weight, int N, int C, int OC) override {
-    Keep(matmul_->BackwardGelu(H(dpre), dweight, dbias, H(dout), H(act), H(pre), H(weight), N, C, OC, stream_));
+    Keep(matmul_->BackwardGelu(H(dpre), dpre_bias, dweight, dbias, H(dout), H(act), H(pre), H(weight), N, C, OC,
+                               stream_));
   }
   int64_t AttentionSaved(int B, int H_, int T) const override { return int64_t{B} * H_ * T; }
   void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H_, int KV, int hd,

@@ -126,5 +126,7 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
 // part of the matmul backward (matmul.h), which lends it cuBLASLt's workspace.
 int BiasGradient(float* dbias, const bf16* dout, int N, int OC, float* scratch, int64_t scratch_floats,
                  Stream stream);
+// dbias[OC] += sums[OC]: a bias gradient summed elsewhere (cuBLASLt's DGELU_BGRAD writes its own, never adds).
+int AddBiasGradient(float* dbias, const float* sums, int OC, Stream stream);
 
 }  // namespace srunway::trainer::cuda

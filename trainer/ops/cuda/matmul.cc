@@ -39,12 +39,13 @@ struct Matmul::Epilogue {
   const void* bias = nullptr;  // BIAS, GELU_AUX_BIAS: [m], D's type
   const void* aux = nullptr;   // GELU_AUX(_BIAS): receives the GELU input; DGELU: reads it; m x n, D's type
   int64_t aux_ld = 0;
+  int32_t bias_type = -1;  // the bias's (or its gradient's) cudaDataType_t; -1: cuBLASLt's default, D's type
 };
 
 // What cuBLASLt's heuristic sees of a product: its shape and types, the epilogue, and the alignment of every
 // pointer (0: none), which decides what algorithms can read and write them.
-using MatmulPlanKey =
-    std::tuple<int, int, int, int, int, int64_t, int64_t, int64_t, int, float, int, int64_t, std::array<uint32_t, 5>>;
+using MatmulPlanKey = std::tuple<int, int, int, int, int, int64_t, int64_t, int64_t, int, float, int, int64_t, int32_t,
+                                 std::array<uint32_t, 5>>;
 
 // A product's descriptors and the algorithm the heuristic chose, made at its first call and used for every later
 // product with the same key (gpt-tiny's training makes 23 distinct products, all in its first step); only the
@@ -125,13 +126,14 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Open(Device& device, size_t workspace_
     api->destroy(api->handle);
     return workspace.status().WithContext("cuBLASLt workspace");
   }
-  auto matmul = std::unique_ptr<Matmul>(new Matmul(std::move(api), std::move(*workspace)));
+  auto matmul = std::unique_ptr<Matmul>(new Matmul(std::move(api), device, std::move(*workspace)));
   const char* epilogues = std::getenv("SRUNWAY_GELU_EPILOGUE");
   matmul->set_gelu_epilogues(epilogues == nullptr || std::strcmp(epilogues, "0") != 0);
   return matmul;
 }
 
-Matmul::Matmul(std::unique_ptr<Api> api, Buffer workspace) : api_(std::move(api)), workspace_(std::move(workspace)) {}
+Matmul::Matmul(std::unique_ptr<Api> api, Device& device, Buffer workspace)
+    : api_(std::move(api)), device_(device), workspace_(std::move(workspace)) {}
 
 Matmul::~Matmul() {
   for (auto& [key, plan] : api_->plans) api_->Destroy(plan);
@@ -163,6 +165,11 @@ Status Matmul::MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void*
     SRUNWAY_RETURN_IF_ERROR(
         api.CheckSupported(api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue.kind, sizeof epilogue.kind),
                            "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
+  }
+  if (epilogue.bias_type != -1) {
+    SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(
+        api.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &epilogue.bias_type, sizeof epilogue.bias_type),
+        "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)"));
   }
   if (epilogue.aux != nullptr) {
     SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(
@@ -242,21 +249,21 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
       gemm.beta,
       epilogue.kind,
       epilogue.aux_ld,
+      epilogue.bias_type,
       std::array{aligned(a), aligned(b), aligned(d), aligned(epilogue.bias), aligned(epilogue.aux)}};
   auto [it, made] = api.plans.try_emplace(key);
   Plan& plan = it->second;
   if (made) {
-    plan.status = MakePlan(plan, gemm, a, b, d, epilogue);
-    if (!plan.status.ok()) {
-      api.Destroy(plan);
+    Status made_status = MakePlan(plan, gemm, a, b, d, epilogue);
+    if (!made_status.ok()) {
+      api.Destroy(plan);  // resets the plan, status included
       // Only "not supported" is an answer to keep; any other failure may pass.
-      Status failed = std::move(plan.status);
-      if (failed.code() == common::StatusCode::kNotFound) {
-        plan.status = failed;
+      if (made_status.code() == common::StatusCode::kNotFound) {
+        plan.status = made_status;
       } else {
         api.plans.erase(it);
       }
-      return failed;
+      return made_status;
     }
   } else {
     SRUNWAY_RETURN_IF_ERROR(plan.status);
@@ -323,21 +330,47 @@ Status Matmul::ForwardGelu(bf16* act, bf16* pre, const bf16* inp, const bf16* we
   return Status::Ok();
 }
 
-Status Matmul::BackwardGelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* act,
-                            const bf16* pre, const bf16* weight, int N, int C, int OC, Stream stream) {
+Status Matmul::BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float* dbias, const bf16* dout,
+                            const bf16* act, const bf16* pre, const bf16* weight, int N, int C, int OC, Stream stream) {
   const Gemm dinp = InputGradientProduct(N, C, OC);
-  bool fused = false;
+  bool fused = false, bias_fused = false;
+  // Whether a failure is one to return: NotFound (this cuBLASLt cannot do the epilogue) is not, it falls back.
+  auto failed = [](const Status& status) { return !status.ok() && status.code() != common::StatusCode::kNotFound; };
   if (gelu_epilogues_ && C % 8 == 0) {
-    Status status = Run(dinp, weight, dout, dpre, {CUBLASLT_EPILOGUE_DGELU, nullptr, pre, C}, stream);
-    if (status.code() != common::StatusCode::kNotFound && !status.ok()) return status.WithContext("dinp");
-    fused = status.ok();
-    if (!fused) ++gelu_fallbacks_;
+    if (dpre_bias != nullptr) {
+      SRUNWAY_RETURN_IF_ERROR(Grow(bias_sums_, device_, DType::kFloat32, static_cast<size_t>(C), device_.main_stream())
+                                  .WithContext("DGELU_BGRAD's column sums"));
+      const Epilogue epilogue{CUBLASLT_EPILOGUE_DGELU_BGRAD, bias_sums_.data(), pre, C, CUDA_R_32F};
+      Status status = Run(dinp, weight, dout, dpre, epilogue, stream);
+      if (failed(status)) return status.WithContext("dinp");
+      fused = bias_fused = status.ok();
+      if (bias_fused) {
+        if (int rc = AddBiasGradient(dpre_bias, bias_sums_.as<float>(), C, stream); rc != 0) {
+          return common::Internal("bias gradient kernel: {}", ErrorText(rc));
+        }
+      } else {
+        ++bias_gradient_fallbacks_;
+      }
+    }
+    if (!fused) {
+      Status status = Run(dinp, weight, dout, dpre, {CUBLASLT_EPILOGUE_DGELU, nullptr, pre, C}, stream);
+      if (failed(status)) return status.WithContext("dinp");
+      fused = status.ok();
+      if (!fused) ++gelu_fallbacks_;
+    }
   }
   if (!fused) {
     SRUNWAY_RETURN_IF_ERROR(Run(dinp, weight, dout, dpre, {}, stream).WithContext("dinp"));
     // d(pre) = GELU'(pre) * d(act), in place.
     if (int rc = GeluBackward(dpre, pre, dpre, int64_t{N} * C, stream); rc != 0) {
       return common::Internal("GELU backward kernel: {}", ErrorText(rc));
+    }
+  }
+  if (dpre_bias != nullptr && !bias_fused) {
+    if (int rc = BiasGradient(dpre_bias, dpre, N, C, workspace_.as<float>(),
+                              static_cast<int64_t>(workspace_.bytes() / sizeof(float)), stream);
+        rc != 0) {
+      return common::Internal("bias gradient kernel: {}", ErrorText(rc));
     }
   }
   return WeightGradients(dweight, dbias, dout, act, N, C, OC, stream);

@@ -38,15 +38,20 @@ class Matmul {
   common::Status ForwardGelu(bf16* act, bf16* pre, const bf16* inp, const bf16* weight, const bf16* bias, int N,
                              int C, int OC, Stream stream);
   // The backward of a Linear layer whose input was act = GELU(pre), [N, C]: dpre = (dout @ weight) * GELU'(pre)
-  // (written, bf16), dweight and dbias as Backward. The DGELU epilogue under the same conditions (C a multiple of
-  // 8), else Backward and the GELU backward kernel in place.
-  common::Status BackwardGelu(bf16* dpre, float* dweight, float* dbias, const bf16* dout, const bf16* act,
-                              const bf16* pre, const bf16* weight, int N, int C, int OC, Stream stream);
+  // (written, bf16), dweight and dbias as Backward; dpre_bias[C] += the column sums of dpre (fp32) when not null.
+  // The DGELU epilogue under the same conditions (C a multiple of 8), else Backward and the GELU backward kernel
+  // in place. With dpre_bias, DGELU_BGRAD, which also sums dpre's columns (in fp32, before dpre is rounded to
+  // bf16), where this cuBLASLt has it with an fp32 bias gradient; else the bias gradient kernel over dpre.
+  common::Status BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float* dbias, const bf16* dout,
+                              const bf16* act, const bf16* pre, const bf16* weight, int N, int C, int OC,
+                              Stream stream);
   // Whether the GELU epilogues are tried: yes unless SRUNWAY_GELU_EPILOGUE=0 was set when this was opened.
   bool gelu_epilogues() const { return gelu_epilogues_; }
   void set_gelu_epilogues(bool on) { gelu_epilogues_ = on; }
   // How many ForwardGelu/BackwardGelu calls tried an epilogue and went the unfused way (no algorithm for it).
   int64_t gelu_fallbacks() const { return gelu_fallbacks_; }
+  // How many BackwardGelu calls with a dpre_bias tried DGELU_BGRAD and summed dpre with the kernel instead.
+  int64_t bias_gradient_fallbacks() const { return bias_gradient_fallbacks_; }
   // How many times cuBLASLt's heuristic was asked for an algorithm: once per distinct product (shape, types,
   // epilogue, pointer alignments), whose choice every later call of that product reuses.
   int64_t algorithm_searches() const { return algorithm_searches_; }
@@ -58,7 +63,7 @@ class Matmul {
   struct Gemm;
   struct Epilogue;
   struct Plan;
-  Matmul(std::unique_ptr<Api> api, Buffer workspace);
+  Matmul(std::unique_ptr<Api> api, Device& device, Buffer workspace);
   // D (m x n) = epilogue(alpha op(A) op(B) + beta C), column-major, C and D the same matrix. NotFound when
   // this cuBLASLt does not support the epilogue or has no algorithm for the product.
   common::Status Run(const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
@@ -76,9 +81,12 @@ class Matmul {
                                  Stream stream);
 
   std::unique_ptr<Api> api_;
+  Device& device_;
   Buffer workspace_;
+  Buffer bias_sums_;  // DGELU_BGRAD's column sums, added to dpre_bias after (cuBLASLt writes them, never adds)
   bool gelu_epilogues_ = true;
   int64_t gelu_fallbacks_ = 0;
+  int64_t bias_gradient_fallbacks_ = 0;
   int64_t algorithm_searches_ = 0;
 };
 
