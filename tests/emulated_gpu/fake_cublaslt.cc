@@ -5,8 +5,9 @@
 // (DGELU, and the bias pointer receives D's row sums, summed in fp32 before D is rounded, in the bias type:
 // BIAS_DATA_TYPE, else D's). What real cuBLASLt refuses is refused here too (INVALID_VALUE): a layout whose shape
 // does not match the product's, a leading dimension shorter than a column, an epilogue without the pointer it
-// needs, an aux leading dimension that is not a multiple of 8. FAKE_CUBLASLT_NO_BGRAD=1: no algorithm for
-// DGELU_BGRAD (NOT_SUPPORTED from the heuristic), as a cuBLASLt without it would answer.
+// needs, an aux leading dimension that is not a multiple of 8. FAKE_CUBLASLT_DECLINE, a comma-separated list of
+// epilogues (BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, DGELU_BGRAD): no algorithm for those (NOT_SUPPORTED from the
+// heuristic), as a cuBLASLt without them would answer.
 #include <cblas.h>
 #include <cublasLt.h>
 
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/half.h"
@@ -68,6 +70,23 @@ bool NeedsAux(cublasLtEpilogue_t e) {
 }
 bool AddsBias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
 bool NeedsBias(cublasLtEpilogue_t e) { return AddsBias(e) || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
+
+// Whether FAKE_CUBLASLT_DECLINE names the epilogue.
+bool Declined(cublasLtEpilogue_t e) {
+  const char* list = std::getenv("FAKE_CUBLASLT_DECLINE");
+  if (list == nullptr) return false;
+  const char* name = nullptr;
+  switch (e) {
+    case CUBLASLT_EPILOGUE_BIAS: name = "BIAS"; break;
+    case CUBLASLT_EPILOGUE_GELU_AUX: name = "GELU_AUX"; break;
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: name = "GELU_AUX_BIAS"; break;
+    case CUBLASLT_EPILOGUE_DGELU: name = "DGELU"; break;
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD: name = "DGELU_BGRAD"; break;
+    default: return false;
+  }
+  const std::string padded = "," + std::string(list) + ",";
+  return padded.find("," + std::string(name) + ",") != std::string::npos;
+}
 
 }  // namespace
 
@@ -153,10 +172,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   const auto* desc = reinterpret_cast<const Desc*>(opaque);
   if (NeedsAux(desc->epilogue) && (desc->aux == nullptr || desc->aux_ld % 8 != 0)) return CUBLAS_STATUS_INVALID_VALUE;
   if (NeedsBias(desc->epilogue) && desc->bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  if (desc->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD) {
-    const char* no_bgrad = std::getenv("FAKE_CUBLASLT_NO_BGRAD");
-    if (no_bgrad != nullptr && std::strcmp(no_bgrad, "1") == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
+  if (Declined(desc->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
   *found = requested > 0 ? 1 : 0;
   if (*found == 1) {
     std::memset(&results[0], 0, sizeof(results[0]));
