@@ -303,13 +303,16 @@ Status Matmul::WeightGradients(float* dweight, float* dbias, const bf16* dout, c
     SRUNWAY_RETURN_IF_ERROR(Run({CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, C, OC, C, CUDA_R_32F, 1.0f}, inp, dout, dweight,
                                 {}, stream).WithContext("dweight"));
   }
-  if (dbias != nullptr) {
-    // cuBLASLt's workspace is free between products on this stream: it holds the chunk sums.
-    if (int rc = BiasGradient(dbias, dout, N, OC, workspace_.as<float>(),
-                              static_cast<int64_t>(workspace_.bytes() / sizeof(float)), stream);
-        rc != 0) {
-      return common::Internal("bias gradient kernel: {}", ErrorText(rc));
-    }
+  if (dbias != nullptr) SRUNWAY_RETURN_IF_ERROR(BiasGradientKernel(dbias, dout, N, OC, stream));
+  return Status::Ok();
+}
+
+Status Matmul::BiasGradientKernel(float* dbias, const bf16* dout, int N, int OC, Stream stream) {
+  // cuBLASLt's workspace is free between products on this stream: it holds the chunk sums.
+  if (int rc = BiasGradient(dbias, dout, N, OC, workspace_.as<float>(),
+                            static_cast<int64_t>(workspace_.bytes() / sizeof(float)), stream);
+      rc != 0) {
+    return common::Internal("bias gradient kernel: {}", ErrorText(rc));
   }
   return Status::Ok();
 }
@@ -366,13 +369,7 @@ Status Matmul::BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float*
       return common::Internal("GELU backward kernel: {}", ErrorText(rc));
     }
   }
-  if (dpre_bias != nullptr && !bias_fused) {
-    if (int rc = BiasGradient(dpre_bias, dpre, N, C, workspace_.as<float>(),
-                              static_cast<int64_t>(workspace_.bytes() / sizeof(float)), stream);
-        rc != 0) {
-      return common::Internal("bias gradient kernel: {}", ErrorText(rc));
-    }
-  }
+  if (dpre_bias != nullptr && !bias_fused) SRUNWAY_RETURN_IF_ERROR(BiasGradientKernel(dpre_bias, dpre, N, C, stream));
   return WeightGradients(dweight, dbias, dout, act, N, C, OC, stream);
 }
 

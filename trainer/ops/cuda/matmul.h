@@ -76,6 +76,8 @@ class Matmul {
   // The products of a Linear layer [N, C] -> [N, OC] (see matmul.cc): out, and dinp written in bf16.
   static Gemm ForwardProduct(int N, int C, int OC);
   static Gemm InputGradientProduct(int N, int C, int OC);
+  // dbias[OC] += the column sums of dout [N, OC] by the bias gradient kernel, in cuBLASLt's workspace.
+  common::Status BiasGradientKernel(float* dbias, const bf16* dout, int N, int OC, Stream stream);
   // Backward's dweight and dbias.
   common::Status WeightGradients(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int N, int C, int OC,
                                  Stream stream);
