@@ -2,6 +2,7 @@
 #include "blueprints/blueprint.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 
 #include <algorithm>
 #include <cctype>
@@ -150,12 +151,65 @@ void ForEachScalar(const YAML::Node& node, const std::function<void(const YAML::
   }
 }
 
+// Calls visit(node, level) on `root` and everything under it, keys included and aliases expanded, until visit
+// returns false; `level` is where `root` sits. A list of what is left, not recursion: the limits it serves guard
+// against a stack overflow.
+template <typename Visit>
+void Walk(const YAML::Node& root, int level, Visit visit) {
+  std::vector<std::pair<YAML::Node, int>> left = {{root, level}};
+  while (!left.empty()) {
+    const auto [node, at] = std::move(left.back());
+    left.pop_back();
+    if (!node.IsDefined()) continue;
+    if (!visit(node, at)) return;
+    if (node.IsSequence()) {
+      for (const YAML::Node& item : node) left.emplace_back(item, at + 1);
+    } else if (node.IsMap()) {
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        left.emplace_back(it->first, at + 1);
+        left.emplace_back(it->second, at + 1);
+      }
+    }
+  }
+}
+
+// The values under `node` (keys and containers counted, aliases expanded), counted up to just past `cap`.
+size_t CountValues(const YAML::Node& node, size_t cap) {
+  size_t values = 0;
+  Walk(node, 0, [&](const YAML::Node&, int) { return ++values <= cap; });
+  return std::min(values, cap + 1);
+}
+
+// A document within kMaxNesting and kMaxValues; `level` is where `root` sits (1 for a whole document).
+Status CheckShape(const std::string& file, const YAML::Node& root, int level) {
+  Status status;
+  size_t values = 0;
+  Walk(root, level, [&](const YAML::Node& node, int at) {
+    const YAML::Mark mark = node.Mark();
+    if (at > kMaxNesting) {
+      status = common::InvalidArgument("{}:{}:{}: nested more than {} levels deep", file, mark.line + 1,
+                                       mark.column + 1, kMaxNesting);
+    } else if (++values > kMaxValues) {
+      status = common::InvalidArgument("{}:{}:{}: the document holds more than {} values once its YAML aliases are "
+                                       "expanded", file, mark.line + 1, mark.column + 1, kMaxValues);
+    }
+    return status.ok();
+  });
+  return status;
+}
+
 StatusOr<Document> Parse(const std::string& file, const std::string& text) {
+  Document document{file, {}};
   try {
-    return Document{file, YAML::Load(text)};
+    document.root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& error) {  // yaml-cpp says "bad file"
+    return common::InvalidArgument("{}:{}:{}: nested more than {} levels deep", file, error.mark.line + 1,
+                                   error.mark.column + 1, kMaxNesting);
   } catch (const YAML::ParserException& error) {
     return common::InvalidArgument("{}:{}:{}: {}", file, error.mark.line + 1, error.mark.column + 1, error.msg);
   }
+  SRUNWAY_RETURN_IF_ERROR(CheckShape(file, document.root, 1));
+  return document;
 }
 
 // Builds the model from a parsed blueprint, as far as its shape allows; Validate reports what is wrong with it.
@@ -240,6 +294,39 @@ void CheckExpressions(const Blueprint& bp, Reporter& report, const std::string& 
     }
   });
 }
+
+// What Expand resolves (vars, backends, settings) must resolve within kMaxResolvedNesting and kMaxValues (Resolve
+// keeps it as written otherwise), and the blueprint with all of it resolved must hold at most kMaxValues / 2
+// values, so that its expansion reads back. After the first error nothing more is resolved: the work stays bounded.
+class ExpandedSize {
+ public:
+  explicit ExpandedSize(const Blueprint& bp)
+      : bp_(bp),
+        values_(CountValues(bp.blueprint.root, kMaxValues) +
+                (bp.deployment ? CountValues(bp.deployment->root, kMaxValues) : 0)) {}
+
+  // `place` is where an error points (the value, or the key it sits under).
+  void Add(Reporter& report, const std::string& file, const YAML::Node& value, const YAML::Node& place,
+           std::string_view what) {
+    if (failed_ || !value.IsDefined()) return;
+    size_t values = 0;
+    Resolve(bp_, value, &values);
+    values_ += values;
+    if (values > kMaxValues) {
+      report.At(file, place, fmt::format("{}, with deployment variables resolved, nest deeper than {} levels or hold "
+                                         "more than {} values", what, kMaxResolvedNesting, kMaxValues));
+    } else if (values_ > kMaxValues / 2) {
+      report.At(file, place, fmt::format("{}: with deployment variables resolved, the blueprint holds more than {} "
+                                         "values by here", what, kMaxValues / 2));
+    }
+    failed_ = values_ > kMaxValues / 2;
+  }
+
+ private:
+  const Blueprint& bp_;
+  size_t values_;
+  bool failed_ = false;
+};
 
 // The settings whose type srunway knows (from its module catalogue) must have that type.
 void CheckSettingTypes(Reporter& report, const std::string& file, const Module& module) {
@@ -356,11 +443,14 @@ StatusOr<Blueprint> Load(const std::string& file, const std::optional<std::strin
     MergeDeployment(bp, report);
   }
   for (const auto& [name, value] : sets) {
+    YAML::Node parsed;
     try {
-      bp.vars[name] = YAML::Load(value);
+      parsed = YAML::Load(value);
     } catch (const YAML::Exception& error) {
       return common::InvalidArgument("--set {}={}: not a YAML value: {}", name, value, error.msg);
     }
+    SRUNWAY_RETURN_IF_ERROR(CheckShape(fmt::format("--set {}", name), parsed, 3));  // where vars.NAME's value sits
+    bp.vars[name] = parsed;
   }
   return bp;
 }
@@ -480,6 +570,8 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
   }
   CheckExpressions(bp, report, file, vars, true, "vars");
   if (bp.deployment) CheckExpressions(bp, report, bp.deployment->file, Lookup(bp.deployment->root, "vars"), true, "vars");
+  ExpandedSize expanded(bp);
+  expanded.Add(report, file, bp.vars, vars.IsDefined() ? vars : root, "vars");
 
   int level = 2;
   if (YAML::Node l = Lookup(root, "validation_level"); l.IsDefined()) {
@@ -492,6 +584,13 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
   for (std::string_view key : {"terraform_backend_defaults", "terraform_providers", "toolkit_modules_url",
                                "toolkit_modules_version", "ghpc_version"}) {
     CheckExpressions(bp, report, file, Lookup(root, key), key == "terraform_backend_defaults", key);
+  }
+  if (bp.deployment && Has(bp.deployment->root, "terraform_backend_defaults")) {
+    const YAML::Node backend = Lookup(bp.deployment->root, "terraform_backend_defaults");
+    expanded.Add(report, bp.deployment->file, backend, backend, "terraform_backend_defaults");
+  } else {
+    const YAML::Node backend = Lookup(root, "terraform_backend_defaults");
+    expanded.Add(report, file, backend, backend, "terraform_backend_defaults");
   }
 
   // Validators: the listed ones (minus skip: true), or all of them when none is listed.
@@ -556,6 +655,8 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
         report.At(file, gname, fmt::format("deployment group '{}' is defined twice", gname.Scalar()));
       }
       CheckExpressions(bp, report, file, Lookup(group, "terraform_backend"), true, "terraform_backend");
+      expanded.Add(report, file, Lookup(group, "terraform_backend"), Lookup(group, "terraform_backend"),
+                   "terraform_backend");
       YAML::Node modules = Lookup(group, "modules");
       if (!modules.IsSequence() || modules.size() == 0) {
         report.At(file, modules.IsDefined() ? modules : group, "modules must be a non-empty list");
@@ -598,6 +699,9 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
         YAML::Node settings = Lookup(node, "settings");
         if (settings.IsDefined() && !settings.IsMap() && !settings.IsNull()) report.At(file, settings, "settings must be a map");
         CheckExpressions(bp, report, file, settings, true, "settings");
+        if (!settings.IsNull()) {
+          expanded.Add(report, file, settings, settings, fmt::format("module '{}': settings", module.id));
+        }
         for (std::string_view key : {"id", "source", "kind", "outputs", "use"}) {
           CheckExpressions(bp, report, file, Lookup(node, key), false, fmt::format("a module's {}", key));
         }
@@ -643,18 +747,40 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
   return out;
 }
 
-YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
-  std::function<YAML::Node(const YAML::Node&, int)> resolve = [&](const YAML::Node& node, int depth) -> YAML::Node {
+YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value, size_t* values_out) {
+  // The variables by name, once: Lookup walks yaml-cpp's map, which made resolving a long list of variables slow.
+  std::map<std::string, YAML::Node, std::less<>> vars;
+  for (auto it = bp.vars.begin(); it != bp.vars.end(); ++it) {
+    if (it->first.IsScalar()) vars.emplace(it->first.Scalar(), it->second);
+  }
+  auto var_of = [&](std::string_view name) {
+    auto found = vars.find(name);
+    return found == vars.end() ? YAML::Node(YAML::NodeType::Undefined) : found->second;
+  };
+  size_t values = 0;
+  bool over = false;  // past kMaxResolvedNesting or kMaxValues: everything left is skipped, the value kept as written
+  // depth: variables within variables (a cycle stops at 32); level: nesting in the result.
+  std::function<YAML::Node(const YAML::Node&, int, int)> resolve = [&](const YAML::Node& node, int depth,
+                                                                       int level) -> YAML::Node {
     if (!node.IsDefined()) return node;
-    if (depth > 32) return YAML::Clone(node);  // a cycle of variables: left as written, validate reports nothing new
+    over = over || ++values > kMaxValues || level > kMaxResolvedNesting;
+    if (over) return YAML::Node();
+    if (depth > 32) {  // a cycle of variables: left as written, validate reports nothing new
+      values += CountValues(node, kMaxValues) - 1;
+      over = values > kMaxValues;
+      return YAML::Clone(node);
+    }
     if (node.IsMap()) {
       YAML::Node out(YAML::NodeType::Map);
-      for (auto it = node.begin(); it != node.end(); ++it) out[it->first] = resolve(it->second, depth);
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        ++values;  // the key
+        out[it->first] = resolve(it->second, depth, level + 1);
+      }
       return out;
     }
     if (node.IsSequence()) {
       YAML::Node out(YAML::NodeType::Sequence);
-      for (const YAML::Node& item : node) out.push_back(resolve(item, depth));
+      for (const YAML::Node& item : node) out.push_back(resolve(item, depth, level + 1));
       return out;
     }
     if (!node.IsScalar()) return YAML::Clone(node);
@@ -664,8 +790,10 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
     // The whole value is one variable: it takes the variable's value, whatever its type.
     if (expressions.size() == 1 && text.starts_with("$(") && text.ends_with(")") &&
         text.size() == expressions[0].size() + 3 && !PlainVar(expressions[0]).empty()) {
-      YAML::Node var = Lookup(bp.vars, PlainVar(expressions[0]));
-      return var.IsDefined() ? resolve(var, depth + 1) : YAML::Clone(node);
+      YAML::Node var = var_of(PlainVar(expressions[0]));
+      if (!var.IsDefined()) return YAML::Clone(node);
+      --values;  // the variable's value takes this one's place
+      return resolve(var, depth + 1, level);
     }
     // Inside a longer string: scalar variables are interpolated, anything else stays for Terraform.
     std::string out;
@@ -674,8 +802,8 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
       size_t start = text.find("$(" + expression + ")", at);
       out += text.substr(at, start - at);
       YAML::Node var;
-      if (std::string name = PlainVar(expression); !name.empty()) var = Lookup(bp.vars, name);
-      YAML::Node resolved = var.IsDefined() ? resolve(var, depth + 1) : YAML::Node();
+      if (std::string name = PlainVar(expression); !name.empty()) var = var_of(name);
+      YAML::Node resolved = var.IsDefined() ? resolve(var, depth + 1, level) : YAML::Node();
       out += resolved.IsDefined() && resolved.IsScalar() ? resolved.Scalar() : "$(" + expression + ")";
       at = start + expression.size() + 3;
     }
@@ -684,7 +812,9 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value) {
     result.SetTag("!");
     return result;
   };
-  return resolve(value, 0);
+  YAML::Node resolved = resolve(value, 0, 0);
+  if (values_out != nullptr) *values_out = over ? kMaxValues + 1 : values;
+  return over ? YAML::Clone(value) : resolved;
 }
 
 namespace {

@@ -48,6 +48,17 @@ struct Blueprint {
   YAML::Node Var(std::string_view name) const;  // undefined when there is no such variable
 };
 
+// Limits far beyond any real blueprint, so that a broken or hostile one gets a clear error instead of exhausting
+// the stack, memory or time. A YAML document nests at most kMaxNesting levels and holds at most kMaxValues values
+// (keys, values and containers) once its aliases are expanded, which can multiply: ten aliases of a list of ten
+// aliases of ... A value resolved through deployment variables, which nest and multiply the same way, nests at most
+// kMaxResolvedNesting levels (room for where settings sit: an expansion reads back within kMaxNesting), and a valid
+// blueprint holds at most kMaxValues / 2 values with all of them resolved (room for what expansion adds: an
+// expansion reads back within kMaxValues).
+inline constexpr int kMaxNesting = 64;
+inline constexpr int kMaxResolvedNesting = 32;
+inline constexpr size_t kMaxValues = 20000;
+
 // Reads and parses FILE (and DEPLOYMENT when given); only an unreadable file or malformed YAML (InvalidArgument,
 // "file:line:column: message") fails. Problems of the deployment file's shape go to `diagnostics`; Validate finds
 // the blueprint's. `sets` are name=value overrides of deployment variables (values parsed as YAML).
@@ -78,7 +89,11 @@ std::vector<std::pair<std::string, std::string>> FindReferences(std::string_view
 // map[key] without inserting or throwing: an undefined node when `map` is not a map or has no such key.
 YAML::Node Lookup(const YAML::Node& map, std::string_view key);
 
-// A setting's value through the deployment variables: $(vars.x) resolved (recursively), anything else as is.
-YAML::Node Resolve(const Blueprint& blueprint, const YAML::Node& value);
+// A setting's value through the deployment variables: $(vars.x) resolved (recursively), anything else as is. A
+// value that would resolve past kMaxResolvedNesting or kMaxValues is returned as written (Validate reports it).
+// `values`, when given, is set to the number of values resolved (keys and containers counted): the result's, and
+// those of variables resolved only to find that they cannot be spliced into a string; more than kMaxValues for a
+// value returned as written for being too large.
+YAML::Node Resolve(const Blueprint& blueprint, const YAML::Node& value, size_t* values = nullptr);
 
 }  // namespace srunway::blueprint

@@ -275,5 +275,109 @@ TEST(Render, LocalClusterLikeSlurmGcp) {
   }
 }
 
+// The limits (the fuzzer found deployment variables nesting into a stack overflow): YAML nested too deep, aliases
+// or variables multiplying past kMaxValues, each refused with its place; a blueprint within them expands to a text
+// that reads back.
+std::string Nested(int levels, const std::string& inner) {
+  return std::string(levels, '[') + inner + std::string(levels, ']');
+}
+
+std::string WithVars(const std::string& vars, const std::string& settings) {
+  return "blueprint_name: x\nvars:\n  deployment_name: x\n" + vars + "deployment_groups:\n- group: g\n  modules:\n"
+         "  - id: a\n    source: ./mine\n    settings:\n" + settings;
+}
+
+TEST(Limits, YamlNestedTooDeep) {
+  // The root map is level 1, vars 2, a's list 3: 61 lists hold their scalar at level 64, 62 at 65.
+  EXPECT_TRUE(LoadText("bp.yaml", "vars:\n  a: " + Nested(61, "1") + "\n").ok());
+  auto deep = LoadText("bp.yaml", "vars:\n  a: " + Nested(62, "1") + "\n");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.status().message(), "bp.yaml:2:68: nested more than 64 levels deep");
+  // Past yaml-cpp's own guard, the same words (yaml-cpp says "bad file").
+  deep = LoadText("bp.yaml", "a: " + Nested(3000, "1") + "\n");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_TRUE(deep.status().message().ends_with(": nested more than 64 levels deep")) << deep.status().message();
+  // A --set value sits at level 3.
+  testing::TempDir dir("blueprint-test");
+  const std::string bp_path = dir.path() / "bp.yaml";
+  std::ofstream(bp_path) << kGood;
+  std::vector<Diagnostic> diagnostics;
+  auto set = Load(bp_path, std::nullopt, {{"nodes", Nested(62, "1")}}, diagnostics);
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.status().message(), "--set nodes:1:63: nested more than 64 levels deep");
+  EXPECT_TRUE(Load(bp_path, std::nullopt, {{"nodes", Nested(61, "1")}}, diagnostics).ok());
+}
+
+TEST(Limits, AliasesMultiplying) {
+  std::string text = "vars:\n  a0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+  auto ten_of = [](int i) {
+    std::string line = fmt::format("  a{}: &a{} [", i, i);
+    for (int j = 0; j < 10; ++j) line += fmt::format("{}*a{}", j > 0 ? ", " : "", i - 1);
+    return line + "]\n";
+  };
+  for (int i = 1; i < 3; ++i) text += ten_of(i);
+  EXPECT_TRUE(LoadText("bp.yaml", text).ok());  // a2 holds 10^3 numbers in 111 lists
+  text += ten_of(3) + ten_of(4);                // a3 ten times that, a4 a hundred times
+  auto bomb = LoadText("bp.yaml", text);
+  ASSERT_FALSE(bomb.ok());
+  EXPECT_TRUE(bomb.status().message().starts_with("bp.yaml:")) << bomb.status().message();
+  EXPECT_TRUE(bomb.status().message().ends_with(": the document holds more than 20000 values once its YAML aliases "
+                                                "are expanded")) << bomb.status().message();
+}
+
+TEST(Limits, VariablesNestingTooDeep) {
+  // Resolved, vars is level 0, a's lists 1-20, b's 21-40.
+  std::string text = WithVars("  a: " + Nested(20, "'$(vars.b)'") + "\n  b: " + Nested(20, "1") + "\n",
+                              "      s: $(vars.a)\n");
+  EXPECT_EQ(Check(text), (std::vector<std::string>{"bp.yaml:3:3: vars, with deployment variables resolved, nest "
+                                                   "deeper than 32 levels or hold more than 20000 values"}));
+  text = WithVars("  a: " + Nested(15, "'$(vars.b)'") + "\n  b: " + Nested(15, "1") + "\n", "      s: $(vars.a)\n");
+  EXPECT_TRUE(Check(text).empty());
+  auto bp = LoadText("bp.yaml", text);
+  ASSERT_TRUE(bp.ok());
+  const std::string expanded = Expand(*bp);
+  auto again = LoadText("expanded.yaml", expanded);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(Expand(*again), expanded);
+  YAML::Node s = Lookup(Lookup(again->modules.at(0).node, "settings"), "s");
+  for (int level = 0; level < 30 && s.IsSequence(); ++level) s = s[0];
+  EXPECT_EQ(s.as<std::string>(), "1");  // thirty lists deep: a's and b's
+}
+
+TEST(Limits, VariablesMultiplying) {
+  // e0 is ten e1s, each ten e2s, ...: resolved, 10^levels ones in lists.
+  auto vars = [](int levels) {
+    std::string text;
+    for (int i = 0; i < levels; ++i) {
+      text += fmt::format("  e{}: [", i);
+      for (int j = 0; j < 10; ++j) text += fmt::format("{}'$(vars.e{})'", j > 0 ? ", " : "", i + 1);
+      text += "]\n";
+    }
+    return text + fmt::format("  e{}: 1\n", levels);
+  };
+  auto settings = [](int n) {
+    std::string text;
+    for (int i = 0; i < n; ++i) text += fmt::format("      s{}: $(vars.e0)\n", i);
+    return text;
+  };
+  // Three levels: each setting holds 1112 values with its key, vars 1241, the blueprint itself about 60: seven
+  // settings stay within kMaxValues / 2, and the expansion reads back.
+  auto bp = LoadText("bp.yaml", WithVars(vars(3), settings(7)));
+  ASSERT_TRUE(bp.ok());
+  for (const Diagnostic& d : Validate(*bp)) ADD_FAILURE() << FormatDiagnostic(d);
+  const std::string expanded = Expand(*bp);
+  auto again = LoadText("expanded.yaml", expanded);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(Expand(*again), expanded);
+  // An eighth is past it.
+  EXPECT_EQ(Check(WithVars(vars(3), settings(8))),
+            (std::vector<std::string>{"bp.yaml:14:7: module 'a': settings: with deployment variables resolved, the "
+                                      "blueprint holds more than 10000 values by here"}));
+  // Five levels are past kMaxValues in vars alone (resolving stops there).
+  EXPECT_EQ(Check(WithVars(vars(5), settings(1))),
+            (std::vector<std::string>{"bp.yaml:3:3: vars, with deployment variables resolved, nest deeper than 32 "
+                                      "levels or hold more than 20000 values"}));
+}
+
 }  // namespace
 }  // namespace srunway::blueprint
