@@ -173,11 +173,14 @@ void Walk(const YAML::Node& root, int level, Visit visit) {
   }
 }
 
-// The values under `node` (keys and containers counted, aliases expanded), counted up to just past `cap`.
-size_t CountValues(const YAML::Node& node, size_t cap) {
-  size_t values = 0;
-  Walk(node, 0, [&](const YAML::Node&, int) { return ++values <= cap; });
-  return std::min(values, cap + 1);
+// What `node` holds (its keys and containers counted, aliases expanded), counted until its values pass `cap`.
+ResolvedSize SizeOf(const YAML::Node& node, size_t cap) {
+  ResolvedSize size;
+  Walk(node, 0, [&](const YAML::Node& value, int) {
+    if (value.IsScalar()) size.bytes += value.Scalar().size();
+    return ++size.values <= cap;
+  });
+  return size;
 }
 
 // A document within kMaxNesting and kMaxValues; `level` is where `root` sits (1 for a whole document).
@@ -295,36 +298,43 @@ void CheckExpressions(const Blueprint& bp, Reporter& report, const std::string& 
   });
 }
 
-// What Expand resolves (vars, backends, settings) must resolve within kMaxResolvedNesting and kMaxValues (Resolve
-// keeps it as written otherwise), and the blueprint with all of it resolved must hold at most kMaxValues / 2
-// values, so that its expansion reads back. After the first error nothing more is resolved: the work stays bounded.
+// What Expand resolves (vars, backends, settings) must resolve within the limits (Resolve keeps it as written
+// otherwise), and the blueprint with all of it resolved must hold at most kMaxValues / 2 values, so that its
+// expansion reads back, and kMaxResolvedBytes of text. After the first error nothing more is resolved: the work
+// stays bounded.
 class ExpandedSize {
  public:
-  explicit ExpandedSize(const Blueprint& bp)
-      : bp_(bp),
-        values_(CountValues(bp.blueprint.root, kMaxValues) +
-                (bp.deployment ? CountValues(bp.deployment->root, kMaxValues) : 0)) {}
+  explicit ExpandedSize(const Blueprint& bp) : bp_(bp) {
+    values_ = SizeOf(bp.blueprint.root, kMaxValues).values;
+    if (bp.deployment) values_ += SizeOf(bp.deployment->root, kMaxValues).values;
+  }
 
   // `place` is where an error points (the value, or the key it sits under).
   void Add(Reporter& report, const std::string& file, const YAML::Node& value, const YAML::Node& place,
            std::string_view what) {
     if (failed_ || !value.IsDefined()) return;
-    size_t values = 0;
-    Resolve(bp_, value, &values);
-    values_ += values;
-    if (values > kMaxValues) {
-      report.At(file, place, fmt::format("{}, with deployment variables resolved, nest deeper than {} levels or hold "
-                                         "more than {} values", what, kMaxResolvedNesting, kMaxValues));
-    } else if (values_ > kMaxValues / 2) {
-      report.At(file, place, fmt::format("{}: with deployment variables resolved, the blueprint holds more than {} "
-                                         "values by here", what, kMaxValues / 2));
+    ResolvedSize size;
+    Resolve(bp_, value, &size);
+    values_ += size.values;
+    bytes_ += size.bytes;
+    failed_ = size.too_large || values_ > kMaxValues / 2 || bytes_ > kMaxResolvedBytes;
+    if (size.too_large) {
+      std::string past = fmt::format("nest deeper than {} levels", kMaxResolvedNesting);
+      if (size.values > kMaxValues) past = fmt::format("hold more than {} values", kMaxValues);
+      if (size.bytes > kMaxResolvedBytes) past = fmt::format("hold more than {} bytes of text", kMaxResolvedBytes);
+      report.At(file, place, fmt::format("{}, with deployment variables resolved, {}", what, past));
+    } else if (failed_) {
+      const std::string past = bytes_ > kMaxResolvedBytes ? fmt::format("{} bytes of text", kMaxResolvedBytes)
+                                                          : fmt::format("{} values", kMaxValues / 2);
+      report.At(file, place,
+                fmt::format("{}: with deployment variables resolved, the blueprint holds more than {} by here", what,
+                            past));
     }
-    failed_ = values_ > kMaxValues / 2;
   }
 
  private:
   const Blueprint& bp_;
-  size_t values_;
+  size_t values_ = 0, bytes_ = 0;
   bool failed_ = false;
 };
 
@@ -747,7 +757,7 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
   return out;
 }
 
-YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value, size_t* values_out) {
+YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value, ResolvedSize* size_out) {
   // The variables by name, once: Lookup walks yaml-cpp's map, which made resolving a long list of variables slow.
   std::map<std::string, YAML::Node, std::less<>> vars;
   for (auto it = bp.vars.begin(); it != bp.vars.end(); ++it) {
@@ -757,45 +767,52 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value, size_t* values_
     auto found = vars.find(name);
     return found == vars.end() ? YAML::Node(YAML::NodeType::Undefined) : found->second;
   };
-  size_t values = 0;
-  bool over = false;  // past kMaxResolvedNesting or kMaxValues: everything left is skipped, the value kept as written
+  // Past a limit, everything left is skipped and the value kept as written.
+  ResolvedSize size;
+  auto add = [&](size_t values, size_t bytes) {
+    size.values += values;
+    size.bytes += bytes;
+    size.too_large = size.too_large || size.values > kMaxValues || size.bytes > kMaxResolvedBytes;
+    return !size.too_large;
+  };
+  auto copy = [&](const YAML::Node& node) {  // as written
+    const ResolvedSize written = SizeOf(node, kMaxValues);
+    return add(written.values, written.bytes) ? YAML::Clone(node) : YAML::Node();
+  };
   // depth: variables within variables (a cycle stops at 32); level: nesting in the result.
   std::function<YAML::Node(const YAML::Node&, int, int)> resolve = [&](const YAML::Node& node, int depth,
                                                                        int level) -> YAML::Node {
     if (!node.IsDefined()) return node;
-    over = over || ++values > kMaxValues || level > kMaxResolvedNesting;
-    if (over) return YAML::Node();
-    if (depth > 32) {  // a cycle of variables: left as written, validate reports nothing new
-      values += CountValues(node, kMaxValues) - 1;
-      over = values > kMaxValues;
-      return YAML::Clone(node);
-    }
+    size.too_large = size.too_large || level > kMaxResolvedNesting;
+    if (size.too_large) return YAML::Node();
+    if (depth > 32) return copy(node);  // a cycle of variables: left as written, validate reports nothing new
     if (node.IsMap()) {
       YAML::Node out(YAML::NodeType::Map);
-      for (auto it = node.begin(); it != node.end(); ++it) {
-        ++values;  // the key
+      if (!add(1, 0)) return out;
+      for (auto it = node.begin(); it != node.end() && add(1, it->first.IsScalar() ? it->first.Scalar().size() : 0);
+           ++it) {
         out[it->first] = resolve(it->second, depth, level + 1);
       }
       return out;
     }
     if (node.IsSequence()) {
       YAML::Node out(YAML::NodeType::Sequence);
+      if (!add(1, 0)) return out;
       for (const YAML::Node& item : node) out.push_back(resolve(item, depth, level + 1));
       return out;
     }
-    if (!node.IsScalar()) return YAML::Clone(node);
+    if (!node.IsScalar()) return copy(node);
     const std::string& text = node.Scalar();
     std::vector<std::string> expressions = FindExpressions(text);
-    if (expressions.empty()) return YAML::Clone(node);
+    if (expressions.empty()) return copy(node);
     // The whole value is one variable: it takes the variable's value, whatever its type.
     if (expressions.size() == 1 && text.starts_with("$(") && text.ends_with(")") &&
         text.size() == expressions[0].size() + 3 && !PlainVar(expressions[0]).empty()) {
       YAML::Node var = var_of(PlainVar(expressions[0]));
-      if (!var.IsDefined()) return YAML::Clone(node);
-      --values;  // the variable's value takes this one's place
-      return resolve(var, depth + 1, level);
+      return var.IsDefined() ? resolve(var, depth + 1, level) : copy(node);
     }
-    // Inside a longer string: scalar variables are interpolated, anything else stays for Terraform.
+    // Inside a longer string: scalar variables are interpolated, anything else stays for Terraform. What a
+    // variable resolves to is counted even when it is not spliced in: it was resolved.
     std::string out;
     size_t at = 0;
     for (const std::string& expression : expressions) {
@@ -804,17 +821,19 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value, size_t* values_
       YAML::Node var;
       if (std::string name = PlainVar(expression); !name.empty()) var = var_of(name);
       YAML::Node resolved = var.IsDefined() ? resolve(var, depth + 1, level) : YAML::Node();
+      if (size.too_large) return YAML::Node();
       out += resolved.IsDefined() && resolved.IsScalar() ? resolved.Scalar() : "$(" + expression + ")";
       at = start + expression.size() + 3;
     }
     out += text.substr(at);
+    if (!add(1, out.size())) return YAML::Node();
     YAML::Node result(out);
     result.SetTag("!");
     return result;
   };
   YAML::Node resolved = resolve(value, 0, 0);
-  if (values_out != nullptr) *values_out = over ? kMaxValues + 1 : values;
-  return over ? YAML::Clone(value) : resolved;
+  if (size_out != nullptr) *size_out = size;
+  return size.too_large ? YAML::Clone(value) : resolved;
 }
 
 namespace {

@@ -51,13 +51,15 @@ struct Blueprint {
 // Limits far beyond any real blueprint, so that a broken or hostile one gets a clear error instead of exhausting
 // the stack, memory or time. A YAML document nests at most kMaxNesting levels and holds at most kMaxValues values
 // (keys, values and containers) once its aliases are expanded, which can multiply: ten aliases of a list of ten
-// aliases of ... A value resolved through deployment variables, which nest and multiply the same way, nests at most
-// kMaxResolvedNesting levels (room for where settings sit: an expansion reads back within kMaxNesting), and a valid
-// blueprint holds at most kMaxValues / 2 values with all of them resolved (room for what expansion adds: an
-// expansion reads back within kMaxValues).
+// aliases of ... A value resolved through deployment variables, which nest and multiply the same way (and double
+// strings: "$(vars.b)$(vars.b)"), nests at most kMaxResolvedNesting levels (room for where settings sit: an
+// expansion reads back within kMaxNesting) and holds at most kMaxValues values and kMaxResolvedBytes bytes of
+// text; a valid blueprint holds at most kMaxValues / 2 values with all of them resolved (room for what expansion
+// adds: an expansion reads back within kMaxValues), and kMaxResolvedBytes of resolved text.
 inline constexpr int kMaxNesting = 64;
 inline constexpr int kMaxResolvedNesting = 32;
 inline constexpr size_t kMaxValues = 20000;
+inline constexpr size_t kMaxResolvedBytes = 1 << 20;
 
 // Reads and parses FILE (and DEPLOYMENT when given); only an unreadable file or malformed YAML (InvalidArgument,
 // "file:line:column: message") fails. Problems of the deployment file's shape go to `diagnostics`; Validate finds
@@ -89,11 +91,15 @@ std::vector<std::pair<std::string, std::string>> FindReferences(std::string_view
 // map[key] without inserting or throwing: an undefined node when `map` is not a map or has no such key.
 YAML::Node Lookup(const YAML::Node& map, std::string_view key);
 
+// What a resolved value holds.
+struct ResolvedSize {
+  size_t values = 0;        // keys, values and containers, and those of variables resolved only to find that they
+                            // cannot be spliced into a string
+  size_t bytes = 0;         // of its scalars (keys included)
+  bool too_large = false;   // past kMaxResolvedNesting, kMaxValues or kMaxResolvedBytes
+};
 // A setting's value through the deployment variables: $(vars.x) resolved (recursively), anything else as is. A
-// value that would resolve past kMaxResolvedNesting or kMaxValues is returned as written (Validate reports it).
-// `values`, when given, is set to the number of values resolved (keys and containers counted): the result's, and
-// those of variables resolved only to find that they cannot be spliced into a string; more than kMaxValues for a
-// value returned as written for being too large.
-YAML::Node Resolve(const Blueprint& blueprint, const YAML::Node& value, size_t* values = nullptr);
+// value too large to resolve is returned as written (Validate reports it). `size`, when given, says how large.
+YAML::Node Resolve(const Blueprint& blueprint, const YAML::Node& value, ResolvedSize* size = nullptr);
 
 }  // namespace srunway::blueprint

@@ -34,7 +34,7 @@ for _ in $(seq 1 180); do
   sleep 1
 done
 log=$(cat "$work/requeue.out")
-expect_eq "job state after the requeue" "$state" COMPLETED
+[[ $state == COMPLETED ]] || fail "job state after the requeue: got '$state', want 'COMPLETED'; its output: $log"
 stopped=$(sed -n 's/.*stopped by signal 10 after step \([0-9]*\);.*/\1/p' <<<"$log")
 [[ -n $stopped ]] || fail "no rank stopped on USR1: $log"
 expect_eq "ranks that exited 4" "$(grep -c 'Exited with exit code 4' <<<"$log")" 2  # srun's lines: tasks 0-1, 2-3
