@@ -10,7 +10,7 @@ for bootstrap in pmix slurm; do
   witness=$(mktemp -d -p /dev/shm srunway-barrier.XXXXXX)
   chmod 777 "$witness"
   rc=0
-  out=$(timeout 120 srun --mpi=pmix -N2 -n16 --time=2 "$program" "$witness" 40 "$bootstrap" 2>&1) || rc=$?
+  out=$(timeout 120 srun --quiet --mpi=pmix -N2 -n16 --time=2 "$program" "$witness" 40 "$bootstrap" 2>&1) || rc=$?
   rm -rf "$witness"
   [[ $rc -eq 0 ]] || fail "$bootstrap: ranks passed a round early (exit $rc): $(head -5 <<<"$out")"
   expect_eq "$bootstrap summary" "$out" "barrier order ok: 40 rounds, 16 ranks on 2 nodes"

@@ -24,7 +24,7 @@ readonly kInclude="include $dropin_dir/*.conf"
 # plugin_active: srun offers the plugin's option and a step asked for the generic profile gets it.
 plugin_active() {
   srun --help 2>&1 | grep -q -- "--network-profile" || return 1
-  [[ $(srun -N1 -n1 --network-profile=generic printenv SRUNWAY_NETWORK_PROFILE 2>&1) == generic ]]
+  [[ $(srun --quiet -N1 -n1 --network-profile=generic printenv SRUNWAY_NETWORK_PROFILE 2>&1) == generic ]]
 }
 plugin_absent() { ! srun --help 2>&1 | grep -q -- "--network-profile"; }
 
