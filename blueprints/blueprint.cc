@@ -298,6 +298,12 @@ void CheckExpressions(const Blueprint& bp, Reporter& report, const std::string& 
   });
 }
 
+// The document whose terraform_backend_defaults apply: the deployment file's when it has them, else the
+// blueprint's.
+const Document& BackendDefaultsSource(const Blueprint& bp) {
+  return bp.deployment && Has(bp.deployment->root, "terraform_backend_defaults") ? *bp.deployment : bp.blueprint;
+}
+
 // What Expand resolves (vars, backends, settings) must resolve within the limits (Resolve keeps it as written
 // otherwise), and the blueprint with all of it resolved must hold at most kMaxValues / 2 values, so that its
 // expansion reads back, and kMaxResolvedBytes of text. After the first error nothing more is resolved: the work
@@ -595,13 +601,9 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
                                "toolkit_modules_version", "ghpc_version"}) {
     CheckExpressions(bp, report, file, Lookup(root, key), key == "terraform_backend_defaults", key);
   }
-  if (bp.deployment && Has(bp.deployment->root, "terraform_backend_defaults")) {
-    const YAML::Node backend = Lookup(bp.deployment->root, "terraform_backend_defaults");
-    expanded.Add(report, bp.deployment->file, backend, backend, "terraform_backend_defaults");
-  } else {
-    const YAML::Node backend = Lookup(root, "terraform_backend_defaults");
-    expanded.Add(report, file, backend, backend, "terraform_backend_defaults");
-  }
+  const Document& backend_in = BackendDefaultsSource(bp);
+  const YAML::Node backend = Lookup(backend_in.root, "terraform_backend_defaults");
+  expanded.Add(report, backend_in.file, backend, backend, "terraform_backend_defaults");
 
   // Validators: the listed ones (minus skip: true), or all of them when none is listed.
   std::vector<std::string> run;
@@ -919,7 +921,7 @@ std::string Expand(const Blueprint& bp) {
     YAML::Node value = Lookup(root, key);
     if (key == "vars") value = ExpandedVars(bp);
     if (key == "terraform_backend_defaults") {
-      if (bp.deployment && Has(bp.deployment->root, key)) value = Lookup(bp.deployment->root, key);
+      value = Lookup(BackendDefaultsSource(bp).root, key);
       if (value.IsDefined()) value = Resolve(bp, value);
     }
     if (!value.IsDefined()) continue;
