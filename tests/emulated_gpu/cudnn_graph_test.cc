@@ -27,15 +27,15 @@ TEST_F(CudnnGraphTest, BuildsGroupedQueryShapes) {
   EXPECT_TRUE(status.ok()) << status.message();
 }
 
-// An H100 SXM 80GB as cuDNN's device-property JSON describes a GPU (CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION;
-// cudaDeviceProp's values as NVIDIA publishes them for the H100: 132 SMs, 227 KiB of shared memory per block
-// opted in, 50 MiB of L2, compute capability 9.0).
+// An H100 SXM 80GB in cuDNN's device-property JSON (CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION), as cuDNN 9.14
+// printed it on one (the gpu suite's cuda_ops_cudnn, 2026-11-27): 132 SMs, 227 KiB of shared memory per block
+// opted in, 50 MiB of L2, compute capability 9.0.
 constexpr char kH100[] =
     R"({"maxGridSize":[2147483647,65535,65535],"maxBlockSize":[1024,1024,64],"regsPerBlock":65536,)"
     R"("multiProcessorCount":132,"warpSize":32,"maxSharedMemoryPerBlock":49152,)"
     R"("maxSharedMemoryPerBlockOptin":232448,"reservedSharedMemoryPerBlock":1024,"maxRegistersPerSM":65536,)"
-    R"("maxCtasPerSM":32,"maxThreadsPerBlock":1024,"maxThreadsPerSM":2048,"pciDeviceId":9008,"isTccDriver":0,)"
-    R"("supportCoopLaunch":1,"totalGlobalMem":85520809984,"smClockRateKHz":1980000,"memClockRateKHz":2619000,)"
+    R"("maxCtasPerSM":32,"maxThreadsPerBlock":1024,"maxThreadsPerSM":2048,"pciDeviceId":6,"isTccDriver":0,)"
+    R"("supportCoopLaunch":1,"totalGlobalMem":85017493504,"smClockRateKHz":1980000,"memClockRateKHz":2619000,)"
     R"("l2CacheSize":52428800,"cudaDeviceId":0,"deviceVer":900,"driverVer":13000,)"
     R"("deviceName":"NVIDIA H100 80GB HBM3"})";
 
