@@ -164,7 +164,7 @@ add driver_probe "$here/bin/gpu-driver_probe"
 add cuda_saxpy "$here/bin/gpu-cuda_saxpy"
 add cuda_device "$here/bin/gpu-cuda_device"
 add cuda_ops "$here/bin/gpu-cuda_ops"
-add cuda_model "$here/bin/gpu-cuda_model"
+add cuda_model env SRUNWAY_ATTENTION=mma "$here/bin/gpu-cuda_model"  # the kernels (cuDNN: cuda_model_cudnn)
 # The other attention kernels (the fallbacks should the mma.sync ones fail here): flash_attention.cu's WMMA
 # tiles, and the one warp per query row.
 add cuda_ops_wmma_attention env SRUNWAY_ATTENTION=wmma "$here/bin/gpu-cuda_ops"
@@ -180,9 +180,11 @@ add train_vs_torch env SRUNWAY_TRAINER_HELPERS="$here" bash "$here/train_vs_torc
   "$here/bin/srunway-prep" "$here/bin/trainer-train-dump"
 if [[ -n $sanitizer ]]; then
   for program in cuda_ops cuda_model; do
-    add "${program}_memcheck" "$sanitizer" --tool memcheck --error-exitcode 1 "$here/bin/gpu-$program"
+    # Our attention kernels, not cuDNN's (the default where it loads).
+    add "${program}_memcheck" env SRUNWAY_ATTENTION=mma "$sanitizer" --tool memcheck --error-exitcode 1 \
+      "$here/bin/gpu-$program"
     # Judged on our kernels: racecheck flags cuBLASLt's own Hopper kernels on every run (racecheck.sh says why).
-    add "${program}_racecheck" bash "$here/racecheck.sh" "$sanitizer" "$here/bin/gpu-$program"
+    add "${program}_racecheck" env SRUNWAY_ATTENTION=mma bash "$here/racecheck.sh" "$sanitizer" "$here/bin/gpu-$program"
   done
 fi
 add nccl_init_vs_torch env SRUNWAY_LAUNCH="$here/bin/srunway-launch" bash "$here/nccl_init_vs_torch.sh"

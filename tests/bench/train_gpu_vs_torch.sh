@@ -10,9 +10,9 @@
 #   SRUNWAY_BENCH_STEPS   timed steps per run (default 20; the first 3 of srunway-train's are dropped)
 #   SRUNWAY_BENCH_TORCH   python with PyTorch (default python3)
 #   SRUNWAY_BENCH_ATTENTION  srunway-train's attention paths, each its own run against the same PyTorch figures:
-#                         "kernels" (srunway's), "cudnn" (SRUNWAY_ATTENTION=cudnn), "auto" (the faster of the two
-#                         per shape); default "kernels cudnn". A cudnn run in which cuDNN did not run all of
-#                         attention (none found, a shape refused) says so.
+#                         "kernels" (SRUNWAY_ATTENTION=mma), "cudnn" (the default where cuDNN loads), "auto"
+#                         (the faster of the two per shape); default "kernels cudnn". A cudnn run in which cuDNN
+#                         did not run all of attention (none found, a shape refused) says so.
 set -euo pipefail
 train=${SRUNWAY_TRAIN:?SRUNWAY_TRAIN must name srunway-train}
 python=${SRUNWAY_BENCH_TORCH:-python3}
@@ -40,7 +40,7 @@ print(6 * (params - T * d) + 12 * L * T * d)")
   labels=() ours=() peak=989400
   for attention in ${SRUNWAY_BENCH_ATTENTION:-kernels cudnn}; do
     case $attention in
-      kernels) choice=() label="srunway-train" ;;
+      kernels) choice=(SRUNWAY_ATTENTION=mma) label="srunway-train, mma.sync attn" ;;
       cudnn) choice=(SRUNWAY_ATTENTION=cudnn) label="srunway-train, cuDNN attn" ;;
       auto) choice=(SRUNWAY_ATTENTION=auto) label="srunway-train, auto attn" ;;
       *) echo "unknown attention path $attention (kernels, cudnn, auto)" >&2; exit 2 ;;

@@ -10,11 +10,11 @@
 #      the wrong layer's input is 1.7% off) in less peak memory;
 #   3. save at step 10 -> load -> continue gives the uninterrupted run's losses for steps 11-20 (within 1e-4);
 #      --export writes safetensors and --sample generates from the GPU's logits;
-#   (the start-up log says which attention and GELU implementations run: gpt-tiny's head size 16 takes the
-#   mma.sync tiles, GELU cuBLASLt's epilogues)
+#   (the start-up log says which attention and GELU implementations run: cuDNN's attention where it loads, else
+#   the mma.sync tiles, which take gpt-tiny's head size 16; GELU cuBLASLt's epilogues)
 #   4. bad input: cuBLASLt missing with --device cuda is one line naming it, exit 1; with --device auto the run
 #      trains on the CPU and says why once; SRUNWAY_ATTENTION=cudnn without cuDNN is one warning naming it, and
-#      attention runs on the kernels;
+#      attention runs on the kernels; by default no warning, the reason at the end of the start-up line;
 #   5. a head size no GPU attention kernel takes is one line, exit 2;
 #   6. a model too large for the GPU is one line saying what was asked, what is free and what to try, exit 1.
 # Exits 77 (skip) where there is no GPU or no CUDA driver.
@@ -34,7 +34,8 @@ if ! "$train" --preset gpt-tiny "${common[@]}" --train-steps 1 --device cuda >"$
   fail "--device cuda: $(cat "$work/probe.err")"
 fi
 grep -q 'training on ' "$work/probe.err" || fail "no line saying which GPU: $(cat "$work/probe.err")"
-grep -q 'GPU operations: attention on mma.sync tiles, GELU in cuBLASLt' "$work/probe.err" ||
+kernels_or_cudnn='(cuDNN [0-9]+ from .* \(else mma.sync tiles\)|mma.sync tiles)'
+grep -qE "GPU operations: attention on $kernels_or_cudnn, GELU in cuBLASLt" "$work/probe.err" ||
   fail "no line saying which attention and GELU run: $(grep -i 'operations' "$work/probe.err")"
 grep "GPU operations" "$work/probe.err"
 
@@ -102,10 +103,11 @@ echo "== 3. save, load, continue; export; sample"
 run=("$train" --preset gpt-tiny --seq-length 64 --micro-batch-size 4 --mock-data --lr 3e-3 --warmup-steps 4
      --train-steps 20 --log-interval 1 --peak-tflops 1 --device cuda)
 "${run[@]}" --metrics-file "$work/straight.jsonl" >/dev/null 2>"$work/straight.err" || fail "$(cat "$work/straight.err")"
-# Whether the metrics file $1 has the losses of the steps it logged that the run above logged, to $2 (default
-# 1e-5) relative; prints the largest gap.
+# Whether the metrics file $1 has the losses of the steps it logged that the run above (or $reference) logged, to
+# $2 (default 1e-5) relative; prints the largest gap.
+reference=$work/straight.jsonl
 same_losses() {
-  python3 - "$work/straight.jsonl" "$1" "${2:-1e-5}" <<'PY'
+  python3 - "$reference" "$1" "${2:-1e-5}" <<'PY'
 import json, sys
 read = lambda p: {json.loads(l)["step"]: json.loads(l)["loss"] for l in open(p) if '"loss"' in l}
 straight, other, rtol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
@@ -183,6 +185,13 @@ falls_back() {
     fail "$name: descriptors left behind: $(grep 'fake cuDNN' "$work/$name.err")"
   same_losses "$work/$name.jsonl" || fail "$name: the kernels' fallback should give the losses of the plain run"
 }
+# The kernels' losses, to which cuDNN's and every fallback's are held from here on: the run above's where it ran
+# on them (no cuDNN here), else a run with SRUNWAY_ATTENTION=mma.
+if ! grep -q 'GPU operations: attention on mma.sync tiles' "$work/straight.err"; then
+  env SRUNWAY_ATTENTION=mma "${run[@]}" --metrics-file "$work/kernels.jsonl" >/dev/null 2>"$work/kernels.err" ||
+    fail "SRUNWAY_ATTENTION=mma: $(cat "$work/kernels.err")"
+  reference=$work/kernels.jsonl
+fi
 if [[ -n ${SRUNWAY_FAKE_CUDNN:-} ]]; then
   echo "== 4c. a cuDNN with no engine for the shapes: told once each, attention on the kernels, the same losses"
   falls_back fallback "has no engine for" "the stand-in has no engines" 20
@@ -222,6 +231,27 @@ else
   done
   grep "from now on" "$work/auto.err" | sed 's/.*info: /  /'
   same_losses "$work/auto.jsonl" 5e-3 || fail "SRUNWAY_ATTENTION=auto should train as the kernels do"
+fi
+echo "== 4h. the default attention: cuDNN where it loads, else the kernels with the reason on the start-up line"
+env -u SRUNWAY_ATTENTION SRUNWAY_CUDNN_LIBRARY="$work/libcudnn-missing.so" "${run[@]}" --train-steps 2 \
+  >/dev/null 2>"$work/default.err" ||
+  fail "the default attention without cuDNN should train: $(cat "$work/default.err")"
+grep -q 'GPU operations: attention on mma.sync tiles, .*; no cuDNN attention: .*libcudnn-missing.so' \
+  "$work/default.err" || fail "the start-up line should say why cuDNN is not used: $(cat "$work/default.err")"
+if grep -qE 'warning|error' "$work/default.err"; then
+  fail "no warning wanted without cuDNN: $(cat "$work/default.err")"
+fi
+env SRUNWAY_ATTENTION=mma "${run[@]}" --train-steps 2 >/dev/null 2>"$work/mma.err" ||
+  fail "SRUNWAY_ATTENTION=mma: $(cat "$work/mma.err")"
+grep -q 'GPU operations: attention on mma.sync tiles, [^;]*$' "$work/mma.err" ||
+  fail "SRUNWAY_ATTENTION=mma should run the kernels and not look for cuDNN: $(grep 'operations' "$work/mma.err")"
+if [[ ${#cudnn_env[@]} -gt 1 ]] || ! grep -q 'SRUNWAY_ATTENTION=cudnn: .*attention runs on srunway.s kernels' \
+    "$work/cudnn.err"; then  # a cuDNN that runs (this GPU's, or the stand-in's host engine)
+  env -u SRUNWAY_ATTENTION "${cudnn_env[@]:1}" "${run[@]}" --train-steps 5 --metrics-file "$work/default.jsonl" \
+    >/dev/null 2>"$work/default.err" || fail "the default attention: $(cat "$work/default.err")"
+  grep -q 'GPU operations: attention on cuDNN [0-9]* from .* (else mma.sync tiles)' "$work/default.err" ||
+    fail "cuDNN should run attention by default: $(grep 'operations' "$work/default.err")"
+  same_losses "$work/default.jsonl" 5e-3 || fail "the default attention should train as the kernels do"
 fi
 echo "== 5. a head size no GPU attention kernel takes (64 / 8 = 8)"
 rc=0

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -24,11 +25,13 @@ const bf16* H(const void* p) { return static_cast<const bf16*>(p); }
 
 class CudaOps : public Ops {
  public:
-  CudaOps(Device& device, std::unique_ptr<Matmul> matmul, std::unique_ptr<CudnnAttention> cudnn)
+  // `no_cudnn`: why cuDNN is not used where it would have been by default (empty otherwise).
+  CudaOps(Device& device, std::unique_ptr<Matmul> matmul, std::unique_ptr<CudnnAttention> cudnn, std::string no_cudnn)
       : device_(device),
         stream_(device.native(device.main_stream())),
         matmul_(std::move(matmul)),
-        cudnn_(std::move(cudnn)) {}
+        cudnn_(std::move(cudnn)),
+        no_cudnn_(std::move(no_cudnn)) {}
 
   DType act_dtype() const override { return DType::kBFloat16; }
   std::string Describe(int head_dim) const override {
@@ -38,9 +41,9 @@ class CudaOps : public Ops {
             ? (kernels != nullptr ? kernels : "nothing")
             : fmt::format("cuDNN {} from {} ({} {})", cudnn_->version(), cudnn_->library_path(),
                           AttentionIs("auto") ? "or, where faster," : "else", kernels != nullptr ? kernels : "nothing");
-    return fmt::format("attention on {}, GELU {}, cuBLASLt from {}", attention,
+    return fmt::format("attention on {}, GELU {}, cuBLASLt from {}{}", attention,
                        matmul_->gelu_epilogues() ? "in cuBLASLt's epilogues" : "by its own kernels",
-                       matmul_->library_path());
+                       matmul_->library_path(), no_cudnn_.empty() ? "" : "; no cuDNN attention: " + no_cudnn_);
   }
   Status CheckHeadSize(int head_dim) const override {
     if (AttentionKernelName(head_dim) != nullptr) return Status::Ok();
@@ -253,7 +256,8 @@ class CudaOps : public Ops {
   Device& device_;
   Stream stream_;
   std::unique_ptr<Matmul> matmul_;
-  std::unique_ptr<CudnnAttention> cudnn_;                             // SRUNWAY_ATTENTION=cudnn or auto
+  std::unique_ptr<CudnnAttention> cudnn_;  // SRUNWAY_ATTENTION unset, cudnn or auto, where cuDNN loaded
+  std::string no_cudnn_;
   std::map<std::tuple<bool, AttentionShape>, bool> cudnn_is_faster_;  // auto: by direction (backward?) and shape
   Buffer scratch_, lse_, partials_;  // lse_: the last ClassifierForward's rows
   Status error_ = Status::Ok();
@@ -263,17 +267,24 @@ class CudaOps : public Ops {
 
 common::StatusOr<std::unique_ptr<Ops>> NewCudaOps(Device& device) {
   SRUNWAY_ASSIGN_OR_RETURN(auto matmul, Matmul::Open(device));
+  // cuDNN's attention by default (measured 2 to 3 times faster than the mma.sync kernels on an H100, README's "On
+  // a GPU"); a cuDNN that cannot be opened is a warning where SRUNWAY_ATTENTION asked for it, and otherwise said
+  // once, by the leader, at the end of the start-up line (Describe) rather than by every rank.
   std::unique_ptr<CudnnAttention> cudnn;
-  if (AttentionIs("cudnn") || AttentionIs("auto")) {
+  std::string no_cudnn;
+  if (AttentionIs("") || AttentionIs("cudnn") || AttentionIs("auto")) {
     auto opened = CudnnAttention::Open(device);
     if (opened.ok()) {
       cudnn = std::move(*opened);
+    } else if (AttentionIs("")) {
+      no_cudnn = opened.status().message();
     } else {
       common::LogWarn("SRUNWAY_ATTENTION={}: {}; attention runs on srunway's kernels",
                       AttentionIs("auto") ? "auto" : "cudnn", opened.status().message());
     }
   }
-  return std::unique_ptr<Ops>(std::make_unique<CudaOps>(device, std::move(matmul), std::move(cudnn)));
+  return std::unique_ptr<Ops>(
+      std::make_unique<CudaOps>(device, std::move(matmul), std::move(cudnn), std::move(no_cudnn)));
 }
 
 }  // namespace srunway::trainer::cuda

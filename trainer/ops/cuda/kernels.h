@@ -107,8 +107,9 @@ int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* 
                       int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
                       int64_t dropout_first_index, Stream stream);
 
-// SRUNWAY_ATTENTION, read once, is `name`: "simple", "wmma", "cudnn" (cudnn_attention.h), "auto" (cuDNN or the
-// mma.sync kernels, whichever is faster, timed once per shape), or "" (unset: the mma.sync kernels).
+// SRUNWAY_ATTENTION, read once, is `name`: "simple", "wmma", "mma" (the mma.sync kernels alone), "cudnn"
+// (cudnn_attention.h, else the mma.sync kernels), "auto" (cuDNN or the mma.sync kernels, whichever is faster, timed
+// once per shape), or "" (unset: as "cudnn", except that a cuDNN that cannot be loaded is no warning).
 bool AttentionIs(const char* name);
 
 // flash_attention.cu: the tiled kernels behind AttentionForward/Backward, whether they take a call (dout and dqkv
