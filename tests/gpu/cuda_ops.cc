@@ -546,10 +546,12 @@ int main(int argc, char** argv) {
     LayerNorm(gpu, 512, 768);
     LayerNorm(gpu, 64, 8192);
     LayerNorm(gpu, 100, 300);  // a last block of rows part full, a last slab of columns part full, idle lanes
+    LayerNorm(gpu, 70, 520);   // 16-byte columns, a last slab of them part full
     AdamW(gpu);
     RmsNorm(gpu, 512, 768);
     RmsNorm(gpu, 32, 16384);
     RmsNorm(gpu, 77, 300);
+    RmsNorm(gpu, 33, 264);
     ResidualNorm(gpu, 512, 768);
     Swiglu(gpu);
     Rope(gpu);

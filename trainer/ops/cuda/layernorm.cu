@@ -43,29 +43,25 @@ struct LayerNormGrads {
   struct Row {
     float mean, rstd, dnorm_mean, dnorm_norm_mean;
   };
-  const bf16 *dout, *inp, *weight;
   const float *mean, *rstd;
   float* out[kSums];
 
-  __device__ Row Stats(int row, int lane, int C) const {
-    const int64_t base = int64_t{row} * C;
-    Row r{mean[row], rstd[row], 0, 0};
-    for (int c = lane; c < C; c += kWarp) {
-      const float norm = (Load(inp, base + c) - r.mean) * r.rstd;
-      const float dnorm = Load(weight, c) * Load(dout, base + c);
-      r.dnorm_mean += dnorm;
-      r.dnorm_norm_mean += dnorm * norm;
-    }
+  __device__ Row Begin(int row) const { return Row{mean[row], rstd[row], 0, 0}; }
+  __device__ void Accumulate(Row& r, float x, float d, float w) const {
+    const float norm = (x - r.mean) * r.rstd;
+    const float dnorm = w * d;
+    r.dnorm_mean += dnorm;
+    r.dnorm_norm_mean += dnorm * norm;
+  }
+  __device__ void Finish(Row& r, int C) const {
     r.dnorm_mean = WarpSum(r.dnorm_mean) / C;
     r.dnorm_norm_mean = WarpSum(r.dnorm_norm_mean) / C;
-    return r;
   }
-  __device__ float Element(int64_t at, int c, const Row& r, float (&shares)[kSums]) const {
-    const float d = Load(dout, at);
-    const float norm = (Load(inp, at) - r.mean) * r.rstd;
+  __device__ float Element(float x, float d, float w, const Row& r, float (&shares)[kSums]) const {
+    const float norm = (x - r.mean) * r.rstd;
     shares[0] += norm * d;
     shares[1] += d;
-    return (Load(weight, c) * d - r.dnorm_mean - norm * r.dnorm_norm_mean) * r.rstd;
+    return (w * d - r.dnorm_mean - norm * r.dnorm_norm_mean) * r.rstd;
   }
 };
 
@@ -91,7 +87,7 @@ int ResidualLayerNormForward(bf16* residual, bf16* out, float* mean, float* rstd
 
 int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                       const float* mean, const float* rstd, int N, int C, Stream stream) {
-  return LaunchNormBackward(LayerNormGrads{dout, inp, weight, mean, rstd, {dweight, dbias}}, dinp, N, C, stream);
+  return LaunchNormBackward(LayerNormGrads{mean, rstd, {dweight, dbias}}, dinp, dout, inp, weight, N, C, stream);
 }
 
 }  // namespace srunway::trainer::cuda

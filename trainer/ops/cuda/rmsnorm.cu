@@ -34,20 +34,16 @@ struct RmsNormGrads {
   struct Row {
     float rstd, dot;
   };
-  const bf16 *dout, *inp, *weight;
   const float* rstd;
   float* out[kSums];
 
-  __device__ Row Stats(int row, int lane, int C) const {
-    const int64_t base = int64_t{row} * C;
-    float dot = 0;
-    for (int c = lane; c < C; c += kWarp) dot += Load(weight, c) * Load(dout, base + c) * Load(inp, base + c);
-    return Row{rstd[row], WarpSum(dot) / C};
-  }
-  __device__ float Element(int64_t at, int c, const Row& r, float (&shares)[kSums]) const {
-    const float x = Load(inp, at), d = Load(dout, at), s = r.rstd;
+  __device__ Row Begin(int row) const { return Row{rstd[row], 0}; }
+  __device__ void Accumulate(Row& r, float x, float d, float w) const { r.dot += w * d * x; }
+  __device__ void Finish(Row& r, int C) const { r.dot = WarpSum(r.dot) / C; }
+  __device__ float Element(float x, float d, float w, const Row& r, float (&shares)[kSums]) const {
+    const float s = r.rstd;
     shares[0] += x * s * d;
-    return s * Load(weight, c) * d - x * s * s * s * r.dot;
+    return s * w * d - x * s * s * s * r.dot;
   }
 };
 
@@ -73,7 +69,7 @@ int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a
 
 int RmsNormBackward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
                     const float* rstd, int N, int C, Stream stream) {
-  return LaunchNormBackward(RmsNormGrads{dout, inp, weight, rstd, {dweight}}, dinp, N, C, stream);
+  return LaunchNormBackward(RmsNormGrads{rstd, {dweight}}, dinp, dout, inp, weight, N, C, stream);
 }
 
 }  // namespace srunway::trainer::cuda
