@@ -69,10 +69,11 @@ def kind(name):
     lowered = name.lower()
     if "nccl" in lowered:
         return "NCCL"
+    # Before the GEMMs: cuDNN's fused attention kernels carry an architecture in their names too (sm90_...sdpa...).
+    if any(k in lowered for k in ("attention", "flash", "sdpa", "fmha")):
+        return "attention"
     if any(k in lowered for k in ("gemm", "xmma", "cutlass", "nvjet", "sm90_", "sm80_", "splitk")):
         return "GEMM (cuBLASLt)"
-    if "attention" in lowered or "flash" in lowered:
-        return "attention"
     return "other"
 
 
