@@ -123,19 +123,21 @@ step() {  # step FILE LIMIT COMMAND...: COMMAND's output appended to OUT_DIR/FIL
   echo "exit $rc after $((SECONDS - start)) s (limit $limit): $*" | tee -a "$out/summary.txt"
 }
 export SRUNWAY_CHECK_TIMEOUT=${SRUNWAY_CHECK_TIMEOUT:-75}
-# What no GPU has run yet first: cuDNN's attention, against the CPU twin and timed; then both attention paths in
-# the GPT-2 benchmark (one PyTorch measurement for the two), then the checks that passed on the H200.
-step summary.txt 60 "$here/run.sh" "$out" cuda_ops_cudnn cuda_model_cudnn
-step attention.txt 80 "$here/attention.sh"
-step bench.txt 240 "$here/bench.sh" gpt2-124m
-step summary.txt 200 "$here/run.sh" "$out" driver_probe cuda_saxpy cuda_device cuda_ops cuda_model \
-  cuda_ops_wmma_attention train_gpu train_vs_torch nccl_comm
-step nccl_init.txt 60 "$here/run.sh" "$out" nccl_init_vs_torch
+# What no GPU has run yet first: the kernels changed since the last run and train_gpu's sections past 4f (the
+# default attention on cuDNN, 5, 6); then GPT-2's benchmark and profile (cuDNN's attention the default, the norms'
+# new backward), the checks that passed on the H100 (2026-11-27), the sanitizers, the 1.3B; attention's own
+# timings and NCCL's start-up, measured on the H100, last.
+step summary.txt 90 "$here/run.sh" "$out" cuda_ops cuda_model train_gpu
+step bench.txt 150 "$here/bench.sh" gpt2-124m
 step profile.txt 60 "$here/profile.sh" gpt2-124m 20
-step summary.txt 150 "$here/run.sh" "$out" cuda_ops_memcheck cuda_ops_racecheck cuda_model_memcheck \
+step summary.txt 150 "$here/run.sh" "$out" driver_probe cuda_saxpy cuda_device cuda_ops_cudnn cuda_model_cudnn \
+  cuda_ops_wmma_attention train_vs_torch nccl_comm
+step summary.txt 100 "$here/run.sh" "$out" cuda_ops_memcheck cuda_ops_racecheck cuda_model_memcheck \
   cuda_model_racecheck
-step bench.txt 300 "$here/bench.sh" gpt3-1.3b
+step bench.txt 260 "$here/bench.sh" gpt3-1.3b
 step profile.txt 80 "$here/profile.sh" gpt3-1.3b 20
+step attention.txt 80 "$here/attention.sh"
+step nccl_init.txt 60 "$here/run.sh" "$out" nccl_init_vs_torch
 SESSION
 chmod +x "$out/session.sh"
 cat >"$out/run.sh" <<'RUN'
