@@ -8,27 +8,45 @@ namespace {
 constexpr int kRowsPerBlock = kThreads / kWarp;
 
 // kResidual: `inp` is first written with a + b (rounded to bf16, as ResidualForward writes it), then normalised:
-// the residual add fused in, one pass over the row fewer.
-template <bool kResidual>
+// the residual add fused in, one pass over the row fewer. Each lane takes 8 columns of every slab of 256
+// (norm_backward.cuh's NormColumn), 16 bytes at a time where kVector.
+template <bool kResidual, bool kVector>
 __global__ void LayerNormForwardKernel(bf16* out, float* mean, float* rstd, bf16* inp, const bf16* a, const bf16* b,
                                        const bf16* weight, const bf16* bias, int N, int C, float eps) {
   const int lane = threadIdx.x % kWarp;
+  float x[kNormColumnsPerLane], y[kNormColumnsPerLane];
   for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
     const int64_t base = int64_t{row} * C;
     if constexpr (kResidual) {
-      for (int c = lane; c < C; c += kWarp) Store(inp, base + c, Load(a, base + c) + Load(b, base + c));
+      for (int slab = 0; slab < C; slab += kNormSlab) {
+        LoadNormColumns<kVector>(a + base, slab, lane, C, x);
+        LoadNormColumns<kVector>(b + base, slab, lane, C, y);
+        for (int j = 0; j < kNormColumnsPerLane; ++j) x[j] += y[j];
+        StoreNormColumns<kVector>(inp + base, slab, lane, C, x);
+      }
     }
     float sum = 0;
-    for (int c = lane; c < C; c += kWarp) sum += Load(inp, base + c);
+    for (int slab = 0; slab < C; slab += kNormSlab) {
+      LoadNormColumns<kVector>(inp + base, slab, lane, C, x);  // 0 past C
+      for (int j = 0; j < kNormColumnsPerLane; ++j) sum += x[j];
+    }
     const float m = WarpSum(sum) / C;
     float var = 0;
-    for (int c = lane; c < C; c += kWarp) {
-      const float d = Load(inp, base + c) - m;
-      var += d * d;
+    for (int slab = 0; slab < C; slab += kNormSlab) {
+      LoadNormColumns<kVector>(inp + base, slab, lane, C, x);
+      for (int j = 0; j < kNormColumnsPerLane; ++j) {
+        const float d = x[j] - m;
+        if (NormColumn<kVector>(slab, lane, j) < C) var += d * d;
+      }
     }
     const float s = rsqrtf(WarpSum(var) / C + eps);
-    for (int c = lane; c < C; c += kWarp) {
-      Store(out, base + c, (Load(inp, base + c) - m) * s * Load(weight, c) + Load(bias, c));
+    for (int slab = 0; slab < C; slab += kNormSlab) {
+      LoadNormColumns<kVector>(inp + base, slab, lane, C, x);
+      LoadNormColumns<kVector>(weight, slab, lane, C, y);
+      float z[kNormColumnsPerLane];
+      LoadNormColumns<kVector>(bias, slab, lane, C, z);
+      for (int j = 0; j < kNormColumnsPerLane; ++j) x[j] = (x[j] - m) * s * y[j] + z[j];
+      StoreNormColumns<kVector>(out + base, slab, lane, C, x);
     }
     if (lane == 0) {
       mean[row] = m;
@@ -69,20 +87,26 @@ struct LayerNormGrads {
 
 int LayerNormForward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
                      int N, int C, float eps, Stream stream) {
-  if (N <= 0) return 0;
-  const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  LaunchKernel(LayerNormForwardKernel<false>, blocks, kThreads, 0, AsStream(stream), out, mean, rstd,
-               const_cast<bf16*>(inp), nullptr, nullptr, weight, bias, N, C, eps);
-  return Launched();
+  return ResidualLayerNormForward(const_cast<bf16*>(inp), out, mean, rstd, nullptr, nullptr, weight, bias, N, C, eps,
+                                  stream);
 }
 
+// With a and b null, LayerNormForward: `residual` is the input, read only.
 int ResidualLayerNormForward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
                              const bf16* weight, const bf16* bias, int N, int C, float eps, Stream stream) {
   if (N <= 0) return 0;
   const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  LaunchKernel(LayerNormForwardKernel<true>, blocks, kThreads, 0, AsStream(stream), out, mean, rstd, residual, a, b,
-               weight, bias, N, C, eps);
-  return Launched();
+  const bool vector = Vectorizable(out, C) && Vectorizable(residual, C) && Vectorizable(weight, C) &&
+                      Vectorizable(bias, C) && (a == nullptr || (Vectorizable(a, C) && Vectorizable(b, C)));
+  auto launch = [&](auto kernel) {
+    LaunchKernel(kernel, blocks, kThreads, 0, AsStream(stream), out, mean, rstd, residual, a, b, weight, bias, N, C,
+                 eps);
+    return Launched();
+  };
+  if (a == nullptr) {
+    return vector ? launch(LayerNormForwardKernel<false, true>) : launch(LayerNormForwardKernel<false, false>);
+  }
+  return vector ? launch(LayerNormForwardKernel<true, true>) : launch(LayerNormForwardKernel<true, false>);
 }
 
 int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,

@@ -9,7 +9,8 @@
 // with an atomic add per element, eight warps contending for each column, the LayerNorm backward took 4 times the
 // forward's time on an H200); the block adds its sums to the parameter gradients once per column. The tensors are
 // __restrict__: dinp (the residual stream's gradient) is never the norm's input or output gradient, so the next
-// row's loads need not wait for this row's stores.
+// row's loads need not wait for this row's stores. The forwards (layernorm.cu, rmsnorm.cu) walk their rows by the
+// same columns (NormColumn, LoadNormColumns, StoreNormColumns).
 #pragma once
 
 #include "trainer/ops/cuda/common.cuh"

@@ -8,22 +8,34 @@ namespace {
 constexpr int kRowsPerBlock = kThreads / kWarp;
 
 // kResidual: `inp` is first written with a + b (rounded to bf16, as ResidualForward writes it), then normalised.
-template <bool kResidual>
+// Each lane takes 8 columns of every slab of 256 (norm_backward.cuh's NormColumn), 16 bytes at a time where kVector.
+template <bool kResidual, bool kVector>
 __global__ void RmsNormForwardKernel(bf16* out, float* rstd, bf16* inp, const bf16* a, const bf16* b,
                                      const bf16* weight, int N, int C, float eps) {
   const int lane = threadIdx.x % kWarp;
+  float x[kNormColumnsPerLane], y[kNormColumnsPerLane];
   for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
     const int64_t base = int64_t{row} * C;
     if constexpr (kResidual) {
-      for (int c = lane; c < C; c += kWarp) Store(inp, base + c, Load(a, base + c) + Load(b, base + c));
+      for (int slab = 0; slab < C; slab += kNormSlab) {
+        LoadNormColumns<kVector>(a + base, slab, lane, C, x);
+        LoadNormColumns<kVector>(b + base, slab, lane, C, y);
+        for (int j = 0; j < kNormColumnsPerLane; ++j) x[j] += y[j];
+        StoreNormColumns<kVector>(inp + base, slab, lane, C, x);
+      }
     }
     float sum_sq = 0;
-    for (int c = lane; c < C; c += kWarp) {
-      const float x = Load(inp, base + c);
-      sum_sq += x * x;
+    for (int slab = 0; slab < C; slab += kNormSlab) {
+      LoadNormColumns<kVector>(inp + base, slab, lane, C, x);  // 0 past C
+      for (int j = 0; j < kNormColumnsPerLane; ++j) sum_sq += x[j] * x[j];
     }
     const float s = rsqrtf(WarpSum(sum_sq) / C + eps);
-    for (int c = lane; c < C; c += kWarp) Store(out, base + c, Load(inp, base + c) * s * Load(weight, c));
+    for (int slab = 0; slab < C; slab += kNormSlab) {
+      LoadNormColumns<kVector>(inp + base, slab, lane, C, x);
+      LoadNormColumns<kVector>(weight, slab, lane, C, y);
+      for (int j = 0; j < kNormColumnsPerLane; ++j) x[j] = x[j] * s * y[j];
+      StoreNormColumns<kVector>(out + base, slab, lane, C, x);
+    }
     if (lane == 0) rstd[row] = s;
   }
 }
@@ -51,20 +63,24 @@ struct RmsNormGrads {
 
 int RmsNormForward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C, float eps,
                    Stream stream) {
-  if (N <= 0) return 0;
-  const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  LaunchKernel(RmsNormForwardKernel<false>, blocks, kThreads, 0, AsStream(stream), out, rstd, const_cast<bf16*>(inp),
-               nullptr, nullptr, weight, N, C, eps);
-  return Launched();
+  return ResidualRmsNormForward(const_cast<bf16*>(inp), out, rstd, nullptr, nullptr, weight, N, C, eps, stream);
 }
 
+// With a and b null, RmsNormForward: `residual` is the input, read only.
 int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a, const bf16* b, const bf16* weight,
                            int N, int C, float eps, Stream stream) {
   if (N <= 0) return 0;
   const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  LaunchKernel(RmsNormForwardKernel<true>, blocks, kThreads, 0, AsStream(stream), out, rstd, residual, a, b, weight, N,
-               C, eps);
-  return Launched();
+  const bool vector = Vectorizable(out, C) && Vectorizable(residual, C) && Vectorizable(weight, C) &&
+                      (a == nullptr || (Vectorizable(a, C) && Vectorizable(b, C)));
+  auto launch = [&](auto kernel) {
+    LaunchKernel(kernel, blocks, kThreads, 0, AsStream(stream), out, rstd, residual, a, b, weight, N, C, eps);
+    return Launched();
+  };
+  if (a == nullptr) {
+    return vector ? launch(RmsNormForwardKernel<false, true>) : launch(RmsNormForwardKernel<false, false>);
+  }
+  return vector ? launch(RmsNormForwardKernel<true, true>) : launch(RmsNormForwardKernel<true, false>);
 }
 
 int RmsNormBackward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
