@@ -32,11 +32,9 @@ __global__ void ChunkSumsKernel(float* partials, const bf16* dout, int N, int OC
       if constexpr (kSpan == kPack) {
         Pack8 pack;
         pack.raw = *reinterpret_cast<const uint4*>(dout + int64_t{row} * OC + column);
-        for (int j = 0; j < kPack / 2; ++j) {
-          const float2 x = __bfloat1622float2(pack.pairs[j]);
-          sums[2 * j] += x.x;
-          sums[2 * j + 1] += x.y;
-        }
+        float x[kPack];
+        Unpack(pack, x);
+        for (int j = 0; j < kPack; ++j) sums[j] += x[j];
       } else {
         sums[0] += Load(dout, int64_t{row} * OC + column);
       }

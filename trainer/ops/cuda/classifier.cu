@@ -59,12 +59,7 @@ __device__ __forceinline__ void Add(MaxSum& state, float x) {
 // the logits on an H100).
 __device__ __forceinline__ void AddPack(MaxSum& state, const Pack8& pack) {
   float x[kPack];
-#pragma unroll
-  for (int j = 0; j < kPack / 2; ++j) {
-    const float2 pair = __bfloat1622float2(pack.pairs[j]);
-    x[2 * j] = pair.x;
-    x[2 * j + 1] = pair.y;
-  }
+  Unpack(pack, x);
   float max = state.max;
 #pragma unroll
   for (int j = 0; j < kPack; ++j) max = fmaxf(max, x[j]);

@@ -28,6 +28,15 @@ union Pack8 {
   uint4 raw;
   __nv_bfloat162 pairs[kPack / 2];
 };
+// A Pack8's values in fp32, in order.
+__device__ __forceinline__ void Unpack(const Pack8& pack, float (&values)[kPack]) {
+#pragma unroll
+  for (int j = 0; j < kPack / 2; ++j) {
+    const float2 pair = __bfloat1622float2(pack.pairs[j]);
+    values[2 * j] = pair.x;
+    values[2 * j + 1] = pair.y;
+  }
+}
 // Whether rows of `row_length` bf16 values starting at `p` can be read and written a Pack8 at a time.
 inline bool Vectorizable(const bf16* p, int64_t row_length) {
   return row_length % kPack == 0 && reinterpret_cast<uintptr_t>(p) % sizeof(uint4) == 0;

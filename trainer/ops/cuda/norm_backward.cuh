@@ -37,12 +37,7 @@ __device__ __forceinline__ void LoadNormColumns(const bf16* row, int slab, int l
     const int c = NormColumn<true>(slab, lane, 0);  // C is a multiple of 8: all 8 columns or none
     Pack8 pack;
     pack.raw = c < C ? *reinterpret_cast<const uint4*>(row + c) : uint4{};
-#pragma unroll
-    for (int j = 0; j < kPack / 2; ++j) {
-      const float2 pair = __bfloat1622float2(pack.pairs[j]);
-      values[2 * j] = pair.x;
-      values[2 * j + 1] = pair.y;
-    }
+    Unpack(pack, values);
   } else {
 #pragma unroll
     for (int j = 0; j < kNormColumnsPerLane; ++j) {
