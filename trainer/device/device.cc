@@ -1,8 +1,13 @@
 // See device.h: dtypes, Buffer, choosing a device.
 #include "trainer/device/device.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <initializer_list>
 #include <utility>
+
+#include "common/env.h"
 
 namespace srunway::trainer {
 
@@ -119,6 +124,16 @@ common::StatusOr<DeviceChoice> ParseDeviceChoice(std::string_view text) {
   if (text == "cpu") return DeviceChoice::kCpu;
   if (text == "cuda") return DeviceChoice::kCuda;
   return common::InvalidArgument("device '{}': use auto, cpu or cuda", text);
+}
+
+common::Status CheckGpuSwitches() {
+  const auto check = [](std::string_view name, std::initializer_list<std::string_view> values) {
+    const std::string value = common::GetEnvOr(name, "");
+    if (value.empty() || std::find(values.begin(), values.end(), value) != values.end()) return common::Status::Ok();
+    return common::InvalidArgument("{}={}: not one of {} (or unset)", name, value, fmt::join(values, ", "));
+  };
+  SRUNWAY_RETURN_IF_ERROR(check("SRUNWAY_ATTENTION", {"mma", "cudnn", "auto", "wmma", "simple"}));
+  return check("SRUNWAY_GELU_EPILOGUE", {"0", "1"});
 }
 
 common::StatusOr<std::unique_ptr<Device>> OpenDevice(DeviceChoice choice, int local_rank, std::string* note) {

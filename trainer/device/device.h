@@ -161,6 +161,10 @@ class HostMirror {
 enum class DeviceChoice { kAuto, kCpu, kCuda };
 // "auto", "cpu" or "cuda"; anything else is InvalidArgument naming the three.
 common::StatusOr<DeviceChoice> ParseDeviceChoice(std::string_view text);
+// The GPU path's switches in the environment (README "On a GPU"): SRUNWAY_ATTENTION one of mma, cudnn, auto, wmma,
+// simple; SRUNWAY_GELU_EPILOGUE 0 or 1; either unset or empty. Anything else (a typo that would otherwise run
+// whatever the default is) is InvalidArgument naming the variable, its value and what it takes, whatever the device.
+common::Status CheckGpuSwitches();
 
 std::unique_ptr<Device> NewCpuDevice();
 // The rank's GPU (common::OpenCudaGpu): "no CUDA driver: ..." where libcuda cannot be loaded, NotFound where it

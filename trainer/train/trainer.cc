@@ -284,9 +284,9 @@ common::Status Trainer::Connect() {
 // since their gradients meet in one communicator.
 common::Status Trainer::OpenDevice() {
   auto choice = ParseDeviceChoice(o_.device);
-  if (!choice.ok()) {
-    setup_error_everywhere_ = true;
-    return choice.status();
+  if (common::Status switches = CheckGpuSwitches(); !choice.ok() || !switches.ok()) {
+    setup_error_everywhere_ = true;  // srun hands every rank the same flags and environment
+    return choice.ok() ? switches : choice.status();
   }
   std::string note;
   auto device = trainer::OpenDevice(*choice, boot_->identity().local_rank, &note);

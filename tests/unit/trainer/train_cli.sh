@@ -105,6 +105,11 @@ expect_exit 1 "/dev/full: No space left on device" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
 expect_exit 3 "training diverged" "$kTrain" "${common[@]}" --mock-data --train-steps 30 --lr 1e30 --clip-grad 0
 expect_exit 2 "--device: gpu not in" "$kTrain" "${common[@]}" --mock-data --device gpu
+# A misspelt GPU switch is refused on any device, rather than running the default it did not name.
+expect_exit 2 "SRUNWAY_ATTENTION=cudn: not one of mma, cudnn, auto, wmma, simple" \
+  env SRUNWAY_ATTENTION=cudn "$kTrain" "${common[@]}" --mock-data --train-steps 2 --device cpu
+expect_exit 2 "SRUNWAY_GELU_EPILOGUE=off: not one of 0, 1" \
+  env SRUNWAY_GELU_EPILOGUE=off "$kTrain" "${common[@]}" --mock-data --train-steps 2
 expect_exit 2 "--profile-step 5 is not a step of this run \\(1 to --train-steps 2\\)" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --profile-step 5
 # No CUDA driver (one loaded from a path that does not exist, whatever this machine has): --device cuda fails
