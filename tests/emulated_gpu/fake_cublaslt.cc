@@ -3,10 +3,11 @@
 // with bf16 A and B, bf16 or fp32 D, fp32 accumulation, and the epilogues matmul.cc asks for: BIAS, GELU_AUX and
 // GELU_AUX_BIAS (aux receives the GELU input, D its tanh GELU), DGELU (D = product times GELU'(aux)), DGELU_BGRAD
 // (DGELU, and the bias pointer receives D's row sums, summed in fp32 before D is rounded, in the bias type:
-// BIAS_DATA_TYPE, else D's). What real cuBLASLt refuses is refused here too (INVALID_VALUE): a layout whose shape
+// BIAS_DATA_TYPE, else D's), BGRADB (the bias pointer receives op(B)'s column sums over k, in fp32, in the bias
+// type). What real cuBLASLt refuses is refused here too (INVALID_VALUE): a layout whose shape
 // does not match the product's, a leading dimension shorter than a column, an epilogue without the pointer it
 // needs, an aux leading dimension that is not a multiple of 8. FAKE_CUBLASLT_DECLINE, a comma-separated list of
-// epilogues (BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, DGELU_BGRAD): no algorithm for those (NOT_SUPPORTED from the
+// epilogues (BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, DGELU_BGRAD, BGRADB): no algorithm for those (NOT_SUPPORTED from the
 // heuristic), as a cuBLASLt without them would answer.
 #include <cblas.h>
 #include <cublasLt.h>
@@ -69,7 +70,9 @@ bool NeedsAux(cublasLtEpilogue_t e) {
          e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 }
 bool AddsBias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
-bool NeedsBias(cublasLtEpilogue_t e) { return AddsBias(e) || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
+bool NeedsBias(cublasLtEpilogue_t e) {
+  return AddsBias(e) || e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADB;
+}
 
 // Whether FAKE_CUBLASLT_DECLINE names the epilogue.
 bool Declined(cublasLtEpilogue_t e) {
@@ -82,6 +85,7 @@ bool Declined(cublasLtEpilogue_t e) {
     case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: name = "GELU_AUX_BIAS"; break;
     case CUBLASLT_EPILOGUE_DGELU: name = "DGELU"; break;
     case CUBLASLT_EPILOGUE_DGELU_BGRAD: name = "DGELU_BGRAD"; break;
+    case CUBLASLT_EPILOGUE_BGRADB: name = "BGRADB"; break;
     default: return false;
   }
   const std::string padded = "," + std::string(list) + ",";
@@ -247,6 +251,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
     }
   }
   for (uint64_t i = 0; i < row_sums.size(); ++i) Write(const_cast<void*>(desc.bias), bias_type, i, row_sums[i]);
+  if (desc.epilogue == CUBLASLT_EPILOGUE_BGRADB) {
+    for (uint64_t j = 0; j < n; ++j) {
+      float sum = 0.0f;
+      for (uint64_t p = 0; p < k; ++p) sum += cols[j * k + p];
+      Write(const_cast<void*>(desc.bias), bias_type, j, sum);
+    }
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 

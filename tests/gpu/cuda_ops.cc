@@ -337,8 +337,9 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::Cud
 }
 
 // Linear layers through cuBLASLt against ops/cpu/matmul.cc (OpenBLAS), with and without bias; the backward writes
-// dinp over stale values and adds into weight gradients that already hold values.
-void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias) {
+// dinp over stale values and adds into weight and bias gradients that already hold values. The bias gradient
+// comes from the weight gradient's BGRADB epilogue where `epilogues` and cuBLASLt has it, else from the kernel.
+void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias, bool epilogues = true) {
   const size_t rows = static_cast<size_t>(N), in = static_cast<size_t>(C), out_cols = static_cast<size_t>(OC);
   auto x = Rounded(Random(rows * in)), w = Rounded(Random(out_cols * in, 0.05f)), b = Rounded(Random(out_cols));
   auto dout = Rounded(Random(rows * out_cols)), dx = Rounded(Random(rows * in));
@@ -347,18 +348,25 @@ void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias) 
   Buffer gdout = gpu.Bf16(dout), gdx = gpu.Bf16(dx), gdw = gpu.F32(dw), gdb = gpu.F32(db);
   const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "->" + std::to_string(OC) +
                             (with_bias ? " bias" : "");
+  blas.set_epilogues(epilogues);
+  const int64_t bias_fallbacks = blas.bias_gradient_fallbacks();
   gpu.Check(blas.Forward(gout.as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(),
                           with_bias ? gb.as<uint16_t>() : nullptr, N, C, OC, gpu.stream()), "Matmul::Forward");
   gpu.Check(blas.Backward(gdx.as<uint16_t>(), gdw.as<float>(), with_bias ? gdb.as<float>() : nullptr,
                            gdout.as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(), N, C, OC, gpu.stream()),
              "Matmul::Backward");
+  blas.set_epilogues(true);
+  const char* bias_by = !with_bias                                         ? ""
+                        : !epilogues                                       ? " (kernel)"
+                        : blas.bias_gradient_fallbacks() == bias_fallbacks ? " (BGRADB)"
+                                                                           : " (kernel: cuBLASLt had no BGRADB)";
   std::vector<float> out(rows * out_cols);
   cpu::MatmulForward(out.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, C, OC);
   cpu::MatmulBackward(dx.data(), dw.data(), with_bias ? db.data() : nullptr, dout.data(), x.data(), w.data(), N, C, OC);
   Compare("matmul forward " + shape, gpu.Read(gout), out, kBf16Rtol, 1e-2f);
   Compare("matmul backward dinp " + shape, gpu.Read(gdx), dx, kBf16Rtol, 1e-2f);
   Compare("matmul backward dweight " + shape, gpu.Read(gdw), dw, 1e-4f, 1e-3f);
-  Compare("matmul backward dbias " + shape, gpu.Read(gdb), db, 1e-4f, 1e-3f);
+  Compare("matmul backward dbias" + std::string(bias_by) + " " + shape, gpu.Read(gdb), db, 1e-4f, 1e-3f);
 }
 
 // A Linear layer with GELU, [N, C] -> [N, F], and the backward of the next Linear layer, [N, F] -> [N, C], into
@@ -379,7 +387,7 @@ void MatmulGelu(Gpu& gpu, cuda::Matmul& blas, int N, int C, int F, bool epilogue
   Buffer gdpre = gpu.Bf16(dpre), gdw2 = gpu.F32(dw2), gdb2 = gpu.F32(db2), gdb1 = gpu.F32(db1);
   const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "->" + std::to_string(F) +
                             (epilogues ? " epilogues" : " kernels");
-  blas.set_gelu_epilogues(epilogues);
+  blas.set_epilogues(epilogues);
   const int64_t fallbacks = blas.gelu_fallbacks(), bias_fallbacks = blas.bias_gradient_fallbacks();
   gpu.Check(blas.ForwardGelu(gact.as<uint16_t>(), gpre.as<uint16_t>(), gx.as<uint16_t>(), gw1.as<uint16_t>(),
                               gb1.as<uint16_t>(), N, C, F, gpu.stream()), "Matmul::ForwardGelu");
@@ -392,7 +400,7 @@ void MatmulGelu(Gpu& gpu, cuda::Matmul& blas, int N, int C, int F, bool epilogue
     std::printf("  matmul+gelu %s: cuBLASLt had no DGELU_BGRAD with an fp32 bias gradient; the kernel summed it\n",
                 shape.c_str());
   }
-  blas.set_gelu_epilogues(true);
+  blas.set_epilogues(true);
   if (blas.gelu_fallbacks() != fallbacks) {
     std::printf("  matmul+gelu %s: %lld call(s) without the epilogue\n", shape.c_str(),
                 static_cast<long long>(blas.gelu_fallbacks() - fallbacks));
@@ -590,8 +598,12 @@ int main(int argc, char** argv) {
     Matmul(gpu, **blas, 256, 768, 2304, true);
     Matmul(gpu, **blas, 100, 96, 40, false);
     Matmul(gpu, **blas, 33, 64, 8, true);
-    Matmul(gpu, **blas, 1000, 64, 40, true);  // the bias gradient over four chunks of rows, 8 columns a lane
-    Matmul(gpu, **blas, 300, 64, 36, true);   // and one column a lane (36 is no multiple of 8), over two chunks
+    // The bias gradient kernel over four chunks of rows, 8 columns a lane, and one column a lane (36 is no
+    // multiple of 8) over two chunks; then the same by BGRADB where cuBLASLt has it.
+    for (bool epilogues : {false, true}) {
+      Matmul(gpu, **blas, 1000, 64, 40, true, epilogues);
+      Matmul(gpu, **blas, 300, 64, 36, true, epilogues);
+    }
     // On the emulated GPU told to decline the GELU epilogues (FAKE_CUBLASLT_DECLINE), their fallbacks are the test.
     const bool declining = std::getenv("FAKE_CUBLASLT_DECLINE") != nullptr;
     MatmulGelu(gpu, **blas, 256, 768, 3072, true, /*must_fuse=*/!declining);

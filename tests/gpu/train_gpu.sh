@@ -35,7 +35,7 @@ if ! "$train" --preset gpt-tiny "${common[@]}" --train-steps 1 --device cuda >"$
 fi
 grep -q 'training on ' "$work/probe.err" || fail "no line saying which GPU: $(cat "$work/probe.err")"
 kernels_or_cudnn='(cuDNN [0-9]+ from .* \(else mma.sync tiles\)|mma.sync tiles)'
-grep -qE "GPU operations: attention on $kernels_or_cudnn, GELU in cuBLASLt" "$work/probe.err" ||
+grep -qE "GPU operations: attention on $kernels_or_cudnn, GELU and bias gradients in cuBLASLt" "$work/probe.err" ||
   fail "no line saying which attention and GELU run: $(grep -i 'operations' "$work/probe.err")"
 grep "GPU operations" "$work/probe.err"
 

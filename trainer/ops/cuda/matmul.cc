@@ -128,7 +128,7 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Open(Device& device, size_t workspace_
   }
   auto matmul = std::unique_ptr<Matmul>(new Matmul(std::move(api), device, std::move(*workspace)));
   const char* epilogues = std::getenv("SRUNWAY_GELU_EPILOGUE");
-  matmul->set_gelu_epilogues(epilogues == nullptr || std::strcmp(epilogues, "0") != 0);
+  matmul->set_epilogues(epilogues == nullptr || std::strcmp(epilogues, "0") != 0);
   return matmul;
 }
 
@@ -299,10 +299,24 @@ Status Matmul::Backward(bf16* dinp, float* dweight, float* dbias, const bf16* do
 
 Status Matmul::WeightGradients(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int N, int C, int OC,
                                Stream stream) {
-  if (dweight != nullptr) {
-    SRUNWAY_RETURN_IF_ERROR(Run({CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, C, OC, C, CUDA_R_32F, 1.0f}, inp, dout, dweight,
-                                {}, stream).WithContext("dweight"));
+  // dweight (C x OC, column-major) += inp^T dout: op(B) is dout, k runs over the N rows, so BGRADB's sums over k
+  // are dout's column sums, the bias gradient, read once for both.
+  const Gemm product{CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, C, OC, C, CUDA_R_32F, 1.0f};
+  if (dweight != nullptr && dbias != nullptr && epilogues_) {
+    SRUNWAY_RETURN_IF_ERROR(Grow(bias_sums_, device_, DType::kFloat32, static_cast<size_t>(OC), device_.main_stream())
+                                .WithContext("BGRADB's column sums"));
+    Status status =
+        Run(product, inp, dout, dweight, {CUBLASLT_EPILOGUE_BGRADB, bias_sums_.data(), nullptr, 0, CUDA_R_32F}, stream);
+    if (status.ok()) {
+      if (int rc = AddBiasGradient(dbias, bias_sums_.as<float>(), OC, stream); rc != 0) {
+        return common::Internal("bias gradient kernel: {}", ErrorText(rc));
+      }
+      return Status::Ok();
+    }
+    if (status.code() != common::StatusCode::kNotFound) return status.WithContext("dweight");
+    ++bias_gradient_fallbacks_;
   }
+  if (dweight != nullptr) SRUNWAY_RETURN_IF_ERROR(Run(product, inp, dout, dweight, {}, stream).WithContext("dweight"));
   if (dbias != nullptr) SRUNWAY_RETURN_IF_ERROR(BiasGradientKernel(dbias, dout, N, OC, stream));
   return Status::Ok();
 }
@@ -319,7 +333,7 @@ Status Matmul::BiasGradientKernel(float* dbias, const bf16* dout, int N, int OC,
 
 Status Matmul::ForwardGelu(bf16* act, bf16* pre, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C,
                            int OC, Stream stream) {
-  if (gelu_epilogues_ && OC % 8 == 0) {
+  if (epilogues_ && OC % 8 == 0) {
     const Epilogue epilogue{bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, bias, pre,
                             OC};
     Status fused = Run(ForwardProduct(N, C, OC), weight, inp, act, epilogue, stream);
@@ -339,7 +353,7 @@ Status Matmul::BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float*
   bool fused = false, bias_fused = false;
   // Whether a failure is one to return: NotFound (this cuBLASLt cannot do the epilogue) is not, it falls back.
   auto failed = [](const Status& status) { return !status.ok() && status.code() != common::StatusCode::kNotFound; };
-  if (gelu_epilogues_ && C % 8 == 0) {
+  if (epilogues_ && C % 8 == 0) {
     if (dpre_bias != nullptr) {
       SRUNWAY_RETURN_IF_ERROR(Grow(bias_sums_, device_, DType::kFloat32, static_cast<size_t>(C), device_.main_stream())
                                   .WithContext("DGELU_BGRAD's column sums"));

@@ -27,12 +27,14 @@ class Matmul {
   common::Status Forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C, int OC,
                          Stream stream);
   // dinp[N, C] = dout @ weight (bf16); dweight[OC, C] += dout^T @ inp (fp32); dbias[OC] += the column sums of
-  // dout (fp32) when dbias is not null. Any of dinp and dweight may be null (not wanted).
+  // dout (fp32) when dbias is not null. Any of dinp and dweight may be null (not wanted). With both dweight and
+  // dbias, the sums come from the weight gradient's GEMM (BGRADB: cuBLASLt sums dout as it reads it) where
+  // epilogues() and this cuBLASLt has it with an fp32 bias gradient; else from the bias gradient kernel.
   common::Status Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                           const bf16* weight, int N, int C, int OC, Stream stream);
 
   // A Linear layer followed by GELU (tanh form): pre = inp @ weight^T (+ bias), act = GELU(pre), both [N, OC].
-  // One GEMM with cuBLASLt's GELU_AUX(_BIAS) epilogue, which stores both, where gelu_epilogues() and OC is a
+  // One GEMM with cuBLASLt's GELU_AUX(_BIAS) epilogue, which stores both, where epilogues() and OC is a
   // multiple of 8 (the epilogue's leading dimension) and cuBLASLt has an algorithm for it; else Forward and the
   // GELU kernel.
   common::Status ForwardGelu(bf16* act, bf16* pre, const bf16* inp, const bf16* weight, const bf16* bias, int N,
@@ -45,12 +47,14 @@ class Matmul {
   common::Status BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float* dbias, const bf16* dout,
                               const bf16* act, const bf16* pre, const bf16* weight, int N, int C, int OC,
                               Stream stream);
-  // Whether the GELU epilogues are tried: yes unless SRUNWAY_GELU_EPILOGUE=0 was set when this was opened.
-  bool gelu_epilogues() const { return gelu_epilogues_; }
-  void set_gelu_epilogues(bool on) { gelu_epilogues_ = on; }
+  // Whether the epilogues (GELU's, and the bias gradients' DGELU_BGRAD and BGRADB) are tried: yes unless
+  // SRUNWAY_GELU_EPILOGUE=0 was set when this was opened.
+  bool epilogues() const { return epilogues_; }
+  void set_epilogues(bool on) { epilogues_ = on; }
   // How many ForwardGelu/BackwardGelu calls tried an epilogue and went the unfused way (no algorithm for it).
   int64_t gelu_fallbacks() const { return gelu_fallbacks_; }
-  // How many BackwardGelu calls with a dpre_bias tried DGELU_BGRAD and summed dpre with the kernel instead.
+  // How many bias gradients an epilogue was tried for (DGELU_BGRAD in BackwardGelu, BGRADB in Backward) and the
+  // kernel summed instead.
   int64_t bias_gradient_fallbacks() const { return bias_gradient_fallbacks_; }
   // How many times cuBLASLt's heuristic was asked for an algorithm: once per distinct product (shape, types,
   // epilogue, pointer alignments), whose choice every later call of that product reuses.
@@ -85,8 +89,8 @@ class Matmul {
   std::unique_ptr<Api> api_;
   Device& device_;
   Buffer workspace_;
-  Buffer bias_sums_;  // DGELU_BGRAD's column sums, added to dpre_bias after (cuBLASLt writes them, never adds)
-  bool gelu_epilogues_ = true;
+  Buffer bias_sums_;  // DGELU_BGRAD's or BGRADB's sums, added to the bias gradient after (cuBLASLt writes them)
+  bool epilogues_ = true;
   int64_t gelu_fallbacks_ = 0;
   int64_t bias_gradient_fallbacks_ = 0;
   int64_t algorithm_searches_ = 0;
