@@ -15,7 +15,18 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<P
     for (const TensorSpec& spec : layout.tensors()) {
       const int64_t begin = std::max(range.offset, spec.offset);
       const int64_t end = std::min(range.offset + range.count, spec.offset + spec.numel);
-      if (begin < end) segments_.push_back({begin, end, state + (begin - range.offset), spec.decay});
+      if (begin >= end) continue;
+      const int64_t at = state + (begin - range.offset);
+      // A tensor that follows the last run in the buffer and in the moments, with the same decay, extends it:
+      // one update per run (GPT-2's norms and biases sit side by side), not per tensor.
+      if (!segments_.empty()) {
+        Segment& last = segments_.back();
+        if (last.end == begin && last.state + (last.end - last.begin) == at && last.decay == spec.decay) {
+          last.end = end;
+          continue;
+        }
+      }
+      segments_.push_back({begin, end, at, spec.decay});
     }
     state += range.count;
   }

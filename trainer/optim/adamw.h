@@ -37,6 +37,9 @@ class AdamW {
             void* weights = nullptr);
 
   const std::vector<ParamRange>& owned() const { return owned_; }
+  // The updates (the ops' AdamW calls) one Step makes: one per run of owned elements, adjacent in the buffer and
+  // in the moments, whose tensors share their weight decay.
+  size_t updates_per_step() const { return segments_.size(); }
   // First and second moments of the owned elements, packed (the whole buffer's when everything is owned), in
   // the device's memory.
   std::span<float> m() { return {m_.as<float>(), m_.count()}; }
