@@ -18,10 +18,13 @@ namespace {
 using common::Status;
 using common::StatusOr;
 
-// Ranks per unique id for ncclCommInitRankScalable; smaller worlds use one id and ncclCommInitRankConfig.
-int RanksPerId() {
-  auto value = common::GetEnvInt("SRUNWAY_NCCL_RANKS_PER_ID", 1, 1 << 20);
-  return value.ok() ? static_cast<int>(*value) : 128;
+// Ranks per unique id for ncclCommInitRankScalable (SRUNWAY_NCCL_RANKS_PER_ID, else 128); smaller worlds use one
+// id and ncclCommInitRankConfig. A value that is not a count is an error on every rank alike (srun hands them one
+// environment), never a silent 128.
+StatusOr<int> RanksPerId() {
+  if (!common::GetEnv("SRUNWAY_NCCL_RANKS_PER_ID")) return 128;
+  SRUNWAY_ASSIGN_OR_RETURN(const int64_t value, common::GetEnvInt("SRUNWAY_NCCL_RANKS_PER_ID", 1, 1 << 20));
+  return static_cast<int>(value);
 }
 
 // Rank `r` makes unique id i when r is the first rank of id i's share of the world.
@@ -88,7 +91,8 @@ StatusOr<Offer> Decode(const std::string& text, const std::string& who) {
 // Every rank calls it. The ranks tell each other whether they can use NCCL (a GPU of their own and a library
 // that loads) in the same exchange that shares the unique ids. When one cannot, `required` makes that an error
 // naming the rank and why; otherwise every rank returns an empty pointer and the caller falls back.
-StatusOr<std::unique_ptr<Comm>> NcclIfEveryRankCan(Bootstrap& bootstrap, const CommOptions& options, bool required) {
+StatusOr<std::unique_ptr<Comm>> NcclIfEveryRankCan(Bootstrap& bootstrap, const CommOptions& options, bool required,
+                                                   int ranks_per_id) {
   const Identity& me = bootstrap.identity();
   const int size = me.size;
   // Opening the CUDA driver and NCCL and taking the GPU is timed apart from the exchange, to see where start-up
@@ -96,8 +100,8 @@ StatusOr<std::unique_ptr<Comm>> NcclIfEveryRankCan(Bootstrap& bootstrap, const C
   if (options.on_phase) options.on_phase("driver and nccl load");
   NcclLocal local = OpenNccl(me.local_rank);
   Offer mine;
-  // The ids this rank makes: with ncclCommInitRankScalable, one per RanksPerId() ranks; rank 0 always makes id 0.
-  const int scalable_ids = (size + RanksPerId() - 1) / RanksPerId();
+  // The ids this rank makes: with ncclCommInitRankScalable, one per ranks_per_id ranks; rank 0 always makes id 0.
+  const int scalable_ids = (size + ranks_per_id - 1) / ranks_per_id;
   if (local.runtime != nullptr) {
     mine.usable = true;
     mine.host = me.host;
@@ -161,8 +165,10 @@ StatusOr<std::unique_ptr<Comm>> NcclIfEveryRankCan(Bootstrap& bootstrap, const C
 StatusOr<std::unique_ptr<Comm>> CreateComm(CommKind kind, Bootstrap& bootstrap, const CommOptions& options) {
   const int size = bootstrap.identity().size;
   if (kind == CommKind::kAuto || kind == CommKind::kNccl) {
+    SRUNWAY_ASSIGN_OR_RETURN(const int ranks_per_id, RanksPerId());
     // Under auto, an empty result: some rank cannot use NCCL, and every rank knows it and falls back alike.
-    SRUNWAY_ASSIGN_OR_RETURN(auto nccl, NcclIfEveryRankCan(bootstrap, options, /*required=*/kind == CommKind::kNccl));
+    SRUNWAY_ASSIGN_OR_RETURN(
+        auto nccl, NcclIfEveryRankCan(bootstrap, options, /*required=*/kind == CommKind::kNccl, ranks_per_id));
     if (nccl != nullptr) return nccl;
     kind = size == 1 ? CommKind::kSelf : CommKind::kMpi;
   }

@@ -37,6 +37,15 @@ for r in 0 1; do
   (($(wc -l <"$work/shared.$r") == 1)) || fail "rank $r: more than one line"
 done
 
+echo "== SRUNWAY_NCCL_RANKS_PER_ID that is not a count: one line on each rank, before any NCCL call"
+codes=$(two_ranks per_id SRUNWAY_NCCL_RANKS_PER_ID=abc -- SRUNWAY_NCCL_RANKS_PER_ID=abc)
+[[ $codes == "4 4" ]] || fail "SRUNWAY_NCCL_RANKS_PER_ID=abc: exit codes $codes, want 4 4"
+for r in 0 1; do
+  grep -q "^srunway-launch: rank $r on .*: SRUNWAY_NCCL_RANKS_PER_ID='abc' is not an integer" "$work/per_id.$r" ||
+    fail "rank $r: no clear line: $(cat "$work/per_id.$r")"
+  (($(wc -l <"$work/per_id.$r") == 1)) || fail "rank $r: more than one line: $(cat "$work/per_id.$r")"
+done
+
 echo "== rank 0's communicator init never finishes, rank 1 stuck before its own: rank 0 times out and tells rank 1"
 codes=$(two_ranks stall FAKE_NCCL_INIT_NEVER_FINISHES=1 -- SLURMD_NODENAME=elsewhere SRUNWAY_FAULT_STALL_RANK=1 \
   SRUNWAY_FAULT_STALL_PHASE="communicator init")
