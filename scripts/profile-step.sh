@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Profile of one training step on a GPU: srunway-train (the benchmark's shapes: gpt2-124m at 16 x 1024, gpt3-1.3b
 # at 8 x 2048) with --profile-step on its fourth step, under nsys where it is installed (each kernel's time as it ran
-# on the timeline) or else ncu (each kernel timed alone, serialized: shares of the summed kernel time, not of the
-# wall clock), and the top kernels with their share of the step's GPU time (scripts/kernel_shares.py).
+# on the timeline) or else ncu (each kernel timed alone, serialized, at the GPU's own clocks and with the caches as
+# the previous kernel left them, so that the sum comes close to a step run free: shares of the summed kernel time,
+# not of the wall clock), and the top kernels with their share of the step's GPU time (scripts/kernel_shares.py).
 #   scripts/profile-step.sh [SIZE [TOP]]     exit 77 without a GPU or a profiler
 # SRUNWAY_TRAIN names the srunway-train to profile (default: the build tree's, else the one on PATH).
 set -uo pipefail
@@ -38,10 +39,11 @@ if [[ -n $nsys ]]; then
   echo "profiler: $("$nsys" --version 2>/dev/null | head -n 1) (timeline)"
   python3 "$here/kernel_shares.py" nsys "$csv" "$top"
 elif [[ -n $ncu ]]; then
-  "$ncu" --profile-from-start off --metrics gpu__time_duration.sum --print-units base --csv \
+  "$ncu" --profile-from-start off --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --print-units base --csv \
     --log-file "$work/ncu.csv" "${run[@]}" >"$work/run.log" 2>&1 ||
     { echo "ncu failed: $(tail -n 5 "$work/run.log") $(tail -n 5 "$work/ncu.csv" 2>/dev/null)"; exit 1; }
-  echo "profiler: $("$ncu" --version 2>/dev/null | tail -n 1) (each kernel alone, serialized)"
+  echo "profiler: $("$ncu" --version 2>/dev/null | tail -n 1) (each kernel alone, serialized, own clocks, caches kept)"
   python3 "$here/kernel_shares.py" ncu "$work/ncu.csv" "$top"
 else
   echo "SKIP: neither nsys nor ncu is installed"
