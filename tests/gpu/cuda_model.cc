@@ -1,6 +1,7 @@
 // GPU suite: one training step of the whole model on the GPU (trainer/ops/cuda through the ops table) against
 // the same step on the CPU (ops/cpu, fp32), from the same parameters (rounded to bf16, so both start equal) and
-// batch: gpt-tiny and llama-tiny, without and with dropout 0.1. The GPU keeps activations in bf16, so the two
+// batch: gpt-tiny and llama-tiny, without and with dropout 0.1 (with it, the GPU's classifier makes its gradients
+// with the losses, as training does). The GPU keeps activations in bf16, so the two
 // differ by bf16 rounding along the network: the loss within 1e-2 relative, and each gradient tensor within 5e-2
 // of its largest element on the CPU (every tensor's worst is printed); then the global norm and one clipped AdamW
 // update through the same ops table (see Step). Exits 77 where there is no GPU.
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -15,9 +17,9 @@
 #include "tests/gpu/open_gpu.h"
 #include "trainer/model/model.h"
 #include "trainer/model/rng.h"
+#include "trainer/ops/cuda/cuda_ops.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/schedule.h"
-#include "trainer/ops/cuda/cuda_ops.h"
 
 namespace {
 
@@ -56,7 +58,11 @@ void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float 
   }
   const srunway::trainer::DropoutContext context{1234, 1, 0};
   const double cpu_loss = cpu.Forward(tokens.data(), targets.data(), B, T, &context);
-  const double gpu_loss = gpu.Forward(tokens.data(), targets.data(), B, T, &context);
+  // With dropout, as training runs it: the classifier's gradients made with the losses in one kernel; without,
+  // each in its own.
+  const bool fused = dropout > 0;
+  const double gpu_loss = gpu.Forward(tokens.data(), targets.data(), B, T, &context, nullptr,
+                                      fused ? std::optional<float>(1.0f) : std::nullopt);
   Check(ops.TakeError(), "forward");
   cpu.Backward(1.0f);
   gpu.Backward(1.0f);
@@ -67,8 +73,8 @@ void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float 
   Check(device.Synchronize(device.main_stream()), "Synchronize");
 
   const double loss_error = std::fabs(gpu_loss - cpu_loss) / std::fabs(cpu_loss);
-  std::printf("  %s dropout %.1f: loss cpu %.6f gpu %.6f (relative %.2e) %s\n", preset, static_cast<double>(dropout),
-              cpu_loss, gpu_loss, loss_error, loss_error <= 1e-2 ? "ok" : "FAIL");
+  std::printf("  %s dropout %.1f%s: loss cpu %.6f gpu %.6f (relative %.2e) %s\n", preset, static_cast<double>(dropout),
+              fused ? " (classifier fused)" : "", cpu_loss, gpu_loss, loss_error, loss_error <= 1e-2 ? "ok" : "FAIL");
   if (!(loss_error <= 1e-2)) ++g_failures;
   for (const auto& tensor : cpu.layout().tensors()) {
     double largest = 0, worst = 0;

@@ -265,7 +265,8 @@ void Dropout(Gpu& gpu) {
   Compare("dropout values", got, x, kBf16Rtol, 0.0f);
 }
 
-// GPT-2's vocabulary (50257: the one-value-at-a-time kernels), a small one, and the padded 50304 (16 bytes at a time).
+// GPT-2's vocabulary (50257: the one-value-at-a-time kernels), a small one, and the padded 50304 (16 bytes at a time);
+// the two kernels, and the one that does both.
 void Classifier(Gpu& gpu, int N, int V) {
   const size_t n = static_cast<size_t>(N) * static_cast<size_t>(V);
   auto logits = Rounded(Random(n, 3.0f));
@@ -276,6 +277,13 @@ void Classifier(Gpu& gpu, int N, int V) {
   Buffer glogits = gpu.Bf16(logits), glosses = gpu.F32(std::vector<float>(static_cast<size_t>(N)));
   Buffer glse = gpu.F32(std::vector<float>(static_cast<size_t>(N)));
   Buffer gtargets = gpu.I32(targets);
+  // And both in one kernel, on a copy, as training runs them.
+  Buffer gfused = gpu.Bf16(logits), gfused_losses = gpu.F32(std::vector<float>(static_cast<size_t>(N)));
+  Buffer gfused_lse = gpu.F32(std::vector<float>(static_cast<size_t>(N)));
+  gpu.Launched(
+      cuda::ClassifierLossesAndGradients(gfused_losses.as<float>(), gfused_lse.as<float>(), gfused.as<uint16_t>(),
+                                         gtargets.as<int32_t>(), N, V, dloss, gpu.stream()),
+      "ClassifierLossesAndGradients");
   // The losses (the logits must stay as they are), then the gradients from the kept log-sum-exp.
   gpu.Launched(cuda::ClassifierLosses(glosses.as<float>(), glse.as<float>(), glogits.as<uint16_t>(),
                                   gtargets.as<int32_t>(), N, V, gpu.stream()), "ClassifierLosses");
@@ -288,6 +296,9 @@ void Classifier(Gpu& gpu, int N, int V) {
   const std::string shape = "N " + std::to_string(N) + " V " + std::to_string(V);
   Compare("classifier losses " + shape, gpu.Read(glosses), losses, 1e-4f, 1e-5f);
   Compare("classifier dlogits " + shape, gpu.Read(glogits), logits, kBf16Rtol, 1e-4f * dloss);
+  Compare("classifier fused losses " + shape, gpu.Read(gfused_losses), losses, 1e-4f, 1e-5f);
+  Compare("classifier fused lse " + shape, gpu.Read(gfused_lse), gpu.Read(glse), 0.0f, 0.0f);
+  Compare("classifier fused dlogits " + shape, gpu.Read(gfused), logits, kBf16Rtol, 1e-4f * dloss);
 }
 
 // Causal attention against ops/cpu/attention.cc: grouped-query heads with and without attention dropout, plain

@@ -106,7 +106,7 @@ void Model::NormBackward(void* dinp, float* dw, float* db, const void* dout, con
 }
 
 double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, const DropoutContext* dropout,
-                      const ParamsNeeded& need) {
+                      const ParamsNeeded& need, std::optional<float> backward_loss_scale) {
   auto needs = [&](ParamRange range) {
     if (need && range.count > 0) need(range);
   };
@@ -134,9 +134,16 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   ops_->MatmulForward(logits_.data(), norm_f_.data(), w_.lm_head, nullptr, N, C, c.vocab);
 
   have_targets_ = targets != nullptr;
+  dlogits_scale_.reset();
   if (!have_targets_) return 0.0;
   (void)device_->CopyFromHost(targets_.data(), targets, sizeof(int32_t) * static_cast<size_t>(N), stream);
-  return ops_->ClassifierForward(logits_.data(), losses_.as<float>(), targets_.as<int32_t>(), N, c.vocab);
+  if (!backward_loss_scale) {
+    return ops_->ClassifierForward(logits_.data(), losses_.as<float>(), targets_.as<int32_t>(), N, c.vocab);
+  }
+  dlogits_scale_ = backward_loss_scale;
+  // The loss is the mean over N positions.
+  return ops_->ClassifierForwardBackward(logits_.data(), losses_.as<float>(), targets_.as<int32_t>(), N, c.vocab,
+                                         *backward_loss_scale / N);
 }
 
 void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
@@ -205,8 +212,11 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     return d_drop_.data();
   };
 
-  // The loss is the mean over N positions.
-  ops_->ClassifierBackward(logits_.data(), targets_.as<int32_t>(), N, c.vocab, loss_scale / N);
+  // The loss is the mean over N positions. The gradients may have come with the losses (Forward's
+  // backward_loss_scale).
+  assert(!dlogits_scale_ || *dlogits_scale_ == loss_scale);
+  if (!dlogits_scale_) ops_->ClassifierBackward(logits_.data(), targets_.as<int32_t>(), N, c.vocab, loss_scale / N);
+  dlogits_scale_.reset();
   ops_->MatmulBackward(d_norm_.data(), g_.lm_head, nullptr, logits_.data(), norm_f_.data(), w_.lm_head, N, C,
                        c.vocab);
   done(layout_.Head());  // untied (Llama); tied to wte, it is final with the embeddings

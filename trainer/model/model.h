@@ -58,9 +58,11 @@ class Model {
   // Runs B sequences of T tokens (B <= max_batch, T <= seq_len). With targets, returns the mean cross-entropy
   // and keeps what Backward needs; without, leaves the logits of every position readable through Logits().
   // With `dropout` (training), hidden and attention dropout apply as set_dropout() says; without (evaluation,
-  // sampling), nothing is dropped.
+  // sampling), nothing is dropped. With `backward_loss_scale` (training, with targets), the classifier's gradients
+  // for the Backward that follows, which must be given the same loss_scale, are made with the losses, in the same
+  // pass over the logits where the ops can (the GPU's).
   double Forward(const int32_t* tokens, const int32_t* targets, int B, int T, const DropoutContext* dropout = nullptr,
-                 const ParamsNeeded& need = nullptr);
+                 const ParamsNeeded& need = nullptr, std::optional<float> backward_loss_scale = std::nullopt);
   // Megatron's hidden dropout (the embeddings' output, and each attention and MLP output before its residual
   // add) and attention dropout (the attention probabilities).
   void set_dropout(float hidden, float attention) {
@@ -130,6 +132,7 @@ class Model {
   Buffer d_res_, d_norm_, d_qkv_, d_attn_, d_fc_, d_act_;
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;
+  std::optional<float> dlogits_scale_;  // the loss_scale the logits' gradients were made for by Forward
   float hidden_dropout_ = 0, attention_dropout_ = 0;
   std::optional<DropoutContext> dropout_;  // of the last Forward, for the Backward
   Buffer d_drop_;                          // a gradient through a dropout mask

@@ -84,6 +84,13 @@ class Ops {
   // on the GPU), which turns it into d(loss)/d(logits) with d(total)/d(row loss) = dloss.
   virtual double ClassifierForward(void* logits, float* losses, const int32_t* targets, int N, int V) = 0;
   virtual void ClassifierBackward(void* logits, const int32_t* targets, int N, int V, float dloss) = 0;
+  // ClassifierForward then ClassifierBackward, as training's step calls them; the GPU's do both in one pass.
+  virtual double ClassifierForwardBackward(void* logits, float* losses, const int32_t* targets, int N, int V,
+                                           float dloss) {
+    const double loss = ClassifierForward(logits, losses, targets, N, V);
+    ClassifierBackward(logits, targets, N, V, dloss);
+    return loss;
+  }
   // The weights the operations read, made from the fp32 parameters: a bf16 copy on the GPU; nothing to do on the
   // host, where they are the parameters themselves.
   virtual void CastWeights(void* out, const float* params, int64_t n) = 0;

@@ -788,7 +788,8 @@ common::StatusOr<TrainResult> Trainer::Loop() {
         if (gathered.ok()) gathered = reducer_->Need(range);
       };
       mine.loss += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_, &dropout,
-                                   o_.distributed_optimizer ? need : nullptr) * loss_scale;
+                                   o_.distributed_optimizer ? need : nullptr, loss_scale) *
+                   loss_scale;
       SRUNWAY_RETURN_IF_ERROR(gathered);
       const bool last = micro + 1 == accum_;
       if (last) reducer_->Arm();

@@ -1,8 +1,8 @@
 // Softmax cross-entropy, as ops/cpu/cross_entropy.cc's forward then backward, one block per row of bf16 logits:
 // the losses in one pass over each row (a running maximum and sum per thread, combined across the block), which
 // also keeps each row's log-sum-exp; the gradients in one more pass that reads the logits and writes their
-// gradients over them. The full-vocabulary probabilities never exist in memory. Rows of a multiple of 8 values are
-// read 16 bytes at a time.
+// gradients over them; or both in one kernel, each row's second pass right after its first (training's step). The
+// full-vocabulary probabilities never exist in memory. Rows of a multiple of 8 values are read 16 bytes at a time.
 #include <cfloat>
 #include <cstdint>
 
@@ -70,10 +70,11 @@ __device__ __forceinline__ void AddPack(MaxSum& state, const Pack8& pack) {
 }
 
 // The kVector kernels (V a multiple of 8, as padded vocabularies are: 50304) read and write each row a Pack8 at a
-// time.
+// time. The row of block b starts at logits + b * V.
+
+// The row's softmax state, combined across the block and returned to every thread.
 template <bool kVector>
-__global__ void LossesKernel(float* losses, float* lse, const bf16* logits, const int32_t* targets, int V) {
-  const int64_t base = int64_t{blockIdx.x} * V;
+__device__ MaxSum RowState(const bf16* logits, int64_t base, int V) {
   MaxSum mine;
   if constexpr (kVector) {
     const uint4* row = reinterpret_cast<const uint4*>(logits + base);
@@ -85,19 +86,12 @@ __global__ void LossesKernel(float* losses, float* lse, const bf16* logits, cons
   } else {
     for (int v = threadIdx.x; v < V; v += blockDim.x) Add(mine, Load(logits, base + v));
   }
-  const MaxSum row = BlockCombine(mine);
-  if (threadIdx.x == 0) {
-    const float row_lse = row.max + logf(row.sum);
-    lse[blockIdx.x] = row_lse;
-    losses[blockIdx.x] = row_lse - Load(logits, base + targets[blockIdx.x]);
-  }
+  return BlockCombine(mine);
 }
 
+// The row's logits turned into their gradients in place, (softmax - onehot) * dloss.
 template <bool kVector>
-__global__ void GradientsKernel(bf16* logits, const float* lse, const int32_t* targets, int V, float dloss) {
-  const int64_t base = int64_t{blockIdx.x} * V;
-  const float row_lse = lse[blockIdx.x];
-  const int target = targets[blockIdx.x];
+__device__ void WriteGradients(bf16* logits, int64_t base, int V, float row_lse, int target, float dloss) {
   auto gradient = [&](float x, int v) { return (expf(x - row_lse) - (v == target ? 1.0f : 0.0f)) * dloss; };
   if constexpr (kVector) {
     uint4* row = reinterpret_cast<uint4*>(logits + base);
@@ -113,6 +107,40 @@ __global__ void GradientsKernel(bf16* logits, const float* lse, const int32_t* t
   } else {
     for (int v = threadIdx.x; v < V; v += blockDim.x) Store(logits, base + v, gradient(Load(logits, base + v), v));
   }
+}
+
+template <bool kVector>
+__global__ void LossesKernel(float* losses, float* lse, const bf16* logits, const int32_t* targets, int V) {
+  const int64_t base = int64_t{blockIdx.x} * V;
+  const MaxSum row = RowState<kVector>(logits, base, V);
+  if (threadIdx.x == 0) {
+    const float row_lse = row.max + logf(row.sum);
+    lse[blockIdx.x] = row_lse;
+    losses[blockIdx.x] = row_lse - Load(logits, base + targets[blockIdx.x]);
+  }
+}
+
+template <bool kVector>
+__global__ void GradientsKernel(bf16* logits, const float* lse, const int32_t* targets, int V, float dloss) {
+  WriteGradients<kVector>(logits, int64_t{blockIdx.x} * V, V, lse[blockIdx.x], targets[blockIdx.x], dloss);
+}
+
+// Both in one pass over the row's memory: the gradients' reads come right after the losses' reads of the same row
+// (a block's row, 100 KB at GPT-2's vocabulary, is still in L2), where the two kernels read every row twice from
+// memory. The target's logit is read before any thread can pass the block's combine and overwrite it.
+template <bool kVector>
+__global__ void LossesAndGradientsKernel(float* losses, float* lse, bf16* logits, const int32_t* targets, int V,
+                                         float dloss) {
+  const int64_t base = int64_t{blockIdx.x} * V;
+  const int target = targets[blockIdx.x];
+  const float target_logit = threadIdx.x == 0 ? Load(logits, base + target) : 0.0f;
+  const MaxSum row = RowState<kVector>(logits, base, V);
+  const float row_lse = row.max + logf(row.sum);
+  if (threadIdx.x == 0) {
+    lse[blockIdx.x] = row_lse;
+    losses[blockIdx.x] = row_lse - target_logit;
+  }
+  WriteGradients<kVector>(logits, base, V, row_lse, target, dloss);
 }
 
 }  // namespace
@@ -132,6 +160,15 @@ int ClassifierGradients(bf16* logits_to_dlogits, const float* lse, const int32_t
   auto kernel = Vectorizable(logits_to_dlogits, V) ? GradientsKernel<true> : GradientsKernel<false>;
   LaunchKernel(kernel, static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream), logits_to_dlogits, lse,
                targets, V, dloss);
+  return Launched();
+}
+
+int ClassifierLossesAndGradients(float* losses, float* lse, bf16* logits_to_dlogits, const int32_t* targets, int N,
+                                 int V, float dloss, Stream stream) {
+  if (N <= 0) return 0;
+  auto kernel = Vectorizable(logits_to_dlogits, V) ? LossesAndGradientsKernel<true> : LossesAndGradientsKernel<false>;
+  LaunchKernel(kernel, static_cast<unsigned>(N), kClassifierThreads, 0, AsStream(stream), losses, lse,
+               logits_to_dlogits, targets, V, dloss);
   return Launched();
 }
 

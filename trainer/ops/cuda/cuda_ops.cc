@@ -171,12 +171,14 @@ class CudaOps : public Ops {
     // Each row's log-sum-exp stays for ClassifierBackward, which then reads the logits once.
     if (!Reserve(lse_, static_cast<size_t>(N), "classifier log-sum-exp")) return 0;
     Check(cuda::ClassifierLosses(losses, lse_.as<float>(), H(logits), targets, N, V, stream_), "classifier");
-    std::vector<float> host(static_cast<size_t>(N));
-    Keep(device_.CopyToHost(host.data(), losses, sizeof(float) * host.size(), device_.main_stream()));
-    Keep(device_.Synchronize(device_.main_stream()));
-    double total = 0;  // in row order, as on the host
-    for (float loss : host) total += loss;
-    return total / N;
+    return MeanLoss(losses, N);
+  }
+  double ClassifierForwardBackward(void* logits, float* losses, const int32_t* targets, int N, int V,
+                                   float dloss) override {
+    if (!Reserve(lse_, static_cast<size_t>(N), "classifier log-sum-exp")) return 0;
+    Check(cuda::ClassifierLossesAndGradients(losses, lse_.as<float>(), H(logits), targets, N, V, dloss, stream_),
+          "classifier");
+    return MeanLoss(losses, N);
   }
   void ClassifierBackward(void* logits, const int32_t* targets, int N, int V, float dloss) override {
     Check(cuda::ClassifierGradients(H(logits), lse_.as<float>(), targets, N, V, dloss, stream_), "classifier backward");
@@ -203,6 +205,15 @@ class CudaOps : public Ops {
   }
 
  private:
+  // The mean of the N losses, read back (waits for the device), summed in row order as on the host.
+  double MeanLoss(const float* losses, int N) {
+    std::vector<float> host(static_cast<size_t>(N));
+    Keep(device_.CopyToHost(host.data(), losses, sizeof(float) * host.size(), device_.main_stream()));
+    Keep(device_.Synchronize(device_.main_stream()));
+    double total = 0;  // in row order, as on the host
+    for (float loss : host) total += loss;
+    return total / N;
+  }
   // Grows `buffer` (fp32, device memory) to at least `floats`; false, with the error kept, when it cannot.
   bool Reserve(Buffer& buffer, size_t floats, const char* what) {
     const Status grown = Grow(buffer, device_, DType::kFloat32, floats, device_.main_stream());

@@ -85,6 +85,9 @@ int ClassifierLosses(float* losses, float* lse, const bf16* logits, const int32_
                      Stream stream);
 int ClassifierGradients(bf16* logits_to_dlogits, const float* lse, const int32_t* targets, int N, int V, float dloss,
                         Stream stream);
+// Both, in one kernel: each row's gradients right after its loss, while the row is still in L2.
+int ClassifierLossesAndGradients(float* losses, float* lse, bf16* logits_to_dlogits, const int32_t* targets, int N,
+                                 int V, float dloss, Stream stream);
 
 // convert.cu: out[i] = bf16(in[i]), round to nearest even (the weights the bf16 operations read).
 int ToBf16(bf16* out, const float* in, int64_t n, Stream stream);
