@@ -314,7 +314,7 @@ Status Matmul::WeightGradients(float* dweight, float* dbias, const bf16* dout, c
       return Status::Ok();
     }
     if (status.code() != common::StatusCode::kNotFound) return status.WithContext("dweight");
-    ++bias_gradient_fallbacks_;
+    ++bgradb_fallbacks_;
   }
   if (dweight != nullptr) SRUNWAY_RETURN_IF_ERROR(Run(product, inp, dout, dweight, {}, stream).WithContext("dweight"));
   if (dbias != nullptr) SRUNWAY_RETURN_IF_ERROR(BiasGradientKernel(dbias, dout, N, OC, stream));

@@ -53,9 +53,10 @@ class Matmul {
   void set_epilogues(bool on) { epilogues_ = on; }
   // How many ForwardGelu/BackwardGelu calls tried an epilogue and went the unfused way (no algorithm for it).
   int64_t gelu_fallbacks() const { return gelu_fallbacks_; }
-  // How many bias gradients an epilogue was tried for (DGELU_BGRAD in BackwardGelu, BGRADB in Backward) and the
-  // kernel summed instead.
+  // How many BackwardGelu calls with a dpre_bias tried DGELU_BGRAD and summed dpre with the kernel instead.
   int64_t bias_gradient_fallbacks() const { return bias_gradient_fallbacks_; }
+  // How many weight gradients with a bias gradient tried BGRADB and summed dout with the kernel instead.
+  int64_t bgradb_fallbacks() const { return bgradb_fallbacks_; }
   // How many times cuBLASLt's heuristic was asked for an algorithm: once per distinct product (shape, types,
   // epilogue, pointer alignments), whose choice every later call of that product reuses.
   int64_t algorithm_searches() const { return algorithm_searches_; }
@@ -93,6 +94,7 @@ class Matmul {
   bool epilogues_ = true;
   int64_t gelu_fallbacks_ = 0;
   int64_t bias_gradient_fallbacks_ = 0;
+  int64_t bgradb_fallbacks_ = 0;
   int64_t algorithm_searches_ = 0;
 };
 
