@@ -80,6 +80,15 @@ int main(int argc, char** argv) {
 
   CLI::App app{"Pretrain a GPT or Llama model (Megatron/NeMo flag names)."};
   app.set_config();  // no INI/TOML: --config is YAML, handled below
+  app.footer(
+      "Environment (GPU runs; any other value of the first two is refused with exit 2):\n"
+      "  SRUNWAY_ATTENTION=mma|cudnn|auto|wmma|simple  attention; unset: cuDNN's fused engine where cuDNN loads, else\n"
+      "                                                the mma.sync kernels; auto: the faster, timed once per shape\n"
+      "  SRUNWAY_GELU_EPILOGUE=0|1                     0: no cuBLASLt epilogues (GELU, bias gradients), to compare\n"
+      "  SRUNWAY_CUDA_DRIVER, SRUNWAY_NCCL_LIBRARY, SRUNWAY_CUBLASLT_LIBRARY, SRUNWAY_CUDNN_LIBRARY\n"
+      "                                                the libraries to open instead of searching for them\n"
+      "Example: srun --mpi=pmix -N2 --ntasks-per-node=8 --gpus-per-node=8 srunway-launch -- srunway-train "
+      "--device cuda --preset gpt2-124m --data-path data/web --micro-batch-size 16 --global-batch-size 256");
   app.add_option("--config", config_file, "YAML file of flag: value (command-line flags win)");
   app.add_option("--preset", preset, "model: " + fmt::format("{}", fmt::join(srunway::trainer::PresetNames(), ", ")))
       ->capture_default_str();

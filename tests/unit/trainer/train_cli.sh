@@ -105,6 +105,10 @@ expect_exit 1 "/dev/full: No space left on device" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
 expect_exit 3 "training diverged" "$kTrain" "${common[@]}" --mock-data --train-steps 30 --lr 1e30 --clip-grad 0
 expect_exit 2 "--device: gpu not in" "$kTrain" "${common[@]}" --mock-data --device gpu
+# --help names the environment's switches and what they take.
+"$kTrain" --help >"$kWork/help" || fail "--help failed"
+grep -q 'SRUNWAY_ATTENTION=mma|cudnn|auto|wmma|simple' "$kWork/help" || fail "--help does not name SRUNWAY_ATTENTION"
+grep -q 'SRUNWAY_GELU_EPILOGUE=0|1' "$kWork/help" || fail "--help does not name SRUNWAY_GELU_EPILOGUE"
 # A misspelt GPU switch is refused on any device, rather than running the default it did not name.
 expect_exit 2 "SRUNWAY_ATTENTION=cudn: not one of mma, cudnn, auto, wmma, simple" \
   env SRUNWAY_ATTENTION=cudn "$kTrain" "${common[@]}" --mock-data --train-steps 2 --device cpu
