@@ -36,7 +36,7 @@ struct Matmul::Gemm {
 // What cuBLASLt applies to the product before it stores D.
 struct Matmul::Epilogue {
   cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
-  const void* bias = nullptr;  // BIAS, GELU_AUX_BIAS: [m], D's type
+  const void* bias = nullptr;  // BIAS, GELU_AUX_BIAS: [m], D's type; DGELU_BGRAD, BGRADB: receives the sums
   const void* aux = nullptr;   // GELU_AUX(_BIAS): receives the GELU input; DGELU: reads it; m x n, D's type
   int64_t aux_ld = 0;
   int32_t bias_type = -1;  // the bias's (or its gradient's) cudaDataType_t; -1: cuBLASLt's default, D's type
@@ -303,21 +303,25 @@ Status Matmul::WeightGradients(float* dweight, float* dbias, const bf16* dout, c
   // are dout's column sums, the bias gradient, read once for both.
   const Gemm product{CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, C, OC, C, CUDA_R_32F, 1.0f};
   if (dweight != nullptr && dbias != nullptr && epilogues_) {
-    SRUNWAY_RETURN_IF_ERROR(Grow(bias_sums_, device_, DType::kFloat32, static_cast<size_t>(OC), device_.main_stream())
-                                .WithContext("BGRADB's column sums"));
-    Status status =
-        Run(product, inp, dout, dweight, {CUBLASLT_EPILOGUE_BGRADB, bias_sums_.data(), nullptr, 0, CUDA_R_32F}, stream);
-    if (status.ok()) {
-      if (int rc = AddBiasGradient(dbias, bias_sums_.as<float>(), OC, stream); rc != 0) {
-        return common::Internal("bias gradient kernel: {}", ErrorText(rc));
-      }
-      return Status::Ok();
-    }
+    Status status = RunAddingBiasSums(product, inp, dout, dweight, {CUBLASLT_EPILOGUE_BGRADB}, dbias, OC, stream);
     if (status.code() != common::StatusCode::kNotFound) return status.WithContext("dweight");
     ++bgradb_fallbacks_;
   }
   if (dweight != nullptr) SRUNWAY_RETURN_IF_ERROR(Run(product, inp, dout, dweight, {}, stream).WithContext("dweight"));
   if (dbias != nullptr) SRUNWAY_RETURN_IF_ERROR(BiasGradientKernel(dbias, dout, N, OC, stream));
+  return Status::Ok();
+}
+
+Status Matmul::RunAddingBiasSums(const Gemm& gemm, const void* a, const void* b, void* d, Epilogue epilogue,
+                                 float* dbias, int count, Stream stream) {
+  SRUNWAY_RETURN_IF_ERROR(Grow(bias_sums_, device_, DType::kFloat32, static_cast<size_t>(count), device_.main_stream())
+                              .WithContext("the bias gradient epilogue's sums"));
+  epilogue.bias = bias_sums_.data();
+  epilogue.bias_type = CUDA_R_32F;
+  SRUNWAY_RETURN_IF_ERROR(Run(gemm, a, b, d, epilogue, stream));
+  if (int rc = AddBiasGradient(dbias, bias_sums_.as<float>(), count, stream); rc != 0) {
+    return common::Internal("bias gradient kernel: {}", ErrorText(rc));
+  }
   return Status::Ok();
 }
 
@@ -355,19 +359,11 @@ Status Matmul::BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float*
   auto failed = [](const Status& status) { return !status.ok() && status.code() != common::StatusCode::kNotFound; };
   if (epilogues_ && C % 8 == 0) {
     if (dpre_bias != nullptr) {
-      SRUNWAY_RETURN_IF_ERROR(Grow(bias_sums_, device_, DType::kFloat32, static_cast<size_t>(C), device_.main_stream())
-                                  .WithContext("DGELU_BGRAD's column sums"));
-      const Epilogue epilogue{CUBLASLT_EPILOGUE_DGELU_BGRAD, bias_sums_.data(), pre, C, CUDA_R_32F};
-      Status status = Run(dinp, weight, dout, dpre, epilogue, stream);
+      Status status = RunAddingBiasSums(dinp, weight, dout, dpre, {CUBLASLT_EPILOGUE_DGELU_BGRAD, nullptr, pre, C},
+                                        dpre_bias, C, stream);
       if (failed(status)) return status.WithContext("dinp");
       fused = bias_fused = status.ok();
-      if (bias_fused) {
-        if (int rc = AddBiasGradient(dpre_bias, bias_sums_.as<float>(), C, stream); rc != 0) {
-          return common::Internal("bias gradient kernel: {}", ErrorText(rc));
-        }
-      } else {
-        ++bias_gradient_fallbacks_;
-      }
+      if (!bias_fused) ++bias_gradient_fallbacks_;
     }
     if (!fused) {
       Status status = Run(dinp, weight, dout, dpre, {CUBLASLT_EPILOGUE_DGELU, nullptr, pre, C}, stream);

@@ -81,6 +81,11 @@ class Matmul {
   // The products of a Linear layer [N, C] -> [N, OC] (see matmul.cc): out, and dinp written in bf16.
   static Gemm ForwardProduct(int N, int C, int OC);
   static Gemm InputGradientProduct(int N, int C, int OC);
+  // Run with a bias gradient epilogue (DGELU_BGRAD, BGRADB), whose fp32 sums cuBLASLt writes (never adds) into
+  // bias_sums_ (the epilogue's bias pointer and type are set here), then dbias[count] += those sums. NotFound,
+  // with nothing run, when this cuBLASLt has no algorithm for it.
+  common::Status RunAddingBiasSums(const Gemm& gemm, const void* a, const void* b, void* d, Epilogue epilogue,
+                                   float* dbias, int count, Stream stream);
   // dbias[OC] += the column sums of dout [N, OC] by the bias gradient kernel, in cuBLASLt's workspace.
   common::Status BiasGradientKernel(float* dbias, const bf16* dout, int N, int OC, Stream stream);
   // Backward's dweight and dbias.
