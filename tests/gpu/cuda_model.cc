@@ -4,13 +4,16 @@
 // with the losses, as training does). The GPU keeps activations in bf16, so the two
 // differ by bf16 rounding along the network: the loss within 1e-2 relative, and each gradient tensor within 5e-2
 // of its largest element on the CPU (every tensor's worst is printed); then the global norm and one clipped AdamW
-// update through the same ops table (see Step). Exits 77 where there is no GPU.
+// update through the same ops table (see Step). Arguments name the cases to run (gpt-tiny, llama-tiny,
+// gpt-tiny-dropout, llama-tiny-dropout; all four without any). Exits 77 where there is no GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "common/half.h"
@@ -134,13 +137,29 @@ void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float 
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  struct Case {
+    const char* name;
+    const char* preset;
+    float dropout;
+  };
+  constexpr Case kCases[] = {{"gpt-tiny", "gpt-tiny", 0.0f},
+                             {"gpt-tiny-dropout", "gpt-tiny", 0.1f},
+                             {"llama-tiny", "llama-tiny", 0.0f},
+                             {"llama-tiny-dropout", "llama-tiny", 0.1f}};
+  const std::set<std::string> chosen(argv + 1, argv + argc);
+  for (const std::string& name : chosen) {
+    if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
+      std::fprintf(stderr, "cuda_model: no case %s (gpt-tiny, llama-tiny, each also with -dropout)\n", name.c_str());
+      return EXIT_FAILURE;
+    }
+  }
   auto device = srunway::gpu_tests::OpenGpuOrSkip("cuda_model");
   auto ops = srunway::trainer::cuda::NewCudaOps(*device);
   Check(ops.status(), "NewCudaOps");
   std::printf("cuda_model: %s\n", device->name().c_str());
-  for (const char* preset : {"gpt-tiny", "llama-tiny"}) {
-    for (float dropout : {0.0f, 0.1f}) Step(*device, **ops, preset, dropout);
+  for (const Case& c : kCases) {
+    if (chosen.empty() || chosen.contains(c.name)) Step(*device, **ops, c.preset, c.dropout);
   }
   std::printf("cuda_model: %s\n", g_failures == 0 ? "the GPU step matches the CPU step" : "MISMATCHES above");
   return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
