@@ -39,6 +39,16 @@ grep -qE "GPU operations: attention on $kernels_or_cudnn, GELU and bias gradient
   fail "no line saying which attention and GELU run: $(grep -i 'operations' "$work/probe.err")"
 grep "GPU operations" "$work/probe.err"
 
+# Without --peak-tflops: MFU against the GPU's known peak or, for a GPU outside that table (the emulated one), no
+# MFU at all, on the step lines or in the metrics (it read "MFU inf%").
+"$train" --preset gpt-tiny --seq-length 64 --micro-batch-size 4 --mock-data --train-steps 1 --log-interval 1 \
+  --device cuda --metrics-file "$work/peak.jsonl" >"$work/peak.out" 2>"$work/peak.err" || fail "$(cat "$work/peak.err")"
+if grep -q "MFU is not shown" "$work/peak.err"; then
+  ! grep -qE "MFU|inf" "$work/peak.out" "$work/peak.jsonl" || fail "an MFU without a peak: $(cat "$work/peak.out")"
+else
+  grep -qE "MFU [0-9.]+%" "$work/peak.out" || fail "no MFU against the GPU's peak: $(cat "$work/peak.out")"
+fi
+
 losses() { python3 -c "import json,sys; [print(json.loads(l)['step'], json.loads(l)['loss']) for l in open(sys.argv[1]) if 'loss' in l]" "$1"; }
 # compare NAME CPU.jsonl GPU.jsonl: step by step within bf16 noise, and both fell.
 compare() {

@@ -450,18 +450,20 @@ common::Status Trainer::Setup() {
   if (Leader()) {
     common::LogInfo("optimizer state {:.2f} MB per rank{}", state_mb,
                     o_.distributed_optimizer ? fmt::format(" (ZeRO-1: 1/{} of it)", world_) : "");
-    common::LogInfo("model {} ({} layers, hidden {}, heads {}/{}, vocab {}): {:.2f} M parameters; batch {} x {} "
-                    "tokens = {} rank{} x {} micro-batches of {}, {}; gradients in {} bucket{}{}; "
-                    "MFU against {} {:.1f} GFLOP/s",
-                    ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab,
-                    ParameterCount(m) / 1e6, gbs, T_, world_, world_ == 1 ? "" : "s", accum_, B_,
-                    gpu ? fmt::format("bf16 on {}", device_->name()) : fmt::format("{} threads per rank", threads),
-                    reducer_->bucket_count(), reducer_->bucket_count() == 1 ? "" : "s",
-                    o_.overlap_grad_reduce ? " overlapped with the backward" : ", reduced after the backward",
-                    o_.peak_tflops > 0 ? "--peak-tflops"
-                    : gpu              ? "the GPU's dense bf16 peak"
-                                       : "this machine's measured fp32 sgemm rate",
-                    peak_flops_ / 1e9);
+    const char* peak_of = o_.peak_tflops > 0 ? "--peak-tflops"
+                          : gpu              ? "the GPU's dense bf16 peak"
+                                             : "this machine's measured fp32 sgemm rate";
+    const std::string mfu_basis = peak_flops_ > 0
+                                      ? fmt::format("MFU against {} {:.1f} GFLOP/s", peak_of, peak_flops_ / 1e9)
+                                      : std::string("no MFU (no peak known)");
+    common::LogInfo(
+        "model {} ({} layers, hidden {}, heads {}/{}, vocab {}): {:.2f} M parameters; batch {} x {} "
+        "tokens = {} rank{} x {} micro-batches of {}, {}; gradients in {} bucket{}{}; {}",
+        ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab, ParameterCount(m) / 1e6, gbs, T_,
+        world_, world_ == 1 ? "" : "s", accum_, B_,
+        gpu ? fmt::format("bf16 on {}", device_->name()) : fmt::format("{} threads per rank", threads),
+        reducer_->bucket_count(), reducer_->bucket_count() == 1 ? "" : "s",
+        o_.overlap_grad_reduce ? " overlapped with the backward" : ", reduced after the backward", mfu_basis);
   }
   return common::Status::Ok();
 }
@@ -851,13 +853,15 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     if (Leader() && (step_ % o_.log_interval == 0 || step_ == o_.train_steps)) {
       const double ms = window_ms / static_cast<double>(window_steps);
       const double tokens_per_s = static_cast<double>(tokens_per_step) / (ms / 1e3);
-      const double mfu = tokens_per_s * flops_per_token / (peak_flops_ * world_);
-      fmt::print("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.1f} ms | {:.0f} tok/s | MFU {:.1f}%\n",
-                 step_, o_.train_steps, loss, lr, norm, ms, tokens_per_s, 100 * mfu);
+      // No peak known (a GPU outside GpuPeakFlops' table, without --peak-tflops): no MFU, rather than "inf%".
+      const double mfu = peak_flops_ > 0 ? tokens_per_s * flops_per_token / (peak_flops_ * world_) : 0;
+      fmt::print("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.1f} ms | {:.0f} tok/s{}\n", step_,
+                 o_.train_steps, loss, lr, norm, ms, tokens_per_s,
+                 peak_flops_ > 0 ? fmt::format(" | MFU {:.1f}%", 100 * mfu) : "");
       std::fflush(stdout);
       line["ms"] = ms;
       line["tokens_per_s"] = tokens_per_s;
-      line["mfu"] = mfu;
+      if (peak_flops_ > 0) line["mfu"] = mfu;
       line["ranks"] = world_;
       line["peak_memory_gib"] = static_cast<double>(device_->peak_allocated()) / (1 << 30);
       SRUNWAY_RETURN_IF_ERROR(metrics_.Write(line));
