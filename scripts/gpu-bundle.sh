@@ -127,14 +127,16 @@ export SRUNWAY_CHECK_TIMEOUT=${SRUNWAY_CHECK_TIMEOUT:-75}
 # default attention on cuDNN, 5, 6); then GPT-2's benchmark and profile (cuDNN's attention the default, the norms'
 # new backward), the checks that passed on the H100 (2026-11-27), the sanitizers, the 1.3B; attention's own
 # timings and NCCL's start-up, measured on the H100, last.
-step summary.txt 90 "$here/run.sh" "$out" cuda_ops cuda_model train_gpu
-step bench.txt 150 "$here/bench.sh" gpt2-124m
+step summary.txt 100 "$here/run.sh" "$out" cuda_ops cuda_model train_gpu cuda_ops_tuned
+# The benchmarks on cuDNN's attention (the default) with the heuristic's GEMM algorithms and with timed ones
+# (SRUNWAY_GEMM_TUNE=1); the mma.sync kernels' run is bench.sh's default, not this session's.
+step bench.txt 150 env SRUNWAY_BENCH_ATTENTION="cudnn tuned" "$here/bench.sh" gpt2-124m
 step profile.txt 60 "$here/profile.sh" gpt2-124m 20
 step summary.txt 150 "$here/run.sh" "$out" driver_probe cuda_saxpy cuda_device cuda_ops_cudnn cuda_model_cudnn \
   cuda_ops_wmma_attention train_vs_torch nccl_comm
 step summary.txt 100 "$here/run.sh" "$out" cuda_ops_memcheck cuda_ops_racecheck cuda_model_memcheck \
   cuda_model_racecheck
-step bench.txt 260 "$here/bench.sh" gpt3-1.3b
+step bench.txt 260 env SRUNWAY_BENCH_ATTENTION="cudnn tuned" "$here/bench.sh" gpt3-1.3b
 step profile.txt 80 "$here/profile.sh" gpt3-1.3b 20
 step attention.txt 80 "$here/attention.sh"
 step nccl_init.txt 60 "$here/run.sh" "$out" nccl_init_vs_torch
@@ -175,6 +177,8 @@ add cuda_ops_simple_attention env SRUNWAY_ATTENTION=simple "$here/bin/gpu-cuda_o
 # shape, and inside a training step.
 add cuda_ops_cudnn "$here/bin/gpu-cuda_ops" cudnn cudnn-gpt2
 add cuda_model_cudnn env SRUNWAY_ATTENTION=cudnn "$here/bin/gpu-cuda_model"
+# The Linear layers with each product's algorithm chosen by timing cuBLASLt's candidates (SRUNWAY_GEMM_TUNE=1).
+add cuda_ops_tuned env SRUNWAY_GEMM_TUNE=1 "$here/bin/gpu-cuda_ops" matmul
 add nccl_comm env COMM_OPS="$here/bin/comm_ops" SRUNWAY_LAUNCH="$here/bin/srunway-launch" \
   SRUNWAY_COLLBENCH="$here/bin/srunway-collbench" bash "$here/nccl_comm.sh"
 add train_gpu bash "$here/train_gpu.sh" "$here/bin/srunway-train" "$here/bin/srunway-prep"

@@ -81,10 +81,13 @@ int main(int argc, char** argv) {
   CLI::App app{"Pretrain a GPT or Llama model (Megatron/NeMo flag names)."};
   app.set_config();  // no INI/TOML: --config is YAML, handled below
   app.footer(
-      "Environment (GPU runs; any other value of the first two is refused with exit 2):\n"
+      "Environment (GPU runs; any other value of the first three is refused with exit 2):\n"
       "  SRUNWAY_ATTENTION=mma|cudnn|auto|wmma|simple  attention; unset: cuDNN's fused engine where cuDNN loads, else\n"
       "                                                the mma.sync kernels; auto: the faster, timed once per shape\n"
       "  SRUNWAY_GELU_EPILOGUE=0|1                     0: no cuBLASLt epilogues (GELU, bias gradients), to compare\n"
+      "  SRUNWAY_GEMM_TUNE=0|1                         1: each GEMM's algorithm the fastest of cuBLASLt's first 8,\n"
+      "                                                timed at its first call (0, the default: the heuristic's "
+      "first)\n"
       "  SRUNWAY_CUDA_DRIVER, SRUNWAY_NCCL_LIBRARY, SRUNWAY_CUBLASLT_LIBRARY, SRUNWAY_CUDNN_LIBRARY\n"
       "                                                the libraries to open instead of searching for them\n"
       "Example: srun --mpi=pmix -N2 --ntasks-per-node=8 --gpus-per-node=8 srunway-launch -- srunway-train "

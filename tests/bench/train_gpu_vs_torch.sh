@@ -11,8 +11,9 @@
 #   SRUNWAY_BENCH_TORCH   python with PyTorch (default python3)
 #   SRUNWAY_BENCH_ATTENTION  srunway-train's attention paths, each its own run against the same PyTorch figures:
 #                         "kernels" (SRUNWAY_ATTENTION=mma), "cudnn" (the default where cuDNN loads), "auto"
-#                         (the faster of the two per shape); default "kernels cudnn". A cudnn run in which cuDNN
-#                         did not run all of attention (none found, a shape refused) says so.
+#                         (the faster of the two per shape), "tuned" (cudnn, and each GEMM's algorithm chosen by
+#                         timing: SRUNWAY_GEMM_TUNE=1); default "kernels cudnn". A cudnn or tuned run in which
+#                         cuDNN did not run all of attention (none found, a shape refused) says so.
 set -euo pipefail
 train=${SRUNWAY_TRAIN:?SRUNWAY_TRAIN must name srunway-train}
 python=${SRUNWAY_BENCH_TORCH:-python3}
@@ -43,7 +44,8 @@ print(6 * (params - T * d) + 12 * L * T * d)")
       kernels) choice=(SRUNWAY_ATTENTION=mma) label="srunway-train, mma.sync attn" ;;
       cudnn) choice=(SRUNWAY_ATTENTION=cudnn) label="srunway-train, cuDNN attn" ;;
       auto) choice=(SRUNWAY_ATTENTION=auto) label="srunway-train, auto attn" ;;
-      *) echo "unknown attention path $attention (kernels, cudnn, auto)" >&2; exit 2 ;;
+      tuned) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_GEMM_TUNE=1) label="srunway-train, cuDNN, GEMMs tuned" ;;
+      *) echo "unknown attention path $attention (kernels, cudnn, auto, tuned)" >&2; exit 2 ;;
     esac
     run=$work/$size-$attention
     if ! env "${choice[@]}" "$train" --preset "$size" --micro-batch-size "$batch" --seq-length "$seq" --mock-data \
@@ -52,7 +54,7 @@ print(6 * (params - T * d) + 12 * L * T * d)")
       echo "  $label failed: $(grep -m1 error "$run.err" || tail -n 1 "$run.err")"
       continue
     fi
-    if [[ $attention == cudnn ]] && grep -qE "run it instead|attention runs on srunway.s kernels" "$run.err"; then
+    if [[ $attention == cudnn || $attention == tuned ]] && grep -qE "run it instead|attention runs on srunway.s kernels" "$run.err"; then
       echo "  ($label: cuDNN did not run all of attention: $(grep -m1 -E "run it instead|srunway.s kernels" "$run.err"))"
     fi
     found=$(grep -oE 'MFU against the GPU.s dense bf16 peak [0-9.]+ GFLOP/s' "$run.err" | grep -oE '[0-9.]+ GFLOP' |

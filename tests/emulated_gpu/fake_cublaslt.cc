@@ -8,16 +8,21 @@
 // does not match the product's, a leading dimension shorter than a column, an epilogue without the pointer it
 // needs, an aux leading dimension that is not a multiple of 8. FAKE_CUBLASLT_DECLINE, a comma-separated list of
 // epilogues (BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, DGELU_BGRAD, BGRADB): no algorithm for those (NOT_SUPPORTED from the
-// heuristic), as a cuBLASLt without them would answer.
+// heuristic), as a cuBLASLt without them would answer. The heuristic offers up to three algorithms, all computing
+// the same (FAKE_CUBLASLT_ALGORITHMS: how many); FAKE_CUBLASLT_SLOW_ALGORITHM=i makes the i-th of them take twice as
+// long and 2 ms more per call, for the tuning of matmul.cc to avoid; a call with an algorithm the heuristic never
+// offered fails.
 #include <cblas.h>
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/half.h"
@@ -72,6 +77,14 @@ bool NeedsAux(cublasLtEpilogue_t e) {
 bool AddsBias(cublasLtEpilogue_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
 bool NeedsBias(cublasLtEpilogue_t e) {
   return AddsBias(e) || e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADB;
+}
+
+// The heuristic's algorithms carry their index after this tag, so that a call with anything else is caught.
+constexpr uint64_t kAlgorithmTag = 0x5eed0000;
+
+int Algorithms() {
+  const char* count = std::getenv("FAKE_CUBLASLT_ALGORITHMS");
+  return count != nullptr ? std::atoi(count) : 3;
 }
 
 // Whether FAKE_CUBLASLT_DECLINE names the epilogue.
@@ -177,11 +190,12 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   if (NeedsAux(desc->epilogue) && (desc->aux == nullptr || desc->aux_ld % 8 != 0)) return CUBLAS_STATUS_INVALID_VALUE;
   if (NeedsBias(desc->epilogue) && desc->bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   if (Declined(desc->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
-  *found = requested > 0 ? 1 : 0;
-  if (*found == 1) {
-    std::memset(&results[0], 0, sizeof(results[0]));
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    results[0].wavesCount = 1.0f;
+  *found = std::max(0, std::min(requested, Algorithms()));
+  for (int i = 0; i < *found; ++i) {
+    std::memset(&results[i], 0, sizeof(results[i]));
+    results[i].algo.data[0] = kAlgorithmTag + static_cast<uint64_t>(i);
+    results[i].state = CUBLAS_STATUS_SUCCESS;
+    results[i].wavesCount = 1.0f;
   }
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -189,8 +203,24 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, const void* alpha, const void* a,
                               cublasLtMatrixLayout_t a_opaque, const void* b, cublasLtMatrixLayout_t b_opaque,
                               const void* beta, const void* c, cublasLtMatrixLayout_t c_opaque, void* d,
-                              cublasLtMatrixLayout_t d_opaque, const cublasLtMatmulAlgo_t*, void*, size_t,
+                              cublasLtMatrixLayout_t d_opaque, const cublasLtMatmulAlgo_t* algo, void*, size_t,
                               cudaStream_t) {
+  bool slow = false;
+  if (algo != nullptr) {
+    const uint64_t index = algo->data[0] - kAlgorithmTag;
+    if (index >= static_cast<uint64_t>(Algorithms())) return CUBLAS_STATUS_INVALID_VALUE;
+    const char* slow_one = std::getenv("FAKE_CUBLASLT_SLOW_ALGORITHM");
+    slow = slow_one != nullptr && std::to_string(index) == slow_one;
+  }
+  // The slow algorithm takes twice as long, and 2 ms more.
+  const auto start = std::chrono::steady_clock::now();
+  struct Slow {
+    bool on;
+    std::chrono::steady_clock::time_point start;
+    ~Slow() {
+      if (on) std::this_thread::sleep_for(std::chrono::steady_clock::now() - start + std::chrono::milliseconds(2));
+    }
+  } slow_down{slow, start};
   const auto& desc = *reinterpret_cast<const Desc*>(opaque);
   const auto& la = *reinterpret_cast<const Layout*>(a_opaque);
   const auto& lb = *reinterpret_cast<const Layout*>(b_opaque);

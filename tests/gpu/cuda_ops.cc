@@ -502,6 +502,20 @@ void MatmulPlans(Gpu& gpu, cuda::Matmul& blas) {
   if (!ok) ++g_failures;
 }
 
+// With SRUNWAY_GEMM_TUNE=1 every product above ran with the algorithm its timing chose, and matched the CPU (a
+// weight gradient, which adds into its output, gained its product once, not once per timed run). On the
+// emulated GPU told to slow one algorithm down (FAKE_CUBLASLT_SLOW_ALGORITHM=0, the heuristic's first), every
+// timed product must have kept another.
+void MatmulTuning(cuda::Matmul& blas) {
+  const char* slow = std::getenv("FAKE_CUBLASLT_SLOW_ALGORITHM");
+  const bool avoided_slow = slow == nullptr || std::string_view(slow) != "0" ||
+                            (blas.tuned_products() > 0 && blas.tuned_changes() == blas.tuned_products());
+  std::printf("  %-34s %s  %lld products timed, %lld kept another algorithm than the heuristic's first\n",
+              "matmul tuning", avoided_slow ? "ok  " : "FAIL", static_cast<long long>(blas.tuned_products()),
+              static_cast<long long>(blas.tuned_changes()));
+  if (!avoided_slow) ++g_failures;
+}
+
 // Two steps of optim/adamw.cc's AdamW over gpt-tiny's parameters, tensor by tensor on the GPU (decay on matrices
 // and embeddings, not on norms and biases); the gradients scaled by 0.5 as clipping would.
 void AdamW(Gpu& gpu) {
@@ -622,6 +636,7 @@ int main(int argc, char** argv) {
     MatmulGelu(gpu, **blas, 33, 64, 40, true);
     MatmulGelu(gpu, **blas, 50, 64, 36, true);
     MatmulPlans(gpu, **blas);
+    if ((*blas)->tuning()) MatmulTuning(**blas);
   }
   std::printf("cuda_ops: %s\n", g_failures == 0 ? "every operation matches its CPU twin" : "MISMATCHES above");
   return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

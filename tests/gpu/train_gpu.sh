@@ -9,6 +9,7 @@
 #      and gradient norms (within 1e-3: attention's backward adds across blocks in any order; recomputing from
 #      the wrong layer's input is 1.7% off) in less peak memory;
 #   3. save at step 10 -> load -> continue gives the uninterrupted run's losses for steps 11-20 (within 1e-4);
+#      SRUNWAY_GEMM_TUNE=1 (each GEMM's algorithm chosen by timing) trains to the same losses within 1e-2;
 #      --export writes safetensors and --sample generates from the GPU's logits;
 #   (the start-up log says which attention and GELU implementations run: cuDNN's attention where it loads, else
 #   the mma.sync tiles, which take gpt-tiny's head size 16; GELU cuBLASLt's epilogues)
@@ -126,6 +127,14 @@ print(f"{len(other)} steps, largest relative loss gap {gap:.2e} (allowed {rtol:g
 sys.exit(0 if other and other.keys() <= straight.keys() and gap <= rtol else 1)
 PY
 }
+# SRUNWAY_GEMM_TUNE=1: every GEMM's algorithm chosen by timing, said on the start-up line; other algorithms sum
+# in other orders, so the losses agree within 1e-2 (the emulated GPU's algorithms compute alike: exactly).
+SRUNWAY_GEMM_TUNE=1 "${run[@]}" --metrics-file "$work/tuned.jsonl" >/dev/null 2>"$work/tuned.err" ||
+  fail "SRUNWAY_GEMM_TUNE=1: $(cat "$work/tuned.err")"
+grep -q "algorithm the fastest of its first candidates, timed" "$work/tuned.err" ||
+  fail "SRUNWAY_GEMM_TUNE=1: the start-up line does not say so: $(grep 'GPU operations' "$work/tuned.err")"
+tuned=$(same_losses "$work/tuned.jsonl" 1e-2) || fail "SRUNWAY_GEMM_TUNE=1 changed the losses: $tuned"
+echo "tuned GEMMs: $tuned"
 "${run[@]}" --save "$work/ckpt" --save-interval 10 --export "$work/model.safetensors" >/dev/null 2>"$work/save.err" ||
   fail "save: $(cat "$work/save.err")"
 "${run[@]}" --load "$work/ckpt/iter_0000010" --metrics-file "$work/resumed.jsonl" >/dev/null 2>"$work/load.err" ||

@@ -133,7 +133,8 @@ common::Status CheckGpuSwitches() {
     return common::InvalidArgument("{}={}: not one of {} (or unset)", name, value, fmt::join(values, ", "));
   };
   SRUNWAY_RETURN_IF_ERROR(check("SRUNWAY_ATTENTION", {"mma", "cudnn", "auto", "wmma", "simple"}));
-  return check("SRUNWAY_GELU_EPILOGUE", {"0", "1"});
+  SRUNWAY_RETURN_IF_ERROR(check("SRUNWAY_GELU_EPILOGUE", {"0", "1"}));
+  return check("SRUNWAY_GEMM_TUNE", {"0", "1"});
 }
 
 common::StatusOr<std::unique_ptr<Device>> OpenDevice(DeviceChoice choice, int local_rank, std::string* note) {

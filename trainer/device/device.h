@@ -162,8 +162,9 @@ enum class DeviceChoice { kAuto, kCpu, kCuda };
 // "auto", "cpu" or "cuda"; anything else is InvalidArgument naming the three.
 common::StatusOr<DeviceChoice> ParseDeviceChoice(std::string_view text);
 // The GPU path's switches in the environment (README "On a GPU"): SRUNWAY_ATTENTION one of mma, cudnn, auto, wmma,
-// simple; SRUNWAY_GELU_EPILOGUE 0 or 1; either unset or empty. Anything else (a typo that would otherwise run
-// whatever the default is) is InvalidArgument naming the variable, its value and what it takes, whatever the device.
+// simple; SRUNWAY_GELU_EPILOGUE and SRUNWAY_GEMM_TUNE 0 or 1; each unset or empty. Anything else (a typo that would
+// otherwise run whatever the default is) is InvalidArgument naming the variable, its value and what it takes, whatever
+// the device.
 common::Status CheckGpuSwitches();
 
 std::unique_ptr<Device> NewCpuDevice();

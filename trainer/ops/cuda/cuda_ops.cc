@@ -41,9 +41,11 @@ class CudaOps : public Ops {
             ? (kernels != nullptr ? kernels : "nothing")
             : fmt::format("cuDNN {} from {} ({} {})", cudnn_->version(), cudnn_->library_path(),
                           AttentionIs("auto") ? "or, where faster," : "else", kernels != nullptr ? kernels : "nothing");
-    return fmt::format("attention on {}, GELU and bias gradients {}, cuBLASLt from {}{}", attention,
-                       matmul_->epilogues() ? "in cuBLASLt's epilogues" : "by its own kernels", matmul_->library_path(),
-                       no_cudnn_.empty() ? "" : "; no cuDNN attention: " + no_cudnn_);
+    return fmt::format(
+        "attention on {}, GELU and bias gradients {}, cuBLASLt from {}{}{}", attention,
+        matmul_->epilogues() ? "in cuBLASLt's epilogues" : "by its own kernels", matmul_->library_path(),
+        matmul_->tuning() ? " (each product's algorithm the fastest of its first candidates, timed)" : "",
+        no_cudnn_.empty() ? "" : "; no cuDNN attention: " + no_cudnn_);
   }
   Status CheckHeadSize(int head_dim) const override {
     if (AttentionKernelName(head_dim) != nullptr) return Status::Ok();

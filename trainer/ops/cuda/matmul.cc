@@ -9,14 +9,19 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <tuple>
 
+#include "common/log.h"
 #include "common/site_library.h"
 
 namespace srunway::trainer::cuda {
@@ -56,6 +61,10 @@ struct Matmul::Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   Status status = Status::Ok();
+};
+
+struct Matmul::Algorithm {
+  cublasLtMatmulAlgo_t algo;
 };
 
 struct Matmul::Api {
@@ -129,6 +138,8 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Open(Device& device, size_t workspace_
   auto matmul = std::unique_ptr<Matmul>(new Matmul(std::move(api), device, std::move(*workspace)));
   const char* epilogues = std::getenv("SRUNWAY_GELU_EPILOGUE");
   matmul->set_epilogues(epilogues == nullptr || std::strcmp(epilogues, "0") != 0);
+  const char* tuning = std::getenv("SRUNWAY_GEMM_TUNE");
+  matmul->set_tuning(tuning != nullptr && std::strcmp(tuning, "1") == 0);
   return matmul;
 }
 
@@ -150,8 +161,8 @@ void Matmul::Api::Destroy(Plan& plan) const {
   plan = Plan{};
 }
 
-Status Matmul::MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void* b, const void* d,
-                        const Epilogue& epilogue) {
+Status Matmul::MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
+                        Stream stream) {
   const Api& api = *api_;
   SRUNWAY_RETURN_IF_ERROR(
       api.Check(api.desc_create(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
@@ -204,17 +215,87 @@ Status Matmul::MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void*
     SRUNWAY_RETURN_IF_ERROR(api.Check(api.pref_set(pref, attribute, &bytes, sizeof bytes),
                                       "cublasLtMatmulPreferenceSetAttribute(alignment)"));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  std::array<cublasLtMatmulHeuristicResult_t, kTunedCandidates> results{};
   int found = 0;
   ++algorithm_searches_;
-  SRUNWAY_RETURN_IF_ERROR(
-      api.CheckSupported(api.heuristic(api.handle, plan.desc, plan.a, plan.b, plan.d, plan.d, pref, 1, &result, &found),
-                         "cublasLtMatmulAlgoGetHeuristic"));
+  SRUNWAY_RETURN_IF_ERROR(api.CheckSupported(api.heuristic(api.handle, plan.desc, plan.a, plan.b, plan.d, plan.d, pref,
+                                                           tuning_ ? kTunedCandidates : 1, results.data(), &found),
+                                             "cublasLtMatmulAlgoGetHeuristic"));
   if (found == 0) {
     return common::NotFound("cuBLASLt has no algorithm for a {}x{}x{} product (op A {}, op B {}, epilogue {})",
                             gemm.m, gemm.n, gemm.k, ta ? "T" : "N", tb ? "T" : "N", static_cast<int>(epilogue.kind));
   }
-  plan.algo = result.algo;
+  plan.algo = results[0].algo;
+  if (found == 1) return Status::Ok();
+  std::vector<Algorithm> candidates;
+  for (int i = 0; i < std::min(found, kTunedCandidates); ++i) candidates.push_back({results[i].algo});
+  return ChooseFastest(plan, candidates, gemm, a, b, d, stream)
+      .WithContext(fmt::format("timing cuBLASLt's algorithms for a {}x{}x{} product", gemm.m, gemm.n, gemm.k));
+}
+
+Status Matmul::ChooseFastest(Plan& plan, const std::vector<Algorithm>& candidates, const Gemm& gemm, const void* a,
+                             const void* b, void* d, Stream stream) {
+  const Api& api = *api_;
+  const std::unique_ptr<trainer::Stream> on = device_.Adopt(stream);
+  // A product that adds into D (beta 1: the weight gradients) runs its candidates into a zeroed scratch D, so
+  // that D gains the product once, by the call that follows; the other outputs (D with beta 0, the GELU input
+  // saved in aux, the bias gradients' sums) are written whole by that call, so the candidates write them in place.
+  Buffer scratch;
+  void* out = d;
+  if (gemm.beta != 0.0f) {
+    auto allocated = Buffer::Allocate(device_, gemm.d_type == CUDA_R_32F ? DType::kFloat32 : DType::kBFloat16,
+                                      static_cast<size_t>(gemm.ldd) * static_cast<size_t>(gemm.n));
+    if (!allocated.ok()) {  // no room to time it: the heuristic's first, as without tuning
+      common::LogDebug("cuBLASLt {}x{}x{}: not timed: {}", gemm.m, gemm.n, gemm.k, allocated.status().message());
+      return Status::Ok();
+    }
+    scratch = std::move(*allocated);
+    SRUNWAY_RETURN_IF_ERROR(device_.Zero(scratch.data(), scratch.bytes(), *on));
+    out = scratch.data();
+  }
+  const float alpha = 1.0f;
+  // Milliseconds per run of candidate i, `runs` queued back to back; infinity if cuBLASLt refused to run it.
+  auto time = [&](size_t i, int runs) -> StatusOr<double> {
+    SRUNWAY_RETURN_IF_ERROR(device_.Synchronize(*on));
+    const auto start = std::chrono::steady_clock::now();
+    for (int run = 0; run < runs; ++run) {
+      if (api.matmul(api.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &gemm.beta, out, plan.d, out, plan.d,
+                     &candidates[i].algo, workspace_.data(), workspace_.bytes(),
+                     static_cast<cudaStream_t>(stream)) != CUBLAS_STATUS_SUCCESS) {
+        return std::numeric_limits<double>::infinity();
+      }
+    }
+    SRUNWAY_RETURN_IF_ERROR(device_.Synchronize(*on));
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / runs;
+  };
+  // Each candidate once (its first run loads its kernels), then enough runs of each to fill about a millisecond,
+  // twice, the better of the two kept: the host's synchronisation then adds a few percent at most.
+  std::vector<double> ms(candidates.size(), std::numeric_limits<double>::infinity());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    SRUNWAY_ASSIGN_OR_RETURN(ms[i], time(i, 1));
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(const double once, time(0, 1));
+  const int runs = std::isfinite(once) ? static_cast<int>(std::clamp(1.0 / std::max(once, 1e-3), 1.0, 20.0)) : 1;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!std::isfinite(ms[i])) continue;
+      SRUNWAY_ASSIGN_OR_RETURN(const double mean, time(i, runs));
+      ms[i] = round == 0 ? mean : std::min(ms[i], mean);
+    }
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (ms[i] < ms[best]) best = i;
+  }
+  // The heuristic's first unless another is clearly faster (3%), so that noise does not decide.
+  if (best != 0 && std::isfinite(ms[0]) && ms[best] > 0.97 * ms[0]) best = 0;
+  ++tuned_products_;
+  if (best != 0) ++tuned_changes_;
+  plan.algo = candidates[best].algo;
+  common::LogDebug(
+      "cuBLASLt {}x{}x{} (beta {}): {} algorithms timed, the heuristic's first {:.4f} ms, kept #{} at "
+      "{:.4f} ms",
+      gemm.m, gemm.n, gemm.k, gemm.beta, candidates.size(), ms[0], best, ms[best]);
   return Status::Ok();
 }
 
@@ -254,7 +335,7 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
   auto [it, made] = api.plans.try_emplace(key);
   Plan& plan = it->second;
   if (made) {
-    Status made_status = MakePlan(plan, gemm, a, b, d, epilogue);
+    Status made_status = MakePlan(plan, gemm, a, b, d, epilogue, stream);
     if (!made_status.ok()) {
       api.Destroy(plan);  // resets the plan, status included
       // Only "not supported" is an answer to keep; any other failure may pass.

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "common/status.h"
 #include "trainer/device/device.h"
@@ -60,6 +61,17 @@ class Matmul {
   // How many times cuBLASLt's heuristic was asked for an algorithm: once per distinct product (shape, types,
   // epilogue, pointer alignments), whose choice every later call of that product reuses.
   int64_t algorithm_searches() const { return algorithm_searches_; }
+  // Whether each product's algorithm is the fastest of the heuristic's first kTunedCandidates, timed on the GPU
+  // at the product's first call, rather than the heuristic's first: yes when SRUNWAY_GEMM_TUNE=1 was set when
+  // this was opened. A candidate must be 3% faster than the first to be kept; timing noise may choose another
+  // algorithm from run to run (and rank to rank), whose results differ in the last bits.
+  static constexpr int kTunedCandidates = 8;
+  bool tuning() const { return tuning_; }
+  void set_tuning(bool on) { tuning_ = on; }
+  // Of the products timed (those with more than one candidate), how many, and how many kept another algorithm
+  // than the heuristic's first.
+  int64_t tuned_products() const { return tuned_products_; }
+  int64_t tuned_changes() const { return tuned_changes_; }
 
   const std::string& library_path() const;
 
@@ -68,14 +80,19 @@ class Matmul {
   struct Gemm;
   struct Epilogue;
   struct Plan;
+  struct Algorithm;
   Matmul(std::unique_ptr<Api> api, Device& device, Buffer workspace);
   // D (m x n) = epilogue(alpha op(A) op(B) + beta C), column-major, C and D the same matrix. NotFound when
   // this cuBLASLt does not support the epilogue or has no algorithm for the product.
   common::Status Run(const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
                      Stream stream);
-  // The descriptors of a product like Run's and cuBLASLt's choice of algorithm for it.
-  common::Status MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void* b, const void* d,
-                          const Epilogue& epilogue);
+  // The descriptors of a product like Run's and cuBLASLt's choice of algorithm for it (with tuning(), the
+  // fastest of its candidates, timed on `stream`).
+  common::Status MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
+                          Stream stream);
+  // Times each of `candidates` running the product and keeps the fastest in `plan`.
+  common::Status ChooseFastest(Plan& plan, const std::vector<Algorithm>& candidates, const Gemm& gemm, const void* a,
+                               const void* b, void* d, Stream stream);
   // The epilogue's bias and aux pointers, which differ from call to call of one plan.
   common::Status SetPointers(const Plan& plan, const Epilogue& epilogue);
   // The products of a Linear layer [N, C] -> [N, OC] (see matmul.cc): out, and dinp written in bf16.
@@ -97,6 +114,9 @@ class Matmul {
   Buffer workspace_;
   Buffer bias_sums_;  // DGELU_BGRAD's or BGRADB's sums, added to the bias gradient after (cuBLASLt writes them)
   bool epilogues_ = true;
+  bool tuning_ = false;
+  int64_t tuned_products_ = 0;
+  int64_t tuned_changes_ = 0;
   int64_t gelu_fallbacks_ = 0;
   int64_t bias_gradient_fallbacks_ = 0;
   int64_t bgradb_fallbacks_ = 0;
