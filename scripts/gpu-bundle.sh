@@ -124,19 +124,21 @@ step() {  # step FILE LIMIT COMMAND...: COMMAND's output appended to OUT_DIR/FIL
 }
 export SRUNWAY_CHECK_TIMEOUT=${SRUNWAY_CHECK_TIMEOUT:-75}
 # What no GPU has run yet first: the kernels changed since the last run and train_gpu's sections past 4f (the
-# default attention on cuDNN, 5, 6); then GPT-2's benchmark and profile (cuDNN's attention the default, the norms'
-# new backward), the checks that passed on the H100 (2026-11-27), the sanitizers, the 1.3B; attention's own
-# timings and NCCL's start-up, measured on the H100, last.
+# default attention on cuDNN, 5, 6); then both sizes' benchmarks against PyTorch compiled (the goal's peer; not
+# eager) on cuDNN's attention (the default), with the heuristic's GEMM algorithms and with timed ones
+# (SRUNWAY_GEMM_TUNE=1), GPT-2's profile between them; then the sanitizers over the changed kernels, the checks
+# that passed on the H100 (2026-11-27), the 1.3B's profile; attention's own timings and NCCL's start-up, measured
+# on the H100, last.
 step summary.txt 100 "$here/run.sh" "$out" cuda_ops cuda_model train_gpu cuda_ops_tuned
-# The benchmarks on cuDNN's attention (the default) with the heuristic's GEMM algorithms and with timed ones
-# (SRUNWAY_GEMM_TUNE=1); the mma.sync kernels' run is bench.sh's default, not this session's.
-step bench.txt 150 env SRUNWAY_BENCH_ATTENTION="cudnn tuned" "$here/bench.sh" gpt2-124m
+step bench.txt 120 env SRUNWAY_BENCH_ATTENTION="cudnn tuned" SRUNWAY_BENCH_TORCH_MODES=compile \
+  "$here/bench.sh" gpt2-124m
 step profile.txt 60 "$here/profile.sh" gpt2-124m 20
-step summary.txt 150 "$here/run.sh" "$out" driver_probe cuda_saxpy cuda_device cuda_ops_cudnn cuda_model_cudnn \
-  cuda_ops_wmma_attention train_vs_torch nccl_comm
+step bench.txt 180 env SRUNWAY_BENCH_ATTENTION="cudnn tuned" SRUNWAY_BENCH_TORCH_MODES=compile \
+  "$here/bench.sh" gpt3-1.3b
 step summary.txt 100 "$here/run.sh" "$out" cuda_ops_memcheck cuda_ops_racecheck cuda_model_memcheck \
   cuda_model_racecheck
-step bench.txt 260 env SRUNWAY_BENCH_ATTENTION="cudnn tuned" "$here/bench.sh" gpt3-1.3b
+step summary.txt 150 "$here/run.sh" "$out" driver_probe cuda_saxpy cuda_device cuda_ops_cudnn cuda_model_cudnn \
+  cuda_ops_wmma_attention train_vs_torch nccl_comm
 step profile.txt 80 "$here/profile.sh" gpt3-1.3b 20
 step attention.txt 80 "$here/attention.sh"
 step nccl_init.txt 60 "$here/run.sh" "$out" nccl_init_vs_torch

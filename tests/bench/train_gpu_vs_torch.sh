@@ -9,6 +9,7 @@
 #   SRUNWAY_BENCH_SIZES   which sizes (default "gpt2-124m gpt3-1.3b")
 #   SRUNWAY_BENCH_STEPS   timed steps per run (default 20; the first 3 of srunway-train's are dropped)
 #   SRUNWAY_BENCH_TORCH   python with PyTorch (default python3)
+#   SRUNWAY_BENCH_TORCH_MODES  PyTorch's runs: "compile" (the goal's peer), "eager"; default "compile eager"
 #   SRUNWAY_BENCH_ATTENTION  srunway-train's attention paths, each its own run against the same PyTorch figures:
 #                         "kernels" (SRUNWAY_ATTENTION=mma), "cudnn" (the default where cuDNN loads), "auto"
 #                         (the faster of the two per shape), "tuned" (cudnn, and each GEMM's algorithm chosen by
@@ -70,7 +71,8 @@ print(f'{statistics.median(r[\"tokens_per_s\"] for r in rows):.1f}', f'{rows[-1]
     printf '  %-26s %10.0f tokens/s  MFU %5.1f%%  peak %6.2f GiB\n' "$label" "$tokens" \
       "$(awk -v t="$tokens" -v f="$flops" -v p="$peak" 'BEGIN {print 100 * t * f / (p * 1e9)}')" "$memory"
   done
-  for mode in compile eager; do
+  for mode in ${SRUNWAY_BENCH_TORCH_MODES:-compile eager}; do
+    [[ $mode == compile || $mode == eager ]] || { echo "unknown PyTorch mode $mode (compile, eager)" >&2; exit 2; }
     if ! line=$("$python" "$here/torch_train_gpu.py" "$layers" "$hidden" "$heads" "$seq" "$vocab" "$batch" "$steps" \
       5 "$mode" 2>"$work/torch.err"); then
       echo "  PyTorch $mode failed: $(tail -n 1 "$work/torch.err")"
