@@ -45,7 +45,8 @@ print(6 * (params - T * d) + 12 * L * T * d)")
       kernels) choice=(SRUNWAY_ATTENTION=mma) label="srunway-train, mma.sync attn" ;;
       cudnn) choice=(SRUNWAY_ATTENTION=cudnn) label="srunway-train, cuDNN attn" ;;
       auto) choice=(SRUNWAY_ATTENTION=auto) label="srunway-train, auto attn" ;;
-      tuned) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_GEMM_TUNE=1) label="srunway-train, cuDNN, GEMMs tuned" ;;
+      tuned) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_GEMM_TUNE=1 SRUNWAY_LOG=debug)
+             label="srunway-train, cuDNN, GEMMs tuned" ;;
       *) echo "unknown attention path $attention (kernels, cudnn, auto, tuned)" >&2; exit 2 ;;
     esac
     run=$work/$size-$attention
@@ -57,6 +58,10 @@ print(6 * (params - T * d) + 12 * L * T * d)")
     fi
     if [[ $attention == cudnn || $attention == tuned ]] && grep -qE "run it instead|attention runs on srunway.s kernels" "$run.err"; then
       echo "  ($label: cuDNN did not run all of attention: $(grep -m1 -E "run it instead|srunway.s kernels" "$run.err"))"
+    fi
+    if [[ $attention == tuned ]]; then  # matmul.cc's debug line per product timed
+      echo "  ($label: $(grep -c 'algorithms timed' "$run.err") GEMM products timed," \
+        "$(grep -cE 'kept #[1-9]' "$run.err") kept another algorithm than the heuristic's first)"
     fi
     found=$(grep -oE 'MFU against the GPU.s dense bf16 peak [0-9.]+ GFLOP/s' "$run.err" | grep -oE '[0-9.]+ GFLOP' |
       cut -d' ' -f1)
