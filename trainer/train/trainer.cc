@@ -369,8 +369,9 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--seq-length {} is longer than the model's {} positions", T_, m.seq_len);
   }
   B_ = o_.micro_batch_size;
+  if (B_ < 1) return common::InvalidArgument("--micro-batch-size must be at least 1, not {}", B_);
   const int gbs = o_.global_batch_size > 0 ? o_.global_batch_size : B_ * world_;
-  if (B_ < 1 || gbs % (B_ * world_) != 0) {
+  if (gbs % (B_ * world_) != 0) {
     return common::InvalidArgument(
         "--global-batch-size {} is not a multiple of --micro-batch-size {} x {} data-parallel rank{}", gbs, B_,
         world_, world_ == 1 ? "" : "s");
@@ -388,6 +389,19 @@ common::Status Trainer::Setup() {
   if (o_.profile_step < 0 || o_.profile_step > o_.train_steps) {
     return common::InvalidArgument("--profile-step {} is not a step of this run (1 to --train-steps {})",
                                    o_.profile_step, o_.train_steps);
+  }
+  // The optimizer's numbers (NaN fails every comparison, so it is refused too). Megatron likewise asserts
+  // 0 <= --min-lr <= --lr.
+  if (!(o_.lr >= 0 && o_.min_lr >= 0 && o_.min_lr <= o_.lr && std::isfinite(o_.lr))) {
+    return common::InvalidArgument("--lr {} and --min-lr {} must satisfy 0 <= --min-lr <= --lr", o_.lr, o_.min_lr);
+  }
+  if (!(o_.adam_beta1 >= 0 && o_.adam_beta1 < 1 && o_.adam_beta2 >= 0 && o_.adam_beta2 < 1)) {
+    return common::InvalidArgument("--adam-beta1 {} and --adam-beta2 {} must be in [0, 1)", o_.adam_beta1,
+                                   o_.adam_beta2);
+  }
+  if (!(o_.adam_eps > 0 && o_.weight_decay >= 0 && o_.clip_grad >= 0 && std::isfinite(o_.weight_decay))) {
+    return common::InvalidArgument("--adam-eps {} must be positive, --weight-decay {} and --clip-grad {} not negative",
+                                   o_.adam_eps, o_.weight_decay, o_.clip_grad);
   }
   for (float p : {o_.hidden_dropout, o_.attention_dropout}) {
     if (!(p >= 0 && p < 1)) {

@@ -105,6 +105,15 @@ expect_exit 1 "/dev/full: No space left on device" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
 expect_exit 3 "training diverged" "$kTrain" "${common[@]}" --mock-data --train-steps 30 --lr 1e30 --clip-grad 0
 expect_exit 2 "--device: gpu not in" "$kTrain" "${common[@]}" --mock-data --device gpu
+# Numbers no run can mean: one line each, before training (a negative --lr trained, its loss climbing).
+expect_exit 2 "--micro-batch-size must be at least 1, not 0" "$kTrain" "${common[@]}" --mock-data --micro-batch-size 0
+expect_exit 2 "--lr -0.001 and --min-lr 0 must satisfy 0 <= --min-lr <= --lr" \
+  "$kTrain" "${common[@]}" --mock-data --lr -1e-3
+expect_exit 2 "--lr 0.001 and --min-lr 0.01 must satisfy" "$kTrain" "${common[@]}" --mock-data --lr 1e-3 --min-lr 1e-2
+expect_exit 2 "--adam-beta1 0.9 and --adam-beta2 1 must be in \\[0, 1\\)" \
+  "$kTrain" "${common[@]}" --mock-data --adam-beta2 1
+expect_exit 2 "--adam-eps 0 must be positive" "$kTrain" "${common[@]}" --mock-data --adam-eps 0
+expect_exit 2 "--weight-decay -0.1 and --clip-grad 1 not negative" "$kTrain" "${common[@]}" --mock-data --weight-decay -0.1
 # --help names the environment's switches and what they take.
 "$kTrain" --help >"$kWork/help" || fail "--help failed"
 grep -q 'SRUNWAY_ATTENTION=mma|cudnn|auto|wmma|simple' "$kWork/help" || fail "--help does not name SRUNWAY_ATTENTION"
