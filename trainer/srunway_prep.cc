@@ -36,6 +36,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // Which tokenizer: a command-line error (exit 2), not bad input.
+  const bool load = !options.vocab_file.empty() || !options.merge_file.empty();
+  if (load == (options.train_vocab > 0) || (load && (options.vocab_file.empty() || options.merge_file.empty()))) {
+    srunway::common::LogError("give either --vocab-file and --merge-file, or --train-vocab N");
+    return 2;
+  }
   if (no_eod) options.append_eod = false;
   options.progress = !quiet;
   const auto start = std::chrono::steady_clock::now();
