@@ -36,10 +36,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  // Which tokenizer: a command-line error (exit 2), not bad input.
-  const bool load = !options.vocab_file.empty() || !options.merge_file.empty();
-  if (load == (options.train_vocab > 0) || (load && (options.vocab_file.empty() || options.merge_file.empty()))) {
-    srunway::common::LogError("give either --vocab-file and --merge-file, or --train-vocab N");
+  // Options that cannot go together are a command-line error (exit 2), not bad input.
+  if (auto checked = srunway::trainer::CheckPrepOptions(options); !checked.ok()) {
+    srunway::common::LogError("{}", checked.message());
     return 2;
   }
   if (no_eod) options.append_eod = false;

@@ -178,7 +178,7 @@ common::StatusOr<std::string> JsonlDocument(std::string_view line, const std::ve
   return text;
 }
 
-common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
+common::Status CheckPrepOptions(const PrepOptions& options) {
   if (options.input.empty()) return common::InvalidArgument("--input is required");
   if (options.output_prefix.empty()) return common::InvalidArgument("--output-prefix is required");
   if (options.workers < 1) return common::InvalidArgument("--workers must be at least 1, got {}", options.workers);
@@ -189,6 +189,12 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
   if (load && (options.vocab_file.empty() || options.merge_file.empty())) {
     return common::InvalidArgument("--vocab-file and --merge-file go together");
   }
+  return common::Status::Ok();
+}
+
+common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
+  SRUNWAY_RETURN_IF_ERROR(CheckPrepOptions(options));
+  const bool load = !options.vocab_file.empty() || !options.merge_file.empty();
   std::unique_ptr<Tokenizer> tokenizer;
   if (load) {
     SRUNWAY_ASSIGN_OR_RETURN(Tokenizer loaded, Tokenizer::Load(options.vocab_file, options.merge_file));

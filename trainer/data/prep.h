@@ -29,6 +29,10 @@ struct PrepStats {
   int vocab_size = 0;
 };
 
+// The options alone, before any file is read (a command-line error: srunway-prep exits 2): the input and output
+// given, at least one worker, and one tokenizer (--vocab-file with --merge-file, or --train-vocab).
+common::Status CheckPrepOptions(const PrepOptions& options);
+// Checks the options (CheckPrepOptions), then tokenizes the input into the output's files.
 common::StatusOr<PrepStats> RunPrep(const PrepOptions& options);
 
 // One JSONL line's document: the string values of `keys`, concatenated. `where` ("input.jsonl:12") names the line

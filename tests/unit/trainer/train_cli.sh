@@ -37,12 +37,13 @@ for key in step loss lr grad_norm ms tokens_per_s mfu; do
 done
 echo "ok: one batch overfits: $last"
 
-# srunway-prep's exit codes: 2 for a command line without one tokenizer, 1 for bad input (a malformed JSONL line
+# srunway-prep's exit codes: 2 for a command line without one tokenizer (or half of one), 1 for bad input (a malformed JSONL line
 # named by file:line; an input that is not there).
 printf '{"text": "one"}\n{"text": \n' >"$kWork/bad.jsonl"
 expect_exit 2 "give either --vocab-file and --merge-file, or --train-vocab N" \
   "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep"
-expect_exit 2 "give either" "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep" --vocab-file x.json
+expect_exit 2 "--vocab-file and --merge-file go together" \
+  "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep" --vocab-file x.json
 expect_exit 1 "bad.jsonl:2" "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep" --train-vocab 300 --quiet
 expect_exit 1 "missing.jsonl" "$kPrep" --input "$kWork/missing.jsonl" --output-prefix "$kWork/prep" --train-vocab 300
 [[ ! -e $kWork/prep.bin && ! -e $kWork/prep.idx ]] || fail "srunway-prep left a dataset behind after bad input"
