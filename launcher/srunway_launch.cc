@@ -16,6 +16,7 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/version.h"
 #include "launcher/bootstrap.h"
 #include "launcher/launch.h"
 #include "launcher/supervise.h"
@@ -199,6 +200,7 @@ int main(int argc, char** argv) {
   common::InitLogging("srunway-launch");
   CLI::App app{"Bootstrap a Slurm step (PMIx, Slurm environment or torchrun environment), then exec COMMAND with "
                "the torchrun variables, or --check the communicators."};
+  app.set_version_flag("--version", common::VersionText("srunway-launch"));
   std::string bootstrap_name = "auto", comm_name = "auto";
   double timeout_s = 60;
   bool check = false, json = false;
@@ -228,8 +230,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? kExitOk : kExitUsage;
   }
+  // prefix_command() ends the options at the first argument it does not know: a mistyped option would be run as
+  // the program (every rank failing to start '--hang-timout'), so an argument there that looks like an option is
+  // refused, and '--' before the command lets a program's own name start with '-'.
   std::vector<std::string> command = app.remaining();
-  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  if (!command.empty() && command.front() == "--") {
+    command.erase(command.begin());
+  } else if (!command.empty() && command.front().starts_with('-')) {
+    return Fail(nullptr,
+                common::InvalidArgument("unknown option '{}' (see --help; the command goes after --)", command.front()),
+                kExitUsage);
+  }
   auto kind = ParseBootstrapKind(bootstrap_name);
   auto comm_kind = ParseCommKind(comm_name);
   auto bytes = common::ParseInt(bytes_text, "--bytes", 4, int64_t{1} << 34);
