@@ -5,10 +5,9 @@ set -euo pipefail
 readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly kBuild=${SRUNWAY_BUILD_DIR:-$kRepo/build}
 
-# nvcc lives outside PATH in the CUDA images; meson finds it only on PATH.
-if [[ -x /usr/local/cuda/bin/nvcc && ":$PATH:" != *":/usr/local/cuda/bin:"* ]]; then
-  export PATH=/usr/local/cuda/bin:$PATH
-fi
+die() { echo "build: $*" >&2; exit 1; }
+source "$kRepo/scripts/site-lib.sh"
+use_cuda_toolkit auto  # nvcc lives outside PATH in the CUDA images; meson finds it only on PATH
 
 if [[ ! -f $kBuild/build.ninja ]]; then
   echo "build: configuring $kBuild"

@@ -12,6 +12,9 @@
 #                         plugstack.conf beside $SLURM_CONF or /etc/slurm/slurm.conf)
 #   --plugin-args ARGS    the plugin's arguments in the drop-in (default "default_profile=auto")
 #   --plugin-only         build and install only the SPANK plugin and its topology helper
+#   --cuda MODE           srunway-train's CUDA kernels: auto (default: where nvcc is on PATH, in $CUDA_HOME/bin or
+#                         /usr/local/cuda/bin), enabled (for GPU nodes: no nvcc, or no cuda.h and nccl.h beside
+#                         it or in /usr/include, is an error), disabled
 #   --build-dir DIR       the meson build directory (default: build-site in the source tree)
 #   --no-deps             do not install build packages (they must be there)
 #   --uninstall           remove what an earlier run installed under --prefix, and its drop-in
@@ -21,7 +24,7 @@ set -euo pipefail
 
 readonly kSource=$(cd "$(dirname "$0")/.." && pwd)
 prefix=/usr/local slurm_include="" plugstack="" plugin_args="default_profile=auto" plugin_only=0
-build_dir="$kSource/build-site" deps=1 uninstall=0
+build_dir="$kSource/build-site" deps=1 uninstall=0 cuda=auto
 
 die() { echo "install-site: $*" >&2; exit 1; }
 say() { echo "install-site: $*"; }
@@ -29,9 +32,10 @@ source "$kSource/scripts/site-lib.sh"
 
 while (($#)); do
   case $1 in
-    --prefix | --slurm-include | --plugstack | --plugin-args | --build-dir)
+    --prefix | --slurm-include | --plugstack | --plugin-args | --build-dir | --cuda)
       (($# >= 2)) || die "$1 needs a value"
       case $1 in
+        --cuda) cuda=$2 ;;
         --prefix) prefix=$2 ;;
         --slurm-include) slurm_include=$2 ;;
         --plugstack) plugstack=$2 ;;
@@ -72,19 +76,23 @@ headers=$(slurm_release_of "$slurm_include")
 [[ $(major_minor "$headers") == $(major_minor "$running") ]] ||
   die "the Slurm headers in $slurm_include are for $headers but the running Slurm is $running: Slurm refuses a plugin built for another release; pass --slurm-include with the headers of $running"
 
+use_cuda_toolkit "$cuda"
 ((deps)) && "$kSource/scripts/install-deps.sh" --build
 require_meson
 
 say "building against Slurm $headers's headers in $slurm_include (running: $running), prefix $prefix"
 log=$(mktemp "${TMPDIR:-/tmp}/srunway-install-site.XXXXXX.log")
 build_srunway "$kSource" "$build_dir" "$plugin_only" "$log" --prefix "$prefix" --buildtype=release \
-  -Dslurm=enabled "-Dslurm_include_dir=$slurm_include" -Dsanitized_tests=disabled
+  -Dslurm=enabled "-Dslurm_include_dir=$slurm_include" -Dsanitized_tests=disabled "-Dcuda=$cuda" \
+  ${cuda_home:+"-Dgpu_include_dir=$cuda_home/include"}
 installed=$(DESTDIR="" install_srunway "$build_dir" "$plugin_only" "$log")
 plugin=$(grep '/srunway\.so$' <<<"$installed" || true)
 [[ -n $plugin ]] || die "meson installed no srunway.so (log: $log)"
 mkdir -p "$(dirname "$kManifest")"
 printf '%s\n' "$installed" >"$kManifest"
 say "installed $(wc -l <<<"$installed") files under $prefix; plugin $plugin"
+train=$(grep '/srunway-train$' <<<"$installed" || true)
+[[ -z $train ]] || say "$train $(sed -n 2p <<<"$("$train" --version)")"
 "$kDropin" add "$plugin" "$plugin_args" "${dropin_args[@]}" \
   --comment "srunway's SPANK plugin for Slurm $headers, under $prefix (scripts/install-site.sh --uninstall --prefix $prefix removes it)"
 rm -f "$log"

@@ -38,6 +38,35 @@ running_slurm_release() {
 # major_minor RELEASE: "22.05" of "22.05.8".
 major_minor() { local a b; IFS=. read -r a b _ <<<"$1"; printf '%d.%02d\n' "$((10#$a))" "$((10#$b))"; }
 
+# use_cuda_toolkit MODE (auto|enabled|disabled, as -Dcuda): puts the CUDA toolkit's bin directory on PATH when
+# nvcc is not on it (CUDA images keep it off PATH, and meson looks for nvcc only there): $CUDA_HOME's where set,
+# else /usr/local/cuda's; sets cuda_home to the toolkit of the nvcc found (empty where none). With enabled, no nvcc
+# is an error (a GPU node's srunway-train would train on CPUs only), and so are no cuda.h and nccl.h (its GPUs
+# exchange gradients through the launcher's NCCL backend, built from those headers).
+use_cuda_toolkit() {
+  local mode=$1 home=${CUDA_HOME:-/usr/local/cuda}
+  cuda_home=""
+  case $mode in
+    auto | enabled | disabled) ;;
+    *) die "--cuda $mode: give auto, enabled or disabled" ;;
+  esac
+  [[ $mode == disabled ]] && return 0
+  if ! command -v nvcc >/dev/null && [[ -x $home/bin/nvcc ]]; then
+    PATH=$home/bin:$PATH
+    export PATH
+  fi
+  if command -v nvcc >/dev/null; then
+    cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+  elif [[ $mode == enabled ]]; then
+    die "--cuda enabled: no nvcc on PATH or in $home/bin: install the CUDA toolkit (12.0 or newer), or set CUDA_HOME to it"
+  fi
+  [[ $mode == enabled ]] || return 0
+  [[ -f $cuda_home/include/cuda.h ]] || die "--cuda enabled: no cuda.h in $cuda_home/include (the toolkit of $(command -v nvcc))"
+  [[ -f $cuda_home/include/nccl.h || -f /usr/include/nccl.h ]] ||
+    die "--cuda enabled: no nccl.h in $cuda_home/include or /usr/include: srunway-train's GPUs exchange gradients through NCCL; install NCCL's headers (libnccl-dev from NVIDIA's CUDA repository)"
+  return 0
+}
+
 # require_meson: meson 1.0 or newer on PATH.
 require_meson() {
   local version

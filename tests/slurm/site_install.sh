@@ -3,8 +3,9 @@
 # /usr/include): scripts/package-deb.sh's .deb installed with dpkg -i, and scripts/install-site.sh into a fresh
 # prefix. Each time a job runs through the plugin it installed (srun --help offers --network-profile; a step asked
 # for the generic profile has SRUNWAY_NETWORK_PROFILE), the drop-in names the exact installed path, a second
-# install adds no line, and removal leaves the plugin stack as it was. Headers of another Slurm release and a meson
-# older than 1.0 are refused with one line. Builds the plugin once (plugin only) in a scratch build directory.
+# install adds no line, and removal leaves the plugin stack as it was. Headers of another Slurm release, a meson
+# older than 1.0, a --cuda that is not a mode, and --cuda enabled without nvcc or without NCCL's headers are
+# refused with one line. Builds the plugin once (plugin only) in a scratch build directory.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 work=$(mktemp -d)
@@ -48,6 +49,29 @@ PATH="$work/oldmeson:$PATH" "$kSourceRoot/scripts/install-site.sh" --prefix "$wo
 expect_eq "exit code with meson 0.61" "$rc" 1
 grep -qx "install-site: meson 0.61.2 is older than 1.0, which srunway needs: .*" "$work/meson.out" ||
   fail "$(cat "$work/meson.out")"
+# --cuda: a value that is not a mode, and enabled where there is no nvcc (PATH without it, CUDA_HOME empty).
+no_nvcc_path=$(tr ':' '\n' <<<"$PATH" | while read -r dir; do [[ -x $dir/nvcc ]] || echo "$dir"; done | paste -sd:)
+for cuda in bogus enabled; do
+  rc=0
+  PATH=$no_nvcc_path CUDA_HOME="$work/nocuda" "$kSourceRoot/scripts/install-site.sh" --prefix "$work/prefix" \
+    --no-deps --cuda "$cuda" >"$work/cuda.out" 2>&1 || rc=$?
+  expect_eq "exit code with --cuda $cuda" "$rc" 1
+  expect_eq "lines with --cuda $cuda" "$(wc -l <"$work/cuda.out")" 1
+done
+grep -qx "install-site: --cuda enabled: no nvcc on PATH or in $work/nocuda/bin: install the CUDA toolkit .*" \
+  "$work/cuda.out" || fail "$(cat "$work/cuda.out")"
+# A toolkit with nvcc and cuda.h but no NCCL headers: the GPUs could not exchange gradients.
+mkdir -p "$work/cuda/bin" "$work/cuda/include"
+printf '#!/bin/sh\nexit 0\n' >"$work/cuda/bin/nvcc"
+chmod +x "$work/cuda/bin/nvcc"
+touch "$work/cuda/include/cuda.h"
+rc=0
+PATH=$no_nvcc_path CUDA_HOME="$work/cuda" "$kSourceRoot/scripts/install-site.sh" --prefix "$work/prefix" \
+  --no-deps --cuda enabled >"$work/cuda.out" 2>&1 || rc=$?
+expect_eq "exit code without nccl.h" "$rc" 1
+[[ -f /usr/include/nccl.h ]] ||
+  grep -qx "install-site: --cuda enabled: no nccl.h in $work/cuda/include or /usr/include: .*" "$work/cuda.out" ||
+  fail "$(cat "$work/cuda.out")"
 [[ ! -e $work/prefix ]] || fail "a refused install left $work/prefix"
 
 echo "== the .deb"
@@ -71,9 +95,13 @@ echo "ok: $deb installed, a job ran through it, removed cleanly"
 
 echo "== install-site.sh into a fresh prefix"
 prefix="$work/prefix"
+# Where the CUDA toolkit is in /usr/local/cuda (off PATH, as in the CUDA images), --cuda enabled finds its nvcc.
+cuda=auto
+[[ -x /usr/local/cuda/bin/nvcc ]] && cuda=enabled
 for round in 1 2; do
-  "$kSourceRoot/scripts/install-site.sh" --prefix "$prefix" --plugin-only --no-deps --build-dir "$work/build" \
-    >"$work/site.out" 2>&1 || fail "install-site (round $round): $(cat "$work/site.out")"
+  PATH=$no_nvcc_path "$kSourceRoot/scripts/install-site.sh" --prefix "$prefix" --plugin-only --no-deps \
+    --build-dir "$work/build" --cuda "$cuda" >"$work/site.out" 2>&1 ||
+    fail "install-site --cuda $cuda (round $round): $(cat "$work/site.out")"
   expect_eq "include lines after install $round" "$(grep -cxF "$kInclude" "$plugstack")" 1
   expect_eq "plugin lines after install $round" "$(grep -c '^required ' "$dropin_dir/srunway.conf")" 1
 done

@@ -78,6 +78,8 @@ dropin=$(grep '^required ' "$kWork/a3/plugstack.conf.d/srunway.conf") || fail "n
 for bp in blueprints/a3mega/slurm-a3mega-image.yaml blueprints/a3mega/a3mega-slurm-blueprint.yaml \
     blueprints/a3high/a3high-slurm-blueprint.yaml; do
   grep -qE 'scripts/install-site.sh --prefix (/usr/local|"\$PREFIX")' "$bp" || fail "$bp does not install with install-site.sh"
+  # GPU images: srunway-train with its CUDA kernels and NCCL, or no image (not a CPU-only trainer).
+  grep -A2 'scripts/install-site.sh' "$bp" | grep -q -- '--cuda enabled$' || fail "$bp installs without --cuda enabled"
 done
 grep -qx '          PREFIX=/usr/local' blueprints/a3mega/slurm-a3mega-image.yaml || fail "the image's PREFIX is not /usr/local"
 if [[ -f /usr/include/slurm/spank.h && $(uname -m) == x86_64 ]] && command -v meson >/dev/null; then
