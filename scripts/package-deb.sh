@@ -36,6 +36,7 @@ while (($#)); do
 done
 command -v dpkg-deb >/dev/null || die "no dpkg-deb on PATH: build the package on Debian or Ubuntu"
 require_meson
+use_cuda_toolkit auto  # srunway-train's CUDA kernels where there is an nvcc, on PATH or in the CUDA install
 slurm_include=$(slurm_headers_for "$slurm_include")
 headers=$(slurm_release_of "$slurm_include")
 release=$(major_minor "$headers")
@@ -48,7 +49,8 @@ stage=$(mktemp -d "${TMPDIR:-/tmp}/srunway-deb.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 chmod 0755 "$stage"  # the package's ./ entry
 build_srunway "$kSource" "$build_dir" "$plugin_only" "$log" --prefix /usr --buildtype=release \
-  -Dslurm=enabled "-Dslurm_include_dir=$slurm_include" -Dsanitized_tests=disabled
+  -Dslurm=enabled "-Dslurm_include_dir=$slurm_include" -Dsanitized_tests=disabled \
+  ${cuda_home:+"-Dgpu_include_dir=$cuda_home/include"}
 DESTDIR="$stage" install_srunway "$build_dir" "$plugin_only" "$log" >/dev/null
 plugin=$(cd "$stage" && find . -name srunway.so -printf '/%P\n' | head -n 1)
 [[ -n $plugin ]] || die "meson installed no srunway.so (log: $log)"
