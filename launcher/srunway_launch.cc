@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/cli.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -207,7 +208,7 @@ int main(int argc, char** argv) {
   std::string bytes_text = "1048576";
   app.add_option("--bootstrap", bootstrap_name, "auto, pmix, slurm or env")->capture_default_str();
   app.add_option("--timeout", timeout_s, "seconds each phase may take before the step is ended")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(common::Positive());
   app.add_flag("--check", check, "build communicators, check an all-reduce and an all-gather, time every phase");
   app.add_option("--comm", comm_name, "communicator for --check: auto, nccl, mpi or self")->capture_default_str();
   app.add_option("--bytes", bytes_text, "all-reduce size for --check")->capture_default_str();
@@ -220,7 +221,7 @@ int main(int argc, char** argv) {
   app.add_option("--hang-timeout", hang_timeout_s,
                  "seconds a program that reports progress through SRUNWAY_HEARTBEAT may make none before it is "
                  "named as hung and the step ends")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(common::Positive());
   app.add_option("--log-dir", supervision.log_dir, "write each rank's stdout and stderr to DIR/rank_R.out and .err");
   app.add_flag("--tee", supervision.tee, "with --log-dir, also print the output as usual");
   app.prefix_command();

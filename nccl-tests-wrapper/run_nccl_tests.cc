@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "common/cli.h"
 #include "common/env.h"
 #include "common/fs.h"
 #include "common/hostlist.h"
@@ -185,9 +186,10 @@ int main(int argc, char** argv) {
   app.add_option("--test", test, "all_gather, all_reduce, reduce_scatter, broadcast, reduce, alltoall, sendrecv")->capture_default_str();
   app.add_option("--min-bytes", min_bytes, "smallest size (K, M, G)")->capture_default_str();
   app.add_option("--max-bytes", max_bytes, "largest size: the verdict uses its bus bandwidth")->capture_default_str();
-  app.add_option("--step-factor", spec.step_factor, "size multiplier")->capture_default_str();
-  app.add_option("--iters", spec.iters, "timed iterations per size")->capture_default_str();
-  app.add_option("--warmup", spec.warmup, "warmup iterations per size")->capture_default_str();
+  // nccl-tests reads a factor of 1 as "add 1 MiB" (-i): 8M to 8G would be 8185 sizes, so a factor is at least 2.
+  app.add_option("--step-factor", spec.step_factor, "size multiplier")->capture_default_str()->check(CLI::Range(2, 1024));
+  app.add_option("--iters", spec.iters, "timed iterations per size")->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app.add_option("--warmup", spec.warmup, "warmup iterations per size")->capture_default_str()->check(CLI::Range(0, 1 << 24));
   std::string reference, old_profile, requeue_job;
   bool list_references = false;
   app.add_option("--network-profile", spec.network_profile, "the SPANK plugin's --network-profile for srun");
@@ -197,13 +199,14 @@ int main(int argc, char** argv) {
   app.add_option("--expect-busbw", expect, "pass mark in GB/s at the largest size (default: 90% of the published figure)");
   app.add_option("--run-timeout", spec.run_timeout_s,
                  "seconds a run may take after it started before it counts as hung (default: from the sizes and "
-                 "iterations)")->check(CLI::PositiveNumber);
+                 "iterations)")->check(common::Positive());
   app.add_option("--requeue-job", requeue_job,
                  "with --isolate: requeue this job with the bad nodes excluded (it resumes from its checkpoint)");
   app.add_option("--binary", spec.binary_dir, "directory of NVIDIA's nccl-tests binaries (default: srunway-collbench)");
-  app.add_option("--time", spec.time_limit_min, "job time limit, minutes")->capture_default_str();
+  app.add_option("--time", spec.time_limit_min, "job time limit, minutes")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app.add_option("--job-dir", job_dir, "where the script and the log go (default: ./run-nccl-tests)");
-  app.add_option("--wait-limit", wait_limit_s, "seconds to wait for the job before cancelling it")->capture_default_str();
+  app.add_option("--wait-limit", wait_limit_s, "seconds to wait for the job before cancelling it")
+      ->capture_default_str()->check(common::Positive());
   app.add_flag("--dry-run", dry_run, "print the sbatch script and exit");
   app.add_option("--parse", parse_log, "judge a saved nccl-tests log (text or JSON) instead of running");
   app.add_flag("--json", json, "print the result as JSON");

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/cli.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -88,8 +89,8 @@ int main(int argc, char** argv) {
   bool json = false;
   app.add_option("--xml", xml, "hwloc XML file instead of the live machine")->check(CLI::ExistingFile);
   app.add_option("--profile", profile_name, "auto, a3mega, a3high, generic or none")->capture_default_str();
-  app.add_option("--local-rank", local_rank, "the task's local rank")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--local-tasks", local_tasks, "tasks on the node (default: one per GPU)")->check(CLI::NonNegativeNumber);
+  app.add_option("--local-rank", local_rank, "the task's local rank")->capture_default_str()->check(common::NonNegative());
+  app.add_option("--local-tasks", local_tasks, "tasks on the node (default: one per GPU)")->check(common::NonNegative());
   app.add_option("--gpus", gpus_text, "the GPUs the task sees, as in CUDA_VISIBLE_DEVICES (default: all)");
   app.add_option("--plugin-path", plugin_path, "directory of the NCCL network plugin");
   app.add_flag("--json", json, "print JSON for scripts");

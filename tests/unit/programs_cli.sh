@@ -28,6 +28,9 @@ out=$("$launch" --hang-timout 900 -- true 2>&1) || rc=$?
 [[ $out == "srunway-launch: unknown option '--hang-timout' (see --help; the command goes after --)" ]] ||
   fail "srunway-launch with a mistyped option said: $out"
 rc=0
+out=$("$launch" --timeout 0 -- true 2>&1) || rc=$?
+[[ $rc == 2 && $(sed -n 1p <<<"$out") == "--timeout: 0 is not above 0" ]] || fail "srunway-launch --timeout 0: exit $rc: $out"
+rc=0
 out=$("$launch" --timeout 5 true --not-an-option-of-ours 2>&1) || rc=$?
 [[ $rc == 0 ]] || fail "a program's own options after its name: exit $rc: $out"
 echo "ok: srunway-launch refuses an unknown option before the command, and passes the command's own on"
