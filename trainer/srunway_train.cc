@@ -9,6 +9,7 @@
 #include <set>
 #include <variant>
 
+#include "common/cli.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "trainer/model/config.h"
@@ -97,17 +98,22 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_file, "YAML file of flag: value (command-line flags win)");
   app.add_option("--preset", preset, "model: " + fmt::format("{}", fmt::join(srunway::trainer::PresetNames(), ", ")))
       ->capture_default_str();
-  app.add_option("--num-layers", num_layers, "override the preset");
-  app.add_option("--hidden-size", hidden_size, "override the preset");
-  app.add_option("--num-attention-heads", heads, "override the preset");
-  app.add_option("--num-query-groups", query_groups, "KV heads (Llama grouped-query attention)");
-  app.add_option("--ffn-hidden-size", ffn, "override the preset");
-  app.add_option("--max-position-embeddings", max_positions, "longest sequence (override the preset)");
-  app.add_option("--vocab-size", vocab, "override the preset (must hold every token id of the data)");
-  app.add_option("--init-std", init_std, "weight init std (default: the preset's)");
+  // A size given is at least 1 (0 would otherwise read as "the preset's", silently).
+  const CLI::Range size_range(1, 1 << 24);
+  app.add_option("--num-layers", num_layers, "override the preset")->check(size_range);
+  app.add_option("--hidden-size", hidden_size, "override the preset")->check(size_range);
+  app.add_option("--num-attention-heads", heads, "override the preset")->check(size_range);
+  app.add_option("--num-query-groups", query_groups, "KV heads (Llama grouped-query attention)")->check(size_range);
+  app.add_option("--ffn-hidden-size", ffn, "override the preset")->check(size_range);
+  app.add_option("--max-position-embeddings", max_positions, "longest sequence (override the preset)")
+      ->check(size_range);
+  app.add_option("--vocab-size", vocab, "override the preset (must hold every token id of the data)")
+      ->check(size_range);
+  app.add_option("--init-std,--init-method-std", init_std, "weight init std (default: the preset's)")
+      ->check(srunway::common::Positive());
   app.add_option("--micro-batch-size", o.micro_batch_size, "sequences per forward/backward")->capture_default_str();
   app.add_option("--global-batch-size", o.global_batch_size, "sequences per optimizer step (default: micro batch)");
-  app.add_option("--seq-length", o.seq_length, "tokens per sequence (default: the model's maximum)");
+  app.add_option("--seq-length", o.seq_length, "tokens per sequence (default: the model's maximum)")->check(size_range);
   app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
   app.add_option("--warmup-steps,--lr-warmup-iters", o.warmup_steps, "linear warmup steps")->capture_default_str();
@@ -180,7 +186,7 @@ int main(int argc, char** argv) {
                "in memory, for a third more compute (the same results)");
   app.add_option("--exit-duration-in-mins", o.exit_duration_min,
                  "after this many minutes of training, save and exit 4 (before the job's time limit; 0: none)")
-      ->capture_default_str();
+      ->capture_default_str()->check(srunway::common::NonNegative());
   app.add_option("--exit-save-budget", o.exit_save_budget_s,
                  "on a signal, skip the save when the last one took longer than what is left of this many seconds")
       ->capture_default_str();

@@ -125,6 +125,13 @@ expect_exit 2 "--adam-beta1 0.9 and --adam-beta2 1 must be in \\[0, 1\\)" \
   "$kTrain" "${common[@]}" --mock-data --adam-beta2 1
 expect_exit 2 "--adam-eps 0 must be positive" "$kTrain" "${common[@]}" --mock-data --adam-eps 0
 expect_exit 2 "--weight-decay -0.1 and --clip-grad 1 not negative" "$kTrain" "${common[@]}" --mock-data --weight-decay -0.1
+# A model size or --seq-length of 0 was read as "the preset's" and trained; now refused, as is an init std <= 0
+# (Megatron's --init-method-std, now also taken, was an unknown flag).
+expect_exit 2 "--num-layers: Value 0 not in range 1 to 16777216" "$kTrain" "${common[@]}" --mock-data --num-layers 0
+expect_exit 2 "--seq-length: Value 0 not in range 1 to 16777216" "$kTrain" "${common[@]}" --mock-data --seq-length 0
+expect_exit 2 "--init-std: 0 is not above 0" "$kTrain" "${common[@]}" --mock-data --init-method-std 0
+expect_exit 2 "--exit-duration-in-mins: -1 is not at least 0" \
+  "$kTrain" "${common[@]}" --mock-data --exit-duration-in-mins -1
 # --help names the environment's switches and what they take.
 "$kTrain" --help >"$kWork/help" || fail "--help failed"
 grep -q 'SRUNWAY_ATTENTION=mma|cudnn|auto|wmma|simple' "$kWork/help" || fail "--help does not name SRUNWAY_ATTENTION"
