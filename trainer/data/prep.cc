@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -181,6 +182,22 @@ common::StatusOr<std::string> JsonlDocument(std::string_view line, const std::ve
 common::Status CheckPrepOptions(const PrepOptions& options) {
   if (options.input.empty()) return common::InvalidArgument("--input is required");
   if (options.output_prefix.empty()) return common::InvalidArgument("--output-prefix is required");
+  // Checked before hours of tokenizing rather than at the first write.
+  const std::filesystem::path prefix(options.output_prefix);
+  const std::string name = prefix.filename().string();
+  if (name.empty() || name == "." || name == "..") {
+    return common::InvalidArgument("--output-prefix {}: names a directory; give DIR/NAME (DIR/NAME.bin, .idx, ...)",
+                                   options.output_prefix);
+  }
+  const std::filesystem::path dir = prefix.has_parent_path() ? prefix.parent_path() : ".";
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) {
+    return common::InvalidArgument("--output-prefix {}: {} is not a directory", options.output_prefix, dir.string());
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return common::InvalidArgument("--output-prefix {}: cannot write in {}: {}", options.output_prefix, dir.string(),
+                                   std::strerror(errno));
+  }
   if (options.workers < 1) return common::InvalidArgument("--workers must be at least 1, got {}", options.workers);
   const bool load = !options.vocab_file.empty() || !options.merge_file.empty();
   if (load == (options.train_vocab > 0)) {

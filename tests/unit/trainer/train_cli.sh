@@ -46,6 +46,12 @@ expect_exit 2 "--vocab-file and --merge-file go together" \
   "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep" --vocab-file x.json
 expect_exit 1 "bad.jsonl:2" "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep" --train-vocab 300 --quiet
 expect_exit 1 "missing.jsonl" "$kPrep" --input "$kWork/missing.jsonl" --output-prefix "$kWork/prep" --train-vocab 300
+# An output prefix that cannot be written is refused before tokenizing (it failed at the first write, after the
+# whole corpus), and one naming a directory no longer writes DIR/.bin.
+expect_exit 2 "--output-prefix $kWork/none/prep: $kWork/none is not a directory" \
+  "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/none/prep" --train-vocab 300 --quiet
+expect_exit 2 "--output-prefix $kWork/: names a directory" \
+  "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/" --train-vocab 300 --quiet
 [[ ! -e $kWork/prep.bin && ! -e $kWork/prep.idx ]] || fail "srunway-prep left a dataset behind after bad input"
 
 # 2. A dataset from srunway-prep; 20 steps straight vs 10 + resume + 10: the same losses, bit for bit.
