@@ -435,6 +435,7 @@ common::Status Trainer::Setup() {
     SRUNWAY_ASSIGN_OR_RETURN(valid_, BuildSamples(data, Split::kValid, wanted));
   }
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
+  if (!o_.save.empty()) SRUNWAY_RETURN_IF_ERROR(PrepareSaveDir(o_.save));
 
   SRUNWAY_RETURN_IF_ERROR(BuildModel());
   SRUNWAY_ASSIGN_OR_RETURN(DecayStyle style, ParseDecayStyle(o_.lr_decay_style));

@@ -118,6 +118,10 @@ expect_exit 1 "data.bin: token [0-9]+ in sample [0-9]+ is not below the model's 
   "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --vocab-size 64 --train-steps 2
 expect_exit 1 "n_layer is 2 in the checkpoint and 3 here" \
   "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --num-layers 3 --load "$kWork/ckpt"
+# A --save that cannot be created ends the run before its first step (it failed at the first save, hours in).
+expect_exit 1 "--save $kWork/data.bin/ckpt: cannot create the directory: Not a directory" \
+  "$kTrain" "${common[@]}" --mock-data --train-steps 2 --save "$kWork/data.bin/ckpt" --save-interval 1
+grep -q '^step' "$kWork/out" && fail "a run whose --save cannot be created trained: $(cat "$kWork/out")"
 expect_exit 1 "/dev/full: No space left on device" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
 expect_exit 3 "training diverged" "$kTrain" "${common[@]}" --mock-data --train-steps 30 --lr 1e30 --clip-grad 0
