@@ -76,6 +76,9 @@ for preset in gpt-tiny llama-tiny; do
   done
   compare "$preset" "$work/$preset.cpu.jsonl" "$work/$preset.cuda.jsonl" || fail "$preset: GPU and CPU disagree"
 done
+# Llama has neither GELU nor biases: its start-up line names no epilogues for them.
+grep -qE "GPU operations: attention on $kernels_or_cudnn, cuBLASLt from " "$work/llama-tiny.cuda.out" ||
+  fail "llama's operations line: $(grep 'GPU operations' "$work/llama-tiny.cuda.out")"
 
 echo "== 2. ZeRO-1 and dropout"
 for device in cpu cuda; do

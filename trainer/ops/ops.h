@@ -23,8 +23,9 @@ class Ops {
  public:
   virtual ~Ops() = default;
   virtual DType act_dtype() const = 0;
-  // Which implementations do the work, for the start-up log (attention at head size head_dim).
-  virtual std::string Describe(int head_dim) const = 0;
+  // Which implementations do the work, for the start-up log (attention at head size head_dim; `gelu`: the model
+  // has GELU and biases, as GPT's, not Llama's).
+  virtual std::string Describe(int head_dim, bool gelu) const = 0;
   // Ok when attention takes head size head_dim here; else why, and what it takes.
   virtual common::Status CheckHeadSize(int head_dim) const = 0;
   // The first failure since the last call, or Ok.

@@ -446,7 +446,7 @@ common::Status Trainer::Setup() {
 
   const bool gpu = device_->kind() == DeviceKind::kCuda;
   peak_flops_ = o_.peak_tflops > 0 ? o_.peak_tflops * 1e12 : gpu ? GpuPeakFlops(device_->name()) : MeasureSgemmFlops();
-  if (gpu && Leader()) common::LogInfo("GPU operations: {}", ops_->Describe(m.head_dim()));
+  if (gpu && Leader()) common::LogInfo("GPU operations: {}", ops_->Describe(m.head_dim(), m.arch == Arch::kGpt));
   if (o_.recompute_activations && Leader()) {
     common::LogInfo("activations: only each layer's input is kept; its forward runs again in its backward "
                     "(--recompute-activations)");

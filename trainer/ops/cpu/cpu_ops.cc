@@ -13,7 +13,7 @@ const float* F(const void* p) { return static_cast<const float*>(p); }
 class CpuOps : public Ops {
  public:
   DType act_dtype() const override { return DType::kFloat32; }
-  std::string Describe(int) const override { return "the host's fp32 operations (ops/cpu)"; }
+  std::string Describe(int, bool) const override { return "the host's fp32 operations (ops/cpu)"; }
   common::Status CheckHeadSize(int) const override { return common::Status::Ok(); }
   common::Status TakeError() override { return common::Status::Ok(); }
 

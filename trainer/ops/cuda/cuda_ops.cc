@@ -34,16 +34,18 @@ class CudaOps : public Ops {
         no_cudnn_(std::move(no_cudnn)) {}
 
   DType act_dtype() const override { return DType::kBFloat16; }
-  std::string Describe(int head_dim) const override {
+  std::string Describe(int head_dim, bool gelu) const override {
     const char* kernels = AttentionKernelName(head_dim);
     const std::string attention =
         cudnn_ == nullptr
             ? (kernels != nullptr ? kernels : "nothing")
             : fmt::format("cuDNN {} from {} ({} {})", cudnn_->version(), cudnn_->library_path(),
                           AttentionIs("auto") ? "or, where faster," : "else", kernels != nullptr ? kernels : "nothing");
+    const std::string epilogues =
+        !gelu ? "" : matmul_->epilogues() ? "GELU and bias gradients in cuBLASLt's epilogues, "
+                                          : "GELU and bias gradients by its own kernels, ";
     return fmt::format(
-        "attention on {}, GELU and bias gradients {}, cuBLASLt from {}{}{}", attention,
-        matmul_->epilogues() ? "in cuBLASLt's epilogues" : "by its own kernels", matmul_->library_path(),
+        "attention on {}, {}cuBLASLt from {}{}{}", attention, epilogues, matmul_->library_path(),
         matmul_->tuning() ? " (each product's algorithm the fastest of its first candidates, timed)" : "",
         no_cudnn_.empty() ? "" : "; no cuDNN attention: " + no_cudnn_);
   }
