@@ -890,6 +890,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       SRUNWAY_ASSIGN_OR_RETURN(double valid_loss, Evaluate());
       if (Leader()) {
         fmt::print("validation at step {} | loss {:.4f}\n", step_, valid_loss);
+        std::fflush(stdout);  // before the log lines that follow on stderr (the last one came after the run's end)
         SRUNWAY_RETURN_IF_ERROR(metrics_.Write({{"step", step_}, {"valid_loss", valid_loss}}));
       }
     }

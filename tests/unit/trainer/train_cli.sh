@@ -105,6 +105,13 @@ YAML
 grep -q 'lr 1.000e-03' "$kWork/out" || fail "--lr on the command line should win over the config: $(cat "$kWork/out")"
 echo "ok: --config YAML"
 
+# stdout and stderr into one pipe: the last validation line comes before the run's closing lines (it came last).
+"$kTrain" "${common[@]}" --mock-data --train-steps 4 --eval-interval 2 --eval-iters 1 >"$kWork/both" 2>&1 ||
+  fail "--eval-interval: $(cat "$kWork/both")"
+valid=$(grep -n '^validation at step 4 ' "$kWork/both" | cut -d: -f1) peak=$(grep -n 'peak memory' "$kWork/both" | cut -d: -f1)
+[[ -n $valid && -n $peak ]] && ((valid < peak)) || fail "validation after the closing lines: $(cat "$kWork/both")"
+echo "ok: the last validation line before the run's closing lines"
+
 # 4. Bad input: one line naming what and where, and the documented exit code.
 expect_exit 2 "unknown preset 'gpt5'" "$kTrain" --preset gpt5 --mock-data
 expect_exit 2 "--no-such-flag" "$kTrain" --no-such-flag
