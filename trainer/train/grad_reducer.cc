@@ -12,7 +12,10 @@ ParamRange Bucket::Slice(int rank) const {
 }
 
 std::vector<Bucket> MakeBuckets(int64_t numel, size_t bucket_bytes, int ranks) {
-  const int64_t per_bucket = std::max<int64_t>(1, static_cast<int64_t>(bucket_bytes / sizeof(float)));
+  // A whole number of slices per bucket (but the last, at the start of the buffer), so that ZeRO-1 reduces and
+  // gathers them in place.
+  const int64_t per_bucket =
+      std::max<int64_t>(ranks, static_cast<int64_t>(bucket_bytes / sizeof(float)) / ranks * ranks);
   std::vector<Bucket> buckets;
   for (int64_t end = numel; end > 0; end -= per_bucket) {
     const int64_t begin = std::max<int64_t>(0, end - per_bucket);
@@ -38,9 +41,15 @@ GradReducer::GradReducer(launcher::Comm& comm, Device& device, std::span<float> 
   computed_ = std::move(*event);
   if (mode_ == Mode::kReduceScatter) {
     for (const Bucket& bucket : buckets_) {
-      staging_.push_back(ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_)));
-      reduced_.push_back(ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard)));
-      gathered_.push_back(ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_)));
+      const bool whole = bucket.count == bucket.shard * ranks_;
+      const bool reduce_in_place = whole && comm_.kind() != launcher::CommKind::kMpi;
+      staging_.push_back(reduce_in_place
+                             ? Buffer()
+                             : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_)));
+      reduced_.push_back(reduce_in_place ? Buffer()
+                                         : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard)));
+      gathered_.push_back(whole ? Buffer()
+                                : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_)));
     }
   }
   final_from_ = static_cast<int64_t>(grads.size());
@@ -84,6 +93,12 @@ common::Status GradReducer::StartUpTo(int64_t final_from) {
       SRUNWAY_RETURN_IF_ERROR(AfterCompute());
       SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IAllReduce(data, data, static_cast<size_t>(bucket.count),
                                                         launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
+    } else if (staging_[next_bucket_].data() == nullptr) {
+      // In place: the bucket is ranks x shard floats, and this rank's slice is where the reduction goes.
+      SRUNWAY_RETURN_IF_ERROR(AfterCompute());
+      SRUNWAY_ASSIGN_OR_RETURN(
+          handle, comm_.IReduceScatter(data, data + rank_ * bucket.shard, static_cast<size_t>(bucket.shard),
+                                       launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
     } else {
       // Equal blocks for the collective: the bucket, then zeros up to ranks x shard.
       Buffer& staging = staging_[next_bucket_];
@@ -122,6 +137,7 @@ common::Status GradReducer::Finish() {
   in_flight_.clear();
   if (status.ok() && mode_ == Mode::kReduceScatter) {
     for (size_t b = 0; b < buckets_.size() && status.ok(); ++b) {
+      if (reduced_[b].data() == nullptr) continue;  // reduced in place
       const ParamRange slice = buckets_[b].Slice(rank_);
       status = device_.Copy(grads_.data() + slice.offset, reduced_[b].data(),
                             static_cast<size_t>(slice.count) * sizeof(float), device_.main_stream());
@@ -138,12 +154,16 @@ common::Status GradReducer::StartGather(std::span<float> params, Arrived arrived
   for (size_t b = buckets_.size(); b-- > 0;) {  // from the start of the buffer
     const Bucket& bucket = buckets_[b];
     const ParamRange slice = bucket.Slice(rank_);
-    float* mine = gathered_[b].as<float>() + rank_ * bucket.shard;
-    SRUNWAY_RETURN_IF_ERROR(device_.Copy(mine, params.data() + slice.offset,
-                                         static_cast<size_t>(slice.count) * sizeof(float), device_.main_stream()));
+    // In place where the bucket is ranks x shard floats: this rank's slice already sits in its block.
+    float* into = gathered_[b].data() != nullptr ? gathered_[b].as<float>() : params.data() + bucket.offset;
+    float* mine = into + rank_ * bucket.shard;
+    if (mine != params.data() + slice.offset) {
+      SRUNWAY_RETURN_IF_ERROR(device_.Copy(mine, params.data() + slice.offset,
+                                           static_cast<size_t>(slice.count) * sizeof(float), device_.main_stream()));
+    }
     SRUNWAY_RETURN_IF_ERROR(AfterCompute());
-    SRUNWAY_ASSIGN_OR_RETURN(gathers_[b], comm_.IAllGather(mine, gathered_[b].data(), static_cast<size_t>(bucket.shard),
-                                                           launcher::DataType::kFloat32));
+    SRUNWAY_ASSIGN_OR_RETURN(
+        gathers_[b], comm_.IAllGather(mine, into, static_cast<size_t>(bucket.shard), launcher::DataType::kFloat32));
   }
   return common::Status::Ok();
 }
@@ -154,7 +174,7 @@ common::Status GradReducer::Need(ParamRange range) {
     if (gathers_[b] == nullptr || buckets_[b].offset >= range.offset + range.count) continue;
     common::Status done = gathers_[b]->Wait();
     gathers_[b].reset();
-    if (done.ok()) {
+    if (done.ok() && gathered_[b].data() != nullptr) {
       done = device_.Copy(gather_into_.data() + buckets_[b].offset, gathered_[b].data(),
                           static_cast<size_t>(buckets_[b].count) * sizeof(float), device_.main_stream());
     }

@@ -91,7 +91,10 @@ class GradReducer {
   int rank_, ranks_;
   // ZeRO-1: per bucket, ranks x shard floats to reduce-scatter from, and the reduced slice; and ranks x shard
   // floats to all-gather the parameters into (apart: the next backward's reduce-scatter may start before the
-  // forward has asked for every bucket).
+  // forward has asked for every bucket). Empty (no memory) for a bucket of exactly ranks x shard floats, which is
+  // reduced (NCCL, one rank: MPI's reduce-scatter takes no aliased buffers) and gathered in place, in the
+  // gradients and the parameters themselves: otherwise these copies would double ZeRO-1's memory rather than
+  // save it (3 x 4 bytes per parameter more).
   std::vector<Buffer> staging_, reduced_, gathered_;
   bool armed_ = false;
   int64_t final_from_ = 0;  // grads_[final_from_, end) are final

@@ -76,6 +76,14 @@ TEST_P(ReducerTest, ARangeOutOfOrderIsAnError) {
   EXPECT_NE(status.message().find("out of order"), std::string::npos) << status.message();
 }
 
+// ZeRO-1 reduces and gathers buckets of whole slices in place: no copy of the gradients or the parameters (they
+// cost 12 bytes per parameter, more than the sharded moments save).
+TEST_P(ReducerTest, ReduceScatterOfWholeSlicesTakesNoMemory) {
+  const size_t before = model_.device().peak_allocated();
+  GradReducer reducer(*comm_, model_.device(), model_.grads(), Buckets(), GradReducer::Mode::kReduceScatter, true);
+  EXPECT_EQ(model_.device().peak_allocated(), before);
+}
+
 TEST_P(ReducerTest, ReduceScatterOnOneRankLeavesTheGradients) {
   GradReducer reducer(*comm_, model_.device(), model_.grads(), Buckets(), GradReducer::Mode::kReduceScatter, true);
   reducer.Arm();
@@ -108,6 +116,10 @@ TEST(Buckets, SlicesTileEachBucketOverTheRanks) {
     EXPECT_EQ(std::count(owner.begin(), owner.end(), -1), 0) << ranks << " ranks";
     EXPECT_EQ(buckets.front().offset + buckets.front().count, 1001);
     EXPECT_EQ(buckets.back().offset, 0);
+    // Whole slices (in place under ZeRO-1) in every bucket but the one at the start of the buffer.
+    for (size_t b = 0; b + 1 < buckets.size(); ++b) {
+      EXPECT_EQ(buckets[b].count, buckets[b].shard * ranks) << ranks << " ranks, bucket " << b;
+    }
   }
 }
 
