@@ -94,7 +94,7 @@ class GradReducer {
   // forward has asked for every bucket). Empty (no memory) for a bucket of exactly ranks x shard floats, which is
   // reduced (NCCL, one rank: MPI's reduce-scatter takes no aliased buffers) and gathered in place, in the
   // gradients and the parameters themselves: otherwise these copies would double ZeRO-1's memory rather than
-  // save it (3 x 4 bytes per parameter more).
+  // save it (8 bytes per parameter more, and a slice).
   std::vector<Buffer> staging_, reduced_, gathered_;
   bool armed_ = false;
   int64_t final_from_ = 0;  // grads_[final_from_, end) are final

@@ -77,7 +77,7 @@ TEST_P(ReducerTest, ARangeOutOfOrderIsAnError) {
 }
 
 // ZeRO-1 reduces and gathers buckets of whole slices in place: no copy of the gradients or the parameters (they
-// cost 12 bytes per parameter, more than the sharded moments save).
+// cost 8 bytes per parameter, about what the sharded moments save).
 TEST_P(ReducerTest, ReduceScatterOfWholeSlicesTakesNoMemory) {
   const size_t before = model_.device().peak_allocated();
   GradReducer reducer(*comm_, model_.device(), model_.grads(), Buckets(), GradReducer::Mode::kReduceScatter, true);
