@@ -24,6 +24,7 @@ namespace {
 constexpr size_t kHeaderBytes = 4 + 1 + 4 + 4;  // length, type, rank, round
 constexpr auto kIdleLimit = std::chrono::seconds(5);  // an unadmitted connection that says nothing is dropped
 constexpr int kMaxToken = 4096;
+constexpr char kAdmitted[] = "ok";  // the root's answer to an admitted rank's hello
 
 void PutU32(std::string& out, uint32_t value) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
@@ -233,7 +234,7 @@ common::Status TcpStoreServer::AdmitAll(Deadline deadline, std::string_view phas
           refusal = fmt::format("rank {} connected twice", hello.rank);
         } else {
           c.pending.erase(0, (*decoded)->second);
-          common::Status ack = SendAll(c.fd, EncodeFrame(Frame{FrameType::kHello, 0, 0, "ok", {}}));
+          common::Status ack = SendAll(c.fd, EncodeFrame(Frame{FrameType::kHello, 0, 0, kAdmitted, {}}));
           if (ack.ok()) {
             fds_[hello.rank] = c.fd;
             pending_[hello.rank] = std::move(c.pending);
@@ -349,13 +350,20 @@ common::StatusOr<TcpStoreClient> TcpStoreClient::Connect(const std::string& host
       }
       ::freeaddrinfo(found);
       if (fd < 0) continue;
+      // A port in the ephemeral range with no listener yet on this host can connect to itself (TCP's simultaneous
+      // open: the kernel picks that very port as the source): the hello would come back as its own answer.
+      if (ConnectedToItself(fd)) {
+        last_error = fmt::format("{}:{}: connected to itself (the root was not listening yet)", host, port);
+        Close(fd);
+        continue;
+      }
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       TcpStoreClient client(fd, rank);
       common::Status sent = SendAll(fd, EncodeFrame(Frame{FrameType::kHello, static_cast<uint32_t>(rank), 0, token, {}}));
       auto ack_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(3));
       auto ack = sent.ok() ? ReceiveFrame(fd, client.pending_, ack_deadline, "hello") : common::StatusOr<Frame>(sent);
-      if (ack.ok() && ack->type == FrameType::kHello) return client;
+      if (ack.ok() && ack->type == FrameType::kHello && ack->rank == 0 && ack->text == kAdmitted) return client;
       last_error = fmt::format("{}:{} did not accept rank {} ({})", host, port, rank,
                                ack.ok() ? "unexpected answer" : ack.status().message());
     }
@@ -385,6 +393,16 @@ common::StatusOr<std::vector<std::string>> TcpStoreClient::Round(std::string_vie
     return common::MakeStatus(common::StatusCode::kAborted, "rank 0 sent an unexpected message during {}", phase);
   }
   return std::move(frame->values);
+}
+
+bool ConnectedToItself(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_size = sizeof local, peer_size = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) {
+    return false;
+  }
+  return local_size == peer_size && std::memcmp(&local, &peer, local_size) == 0;
 }
 
 }  // namespace srunway::launcher

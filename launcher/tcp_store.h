@@ -30,6 +30,9 @@ struct Frame {
   std::vector<std::string> values;  // result: one value per rank
 };
 
+// Whether a connected socket's two ends are the same address and port (a connection to itself).
+bool ConnectedToItself(int fd);
+
 std::string EncodeFrame(const Frame& frame);
 // Sends all of `bytes` on a socket (no SIGPIPE if the peer is gone).
 common::Status SendAll(int fd, std::string_view bytes);

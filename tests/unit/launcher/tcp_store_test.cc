@@ -1,11 +1,14 @@
 // Tests for the TCP exchange: frames, a real root and clients on loopback, refusals and dead peers.
 #include "launcher/tcp_store.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -126,6 +129,61 @@ TEST(TcpStore, WrongTokenIsRefused) {
   stray.join();
   EXPECT_EQ(admitted.message(), "rank 1 did not arrive during init");
   EXPECT_EQ(stray_result.code(), common::StatusCode::kDeadlineExceeded);
+}
+
+// A rank that connects before the root listens, to a port of the ephemeral range on its own host, can connect to
+// itself (TCP's simultaneous open); its hello then came back as the root's answer, and its first round failed
+// with "rank 0 sent an unexpected message" while the root waited for it (seen on the local cluster).
+TEST(TcpStore, ASocketConnectedToItselfIsRecognised) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  socklen_t size = sizeof address;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0) << std::strerror(errno);
+  EXPECT_TRUE(ConnectedToItself(fd));
+  ::close(fd);
+
+  auto server = TcpStoreServer::Listen({0}, "token", 2);
+  ASSERT_TRUE(server.ok());
+  int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  address.sin_port = htons(server->port());
+  ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  EXPECT_FALSE(ConnectedToItself(client));
+  ::close(client);
+}
+
+// Only the root's own answer admits a rank: a peer that sends the hello back (as a connection to itself does) does
+// not.
+TEST(TcpStore, AnEchoedHelloIsNotAnAnswer) {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  socklen_t size = sizeof address;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  std::thread echo([listener] {
+    int fd = ::accept(listener, nullptr, nullptr);
+    char bytes[4096];
+    for (ssize_t n; fd >= 0 && (n = ::read(fd, bytes, sizeof bytes)) > 0;) {
+      if (::write(fd, bytes, static_cast<size_t>(n)) != n) break;
+    }
+    if (fd >= 0) ::close(fd);
+  });
+  common::Status connected;
+  {  // the client's connection closes here (if it was taken), so the echo ends
+    auto client = TcpStoreClient::Connect("127.0.0.1", {ntohs(address.sin_port)}, "token", 1, Clock::now() + 1500ms);
+    connected = client.status();
+  }
+  ::shutdown(listener, SHUT_RDWR);
+  ::close(listener);
+  echo.join();
+  EXPECT_EQ(connected.code(), common::StatusCode::kDeadlineExceeded) << connected.ToString();
 }
 
 TEST(TcpStore, ARankThatDiesMidRoundIsNamed) {
