@@ -93,7 +93,7 @@ common::Status GradReducer::StartUpTo(int64_t final_from) {
       SRUNWAY_RETURN_IF_ERROR(AfterCompute());
       SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IAllReduce(data, data, static_cast<size_t>(bucket.count),
                                                         launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
-    } else if (staging_[next_bucket_].data() == nullptr) {
+    } else if (ReducesInPlace(next_bucket_)) {
       // In place: the bucket is ranks x shard floats, and this rank's slice is where the reduction goes.
       SRUNWAY_RETURN_IF_ERROR(AfterCompute());
       SRUNWAY_ASSIGN_OR_RETURN(
@@ -137,7 +137,7 @@ common::Status GradReducer::Finish() {
   in_flight_.clear();
   if (status.ok() && mode_ == Mode::kReduceScatter) {
     for (size_t b = 0; b < buckets_.size() && status.ok(); ++b) {
-      if (reduced_[b].data() == nullptr) continue;  // reduced in place
+      if (ReducesInPlace(b)) continue;
       const ParamRange slice = buckets_[b].Slice(rank_);
       status = device_.Copy(grads_.data() + slice.offset, reduced_[b].data(),
                             static_cast<size_t>(slice.count) * sizeof(float), device_.main_stream());
@@ -154,10 +154,10 @@ common::Status GradReducer::StartGather(std::span<float> params, Arrived arrived
   for (size_t b = buckets_.size(); b-- > 0;) {  // from the start of the buffer
     const Bucket& bucket = buckets_[b];
     const ParamRange slice = bucket.Slice(rank_);
-    // In place where the bucket is ranks x shard floats: this rank's slice already sits in its block.
-    float* into = gathered_[b].data() != nullptr ? gathered_[b].as<float>() : params.data() + bucket.offset;
+    // In place, this rank's slice already sits in its block of the bucket.
+    float* into = GathersInPlace(b) ? params.data() + bucket.offset : gathered_[b].as<float>();
     float* mine = into + rank_ * bucket.shard;
-    if (mine != params.data() + slice.offset) {
+    if (!GathersInPlace(b)) {
       SRUNWAY_RETURN_IF_ERROR(device_.Copy(mine, params.data() + slice.offset,
                                            static_cast<size_t>(slice.count) * sizeof(float), device_.main_stream()));
     }
@@ -174,7 +174,7 @@ common::Status GradReducer::Need(ParamRange range) {
     if (gathers_[b] == nullptr || buckets_[b].offset >= range.offset + range.count) continue;
     common::Status done = gathers_[b]->Wait();
     gathers_[b].reset();
-    if (done.ok() && gathered_[b].data() != nullptr) {
+    if (done.ok() && !GathersInPlace(b)) {
       done = device_.Copy(gather_into_.data() + buckets_[b].offset, gathered_[b].data(),
                           static_cast<size_t>(buckets_[b].count) * sizeof(float), device_.main_stream());
     }
