@@ -131,18 +131,25 @@ TEST(TcpStore, WrongTokenIsRefused) {
   EXPECT_EQ(stray_result.code(), common::StatusCode::kDeadlineExceeded);
 }
 
+// A new TCP socket bound to a free loopback port; `address` gets that address and port.
+int BoundToLoopback(sockaddr_in& address) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof address;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0) << std::strerror(errno);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size), 0) << std::strerror(errno);
+  return fd;
+}
+
 // A rank that connects before the root listens, to a port of the ephemeral range on its own host, can connect to
 // itself (TCP's simultaneous open); its hello then came back as the root's answer, and its first round failed
 // with "rank 0 sent an unexpected message" while the root waited for it (seen on the local cluster).
 TEST(TcpStore, ASocketConnectedToItselfIsRecognised) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address;
+  int fd = BoundToLoopback(address);
   ASSERT_GE(fd, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  socklen_t size = sizeof address;
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size), 0);
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0) << std::strerror(errno);
   EXPECT_TRUE(ConnectedToItself(fd));
   ::close(fd);
@@ -159,14 +166,9 @@ TEST(TcpStore, ASocketConnectedToItselfIsRecognised) {
 // Only the root's own answer admits a rank: a peer that sends the hello back (as a connection to itself does) does
 // not.
 TEST(TcpStore, AnEchoedHelloIsNotAnAnswer) {
-  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  sockaddr_in address;
+  int listener = BoundToLoopback(address);
   ASSERT_EQ(::listen(listener, 8), 0);
-  socklen_t size = sizeof address;
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
   std::thread echo([listener] {
     int fd = ::accept(listener, nullptr, nullptr);
     char bytes[4096];
