@@ -22,13 +22,16 @@ job=${job%%;*}
 at_exit "scancel $job 2>/dev/null"
 for _ in $(seq 1 600); do [[ $(wc -l 2>/dev/null <"$work/requeue.jsonl" || echo 0) -ge 5 ]] && break; sleep 0.1; done
 scancel --signal=USR1 --batch "$job"
-state=""
+state="" released=0
 for _ in $(seq 1 180); do
   info=$(scontrol show job "$job" -o)
   state=$(grep -o 'JobState=[A-Z]*' <<<"$info" | cut -d= -f2)
-  # Slurm holds a requeued job back about two minutes (its EligibleTime); let it start now.
-  if [[ $state == PENDING ]] && grep -q 'Restarts=1' <<<"$info"; then
-    scontrol update JobId="$job" StartTime=now 2>/dev/null || true  # it may have started meanwhile
+  # Slurm holds a requeued job back about two minutes (its EligibleTime); let it start sooner, but not within the
+  # second in which slurmd revoked the first run's credential: a credential issued in that second is refused too
+  # ("Killing non-startable batch job: Job credential revoked") and the job ends FAILED.
+  if ((!released)) && [[ $state == PENDING ]] && grep -q 'Restarts=1' <<<"$info"; then
+    scontrol update JobId="$job" StartTime=now+2 2>/dev/null || true  # it may have started meanwhile
+    released=1
   fi
   [[ $state == COMPLETED || $state == FAILED || $state == CANCELLED ]] && break
   sleep 1
