@@ -7,9 +7,12 @@
 #      and gradient norm within 1e-4 relative (only the order of the gradients' sums differs), dropout on (each
 #      sample's masks are drawn at its global index: a rank 1 drawing rank 0's masks is 4% off);
 #   2. the same with --use-distributed-optimizer (ZeRO-1: each bucket reduce-scattered, each rank's AdamW on its
-#      shard, the new parameters all-gathered, all on the device);
+#      shard of the fp32 parameters and moments, the new bf16 weights all-gathered, all on the device), whose peak
+#      memory is 6 bytes per parameter below the replicas';
 #   3. the two ZeRO-1 ranks' checkpoint of step 3 (one shard each, written from device memory) resumes on one
-#      rank, whose steps 4-6 match the two ranks' own.
+#      rank, whose steps 4-6 match the two ranks' own;
+#   4. their export (--export) gathers the ranks' fp32 slices: the same bytes as one rank's export after loading
+#      their final checkpoint.
 # Usage: train_gpu_ranks.sh SRUNWAY_TRAIN (the emulated GPU's build: tests/emulated_gpu/meson.build)
 set -euo pipefail
 train=${1:?usage: train_gpu_ranks.sh SRUNWAY_TRAIN}
@@ -87,12 +90,31 @@ grep -q "training on Fake GPU (0000:1b:00.0)" "$work/two.0.err" ||
 same "two ranks" "$work/single.jsonl" "$work/two.jsonl"
 
 echo "== 2. ZeRO-1 on two GPUs"
-ranks zero --use-distributed-optimizer --save "$work/ckpt" --save-interval 3
+ranks zero --use-distributed-optimizer --save "$work/ckpt" --save-interval 3 --export "$work/zero.safetensors"
 same "ZeRO-1, two ranks" "$work/single.jsonl" "$work/zero.jsonl"
+# Each rank holds half the fp32 parameters and half the moments: 6 bytes per parameter less than a replica
+# (4 with the parameters whole), so its peak is lower by at least 5.5 bytes a parameter.
+python3 - "$work/two.jsonl" "$work/zero.jsonl" "$work/zero.safetensors" <<'PY'
+import json, math, struct, sys
+peak = [max(r.get("peak_memory_gib", 0) for r in map(json.loads, open(p))) * 2**30 for p in sys.argv[1:3]]
+with open(sys.argv[3], "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+n = sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+saved = (peak[0] - peak[1]) / n
+print(f"ZeRO-1 peak {peak[1]:.0f} bytes, all-reduce {peak[0]:.0f}: {saved:.2f} bytes less per parameter")
+assert saved >= 5.5, f"ZeRO-1 saves {saved:.2f} bytes per parameter, want >= 5.5 (fp32 parameters sharded too)"
+PY
+grep -q "optimizer state [0-9.]* MB per rank (ZeRO-1: 1/2 of it); fp32 parameters [0-9.]* MB per rank (1/2 of them" \
+  "$work/zero.0.err" || fail "rank 0 does not say the fp32 parameters are sharded: $(cat "$work/zero.0.err")"
 
 echo "== 3. the two ranks' checkpoint of step 3 resumed on one GPU"
 shards=$(find "$work/ckpt/iter_0000003" -name 'shard_*.ckpt' | wc -l)
 ((shards == 2)) || fail "iter_0000003 holds $shards shards, not one per rank"
 one resumed --load "$work/ckpt/iter_0000003"
 same "resumed on one rank" "$work/zero.jsonl" "$work/resumed.jsonl" 4
+echo "== 4. the ZeRO-1 ranks' export gathers every rank's fp32 slices"
+one loaded --load "$work/ckpt/iter_0000006" --export "$work/loaded.safetensors"
+cmp -s "$work/zero.safetensors" "$work/loaded.safetensors" ||
+  fail "the two ZeRO-1 ranks exported other weights than their final checkpoint holds"
+echo "ok: the two ranks' export equals, byte for byte, one rank's export of their final checkpoint"
 echo "ok: srunway-train on two emulated GPUs"

@@ -2,8 +2,8 @@
 # scripts/examples/gpt3-5b.sbatch scaled down as its header says (same flags, the tiny preset, 2 nodes x 2 CPU
 # ranks): the job completes its 10 steps data-parallel over both nodes, with NeMo's warmup (lr 0 at the first
 # step, 1.6e-4 x 9 / 115 at the tenth) and the optimizer state sharded (ZeRO-1, NeMo's distributed_fused_adam); and
-# the recipe itself, planned by --dry-run for its 8 nodes x 8 GPUs, fits an 80 GB GPU (with micro-batches of 2;
-# of 4, as NeMo's, it would not: srunway-train's ZeRO-1 keeps the fp32 parameters whole).
+# the recipe itself, planned by --dry-run for its 8 nodes x 8 GPUs with NeMo's micro-batches of 4, fits an 80 GB
+# GPU (ZeRO-1 shards the fp32 parameters and the moments).
 source "$(dirname "$0")/lib.sh"
 require_cluster
 export SRUNWAY_TRAIN=${SRUNWAY_TRAIN:?} SRUNWAY_LAUNCH=${SRUNWAY_LAUNCH:?}
@@ -29,7 +29,7 @@ out=$(sbatch --wait --parsable -N1 --ntasks-per-node=1 --gpus-per-node=1 --cpus-
   2>&1) || fail "dry run: $out: $(cat "$work/plan.out")"
 plan=$(cat "$work/plan.out")
 grep -q "5047558144 parameters" <<<"$plan" || fail "not the 5B model: $plan"
-grep -q "64 GPUs (8 nodes x 8); micro-batch 2, 16 accumulation steps per GPU, global batch 2048" <<<"$plan" ||
+grep -q "64 GPUs (8 nodes x 8); micro-batch 4, 8 accumulation steps per GPU, global batch 2048" <<<"$plan" ||
   fail "not the recipe's layout: $plan"
 grep -Eq "^  total .* fits in 80 GB" <<<"$plan" || fail "the recipe does not fit an 80 GB GPU: $plan"
 echo "ok: the 5B recipe scaled down: 10 steps on 2 nodes x 2 ranks with NeMo's warmup and ZeRO-1; the full recipe's plan fits 80 GB per GPU"

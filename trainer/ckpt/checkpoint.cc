@@ -111,27 +111,24 @@ std::filesystem::path ShardDir(const std::filesystem::path& dir, int64_t step) {
 std::string ShardName(int rank, int ranks) { return fmt::format("shard_{:05d}_of_{:05d}.ckpt", rank, ranks); }
 
 common::Status WriteShard(const std::filesystem::path& dir, const TrainingState& state, int rank, int ranks,
-                          const std::vector<ParamRange>& ranges, std::span<const float> params,
+                          const std::vector<ParamRange>& ranges, std::span<const float> packed_params,
                           std::span<const float> packed_m, std::span<const float> packed_v) {
   const std::filesystem::path shard_dir = ShardDir(dir, state.step);
   std::error_code ec;
   std::filesystem::create_directories(shard_dir, ec);
   if (ec) return common::FailedPrecondition("create checkpoint directory {}: {}", shard_dir.string(), ec.message());
+  const int64_t numel = ParamLayout(state.model).numel();
   int64_t held = 0;
   for (const ParamRange& r : ranges) {
-    if (r.offset < 0 || r.count < 0 || r.offset + r.count > static_cast<int64_t>(params.size())) {
-      return common::InvalidArgument("shard range [{}, +{}) is outside the {} parameters", r.offset, r.count,
-                                     params.size());
+    if (r.offset < 0 || r.count < 0 || r.offset + r.count > numel) {
+      return common::InvalidArgument("shard range [{}, +{}) is outside the {} parameters", r.offset, r.count, numel);
     }
     held += r.count;
   }
-  if (static_cast<int64_t>(packed_m.size()) != held || static_cast<int64_t>(packed_v.size()) != held) {
-    return common::InvalidArgument("shard of {} elements with {} and {} packed moments", held, packed_m.size(),
-                                   packed_v.size());
-  }
-  std::vector<float> packed_params;
-  for (const ParamRange& r : ranges) {
-    packed_params.insert(packed_params.end(), params.begin() + r.offset, params.begin() + r.offset + r.count);
+  if (static_cast<int64_t>(packed_params.size()) != held || static_cast<int64_t>(packed_m.size()) != held ||
+      static_cast<int64_t>(packed_v.size()) != held) {
+    return common::InvalidArgument("shard of {} elements with {} packed parameters and {} and {} packed moments", held,
+                                   packed_params.size(), packed_m.size(), packed_v.size());
   }
   return WriteCheckpointFile(shard_dir / ShardName(rank, ranks), state, &ranges, {packed_params, packed_m, packed_v});
 }

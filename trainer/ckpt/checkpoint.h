@@ -63,9 +63,10 @@ common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t>
 std::filesystem::path ShardDir(const std::filesystem::path& dir, int64_t step);
 std::string ShardName(int rank, int ranks);
 
-// This rank's shard: `ranges` of `params` (the whole buffer) and the packed moments of those ranges.
+// This rank's shard: `ranges` of the flat buffers (within the model's `state.model` parameters), and the packed
+// parameters and moments of those ranges.
 common::Status WriteShard(const std::filesystem::path& dir, const TrainingState& state, int rank, int ranks,
-                          const std::vector<ParamRange>& ranges, std::span<const float> params,
+                          const std::vector<ParamRange>& ranges, std::span<const float> packed_params,
                           std::span<const float> packed_m, std::span<const float> packed_v);
 // Rank 0, after every rank's WriteShard succeeded: checks that the shards are there, writes the manifest, then
 // points latest_checkpointed_iteration.txt at `step`.

@@ -9,13 +9,18 @@
 
 namespace srunway::trainer {
 
-Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops, bool recompute)
+Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops, bool recompute,
+             std::vector<ParamRange> masters)
     : config_(config), layout_(config), max_batch_(max_batch), placement_(device, ops),
       device_(&placement_.device()), ops_(&placement_.ops()), recompute_(recompute) {
-  params_ = Floats(layout_.numel());
+  const bool own_weights = ops_->act_dtype() != DType::kFloat32;
+  int64_t held = 0;
+  for (const ParamRange& range : masters) held += range.count;
+  if (own_weights && !masters.empty() && held < layout_.numel()) masters_ = std::move(masters);
+  params_ = Floats(masters_.empty() ? layout_.numel() : held);
   grads_ = Floats(layout_.numel());
   // The weights the ops read: the fp32 parameters where the ops compute in fp32 (the host), else a copy.
-  if (ops_->act_dtype() == DType::kFloat32) {
+  if (!own_weights) {
     w_ = layout_.Views(params_.data(), sizeof(float));
   } else {
     weights_ = Act(layout_.numel());
@@ -272,12 +277,38 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
 
 void Model::ZeroGrad() { Zero(grads_, layout_.numel()); }
 
-void Model::RefreshWeights() { RefreshWeights({0, layout_.numel()}); }
+void Model::RefreshWeights() {
+  assert(masters_.empty());
+  if (weights_.data() != nullptr) ops_->CastWeights(weights_.data(), params_.as<float>(), layout_.numel());
+}
 
-void Model::RefreshWeights(ParamRange range) {
-  if (weights_.data() == nullptr || range.count <= 0) return;
-  auto* out = static_cast<std::byte*>(weights_.data()) + range.offset * static_cast<int64_t>(DTypeSize(weights_.dtype()));
-  ops_->CastWeights(out, params_.as<float>() + range.offset, range.count);
+common::Status Model::SetParams(std::span<const float> whole) {
+  assert(static_cast<int64_t>(whole.size()) == layout_.numel());
+  Stream& stream = device_->main_stream();
+  if (masters_.empty()) {
+    SRUNWAY_RETURN_IF_ERROR(device_->CopyFromHost(params_.data(), whole.data(), whole.size_bytes(), stream));
+    RefreshWeights();
+    return device_->Synchronize(stream);
+  }
+  int64_t at = 0;
+  for (const ParamRange& range : masters_) {
+    SRUNWAY_RETURN_IF_ERROR(device_->CopyFromHost(params_.as<float>() + at, whole.data() + range.offset,
+                                                  static_cast<size_t>(range.count) * sizeof(float), stream));
+    at += range.count;
+  }
+  // The weights rounded on the host (to nearest even, as the GPU's cast) and uploaded a chunk at a time: no device
+  // memory beyond the model's, whose whole fp32 copy is what sharding saves.
+  assert(weights_.dtype() == DType::kBFloat16);
+  std::vector<uint16_t> chunk(static_cast<size_t>(std::min<int64_t>(layout_.numel(), int64_t{4} << 20)));
+  for (int64_t offset = 0; offset < layout_.numel(); offset += static_cast<int64_t>(chunk.size())) {
+    const auto n = static_cast<size_t>(std::min(static_cast<int64_t>(chunk.size()), layout_.numel() - offset));
+    std::transform(whole.begin() + offset, whole.begin() + offset + static_cast<int64_t>(n), chunk.begin(),
+                   common::FloatToBFloat16);
+    SRUNWAY_RETURN_IF_ERROR(device_->CopyFromHost(weights_.as<uint16_t>() + offset, chunk.data(), n * sizeof(uint16_t),
+                                                  stream));
+    SRUNWAY_RETURN_IF_ERROR(device_->Synchronize(stream));  // before the chunk is reused
+  }
+  return device_->Synchronize(stream);
 }
 
 }  // namespace srunway::trainer

@@ -38,22 +38,34 @@ class Model {
   // `device` with `ops`, which outlive the model; without them, on the host with ops/cpu. With `recompute`
   // (Megatron's full activation recomputation), the forward keeps only each layer's input, and the backward runs
   // each layer's forward again just before its backward: one layer's activations in memory instead of all of
-  // them, for a third more compute; the results are the same bit for bit. Throws DeviceFull when the device
-  // cannot hold it.
-  Model(const ModelConfig& config, int max_batch, Device* device = nullptr, Ops* ops = nullptr, bool recompute = false);
+  // them, for a third more compute; the results are the same bit for bit. With `masters` (ZeRO-1's owned ranges)
+  // and ops that read weights of another type (the GPU's bf16), params() holds those ranges alone, packed in
+  // their order: the fp32 master weights sharded as Megatron's distributed optimizer shards them, 4 bytes per
+  // parameter fewer per rank but a slice; on the host, where the ops read params() itself, they stay whole.
+  // Throws DeviceFull when the device cannot hold it.
+  Model(const ModelConfig& config, int max_batch, Device* device = nullptr, Ops* ops = nullptr, bool recompute = false,
+        std::vector<ParamRange> masters = {});
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   Device& device() { return *device_; }
   Ops& ops() { return *ops_; }
-  // The fp32 parameters and gradients, in the device's memory (host memory for the host device).
+  // The fp32 parameters (whole, or the packed master ranges: see masters()) and gradients (whole), in the device's
+  // memory (host memory for the host device).
   std::span<float> params() { return {params_.as<float>(), params_.count()}; }
   std::span<const float> params() const { return {params_.as<float>(), params_.count()}; }
   std::span<float> grads() { return {grads_.as<float>(), grads_.count()}; }
   std::span<const float> grads() const { return {grads_.as<float>(), grads_.count()}; }
-  // The weights the operations read, of the ops' type (params() itself on the host): for an optimizer that
-  // writes them beside the parameters.
+  // The ranges params() holds, packed, when it does not hold every parameter; else empty.
+  const std::vector<ParamRange>& masters() const { return masters_; }
+  // The weights the operations read, whole, of weights_type() (params() itself on the host): for an optimizer
+  // that writes them beside the parameters, and ZeRO-1's all-gather.
   void* weights() { return weights_.data() != nullptr ? weights_.data() : params_.data(); }
+  DType weights_type() const { return ops_->act_dtype(); }
+
+  // Sets every parameter from `whole` (numel() floats on the host: an initialisation, a loaded checkpoint): the
+  // master ranges' fp32 values and the weights the operations read.
+  common::Status SetParams(std::span<const float> whole);
 
   // Runs B sequences of T tokens (B <= max_batch, T <= seq_len). With targets, returns the mean cross-entropy
   // and keeps what Backward needs; without, leaves the logits of every position readable through Logits().
@@ -72,12 +84,9 @@ class Model {
   // Logits [V] of sequence b at position t after a Forward without targets, copied to the host as fp32.
   common::StatusOr<std::vector<float>> Logits(int b, int t);
 
-
-  // Remakes the weights the operations read from params(): after params() changed by any other way than an
-  // optimizer that writes both (initialisation, a loaded checkpoint), or of `range` alone (the parameters that
-  // ZeRO-1's all-gather brought). Nothing to do on the host.
+  // Remakes the weights the operations read from a whole params() after it changed by any other way than an
+  // optimizer that writes both. Nothing to do on the host.
   void RefreshWeights();
-  void RefreshWeights(ParamRange range);
 
   // Adds d(loss * loss_scale)/d(params) into grads(); loss_scale = 1 / (micro-batches per step, on all ranks).
   void Backward(float loss_scale, const GradsReady& ready = nullptr);
@@ -118,6 +127,7 @@ class Model {
   Placement placement_;
   Device* device_;
   Ops* ops_;
+  std::vector<ParamRange> masters_;  // what params_ holds, packed; empty: everything
   Buffer params_, grads_;
   Buffer weights_;           // the weights the ops read where they are not fp32 (a bf16 copy on the GPU)
   BasicModelViews<void> w_;  // views of those weights: of params_ itself on the host

@@ -3,12 +3,14 @@
 #include "trainer/optim/adamw.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 namespace srunway::trainer {
 AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<ParamRange> owned, Device* device,
              Ops* ops)
-    : config_(config), owned_(std::move(owned)), placement_(device, ops), ops_(&placement_.ops()) {
+    : config_(config), numel_(layout.numel()), owned_(std::move(owned)), placement_(device, ops),
+      ops_(&placement_.ops()) {
   if (owned_.empty()) owned_ = {{0, layout.numel()}};
   int64_t state = 0;
   for (const ParamRange& range : owned_) {
@@ -46,12 +48,14 @@ void AdamW::Step(std::span<float> params, std::span<const float> grads, float lr
   args.bias2_sqrt = static_cast<float>(std::sqrt(bias2));
   args.grad_scale = grad_scale;
   const size_t weight_size = DTypeSize(ops_->act_dtype());
+  const bool packed = static_cast<int64_t>(params.size()) != numel_;
+  assert(!packed || params.size() == m_.count());
   for (const Segment& segment : segments_) {
     args.decay = segment.decay ? 1.0f - lr * config_.weight_decay : 1.0f;
     void* w = weights != nullptr ? static_cast<std::byte*>(weights) + segment.begin * static_cast<int64_t>(weight_size)
                                  : nullptr;
-    ops_->AdamW(params.data() + segment.begin, w, grads.data() + segment.begin, m_.as<float>() + segment.state,
-                v_.as<float>() + segment.state, segment.end - segment.begin, args);
+    ops_->AdamW(params.data() + (packed ? segment.state : segment.begin), w, grads.data() + segment.begin,
+                m_.as<float>() + segment.state, v_.as<float>() + segment.state, segment.end - segment.begin, args);
   }
 }
 

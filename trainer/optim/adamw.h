@@ -30,9 +30,10 @@ class AdamW {
         Device* device = nullptr, Ops* ops = nullptr);
 
   // One update of the owned elements with learning rate lr; `step` counts updates from 1 (bias correction).
-  // `params` and `grads` are the whole buffers, in the device's memory; the gradients count times grad_scale
-  // (global-norm clipping). `weights`, when not null, is the model's copy of the weights in the ops' type
-  // (Model::weights() where it differs from params), updated alongside.
+  // `grads` is the whole buffer and `params` the whole buffer or the owned elements packed (Model::masters()), in
+  // the device's memory; the gradients count times grad_scale (global-norm clipping). `weights`, when not null,
+  // is the model's whole copy of the weights in the ops' type (Model::weights() where it differs from params),
+  // whose owned elements are updated alongside.
   void Step(std::span<float> params, std::span<const float> grads, float lr, int64_t step, float grad_scale = 1.0f,
             void* weights = nullptr);
 
@@ -50,10 +51,11 @@ class AdamW {
  private:
   struct Segment {  // a run of owned elements inside one tensor
     int64_t begin, end;  // in the buffer
-    int64_t state;       // where its moments start in m_ and v_
+    int64_t state;       // where its moments (and packed parameters) start in m_ and v_
     bool decay;
   };
   AdamWConfig config_;
+  int64_t numel_;  // of the whole buffer
   std::vector<ParamRange> owned_;
   std::vector<Segment> segments_;
   Placement placement_;

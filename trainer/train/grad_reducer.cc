@@ -4,6 +4,19 @@
 #include <algorithm>
 
 namespace srunway::trainer {
+namespace {
+
+launcher::DataType CommType(DType type) {
+  switch (type) {
+    case DType::kBFloat16: return launcher::DataType::kBFloat16;
+    case DType::kFloat16: return launcher::DataType::kFloat16;
+    case DType::kInt32: return launcher::DataType::kInt32;
+    case DType::kFloat32: break;
+  }
+  return launcher::DataType::kFloat32;
+}
+
+}  // namespace
 
 ParamRange Bucket::Slice(int rank) const {
   const int64_t begin = std::min(count, rank * shard);
@@ -33,9 +46,10 @@ std::vector<ParamRange> OwnedRanges(const std::vector<Bucket>& buckets, int rank
 }
 
 GradReducer::GradReducer(launcher::Comm& comm, Device& device, std::span<float> grads, std::vector<Bucket> buckets,
-                         Mode mode, bool overlap)
+                         Mode mode, bool overlap, DType weights_type)
     : comm_(comm), device_(device), comm_stream_(device.Adopt(comm.native_stream())), grads_(grads),
-      buckets_(std::move(buckets)), mode_(mode), overlap_(overlap), rank_(comm.rank()), ranks_(comm.size()) {
+      buckets_(std::move(buckets)), mode_(mode), overlap_(overlap), weights_type_(weights_type), rank_(comm.rank()),
+      ranks_(comm.size()) {
   auto event = device.NewEvent();
   if (!event.ok()) throw DeviceFull(event.status());
   computed_ = std::move(*event);
@@ -49,7 +63,7 @@ GradReducer::GradReducer(launcher::Comm& comm, Device& device, std::span<float> 
       reduced_.push_back(reduce_in_place ? Buffer()
                                          : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard)));
       gathered_.push_back(whole ? Buffer()
-                                : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_)));
+                                : ZeroedOrThrow(device, weights_type, static_cast<size_t>(bucket.shard * ranks_)));
     }
   }
   final_from_ = static_cast<int64_t>(grads.size());
@@ -147,41 +161,68 @@ common::Status GradReducer::Finish() {
   return status;
 }
 
-common::Status GradReducer::StartGather(std::span<float> params, Arrived arrived) {
-  gather_into_ = params;
-  arrived_ = std::move(arrived);
+common::Status GradReducer::StartGather(void* weights) {
+  gather_into_ = weights;
   gathers_.resize(buckets_.size());
+  const auto element = static_cast<int64_t>(DTypeSize(weights_type_));
+  auto at = [&](void* base, int64_t index) { return static_cast<std::byte*>(base) + index * element; };
   for (size_t b = buckets_.size(); b-- > 0;) {  // from the start of the buffer
     const Bucket& bucket = buckets_[b];
     const ParamRange slice = bucket.Slice(rank_);
     // In place, this rank's slice already sits in its block of the bucket.
-    float* into = GathersInPlace(b) ? params.data() + bucket.offset : gathered_[b].as<float>();
-    float* mine = into + rank_ * bucket.shard;
+    void* into = GathersInPlace(b) ? at(weights, bucket.offset) : gathered_[b].data();
+    void* mine = at(into, rank_ * bucket.shard);
     if (!GathersInPlace(b)) {
-      SRUNWAY_RETURN_IF_ERROR(device_.Copy(mine, params.data() + slice.offset,
-                                           static_cast<size_t>(slice.count) * sizeof(float), device_.main_stream()));
+      SRUNWAY_RETURN_IF_ERROR(device_.Copy(mine, at(weights, slice.offset), static_cast<size_t>(slice.count * element),
+                                           device_.main_stream()));
     }
     SRUNWAY_RETURN_IF_ERROR(AfterCompute());
-    SRUNWAY_ASSIGN_OR_RETURN(
-        gathers_[b], comm_.IAllGather(mine, into, static_cast<size_t>(bucket.shard), launcher::DataType::kFloat32));
+    SRUNWAY_ASSIGN_OR_RETURN(gathers_[b],
+                             comm_.IAllGather(mine, into, static_cast<size_t>(bucket.shard), CommType(weights_type_)));
   }
   return common::Status::Ok();
 }
 
 common::Status GradReducer::Need(ParamRange range) {
   common::Status status = common::Status::Ok();
+  const auto element = static_cast<int64_t>(DTypeSize(weights_type_));
   for (size_t b = gathers_.size(); b-- > 0;) {
     if (gathers_[b] == nullptr || buckets_[b].offset >= range.offset + range.count) continue;
     common::Status done = gathers_[b]->Wait();
     gathers_[b].reset();
     if (done.ok() && !GathersInPlace(b)) {
-      done = device_.Copy(gather_into_.data() + buckets_[b].offset, gathered_[b].data(),
-                          static_cast<size_t>(buckets_[b].count) * sizeof(float), device_.main_stream());
+      done = device_.Copy(static_cast<std::byte*>(gather_into_) + buckets_[b].offset * element, gathered_[b].data(),
+                          static_cast<size_t>(buckets_[b].count * element), device_.main_stream());
     }
-    if (done.ok() && arrived_) arrived_({buckets_[b].offset, buckets_[b].count});
     if (status.ok()) status = done;
   }
   return status;
+}
+
+common::Status GradReducer::GatherMasters(std::span<const float> packed, std::span<float> whole) {
+  int64_t largest = 0;
+  for (const Bucket& bucket : buckets_) largest = std::max(largest, bucket.shard * ranks_);
+  SRUNWAY_ASSIGN_OR_RETURN(Buffer block, Buffer::Allocate(device_, DType::kFloat32, static_cast<size_t>(largest)));
+  Stream& main = device_.main_stream();
+  int64_t at = 0;  // into `packed`
+  for (const Bucket& bucket : buckets_) {
+    const ParamRange slice = bucket.Slice(rank_);
+    float* mine = block.as<float>() + rank_ * bucket.shard;
+    SRUNWAY_RETURN_IF_ERROR(
+        device_.Copy(mine, packed.data() + at, static_cast<size_t>(slice.count) * sizeof(float), main));
+    at += slice.count;
+    SRUNWAY_RETURN_IF_ERROR(AfterCompute());
+    SRUNWAY_ASSIGN_OR_RETURN(launcher::Handle gather, comm_.IAllGather(mine, block.data(),
+                                                                       static_cast<size_t>(bucket.shard),
+                                                                       launcher::DataType::kFloat32));
+    SRUNWAY_RETURN_IF_ERROR(gather->Wait());
+    if (whole.empty()) continue;
+    SRUNWAY_RETURN_IF_ERROR(device_.CopyToHost(whole.data() + bucket.offset, block.data(),
+                                               static_cast<size_t>(bucket.count) * sizeof(float), main));
+    // The next bucket's copy into the block waits for this download (one stream); the host reads after the wait.
+    SRUNWAY_RETURN_IF_ERROR(device_.Synchronize(main));
+  }
+  return common::Status::Ok();
 }
 
 }  // namespace srunway::trainer

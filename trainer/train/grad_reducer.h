@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -44,9 +43,10 @@ class GradReducer {
   // Each rank's gradients must already be scaled by 1 / (micro-batches on all ranks): the reduction is a sum, so
   // the result is the mean. `overlap` false: nothing starts before Finish() (--no-overlap-grad-reduce). `grads`
   // is in the memory of `device` (the model's), which `comm` must be able to reduce (host memory for MPI, the
-  // GPU's for NCCL). Throws DeviceFull when the device cannot hold ZeRO-1's staging buffers.
+  // GPU's for NCCL). ZeRO-1 all-gathers the weights the ops read, of `weights_type` (Model::weights_type()).
+  // Throws DeviceFull when the device cannot hold ZeRO-1's staging buffers.
   GradReducer(launcher::Comm& comm, Device& device, std::span<float> grads, std::vector<Bucket> buckets, Mode mode,
-              bool overlap);
+              bool overlap, DType weights_type = DType::kFloat32);
 
   // The next backward is the last micro-batch of the step: its ranges start reductions. Until then Ready() does
   // nothing (nothing is reduced on the other micro-batches of gradient accumulation).
@@ -57,15 +57,19 @@ class GradReducer {
   common::Status Finish();
 
   // ZeRO-1, after the optimizer step: starts an all-gather per bucket, from the start of the buffer (what the
-  // next forward needs first) to its end, that brings every rank's slices of `params` to every rank. `arrived`
-  // (when given) is told each bucket's range once it is in place (the model remakes its weights from it).
-  using Arrived = std::function<void(ParamRange range)>;
-  common::Status StartGather(std::span<float> params, Arrived arrived = nullptr);
+  // next forward needs first) to its end, that brings every rank's slices of `weights` (Model::weights(), which
+  // the optimizer updated on the rank's slices: the GPU's bf16 copy, half the bytes of the fp32 parameters, or
+  // the parameters themselves on the host) to every rank.
+  common::Status StartGather(void* weights);
   // Waits for the gathers of the buckets that hold any of [0, range end) and puts them in place: the forward asks
   // before each part it reads, so the rest keeps arriving while it computes.
   common::Status Need(ParamRange range);
   // Waits for every gather (before evaluation, a checkpoint, the export).
   common::Status FinishGather() { return Need({0, static_cast<int64_t>(grads_.size())}); }
+  // ZeRO-1 with sharded fp32 parameters (Model::masters()), every rank at once: every rank's `packed` slices (in
+  // the order of OwnedRanges) into `whole` on the host, bucket by bucket through one bucket of device memory; on
+  // the ranks that pass an empty `whole` (all but the exporting one), only their part.
+  common::Status GatherMasters(std::span<const float> packed, std::span<float> whole);
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t bucket_count() const { return buckets_.size(); }
@@ -91,21 +95,20 @@ class GradReducer {
   std::vector<Bucket> buckets_;  // from the end of the buffer to its start
   Mode mode_;
   bool overlap_;
+  DType weights_type_;
   int rank_, ranks_;
   // ZeRO-1: per bucket, ranks x shard floats to reduce-scatter from, and the reduced slice; and ranks x shard
-  // floats to all-gather the parameters into (apart: the next backward's reduce-scatter may start before the
-  // forward has asked for every bucket). Empty (no memory) for a bucket of exactly ranks x shard floats, which is
-  // reduced (NCCL, one rank: MPI's reduce-scatter takes no aliased buffers) and gathered in place, in the
-  // gradients and the parameters themselves: otherwise these copies would double ZeRO-1's memory rather than
-  // save it (8 bytes per parameter more, and a slice).
+  // weights to all-gather into (apart: the next backward's reduce-scatter may start before the forward has asked
+  // for every bucket). Empty (no memory) for a bucket of exactly ranks x shard elements, which is reduced (NCCL,
+  // one rank: MPI's reduce-scatter takes no aliased buffers) and gathered in place, in the gradients and the
+  // weights themselves: otherwise these copies would double ZeRO-1's memory rather than save it.
   std::vector<Buffer> staging_, reduced_, gathered_;
   bool armed_ = false;
   int64_t final_from_ = 0;  // grads_[final_from_, end) are final
   size_t next_bucket_ = 0;
   std::vector<launcher::Handle> in_flight_;
   std::vector<launcher::Handle> gathers_;  // per bucket, while its all-gather is in flight
-  std::span<float> gather_into_;
-  Arrived arrived_;
+  void* gather_into_ = nullptr;
   common::Status error_;
   int started_early_ = 0;
   double wait_ms_ = 0;

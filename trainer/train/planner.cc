@@ -28,7 +28,7 @@ common::StatusOr<Plan> MakePlan(const PlanInput& in) {
   const double shards = in.distributed_optimizer ? p.gpus : 1;
   p.weights_bytes = 2 * n;
   p.grads_bytes = 4 * n;
-  p.master_bytes = 4 * n;  // whole on every GPU, also under ZeRO-1 (planner.h)
+  p.master_bytes = 4 * n / shards;
   p.optimizer_bytes = 8 * n / shards;
   const double sbh = static_cast<double>(T) * in.micro_batch_size * in.model.d_model;
   p.activations_full_bytes = 34 * sbh * in.model.n_layer;
@@ -58,11 +58,13 @@ std::string FormatPlan(const PlanInput& in, const Plan& p) {
   out += fmt::format("{} GPUs ({} nodes x {}); micro-batch {}, {} accumulation step{} per GPU, global batch {}\n",
                      p.gpus, in.nodes, in.gpus_per_node, in.micro_batch_size, p.accumulation,
                      p.accumulation == 1 ? "" : "s", int64_t{p.accumulation} * in.micro_batch_size * p.gpus);
-  out += fmt::format("memory per GPU{}:\n",
-                     in.distributed_optimizer ? " (distributed optimizer: AdamW moments sharded over every GPU)" : "");
+  out += fmt::format("memory per GPU{}:\n", in.distributed_optimizer ? " (distributed optimizer: fp32 parameters and "
+                                                                       "AdamW moments sharded over every GPU)"
+                                                                     : "");
   out += fmt::format("  bf16 weights          {:>10}\n", gb(p.weights_bytes));
   out += fmt::format("  fp32 gradients        {:>10}\n", gb(p.grads_bytes));
-  out += fmt::format("  fp32 parameters       {:>10}  (whole on every GPU)\n", gb(p.master_bytes));
+  out += fmt::format("  fp32 parameters       {:>10}  ({})\n", gb(p.master_bytes),
+                     in.distributed_optimizer ? fmt::format("1/{} on each GPU", p.gpus) : "whole on every GPU");
   out += fmt::format("  AdamW moments (fp32)  {:>10}\n", gb(p.optimizer_bytes));
   out += fmt::format("  activations           {:>10}  ({} without recomputation, {} with)\n", gb(p.activations_bytes),
                      gb(p.activations_full_bytes), gb(p.activations_recompute_bytes));

@@ -24,9 +24,8 @@ struct PlanInput {
 };
 
 // Bytes per GPU, as srunway-train keeps them: bf16 weights 2 B/parameter; fp32 gradients 4 B (accumulated in
-// fp32); the fp32 parameters 4 B, whole on every GPU; AdamW's two moments 8 B, divided by the data-parallel size
-// under the distributed optimizer (ZeRO-1, which reduces and gathers in place: no more). Megatron's distributed
-// optimizer also divides the fp32 parameters; srunway-train's does not (yet).
+// fp32); the fp32 parameters 4 B and AdamW's two moments 8 B, both divided by the data-parallel size under the
+// distributed optimizer (ZeRO-1, as Megatron's: it reduces and gathers in place, no more).
 // Activations of one micro-batch, per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation", with
 // fused attention keeping no s x s scores): 34 s b h bytes; with full recomputation only each layer's input,
 // 2 s b h. Plus the logits of the micro-batch in fp32 for the loss (4 s b V).

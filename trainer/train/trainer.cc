@@ -463,8 +463,12 @@ common::Status Trainer::Setup() {
   }
   const double state_mb = static_cast<double>(adam_->m().size() + adam_->v().size()) * sizeof(float) / 1e6;
   if (Leader()) {
-    common::LogInfo("optimizer state {:.2f} MB per rank{}", state_mb,
-                    o_.distributed_optimizer ? fmt::format(" (ZeRO-1: 1/{} of it)", world_) : "");
+    common::LogInfo("optimizer state {:.2f} MB per rank{}{}", state_mb,
+                    o_.distributed_optimizer ? fmt::format(" (ZeRO-1: 1/{} of it)", world_) : "",
+                    model_->masters().empty()
+                        ? ""
+                        : fmt::format("; fp32 parameters {:.2f} MB per rank (1/{} of them, beside the whole bf16 "
+                                      "weights)", static_cast<double>(model_->params().size_bytes()) / 1e6, world_));
     const char* peak_of = o_.peak_tflops > 0 ? "--peak-tflops"
                           : gpu              ? "the GPU's dense bf16 peak"
                                              : "this machine's measured fp32 sgemm rate";
@@ -488,22 +492,23 @@ common::Status Trainer::Setup() {
 common::Status Trainer::BuildModel() {
   const ModelConfig& m = o_.model;
   try {
-    model_ = std::make_unique<Model>(m, B_, device_.get(), ops_.get(), o_.recompute_activations);
+    std::vector<Bucket> buckets =
+        MakeBuckets(ParamLayout(m).numel(), static_cast<size_t>(o_.bucket_size_mb * 1024 * 1024), world_);
+    // ZeRO-1: this rank's slices of the fp32 parameters (on a GPU; the host keeps them whole) and of the moments.
+    const std::vector<ParamRange> owned =
+        o_.distributed_optimizer ? OwnedRanges(buckets, rank_) : std::vector<ParamRange>{};
+    model_ = std::make_unique<Model>(m, B_, device_.get(), ops_.get(), o_.recompute_activations, owned);
     model_->set_dropout(o_.hidden_dropout, o_.attention_dropout);
     AdamWConfig adam;
     adam.beta1 = o_.adam_beta1;
     adam.beta2 = o_.adam_beta2;
     adam.eps = o_.adam_eps;
     adam.weight_decay = o_.weight_decay;
-    std::vector<Bucket> buckets =
-        MakeBuckets(model_->layout().numel(), static_cast<size_t>(o_.bucket_size_mb * 1024 * 1024), world_);
-    adam_ = std::make_unique<AdamW>(model_->layout(), adam,
-                                    o_.distributed_optimizer ? OwnedRanges(buckets, rank_) : std::vector<ParamRange>{},
-                                    device_.get(), ops_.get());
+    adam_ = std::make_unique<AdamW>(model_->layout(), adam, owned, device_.get(), ops_.get());
     reducer_ = std::make_unique<GradReducer>(
         *comm_, *device_, model_->grads(), std::move(buckets),
         o_.distributed_optimizer ? GradReducer::Mode::kReduceScatter : GradReducer::Mode::kAllReduce,
-        o_.overlap_grad_reduce);
+        o_.overlap_grad_reduce, model_->weights_type());
   } catch (const DeviceFull& full) {
     return common::ResourceExhausted("{}: the model ({:.2f} M parameters, with {} optimizer state) and the "
                                      "activations of micro-batches of {} x {} tokens do not fit; try a smaller "
@@ -519,9 +524,9 @@ common::Status Trainer::BuildModel() {
 // host and copied to the device.
 common::Status Trainer::InitOrLoad() {
   const ModelConfig& m = o_.model;
-  HostMirror params(*device_, model_->params().data(), model_->params().size());
+  std::vector<float> params(static_cast<size_t>(model_->layout().numel()));
   rng_.Seed(o_.seed);
-  InitParams(m, model_->layout(), rng_, params.host());
+  InitParams(m, model_->layout(), rng_, params);
   common::Status loaded = common::Status::Ok();
   if (!o_.load.empty()) {
     // Every rank reads every shard (a shared file system is assumed, as for the data): the shards hold the whole
@@ -531,10 +536,10 @@ common::Status Trainer::InitOrLoad() {
     HostMirror v_state(*device_, adam_->v().data(), adam_->v().size());
     std::vector<float> full_m, full_v;
     if (o_.distributed_optimizer) {
-      full_m.assign(model_->params().size(), 0.0f);
-      full_v.assign(model_->params().size(), 0.0f);
+      full_m.assign(params.size(), 0.0f);
+      full_v.assign(params.size(), 0.0f);
     }
-    CheckpointBuffers buffers{params.host(), o_.distributed_optimizer ? std::span<float>(full_m) : m_state.host(),
+    CheckpointBuffers buffers{params, o_.distributed_optimizer ? std::span<float>(full_m) : m_state.host(),
                               o_.distributed_optimizer ? std::span<float>(full_v) : v_state.host()};
     auto state = LoadCheckpoint(o_.load, m, buffers);
     loaded = state.status();
@@ -565,8 +570,7 @@ common::Status Trainer::InitOrLoad() {
       loaded = common::Status::Ok();
     }
   }
-  SRUNWAY_RETURN_IF_ERROR(params.Upload());
-  model_->RefreshWeights();
+  SRUNWAY_RETURN_IF_ERROR(model_->SetParams(params));
   if (o_.load.empty()) return common::Status::Ok();
   // The ranks agree before anyone trains: a rank that could not load says why; when they all failed (the usual
   // case: one shared directory), rank 0 alone says it.
@@ -640,19 +644,25 @@ common::Status Trainer::Save(const char* why) {
   common::Status written = params.Download();
   if (written.ok()) written = m_state.Download();
   if (written.ok()) written = v_state.Download();
-  std::vector<float> packed_m, packed_v;
-  if (!o_.distributed_optimizer) {
+  // The shard's ranges of each buffer, packed: what is held whole is packed here.
+  auto packed = [&ranges](std::span<const float> held, bool whole) {
+    std::vector<float> out;
+    if (!whole) return out;
     for (const ParamRange& r : ranges) {
-      const auto m = m_state.host().subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.count));
-      const auto v = v_state.host().subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.count));
-      packed_m.insert(packed_m.end(), m.begin(), m.end());
-      packed_v.insert(packed_v.end(), v.begin(), v.end());
+      const auto part = held.subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.count));
+      out.insert(out.end(), part.begin(), part.end());
     }
-  }
+    return out;
+  };
+  const bool whole_params = model_->masters().empty(), whole_state = !o_.distributed_optimizer;
+  const std::vector<float> packed_params = packed(params.host(), whole_params);
+  const std::vector<float> packed_m = packed(m_state.host(), whole_state);
+  const std::vector<float> packed_v = packed(v_state.host(), whole_state);
   if (written.ok()) {
-    written = WriteShard(o_.save, state, rank_, world_, ranges, params.host(),
-                         o_.distributed_optimizer ? m_state.host() : std::span<const float>(packed_m),
-                         o_.distributed_optimizer ? v_state.host() : std::span<const float>(packed_v));
+    written = WriteShard(o_.save, state, rank_, world_, ranges,
+                         whole_params ? std::span<const float>(packed_params) : params.host(),
+                         whole_state ? std::span<const float>(packed_m) : m_state.host(),
+                         whole_state ? std::span<const float>(packed_v) : v_state.host());
   }
   std::vector<int32_t> failed(static_cast<size_t>(world_));
   const int32_t mine = written.ok() ? 0 : 1;
@@ -851,12 +861,9 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     // Clipping scales the gradients as AdamW reads them, so they stay as the reduction left them.
     adam_->Step(model_->params(), model_->grads(), lr, step_ + 1, ClipScale(norm, o_.clip_grad), model_->weights());
-    // ZeRO-1: the updated slices travel while the next forward runs; it waits for each part as it gets there, and
-    // the model remakes its weights (the GPU's bf16 copy) from each as it arrives.
-    if (o_.distributed_optimizer) {
-      SRUNWAY_RETURN_IF_ERROR(
-          reducer_->StartGather(model_->params(), [this](ParamRange range) { model_->RefreshWeights(range); }));
-    }
+    // ZeRO-1: the updated slices of the weights the ops read (the GPU's bf16 copy, which AdamW wrote beside its
+    // fp32 slices) travel while the next forward runs; it waits for each part as it gets there.
+    if (o_.distributed_optimizer) SRUNWAY_RETURN_IF_ERROR(reducer_->StartGather(model_->weights()));
     ++step_;
     consumed_ += o_.global_batch_size;
     if (step_ == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(false));
@@ -935,12 +942,20 @@ common::StatusOr<TrainResult> Trainer::Loop() {
 }
 
 common::Status Trainer::Export() {
-  if (o_.export_safetensors.empty() || !Leader()) return common::Status::Ok();
+  if (o_.export_safetensors.empty()) return common::Status::Ok();
+  // Sharded fp32 parameters come together from every rank first, on rank 0's host.
+  std::vector<float> gathered;
+  if (!model_->masters().empty()) {
+    if (Leader()) gathered.resize(static_cast<size_t>(model_->layout().numel()));
+    SRUNWAY_RETURN_IF_ERROR(reducer_->GatherMasters(model_->params(), gathered));
+  }
+  if (!Leader()) return common::Status::Ok();
   HostMirror params(*device_, model_->params().data(), model_->params().size());
-  SRUNWAY_RETURN_IF_ERROR(params.Download());
+  if (model_->masters().empty()) SRUNWAY_RETURN_IF_ERROR(params.Download());
+  const float* whole = model_->masters().empty() ? params.host().data() : gathered.data();
   std::vector<NamedTensor> tensors;
   for (const TensorSpec& spec : model_->layout().tensors()) {
-    tensors.push_back({spec.name, spec.shape, params.host().data() + spec.offset});
+    tensors.push_back({spec.name, spec.shape, whole + spec.offset});
   }
   common::Json config = ToJson(o_.model);
   SRUNWAY_RETURN_IF_ERROR(

@@ -1,4 +1,5 @@
 // Checkpoints: round trip, the latest pointer, another model's checkpoint, corruption and truncation.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -218,12 +219,13 @@ class ShardedCheckpointTest : public CheckpointTest {
   }
   // Rank `rank`'s shard, written with the ranges of rank `ranges_of`.
   common::Status WriteOne(int64_t step, int rank, int ranges_of) {
-    std::vector<float> pm, pv;
+    std::vector<float> pp, pm, pv;
     for (const ParamRange& range : Ranges(ranges_of)) {
+      pp.insert(pp.end(), params_.begin() + range.offset, params_.begin() + range.offset + range.count);
       pm.insert(pm.end(), m_.begin() + range.offset, m_.begin() + range.offset + range.count);
       pv.insert(pv.end(), v_.begin() + range.offset, v_.begin() + range.offset + range.count);
     }
-    return WriteShard(dir_, State(step), rank, kRanks, Ranges(ranges_of), params_, pm, pv);
+    return WriteShard(dir_, State(step), rank, kRanks, Ranges(ranges_of), pp, pm, pv);
   }
   void WriteAll(int64_t step) {
     for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(WriteOne(step, r, r).ok());
@@ -280,10 +282,20 @@ TEST_F(ShardedCheckpointTest, AManifestWithoutItsShardsIsAnErrorAndUncommittedSh
   EXPECT_EQ(*common::ReadFile(dir_ / "latest_checkpointed_iteration.txt"), "7\n");
 }
 
-TEST_F(ShardedCheckpointTest, PackedMomentsMustMatchTheRanges) {
-  std::vector<float> too_short(3);
-  EXPECT_EQ(WriteShard(dir_, State(1), 0, kRanks, Ranges(0), params_, too_short, too_short).code(),
+TEST_F(ShardedCheckpointTest, PackedBuffersMustMatchTheRanges) {
+  int64_t held = 0;
+  for (const ParamRange& range : Ranges(0)) held += range.count;
+  std::vector<float> fits(static_cast<size_t>(held)), too_short(3);
+  EXPECT_EQ(WriteShard(dir_, State(1), 0, kRanks, Ranges(0), fits, too_short, too_short).code(),
             common::StatusCode::kInvalidArgument);
+  const common::Status status = WriteShard(dir_, State(1), 0, kRanks, Ranges(0), params_, fits, fits);
+  EXPECT_EQ(status.code(), common::StatusCode::kInvalidArgument);  // the whole parameters, not the shard's
+  EXPECT_NE(status.message().find(fmt::format("{} packed parameters", params_.size())), std::string::npos)
+      << status.message();
+  std::vector<ParamRange> outside = {{static_cast<int64_t>(params_.size()) - 2, 3}};
+  EXPECT_NE(WriteShard(dir_, State(1), 0, kRanks, outside, too_short, too_short, too_short).message().find(
+                "is outside the"),
+            std::string::npos);
 }
 
 TEST_F(ShardedCheckpointTest, ShardsThatDoNotTileTheBuffersAreRefused) {

@@ -92,7 +92,7 @@ TEST_P(ReducerTest, ReduceScatterOnOneRankLeavesTheGradients) {
   ASSERT_TRUE(reducer.Finish().ok());
   EXPECT_TRUE(std::equal(before.begin(), before.end(), model_.grads().begin()));
   std::vector<float> params(model_.params().begin(), model_.params().end());
-  ASSERT_TRUE(reducer.StartGather(model_.params()).ok());
+  ASSERT_TRUE(reducer.StartGather(model_.weights()).ok());
   ASSERT_TRUE(reducer.Need(model_.layout().Embeddings()).ok());
   ASSERT_TRUE(reducer.FinishGather().ok());
   EXPECT_TRUE(std::equal(params.begin(), params.end(), model_.params().begin()));
