@@ -13,9 +13,9 @@
 
 #include "blueprints/blueprint.h"
 #include "blueprints/render.h"
+#include "common/cli.h"
 #include "common/env.h"
 #include "common/fs.h"
-#include "common/version.h"
 
 namespace {
 
@@ -151,7 +151,7 @@ bool OnPath(const std::string& tool) {
 int main(int argc, char** argv) {
   CLI::App app{"Cluster Toolkit blueprints, offline: validate, expand, render Slurm's configuration, start the local "
                "cluster, deploy to Google Cloud with gcluster."};
-  app.set_version_flag("--version", common::VersionText("srunway-blueprint"));
+  common::SetUpProgram(app, "srunway-blueprint");
   app.require_subcommand(1);
   Input in;
   std::string out_dir, target = "slurm", output;

@@ -1,5 +1,6 @@
-// CLI11 validators with messages that read well (CLI::PositiveNumber's names the largest double in full):
-// "--timeout: 0 is not above 0". For the programs' main files, which have CLI11.
+// What every program's command line shares: --version, usage errors on one line, and CLI11 validators with
+// messages that read well (CLI::PositiveNumber's names the largest double in full): "--timeout: 0 is not above 0".
+// For the programs' main files, which have CLI11 and meson's version_dep.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,7 +9,20 @@
 #include <charconv>
 #include <string>
 
+#include "common/version.h"
+
 namespace srunway::common {
+
+// The program's name in --help's usage line, --version (VersionText), and CLI11's usage errors as one line naming
+// the program, "run-nccl-tests: --iters: Value 0 not in range 1 to 16777216 (see --help)", in place of CLI11's two
+// (the error, then "Run with --help for more information.").
+inline void SetUpProgram(CLI::App& app, const std::string& program) {
+  app.name(program);
+  app.set_version_flag("--version", VersionText(program));
+  app.failure_message([program](const CLI::App*, const CLI::Error& error) {
+    return fmt::format("{}: {} (see --help)\n", program, error.what());
+  });
+}
 
 // A number above `low` (or at least `low` when `inclusive`).
 inline CLI::Validator NumberAbove(double low, bool inclusive) {

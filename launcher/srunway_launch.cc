@@ -17,7 +17,6 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "common/version.h"
 #include "launcher/bootstrap.h"
 #include "launcher/launch.h"
 #include "launcher/supervise.h"
@@ -201,7 +200,7 @@ int main(int argc, char** argv) {
   common::InitLogging("srunway-launch");
   CLI::App app{"Bootstrap a Slurm step (PMIx, Slurm environment or torchrun environment), then exec COMMAND with "
                "the torchrun variables, or --check the communicators."};
-  app.set_version_flag("--version", common::VersionText("srunway-launch"));
+  common::SetUpProgram(app, "srunway-launch");
   std::string bootstrap_name = "auto", comm_name = "auto";
   double timeout_s = 60;
   bool check = false, json = false;

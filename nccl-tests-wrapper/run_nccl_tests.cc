@@ -20,7 +20,6 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/subprocess.h"
-#include "common/version.h"
 #include "nccl-tests-wrapper/campaign.h"
 #include "nccl-tests-wrapper/job.h"
 #include "topology/placement.h"
@@ -177,7 +176,7 @@ int main(int argc, char** argv) {
   bool dry_run = false, json = false, isolate = false, drain = false;
   double wait_limit_s = 3600;
   CLI::App app{"Validate nodes: run an nccl-tests-compatible benchmark through sbatch and judge its bus bandwidth."};
-  app.set_version_flag("--version", common::VersionText("run-nccl-tests"));
+  common::SetUpProgram(app, "run-nccl-tests");
   app.add_option("--nodes", spec.nodes, "nodes to test")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--nodelist", spec.nodelist, "these nodes (Slurm hostlist)");
   app.add_option("--partition", spec.partition, "partition (default: Slurm's default)");

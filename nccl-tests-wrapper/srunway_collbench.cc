@@ -14,11 +14,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/cli.h"
 #include "common/env.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/parse.h"
-#include "common/version.h"
 #include "launcher/bootstrap.h"
 #include "launcher/comm.h"
 #include "launcher/comm_factory.h"
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   int gpus = 1, check = 1, blocking = 0, threads = 1;
   double timeout_s = 60;
   CLI::App app{"Collective benchmark with nccl-tests' flags, table and bus-bandwidth formulas, over the launcher."};
-  app.set_version_flag("--version", common::VersionText("srunway-collbench"));
+  common::SetUpProgram(app, "srunway-collbench");
   app.add_option("test", test, "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv")->required();
   app.add_option("-b,--minbytes", min_bytes, "smallest size (K, M, G suffixes)")->capture_default_str();
   app.add_option("-e,--maxbytes", max_bytes, "largest size")->capture_default_str();

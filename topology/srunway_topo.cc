@@ -7,7 +7,6 @@
 #include "common/cli.h"
 #include "common/json.h"
 #include "common/log.h"
-#include "common/version.h"
 #include "topology/plan.h"
 #include "topology/plugin_config.h"
 #include "topology/topology.h"
@@ -83,7 +82,7 @@ common::Json ToJson(const topology::Topology& topo, const topology::NodePlacemen
 int main(int argc, char** argv) {
   common::InitLogging("srunway-topo");
   CLI::App app{"Print a node's GPU -> NIC, NUMA and CPU map and a task's environment plan."};
-  app.set_version_flag("--version", common::VersionText("srunway-topo"));
+  common::SetUpProgram(app, "srunway-topo");
   std::string xml, profile_name = "auto", gpus_text, plugin_path;
   int local_rank = 0, local_tasks = 0;
   bool json = false;

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include "common/cli.h"
 #include "common/log.h"
-#include "common/version.h"
 #include "trainer/data/prep.h"
 
 int main(int argc, char** argv) {
@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   bool no_eod = false, quiet = false;
   CLI::App app{"Tokenize text or JSONL into a Megatron indexed dataset (PREFIX.bin, PREFIX.idx) with a byte-level "
                "BPE tokenizer saved beside it (PREFIX.vocab.json, PREFIX.merges.txt)."};
-  app.set_version_flag("--version", srunway::common::VersionText("srunway-prep"));
+  srunway::common::SetUpProgram(app, "srunway-prep");
   app.add_option("--input", options.input, "text file (documents separated by blank lines or --document-separator) "
                  "or JSONL file (.jsonl/.json, one object per line)")->required();
   app.add_option("--output-prefix", options.output_prefix, "writes PREFIX.bin and PREFIX.idx")->required();

@@ -11,7 +11,6 @@
 
 #include "common/cli.h"
 #include "common/log.h"
-#include "common/version.h"
 #include "trainer/model/config.h"
 #include "trainer/ops/cuda/cuda_ops.h"
 #include "trainer/train/planner.h"
@@ -81,7 +80,7 @@ int main(int argc, char** argv) {
   float init_std = 0;
 
   CLI::App app{"Pretrain a GPT or Llama model (Megatron/NeMo flag names)."};
-  app.set_version_flag("--version", srunway::common::VersionText("srunway-train"));
+  srunway::common::SetUpProgram(app, "srunway-train");
   app.set_config();  // no INI/TOML: --config is YAML, handled below
   app.footer(
       "Environment (GPU runs; any other value of the first three is refused with exit 2):\n"

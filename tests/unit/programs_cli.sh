@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What every program says to --version (its name and srunway's version, then what the build has: whether
-# srunway-train carries its CUDA kernels), and srunway-launch's refusal of an option it does not know before the
-# command (it used to run it as the program: "cannot run '--hang-timout'" on every rank).
+# srunway-train carries its CUDA kernels) and to an option it does not have (one line naming the program, exit 2;
+# CLI11 alone says it in two lines without the program's name), and srunway-launch's refusal of an
+# option it does not know before the command (it used to run it as the program: "cannot run '--hang-timout'" on
+# every rank).
 #   programs_cli.sh VERSION CUDA(yes|no) PROGRAM...
 set -euo pipefail
 version=${1:?usage: programs_cli.sh VERSION CUDA PROGRAM...} cuda=${2:?}
@@ -19,6 +21,13 @@ for program in "$@"; do
   sed -n 2p <<<"$out" | grep -Eq "^built with: $want_cuda, " || fail "$name --version, second line: $out"
   (($(wc -l <<<"$out") == 2)) || fail "$name --version: not two lines: $out"
   echo "ok: $name --version: $(sed -n 1p <<<"$out")"
+  [[ $name == srunway-launch ]] && continue  # its own line, below
+  rc=0
+  out=$("$program" --no-such-option 2>&1) || rc=$?
+  # (srunway-collbench and srunway-blueprint name their missing test or subcommand first.)
+  [[ $rc == 2 && $(wc -l <<<"$out") == 1 && $out == "$name: "*" (see --help)" ]] ||
+    fail "$name --no-such-option: exit $rc, want 2 and one line naming $name: $out"
+  echo "ok: $out"
 done
 
 [[ -n $launch ]] || fail "no srunway-launch among the programs"
@@ -29,7 +38,8 @@ out=$("$launch" --hang-timout 900 -- true 2>&1) || rc=$?
   fail "srunway-launch with a mistyped option said: $out"
 rc=0
 out=$("$launch" --timeout 0 -- true 2>&1) || rc=$?
-[[ $rc == 2 && $(sed -n 1p <<<"$out") == "--timeout: 0 is not above 0" ]] || fail "srunway-launch --timeout 0: exit $rc: $out"
+[[ $rc == 2 && $out == "srunway-launch: --timeout: 0 is not above 0 (see --help)" ]] ||
+  fail "srunway-launch --timeout 0: exit $rc: $out"
 rc=0
 out=$("$launch" --timeout 5 true --not-an-option-of-ours 2>&1) || rc=$?
 [[ $rc == 0 ]] || fail "a program's own options after its name: exit $rc: $out"

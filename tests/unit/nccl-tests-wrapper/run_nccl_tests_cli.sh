@@ -48,12 +48,12 @@ expect 0 "srunway-collbench all_gather --comm mpi -g 1" --dry-run --gpus-per-nod
 expect 0 "threshold: a host-memory run \\(mpi communicator\\) is not judged against a GPU figure" --parse "$kWork/host.log" --reference a3mega
 expect 2 "--max-bytes '8Q': unknown size suffix 'Q'" --max-bytes 8Q --dry-run
 # Refused before a job is submitted (a factor of 1 would have been 8185 sizes; --iters 0 a failed job).
-expect 2 "^--step-factor: Value 1 not in range 2 to 1024$" --step-factor 1 --dry-run
-expect 2 "^--iters: Value 0 not in range 1 to 16777216$" --iters 0 --dry-run
-expect 2 "^--warmup: Value -1 not in range 0 to 16777216$" --warmup -1 --dry-run
-expect 2 "^--time: Value 0 not in range 1 to 1048576$" --time 0 --dry-run
-expect 2 "^--wait-limit: 0 is not above 0$" --wait-limit 0 --dry-run
-expect 2 "^--run-timeout: 'soon' is not a number$" --run-timeout soon --dry-run
+expect 2 "^run-nccl-tests: --step-factor: Value 1 not in range 2 to 1024 \\(see --help\\)$" --step-factor 1 --dry-run
+expect 2 "^run-nccl-tests: --iters: Value 0 not in range 1 to 16777216 \\(see --help\\)$" --iters 0 --dry-run
+expect 2 "^run-nccl-tests: --warmup: Value -1 not in range 0 to 16777216 \\(see --help\\)$" --warmup -1 --dry-run
+expect 2 "^run-nccl-tests: --time: Value 0 not in range 1 to 1048576 \\(see --help\\)$" --time 0 --dry-run
+expect 2 "^run-nccl-tests: --wait-limit: 0 is not above 0 \\(see --help\\)$" --wait-limit 0 --dry-run
+expect 2 "^run-nccl-tests: --run-timeout: 'soon' is not a number \\(see --help\\)$" --run-timeout soon --dry-run
 expect 0 "srun --mpi=pmix --kill-on-bad-exit=1 --network-profile=a3mega .*/srunway-collbench all_gather --comm nccl -g 1 -b 8388608 -e 8589934592" \
   --dry-run --nodes 4 --network-profile a3mega --reference a3mega
 grep -q '^#SBATCH --nodes=4$' "$kWork/out" && grep -q '^#SBATCH --gpus-per-node=8$' "$kWork/out" ||
