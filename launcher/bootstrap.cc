@@ -223,10 +223,7 @@ StatusOr<std::unique_ptr<Bootstrap>> CreateSlurmBootstrap(std::chrono::milliseco
   SRUNWAY_ASSIGN_OR_RETURN(int64_t job, common::GetEnvInt("SLURM_JOB_ID", 0, INT64_MAX));
   SRUNWAY_ASSIGN_OR_RETURN(int64_t step, common::GetEnvInt("SLURM_STEP_ID", 0, INT64_MAX));
 
-  // The root listens on the first free of eight ports derived from the job and step; peers try them in order.
-  std::vector<uint16_t> ports;
-  uint16_t base = static_cast<uint16_t>(20000 + ((job * 131 + step) % 4000) * 10);
-  for (uint16_t i = 0; i < 8; ++i) ports.push_back(static_cast<uint16_t>(base + i));
+  const std::vector<uint16_t> ports = SlurmBootstrapPorts(job, step);
   std::string token = fmt::format("srunway-slurm:{}.{}:{}:{}:{}", job, step, ::getuid(), *nodelist, id.size);
   std::string root_address = "127.0.0.1";
   if (id.rank != 0) {
@@ -235,6 +232,15 @@ StatusOr<std::unique_ptr<Bootstrap>> CreateSlurmBootstrap(std::chrono::milliseco
   auto bootstrap = std::make_unique<TcpBootstrap>(BootstrapKind::kSlurm, id, timeout);
   SRUNWAY_RETURN_IF_ERROR(bootstrap->Start(root_address, ports, token));
   return std::unique_ptr<Bootstrap>(std::move(bootstrap));
+}
+
+std::vector<uint16_t> SlurmBootstrapPorts(int64_t job, int64_t step) {
+  // 1276 bases ten apart: 20000 + 1275 * 10 + 7 = 32757. Unsigned: the ids come from the environment, any size.
+  const auto mixed = static_cast<uint64_t>(job) * 131 + static_cast<uint64_t>(step);
+  const auto base = static_cast<uint16_t>(20000 + (mixed % 1276) * 10);
+  std::vector<uint16_t> ports;
+  for (uint16_t i = 0; i < 8; ++i) ports.push_back(static_cast<uint16_t>(base + i));
+  return ports;
 }
 
 StatusOr<std::unique_ptr<Bootstrap>> CreateEnvBootstrap(std::chrono::milliseconds timeout) {

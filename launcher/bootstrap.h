@@ -86,6 +86,11 @@ std::string LocalAddress();
 // (node names need not resolve); NotFound naming the node otherwise.
 common::StatusOr<std::string> SlurmNodeAddress(const std::string& node);
 
+// The slurm backend's eight ports for a job step, derived from the ids alone (every rank computes the same ones):
+// the root listens on the first free, peers try them in order. All in 20000-32767, below Linux's default
+// ephemeral range (32768-60999), where another program's outgoing connection could hold one.
+std::vector<uint16_t> SlurmBootstrapPorts(int64_t job, int64_t step);
+
 // Backend constructors, for CreateBootstrap and the tests.
 common::StatusOr<std::unique_ptr<Bootstrap>> CreatePmixBootstrap(std::chrono::milliseconds timeout);
 common::StatusOr<std::unique_ptr<Bootstrap>> CreateSlurmBootstrap(std::chrono::milliseconds timeout);

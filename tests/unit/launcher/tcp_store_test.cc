@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "common/env.h"
@@ -258,6 +259,30 @@ TEST(Launch, RankZerosFailureReachesEveryRank) {
     ASSERT_TRUE(bootstrap->ExchangePeers(announced).ok());
     EXPECT_FALSE(ExecEnvironment(*bootstrap).ok()) << announced;
   }
+}
+
+// Below the ephemeral range (32768-60999 by default), where they used to be too (20000-59999): a rank's or any
+// program's outgoing connection could hold the root's port there. Apart from MASTER_PORT's 10000-19999.
+TEST(Launch, SlurmBootstrapPortsAreEightBelowTheEphemeralRange) {
+  std::set<uint16_t> bases;
+  for (int64_t job : {int64_t{0}, int64_t{1}, int64_t{4242}, int64_t{999'999}, INT64_MAX}) {
+    for (int64_t step : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{0xfffffffe}, INT64_MAX}) {
+      const std::vector<uint16_t> ports = SlurmBootstrapPorts(job, step);
+      ASSERT_EQ(ports.size(), 8u);
+      for (size_t i = 0; i < ports.size(); ++i) {
+        EXPECT_GE(ports[i], 20000) << job << "." << step;
+        EXPECT_LT(ports[i], 32768) << job << "." << step;
+        EXPECT_EQ(ports[i], ports[0] + i);
+      }
+      EXPECT_EQ(SlurmBootstrapPorts(job, step), ports);  // every rank derives the same
+      bases.insert(ports[0]);
+    }
+  }
+  for (int64_t job = 0; job < 2000; ++job) {
+    for (uint16_t port : SlurmBootstrapPorts(job, 0)) EXPECT_LT(port, 32768) << job;
+    bases.insert(SlurmBootstrapPorts(job, 0)[0]);
+  }
+  EXPECT_GT(bases.size(), 1200u);  // consecutive jobs spread over the range
 }
 
 TEST(Launch, MasterPortIsFreeAndInItsRange) {
