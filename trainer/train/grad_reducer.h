@@ -83,7 +83,7 @@ class GradReducer {
   common::Status TestInFlight();
   // The communicator's next operation waits for everything queued on the compute stream so far.
   common::Status AfterCompute();
-  // ZeRO-1: bucket b is reduce-scattered inside the gradients / all-gathered inside the parameters (no copy).
+  // ZeRO-1: bucket b is reduce-scattered inside the gradients / all-gathered inside the weights (no copy).
   bool ReducesInPlace(size_t b) const { return staging_[b].data() == nullptr; }
   bool GathersInPlace(size_t b) const { return gathered_[b].data() == nullptr; }
 

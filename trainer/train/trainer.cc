@@ -950,9 +950,12 @@ common::Status Trainer::Export() {
     SRUNWAY_RETURN_IF_ERROR(reducer_->GatherMasters(model_->params(), gathered));
   }
   if (!Leader()) return common::Status::Ok();
-  HostMirror params(*device_, model_->params().data(), model_->params().size());
-  if (model_->masters().empty()) SRUNWAY_RETURN_IF_ERROR(params.Download());
-  const float* whole = model_->masters().empty() ? params.host().data() : gathered.data();
+  std::optional<HostMirror> params;  // the whole parameters where this rank holds them
+  if (model_->masters().empty()) {
+    params.emplace(*device_, model_->params().data(), model_->params().size());
+    SRUNWAY_RETURN_IF_ERROR(params->Download());
+  }
+  const float* whole = params ? params->host().data() : gathered.data();
   std::vector<NamedTensor> tensors;
   for (const TensorSpec& spec : model_->layout().tensors()) {
     tensors.push_back({spec.name, spec.shape, whole + spec.offset});
