@@ -8,6 +8,7 @@
 
 #include <charconv>
 #include <string>
+#include <vector>
 
 #include "common/version.h"
 
@@ -15,11 +16,18 @@ namespace srunway::common {
 
 // The program's name in --help's usage line, --version (VersionText), and CLI11's usage errors as one line naming
 // the program, "run-nccl-tests: --iters: Value 0 not in range 1 to 16777216 (see --help)", in place of CLI11's two
-// (the error, then "Run with --help for more information.").
+// (the error, then "Run with --help for more information."). An argument the program does not know is named even
+// where something required is missing too: CLI11 checks requirements first, so `srunway-blueprint --valdate x`
+// said only "A subcommand is required".
 inline void SetUpProgram(CLI::App& app, const std::string& program) {
   app.name(program);
   app.set_version_flag("--version", VersionText(program));
-  app.failure_message([program](const CLI::App*, const CLI::Error& error) {
+  app.failure_message([program](const CLI::App* failed, const CLI::Error& error) {
+    if (dynamic_cast<const CLI::RequiredError*>(&error) != nullptr && !failed->get_prefix_command()) {
+      if (const std::vector<std::string> extras = failed->remaining(true); !extras.empty()) {
+        return fmt::format("{}: {} (see --help)\n", program, CLI::ExtrasError(extras).what());
+      }
+    }
     return fmt::format("{}: {} (see --help)\n", program, error.what());
   });
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What every program says to --version (its name and srunway's version, then what the build has: whether
-# srunway-train carries its CUDA kernels) and to an option it does not have (one line naming the program, exit 2;
-# CLI11 alone says it in two lines without the program's name), and srunway-launch's refusal of an
+# srunway-train carries its CUDA kernels) and to an option it does not have (one line naming the program and the
+# option, exit 2; CLI11 alone says it in two lines without the program's name, and names a missing required
+# argument instead where there is one), and srunway-launch's refusal of an
 # option it does not know before the command (it used to run it as the program: "cannot run '--hang-timout'" on
 # every rank).
 #   programs_cli.sh VERSION CUDA(yes|no) PROGRAM...
@@ -24,10 +25,19 @@ for program in "$@"; do
   [[ $name == srunway-launch ]] && continue  # its own line, below
   rc=0
   out=$("$program" --no-such-option 2>&1) || rc=$?
-  # (srunway-collbench and srunway-blueprint name their missing test or subcommand first.)
-  [[ $rc == 2 && $(wc -l <<<"$out") == 1 && $out == "$name: "*" (see --help)" ]] ||
-    fail "$name --no-such-option: exit $rc, want 2 and one line naming $name: $out"
+  # The option is named even where a required argument is missing too (srunway-collbench's test,
+  # srunway-blueprint's subcommand and file): CLI11 alone reports only the missing one.
+  [[ $rc == 2 && $(wc -l <<<"$out") == 1 &&
+     $out == "$name: The following argument was not expected: --no-such-option (see --help)" ]] ||
+    fail "$name --no-such-option: exit $rc, want 2 and one line naming $name and the option: $out"
   echo "ok: $out"
+  if [[ $name == srunway-blueprint ]]; then
+    rc=0
+    out=$("$program" validate --no-such-option 2>&1) || rc=$?
+    [[ $rc == 2 && $out == "$name: The following argument was not expected: --no-such-option (see --help)" ]] ||
+      fail "$name validate --no-such-option (no file): exit $rc: $out"
+    echo "ok: $out"
+  fi
 done
 
 [[ -n $launch ]] || fail "no srunway-launch among the programs"
