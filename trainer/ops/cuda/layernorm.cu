@@ -17,14 +17,7 @@ __global__ void LayerNormForwardKernel(bf16* out, float* mean, float* rstd, bf16
   float x[kNormColumnsPerLane], y[kNormColumnsPerLane];
   for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
     const int64_t base = int64_t{row} * C;
-    if constexpr (kResidual) {
-      for (int slab = 0; slab < C; slab += kNormSlab) {
-        LoadNormColumns<kVector>(a + base, slab, lane, C, x);
-        LoadNormColumns<kVector>(b + base, slab, lane, C, y);
-        for (int j = 0; j < kNormColumnsPerLane; ++j) x[j] += y[j];
-        StoreNormColumns<kVector>(inp + base, slab, lane, C, x);
-      }
-    }
+    if constexpr (kResidual) StoreResidualRow<kVector>(inp + base, a + base, b + base, lane, C);
     float sum = 0;
     for (int slab = 0; slab < C; slab += kNormSlab) {
       LoadNormColumns<kVector>(inp + base, slab, lane, C, x);  // 0 past C

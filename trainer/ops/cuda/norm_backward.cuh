@@ -66,6 +66,18 @@ __device__ __forceinline__ void StoreNormColumns(bf16* row, int slab, int lane, 
   }
 }
 
+// The forwards' fused residual add: a lane's columns of row = a + b (rounded to bf16, as ResidualForward writes it).
+template <bool kVector>
+__device__ __forceinline__ void StoreResidualRow(bf16* row, const bf16* a, const bf16* b, int lane, int C) {
+  float x[kNormColumnsPerLane], y[kNormColumnsPerLane];
+  for (int slab = 0; slab < C; slab += kNormSlab) {
+    LoadNormColumns<kVector>(a, slab, lane, C, x);
+    LoadNormColumns<kVector>(b, slab, lane, C, y);
+    for (int j = 0; j < kNormColumnsPerLane; ++j) x[j] += y[j];
+    StoreNormColumns<kVector>(row, slab, lane, C, x);
+  }
+}
+
 template <typename Grads, bool kVector>
 __global__ void __launch_bounds__(kThreads, 3)
     NormBackwardKernel(Grads grads, bf16* __restrict__ dinp, const bf16* __restrict__ dout,
