@@ -8,10 +8,27 @@
 #include <cmath>
 #include <set>
 
+#include "common/hostlist.h"
 #include "common/json.h"
 #include "common/parse.h"
 
 namespace srunway::nccltests {
+
+common::Status ApplyNodelist(JobSpec& spec, bool nodes_given) {
+  if (spec.nodelist.empty()) return common::Status::Ok();
+  auto hosts = common::ExpandHostlist(spec.nodelist);
+  if (!hosts.ok()) return common::InvalidArgument("--nodelist {}: {}", spec.nodelist, hosts.status().message());
+  const std::set<std::string> distinct(hosts->begin(), hosts->end());
+  const int named = static_cast<int>(distinct.size());
+  if (!nodes_given) {
+    spec.nodes = named;
+  } else if (spec.nodes < named) {
+    return common::InvalidArgument("--nodes {} is fewer than the {} nodes --nodelist {} names (Slurm would refuse "
+                                   "the job): drop --nodes, or name {} of them",
+                                   spec.nodes, named, spec.nodelist, spec.nodes);
+  }
+  return common::Status::Ok();
+}
 
 std::string SbatchScript(const JobSpec& s) {
   std::string out = "#!/bin/bash\n";

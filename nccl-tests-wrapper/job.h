@@ -49,6 +49,11 @@ struct DcgmResult {
 };
 std::vector<DcgmResult> ParseDcgmLines(std::string_view log);
 
+// Checks --nodelist against --nodes as sbatch would take them: a malformed hostlist, or fewer --nodes than it
+// names (sbatch: "invalid number of nodes"), is an InvalidArgument naming both; more is Slurm's "these and others".
+// Without --nodes (`nodes_given` false) the count is the list's, so `--nodelist a3m-[001-016]` tests 16 nodes.
+common::Status ApplyNodelist(JobSpec& spec, bool nodes_given);
+
 // The script `sbatch` gets: #SBATCH lines, with a topology order the placement of every node and a SLURM_HOSTFILE
 // in that order, then one srun --mpi=pmix of the benchmark (--distribution=arbitrary when ordered).
 std::string SbatchScript(const JobSpec& spec);

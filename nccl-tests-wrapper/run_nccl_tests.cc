@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Validate nodes: run an nccl-tests-compatible benchmark through sbatch and judge its bus bandwidth."};
   common::SetUpProgram(app, "run-nccl-tests");
   app.add_option("--nodes", spec.nodes, "nodes to test")->capture_default_str()->check(CLI::Range(1, 100000));
-  app.add_option("--nodelist", spec.nodelist, "these nodes (Slurm hostlist)");
+  app.add_option("--nodelist", spec.nodelist, "these nodes (Slurm hostlist; --nodes defaults to their count)");
   app.add_option("--partition", spec.partition, "partition (default: Slurm's default)");
   app.add_option("--gpus-per-node", spec.gpus_per_node, "one task per GPU; 0 for CPU ranks")->capture_default_str();
   app.add_option("--tasks-per-node", spec.tasks_per_node, "tasks per node with --gpus-per-node 0")->capture_default_str();
@@ -262,6 +262,9 @@ int main(int argc, char** argv) {
   if (*min > *max) return CouldNotRun(fmt::format("--min-bytes {} is larger than --max-bytes {}", min_bytes, max_bytes));
   spec.min_bytes = *min;
   spec.max_bytes = *max;
+  if (auto listed = nccltests::ApplyNodelist(spec, app.count("--nodes") > 0); !listed.ok()) {
+    return CouldNotRun(listed.message());
+  }
   if (spec.gpus_per_node < 0 || spec.tasks_per_node < 1) return CouldNotRun("--gpus-per-node must be >= 0 and --tasks-per-node >= 1");
   if (spec.gpus_per_node == 0 && !reference.empty()) {
     return CouldNotRun(fmt::format("--reference {} is a GPU figure; with --gpus-per-node 0 the ranks run on host "

@@ -17,8 +17,11 @@ grep -q "run-nccl-tests: job [0-9]* (the whole run) is COMPLETED" "$workdir/pass
 grep -q "ranks 4 on 2 nodes" "$workdir/pass.out" || fail "wrong rank count"
 
 rc=0
-"$tool" --nodes 2 --test all_gather --expect-busbw 1000000 "${small[@]}" >"$workdir/fail.out" 2>&1 || rc=$?
+# The nodes named, as an admin names those to validate: --nodes follows the list.
+"$tool" --nodelist 'node[1-2]' --test all_gather --expect-busbw 1000000 "${small[@]}" >"$workdir/fail.out" 2>&1 ||
+  rc=$?
 expect_eq "exit code below threshold" "$rc" 1
+grep -q "ranks 4 on 2 nodes" "$workdir/fail.out" || fail "--nodelist 'node[1-2]': $(cat "$workdir/fail.out")"
 grep -q "is below the threshold 1000000.00 GB/s (log: $workdir/run-nccl-tests-[0-9]*.out)" "$workdir/fail.out" ||
   fail "$(cat "$workdir/fail.out")"
 

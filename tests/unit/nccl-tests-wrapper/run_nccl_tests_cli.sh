@@ -54,6 +54,16 @@ expect 2 "^run-nccl-tests: --warmup: Value -1 not in range 0 to 16777216 \\(see 
 expect 2 "^run-nccl-tests: --time: Value 0 not in range 1 to 1048576 \\(see --help\\)$" --time 0 --dry-run
 expect 2 "^run-nccl-tests: --wait-limit: 0 is not above 0 \\(see --help\\)$" --wait-limit 0 --dry-run
 expect 2 "^run-nccl-tests: --run-timeout: 'soon' is not a number \\(see --help\\)$" --run-timeout soon --dry-run
+# --nodelist: --nodes follows its count (sbatch refuses fewer, "invalid number of nodes"), a malformed list is
+# named before anything is submitted.
+expect 0 "^# Written by run-nccl-tests: all_gather over 4 nodes\.$" --nodelist 'a3m-[001-004]' --dry-run
+grep -q '^#SBATCH --nodes=4$' "$kWork/out" && grep -q '^#SBATCH --nodelist=a3m-\[001-004\]$' "$kWork/out" ||
+  fail "--nodelist: $(cat "$kWork/out")"
+expect 0 "^#SBATCH --nodes=6$" --nodelist 'a3m-[001-004]' --nodes 6 --dry-run
+expect 2 "--nodes 2 is fewer than the 4 nodes --nodelist a3m-\[001-004\] names \(Slurm would refuse the job\)" \
+  --nodelist 'a3m-[001-004]' --nodes 2 --dry-run
+expect 2 "--nodelist a3m-\[004-001\]: invalid range \`004-001' in \`a3m-\[004-001\]': start is after end" \
+  --nodelist 'a3m-[004-001]' --dry-run
 expect 0 "srun --mpi=pmix --kill-on-bad-exit=1 --network-profile=a3mega .*/srunway-collbench all_gather --comm nccl -g 1 -b 8388608 -e 8589934592" \
   --dry-run --nodes 4 --network-profile a3mega --reference a3mega
 grep -q '^#SBATCH --nodes=4$' "$kWork/out" && grep -q '^#SBATCH --gpus-per-node=8$' "$kWork/out" ||
