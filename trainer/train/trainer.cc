@@ -4,11 +4,13 @@
 #include <cblas.h>
 #include <fmt/format.h>
 #include <sched.h>
+#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -17,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <variant>
 
 #include "common/env.h"
@@ -210,6 +213,7 @@ class Trainer {
   common::StatusOr<TrainResult> Loop();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
   void WatchStragglers(const std::vector<RankStep>& steps, common::Json& line);
+  common::Status CheckEndOutputs();
   common::Status Export();
   common::Status Sample();
   std::string Host(int rank) const;
@@ -226,6 +230,8 @@ class Trainer {
   int rank_ = 0, world_ = 1;
   bool setup_error_everywhere_ = false;  // the error came from the flags, which every rank has
   bool error_said_elsewhere_ = false;    // another rank's failure, which that rank reports
+  std::optional<Tokenizer> sample_tokenizer_;  // --sample's, loaded at start (rank 0)
+  std::vector<int32_t> sample_context_;        // its prompt, encoded
   int B_ = 0, T_ = 0, accum_ = 1;        // accum_: micro-batches per step on this rank
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> adam_;
@@ -414,6 +420,12 @@ common::Status Trainer::Setup() {
   if (o_.straggler_threshold <= 1 || o_.straggler_window < 1) {
     return common::InvalidArgument("--straggler-threshold must be above 1 and --straggler-window at least 1");
   }
+  for (const auto& [flag, value, least] : {std::tuple{"--sample", o_.sample_tokens, 0},
+                                           std::tuple{"--sample-top-k", o_.sample_top_k, 1},
+                                           std::tuple{"--keep-checkpoints", o_.keep_checkpoints, 0},
+                                           std::tuple{"--threads", o_.threads, 0}}) {
+    if (value < least) return common::InvalidArgument("{} must be at least {}, not {}", flag, least, value);
+  }
   setup_error_everywhere_ = false;
 
   const int threads = ThreadCount(o_.threads);
@@ -436,6 +448,7 @@ common::Status Trainer::Setup() {
   }
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
   if (!o_.save.empty()) SRUNWAY_RETURN_IF_ERROR(PrepareSaveDir(o_.save));
+  if (Leader()) SRUNWAY_RETURN_IF_ERROR(CheckEndOutputs());
 
   SRUNWAY_RETURN_IF_ERROR(BuildModel());
   SRUNWAY_ASSIGN_OR_RETURN(DecayStyle style, ParseDecayStyle(o_.lr_decay_style));
@@ -727,20 +740,43 @@ common::StatusOr<double> Trainer::SumOverRanks(double mine) {
   return total;
 }
 
-common::Status Trainer::Sample() {
+// What the run writes once training has finished, checked before the first step so that a typo costs seconds and
+// not the run: --export's directory must take a new file, and --sample's tokenizer must load and encode the
+// prompt within the model's vocabulary.
+common::Status Trainer::CheckEndOutputs() {
+  if (!o_.export_safetensors.empty()) {
+    if (std::error_code ec; std::filesystem::is_directory(o_.export_safetensors, ec)) {
+      return common::InvalidArgument("--export {} is a directory: name the file to write (model.safetensors in it?)",
+                                     o_.export_safetensors);
+    }
+    std::filesystem::path dir = std::filesystem::path(o_.export_safetensors).parent_path();
+    if (dir.empty()) dir = ".";
+    if (::access(dir.c_str(), W_OK) != 0) {
+      return common::ErrnoStatus(errno, fmt::format("--export {}: cannot write in {}", o_.export_safetensors,
+                                                    dir.string()));
+    }
+  }
+  if (o_.sample_tokens == 0) return common::Status::Ok();
   auto found = FindTokenizer(o_);
   if (!found.ok()) {
     return common::Status(found.status().code(), "--sample needs the dataset's tokenizer: " + found.status().message());
   }
-  Tokenizer& tokenizer = *found;
-  std::vector<int32_t> context = tokenizer.Encode(o_.sample_prompt);
-  if (context.empty()) context.push_back(tokenizer.eod() >= 0 ? tokenizer.eod() : 0);
-  for (int32_t token : context) {
+  sample_context_ = found->Encode(o_.sample_prompt);
+  if (sample_context_.empty()) sample_context_.push_back(found->eod() >= 0 ? found->eod() : 0);
+  for (int32_t token : sample_context_) {
     if (token >= o_.model.vocab) {
       return common::InvalidArgument("--sample: the tokenizer's token {} is outside the model's vocabulary {}", token,
                                      o_.model.vocab);
     }
   }
+  sample_tokenizer_.emplace(std::move(*found));
+  return common::Status::Ok();
+}
+
+common::Status Trainer::Sample() {
+  assert(sample_tokenizer_);
+  const Tokenizer& tokenizer = *sample_tokenizer_;
+  std::vector<int32_t> context = sample_context_;
   const size_t prompt = context.size();
   Rng rng(o_.seed + 17);
   SRUNWAY_ASSIGN_OR_RETURN(std::vector<int32_t> out, Generate(*model_, context, o_.sample_tokens, o_.sample_top_k, rng));
@@ -961,8 +997,11 @@ common::Status Trainer::Export() {
     tensors.push_back({spec.name, spec.shape, whole + spec.offset});
   }
   common::Json config = ToJson(o_.model);
-  SRUNWAY_RETURN_IF_ERROR(
-      WriteSafetensors(o_.export_safetensors, tensors, {{"srunway_model", config.dump()}, {"format", "pt"}}));
+  if (common::Status written =
+          WriteSafetensors(o_.export_safetensors, tensors, {{"srunway_model", config.dump()}, {"format", "pt"}});
+      !written.ok()) {
+    return common::Status(written.code(), fmt::format("--export {}: {}", o_.export_safetensors, written.message()));
+  }
   common::LogInfo("exported weights to {}", o_.export_safetensors);
   return common::Status::Ok();
 }

@@ -129,6 +129,20 @@ expect_exit 1 "n_layer is 2 in the checkpoint and 3 here" \
 expect_exit 1 "--save $kWork/data.bin/ckpt: cannot create the directory: Not a directory" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --save "$kWork/data.bin/ckpt" --save-interval 1
 grep -q '^step' "$kWork/out" && fail "a run whose --save cannot be created trained: $(cat "$kWork/out")"
+# So are what is written once training has ended (an --export into a missing directory, or a --sample without a
+# tokenizer, failed after the whole run) and counts that cannot be negative (they were taken and ignored).
+expect_exit 1 "--export $kWork/none/model.safetensors: cannot write in $kWork/none: No such file or directory" \
+  "$kTrain" "${common[@]}" --mock-data --train-steps 2 --export "$kWork/none/model.safetensors"
+grep -q '^step' "$kWork/out" && fail "a run whose --export cannot be written trained: $(cat "$kWork/out")"
+expect_exit 2 "--export $kWork is a directory: name the file to write" \
+  "$kTrain" "${common[@]}" --mock-data --train-steps 2 --export "$kWork"
+expect_exit 2 "--sample needs the dataset's tokenizer: --data-path: no dataset given" \
+  "$kTrain" "${common[@]}" --mock-data --train-steps 2 --sample 5
+grep -q '^step' "$kWork/out" && fail "a run whose --sample has no tokenizer trained: $(cat "$kWork/out")"
+expect_exit 2 "--sample must be at least 0, not -3" "$kTrain" "${common[@]}" --mock-data --sample -3
+expect_exit 2 "--sample-top-k must be at least 1, not 0" "$kTrain" "${common[@]}" --mock-data --sample-top-k 0
+expect_exit 2 "--keep-checkpoints must be at least 0, not -1" \
+  "$kTrain" "${common[@]}" --mock-data --keep-checkpoints -1
 expect_exit 1 "/dev/full: No space left on device" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
 expect_exit 3 "training diverged" "$kTrain" "${common[@]}" --mock-data --train-steps 30 --lr 1e30 --clip-grad 0
