@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print("srunway-prep: {} documents, {} tokens ({:.2f} bytes/token, vocabulary {}) in {:.1f} s -> {}.bin, {}.idx\n",
-             stats->documents, stats->tokens, static_cast<double>(stats->bytes) / std::max<int64_t>(stats->tokens, 1),
-             stats->vocab_size, seconds, options.output_prefix, options.output_prefix);
+  fmt::print("srunway-prep: {} document{}, {} tokens ({:.2f} bytes/token, vocabulary {}) in {:.1f} s -> {}.bin, {}.idx\n",
+             stats->documents, stats->documents == 1 ? "" : "s", stats->tokens,
+             static_cast<double>(stats->bytes) / std::max<int64_t>(stats->tokens, 1), stats->vocab_size, seconds, options.output_prefix, options.output_prefix);
   return 0;
 }
