@@ -2,6 +2,7 @@
 #include "common/fs.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,6 +105,17 @@ Status AtomicFile::Commit() {
   std::filesystem::path dir = path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".");
   Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_fd.get() >= 0) ::fsync(dir_fd.get());
+  return Status::Ok();
+}
+
+Status CheckWritableFile(const std::filesystem::path& path, std::string_view flag) {
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    return InvalidArgument("{} {} is a directory: name the file to write", flag, path.string());
+  }
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return ErrnoStatus(errno, fmt::format("{} {}: cannot write in {}", flag, path.string(), dir.string()));
+  }
   return Status::Ok();
 }
 

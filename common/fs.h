@@ -43,6 +43,11 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// Whether a file can be written at `path` later (WriteFileAtomic, AtomicFile): not a directory, and its directory
+// exists and is writable. For outputs written at the end of a long run, checked at its start; `flag` names the
+// option in the error ("--export out/model.safetensors: cannot write in out: No such file or directory").
+Status CheckWritableFile(const std::filesystem::path& path, std::string_view flag);
+
 // Writes to a temporary name in the same directory, fsyncs, renames over `path` and fsyncs the directory.
 // On any failure (a full disk included) the temporary is removed and `path` is untouched.
 Status WriteFileAtomic(const std::filesystem::path& path, std::string_view contents);

@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   app.add_option("-b,--minbytes", min_bytes, "smallest size (K, M, G suffixes)")->capture_default_str();
   app.add_option("-e,--maxbytes", max_bytes, "largest size")->capture_default_str();
   app.add_option("-i,--stepbytes", step_bytes, "increment between sizes")->capture_default_str();
-  app.add_option("-f,--stepfactor", o.step_factor, "multiply sizes by this instead")->capture_default_str();
+  app.add_option("-f,--stepfactor", o.step_factor, "multiply sizes by this instead (1: add -i)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app.add_option("-n,--iters", o.iters, "timed iterations")->capture_default_str()->check(CLI::Range(1, 1 << 24));
   app.add_option("-w,--warmup_iters", o.warmup, "warmup iterations")->capture_default_str()->check(CLI::Range(0, 1 << 24));
   app.add_option("-c,--check", check, "check results (0/1)")->capture_default_str()->check(CLI::Range(0, 1));
@@ -89,7 +90,8 @@ int main(int argc, char** argv) {
   app.add_option("-J,--output_file", json_file, "also write the results as JSON to this file");
   app.add_option("--bootstrap", bootstrap_name, "auto, pmix, slurm, env")->capture_default_str();
   app.add_option("--comm", comm_name, "auto (NCCL on GPUs, else MPI), nccl, mpi, self")->capture_default_str();
-  app.add_option("--timeout", timeout_s, "seconds the bootstrap, communicator set-up and each collective may take")->capture_default_str();
+  app.add_option("--timeout", timeout_s, "seconds the bootstrap, communicator set-up and each collective may take")
+      ->capture_default_str()->check(common::Positive());
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -108,6 +110,14 @@ int main(int argc, char** argv) {
   }
   if (o.min_bytes > o.max_bytes) {
     return Usage(common::InvalidArgument("-b {} is larger than -e {}", min_bytes, max_bytes));
+  }
+  if (o.step_factor == 1 && o.step_bytes == 0 && o.max_bytes > o.min_bytes) {
+    return Usage(common::InvalidArgument("-i 0 with -f 1 never gets from -b {} to -e {}: give -i or -f", min_bytes,
+                                         max_bytes));
+  }
+  // The results file is written after the whole sweep: a path that cannot take it is refused first.
+  if (!json_file.empty()) {
+    if (auto writable = common::CheckWritableFile(json_file, "-J"); !writable.ok()) return Usage(writable);
   }
   if (gpus != 1 || threads != 1) {
     return Usage(common::InvalidArgument("-g {} -t {}: one device per process only (start one task per GPU)", gpus, threads));

@@ -23,6 +23,7 @@
 #include <variant>
 
 #include "common/env.h"
+#include "common/fs.h"
 #include "common/heartbeat.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -745,16 +746,7 @@ common::StatusOr<double> Trainer::SumOverRanks(double mine) {
 // prompt within the model's vocabulary.
 common::Status Trainer::CheckEndOutputs() {
   if (!o_.export_safetensors.empty()) {
-    if (std::error_code ec; std::filesystem::is_directory(o_.export_safetensors, ec)) {
-      return common::InvalidArgument("--export {} is a directory: name the file to write (model.safetensors in it?)",
-                                     o_.export_safetensors);
-    }
-    std::filesystem::path dir = std::filesystem::path(o_.export_safetensors).parent_path();
-    if (dir.empty()) dir = ".";
-    if (::access(dir.c_str(), W_OK) != 0) {
-      return common::ErrnoStatus(errno, fmt::format("--export {}: cannot write in {}", o_.export_safetensors,
-                                                    dir.string()));
-    }
+    SRUNWAY_RETURN_IF_ERROR(common::CheckWritableFile(o_.export_safetensors, "--export"));
   }
   if (o_.sample_tokens == 0) return common::Status::Ok();
   auto found = FindTokenizer(o_);
