@@ -296,6 +296,15 @@ int main(int argc, char** argv) {
   std::error_code ec;
   std::filesystem::create_directories(job_dir, ec);
   if (ec) return CouldNotRun(fmt::format("create {}: {}", job_dir, ec.message()));
+  // The report is written once the job has ended: a directory that cannot take it is refused before submitting.
+  if (!report_dir.empty()) {
+    std::filesystem::create_directories(report_dir, ec);
+    if (ec) return CouldNotRun(fmt::format("--report {}: cannot create the directory: {}", report_dir, ec.message()));
+    if (auto writable = common::CheckWritableFile(std::filesystem::path(report_dir) / "report.md", "--report");
+        !writable.ok()) {
+      return CouldNotRun(writable.message());
+    }
+  }
   auto scheduler = nccltests::MakeSlurmScheduler();
   nccltests::Campaign campaign(*scheduler, job_dir, [](const std::string& line) {
     fmt::print("run-nccl-tests: {}\n", line);

@@ -29,6 +29,12 @@ rc=0
 "$tool" --nodes 3 "${small[@]}" >"$workdir/nodes.out" 2>&1 || rc=$?
 expect_eq "exit code with too many nodes" "$rc" 2
 grep -q -- "--nodes 3: partition (default) has 2 nodes" "$workdir/nodes.out" || fail "$(cat "$workdir/nodes.out")"
+# A --report directory that cannot be made is refused before a job is submitted (it failed after the job).
+rc=0
+"$tool" --nodes 2 "${small[@]}" --report /proc/srunway-report >"$workdir/report.out" 2>&1 || rc=$?
+expect_eq "exit code with an impossible --report" "$rc" 2
+grep -q -- "--report /proc/srunway-report: cannot create the directory" "$workdir/report.out" &&
+  ! grep -q "submitted job" "$workdir/report.out" || fail "--report /proc/...: $(cat "$workdir/report.out")"
 # Topology order from physical_host answers (a file standing in for each node's metadata server): node2's block
 # sorts first, so the job runs with SLURM_HOSTFILE and --distribution=arbitrary and rank 0 lands on node2.
 printf 'node1 /CLUSTER-B/RACK-1/HOST-1\nnode2 /CLUSTER-A/RACK-4/HOST-2\n' >"$workdir/answers"
