@@ -134,7 +134,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
   (void)boot.Finalize();
   auto child = Child::Start(options);
   if (!child.ok()) {
-    const std::string why = fmt::format("{} {}", boot.NameRank(me.rank), child.status().message());
+    const std::string why = fmt::format("{}: {}", boot.NameRank(me.rank), child.status().message());
     Report(why);
     (*watchdog)->Abort(why);
     return child.status().code() == common::StatusCode::kNotFound ? kExitNotFound : kExitNotExecutable;
@@ -253,6 +253,18 @@ int main(int argc, char** argv) {
 
   if (supervision.tee && supervision.log_dir.empty()) {
     return Fail(nullptr, common::InvalidArgument("--tee needs --log-dir"), kExitUsage);
+  }
+  // Made before the bootstrap, so that a directory no rank can write ends the step at once, on every rank.
+  if (!supervision.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(supervision.log_dir, ec);
+    if (!ec && ::access(supervision.log_dir.c_str(), W_OK) != 0) ec.assign(errno, std::generic_category());
+    if (ec) {
+      return Fail(nullptr,
+                  common::FailedPrecondition("--log-dir {}: cannot write the directory: {}", supervision.log_dir,
+                                             ec.message()),
+                  kExitUsage);
+    }
   }
   const bool supervise = !check && !no_supervise;
   supervision.hang_timeout = std::chrono::milliseconds(static_cast<int64_t>(hang_timeout_s * 1000));

@@ -95,6 +95,13 @@ expect_eq "one rank's exit code" "$rc" 9
 rc=0
 srun -n1 --time=1 "$launch" -- /no/such/program 2>"$work/missing.err" || rc=$?
 expect_eq "a missing program" "$rc" 127
-grep -q "srunway-launch: rank 0 on node1 cannot run '/no/such/program': No such file or directory" "$work/missing.err" ||
+grep -q "srunway-launch: rank 0 on node1: cannot run '/no/such/program': No such file or directory" "$work/missing.err" ||
   fail "missing program: $(cat "$work/missing.err")"
+# A --log-dir no rank can write ends the step before the bootstrap, on every rank, one line each (exit 2; it was
+# found only when the program was about to start, and exited 126 as if the program could not be executed).
+rc=0
+srun -N2 -n2 --time=1 "$launch" --log-dir /proc/srunway-logs -- true 2>"$work/logdir.err" || rc=$?
+expect_eq "an unwritable --log-dir" "$rc" 2
+expect_eq "its lines" "$(grep -c "^srunway-launch: --log-dir /proc/srunway-logs: cannot write the directory: " \
+  "$work/logdir.err")" 2
 echo "ok"
