@@ -198,12 +198,14 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     auto written = common::WriteFileAtomic(output, text);
-    return written.ok() ? kExitOk : Error(written.message(), kExitInvalid);
+    return written.ok() ? kExitOk : Error(fmt::format("--output {}: {}", output, written.message()), kExitInvalid);
   }
   if (render->parsed()) {
     auto files = RenderSlurm(*bp);
     if (!files.ok()) return Error(fmt::format("{}: {}", in.file, files.status().message()), kExitInvalid);
-    if (int rc = WriteFiles(*files, out_dir); rc != kExitOk) return rc;
+    if (auto written = common::WriteFilesAtomic(out_dir, *files); !written.ok()) {
+      return Error(fmt::format("--out {}: {}", out_dir, written.message()), kExitInvalid);
+    }
     for (const auto& [name, text] : *files) fmt::print("{}/{}\n", out_dir, name);
     return kExitOk;
   }

@@ -66,6 +66,11 @@ grep -qx 'NodeName=node\[1-2\] NodeHostname=h NodeAddr=127.0.0.1 Port=16818-1681
   "$kWork/local/slurm.conf" || fail "local nodes: $(cat "$kWork/local/slurm.conf")"
 grep -qx 'MpiDefault=pmix' "$kWork/local/slurm.conf" || fail "no MpiDefault=pmix"
 grep -qx 'NodeName=node1 Name=gpu File=/st/dev/node1/nvidia\[0-7\]' "$kWork/local/gres.conf" || fail "local gres"
+# Where the files cannot go, the line names the option.
+expect 1 render blueprints/local/local.yaml --out /proc/srunway-render
+has "srunway-blueprint: --out /proc/srunway-render: create /proc/srunway-render: No such file or directory"
+expect 1 expand blueprints/local/local.yaml -o "$kWork/none/x.yaml"
+has "srunway-blueprint: --output $kWork/none/x.yaml: create temporary file in $kWork/none: No such file or directory"
 expect 0 render blueprints/a3mega/slurm-a3mega-cluster.yaml -d blueprints/a3mega/deployment-image-cluster.yaml --out "$kWork/a3"
 grep -qx 'NodeName=a3megaclus-a3meganodeset-\[0-1\] CPUs=208 RealMemory=1821081 Gres=gpu:8 CoresPerSocket=52 ThreadsPerCore=2 State=UNKNOWN' \
   "$kWork/a3/slurm.conf" || fail "a3mega nodes: $(cat "$kWork/a3/slurm.conf")"
