@@ -34,9 +34,11 @@ int ExitCode(srunway::trainer::TrainResult::Ending ending) {
 void OnStopSignal(int signal) { g_stop_signal = signal; }
 
 // Turns a YAML mapping of flag names (with - or _) into command-line words, skipping the flags given on the
-// command line itself, which win. Lists become repeated values ("data-path: [0.7, a, 0.3, b]").
+// command line itself, which win. Lists become repeated values ("data-path: [0.7, a, 0.3, b]"). A key that is no
+// flag of `app` is named with its line (CLI11 would report the words it made, without the file).
 srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::string& path,
-                                                                 const std::set<std::string>& given) {
+                                                                 const std::set<std::string>& given,
+                                                                 const CLI::App& app) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -50,6 +52,10 @@ srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::strin
     std::replace(key.begin(), key.end(), '_', '-');
     const std::string flag = "--" + key;
     if (given.count(flag) || key == "config") continue;
+    if (app.get_option_no_throw(flag) == nullptr) {
+      return srunway::common::InvalidArgument("{}:{}: unknown key '{}' (srunway-train has no {}; see --help)", path,
+                                              entry.first.Mark().line + 1, entry.first.as<std::string>(), flag);
+    }
     const YAML::Node& value = entry.second;
     if (value.IsSequence()) {
       words.push_back(flag);
@@ -210,7 +216,7 @@ int main(int argc, char** argv) {
     if (word.starts_with("--config=")) config_file = word.substr(9);
   }
   if (!config_file.empty()) {
-    auto words = ConfigWords(config_file, given);
+    auto words = ConfigWords(config_file, given, app);
     if (!words.ok()) {
       srunway::common::LogError("{}", words.status().message());
       return srunway::trainer::kExitUsage;

@@ -116,6 +116,10 @@ echo "ok: the last validation line before the run's closing lines"
 expect_exit 2 "unknown preset 'gpt5'" "$kTrain" --preset gpt5 --mock-data
 expect_exit 2 "--no-such-flag" "$kTrain" --no-such-flag
 expect_exit 2 "config.bad.yaml:2" bash -c "printf 'a: 1\n b: [\n' >'$kWork/config.bad.yaml'; '$kTrain' --config '$kWork/config.bad.yaml'"
+# A key that is no flag is named with its line (CLI11 named the words made of it: "3 --micro-batch").
+printf 'lr: 0.001\nmicro_batch: 3\n' >"$kWork/config.typo.yaml"
+expect_exit 2 "config.typo.yaml:2: unknown key 'micro_batch' \(srunway-train has no --micro-batch; see --help\)" \
+  "$kTrain" --config "$kWork/config.typo.yaml" --mock-data
 expect_exit 2 "not a multiple of --micro-batch-size" "$kTrain" "${common[@]}" --mock-data --global-batch-size 3
 expect_exit 1 "no such dataset" "$kTrain" "${common[@]}" --data-path "$kWork/missing"
 cp "$kWork/data.bin" "$kWork/corrupt.bin"
