@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -65,12 +66,17 @@ common::Status Campaign::WaitAll(std::vector<Submitted>& jobs, Clock::time_point
       }
     }
     if (all_done) return common::Status::Ok();
-    if (Clock::now() > deadline) {
+    const bool stopped = stop_ != nullptr && *stop_ != 0;
+    if (stopped || Clock::now() > deadline) {
       std::string ids;
       for (const Submitted& s : jobs) {
         if (IsFinished(s.state)) continue;
         scheduler_.Cancel(s.job);
         ids += (ids.empty() ? "" : ", ") + s.job + " (log: " + s.log + ")";
+      }
+      if (stopped) {
+        const char* name = ::sigabbrev_np(static_cast<int>(*stop_));
+        return common::Aborted("stopped by SIG{}; cancelled {}", name != nullptr ? name : "?", ids);
       }
       return common::DeadlineExceeded("jobs did not finish in time; cancelled {}", ids);
     }

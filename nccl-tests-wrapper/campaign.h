@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <string>
 #include <vector>
@@ -63,8 +64,12 @@ class Campaign {
   common::StatusOr<Submitted> Submit(JobSpec spec, const std::string& tag, const std::string& label);
 
   // Waits for every job, reporting state changes (and, with one job, each size as its log shows it). When the
-  // deadline passes every unfinished job is cancelled and the error names them with their logs.
+  // deadline passes every unfinished job is cancelled and the error names them with their logs; likewise, as an
+  // Aborted error, once `*stop` (see StopOn) is non-zero: the user's Ctrl-C must not leave nodes held.
   common::Status WaitAll(std::vector<Submitted>& jobs, Clock::time_point deadline);
+
+  // A flag a signal handler sets (the signal's number) to end the waiting; null: none.
+  void StopOn(const volatile std::sig_atomic_t* stop) { stop_ = stop; }
 
   // Bad-node isolation after a failed run over `nodes` (`whole` is what it showed): disjoint pairs in parallel (an
   // odd node out pairs with the first; with two nodes the whole run was the pair), then each node of a failed
@@ -82,6 +87,7 @@ class Campaign {
   std::string job_dir_;
   Reporter report_;
   std::chrono::milliseconds poll_;
+  const volatile std::sig_atomic_t* stop_ = nullptr;
 };
 
 // The verdict on a finished job's log; a job that ended other than COMPLETED never passes.

@@ -62,4 +62,27 @@ grep -q "^run-nccl-tests: bad node node2: dcgmi diag -r 1 failed: | PCIe | Fail 
 grep -q 'to drain it: scontrol update nodename=node2 state=drain' "$workdir/dcgm.out" || fail "no drain line"
 ! grep -q 'bad node node1' "$workdir/dcgm.out" || fail "node1 named"
 grep -q "verdict: PASS" "$workdir/dcgm.out" || fail "the benchmark itself should still pass"
+# A kill (or Ctrl-C, or a closed terminal: the same handler) while the job runs: the job is cancelled, not left
+# holding its exclusive nodes, and the exit code is 128 + the signal. (SIGTERM here: a background job of a script
+# ignores SIGINT until the program sets its own handler.)
+"$tool" --nodes 2 --test all_reduce --gpus-per-node 0 --tasks-per-node 2 --min-bytes 256K --max-bytes 256K \
+  --iters 16777216 --job-dir "$workdir" >"$workdir/stop.out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "submitted job" "$workdir/stop.out" && break; sleep 0.2; done
+job=$(sed -n 's/^run-nccl-tests: submitted job \([0-9]*\) .*/\1/p' "$workdir/stop.out")
+[[ -n $job ]] || { kill "$pid"; fail "no job submitted: $(cat "$workdir/stop.out")"; }
+at_exit "scancel $job 2>/dev/null"
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+expect_eq "exit code after SIGTERM" "$rc" 143
+grep -q "error: stopped by SIGTERM; cancelled $job (log: " "$workdir/stop.out" || fail "no stop line: $(cat "$workdir/stop.out")"
+state=""
+for _ in $(seq 50); do
+  state=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+  [[ $state == CANCELLED ]] && break
+  sleep 0.2
+done
+expect_eq "job $job's state after run-nccl-tests was stopped" "$state" CANCELLED
+echo "ok: a signal to run-nccl-tests cancels its job"
 echo "ok: run-nccl-tests passes 2 nodes, fails an impossible threshold, refuses 3 nodes, orders by placement, names a node DCGM fails"

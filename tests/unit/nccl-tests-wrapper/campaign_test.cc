@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <map>
 #include <set>
 
@@ -202,6 +203,22 @@ TEST_F(CampaignTest, ADeadlineCancelsWhatIsStillRunningAndNamesIt) {
   const common::Status status = campaign.WaitAll(jobs, Campaign::Clock::now() + std::chrono::milliseconds(50));
   EXPECT_EQ(status.code(), common::StatusCode::kDeadlineExceeded);
   EXPECT_NE(status.message().find("cancelled 100 (log: " + job->log + ")"), std::string::npos) << status.message();
+  EXPECT_EQ(scheduler.cancelled, (std::set<std::string>{"100"}));
+}
+
+TEST_F(CampaignTest, ASignalCancelsWhatIsStillRunningAndSaysWhichSignal) {
+  FakeScheduler scheduler({"n1", "n2"});
+  scheduler.hang = true;
+  Campaign campaign = MakeCampaign(scheduler);
+  volatile std::sig_atomic_t stop = 0;
+  campaign.StopOn(&stop);
+  auto job = campaign.Submit(Spec(2), "", "the whole run");
+  ASSERT_TRUE(job.ok());
+  std::vector<Submitted> jobs = {*job};
+  stop = SIGINT;  // as the handler sets it; the deadline is far off
+  const common::Status status = campaign.WaitAll(jobs, Soon());
+  EXPECT_EQ(status.code(), common::StatusCode::kAborted);
+  EXPECT_EQ(status.message(), "stopped by SIGINT; cancelled 100 (log: " + job->log + ")");
   EXPECT_EQ(scheduler.cancelled, (std::set<std::string>{"100"}));
 }
 
