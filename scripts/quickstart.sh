@@ -32,6 +32,8 @@ job=$(SRUNWAY_TRAIN=$kRepo/build/trainer/srunway-train SRUNWAY_LAUNCH=$kRepo/bui
 job=${job%%;*}
 log=$kJobDir/train-gpt-$job.out
 echo "quickstart: submitted job $job ($kJobScript)"
+# Ctrl-C (or a closed terminal) while it runs ends the job too, rather than leaving it on the cluster.
+trap 'scancel "$job" 2>/dev/null; echo "quickstart: stopped; cancelled job $job (log: $log)" >&2; exit 130' INT TERM HUP
 
 # Waits for the job, printing each state it passes through and its output as it grows.
 state="" last="" shown=0
@@ -55,6 +57,7 @@ while :; do
   ((SECONDS < deadline)) || { scancel "$job"; die "job $job did not finish within ${kWaitTimeoutS}s; cancelled it (log: $log)"; }
   sleep 1
 done
+trap - INT TERM HUP
 sleep 0.5
 show_new_output
 [[ $state == COMPLETED ]] || die "job $job ended $state; its output and errors are above and in $log"
