@@ -95,6 +95,19 @@ TEST_F(TempDir, WriteIntoMissingDirectoryFailsAndNamesIt) {
   EXPECT_NE(status.message().find((dir_ / "missing").string()), std::string::npos) << status.message();
 }
 
+TEST_F(TempDir, CheckWritableFileSaysWhyAFileCouldNotBeWrittenThereLater) {
+  EXPECT_TRUE(CheckWritableFile(dir_ / "out.json", "-J").ok());
+  const Status missing = CheckWritableFile(dir_ / "missing" / "out.json", "-J");
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(), "-J " + (dir_ / "missing" / "out.json").string() + ": cannot write in " +
+                                   (dir_ / "missing").string() + ": No such file or directory");
+  const Status directory = CheckWritableFile(dir_, "--export");
+  EXPECT_EQ(directory.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(directory.message(), "--export " + dir_.string() + " is a directory: name the file to write");
+  // A bare name is written in the working directory.
+  EXPECT_TRUE(CheckWritableFile("srunway-check-writable.json", "--export").ok() || ::access(".", W_OK) != 0);
+}
+
 TEST_F(TempDir, ReadMissingFileNamesIt) {
   auto text = ReadFile(dir_ / "nope");
   EXPECT_EQ(text.status().code(), StatusCode::kNotFound);
