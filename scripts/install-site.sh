@@ -27,13 +27,14 @@ prefix=/usr/local slurm_include="" plugstack="" plugin_args="default_profile=aut
 build_dir="$kSource/build-site" deps=1 uninstall=0 cuda=auto
 
 die() { echo "install-site: $*" >&2; exit 1; }
+usage() { echo "install-site: $* (see --help)" >&2; exit 2; }  # a malformed command line
 say() { echo "install-site: $*"; }
 source "$kSource/scripts/site-lib.sh"
 
 while (($#)); do
   case $1 in
     --prefix | --slurm-include | --plugstack | --plugin-args | --build-dir | --cuda)
-      (($# >= 2)) || die "$1 needs a value"
+      (($# >= 2)) || usage "$1 needs a value"
       case $1 in
         --cuda) cuda=$2 ;;
         --prefix) prefix=$2 ;;
@@ -47,10 +48,11 @@ while (($#)); do
     --no-deps) deps=0; shift ;;
     --uninstall) uninstall=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown option '$1' (see --help)" ;;
+    *) usage "unknown option '$1'" ;;
   esac
 done
-[[ $prefix == /* ]] || die "--prefix $prefix: must be an absolute path"
+[[ $prefix == /* ]] || usage "--prefix $prefix: must be an absolute path"
+[[ $cuda == auto || $cuda == enabled || $cuda == disabled ]] || usage "--cuda $cuda: give auto, enabled or disabled"
 readonly kManifest="$prefix/share/srunway/installed-files.txt" kDropin="$kSource/scripts/plugstack-dropin.sh"
 dropin_args=()
 [[ -n $plugstack ]] && dropin_args=(--plugstack "$plugstack")

@@ -17,12 +17,13 @@ readonly kSource=$(cd "$(dirname "$0")/.." && pwd)
 slurm_include="" plugin_only=0 build_dir="$kSource/build-deb" out=$PWD
 
 die() { echo "package-deb: $*" >&2; exit 1; }
+usage() { echo "package-deb: $* (see --help)" >&2; exit 2; }  # a malformed command line
 source "$kSource/scripts/site-lib.sh"
 
 while (($#)); do
   case $1 in
     --slurm-include | --build-dir | --out)
-      (($# >= 2)) || die "$1 needs a value"
+      (($# >= 2)) || usage "$1 needs a value"
       case $1 in
         --slurm-include) slurm_include=$2 ;;
         --build-dir) build_dir=$2 ;;
@@ -31,7 +32,7 @@ while (($#)); do
       shift 2 ;;
     --plugin-only) plugin_only=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown option '$1' (see --help)" ;;
+    *) usage "unknown option '$1'" ;;
   esac
 done
 command -v dpkg-deb >/dev/null || die "no dpkg-deb on PATH: build the package on Debian or Ubuntu"

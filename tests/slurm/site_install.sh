@@ -30,6 +30,19 @@ plugin_active() {
 plugin_absent() { ! srun --help 2>&1 | grep -q -- "--network-profile"; }
 
 echo "== refusals"
+# A malformed command line is exit 2 and one line, before anything is built (it was exit 1, as a failed build).
+for args in "--prefx /opt/x:unknown option '--prefx'" "--prefix:--prefix needs a value" \
+    "--prefix opt:--prefix opt: must be an absolute path" "--cuda yes:--cuda yes: give auto, enabled or disabled"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$kSourceRoot/scripts/install-site.sh" ${args%%:*} >"$work/usage.out" 2>&1 || rc=$?
+  expect_eq "install-site ${args%%:*}: exit code" "$rc" 2
+  [[ $(cat "$work/usage.out") == "install-site: ${args#*:} (see --help)" ]] || fail "install-site ${args%%:*}: $(cat "$work/usage.out")"
+done
+rc=0
+"$kSourceRoot/scripts/package-deb.sh" --outdir x >"$work/usage.out" 2>&1 || rc=$?
+expect_eq "package-deb --outdir: exit code" "$rc" 2
+[[ $(cat "$work/usage.out") == "package-deb: unknown option '--outdir' (see --help)" ]] || fail "$(cat "$work/usage.out")"
 mkdir -p "$work/other/slurm"
 cp /usr/include/slurm/*.h "$work/other/slurm/"
 sed -i 's/^#define SLURM_VERSION_NUMBER .*/#define SLURM_VERSION_NUMBER 0x170201/' "$work/other/slurm/slurm_version.h"
@@ -49,15 +62,13 @@ PATH="$work/oldmeson:$PATH" "$kSourceRoot/scripts/install-site.sh" --prefix "$wo
 expect_eq "exit code with meson 0.61" "$rc" 1
 grep -qx "install-site: meson 0.61.2 is older than 1.0, which srunway needs: .*" "$work/meson.out" ||
   fail "$(cat "$work/meson.out")"
-# --cuda: a value that is not a mode, and enabled where there is no nvcc (PATH without it, CUDA_HOME empty).
+# --cuda enabled where there is no nvcc (PATH without it, CUDA_HOME empty); a value that is no mode is above.
 no_nvcc_path=$(tr ':' '\n' <<<"$PATH" | while read -r dir; do [[ -x $dir/nvcc ]] || echo "$dir"; done | paste -sd:)
-for cuda in bogus enabled; do
-  rc=0
-  PATH=$no_nvcc_path CUDA_HOME="$work/nocuda" "$kSourceRoot/scripts/install-site.sh" --prefix "$work/prefix" \
-    --no-deps --cuda "$cuda" >"$work/cuda.out" 2>&1 || rc=$?
-  expect_eq "exit code with --cuda $cuda" "$rc" 1
-  expect_eq "lines with --cuda $cuda" "$(wc -l <"$work/cuda.out")" 1
-done
+rc=0
+PATH=$no_nvcc_path CUDA_HOME="$work/nocuda" "$kSourceRoot/scripts/install-site.sh" --prefix "$work/prefix" \
+  --no-deps --cuda enabled >"$work/cuda.out" 2>&1 || rc=$?
+expect_eq "exit code with --cuda enabled" "$rc" 1
+expect_eq "lines with --cuda enabled" "$(wc -l <"$work/cuda.out")" 1
 grep -qx "install-site: --cuda enabled: no nvcc on PATH or in $work/nocuda/bin: install the CUDA toolkit .*" \
   "$work/cuda.out" || fail "$(cat "$work/cuda.out")"
 # A toolkit with nvcc and cuda.h but no NCCL headers: the GPUs could not exchange gradients.
