@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   srunway::trainer::PlanInput plan;
   app.add_flag("--dry-run", dry_run,
                "print parameters, FLOPs per token, memory per GPU and the expected speed for --nodes x "
-               "--gpus-per-node GPUs, and exit");
+               "--gpus-per-node GPUs, and exit (0 if it fits --gpu-memory-gb, 1 if not)");
   app.add_option("--nodes", plan.nodes, "--dry-run: nodes")->capture_default_str();
   app.add_option("--gpus-per-node", plan.gpus_per_node, "--dry-run: GPUs per node")->capture_default_str();
   app.add_option("--assume-mfu", plan.assume_mfu, "--dry-run: model FLOPs utilisation for the speed")
@@ -265,7 +265,8 @@ int main(int argc, char** argv) {
       return srunway::trainer::kExitUsage;
     }
     fmt::print("{}", srunway::trainer::FormatPlan(plan, *made));
-    return srunway::trainer::kExitOk;
+    // A script can ask before it submits: 0 when the run fits --gpu-memory-gb, 1 when it does not.
+    return made->fits ? srunway::trainer::kExitOk : srunway::trainer::kExitError;
   }
   o.distributed_optimizer = distributed_optimizer;
   o.recompute_activations = recompute;

@@ -10,8 +10,8 @@ common::StatusOr<Plan> MakePlan(const PlanInput& in) {
   if (in.nodes < 1 || in.gpus_per_node < 1 || in.micro_batch_size < 1) {
     return common::InvalidArgument("--nodes, --gpus-per-node and --micro-batch-size must be at least 1");
   }
-  if (in.assume_mfu <= 0 || in.assume_mfu > 1 || in.peak_tflops <= 0) {
-    return common::InvalidArgument("--assume-mfu must be in (0, 1] and --peak-tflops positive");
+  if (!(in.assume_mfu > 0 && in.assume_mfu <= 1 && in.peak_tflops > 0 && in.gpu_memory_gb > 0)) {
+    return common::InvalidArgument("--assume-mfu must be in (0, 1], --peak-tflops and --gpu-memory-gb positive");
   }
   Plan p;
   p.gpus = in.nodes * in.gpus_per_node;
@@ -55,8 +55,8 @@ std::string FormatPlan(const PlanInput& in, const Plan& p) {
                      ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.d_ff, m.vocab, T, p.parameters,
                      p.parameters / 1e9);
   out += fmt::format("FLOPs per token: {:.4g} (6 N + 12 L T d, the MFU formula)\n", p.flops_per_token);
-  out += fmt::format("{} GPUs ({} nodes x {}); micro-batch {}, {} accumulation step{} per GPU, global batch {}\n",
-                     p.gpus, in.nodes, in.gpus_per_node, in.micro_batch_size, p.accumulation,
+  out += fmt::format("{} GPUs ({} node{} x {}); micro-batch {}, {} accumulation step{} per GPU, global batch {}\n",
+                     p.gpus, in.nodes, in.nodes == 1 ? "" : "s", in.gpus_per_node, in.micro_batch_size, p.accumulation,
                      p.accumulation == 1 ? "" : "s", int64_t{p.accumulation} * in.micro_batch_size * p.gpus);
   out += fmt::format("memory per GPU{}:\n", in.distributed_optimizer ? " (distributed optimizer: fp32 parameters and "
                                                                        "AdamW moments sharded over every GPU)"

@@ -75,6 +75,15 @@ TEST(Planner, TheRecipeFitsWithNeMosMicroBatchesOfFour) {
   EXPECT_NE(FormatPlan(in, *replicated).find("(whole on every GPU)"), std::string::npos);
 }
 
+TEST(Planner, NumbersNoMachineHasAreRefused) {
+  for (auto edit : {+[](PlanInput& in) { in.gpu_memory_gb = 0; }, +[](PlanInput& in) { in.assume_mfu = 1.5; },
+                    +[](PlanInput& in) { in.peak_tflops = -1; }, +[](PlanInput& in) { in.nodes = 0; }}) {
+    PlanInput in = FiveB();
+    edit(in);
+    EXPECT_EQ(MakePlan(in).status().code(), common::StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(Planner, AnIndivisibleBatchIsRefused) {
   PlanInput in = FiveB();
   in.global_batch_size = 2000;

@@ -167,6 +167,13 @@ expect_exit 2 "--seq-length: Value 0 not in range 1 to 16777216" "$kTrain" "${co
 expect_exit 2 "--init-std: 0 is not above 0" "$kTrain" "${common[@]}" --mock-data --init-method-std 0
 expect_exit 2 "--exit-duration-in-mins: -1 is not at least 0" \
   "$kTrain" "${common[@]}" --mock-data --exit-duration-in-mins -1
+# --dry-run answers whether the run fits: exit 0 for gpt3-5b with ZeRO-1 over 64 GPUs, 1 without sharding.
+"$kTrain" --preset gpt3-5b --dry-run --nodes 8 --micro-batch-size 4 --use-distributed-optimizer >"$kWork/plan" ||
+  fail "a plan that fits: exit $?: $(cat "$kWork/plan")"
+grep -q "fits in 80 GB" "$kWork/plan" || fail "plan: $(cat "$kWork/plan")"
+rc=0
+"$kTrain" --preset gpt3-5b --dry-run --nodes 8 --micro-batch-size 4 >"$kWork/plan" || rc=$?
+[[ $rc == 1 ]] && grep -q "does NOT fit in 80 GB" "$kWork/plan" || fail "a plan that does not fit: exit $rc: $(cat "$kWork/plan")"
 # --help names the environment's switches and what they take.
 "$kTrain" --help >"$kWork/help" || fail "--help failed"
 grep -q 'SRUNWAY_ATTENTION=mma|cudnn|auto|wmma|simple' "$kWork/help" || fail "--help does not name SRUNWAY_ATTENTION"
