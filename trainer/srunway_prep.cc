@@ -1,14 +1,21 @@
 // srunway-prep: text or JSONL -> Megatron indexed dataset (PREFIX.bin + PREFIX.idx) and its tokenizer files.
-// Exit codes: 0 done, 1 bad input or a failed write (nothing half-written is left), 2 bad command line.
+// Exit codes: 0 done, 1 bad input or a failed write (nothing half-written is left), 2 bad command line, 128 + the
+// signal when stopped by SIGINT, SIGTERM or SIGHUP (its temporary files removed).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <signal.h>
 
 #include <chrono>
+#include <csignal>
 #include <thread>
 
 #include "common/cli.h"
 #include "common/log.h"
 #include "trainer/data/prep.h"
+
+namespace {
+volatile std::sig_atomic_t g_stop_signal = 0;
+}  // namespace
 
 int main(int argc, char** argv) {
   using srunway::trainer::PrepOptions;
@@ -45,15 +52,21 @@ int main(int argc, char** argv) {
   }
   if (no_eod) options.append_eod = false;
   options.progress = !quiet;
+  // Ctrl-C stops between batches, so that the output's temporaries (as large as the dataset) are removed.
+  struct sigaction stop {};
+  stop.sa_handler = [](int signal) { g_stop_signal = signal; };
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(signal, &stop, nullptr);
+  options.stop = &g_stop_signal;
   const auto start = std::chrono::steady_clock::now();
   auto stats = srunway::trainer::RunPrep(options);
   if (!stats.ok()) {
     srunway::common::LogError("{}", stats.status().message());
-    return 1;
+    return g_stop_signal != 0 ? 128 + g_stop_signal : 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("srunway-prep: {} document{}, {} tokens ({:.2f} bytes/token, vocabulary {}) in {:.1f} s -> {}.bin, {}.idx\n",
              stats->documents, stats->documents == 1 ? "" : "s", stats->tokens,
-             static_cast<double>(stats->bytes) / std::max<int64_t>(stats->tokens, 1), stats->vocab_size, seconds, options.output_prefix, options.output_prefix);
+             static_cast<double>(stats->bytes) / std::max<int64_t>(stats->tokens, 1), stats->vocab_size, seconds,
+             options.output_prefix, options.output_prefix);
   return 0;
 }

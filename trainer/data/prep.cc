@@ -139,12 +139,21 @@ class Progress {
   int last_quarter_ = -1;
 };
 
+// Aborted once the options' stop flag is set: checked between batches.
+common::Status CheckStop(const PrepOptions& options) {
+  if (options.stop == nullptr || *options.stop == 0) return common::Status::Ok();
+  const char* name = ::sigabbrev_np(static_cast<int>(*options.stop));
+  return common::Aborted("stopped by SIG{}; {}.bin and {}.idx not written", name != nullptr ? name : "?",
+                         options.output_prefix, options.output_prefix);
+}
+
 common::StatusOr<Tokenizer> TrainTokenizer(const PrepOptions& options) {
   SRUNWAY_ASSIGN_OR_RETURN(auto reader, DocumentReader::Open(options));
   std::unordered_map<std::string, int64_t> counts;
   std::vector<std::string> batch;
   Progress progress(options.progress, "counting");
   while (true) {
+    SRUNWAY_RETURN_IF_ERROR(CheckStop(options));
     SRUNWAY_ASSIGN_OR_RETURN(bool more, reader->Next(batch));
     if (!more) break;
     std::vector<std::unordered_map<std::string, int64_t>> partial(options.workers);
@@ -162,6 +171,7 @@ common::StatusOr<Tokenizer> TrainTokenizer(const PrepOptions& options) {
   Progress merging(options.progress, "merging");
   auto tokenizer = Tokenizer::Train(counts, options.train_vocab, [&](int done, int wanted) { merging.Update(done, wanted); });
   merging.Done();
+  SRUNWAY_RETURN_IF_ERROR(CheckStop(options));
   return tokenizer;
 }
 
@@ -232,6 +242,7 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
   std::vector<std::string> batch;
   Progress progress(options.progress, "encoding");
   while (true) {
+    SRUNWAY_RETURN_IF_ERROR(CheckStop(options));  // the writer's temporaries go with it
     SRUNWAY_ASSIGN_OR_RETURN(bool more, reader->Next(batch));
     if (!more) break;
     std::vector<std::vector<int32_t>> encoded(batch.size());

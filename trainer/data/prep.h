@@ -1,6 +1,7 @@
 // srunway-prep's work: documents from text or JSONL, a tokenizer (trained or loaded), a Megatron dataset.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,6 +21,9 @@ struct PrepOptions {
   bool append_eod = true;                // an <|endoftext|> after every document
   std::string document_separator;        // text input: a line equal to this ends a document ("": a blank line)
   bool progress = true;                  // progress on stderr
+  // Set (to the signal's number) by a handler to stop between batches: the output's temporary files are removed
+  // and RunPrep returns Aborted. Null: never.
+  const volatile std::sig_atomic_t* stop = nullptr;
 };
 
 struct PrepStats {

@@ -58,6 +58,23 @@ expect_exit 2 "--output-prefix $kWork/: names a directory" \
 for i in $(seq 1 300); do echo "line $i of a small corpus, with words that repeat: alpha beta gamma $((i % 7))"; done \
   >"$kWork/corpus.txt"
 "$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/data" --train-vocab 400 --quiet >/dev/null
+# A signal while it encodes: srunway-prep stops between batches, removes its temporaries (as large as the
+# dataset) and exits 128 + the signal (it died and left PREFIX.bin.tmp.* behind).
+python3 -c "import sys; sys.stdout.write(('alpha beta gamma delta ' * 40 + '\n\n') * 60000)" >"$kWork/big.txt"
+"$kPrep" --input "$kWork/big.txt" --output-prefix "$kWork/big" --vocab-file "$kWork/data.vocab.json" \
+  --merge-file "$kWork/data.merges.txt" --workers 1 --quiet >/dev/null 2>"$kWork/big.err" &
+pid=$!
+for _ in $(seq 200); do ls -A "$kWork" | grep -q '^\.big\.bin\.tmp' && break; sleep 0.05; done  # AtomicFile's
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc == 143 ]] || fail "srunway-prep after SIGTERM: exit $rc, want 143: $(cat "$kWork/big.err")"
+grep -q "error: stopped by SIGTERM; $kWork/big.bin and $kWork/big.idx not written" "$kWork/big.err" ||
+  fail "srunway-prep after SIGTERM said: $(cat "$kWork/big.err")"
+left=$(ls -A "$kWork" | grep 'big' | grep -v -e '^big.txt$' -e '^big.err$' || true)
+[[ -z $left ]] || fail "srunway-prep stopped by SIGTERM left: $left"
+rm -f "$kWork/big.txt"
+echo "ok: srunway-prep stopped by a signal leaves nothing behind"
 run=("$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 20 --lr 3e-3 --warmup-steps 4
      --global-batch-size 4 --log-interval 1)
 "${run[@]}" --metrics-file "$kWork/straight.jsonl" >/dev/null 2>>"$kWork/log"
