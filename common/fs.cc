@@ -108,6 +108,16 @@ Status AtomicFile::Commit() {
   return Status::Ok();
 }
 
+Status PrepareWritableDir(const std::filesystem::path& dir, std::string_view flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return FailedPrecondition("{} {}: cannot create the directory: {}", flag, dir.string(), ec.message());
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return ErrnoStatus(errno, fmt::format("{} {}: cannot write in the directory", flag, dir.string()));
+  }
+  return Status::Ok();
+}
+
 Status CheckWritableFile(const std::filesystem::path& path, std::string_view flag) {
   if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
     return InvalidArgument("{} {} is a directory: name the file to write", flag, path.string());

@@ -43,6 +43,11 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// Creates `dir` (and its parents) where missing and checks that it can be written: at a program's start, so that an
+// output directory given by `flag` that cannot work ends it before any work rather than when the work is done
+// ("--save /data/ckpt: cannot create the directory: Permission denied"; "...: cannot write in the directory: ...").
+Status PrepareWritableDir(const std::filesystem::path& dir, std::string_view flag);
+
 // Whether a file can be written at `path` later (WriteFileAtomic, AtomicFile): not a directory, and its directory
 // exists and is writable. For outputs written at the end of a long run, checked at its start; `flag` names the
 // option in the error ("--export out/model.safetensors: cannot write in out: No such file or directory").

@@ -15,6 +15,7 @@
 
 #include "common/cli.h"
 #include "common/env.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/parse.h"
 #include "launcher/bootstrap.h"
@@ -256,14 +257,8 @@ int main(int argc, char** argv) {
   }
   // Made before the bootstrap, so that a directory no rank can write ends the step at once, on every rank.
   if (!supervision.log_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(supervision.log_dir, ec);
-    if (!ec && ::access(supervision.log_dir.c_str(), W_OK) != 0) ec.assign(errno, std::generic_category());
-    if (ec) {
-      return Fail(nullptr,
-                  common::FailedPrecondition("--log-dir {}: cannot write the directory: {}", supervision.log_dir,
-                                             ec.message()),
-                  kExitUsage);
+    if (auto made = common::PrepareWritableDir(supervision.log_dir, "--log-dir"); !made.ok()) {
+      return Fail(nullptr, made, kExitUsage);
     }
   }
   const bool supervise = !check && !no_supervise;

@@ -309,12 +309,7 @@ int main(int argc, char** argv) {
   if (ec) return CouldNotRun(fmt::format("create {}: {}", job_dir, ec.message()));
   // The report is written once the job has ended: a directory that cannot take it is refused before submitting.
   if (!report_dir.empty()) {
-    std::filesystem::create_directories(report_dir, ec);
-    if (ec) return CouldNotRun(fmt::format("--report {}: cannot create the directory: {}", report_dir, ec.message()));
-    if (auto writable = common::CheckWritableFile(std::filesystem::path(report_dir) / "report.md", "--report");
-        !writable.ok()) {
-      return CouldNotRun(writable.message());
-    }
+    if (auto made = common::PrepareWritableDir(report_dir, "--report"); !made.ok()) return CouldNotRun(made.message());
   }
   auto scheduler = nccltests::MakeSlurmScheduler();
   nccltests::Campaign campaign(*scheduler, job_dir, [](const std::string& line) {

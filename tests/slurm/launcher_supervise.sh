@@ -102,6 +102,6 @@ grep -q "srunway-launch: rank 0 on node1: cannot run '/no/such/program': No such
 rc=0
 srun -N2 -n2 --time=1 "$launch" --log-dir /proc/srunway-logs -- true 2>"$work/logdir.err" || rc=$?
 expect_eq "an unwritable --log-dir" "$rc" 2
-expect_eq "its lines" "$(grep -c "^srunway-launch: --log-dir /proc/srunway-logs: cannot write the directory: " \
+expect_eq "its lines" "$(grep -c "^srunway-launch: --log-dir /proc/srunway-logs: cannot create the directory: " \
   "$work/logdir.err")" 2
 echo "ok"

@@ -2,9 +2,7 @@
 #include "trainer/ckpt/checkpoint.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include "common/fs.h"
@@ -81,16 +79,6 @@ common::Status WriteCheckpointFile(const std::filesystem::path& path, const Trai
 }
 
 }  // namespace
-
-common::Status PrepareSaveDir(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return common::FailedPrecondition("--save {}: cannot create the directory: {}", dir.string(), ec.message());
-  if (::access(dir.c_str(), W_OK) != 0) {
-    return common::ErrnoStatus(errno, fmt::format("--save {}: cannot write in the directory", dir.string()));
-  }
-  return common::Status::Ok();
-}
 
 common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::path& dir, const TrainingState& state,
                                                        const CheckpointBuffers& buffers) {

@@ -38,10 +38,6 @@ struct CheckpointBuffers {
   std::span<float> adam_v;
 };
 
-// Creates DIR (and its parents) where missing and checks that it can be written: at start-up, so that a --save that
-// cannot work ends the run before its first step rather than at its first save, hours in.
-common::Status PrepareSaveDir(const std::filesystem::path& dir);
-
 // Writes DIR/iter_<step>.ckpt and then points DIR/latest_checkpointed_iteration.txt at it. Returns its path.
 common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::path& dir, const TrainingState& state,
                                                        const CheckpointBuffers& buffers);

@@ -448,7 +448,8 @@ common::Status Trainer::Setup() {
     SRUNWAY_ASSIGN_OR_RETURN(valid_, BuildSamples(data, Split::kValid, wanted));
   }
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
-  if (!o_.save.empty()) SRUNWAY_RETURN_IF_ERROR(PrepareSaveDir(o_.save));
+  // At start-up, so that a --save that cannot work ends the run before its first step, not at its first save.
+  if (!o_.save.empty()) SRUNWAY_RETURN_IF_ERROR(common::PrepareWritableDir(o_.save, "--save"));
   if (Leader()) SRUNWAY_RETURN_IF_ERROR(CheckEndOutputs());
 
   SRUNWAY_RETURN_IF_ERROR(BuildModel());

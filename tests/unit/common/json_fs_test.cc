@@ -95,6 +95,16 @@ TEST_F(TempDir, WriteIntoMissingDirectoryFailsAndNamesIt) {
   EXPECT_NE(status.message().find((dir_ / "missing").string()), std::string::npos) << status.message();
 }
 
+TEST_F(TempDir, PrepareWritableDirMakesTheParentsOrSaysWhyItCannot) {
+  EXPECT_TRUE(PrepareWritableDir(dir_ / "a" / "b", "--save").ok());
+  EXPECT_TRUE(fs::is_directory(dir_ / "a" / "b"));
+  ASSERT_TRUE(WriteFileAtomic(dir_ / "file", "x").ok());
+  const Status blocked = PrepareWritableDir(dir_ / "file" / "ckpt", "--log-dir");
+  EXPECT_EQ(blocked.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(blocked.message(), "--log-dir " + (dir_ / "file" / "ckpt").string() +
+                                   ": cannot create the directory: Not a directory");
+}
+
 TEST_F(TempDir, CheckWritableFileSaysWhyAFileCouldNotBeWrittenThereLater) {
   EXPECT_TRUE(CheckWritableFile(dir_ / "out.json", "-J").ok());
   const Status missing = CheckWritableFile(dir_ / "missing" / "out.json", "-J");
