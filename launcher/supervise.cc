@@ -16,6 +16,7 @@
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/parse.h"
+#include "common/signals.h"
 
 extern char** environ;
 
@@ -81,13 +82,9 @@ std::string ChildEnd::Describe() const {
     case How::kExited:
       text = fmt::format("exited with code {} after {}", code, FormatDuration(ran));
       break;
-    case How::kSignalled: {
-      const char* name = ::sigabbrev_np(code);
-      text = fmt::format("was killed by {} after {}", name != nullptr ? fmt::format("SIG{}", name)
-                                                                      : fmt::format("signal {}", code),
-                         FormatDuration(ran));
+    case How::kSignalled:
+      text = fmt::format("was killed by {} after {}", common::SignalName(code), FormatDuration(ran));
       break;
-    }
     case How::kHung:
       text = fmt::format("hung: no progress for {} (last progress '{}') after {}", FormatDuration(stalled),
                          last_progress, FormatDuration(ran));

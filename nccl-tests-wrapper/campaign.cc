@@ -4,13 +4,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cstring>
 #include <set>
 #include <thread>
 
 #include "common/fs.h"
 #include "common/hostlist.h"
 #include "common/parse.h"
+#include "common/signals.h"
 
 namespace srunway::nccltests {
 
@@ -74,10 +74,7 @@ common::Status Campaign::WaitAll(std::vector<Submitted>& jobs, Clock::time_point
         scheduler_.Cancel(s.job);
         ids += (ids.empty() ? "" : ", ") + s.job + " (log: " + s.log + ")";
       }
-      if (stopped) {
-        const char* name = ::sigabbrev_np(static_cast<int>(*stop_));
-        return common::Aborted("stopped by SIG{}; cancelled {}", name != nullptr ? name : "?", ids);
-      }
+      if (stopped) return common::Aborted("stopped by {}; cancelled {}", common::SignalName(*stop_), ids);
       return common::DeadlineExceeded("jobs did not finish in time; cancelled {}", ids);
     }
     std::this_thread::sleep_for(poll_);

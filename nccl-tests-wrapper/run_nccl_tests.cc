@@ -8,7 +8,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -21,6 +20,7 @@
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/signals.h"
 #include "common/subprocess.h"
 #include "nccl-tests-wrapper/campaign.h"
 #include "nccl-tests-wrapper/job.h"
@@ -38,13 +38,11 @@ int CouldNotRun(const std::string& message) {
   return kExitCouldNotRun;
 }
 
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-// A wait that ended early: stopped by a signal (128 + it), or past --wait-limit (could not run).
-int Ended(const common::Status& status) {
-  if (g_stop_signal == 0) return CouldNotRun(status.message());
+// A wait that ended early: stopped by `signal` (128 + it), or, with none, past --wait-limit (could not run).
+int Ended(const common::Status& status, int signal) {
+  if (signal == 0) return CouldNotRun(status.message());
   common::LogError("{}", status.message());
-  return 128 + g_stop_signal;
+  return 128 + signal;
 }
 
 std::string SelfDir() {
@@ -318,10 +316,8 @@ int main(int argc, char** argv) {
   });
   // Ctrl-C, a closed terminal or a kill while the jobs run: they are cancelled (exclusive nodes stay held
   // otherwise) and the exit code is 128 + the signal, as a shell's.
-  struct sigaction stop {};
-  stop.sa_handler = [](int signal) { g_stop_signal = signal; };
-  for (int signal : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(signal, &stop, nullptr);
-  campaign.StopOn(&g_stop_signal);
+  const volatile std::sig_atomic_t* stop = common::StopOnSignals();
+  campaign.StopOn(stop);
   auto submitted = campaign.Submit(spec, "", "the whole run");
   if (!submitted.ok()) return CouldNotRun(submitted.status().message());
   fmt::print("run-nccl-tests: submitted job {} ({} on {} node{}, {} to {}); log {}\n", submitted->job,
@@ -330,7 +326,7 @@ int main(int argc, char** argv) {
   std::vector<nccltests::Submitted> whole = {*submitted};
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(wait_limit_s * 1000));
-  if (auto status = campaign.WaitAll(whole, deadline); !status.ok()) return Ended(status);
+  if (auto status = campaign.WaitAll(whole, deadline); !status.ok()) return Ended(status, *stop);
   const nccltests::Submitted& run = whole[0];
   auto text = common::ReadFile(run.log);
   if (!text.ok()) {
@@ -367,7 +363,7 @@ int main(int argc, char** argv) {
     const auto pair = nccltests::ChooseThreshold(expect, reference, spec.collective->id, 2);
     const auto alone = nccltests::AloneThreshold(reference, spec.collective->id);
     auto isolated = campaign.Isolate(spec, nccltests::NodesOfLog(run.log), finding, pair, alone, deadline);
-    if (!isolated.ok()) return Ended(isolated.status());
+    if (!isolated.ok()) return Ended(isolated.status(), *stop);
     if (isolated->empty() && bad.empty()) {
       fmt::print("run-nccl-tests: no node failed consistently: nobody is named\n");
     }

@@ -3,19 +3,14 @@
 // signal when stopped by SIGINT, SIGTERM or SIGHUP (its temporary files removed).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <signal.h>
 
 #include <chrono>
-#include <csignal>
 #include <thread>
 
 #include "common/cli.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "trainer/data/prep.h"
-
-namespace {
-volatile std::sig_atomic_t g_stop_signal = 0;
-}  // namespace
 
 int main(int argc, char** argv) {
   using srunway::trainer::PrepOptions;
@@ -53,15 +48,12 @@ int main(int argc, char** argv) {
   if (no_eod) options.append_eod = false;
   options.progress = !quiet;
   // Ctrl-C stops between batches, so that the output's temporaries (as large as the dataset) are removed.
-  struct sigaction stop {};
-  stop.sa_handler = [](int signal) { g_stop_signal = signal; };
-  for (int signal : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(signal, &stop, nullptr);
-  options.stop = &g_stop_signal;
+  options.stop = srunway::common::StopOnSignals();
   const auto start = std::chrono::steady_clock::now();
   auto stats = srunway::trainer::RunPrep(options);
   if (!stats.ok()) {
     srunway::common::LogError("{}", stats.status().message());
-    return g_stop_signal != 0 ? 128 + g_stop_signal : 1;
+    return *options.stop != 0 ? 128 + *options.stop : 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fmt::print("srunway-prep: {} document{}, {} tokens ({:.2f} bytes/token, vocabulary {}) in {:.1f} s -> {}.bin, {}.idx\n",

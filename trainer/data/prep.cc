@@ -15,6 +15,7 @@
 #include "common/json.h"
 #include "common/parse.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/data/tokenizer.h"
 
@@ -142,8 +143,7 @@ class Progress {
 // Aborted once the options' stop flag is set: checked between batches.
 common::Status CheckStop(const PrepOptions& options) {
   if (options.stop == nullptr || *options.stop == 0) return common::Status::Ok();
-  const char* name = ::sigabbrev_np(static_cast<int>(*options.stop));
-  return common::Aborted("stopped by SIG{}; {}.bin and {}.idx not written", name != nullptr ? name : "?",
+  return common::Aborted("stopped by {}; {}.bin and {}.idx not written", common::SignalName(*options.stop),
                          options.output_prefix, options.output_prefix);
 }
 

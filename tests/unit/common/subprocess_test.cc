@@ -1,7 +1,10 @@
-// Tests for RunCommand: output, exit codes, stderr on request, and a command that does not exist.
+// Tests for RunCommand (output, exit codes, stderr on request, a command that does not exist) and for signals.h.
 #include "common/subprocess.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include "common/signals.h"
 
 namespace srunway::common {
 namespace {
@@ -40,6 +43,21 @@ TEST(RunCommand, DeadlineKillsTheCommandAndItsChildren) {
   auto quick = RunCommand({"sh", "-c", "echo done"}, false, std::chrono::milliseconds(5000));
   ASSERT_TRUE(quick.ok()) << quick.status().ToString();
   EXPECT_EQ(quick->output, "done\n");
+}
+
+TEST(SignalName, NamesTheSignalOrItsNumber) {
+  EXPECT_EQ(SignalName(SIGINT), "SIGINT");
+  EXPECT_EQ(SignalName(SIGSEGV), "SIGSEGV");
+  EXPECT_EQ(SignalName(0), "signal 0");
+  EXPECT_EQ(SignalName(1000), "signal 1000");
+}
+
+TEST(StopOnSignals, ASignalSetsTheFlagInsteadOfEndingTheProcess) {
+  const volatile std::sig_atomic_t* stop = StopOnSignals();
+  ASSERT_NE(stop, nullptr);
+  ::raise(SIGHUP);
+  EXPECT_EQ(*stop, SIGHUP);
+  ::signal(SIGHUP, SIG_DFL);
 }
 
 }  // namespace
