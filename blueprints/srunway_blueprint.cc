@@ -84,9 +84,13 @@ std::optional<Blueprint> LoadValid(const Input& in, int& code, std::vector<Valid
   return std::move(*bp);
 }
 
-int WriteFiles(const std::map<std::string, std::string>& files, const std::filesystem::path& dir) {
+// `flag`, where the user named the directory, leads the error line ("--out DIR: create DIR: ...").
+int WriteFiles(const std::map<std::string, std::string>& files, const std::filesystem::path& dir,
+               std::string_view flag = "") {
   auto written = common::WriteFilesAtomic(dir, files);
-  return written.ok() ? kExitOk : Error(written.message(), kExitInvalid);
+  if (written.ok()) return kExitOk;
+  return Error(flag.empty() ? written.message() : fmt::format("{} {}: {}", flag, dir.string(), written.message()),
+               kExitInvalid);
 }
 
 // The local cluster's directories and fake GPUs (character devices 195:N, which gres.conf accepts).
@@ -203,9 +207,7 @@ int main(int argc, char** argv) {
   if (render->parsed()) {
     auto files = RenderSlurm(*bp);
     if (!files.ok()) return Error(fmt::format("{}: {}", in.file, files.status().message()), kExitInvalid);
-    if (auto written = common::WriteFilesAtomic(out_dir, *files); !written.ok()) {
-      return Error(fmt::format("--out {}: {}", out_dir, written.message()), kExitInvalid);
-    }
+    if (int rc = WriteFiles(*files, out_dir, "--out"); rc != kExitOk) return rc;
     for (const auto& [name, text] : *files) fmt::print("{}/{}\n", out_dir, name);
     return kExitOk;
   }

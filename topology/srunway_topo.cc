@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
   if (!tasks_given) local_tasks = std::max<int>(1, static_cast<int>(topo->gpus.size()));
   if (local_rank >= local_tasks) {
     common::LogError("--local-rank {} is not below the node's {} task{} ({})", local_rank, local_tasks,
-                     local_tasks == 1 ? "" : "s", tasks_given ? "--local-tasks" : "one per GPU; --local-tasks sets another count");
+                     local_tasks == 1 ? "" : "s",
+                     tasks_given ? "--local-tasks" : "one per GPU; --local-tasks sets another count");
     return kExitUsage;
   }
   topology::PlanRequest request;
