@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_file, "YAML file of flag: value (command-line flags win)");
   app.add_option("--preset", preset, "model: " + fmt::format("{}", fmt::join(srunway::trainer::PresetNames(), ", ")))
       ->capture_default_str();
-  // A size given is at least 1 (0 would otherwise read as "the preset's", silently).
+  // A size given is at least 1 (0 would otherwise read as "the preset's", silently); so are the other numbers
+  // whose 0 stands for "not given".
   const CLI::Range size_range(1, 1 << 24);
   app.add_option("--num-layers", num_layers, "override the preset")->check(size_range);
   app.add_option("--hidden-size", hidden_size, "override the preset")->check(size_range);
@@ -117,13 +118,16 @@ int main(int argc, char** argv) {
   app.add_option("--init-std,--init-method-std", init_std, "weight init std (default: the preset's)")
       ->check(srunway::common::Positive());
   app.add_option("--micro-batch-size", o.micro_batch_size, "sequences per forward/backward")->capture_default_str();
-  app.add_option("--global-batch-size", o.global_batch_size, "sequences per optimizer step (default: micro batch)");
+  app.add_option("--global-batch-size", o.global_batch_size, "sequences per optimizer step (default: micro batch)")
+      ->check(size_range);
   app.add_option("--seq-length", o.seq_length, "tokens per sequence (default: the model's maximum)")->check(size_range);
   app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
   app.add_option("--warmup-steps,--lr-warmup-iters", o.warmup_steps, "linear warmup steps")->capture_default_str();
   app.add_option("--train-steps,--train-iters", o.train_steps, "optimizer steps")->capture_default_str();
-  app.add_option("--lr-decay-steps,--lr-decay-iters", o.lr_decay_steps, "cosine decay ends here (default: --train-steps)");
+  app.add_option("--lr-decay-steps,--lr-decay-iters", o.lr_decay_steps,
+                 "cosine decay ends here (default: --train-steps)")
+      ->check(srunway::common::Positive());
   app.add_option("--lr-decay-style", o.lr_decay_style, "cosine, linear or constant")->capture_default_str();
   app.add_option("--constant-steps", o.constant_steps,
                  "hold --min-lr for the last N steps of the schedule, with NeMo's warmup (CosineAnnealing's "
@@ -147,7 +151,8 @@ int main(int argc, char** argv) {
                  "keep the newest N complete checkpoints, deleting older ones (0: keep all)")->capture_default_str();
   app.add_option("--save-interval", o.save_interval, "steps between checkpoints (0: at the end only)")->capture_default_str();
   app.add_option("--log-interval", o.log_interval, "steps between log lines")->capture_default_str();
-  app.add_option("--eval-interval", o.eval_interval, "steps between validation runs (0: none)")->capture_default_str();
+  app.add_option("--eval-interval", o.eval_interval, "steps between validation runs (0: none)")
+      ->capture_default_str()->check(srunway::common::NonNegative());
   app.add_option("--eval-iters", o.eval_iters, "micro-batches per validation run")->capture_default_str();
   app.add_option("--metrics-file", o.metrics_file, "append one JSON object per log step");
   app.add_option("--export", o.export_safetensors, "after training, write the weights as safetensors to this file");
@@ -162,7 +167,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--peak-tflops", o.peak_tflops,
-                 "TFLOP/s that MFU is against (default: the GPU's dense bf16 peak, or the CPU's measured sgemm rate)");
+                 "TFLOP/s that MFU is against (default: the GPU's dense bf16 peak, or the CPU's measured sgemm rate)")
+      ->check(srunway::common::Positive());
   app.add_flag("--overfit-batch", o.overfit_batch, "train on the first batch every step (debugging)");
   app.add_option("--threads", o.threads, "CPU threads (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the task's CPUs)");
   app.add_option("--bucket-size-mb", o.bucket_size_mb, "data parallel: gradient all-reduce bucket size")
@@ -172,7 +178,7 @@ int main(int argc, char** argv) {
                "data parallel: reduce gradients after the backward instead of during it");
   app.add_option("--distributed-timeout-minutes", o.distributed_timeout_min,
                  "start-up and each collective may take this long before the run ends with an error")
-      ->capture_default_str();
+      ->capture_default_str()->check(srunway::common::Positive());
   bool dry_run = false, distributed_optimizer = false, recompute = false;
   srunway::trainer::PlanInput plan;
   app.add_flag("--dry-run", dry_run,
@@ -194,7 +200,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(srunway::common::NonNegative());
   app.add_option("--exit-save-budget", o.exit_save_budget_s,
                  "on a signal, skip the save when the last one took longer than what is left of this many seconds")
-      ->capture_default_str();
+      ->capture_default_str()->check(srunway::common::NonNegative());
   app.add_option("--straggler-threshold", o.straggler_threshold,
                  "name a rank whose compute time is this many times the median...")->capture_default_str();
   app.add_option("--straggler-window", o.straggler_window, "...for this many steps in a row")->capture_default_str();

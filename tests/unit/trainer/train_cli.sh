@@ -184,6 +184,15 @@ expect_exit 2 "--seq-length: Value 0 not in range 1 to 16777216" "$kTrain" "${co
 expect_exit 2 "--init-std: 0 is not above 0" "$kTrain" "${common[@]}" --mock-data --init-method-std 0
 expect_exit 2 "--exit-duration-in-mins: -1 is not at least 0" \
   "$kTrain" "${common[@]}" --mock-data --exit-duration-in-mins -1
+# Flags whose 0 stands for "unset" trained on as if not given when given 0 or less (a global batch of the micro
+# batch, the decay over --train-steps, the measured peak, no evaluation, a zero timeout); now each is refused.
+for flag_value in "--global-batch-size: Value 0 not in range" "--global-batch-size: Value -8 not in range" \
+    "--lr-decay-steps: 0 is not above 0" "--peak-tflops: -5 is not above 0" "--eval-interval: -1 is not at least 0" \
+    "--distributed-timeout-minutes: 0 is not above 0" "--exit-save-budget: -1 is not at least 0"; do
+  flag=${flag_value%%:*} value=${flag_value#*: }
+  value=${value#Value }
+  expect_exit 2 "$flag_value" "$kTrain" "${common[@]}" --mock-data "$flag" "${value%% *}"
+done
 # --dry-run answers whether the run fits: exit 0 for gpt3-5b with ZeRO-1 over 64 GPUs, 1 without sharding.
 "$kTrain" --preset gpt3-5b --dry-run --nodes 8 --micro-batch-size 4 --use-distributed-optimizer >"$kWork/plan" ||
   fail "a plan that fits: exit $?: $(cat "$kWork/plan")"
