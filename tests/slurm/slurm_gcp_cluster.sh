@@ -51,7 +51,7 @@ expect_eq "all GPUs seen by each task" "$(tasks_of -n2 --exclusive --gpus=2)" "0
 expect_eq "sbatch without --cpu-bind" "$(batch_cpus)" "0:0 1:0 "
 
 echo "== ConstrainDevices numbers a step's GPUs from 0: the plugin maps them back to the node's"
-holder=$(sbatch --parsable -w node1 -n1 --gpus=3 --time=2 --wrap 'sleep 60')
+holder=$(sbatch --parsable --output=/dev/null -w node1 -n1 --gpus=3 --time=2 --wrap 'sleep 60')
 at_exit "scancel $holder 2>/dev/null"
 out=$(tasks_of -w node1 -n1 --gpus-per-task=2)  # GPUs 3 and 4, seen as 0,1
 expect_eq "a step on GPUs 3,4" "${out%%:*}:$(cut -d: -f2 <<<"$out")" "0:enp14s0"

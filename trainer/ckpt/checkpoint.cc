@@ -2,6 +2,7 @@
 #include "trainer/ckpt/checkpoint.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstring>
 
@@ -28,6 +29,25 @@ constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 
 std::span<const uint8_t> AsBytes(std::span<const float> values) {
   return {reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()};
+}
+
+// The complete checkpoints in a --save directory by step: a sharded directory with its manifest, or a single file.
+common::StatusOr<std::vector<std::pair<int64_t, std::filesystem::path>>> CompleteCheckpoints(
+    const std::filesystem::path& dir) {
+  std::vector<std::pair<int64_t, std::filesystem::path>> complete;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("iter_")) continue;
+    const bool sharded = entry.is_directory() && std::filesystem::exists(entry.path() / "manifest.json");
+    const bool single = name.ends_with(".ckpt") && entry.is_regular_file();
+    if (!sharded && !single) continue;
+    auto step = common::ParseInt(name.substr(5, 7), name, 0);
+    if (step.ok()) complete.emplace_back(*step, entry.path());
+  }
+  if (ec) return common::Unavailable("list {}: {}", dir.string(), ec.message());
+  std::sort(complete.begin(), complete.end());
+  return complete;
 }
 
 }  // namespace
@@ -143,20 +163,8 @@ common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesyste
   auto latest_text = common::ReadFile(dir / kLatest);
   if (!latest_text.ok()) return deleted;
   SRUNWAY_ASSIGN_OR_RETURN(int64_t latest, common::ParseInt(common::Trim(*latest_text), (dir / kLatest).string(), 0));
-  // Complete checkpoints by step: a sharded directory with its manifest, or a single file.
-  std::vector<std::pair<int64_t, std::filesystem::path>> complete;
+  SRUNWAY_ASSIGN_OR_RETURN(auto complete, CompleteCheckpoints(dir));
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with("iter_")) continue;
-    const bool sharded = entry.is_directory() && std::filesystem::exists(entry.path() / "manifest.json");
-    const bool single = name.ends_with(".ckpt") && entry.is_regular_file();
-    if (!sharded && !single) continue;
-    auto step = common::ParseInt(name.substr(5, 7), name, 0);
-    if (step.ok()) complete.emplace_back(*step, entry.path());
-  }
-  if (ec) return common::Unavailable("list {}: {}", dir.string(), ec.message());
-  std::sort(complete.begin(), complete.end());
   const int64_t excess = static_cast<int64_t>(complete.size()) - keep;
   for (int64_t i = 0; i < excess; ++i) {
     if (complete[static_cast<size_t>(i)].first >= latest) continue;  // never the newest complete one
@@ -311,10 +319,8 @@ common::StatusOr<TrainingState> ReadShards(const std::filesystem::path& shard_di
   return *first;
 }
 
-}  // namespace
-
-common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& where, const ModelConfig& expected,
-                                               const CheckpointBuffers& buffers) {
+common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, const ModelConfig& expected,
+                                         const CheckpointBuffers& buffers) {
   std::error_code ec;
   if (!std::filesystem::is_directory(where, ec)) return ReadCheckpointFile(where, expected, buffers, nullptr);
   if (std::filesystem::exists(where / "manifest.json", ec)) return ReadShards(where, expected, buffers);
@@ -329,7 +335,29 @@ common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& wher
     }
     return ReadShards(sharded, expected, buffers);
   }
-  return ReadCheckpointFile(where / fmt::format("iter_{:07d}.ckpt", step), expected, buffers, nullptr);
+  const std::filesystem::path single = where / fmt::format("iter_{:07d}.ckpt", step);
+  if (!std::filesystem::exists(single, ec)) {
+    // Not "no checkpoint yet": starting from scratch would later save over the checkpoints that are here.
+    SRUNWAY_ASSIGN_OR_RETURN(auto complete, CompleteCheckpoints(where));
+    std::vector<int64_t> steps;
+    for (const auto& [complete_step, path] : complete) steps.push_back(complete_step);
+    return common::DataLoss("{} names step {}, but neither {}/ nor {} is there (complete: {})", latest.string(), step,
+                            sharded.filename().string(), single.filename().string(),
+                            steps.empty() ? "none" : fmt::format("step {}", fmt::join(steps, ", ")));
+  }
+  return ReadCheckpointFile(single, expected, buffers, nullptr);
+}
+
+}  // namespace
+
+common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& where, const ModelConfig& expected,
+                                               const CheckpointBuffers& buffers) {
+  auto state = LoadFrom(where, expected, buffers);
+  // The pointer or a manifest that does not parse is corrupt data (exit 1), not a bad command line.
+  if (!state.ok() && state.status().code() == common::StatusCode::kInvalidArgument) {
+    return common::DataLoss("{}", state.status().message());
+  }
+  return state;
 }
 
 }  // namespace srunway::trainer

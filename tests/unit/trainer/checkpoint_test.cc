@@ -81,6 +81,25 @@ TEST_F(CheckpointTest, EmptyDirectoryIsNotFound) {
   EXPECT_EQ(state.status().code(), common::StatusCode::kNotFound);
 }
 
+// The pointer naming a step whose checkpoint is gone (deleted by hand, an edited pointer) is an error, not "no
+// checkpoint yet": that would train from scratch and later save over the checkpoints that are there. A pointer or
+// manifest that does not parse is corrupt data (exit 1), not a bad command line.
+TEST_F(CheckpointTest, APointerToAMissingOrUnreadableCheckpointIsDataLoss) {
+  ASSERT_TRUE(SaveCheckpoint(dir_, State(5), {params_, m_, v_}).ok());
+  ASSERT_TRUE(common::WriteFileAtomic(dir_ / "latest_checkpointed_iteration.txt", "7\n").ok());
+  auto state = LoadCheckpoint(dir_, config_, {params_, m_, v_});
+  ASSERT_FALSE(state.ok());
+  EXPECT_EQ(state.status().code(), common::StatusCode::kDataLoss);
+  EXPECT_NE(state.status().message().find("latest_checkpointed_iteration.txt names step 7, but neither "
+                                          "iter_0000007/ nor iter_0000007.ckpt is there (complete: step 5)"),
+            std::string::npos)
+      << state.status().message();
+  ASSERT_TRUE(common::WriteFileAtomic(dir_ / "latest_checkpointed_iteration.txt", "seven\n").ok());
+  state = LoadCheckpoint(dir_, config_, {params_, m_, v_});
+  EXPECT_EQ(state.status().code(), common::StatusCode::kDataLoss) << state.status().ToString();
+  EXPECT_NE(state.status().message().find("'seven' is not an integer"), std::string::npos);
+}
+
 TEST_F(CheckpointTest, AnotherModelIsRefusedNamingTheDifference) {
   ASSERT_TRUE(SaveCheckpoint(dir_, State(5), {params_, m_, v_}).ok());
   ModelConfig other = config_;
@@ -280,6 +299,14 @@ TEST_F(ShardedCheckpointTest, AManifestWithoutItsShardsIsAnErrorAndUncommittedSh
   // Committing with a shard missing is refused and leaves latest alone.
   EXPECT_EQ(CommitShards(dir_, 9, kRanks).code(), common::StatusCode::kDataLoss);
   EXPECT_EQ(*common::ReadFile(dir_ / "latest_checkpointed_iteration.txt"), "7\n");
+}
+
+TEST_F(ShardedCheckpointTest, AManifestThatDoesNotParseIsDataLoss) {
+  WriteAll(7);
+  ASSERT_TRUE(common::WriteFileAtomic(ShardDir(dir_, 7) / "manifest.json", "{\n").ok());
+  const common::Status loaded = Load();
+  EXPECT_EQ(loaded.code(), common::StatusCode::kDataLoss) << loaded.ToString();
+  EXPECT_NE(loaded.message().find("iter_0000007/manifest.json:2:1: syntax error"), std::string::npos) << loaded.message();
 }
 
 TEST_F(ShardedCheckpointTest, PackedBuffersMustMatchTheRanges) {
