@@ -209,21 +209,27 @@ int main(int argc, char** argv) {
   app.add_option("--bootstrap", bootstrap_name, "auto, pmix, slurm or env")->capture_default_str();
   app.add_option("--timeout", timeout_s, "seconds each phase may take before the step is ended")
       ->capture_default_str()->check(common::Positive());
-  app.add_flag("--check", check, "build communicators, check an all-reduce and an all-gather, time every phase");
-  app.add_option("--comm", comm_name, "communicator for --check: auto, nccl, mpi or self")->capture_default_str();
-  app.add_option("--bytes", bytes_text, "all-reduce size for --check")->capture_default_str();
-  app.add_flag("--json", json, "--check prints JSON");
+  CLI::Option* check_flag =
+      app.add_flag("--check", check, "build communicators, check an all-reduce and an all-gather, time every phase");
+  app.add_option("--comm", comm_name, "communicator for --check: auto, nccl, mpi or self")
+      ->capture_default_str()->needs(check_flag);
+  app.add_option("--bytes", bytes_text, "all-reduce size for --check")->capture_default_str()->needs(check_flag);
+  app.add_flag("--json", json, "--check prints JSON")->needs(check_flag);
   bool no_supervise = false;
   SupervisionOptions supervision;
   double hang_timeout_s = 600;
-  app.add_flag("--no-supervise", no_supervise,
-               "exec the command instead of staying as its parent (no failure propagation, no hang detection)");
+  CLI::Option* no_supervise_flag = app.add_flag(
+      "--no-supervise", no_supervise,
+      "exec the command instead of staying as its parent (no failure propagation, no hang detection)");
+  // The supervisor's options, refused where there is none rather than taken and ignored (no log written).
   app.add_option("--hang-timeout", hang_timeout_s,
                  "seconds a program that reports progress through SRUNWAY_HEARTBEAT may make none before it is "
                  "named as hung and the step ends")
-      ->capture_default_str()->check(common::Positive());
-  app.add_option("--log-dir", supervision.log_dir, "write each rank's stdout and stderr to DIR/rank_R.out and .err");
-  app.add_flag("--tee", supervision.tee, "with --log-dir, also print the output as usual");
+      ->capture_default_str()->check(common::Positive())->excludes(no_supervise_flag)->excludes(check_flag);
+  CLI::Option* log_dir =
+      app.add_option("--log-dir", supervision.log_dir, "write each rank's stdout and stderr to DIR/rank_R.out and .err")
+          ->excludes(no_supervise_flag)->excludes(check_flag);
+  app.add_flag("--tee", supervision.tee, "with --log-dir, also print the output as usual")->needs(log_dir);
   app.prefix_command();
   app.footer("Example: srun --mpi=pmix -N2 --ntasks-per-node=4 srunway-launch -- python3 train.py");
   try {
@@ -252,9 +258,6 @@ int main(int argc, char** argv) {
     return Fail(nullptr, common::InvalidArgument("give either --check or a command after --"), kExitUsage);
   }
 
-  if (supervision.tee && supervision.log_dir.empty()) {
-    return Fail(nullptr, common::InvalidArgument("--tee needs --log-dir"), kExitUsage);
-  }
   // Made before the bootstrap, so that a directory no rank can write ends the step at once, on every rank.
   if (!supervision.log_dir.empty()) {
     if (auto made = common::PrepareWritableDir(supervision.log_dir, "--log-dir"); !made.ok()) {

@@ -53,4 +53,20 @@ out=$("$launch" --timeout 0 -- true 2>&1) || rc=$?
 rc=0
 out=$("$launch" --timeout 5 true --not-an-option-of-ours 2>&1) || rc=$?
 [[ $rc == 0 ]] || fail "a program's own options after its name: exit $rc: $out"
-echo "ok: srunway-launch refuses an unknown option before the command, and passes the command's own on"
+# Options of one mode given in the other were taken and ignored: --log-dir under --no-supervise wrote no log.
+while IFS='|' read -r args want; do
+  rc=0
+  read -ra words <<<"$args"
+  out=$("$launch" "${words[@]}" 2>&1) || rc=$?
+  [[ $rc == 2 && $out == "srunway-launch: $want (see --help)" ]] || fail "srunway-launch $args: exit $rc: $out"
+done <<'CASES'
+--no-supervise --log-dir /tmp -- true|--no-supervise excludes --log-dir
+--no-supervise --hang-timeout 5 -- true|--no-supervise excludes --hang-timeout
+--check --log-dir /tmp|--check excludes --log-dir
+--check --hang-timeout 5|--check excludes --hang-timeout
+--json -- true|--json requires --check
+--comm mpi -- true|--comm requires --check
+--bytes 64 -- true|--bytes requires --check
+--tee -- true|--tee requires --log-dir
+CASES
+echo "ok: srunway-launch refuses an unknown option before the command or an option of another mode, and passes the command's own on"
