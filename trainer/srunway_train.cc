@@ -156,11 +156,13 @@ int main(int argc, char** argv) {
   app.add_option("--eval-iters", o.eval_iters, "micro-batches per validation run")->capture_default_str();
   app.add_option("--metrics-file", o.metrics_file, "append one JSON object per log step");
   app.add_option("--export", o.export_safetensors, "after training, write the weights as safetensors to this file");
-  app.add_option("--sample", o.sample_tokens, "after training, generate N tokens and print them");
-  app.add_option("--sample-top-k", o.sample_top_k, "1: greedy")->capture_default_str();
-  app.add_option("--sample-prompt", o.sample_prompt, "text to continue (default: start of a document)");
-  app.add_option("--vocab-file", o.vocab_file, "tokenizer for --sample (default: beside the first --data-path)");
-  app.add_option("--merge-file", o.merge_file, "tokenizer for --sample");
+  // The options of --sample and of --dry-run are refused without them rather than taken and ignored.
+  CLI::Option* sample = app.add_option("--sample", o.sample_tokens, "after training, generate N tokens and print them");
+  app.add_option("--sample-top-k", o.sample_top_k, "1: greedy")->capture_default_str()->needs(sample);
+  app.add_option("--sample-prompt", o.sample_prompt, "text to continue (default: start of a document)")->needs(sample);
+  app.add_option("--vocab-file", o.vocab_file, "tokenizer for --sample (default: beside the first --data-path)")
+      ->needs(sample);
+  app.add_option("--merge-file", o.merge_file, "tokenizer for --sample")->needs(sample);
   app.add_option("--device", o.device,
                  "auto: the rank's GPU where there is one, else the CPU (with a line saying why); cuda: the GPU or "
                  "exit 1; cpu")
@@ -181,14 +183,16 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(srunway::common::Positive());
   bool dry_run = false, distributed_optimizer = false, recompute = false;
   srunway::trainer::PlanInput plan;
-  app.add_flag("--dry-run", dry_run,
+  CLI::Option* dry_run_flag = app.add_flag("--dry-run", dry_run,
                "print parameters, FLOPs per token, memory per GPU and the expected speed for --nodes x "
                "--gpus-per-node GPUs, and exit (0 if it fits --gpu-memory-gb, 1 if not)");
-  app.add_option("--nodes", plan.nodes, "--dry-run: nodes")->capture_default_str();
-  app.add_option("--gpus-per-node", plan.gpus_per_node, "--dry-run: GPUs per node")->capture_default_str();
+  app.add_option("--nodes", plan.nodes, "--dry-run: nodes")->capture_default_str()->needs(dry_run_flag);
+  app.add_option("--gpus-per-node", plan.gpus_per_node, "--dry-run: GPUs per node")->capture_default_str()
+      ->needs(dry_run_flag);
   app.add_option("--assume-mfu", plan.assume_mfu, "--dry-run: model FLOPs utilisation for the speed")
-      ->capture_default_str();
-  app.add_option("--gpu-memory-gb", plan.gpu_memory_gb, "--dry-run: memory per GPU")->capture_default_str();
+      ->capture_default_str()->needs(dry_run_flag);
+  app.add_option("--gpu-memory-gb", plan.gpu_memory_gb, "--dry-run: memory per GPU")->capture_default_str()
+      ->needs(dry_run_flag);
   app.add_flag("--use-distributed-optimizer", distributed_optimizer,
                "ZeRO-1: shard the optimizer state over the data-parallel ranks (reduce-scatter the gradients, "
                "all-gather the parameters)");

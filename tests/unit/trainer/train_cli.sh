@@ -161,7 +161,16 @@ expect_exit 2 "--sample needs the dataset's tokenizer: --data-path: no dataset g
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --sample 5
 grep -q '^step' "$kWork/out" && fail "a run whose --sample has no tokenizer trained: $(cat "$kWork/out")"
 expect_exit 2 "--sample must be at least 0, not -3" "$kTrain" "${common[@]}" --mock-data --sample -3
-expect_exit 2 "--sample-top-k must be at least 1, not 0" "$kTrain" "${common[@]}" --mock-data --sample-top-k 0
+expect_exit 2 "--sample-top-k must be at least 1, not 0" \
+  "$kTrain" "${common[@]}" --mock-data --sample 1 --sample-top-k 0
+# The options of --dry-run and of --sample were taken and ignored without them (--nodes 2 trained on one node).
+for flag_value in "--nodes 2:--dry-run" "--gpus-per-node 4:--dry-run" "--assume-mfu 0.4:--dry-run" \
+    "--gpu-memory-gb 40:--dry-run" "--sample-top-k 5:--sample" "--sample-prompt The:--sample" \
+    "--vocab-file v.json:--sample" "--merge-file m.txt:--sample"; do
+  read -ra words <<<"${flag_value%%:*}"
+  expect_exit 2 "^srunway-train: ${words[0]} requires ${flag_value##*:} \(see --help\)$" \
+    "$kTrain" "${common[@]}" --mock-data "${words[@]}"
+done
 expect_exit 2 "--keep-checkpoints must be at least 0, not -1" \
   "$kTrain" "${common[@]}" --mock-data --keep-checkpoints -1
 expect_exit 1 "/dev/full: No space left on device" \
