@@ -225,9 +225,10 @@ int main(int argc, char** argv) {
                  "(scontrol show topology) or none")->capture_default_str();
   app.add_flag("--compare-order", spec.compare_order,
                "with --topology-order: also run in Slurm's own order first and report both bandwidths");
-  app.add_option("--order-hosts", order_hosts, "(inside the job) print a SLURM_HOSTFILE for the job's nodes from "
+  CLI::Option* order_hosts_option = app.add_option("--order-hosts", order_hosts, "(inside the job) print a SLURM_HOSTFILE for the job's nodes from "
                                                "this placement file, and the order on stderr");
-  app.add_option("--order-source", order_source, "what --order-hosts reads: metadata or slurm")->capture_default_str();
+  app.add_option("--order-source", order_source, "what --order-hosts reads: metadata or slurm")
+      ->capture_default_str()->needs(order_hosts_option);
   app.add_option("--dcgm-level", spec.dcgm_level, "first run dcgmi diag -r N (1-4) on every node; a failure names a bad node")
       ->check(CLI::Range(1, 4));
   app.add_flag("--isolate", isolate, "when the run fails, test node pairs and name the nodes that fail consistently");
@@ -247,6 +248,14 @@ int main(int argc, char** argv) {
   }
   if (!reference.empty() && !nccltests::IsReference(reference)) {
     return CouldNotRun(fmt::format("--reference {}: no such published figure (see --list-references)", reference));
+  }
+  // Options that mean something only beside another are refused alone rather than ignored (--dry-run included).
+  if (app.count("--tasks-per-node") > 0 && spec.gpus_per_node > 0) {
+    return CouldNotRun(fmt::format("--tasks-per-node {} goes with --gpus-per-node 0 (with GPUs, one task per GPU)",
+                                   spec.tasks_per_node));
+  }
+  if (drain && !isolate && spec.dcgm_level == 0) {
+    return CouldNotRun("--drain needs --isolate or --dcgm-level (it drains the nodes they name)");
   }
   if (!order_hosts.empty()) return OrderHosts(order_hosts, order_source, spec.gpus_per_node > 0 ? spec.gpus_per_node : spec.tasks_per_node);
   if (auto order = topology::ParseOrderSource(spec.topology_order); !order.ok()) return CouldNotRun(order.status().message());
@@ -298,9 +307,6 @@ int main(int argc, char** argv) {
   if (auto nodes = PartitionNodes(spec.partition); nodes && spec.nodes > *nodes) {
     return CouldNotRun(fmt::format("--nodes {}: partition {} has {} nodes", spec.nodes,
                                    spec.partition.empty() ? "(default)" : spec.partition, *nodes));
-  }
-  if (drain && !isolate && spec.dcgm_level == 0) {
-    return CouldNotRun("--drain needs --isolate or --dcgm-level (it drains the nodes they name)");
   }
   std::error_code ec;
   std::filesystem::create_directories(job_dir, ec);

@@ -38,6 +38,10 @@ expect 2 "--reference a3: no such published figure \\(see --list-references\\)" 
 expect 2 "--reference a3mega is a GPU figure; with --gpus-per-node 0 the ranks run on host memory" \
   --reference a3mega --gpus-per-node 0 --dry-run
 expect 2 "--requeue-job needs --isolate" --requeue-job 7 --nodes 1 --dry-run
+# Options that only mean something beside another were taken and ignored; --dry-run checks them too.
+expect 2 "--drain needs --isolate or --dcgm-level" --drain --dry-run
+expect 2 "--tasks-per-node 4 goes with --gpus-per-node 0 \\(with GPUs, one task per GPU\\)" --tasks-per-node 4 --dry-run
+expect 2 "--order-source requires --order-hosts" --order-source slurm --dry-run
 expect 0 "^a3mega +all_gather +188 GB/s  2 or more nodes" --list-references
 grep -q "one node alone is judged by: h100-single-node" "$kWork/out" && grep -qE "^h100-single-node +all_reduce +460 GB/s  1 node$" "$kWork/out" ||
   fail "--list-references: $(cat "$kWork/out")"
