@@ -453,8 +453,9 @@ StatusOr<Blueprint> Load(const std::string& file, const std::optional<std::strin
   SRUNWAY_ASSIGN_OR_RETURN(Blueprint bp, LoadText(file, text));
   Reporter report(diagnostics);
   if (deployment) {
-    SRUNWAY_ASSIGN_OR_RETURN(std::string dep_text, common::ReadFile(*deployment));
-    SRUNWAY_ASSIGN_OR_RETURN(Document dep, Parse(*deployment, dep_text));
+    auto dep_text = common::ReadFile(*deployment);
+    if (!dep_text.ok()) return dep_text.status().WithContext("--deployment");
+    SRUNWAY_ASSIGN_OR_RETURN(Document dep, Parse(*deployment, *dep_text));
     bp.deployment = std::move(dep);
     MergeDeployment(bp, report);
   }

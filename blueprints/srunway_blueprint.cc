@@ -63,9 +63,12 @@ std::optional<Blueprint> LoadValid(const Input& in, int& code, std::vector<Valid
   auto bp = Load(in.file, in.deployment.empty() ? std::nullopt : std::optional(in.deployment), sets, diagnostics);
   if (!bp.ok()) {
     // Malformed YAML is the blueprint's fault (exit 1, at its place); a missing file is the command line's.
-    const bool parse = bp.status().code() == common::StatusCode::kInvalidArgument;
-    fmt::print(stderr, "{}\n", bp.status().message());
-    code = parse ? kExitInvalid : kExitUsage;
+    if (bp.status().code() == common::StatusCode::kInvalidArgument) {
+      fmt::print(stderr, "{}\n", bp.status().message());  // file:line:column, as every diagnostic
+      code = kExitInvalid;
+    } else {
+      code = Error(bp.status().message(), kExitUsage);
+    }
     return std::nullopt;
   }
   std::vector<Diagnostic> found = Validate(*bp, validators);
@@ -230,7 +233,12 @@ int main(int argc, char** argv) {
     ::chmod((etc / "task-prolog.sh").c_str(), 0755);
     return RunDaemons(*local, "up");
   }
-  // deploy --target gcp: the toolkit's two steps, with the deployment file, as shell-quoted command lines.
+  // deploy --target gcp: the toolkit's two steps, with the deployment file, as shell-quoted command lines. The local
+  // target's modules are srunway's own, which gcluster does not know.
+  if (LocalClusterOf(*bp).ok()) {
+    return Error(fmt::format("{}: a local blueprint (module srunway/local/controller), not one for gcp: start it with "
+                             "srunway-blueprint up", in.file), kExitInvalid);
+  }
   std::vector<std::string> create = {"gcluster", "create", in.file, "--out", "."};
   if (!in.deployment.empty()) create.insert(create.begin() + 2, {"-d", in.deployment});
   for (const std::string& set : in.sets) create.insert(create.end(), {"--vars", set});

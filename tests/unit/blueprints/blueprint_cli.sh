@@ -112,7 +112,13 @@ fi
 
 echo "== bad input"
 expect 2 validate "$kWork/missing.yaml"
-has "missing.yaml"
+has "srunway-blueprint: open $kWork/missing.yaml: No such file or directory"
+expect 2 validate blueprints/local/local.yaml -d "$kWork/missing.yaml"
+has "srunway-blueprint: --deployment: open $kWork/missing.yaml: No such file or directory"
+# gcluster cannot deploy the local target's modules: refused before any command is printed or run.
+expect 1 deploy blueprints/local/local.yaml --target gcp
+has "srunway-blueprint: blueprints/local/local.yaml: a local blueprint (module srunway/local/controller), not one for gcp: start it with srunway-blueprint up"
+! grep -q gcluster "$kWork/out" || fail "deploy of a local blueprint printed commands: $(cat "$kWork/out")"
 expect 2 validate blueprints/local/local.yaml --set novalue
 has "srunway-blueprint: --set novalue: expected NAME=VALUE"
 expect 1 up blueprints/a3mega/slurm-a3mega-base.yaml -d blueprints/a3mega/deployment-base.yaml
