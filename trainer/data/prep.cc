@@ -92,7 +92,7 @@ class DocumentReader {
  private:
   DocumentReader(const PrepOptions& options, FILE* file)
       : options_(options), file_(file),
-        jsonl_(options.input.ends_with(".jsonl") || options.input.ends_with(".json")) {}
+        jsonl_(IsJsonlInput(options.input)) {}
 
   PrepOptions options_;
   FILE* file_;
@@ -189,6 +189,8 @@ common::StatusOr<std::string> JsonlDocument(std::string_view line, const std::ve
   return text;
 }
 
+bool IsJsonlInput(const std::string& path) { return path.ends_with(".jsonl") || path.ends_with(".json"); }
+
 common::Status CheckPrepOptions(const PrepOptions& options) {
   if (options.input.empty()) return common::InvalidArgument("--input is required");
   if (options.output_prefix.empty()) return common::InvalidArgument("--output-prefix is required");
@@ -215,6 +217,13 @@ common::Status CheckPrepOptions(const PrepOptions& options) {
   }
   if (load && (options.vocab_file.empty() || options.merge_file.empty())) {
     return common::InvalidArgument("--vocab-file and --merge-file go together");
+  }
+  if (!IsJsonlInput(options.input) && options.json_keys != PrepOptions{}.json_keys) {
+    return common::InvalidArgument("--json-keys: {} is read as text (JSONL input ends in .jsonl or .json)",
+                                   options.input);
+  }
+  if (IsJsonlInput(options.input) && !options.document_separator.empty()) {
+    return common::InvalidArgument("--document-separator: {} is JSONL, one document per line", options.input);
   }
   return common::Status::Ok();
 }

@@ -33,8 +33,11 @@ struct PrepStats {
   int vocab_size = 0;
 };
 
+// JSONL input (one document per line) by its name, .jsonl or .json; any other is text.
+bool IsJsonlInput(const std::string& path);
 // The options alone, before any file is read (a command-line error: srunway-prep exits 2): the input and output
-// given, at least one worker, and one tokenizer (--vocab-file with --merge-file, or --train-vocab).
+// given, at least one worker, one tokenizer (--vocab-file with --merge-file, or --train-vocab), and no option of
+// the other input kind (--json-keys for text, --document-separator for JSONL).
 common::Status CheckPrepOptions(const PrepOptions& options);
 // Checks the options (CheckPrepOptions), then tokenizes the input into the output's files.
 common::StatusOr<PrepStats> RunPrep(const PrepOptions& options);

@@ -52,6 +52,15 @@ expect_exit 2 "--output-prefix $kWork/none/prep: $kWork/none is not a directory"
   "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/none/prep" --train-vocab 300 --quiet
 expect_exit 2 "--output-prefix $kWork/: names a directory" \
   "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/" --train-vocab 300 --quiet
+# Options of the other input kind were ignored (--json-keys on a text file tokenized every line), and the last of
+# --append-eod/--no-append-eod won.
+printf 'one\n\ntwo\n' >"$kWork/plain.txt"
+expect_exit 2 "--json-keys: $kWork/plain.txt is read as text \\(JSONL input ends in .jsonl or .json\\)" \
+  "$kPrep" --input "$kWork/plain.txt" --output-prefix "$kWork/prep" --train-vocab 300 --json-keys body
+expect_exit 2 "--document-separator: $kWork/bad.jsonl is JSONL, one document per line" \
+  "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep" --train-vocab 300 --document-separator %
+expect_exit 2 "--append-eod excludes --no-append-eod" \
+  "$kPrep" --input "$kWork/plain.txt" --output-prefix "$kWork/prep" --train-vocab 300 --append-eod --no-append-eod
 [[ ! -e $kWork/prep.bin && ! -e $kWork/prep.idx ]] || fail "srunway-prep left a dataset behind after bad input"
 
 # 2. A dataset from srunway-prep; 20 steps straight vs 10 + resume + 10: the same losses, bit for bit.
