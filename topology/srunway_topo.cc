@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   app.add_option("--xml", xml, "hwloc XML file instead of the live machine")->check(CLI::ExistingFile);
   app.add_option("--profile", profile_name, "auto, a3mega, a3high, generic or none")->capture_default_str();
   app.add_option("--local-rank", local_rank, "the task's local rank")->capture_default_str()->check(common::NonNegative());
-  app.add_option("--local-tasks", local_tasks, "tasks on the node (default: one per GPU)")->check(common::NonNegative());
+  app.add_option("--local-tasks", local_tasks, "tasks on the node (default: one per GPU)")->check(common::Positive());
   app.add_option("--gpus", gpus_text, "the GPUs the task sees, as in CUDA_VISIBLE_DEVICES (default: all)");
   app.add_option("--plugin-path", plugin_path, "directory of the NCCL network plugin");
   app.add_flag("--json", json, "print JSON for scripts");
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     }
     visible = *parsed;
   }
-  const bool tasks_given = local_tasks > 0;
+  const bool tasks_given = local_tasks > 0;  // 0: not given (a given 0 is refused above)
   if (!tasks_given) local_tasks = std::max<int>(1, static_cast<int>(topo->gpus.size()));
   if (local_rank >= local_tasks) {
     common::LogError("--local-rank {} is not below the node's {} task{} ({})", local_rank, local_tasks,

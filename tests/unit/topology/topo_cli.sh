@@ -44,6 +44,7 @@ echo "ok: plans for A3 Mega's local ranks"
 expect 2 "^srunway-topo\[.*\] error: --local-rank 9 is not below the node's 8 tasks \(one per GPU; --local-tasks sets another count\)$" \
   --xml "$kMega" --local-rank 9
 expect 2 "--local-rank 2 is not below the node's 2 tasks \(--local-tasks\)$" --xml "$kMega" --local-rank 2 --local-tasks 2
+expect 2 "--local-tasks: 0 is not above 0" --xml "$kMega" --local-tasks 0
 expect 2 "--gpus: CUDA_VISIBLE_DEVICES='GPU-1f2e': 'GPU-1f2e' is not a GPU index" --xml "$kMega" --gpus GPU-1f2e
 expect 2 "unknown network profile 'a3ultra' \(expected auto, a3mega, a3high, generic or none\)" \
   --xml "$kMega" --profile a3ultra
