@@ -559,10 +559,13 @@ common::Status Trainer::InitOrLoad() {
     auto state = LoadCheckpoint(o_.load, m, buffers);
     loaded = state.status();
     if (state.ok()) {
-      const int64_t saved_gbs = state->extra.value("global_batch_size", int64_t{0});
-      if (saved_gbs != 0 && saved_gbs != o_.global_batch_size && Leader()) {
-        common::LogWarn("{} was written with global batch {}, this run uses {}: the data order continues by samples",
-                        o_.load, saved_gbs, o_.global_batch_size);
+      for (const auto& [key, what, now] : {std::tuple{"global_batch_size", "global batch", int64_t{o_.global_batch_size}},
+                                           std::tuple{"seq_length", "sequence length", int64_t{T_}}}) {
+        const int64_t saved = state->extra.value(key, int64_t{0});
+        if (saved != 0 && saved != now && Leader()) {
+          common::LogWarn("{} was written with {} {}, this run uses {}: the data order continues by samples", o_.load,
+                          what, saved, now);
+        }
       }
       step_ = state->step;
       consumed_ = state->consumed_samples;
@@ -578,6 +581,9 @@ common::Status Trainer::InitOrLoad() {
       SRUNWAY_RETURN_IF_ERROR(m_state.Upload());
       SRUNWAY_RETURN_IF_ERROR(v_state.Upload());
       if (Leader()) common::LogInfo("resumed from {} at step {} ({} samples consumed)", o_.load, step_, consumed_);
+      if (step_ >= o_.train_steps && Leader()) {
+        common::LogInfo("already at step {} of --train-steps {}: nothing left to train", step_, o_.train_steps);
+      }
     } else if (state.status().code() == common::StatusCode::kNotFound &&
                (std::filesystem::is_directory(o_.load) || o_.load == o_.save)) {
       // --load DIR --save DIR is how a job that may be requeued is written: the first run finds nothing there.

@@ -96,6 +96,15 @@ diff <(losses "$kWork/straight.jsonl" | tail -n 10) <(losses "$kWork/resumed.jso
   || fail "resumed losses differ from the uninterrupted run"
 [[ $(losses "$kWork/resumed.jsonl" | wc -l) == 10 ]] || fail "the resumed run should do steps 11-20"
 echo "ok: save -> load -> continue reproduces steps 11-20 bit for bit"
+# A run resumed at or past --train-steps (a finished job requeued) said only "resumed"; one of another sequence
+# length continued silently with other samples.
+"${run[@]}" --load "$kWork/ckpt" >"$kWork/out" 2>"$kWork/err" || fail "resuming a finished run: $(cat "$kWork/err")"
+grep -q "info: already at step 20 of --train-steps 20: nothing left to train" "$kWork/err" || fail "$(cat "$kWork/err")"
+grep -q '^step' "$kWork/out" && fail "a finished run trained again: $(cat "$kWork/out")"
+"${run[@]}" --load "$kWork/ckpt/iter_0000010" --train-steps 11 --seq-length 16 >/dev/null 2>"$kWork/err" ||
+  fail "$(cat "$kWork/err")"
+grep -q "warning: $kWork/ckpt/iter_0000010 was written with sequence length 32, this run uses 16: the data order continues by samples" \
+  "$kWork/err" || fail "$(cat "$kWork/err")"
 
 # 2b. --recompute-activations: the same losses and gradient norms bit for bit (dropout on: the masks recomputed
 # must be the ones drawn), in less memory.
