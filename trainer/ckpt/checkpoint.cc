@@ -175,6 +175,13 @@ common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesyste
   return deleted;
 }
 
+std::string LastCompleteCheckpoint(const std::filesystem::path& dir) {
+  auto text = common::ReadFile(dir / kLatest);
+  auto step = text.ok() ? common::ParseInt(common::Trim(*text), kLatest, 0) : common::StatusOr<int64_t>(text.status());
+  if (!step.ok()) return fmt::format("there is no complete checkpoint in {} yet", dir.string());
+  return fmt::format("the last complete checkpoint in {} stays (step {})", dir.string(), *step);
+}
+
 common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name) {
   if (bytes.size() < 24 || std::memcmp(bytes.data(), kMagic, 8) != 0) {
     return common::DataLoss("{}: not a srunway checkpoint (bad magic)", name);

@@ -70,6 +70,9 @@ common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int 
 // --keep-checkpoints: deletes all but the newest `keep` complete checkpoints in `dir` (never the one `latest`
 // names); returns what it deleted.
 common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesystem::path& dir, int keep);
+// What a failed or skipped save leaves in charge, for its error line: "the last complete checkpoint in DIR stays
+// (step N)", or "there is no complete checkpoint in DIR yet".
+std::string LastCompleteCheckpoint(const std::filesystem::path& dir);
 
 // `path` is a checkpoint file, a sharded checkpoint's directory, or a directory with
 // latest_checkpointed_iteration.txt (pointing at either kind). NotFound when a directory has no checkpoint yet.

@@ -700,9 +700,10 @@ common::Status Trainer::Save(const char* why) {
                              boot_->AllGather(written.ok() ? std::string() : written.message(), "checkpoint errors"));
     const int first = static_cast<int>(std::find(failed.begin(), failed.end(), 1) - failed.begin());
     error_said_elsewhere_ = true;
-    return common::Unavailable("{}{}{}; the last complete checkpoint in {} stays",
-                               world_ == 1 ? "" : boot_->NameRank(first) + ": ", errors[static_cast<size_t>(first)],
-                               failures == 1 ? "" : fmt::format(" (and {} more rank{})", failures - 1, failures == 2 ? "" : "s"), o_.save);
+    return common::Unavailable("{}{}{}; {}", world_ == 1 ? "" : boot_->NameRank(first) + ": ",
+                               errors[static_cast<size_t>(first)],
+                               failures == 1 ? "" : fmt::format(" (and {} more rank{})", failures - 1, failures == 2 ? "" : "s"),
+                               LastCompleteCheckpoint(o_.save));
   }
   common::Status committed = common::Status::Ok();
   if (Leader()) {
@@ -947,8 +948,8 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       SRUNWAY_RETURN_IF_ERROR(HostBroadcast(skip, 0));
       if (skip != 0) {
         result.not_saved = fmt::format(
-            "not saving: the last save took {:.1f} s and {:.1f} s are left of --exit-save-budget {} s; the last "
-            "complete checkpoint in {} stays", last_save_s_, std::max(0.0, left_s), o_.exit_save_budget_s, o_.save);
+            "not saving: the last save took {:.1f} s and {:.1f} s are left of --exit-save-budget {} s; {}",
+            last_save_s_, std::max(0.0, left_s), o_.exit_save_budget_s, LastCompleteCheckpoint(o_.save));
         result.ending = TrainResult::Ending::kSignalled;
         result.signal = signal;
         result.step = step_;

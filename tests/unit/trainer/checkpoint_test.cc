@@ -100,6 +100,12 @@ TEST_F(CheckpointTest, APointerToAMissingOrUnreadableCheckpointIsDataLoss) {
   EXPECT_NE(state.status().message().find("'seven' is not an integer"), std::string::npos);
 }
 
+TEST_F(CheckpointTest, LastCompleteCheckpointNamesTheStepOrThatThereIsNone) {
+  EXPECT_EQ(LastCompleteCheckpoint(dir_), fmt::format("there is no complete checkpoint in {} yet", dir_.string()));
+  ASSERT_TRUE(SaveCheckpoint(dir_, State(5), {params_, m_, v_}).ok());
+  EXPECT_EQ(LastCompleteCheckpoint(dir_), fmt::format("the last complete checkpoint in {} stays (step 5)", dir_.string()));
+}
+
 TEST_F(CheckpointTest, AnotherModelIsRefusedNamingTheDifference) {
   ASSERT_TRUE(SaveCheckpoint(dir_, State(5), {params_, m_, v_}).ok());
   ModelConfig other = config_;
