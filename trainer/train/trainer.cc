@@ -700,10 +700,10 @@ common::Status Trainer::Save(const char* why) {
                              boot_->AllGather(written.ok() ? std::string() : written.message(), "checkpoint errors"));
     const int first = static_cast<int>(std::find(failed.begin(), failed.end(), 1) - failed.begin());
     error_said_elsewhere_ = true;
+    const std::string others =
+        failures == 1 ? "" : fmt::format(" (and {} more rank{})", failures - 1, failures == 2 ? "" : "s");
     return common::Unavailable("{}{}{}; {}", world_ == 1 ? "" : boot_->NameRank(first) + ": ",
-                               errors[static_cast<size_t>(first)],
-                               failures == 1 ? "" : fmt::format(" (and {} more rank{})", failures - 1, failures == 2 ? "" : "s"),
-                               LastCompleteCheckpoint(o_.save));
+                               errors[static_cast<size_t>(first)], others, LastCompleteCheckpoint(o_.save));
   }
   common::Status committed = common::Status::Ok();
   if (Leader()) {

@@ -103,7 +103,8 @@ TEST_F(CheckpointTest, APointerToAMissingOrUnreadableCheckpointIsDataLoss) {
 TEST_F(CheckpointTest, LastCompleteCheckpointNamesTheStepOrThatThereIsNone) {
   EXPECT_EQ(LastCompleteCheckpoint(dir_), fmt::format("there is no complete checkpoint in {} yet", dir_.string()));
   ASSERT_TRUE(SaveCheckpoint(dir_, State(5), {params_, m_, v_}).ok());
-  EXPECT_EQ(LastCompleteCheckpoint(dir_), fmt::format("the last complete checkpoint in {} stays (step 5)", dir_.string()));
+  EXPECT_EQ(LastCompleteCheckpoint(dir_),
+            fmt::format("the last complete checkpoint in {} stays (step 5)", dir_.string()));
 }
 
 TEST_F(CheckpointTest, AnotherModelIsRefusedNamingTheDifference) {
