@@ -87,6 +87,12 @@ log=$(mktemp "${TMPDIR:-/tmp}/srunway-install-site.XXXXXX.log")
 build_srunway "$kSource" "$build_dir" "$plugin_only" "$log" --prefix "$prefix" --buildtype=release \
   -Dslurm=enabled "-Dslurm_include_dir=$slurm_include" -Dsanitized_tests=disabled "-Dcuda=$cuda" \
   ${cuda_home:+"-Dgpu_include_dir=$cuda_home/include"}
+# A mistyped plugin argument would fail every job step once the drop-in names it: checked as the plugin checks
+# them, before anything is installed.
+if ! checked=$("$build_dir/topology/srunway-topo" --plugin-args "$plugin_args" --json 2>&1 >/dev/null) &&
+    [[ $checked == *"error: --plugin-args: "* ]]; then
+  usage "--plugin-args '$plugin_args': ${checked#*error: --plugin-args: }"
+fi
 installed=$(DESTDIR="" install_srunway "$build_dir" "$plugin_only" "$log")
 plugin=$(grep '/srunway\.so$' <<<"$installed" || true)
 [[ -n $plugin ]] || die "meson installed no srunway.so (log: $log)"

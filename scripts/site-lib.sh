@@ -77,7 +77,7 @@ require_meson() {
 }
 
 # build_srunway SOURCE BUILD_DIR PLUGIN_ONLY LOG MESON_OPTIONS...: configures (or reconfigures) BUILD_DIR and
-# builds everything, or with PLUGIN_ONLY=1 the SPANK plugin and its topology helper only.
+# builds everything, or with PLUGIN_ONLY=1 the SPANK plugin, its topology helper and srunway-topo only.
 build_srunway() {
   local source=$1 build=$2 plugin_only=$3 log=$4
   shift 4
@@ -87,7 +87,8 @@ build_srunway() {
     meson setup "$build" "$source" "$@" >"$log" 2>&1 || { tail -n 20 "$log" >&2; die "meson setup failed (log: $log)"; }
   fi
   local targets=()
-  ((plugin_only)) && targets=(spank/srunway.so topology/srunway-topo-helper)
+  # srunway-topo too, not installed then: it checks --plugin-args as the plugin will.
+  ((plugin_only)) && targets=(spank/srunway.so topology/srunway-topo-helper topology/srunway-topo)
   ninja -C "$build" "${targets[@]}" >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "the build failed (log: $log)"; }
   [[ -f $build/spank/srunway.so ]] || die "the build made no SPANK plugin: are the Slurm headers usable? (log: $log)"
 }

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+#include <sstream>
 
 #include "common/cli.h"
 #include "common/json.h"
@@ -83,7 +85,7 @@ int main(int argc, char** argv) {
   common::InitLogging("srunway-topo");
   CLI::App app{"Print a node's GPU -> NIC, NUMA and CPU map and a task's environment plan."};
   common::SetUpProgram(app, "srunway-topo");
-  std::string xml, profile_name = "auto", gpus_text, plugin_path;
+  std::string xml, profile_name = "auto", gpus_text, plugin_path, plugin_args;
   int local_rank = 0, local_tasks = 0;
   bool json = false;
   app.add_option("--xml", xml, "hwloc XML file instead of the live machine")->check(CLI::ExistingFile);
@@ -92,6 +94,10 @@ int main(int argc, char** argv) {
   app.add_option("--local-tasks", local_tasks, "tasks on the node (default: one per GPU)")->check(common::Positive());
   app.add_option("--gpus", gpus_text, "the GPUs the task sees, as in CUDA_VISIBLE_DEVICES (default: all)");
   app.add_option("--plugin-path", plugin_path, "directory of the NCCL network plugin");
+  app.add_option("--plugin-args", plugin_args,
+                 "the SPANK plugin's plugstack.conf arguments ('default_profile=a3mega plugin_path=/dir ...'): "
+                 "checked as the plugin checks them and planned with (--profile then acts as srun's "
+                 "--network-profile)");
   app.add_flag("--json", json, "print JSON for scripts");
   try {
     app.parse(argc, argv);
@@ -100,7 +106,27 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
 
-  auto profile = topology::ParseProfile(profile_name);
+  // Without --plugin-args, --profile is the profile itself; with them, it is what a user asks of the plugin.
+  topology::PluginConfig config;
+  std::optional<std::string> user_profile;
+  if (app.count("--plugin-args") > 0) {
+    // Split on white space, as Slurm splits a plugstack.conf line into the plugin's argv.
+    std::vector<std::string> words;
+    std::istringstream stream(plugin_args);
+    for (std::string word; stream >> word;) words.push_back(word);
+    auto parsed = topology::ParsePluginArgs(words);
+    if (!parsed.ok()) {
+      common::LogError("--plugin-args: {}", parsed.status().message());
+      return kExitUsage;
+    }
+    config = *parsed;
+    if (app.count("--profile") > 0) user_profile = profile_name;
+    if (xml.empty()) xml = config.topology_xml;
+    if (plugin_path.empty()) plugin_path = config.plugin_path;
+  } else {
+    user_profile = profile_name;
+  }
+  auto profile = topology::ChooseProfile(config, user_profile);
   if (!profile.ok()) {
     common::LogError("{}", profile.status().message());
     return kExitUsage;

@@ -5,7 +5,8 @@
 # for the generic profile has SRUNWAY_NETWORK_PROFILE), the drop-in names the exact installed path, a second
 # install adds no line, and removal leaves the plugin stack as it was. Headers of another Slurm release, a meson
 # older than 1.0, a --cuda that is not a mode, and --cuda enabled without nvcc or without NCCL's headers are
-# refused with one line. Builds the plugin once (plugin only) in a scratch build directory.
+# refused with one line, as is a mistyped --plugin-args (it would fail every job step). Builds the plugin once
+# (plugin only) in a scratch build directory.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 work=$(mktemp -d)
@@ -109,6 +110,14 @@ prefix="$work/prefix"
 # Where the CUDA toolkit is in /usr/local/cuda (off PATH, as in the CUDA images), --cuda enabled finds its nvcc.
 cuda=auto
 [[ -x /usr/local/cuda/bin/nvcc ]] && cuda=enabled
+# A mistyped plugin argument would fail every job step: refused before anything is installed or added.
+rc=0
+PATH=$no_nvcc_path "$kSourceRoot/scripts/install-site.sh" --prefix "$prefix" --plugin-only --no-deps \
+  --build-dir "$work/build" --cuda "$cuda" --plugin-args "defualt_profile=a3mega" >"$work/args.out" 2>&1 || rc=$?
+expect_eq "exit code with a mistyped --plugin-args" "$rc" 2
+grep -qx "install-site: --plugin-args 'defualt_profile=a3mega': unknown plugstack argument 'defualt_profile' .* (see --help)" \
+  "$work/args.out" || fail "$(cat "$work/args.out")"
+[[ ! -e $prefix && ! -e $dropin_dir/srunway.conf ]] || fail "a refused --plugin-args installed something"
 for round in 1 2; do
   PATH=$no_nvcc_path "$kSourceRoot/scripts/install-site.sh" --prefix "$prefix" --plugin-only --no-deps \
     --build-dir "$work/build" --cuda "$cuda" >"$work/site.out" 2>&1 ||

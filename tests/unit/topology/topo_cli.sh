@@ -41,6 +41,21 @@ python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); sys.exit(p["task
   fail "GPUs 4-7, local rank 1 of 2: $(cat "$kWork/out")"
 echo "ok: plans for A3 Mega's local ranks"
 
+# --plugin-args: the plugstack.conf arguments, checked as the plugin checks them (an admin's typo there fails every
+# job step) and decided with: the admin's default profile and plugin path; --profile as a user's --network-profile.
+expect 0 "" --xml "$kMega" --plugin-args "default_profile=generic plugin_path=/opt/fastrak" --json
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); sys.exit(p["profile"] != "generic")' "$kWork/out" ||
+  fail "--plugin-args default_profile=generic: $(cat "$kWork/out")"
+expect 0 "" --xml "$kMega" --plugin-args "default_profile=generic plugin_path=/opt/fastrak" --profile a3mega --json
+grep -q '"LD_LIBRARY_PATH": "/opt/fastrak:' "$kWork/out" || fail "plugin_path=/opt/fastrak unused: $(cat "$kWork/out")"
+expect 2 "^srunway-topo\[.*\] error: --plugin-args: unknown plugstack argument 'defualt_profile' \(expected" \
+  --xml "$kMega" --plugin-args "defualt_profile=a3mega"
+expect 2 "--plugin-args: plugstack argument plugin_path='opt/x' must be an absolute path" \
+  --xml "$kMega" --plugin-args "plugin_path=opt/x"
+expect 2 "--network-profile=a3mega refused: the administrator fixed the profile to generic \(allow_user_profile=no\)" \
+  --xml "$kMega" --plugin-args "default_profile=generic allow_user_profile=no" --profile a3mega
+echo "ok: --plugin-args are checked as the plugin checks them, and decide the plan as they do there"
+
 expect 2 "^srunway-topo\[.*\] error: --local-rank 9 is not below the node's 8 tasks \(one per GPU; --local-tasks sets another count\)$" \
   --xml "$kMega" --local-rank 9
 expect 2 "--local-rank 2 is not below the node's 2 tasks \(--local-tasks\)$" --xml "$kMega" --local-rank 2 --local-tasks 2
