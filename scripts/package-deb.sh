@@ -86,7 +86,14 @@ cat >"$stage/DEBIAN/postinst" <<EOF
 #!/bin/sh
 set -e
 if [ "\$1" = configure ]; then
-  /usr/share/srunway/plugstack-dropin.sh add $plugin "\${SRUNWAY_PLUGIN_ARGS:-default_profile=auto}" \\
+  args="\${SRUNWAY_PLUGIN_ARGS:-default_profile=auto}"
+  # Arguments the plugin would refuse fail every job step: checked as it checks them before the drop-in names it.
+  if ! out=\$(/usr/bin/srunway-topo --plugin-args "\$args" --json 2>&1 >/dev/null); then
+    case "\$out" in
+      *"error: --plugin-args: "*) echo "srunway: SRUNWAY_PLUGIN_ARGS='\$args': \${out#*error: --plugin-args: }" >&2; exit 1 ;;
+    esac
+  fi
+  /usr/share/srunway/plugstack-dropin.sh add $plugin "\$args" \\
     --comment "srunway's SPANK plugin for Slurm $headers, from the package $name (dpkg -r $name removes it)"
 fi
 EOF

@@ -87,7 +87,7 @@ build_srunway() {
     meson setup "$build" "$source" "$@" >"$log" 2>&1 || { tail -n 20 "$log" >&2; die "meson setup failed (log: $log)"; }
   fi
   local targets=()
-  # srunway-topo too, not installed then: it checks --plugin-args as the plugin will.
+  # srunway-topo too: it checks --plugin-args as the plugin will.
   ((plugin_only)) && targets=(spank/srunway.so topology/srunway-topo-helper topology/srunway-topo)
   ninja -C "$build" "${targets[@]}" >>"$log" 2>&1 || { tail -n 20 "$log" >&2; die "the build failed (log: $log)"; }
   [[ -f $build/spank/srunway.so ]] || die "the build made no SPANK plugin: are the Slurm headers usable? (log: $log)"
@@ -104,6 +104,7 @@ import json, os, sys
 plugin_only, destdir = sys.argv[1] == "1", os.environ.get("DESTDIR", "")
 for path in sorted(json.load(sys.stdin).values()):
     path = destdir + path if destdir else path
-    if os.path.exists(path) and (not plugin_only or os.path.basename(path) in ("srunway.so", "srunway-topo-helper")):
+    if os.path.exists(path) and (not plugin_only or os.path.basename(path) in ("srunway.so", "srunway-topo-helper",
+                                                                             "srunway-topo")):
         print(path)' "$plugin_only"
 }

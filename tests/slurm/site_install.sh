@@ -92,9 +92,18 @@ plugin_absent || fail "the plugin is already in the stack before the test: $(cat
   fail "package-deb: $(cat "$work/deb.out")"
 deb=$(tail -n 1 "$work/deb.out")
 expect_eq "package name" "$(dpkg-deb -f "$deb" Package)" "srunway-spank-slurm22.05"
+# Plugin arguments the plugin would refuse: the postinst fails before the drop-in names them.
+rc=0
+SRUNWAY_PLUGIN_ARGS="defualt_profile=a3mega" dpkg -i "$deb" >"$work/dpkg.out" 2>&1 || rc=$?
+[[ $rc != 0 ]] || fail "dpkg -i with a mistyped SRUNWAY_PLUGIN_ARGS succeeded"
+grep -q "^srunway: SRUNWAY_PLUGIN_ARGS='defualt_profile=a3mega': unknown plugstack argument 'defualt_profile'" \
+  "$work/dpkg.out" || fail "$(cat "$work/dpkg.out")"
+[[ ! -e $dropin_dir/srunway.conf ]] || fail "a refused SRUNWAY_PLUGIN_ARGS was added: $(cat "$dropin_dir/srunway.conf")"
+dpkg -r srunway-spank-slurm22.05 >/dev/null 2>&1 || fail "dpkg -r of the half-configured package failed"
 dpkg -i "$deb" >"$work/dpkg.out" 2>&1 || fail "dpkg -i: $(cat "$work/dpkg.out")"
 at_exit "dpkg -r srunway-spank-slurm22.05 >/dev/null 2>&1"
 installed=$(dpkg -L srunway-spank-slurm22.05 | grep '/srunway\.so$')
+dpkg -L srunway-spank-slurm22.05 | grep -qx /usr/bin/srunway-topo || fail "the plugin's package has no srunway-topo"
 grep -qx "required $installed default_profile=auto" "$dropin_dir/srunway.conf" ||
   fail "the drop-in does not name $installed: $(cat "$dropin_dir/srunway.conf")"
 expect_eq "include lines" "$(grep -cxF "$kInclude" "$plugstack")" 1
