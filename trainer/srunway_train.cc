@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <map>
 #include <set>
 #include <variant>
 
@@ -47,16 +48,29 @@ srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::strin
   }
   if (!root.IsMap()) return srunway::common::InvalidArgument("{}: expected a mapping of flag: value", path);
   std::vector<std::string> words;
+  std::map<std::string, int> first_line;  // YAML forbids a key twice; yaml-cpp keeps both (mock_data = mock-data)
   for (const auto& entry : root) {
     std::string key = entry.first.as<std::string>();
     std::replace(key.begin(), key.end(), '_', '-');
     const std::string flag = "--" + key;
-    if (given.count(flag) || key == "config") continue;
-    if (app.get_option_no_throw(flag) == nullptr) {
-      return srunway::common::InvalidArgument("{}:{}: unknown key '{}' (srunway-train has no {}; see --help)", path,
-                                              entry.first.Mark().line + 1, entry.first.as<std::string>(), flag);
+    const int line = entry.first.Mark().line + 1;
+    if (auto [at, fresh] = first_line.emplace(key, line); !fresh) {
+      return srunway::common::InvalidArgument("{}:{}: '{}' is given twice (first on line {})", path, line, key,
+                                              at->second);
     }
+    if (key == "config") {
+      return srunway::common::InvalidArgument("{}:{}: 'config' cannot be set in a config file", path, line);
+    }
+    const CLI::Option* option = app.get_option_no_throw(flag);
+    if (option == nullptr) {
+      return srunway::common::InvalidArgument("{}:{}: unknown key '{}' (srunway-train has no {}; see --help)", path,
+                                              line, entry.first.as<std::string>(), flag);
+    }
+    if (given.count(flag)) continue;  // the command line wins
     const YAML::Node& value = entry.second;
+    if (value.IsSequence() && option->get_items_expected_max() <= 1) {
+      return srunway::common::InvalidArgument("{}:{}: '{}' takes one value, not a list", path, line, key);
+    }
     if (value.IsSequence()) {
       words.push_back(flag);
       for (const auto& item : value) words.push_back(item.as<std::string>());
@@ -69,8 +83,7 @@ srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::strin
         words.push_back(text);
       }
     } else {
-      return srunway::common::InvalidArgument("{}:{}: '{}' must be a scalar or a list", path,
-                                              entry.first.Mark().line + 1, key);
+      return srunway::common::InvalidArgument("{}:{}: '{}' must be a scalar or a list", path, line, key);
     }
   }
   return words;

@@ -155,6 +155,16 @@ expect_exit 2 "config.bad.yaml:2" bash -c "printf 'a: 1\n b: [\n' >'$kWork/confi
 printf 'lr: 0.001\nmicro_batch: 3\n' >"$kWork/config.typo.yaml"
 expect_exit 2 "config.typo.yaml:2: unknown key 'micro_batch' \(srunway-train has no --micro-batch; see --help\)" \
   "$kTrain" --config "$kWork/config.typo.yaml" --mock-data
+# A list for a one-value flag (CLI11 said "not expected: 0.002"), a key given twice (YAML forbids it; the first
+# won, silently) and a nested config (ignored) are each a line naming the file and line.
+printf 'mock_data: true\nlr: [0.1, 0.002]\n' >"$kWork/config.list.yaml"
+expect_exit 2 "config.list.yaml:2: 'lr' takes one value, not a list" "$kTrain" --config "$kWork/config.list.yaml"
+printf 'mock_data: true\nlr: 0.1\nmock-data: false\n' >"$kWork/config.twice.yaml"
+expect_exit 2 "config.twice.yaml:3: 'mock-data' is given twice \(first on line 1\)" \
+  "$kTrain" --config "$kWork/config.twice.yaml"
+printf 'mock_data: true\nconfig: other.yaml\n' >"$kWork/config.nested.yaml"
+expect_exit 2 "config.nested.yaml:2: 'config' cannot be set in a config file" \
+  "$kTrain" --config "$kWork/config.nested.yaml"
 expect_exit 2 "not a multiple of --micro-batch-size" "$kTrain" "${common[@]}" --mock-data --global-batch-size 3
 expect_exit 1 "no such dataset" "$kTrain" "${common[@]}" --data-path "$kWork/missing"
 cp "$kWork/data.bin" "$kWork/corrupt.bin"
