@@ -74,14 +74,16 @@ srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::strin
     if (value.IsSequence()) {
       words.push_back(flag);
       for (const auto& item : value) words.push_back(item.as<std::string>());
-    } else if (value.IsScalar()) {
+    } else if (value.IsScalar() && option->get_items_expected_max() == 0) {  // a switch
       const std::string text = value.as<std::string>();
-      if (text == "true" || text == "false") {
-        if (text == "true") words.push_back(flag);
-      } else {
-        words.push_back(flag);
-        words.push_back(text);
+      if (text != "true" && text != "false") {
+        return srunway::common::InvalidArgument("{}:{}: '{}' is a switch: true or false, not '{}'", path, line, key,
+                                                text);
       }
+      if (text == "true") words.push_back(flag);
+    } else if (value.IsScalar()) {
+      words.push_back(flag);
+      words.push_back(value.as<std::string>());
     } else {
       return srunway::common::InvalidArgument("{}:{}: '{}' must be a scalar or a list", path, line, key);
     }

@@ -162,6 +162,13 @@ expect_exit 2 "config.list.yaml:2: 'lr' takes one value, not a list" "$kTrain" -
 printf 'mock_data: true\nlr: 0.1\nmock-data: false\n' >"$kWork/config.twice.yaml"
 expect_exit 2 "config.twice.yaml:3: 'mock-data' is given twice \(first on line 1\)" \
   "$kTrain" --config "$kWork/config.twice.yaml"
+# A switch takes true or false (5 was "not expected"); a flag with a value takes false as its value (it was dropped,
+# training with the default learning rate).
+printf 'mock_data: 5\n' >"$kWork/config.switch.yaml"
+expect_exit 2 "config.switch.yaml:1: 'mock-data' is a switch: true or false, not '5'" \
+  "$kTrain" --config "$kWork/config.switch.yaml"
+printf 'mock_data: true\nlr: false\n' >"$kWork/config.false.yaml"
+expect_exit 2 "--lr" "$kTrain" --config "$kWork/config.false.yaml"
 printf 'mock_data: true\nconfig: other.yaml\n' >"$kWork/config.nested.yaml"
 expect_exit 2 "config.nested.yaml:2: 'config' cannot be set in a config file" \
   "$kTrain" --config "$kWork/config.nested.yaml"
