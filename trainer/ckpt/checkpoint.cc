@@ -184,6 +184,11 @@ std::string LastCompleteCheckpoint(const std::filesystem::path& dir) {
 
 common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name) {
   if (bytes.size() < 24 || std::memcmp(bytes.data(), kMagic, 8) != 0) {
+    // A safetensors file (--export's) starts with its header's length, then the JSON header.
+    if (bytes.size() > 8 && bytes[8] == '{') {
+      return common::DataLoss("{}: not a srunway checkpoint but a safetensors file (--export's weights, without the "
+                              "optimizer state and data position that --load resumes)", name);
+    }
     return common::DataLoss("{}: not a srunway checkpoint (bad magic)", name);
   }
   uint32_t version;

@@ -137,6 +137,16 @@ TEST_F(CheckpointTest, CorruptAndTruncatedFilesAreRefused) {
   EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos) << truncated.status().message();
   ASSERT_TRUE(common::WriteFileAtomic(*path, "not a checkpoint at all, just text").ok());
   EXPECT_NE(LoadCheckpoint(*path, config_, {params_, m_, v_}).status().message().find("bad magic"), std::string::npos);
+  // --export's safetensors file is the likely mistake: said so.
+  std::string safetensors(8, '\0');
+  safetensors[0] = 2;
+  safetensors += "{}";
+  ASSERT_TRUE(common::WriteFileAtomic(*path, safetensors).ok());
+  EXPECT_NE(LoadCheckpoint(*path, config_, {params_, m_, v_}).status().message().find(
+                "not a srunway checkpoint but a safetensors file (--export's weights, without the optimizer state "
+                "and data position that --load resumes)"),
+            std::string::npos)
+      << LoadCheckpoint(*path, config_, {params_, m_, v_}).status().message();
 }
 
 // The header's numbers come from a file anyone may have edited: nothing converts them unchecked.
