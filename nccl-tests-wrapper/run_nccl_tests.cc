@@ -80,7 +80,12 @@ int Judge(const std::string& text, const std::string& where, const nccltests::Co
   for (const auto& d : run->devices) hosts.insert(d.host);
   const nccltests::CollectiveInfo* info = wanted;
   if (info == nullptr && !run->collective.empty()) info = *nccltests::FindCollective(run->collective);
-  nccltests::Threshold threshold{expect, expect ? "--expect-busbw" : "correctness only (the log does not say which test it is)"};
+  std::string unnamed = "correctness only (the log does not say which test it is)";
+  if (!reference.empty()) {
+    unnamed = fmt::format("correctness only (the log does not say which test it is: give --test to judge it by "
+                          "--reference {})", reference);
+  }
+  nccltests::Threshold threshold{expect, expect ? "--expect-busbw" : unnamed};
   if (info != nullptr) {
     threshold = nccltests::ChooseThreshold(expect, reference, info->id, static_cast<int>(std::max<size_t>(hosts.size(), 1)));
   }
@@ -204,7 +209,9 @@ int main(int argc, char** argv) {
   app.add_option("--reference", reference, "the published figure to judge by (see --list-references): a3mega, ...");
   app.add_flag("--list-references", list_references, "print every published figure, what it applies to and its source");
   app.add_option("--profile", old_profile, "(replaced by --network-profile and --reference)")->group("");
-  app.add_option("--expect-busbw", expect, "pass mark in GB/s at the largest size (default: 90% of the published figure)");
+  app.add_option("--expect-busbw", expect,
+                 "pass mark in GB/s at the largest size (default: 90% of the published figure)")
+      ->check(common::Positive());
   app.add_option("--run-timeout", spec.run_timeout_s,
                  "seconds a run may take after it started before it counts as hung (default: from the sizes and "
                  "iterations)")->check(common::Positive());

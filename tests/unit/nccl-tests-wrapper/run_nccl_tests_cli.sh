@@ -24,6 +24,12 @@ expect 0 "verdict: PASS: bus bandwidth 338.82 GB/s at 8G meets the threshold 304
 grep -q "nccl-tests' average over every size 70.74 GB/s" "$kWork/out" || fail "average missing: $(cat "$kWork/out")"
 expect 1 "below the threshold 350.00 GB/s \\(log: $kLog\\)" --parse "$kLog" --test all_reduce --expect-busbw 350
 expect 1 '"verdict": "fail"' --parse "$kLog" --test all_reduce --expect-busbw 350 --json
+# A pass mark of 0, below 0 or nan passed every run; a --reference that a log not naming its test cannot apply
+# was dropped without saying how to apply it.
+expect 2 "--expect-busbw: 0 is not above 0" --parse "$kLog" --expect-busbw 0
+expect 2 "--expect-busbw: nan is not above 0" --parse "$kLog" --expect-busbw nan
+unnamed="the log does not say which test it is: give --test to judge it by --reference a3mega"
+expect 0 "threshold: correctness only \($unnamed\)" --parse "$kLog" --reference a3mega
 head -n 40 "$kLog" >"$kWork/cut.log"
 expect 2 "truncated: the output stops after 17 rows" --parse "$kWork/cut.log"
 { cat "$kWork/cut.log"; echo "a3mega-2: Test NCCL failure common.cu:1005 'unhandled system error'"; } >"$kWork/failed.log"
