@@ -84,6 +84,13 @@ std::string PlainVar(std::string_view expression) {
   return std::string(name);
 }
 
+// A value that is one variable and nothing else ("$(vars.NAME)"): NAME, else empty. It takes the variable's value,
+// whatever its type.
+std::string WholeVar(const std::string& text, const std::vector<std::string>& expressions) {
+  const bool whole = expressions.size() == 1 && text.starts_with("$(") && text.ends_with(")") &&
+                     text.size() == expressions[0].size() + 3;
+  return whole ? PlainVar(expressions[0]) : "";
+}
 
 bool Has(const YAML::Node& map, std::string_view key) { return Lookup(map, key).IsDefined(); }
 
@@ -345,20 +352,33 @@ class ExpandedSize {
 };
 
 // The settings whose type srunway knows (from its module catalogue) must have that type.
-void CheckSettingTypes(Reporter& report, const std::string& file, const Module& module) {
+// A setting that is one deployment variable ($(vars.x)) is checked with the variable's value.
+void CheckSettingTypes(const Blueprint& bp, Reporter& report, const std::string& file, const Module& module) {
   const ModuleInfo* info = FindModule(module.source);
   YAML::Node settings = Lookup(module.node, "settings");
   if (info == nullptr || !settings.IsMap()) return;
   for (auto it = settings.begin(); it != settings.end(); ++it) {
     auto expected = info->setting_types.find(it->first.Scalar());
     if (expected == info->setting_types.end()) continue;
-    YAML::Node value = it->second;
-    if (value.IsScalar() && !FindExpressions(value.Scalar()).empty()) continue;  // known only at deploy time
+    const YAML::Node written = it->second;  // a copy: yaml-cpp's iterator hands out a temporary pair
+    const std::vector<std::string> expressions =
+        written.IsScalar() ? FindExpressions(written.Scalar()) : std::vector<std::string>{};
+    // Initialised, never assigned: assigning one yaml-cpp node to another writes through into the blueprint.
+    const YAML::Node value =
+        expressions.empty() ? written : Lookup(bp.vars, WholeVar(written.Scalar(), expressions));
+    std::string through;  // ": $(vars.x) is 'abc'" where the value is one variable's
+    if (!expressions.empty()) {
+      // Anything else, and a variable made of expressions itself, is known only at deploy time.
+      if (!value.IsDefined() || (value.IsScalar() && !FindExpressions(value.Scalar()).empty())) continue;
+      if (!value.IsScalar() && !value.IsNull()) continue;  // a list or map whose parts may be expressions
+      through = fmt::format(": {} is '{}'", written.Scalar(), value.IsNull() ? "null" : value.Scalar());
+    }
     if (value.IsNull()) continue;  // null asks for the module's default
     std::string_view got = TypeName(value);
     if (got != expected->second) {
-      report.At(file, value, fmt::format("setting '{}' of module '{}' ({}) must be a {}, not a {}", it->first.Scalar(),
-                                         module.id, module.source, expected->second, got));
+      report.At(file, written, fmt::format("setting '{}' of module '{}' ({}) must be a {}, not a {}{}",
+                                           it->first.Scalar(), module.id, module.source, expected->second, got,
+                                           through));
     }
   }
 }
@@ -718,7 +738,7 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
         for (std::string_view key : {"id", "source", "kind", "outputs", "use"}) {
           CheckExpressions(bp, report, file, Lookup(node, key), false, fmt::format("a module's {}", key));
         }
-        CheckSettingTypes(report, file, module);
+        CheckSettingTypes(bp, report, file, module);
       }
       if (packer > 0 && modules.size() != 1) {
         report.At(file, modules, fmt::format("a group with a packer module must hold exactly that one module, not {}", modules.size()));
@@ -808,10 +828,8 @@ YAML::Node Resolve(const Blueprint& bp, const YAML::Node& value, ResolvedSize* s
     const std::string& text = node.Scalar();
     std::vector<std::string> expressions = FindExpressions(text);
     if (expressions.empty()) return copy(node);
-    // The whole value is one variable: it takes the variable's value, whatever its type.
-    if (expressions.size() == 1 && text.starts_with("$(") && text.ends_with(")") &&
-        text.size() == expressions[0].size() + 3 && !PlainVar(expressions[0]).empty()) {
-      YAML::Node var = var_of(PlainVar(expressions[0]));
+    if (std::string name = WholeVar(text, expressions); !name.empty()) {
+      YAML::Node var = var_of(name);
       return var.IsDefined() ? resolve(var, depth + 1, level) : copy(node);
     }
     // Inside a longer string: scalar variables are interpolated, anything else stays for Terraform. What a

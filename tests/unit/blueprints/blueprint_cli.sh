@@ -119,6 +119,11 @@ has "srunway-blueprint: --deployment: open $kWork/missing.yaml: No such file or 
 expect 1 deploy blueprints/local/local.yaml --target gcp
 has "srunway-blueprint: blueprints/local/local.yaml: a local blueprint (module srunway/local/controller), not one for gcp: start it with srunway-blueprint up"
 ! grep -q gcluster "$kWork/out" || fail "deploy of a local blueprint printed commands: $(cat "$kWork/out")"
+# A setting that is one deployment variable is checked with the variable's value: --set a3mega_cluster_size=abc
+# validated, and failed only at render (or in Terraform).
+expect 1 validate blueprints/a3mega/slurm-a3mega-cluster.yaml -d blueprints/a3mega/deployment-image-cluster.yaml \
+  --set a3mega_cluster_size=abc
+has "blueprints/a3mega/slurm-a3mega-cluster.yaml:91:26: setting 'node_count_static' of module 'a3mega_nodeset' (community/modules/compute/schedmd-slurm-gcp-v6-nodeset) must be a number, not a string: \$(vars.a3mega_cluster_size) is 'abc'"
 expect 2 validate blueprints/local/local.yaml --set novalue
 has "srunway-blueprint: --set novalue: expected NAME=VALUE"
 expect 1 up blueprints/a3mega/slurm-a3mega-base.yaml -d blueprints/a3mega/deployment-base.yaml
