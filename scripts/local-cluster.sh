@@ -56,5 +56,6 @@ case ${1:-} in
   down) blueprint down ;;
   status | env) exec "$kRepo/blueprints/local/daemons.sh" "$1" ;;
   -h | --help | help) usage ;;
-  *) usage >&2; exit 2 ;;
+  "") usage >&2; exit 2 ;;
+  *) echo "local-cluster: unknown command '$1' (expected up, down, status or env; see --help)" >&2; exit 2 ;;
 esac
