@@ -232,8 +232,10 @@ int main(int argc, char** argv) {
                  "(scontrol show topology) or none")->capture_default_str();
   app.add_flag("--compare-order", spec.compare_order,
                "with --topology-order: also run in Slurm's own order first and report both bandwidths");
-  CLI::Option* order_hosts_option = app.add_option("--order-hosts", order_hosts, "(inside the job) print a SLURM_HOSTFILE for the job's nodes from "
-                                               "this placement file, and the order on stderr");
+  CLI::Option* order_hosts_option =
+      app.add_option("--order-hosts", order_hosts,
+                     "(inside the job) print a SLURM_HOSTFILE for the job's nodes from this placement file, and the "
+                     "order on stderr");
   app.add_option("--order-source", order_source, "what --order-hosts reads: metadata or slurm")
       ->capture_default_str()->needs(order_hosts_option);
   app.add_option("--dcgm-level", spec.dcgm_level, "first run dcgmi diag -r N (1-4) on every node; a failure names a bad node")

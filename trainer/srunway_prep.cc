@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   app.add_option("--workers", options.workers, "threads")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--document-separator", options.document_separator,
                  "text input: a line equal to this ends a document (default: a blank line)");
-  CLI::Option* eod = app.add_flag("--append-eod", options.append_eod, "end every document with <|endoftext|> (default)");
+  CLI::Option* eod =
+      app.add_flag("--append-eod", options.append_eod, "end every document with <|endoftext|> (default)");
   app.add_flag("--no-append-eod", no_eod, "do not")->excludes(eod);
   app.add_flag("--quiet", quiet, "no progress");
   try {

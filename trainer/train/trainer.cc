@@ -559,8 +559,9 @@ common::Status Trainer::InitOrLoad() {
     auto state = LoadCheckpoint(o_.load, m, buffers);
     loaded = state.status();
     if (state.ok()) {
-      for (const auto& [key, what, now] : {std::tuple{"global_batch_size", "global batch", int64_t{o_.global_batch_size}},
-                                           std::tuple{"seq_length", "sequence length", int64_t{T_}}}) {
+      for (const auto& [key, what, now] :
+           {std::tuple{"global_batch_size", "global batch", int64_t{o_.global_batch_size}},
+            std::tuple{"seq_length", "sequence length", int64_t{T_}}}) {
         const int64_t saved = state->extra.value(key, int64_t{0});
         if (saved != 0 && saved != now && Leader()) {
           common::LogWarn("{} was written with {} {}, this run uses {}: the data order continues by samples", o_.load,

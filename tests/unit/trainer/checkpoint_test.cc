@@ -323,7 +323,8 @@ TEST_F(ShardedCheckpointTest, AManifestThatDoesNotParseIsDataLoss) {
   ASSERT_TRUE(common::WriteFileAtomic(ShardDir(dir_, 7) / "manifest.json", "{\n").ok());
   const common::Status loaded = Load();
   EXPECT_EQ(loaded.code(), common::StatusCode::kDataLoss) << loaded.ToString();
-  EXPECT_NE(loaded.message().find("iter_0000007/manifest.json:2:1: syntax error"), std::string::npos) << loaded.message();
+  EXPECT_NE(loaded.message().find("iter_0000007/manifest.json:2:1: syntax error"), std::string::npos)
+      << loaded.message();
 }
 
 TEST_F(ShardedCheckpointTest, PackedBuffersMustMatchTheRanges) {
