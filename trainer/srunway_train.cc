@@ -187,7 +187,9 @@ int main(int argc, char** argv) {
                  "TFLOP/s that MFU is against (default: the GPU's dense bf16 peak, or the CPU's measured sgemm rate)")
       ->check(srunway::common::Positive());
   app.add_flag("--overfit-batch", o.overfit_batch, "train on the first batch every step (debugging)");
-  app.add_option("--threads", o.threads, "CPU threads (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the task's CPUs)");
+  app.add_option("--threads", o.threads,
+                 "CPU threads (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the task's CPUs)")
+      ->check(CLI::Range(1, srunway::trainer::kMaxThreads));
   app.add_option("--bucket-size-mb", o.bucket_size_mb, "data parallel: gradient all-reduce bucket size")
       ->capture_default_str();
   bool no_overlap = false;

@@ -47,16 +47,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int ThreadCount(int requested) {
-  if (requested > 0) return requested;
+  if (requested > 0) return std::min(requested, kMaxThreads);
   if (const char* env = std::getenv("OMP_NUM_THREADS"); env != nullptr && *env != '\0') {
-    auto parsed = common::ParseInt(env, "OMP_NUM_THREADS", 1, 4096);
+    auto parsed = common::ParseInt(env, "OMP_NUM_THREADS", 1, kMaxThreads);
     if (parsed.ok()) return static_cast<int>(*parsed);
     common::LogWarn("{}; using the CPU count", parsed.status().message());
   }
   // Slurm's --cpus-per-task: ranks that share a node without pinning (task/none) would otherwise each take
   // every CPU and oversubscribe it.
   if (auto per_task = common::GetEnv("SLURM_CPUS_PER_TASK")) {
-    auto parsed = common::ParseInt(*per_task, "SLURM_CPUS_PER_TASK", 1, 4096);
+    auto parsed = common::ParseInt(*per_task, "SLURM_CPUS_PER_TASK", 1, kMaxThreads);
     if (parsed.ok()) return static_cast<int>(*parsed);
   }
   cpu_set_t set;

@@ -53,7 +53,7 @@ struct TrainOptions {
   std::string vocab_file, merge_file;
   double peak_tflops = 0;      // 0: the GPU's dense bf16 peak where known, or this CPU's measured sgemm rate
   std::string device = "auto";  // auto (the rank's GPU where there is one, else the CPU), cpu or cuda
-  int threads = 0;             // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else this task's CPUs
+  int threads = 0;  // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else this task's CPUs; kMaxThreads at most
   bool overfit_batch = false;  // every step trains on the first batch again (a debugging aid, as in llm.c)
   // Data parallelism: every rank of the step (srun, torchrun or srunway-launch) is one replica.
   double bucket_size_mb = 25;       // gradient all-reduce buckets (PyTorch DDP's default)
@@ -90,6 +90,9 @@ struct TrainError {
   int rank = 0;
   bool every_rank = false;
 };
+
+// The most CPU threads a rank takes (OpenMP crashed starting 100,000).
+inline constexpr int kMaxThreads = 4096;
 
 // Exit codes of srunway-train (documented in the README).
 inline constexpr int kExitOk = 0;

@@ -228,6 +228,10 @@ expect_exit 2 "--seq-length: Value 0 not in range 1 to 16777216" "$kTrain" "${co
 expect_exit 2 "--init-std: 0 is not above 0" "$kTrain" "${common[@]}" --mock-data --init-method-std 0
 expect_exit 2 "--exit-duration-in-mins: -1 is not at least 0" \
   "$kTrain" "${common[@]}" --mock-data --exit-duration-in-mins -1
+# --threads 100000 crashed in OpenMP's thread start (SIGSEGV); --threads 0 read as "not given". OMP_NUM_THREADS is
+# read within the same bounds.
+expect_exit 2 "--threads: Value 100000 not in range 1 to 4096" "$kTrain" "${common[@]}" --mock-data --threads 100000
+expect_exit 2 "--threads: Value 0 not in range 1 to 4096" "$kTrain" "${common[@]}" --mock-data --threads 0
 # Flags whose 0 stands for "unset" trained on as if not given when given 0 or less (a global batch of the micro
 # batch, the decay over --train-steps, the measured peak, no evaluation, a zero timeout); now each is refused.
 for flag_value in "--global-batch-size: Value 0 not in range" "--global-batch-size: Value -8 not in range" \
