@@ -29,12 +29,14 @@ class CpuDevice : public Device {
   const std::string& name() const override { return name_; }
 
   common::StatusOr<void*> Allocate(size_t bytes) override {
-    // More than the machine has is refused before asking: allocators may overcommit it, or (under a sanitizer)
-    // abort instead of failing.
-    const size_t memory = PhysicalMemory();
-    if (memory > 0 && bytes > memory) {
-      return common::ResourceExhausted("cannot allocate {:.2f} GiB of host memory: this machine has {:.2f} GiB",
-                                       Gib(bytes), Gib(memory));
+    // More than the machine has, with what this device already holds, is refused before asking: the kernel
+    // overcommits (each buffer alone fitting, the run was killed as it touched them), and under a sanitizer the
+    // allocator may abort instead of failing.
+    const size_t memory = PhysicalMemory(), held = tally_.current();
+    if (memory > 0 && (bytes > memory || held > memory - bytes)) {
+      return common::ResourceExhausted(
+          "cannot allocate {:.2f} GiB of host memory: this machine has {:.2f} GiB, of which this rank holds {:.2f} GiB",
+          Gib(bytes), Gib(memory), Gib(held));
     }
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);

@@ -79,6 +79,11 @@ size_t AllocationTally::peak() const {
   return peak_;
 }
 
+size_t AllocationTally::current() const {
+  std::lock_guard lock(mutex_);
+  return current_;
+}
+
 common::Status Grow(Buffer& buffer, Device& device, DType dtype, size_t count, Stream& stream) {
   if (buffer.dtype() == dtype && buffer.count() >= count) return common::Status::Ok();
   if (buffer.data() != nullptr) {

@@ -41,6 +41,7 @@ class AllocationTally {
   void Add(void* data, size_t bytes);
   void Remove(void* data);
   size_t peak() const;
+  size_t current() const;
 
  private:
   mutable std::mutex mutex_;

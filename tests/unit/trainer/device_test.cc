@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <memory>
@@ -105,6 +106,30 @@ TEST(Device, Cpu) {
   auto passed = cpu->Passed(**event);
   ASSERT_TRUE(passed.ok());
   EXPECT_TRUE(*passed);
+}
+
+// Each allocation alone fitting in the machine was not enough: the model's buffers, each under the machine's
+// memory, together over it were all handed out (the kernel overcommits) and the run was OOM-killed as it touched
+// them (--max-position-embeddings 16000000). What this device already holds counts.
+TEST(Device, CpuRefusesWhatTheMachineCannotHoldAltogether) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer writes the shadow of half the machine's memory (20 s); the plain build checks it";
+#endif
+  const size_t memory = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  ASSERT_GT(memory, 0u);
+  auto cpu = NewCpuDevice();
+  const size_t half = memory / 2 + 4096;  // never touched: nothing is committed
+  auto first = cpu->Allocate(half);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = cpu->Allocate(half);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), common::StatusCode::kResourceExhausted);
+  EXPECT_NE(second.status().message().find("of which this rank holds"), std::string::npos)
+      << second.status().message();
+  cpu->Free(*first);
+  auto again = cpu->Allocate(half);  // freed memory counts no more
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  cpu->Free(*again);
 }
 
 TEST(Device, BufferOwnsItsMemory) {
