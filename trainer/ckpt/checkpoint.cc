@@ -31,6 +31,13 @@ std::span<const uint8_t> AsBytes(std::span<const float> values) {
   return {reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()};
 }
 
+// The step latest_checkpointed_iteration.txt in `dir` names: an error from reading it, or InvalidArgument (naming
+// the file) when it holds no step.
+common::StatusOr<int64_t> ReadLatest(const std::filesystem::path& dir) {
+  SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(dir / kLatest));
+  return common::ParseInt(common::Trim(text), (dir / kLatest).string(), 0);
+}
+
 // The complete checkpoints in a --save directory by step: a sharded directory with its manifest, or a single file.
 common::StatusOr<std::vector<std::pair<int64_t, std::filesystem::path>>> CompleteCheckpoints(
     const std::filesystem::path& dir) {
@@ -160,9 +167,9 @@ common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int 
 common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesystem::path& dir, int keep) {
   std::vector<std::string> deleted;
   if (keep <= 0) return deleted;
-  auto latest_text = common::ReadFile(dir / kLatest);
-  if (!latest_text.ok()) return deleted;
-  SRUNWAY_ASSIGN_OR_RETURN(int64_t latest, common::ParseInt(common::Trim(*latest_text), (dir / kLatest).string(), 0));
+  auto read = ReadLatest(dir);
+  if (!read.ok() && read.status().code() != common::StatusCode::kInvalidArgument) return deleted;  // none to keep
+  SRUNWAY_ASSIGN_OR_RETURN(int64_t latest, std::move(read));
   SRUNWAY_ASSIGN_OR_RETURN(auto complete, CompleteCheckpoints(dir));
   std::error_code ec;
   const int64_t excess = static_cast<int64_t>(complete.size()) - keep;
@@ -176,8 +183,7 @@ common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesyste
 }
 
 std::string LastCompleteCheckpoint(const std::filesystem::path& dir) {
-  auto text = common::ReadFile(dir / kLatest);
-  auto step = text.ok() ? common::ParseInt(common::Trim(*text), kLatest, 0) : common::StatusOr<int64_t>(text.status());
+  auto step = ReadLatest(dir);
   if (!step.ok()) return fmt::format("there is no complete checkpoint in {} yet", dir.string());
   return fmt::format("the last complete checkpoint in {} stays (step {})", dir.string(), *step);
 }
@@ -338,8 +344,7 @@ common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, con
   if (std::filesystem::exists(where / "manifest.json", ec)) return ReadShards(where, expected, buffers);
   const std::filesystem::path latest = where / kLatest;
   if (!std::filesystem::exists(latest, ec)) return common::NotFound("{}: no checkpoint yet (no {})", where.string(), kLatest);
-  SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(latest));
-  SRUNWAY_ASSIGN_OR_RETURN(int64_t step, common::ParseInt(common::Trim(text), latest.string(), 0));
+  SRUNWAY_ASSIGN_OR_RETURN(int64_t step, ReadLatest(where));
   const std::filesystem::path sharded = ShardDir(where, step);
   if (std::filesystem::is_directory(sharded, ec)) {
     if (!std::filesystem::exists(sharded / "manifest.json", ec)) {
