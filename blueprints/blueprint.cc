@@ -368,10 +368,10 @@ void CheckSettingTypes(const Blueprint& bp, Reporter& report, const std::string&
         expressions.empty() ? written : Lookup(bp.vars, WholeVar(written.Scalar(), expressions));
     std::string through;  // ": $(vars.x) is 'abc'" where the value is one variable's
     if (!expressions.empty()) {
-      // Anything else, and a variable made of expressions itself, is known only at deploy time.
-      if (!value.IsDefined() || (value.IsScalar() && !FindExpressions(value.Scalar()).empty())) continue;
-      if (!value.IsScalar() && !value.IsNull()) continue;  // a list or map whose parts may be expressions
-      through = fmt::format(": {} is '{}'", written.Scalar(), value.IsNull() ? "null" : value.Scalar());
+      // Anything else, a variable made of expressions itself, a list or map whose parts may be expressions, and
+      // null (the module's default) are left for deploy time.
+      if (!value.IsScalar() || !FindExpressions(value.Scalar()).empty()) continue;
+      through = fmt::format(": {} is '{}'", written.Scalar(), value.Scalar());
     }
     if (value.IsNull()) continue;  // null asks for the module's default
     std::string_view got = TypeName(value);
