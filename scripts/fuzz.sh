@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang in build-fuzz/ and runs each for a bounded time over its seed corpus.
-# Usage: scripts/fuzz.sh [--long] [-j JOBS] [SECONDS_PER_TARGET] [TARGET...]
+# Usage: scripts/fuzz.sh [--long | --build-only] [-j JOBS] [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 20 (as scripts/test.sh runs it); TARGET names as in kTargets, default all of them.
 #   --long              600 s per target unless SECONDS is given, a 30 s limit per input instead of 10 (a busy
 #                       machine must not pass for a slow input), and the inputs that reach new code are merged
 #                       into tests/fuzz/corpus/TARGET (commit them). Each target's run count goes to
 #                       build-fuzz/fuzz-summary.txt with the date.
+#   --build-only        builds the targets and runs none (scripts/test.sh builds them during the slurm suite)
 #   -j JOBS             targets run side by side (default 1)
 # Exits 1 on any crash, leak, timeout or sanitizer report, 2 on a bad argument.
 set -euo pipefail
@@ -15,10 +16,13 @@ readonly kBuild=${SRUNWAY_FUZZ_BUILD_DIR:-$kRepo/build-fuzz}
 readonly kTargets=(hostlist plugin_args topology_xml tcp_frame megatron_idx nccl_tests_log blueprint_validate
                    checkpoint_header safetensors_header prep_jsonl)
 
-long=0 jobs=1
-while [[ ${1:-} == --long || ${1:-} == -j ]]; do
+long=0 jobs=1 build_only=0
+while [[ ${1:-} == --long || ${1:-} == --build-only || ${1:-} == -j ]]; do
   if [[ $1 == --long ]]; then
     long=1
+    shift
+  elif [[ $1 == --build-only ]]; then
+    build_only=1
     shift
   else
     [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: -j needs a number of jobs" >&2; exit 2; }
@@ -58,6 +62,7 @@ ninja -C "$kBuild" $(printf 'tests/fuzz/%s_fuzzer ' "${targets[@]}") >"$kBuild/n
   echo "fuzz: build failed (log: $kBuild/ninja-fuzz.log)" >&2
   exit 1
 }
+((build_only)) && exit 0
 
 # Runs one target; its result lines go to stdout/stderr, its exit code says whether it stayed clean.
 run_target() {
