@@ -1,7 +1,9 @@
 // The host as a Device: every call has finished when it returns, so streams and events only stand in for those
 // of a GPU.
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -11,6 +13,13 @@ namespace srunway::trainer {
 namespace {
 
 constexpr size_t kAlignment = 256;
+// Buffers from this size on are mappings of their own: fresh zero pages, committed only as they are written, and
+// returned to the system whole when freed. Not under AddressSanitizer, which checks heap buffers' bounds only.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kMapFrom = SIZE_MAX;
+#else
+constexpr size_t kMapFrom = size_t{1} << 20;
+#endif
 
 double Gib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
@@ -38,15 +47,30 @@ class CpuDevice : public Device {
           "cannot allocate {:.2f} GiB of host memory: this machine has {:.2f} GiB, of which this rank holds {:.2f} GiB",
           Gib(bytes), Gib(memory), Gib(held));
     }
-    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    void* data = nullptr;
+    if (bytes >= kMapFrom) {
+      data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (data == MAP_FAILED) data = nullptr;
+    } else {
+      const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+      data = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    }
     if (data == nullptr) return common::ResourceExhausted("cannot allocate {:.2f} GiB of host memory", Gib(bytes));
     tally_.Add(data, bytes);
     return data;
   }
+  common::StatusOr<void*> AllocateZeroed(size_t bytes) override {
+    SRUNWAY_ASSIGN_OR_RETURN(void* data, Allocate(bytes));
+    if (bytes < kMapFrom) std::memset(data, 0, bytes);  // a mapping's pages are zero already
+    return data;
+  }
   void Free(void* data) noexcept override {
-    tally_.Remove(data);
-    std::free(data);
+    const size_t bytes = tally_.Remove(data);
+    if (bytes >= kMapFrom) {
+      munmap(data, bytes);
+    } else {
+      std::free(data);
+    }
   }
   size_t peak_allocated() const override { return tally_.peak(); }
 

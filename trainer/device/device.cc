@@ -31,13 +31,31 @@ std::string_view DTypeName(DType dtype) {
   return "?";
 }
 
-common::StatusOr<Buffer> Buffer::Allocate(Device& device, DType dtype, size_t count) {
+common::StatusOr<void*> Device::AllocateZeroed(size_t bytes) {
+  SRUNWAY_ASSIGN_OR_RETURN(void* data, Allocate(bytes));
+  if (common::Status zeroed = Zero(data, bytes, main_stream()); !zeroed.ok()) {
+    Free(data);
+    return zeroed;
+  }
+  return data;
+}
+
+common::StatusOr<Buffer> Buffer::Make(Device& device, DType dtype, size_t count, bool zeroed) {
   if (count == 0) return Buffer(&device, dtype, 0, nullptr);
   if (count > SIZE_MAX / DTypeSize(dtype)) {
     return common::InvalidArgument("a buffer of {} {} elements does not fit in memory", count, DTypeName(dtype));
   }
-  SRUNWAY_ASSIGN_OR_RETURN(void* data, device.Allocate(count * DTypeSize(dtype)));
+  const size_t bytes = count * DTypeSize(dtype);
+  SRUNWAY_ASSIGN_OR_RETURN(void* data, zeroed ? device.AllocateZeroed(bytes) : device.Allocate(bytes));
   return Buffer(&device, dtype, count, data);
+}
+
+common::StatusOr<Buffer> Buffer::Allocate(Device& device, DType dtype, size_t count) {
+  return Make(device, dtype, count, false);
+}
+
+common::StatusOr<Buffer> Buffer::AllocateZeroed(Device& device, DType dtype, size_t count) {
+  return Make(device, dtype, count, true);
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
@@ -66,12 +84,14 @@ void AllocationTally::Add(void* data, size_t bytes) {
   peak_ = std::max(peak_, current_);
 }
 
-void AllocationTally::Remove(void* data) {
+size_t AllocationTally::Remove(void* data) {
   std::lock_guard lock(mutex_);
-  if (auto it = live_.find(data); it != live_.end()) {
-    current_ -= it->second;
-    live_.erase(it);
-  }
+  auto it = live_.find(data);
+  if (it == live_.end()) return 0;
+  const size_t bytes = it->second;
+  current_ -= bytes;
+  live_.erase(it);
+  return bytes;
 }
 
 size_t AllocationTally::peak() const {
@@ -95,11 +115,8 @@ common::Status Grow(Buffer& buffer, Device& device, DType dtype, size_t count, S
 }
 
 Buffer ZeroedOrThrow(Device& device, DType dtype, size_t count) {
-  auto buffer = Buffer::Allocate(device, dtype, count);
+  auto buffer = Buffer::AllocateZeroed(device, dtype, count);
   if (!buffer.ok()) throw DeviceFull(buffer.status());
-  if (common::Status zeroed = device.Zero(buffer->data(), buffer->bytes(), device.main_stream()); !zeroed.ok()) {
-    throw DeviceFull(zeroed);
-  }
   return std::move(*buffer);
 }
 

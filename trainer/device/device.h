@@ -39,7 +39,8 @@ class Event {
 class AllocationTally {
  public:
   void Add(void* data, size_t bytes);
-  void Remove(void* data);
+  // The bytes `data` held; 0 for a pointer the tally does not hold.
+  size_t Remove(void* data);
   size_t peak() const;
   size_t current() const;
 
@@ -58,6 +59,9 @@ class Device {
 
   // At least 256-byte aligned; ResourceExhausted (with the size and what is free) when the device is full.
   virtual common::StatusOr<void*> Allocate(size_t bytes) = 0;
+  // Allocate, zeroed on the main stream. The host overrides it: its large buffers are fresh zero pages, not
+  // written until used, so that a model too large for the machine is refused before any of it is committed.
+  virtual common::StatusOr<void*> AllocateZeroed(size_t bytes);
   virtual void Free(void* data) noexcept = 0;
   // The most memory this device's allocations have held at once, in bytes.
   virtual size_t peak_allocated() const = 0;
@@ -98,6 +102,7 @@ class Buffer {
  public:
   Buffer() = default;
   static common::StatusOr<Buffer> Allocate(Device& device, DType dtype, size_t count);
+  static common::StatusOr<Buffer> AllocateZeroed(Device& device, DType dtype, size_t count);
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
   Buffer(const Buffer&) = delete;
@@ -117,6 +122,7 @@ class Buffer {
  private:
   Buffer(Device* device, DType dtype, size_t count, void* data)
       : device_(device), dtype_(dtype), count_(count), data_(data) {}
+  static common::StatusOr<Buffer> Make(Device& device, DType dtype, size_t count, bool zeroed);
   Device* device_ = nullptr;
   DType dtype_ = DType::kFloat32;
   size_t count_ = 0;

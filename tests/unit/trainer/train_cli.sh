@@ -272,6 +272,12 @@ expect_exit 1 "no CUDA driver: .*libcuda-missing.so.1" \
 [[ $(grep -c 'training on the CPU: no CUDA driver: .*libcuda-missing.so.1' "$kWork/err") == 1 ]] \
   || fail "--device auto without a driver should say once that it trains on the CPU: $(cat "$kWork/err")"
 grep -q '^step      2/2' "$kWork/out" || fail "--device auto without a driver did not train: $(cat "$kWork/out")"
+# A model whose buffers each fit in the machine but together do not (the embedding 0.4 of its memory, so each of
+# the weights, the gradients and the two moments about that) is one line saying what did not fit, exit 1, at once:
+# it was OOM-killed (137), and then refused only once its zero-filled buffers held nearly all the machine.
+hidden=$(awk '/^MemTotal:/ { printf "%d", int($2 * 1024 * 0.4 / (4 * 1048576) / 4) * 4 }' /proc/meminfo)
+expect_exit 1 "cannot allocate .* GiB of host memory: .*the model \\([0-9.]+ M parameters.* do not fit; try" \
+  "$kTrain" "${common[@]}" --mock-data --train-steps 1 --vocab-size 1048576 --hidden-size "$hidden" --device cpu
 echo "ok: bad input is refused with one line"
 
 # 5. A failed save leaves the previous checkpoint in charge. The new checkpoint's name is taken by a non-empty
