@@ -1,13 +1,13 @@
 // The host as a Device: every call has finished when it returns, so streams and events only stand in for those
 // of a GPU.
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 #include "trainer/device/device.h"
+#include "trainer/device/host_memory.h"
 
 namespace srunway::trainer {
 namespace {
@@ -23,12 +23,6 @@ constexpr size_t kMapFrom = size_t{1} << 20;
 
 double Gib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
-// The machine's RAM in bytes, 0 when it cannot be told.
-size_t PhysicalMemory() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
-}
-
 class CpuStream : public Stream {};
 class CpuEvent : public Event {};
 
@@ -38,14 +32,14 @@ class CpuDevice : public Device {
   const std::string& name() const override { return name_; }
 
   common::StatusOr<void*> Allocate(size_t bytes) override {
-    // More than the machine has, with what this device already holds, is refused before asking: the kernel
-    // overcommits (each buffer alone fitting, the run was killed as it touched them), and under a sanitizer the
-    // allocator may abort instead of failing.
-    const size_t memory = PhysicalMemory(), held = tally_.current();
-    if (memory > 0 && (bytes > memory || held > memory - bytes)) {
-      return common::ResourceExhausted(
-          "cannot allocate {:.2f} GiB of host memory: this machine has {:.2f} GiB, of which this rank holds {:.2f} GiB",
-          Gib(bytes), Gib(memory), Gib(held));
+    // More than the rank may hold, with what this device already holds, is refused before asking: the kernel
+    // overcommits (each buffer alone fitting, the run was killed as it touched them), a cgroup over its limit is
+    // OOM-killed, and under a sanitizer the allocator may abort instead of failing.
+    const size_t held = tally_.current();
+    if (budget_.bytes > 0 && (bytes > budget_.bytes || held > budget_.bytes - bytes)) {
+      return common::ResourceExhausted("cannot allocate {:.2f} GiB of host memory: this rank holds {:.2f} of the "
+                                       "{:.2f} GiB it may ({})", Gib(bytes), Gib(held), Gib(budget_.bytes),
+                                       budget_.why);
     }
     void* data = nullptr;
     if (bytes >= kMapFrom) {
@@ -103,6 +97,7 @@ class CpuDevice : public Device {
 
  private:
   std::string name_ = "cpu";
+  const HostMemory budget_ = HostMemoryBudget();
   CpuStream main_;
   AllocationTally tally_;
 };

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/device/host_memory.h"
+
 namespace srunway::trainer {
 namespace {
 
@@ -112,24 +114,26 @@ TEST(Device, Cpu) {
 
 // Each allocation alone fitting in the machine was not enough: the model's buffers, each under the machine's
 // memory, together over it were all handed out (the kernel overcommits) and the run was OOM-killed as it touched
-// them (--max-position-embeddings 16000000). What this device already holds counts.
+// them (--max-position-embeddings 16000000). What this device already holds counts, against what the rank may
+// hold (host_memory_test.cc: the machine, what was free, the cgroup's limit).
 TEST(Device, CpuRefusesWhatTheMachineCannotHoldAltogether) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer writes the shadow of half the machine's memory (20 s); the plain build checks it";
 #endif
-  const size_t memory = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  ASSERT_GT(memory, 0u);
+  const size_t budget = HostMemoryBudget().bytes;
+  ASSERT_GT(budget, 0u);
   auto cpu = NewCpuDevice();
-  const size_t half = memory / 2 + 4096;  // never touched: nothing is committed
-  auto first = cpu->Allocate(half);
+  const size_t part = budget / 2 + budget / 8;  // never touched: nothing is committed; two are a quarter too many
+  auto first = cpu->Allocate(part);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  auto second = cpu->Allocate(half);
+  auto second = cpu->Allocate(part);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), common::StatusCode::kResourceExhausted);
-  EXPECT_NE(second.status().message().find("of which this rank holds"), std::string::npos)
-      << second.status().message();
+  EXPECT_NE(second.status().message().find(fmt::format("GiB of host memory: this rank holds {:.2f} of the ",
+                                                       static_cast<double>(part) / (1 << 30))),
+            std::string::npos) << second.status().message();
   cpu->Free(*first);
-  auto again = cpu->Allocate(half);  // freed memory counts no more
+  auto again = cpu->Allocate(part);  // freed memory counts no more
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   cpu->Free(*again);
 }
@@ -189,8 +193,8 @@ TEST(Device, BufferOwnsItsMemory) {
   auto too_big = Buffer::Allocate(*cpu, DType::kFloat32, SIZE_MAX / 8);  // 2^63 bytes: more than any machine
   ASSERT_FALSE(too_big.ok());
   EXPECT_EQ(too_big.status().code(), common::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(too_big.status().message().starts_with("cannot allocate 8589934592.00 GiB of host memory: this machine "
-                                                     "has ")) << too_big.status().message();
+  EXPECT_TRUE(too_big.status().message().starts_with("cannot allocate 8589934592.00 GiB of host memory: this rank "
+                                                     "holds 0.00 of the ")) << too_big.status().message();
 }
 
 // The CPU device, with every Synchronize and Free written down in order.

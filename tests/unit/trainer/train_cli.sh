@@ -7,7 +7,7 @@ set -euo pipefail
 
 readonly kTrain=$1 kPrep=$2
 readonly kWork=$(mktemp -d)
-trap 'rm -rf "$kWork"' EXIT
+trap 'rm -rf "$kWork"; [[ -z ${cgroup:-} ]] || rmdir "$cgroup" 2>/dev/null || true' EXIT
 # Two threads: the resume check then also holds only if results do not depend on how work is shared out.
 export OMP_NUM_THREADS=2
 
@@ -278,6 +278,25 @@ grep -q '^step      2/2' "$kWork/out" || fail "--device auto without a driver di
 hidden=$(awk '/^MemTotal:/ { printf "%d", int($2 * 1024 * 0.4 / (4 * 1048576) / 4) * 4 }' /proc/meminfo)
 expect_exit 1 "cannot allocate .* GiB of host memory: .*the model \\([0-9.]+ M parameters.* do not fit; try" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 1 --vocab-size 1048576 --hidden-size "$hidden" --device cpu
+# Under a cgroup memory limit (Slurm's --mem with task/cgroup) the limit is what the rank may hold: a 4 GiB model in
+# a 2 GiB cgroup is one line naming the cgroup, where it was OOM-killed by its cgroup. Where this machine lets
+# root make a cgroup (v1's memory controller or v2's); else said and skipped.
+cgroup=
+if [[ -w /sys/fs/cgroup/memory ]]; then
+  cgroup=/sys/fs/cgroup/memory/srunway-train-cli-$$ limit_file=memory.limit_in_bytes
+elif [[ -w /sys/fs/cgroup/cgroup.procs ]] && grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+  cgroup=/sys/fs/cgroup/srunway-train-cli-$$ limit_file=memory.max
+fi
+if [[ -n $cgroup ]] && mkdir "$cgroup" 2>/dev/null && echo 2147483648 >"$cgroup/$limit_file"; then
+  expect_exit 1 "cannot allocate .* host memory: this rank holds .* of the 2.00 GiB it may \\(what cgroup /.*srunway-train-cli-$$ had left of its 2.00 GiB limit when it started: Slurm's --mem sets it\\): the model" \
+    bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' - "$cgroup" "$kTrain" "${common[@]}" --mock-data \
+    --train-steps 1 --vocab-size 1048576 --hidden-size 1024 --device cpu
+  rmdir "$cgroup"
+  echo "ok: a cgroup's memory limit bounds the rank"
+else
+  [[ -n $cgroup ]] && rmdir "$cgroup" 2>/dev/null
+  echo "skipped: no cgroup with a memory limit can be made here"
+fi
 echo "ok: bad input is refused with one line"
 
 # 5. A failed save leaves the previous checkpoint in charge. The new checkpoint's name is taken by a non-empty

@@ -1,0 +1,106 @@
+// See host_memory.h.
+#include "trainer/device/host_memory.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "common/fs.h"
+#include "common/parse.h"
+
+namespace srunway::trainer {
+namespace {
+
+double Gib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+// A file's one number; nullopt for a missing file, "max" or anything else.
+std::optional<size_t> ReadBytes(const std::filesystem::path& path) {
+  auto text = common::ReadFile(path);
+  if (!text.ok()) return std::nullopt;
+  auto value = common::ParseInt(common::Trim(*text), path.string(), 0);
+  if (!value.ok()) return std::nullopt;
+  return static_cast<size_t>(*value);
+}
+
+// "MemTotal:  24683440 kB" -> bytes; nullopt when `key` is not there.
+std::optional<size_t> MeminfoBytes(std::string_view meminfo, std::string_view key) {
+  for (std::string_view line : common::Split(meminfo, '\n')) {
+    if (!line.starts_with(key) || line.size() <= key.size() || line[key.size()] != ':') continue;
+    std::string_view value = common::Trim(line.substr(key.size() + 1));
+    if (value.ends_with(" kB")) value.remove_suffix(3);
+    auto kib = common::ParseInt(common::Trim(value), key, 0, INT64_MAX / 1024);
+    if (kib.ok()) return static_cast<size_t>(*kib) * 1024;
+  }
+  return std::nullopt;
+}
+
+// The tightest cgroup above the rank: its path (as /proc/self/cgroup names it), limit and usage.
+struct CgroupBound {
+  std::string path;
+  size_t limit = 0, used = 0;
+};
+
+// Walks from `leaf` (a directory under `mount`) up to `mount`, keeping the cgroup with the least room left.
+// v1 reports "no limit" as a number near 2^63; anything from 2^62 on counts as none.
+void TightestUnder(const std::filesystem::path& mount, const std::string& leaf, const char* limit_file,
+                   const char* usage_file, std::optional<CgroupBound>& best) {
+  std::filesystem::path relative = std::filesystem::path(leaf).relative_path();
+  while (true) {
+    const std::filesystem::path dir = mount / relative;
+    const std::optional<size_t> limit = ReadBytes(dir / limit_file);
+    if (limit.has_value() && *limit < (size_t{1} << 62)) {
+      const size_t used = ReadBytes(dir / usage_file).value_or(0);
+      const size_t room = used < *limit ? *limit - used : 0;
+      if (!best.has_value() || room < (best->used < best->limit ? best->limit - best->used : 0)) {
+        best = CgroupBound{"/" + relative.generic_string(), *limit, used};
+      }
+    }
+    if (relative.empty()) break;
+    relative = relative.has_parent_path() ? relative.parent_path() : std::filesystem::path();
+  }
+}
+
+}  // namespace
+
+HostMemory HostMemoryBudget(const std::filesystem::path& root) {
+  HostMemory memory;
+  auto meminfo = common::ReadFile(root / "proc/meminfo");
+  const std::optional<size_t> total = meminfo.ok() ? MeminfoBytes(*meminfo, "MemTotal") : std::nullopt;
+  const std::optional<size_t> available = meminfo.ok() ? MeminfoBytes(*meminfo, "MemAvailable") : std::nullopt;
+  if (total.has_value() && *total > 0) {
+    memory = {*total, "this machine's memory"};
+    if (available.has_value() && *available < *total) {
+      memory = {*available, fmt::format("what of this machine's {:.2f} GiB was free when it started", Gib(*total))};
+    }
+  }
+  std::optional<CgroupBound> cgroup;
+  if (auto groups = common::ReadFile(root / "proc/self/cgroup"); groups.ok()) {
+    // "0::/slurm/uid_0/job_7/step_0/user/task_0" (v2), or "4:memory:/slurm/uid_0/job_7/step_0" (v1).
+    for (std::string_view line : common::Split(*groups, '\n')) {
+      const std::vector<std::string_view> fields = common::Split(line, ':');
+      if (fields.size() < 3) continue;
+      const std::string path(line.substr(fields[0].size() + fields[1].size() + 2));
+      if (fields[0] == "0" && fields[1].empty()) {
+        TightestUnder(root / "sys/fs/cgroup", path, "memory.max", "memory.current", cgroup);
+      } else {
+        for (std::string_view controller : common::Split(fields[1], ',')) {
+          if (controller != "memory") continue;
+          TightestUnder(root / "sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes",
+                        cgroup);
+        }
+      }
+    }
+  }
+  if (cgroup.has_value()) {
+    const size_t room = cgroup->used < cgroup->limit ? cgroup->limit - cgroup->used : 0;
+    if (memory.bytes == 0 || room < memory.bytes) {
+      memory = {room, fmt::format("what cgroup {} had left of its {:.2f} GiB limit when it started: Slurm's --mem "
+                                  "sets it", cgroup->path, Gib(cgroup->limit))};
+    }
+  }
+  return memory;
+}
+
+}  // namespace srunway::trainer
