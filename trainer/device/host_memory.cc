@@ -24,8 +24,8 @@ std::optional<size_t> ReadBytes(const std::filesystem::path& path) {
   return static_cast<size_t>(*value);
 }
 
-// "MemTotal:  24683440 kB" -> bytes; nullopt when `key` is not there.
-std::optional<size_t> MeminfoBytes(std::string_view meminfo, std::string_view key) {
+// "MemTotal:  24683440 kB" -> bytes; 0 when `key` is not there.
+size_t MeminfoBytes(std::string_view meminfo, std::string_view key) {
   for (std::string_view line : common::Split(meminfo, '\n')) {
     if (!line.starts_with(key) || line.size() <= key.size() || line[key.size()] != ':') continue;
     std::string_view value = common::Trim(line.substr(key.size() + 1));
@@ -33,7 +33,7 @@ std::optional<size_t> MeminfoBytes(std::string_view meminfo, std::string_view ke
     auto kib = common::ParseInt(common::Trim(value), key, 0, INT64_MAX / 1024);
     if (kib.ok()) return static_cast<size_t>(*kib) * 1024;
   }
-  return std::nullopt;
+  return 0;
 }
 
 // The tightest cgroup above the rank: its path (as /proc/self/cgroup names it), limit and usage.
@@ -67,12 +67,12 @@ void TightestUnder(const std::filesystem::path& mount, const std::string& leaf, 
 HostMemory HostMemoryBudget(const std::filesystem::path& root) {
   HostMemory memory;
   auto meminfo = common::ReadFile(root / "proc/meminfo");
-  const std::optional<size_t> total = meminfo.ok() ? MeminfoBytes(*meminfo, "MemTotal") : std::nullopt;
-  const std::optional<size_t> available = meminfo.ok() ? MeminfoBytes(*meminfo, "MemAvailable") : std::nullopt;
-  if (total.has_value() && *total > 0) {
-    memory = {*total, "this machine's memory"};
-    if (available.has_value() && *available < *total) {
-      memory = {*available, fmt::format("what of this machine's {:.2f} GiB was free when it started", Gib(*total))};
+  const size_t total = meminfo.ok() ? MeminfoBytes(*meminfo, "MemTotal") : 0;
+  const size_t available = meminfo.ok() ? MeminfoBytes(*meminfo, "MemAvailable") : 0;
+  if (total > 0) {
+    memory = {total, "this machine's memory"};
+    if (available > 0 && available < total) {
+      memory = {available, fmt::format("what of this machine's {:.2f} GiB was free when it started", Gib(total))};
     }
   }
   std::optional<CgroupBound> cgroup;
