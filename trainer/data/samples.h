@@ -45,6 +45,10 @@ common::StatusOr<std::pair<int64_t, int64_t>> SplitRange(const std::string& spli
 common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& config, Split split,
                                                               int64_t num_samples);
 
+// Bytes of host memory BuildSamples' index of `num_samples` takes: Megatron's per-sample tables (where each sample
+// starts, their shuffled order) for each dataset, and the blend's own; 0 for --mock-data, which keeps none.
+double SampleIndexBytes(const DataConfig& config, int64_t num_samples);
+
 // Opens PREFIX.bin/.idx, or llm.c shards matching PREFIX; the error names what was looked for.
 common::StatusOr<std::unique_ptr<TokenSource>> OpenTokenSource(const std::string& prefix);
 

@@ -35,6 +35,7 @@
 #include "trainer/data/tokenizer.h"
 #include "trainer/model/model.h"
 #include "trainer/device/device.h"
+#include "trainer/device/host_memory.h"
 #include "trainer/model/rng.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/ops/cpu/ops.h"
@@ -255,7 +256,7 @@ class Trainer {
 // environment, or one rank), its device, and a communicator for that device's memory (NCCL for GPUs; MPI across
 // CPU ranks, self for one).
 common::Status Trainer::Connect() {
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o_.distributed_timeout_min * 60'000));
+  const auto timeout = common::TimeoutMillis(o_.distributed_timeout_min * 60);
   // A failed start-up exchange may end the step (PMIx_Abort) before Train() returns: say why first.
   auto report = [](const common::Status& failure) { common::LogError("{}", failure.message()); };
   SRUNWAY_ASSIGN_OR_RETURN(boot_, launcher::CreateBootstrap(launcher::BootstrapKind::kAuto, timeout, report));
@@ -386,6 +387,15 @@ common::Status Trainer::Setup() {
   o_.global_batch_size = gbs;
   accum_ = gbs / (B_ * world_);
   if (o_.train_steps < 1) return common::InvalidArgument("--train-steps must be at least 1");
+  // Samples and their tokens are counted in 64 bits: an absurd --train-steps or --eval-iters overflowed them.
+  const int64_t most_samples = INT64_MAX / (int64_t{T_} + 1);
+  for (const auto& [flag, count, batch] : {std::tuple{"--train-steps", o_.train_steps, gbs},
+                                           std::tuple{"--eval-iters", o_.eval_iters, B_}}) {
+    if (count > most_samples / batch) {
+      return common::InvalidArgument("{} {} x {} samples of {} tokens is more than 64 bits count", flag, count, batch,
+                                     T_ + 1);
+    }
+  }
   SRUNWAY_RETURN_IF_ERROR(ops_->CheckHeadSize(m.head_dim()));
   if (o_.warmup_steps < 0 || o_.log_interval < 1 || o_.eval_iters < 0 || o_.save_interval < 0) {
     return common::InvalidArgument("--warmup-steps, --log-interval, --eval-iters and --save-interval must not be negative (log interval at least 1)");
@@ -442,10 +452,23 @@ common::Status Trainer::Setup() {
   data.seq_len = T_;
   data.vocab = m.vocab;
   data.seed = o_.seed;
+  // The index from --data-path holds every sample of the run, in this rank's memory (Megatron's tables): a run of
+  // a billion samples died in the allocator (std::bad_alloc, exit 134) or of the OOM killer.
+  const bool evaluates = o_.eval_interval > 0 && o_.eval_iters > 0;
+  const double index_bytes = SampleIndexBytes(data, o_.train_steps * gbs) +
+                             (evaluates ? SampleIndexBytes(data, o_.eval_iters * B_) : 0.0);
+  if (const HostMemory host = HostMemoryBudget(); host.bytes > 0 && index_bytes > static_cast<double>(host.bytes)) {
+    constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
+    return common::ResourceExhausted(
+        "--train-steps {} x global batch {} = {} samples{}: their index from --data-path needs {:.2f} GiB of host "
+        "memory, more than the {:.2f} GiB this rank may hold ({}); train fewer steps (--exit-duration-in-mins ends a "
+        "long run on time)", o_.train_steps, gbs, o_.train_steps * gbs,
+        evaluates ? fmt::format(" and --eval-iters {} x micro-batch {}", o_.eval_iters, B_) : "",
+        index_bytes / kGib, static_cast<double>(host.bytes) / kGib, host.why);
+  }
   SRUNWAY_ASSIGN_OR_RETURN(train_, BuildSamples(data, Split::kTrain, o_.train_steps * gbs));
-  if (o_.eval_interval > 0 && o_.eval_iters > 0) {
-    const int64_t wanted = o_.eval_iters * B_;
-    SRUNWAY_ASSIGN_OR_RETURN(valid_, BuildSamples(data, Split::kValid, wanted));
+  if (evaluates) {
+    SRUNWAY_ASSIGN_OR_RETURN(valid_, BuildSamples(data, Split::kValid, o_.eval_iters * B_));
   }
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
   // At start-up, so that a --save that cannot work ends the run before its first step, not at its first save.
