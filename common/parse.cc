@@ -21,6 +21,12 @@ StatusOr<int64_t> ParseInt(std::string_view text, std::string_view what, int64_t
   return value;
 }
 
+std::chrono::milliseconds TimeoutMillis(double seconds) {
+  constexpr double kMostMillis = 1e12;
+  if (!(seconds > 0)) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds(static_cast<int64_t>(std::min(std::ceil(seconds * 1000), kMostMillis)));
+}
+
 StatusOr<double> ParseDouble(std::string_view text, std::string_view what, double min, double max) {
   double value = 0;
   const char* end = text.data() + text.size();

@@ -1,6 +1,7 @@
 // Strict parsers for the numbers, booleans and lists that arrive as text in options, files and the environment.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -16,6 +17,11 @@ StatusOr<int64_t> ParseInt(std::string_view text, std::string_view what, int64_t
 
 // The whole of `text` must be a finite decimal number (1.5, -2, 3e9) in [min, max].
 StatusOr<double> ParseDouble(std::string_view text, std::string_view what, double min = -1e308, double max = 1e308);
+
+// A number of seconds given by a user, as a timeout: whole milliseconds rounded up (a positive one is never 0),
+// at most 1e12 ms (about 31 years), so that it converts, and adds to a clock, without overflowing (1e308 s was
+// undefined behaviour); NaN and anything not positive give 0.
+std::chrono::milliseconds TimeoutMillis(double seconds);
 
 // yes/no, true/false, on/off, 1/0, case-insensitively.
 StatusOr<bool> ParseBool(std::string_view text, std::string_view what);

@@ -265,8 +265,8 @@ int main(int argc, char** argv) {
     }
   }
   const bool supervise = !check && !no_supervise;
-  supervision.hang_timeout = std::chrono::milliseconds(static_cast<int64_t>(hang_timeout_s * 1000));
-  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  supervision.hang_timeout = common::TimeoutMillis(hang_timeout_s);
+  auto timeout = common::TimeoutMillis(timeout_s);
   // Supervising, this process takes the signals Slurm sends and forwards them; blocked before any thread starts
   // (the bootstrap's and the watchdog's inherit the mask), so only the main loop sees them.
   if (supervise) {

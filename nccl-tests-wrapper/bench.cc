@@ -360,9 +360,9 @@ common::StatusOr<Run> RunBenchmark(const BenchOptions& o, launcher::Bootstrap& b
     SRUNWAY_ASSIGN_OR_RETURN(Row row, sweep.Measure(count));
     run.rows.push_back(row);
     emit(run, &run.rows.back());
-    const int64_t next = o.step_factor > 1 ? size * o.step_factor : size + o.step_bytes;
-    if (next <= size) break;
-    size = next;
+    const std::optional<int64_t> next = NextSize(size, o.step_factor, o.step_bytes);
+    if (!next.has_value()) break;
+    size = *next;
   }
   run.out_of_bounds = 0;
   run.avg_busbw_gbps = run.MeanBusbw();

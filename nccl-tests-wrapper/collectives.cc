@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "common/parse.h"
@@ -63,15 +64,28 @@ common::StatusOr<int64_t> ParseSize(std::string_view text, std::string_view what
       case 'M': shift = 20; break;
       case 'G': shift = 30; break;
       case 'T': shift = 40; break;
-      default:
+      default: {
+        // "8Q" has a unit no one knows; "abc" or "-1x" are no number at all.
+        const std::string_view digits = number.substr(0, number.size() - 1);
+        if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(c); })) {
+          return common::InvalidArgument("{} '{}': not a size (a number with K, M, G or T)", what, text);
+        }
         return common::InvalidArgument("{} '{}': unknown size suffix '{}' (use K, M, G or T)", what, text,
                                        number.back());
+      }
     }
     number.remove_suffix(1);
   }
   auto value = common::ParseInt(number, what, 0, (int64_t{1} << (62 - shift)));
   if (!value.ok()) return common::InvalidArgument("{} '{}': not a size (a number with K, M, G or T)", what, text);
   return *value << shift;
+}
+
+std::optional<int64_t> NextSize(int64_t size, int64_t factor, int64_t step) {
+  int64_t next = 0;
+  const bool overflow = factor > 1 ? __builtin_mul_overflow(size, factor, &next) : __builtin_add_overflow(size, step, &next);
+  if (overflow || next <= size) return std::nullopt;
+  return next;
 }
 
 std::string FormatSize(int64_t bytes) {

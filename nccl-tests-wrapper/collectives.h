@@ -37,6 +37,9 @@ common::StatusOr<const CollectiveInfo*> FindCollective(std::string_view name);
 common::StatusOr<int64_t> ParseSize(std::string_view text, std::string_view what);
 // 8589934592 -> "8G"; sizes that are no whole multiple print in bytes.
 std::string FormatSize(int64_t bytes);
+// The size after `size` in a sweep from -b to -e: times `factor` where it is above 1, else plus `step`; nullopt
+// where that would not grow or would pass INT64_MAX (the sweep ends there).
+std::optional<int64_t> NextSize(int64_t size, int64_t factor, int64_t step);
 
 // GB/s as nccl-tests computes them (1e9 bytes per second).
 struct Bandwidth {

@@ -129,19 +129,18 @@ std::vector<DcgmResult> ParseDcgmLines(std::string_view log) {
 
 std::chrono::milliseconds RunTimeout(const JobSpec& s) {
   const std::chrono::milliseconds limit(int64_t{s.time_limit_min} * 60'000);
-  auto ms = [](double seconds) { return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000))); };
-  if (s.run_timeout_s > 0) return std::min(limit, ms(s.run_timeout_s));
+  if (s.run_timeout_s > 0) return std::min(limit, common::TimeoutMillis(s.run_timeout_s));
   constexpr double kStartSeconds = 120;
   const double floor_bytes_per_s = s.gpus_per_node > 0 ? 5e9 : 0.5e9;
   double seconds = kStartSeconds;
   for (int64_t size = s.min_bytes; size <= s.max_bytes;) {
     // Two halves of warmup and timed operations, each moving at most twice the size per rank (all_reduce).
     seconds += 2.0 * (s.warmup + s.iters) * (2.0 * static_cast<double>(size) / floor_bytes_per_s + 1e-3);
-    const int64_t next = s.step_factor > 1 ? size * s.step_factor : size * 2;
-    if (next <= size) break;
-    size = next;
+    const std::optional<int64_t> next = NextSize(size, s.step_factor > 1 ? s.step_factor : 2, 0);
+    if (!next.has_value()) break;
+    size = *next;
   }
-  return std::min(limit, ms(seconds));
+  return std::min(limit, common::TimeoutMillis(seconds));
 }
 
 Threshold ChooseThreshold(std::optional<double> expected, const std::string& reference, Collective collective,

@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
              nccltests::FormatSize(spec.max_bytes), submitted->log);
   std::vector<nccltests::Submitted> whole = {*submitted};
   const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(wait_limit_s * 1000));
+      std::chrono::steady_clock::now() + common::TimeoutMillis(wait_limit_s);
   if (auto status = campaign.WaitAll(whole, deadline); !status.ok()) return Ended(status, *stop);
   const nccltests::Submitted& run = whole[0];
   auto text = common::ReadFile(run.log);

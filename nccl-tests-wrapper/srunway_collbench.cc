@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
   }
 
   const std::string start_time = LocalTime();
-  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  auto timeout = common::TimeoutMillis(timeout_s);
   auto bootstrap = launcher::CreateBootstrap(*bootstrap_kind, timeout, [](const common::Status& failure) {
     common::LogError("{}", failure.message());
   });

@@ -2,11 +2,32 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
+#include <cmath>
+#include <limits>
+
 #include "common/env.h"
 #include "common/parse.h"
 
 namespace srunway::common {
 namespace {
+
+// Timeouts from options (--timeout, --hang-timeout, --run-timeout, --wait-limit, --distributed-timeout-minutes):
+// 1e308 s cast to int64 milliseconds was undefined behaviour; 1e-9 s became 0, which some read as "none".
+TEST(TimeoutMillis, RoundsUpAndSaturates) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(TimeoutMillis(60), milliseconds(60'000));
+  EXPECT_EQ(TimeoutMillis(0.0015), milliseconds(2));
+  EXPECT_EQ(TimeoutMillis(1e-9), milliseconds(1));
+  EXPECT_EQ(TimeoutMillis(1e308), milliseconds(1'000'000'000'000));
+  EXPECT_EQ(TimeoutMillis(std::numeric_limits<double>::infinity()), milliseconds(1'000'000'000'000));
+  EXPECT_EQ(TimeoutMillis(0), milliseconds(0));
+  EXPECT_EQ(TimeoutMillis(-5), milliseconds(0));
+  EXPECT_EQ(TimeoutMillis(std::nan("")), milliseconds(0));
+  // The largest adds to a steady clock without overflowing it.
+  const auto later = std::chrono::steady_clock::now() + TimeoutMillis(1e308);
+  EXPECT_GT(later, std::chrono::steady_clock::now());
+}
 
 TEST(ParseDouble, WholeFiniteNumbersInRange) {
   EXPECT_DOUBLE_EQ(*ParseDouble("1.5", "x"), 1.5);

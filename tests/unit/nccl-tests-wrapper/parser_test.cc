@@ -455,8 +455,19 @@ TEST(CollectivesTest, SizesNamesAndBusFactors) {
   EXPECT_EQ(*ParseSize("8g", "-e"), int64_t{8} << 30);
   EXPECT_EQ(*ParseSize("4096", "-b"), 4096);
   EXPECT_NE(ParseSize("8Q", "-b").status().message().find("unknown size suffix 'Q'"), std::string::npos);
+  // Not a number before the letter: no unit is to blame ("abc" was "unknown size suffix 'c'").
+  EXPECT_EQ(ParseSize("abc", "--max-bytes").status().message(),
+            "--max-bytes 'abc': not a size (a number with K, M, G or T)");
+  EXPECT_EQ(ParseSize("x", "-b").status().message(), "-b 'x': not a size (a number with K, M, G or T)");
   EXPECT_FALSE(ParseSize("", "-b").ok());
   EXPECT_FALSE(ParseSize("-8M", "-b").ok());
+  // A sweep's next size: times -f, or plus -i; none past INT64_MAX (the multiplication overflowed: undefined) or
+  // where it would not grow.
+  EXPECT_EQ(NextSize(8, 2, 0), 16);
+  EXPECT_EQ(NextSize(8, 1, 4), 12);
+  EXPECT_EQ(NextSize(int64_t{1} << 62, 1024, 0), std::nullopt);
+  EXPECT_EQ(NextSize(INT64_MAX - 1, 1, 5), std::nullopt);
+  EXPECT_EQ(NextSize(8, 1, 0), std::nullopt);
   EXPECT_EQ(FormatSize(int64_t{8} << 30), "8G");
   EXPECT_EQ(FormatSize(1000), "1000");
   EXPECT_EQ((*FindCollective("all_gather_perf"))->id, Collective::kAllGather);
