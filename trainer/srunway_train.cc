@@ -305,6 +305,10 @@ int main(int argc, char** argv) {
   const auto outcome = srunway::trainer::Train(o, &g_stop_signal, srunway::trainer::cuda::NewCudaOps);
   if (const auto* error = std::get_if<srunway::trainer::TrainError>(&outcome)) {
     if (error->rank == 0 || !error->every_rank) srunway::common::LogError("{}", error->status.message());
+    // A signal that ended the start-up (a long sample index) stops the run as one during training does.
+    if (error->status.code() == srunway::common::StatusCode::kAborted && g_stop_signal != 0) {
+      return srunway::trainer::kExitSignalled;
+    }
     return error->status.code() == srunway::common::StatusCode::kInvalidArgument ? srunway::trainer::kExitUsage
                                                                                  : srunway::trainer::kExitError;
   }

@@ -5,12 +5,23 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <string_view>
 
 #include "common/parse.h"
+#include "common/signals.h"
 #include "trainer/model/rng.h"
 
 namespace srunway::trainer {
 namespace {
+
+// Aborted once `stop` is set; a build looks at it every 2^16 of its steps (`done` of `count` `unit`).
+constexpr int64_t kStopEvery = int64_t{1} << 16;
+common::Status CheckStop(const volatile std::sig_atomic_t* stop, int64_t done, int64_t count, std::string_view unit,
+                         const std::string& of) {
+  if (stop == nullptr || done % kStopEvery != 0 || *stop == 0) return common::Status::Ok();
+  return common::Aborted("stopped by {} while building the sample index of {} ({} of {} {})",
+                         common::SignalName(*stop), of, done, count, unit);
+}
 
 void Shuffle(std::vector<int64_t>& values, uint64_t seed) {
   Rng rng(seed);
@@ -31,7 +42,8 @@ class GptSamples : public SampleSource {
  public:
   static common::StatusOr<std::unique_ptr<SampleSource>> Build(std::shared_ptr<TokenSource> source, int64_t begin,
                                                                int64_t end, int seq_len, int vocab,
-                                                               int64_t num_samples, uint64_t seed) {
+                                                               int64_t num_samples, uint64_t seed,
+                                                               const volatile std::sig_atomic_t* stop) {
     int64_t tokens_per_epoch = 0;
     for (int64_t d = begin; d < end; ++d) tokens_per_epoch += source->length(d);
     if (tokens_per_epoch <= seq_len) {
@@ -45,6 +57,7 @@ class GptSamples : public SampleSource {
     samples->seq_len_ = seq_len;
     samples->vocab_ = vocab;
     for (int64_t e = 0; e < epochs; ++e) {
+      SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, e, epochs, "epochs", samples->source_->name()));
       std::vector<int64_t> order(end - begin);
       std::iota(order.begin(), order.end(), begin);
       Shuffle(order, seed + 1000003 * static_cast<uint64_t>(e));
@@ -53,6 +66,7 @@ class GptSamples : public SampleSource {
     // Where each sample starts: (position in docs_, token offset), seq_len tokens apart.
     int64_t pos = 0, offset = 0;
     for (int64_t s = 0; s < num_samples; ++s) {
+      SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, s, num_samples, "samples", samples->source_->name()));
       samples->starts_.push_back({pos, offset});
       int64_t remaining = seq_len;
       while (remaining > 0) {
@@ -117,11 +131,28 @@ class MockSamples : public SampleSource {
 // Megatron's blending: sample i goes to the dataset furthest below its share, weight * i - drawn so far.
 class BlendedSamples : public SampleSource {
  public:
-  BlendedSamples(std::vector<std::unique_ptr<SampleSource>> sources, const std::vector<double>& weights,
-                 int64_t num_samples)
-      : sources_(std::move(sources)) {
+  static common::StatusOr<std::unique_ptr<SampleSource>> Build(std::vector<std::unique_ptr<SampleSource>> sources,
+                                                               const std::vector<double>& weights,
+                                                               int64_t num_samples,
+                                                               const volatile std::sig_atomic_t* stop) {
+    auto blend = std::unique_ptr<BlendedSamples>(new BlendedSamples(std::move(sources)));
+    SRUNWAY_RETURN_IF_ERROR(blend->Draw(weights, num_samples, stop));
+    return std::unique_ptr<SampleSource>(std::move(blend));
+  }
+
+  common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
+    const auto& [source, sample] = index_[index % static_cast<int64_t>(index_.size())];
+    const int64_t wraps = index / static_cast<int64_t>(index_.size());
+    return sources_[source]->Sample(sample + wraps * static_cast<int64_t>(index_.size()), out);
+  }
+
+ private:
+  explicit BlendedSamples(std::vector<std::unique_ptr<SampleSource>> sources) : sources_(std::move(sources)) {}
+
+  common::Status Draw(const std::vector<double>& weights, int64_t num_samples, const volatile std::sig_atomic_t* stop) {
     std::vector<int64_t> drawn(sources_.size(), 0);
     for (int64_t i = 0; i < num_samples; ++i) {
+      SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, i, num_samples, "samples", "the blend"));
       size_t best = 0;
       double best_error = -INFINITY;
       for (size_t d = 0; d < sources_.size(); ++d) {
@@ -133,14 +164,9 @@ class BlendedSamples : public SampleSource {
       }
       index_.push_back({best, drawn[best]++});
     }
-  }
-  common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
-    const auto& [source, sample] = index_[index % static_cast<int64_t>(index_.size())];
-    const int64_t wraps = index / static_cast<int64_t>(index_.size());
-    return sources_[source]->Sample(sample + wraps * static_cast<int64_t>(index_.size()), out);
+    return common::Status::Ok();
   }
 
- private:
   std::vector<std::unique_ptr<SampleSource>> sources_;
   std::vector<std::pair<size_t, int64_t>> index_;
 };
@@ -236,12 +262,12 @@ common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& c
                                              : static_cast<int64_t>(std::ceil(path.weight * num_samples * 1.005));
     SRUNWAY_ASSIGN_OR_RETURN(auto samples, GptSamples::Build(std::shared_ptr<TokenSource>(std::move(tokens)),
                                                              range.first, range.second, config.seq_len, config.vocab,
-                                                             wanted, seed));
+                                                             wanted, seed, config.stop));
     sources.push_back(std::move(samples));
     weights.push_back(path.weight);
   }
   if (sources.size() == 1) return std::move(sources[0]);
-  return std::unique_ptr<SampleSource>(new BlendedSamples(std::move(sources), weights, std::max<int64_t>(num_samples, 1)));
+  return BlendedSamples::Build(std::move(sources), weights, std::max<int64_t>(num_samples, 1), config.stop);
 }
 
 }  // namespace srunway::trainer

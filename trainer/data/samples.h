@@ -3,6 +3,7 @@
 // their boundary token, the samples shuffled; blends interleave datasets in proportion to their weights.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +31,9 @@ struct DataConfig {
   int seq_len = 0;
   int vocab = 0;
   uint64_t seed = 1234;
+  // Once set (a stop signal's number), a long index build ends with Aborted naming it: Ctrl-C or Slurm's SIGTERM
+  // waited for the whole build, minutes for a billion samples.
+  const volatile std::sig_atomic_t* stop = nullptr;
 };
 
 struct WeightedPath {

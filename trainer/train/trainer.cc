@@ -452,6 +452,7 @@ common::Status Trainer::Setup() {
   data.seq_len = T_;
   data.vocab = m.vocab;
   data.seed = o_.seed;
+  data.stop = stop_signal_;
   // The index from --data-path holds every sample of the run, in this rank's memory (Megatron's tables): a run of
   // a billion samples died in the allocator (std::bad_alloc, exit 134) or of the OOM killer.
   const bool evaluates = o_.eval_interval > 0 && o_.eval_iters > 0;

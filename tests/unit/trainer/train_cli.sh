@@ -332,3 +332,20 @@ grep -q "stopped by signal 15 after step" "$kWork/sig.err" || fail "SIGTERM mess
 step=$(cat "$kWork/sig/latest_checkpointed_iteration.txt")
 [[ -f $kWork/sig/$(printf 'iter_%07d' "$step")/manifest.json ]] || fail "no checkpoint after SIGTERM"
 echo "ok: SIGTERM saves step $step and exits 4"
+# SIGTERM while the sample index of a long run is built (100M samples from --data-path: 20 s here) stops it there,
+# exit 4 and one line; it was noted and acted on only at the first step, after the whole build.
+"$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 50000000 >/dev/null 2>"$kWork/idx.err" &
+pid=$!
+sleep 1
+kill -TERM "$pid"
+for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then
+  kill -KILL "$pid"
+  fail "SIGTERM while the sample index is built: still running 10 s later"
+fi
+rc=0
+wait "$pid" || rc=$?
+[[ $rc == 4 ]] || fail "SIGTERM while the sample index is built: exit $rc, want 4: $(cat "$kWork/idx.err")"
+grep -qE "error: stopped by SIGTERM while building the sample index of .*data.bin \\([0-9]+ of [0-9]+ (samples|epochs)\\)" \
+  "$kWork/idx.err" || fail "SIGTERM while the sample index is built: $(cat "$kWork/idx.err")"
+echo "ok: SIGTERM while the sample index is built stops it, exit 4"
