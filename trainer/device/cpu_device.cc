@@ -21,8 +21,6 @@ constexpr size_t kMapFrom = SIZE_MAX;
 constexpr size_t kMapFrom = size_t{1} << 20;
 #endif
 
-double Gib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
-
 class CpuStream : public Stream {};
 class CpuEvent : public Event {};
 

@@ -148,7 +148,6 @@ class CudaDevice : public Device {
     return std::make_unique<CudaStream>(api, stream);
   }
   static CUdeviceptr Ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-  static double Gib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
   // The handle behind a stream or event of this device, with the context current for the call that follows.
   StatusOr<CUstream> Of(Stream& stream) const {

@@ -25,6 +25,9 @@ std::string_view DTypeName(DType dtype);  // "fp32", "bf16", "fp16", "int32"
 
 enum class DeviceKind { kCpu, kCuda };
 
+// Bytes in GiB, for messages.
+inline double Gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
+
 // Handles that only the device which made them understands.
 class Stream {
  public:

@@ -9,11 +9,10 @@
 
 #include "common/fs.h"
 #include "common/parse.h"
+#include "trainer/device/device.h"
 
 namespace srunway::trainer {
 namespace {
-
-double Gib(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
 // A file's one number; nullopt for a missing file, "max" or anything else.
 std::optional<size_t> ReadBytes(const std::filesystem::path& path) {
@@ -40,6 +39,7 @@ size_t MeminfoBytes(std::string_view meminfo, std::string_view key) {
 struct CgroupBound {
   std::string path;
   size_t limit = 0, used = 0;
+  size_t room() const { return used < limit ? limit - used : 0; }
 };
 
 // Walks from `leaf` (a directory under `mount`) up to `mount`, keeping the cgroup with the least room left.
@@ -51,11 +51,8 @@ void TightestUnder(const std::filesystem::path& mount, const std::string& leaf, 
     const std::filesystem::path dir = mount / relative;
     const std::optional<size_t> limit = ReadBytes(dir / limit_file);
     if (limit.has_value() && *limit < (size_t{1} << 62)) {
-      const size_t used = ReadBytes(dir / usage_file).value_or(0);
-      const size_t room = used < *limit ? *limit - used : 0;
-      if (!best.has_value() || room < (best->used < best->limit ? best->limit - best->used : 0)) {
-        best = CgroupBound{"/" + relative.generic_string(), *limit, used};
-      }
+      CgroupBound here{"/" + relative.generic_string(), *limit, ReadBytes(dir / usage_file).value_or(0)};
+      if (!best.has_value() || here.room() < best->room()) best = std::move(here);
     }
     if (relative.empty()) break;
     relative = relative.has_parent_path() ? relative.parent_path() : std::filesystem::path();
@@ -93,12 +90,9 @@ HostMemory HostMemoryBudget(const std::filesystem::path& root) {
       }
     }
   }
-  if (cgroup.has_value()) {
-    const size_t room = cgroup->used < cgroup->limit ? cgroup->limit - cgroup->used : 0;
-    if (memory.bytes == 0 || room < memory.bytes) {
-      memory = {room, fmt::format("what cgroup {} had left of its {:.2f} GiB limit when it started: Slurm's --mem "
-                                  "sets it", cgroup->path, Gib(cgroup->limit))};
-    }
+  if (cgroup.has_value() && (memory.bytes == 0 || cgroup->room() < memory.bytes)) {
+    memory = {cgroup->room(), fmt::format("what cgroup {} had left of its {:.2f} GiB limit when it started: Slurm's "
+                                          "--mem sets it", cgroup->path, Gib(cgroup->limit))};
   }
   return memory;
 }

@@ -459,13 +459,12 @@ common::Status Trainer::Setup() {
   const double index_bytes = SampleIndexBytes(data, o_.train_steps * gbs) +
                              (evaluates ? SampleIndexBytes(data, o_.eval_iters * B_) : 0.0);
   if (const HostMemory host = HostMemoryBudget(); host.bytes > 0 && index_bytes > static_cast<double>(host.bytes)) {
-    constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
     return common::ResourceExhausted(
         "--train-steps {} x global batch {} = {} samples{}: their index from --data-path needs {:.2f} GiB of host "
         "memory, more than the {:.2f} GiB this rank may hold ({}); train fewer steps (--exit-duration-in-mins ends a "
         "long run on time)", o_.train_steps, gbs, o_.train_steps * gbs,
         evaluates ? fmt::format(" and --eval-iters {} x micro-batch {}", o_.eval_iters, B_) : "",
-        index_bytes / kGib, static_cast<double>(host.bytes) / kGib, host.why);
+        Gib(index_bytes), Gib(host.bytes), host.why);
   }
   SRUNWAY_ASSIGN_OR_RETURN(train_, BuildSamples(data, Split::kTrain, o_.train_steps * gbs));
   if (evaluates) {
