@@ -35,6 +35,25 @@ size_t MeminfoBytes(std::string_view meminfo, std::string_view key) {
   return 0;
 }
 
+// The page cache a cgroup is charged for, which the kernel reclaims before it OOM-kills anyone: its file pages,
+// active and inactive, from its memory.stat (`prefix` "total_" for v1's counts of the whole subtree, as its usage;
+// v2's are of the subtree already). tmpfs and shared memory pages are on the anonymous lists and stay counted.
+size_t ReclaimableCache(const std::filesystem::path& stat, std::string_view prefix) {
+  auto text = common::ReadFile(stat);
+  if (!text.ok()) return 0;
+  size_t cache = 0;
+  for (std::string_view line : common::Split(*text, '\n')) {
+    const size_t space = line.find(' ');
+    if (space == std::string_view::npos) continue;
+    const std::string_view key = line.substr(0, space);
+    if (!key.starts_with(prefix)) continue;
+    if (key.substr(prefix.size()) != "active_file" && key.substr(prefix.size()) != "inactive_file") continue;
+    auto value = common::ParseInt(common::Trim(line.substr(space + 1)), key, 0);
+    if (value.ok()) cache += static_cast<size_t>(*value);
+  }
+  return cache;
+}
+
 // The tightest cgroup above the rank: its path (as /proc/self/cgroup names it), limit and usage.
 struct CgroupBound {
   std::string path;
@@ -42,16 +61,20 @@ struct CgroupBound {
   size_t room() const { return used < limit ? limit - used : 0; }
 };
 
-// Walks from `leaf` (a directory under `mount`) up to `mount`, keeping the cgroup with the least room left.
+// Walks from `leaf` (a directory under `mount`) up to `mount`, keeping the cgroup with the least room left; what
+// it uses is its usage less its page cache (a job's cgroup holds the pages of the files its earlier steps wrote or
+// read: counted, a resumed run was refused the memory its checkpoint's cached pages would have given back).
 // v1 reports "no limit" as a number near 2^63; anything from 2^62 on counts as none.
 void TightestUnder(const std::filesystem::path& mount, const std::string& leaf, const char* limit_file,
-                   const char* usage_file, std::optional<CgroupBound>& best) {
+                   const char* usage_file, std::string_view stat_prefix, std::optional<CgroupBound>& best) {
   std::filesystem::path relative = std::filesystem::path(leaf).relative_path();
   while (true) {
     const std::filesystem::path dir = mount / relative;
     const std::optional<size_t> limit = ReadBytes(dir / limit_file);
     if (limit.has_value() && *limit < (size_t{1} << 62)) {
-      CgroupBound here{"/" + relative.generic_string(), *limit, ReadBytes(dir / usage_file).value_or(0)};
+      const size_t usage = ReadBytes(dir / usage_file).value_or(0);
+      const size_t cache = ReclaimableCache(dir / "memory.stat", stat_prefix);
+      CgroupBound here{"/" + relative.generic_string(), *limit, usage > cache ? usage - cache : 0};
       if (!best.has_value() || here.room() < best->room()) best = std::move(here);
     }
     if (relative.empty()) break;
@@ -80,12 +103,12 @@ HostMemory HostMemoryBudget(const std::filesystem::path& root) {
       if (fields.size() < 3) continue;
       const std::string path(line.substr(fields[0].size() + fields[1].size() + 2));
       if (fields[0] == "0" && fields[1].empty()) {
-        TightestUnder(root / "sys/fs/cgroup", path, "memory.max", "memory.current", cgroup);
+        TightestUnder(root / "sys/fs/cgroup", path, "memory.max", "memory.current", "", cgroup);
       } else {
         for (std::string_view controller : common::Split(fields[1], ',')) {
           if (controller != "memory") continue;
           TightestUnder(root / "sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes",
-                        cgroup);
+                        "total_", cgroup);
         }
       }
     }

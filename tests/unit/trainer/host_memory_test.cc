@@ -80,6 +80,29 @@ TEST_F(HostMemoryTest, TheJobsCgroupV1) {
                         "Slurm's --mem sets it");
 }
 
+// The page cache a job's cgroup holds (the files its earlier steps wrote or read) is given back before anyone is
+// OOM-killed: it is not counted as used. tmpfs pages (shmem, on the anonymous lists) are.
+TEST_F(HostMemoryTest, PageCacheIsRoom) {
+  Meminfo(12);
+  Write("proc/self/cgroup", "0::/job_7/step_1\n");
+  Write("sys/fs/cgroup/job_7/memory.max", "4294967296\n");
+  Write("sys/fs/cgroup/job_7/memory.current", "3221225472\n");
+  Write("sys/fs/cgroup/job_7/memory.stat", "anon 536870912\nfile 2684354560\nshmem 268435456\n"
+                                           "active_file 1073741824\ninactive_file 1342177280\nunevictable 0\n");
+  EXPECT_EQ(HostMemoryBudget(root()).bytes, 3 * kGib + kGib / 4);  // 4 GiB less 3 used, 2.25 of them cache
+  // v1: the subtree's counts (total_*), as its usage is; the cgroup's own are a part of them.
+  Write("proc/self/cgroup", "4:memory:/slurm/job_8\n");
+  const std::string job = "sys/fs/cgroup/memory/slurm/job_8/";
+  Write(job + "memory.limit_in_bytes", "2147483648\n");
+  Write(job + "memory.usage_in_bytes", "2147483648\n");
+  Write(job + "memory.stat", "cache 4096\nactive_file 4096\ninactive_file 0\ntotal_cache 1610612736\n"
+                             "total_inactive_file 1073741824\ntotal_active_file 536870912\n");
+  EXPECT_EQ(HostMemoryBudget(root()).bytes, kGib + kGib / 2);
+  // More cache than usage (the counts are read one after another): no use, not a wrapped number.
+  Write(job + "memory.usage_in_bytes", "1024\n");
+  EXPECT_EQ(HostMemoryBudget(root()).bytes, 2 * kGib);
+}
+
 // A limit wider than what the machine has free does not bound the rank; nor does an unreadable one.
 TEST_F(HostMemoryTest, ALooseLimitOrNone) {
   Meminfo(5);
