@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/fs.h"
@@ -63,9 +64,11 @@ namespace {
 
 // One checkpoint file: the header (the state, the tensors' sizes, `ranges` for a shard), the three tensors, the
 // checksum and the end marker; written to a temporary name, fsynced and renamed.
+// Each tensor is written as its pieces, one after another.
+using Pieces = std::vector<std::span<const float>>;
+
 common::Status WriteCheckpointFile(const std::filesystem::path& path, const TrainingState& state,
-                                   const std::vector<ParamRange>* ranges,
-                                   const std::array<std::span<const float>, 3>& tensors) {
+                                   const std::vector<ParamRange>* ranges, const std::array<Pieces, 3>& tensors) {
   common::Json header;
   header["format"] = "srunway-checkpoint";
   header["version"] = kVersion;
@@ -80,7 +83,11 @@ common::Status WriteCheckpointFile(const std::filesystem::path& path, const Trai
   }
   header["tensors"] = common::Json::array();
   const char* names[] = {"params", "adam_m", "adam_v"};
-  for (size_t i = 0; i < tensors.size(); ++i) header["tensors"].push_back({{"name", names[i]}, {"numel", tensors[i].size()}});
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    size_t numel = 0;
+    for (std::span<const float> piece : tensors[i]) numel += piece.size();
+    header["tensors"].push_back({{"name", names[i]}, {"numel", numel}});
+  }
   std::string text = header.dump();
   const uint64_t length = text.size();
 
@@ -94,10 +101,12 @@ common::Status WriteCheckpointFile(const std::filesystem::path& path, const Trai
   SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile file, common::AtomicFile::Create(path));
   SRUNWAY_RETURN_IF_ERROR(file.Write(head));
   uint64_t hash = kFnvOffset;
-  for (std::span<const float> data : tensors) {
-    std::span<const uint8_t> bytes = AsBytes(data);
-    hash = Fnv1a(hash, bytes);
-    SRUNWAY_RETURN_IF_ERROR(file.Write({reinterpret_cast<const char*>(bytes.data()), bytes.size()}));
+  for (const Pieces& pieces : tensors) {
+    for (std::span<const float> piece : pieces) {
+      std::span<const uint8_t> bytes = AsBytes(piece);
+      hash = Fnv1a(hash, bytes);
+      SRUNWAY_RETURN_IF_ERROR(file.Write({reinterpret_cast<const char*>(bytes.data()), bytes.size()}));
+    }
   }
   std::string tail(reinterpret_cast<const char*>(&hash), 8);
   tail.append(kEndMagic, sizeof kEndMagic);
@@ -113,7 +122,8 @@ common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::pa
   std::filesystem::create_directories(dir, ec);
   if (ec) return common::FailedPrecondition("create checkpoint directory {}: {}", dir.string(), ec.message());
   const std::filesystem::path path = dir / fmt::format("iter_{:07d}.ckpt", state.step);
-  SRUNWAY_RETURN_IF_ERROR(WriteCheckpointFile(path, state, nullptr, {buffers.params, buffers.adam_m, buffers.adam_v}));
+  SRUNWAY_RETURN_IF_ERROR(
+      WriteCheckpointFile(path, state, nullptr, {Pieces{buffers.params}, Pieces{buffers.adam_m}, Pieces{buffers.adam_v}}));
   // The pointer last: until it is replaced, a reader loads the previous complete checkpoint.
   SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(dir / kLatest, fmt::format("{}\n", state.step)));
   return path;
@@ -126,8 +136,7 @@ std::filesystem::path ShardDir(const std::filesystem::path& dir, int64_t step) {
 std::string ShardName(int rank, int ranks) { return fmt::format("shard_{:05d}_of_{:05d}.ckpt", rank, ranks); }
 
 common::Status WriteShard(const std::filesystem::path& dir, const TrainingState& state, int rank, int ranks,
-                          const std::vector<ParamRange>& ranges, std::span<const float> packed_params,
-                          std::span<const float> packed_m, std::span<const float> packed_v) {
+                          const std::vector<ParamRange>& ranges, const std::array<ShardTensor, 3>& tensors) {
   const std::filesystem::path shard_dir = ShardDir(dir, state.step);
   std::error_code ec;
   std::filesystem::create_directories(shard_dir, ec);
@@ -140,12 +149,24 @@ common::Status WriteShard(const std::filesystem::path& dir, const TrainingState&
     }
     held += r.count;
   }
-  if (static_cast<int64_t>(packed_params.size()) != held || static_cast<int64_t>(packed_m.size()) != held ||
-      static_cast<int64_t>(packed_v.size()) != held) {
-    return common::InvalidArgument("shard of {} elements with {} packed parameters and {} and {} packed moments", held,
-                                   packed_params.size(), packed_m.size(), packed_v.size());
+  const char* names[] = {"parameters", "first moments", "second moments"};
+  std::array<Pieces, 3> pieces;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const ShardTensor& t = tensors[i];
+    const int64_t want = t.whole ? numel : held;
+    if (static_cast<int64_t>(t.data.size()) != want) {
+      return common::InvalidArgument("shard of {} elements of {} parameters: {} {} {}, want {}", held, numel,
+                                     t.data.size(), t.whole ? "whole" : "packed", names[i], want);
+    }
+    if (!t.whole) {
+      pieces[i] = {t.data};
+      continue;
+    }
+    for (const ParamRange& r : ranges) {
+      pieces[i].push_back(t.data.subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.count)));
+    }
   }
-  return WriteCheckpointFile(shard_dir / ShardName(rank, ranks), state, &ranges, {packed_params, packed_m, packed_v});
+  return WriteCheckpointFile(shard_dir / ShardName(rank, ranks), state, &ranges, pieces);
 }
 
 common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int ranks) {
@@ -243,6 +264,21 @@ common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t>
 
 namespace {
 
+// The elements of the range `r` (read from `from`) that fall in any of `packed`'s ranges, into their places in
+// `target`, which holds those ranges one after another.
+void CopyOverlaps(const ParamRange& r, const float* from, const std::vector<ParamRange>& packed,
+                  std::span<float> target) {
+  int64_t at = 0;
+  for (const ParamRange& p : packed) {
+    const int64_t begin = std::max(r.offset, p.offset), end = std::min(r.offset + r.count, p.offset + p.count);
+    if (begin < end) {
+      std::memcpy(target.data() + at + (begin - p.offset), from + (begin - r.offset),
+                  static_cast<size_t>(end - begin) * sizeof(float));
+    }
+    at += p.count;
+  }
+}
+
 // One checkpoint file, checked: its state, the ranges it holds (the whole buffer for a single checkpoint) and
 // its three tensors, copied into `buffers` at those ranges.
 common::StatusOr<TrainingState> ReadCheckpointFile(const std::filesystem::path& path, const ModelConfig& expected,
@@ -283,9 +319,17 @@ common::StatusOr<TrainingState> ReadCheckpointFile(const std::filesystem::path& 
   if (Fnv1a(kFnvOffset, bytes.subspan(offset, need - offset)) != stored_hash) {
     return common::DataLoss("{}: checksum mismatch: the tensors are corrupt", name);
   }
-  for (std::span<float> target : {buffers.params, buffers.adam_m, buffers.adam_v}) {
+  const std::array<std::span<float>, 3> targets = {buffers.params, buffers.adam_m, buffers.adam_v};
+  for (size_t t = 0; t < targets.size(); ++t) {
+    const std::span<float> target = targets[t];
+    const bool packed = t > 0 && buffers.moment_ranges != nullptr;
     for (const ParamRange& r : ranges) {
-      std::memcpy(target.data() + r.offset, bytes.data() + offset, static_cast<size_t>(r.count) * sizeof(float));
+      const auto* from = reinterpret_cast<const float*>(bytes.data() + offset);
+      if (packed) {
+        CopyOverlaps(r, from, *buffers.moment_ranges, target);
+      } else {
+        std::memcpy(target.data() + r.offset, from, static_cast<size_t>(r.count) * sizeof(float));
+      }
       offset += static_cast<size_t>(r.count) * sizeof(float);
     }
   }
@@ -369,6 +413,21 @@ common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, con
 
 common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& where, const ModelConfig& expected,
                                                const CheckpointBuffers& buffers) {
+  const int64_t numel = static_cast<int64_t>(buffers.params.size());
+  int64_t moments = numel;
+  if (buffers.moment_ranges != nullptr) {
+    moments = 0;
+    for (const ParamRange& r : *buffers.moment_ranges) {
+      if (r.offset < 0 || r.count < 0 || r.offset > numel || r.count > numel - r.offset) {
+        return common::InvalidArgument("moment range [{}, +{}) is outside the {} parameters", r.offset, r.count, numel);
+      }
+      moments += r.count;
+    }
+  }
+  if (static_cast<int64_t>(buffers.adam_m.size()) != moments || static_cast<int64_t>(buffers.adam_v.size()) != moments) {
+    return common::InvalidArgument("moment buffers of {} and {} elements to load {} into", buffers.adam_m.size(),
+                                   buffers.adam_v.size(), moments);
+  }
   auto state = LoadFrom(where, expected, buffers);
   // The pointer or a manifest that does not parse is corrupt data (exit 1), not a bad command line.
   if (!state.ok() && state.status().code() == common::StatusCode::kInvalidArgument) {

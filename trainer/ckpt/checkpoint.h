@@ -36,6 +36,9 @@ struct CheckpointBuffers {
   std::span<float> params;
   std::span<float> adam_m;
   std::span<float> adam_v;
+  // Loading only: when set, the moments are these ranges of the flat buffers alone, packed in this order (a ZeRO-1
+  // rank's slices), and only those parts of the checkpoint's moments are read; no whole copy is made.
+  const std::vector<ParamRange>* moment_ranges = nullptr;
 };
 
 // Writes DIR/iter_<step>.ckpt and then points DIR/latest_checkpointed_iteration.txt at it. Returns its path.
@@ -59,11 +62,17 @@ common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t>
 std::filesystem::path ShardDir(const std::filesystem::path& dir, int64_t step);
 std::string ShardName(int rank, int ranks);
 
-// This rank's shard: `ranges` of the flat buffers (within the model's `state.model` parameters), and the packed
-// parameters and moments of those ranges.
+// One of a shard's three buffers (parameters, first and second moments): the whole flat buffer, whose shard ranges
+// are written straight from it (no packed copy of a model's state in host memory while it is saved), or just those
+// ranges, packed one after another.
+struct ShardTensor {
+  std::span<const float> data;
+  bool whole = false;
+};
+// This rank's shard: `ranges` of the flat buffers (within the model's `state.model` parameters), from the
+// parameters and the moments. A buffer of the wrong size is InvalidArgument.
 common::Status WriteShard(const std::filesystem::path& dir, const TrainingState& state, int rank, int ranks,
-                          const std::vector<ParamRange>& ranges, std::span<const float> packed_params,
-                          std::span<const float> packed_m, std::span<const float> packed_v);
+                          const std::vector<ParamRange>& ranges, const std::array<ShardTensor, 3>& tensors);
 // Rank 0, after every rank's WriteShard succeeded: checks that the shards are there, writes the manifest, then
 // points latest_checkpointed_iteration.txt at `step`.
 common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int ranks);

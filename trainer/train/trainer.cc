@@ -559,10 +559,19 @@ common::Status Trainer::BuildModel() {
 }
 
 // Megatron's initialisation from --seed, then a checkpoint over it when --load names one. Both are written on the
-// host and copied to the device.
+// host and copied to the device: where the model holds its whole fp32 parameters, into a host view of them (the
+// host device's buffer itself, no second copy of the model in the rank's memory).
 common::Status Trainer::InitOrLoad() {
   const ModelConfig& m = o_.model;
-  std::vector<float> params(static_cast<size_t>(model_->layout().numel()));
+  const auto numel = static_cast<size_t>(model_->layout().numel());
+  std::optional<HostMirror> whole;
+  std::vector<float> gathered;
+  if (model_->masters().empty()) {
+    whole.emplace(*device_, model_->params().data(), numel);
+  } else {
+    gathered.resize(numel);
+  }
+  const std::span<float> params = whole ? whole->host() : std::span<float>(gathered);
   rng_.Seed(o_.seed);
   InitParams(m, model_->layout(), rng_, params);
   common::Status loaded = common::Status::Ok();
@@ -572,13 +581,9 @@ common::Status Trainer::InitOrLoad() {
     // so a checkpoint loads on any number of ranks, with or without ZeRO-1.
     HostMirror m_state(*device_, adam_->m().data(), adam_->m().size());
     HostMirror v_state(*device_, adam_->v().data(), adam_->v().size());
-    std::vector<float> full_m, full_v;
-    if (o_.distributed_optimizer) {
-      full_m.assign(params.size(), 0.0f);
-      full_v.assign(params.size(), 0.0f);
-    }
-    CheckpointBuffers buffers{params, o_.distributed_optimizer ? std::span<float>(full_m) : m_state.host(),
-                              o_.distributed_optimizer ? std::span<float>(full_v) : v_state.host()};
+    // Under ZeRO-1 the moments are read straight into this rank's slices.
+    CheckpointBuffers buffers{params, m_state.host(), v_state.host(),
+                              o_.distributed_optimizer ? &adam_->owned() : nullptr};
     auto state = LoadCheckpoint(o_.load, m, buffers);
     loaded = state.status();
     if (state.ok()) {
@@ -594,14 +599,6 @@ common::Status Trainer::InitOrLoad() {
       step_ = state->step;
       consumed_ = state->consumed_samples;
       rng_.set_state(state->rng);
-      if (o_.distributed_optimizer) {
-        size_t at = 0;
-        for (const ParamRange& slice : adam_->owned()) {
-          std::copy_n(full_m.begin() + slice.offset, slice.count, m_state.host().begin() + static_cast<int64_t>(at));
-          std::copy_n(full_v.begin() + slice.offset, slice.count, v_state.host().begin() + static_cast<int64_t>(at));
-          at += static_cast<size_t>(slice.count);
-        }
-      }
       SRUNWAY_RETURN_IF_ERROR(m_state.Upload());
       SRUNWAY_RETURN_IF_ERROR(v_state.Upload());
       if (Leader()) common::LogInfo("resumed from {} at step {} ({} samples consumed)", o_.load, step_, consumed_);
@@ -689,25 +686,13 @@ common::Status Trainer::Save(const char* why) {
   common::Status written = params.Download();
   if (written.ok()) written = m_state.Download();
   if (written.ok()) written = v_state.Download();
-  // The shard's ranges of each buffer, packed: what is held whole is packed here.
-  auto packed = [&ranges](std::span<const float> held, bool whole) {
-    std::vector<float> out;
-    if (!whole) return out;
-    for (const ParamRange& r : ranges) {
-      const auto part = held.subspan(static_cast<size_t>(r.offset), static_cast<size_t>(r.count));
-      out.insert(out.end(), part.begin(), part.end());
-    }
-    return out;
-  };
+  // Buffers held whole have the shard's ranges written straight from them: a packed copy would need as much host
+  // memory again as the state being saved, at the first save of a run that fitted until then.
   const bool whole_params = model_->masters().empty(), whole_state = !o_.distributed_optimizer;
-  const std::vector<float> packed_params = packed(params.host(), whole_params);
-  const std::vector<float> packed_m = packed(m_state.host(), whole_state);
-  const std::vector<float> packed_v = packed(v_state.host(), whole_state);
   if (written.ok()) {
     written = WriteShard(o_.save, state, rank_, world_, ranges,
-                         whole_params ? std::span<const float>(packed_params) : params.host(),
-                         whole_state ? std::span<const float>(packed_m) : m_state.host(),
-                         whole_state ? std::span<const float>(packed_v) : v_state.host());
+                         {ShardTensor{params.host(), whole_params}, ShardTensor{m_state.host(), whole_state},
+                          ShardTensor{v_state.host(), whole_state}});
   }
   std::vector<int32_t> failed(static_cast<size_t>(world_));
   const int32_t mine = written.ok() ? 0 : 1;

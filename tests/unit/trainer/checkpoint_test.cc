@@ -261,7 +261,13 @@ class ShardedCheckpointTest : public CheckpointTest {
       pm.insert(pm.end(), m_.begin() + range.offset, m_.begin() + range.offset + range.count);
       pv.insert(pv.end(), v_.begin() + range.offset, v_.begin() + range.offset + range.count);
     }
-    return WriteShard(dir_, State(step), rank, kRanks, Ranges(ranges_of), pp, pm, pv);
+    return WriteShard(dir_, State(step), rank, kRanks, Ranges(ranges_of),
+                      {ShardTensor{pp, false}, ShardTensor{pm, false}, ShardTensor{pv, false}});
+  }
+  // The same shard from the whole buffers, as the trainer writes those it holds whole.
+  common::Status WriteOneWhole(int64_t step, int rank) {
+    return WriteShard(dir_, State(step), rank, kRanks, Ranges(rank),
+                      {ShardTensor{params_, true}, ShardTensor{m_, true}, ShardTensor{v_, true}});
   }
   void WriteAll(int64_t step) {
     for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(WriteOne(step, r, r).ok());
@@ -327,20 +333,69 @@ TEST_F(ShardedCheckpointTest, AManifestThatDoesNotParseIsDataLoss) {
       << loaded.message();
 }
 
-TEST_F(ShardedCheckpointTest, PackedBuffersMustMatchTheRanges) {
+TEST_F(ShardedCheckpointTest, AShardWrittenFromTheWholeBuffersIsTheOneWrittenFromPackedRanges) {
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(WriteOne(5, r, r).ok());
+    const std::string packed = *common::ReadFile(Shard(5, r));
+    ASSERT_TRUE(WriteOneWhole(5, r).ok());
+    EXPECT_EQ(*common::ReadFile(Shard(5, r)), packed) << "rank " << r;
+  }
+  ASSERT_TRUE(CommitShards(dir_, 5, kRanks).ok());
+  const common::Status loaded = Load();
+  EXPECT_TRUE(loaded.ok()) << loaded.ToString();
+}
+
+TEST_F(ShardedCheckpointTest, BuffersMustMatchTheRangesOrTheModel) {
   int64_t held = 0;
   for (const ParamRange& range : Ranges(0)) held += range.count;
   std::vector<float> fits(static_cast<size_t>(held)), too_short(3);
-  EXPECT_EQ(WriteShard(dir_, State(1), 0, kRanks, Ranges(0), fits, too_short, too_short).code(),
-            common::StatusCode::kInvalidArgument);
-  const common::Status status = WriteShard(dir_, State(1), 0, kRanks, Ranges(0), params_, fits, fits);
-  EXPECT_EQ(status.code(), common::StatusCode::kInvalidArgument);  // the whole parameters, not the shard's
-  EXPECT_NE(status.message().find(fmt::format("{} packed parameters", params_.size())), std::string::npos)
+  auto write = [&](const std::vector<ParamRange>& ranges, ShardTensor p, ShardTensor m, ShardTensor v) {
+    return WriteShard(dir_, State(1), 0, kRanks, ranges, {p, m, v});
+  };
+  EXPECT_EQ(write(Ranges(0), {fits}, {too_short}, {too_short}).code(), common::StatusCode::kInvalidArgument);
+  common::Status status = write(Ranges(0), {params_}, {fits}, {fits});  // the whole parameters, said to be packed
+  EXPECT_EQ(status.code(), common::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find(fmt::format("{} packed parameters, want {}", params_.size(), held)), std::string::npos)
       << status.message();
+  status = write(Ranges(0), {params_, true}, {fits}, {fits, true});  // packed moments, said to be whole
+  EXPECT_NE(status.message().find(fmt::format("{} whole second moments, want {}", held, params_.size())),
+            std::string::npos) << status.message();
+  EXPECT_TRUE(write(Ranges(0), {params_, true}, {fits}, {v_, true}).ok());
   std::vector<ParamRange> outside = {{static_cast<int64_t>(params_.size()) - 2, 3}};
-  EXPECT_NE(WriteShard(dir_, State(1), 0, kRanks, outside, too_short, too_short, too_short).message().find(
-                "is outside the"),
+  EXPECT_NE(write(outside, {too_short}, {too_short}, {too_short}).message().find("is outside the"), std::string::npos);
+}
+
+// ZeRO-1 on another number of ranks: a rank's slices of the moments (crossing the writers' ranges, in any order)
+// are read straight into its packed buffers, from shards or from a single checkpoint file.
+TEST_F(ShardedCheckpointTest, MomentSlicesLoadIntoPackedBuffers) {
+  const auto n = static_cast<int64_t>(params_.size());
+  const std::vector<ParamRange> mine = {{n - 1500, 1200}, {5, 333}, {n - 1, 1}};
+  auto slices = [&mine](const std::vector<float>& whole) {
+    std::vector<float> out;
+    for (const ParamRange& r : mine) out.insert(out.end(), whole.begin() + r.offset, whole.begin() + r.offset + r.count);
+    return out;
+  };
+  auto load = [&](const fs::path& where) {
+    std::vector<float> p(params_.size()), m(1534, -1.0f), v(1534, -1.0f);
+    auto state = LoadCheckpoint(where, config_, {p, m, v, &mine});
+    ASSERT_TRUE(state.ok()) << state.status().ToString();
+    EXPECT_EQ(p, params_);
+    EXPECT_EQ(m, slices(m_));
+    EXPECT_EQ(v, slices(v_));
+  };
+  WriteAll(7);
+  load(dir_);
+  ASSERT_TRUE(SaveCheckpoint(dir_ / "single", State(3), {params_, m_, v_}).ok());
+  load(dir_ / "single");
+
+  std::vector<float> p(params_.size()), m(1534), v(1534), short_v(1533);
+  const std::vector<ParamRange> outside = {{n - 2, 3}};
+  EXPECT_NE(LoadCheckpoint(dir_, config_, {p, m, v, &outside}).status().message().find("is outside the"),
             std::string::npos);
+  const auto mismatch = LoadCheckpoint(dir_, config_, {p, m, short_v, &mine}).status();
+  EXPECT_EQ(mismatch.code(), common::StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.message().find("moment buffers of 1534 and 1533 elements to load 1534 into"), std::string::npos)
+      << mismatch.message();
 }
 
 TEST_F(ShardedCheckpointTest, ShardsThatDoNotTileTheBuffersAreRefused) {

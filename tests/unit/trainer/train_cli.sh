@@ -298,8 +298,19 @@ if [[ -n $cgroup ]] && mkdir "$cgroup" 2>/dev/null && echo 2147483648 >"$cgroup/
   expect_exit 1 "cannot allocate .* host memory: this rank holds .* of the 2.00 GiB it may \\(what cgroup /.*srunway-train-cli-$$ had left of its 2.00 GiB limit when it started: Slurm's --mem sets it\\): the model" \
     bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' - "$cgroup" "$kTrain" "${common[@]}" --mock-data \
     --train-steps 1 --vocab-size 1048576 --hidden-size 1024 --device cpu
-  rmdir "$cgroup"
   echo "ok: a cgroup's memory limit bounds the rank"
+  # A model that trains in 0.65 GiB saves and resumes in an 800 MiB cgroup: the checkpoint is written straight from
+  # the model's buffers (a packed copy of the state, 0.4 GiB more, had the save OOM-killed, exit 137).
+  echo $((800 << 20)) >"$cgroup/$limit_file"
+  in_cgroup=(bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' - "$cgroup" "$kTrain" "${common[@]}" --mock-data
+             --vocab-size 131072 --hidden-size 256 --device cpu --save "$kWork/cgroup-ckpt")
+  "${in_cgroup[@]}" --train-steps 1 >"$kWork/out" 2>"$kWork/err" || fail "save in an 800 MiB cgroup: exit $?: $(cat "$kWork/err")"
+  "${in_cgroup[@]}" --train-steps 2 --load "$kWork/cgroup-ckpt" >"$kWork/out" 2>"$kWork/err" ||
+    fail "resume in an 800 MiB cgroup: exit $?: $(cat "$kWork/err")"
+  grep -q "resumed from $kWork/cgroup-ckpt at step 1" "$kWork/err" || fail "no resume: $(cat "$kWork/err")"
+  rm -rf "$kWork/cgroup-ckpt"
+  rmdir "$cgroup"
+  echo "ok: a model that trains within a cgroup's limit saves and resumes within it"
 else
   [[ -n $cgroup ]] && rmdir "$cgroup" 2>/dev/null
   echo "skipped: no cgroup with a memory limit can be made here"
