@@ -5,7 +5,8 @@
 # overlap on and off, and any OMP_NUM_THREADS, change nothing;
 # the straggler warning names the injected slow rank (200 ms a step; the threshold is 4x, well above the jitter of
 # 4 ranks on 2 cores) and nobody else; bad input is one line from rank 0 and every
-# rank exits.
+# rank exits; a node's ranks share its memory and their cgroup's limit, and one rank unable to build the
+# model ends them all.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 train=${SRUNWAY_TRAIN:?}
@@ -143,3 +144,40 @@ saved=$(cat "$ckpt/latest_checkpointed_iteration.txt")
   fail "the last checkpoint does not load: $(cat "$workdir/resume.log")"
 grep -q "resumed from $ckpt at step $((10#$saved))" "$workdir/resume.log" || fail "$(cat "$workdir/resume.log")"
 echo "ok: kill -9 of rank 2: every rank ended, rank 2 on node2 named, the checkpoint of step $((10#$saved)) loads"
+
+# A node's ranks share its memory and their job's cgroup (Slurm's --mem): two ranks in a 2 GiB memory cgroup, each
+# with a 1.18 GiB model, is one line from rank 0, exit 1 (each rank thought the whole room its own, and the cgroup
+# OOM-killed one as they filled it). A rank alone that cannot build its model (rank 1 alone in a 1 GiB cgroup) ends
+# every rank at once, rank 0 naming it (rank 0 waited for it in the first collective until the distributed
+# timeout). Root makes the cgroup where the machine has cgroup v1's memory controller; else said and skipped.
+big=(--preset gpt-tiny --mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 4 --train-steps 2
+     --peak-tflops 1 --vocab-size 131072 --hidden-size 512 --device cpu --distributed-timeout-minutes 1)
+cgroup=/sys/fs/cgroup/memory/srunway-share-$$
+if [[ -w /sys/fs/cgroup/memory ]] && mkdir "$cgroup" 2>/dev/null; then
+  at_exit "rmdir '$cgroup'"
+  # in_cgroup RANKS FLAGS...: 2 ranks on node1, those whose SLURM_PROCID matches RANKS (a regex) in the cgroup.
+  in_cgroup() {
+    local ranks=$1
+    shift
+    timeout 300 srun --mpi=pmix -N1 -w node1 --ntasks-per-node=2 -c1 bash -c \
+      "[[ \$SLURM_PROCID =~ ^($ranks)\$ ]] && echo \$\$ >'$cgroup/cgroup.procs'; exec env OMP_NUM_THREADS=1 \"\$@\"" \
+      - "$train" "$@"
+  }
+  echo $((2 << 30)) >"$cgroup/memory.limit_in_bytes"
+  rc=0
+  out=$(in_cgroup '0|1' "${big[@]}" 2>&1) || rc=$?
+  expect_eq "exit of 2 ranks over their cgroup's limit" "$rc" 1
+  expect_eq "error lines" "$(count_matching 'srunway-train.* error:' "$out")" 1
+  grep -qE "rank 0\] error: cannot allocate .* GiB it may \(this node's 2 ranks share what cgroup /srunway-share-$$ had left of its 2.00 GiB limit" <<<"$out" ||
+    fail "$out"
+  echo "ok: a node's 2 ranks share their cgroup's 2 GiB: one line, exit 1"
+  echo $((1 << 30)) >"$cgroup/memory.limit_in_bytes"
+  rc=0
+  out=$(in_cgroup 1 "${big[@]}" 2>&1) || rc=$?
+  expect_eq "exit with rank 1 unable to build the model" "$rc" 1
+  grep -q "rank 0\] error: rank 1 on node1 could not build the model (its line says why)" <<<"$out" || fail "$out"
+  grep -q "rank 1\] error: rank 1 on node1: cannot allocate" <<<"$out" || fail "$out"
+  echo "ok: rank 1 unable to build the model ends both ranks at once, rank 0 naming it"
+else
+  echo "ok (skipped): no memory cgroup can be made here"
+fi

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "trainer/device/device.h"
 #include "trainer/device/host_memory.h"
@@ -26,6 +27,7 @@ class CpuEvent : public Event {};
 
 class CpuDevice : public Device {
  public:
+  explicit CpuDevice(int local_ranks) : local_ranks_(local_ranks) {}
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   const std::string& name() const override { return name_; }
 
@@ -33,6 +35,8 @@ class CpuDevice : public Device {
     // More than the rank may hold, with what this device already holds, is refused before asking: the kernel
     // overcommits (each buffer alone fitting, the run was killed as it touched them), a cgroup over its limit is
     // OOM-killed, and under a sanitizer the allocator may abort instead of failing.
+    // Read at the first allocation, after what the rank built before its model (the sample index) is in use.
+    std::call_once(budget_read_, [this] { budget_ = ShareOf(HostMemoryBudget(), local_ranks_); });
     const size_t held = tally_.current();
     if (budget_.bytes > 0 && (bytes > budget_.bytes || held > budget_.bytes - bytes)) {
       return common::ResourceExhausted("cannot allocate {:.2f} GiB of host memory: this rank holds {:.2f} of the "
@@ -95,13 +99,15 @@ class CpuDevice : public Device {
 
  private:
   std::string name_ = "cpu";
-  const HostMemory budget_ = HostMemoryBudget();
+  const int local_ranks_;
+  std::once_flag budget_read_;
+  HostMemory budget_;
   CpuStream main_;
   AllocationTally tally_;
 };
 
 }  // namespace
 
-std::unique_ptr<Device> NewCpuDevice() { return std::make_unique<CpuDevice>(); }
+std::unique_ptr<Device> NewCpuDevice(int local_ranks) { return std::make_unique<CpuDevice>(local_ranks); }
 
 }  // namespace srunway::trainer

@@ -159,12 +159,13 @@ common::Status CheckGpuSwitches() {
   return check("SRUNWAY_GEMM_TUNE", {"0", "1"});
 }
 
-common::StatusOr<std::unique_ptr<Device>> OpenDevice(DeviceChoice choice, int local_rank, std::string* note) {
-  if (choice == DeviceChoice::kCpu) return NewCpuDevice();
+common::StatusOr<std::unique_ptr<Device>> OpenDevice(DeviceChoice choice, int local_rank, int local_ranks,
+                                                     std::string* note) {
+  if (choice == DeviceChoice::kCpu) return NewCpuDevice(local_ranks);
   auto gpu = NewCudaDevice(local_rank);
   if (gpu.ok() || choice == DeviceChoice::kCuda) return gpu;
   if (note != nullptr) *note = fmt::format("training on the CPU: {}", gpu.status().message());
-  return NewCpuDevice();
+  return NewCpuDevice(local_ranks);
 }
 
 }  // namespace srunway::trainer

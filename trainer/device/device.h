@@ -177,13 +177,16 @@ common::StatusOr<DeviceChoice> ParseDeviceChoice(std::string_view text);
 // the device.
 common::Status CheckGpuSwitches();
 
-std::unique_ptr<Device> NewCpuDevice();
+// The host, shared by `local_ranks` ranks on this node: each may hold an even share of its memory (HostMemoryBudget).
+std::unique_ptr<Device> NewCpuDevice(int local_ranks = 1);
 // The rank's GPU (common::OpenCudaGpu): "no CUDA driver: ..." where libcuda cannot be loaded, NotFound where it
 // sees no GPU, FailedPrecondition in a build without cuda.h.
 common::StatusOr<std::unique_ptr<Device>> NewCudaDevice(int local_rank);
 
 // kCpu: the host. kCuda: the rank's GPU, or why not. kAuto: the GPU where there is one, else the host, and then
 // `note` (when given) receives one sentence saying why, for the program's log.
-common::StatusOr<std::unique_ptr<Device>> OpenDevice(DeviceChoice choice, int local_rank, std::string* note = nullptr);
+// `local_ranks`: the ranks on this node (NewCpuDevice's share).
+common::StatusOr<std::unique_ptr<Device>> OpenDevice(DeviceChoice choice, int local_rank, int local_ranks = 1,
+                                                     std::string* note = nullptr);
 
 }  // namespace srunway::trainer

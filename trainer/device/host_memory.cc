@@ -120,4 +120,9 @@ HostMemory HostMemoryBudget(const std::filesystem::path& root) {
   return memory;
 }
 
+HostMemory ShareOf(const HostMemory& whole, int ranks) {
+  if (ranks <= 1 || whole.bytes == 0) return whole;
+  return {whole.bytes / static_cast<size_t>(ranks), fmt::format("this node's {} ranks share {}", ranks, whole.why)};
+}
+
 }  // namespace srunway::trainer

@@ -20,4 +20,8 @@ struct HostMemory {
 // controller): every cgroup from the rank's up to the root that has a limit bounds it by what is left under it.
 HostMemory HostMemoryBudget(const std::filesystem::path& root = "/");
 
+// What each of `ranks` ranks that share `whole` (a node's ranks share its memory and their job's cgroup) may hold:
+// an even share, said as such.
+HostMemory ShareOf(const HostMemory& whole, int ranks);
+
 }  // namespace srunway::trainer

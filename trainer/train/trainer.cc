@@ -209,6 +209,8 @@ class Trainer {
   common::Status InitOrLoad();
   common::Status Setup();
   common::Status AgreeOnConfig();
+  // A start-up step every rank takes: they agree on it before anyone goes on, `mine` being this rank's outcome.
+  common::Status AgreeOnOutcome(common::Status mine, common::StatusCode code, std::string_view could_not);
   common::Status Save(const char* why);
   common::StatusOr<double> Evaluate();
   common::StatusOr<double> SumOverRanks(double mine);
@@ -297,7 +299,8 @@ common::Status Trainer::OpenDevice() {
     return choice.ok() ? switches : choice.status();
   }
   std::string note;
-  auto device = trainer::OpenDevice(*choice, boot_->identity().local_rank, &note);
+  const launcher::Identity& me = boot_->identity();
+  auto device = trainer::OpenDevice(*choice, me.local_rank, me.local_size, &note);
   common::Status opened = device.status();
   if (device.ok() && (*device)->kind() == DeviceKind::kCuda) {
     auto ops = gpu_ops_ ? gpu_ops_(**device)
@@ -307,7 +310,7 @@ common::Status Trainer::OpenDevice() {
       ops_ = std::move(*ops);
     } else if (*choice == DeviceChoice::kAuto) {
       note = fmt::format("training on the CPU: {}", ops.status().message());
-      device = NewCpuDevice();
+      device = NewCpuDevice(me.local_size);
     } else {
       opened = ops.status();
     }
@@ -458,7 +461,8 @@ common::Status Trainer::Setup() {
   const bool evaluates = o_.eval_interval > 0 && o_.eval_iters > 0;
   const double index_bytes = SampleIndexBytes(data, o_.train_steps * gbs) +
                              (evaluates ? SampleIndexBytes(data, o_.eval_iters * B_) : 0.0);
-  if (const HostMemory host = HostMemoryBudget(); host.bytes > 0 && index_bytes > static_cast<double>(host.bytes)) {
+  if (const HostMemory host = ShareOf(HostMemoryBudget(), boot_->identity().local_size);
+      host.bytes > 0 && index_bytes > static_cast<double>(host.bytes)) {
     return common::ResourceExhausted(
         "--train-steps {} x global batch {} = {} samples{}: their index from --data-path needs {:.2f} GiB of host "
         "memory, more than the {:.2f} GiB this rank may hold ({}); train fewer steps (--exit-duration-in-mins ends a "
@@ -475,7 +479,7 @@ common::Status Trainer::Setup() {
   if (!o_.save.empty()) SRUNWAY_RETURN_IF_ERROR(common::PrepareWritableDir(o_.save, "--save"));
   if (Leader()) SRUNWAY_RETURN_IF_ERROR(CheckEndOutputs());
 
-  SRUNWAY_RETURN_IF_ERROR(BuildModel());
+  SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(BuildModel(), common::StatusCode::kResourceExhausted, "build the model"));
   SRUNWAY_ASSIGN_OR_RETURN(DecayStyle style, ParseDecayStyle(o_.lr_decay_style));
   schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps, style,
                o_.constant_steps};
@@ -614,22 +618,26 @@ common::Status Trainer::InitOrLoad() {
   }
   SRUNWAY_RETURN_IF_ERROR(model_->SetParams(params));
   if (o_.load.empty()) return common::Status::Ok();
-  // The ranks agree before anyone trains: a rank that could not load says why; when they all failed (the usual
-  // case: one shared directory), rank 0 alone says it.
+  // The usual failure is every rank's (one shared directory), said once.
+  return AgreeOnOutcome(loaded, common::StatusCode::kDataLoss, fmt::format("load {}", o_.load));
+}
+
+// A rank that failed says why, or rank 0 alone when they all failed (the same flags and files everywhere, so the
+// same error); the ranks that did not fail end with one line from rank 0 naming the first that did, instead of
+// waiting for it in the first collective.
+common::Status Trainer::AgreeOnOutcome(common::Status mine, common::StatusCode code, std::string_view could_not) {
   std::vector<int32_t> failed(static_cast<size_t>(world_));
-  const int32_t mine = loaded.ok() ? 0 : 1;
-  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, failed.data(), sizeof mine));
+  const int32_t flag = mine.ok() ? 0 : 1;
+  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&flag, failed.data(), sizeof flag));
   const auto failures = std::count(failed.begin(), failed.end(), 1);
-  if (!loaded.ok()) {
+  if (!mine.ok()) {
     setup_error_everywhere_ = failures == world_;
-    return loaded;
+    return mine;
   }
-  if (failures > 0) {
-    setup_error_everywhere_ = true;
-    const int first = static_cast<int>(std::find(failed.begin(), failed.end(), 1) - failed.begin());
-    return common::DataLoss("{} could not load {} (its line says why)", boot_->NameRank(first), o_.load);
-  }
-  return common::Status::Ok();
+  if (failures == 0) return common::Status::Ok();
+  setup_error_everywhere_ = true;
+  const int first = static_cast<int>(std::find(failed.begin(), failed.end(), 1) - failed.begin());
+  return common::Status(code, fmt::format("{} could not {} (its line says why)", boot_->NameRank(first), could_not));
 }
 
 // Ranks that train different models or read different data would average nonsense: each rank hashes its

@@ -284,7 +284,7 @@ TEST(Device, NoDriver) {
   EXPECT_NE(cuda.status().message().find("/nonexistent/libcuda.so.1"), std::string::npos) << cuda.status().message();
 #endif
   std::string note;
-  auto fallback = OpenDevice(DeviceChoice::kAuto, 0, &note);
+  auto fallback = OpenDevice(DeviceChoice::kAuto, 0, 1, &note);
   ASSERT_TRUE(fallback.ok());
   EXPECT_EQ((*fallback)->kind(), DeviceKind::kCpu);
   EXPECT_EQ(note, "training on the CPU: " + cuda.status().message());

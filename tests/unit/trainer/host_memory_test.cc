@@ -112,6 +112,16 @@ TEST_F(HostMemoryTest, ALooseLimitOrNone) {
   EXPECT_EQ(HostMemoryBudget(root()).bytes, 5 * kGib);
 }
 
+// A node's ranks share its memory and their job's cgroup: each may hold an even share.
+TEST_F(HostMemoryTest, RanksOfANodeShareIt) {
+  Meminfo(12);
+  const HostMemory shared = ShareOf(HostMemoryBudget(root()), 4);
+  EXPECT_EQ(shared.bytes, 3 * kGib);
+  EXPECT_EQ(shared.why, "this node's 4 ranks share what of this machine's 16.00 GiB was free when it started");
+  EXPECT_EQ(ShareOf(HostMemoryBudget(root()), 1).why, "what of this machine's 16.00 GiB was free when it started");
+  EXPECT_EQ(ShareOf(HostMemory{}, 8).bytes, 0u);  // no bound stays none
+}
+
 // Nothing readable: no bound, nothing refused on its account.
 TEST_F(HostMemoryTest, NothingToTell) {
   const HostMemory memory = HostMemoryBudget(root());
