@@ -90,13 +90,24 @@ Status AtomicFile::Write(std::string_view bytes) {
   return Status::Ok();
 }
 
-Status AtomicFile::Commit() {
-  if (fd_ < 0) return FailedPrecondition("commit {}: the file was already committed or failed", path_.string());
+Status AtomicFile::Sync() {
+  if (fd_ < 0) {
+    if (!tmp_.empty()) return Status::Ok();  // synced already
+    return FailedPrecondition("sync {}: the file was already committed or failed", path_.string());
+  }
   if (::fsync(fd_) != 0) return Fail(ErrnoStatus(errno, "fsync " + tmp_));
   int result = ::close(fd_);
   fd_ = -1;
   // close can be the first to see a failed write on some file systems.
   if (result != 0) return Fail(ErrnoStatus(errno, "close " + tmp_));
+  return Status::Ok();
+}
+
+Status AtomicFile::Commit() {
+  if (fd_ < 0 && tmp_.empty()) {
+    return FailedPrecondition("commit {}: the file was already committed or failed", path_.string());
+  }
+  SRUNWAY_RETURN_IF_ERROR(Sync());
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     return Fail(ErrnoStatus(errno, fmt::format("rename {} to {}", tmp_, path_.string())));
   }
@@ -105,6 +116,17 @@ Status AtomicFile::Commit() {
   std::filesystem::path dir = path_.has_parent_path() ? path_.parent_path() : std::filesystem::path(".");
   Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_fd.get() >= 0) ::fsync(dir_fd.get());
+  return Status::Ok();
+}
+
+Status CommitTogether(std::vector<AtomicFile>& files) {
+  for (AtomicFile& file : files) SRUNWAY_RETURN_IF_ERROR(file.Sync());
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (Status committed = files[i].Commit(); !committed.ok()) {
+      for (size_t j = 0; j < i; ++j) ::unlink(files[j].path().c_str());
+      return committed;
+    }
+  }
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -28,6 +29,9 @@ class AtomicFile {
   ~AtomicFile();
 
   Status Write(std::string_view bytes);
+  // Flushes the temporary to disk (where a full disk or an I/O error shows) without renaming it; Commit does this
+  // too when not done.
+  Status Sync();
   Status Commit();
   const std::filesystem::path& path() const { return path_; }
 
@@ -42,6 +46,11 @@ class AtomicFile {
   std::string tmp_;
   int fd_ = -1;
 };
+
+// Files that belong together (a dataset's .bin, .idx and tokenizer): all synced first, then renamed in order; when
+// one fails, the new ones already renamed are removed, so that no mix of new and old files is left to be read as
+// one set. The temporaries of those not committed go with `files`.
+Status CommitTogether(std::vector<AtomicFile>& files);
 
 // Creates `dir` (and its parents) where missing and checks that it can be written: at a program's start, so that an
 // output directory given by `flag` that cannot work ends it before any work rather than when the work is done

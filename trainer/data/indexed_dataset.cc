@@ -266,7 +266,7 @@ common::Status IndexedDatasetWriter::AddDocument(std::span<const int32_t> tokens
   return common::Status::Ok();
 }
 
-common::Status IndexedDatasetWriter::Finish() {
+common::Status IndexedDatasetWriter::Finish(std::vector<common::AtomicFile> also) {
   State& s = *state_;
   std::string idx(kIndexMagic, kIndexMagicSize);
   auto put = [&idx](const auto& value) { idx.append(reinterpret_cast<const char*>(&value), sizeof value); };
@@ -277,9 +277,14 @@ common::Status IndexedDatasetWriter::Finish() {
   idx.append(reinterpret_cast<const char*>(s.lengths.data()), 4 * s.lengths.size());
   idx.append(reinterpret_cast<const char*>(s.pointers.data()), 8 * s.pointers.size());
   for (size_t d = 0; d <= s.lengths.size(); ++d) put(static_cast<int64_t>(d));
+  SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile idx_file, common::AtomicFile::Create(s.prefix + ".idx"));
+  SRUNWAY_RETURN_IF_ERROR(idx_file.Write(idx));
   // .bin first: an .idx never points into a .bin that is not there yet.
-  SRUNWAY_RETURN_IF_ERROR(s.bin.Commit());
-  return common::WriteFileAtomic(s.prefix + ".idx", idx);
+  std::vector<common::AtomicFile> files;
+  files.push_back(std::move(s.bin));
+  files.push_back(std::move(idx_file));
+  for (common::AtomicFile& file : also) files.push_back(std::move(file));
+  return common::CommitTogether(files);
 }
 
 }  // namespace srunway::trainer

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fs.h"
 #include "common/status.h"
 
 namespace srunway::trainer {
@@ -76,7 +77,9 @@ class IndexedDatasetWriter {
   IndexedDatasetWriter(IndexedDatasetWriter&&) noexcept;
   ~IndexedDatasetWriter();
   common::Status AddDocument(std::span<const int32_t> tokens);
-  common::Status Finish();
+  // Writes the index and commits PREFIX.bin, PREFIX.idx and `also` (the tokenizer's files) together
+  // (common::CommitTogether): a failure leaves none of them new beside old ones.
+  common::Status Finish(std::vector<common::AtomicFile> also = {});
 
  private:
   struct State;

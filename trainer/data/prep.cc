@@ -210,6 +210,12 @@ common::Status CheckPrepOptions(const PrepOptions& options) {
     return common::InvalidArgument("--output-prefix {}: cannot write in {}: {}", options.output_prefix, dir.string(),
                                    std::strerror(errno));
   }
+  for (const char* suffix : {".bin", ".idx", ".vocab.json", ".merges.txt"}) {
+    if (std::filesystem::is_directory(options.output_prefix + suffix, error)) {
+      return common::InvalidArgument("--output-prefix {}: {}{} is a directory, where the output goes",
+                                     options.output_prefix, options.output_prefix, suffix);
+    }
+  }
   if (options.workers < 1) return common::InvalidArgument("--workers must be at least 1, got {}", options.workers);
   const bool load = !options.vocab_file.empty() || !options.merge_file.empty();
   if (load == (options.train_vocab > 0)) {
@@ -271,9 +277,11 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
   }
   progress.Done();
   if (stats.documents == 0) return common::InvalidArgument("{}: no documents", options.input);
-  SRUNWAY_RETURN_IF_ERROR(writer.Finish());
-  SRUNWAY_RETURN_IF_ERROR(
-      tokenizer->Save(options.output_prefix + ".vocab.json", options.output_prefix + ".merges.txt"));
+  // The dataset and its tokenizer are one set: committed together, or none of them (a new .bin beside an earlier
+  // run's .idx and vocabulary trained without a word of error).
+  SRUNWAY_ASSIGN_OR_RETURN(std::vector<common::AtomicFile> tokenizer_files,
+                           tokenizer->Stage(options.output_prefix + ".vocab.json", options.output_prefix + ".merges.txt"));
+  SRUNWAY_RETURN_IF_ERROR(writer.Finish(std::move(tokenizer_files)));
   return stats;
 }
 

@@ -263,15 +263,26 @@ common::StatusOr<Tokenizer> Tokenizer::Train(const std::unordered_map<std::strin
   return tok;
 }
 
-common::Status Tokenizer::Save(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) const {
+common::StatusOr<std::vector<common::AtomicFile>> Tokenizer::Stage(const std::filesystem::path& vocab_json,
+                                                                   const std::filesystem::path& merges_txt) const {
   common::Json vocab = common::Json::object();
   for (size_t id = 0; id < tokens_.size(); ++id) {
     vocab[static_cast<int32_t>(id) == eod_ ? tokens_[id] : BytesToUnicode(tokens_[id])] = id;
   }
   std::string merges = "#version: 0.2\n";
   for (const auto& [a, b] : merges_) merges += BytesToUnicode(tokens_[a]) + " " + BytesToUnicode(tokens_[b]) + "\n";
-  SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(vocab_json, vocab.dump() + "\n"));
-  return common::WriteFileAtomic(merges_txt, merges);
+  std::vector<common::AtomicFile> files;
+  for (const auto& [path, text] : {std::pair{vocab_json, vocab.dump() + "\n"}, std::pair{merges_txt, merges}}) {
+    SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile file, common::AtomicFile::Create(path));
+    SRUNWAY_RETURN_IF_ERROR(file.Write(text));
+    files.push_back(std::move(file));
+  }
+  return files;
+}
+
+common::Status Tokenizer::Save(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) const {
+  SRUNWAY_ASSIGN_OR_RETURN(std::vector<common::AtomicFile> files, Stage(vocab_json, merges_txt));
+  return common::CommitTogether(files);
 }
 
 void Tokenizer::EncodeWord(std::string_view word, std::vector<int32_t>& out) const {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/fs.h"
 #include "common/status.h"
 
 namespace srunway::trainer {
@@ -27,6 +28,9 @@ class Tokenizer {
   static common::StatusOr<Tokenizer> Train(const std::unordered_map<std::string, int64_t>& word_counts,
                                            int vocab_size, const std::function<void(int, int)>& progress = {});
   common::Status Save(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) const;
+  // The two files written under temporary names, for common::CommitTogether with others that belong with them.
+  common::StatusOr<std::vector<common::AtomicFile>> Stage(const std::filesystem::path& vocab_json,
+                                                          const std::filesystem::path& merges_txt) const;
 
   std::vector<int32_t> Encode(std::string_view text) const;
   std::string Decode(const std::vector<int32_t>& tokens) const;

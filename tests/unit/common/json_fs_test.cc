@@ -89,6 +89,39 @@ TEST_F(TempDir, WriteAtomicReplacesAndLeavesNoTemporaries) {
   EXPECT_EQ(fs::status(path).permissions() & fs::perms::owner_read, fs::perms::owner_read);
 }
 
+// A set of files committed together: all or, when one cannot be renamed into place (a non-empty directory in the
+// way), none of them new; what was there stays, and no temporaries are left.
+TEST_F(TempDir, FilesCommittedTogetherAreAllNewOrNoneIs) {
+  ASSERT_TRUE(WriteFileAtomic(dir_ / "set.bin", "old bin").ok());
+  fs::create_directories(dir_ / "set.idx" / "in-the-way");
+  std::vector<AtomicFile> files;
+  for (const char* name : {"set.bin", "set.idx", "set.vocab"}) {
+    auto file = AtomicFile::Create(dir_ / name);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    ASSERT_TRUE(file->Write(std::string("new ") + name).ok());
+    files.push_back(std::move(*file));
+  }
+  const Status status = CommitTogether(files);
+  EXPECT_NE(status.message().find("set.idx: Is a directory"), std::string::npos) << status.ToString();
+  files.clear();
+  EXPECT_FALSE(fs::exists(dir_ / "set.bin"));  // the new one is gone, and the old one it replaced with it
+  EXPECT_FALSE(fs::exists(dir_ / "set.vocab"));
+  std::vector<std::string> left;
+  for (auto& entry : fs::directory_iterator(dir_)) left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"set.idx"});
+
+  fs::remove_all(dir_ / "set.idx");
+  for (const char* name : {"set.bin", "set.idx"}) {
+    auto file = AtomicFile::Create(dir_ / name);
+    ASSERT_TRUE(file.ok() && file->Write(name).ok());
+    files.push_back(std::move(*file));
+  }
+  ASSERT_TRUE(CommitTogether(files).ok());
+  EXPECT_EQ(*ReadFile(dir_ / "set.bin"), "set.bin");
+  EXPECT_EQ(*ReadFile(dir_ / "set.idx"), "set.idx");
+  EXPECT_EQ(files[0].Commit().code(), StatusCode::kFailedPrecondition);  // committed once only
+}
+
 TEST_F(TempDir, WriteIntoMissingDirectoryFailsAndNamesIt) {
   Status status = WriteFileAtomic(dir_ / "missing" / "x", "data");
   EXPECT_EQ(status.code(), StatusCode::kNotFound);

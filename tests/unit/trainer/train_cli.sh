@@ -84,6 +84,37 @@ left=$(ls -A "$kWork" | grep 'big' | grep -v -e '^big.txt$' -e '^big.err$' || tr
 [[ -z $left ]] || fail "srunway-prep stopped by SIGTERM left: $left"
 rm -f "$kWork/big.txt"
 echo "ok: srunway-prep stopped by a signal leaves nothing behind"
+# Its outputs are one set: a run that cannot write them all (a full disk at the .idx) leaves the earlier run's set
+# whole, not its new .bin beside the old .idx and vocabulary (which srunway-train read without a word); a directory
+# where an output goes is refused before tokenizing. The full disk is a 500 KiB tmpfs in a mount namespace of its
+# own, where root can make one; else said and skipped.
+mkdir "$kWork/in-the-way.idx"
+expect_exit 2 "--output-prefix $kWork/in-the-way: $kWork/in-the-way.idx is a directory, where the output goes" \
+  "$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/in-the-way" --train-vocab 300 --quiet
+rmdir "$kWork/in-the-way.idx"
+python3 -c "import sys; sys.stdout.write('\n\n'.join(['alpha beta gamma', 'delta alpha beta'] * 10000))" >"$kWork/many.txt"
+if unshare -m true 2>/dev/null; then
+  mkdir "$kWork/tmpfs"
+  rc=0
+  listing=$(unshare -m bash -c 'mount -t tmpfs -o size=500k tmpfs "$1" || exit 99
+    "$2" --input "$3" --output-prefix "$1/set" --train-vocab 300 --quiet >/dev/null || exit 98
+    before=$(cd "$1" && md5sum set.*)
+    "$2" --input "$4" --output-prefix "$1/set" --train-vocab 300 --quiet >/dev/null 2>"$1/err" && exit 97
+    cat "$1/err" >&2
+    [[ $(cd "$1" && md5sum set.*) == "$before" ]] || { ls -la "$1" >&2; exit 96; }
+    ls -A "$1"' - "$kWork/tmpfs" "$kPrep" "$kWork/plain.txt" "$kWork/many.txt" 2>"$kWork/err") || rc=$?
+  if [[ $rc == 99 ]]; then
+    echo "skipped: no tmpfs can be mounted here for srunway-prep's full disk"
+  else
+    [[ $rc == 0 ]] || fail "srunway-prep on a full disk: step $rc: $(cat "$kWork/err")"
+    grep -q "error: write $kWork/tmpfs/.set.idx.tmp.*: No space left on device" "$kWork/err" || fail "$(cat "$kWork/err")"
+    [[ $listing == $'err\nset.bin\nset.idx\nset.merges.txt\nset.vocab.json' ]] || fail "left on the full disk: $listing"
+    echo "ok: srunway-prep on a full disk leaves the earlier dataset and tokenizer as they were, and no temporaries"
+  fi
+else
+  echo "skipped: no mount namespace here for srunway-prep's full disk"
+fi
+rm -f "$kWork/many.txt"
 run=("$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 20 --lr 3e-3 --warmup-steps 4
      --global-batch-size 4 --log-interval 1)
 "${run[@]}" --metrics-file "$kWork/straight.jsonl" >/dev/null 2>>"$kWork/log"
