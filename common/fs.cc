@@ -161,13 +161,16 @@ Status WriteFilesAtomic(const std::filesystem::path& dir, const std::map<std::st
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return ErrnoStatus(ec.value(), "create " + dir.string());
+  std::vector<AtomicFile> staged;
   for (const auto& [name, contents] : files) {
     const std::filesystem::path path = dir / name;  // a name may hold a subdirectory: "plugstack.conf.d/x.conf"
     std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) return ErrnoStatus(ec.value(), "create " + path.parent_path().string());
-    SRUNWAY_RETURN_IF_ERROR(WriteFileAtomic(path, contents));
+    SRUNWAY_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
+    SRUNWAY_RETURN_IF_ERROR(file.Write(contents));
+    staged.push_back(std::move(file));
   }
-  return Status::Ok();
+  return CommitTogether(staged);
 }
 
 }  // namespace srunway::common

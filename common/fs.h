@@ -66,8 +66,8 @@ Status CheckWritableFile(const std::filesystem::path& path, std::string_view fla
 // On any failure (a full disk included) the temporary is removed and `path` is untouched.
 Status WriteFileAtomic(const std::filesystem::path& path, std::string_view contents);
 
-// Creates `dir` (and its parents) and writes each name -> contents into it with WriteFileAtomic; stops at the
-// first failure.
+// Creates `dir` (and its parents) and writes each name -> contents into it, committed together (CommitTogether):
+// a failure, a full disk included, leaves none of them new beside the old (a new slurm.conf with an old gres.conf).
 Status WriteFilesAtomic(const std::filesystem::path& dir, const std::map<std::string, std::string>& files);
 
 }  // namespace srunway::common

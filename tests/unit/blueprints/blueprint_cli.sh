@@ -69,6 +69,15 @@ grep -qx 'NodeName=node1 Name=gpu File=/st/dev/node1/nvidia\[0-7\]' "$kWork/loca
 # Where the files cannot go, the line names the option.
 expect 1 render blueprints/local/local.yaml --out /proc/srunway-render
 has "srunway-blueprint: --out /proc/srunway-render: create /proc/srunway-render: No such file or directory"
+# The files are one configuration: a render that cannot write them all leaves none of its own beside the earlier
+# render's (here plugstack.conf cannot be replaced; gres.conf and mpi.conf, written before it, named the new state
+# directory beside the old slurm.conf).
+expect 0 render blueprints/local/local.yaml --out "$kWork/set" --set state_dir=/st1 --set host=h
+rm "$kWork/set/plugstack.conf" && mkdir -p "$kWork/set/plugstack.conf/in-the-way"
+expect 1 render blueprints/local/local.yaml --out "$kWork/set" --set state_dir=/st2 --set host=h
+has "plugstack.conf: Is a directory"
+! grep -rl /st2 "$kWork/set" || fail "a failed render left some of its files: $(grep -rl /st2 "$kWork/set")"
+grep -q /st1 "$kWork/set/slurm.conf" || fail "the earlier slurm.conf is gone"
 expect 1 expand blueprints/local/local.yaml -o "$kWork/none/x.yaml"
 has "srunway-blueprint: --output $kWork/none/x.yaml: create temporary file in $kWork/none: No such file or directory"
 expect 0 render blueprints/a3mega/slurm-a3mega-cluster.yaml -d blueprints/a3mega/deployment-image-cluster.yaml --out "$kWork/a3"
