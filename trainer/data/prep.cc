@@ -169,7 +169,16 @@ common::StatusOr<Tokenizer> TrainTokenizer(const PrepOptions& options) {
   }
   progress.Done();
   Progress merging(options.progress, "merging");
-  auto tokenizer = Tokenizer::Train(counts, options.train_vocab, [&](int done, int wanted) { merging.Update(done, wanted); });
+  // A signal is acted on between merges too: learning a large vocabulary from a large corpus takes minutes.
+  auto tokenizer = Tokenizer::Train(counts, options.train_vocab, [&](int done, int wanted) {
+    merging.Update(done, wanted);
+    return CheckStop(options).ok();
+  });
+  if (!tokenizer.ok() && tokenizer.status().code() == common::StatusCode::kAborted && options.stop != nullptr) {
+    return common::Aborted("stopped by {} while learning the vocabulary ({}); {}.bin and {}.idx not written",
+                           common::SignalName(*options.stop), tokenizer.status().message(), options.output_prefix,
+                           options.output_prefix);
+  }
   merging.Done();
   SRUNWAY_RETURN_IF_ERROR(CheckStop(options));
   return tokenizer;

@@ -196,7 +196,7 @@ common::StatusOr<Tokenizer> Tokenizer::Load(const std::filesystem::path& vocab_j
 }
 
 common::StatusOr<Tokenizer> Tokenizer::Train(const std::unordered_map<std::string, int64_t>& word_counts,
-                                             int vocab_size, const std::function<void(int, int)>& progress) {
+                                             int vocab_size, const std::function<bool(int, int)>& progress) {
   if (vocab_size < 257) return common::InvalidArgument("--train-vocab {}: must be at least 257 (256 bytes + end of text)", vocab_size);
   Tokenizer tok;
   for (int b = 0; b < 256; ++b) tok.tokens_.push_back(std::string(1, static_cast<char>(b)));
@@ -255,7 +255,9 @@ common::StatusOr<Tokenizer> Tokenizer::Train(const std::unordered_map<std::strin
       symbols = std::move(next);
       for (size_t i = 0; i + 1 < symbols.size(); ++i) adjust(PairKey(symbols[i], symbols[i + 1]), counts[w], w);
     }
-    if (progress && (m % 64 == 0 || m + 1 == wanted)) progress(m + 1, wanted);
+    if (progress && (m % 64 == 0 || m + 1 == wanted) && !progress(m + 1, wanted)) {
+      return common::Aborted("{} of {} merges done", m + 1, wanted);
+    }
   }
   tok.tokens_.push_back(std::string(kEndOfText));
   tok.IndexTokens();

@@ -24,9 +24,10 @@ class Tokenizer {
   static common::StatusOr<Tokenizer> Load(const std::filesystem::path& vocab_json,
                                           const std::filesystem::path& merges_txt);
   // Learns merges from word counts until the vocabulary (256 bytes + merges + <|endoftext|>) has vocab_size
-  // entries or no pair occurs twice. `progress` is called now and then with (merges done, merges wanted).
+  // entries or no pair occurs twice. `progress` is called now and then with (merges done, merges wanted); when it
+  // returns false, training stops there (Aborted).
   static common::StatusOr<Tokenizer> Train(const std::unordered_map<std::string, int64_t>& word_counts,
-                                           int vocab_size, const std::function<void(int, int)>& progress = {});
+                                           int vocab_size, const std::function<bool(int, int)>& progress = {});
   common::Status Save(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) const;
   // The two files written under temporary names, for common::CommitTogether with others that belong with them.
   common::StatusOr<std::vector<common::AtomicFile>> Stage(const std::filesystem::path& vocab_json,

@@ -83,6 +83,23 @@ grep -q "error: stopped by SIGTERM; $kWork/big.bin and $kWork/big.idx not writte
 left=$(ls -A "$kWork" | grep 'big' | grep -v -e '^big.txt$' -e '^big.err$' || true)
 [[ -z $left ]] || fail "srunway-prep stopped by SIGTERM left: $left"
 rm -f "$kWork/big.txt"
+# A signal while it learns a vocabulary (minutes for a large corpus) stops it there, not after the last merge.
+python3 -c "
+import random
+random.seed(2)
+words = [''.join(random.choice('abcdefghijklmnopqrstuvwxyz') for _ in range(random.randint(3, 12))) for _ in range(100000)]
+print('\n\n'.join(' '.join(random.choice(words) for _ in range(30)) for _ in range(20000)))" >"$kWork/words.txt"
+"$kPrep" --input "$kWork/words.txt" --output-prefix "$kWork/words" --train-vocab 30000 --workers 2 \
+  >/dev/null 2>"$kWork/words.err" &
+pid=$!
+for _ in $(seq 600); do grep -q 'merging' "$kWork/words.err" && break; sleep 0.05; done
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc == 143 ]] || fail "srunway-prep after SIGTERM while merging: exit $rc, want 143: $(cat "$kWork/words.err")"
+grep -qE "error: stopped by SIGTERM while learning the vocabulary \([0-9]+ of [0-9]+ merges done\); $kWork/words.bin and $kWork/words.idx not written" \
+  "$kWork/words.err" || fail "srunway-prep after SIGTERM while merging said: $(cat "$kWork/words.err")"
+rm -f "$kWork/words.txt"
 echo "ok: srunway-prep stopped by a signal leaves nothing behind"
 # Its outputs are one set: a run that cannot write them all (a full disk at the .idx) leaves the earlier run's set
 # whole, not its new .bin beside the old .idx and vocabulary (which srunway-train read without a word); a directory
