@@ -194,8 +194,11 @@ int main(int argc, char** argv) {
   app.add_option("--nodes", spec.nodes, "nodes to test")->capture_default_str()->check(CLI::Range(1, 100000));
   app.add_option("--nodelist", spec.nodelist, "these nodes (Slurm hostlist; --nodes defaults to their count)");
   app.add_option("--partition", spec.partition, "partition (default: Slurm's default)");
-  app.add_option("--gpus-per-node", spec.gpus_per_node, "one task per GPU; 0 for CPU ranks")->capture_default_str();
-  app.add_option("--tasks-per-node", spec.tasks_per_node, "tasks per node with --gpus-per-node 0")->capture_default_str();
+  // Bounded: the counts go into the job script and into each node's hostfile (--order-hosts writes a line per task).
+  app.add_option("--gpus-per-node", spec.gpus_per_node, "one task per GPU; 0 for CPU ranks")
+      ->capture_default_str()->check(CLI::Range(0, 1024));
+  app.add_option("--tasks-per-node", spec.tasks_per_node, "tasks per node with --gpus-per-node 0")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
   app.add_option("--test", test, "all_gather, all_reduce, reduce_scatter, broadcast, reduce, alltoall, sendrecv")->capture_default_str();
   app.add_option("--min-bytes", min_bytes, "smallest size (K, M, G)")->capture_default_str();
   app.add_option("--max-bytes", max_bytes, "largest size: the verdict uses its bus bandwidth")->capture_default_str();
@@ -292,7 +295,6 @@ int main(int argc, char** argv) {
   if (auto listed = nccltests::ApplyNodelist(spec, app.count("--nodes") > 0); !listed.ok()) {
     return CouldNotRun(listed.message());
   }
-  if (spec.gpus_per_node < 0 || spec.tasks_per_node < 1) return CouldNotRun("--gpus-per-node must be >= 0 and --tasks-per-node >= 1");
   if (spec.gpus_per_node == 0 && !reference.empty()) {
     return CouldNotRun(fmt::format("--reference {} is a GPU figure; with --gpus-per-node 0 the ranks run on host "
                                    "memory: judge them with --expect-busbw",

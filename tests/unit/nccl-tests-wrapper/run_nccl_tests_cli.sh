@@ -48,6 +48,9 @@ expect 2 "--requeue-job needs --isolate" --requeue-job 7 --nodes 1 --dry-run
 expect 2 "--drain needs --isolate or --dcgm-level" --drain --dry-run
 expect 2 "--tasks-per-node 4 goes with --gpus-per-node 0 \\(with GPUs, one task per GPU\\)" --tasks-per-node 4 --dry-run
 expect 2 "--order-source requires --order-hosts" --order-source slurm --dry-run
+# Counts no node has went into the script as they were, and --order-hosts wrote a hostfile line per task.
+expect 2 "--gpus-per-node: Value 2147483647 not in range 0 to 1024" --gpus-per-node 2147483647 --dry-run
+expect 2 "--tasks-per-node: Value 0 not in range 1 to 4096" --gpus-per-node 0 --tasks-per-node 0 --dry-run
 expect 0 "^a3mega +all_gather +188 GB/s  2 or more nodes" --list-references
 grep -q "one node alone is judged by: h100-single-node" "$kWork/out" && grep -qE "^h100-single-node +all_reduce +460 GB/s  1 node$" "$kWork/out" ||
   fail "--list-references: $(cat "$kWork/out")"
