@@ -119,6 +119,12 @@ Status AtomicFile::Commit() {
   return Status::Ok();
 }
 
+StatusOr<AtomicFile> StageFile(const std::filesystem::path& path, std::string_view contents) {
+  SRUNWAY_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
+  SRUNWAY_RETURN_IF_ERROR(file.Write(contents));
+  return file;
+}
+
 Status CommitTogether(std::vector<AtomicFile>& files) {
   for (AtomicFile& file : files) SRUNWAY_RETURN_IF_ERROR(file.Sync());
   for (size_t i = 0; i < files.size(); ++i) {
@@ -152,8 +158,7 @@ Status CheckWritableFile(const std::filesystem::path& path, std::string_view fla
 }
 
 Status WriteFileAtomic(const std::filesystem::path& path, std::string_view contents) {
-  SRUNWAY_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
-  SRUNWAY_RETURN_IF_ERROR(file.Write(contents));
+  SRUNWAY_ASSIGN_OR_RETURN(AtomicFile file, StageFile(path, contents));
   return file.Commit();
 }
 
@@ -166,8 +171,7 @@ Status WriteFilesAtomic(const std::filesystem::path& dir, const std::map<std::st
     const std::filesystem::path path = dir / name;  // a name may hold a subdirectory: "plugstack.conf.d/x.conf"
     std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) return ErrnoStatus(ec.value(), "create " + path.parent_path().string());
-    SRUNWAY_ASSIGN_OR_RETURN(AtomicFile file, AtomicFile::Create(path));
-    SRUNWAY_RETURN_IF_ERROR(file.Write(contents));
+    SRUNWAY_ASSIGN_OR_RETURN(AtomicFile file, StageFile(path, contents));
     staged.push_back(std::move(file));
   }
   return CommitTogether(staged);

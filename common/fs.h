@@ -47,6 +47,9 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// `contents` written under the temporary name of a new AtomicFile for `path`, for its Commit or CommitTogether.
+StatusOr<AtomicFile> StageFile(const std::filesystem::path& path, std::string_view contents);
+
 // Files that belong together (a dataset's .bin, .idx and tokenizer): all synced first, then renamed in order; when
 // one fails, the new ones already renamed are removed, so that no mix of new and old files is left to be read as
 // one set. The temporaries of those not committed go with `files`.

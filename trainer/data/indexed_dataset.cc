@@ -277,8 +277,7 @@ common::Status IndexedDatasetWriter::Finish(std::vector<common::AtomicFile> also
   idx.append(reinterpret_cast<const char*>(s.lengths.data()), 4 * s.lengths.size());
   idx.append(reinterpret_cast<const char*>(s.pointers.data()), 8 * s.pointers.size());
   for (size_t d = 0; d <= s.lengths.size(); ++d) put(static_cast<int64_t>(d));
-  SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile idx_file, common::AtomicFile::Create(s.prefix + ".idx"));
-  SRUNWAY_RETURN_IF_ERROR(idx_file.Write(idx));
+  SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile idx_file, common::StageFile(s.prefix + ".idx", idx));
   // .bin first: an .idx never points into a .bin that is not there yet.
   std::vector<common::AtomicFile> files;
   files.push_back(std::move(s.bin));

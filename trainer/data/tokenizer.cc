@@ -275,8 +275,7 @@ common::StatusOr<std::vector<common::AtomicFile>> Tokenizer::Stage(const std::fi
   for (const auto& [a, b] : merges_) merges += BytesToUnicode(tokens_[a]) + " " + BytesToUnicode(tokens_[b]) + "\n";
   std::vector<common::AtomicFile> files;
   for (const auto& [path, text] : {std::pair{vocab_json, vocab.dump() + "\n"}, std::pair{merges_txt, merges}}) {
-    SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile file, common::AtomicFile::Create(path));
-    SRUNWAY_RETURN_IF_ERROR(file.Write(text));
+    SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile file, common::StageFile(path, text));
     files.push_back(std::move(file));
   }
   return files;
