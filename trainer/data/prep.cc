@@ -140,10 +140,11 @@ class Progress {
   int last_quarter_ = -1;
 };
 
-// Aborted once the options' stop flag is set: checked between batches.
-common::Status CheckStop(const PrepOptions& options) {
+// Aborted once the options' stop flag is set: checked between batches and merges. `during` says where it stopped
+// when that is worth saying (" while learning the vocabulary (...)").
+common::Status CheckStop(const PrepOptions& options, std::string_view during = "") {
   if (options.stop == nullptr || *options.stop == 0) return common::Status::Ok();
-  return common::Aborted("stopped by {}; {}.bin and {}.idx not written", common::SignalName(*options.stop),
+  return common::Aborted("stopped by {}{}; {}.bin and {}.idx not written", common::SignalName(*options.stop), during,
                          options.output_prefix, options.output_prefix);
 }
 
@@ -174,10 +175,9 @@ common::StatusOr<Tokenizer> TrainTokenizer(const PrepOptions& options) {
     merging.Update(done, wanted);
     return CheckStop(options).ok();
   });
-  if (!tokenizer.ok() && tokenizer.status().code() == common::StatusCode::kAborted && options.stop != nullptr) {
-    return common::Aborted("stopped by {} while learning the vocabulary ({}); {}.bin and {}.idx not written",
-                           common::SignalName(*options.stop), tokenizer.status().message(), options.output_prefix,
-                           options.output_prefix);
+  if (!tokenizer.ok() && tokenizer.status().code() == common::StatusCode::kAborted) {
+    SRUNWAY_RETURN_IF_ERROR(
+        CheckStop(options, fmt::format(" while learning the vocabulary ({})", tokenizer.status().message())));
   }
   merging.Done();
   SRUNWAY_RETURN_IF_ERROR(CheckStop(options));
