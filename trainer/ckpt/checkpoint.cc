@@ -28,6 +28,19 @@ uint64_t Fnv1a(uint64_t hash, std::span<const uint8_t> bytes) {
 }
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 
+// The elements `ranges` hold, each checked to lie within `numel` parameters (InvalidArgument naming the `what`
+// range that does not).
+common::StatusOr<int64_t> CountWithin(const std::vector<ParamRange>& ranges, int64_t numel, std::string_view what) {
+  int64_t held = 0;
+  for (const ParamRange& r : ranges) {
+    if (r.offset < 0 || r.count < 0 || r.offset > numel || r.count > numel - r.offset) {
+      return common::InvalidArgument("{} range [{}, +{}) is outside the {} parameters", what, r.offset, r.count, numel);
+    }
+    held += r.count;
+  }
+  return held;
+}
+
 std::span<const uint8_t> AsBytes(std::span<const float> values) {
   return {reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()};
 }
@@ -142,13 +155,7 @@ common::Status WriteShard(const std::filesystem::path& dir, const TrainingState&
   std::filesystem::create_directories(shard_dir, ec);
   if (ec) return common::FailedPrecondition("create checkpoint directory {}: {}", shard_dir.string(), ec.message());
   const int64_t numel = ParamLayout(state.model).numel();
-  int64_t held = 0;
-  for (const ParamRange& r : ranges) {
-    if (r.offset < 0 || r.count < 0 || r.offset + r.count > numel) {
-      return common::InvalidArgument("shard range [{}, +{}) is outside the {} parameters", r.offset, r.count, numel);
-    }
-    held += r.count;
-  }
+  SRUNWAY_ASSIGN_OR_RETURN(const int64_t held, CountWithin(ranges, numel, "shard"));
   const char* names[] = {"parameters", "first moments", "second moments"};
   std::array<Pieces, 3> pieces;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -416,13 +423,7 @@ common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& wher
   const int64_t numel = static_cast<int64_t>(buffers.params.size());
   int64_t moments = numel;
   if (buffers.moment_ranges != nullptr) {
-    moments = 0;
-    for (const ParamRange& r : *buffers.moment_ranges) {
-      if (r.offset < 0 || r.count < 0 || r.offset > numel || r.count > numel - r.offset) {
-        return common::InvalidArgument("moment range [{}, +{}) is outside the {} parameters", r.offset, r.count, numel);
-      }
-      moments += r.count;
-    }
+    SRUNWAY_ASSIGN_OR_RETURN(moments, CountWithin(*buffers.moment_ranges, numel, "moment"));
   }
   if (static_cast<int64_t>(buffers.adam_m.size()) != moments || static_cast<int64_t>(buffers.adam_v.size()) != moments) {
     return common::InvalidArgument("moment buffers of {} and {} elements to load {} into", buffers.adam_m.size(),
