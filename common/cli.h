@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -32,13 +33,15 @@ inline void SetUpProgram(CLI::App& app, const std::string& program) {
   });
 }
 
-// A number above `low` (or at least `low` when `inclusive`).
+// A finite number above `low` (or at least `low` when `inclusive`): "nan" and "inf" parse as doubles, and each
+// slipped past a comparison somewhere ("--init-std inf" trained to a NaN loss).
 inline CLI::Validator NumberAbove(double low, bool inclusive) {
   return CLI::Validator(
       [low, inclusive](std::string& text) -> std::string {
         double value = 0;
         const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
         if (error != std::errc() || end != text.data() + text.size()) return fmt::format("'{}' is not a number", text);
+        if (!std::isfinite(value)) return fmt::format("'{}' is not a finite number", text);
         if (inclusive ? value >= low : value > low) return "";
         return fmt::format("{} is not {} {}", text, inclusive ? "at least" : "above", low);
       },

@@ -203,9 +203,11 @@ int main(int argc, char** argv) {
   CLI::Option* dry_run_flag = app.add_flag("--dry-run", dry_run,
                "print parameters, FLOPs per token, memory per GPU and the expected speed for --nodes x "
                "--gpus-per-node GPUs, and exit (0 if it fits --gpu-memory-gb, 1 if not)");
-  app.add_option("--nodes", plan.nodes, "--dry-run: nodes")->capture_default_str()->needs(dry_run_flag);
+  // Bounded so that their product (the GPUs) stays inside an int.
+  app.add_option("--nodes", plan.nodes, "--dry-run: nodes")->capture_default_str()->needs(dry_run_flag)
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--gpus-per-node", plan.gpus_per_node, "--dry-run: GPUs per node")->capture_default_str()
-      ->needs(dry_run_flag);
+      ->needs(dry_run_flag)->check(CLI::Range(1, 1024));
   app.add_option("--assume-mfu", plan.assume_mfu, "--dry-run: model FLOPs utilisation for the speed")
       ->capture_default_str()->needs(dry_run_flag);
   app.add_option("--gpu-memory-gb", plan.gpu_memory_gb, "--dry-run: memory per GPU")->capture_default_str()

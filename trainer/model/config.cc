@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -109,8 +110,10 @@ common::Status Validate(const ModelConfig& c) {
   if (c.arch == Arch::kLlama && c.head_dim() % 2 != 0) {
     return common::InvalidArgument("model: RoPE needs an even head dimension, got {}", c.head_dim());
   }
-  if (!(c.init_std > 0) || !(c.norm_eps > 0) || !(c.rope_theta > 0)) {
-    return common::InvalidArgument("model: init_std, norm_eps and rope_theta must be positive");
+  for (const double value : {c.init_std, c.norm_eps, c.rope_theta}) {
+    if (!(value > 0 && std::isfinite(value))) {
+      return common::InvalidArgument("model: init_std, norm_eps and rope_theta must be positive and finite");
+    }
   }
   return common::Status::Ok();
 }

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace srunway::trainer {
 
 common::StatusOr<Plan> MakePlan(const PlanInput& in) {
@@ -10,8 +12,10 @@ common::StatusOr<Plan> MakePlan(const PlanInput& in) {
   if (in.nodes < 1 || in.gpus_per_node < 1 || in.micro_batch_size < 1) {
     return common::InvalidArgument("--nodes, --gpus-per-node and --micro-batch-size must be at least 1");
   }
-  if (!(in.assume_mfu > 0 && in.assume_mfu <= 1 && in.peak_tflops > 0 && in.gpu_memory_gb > 0)) {
-    return common::InvalidArgument("--assume-mfu must be in (0, 1], --peak-tflops and --gpu-memory-gb positive");
+  if (!(in.assume_mfu > 0 && in.assume_mfu <= 1 && in.peak_tflops > 0 && in.gpu_memory_gb > 0 &&
+        std::isfinite(in.peak_tflops) && std::isfinite(in.gpu_memory_gb))) {
+    return common::InvalidArgument(
+        "--assume-mfu must be in (0, 1], --peak-tflops and --gpu-memory-gb positive and finite");
   }
   Plan p;
   p.gpus = in.nodes * in.gpus_per_node;

@@ -419,8 +419,10 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--adam-beta1 {} and --adam-beta2 {} must be in [0, 1)", o_.adam_beta1,
                                    o_.adam_beta2);
   }
-  if (!(o_.adam_eps > 0 && o_.weight_decay >= 0 && o_.clip_grad >= 0 && std::isfinite(o_.weight_decay))) {
-    return common::InvalidArgument("--adam-eps {} must be positive, --weight-decay {} and --clip-grad {} not negative",
+  if (!(o_.adam_eps > 0 && std::isfinite(o_.adam_eps) && o_.weight_decay >= 0 && o_.clip_grad >= 0 &&
+        std::isfinite(o_.weight_decay))) {
+    return common::InvalidArgument(
+        "--adam-eps {} must be positive and finite, --weight-decay {} and --clip-grad {} not negative",
                                    o_.adam_eps, o_.weight_decay, o_.clip_grad);
   }
   for (float p : {o_.hidden_dropout, o_.attention_dropout}) {
@@ -428,11 +430,12 @@ common::Status Trainer::Setup() {
       return common::InvalidArgument("--hidden-dropout and --attention-dropout must be in [0, 1), not {}", p);
     }
   }
-  if (o_.bucket_size_mb <= 0 || o_.bucket_size_mb > 1e6) {
+  if (!(o_.bucket_size_mb > 0 && o_.bucket_size_mb <= 1e6)) {
     return common::InvalidArgument("--bucket-size-mb {} is out of range (0, 1e6]", o_.bucket_size_mb);
   }
-  if (o_.straggler_threshold <= 1 || o_.straggler_window < 1) {
-    return common::InvalidArgument("--straggler-threshold must be above 1 and --straggler-window at least 1");
+  if (!(o_.straggler_threshold > 1) || o_.straggler_window < 1) {
+    return common::InvalidArgument("--straggler-threshold {} must be above 1 and --straggler-window {} at least 1",
+                                   o_.straggler_threshold, o_.straggler_window);
   }
   for (const auto& [flag, value, least] : {std::tuple{"--sample", o_.sample_tokens, 0},
                                            std::tuple{"--sample-top-k", o_.sample_top_k, 1},

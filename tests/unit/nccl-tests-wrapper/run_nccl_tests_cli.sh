@@ -27,7 +27,8 @@ expect 1 '"verdict": "fail"' --parse "$kLog" --test all_reduce --expect-busbw 35
 # A pass mark of 0, below 0 or nan passed every run; a --reference that a log not naming its test cannot apply
 # was dropped without saying how to apply it.
 expect 2 "--expect-busbw: 0 is not above 0" --parse "$kLog" --expect-busbw 0
-expect 2 "--expect-busbw: nan is not above 0" --parse "$kLog" --expect-busbw nan
+expect 2 "--expect-busbw: 'nan' is not a finite number" --parse "$kLog" --expect-busbw nan
+expect 2 "--expect-busbw: 'inf' is not a finite number" --parse "$kLog" --expect-busbw inf
 unnamed="the log does not say which test it is: give --test to judge it by --reference a3mega"
 expect 0 "threshold: correctness only \($unnamed\)" --parse "$kLog" --reference a3mega
 head -n 40 "$kLog" >"$kWork/cut.log"

@@ -276,6 +276,19 @@ expect_exit 2 "--adam-beta1 0.9 and --adam-beta2 1 must be in \\[0, 1\\)" \
   "$kTrain" "${common[@]}" --mock-data --adam-beta2 1
 expect_exit 2 "--adam-eps 0 must be positive" "$kTrain" "${common[@]}" --mock-data --adam-eps 0
 expect_exit 2 "--weight-decay -0.1 and --clip-grad 1 not negative" "$kTrain" "${common[@]}" --mock-data --weight-decay -0.1
+# "nan" and "inf" passed the checks whose comparisons they slip through: --bucket-size-mb nan went into a size_t
+# (undefined behaviour), --init-std inf trained to a NaN loss (exit 3), --adam-eps inf made every update 0,
+# --straggler-threshold nan named no straggler, --peak-tflops inf printed MFU 0.0%, and --dry-run multiplied
+# --nodes by --gpus-per-node in an int that overflowed.
+expect_exit 2 "--bucket-size-mb nan is out of range \(0, 1e6\]" "$kTrain" "${common[@]}" --mock-data --bucket-size-mb nan
+expect_exit 2 "--init-std: 'inf' is not a finite number" "$kTrain" "${common[@]}" --mock-data --init-std inf
+expect_exit 2 "--peak-tflops: 'inf' is not a finite number" "$kTrain" "${common[@]}" --mock-data --peak-tflops inf
+expect_exit 2 "--adam-eps inf must be positive and finite" "$kTrain" "${common[@]}" --mock-data --adam-eps inf
+expect_exit 2 "--straggler-threshold nan must be above 1" \
+  "$kTrain" "${common[@]}" --mock-data --straggler-threshold nan
+expect_exit 2 "--nodes: Value 100000000 not in range 1 to 1048576" \
+  "$kTrain" --dry-run --nodes 100000000 --gpus-per-node 100000000
+expect_exit 2 "--gpu-memory-gb positive and finite" "$kTrain" --dry-run --gpu-memory-gb inf
 # A model size or --seq-length of 0 was read as "the preset's" and trained; now refused, as is an init std <= 0
 # (Megatron's --init-method-std, now also taken, was an unknown flag).
 expect_exit 2 "--num-layers: Value 0 not in range 1 to 16777216" "$kTrain" "${common[@]}" --mock-data --num-layers 0
