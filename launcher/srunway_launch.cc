@@ -141,22 +141,26 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
     return child.status().code() == common::StatusCode::kNotFound ? kExitNotFound : kExitNotExecutable;
   }
   const sigset_t signals = SupervisorSignals();
-  const timespec tick{0, 100'000'000};
+  constexpr auto kTick = std::chrono::milliseconds(100);
+  const timespec tick{0, 100'000'000}, now{0, 0};
   // Slurm signalled the step (scancel, the time limit, --signal's warning, preemption): every rank's program has
   // the signal too, and its code is the answer (USR1 commonly means "save and stop", as in srunway-train).
   bool signalled = false;
   constexpr auto kGrace = std::chrono::seconds(10);
   constexpr auto kSignalSettle = std::chrono::milliseconds(300);
   while (true) {
+    // Waits a tick for a signal, or for output when the program's comes through here: a program that prints
+    // much was held to a pipe's worth (16 KiB) a tick, 160 KB/s, blocked in its writes.
     siginfo_t info{};
-    if (const int signal = ::sigtimedwait(&signals, &info, &tick); signal > 0 && signal != SIGCHLD) {
+    const bool copies = child->copies_output();
+    if (const int signal = ::sigtimedwait(&signals, &info, copies ? &now : &tick); signal > 0 && signal != SIGCHLD) {
       // Slurm's slurmstepd (our parent) signals every process of the step itself (proctrack linuxproc and cgroup
       // find them all), so the program already has it: forwarding would deliver it twice. Signals from anyone
       // else (a user's kill of this process) are forwarded.
       if (info.si_pid != ::getppid() || !common::GetEnv("SLURM_JOB_ID")) child->Signal(signal);
       signalled = signalled || signal != SIGCONT;
     }
-    child->Pump(std::chrono::milliseconds(0));
+    child->Pump(copies ? kTick : std::chrono::milliseconds(0));
     if (peer_failed) {
       std::string why;
       {
@@ -183,7 +187,6 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
     }
     // This rank's program finished well. Rank 0 keeps the watchdog's root until every peer has finished too (or
     // one failed); the others say goodbye.
-    const timespec now{0, 0};
     while (me.rank == 0 && !(*watchdog)->WaitFinished(std::chrono::milliseconds(10))) {
       if (const int signal = ::sigtimedwait(&signals, nullptr, &now); signal > 0 && signal != SIGCHLD) break;
     }

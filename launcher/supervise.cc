@@ -15,6 +15,7 @@
 
 #include "common/fs.h"
 #include "common/json.h"
+#include "common/log.h"
 #include "common/parse.h"
 #include "common/signals.h"
 
@@ -125,17 +126,20 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
     std::filesystem::create_directories(options.log_dir, ec);
     if (ec) return common::FailedPrecondition("--log-dir {}: {}", options.log_dir, ec.message());
     const std::filesystem::path dir = options.log_dir;
-    SRUNWAY_ASSIGN_OR_RETURN(child.out_file_, OpenLog(dir / fmt::format("rank_{}.out", options.rank)));
-    SRUNWAY_ASSIGN_OR_RETURN(child.err_file_, OpenLog(dir / fmt::format("rank_{}.err", options.rank)));
-    out_target = child.out_file_;
-    err_target = child.err_file_;
-    if (options.tee) {
-      if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-        return common::ErrnoStatus(errno, "pipe for --tee");
-      }
-      out_target = out_pipe[1];
-      err_target = err_pipe[1];
+    // Through pipes rather than straight into the files, so that a log that cannot be written (a full disk) is
+    // noticed here: the program saw its writes fail, and its output was lost without a word.
+    for (auto [stream, suffix] : {std::pair{&child.out_, "out"}, std::pair{&child.err_, "err"}}) {
+      stream->path = (dir / fmt::format("rank_{}.{}", options.rank, suffix)).string();
+      SRUNWAY_ASSIGN_OR_RETURN(stream->file, OpenLog(stream->path));
+      if (options.tee) stream->echo = stream->own;
     }
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+      const common::Status status = common::ErrnoStatus(errno, "pipe for --log-dir");
+      for (int* fd : {&out_pipe[0], &out_pipe[1], &err_pipe[0], &err_pipe[1]}) CloseFd(*fd);
+      return status;
+    }
+    out_target = out_pipe[1];
+    err_target = err_pipe[1];
   }
   if (!options.heartbeat_path.empty()) {
     SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(options.heartbeat_path, ""));
@@ -185,8 +189,8 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
     const std::string why = fmt::format("cannot run '{}': {}", options.command[0], std::strerror(error));
     return error == ENOENT ? common::NotFound("{}", why) : common::FailedPrecondition("{}", why);
   }
-  child.out_pipe_ = out_pipe[0];
-  child.err_pipe_ = err_pipe[0];
+  child.out_.pipe = out_pipe[0];
+  child.err_.pipe = err_pipe[0];
   child.started_ = Clock::now();
   child.progress_at_ = child.started_;
   return child;
@@ -194,14 +198,13 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
 
 Child::Child(Child&& other) noexcept
     : options_(std::move(other.options_)), pid_(std::exchange(other.pid_, -1)), own_group_(other.own_group_),
-      started_(other.started_), out_pipe_(std::exchange(other.out_pipe_, -1)),
-      err_pipe_(std::exchange(other.err_pipe_, -1)), out_file_(std::exchange(other.out_file_, -1)),
-      err_file_(std::exchange(other.err_file_, -1)), progress_(std::move(other.progress_)),
+      started_(other.started_), out_(std::exchange(other.out_, Stream{})), err_(std::exchange(other.err_, Stream{})),
+      progress_(std::move(other.progress_)),
       progress_at_(other.progress_at_), progressed_(other.progressed_) {}
 
 Child::~Child() {
   if (pid_ > 0) (void)Terminate(std::chrono::seconds(2));
-  for (int* fd : {&out_pipe_, &err_pipe_, &out_file_, &err_file_}) CloseFd(*fd);
+  for (int* fd : {&out_.pipe, &err_.pipe, &out_.file, &err_.file}) CloseFd(*fd);
 }
 
 void Child::Signal(int signal) const {
@@ -209,32 +212,53 @@ void Child::Signal(int signal) const {
   ::kill(own_group_ ? -pid_ : pid_, signal);
 }
 
-void Child::CopyOut(int& fd, int file, int echo) {
-  char buffer[1 << 14];
-  const ssize_t n = ::read(fd, buffer, sizeof buffer);
+void Child::CopyOut(Stream& stream) {
+  char buffer[1 << 16];
+  const ssize_t n = ::read(stream.pipe, buffer, sizeof buffer);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
-    CloseFd(fd);
+    CloseFd(stream.pipe);
     return;
   }
-  // Best effort: a full disk must not stop the program; its output then goes to our own stream alone.
-  (void)common::WriteAll(file, std::string_view(buffer, static_cast<size_t>(n)), "log file");
-  (void)common::WriteAll(echo, std::string_view(buffer, static_cast<size_t>(n)), "tee");
+  std::string_view bytes(buffer, static_cast<size_t>(n));
+  std::string_view unlogged = bytes;
+  while (stream.file >= 0 && !unlogged.empty()) {
+    const ssize_t written = ::write(stream.file, unlogged.data(), unlogged.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      common::LogWarn("cannot write {} after {} bytes: {}; the rest of the program's {} follows on this "
+                      "task's {}",
+                      stream.path, stream.logged, written < 0 ? std::strerror(errno) : "nothing written",
+                      stream.name, stream.name);
+      CloseFd(stream.file);
+      if (stream.echo < 0) {
+        stream.echo = stream.own;
+        bytes = unlogged;
+      }
+      break;
+    }
+    stream.logged += static_cast<uint64_t>(written);
+    unlogged.remove_prefix(static_cast<size_t>(written));
+  }
+  // Best effort: this process's own stream may be gone too.
+  if (stream.echo >= 0) (void)common::WriteAll(stream.echo, bytes, stream.name);
 }
 
 void Child::Pump(std::chrono::milliseconds wait) {
   std::vector<pollfd> fds;
-  if (out_pipe_ >= 0) fds.push_back({out_pipe_, POLLIN, 0});
-  if (err_pipe_ >= 0) fds.push_back({err_pipe_, POLLIN, 0});
+  std::vector<Stream*> streams;
+  for (Stream* stream : {&out_, &err_}) {
+    if (stream->pipe < 0) continue;
+    fds.push_back({stream->pipe, POLLIN, 0});
+    streams.push_back(stream);
+  }
   if (fds.empty()) {
     if (wait.count() > 0) std::this_thread::sleep_for(wait);
     return;
   }
   if (::poll(fds.data(), fds.size(), static_cast<int>(wait.count())) <= 0) return;
-  for (const pollfd& p : fds) {
-    if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    if (p.fd == out_pipe_) CopyOut(out_pipe_, out_file_, STDOUT_FILENO);
-    else if (p.fd == err_pipe_) CopyOut(err_pipe_, err_file_, STDERR_FILENO);
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) CopyOut(*streams[i]);
   }
 }
 
@@ -248,7 +272,7 @@ std::optional<ChildEnd> Child::Reap(bool block) {
   if (done != pid_) return std::nullopt;
   pid_ = -1;
   // Whatever is still in the pipes (unless a grandchild holds them open: then as much as is there now).
-  for (int i = 0; i < 64 && (out_pipe_ >= 0 || err_pipe_ >= 0); ++i) Pump(std::chrono::milliseconds(0));
+  for (int i = 0; i < 64 && copies_output(); ++i) Pump(std::chrono::milliseconds(0));
   ChildEnd end;
   end.ran = Since(started_);
   if (WIFSIGNALED(status)) {

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -68,6 +70,8 @@ class Child {
   pid_t pid() const { return pid_; }
   // Sends `signal` to the program's process group (or the program alone when it shares ours).
   void Signal(int signal) const;
+  // Whether the program's output comes through this process (with a log directory), for Pump to copy.
+  bool copies_output() const { return out_.pipe >= 0 || err_.pipe >= 0; }
   // Copies what the program printed to the log files (and, with tee, to this process's output); waits at most
   // `wait`. Returns when something happened or the wait ran out.
   void Pump(std::chrono::milliseconds wait);
@@ -79,15 +83,29 @@ class Child {
 
  private:
   Child() = default;
+  // One of the program's streams, read from its pipe: written to its log file and, with tee or once the log file
+  // cannot be written, to this process's own stream (a full disk must neither stop the program nor lose what it
+  // prints after it: that goes to Slurm's output, after one line saying so).
+  struct Stream {
+    Stream() = default;
+    Stream(const char* name, int own) : name(name), own(own) {}
+    const char* name = "";
+    int own = -1;        // this process's stdout or stderr
+    int pipe = -1;       // the program's end of it is its stdout or stderr
+    int file = -1;       // the log file
+    int echo = -1;       // `own` with tee or after the log file failed, else -1
+    std::string path;    // of the log file
+    uint64_t logged = 0;  // bytes written to it
+  };
   std::optional<ChildEnd> Reap(bool block);
-  void CopyOut(int& fd, int file, int echo);
+  void CopyOut(Stream& stream);
 
   ChildOptions options_;
   pid_t pid_ = -1;
   bool own_group_ = false;
   std::chrono::steady_clock::time_point started_;
-  int out_pipe_ = -1, err_pipe_ = -1;  // with tee: the program's output, read here
-  int out_file_ = -1, err_file_ = -1;
+  Stream out_{"stdout", STDOUT_FILENO};
+  Stream err_{"stderr", STDERR_FILENO};
   std::string progress_;
   std::chrono::steady_clock::time_point progress_at_;
   bool progressed_ = false;

@@ -85,6 +85,32 @@ step tee 'echo "out of $RANK"' --log-dir "$work/tee" --tee
 expect_eq "tee: lines printed" "$(grep -cE '^ *[0-3]: out of [0-3]$' "$work/tee.out")" 4
 expect_eq "tee: rank_3.out" "$(cat "$work/tee/rank_3.out")" "out of 3"
 
+# A --log-dir that fills up (a 64 KiB tmpfs in node1's mount namespace: each local node has its slurmd's): the
+# program wrote straight into the files, so its writes failed, its output was lost and the step said nothing. Now
+# one line per stream names the file, and the rest follows on the step's own output: the log and what srun
+# printed together are the whole output, in order.
+node1_slurmd=$(pgrep -f '^slurmd -N node1( |$)' | head -1 || true)
+mkdir "$work/full"
+if [[ -n $node1_slurmd ]] && nsenter --mount="/proc/$node1_slurmd/ns/mnt" mount -t tmpfs -o size=64k tmpfs "$work/full"; then
+  at_exit "nsenter --mount=/proc/$node1_slurmd/ns/mnt umount '$work/full'"
+  program='for i in $(seq 1 20000); do echo "line $i"; done; echo "the end" >&2'
+  bash -c "$program" >"$work/full.want" 2>/dev/null
+  rc=0
+  timeout 100 srun -n1 -w node1 --time=1 "$launch" --log-dir "$work/full/logs" -- bash -c "$program" \
+    >"$work/full.out" 2>"$work/full.err" || rc=$?
+  expect_eq "full log dir: exit code" "$rc" 0
+  for stream in out err; do
+    grep -qE "^srunway-launch.* warning: cannot write $work/full/logs/rank_0.$stream after [0-9]+ bytes: No space left on device; the rest of the program's std$stream follows on this task's std$stream$" "$work/full.err" ||
+      fail "full log dir: no line for rank_0.$stream: $(cat "$work/full.err")"
+  done
+  nsenter --mount="/proc/$node1_slurmd/ns/mnt" cat "$work/full/logs/rank_0.out" "$work/full.out" >"$work/full.got"
+  cmp -s "$work/full.want" "$work/full.got" ||
+    fail "full log dir: the log and the step's output are not the whole output ($(wc -c <"$work/full.got") of $(wc -c <"$work/full.want") bytes)"
+  grep -q "^the end$" "$work/full.err" || fail "full log dir: stderr's last line was lost: $(cat "$work/full.err")"
+else
+  echo "ok (skipped): cannot mount a tmpfs in node1's mount namespace here for the full log dir"
+fi
+
 echo "== the program's own exit code and torchrun's variables"
 step code 'echo "$TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $SLURM_JOB_ID"; exit 0'
 expect_eq "code: exit" "$(cat "$work/code.rc")" 0
