@@ -10,24 +10,6 @@
 #include <utility>
 
 namespace srunway::common {
-namespace {
-
-// Closes a file descriptor on every path out of a function.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-}  // namespace
 
 Status WriteAll(int fd, std::string_view bytes, std::string_view what) {
   size_t written = 0;

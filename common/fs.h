@@ -1,15 +1,42 @@
 // Whole-file reads and atomic writes: a reader sees the old file or the new one, never half of either.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
 
 namespace srunway::common {
+
+// Owns a file descriptor (-1: none): closed on every path out of its scope.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      Close();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~Fd() { Close(); }
+  int get() const { return fd_; }
+
+ private:
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int fd_ = -1;
+};
 
 StatusOr<std::string> ReadFile(const std::filesystem::path& path);
 

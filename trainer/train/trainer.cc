@@ -3,7 +3,9 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
@@ -98,30 +100,30 @@ double GpuPeakFlops(const std::string& name) {
   return 0;
 }
 
+// --metrics-file: one JSON object per line, appended (a resumed run carries on the same file). A line that cannot
+// be written whole (a full disk) is taken back out, so that the file stays whole lines: its first part stayed, and
+// the resumed run's first line was appended to it, one corrupt line in the middle of the file.
 class MetricsFile {
  public:
   common::Status Open(const std::string& path) {
     if (path.empty()) return common::Status::Ok();
     path_ = path;
-    file_ = std::fopen(path.c_str(), "ae");
-    if (file_ == nullptr) return common::ErrnoStatus(errno, "open metrics file " + path);
+    fd_ = common::Fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    if (fd_.get() < 0) return common::ErrnoStatus(errno, "open metrics file " + path);
     return common::Status::Ok();
-  }
-  ~MetricsFile() {
-    if (file_ != nullptr) std::fclose(file_);
   }
   common::Status Write(const common::Json& line) {
-    if (file_ == nullptr) return common::Status::Ok();
-    const std::string text = line.dump() + "\n";
-    if (std::fwrite(text.data(), 1, text.size(), file_) != text.size() || std::fflush(file_) != 0) {
-      return common::ErrnoStatus(errno, "write metrics file " + path_);
-    }
-    return common::Status::Ok();
+    if (fd_.get() < 0) return common::Status::Ok();
+    struct stat before {};
+    if (::fstat(fd_.get(), &before) != 0) return common::ErrnoStatus(errno, "stat metrics file " + path_);
+    common::Status status = common::WriteAll(fd_.get(), line.dump() + "\n", "metrics file " + path_);
+    if (!status.ok() && S_ISREG(before.st_mode)) (void)::ftruncate(fd_.get(), before.st_size);
+    return status;
   }
 
  private:
   std::string path_;
-  FILE* file_ = nullptr;
+  common::Fd fd_;
 };
 
 struct Batch {

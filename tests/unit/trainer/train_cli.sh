@@ -265,6 +265,30 @@ expect_exit 2 "--keep-checkpoints must be at least 0, not -1" \
   "$kTrain" "${common[@]}" --mock-data --keep-checkpoints -1
 expect_exit 1 "/dev/full: No space left on device" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
+# A metrics file whose disk fills mid-run kept the first part of the line that did not fit, and a resumed run's
+# first line was appended to it: one corrupt line in the middle of the file. The line is now taken back out: the
+# file stays whole JSON lines (a 12 KiB tmpfs, as above).
+if unshare -m true 2>/dev/null; then
+  mkdir -p "$kWork/metrics-tmpfs"
+  rc=0
+  unshare -m bash -c 'dir=$1; shift; mount -t tmpfs -o size=12k tmpfs "$dir" || exit 99
+    "$@"; rc=$?; cp "$dir/m.jsonl" "$dir/../m-full.jsonl"; exit $rc' - "$kWork/metrics-tmpfs" \
+    "$kTrain" "${common[@]}" --mock-data --train-steps 300 --metrics-file "$kWork/metrics-tmpfs/m.jsonl" \
+    >/dev/null 2>"$kWork/err" || rc=$?
+  if [[ $rc == 99 ]]; then
+    echo "skipped: no tmpfs can be mounted here for the metrics file's full disk"
+  else
+    [[ $rc == 1 ]] || fail "metrics on a full disk: exit $rc: $(cat "$kWork/err")"
+    grep -q "error: write metrics file $kWork/metrics-tmpfs/m.jsonl: No space left on device" "$kWork/err" ||
+      fail "$(cat "$kWork/err")"
+    python3 -c 'import json, sys
+text = open(sys.argv[1]).read()
+assert text.endswith("\n"), "the last line is cut: " + repr(text[-80:])
+print(len([json.loads(line) for line in text.splitlines()]))' "$kWork/m-full.jsonl" >"$kWork/lines" ||
+      fail "the metrics file on the full disk is not whole JSON lines"
+    (($(cat "$kWork/lines") > 10)) || fail "the metrics file holds $(cat "$kWork/lines") lines"
+  fi
+fi
 expect_exit 3 "training diverged" "$kTrain" "${common[@]}" --mock-data --train-steps 30 --lr 1e30 --clip-grad 0
 expect_exit 2 "--device: gpu not in" "$kTrain" "${common[@]}" --mock-data --device gpu
 # Numbers no run can mean: one line each, before training (a negative --lr trained, its loss climbing).
