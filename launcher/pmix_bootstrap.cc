@@ -23,6 +23,7 @@ using common::Status;
 using common::StatusOr;
 
 constexpr auto kAbortGrace = std::chrono::seconds(2);
+constexpr auto kAbortSettle = std::chrono::seconds(5);
 
 struct PmixApi {
   common::DynamicLibrary library;
@@ -208,6 +209,9 @@ class PmixBootstrap : public Bootstrap {
     // ranks reach the same deadline within moments; give them that long to print their own line first.
     std::this_thread::sleep_for(kAbortGrace);
     api_->abort(1, (Prefix() + why).c_str(), nullptr, 0);
+    // PMIx_Abort returns before the server has ended the step; a rank that exits now is seen gone by its MPI
+    // peers first, and each printed Open MPI's page-long "peer process has unexpectedly disconnected".
+    std::this_thread::sleep_for(kAbortSettle);
   }
 
   Status Finalize() override {

@@ -5,8 +5,8 @@
 # overlap on and off, and any OMP_NUM_THREADS, change nothing;
 # the straggler warning names the injected slow rank (200 ms a step; the threshold is 4x, well above the jitter of
 # 4 ranks on 2 cores) and nobody else; bad input is one line from rank 0 and every
-# rank exits; a node's ranks share its memory and their cgroup's limit, and one rank unable to build the
-# model ends them all.
+# rank exits; a rank failing alone mid-run ends them all at once; a node's ranks share its memory and their
+# cgroup's limit, and one rank unable to build the model ends them all.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 train=${SRUNWAY_TRAIN:?}
@@ -121,6 +121,17 @@ out=$(srun --mpi=pmix -N2 --ntasks-per-node=2 bash -c \
 expect_eq "error lines for disagreeing ranks" "$(count_matching 'srunway-train.* error:' "$out")" 1
 grep -q "ranks disagree on the training configuration or data: rank 2 on node2 has hash" <<<"$out" || fail "$out"
 echo "ok: a rank with another --lr is named at start-up"
+
+# A rank that fails alone mid-run (rank 0 cannot write its --metrics-file) ends the step at once with its line:
+# its peers waited in the gradient all-reduce and it waited for them in MPI_Finalize, silent, to the time limit.
+rc=0
+out=$(timeout 100 srun --mpi=pmix -N2 --ntasks-per-node=2 --time=2 "$train" "${common[@]}" --train-steps 500 \
+  --metrics-file /dev/full 2>&1) || rc=$?
+((rc != 124)) || fail "rank 0 failing alone left the step hanging: $out"
+expect_eq "exit of a step whose rank 0 failed alone" "$rc" 1
+expect_eq "error lines of rank 0 failing alone" "$(count_matching 'srunway-train.* error:' "$out")" 1
+grep -q "rank 0\] error: rank 0 on node1: write metrics file /dev/full: No space left on device$" <<<"$out" || fail "$out"
+echo "ok: rank 0 failing alone mid-run ends every rank at once, with its one line"
 
 # kill -9 of one rank's srunway-train mid-run, under srunway-launch: every rank ends within the launcher's
 # timeout, the dead rank is named with its host, and the last complete checkpoint still loads.

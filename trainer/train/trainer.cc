@@ -197,6 +197,7 @@ class Trainer {
   Trainer(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal, const GpuOpsFactory& gpu_ops)
       : o_(options), stop_signal_(stop_signal), gpu_ops_(gpu_ops) {}
   std::variant<TrainResult, TrainError> Run();
+  [[noreturn]] void EndStep(const common::Status& status);
 
  private:
   common::Status Connect();
@@ -1028,6 +1029,19 @@ common::Status Trainer::Export() {
   return common::Status::Ok();
 }
 
+// A rank that fails alone during training (its metrics line, its data) leaves its peers waiting in a collective it
+// will never join (MPI's have no deadline), and its own MPI_Finalize then waits for them: the step hung to its
+// time limit without a word. It says why at once and ends the step: PMIx_Abort under srun --mpi=pmix; under
+// srunway-launch its exit, which ends every rank. It exits here, as MPI_Abort does, since tearing down its
+// communicator would wait for the peers too.
+void Trainer::EndStep(const common::Status& status) {
+  common::LogError("{}{}", boot_->Prefix(), status.message());
+  std::fflush(nullptr);
+  boot_->Abort(status.message());
+  std::fflush(nullptr);
+  std::_Exit(kExitError);
+}
+
 std::variant<TrainResult, TrainError> Trainer::Run() {
   auto fail = [this](common::Status status, bool every_rank) -> std::variant<TrainResult, TrainError> {
     if (world_ > 1 && !every_rank) status = common::Status(status.code(), boot_->Prefix() + status.message());
@@ -1038,7 +1052,10 @@ std::variant<TrainResult, TrainError> Trainer::Run() {
   }
   if (common::Status status = Setup(); !status.ok()) return fail(status, setup_error_everywhere_);
   auto result = Loop();
-  if (!result.ok()) return fail(result.status(), error_said_elsewhere_);
+  if (!result.ok()) {
+    if (world_ > 1 && !error_said_elsewhere_) EndStep(result.status());
+    return fail(result.status(), error_said_elsewhere_);
+  }
   if (Leader()) {
     common::LogInfo("peak memory of the model, optimizer and activations: {:.2f} GiB on {}",
                     static_cast<double>(device_->peak_allocated()) / (1 << 30), device_->name());
