@@ -127,10 +127,13 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
   ScratchDir scratch;
   const std::string error_file = scratch.path.empty() ? "" : (scratch.path / "error.json").string();
   env.emplace_back("TORCHELASTIC_RUN_ID", common::GetEnvOr("SLURM_JOB_ID", "none"));
-  env.emplace_back("TORCHELASTIC_RESTART_COUNT", common::GetEnvOr("SLURM_RESTART_COUNT", "0"));
+  const std::string restarts = common::GetEnvOr("SLURM_RESTART_COUNT", "0");
+  env.emplace_back("TORCHELASTIC_RESTART_COUNT", restarts);
   if (!error_file.empty()) env.emplace_back("TORCHELASTIC_ERROR_FILE", error_file);
   ChildOptions options{std::move(command), std::move(env), supervision.log_dir, supervision.tee, me.rank,
                        scratch.path.empty() ? "" : (scratch.path / "heartbeat").string(), supervision.hang_timeout};
+  // A requeued job (Slurm counts its restarts) adds to its earlier attempt's logs instead of replacing them.
+  options.append_logs = restarts != "0" && !restarts.empty();
   // Leave PMIx before the program starts: it may be an MPI program that connects as this rank.
   (void)boot.Finalize();
   auto child = Child::Start(options);

@@ -53,8 +53,8 @@ std::vector<std::string> ChildEnvironment(const std::vector<std::pair<std::strin
   return env;
 }
 
-common::StatusOr<int> OpenLog(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+common::StatusOr<int> OpenLog(const std::filesystem::path& path, bool append) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
   if (fd < 0) return common::ErrnoStatus(errno, "open " + path.string());
   return fd;
 }
@@ -130,7 +130,7 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
     // noticed here: the program saw its writes fail, and its output was lost without a word.
     for (auto [stream, suffix] : {std::pair{&child.out_, "out"}, std::pair{&child.err_, "err"}}) {
       stream->path = (dir / fmt::format("rank_{}.{}", options.rank, suffix)).string();
-      SRUNWAY_ASSIGN_OR_RETURN(stream->file, OpenLog(stream->path));
+      SRUNWAY_ASSIGN_OR_RETURN(stream->file, OpenLog(stream->path, options.append_logs));
       if (options.tee) stream->echo = stream->own;
     }
     if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {

@@ -30,6 +30,9 @@ struct ChildOptions {
   // (a step number, say); once it has, progress that stops changing for `hang_timeout` is a hang.
   std::string heartbeat_path;
   std::chrono::milliseconds hang_timeout{0};
+  // The log files are appended to rather than started afresh: a requeued job's earlier attempt keeps its output
+  // (why it failed), as Slurm's own output file does.
+  bool append_logs = false;
 };
 
 // How the supervised program ended, or why it is being ended.

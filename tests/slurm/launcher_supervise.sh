@@ -85,6 +85,16 @@ step tee 'echo "out of $RANK"' --log-dir "$work/tee" --tee
 expect_eq "tee: lines printed" "$(grep -cE '^ *[0-3]: out of [0-3]$' "$work/tee.out")" 4
 expect_eq "tee: rank_3.out" "$(cat "$work/tee/rank_3.out")" "out of 3"
 
+# A requeued job (SLURM_RESTART_COUNT, which Slurm sets on each restart) adds to its earlier attempt's logs: they
+# were truncated, and with them why the first attempt failed. A job that is not a restart starts them afresh.
+log_step() { timeout 60 srun -n1 -w node1 --time=1 "$launch" --log-dir "$work/requeue" -- bash -c "$1" 2>/dev/null; }
+log_step 'echo "attempt 1"; echo "why it failed" >&2; exit 3' && fail "requeue: the first attempt's exit 3 was lost"
+SLURM_RESTART_COUNT=1 log_step 'echo "attempt 2"' || fail "requeue: the second attempt failed"
+expect_eq "requeue: rank_0.out of both attempts" "$(cat "$work/requeue/rank_0.out")" $'attempt 1\nattempt 2'
+expect_eq "requeue: rank_0.err keeps the first attempt's" "$(cat "$work/requeue/rank_0.err")" "why it failed"
+log_step 'echo "a new job"' || fail "requeue: the new job failed"
+expect_eq "requeue: a new job's rank_0.out" "$(cat "$work/requeue/rank_0.out")" "a new job"
+
 # A --log-dir that fills up (a 64 KiB tmpfs in node1's mount namespace: each local node has its slurmd's): the
 # program wrote straight into the files, so its writes failed, its output was lost and the step said nothing. Now
 # one line per stream names the file, and the rest follows on the step's own output: the log and what srun
