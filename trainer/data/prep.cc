@@ -2,6 +2,7 @@
 #include "trainer/data/prep.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -232,6 +233,16 @@ common::Status CheckPrepOptions(const PrepOptions& options) {
   }
   if (load && (options.vocab_file.empty() || options.merge_file.empty())) {
     return common::InvalidArgument("--vocab-file and --merge-file go together");
+  }
+  // Learning a vocabulary reads the input once and encoding reads it again; a pipe (`--input /dev/stdin`,
+  // `<(zcat ...)`) gives nothing the second time, and the run ended in "no documents" after the whole vocabulary.
+  struct stat input {};
+  if (!load && ::stat(options.input.c_str(), &input) == 0 &&
+      (S_ISFIFO(input.st_mode) || S_ISCHR(input.st_mode) || S_ISSOCK(input.st_mode))) {
+    return common::InvalidArgument("--train-vocab reads --input twice (to learn the vocabulary, then to encode), and "
+                                   "{} is a pipe or a device, read once: write it to a file first, or encode it "
+                                   "with --vocab-file and --merge-file",
+                                   options.input);
   }
   if (!IsJsonlInput(options.input) && options.json_keys != PrepOptions{}.json_keys) {
     return common::InvalidArgument("--json-keys: {} is read as text (JSONL input ends in .jsonl or .json)",

@@ -109,6 +109,15 @@ mkdir "$kWork/in-the-way.idx"
 expect_exit 2 "--output-prefix $kWork/in-the-way: $kWork/in-the-way.idx is a directory, where the output goes" \
   "$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/in-the-way" --train-vocab 300 --quiet
 rmdir "$kWork/in-the-way.idx"
+# --train-vocab reads the input twice: a pipe gave nothing the second time, and the run ended in "no documents"
+# after learning the whole vocabulary. Refused first; a pipe with a given vocabulary (one pass) still encodes.
+cat "$kWork/corpus.txt" | expect_exit 2 "--train-vocab reads --input twice .* /dev/stdin is a pipe or a device, read once" \
+  "$kPrep" --input /dev/stdin --output-prefix "$kWork/piped" --train-vocab 300 --quiet
+[[ ! -e $kWork/piped.bin ]] || fail "a refused srunway-prep wrote $kWork/piped.bin"
+cat "$kWork/corpus.txt" | "$kPrep" --input /dev/stdin --output-prefix "$kWork/piped" --quiet \
+  --vocab-file "$kWork/data.vocab.json" --merge-file "$kWork/data.merges.txt" >/dev/null ||
+  fail "a pipe with a given vocabulary did not encode"
+cmp -s "$kWork/piped.bin" "$kWork/data.bin" || fail "the piped corpus encoded to other tokens than the file"
 python3 -c "import sys; sys.stdout.write('\n\n'.join(['alpha beta gamma', 'delta alpha beta'] * 10000))" >"$kWork/many.txt"
 if unshare -m true 2>/dev/null; then
   mkdir "$kWork/tmpfs"
