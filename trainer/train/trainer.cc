@@ -105,13 +105,43 @@ double GpuPeakFlops(const std::string& name) {
 // the resumed run's first line was appended to it, one corrupt line in the middle of the file.
 class MetricsFile {
  public:
-  common::Status Open(const std::string& path) {
+  // `resumed_at`: the run goes on from this step of an earlier run's checkpoint (--load), whose lines for later steps (written
+  // after its last checkpoint, before it was preempted or crashed) are dropped, as TensorBoard's purge_step does:
+  // they were kept, and every such step was in the file twice, with two losses.
+  common::Status Open(const std::string& path, std::optional<int64_t> resumed_at) {
     if (path.empty()) return common::Status::Ok();
     path_ = path;
+    if (resumed_at) SRUNWAY_RETURN_IF_ERROR(DropAfter(*resumed_at));
     fd_ = common::Fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
     if (fd_.get() < 0) return common::ErrnoStatus(errno, "open metrics file " + path);
     return common::Status::Ok();
   }
+  common::Status DropAfter(int64_t step) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path_, ec)) return common::Status::Ok();
+    SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(path_));
+    std::string kept;
+    int64_t dropped = 0;
+    for (std::string_view line : common::Split(text, '\n')) {
+      if (line.empty()) continue;
+      // Lines that are not ours (no step) stay as they are.
+      auto json = common::ParseJson(line, path_);
+      const bool later = json.ok() && json->is_object() && json->contains("step") && (*json)["step"].is_number() &&
+                         (*json)["step"].get<double>() > static_cast<double>(step);
+      if (later) {
+        ++dropped;
+        continue;
+      }
+      kept.append(line);
+      kept.push_back('\n');
+    }
+    if (dropped == 0) return common::Status::Ok();
+    SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(path_, kept));
+    common::LogInfo("--metrics-file {}: dropped {} line{} of steps after {}, where this run resumes", path_, dropped,
+                    dropped == 1 ? "" : "s", step);
+    return common::Status::Ok();
+  }
+
   common::Status Write(const common::Json& line) {
     if (fd_.get() < 0) return common::Status::Ok();
     struct stat before {};
@@ -490,7 +520,10 @@ common::Status Trainer::Setup() {
   schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps, style,
                o_.constant_steps};
   SRUNWAY_RETURN_IF_ERROR(InitOrLoad());
-  if (Leader()) SRUNWAY_RETURN_IF_ERROR(metrics_.Open(o_.metrics_file));
+  if (Leader()) {
+    SRUNWAY_RETURN_IF_ERROR(
+        metrics_.Open(o_.metrics_file, o_.load.empty() || step_ == 0 ? std::nullopt : std::optional<int64_t>(step_)));
+  }
 
   const bool gpu = device_->kind() == DeviceKind::kCuda;
   peak_flops_ = o_.peak_tflops > 0 ? o_.peak_tflops * 1e12 : gpu ? GpuPeakFlops(device_->name()) : MeasureSgemmFlops();

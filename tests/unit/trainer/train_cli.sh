@@ -153,6 +153,18 @@ diff <(losses "$kWork/straight.jsonl" | tail -n 10) <(losses "$kWork/resumed.jso
   || fail "resumed losses differ from the uninterrupted run"
 [[ $(losses "$kWork/resumed.jsonl" | wc -l) == 10 ]] || fail "the resumed run should do steps 11-20"
 echo "ok: save -> load -> continue reproduces steps 11-20 bit for bit"
+# Resumed into the same --metrics-file (a requeued job): the earlier run's lines after the checkpoint it resumes
+# from (steps 11-20 of first.jsonl) are dropped, as TensorBoard's purge_step does; they stayed, and steps 11-20
+# were in the file twice. A line that is not a step's stays.
+cp "$kWork/first.jsonl" "$kWork/requeued.jsonl"
+echo '{"note": "mine"}' >>"$kWork/requeued.jsonl"
+"${run[@]}" --load "$kWork/ckpt/iter_0000010" --metrics-file "$kWork/requeued.jsonl" >/dev/null 2>"$kWork/err" ||
+  fail "$(cat "$kWork/err")"
+grep -q "info: --metrics-file $kWork/requeued.jsonl: dropped 10 lines of steps after 10, where this run resumes" \
+  "$kWork/err" || fail "$(cat "$kWork/err")"
+diff <(losses "$kWork/straight.jsonl") <(losses "$kWork/requeued.jsonl") ||
+  fail "a requeued run's metrics are not one line per step"
+grep -q '"note": "mine"' "$kWork/requeued.jsonl" || fail "a line without a step was dropped"
 # A run resumed at or past --train-steps (a finished job requeued) said only "resumed"; one of another sequence
 # length continued silently with other samples.
 "${run[@]}" --load "$kWork/ckpt" >"$kWork/out" 2>"$kWork/err" || fail "resuming a finished run: $(cat "$kWork/err")"
