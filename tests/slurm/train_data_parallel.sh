@@ -132,6 +132,17 @@ expect_eq "exit of a step whose rank 0 failed alone" "$rc" 1
 expect_eq "error lines of rank 0 failing alone" "$(count_matching 'srunway-train.* error:' "$out")" 1
 grep -q "rank 0\] error: rank 0 on node1: write metrics file /dev/full: No space left on device$" <<<"$out" || fail "$out"
 echo "ok: rank 0 failing alone mid-run ends every rank at once, with its one line"
+# So does rank 0's own check at start-up (an --export or --metrics-file it cannot write; the others waited for it).
+for flag in --export --metrics-file; do
+  rc=0
+  out=$(timeout 100 srun --mpi=pmix -N2 --ntasks-per-node=2 --time=2 "$train" "${common[@]}" \
+    "$flag" "$workdir/none/out" 2>&1) || rc=$?
+  ((rc != 124)) || fail "rank 0's $flag failing at start-up left the step hanging: $out"
+  expect_eq "exit with rank 0's $flag unwritable" "$rc" 1
+  expect_eq "error lines of $flag" "$(count_matching 'srunway-train.* error:' "$out")" 1
+  grep -q "rank 0\] error: rank 0 on node1: .*$workdir/none.*: No such file or directory$" <<<"$out" || fail "$out"
+done
+echo "ok: rank 0 unable to write --export or --metrics-file at start-up ends every rank, with its one line"
 
 # kill -9 of one rank's srunway-train mid-run, under srunway-launch: every rank ends within the launcher's
 # timeout, the dead rank is named with its host, and the last complete checkpoint still loads.

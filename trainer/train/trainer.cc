@@ -267,6 +267,7 @@ class Trainer {
   int rank_ = 0, world_ = 1;
   bool setup_error_everywhere_ = false;  // the error came from the flags, which every rank has
   bool error_said_elsewhere_ = false;    // another rank's failure, which that rank reports
+  bool peers_know_ = false;              // this rank's failure was agreed on (AgreeOnOutcome): the peers end too
   std::optional<Tokenizer> sample_tokenizer_;  // --sample's, loaded at start (rank 0)
   std::vector<int32_t> sample_context_;        // its prompt, encoded
   int B_ = 0, T_ = 0, accum_ = 1;        // accum_: micro-batches per step on this rank
@@ -513,17 +514,20 @@ common::Status Trainer::Setup() {
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
   // At start-up, so that a --save that cannot work ends the run before its first step, not at its first save.
   if (!o_.save.empty()) SRUNWAY_RETURN_IF_ERROR(common::PrepareWritableDir(o_.save, "--save"));
-  if (Leader()) SRUNWAY_RETURN_IF_ERROR(CheckEndOutputs());
+  // Rank 0's own checks are agreed on, so that its failure ends every rank rather than leaving them waiting.
+  SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(Leader() ? CheckEndOutputs() : common::Status::Ok(),
+                                         common::StatusCode::kFailedPrecondition, "write where its outputs go"));
 
   SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(BuildModel(), common::StatusCode::kResourceExhausted, "build the model"));
   SRUNWAY_ASSIGN_OR_RETURN(DecayStyle style, ParseDecayStyle(o_.lr_decay_style));
   schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps, style,
                o_.constant_steps};
   SRUNWAY_RETURN_IF_ERROR(InitOrLoad());
-  if (Leader()) {
-    SRUNWAY_RETURN_IF_ERROR(
-        metrics_.Open(o_.metrics_file, o_.load.empty() || step_ == 0 ? std::nullopt : std::optional<int64_t>(step_)));
-  }
+  SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(
+      Leader() ? metrics_.Open(o_.metrics_file,
+                               o_.load.empty() || step_ == 0 ? std::nullopt : std::optional<int64_t>(step_))
+               : common::Status::Ok(),
+      common::StatusCode::kFailedPrecondition, "open --metrics-file"));
 
   const bool gpu = device_->kind() == DeviceKind::kCuda;
   peak_flops_ = o_.peak_tflops > 0 ? o_.peak_tflops * 1e12 : gpu ? GpuPeakFlops(device_->name()) : MeasureSgemmFlops();
@@ -671,6 +675,7 @@ common::Status Trainer::AgreeOnOutcome(common::Status mine, common::StatusCode c
   const auto failures = std::count(failed.begin(), failed.end(), 1);
   if (!mine.ok()) {
     setup_error_everywhere_ = failures == world_;
+    peers_know_ = true;
     return mine;
   }
   if (failures == 0) return common::Status::Ok();
@@ -1062,8 +1067,8 @@ common::Status Trainer::Export() {
   return common::Status::Ok();
 }
 
-// A rank that fails alone during training (its metrics line, its data) leaves its peers waiting in a collective it
-// will never join (MPI's have no deadline), and its own MPI_Finalize then waits for them: the step hung to its
+// A rank that fails alone during training or at start-up (its metrics line, its data) leaves its peers waiting in
+// a collective it will never join (MPI's have no deadline), and its own MPI_Finalize then waits for them: the step hung to its
 // time limit without a word. It says why at once and ends the step: PMIx_Abort under srun --mpi=pmix; under
 // srunway-launch its exit, which ends every rank. It exits here, as MPI_Abort does, since tearing down its
 // communicator would wait for the peers too.
@@ -1083,7 +1088,11 @@ std::variant<TrainResult, TrainError> Trainer::Run() {
   if (common::Status status = Connect(); !status.ok()) {
     return fail(status, setup_error_everywhere_ || error_said_elsewhere_);
   }
-  if (common::Status status = Setup(); !status.ok()) return fail(status, setup_error_everywhere_);
+  if (common::Status status = Setup(); !status.ok()) {
+    // Not every failure at start-up is agreed on (rank 0 alone checks --export and opens --metrics-file).
+    if (world_ > 1 && !setup_error_everywhere_ && !error_said_elsewhere_ && !peers_know_) EndStep(status);
+    return fail(status, setup_error_everywhere_);
+  }
   auto result = Loop();
   if (!result.ok()) {
     if (world_ > 1 && !error_said_elsewhere_) EndStep(result.status());
