@@ -108,6 +108,10 @@ struct ScratchDir {
 int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, const SupervisionOptions& supervision,
               std::chrono::milliseconds timeout) {
   const Identity& me = boot.identity();
+  // Our own stdout may go away (`| head`, a broken srun connection): --tee's copy then fails with EPIPE rather than
+  // SIGPIPE ending the supervisor, and the program and its log file go on. (Not in exec mode, where the program
+  // would inherit it; the child gets the default back.)
+  ::signal(SIGPIPE, SIG_IGN);
   std::mutex peer_mutex;
   std::string peer_failure;  // under peer_mutex, set on the watchdog's thread
   std::atomic<bool> peer_failed{false};

@@ -240,8 +240,8 @@ void Child::CopyOut(Stream& stream) {
     stream.logged += static_cast<uint64_t>(written);
     unlogged.remove_prefix(static_cast<size_t>(written));
   }
-  // Best effort: this process's own stream may be gone too.
-  if (stream.echo >= 0) (void)common::WriteAll(stream.echo, bytes, stream.name);
+  // Best effort: once this process's own stream is gone (EPIPE), the log file alone has the output.
+  if (stream.echo >= 0 && !common::WriteAll(stream.echo, bytes, stream.name).ok()) stream.echo = -1;
 }
 
 void Child::Pump(std::chrono::milliseconds wait) {

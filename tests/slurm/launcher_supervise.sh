@@ -95,6 +95,12 @@ expect_eq "requeue: rank_0.err keeps the first attempt's" "$(cat "$work/requeue/
 log_step 'echo "a new job"' || fail "requeue: the new job failed"
 expect_eq "requeue: a new job's rank_0.out" "$(cat "$work/requeue/rank_0.out")" "a new job"
 
+# With --tee, the launcher's own stdout going away (here `| head -1`) killed it with SIGPIPE (exit 141) and cut the
+# program and its log short; the copy is best effort, the log file gets everything.
+rc=$("$launch" --log-dir "$work/piped" --tee -- bash -c 'seq 1 100000' | head -1 >/dev/null; echo "${PIPESTATUS[0]}")
+expect_eq "tee into a closed pipe: exit" "$rc" 0
+expect_eq "tee into a closed pipe: lines logged" "$(wc -l <"$work/piped/rank_0.out")" 100000
+
 # A --log-dir that fills up (a 64 KiB tmpfs in node1's mount namespace: each local node has its slurmd's): the
 # program wrote straight into the files, so its writes failed, its output was lost and the step said nothing. Now
 # one line per stream names the file, and the rest follows on the step's own output: the log and what srun
