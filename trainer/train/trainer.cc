@@ -105,9 +105,9 @@ double GpuPeakFlops(const std::string& name) {
 // the resumed run's first line was appended to it, one corrupt line in the middle of the file.
 class MetricsFile {
  public:
-  // `resumed_at`: the run goes on from this step of an earlier run's checkpoint (--load), whose lines for later steps (written
-  // after its last checkpoint, before it was preempted or crashed) are dropped, as TensorBoard's purge_step does:
-  // they were kept, and every such step was in the file twice, with two losses.
+  // `resumed_at`: the run goes on from this step of an earlier run's checkpoint (--load), whose lines for later
+  // steps (written after that checkpoint, before it was preempted or crashed) are dropped, as TensorBoard's
+  // purge_step does: they were kept, and every such step was in the file twice, with two losses.
   common::Status Open(const std::string& path, std::optional<int64_t> resumed_at) {
     if (path.empty()) return common::Status::Ok();
     path_ = path;
@@ -456,8 +456,8 @@ common::Status Trainer::Setup() {
   if (!(o_.adam_eps > 0 && std::isfinite(o_.adam_eps) && o_.weight_decay >= 0 && o_.clip_grad >= 0 &&
         std::isfinite(o_.weight_decay))) {
     return common::InvalidArgument(
-        "--adam-eps {} must be positive and finite, --weight-decay {} and --clip-grad {} not negative",
-                                   o_.adam_eps, o_.weight_decay, o_.clip_grad);
+        "--adam-eps {} must be positive and finite, --weight-decay {} and --clip-grad {} not negative", o_.adam_eps,
+        o_.weight_decay, o_.clip_grad);
   }
   for (float p : {o_.hidden_dropout, o_.attention_dropout}) {
     if (!(p >= 0 && p < 1)) {
@@ -1068,9 +1068,9 @@ common::Status Trainer::Export() {
 }
 
 // A rank that fails alone during training or at start-up (its metrics line, its data) leaves its peers waiting in
-// a collective it will never join (MPI's have no deadline), and its own MPI_Finalize then waits for them: the step hung to its
-// time limit without a word. It says why at once and ends the step: PMIx_Abort under srun --mpi=pmix; under
-// srunway-launch its exit, which ends every rank. It exits here, as MPI_Abort does, since tearing down its
+// a collective it will never join (MPI's have no deadline), and its own MPI_Finalize then waits for them: the step
+// hung to its time limit without a word. It says why at once and ends the step: PMIx_Abort under srun --mpi=pmix;
+// under srunway-launch its exit, which ends every rank. It exits here, as MPI_Abort does, since tearing down its
 // communicator would wait for the peers too.
 void Trainer::EndStep(const common::Status& status) {
   common::LogError("{}{}", boot_->Prefix(), status.message());
@@ -1089,7 +1089,7 @@ std::variant<TrainResult, TrainError> Trainer::Run() {
     return fail(status, setup_error_everywhere_ || error_said_elsewhere_);
   }
   if (common::Status status = Setup(); !status.ok()) {
-    // Not every failure at start-up is agreed on (rank 0 alone checks --export and opens --metrics-file).
+    // Not every failure at start-up is agreed on (a rank's own --save directory, its data, its memory share).
     if (world_ > 1 && !setup_error_everywhere_ && !error_said_elsewhere_ && !peers_know_) EndStep(status);
     return fail(status, setup_error_everywhere_);
   }
