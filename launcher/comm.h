@@ -139,6 +139,10 @@ struct CommOptions {
   // Told each set-up phase as it starts ("id broadcast", "communicator init", "split"), for timings and the
   // watchdog's failure messages.
   std::function<void(std::string_view phase)> on_phase;
+  // MPI only, which cannot abandon a call in progress: when one has waited for the other ranks past `timeout` (one
+  // of them is hung or gone), a watchdog thread calls this with the error; it should say so and end the step (the
+  // trainer: PMIx_Abort). The process exits 1 when it returns; without it, the error line is printed first.
+  std::function<void(const common::Status& stuck)> on_stuck;
 };
 
 }  // namespace srunway::launcher

@@ -182,7 +182,7 @@ StatusOr<std::unique_ptr<Comm>> CreateComm(CommKind kind, Bootstrap& bootstrap, 
       if (!common::GetEnv("PMIX_RANK") && !common::GetEnv("OMPI_COMM_WORLD_RANK")) {
         return common::FailedPrecondition("the MPI communicator needs srun --mpi=pmix (or mpirun)");
       }
-      return CreateMpiComm(bootstrap.identity().rank, size);
+      return CreateMpiComm(bootstrap.identity().rank, size, options);
     default:
       break;
   }

@@ -6,8 +6,15 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/env.h"
@@ -47,16 +54,92 @@ std::chrono::microseconds DelayFromEnvironment() {
   return std::chrono::microseconds(static_cast<int64_t>(*ms * 1000));
 }
 
+// MPI has no deadline of its own and cannot abandon a call in progress, so a thread watches the calls that wait
+// for the other ranks: one still waiting past the timeout means a peer is hung or gone, and only ending the process
+// (through `on_stuck`, which ends the step) keeps the job from waiting, silent, to its time limit.
+class Deadline {
+ public:
+  Deadline(std::chrono::milliseconds timeout, std::function<void(const Status&)> on_stuck)
+      : timeout_(timeout), on_stuck_(std::move(on_stuck)), thread_([this] { Watch(); }) {}
+  ~Deadline() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_one();
+    thread_.join();
+  }
+  Deadline(const Deadline&) = delete;
+  Deadline& operator=(const Deadline&) = delete;
+
+  // One call that waits for the other ranks, for as long as it lives. Calls do not nest (MPI is used from one
+  // thread).
+  class Waiting {
+   public:
+    Waiting(Deadline& deadline, std::string_view what) : deadline_(deadline) {
+      std::lock_guard lock(deadline_.mutex_);
+      deadline_.what_ = what;
+      deadline_.since_ = Clock::now();
+    }
+    ~Waiting() {
+      std::lock_guard lock(deadline_.mutex_);
+      deadline_.what_ = {};
+    }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+
+   private:
+    Deadline& deadline_;
+  };
+
+ private:
+  void Watch() {
+    const auto poll = std::clamp<std::chrono::milliseconds>(timeout_ / 10, std::chrono::milliseconds(10),
+                                                            std::chrono::seconds(1));
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      changed_.wait_for(lock, poll);
+      if (stop_ || what_.empty() || Clock::now() - since_ < timeout_) continue;
+      const Status stuck = common::DeadlineExceeded(
+          "{} did not finish within {:g} s: a rank may be hung or gone, and MPI cannot abandon the call",
+          what_, std::chrono::duration<double>(timeout_).count());
+      lock.unlock();
+      if (on_stuck_) {
+        on_stuck_(stuck);
+      } else {
+        common::LogError("{}", stuck.message());
+      }
+      std::fflush(nullptr);
+      std::_Exit(EXIT_FAILURE);
+    }
+  }
+
+  const std::chrono::milliseconds timeout_;
+  const std::function<void(const Status&)> on_stuck_;
+  std::mutex mutex_;
+  std::condition_variable changed_;  // stop_ set
+  bool stop_ = false;                // under mutex_
+  std::string_view what_;            // under mutex_: the call waiting now (a literal), empty when none
+  Clock::time_point since_;          // under mutex_: when it began
+  std::thread thread_;               // last: it starts once the rest is ready
+};
+
 class MpiRequest : public Request {
  public:
-  MpiRequest(std::string_view what, Clock::time_point ready_at) : what_(what), ready_at_(ready_at) {}
+  MpiRequest(std::string_view what, Clock::time_point ready_at, std::shared_ptr<Deadline> deadline)
+      : what_(what), ready_at_(ready_at), deadline_(std::move(deadline)) {}
   ~MpiRequest() override {
+    Deadline::Waiting waiting(*deadline_, what_);
     for (MPI_Request& request : requests_) {
       if (request != MPI_REQUEST_NULL) MPI_Wait(&request, MPI_STATUS_IGNORE);
     }
   }
   Status Wait() override {
-    int rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    int rc = MPI_SUCCESS;
+    {
+      Deadline::Waiting waiting(*deadline_, what_);
+      rc = MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    }
     std::this_thread::sleep_until(ready_at_);
     return MpiStatus(rc, what_);
   }
@@ -73,6 +156,7 @@ class MpiRequest : public Request {
   std::vector<MPI_Request> requests_;
   std::string_view what_;
   Clock::time_point ready_at_;
+  std::shared_ptr<Deadline> deadline_;
 };
 
 // MPI has no half types: 16-bit elements with reductions of our own (through float) for fp16 and bf16.
@@ -92,7 +176,8 @@ class MpiComm : public Comm {
   using Comm::AllReduce;  // the one-buffer forms, next to the overrides below
   using Comm::Broadcast;
   // `world`: this communicator is MPI_COMM_WORLD and finalizes MPI when it goes; split ones free their own.
-  explicit MpiComm(MPI_Comm comm, bool world) : comm_(comm), world_(world) {
+  MpiComm(MPI_Comm comm, bool world, std::shared_ptr<Deadline> deadline)
+      : comm_(comm), world_(world), deadline_(std::move(deadline)) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     // Distinct types, so each half format gets its own reduction.
@@ -120,15 +205,21 @@ class MpiComm : public Comm {
     }
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (finalized) return;
+    Deadline::Waiting waiting(*deadline_, "MPI_Finalize");
+    MPI_Finalize();
   }
-  static StatusOr<std::unique_ptr<Comm>> CreateWorld(int rank, int size) {
+  static StatusOr<std::unique_ptr<Comm>> CreateWorld(int rank, int size, const CommOptions& options) {
+    auto deadline = std::make_shared<Deadline>(options.timeout, options.on_stuck);
     int initialized = 0;
     MPI_Initialized(&initialized);
-    if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS) return common::Unavailable("MPI_Init failed");
+    if (!initialized) {
+      Deadline::Waiting waiting(*deadline, "MPI_Init");
+      if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) return common::Unavailable("MPI_Init failed");
+    }
     // Errors come back as codes, so a failing rank prints a line instead of MPI aborting the job silently.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    auto comm = std::make_unique<MpiComm>(MPI_COMM_WORLD, true);
+    auto comm = std::make_unique<MpiComm>(MPI_COMM_WORLD, true, std::move(deadline));
     if (comm->rank_ != rank || comm->size_ != size) {
       return common::Internal("MPI sees rank {} of {}, the bootstrap rank {} of {}: not the same job", comm->rank_,
                               comm->size_, rank, size);
@@ -141,11 +232,12 @@ class MpiComm : public Comm {
 
   StatusOr<std::unique_ptr<Comm>> Split(int color, int key) override {
     MPI_Comm split = MPI_COMM_NULL;
-    SRUNWAY_RETURN_IF_ERROR(MpiStatus(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &split),
-                                      "MPI_Comm_split"));
+    SRUNWAY_RETURN_IF_ERROR(Blocking("MPI_Comm_split", 0, [&] {
+      return MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &split);
+    }));
     if (split == MPI_COMM_NULL) return std::unique_ptr<Comm>();
     MPI_Comm_set_errhandler(split, MPI_ERRORS_RETURN);
-    return std::unique_ptr<Comm>(std::make_unique<MpiComm>(split, false));
+    return std::unique_ptr<Comm>(std::make_unique<MpiComm>(split, false, deadline_));
   }
 
   // Each collective once: with a request it starts MPI's non-blocking call, without one it runs the blocking
@@ -221,7 +313,9 @@ class MpiComm : public Comm {
                           MPI_STATUS_IGNORE);
     });
   }
-  Status Barrier() override { return MpiStatus(MPI_Barrier(comm_), "MPI_Barrier"); }
+  Status Barrier() override {
+    return Blocking("MPI_Barrier", 0, [&] { return MPI_Barrier(comm_); });
+  }
 
  private:
   static constexpr int kTag = 7;
@@ -238,6 +332,7 @@ class MpiComm : public Comm {
   template <typename CallFn>
   Status Blocking(std::string_view what, size_t count, CallFn&& call) {
     SRUNWAY_RETURN_IF_ERROR(CheckCount(count, what));
+    Deadline::Waiting waiting(*deadline_, what);
     return MpiStatus(call(), what);
   }
   static const void* InPlace(const void* send, void* recv) { return send == recv ? MPI_IN_PLACE : send; }
@@ -249,7 +344,7 @@ class MpiComm : public Comm {
       ready_at = std::max(Clock::now(), link_free_at_) + delay_;
       link_free_at_ = ready_at;
     }
-    auto request = std::make_unique<MpiRequest>(what, ready_at);
+    auto request = std::make_unique<MpiRequest>(what, ready_at, deadline_);
     SRUNWAY_RETURN_IF_ERROR(CheckCount(count, what));
     SRUNWAY_RETURN_IF_ERROR(MpiStatus(start(*request), what));
     return Handle(std::move(request));
@@ -308,6 +403,7 @@ class MpiComm : public Comm {
 
   MPI_Comm comm_;
   bool world_;
+  std::shared_ptr<Deadline> deadline_;  // shared with the communicators split from this one and their requests
   std::chrono::microseconds delay_ = DelayFromEnvironment();
   Clock::time_point link_free_at_{};  // with a delay: when the simulated link has finished what it carries
   int rank_ = 0;
@@ -319,6 +415,8 @@ class MpiComm : public Comm {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Comm>> CreateMpiComm(int rank, int size) { return MpiComm::CreateWorld(rank, size); }
+StatusOr<std::unique_ptr<Comm>> CreateMpiComm(int rank, int size, const CommOptions& options) {
+  return MpiComm::CreateWorld(rank, size, options);
+}
 
 }  // namespace srunway::launcher

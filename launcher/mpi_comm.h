@@ -10,6 +10,8 @@
 namespace srunway::launcher {
 
 // MPI_COMM_WORLD (MPI_Init first if needed), checked to be the world of `rank` and `size` the bootstrap found.
-common::StatusOr<std::unique_ptr<Comm>> CreateMpiComm(int rank, int size);
+// Every call that waits for the other ranks (MPI_Init, a blocking collective, a request's Wait, MPI_Finalize) has
+// `options.timeout`; past it the process ends through `options.on_stuck`.
+common::StatusOr<std::unique_ptr<Comm>> CreateMpiComm(int rank, int size, const CommOptions& options);
 
 }  // namespace srunway::launcher

@@ -3,7 +3,7 @@
 
 namespace srunway::launcher {
 
-common::StatusOr<std::unique_ptr<Comm>> CreateMpiComm(int, int) {
+common::StatusOr<std::unique_ptr<Comm>> CreateMpiComm(int, int, const CommOptions&) {
   return common::NotFound("this build has no MPI (configure with -Dmpi=enabled)");
 }
 

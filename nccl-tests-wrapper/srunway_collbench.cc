@@ -147,6 +147,10 @@ int main(int argc, char** argv) {
   common::SetLogRank(boot.identity().rank);
   launcher::CommOptions comm_options;
   comm_options.timeout = timeout;
+  comm_options.on_stuck = [&boot](const common::Status& stuck) {
+    common::LogError("{}{}", boot.Prefix(), stuck.message());
+    boot.Abort(stuck.message());
+  };
   // SRUNWAY_FAULT_NO_COMM_NODE (tests): this node cannot set up its communicator, as one without NCCL.
   const bool no_comm = common::GetEnvOr("SRUNWAY_FAULT_NO_COMM_NODE", "") == boot.identity().host;
   auto comm = no_comm ? common::StatusOr<std::unique_ptr<launcher::Comm>>(common::FailedPrecondition(

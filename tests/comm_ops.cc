@@ -231,7 +231,9 @@ int main(int argc, char** argv) {
                                    [](const srunway::common::Status& s) { std::fprintf(stderr, "%s\n", s.message().c_str()); });
   if (!bootstrap.ok()) return EXIT_FAILURE;
   const Identity& id = (*bootstrap)->identity();
-  auto comm_or = CreateComm(*kind, **bootstrap, {std::chrono::seconds(60), nullptr});
+  CommOptions options;
+  options.timeout = std::chrono::seconds(60);
+  auto comm_or = CreateComm(*kind, **bootstrap, options);
   Must(comm_or.status(), "CreateComm");
   Comm& comm = **comm_or;
   const int rank = comm.rank(), size = comm.size();

@@ -196,7 +196,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-overlap-grad-reduce", no_overlap,
                "data parallel: reduce gradients after the backward instead of during it");
   app.add_option("--distributed-timeout-minutes", o.distributed_timeout_min,
-                 "start-up and each NCCL collective (GPUs) may take this long before the run ends with an error")
+                 "start-up and each collective (NCCL on GPUs, MPI between CPU ranks) may take this long before the run "
+                 "ends with an error")
       ->capture_default_str()->check(srunway::common::Positive());
   bool dry_run = false, distributed_optimizer = false, recompute = false;
   srunway::trainer::PlanInput plan;

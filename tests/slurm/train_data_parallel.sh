@@ -4,8 +4,8 @@
 # parallelism with a quarter of the optimizer state per rank, and its checkpoint resumes on 1 and on 2 ranks;
 # overlap on and off, and any OMP_NUM_THREADS, change nothing;
 # the straggler warning names the injected slow rank (200 ms a step; the threshold is 4x, well above the jitter of
-# 4 ranks on 2 cores) and nobody else; bad input is one line from rank 0 and every
-# rank exits; a rank failing alone mid-run ends them all at once; a node's ranks share its memory and their
+# 4 ranks on 2 cores) and nobody else; bad input is one line from rank 0 and every rank exits; a rank failing alone
+# mid-run ends them all at once, a hung one at the others' MPI deadline; a node's ranks share its memory and their
 # cgroup's limit, and one rank unable to build the model ends them all.
 source "$(dirname "$0")/lib.sh"
 require_cluster
@@ -132,6 +132,17 @@ expect_eq "exit of a step whose rank 0 failed alone" "$rc" 1
 expect_eq "error lines of rank 0 failing alone" "$(count_matching 'srunway-train.* error:' "$out")" 1
 grep -q "rank 0\] error: rank 0 on node1: write metrics file /dev/full: No space left on device$" <<<"$out" || fail "$out"
 echo "ok: rank 0 failing alone mid-run ends every rank at once, with its one line"
+# A rank that hangs (rank 3 sleeps 10 minutes before its first micro-batch) is caught by the others' deadline on MPI's
+# calls (--distributed-timeout-minutes, 6 s here): their line names the call, and the step ends. MPI has no deadline
+# of its own: they waited, silent, to the time limit.
+rc=0
+out=$(SRUNWAY_TRAIN_SLOW_RANK=3:600000 timeout 100 srun --mpi=pmix -N2 --ntasks-per-node=2 --time=2 "$train" \
+  "${common[@]}" --distributed-timeout-minutes 0.1 2>&1) || rc=$?
+((rc != 124)) || fail "a hung rank 3 left the step hanging: $out"
+((rc != 0)) || fail "a hung rank 3: exit 0: $out"
+grep -qE "rank [0-2]\] error: rank [0-2] on node[12]: MPI_[A-Za-z_/]+ did not finish within 6 s: a rank may be hung or gone, and MPI cannot abandon the call \(--distributed-timeout-minutes 0.1\); ending the step$" <<<"$out" ||
+  fail "$out"
+echo "ok: a hung rank ends the step at the others' MPI deadline, named as such"
 # So does rank 0's own check at start-up (an --export or --metrics-file it cannot write; the others waited for it).
 for flag in --export --metrics-file; do
   rc=0

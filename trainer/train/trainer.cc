@@ -301,6 +301,10 @@ common::Status Trainer::Connect() {
   SRUNWAY_RETURN_IF_ERROR(OpenDevice());
   launcher::CommOptions options;
   options.timeout = timeout;
+  options.on_stuck = [this](const common::Status& stuck) {
+    EndStep(common::Status(stuck.code(), fmt::format("{} (--distributed-timeout-minutes {:g}); ending the step",
+                                                     stuck.message(), o_.distributed_timeout_min)));
+  };
   const bool gpu = device_->kind() == DeviceKind::kCuda;
   const launcher::CommKind kind = gpu ? launcher::CommKind::kNccl
                                   : world_ > 1 ? launcher::CommKind::kMpi : launcher::CommKind::kSelf;
