@@ -16,6 +16,7 @@
 #include "common/cli.h"
 #include "common/env.h"
 #include "common/fs.h"
+#include "common/subprocess.h"
 
 namespace {
 
@@ -133,13 +134,6 @@ int RunDaemons(const LocalCluster& local, const std::string& verb) {
   return Error(fmt::format("cannot run {}: {}", script, std::strerror(errno)), kExitInvalid);
 }
 
-std::string Quote(const std::string& word) {
-  if (word.find_first_of(" \t'\"$`\\") == std::string::npos && !word.empty()) return word;
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 bool OnPath(const std::string& tool) {
   const std::string path = common::GetEnvOr("PATH", "/usr/bin:/bin");
   size_t at = 0;
@@ -245,9 +239,7 @@ int main(int argc, char** argv) {
   YAML::Node name = Resolve(*bp, bp->Var("deployment_name"));
   std::vector<std::string> lines;
   for (const auto& command : {create, {"gcluster", "deploy", name.IsScalar() ? name.Scalar() : "deployment"}}) {
-    std::string line;
-    for (const std::string& word : command) line += (line.empty() ? "" : " ") + Quote(word);
-    lines.push_back(line);
+    lines.push_back(common::ShellCommand(command));
   }
   std::vector<std::string> missing;
   for (const char* tool : {"gcluster", "terraform"}) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -85,6 +86,24 @@ StatusOr<CommandResult> RunCommand(std::vector<std::string> argv, bool with_stde
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   return result;
+}
+
+std::string ShellQuote(std::string_view word) {
+  auto plain_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+           std::string_view("@%+=:,./_-").find(c) != std::string_view::npos;
+  };
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), plain_char);
+  if (plain) return std::string(word);
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string_view("'\\''") : std::string_view(&c, 1);
+  return out + "'";
+}
+
+std::string ShellCommand(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const std::string& word : argv) line += (line.empty() ? "" : " ") + ShellQuote(word);
+  return line;
 }
 
 }  // namespace srunway::common

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -20,5 +21,11 @@ struct CommandResult {
 // hangs (scontrol against a dead controller) must not hang every rank of a job with it.
 StatusOr<CommandResult> RunCommand(std::vector<std::string> argv, bool with_stderr = false,
                                    std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// `word` as one word of a POSIX shell command line: as it is when it holds only characters no shell reads
+// (letters, digits, and @%+=:,./_-), else in single quotes (a ' inside as '\'').
+std::string ShellQuote(std::string_view word);
+// `argv` as a command line a user can paste into a shell: each word quoted so, joined by spaces.
+std::string ShellCommand(const std::vector<std::string>& argv);
 
 }  // namespace srunway::common

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string_view>
 
 #include "common/hostlist.h"
 #include "common/json.h"
 #include "common/parse.h"
+#include "common/subprocess.h"
 
 namespace srunway::nccltests {
 
@@ -30,6 +32,27 @@ common::Status ApplyNodelist(JobSpec& spec, bool nodes_given) {
   return common::Status::Ok();
 }
 
+namespace {
+
+// A value on an #SBATCH line: sbatch splits those lines at whitespace, groups quoted text and drops a backslash
+// before any character. (A newline cannot be said at all: CheckScriptText refuses it first.)
+std::string DirectiveValue(std::string_view value) {
+  if (value.find_first_of(" \t\"'\\") == std::string_view::npos) return std::string(value);
+  std::string out = "\"";
+  for (char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+common::Status CheckScriptText(std::string_view value, std::string_view option) {
+  if (value.find_first_of("\n\r") == std::string_view::npos) return common::Status::Ok();
+  return common::InvalidArgument("{}: a line break cannot go into the job script", option);
+}
+
 std::string SbatchScript(const JobSpec& s) {
   std::string out = "#!/bin/bash\n";
   out += fmt::format("# Written by run-nccl-tests: {} over {} nodes.\n", s.collective->name, s.nodes);
@@ -38,22 +61,24 @@ std::string SbatchScript(const JobSpec& s) {
   const int tasks = s.gpus_per_node > 0 ? s.gpus_per_node : s.tasks_per_node;
   out += fmt::format("#SBATCH --ntasks-per-node={}\n", tasks);
   if (s.gpus_per_node > 0) out += fmt::format("#SBATCH --gpus-per-node={}\n", s.gpus_per_node);
-  if (!s.partition.empty()) out += fmt::format("#SBATCH --partition={}\n", s.partition);
-  if (!s.nodelist.empty()) out += fmt::format("#SBATCH --nodelist={}\n", s.nodelist);
+  if (!s.partition.empty()) out += fmt::format("#SBATCH --partition={}\n", DirectiveValue(s.partition));
+  if (!s.nodelist.empty()) out += fmt::format("#SBATCH --nodelist={}\n", DirectiveValue(s.nodelist));
   out += fmt::format("#SBATCH --time={}\n", s.time_limit_min);
   out += "#SBATCH --exclusive\n";
-  if (!s.output.empty()) out += fmt::format("#SBATCH --output={}\n", s.output);
+  if (!s.output.empty()) out += fmt::format("#SBATCH --output={}\n", DirectiveValue(s.output));
   out += "set -uo pipefail\n";
   out += "echo \"run-nccl-tests: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST\"\n";
   const std::string sizes = fmt::format("-b {} -e {} -f {} -n {} -w {} -c 1", s.min_bytes, s.max_bytes, s.step_factor,
                                         s.iters, s.warmup);
   const std::string comm = s.comm.empty() ? "" : " --comm " + s.comm;
-  const std::string program = s.binary_dir.empty()
-                                  ? fmt::format("{} {}{} -g 1", s.collbench, s.collective->name, comm)
-                                  : fmt::format("{}/{} -g 1", s.binary_dir, s.collective->binary);
+  const std::string program =
+      s.binary_dir.empty()
+          ? fmt::format("{} {}{} -g 1", common::ShellQuote(s.collbench), s.collective->name, comm)
+          : fmt::format("{} -g 1", common::ShellQuote(fmt::format("{}/{}", s.binary_dir, s.collective->binary)));
   // A rank that dies ends the step at once (its peers would otherwise wait in the collective for it).
   const std::string profile = " --kill-on-bad-exit=1" +
-                              (s.network_profile.empty() ? "" : fmt::format(" --network-profile={}", s.network_profile));
+                              (s.network_profile.empty() ? ""
+                                                          : " --network-profile=" + common::ShellQuote(s.network_profile));
   if (s.dcgm_level > 0) {
     // NVIDIA DCGM's diagnostic on every node first, one line per node; run-nccl-tests reads the lines.
     out += fmt::format(
@@ -88,7 +113,7 @@ std::string SbatchScript(const JobSpec& s) {
                        "  export SLURM_HOSTFILE=$hostfile\n"
                        "  distribution=--distribution=arbitrary\n"
                        "fi\n",
-                       s.self, tasks);
+                       common::ShellQuote(s.self), tasks);
     distribution = " ${distribution:-}";
     if (s.compare_order) {
       // The same benchmark in Slurm's own order first; run-nccl-tests reports both and judges the ordered run.

@@ -54,6 +54,10 @@ std::vector<DcgmResult> ParseDcgmLines(std::string_view log);
 // Without --nodes (`nodes_given` false) the count is the list's, so `--nodelist a3m-[001-016]` tests 16 nodes.
 common::Status ApplyNodelist(JobSpec& spec, bool nodes_given);
 
+// Whether `value` of `option` can go into the job script: any text but a line break (which would end an #SBATCH
+// line, or a command, there).
+common::Status CheckScriptText(std::string_view value, std::string_view option);
+
 // The script `sbatch` gets: #SBATCH lines, with a topology order the placement of every node and a SLURM_HOSTFILE
 // in that order, then one srun --mpi=pmix of the benchmark (--distribution=arbitrary when ordered).
 std::string SbatchScript(const JobSpec& spec);

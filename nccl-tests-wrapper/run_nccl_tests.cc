@@ -13,6 +13,8 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <string_view>
+#include <utility>
 
 #include "common/cli.h"
 #include "common/env.h"
@@ -25,6 +27,7 @@
 #include "nccl-tests-wrapper/campaign.h"
 #include "nccl-tests-wrapper/job.h"
 #include "topology/placement.h"
+#include "topology/profiles.h"
 
 namespace {
 
@@ -290,6 +293,8 @@ int main(int argc, char** argv) {
   if (!min.ok()) return CouldNotRun(min.status().message());
   if (!max.ok()) return CouldNotRun(max.status().message());
   if (*min > *max) return CouldNotRun(fmt::format("--min-bytes {} is larger than --max-bytes {}", min_bytes, max_bytes));
+  // nccl-tests multiplies its way up from -b: from 0 it would stay at 0 for ever.
+  if (*min == 0) return CouldNotRun("--min-bytes 0: the sizes grow from it by --step-factor, so it is at least 1");
   spec.min_bytes = *min;
   spec.max_bytes = *max;
   if (auto listed = nccltests::ApplyNodelist(spec, app.count("--nodes") > 0); !listed.ok()) {
@@ -302,10 +307,25 @@ int main(int argc, char** argv) {
   }
   // GPUs always run on NCCL: a rank that cannot load it fails and is named, never falls back to host memory.
   if (spec.binary_dir.empty()) spec.comm = spec.gpus_per_node > 0 ? "nccl" : "mpi";
+  if (!spec.network_profile.empty()) {
+    if (auto profile = topology::ParseProfile(spec.network_profile); !profile.ok()) {
+      return CouldNotRun(fmt::format("--network-profile: {}", profile.status().message()));
+    }
+  }
   if (!requeue_job.empty() && !isolate) return CouldNotRun("--requeue-job needs --isolate (it excludes the nodes it names)");
   spec.collbench = SelfDir() + "/srunway-collbench";
   spec.self = SelfDir() + "/run-nccl-tests";
   if (job_dir.empty()) job_dir = std::filesystem::absolute("run-nccl-tests").string();
+  // What goes into the job script: quoted there, but a line break cannot be, and Slurm reads --output's '%'.
+  for (const auto& [value, option] : {std::pair<std::string_view, std::string_view>{spec.partition, "--partition"},
+                                      {spec.nodelist, "--nodelist"}, {spec.binary_dir, "--binary"},
+                                      {job_dir, "--job-dir"}, {spec.self, "run-nccl-tests' own path"}}) {
+    if (auto checked = nccltests::CheckScriptText(value, option); !checked.ok()) return CouldNotRun(checked.message());
+  }
+  if (job_dir.find('%') != std::string::npos) {
+    return CouldNotRun(fmt::format("--job-dir {}: Slurm would read its '%' as a pattern in the job's log name",
+                                   job_dir));
+  }
   spec.output = job_dir + "/" + spec.job_name + "-%j.out";
   const std::string script = nccltests::SbatchScript(spec);
   if (dry_run) {
@@ -394,7 +414,7 @@ int main(int argc, char** argv) {
     fmt::print("run-nccl-tests: bad node {}: {}\n", node, evidence);
     std::vector<std::string> command = {"scontrol", "update", "nodename=" + node, "state=drain", "reason=" + reason};
     if (!drain) {
-      fmt::print("  to drain it: scontrol update nodename={} state=drain reason=\"{}\"\n", node, reason);
+      fmt::print("  to drain it: {}\n", common::ShellCommand(command));
       continue;
     }
     auto result = common::RunCommand(command, true);

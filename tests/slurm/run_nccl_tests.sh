@@ -5,7 +5,9 @@
 source "$(dirname "$0")/lib.sh"
 require_cluster
 tool=${RUN_NCCL_TESTS:?}
-workdir=$(mktemp -d)
+# A job directory with a space and a '$', as an admin's may have: the script quotes what it writes (sbatch split
+# --output at the space, and the job wrote its log elsewhere).
+workdir=$(mktemp -d "${TMPDIR:-/tmp}/nccl tests \$HOME.XXXXXX")
 at_exit "rm -rf '$workdir'"
 small=(--gpus-per-node 0 --tasks-per-node 2 --min-bytes 1K --max-bytes 256K --step-factor 4 --iters 5 --warmup 1 --job-dir "$workdir")
 

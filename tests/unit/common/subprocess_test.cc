@@ -45,6 +45,19 @@ TEST(RunCommand, DeadlineKillsTheCommandAndItsChildren) {
   EXPECT_EQ(quick->output, "done\n");
 }
 
+// What a shell reads back as the same one word: `sh -c 'printf %s WORD'` prints the word itself.
+TEST(ShellQuote, TheShellReadsBackTheSameWord) {
+  EXPECT_EQ(ShellQuote("/opt/nccl-tests/build"), "/opt/nccl-tests/build");
+  EXPECT_EQ(ShellQuote("--network-profile=a3mega"), "--network-profile=a3mega");
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("a b"), "'a b'");
+  for (const std::string word : {"a b", "it's", "$HOME", "`id`", "x;rm -rf y", "a\nb", "*", "'", "\\", "~"}) {
+    auto printed = RunCommand({"sh", "-c", "printf %s " + ShellQuote(word)});
+    ASSERT_TRUE(printed.ok()) << printed.status().message();
+    EXPECT_EQ(printed->output, word) << ShellQuote(word);
+  }
+}
+
 TEST(SignalName, NamesTheSignalOrItsNumber) {
   EXPECT_EQ(SignalName(SIGINT), "SIGINT");
   EXPECT_EQ(SignalName(SIGSEGV), "SIGSEGV");

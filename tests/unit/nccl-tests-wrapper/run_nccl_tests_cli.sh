@@ -83,6 +83,18 @@ expect 0 "srun --mpi=pmix --kill-on-bad-exit=1 --network-profile=a3mega .*/srunw
 grep -q '^#SBATCH --nodes=4$' "$kWork/out" && grep -q '^#SBATCH --gpus-per-node=8$' "$kWork/out" ||
   fail "script: $(cat "$kWork/out")"
 expect 0 "/opt/nccl-tests/build/all_reduce_perf -g 1" --dry-run --test all_reduce --binary /opt/nccl-tests/build
+# What goes into the job script is quoted there (a --binary with a space ran a program named by half of it), the
+# network profile is one the plugin knows (';rm -rf ~' went into the srun line), a line break cannot go in, a '%'
+# in --job-dir would be read by Slurm as a pattern in the log's name, and sizes from 0 would never grow.
+expect 0 "^srun --mpi=pmix --kill-on-bad-exit=1 '/opt/my tests/\\\$x/all_reduce_perf' -g 1 " \
+  --dry-run --test all_reduce --binary '/opt/my tests/$x'
+expect 0 '^#SBATCH --partition="gpu \\"a\\""$' --dry-run --partition 'gpu "a"'
+expect 2 "^run-nccl-tests\[.*\] error: --network-profile: unknown network profile ';rm -rf ~' \(expected auto, a3mega" \
+  --dry-run --network-profile ';rm -rf ~'
+expect 2 "error: --partition: a line break cannot go into the job script$" --dry-run --partition $'gpu\nhostname'
+expect 2 "error: --job-dir $kWork/100%: Slurm would read its '%' as a pattern in the job's log name$" \
+  --dry-run --job-dir "$kWork/100%"
+expect 2 "error: --min-bytes 0: the sizes grow from it by --step-factor, so it is at least 1$" --dry-run --min-bytes 0
 # Topology order: the script collects placement and launches with --distribution=arbitrary; --order-hosts makes the
 # SLURM_HOSTFILE inside the job.
 expect 0 "srun --mpi=pmix --kill-on-bad-exit=1 \\$\\{distribution:-\\} " --dry-run --topology-order metadata
