@@ -375,6 +375,16 @@ void CheckSettingTypes(const Blueprint& bp, Reporter& report, const std::string&
     }
     if (value.IsNull()) continue;  // null asks for the module's default
     std::string_view got = TypeName(value);
+    if (expected->second == "word" && (got == "string" || got == "number")) {
+      // Written into slurm.conf as KEY=VALUE: a space, a line break or a '#' there breaks the file.
+      if (std::string wrong = NotOneWord(value.Scalar()); !wrong.empty()) {
+        const std::string from = expressions.empty() ? "" : fmt::format(" (from {})", written.Scalar());
+        report.At(file, written, fmt::format("setting '{}' of module '{}' ({}) goes into Slurm's configuration as one "
+                                             "word, and {:?}{} {}", it->first.Scalar(), module.id, module.source,
+                                             value.Scalar(), from, wrong));
+      }
+      continue;
+    }
     if (got != expected->second) {
       report.At(file, written, fmt::format("setting '{}' of module '{}' ({}) must be a {}, not a {}{}",
                                            it->first.Scalar(), module.id, module.source, expected->second, got,
@@ -442,6 +452,17 @@ std::vector<std::string> VariablesNotUsed(const Blueprint& bp) {
 
 std::string FormatDiagnostic(const Diagnostic& d) {
   return fmt::format("{}:{}:{}: {}{}", d.file, d.line, d.column, d.warning ? "warning: " : "", d.message);
+}
+
+std::string NotOneWord(std::string_view value) {
+  if (value.empty()) return "is empty";
+  for (char c : value) {
+    if (c == '\n' || c == '\r') return "holds a line break";
+    if (std::isspace(static_cast<unsigned char>(c))) return "holds a space";
+    if (c == '#') return "holds '#' (where a comment begins)";
+    if (c == '=' || c == '"' || c == '\'') return fmt::format("holds '{}'", c);
+  }
+  return "";
 }
 
 YAML::Node Lookup(const YAML::Node& map, std::string_view key) {

@@ -88,6 +88,10 @@ std::vector<std::string> FindExpressions(std::string_view text, std::string* err
 // The references an expression makes: ("vars", "zone"), ("network", "subnetwork_self_link").
 std::vector<std::pair<std::string, std::string>> FindReferences(std::string_view expression);
 
+// A value that Slurm's configuration files take as one word (KEY=VALUE, among others on the line): empty when
+// `value` is one, else what keeps it from being one ("holds a space").
+std::string NotOneWord(std::string_view value);
+
 // map[key] without inserting or throwing: an undefined node when `map` is not a map or has no such key.
 YAML::Node Lookup(const YAML::Node& map, std::string_view key);
 

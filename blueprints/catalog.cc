@@ -56,7 +56,7 @@ const std::map<std::string, ModuleInfo, std::less<>>& Catalog() {
       {"community/modules/compute/schedmd-slurm-gcp-v6-partition",
        {{"nodeset", "nodeset_dyn", "nodeset_tpu"},
         {"partitions", "nodeset"},
-        {{"partition_name", "string"}, {"exclusive", "bool"}, {"is_default", "bool"}, {"partition_conf", "map"}}}},
+        {{"partition_name", "word"}, {"exclusive", "bool"}, {"is_default", "bool"}, {"partition_conf", "map"}}}},
       {"community/modules/scheduler/schedmd-slurm-gcp-v6-login",
        {{"project_id", "region", "zone", "labels", "subnetwork_self_link", "instance_image", "machine_type"},
         {"login_nodes"},
@@ -72,15 +72,15 @@ const std::map<std::string, ModuleInfo, std::less<>>& Catalog() {
       // srunway's local target: the two-node cluster on one machine.
       {"srunway/local/nodeset",
        {{}, {"nodeset"},
-        {{"nodes", "string"}, {"sockets", "number"}, {"cores_per_socket", "number"}, {"threads_per_core", "number"},
+        {{"nodes", "word"}, {"sockets", "number"}, {"cores_per_socket", "number"}, {"threads_per_core", "number"},
          {"gpus", "number"}}}},
       {"srunway/local/partition",
        {{"nodeset"}, {"partitions"},
-        {{"partition_name", "string"}, {"is_default", "bool"}, {"max_time", "string"}}}},
+        {{"partition_name", "word"}, {"is_default", "bool"}, {"max_time", "word"}}}},
       {"srunway/local/controller",
        {{"partitions", "state_dir", "port_base", "host", "address", "plugstack"}, {},
-        {{"cluster_name", "string"}, {"state_dir", "string"}, {"port_base", "number"}, {"host", "string"},
-         {"address", "string"}, {"plugstack", "string"}, {"task_prolog", "string"}, {"task_plugin", "string"},
+        {{"cluster_name", "word"}, {"state_dir", "word"}, {"port_base", "number"}, {"host", "word"},
+         {"address", "word"}, {"plugstack", "string"}, {"task_prolog", "string"}, {"task_plugin", "string"},
          {"external_prolog_epilog", "bool"}}}},
   };
   return *catalog;

@@ -15,7 +15,9 @@ namespace srunway::blueprint {
 struct ModuleInfo {
   std::set<std::string> inputs;
   std::vector<std::string> outputs;
-  std::map<std::string, std::string> setting_types;  // setting -> "string", "number", "bool", "list" or "map"
+  // setting -> "string", "number", "bool", "list", "map", or "word": a string or number that Slurm's configuration
+  // takes as one word (no space, line break, '#', '=' or quote).
+  std::map<std::string, std::string> setting_types;
 };
 
 // The toolkit path inside a module source: "?ref=..." and everything up to "//" dropped, no trailing '/'.

@@ -40,6 +40,17 @@ std::string Text(const Blueprint& bp, const Module& m, std::string_view name, st
   return value.IsScalar() ? value.Scalar() : fallback;
 }
 
+// A setting that Slurm's configuration takes as one word (a value resolved from variables here, or through --set,
+// is checked again: validation leaves some for deploy time).
+StatusOr<std::string> Word(const Blueprint& bp, const Module& m, std::string_view name, std::string fallback) {
+  std::string value = Text(bp, m, name, std::move(fallback));
+  if (std::string wrong = NotOneWord(value); !wrong.empty()) {
+    return common::InvalidArgument("module '{}': setting {} goes into Slurm's configuration as one word, and {:?} {}",
+                                   m.id, name, value, wrong);
+  }
+  return value;
+}
+
 StatusOr<int64_t> Number(const Blueprint& bp, const Module& m, std::string_view name, int64_t fallback) {
   YAML::Node value = Setting(bp, m, name);
   if (!value.IsDefined() || value.IsNull()) return fallback;
@@ -65,12 +76,20 @@ std::string Compact(std::string_view name) {
   return out;
 }
 
-std::string Conf(const Blueprint& bp, const Module& m, std::string_view name) {
+// A map setting (node_conf, partition_conf) as " KEY=VALUE" words for its slurm.conf line.
+StatusOr<std::string> Conf(const Blueprint& bp, const Module& m, std::string_view name) {
   std::string out;
   YAML::Node map = Setting(bp, m, name);
   if (!map.IsMap()) return out;
   for (auto it = map.begin(); it != map.end(); ++it) {
-    if (it->second.IsScalar()) out += fmt::format(" {}={}", it->first.Scalar(), it->second.Scalar());
+    if (!it->second.IsScalar()) continue;
+    for (const std::string& word : {it->first.Scalar(), it->second.Scalar()}) {
+      if (std::string wrong = NotOneWord(word); !wrong.empty()) {
+        return common::InvalidArgument("module '{}': {} goes into slurm.conf as {:?}={:?}, and {:?} {}", m.id, name,
+                                       it->first.Scalar(), it->second.Scalar(), word, wrong);
+      }
+    }
+    out += fmt::format(" {}={}", it->first.Scalar(), it->second.Scalar());
   }
   return out;
 }
@@ -127,12 +146,13 @@ StatusOr<LocalCluster> LocalClusterOf(const Blueprint& bp) {
     if (EndsWith(m.source, "srunway/local/controller")) controller = &m;
   }
   if (controller == nullptr) return common::NotFound("no srunway/local/controller module: not a local blueprint");
-  local.state_dir = Text(bp, *controller, "state_dir", "/var/tmp/srunway-cluster");
+  SRUNWAY_ASSIGN_OR_RETURN(local.state_dir, Word(bp, *controller, "state_dir", "/var/tmp/srunway-cluster"));
   SRUNWAY_ASSIGN_OR_RETURN(int64_t port, Number(bp, *controller, "port_base", 6817));
   local.port_base = static_cast<int>(port);
   for (const Module& m : bp.modules) {
     if (!EndsWith(m.source, "srunway/local/nodeset")) continue;
-    SRUNWAY_ASSIGN_OR_RETURN(auto hosts, common::ExpandHostlist(Text(bp, m, "nodes", "")));
+    SRUNWAY_ASSIGN_OR_RETURN(const std::string nodes, Word(bp, m, "nodes", ""));
+    SRUNWAY_ASSIGN_OR_RETURN(auto hosts, common::ExpandHostlist(nodes));
     local.nodes.insert(local.nodes.end(), hosts.begin(), hosts.end());
     SRUNWAY_ASSIGN_OR_RETURN(int64_t gpus, Number(bp, m, "gpus", 0));
     local.gpus_per_node = static_cast<int>(gpus);
@@ -155,11 +175,18 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
   YAML::Node cluster_var = Resolve(bp, bp.Var("slurm_cluster_name"));
   const std::string cluster = cluster_var.IsScalar() ? cluster_var.Scalar()
                               : Compact(deployment.IsScalar() ? deployment.Scalar() : "cluster").substr(0, 10);
-  const std::string host = is_local ? Text(bp, *controller, "host", "localhost") : cluster + "-controller";
+  if (std::string wrong = NotOneWord(cluster); !wrong.empty()) {
+    return common::InvalidArgument("vars.slurm_cluster_name goes into Slurm's configuration as one word, and {:?} {}",
+                                   cluster, wrong);
+  }
+  std::string host = cluster + "-controller", node_address, cluster_name = cluster;
+  if (is_local) {
+    SRUNWAY_ASSIGN_OR_RETURN(host, Word(bp, *controller, "host", "localhost"));
+    // Local nodes all listen at the controller's address (on ports of their own).
+    SRUNWAY_ASSIGN_OR_RETURN(node_address, Word(bp, *controller, "address", "127.0.0.1"));
+    SRUNWAY_ASSIGN_OR_RETURN(cluster_name, Word(bp, *controller, "cluster_name", cluster));
+  }
   const std::string etc = is_local ? local->state_dir + "/etc" : std::string(kClusterSlurmEtc);
-
-  // Local nodes all listen at the controller's address (on ports of their own).
-  const std::string node_address = is_local ? Text(bp, *controller, "address", "127.0.0.1") : "";
 
   // Nodesets, by module id.
   std::map<std::string, Nodeset> nodesets;
@@ -167,7 +194,7 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
   for (const Module& m : bp.modules) {
     Nodeset set{&m, "", {}, 0, ""};
     if (EndsWith(m.source, "srunway/local/nodeset")) {
-      set.hostlist = Text(bp, m, "nodes", "");
+      SRUNWAY_ASSIGN_OR_RETURN(set.hostlist, Word(bp, m, "nodes", ""));
       SRUNWAY_ASSIGN_OR_RETURN(set.hosts, common::ExpandHostlist(set.hostlist));
       SRUNWAY_ASSIGN_OR_RETURN(int64_t sockets, Number(bp, m, "sockets", 1));
       SRUNWAY_ASSIGN_OR_RETURN(int64_t cores, Number(bp, m, "cores_per_socket", 1));
@@ -196,7 +223,8 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
         resources = fmt::format(" CPUs={} RealMemory={}{}", t.cpus, t.memory_mb * 95 / 100,
                                 t.gpus > 0 ? fmt::format(" Gres=gpu:{}", t.gpus) : "");
       }
-      set.line = fmt::format("NodeName={}{}{} State={}", set.hostlist, resources, Conf(bp, m, "node_conf"),
+      SRUNWAY_ASSIGN_OR_RETURN(const std::string node_conf, Conf(bp, m, "node_conf"));
+      set.line = fmt::format("NodeName={}{}{} State={}", set.hostlist, resources, node_conf,
                              dynamic > 0 ? "CLOUD" : "UNKNOWN");
     } else {
       continue;
@@ -215,15 +243,17 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
       if (it != nodesets.end()) hosts.insert(hosts.end(), it->second.hosts.begin(), it->second.hosts.end());
     }
     if (hosts.empty()) return common::InvalidArgument("partition module '{}' uses no nodeset with nodes", m.id);
-    partitions += fmt::format("PartitionName={} Nodes={} Default={} MaxTime={} State=UP{}{}\n",
-                              Text(bp, m, "partition_name", m.id), common::CompressHostlist(hosts),
-                              Flag(bp, m, "is_default") ? "YES" : "NO", Text(bp, m, "max_time", "INFINITE"),
-                              Flag(bp, m, "exclusive") ? " OverSubscribe=EXCLUSIVE" : "", Conf(bp, m, "partition_conf"));
+    SRUNWAY_ASSIGN_OR_RETURN(const std::string name, Word(bp, m, "partition_name", m.id));
+    SRUNWAY_ASSIGN_OR_RETURN(const std::string max_time, Word(bp, m, "max_time", "INFINITE"));
+    SRUNWAY_ASSIGN_OR_RETURN(const std::string partition_conf, Conf(bp, m, "partition_conf"));
+    partitions += fmt::format("PartitionName={} Nodes={} Default={} MaxTime={} State=UP{}{}\n", name,
+                              common::CompressHostlist(hosts), Flag(bp, m, "is_default") ? "YES" : "NO", max_time,
+                              Flag(bp, m, "exclusive") ? " OverSubscribe=EXCLUSIVE" : "", partition_conf);
   }
   if (partitions.empty()) return common::InvalidArgument("no partition module");
 
   std::string conf = fmt::format("# slurm.conf rendered by srunway-blueprint from {}\nClusterName={}\nSlurmctldHost={}\n",
-                                 bp.blueprint.file, is_local ? Text(bp, *controller, "cluster_name", cluster) : cluster, host);
+                                 bp.blueprint.file, cluster_name, host);
   if (is_local) {
     const std::string& s = local->state_dir;
     conf += fmt::format(

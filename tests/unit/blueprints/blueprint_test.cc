@@ -275,6 +275,46 @@ TEST(Render, LocalClusterLikeSlurmGcp) {
   }
 }
 
+// Values that slurm.conf takes as one word: a space, a line break, a '#' in them broke the file (a partition named
+// "debug\nNodeName=evil" added a line) and the blueprint was called valid. Validation names the place; what it
+// leaves for later (a value made of several expressions) is refused when rendered.
+TEST(Validate, SlurmConfigurationValuesAreOneWord) {
+  EXPECT_EQ(NotOneWord("node[1-2]"), "");
+  EXPECT_EQ(NotOneWord("de bug"), "holds a space");
+  EXPECT_EQ(NotOneWord("a\tb"), "holds a space");
+  EXPECT_EQ(NotOneWord("debug\nNodeName=evil"), "holds a line break");
+  EXPECT_EQ(NotOneWord("x#y"), "holds '#' (where a comment begins)");
+  EXPECT_EQ(NotOneWord("a=b"), "holds '='");
+  EXPECT_EQ(NotOneWord(""), "is empty");
+  std::string text = kGood;
+  text.replace(text.find("partition_name: debug"), 21, "partition_name: \"debug\\nNodeName=evil\"");
+  EXPECT_EQ(Check(text), std::vector<std::string>{
+      "bp.yaml:17:23: setting 'partition_name' of module 'debug' (srunway/local/partition) goes into Slurm's "
+      "configuration as one word, and \"debug\\nNodeName=evil\" holds a line break"});
+  text = kGood;
+  text.replace(text.find("nodes: node[1-2]"), 16, "nodes: node1 node2");
+  EXPECT_EQ(Check(text), std::vector<std::string>{
+      "bp.yaml:11:14: setting 'nodes' of module 'nodes' (srunway/local/nodeset) goes into Slurm's configuration as "
+      "one word, and \"node1 node2\" (from $(vars.nodes)) holds a space"});
+
+  auto render = [](const std::string& partition_settings) {
+    std::string text = kGood;
+    text += partition_settings + "  - id: controller\n    source: srunway/local/controller\n    use: debug\n";
+    auto bp = LoadText("bp.yaml", text);
+    EXPECT_TRUE(bp.ok());
+    return RenderSlurm(*bp);
+  };
+  ASSERT_TRUE(render("").ok());
+  auto files = render("      max_time: $(vars.deployment_name) 1\n");
+  ASSERT_FALSE(files.ok());
+  EXPECT_EQ(files.status().message(), "module 'debug': setting max_time goes into Slurm's configuration as one word, "
+                                      "and \"good 1\" holds a space");
+  files = render("      partition_conf:\n        MaxNodes: 4 # four\n        Hidden: 'YES #'\n");
+  ASSERT_FALSE(files.ok());
+  EXPECT_EQ(files.status().message(), "module 'debug': partition_conf goes into slurm.conf as \"Hidden\"=\"YES #\", "
+                                      "and \"YES #\" holds a space");
+}
+
 // The limits (the fuzzer found deployment variables nesting into a stack overflow): YAML nested too deep, aliases
 // or variables multiplying past kMaxValues, each refused with its place; a blueprint within them expands to a text
 // that reads back.
