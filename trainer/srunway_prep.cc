@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
   srunway::common::SetUpProgram(app, "srunway-prep");
   app.add_option("--input", options.input, "text file (documents separated by blank lines or --document-separator) "
                  "or JSONL file (.jsonl/.json, one object per line)")->required();
+  app.add_option("--input-format", options.input_format,
+                 "text, jsonl, or auto: JSONL when --input ends in .jsonl or .json (a pipe needs jsonl)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "text", "jsonl"}));
   app.add_option("--output-prefix", options.output_prefix, "writes PREFIX.bin and PREFIX.idx")->required();
   app.add_option("--json-keys", options.json_keys, "JSONL keys whose values form the document")->capture_default_str();
   app.add_option("--vocab-file", options.vocab_file, "GPT-2 vocab.json to encode with");

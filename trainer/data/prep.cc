@@ -93,7 +93,7 @@ class DocumentReader {
  private:
   DocumentReader(const PrepOptions& options, FILE* file)
       : options_(options), file_(file),
-        jsonl_(IsJsonlInput(options.input)) {}
+        jsonl_(IsJsonlInput(options)) {}
 
   PrepOptions options_;
   FILE* file_;
@@ -199,7 +199,10 @@ common::StatusOr<std::string> JsonlDocument(std::string_view line, const std::ve
   return text;
 }
 
-bool IsJsonlInput(const std::string& path) { return path.ends_with(".jsonl") || path.ends_with(".json"); }
+bool IsJsonlInput(const PrepOptions& options) {
+  if (options.input_format != "auto") return options.input_format == "jsonl";
+  return options.input.ends_with(".jsonl") || options.input.ends_with(".json");
+}
 
 common::Status CheckPrepOptions(const PrepOptions& options) {
   if (options.input.empty()) return common::InvalidArgument("--input is required");
@@ -244,11 +247,15 @@ common::Status CheckPrepOptions(const PrepOptions& options) {
                                    "with --vocab-file and --merge-file",
                                    options.input);
   }
-  if (!IsJsonlInput(options.input) && options.json_keys != PrepOptions{}.json_keys) {
-    return common::InvalidArgument("--json-keys: {} is read as text (JSONL input ends in .jsonl or .json)",
+  if (options.input_format != "auto" && options.input_format != "text" && options.input_format != "jsonl") {
+    return common::InvalidArgument("--input-format {}: expected auto, text or jsonl", options.input_format);
+  }
+  if (!IsJsonlInput(options) && options.json_keys != PrepOptions{}.json_keys) {
+    return common::InvalidArgument("--json-keys: {} is read as text (JSONL input ends in .jsonl or .json, or give "
+                                   "--input-format jsonl)",
                                    options.input);
   }
-  if (IsJsonlInput(options.input) && !options.document_separator.empty()) {
+  if (IsJsonlInput(options) && !options.document_separator.empty()) {
     return common::InvalidArgument("--document-separator: {} is JSONL, one document per line", options.input);
   }
   return common::Status::Ok();

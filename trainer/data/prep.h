@@ -12,7 +12,8 @@
 namespace srunway::trainer {
 
 struct PrepOptions {
-  std::string input;                     // text or JSONL (.jsonl / .json)
+  std::string input;                     // text or JSONL
+  std::string input_format = "auto";     // "text", "jsonl", or "auto": JSONL when the name ends in .jsonl or .json
   std::string output_prefix;             // writes PREFIX.bin, PREFIX.idx, PREFIX.vocab.json, PREFIX.merges.txt
   std::vector<std::string> json_keys = {"text"};
   std::string vocab_file, merge_file;    // GPT-2 tokenizer files, or:
@@ -33,8 +34,9 @@ struct PrepStats {
   int vocab_size = 0;
 };
 
-// JSONL input (one document per line) by its name, .jsonl or .json; any other is text.
-bool IsJsonlInput(const std::string& path);
+// Whether the input is JSONL (one document per line): as --input-format says, or under "auto" by its name, .jsonl
+// or .json (a pipe, `<(zcat x.jsonl.gz)`, needs --input-format jsonl).
+bool IsJsonlInput(const PrepOptions& options);
 // The options alone, before any file is read (a command-line error: srunway-prep exits 2): the input and output
 // given, at least one worker, one tokenizer (--vocab-file with --merge-file, or --train-vocab), and no option of
 // the other input kind (--json-keys for text, --document-separator for JSONL).

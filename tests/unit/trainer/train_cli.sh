@@ -55,7 +55,7 @@ expect_exit 2 "--output-prefix $kWork/: names a directory" \
 # Options of the other input kind were ignored (--json-keys on a text file tokenized every line), and the last of
 # --append-eod/--no-append-eod won.
 printf 'one\n\ntwo\n' >"$kWork/plain.txt"
-expect_exit 2 "--json-keys: $kWork/plain.txt is read as text \\(JSONL input ends in .jsonl or .json\\)" \
+expect_exit 2 "--json-keys: $kWork/plain.txt is read as text \\(JSONL input ends in .jsonl or .json, or give --input-format jsonl\\)" \
   "$kPrep" --input "$kWork/plain.txt" --output-prefix "$kWork/prep" --train-vocab 300 --json-keys body
 expect_exit 2 "--document-separator: $kWork/bad.jsonl is JSONL, one document per line" \
   "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep" --train-vocab 300 --document-separator %
@@ -118,6 +118,21 @@ cat "$kWork/corpus.txt" | "$kPrep" --input /dev/stdin --output-prefix "$kWork/pi
   --vocab-file "$kWork/data.vocab.json" --merge-file "$kWork/data.merges.txt" >/dev/null ||
   fail "a pipe with a given vocabulary did not encode"
 cmp -s "$kWork/piped.bin" "$kWork/data.bin" || fail "the piped corpus encoded to other tokens than the file"
+# JSONL was known by the input's name alone: a JSONL pipe (<(zcat corpus.jsonl.gz)) was tokenized as text, braces
+# and keys included. --input-format jsonl reads it as the .jsonl file.
+python3 -c "import json, sys; [print(json.dumps({'text': d})) for d in open(sys.argv[1]).read().split('\n\n')]" \
+  "$kWork/corpus.txt" >"$kWork/corpus.jsonl"
+tokenizer=(--vocab-file "$kWork/data.vocab.json" --merge-file "$kWork/data.merges.txt" --quiet)
+"$kPrep" --input "$kWork/corpus.jsonl" --output-prefix "$kWork/from-file" "${tokenizer[@]}" >/dev/null
+cat "$kWork/corpus.jsonl" | "$kPrep" --input /dev/stdin --input-format jsonl --output-prefix "$kWork/from-pipe" \
+  "${tokenizer[@]}" >/dev/null
+cmp -s "$kWork/from-pipe.bin" "$kWork/from-file.bin" && cmp -s "$kWork/from-pipe.idx" "$kWork/from-file.idx" ||
+  fail "a JSONL pipe with --input-format jsonl encoded to other tokens than the .jsonl file"
+cat "$kWork/corpus.jsonl" | "$kPrep" --input /dev/stdin --output-prefix "$kWork/as-text" "${tokenizer[@]}" >/dev/null
+! cmp -s "$kWork/as-text.bin" "$kWork/from-file.bin" || fail "auto read a nameless pipe as JSONL"
+expect_exit 2 "--input-format: xml not in \\{auto,text,jsonl\\}" \
+  "$kPrep" --input "$kWork/corpus.jsonl" --input-format xml --output-prefix "$kWork/x" "${tokenizer[@]}"
+echo "ok: srunway-prep reads a JSONL pipe with --input-format jsonl as the .jsonl file"
 python3 -c "import sys; sys.stdout.write('\n\n'.join(['alpha beta gamma', 'delta alpha beta'] * 10000))" >"$kWork/many.txt"
 if unshare -m true 2>/dev/null; then
   mkdir "$kWork/tmpfs"
