@@ -81,13 +81,29 @@ common::StatusOr<ModelConfig> Preset(std::string_view name) {
   return common::InvalidArgument("unknown preset '{}' (known: {})", name, fmt::join(PresetNames(), ", "));
 }
 
+namespace {
+
+// A field of the model's configuration as a checkpoint names it, with the srunway-train flag that sets it.
+std::string Field(std::string_view name) {
+  constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
+      {"n_layer", "--num-layers"}, {"d_model", "--hidden-size"},    {"n_head", "--num-attention-heads"},
+      {"n_kv_head", "--num-query-groups"}, {"d_ff", "--ffn-hidden-size"}, {"seq_len", "--max-position-embeddings"},
+      {"vocab", "--vocab-size"}};
+  for (const auto& [field, flag] : kFlags) {
+    if (field == name) return fmt::format("{} ({})", field, flag);
+  }
+  return std::string(name);
+}
+
+}  // namespace
+
 common::Status Validate(const ModelConfig& c) {
   const std::pair<const char*, int> positive[] = {{"n_layer", c.n_layer}, {"d_model", c.d_model},
                                                   {"n_head", c.n_head},   {"n_kv_head", c.n_kv_head},
                                                   {"d_ff", c.d_ff},       {"seq_len", c.seq_len},
                                                   {"vocab", c.vocab}};
   for (const auto& [name, value] : positive) {
-    if (value <= 0) return common::InvalidArgument("model: {} must be positive, got {}", name, value);
+    if (value <= 0) return common::InvalidArgument("{} must be positive, got {}", Field(name), value);
   }
   // Bounds far past any published model (Llama 3 405B: 126 layers, d_model 16384, d_ff 53248, vocab 128256), so
   // that the sizes computed from them (parameter counts, buffer offsets) stay far inside int64.
@@ -95,24 +111,28 @@ common::Status Validate(const ModelConfig& c) {
                                                        {"d_ff", c.d_ff, 1 << 20},       {"seq_len", c.seq_len, 1 << 24},
                                                        {"vocab", c.vocab, 1 << 24}};
   for (const auto& [name, value, most] : bounded) {
-    if (value > most) return common::InvalidArgument("model: {} {} is larger than srunway supports ({})", name, value, most);
+    if (value > most) {
+      return common::InvalidArgument("{} {} is larger than srunway supports ({})", Field(name), value, most);
+    }
   }
   if (c.d_model % c.n_head != 0) {
-    return common::InvalidArgument("model: d_model {} is not a multiple of n_head {}", c.d_model, c.n_head);
+    return common::InvalidArgument("{} {} is not a multiple of {} {}", Field("d_model"), c.d_model,
+                                   Field("n_head"), c.n_head);
   }
   if (c.n_head % c.n_kv_head != 0) {
-    return common::InvalidArgument("model: n_head {} is not a multiple of n_kv_head {}", c.n_head, c.n_kv_head);
+    return common::InvalidArgument("{} {} is not a multiple of {} {}", Field("n_head"), c.n_head,
+                                   Field("n_kv_head"), c.n_kv_head);
   }
   if (c.arch == Arch::kGpt && c.n_kv_head != c.n_head) {
-    return common::InvalidArgument("model: GPT has no grouped-query attention (n_kv_head {} != n_head {})",
-                                   c.n_kv_head, c.n_head);
+    return common::InvalidArgument("GPT has no grouped-query attention ({} {} != {} {})", Field("n_kv_head"),
+                                   c.n_kv_head, Field("n_head"), c.n_head);
   }
   if (c.arch == Arch::kLlama && c.head_dim() % 2 != 0) {
-    return common::InvalidArgument("model: RoPE needs an even head dimension, got {}", c.head_dim());
+    return common::InvalidArgument("RoPE needs an even head dimension, got {}", c.head_dim());
   }
   for (const double value : {c.init_std, c.norm_eps, c.rope_theta}) {
     if (!(value > 0 && std::isfinite(value))) {
-      return common::InvalidArgument("model: init_std, norm_eps and rope_theta must be positive and finite");
+      return common::InvalidArgument("init_std, norm_eps and rope_theta must be positive and finite");
     }
   }
   return common::Status::Ok();

@@ -40,7 +40,8 @@ struct ModelConfig {
 const std::vector<std::string>& PresetNames();
 common::StatusOr<ModelConfig> Preset(std::string_view name);
 
-// Every field must be positive and consistent (heads divide the hidden size, KV heads divide heads, ...).
+// Every field must be positive and consistent (heads divide the hidden size, KV heads divide heads, ...); the error
+// names the field and the srunway-train flag that sets it ("d_model (--hidden-size) 100 is not a multiple of ...").
 common::Status Validate(const ModelConfig& config);
 
 // The checkpoint header stores the config as JSON; FromJson names the key that is missing or wrong.

@@ -179,7 +179,7 @@ TEST_F(CheckpointTest, HeaderNumbersOutOfRangeAreRefusedNamingTheField) {
   EXPECT_EQ(with_header([](common::Json& h) { h["model"]["n_layer"] = 2.5; }),
             "c.ckpt: model: key 'n_layer'=2.5 is not an integer in [-2147483648, 2147483647]");
   EXPECT_EQ(with_header([](common::Json& h) { h["model"]["d_model"] = 1 << 30; }),
-            "c.ckpt: model: model: d_model 1073741824 is larger than srunway supports (131072)");
+            "c.ckpt: model: d_model (--hidden-size) 1073741824 is larger than srunway supports (131072)");
   EXPECT_EQ(with_header([](common::Json& h) { h["model"]["norm_eps"] = 1e300; }),
             "c.ckpt: model: key 'norm_eps'=1e+300 is out of range");
   EXPECT_EQ(with_header([](common::Json& h) { h["step"] = -3; }),

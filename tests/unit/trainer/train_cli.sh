@@ -234,6 +234,9 @@ echo "ok: the last validation line before the run's closing lines"
 # 4. Bad input: one line naming what and where, and the documented exit code.
 expect_exit 2 "unknown preset 'gpt5'" "$kTrain" --preset gpt5 --mock-data
 expect_exit 2 "--no-such-flag" "$kTrain" --no-such-flag
+# A model that cannot be built names the flags that shape it (it said only "d_model 100", "n_head 3").
+expect_exit 2 "error: d_model \\(--hidden-size\\) 100 is not a multiple of n_head \\(--num-attention-heads\\) 3$" \
+  "$kTrain" --preset gpt-tiny --mock-data --hidden-size 100 --num-attention-heads 3
 expect_exit 2 "config.bad.yaml:2" bash -c "printf 'a: 1\n b: [\n' >'$kWork/config.bad.yaml'; '$kTrain' --config '$kWork/config.bad.yaml'"
 # A key that is no flag is named with its line (CLI11 named the words made of it: "3 --micro-batch").
 printf 'lr: 0.001\nmicro_batch: 3\n' >"$kWork/config.typo.yaml"
