@@ -37,7 +37,12 @@ StatusOr<CommandResult> RunCommand(std::vector<std::string> argv, bool with_stde
   // Its own process group, so a deadline kills whatever it started too.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  // And SIGPIPE as a command expects it, whatever this program did with it (srunway-train ignores it).
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attributes, 0);
   pid_t pid = 0;
   int error = ::posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), environ);

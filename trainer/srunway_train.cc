@@ -305,6 +305,9 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGUSR1, OnStopSignal);
+  // A stdout that goes away (`| head`, a closed pipe) is a failed write the trainer warns about once, not a signal
+  // that ends the run without its checkpoint.
+  std::signal(SIGPIPE, SIG_IGN);
   const auto outcome = srunway::trainer::Train(o, &g_stop_signal, srunway::trainer::cuda::NewCudaOps);
   if (const auto* error = std::get_if<srunway::trainer::TrainError>(&outcome)) {
     if (error->rank == 0 || !error->every_rank) srunway::common::LogError("{}", error->status.message());

@@ -18,6 +18,7 @@
 #include <csignal>
 #include <optional>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -250,6 +251,7 @@ class Trainer {
   common::StatusOr<TrainResult> Loop();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
   void WatchStragglers(const std::vector<RankStep>& steps, common::Json& line);
+  void Print(std::string_view text);
   common::Status CheckEndOutputs();
   common::Status Export();
   common::Status Sample();
@@ -285,6 +287,7 @@ class Trainer {
   Clock::time_point started_ = Clock::now();
   std::optional<Clock::time_point> signal_seen_;  // when this rank first saw a stop signal
   double last_save_s_ = 0;                        // how long the last save took
+  bool stdout_lost_ = false;                      // a write to stdout failed: Print writes no more
   std::optional<std::pair<int, int>> slow_rank_ms_;  // SRUNWAY_TRAIN_SLOW_RANK=RANK:MS, a test hook
 };
 
@@ -846,8 +849,9 @@ common::Status Trainer::Sample() {
   Rng rng(o_.seed + 17);
   SRUNWAY_ASSIGN_OR_RETURN(std::vector<int32_t> out, Generate(*model_, context, o_.sample_tokens, o_.sample_top_k, rng));
   std::vector<int32_t> generated(out.begin() + static_cast<int64_t>(prompt), out.end());
-  fmt::print("sample ({} tokens, {}):\n{}{}\n", o_.sample_tokens, o_.sample_top_k > 1 ? fmt::format("top-{}", o_.sample_top_k) : "greedy",
-             o_.sample_prompt, tokenizer.Decode(generated));
+  Print(fmt::format("sample ({} tokens, {}):\n{}{}\n", o_.sample_tokens,
+                    o_.sample_top_k > 1 ? fmt::format("top-{}", o_.sample_top_k) : "greedy", o_.sample_prompt,
+                    tokenizer.Decode(generated)));
   return common::Status::Ok();
 }
 
@@ -978,10 +982,9 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       const double tokens_per_s = static_cast<double>(tokens_per_step) / (ms / 1e3);
       // No peak known (a GPU outside GpuPeakFlops' table, without --peak-tflops): no MFU, rather than "inf%".
       const double mfu = peak_flops_ > 0 ? tokens_per_s * flops_per_token / (peak_flops_ * world_) : 0;
-      fmt::print("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.1f} ms | {:.0f} tok/s{}\n", step_,
-                 o_.train_steps, loss, lr, norm, ms, tokens_per_s,
-                 peak_flops_ > 0 ? fmt::format(" | MFU {:.1f}%", 100 * mfu) : "");
-      std::fflush(stdout);
+      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.1f} ms | {:.0f} tok/s{}\n",
+                        step_, o_.train_steps, loss, lr, norm, ms, tokens_per_s,
+                        peak_flops_ > 0 ? fmt::format(" | MFU {:.1f}%", 100 * mfu) : ""));
       line["ms"] = ms;
       line["tokens_per_s"] = tokens_per_s;
       if (peak_flops_ > 0) line["mfu"] = mfu;
@@ -997,8 +1000,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
       SRUNWAY_ASSIGN_OR_RETURN(double valid_loss, Evaluate());
       if (Leader()) {
-        fmt::print("validation at step {} | loss {:.4f}\n", step_, valid_loss);
-        std::fflush(stdout);  // before the log lines that follow on stderr (the last one came after the run's end)
+        Print(fmt::format("validation at step {} | loss {:.4f}\n", step_, valid_loss));
         SRUNWAY_RETURN_IF_ERROR(metrics_.Write({{"step", step_}, {"valid_loss", valid_loss}}));
       }
     }
@@ -1076,6 +1078,17 @@ common::Status Trainer::Export() {
 // hung to its time limit without a word. It says why at once and ends the step: PMIx_Abort under srun --mpi=pmix;
 // under srunway-launch its exit, which ends every rank. It exits here, as MPI_Abort does, since tearing down its
 // communicator would wait for the peers too.
+// The step, validation and sample lines on stdout, flushed at once (before the log lines that follow on stderr).
+// A stdout that went away (a closed pipe: `srunway-train ... | head`; SIGPIPE is ignored) or filled up must not end
+// the run: one warning, and training goes on without them.
+void Trainer::Print(std::string_view text) {
+  if (stdout_lost_) return;
+  if (std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0) return;
+  stdout_lost_ = true;
+  common::LogWarn("cannot write to stdout ({}): no more step lines{}; training goes on", std::strerror(errno),
+                  o_.metrics_file.empty() ? "" : fmt::format(" (--metrics-file {} has them)", o_.metrics_file));
+}
+
 void Trainer::EndStep(const common::Status& status) {
   common::LogError("{}{}", boot_->Prefix(), status.message());
   std::fflush(nullptr);

@@ -230,6 +230,19 @@ echo "ok: --config YAML"
 valid=$(grep -n '^validation at step 4 ' "$kWork/both" | cut -d: -f1) peak=$(grep -n 'peak memory' "$kWork/both" | cut -d: -f1)
 [[ -n $valid && -n $peak ]] && ((valid < peak)) || fail "validation after the closing lines: $(cat "$kWork/both")"
 echo "ok: the last validation line before the run's closing lines"
+# A stdout that goes away (| head) killed the run by SIGPIPE at its next line (exit 141, no checkpoint); a full one
+# lost the lines without a word. One warning each, and the run ends as it would have.
+rc=0
+"$kTrain" "${common[@]}" --mock-data --train-steps 200 --save "$kWork/piped-ckpt" --metrics-file "$kWork/piped.jsonl" \
+  2>"$kWork/piped.err" | head -n 1 >/dev/null || rc=${PIPESTATUS[0]}
+[[ $rc == 0 && $(cat "$kWork/piped-ckpt/latest_checkpointed_iteration.txt") == 200 ]] ||
+  fail "stdout closed by head: exit $rc, checkpoint $(cat "$kWork/piped-ckpt/latest_checkpointed_iteration.txt")"
+grep -q "warning: cannot write to stdout (Broken pipe): no more step lines (--metrics-file $kWork/piped.jsonl has them); training goes on$" \
+  "$kWork/piped.err" || fail "stdout closed: $(cat "$kWork/piped.err")"
+"$kTrain" "${common[@]}" --mock-data --train-steps 3 >/dev/full 2>"$kWork/full.err" || fail "stdout full: $(cat "$kWork/full.err")"
+grep -q "warning: cannot write to stdout (No space left on device): no more step lines; training goes on$" \
+  "$kWork/full.err" || fail "stdout full: $(cat "$kWork/full.err")"
+echo "ok: a closed or full stdout is one warning, and the run ends with its checkpoint"
 
 # 4. Bad input: one line naming what and where, and the documented exit code.
 expect_exit 2 "unknown preset 'gpt5'" "$kTrain" --preset gpt5 --mock-data
