@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
     args.push_back(nullptr);
     ::execvp(args[0], args.data());
     int error = errno;
-    fmt::print(stderr, "srunway-launch: {}cannot run '{}': {}\n", boot.Prefix(), command[0], std::strerror(error));
+    fmt::print(stderr, "srunway-launch: {}{}\n", boot.Prefix(), CannotRun(command[0], error));
     return error == ENOENT ? kExitNotFound : kExitNotExecutable;
   }
   return Supervise(boot, std::move(command), std::move(*env), supervision, timeout);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +69,18 @@ int ChildEnd::ExitCode() const {
     case How::kHung: return 128 + SIGKILL;
   }
   return 1;
+}
+
+std::string CannotRun(const std::string& program, int error) {
+  struct stat st {};
+  // Only a path names one file; a bare name was searched for on PATH.
+  if (error == EACCES && program.find('/') != std::string::npos && ::stat(program.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return fmt::format("cannot run '{}': it is a directory", program);
+    if (S_ISREG(st.st_mode) && (st.st_mode & 0111) == 0) {
+      return fmt::format("cannot run '{}': it is not executable (chmod +x)", program);
+    }
+  }
+  return fmt::format("cannot run '{}': {}", program, std::strerror(error));
 }
 
 std::string FormatDuration(std::chrono::milliseconds duration) {
@@ -186,7 +199,7 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
     CloseFd(out_pipe[0]);
     CloseFd(err_pipe[0]);
     child.pid_ = -1;
-    const std::string why = fmt::format("cannot run '{}': {}", options.command[0], std::strerror(error));
+    const std::string why = CannotRun(options.command[0], error);
     return error == ENOENT ? common::NotFound("{}", why) : common::FailedPrecondition("{}", why);
   }
   child.out_.pipe = out_pipe[0];

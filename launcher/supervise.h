@@ -54,6 +54,10 @@ struct ChildEnd {
   std::string Describe() const;
 };
 
+// Why `program` could not be started, from exec's errno: "cannot run 'x': No such file or directory"; a directory
+// or a file without execute permission says so instead of exec's bare "Permission denied".
+std::string CannotRun(const std::string& program, int error);
+
 // "2h13m", "4m07s", "12s".
 std::string FormatDuration(std::chrono::milliseconds duration);
 

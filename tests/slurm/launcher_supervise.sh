@@ -139,6 +139,15 @@ srun -n1 --time=1 "$launch" -- /no/such/program 2>"$work/missing.err" || rc=$?
 expect_eq "a missing program" "$rc" 127
 grep -q "srunway-launch: rank 0 on node1: cannot run '/no/such/program': No such file or directory" "$work/missing.err" ||
   fail "missing program: $(cat "$work/missing.err")"
+# A directory, or a file without execute permission, says so (exec's "Permission denied" read as a rights problem).
+touch "$work/not-executable"
+for program in "$work" "$work/not-executable"; do
+  rc=0
+  srun -n1 --time=1 "$launch" -- "$program" 2>"$work/noexec.err" || rc=$?
+  expect_eq "$program as the program" "$rc" 126
+  grep -qE "srunway-launch: rank 0 on node1: cannot run '$program': it is (a directory|not executable \\(chmod \\+x\\))$" \
+    "$work/noexec.err" || fail "$program: $(cat "$work/noexec.err")"
+done
 # A --log-dir no rank can write ends the step before the bootstrap, on every rank, one line each (exit 2; it was
 # found only when the program was about to start, and exited 126 as if the program could not be executed).
 rc=0
