@@ -1073,11 +1073,6 @@ common::Status Trainer::Export() {
   return common::Status::Ok();
 }
 
-// A rank that fails alone during training or at start-up (its metrics line, its data) leaves its peers waiting in
-// a collective it will never join (MPI's have no deadline), and its own MPI_Finalize then waits for them: the step
-// hung to its time limit without a word. It says why at once and ends the step: PMIx_Abort under srun --mpi=pmix;
-// under srunway-launch its exit, which ends every rank. It exits here, as MPI_Abort does, since tearing down its
-// communicator would wait for the peers too.
 // The step, validation and sample lines on stdout, flushed at once (before the log lines that follow on stderr).
 // A stdout that went away (a closed pipe: `srunway-train ... | head`; SIGPIPE is ignored) or filled up must not end
 // the run: one warning, and training goes on without them.
@@ -1089,6 +1084,11 @@ void Trainer::Print(std::string_view text) {
                   o_.metrics_file.empty() ? "" : fmt::format(" (--metrics-file {} has them)", o_.metrics_file));
 }
 
+// A rank that fails alone during training or at start-up (its metrics line, its data) leaves its peers waiting in
+// a collective it will never join (until MPI's deadline, --distributed-timeout-minutes, 10 by default), and its own
+// MPI_Finalize then waits for them. It says why at once and ends the step: PMIx_Abort under srun --mpi=pmix; under
+// srunway-launch its exit, which ends every rank. It exits here, as MPI_Abort does, since tearing down its
+// communicator would wait for the peers too.
 void Trainer::EndStep(const common::Status& status) {
   common::LogError("{}{}", boot_->Prefix(), status.message());
   std::fflush(nullptr);
