@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   app.add_option("--profile", profile_name, "auto, a3mega, a3high, generic or none")->capture_default_str();
   app.add_option("--local-rank", local_rank, "the task's local rank")->capture_default_str()->check(common::NonNegative());
   app.add_option("--local-tasks", local_tasks, "tasks on the node (default: one per GPU)")->check(common::Positive());
-  app.add_option("--gpus", gpus_text, "the GPUs the task sees, as in CUDA_VISIBLE_DEVICES (default: all)");
+  app.add_option("--gpus", gpus_text, "the GPUs the task sees, as in CUDA_VISIBLE_DEVICES ('' for none; default: all)");
   app.add_option("--plugin-path", plugin_path, "directory of the NCCL network plugin");
   app.add_option("--plugin-args", plugin_args,
                  "the SPANK plugin's plugstack.conf arguments ('default_profile=a3mega plugin_path=/dir ...'): "
@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
     return kExitTopology;
   }
   std::vector<int> visible;
-  if (gpus_text.empty()) {
+  if (app.count("--gpus") == 0) {
     for (const auto& gpu : topo->gpus) visible.push_back(gpu.index);
   } else {
     auto parsed = topology::ParseVisibleDevices(gpus_text);

@@ -39,6 +39,10 @@ grep -q '^  export NCCL_SOCKET_IFNAME=enp14s0$' "$kWork/out" && grep -q '^  CPU 
 expect 0 "" --xml "$kMega" --gpus 4,5,6,7 --local-tasks 2 --local-rank 1 --profile generic --json
 python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); sys.exit(p["task_gpus"] != [5])' "$kWork/out" ||
   fail "GPUs 4-7, local rank 1 of 2: $(cat "$kWork/out")"
+# CUDA_VISIBLE_DEVICES='' is a task that sees no GPU: no GPU, NIC or CPU binding of its own (not all eight).
+expect 0 "" --xml "$kMega" --gpus '' --profile generic --json
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); sys.exit(p["task_gpus"] != [] or p["task_nics"] != [])' \
+  "$kWork/out" || fail "--gpus '': $(cat "$kWork/out")"
 echo "ok: plans for A3 Mega's local ranks"
 
 # --plugin-args: the plugstack.conf arguments, checked as the plugin checks them (an admin's typo there fails every
