@@ -9,7 +9,7 @@ readonly kPackages=(
   meson ninja-build pkg-config g++ clang libclang-rt-14-dev
   # libraries
   libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libhwloc-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libxxhash-dev
   # Slurm, PMIx and MPI
   slurm-wlm slurmd slurmctld slurm-client munge libslurm-dev libpmix-dev
   libopenmpi-dev openmpi-bin
@@ -25,7 +25,7 @@ readonly kPackages=(
 
 readonly kBuildPackages=(
   ninja-build pkg-config g++
-  libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libhwloc-dev libopenblas-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libhwloc-dev libopenblas-dev libxxhash-dev
   libpmix-dev libopenmpi-dev python3
 )
 

@@ -3,8 +3,10 @@
 // DIR/latest_checkpointed_iteration.txt naming it (Megatron's file name), so a crash mid-save leaves the previous
 // checkpoint in charge.
 //
-// Layout: "SRWYCKPT", u32 version (1), u32 0, u64 header length, JSON header, zero padding to 64 bytes, then the
-// tensors listed in the header (fp32), then u64 FNV-1a of those bytes and "SRWYEND\0".
+// Layout: "SRWYCKPT", u32 version (2), u32 0, u64 header length, JSON header, zero padding to 64 bytes, then the
+// three tensors listed in the header (fp32), then the u64 XXH3-64 of each tensor's bytes and "SRWYEND\0". A reader
+// checks and reads only the tensors it needs (a ZeRO-1 rank skips the moments of shards outside its slices).
+// Version 1 (read, not written) ended with one u64 FNV-1a of all three tensors' bytes instead.
 #pragma once
 
 #include <array>
@@ -49,6 +51,7 @@ common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::pa
 struct CheckpointHeader {
   TrainingState state;
   size_t data_offset = 0;
+  uint32_t version = 0;
   std::optional<std::vector<std::pair<int64_t, int64_t>>> ranges;  // a shard's (offset, count) ranges
 };
 // Every field is checked (types, integer ranges, the header inside the file); `name` names the file in errors.

@@ -630,9 +630,11 @@ common::Status Trainer::InitOrLoad() {
   InitParams(m, model_->layout(), rng_, params);
   common::Status loaded = common::Status::Ok();
   if (!o_.load.empty()) {
-    // Every rank reads every shard (a shared file system is assumed, as for the data): the shards hold the whole
-    // state once, whatever the world that wrote them, and under ZeRO-1 each rank keeps its slices of the moments,
-    // so a checkpoint loads on any number of ranks, with or without ZeRO-1.
+    // Every rank reads the parameters of every shard (a shared file system is assumed, as for the data): the
+    // shards hold the whole state once, whatever the world that wrote them, and under ZeRO-1 each rank reads only
+    // the moments of the shards that hold its slices, so a checkpoint loads on any number of ranks, with or
+    // without ZeRO-1.
+    const auto start = Clock::now();
     HostMirror m_state(*device_, adam_->m().data(), adam_->m().size());
     HostMirror v_state(*device_, adam_->v().data(), adam_->v().size());
     // Under ZeRO-1 the moments are read straight into this rank's slices.
@@ -655,7 +657,10 @@ common::Status Trainer::InitOrLoad() {
       rng_.set_state(state->rng);
       SRUNWAY_RETURN_IF_ERROR(m_state.Upload());
       SRUNWAY_RETURN_IF_ERROR(v_state.Upload());
-      if (Leader()) common::LogInfo("resumed from {} at step {} ({} samples consumed)", o_.load, step_, consumed_);
+      if (Leader()) {
+        common::LogInfo("resumed from {} at step {} ({} samples consumed; read in {:.2f} s)", o_.load, step_,
+                        consumed_, std::chrono::duration<double>(Clock::now() - start).count());
+      }
       if (step_ >= o_.train_steps && Leader()) {
         common::LogInfo("already at step {} of --train-steps {}: nothing left to train", step_, o_.train_steps);
       }

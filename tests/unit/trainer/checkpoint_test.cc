@@ -398,6 +398,69 @@ TEST_F(ShardedCheckpointTest, MomentSlicesLoadIntoPackedBuffers) {
       << mismatch.message();
 }
 
+// Each tensor has its own checksum: a ZeRO-1 rank checks and reads the parameters of every shard but only the
+// moments of the shards that hold its slices, so a damaged moment elsewhere is found by the rank that needs it.
+TEST_F(ShardedCheckpointTest, ARankChecksAndReadsOnlyTheMomentsItHolds) {
+  WriteAll(7);
+  std::string bytes = *common::ReadFile(Shard(7, 2));
+  bytes[bytes.size() - 3 * 8 - 8 - 5] ^= 0x10;  // the last second moment, before the three checksums and the marker
+  ASSERT_TRUE(common::WriteFileAtomic(Shard(7, 2), bytes).ok());
+  auto load = [&](const std::vector<ParamRange>& mine) {
+    int64_t held = 0;
+    for (const ParamRange& r : mine) held += r.count;
+    std::vector<float> p(params_.size()), m(static_cast<size_t>(held)), v(static_cast<size_t>(held));
+    return LoadCheckpoint(dir_, config_, {p, m, v, &mine}).status();
+  };
+  const common::Status rank0 = load(Ranges(0));
+  EXPECT_TRUE(rank0.ok()) << rank0.ToString();
+  const common::Status rank2 = load(Ranges(2));
+  EXPECT_NE(rank2.message().find(Shard(7, 2).string() + ": checksum mismatch: the tensor adam_v is corrupt"),
+            std::string::npos) << rank2.message();
+  const common::Status whole = Load();
+  EXPECT_NE(whole.message().find("checksum mismatch: the tensor adam_v is corrupt"), std::string::npos)
+      << whole.message();
+}
+
+// Checkpoints of version 1 (one FNV-1a over all three tensors) are still read, and their damage still found.
+TEST_F(ShardedCheckpointTest, VersionOneCheckpointsStillLoad) {
+  // `path` rewritten as version 1 wrote it: the version field, then one checksum in place of three.
+  auto to_version_1 = [](const fs::path& path) {
+    std::string bytes = *common::ReadFile(path);
+    const uint32_t version = 1;
+    std::memcpy(bytes.data() + 8, &version, 4);
+    uint64_t length = 0;
+    std::memcpy(&length, bytes.data() + 16, 8);
+    const size_t data = (24 + length + 63) / 64 * 64, end = bytes.size() - 3 * 8 - 8;
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (size_t i = data; i < end; ++i) {
+      hash ^= static_cast<uint8_t>(bytes[i]);
+      hash *= 0x100000001b3ULL;
+    }
+    bytes.resize(end);
+    bytes.append(reinterpret_cast<const char*>(&hash), 8);
+    bytes.append("SRWYEND", 8);
+    ASSERT_TRUE(common::WriteFileAtomic(path, bytes).ok());
+  };
+  WriteAll(7);
+  for (int r = 0; r < kRanks; ++r) to_version_1(Shard(7, r));
+  common::Status loaded = Load();
+  EXPECT_TRUE(loaded.ok()) << loaded.ToString();
+  auto single = SaveCheckpoint(dir_ / "single", State(3), {params_, m_, v_});
+  ASSERT_TRUE(single.ok());
+  to_version_1(*single);
+  std::vector<float> p(params_.size()), m(m_.size()), v(v_.size());
+  auto state = LoadCheckpoint(*single, config_, {p, m, v});
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  EXPECT_EQ(state->step, 3);
+  EXPECT_EQ(p, params_);
+  EXPECT_EQ(v, v_);
+  std::string bytes = *common::ReadFile(*single);
+  bytes[bytes.size() / 2] ^= 1;
+  ASSERT_TRUE(common::WriteFileAtomic(*single, bytes).ok());
+  EXPECT_NE(LoadCheckpoint(*single, config_, {p, m, v}).status().message().find(
+                "checksum mismatch: the tensors are corrupt"), std::string::npos);
+}
+
 TEST_F(ShardedCheckpointTest, ShardsThatDoNotTileTheBuffersAreRefused) {
   WriteAll(7);
   // Rank 2's shard rewritten with rank 1's ranges: some elements twice, rank 2's in none.
