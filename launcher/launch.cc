@@ -89,7 +89,8 @@ StatusOr<EnvList> ExecEnvironment(const Bootstrap& bootstrap) {
 }
 
 StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms,
-                               std::chrono::milliseconds timeout, Watchdog* watchdog) {
+                               std::chrono::milliseconds timeout, Watchdog* watchdog,
+                               std::function<void(const common::Status& stuck)> on_stuck) {
   const Identity& id = bootstrap.identity();
   auto enter = [&](std::string_view phase) {
     if (watchdog != nullptr) watchdog->SetPhase(std::string(phase));
@@ -109,6 +110,10 @@ StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t 
   };
   CommOptions options;
   options.timeout = timeout;
+  // Read on the deadline's thread while this one is stuck: the phase goes through the watchdog's lock.
+  options.on_stuck = [watchdog, on_stuck = std::move(on_stuck)](const common::Status& stuck) {
+    on_stuck(watchdog != nullptr ? stuck.WithContext(watchdog->Phase()) : stuck);
+  };
   options.on_phase = [&](std::string_view phase) {
     close_phase();
     open_phase = phase;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,9 +59,11 @@ struct CheckResult {
 // broadcast, communicator init), the intra- and inter-node splits and the first collective; checks an all-reduce
 // of `bytes` and an all-gather; gathers every rank's timings. Communicator set-up and each operation may take
 // `timeout`. Tells `watchdog` (when given) each phase it enters, so a death is reported with the phase, and
-// which communicator to abort.
+// which communicator to abort. A communicator call that cannot be abandoned (MPI's) and outlives `timeout` is
+// handed to `on_stuck` (on another thread, with the phase named), which must end the process.
 common::StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms,
-                                       std::chrono::milliseconds timeout, Watchdog* watchdog);
+                                       std::chrono::milliseconds timeout, Watchdog* watchdog,
+                                       std::function<void(const common::Status& stuck)> on_stuck);
 
 std::string FormatCheckTable(const CheckResult& result, const Identity& identity, std::string_view bootstrap);
 common::Json CheckJson(const CheckResult& result, const Identity& identity, std::string_view bootstrap);

@@ -309,15 +309,18 @@ int main(int argc, char** argv) {
       boot.Abort(watchdog.status().message());
       return kExitBootstrap;
     }
-    auto result = RunCheck(boot, *comm_kind, static_cast<size_t>(*bytes), init_ms, timeout, watchdog->get());
-    if (!result.ok()) {
-      const int code = CheckExitCode(result.status().message());
-      Fail(&boot, result.status(), code);
+    auto fail = [&](const common::Status& failure) {
+      const int code = CheckExitCode(failure.message());
+      Fail(&boot, failure, code);
       // The others may be waiting for this rank where no timeout of theirs runs (a rank stuck elsewhere): tell them.
-      (*watchdog)->Abort(fmt::format("{} failed: {}", boot.NameRank(boot.identity().rank), result.status().message()));
-      boot.Abort(result.status().message());
+      (*watchdog)->Abort(fmt::format("{} failed: {}", boot.NameRank(boot.identity().rank), failure.message()));
+      boot.Abort(failure.message());
       return code;
-    }
+    };
+    // An MPI call past the deadline cannot return: the process ends from the deadline's thread, as a failure would.
+    auto on_stuck = [&fail](const common::Status& stuck) { std::_Exit(fail(stuck)); };
+    auto result = RunCheck(boot, *comm_kind, static_cast<size_t>(*bytes), init_ms, timeout, watchdog->get(), on_stuck);
+    if (!result.ok()) return fail(result.status());
     if (boot.identity().rank == 0) {
       std::string bootstrap_used(BootstrapKindName(boot.kind()));
       if (json) {

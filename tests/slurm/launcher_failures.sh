@@ -85,4 +85,18 @@ echo "== slurm bootstrap, rank 3 killed during the id broadcast"
 run_check_fault slurm-broadcast none slurm 3 "id broadcast"
 echo "== pmix, rank 0 (the watchdog's root) killed inside the first collective"
 run_check_fault pmix-root pmix pmix 0 "first collective"
+
+echo "== --comm mpi, rank 1 alive but stuck before the first collective: the others' all-reduce gives up"
+# MPI cannot abandon the call: past --timeout each waiting rank ends from the deadline's thread, as a failure (exit 3
+# and the watchdog's word to the others, so the stuck rank ends too), not with a bare exit 1 that reads to the
+# others as a death.
+rc=0
+SRUNWAY_FAULT_STALL_RANK=1 SRUNWAY_FAULT_STALL_PHASE="first collective" timeout 90 srun --mpi=pmix -N2 -n4 --time=2 -l \
+  "$launch" --check --comm mpi --timeout 5 >"$work/mpi-stuck.out" 2>"$work/mpi-stuck.err" || rc=$?
+((rc != 0 && rc != 124)) || fail "mpi-stuck: exit $rc"
+grep srunway-launch "$work/mpi-stuck.err" || true
+for r in 0 1 2 3; do
+  expect_eq "mpi-stuck: lines of rank $r" "$(grep -cE "^ *$r: srunway-launch: rank $r on node[12]: (rank [0-3] on node[12] failed: )?first collective: MPI_Allreduce did not finish within 5 s" "$work/mpi-stuck.err")" 1
+done
+! grep -q "died during" "$work/mpi-stuck.err" || fail "mpi-stuck: a rank was reported dead: $(cat "$work/mpi-stuck.err")"
 echo "ok"
