@@ -429,7 +429,19 @@ common::StatusOr<TrainingState> ReadShards(const std::filesystem::path& shard_di
 common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, const ModelConfig& expected,
                                          const CheckpointBuffers& buffers) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(where, ec)) return ReadCheckpointFile(where, expected, buffers, nullptr);
+  if (!std::filesystem::is_directory(where, ec)) {
+    std::vector<ParamRange> ranges;
+    SRUNWAY_ASSIGN_OR_RETURN(TrainingState state, ReadCheckpointFile(where, expected, buffers, &ranges));
+    // One shard alone would resume its ranges over the initialisation: a model part trained, part random.
+    int64_t held = 0;
+    for (const ParamRange& r : ranges) held += r.count;
+    if (held != static_cast<int64_t>(buffers.params.size())) {
+      return common::FailedPrecondition("{} is one shard of a sharded checkpoint ({} of the {} parameters): --load "
+                                        "its directory, {}", where.string(), held, buffers.params.size(),
+                                        where.parent_path().string());
+    }
+    return state;
+  }
   if (std::filesystem::exists(where / "manifest.json", ec)) return ReadShards(where, expected, buffers);
   const std::filesystem::path latest = where / kLatest;
   if (!std::filesystem::exists(latest, ec)) return common::NotFound("{}: no checkpoint yet (no {})", where.string(), kLatest);

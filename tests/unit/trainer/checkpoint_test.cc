@@ -461,6 +461,19 @@ TEST_F(ShardedCheckpointTest, VersionOneCheckpointsStillLoad) {
                 "checksum mismatch: the tensors are corrupt"), std::string::npos);
 }
 
+// --load naming one shard file: it holds a third of the parameters, and loading it alone would train on from a
+// model part resumed, part freshly initialised.
+TEST_F(ShardedCheckpointTest, OneShardAloneIsRefused) {
+  WriteAll(7);
+  std::vector<float> p(params_.size()), m(m_.size()), v(v_.size());
+  const common::Status loaded = LoadCheckpoint(Shard(7, 1), config_, {p, m, v}).status();
+  EXPECT_EQ(loaded.code(), common::StatusCode::kFailedPrecondition) << loaded.ToString();
+  EXPECT_NE(loaded.message().find(fmt::format("{} is one shard of a sharded checkpoint (", Shard(7, 1).string())),
+            std::string::npos) << loaded.message();
+  EXPECT_NE(loaded.message().find(fmt::format("parameters): --load its directory, {}", ShardDir(dir_, 7).string())),
+            std::string::npos) << loaded.message();
+}
+
 TEST_F(ShardedCheckpointTest, ShardsThatDoNotTileTheBuffersAreRefused) {
   WriteAll(7);
   // Rank 2's shard rewritten with rank 1's ranges: some elements twice, rank 2's in none.
