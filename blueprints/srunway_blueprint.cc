@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
   deploy->add_flag("--run", run, "run the commands instead of printing them");
   app.footer("Example: srunway-blueprint validate blueprints/a3mega/slurm-a3mega-cluster.yaml "
              "-d blueprints/a3mega/deployment-image-cluster.yaml");
+  common::RefuseIntegersOutOfRange(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -6,8 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -50,5 +54,37 @@ inline CLI::Validator NumberAbove(double low, bool inclusive) {
 
 inline CLI::Validator Positive() { return NumberAbove(0, false); }
 inline CLI::Validator NonNegative() { return NumberAbove(0, true); }
+
+// CLI11 2.1 reads an integer option with strtoll or strtoull and keeps what they return: past 64 bits the value
+// saturated ("--train-steps 99999999999999999999" was read as 9223372036854775807) and an unsigned option took
+// "-1" as 18446744073709551615 ("--seed -1" trained with that seed). Every integer option of `app` and of its
+// subcommands refuses such text first; call this once the options are added.
+inline void RefuseIntegersOutOfRange(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    const std::string type = option->get_type_name();
+    const bool is_unsigned = type.starts_with("UINT");
+    if (!is_unsigned && !type.starts_with("INT")) continue;
+    option->check(CLI::Validator(
+        [is_unsigned](std::string& text) -> std::string {
+          const size_t first = text.find_first_not_of(" \t");
+          if (is_unsigned && first != std::string::npos && text[first] == '-') {
+            return fmt::format("{} is negative", text);
+          }
+          errno = 0;
+          char* end = nullptr;
+          if (is_unsigned) {
+            (void)std::strtoull(text.c_str(), &end, 0);
+          } else {
+            (void)std::strtoll(text.c_str(), &end, 0);
+          }
+          if (errno != ERANGE) return "";
+          return is_unsigned ? fmt::format("{} is more than {}", text, std::numeric_limits<uint64_t>::max())
+                             : fmt::format("{} is outside [{}, {}]", text, std::numeric_limits<int64_t>::min(),
+                                           std::numeric_limits<int64_t>::max());
+        },
+        ""));
+  }
+  for (CLI::App* subcommand : app.get_subcommands({})) RefuseIntegersOutOfRange(*subcommand);
+}
 
 }  // namespace srunway::common

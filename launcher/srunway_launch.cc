@@ -242,6 +242,7 @@ int main(int argc, char** argv) {
   app.add_flag("--tee", supervision.tee, "with --log-dir, also print the output as usual")->needs(log_dir);
   app.prefix_command();
   app.footer("Example: srun --mpi=pmix -N2 --ntasks-per-node=4 srunway-launch -- python3 train.py");
+  common::RefuseIntegersOutOfRange(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -248,6 +248,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4));
   app.add_flag("--isolate", isolate, "when the run fails, test node pairs and name the nodes that fail consistently");
   app.add_flag("--drain", drain, "with --isolate: drain the bad nodes (scontrol update ... state=drain)");
+  common::RefuseIntegersOutOfRange(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

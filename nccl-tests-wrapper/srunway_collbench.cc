@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   app.add_option("--comm", comm_name, "auto (NCCL on GPUs, else MPI), nccl, mpi, self")->capture_default_str();
   app.add_option("--timeout", timeout_s, "seconds the bootstrap, communicator set-up and each collective may take")
       ->capture_default_str()->check(common::Positive());
+  common::RefuseIntegersOutOfRange(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

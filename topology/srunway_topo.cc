@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
                  "checked as the plugin checks them and planned with (--profile then acts as srun's "
                  "--network-profile)");
   app.add_flag("--json", json, "print JSON for scripts");
+  common::RefuseIntegersOutOfRange(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

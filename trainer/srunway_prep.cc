@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
       app.add_flag("--append-eod", options.append_eod, "end every document with <|endoftext|> (default)");
   app.add_flag("--no-append-eod", no_eod, "do not")->excludes(eod);
   app.add_flag("--quiet", quiet, "no progress");
+  srunway::common::RefuseIntegersOutOfRange(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -255,6 +255,7 @@ int main(int argc, char** argv) {
   }
   args.insert(args.end(), argv + 1, argv + argc);
   std::reverse(args.begin(), args.end());  // CLI11 takes a vector of words last first
+  srunway::common::RefuseIntegersOutOfRange(app);
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {

@@ -44,6 +44,7 @@ PY
 gib=$(awk -v n="$numel" 'BEGIN {printf "%.2f", 3 * n * 4 / 2^30}')
 echo "checkpoint of ${preset}: ${numel} parameters, 3 fp32 tensors, ${gib} GiB, one rank, in ${work%/*}"
 echo "  srunway-train  save ${save_s} s   load ${load_s} s"
-echo "  PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')  save ${torch_save_s} s   load ${torch_load_s} s"
+torch_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
+echo "  PyTorch ${torch_version}  save ${torch_save_s} s   load ${torch_load_s} s"
 awk -v a="$save_s" -v b="$torch_save_s" -v c="$load_s" -v d="$torch_load_s" \
   'BEGIN {printf "  ratio PyTorch/srunway time: save %.2f, load %.2f (above 1: srunway is faster)\n", b / a, d / c}'

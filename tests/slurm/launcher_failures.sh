@@ -96,7 +96,9 @@ SRUNWAY_FAULT_STALL_RANK=1 SRUNWAY_FAULT_STALL_PHASE="first collective" timeout 
 ((rc != 0 && rc != 124)) || fail "mpi-stuck: exit $rc"
 grep srunway-launch "$work/mpi-stuck.err" || true
 for r in 0 1 2 3; do
-  expect_eq "mpi-stuck: lines of rank $r" "$(grep -cE "^ *$r: srunway-launch: rank $r on node[12]: (rank [0-3] on node[12] failed: )?first collective: MPI_Allreduce did not finish within 5 s" "$work/mpi-stuck.err")" 1
+  pattern="^ *$r: srunway-launch: rank $r on node[12]: (rank [0-3] on node[12] failed: )?first collective: "
+  expect_eq "mpi-stuck: lines of rank $r" \
+    "$(grep -cE "${pattern}MPI_Allreduce did not finish within 5 s" "$work/mpi-stuck.err")" 1
 done
 ! grep -q "died during" "$work/mpi-stuck.err" || fail "mpi-stuck: a rank was reported dead: $(cat "$work/mpi-stuck.err")"
 echo "ok"

@@ -13,10 +13,11 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 want_cuda=$([[ $cuda == yes ]] && echo "CUDA kernels for sm_80 and sm_90 \(nvcc [0-9.]+\)" ||
   echo "no CUDA kernels \(no nvcc when it was built: srunway-train trains on CPUs only\)")
 
-launch=""
+launch="" train=""
 for program in "$@"; do
   name=$(basename "$program")
   [[ $name == srunway-launch ]] && launch=$program
+  [[ $name == srunway-train ]] && train=$program
   out=$("$program" --version 2>&1) || fail "$name --version: exit $?: $out"
   [[ $(sed -n 1p <<<"$out") == "$name $version" ]] || fail "$name --version, first line: $out"
   sed -n 2p <<<"$out" | grep -Eq "^built with: $want_cuda, " || fail "$name --version, second line: $out"
@@ -39,6 +40,21 @@ for program in "$@"; do
     echo "ok: $out"
   fi
 done
+
+# 64-bit integer options: CLI11 kept what strtoll/strtoull returned, saturated past 64 bits and, for an unsigned
+# option, "-1" wrapped to 2^64 - 1 ("--seed -1" trained with seed 18446744073709551615, without a word).
+[[ -n $train ]] || fail "no srunway-train among the programs"
+while IFS='|' read -r args want; do
+  rc=0
+  read -ra words <<<"$args"
+  out=$("$train" --mock-data --train-steps 1 "${words[@]}" 2>&1) || rc=$?
+  [[ $rc == 2 && $out == "srunway-train: $want (see --help)" ]] || fail "srunway-train $args: exit $rc: $out"
+done <<'CASES'
+--seed -1|--seed: -1 is negative
+--seed 18446744073709551616|--seed: 18446744073709551616 is more than 18446744073709551615
+--train-steps 99999999999999999999|--train-steps: 99999999999999999999 is outside [-9223372036854775808, 9223372036854775807]
+CASES
+echo "ok: srunway-train refuses 64-bit integers out of range instead of saturating or wrapping them"
 
 [[ -n $launch ]] || fail "no srunway-launch among the programs"
 rc=0
