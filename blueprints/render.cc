@@ -19,6 +19,8 @@ constexpr std::string_view kImagePluginPath = "/usr/local/lib/x86_64-linux-gnu/s
 
 using common::StatusOr;
 
+constexpr int64_t kMaxPort = 65535;
+
 // Machine types of the A3 family and the small ones the blueprints use: vCPUs, GPUs and memory in MB.
 struct MachineType {
   std::string_view name;
@@ -51,7 +53,10 @@ StatusOr<std::string> Word(const Blueprint& bp, const Module& m, std::string_vie
   return value;
 }
 
-StatusOr<int64_t> Number(const Blueprint& bp, const Module& m, std::string_view name, int64_t fallback) {
+// A whole number in [low, high] (slurm.conf takes nothing else: Sockets=0 or a port past 65535 rendered, and
+// slurmctld refused the file).
+StatusOr<int64_t> Number(const Blueprint& bp, const Module& m, std::string_view name, int64_t fallback, int64_t low,
+                         int64_t high = int64_t{1} << 30) {
   YAML::Node value = Setting(bp, m, name);
   if (!value.IsDefined() || value.IsNull()) return fallback;
   if (!value.IsScalar()) return common::InvalidArgument("module '{}': setting {} must be a number", m.id, name);
@@ -59,7 +64,7 @@ StatusOr<int64_t> Number(const Blueprint& bp, const Module& m, std::string_view 
     return common::InvalidArgument("module '{}': setting {} is '{}', known only when Terraform evaluates it; give a "
                                    "number to render offline", m.id, name, value.Scalar());
   }
-  return common::ParseInt(value.Scalar(), fmt::format("module '{}': setting {}", m.id, name), 0, 1 << 30);
+  return common::ParseInt(value.Scalar(), fmt::format("module '{}': setting {}", m.id, name), low, high);
 }
 
 bool Flag(const Blueprint& bp, const Module& m, std::string_view name) {
@@ -147,14 +152,14 @@ StatusOr<LocalCluster> LocalClusterOf(const Blueprint& bp) {
   }
   if (controller == nullptr) return common::NotFound("no srunway/local/controller module: not a local blueprint");
   SRUNWAY_ASSIGN_OR_RETURN(local.state_dir, Word(bp, *controller, "state_dir", "/var/tmp/srunway-cluster"));
-  SRUNWAY_ASSIGN_OR_RETURN(int64_t port, Number(bp, *controller, "port_base", 6817));
+  SRUNWAY_ASSIGN_OR_RETURN(int64_t port, Number(bp, *controller, "port_base", 6817, 1, kMaxPort));
   local.port_base = static_cast<int>(port);
   for (const Module& m : bp.modules) {
     if (!EndsWith(m.source, "srunway/local/nodeset")) continue;
     SRUNWAY_ASSIGN_OR_RETURN(const std::string nodes, Word(bp, m, "nodes", ""));
     SRUNWAY_ASSIGN_OR_RETURN(auto hosts, common::ExpandHostlist(nodes));
     local.nodes.insert(local.nodes.end(), hosts.begin(), hosts.end());
-    SRUNWAY_ASSIGN_OR_RETURN(int64_t gpus, Number(bp, m, "gpus", 0));
+    SRUNWAY_ASSIGN_OR_RETURN(int64_t gpus, Number(bp, m, "gpus", 0, 0));
     local.gpus_per_node = static_cast<int>(gpus);
   }
   if (local.nodes.empty()) return common::InvalidArgument("the local blueprint has no srunway/local/nodeset with nodes");
@@ -163,6 +168,9 @@ StatusOr<LocalCluster> LocalClusterOf(const Blueprint& bp) {
 
 StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
   auto local = LocalClusterOf(bp);
+  // NotFound: no local controller, a Google Cloud blueprint. A local one with a bad setting is that error, never
+  // rendered as a cloud cluster instead.
+  if (!local.ok() && local.status().code() != common::StatusCode::kNotFound) return local.status();
   const bool is_local = local.ok();
   const Module* controller = nullptr;
   for (const Module& m : bp.modules) {
@@ -196,10 +204,10 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
     if (EndsWith(m.source, "srunway/local/nodeset")) {
       SRUNWAY_ASSIGN_OR_RETURN(set.hostlist, Word(bp, m, "nodes", ""));
       SRUNWAY_ASSIGN_OR_RETURN(set.hosts, common::ExpandHostlist(set.hostlist));
-      SRUNWAY_ASSIGN_OR_RETURN(int64_t sockets, Number(bp, m, "sockets", 1));
-      SRUNWAY_ASSIGN_OR_RETURN(int64_t cores, Number(bp, m, "cores_per_socket", 1));
-      SRUNWAY_ASSIGN_OR_RETURN(int64_t threads, Number(bp, m, "threads_per_core", 1));
-      SRUNWAY_ASSIGN_OR_RETURN(int64_t gpus, Number(bp, m, "gpus", 0));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t sockets, Number(bp, m, "sockets", 1, 1));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t cores, Number(bp, m, "cores_per_socket", 1, 1));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t threads, Number(bp, m, "threads_per_core", 1, 1));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t gpus, Number(bp, m, "gpus", 0, 0));
       set.gpus = static_cast<int>(gpus);
       const int first = next_port;
       next_port += static_cast<int>(set.hosts.size());
@@ -209,8 +217,8 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
                              sockets, cores, threads, sockets * cores * threads,
                              gpus > 0 ? fmt::format(" Gres=gpu:{}", gpus) : "");
     } else if (EndsWith(m.source, "schedmd-slurm-gcp-v6-nodeset")) {
-      SRUNWAY_ASSIGN_OR_RETURN(int64_t fixed, Number(bp, m, "node_count_static", 0));
-      SRUNWAY_ASSIGN_OR_RETURN(int64_t dynamic, Number(bp, m, "node_count_dynamic_max", 0));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t fixed, Number(bp, m, "node_count_static", 0, 0));
+      SRUNWAY_ASSIGN_OR_RETURN(int64_t dynamic, Number(bp, m, "node_count_dynamic_max", 0, 0));
       if (fixed + dynamic == 0) continue;
       const std::string name = Compact(Text(bp, m, "name", m.id));
       set.hostlist = fmt::format("{}-{}-[0-{}]", cluster, name, fixed + dynamic - 1);
@@ -230,6 +238,10 @@ StatusOr<std::map<std::string, std::string>> RenderSlurm(const Blueprint& bp) {
       continue;
     }
     nodesets.emplace(m.id, std::move(set));
+  }
+  if (is_local && next_port - 1 > kMaxPort) {
+    return common::InvalidArgument("module '{}': port_base {} leaves no room for the nodes' ports ({}-{}: past {})",
+                                   controller->id, local->port_base, local->port_base + 1, next_port - 1, kMaxPort);
   }
   if (nodesets.empty()) return common::InvalidArgument("no nodeset module with nodes (srunway/local/nodeset or schedmd-slurm-gcp-v6-nodeset)");
 

@@ -244,6 +244,31 @@ TEST(Render, LocalClusterFiles) {
   EXPECT_EQ(local->port_base, 7000);
 }
 
+// Numbers slurm.conf cannot take: a port past 65535 (or nodes' ports past it), no sockets or cores. They rendered
+// (a local blueprint whose settings failed was even rendered as a Google Cloud cluster: "NodeAddr= Port=0-1").
+TEST(Render, LocalNumbersOutOfRangeAreRefused) {
+  auto render = [](const std::string& controller, const std::string& from, const std::string& to) {
+    std::string text = kGood;
+    text.replace(text.find(from), from.size(), to);
+    text += "  - id: controller\n    source: srunway/local/controller\n    use: debug\n    settings:\n"
+            "      state_dir: /st\n" + controller;
+    auto bp = LoadText("bp.yaml", text);
+    EXPECT_TRUE(bp.ok());
+    auto files = RenderSlurm(*bp);
+    return files.ok() ? files->at("slurm.conf") : files.status().message();
+  };
+  EXPECT_NE(render("      port_base: 65533\n", "gpus: 8", "gpus: 8").find("Port=65534-65535 "), std::string::npos);
+  EXPECT_EQ(render("      port_base: 65534\n", "gpus: 8", "gpus: 8"),
+            "module 'controller': port_base 65534 leaves no room for the nodes' ports (65535-65536: past 65535)");
+  EXPECT_EQ(render("      port_base: 70000\n", "gpus: 8", "gpus: 8"),
+            "module 'controller': setting port_base=70000 is out of range [1, 65535]");
+  EXPECT_EQ(render("      port_base: 0\n", "gpus: 8", "gpus: 8"),
+            "module 'controller': setting port_base=0 is out of range [1, 65535]");
+  EXPECT_EQ(render("", "gpus: 8", "gpus: 8\n      sockets: 0"),
+            "module 'nodes': setting sockets=0 is out of range [1, 1073741824]");
+  EXPECT_EQ(render("", "gpus: 8", "gpus: -1"), "module 'nodes': setting gpus=-1 is out of range [0, 1073741824]");
+}
+
 // blueprints/local/slurm-gcp.yaml's settings: slurm-gcp's task plugins, cgroup.conf and prolog/epilog layout.
 TEST(Render, LocalClusterLikeSlurmGcp) {
   auto render = [](const std::string& settings) {
