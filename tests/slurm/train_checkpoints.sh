@@ -50,9 +50,10 @@ if [[ -n $node1_slurmd ]] && in_node1 mount -t tmpfs -o size=2600k tmpfs "$work/
   train2 --train-steps 6 --save "$work/full/ckpt" --save-interval 3 >"$work/full.log" 2>&1 || rc=$?
   expect_eq "exit after a save on a full disk" "$rc" 1
   expect_eq "error lines" "$(count_matching 'srunway-train.* error:' "$(cat "$work/full.log")")" 1
-  grep -qE "rank 0\] error: rank [01] on node1: write $work/full/ckpt/iter_0000006/.*: No space left on device( \(and 1 more rank\))?; the last complete checkpoint in $work/full/ckpt stays \(step 3\)$" "$work/full.log" ||
+  grep -qE "rank 0\] error: rank [01] on node1: write $work/full/ckpt/\.saving_iter_0000006/.*: No space left on device( \(and 1 more rank\))?; the last complete checkpoint in $work/full/ckpt stays \(step 3\)$" "$work/full.log" ||
     fail "$(cat "$work/full.log")"
-  in_node1 test ! -e "$work/full/ckpt/iter_0000006" || fail "the failed save left iter_0000006 behind"
+  in_node1 test ! -e "$work/full/ckpt/iter_0000006" -a ! -e "$work/full/ckpt/.saving_iter_0000006" ||
+    fail "the failed save left iter_0000006 or its staging directory behind"
   expect_eq "latest after the failed save" "$(in_node1 cat "$work/full/ckpt/latest_checkpointed_iteration.txt")" 3
   out=$(train2 --train-steps 4 --load "$work/full/ckpt" 2>&1) || fail "the checkpoint of step 3 does not load: $out"
   grep -q "resumed from $work/full/ckpt at step 3 " <<<"$out" || fail "$out"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 // xxHash, compiled into this file (no library to link or install).
 #define XXH_INLINE_ALL
@@ -159,11 +160,15 @@ std::filesystem::path ShardDir(const std::filesystem::path& dir, int64_t step) {
   return dir / fmt::format("iter_{:07d}", step);
 }
 
+std::filesystem::path StagingDir(const std::filesystem::path& dir, int64_t step) {
+  return dir / fmt::format(".saving_iter_{:07d}", step);
+}
+
 std::string ShardName(int rank, int ranks) { return fmt::format("shard_{:05d}_of_{:05d}.ckpt", rank, ranks); }
 
 common::Status WriteShard(const std::filesystem::path& dir, const TrainingState& state, int rank, int ranks,
                           const std::vector<ParamRange>& ranges, const std::array<ShardTensor, 3>& tensors) {
-  const std::filesystem::path shard_dir = ShardDir(dir, state.step);
+  const std::filesystem::path shard_dir = StagingDir(dir, state.step);
   std::error_code ec;
   std::filesystem::create_directories(shard_dir, ec);
   if (ec) return common::FailedPrecondition("create checkpoint directory {}: {}", shard_dir.string(), ec.message());
@@ -190,19 +195,39 @@ common::Status WriteShard(const std::filesystem::path& dir, const TrainingState&
 }
 
 common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int ranks) {
-  const std::filesystem::path shard_dir = ShardDir(dir, step);
+  const std::filesystem::path staging = StagingDir(dir, step), shard_dir = ShardDir(dir, step);
   common::Json manifest = {{"format", "srunway-sharded-checkpoint"}, {"version", kVersion}, {"step", step},
                            {"ranks", ranks}, {"shards", common::Json::array()}};
+  std::set<std::string> names;
   for (int r = 0; r < ranks; ++r) {
-    const std::filesystem::path shard = shard_dir / ShardName(r, ranks);
+    const std::filesystem::path shard = staging / ShardName(r, ranks);
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(shard, ec);
     if (ec) return common::DataLoss("{}: {} (every rank said it was written)", shard.string(), ec.message());
     manifest["shards"].push_back({{"file", ShardName(r, ranks)}, {"bytes", bytes}});
+    names.insert(ShardName(r, ranks));
   }
-  SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(shard_dir / "manifest.json", manifest.dump(1) + "\n"));
+  // An earlier attempt's files (it died, or ran on another number of ranks) are not this checkpoint's.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(staging, ec)) {
+    if (!names.contains(entry.path().filename().string())) std::filesystem::remove_all(entry.path(), ec);
+  }
+  SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(staging / "manifest.json", manifest.dump(1) + "\n"));
+  // A checkpoint of this step from before (the run was rewound to an older one) is replaced whole: set aside,
+  // the new one renamed into place, then deleted.
+  const std::filesystem::path replaced = dir / fmt::format(".replaced_iter_{:07d}", step);
+  const bool replacing = std::filesystem::exists(shard_dir, ec);
+  if (replacing) {
+    std::filesystem::remove_all(replaced, ec);
+    std::filesystem::rename(shard_dir, replaced, ec);
+    if (ec) return common::Unavailable("move {} aside: {}", shard_dir.string(), ec.message());
+  }
+  std::filesystem::rename(staging, shard_dir, ec);
+  if (ec) return common::Unavailable("rename {} to {}: {}", staging.string(), shard_dir.string(), ec.message());
   // The pointer last: until it is replaced, a reader loads the previous complete checkpoint.
-  return common::WriteFileAtomic(dir / kLatest, fmt::format("{}\n", step));
+  SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(dir / kLatest, fmt::format("{}\n", step)));
+  if (replacing) std::filesystem::remove_all(replaced, ec);
+  return common::Status::Ok();
 }
 
 common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesystem::path& dir, int keep) {

@@ -63,6 +63,10 @@ common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t>
 // on disk (each is fsynced before its rename); latest_checkpointed_iteration.txt changes only after the manifest.
 // The shards' ranges tile the buffers, so any number of ranks can load them.
 std::filesystem::path ShardDir(const std::filesystem::path& dir, int64_t step);
+// Where WriteShard puts the shards of `step` until CommitShards moves them to ShardDir whole: DIR/.saving_iter_NNNNNNN,
+// never taken for a checkpoint, so a save that dies midway leaves an earlier save of the same step (a run rewound to
+// an older checkpoint saves that step again) as it was.
+std::filesystem::path StagingDir(const std::filesystem::path& dir, int64_t step);
 std::string ShardName(int rank, int ranks);
 
 // One of a shard's three buffers (parameters, first and second moments): the whole flat buffer, whose shard ranges
@@ -76,8 +80,9 @@ struct ShardTensor {
 // parameters and the moments. A buffer of the wrong size is InvalidArgument.
 common::Status WriteShard(const std::filesystem::path& dir, const TrainingState& state, int rank, int ranks,
                           const std::vector<ParamRange>& ranges, const std::array<ShardTensor, 3>& tensors);
-// Rank 0, after every rank's WriteShard succeeded: checks that the shards are there, writes the manifest, then
-// points latest_checkpointed_iteration.txt at `step`.
+// Rank 0, after every rank's WriteShard succeeded: checks that the shards are there, removes any other file in the
+// staging directory (an earlier attempt's), writes the manifest, puts the directory in place of ShardDir (an
+// earlier checkpoint of the step is replaced whole), then points latest_checkpointed_iteration.txt at `step`.
 common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int ranks);
 // --keep-checkpoints: deletes all but the newest `keep` complete checkpoints in `dir` (never the one `latest`
 // names); returns what it deleted.

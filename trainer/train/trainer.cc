@@ -765,7 +765,7 @@ common::Status Trainer::Save(const char* why) {
   if (failures > 0 && Leader()) {
     // Never committed, never read: what the ranks that succeeded wrote goes too.
     std::error_code ec;
-    std::filesystem::remove_all(ShardDir(o_.save, step_), ec);
+    std::filesystem::remove_all(StagingDir(o_.save, step_), ec);
   }
   if (failures > 0) {
     // One line for the job, from rank 0: the first failing rank's own error, with how many others failed too.

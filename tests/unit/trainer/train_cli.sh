@@ -454,16 +454,17 @@ else
 fi
 echo "ok: bad input is refused with one line"
 
-# 5. A failed save leaves the previous checkpoint in charge. The new checkpoint's name is taken by a non-empty
-# directory, which no rename can replace, root's included (a read-only directory would not stop root).
+# 5. A failed save leaves the previous checkpoint in charge. The new shard's name (in the staging directory the
+# shards are written to) is taken by a non-empty directory, which no rename can replace, root's included (a
+# read-only directory would not stop root).
 before=$(cat "$kWork/ckpt/latest_checkpointed_iteration.txt")
-mkdir -p "$kWork/ckpt/iter_0000025/shard_00000_of_00001.ckpt/in-the-way"
-expect_exit 1 "iter_0000025/shard_00000_of_00001.ckpt: .*; the last complete checkpoint in $kWork/ckpt stays \\(step 20\\)$" \
+mkdir -p "$kWork/ckpt/.saving_iter_0000025/shard_00000_of_00001.ckpt/in-the-way"
+expect_exit 1 "/\.saving_iter_0000025/shard_00000_of_00001.ckpt: .*; the last complete checkpoint in $kWork/ckpt stays \\(step 20\\)$" \
   "${run[@]}" --load "$kWork/ckpt" --save "$kWork/ckpt" --train-steps 25
 # The first save failing said a last complete checkpoint stays where there was none.
-mkdir -p "$kWork/first/iter_0000002/shard_00000_of_00001.ckpt/in-the-way"
+mkdir -p "$kWork/first/.saving_iter_0000002/shard_00000_of_00001.ckpt/in-the-way"
 expect_exit 1 "; there is no complete checkpoint in $kWork/first yet$" "${run[@]}" --save "$kWork/first" --train-steps 2
-rm -rf "$kWork/ckpt/iter_0000025"
+[[ ! -e $kWork/ckpt/iter_0000025 && ! -e $kWork/ckpt/.saving_iter_0000025 ]] || fail "the failed save left files behind"
 [[ $(cat "$kWork/ckpt/latest_checkpointed_iteration.txt") == "$before" ]] || fail "latest checkpoint changed"
 echo "ok: a save that cannot be made fails with one line and leaves the previous checkpoint in charge"
 
