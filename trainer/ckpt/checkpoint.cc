@@ -207,11 +207,14 @@ common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int 
     manifest["shards"].push_back({{"file", ShardName(r, ranks)}, {"bytes", bytes}});
     names.insert(ShardName(r, ranks));
   }
-  // An earlier attempt's files (it died, or ran on another number of ranks) are not this checkpoint's.
+  // An earlier attempt's files (it died, or ran on another number of ranks) are not this checkpoint's: listed
+  // first (without the iterator's throwing increment), then removed.
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(staging, ec)) {
-    if (!names.contains(entry.path().filename().string())) std::filesystem::remove_all(entry.path(), ec);
+  std::vector<std::filesystem::path> stray;
+  for (std::filesystem::directory_iterator it(staging, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!names.contains(it->path().filename().string())) stray.push_back(it->path());
   }
+  for (const std::filesystem::path& path : stray) std::filesystem::remove_all(path, ec);
   SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(staging / "manifest.json", manifest.dump(1) + "\n"));
   // A checkpoint of this step from before (the run was rewound to an older one) is replaced whole: set aside,
   // the new one renamed into place, then deleted.
@@ -385,10 +388,11 @@ common::StatusOr<TrainingState> ReadCheckpointFile(const std::filesystem::path& 
     return common::DataLoss("{}: checksum mismatch: the tensors are corrupt", name);
   }
   const std::array<std::span<float>, 3> targets = {buffers.params, buffers.adam_m, buffers.adam_v};
+  // A rank's moment slices may lie outside this shard: its moments are then neither checked nor read from disk.
+  const bool moments_here = buffers.moment_ranges == nullptr || Overlap(ranges, *buffers.moment_ranges);
   for (size_t t = 0; t < targets.size(); ++t, offset += section) {
     const bool packed = t > 0 && buffers.moment_ranges != nullptr;
-    // A rank's moment slices may lie outside this shard: its moments are then neither checked nor read from disk.
-    if (packed && !Overlap(ranges, *buffers.moment_ranges)) continue;
+    if (t > 0 && !moments_here) continue;
     if (read.version != kVersionFnv && XXH3_64bits(bytes.data() + offset, section) != stored_hash(t)) {
       return common::DataLoss("{}: checksum mismatch: the tensor {} is corrupt", name, kTensorNames[t]);
     }
@@ -458,9 +462,9 @@ common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, con
     std::vector<ParamRange> ranges;
     SRUNWAY_ASSIGN_OR_RETURN(TrainingState state, ReadCheckpointFile(where, expected, buffers, &ranges));
     // One shard alone would resume its ranges over the initialisation: a model part trained, part random.
-    int64_t held = 0;
-    for (const ParamRange& r : ranges) held += r.count;
-    if (held != static_cast<int64_t>(buffers.params.size())) {
+    const auto numel = static_cast<int64_t>(buffers.params.size());
+    SRUNWAY_ASSIGN_OR_RETURN(const int64_t held, CountWithin(ranges, numel, "checkpoint"));
+    if (held != numel) {
       return common::FailedPrecondition("{} is one shard of a sharded checkpoint ({} of the {} parameters): --load "
                                         "its directory, {}", where.string(), held, buffers.params.size(),
                                         where.parent_path().string());
