@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <numeric>
+#include <span>
 #include <string_view>
 
 #include "common/parse.h"
@@ -13,6 +15,11 @@
 
 namespace srunway::trainer {
 namespace {
+
+// A blend's table keeps a dataset's number in its low 16 bits and the dataset's sample number above them.
+constexpr int kSourceBits = 16;
+constexpr size_t kMaxBlended = size_t{1} << kSourceBits;
+constexpr int64_t kMaxBlendedSamples = int64_t{1} << (63 - kSourceBits);
 
 // Aborted once `stop` is set; a build looks at it every 2^16 of its steps (`done` of `count` `unit`).
 constexpr int64_t kStopEvery = int64_t{1} << 16;
@@ -23,7 +30,8 @@ common::Status CheckStop(const volatile std::sig_atomic_t* stop, int64_t done, i
                          common::SignalName(*stop), of, done, count, unit);
 }
 
-void Shuffle(std::vector<int64_t>& values, uint64_t seed) {
+template <typename Index>
+void Shuffle(std::span<Index> values, uint64_t seed) {
   Rng rng(seed);
   for (size_t i = values.size(); i > 1; --i) std::swap(values[i - 1], values[rng.Below(i)]);
 }
@@ -38,36 +46,32 @@ common::Status CheckTokens(const std::vector<int32_t>& tokens, int vocab, const 
   return common::Status::Ok();
 }
 
+// Megatron's GPTDataset over one dataset's share, its tables of `Index` (uint32_t where every value fits).
+template <typename Index>
 class GptSamples : public SampleSource {
  public:
-  static common::StatusOr<std::unique_ptr<SampleSource>> Build(std::shared_ptr<TokenSource> source, int64_t begin,
-                                                               int64_t end, int seq_len, int vocab,
-                                                               int64_t num_samples, uint64_t seed,
+  static common::StatusOr<std::unique_ptr<SampleSource>> Build(const DatasetPlan& plan, int seq_len, int vocab,
+                                                               uint64_t seed,
                                                                const volatile std::sig_atomic_t* stop) {
-    int64_t tokens_per_epoch = 0;
-    for (int64_t d = begin; d < end; ++d) tokens_per_epoch += source->length(d);
-    if (tokens_per_epoch <= seq_len) {
-      return common::FailedPrecondition("{}: documents {}..{} hold {} tokens, fewer than one sample of {} + 1",
-                                        source->name(), begin, end, tokens_per_epoch, seq_len);
-    }
-    num_samples = std::max<int64_t>(num_samples, 1);
-    const int64_t epochs = (num_samples * seq_len + 1 + tokens_per_epoch - 1) / tokens_per_epoch;
     auto samples = std::make_unique<GptSamples>();
-    samples->source_ = std::move(source);
+    samples->source_ = plan.tokens;
     samples->seq_len_ = seq_len;
     samples->vocab_ = vocab;
-    for (int64_t e = 0; e < epochs; ++e) {
-      SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, e, epochs, "epochs", samples->source_->name()));
-      std::vector<int64_t> order(end - begin);
-      std::iota(order.begin(), order.end(), begin);
-      Shuffle(order, seed + 1000003 * static_cast<uint64_t>(e));
-      samples->docs_.insert(samples->docs_.end(), order.begin(), order.end());
+    const std::string name = plan.tokens->name();
+    const int64_t per_epoch = plan.end - plan.begin;
+    samples->docs_.resize(plan.epochs * per_epoch);
+    for (int64_t e = 0; e < plan.epochs; ++e) {
+      SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, e, plan.epochs, "epochs", name));
+      std::span<Index> epoch(samples->docs_.data() + e * per_epoch, per_epoch);
+      std::iota(epoch.begin(), epoch.end(), static_cast<Index>(plan.begin));
+      Shuffle(epoch, seed + 1000003 * static_cast<uint64_t>(e));
     }
     // Where each sample starts: (position in docs_, token offset), seq_len tokens apart.
+    samples->starts_.resize(plan.num_samples);
     int64_t pos = 0, offset = 0;
-    for (int64_t s = 0; s < num_samples; ++s) {
-      SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, s, num_samples, "samples", samples->source_->name()));
-      samples->starts_.push_back({pos, offset});
+    for (int64_t s = 0; s < plan.num_samples; ++s) {
+      SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, s, plan.num_samples, "samples", name));
+      samples->starts_[s] = {static_cast<Index>(pos), static_cast<Index>(offset)};
       int64_t remaining = seq_len;
       while (remaining > 0) {
         const int64_t available = samples->source_->length(samples->docs_[pos]) - offset;
@@ -81,15 +85,15 @@ class GptSamples : public SampleSource {
         }
       }
     }
-    samples->order_.resize(num_samples);
-    std::iota(samples->order_.begin(), samples->order_.end(), 0);
-    Shuffle(samples->order_, seed ^ 0x5eedULL);
+    samples->order_.resize(plan.num_samples);
+    std::iota(samples->order_.begin(), samples->order_.end(), Index{0});
+    Shuffle(std::span<Index>(samples->order_), seed ^ 0x5eedULL);
     return std::unique_ptr<SampleSource>(std::move(samples));
   }
 
   common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
-    const int64_t sample = order_[index % static_cast<int64_t>(order_.size())];
-    auto [pos, offset] = starts_[sample];
+    const Start start = starts_[order_[index % static_cast<int64_t>(order_.size())]];
+    int64_t pos = start.pos, offset = start.offset;
     out.clear();
     int64_t remaining = seq_len_ + 1;
     while (remaining > 0) {
@@ -103,12 +107,20 @@ class GptSamples : public SampleSource {
     return CheckTokens(out, vocab_, source_->name(), index);
   }
 
+  int64_t IndexBytes() const override {
+    return static_cast<int64_t>((docs_.capacity() + order_.capacity()) * sizeof(Index) +
+                                starts_.capacity() * sizeof(Start));
+  }
+
  private:
+  struct Start {
+    Index pos, offset;
+  };
   std::shared_ptr<TokenSource> source_;
   int seq_len_ = 0, vocab_ = 0;
-  std::vector<int64_t> docs_;
-  std::vector<std::pair<int64_t, int64_t>> starts_;
-  std::vector<int64_t> order_;
+  std::vector<Index> docs_;
+  std::vector<Start> starts_;
+  std::vector<Index> order_;
 };
 
 // NeMo's mock data: every sample is seq_len + 1 tokens drawn uniformly from the vocabulary, a function of the
@@ -122,6 +134,7 @@ class MockSamples : public SampleSource {
     for (int32_t& token : out) token = static_cast<int32_t>(rng.Below(vocab_));
     return common::Status::Ok();
   }
+  int64_t IndexBytes() const override { return 0; }
 
  private:
   int seq_len_, vocab_;
@@ -141,9 +154,17 @@ class BlendedSamples : public SampleSource {
   }
 
   common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
-    const auto& [source, sample] = index_[index % static_cast<int64_t>(index_.size())];
+    const uint64_t entry = index_[index % static_cast<int64_t>(index_.size())];
     const int64_t wraps = index / static_cast<int64_t>(index_.size());
-    return sources_[source]->Sample(sample + wraps * static_cast<int64_t>(index_.size()), out);
+    const auto sample = static_cast<int64_t>(entry >> kSourceBits);
+    return sources_[entry & ((1u << kSourceBits) - 1)]->Sample(sample + wraps * static_cast<int64_t>(index_.size()),
+                                                               out);
+  }
+
+  int64_t IndexBytes() const override {
+    int64_t bytes = static_cast<int64_t>(index_.capacity() * sizeof(uint64_t));
+    for (const auto& source : sources_) bytes += source->IndexBytes();
+    return bytes;
   }
 
  private:
@@ -151,6 +172,7 @@ class BlendedSamples : public SampleSource {
 
   common::Status Draw(const std::vector<double>& weights, int64_t num_samples, const volatile std::sig_atomic_t* stop) {
     std::vector<int64_t> drawn(sources_.size(), 0);
+    index_.resize(num_samples);
     for (int64_t i = 0; i < num_samples; ++i) {
       SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, i, num_samples, "samples", "the blend"));
       size_t best = 0;
@@ -162,13 +184,13 @@ class BlendedSamples : public SampleSource {
           best = d;
         }
       }
-      index_.push_back({best, drawn[best]++});
+      index_[i] = static_cast<uint64_t>(drawn[best]++) << kSourceBits | best;
     }
     return common::Status::Ok();
   }
 
   std::vector<std::unique_ptr<SampleSource>> sources_;
-  std::vector<std::pair<size_t, int64_t>> index_;
+  std::vector<uint64_t> index_;
 };
 
 }  // namespace
@@ -179,6 +201,9 @@ common::StatusOr<std::vector<WeightedPath>> ParseDataPath(const std::vector<std:
   if (args.size() % 2 != 0) {
     return common::InvalidArgument("--data-path: a blend is pairs of weight and prefix ('0.7 a 0.3 b'); got {} words",
                                    args.size());
+  }
+  if (args.size() / 2 > kMaxBlended) {
+    return common::InvalidArgument("--data-path: a blend of {} datasets; at most {}", args.size() / 2, kMaxBlended);
   }
   std::vector<WeightedPath> paths;
   double total = 0;
@@ -233,22 +258,25 @@ common::StatusOr<std::unique_ptr<TokenSource>> OpenTokenSource(const std::string
                           prefix, prefix);
 }
 
-double SampleIndexBytes(const DataConfig& config, int64_t num_samples) {
-  if (config.mock) return 0;
-  // GptSamples: starts_ (two int64) and order_ (one) a sample; BlendedSamples: index_ (two 8-byte values) a sample,
-  // each dataset built 0.5% larger than its share.
-  constexpr double kPerSample = 3 * sizeof(int64_t), kPerBlended = 2 * sizeof(int64_t);
-  const double n = static_cast<double>(num_samples);
-  return config.data_path.size() <= 1 ? kPerSample * n : kPerSample * 1.005 * n + kPerBlended * n;
+double DatasetPlan::bytes() const {
+  const double entry = narrow ? sizeof(uint32_t) : sizeof(int64_t);
+  return entry * (static_cast<double>(epochs) * static_cast<double>(end - begin) + 3.0 * num_samples);
 }
 
-common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& config, Split split,
-                                                              int64_t num_samples) {
-  const uint64_t seed = config.seed + 7919 * static_cast<uint64_t>(split);
-  if (config.mock) return std::unique_ptr<SampleSource>(new MockSamples(config.seq_len, config.vocab, seed));
+double SamplePlan::bytes() const {
+  double bytes = datasets.size() > 1 ? sizeof(uint64_t) * static_cast<double>(std::max<int64_t>(num_samples, 1)) : 0;
+  for (const DatasetPlan& dataset : datasets) bytes += dataset.bytes();
+  return bytes;
+}
+
+common::StatusOr<SamplePlan> PlanSamples(const DataConfig& config, Split split, int64_t num_samples) {
+  SamplePlan plan{config, split, std::max<int64_t>(num_samples, 1), {}};
+  if (config.mock) return plan;
   SRUNWAY_ASSIGN_OR_RETURN(std::vector<WeightedPath> paths, ParseDataPath(config.data_path));
-  std::vector<std::unique_ptr<SampleSource>> sources;
-  std::vector<double> weights;
+  if (paths.size() > 1 && plan.num_samples > kMaxBlendedSamples) {
+    return common::ResourceExhausted("--data-path: a blend of {} samples; at most {}", plan.num_samples,
+                                     kMaxBlendedSamples);
+  }
   for (const WeightedPath& path : paths) {
     SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> tokens, OpenTokenSource(path.prefix));
     SRUNWAY_ASSIGN_OR_RETURN(auto range, SplitRange(config.split, tokens->size(), split));
@@ -257,17 +285,61 @@ common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& c
                                         split == Split::kTrain ? "training" : "validation", config.split,
                                         tokens->size());
     }
+    DatasetPlan dataset{std::shared_ptr<TokenSource>(std::move(tokens)), path.weight, range.first, range.second};
+    int64_t tokens_per_epoch = 0, longest = 0;
+    for (int64_t d = dataset.begin; d < dataset.end; ++d) {
+      tokens_per_epoch += dataset.tokens->length(d);
+      longest = std::max(longest, dataset.tokens->length(d));
+    }
+    if (tokens_per_epoch <= config.seq_len) {
+      return common::FailedPrecondition("{}: documents {}..{} hold {} tokens, fewer than one sample of {} + 1",
+                                        dataset.tokens->name(), dataset.begin, dataset.end, tokens_per_epoch,
+                                        config.seq_len);
+    }
     // As Megatron: each dataset of a blend is built a little larger than its share, so rounding never runs short.
-    const int64_t wanted = paths.size() == 1 ? num_samples
-                                             : static_cast<int64_t>(std::ceil(path.weight * num_samples * 1.005));
-    SRUNWAY_ASSIGN_OR_RETURN(auto samples, GptSamples::Build(std::shared_ptr<TokenSource>(std::move(tokens)),
-                                                             range.first, range.second, config.seq_len, config.vocab,
-                                                             wanted, seed, config.stop));
+    dataset.num_samples = paths.size() == 1
+                              ? plan.num_samples
+                              : static_cast<int64_t>(std::ceil(path.weight * plan.num_samples * 1.005));
+    // Counted in 64 bits (the trainer keeps samples x tokens within them; a blend's shares are 0.5% larger).
+    const double wanted = static_cast<double>(dataset.num_samples) * config.seq_len;
+    const double positions = (wanted / static_cast<double>(tokens_per_epoch) + 1) *
+                             static_cast<double>(dataset.end - dataset.begin);
+    if (wanted > 0x1p62 || positions > 0x1p62) {
+      return common::ResourceExhausted("{}: {} samples of {} tokens pass {:.3g} documents, more than any index holds",
+                                       dataset.tokens->name(), dataset.num_samples, config.seq_len, positions);
+    }
+    dataset.epochs = (dataset.num_samples * config.seq_len + tokens_per_epoch) / tokens_per_epoch;
+    constexpr double kNarrow = std::numeric_limits<uint32_t>::max();
+    const double entries = static_cast<double>(dataset.epochs) * static_cast<double>(dataset.end - dataset.begin);
+    dataset.narrow = !config.wide_index && entries <= kNarrow && static_cast<double>(dataset.end) <= kNarrow &&
+                     static_cast<double>(dataset.num_samples) <= kNarrow && static_cast<double>(longest) <= kNarrow;
+    plan.datasets.push_back(std::move(dataset));
+  }
+  return plan;
+}
+
+common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(SamplePlan plan) {
+  const DataConfig& config = plan.config;
+  const uint64_t seed = config.seed + 7919 * static_cast<uint64_t>(plan.split);
+  if (config.mock) return std::unique_ptr<SampleSource>(new MockSamples(config.seq_len, config.vocab, seed));
+  std::vector<std::unique_ptr<SampleSource>> sources;
+  std::vector<double> weights;
+  for (const DatasetPlan& dataset : plan.datasets) {
+    SRUNWAY_ASSIGN_OR_RETURN(auto samples,
+                             dataset.narrow
+                                 ? GptSamples<uint32_t>::Build(dataset, config.seq_len, config.vocab, seed, config.stop)
+                                 : GptSamples<int64_t>::Build(dataset, config.seq_len, config.vocab, seed, config.stop));
     sources.push_back(std::move(samples));
-    weights.push_back(path.weight);
+    weights.push_back(dataset.weight);
   }
   if (sources.size() == 1) return std::move(sources[0]);
-  return BlendedSamples::Build(std::move(sources), weights, std::max<int64_t>(num_samples, 1), config.stop);
+  return BlendedSamples::Build(std::move(sources), weights, plan.num_samples, config.stop);
+}
+
+common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& config, Split split,
+                                                              int64_t num_samples) {
+  SRUNWAY_ASSIGN_OR_RETURN(SamplePlan plan, PlanSamples(config, split, num_samples));
+  return BuildSamples(std::move(plan));
 }
 
 }  // namespace srunway::trainer

@@ -19,6 +19,8 @@ class SampleSource {
   virtual ~SampleSource() = default;
   // Replaces `out` with sample `index` (any index >= 0; the order repeats after the samples asked for).
   virtual common::Status Sample(int64_t index, std::vector<int32_t>& out) = 0;
+  // Bytes of host memory its index holds.
+  virtual int64_t IndexBytes() const = 0;
 };
 
 enum class Split { kTrain = 0, kValid = 1, kTest = 2 };
@@ -34,6 +36,7 @@ struct DataConfig {
   // Once set (a stop signal's number), a long index build ends with Aborted naming it: Ctrl-C or Slurm's SIGTERM
   // waited for the whole build, minutes for a billion samples.
   const volatile std::sig_atomic_t* stop = nullptr;
+  bool wide_index = false;  // tests: 64-bit tables even where 32 bits hold every value
 };
 
 struct WeightedPath {
@@ -45,13 +48,35 @@ common::StatusOr<std::vector<WeightedPath>> ParseDataPath(const std::vector<std:
 // Megatron's split: the shares normalised, boundaries rounded; [begin, end) of `count` documents for `split`.
 common::StatusOr<std::pair<int64_t, int64_t>> SplitRange(const std::string& split, int64_t count, Split which);
 
+// One dataset's share of a split's index: its documents [begin, end), the epochs of them that hold its samples,
+// and whether 32-bit tables hold every value (document numbers, positions, offsets, sample numbers), as Megatron's
+// int32 tables do; past 2^32 the tables are 64-bit.
+struct DatasetPlan {
+  std::shared_ptr<TokenSource> tokens;
+  double weight = 1;
+  int64_t begin = 0, end = 0;
+  int64_t epochs = 0;
+  int64_t num_samples = 0;
+  bool narrow = true;
+  // Megatron's tables: the documents of every epoch in shuffled order, where each sample starts (position and
+  // offset), the samples in shuffled order.
+  double bytes() const;
+};
+
+// What BuildSamples allocates, known before it does: the datasets are open and each one's share counted.
+struct SamplePlan {
+  DataConfig config;
+  Split split = Split::kTrain;
+  int64_t num_samples = 0;
+  std::vector<DatasetPlan> datasets;  // none for --mock-data
+  double bytes() const;               // host memory of the whole index, a blend's own table included
+};
+common::StatusOr<SamplePlan> PlanSamples(const DataConfig& config, Split split, int64_t num_samples);
+
 // The samples of one split, built to hold at least `num_samples` (more are drawn by wrapping around).
+common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(SamplePlan plan);
 common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& config, Split split,
                                                               int64_t num_samples);
-
-// Bytes of host memory BuildSamples' index of `num_samples` takes: Megatron's per-sample tables (where each sample
-// starts, their shuffled order) for each dataset, and the blend's own; 0 for --mock-data, which keeps none.
-double SampleIndexBytes(const DataConfig& config, int64_t num_samples);
 
 // Opens PREFIX.bin/.idx, or llm.c shards matching PREFIX; the error names what was looked for.
 common::StatusOr<std::unique_ptr<TokenSource>> OpenTokenSource(const std::string& prefix);

@@ -503,8 +503,12 @@ common::Status Trainer::Setup() {
   // The index from --data-path holds every sample of the run, in this rank's memory (Megatron's tables): a run of
   // a billion samples died in the allocator (std::bad_alloc, exit 134) or of the OOM killer.
   const bool evaluates = o_.eval_interval > 0 && o_.eval_iters > 0;
-  const double index_bytes = SampleIndexBytes(data, o_.train_steps * gbs) +
-                             (evaluates ? SampleIndexBytes(data, o_.eval_iters * B_) : 0.0);
+  SRUNWAY_ASSIGN_OR_RETURN(SamplePlan train_plan, PlanSamples(data, Split::kTrain, o_.train_steps * gbs));
+  std::optional<SamplePlan> valid_plan;
+  if (evaluates) {
+    SRUNWAY_ASSIGN_OR_RETURN(valid_plan, PlanSamples(data, Split::kValid, o_.eval_iters * B_));
+  }
+  const double index_bytes = train_plan.bytes() + (valid_plan ? valid_plan->bytes() : 0.0);
   if (const HostMemory host = ShareOf(HostMemoryBudget(), boot_->identity().local_size);
       host.bytes > 0 && index_bytes > static_cast<double>(host.bytes)) {
     return common::ResourceExhausted(
@@ -514,9 +518,9 @@ common::Status Trainer::Setup() {
         evaluates ? fmt::format(" and --eval-iters {} x micro-batch {}", o_.eval_iters, B_) : "",
         Gib(index_bytes), Gib(host.bytes), host.why);
   }
-  SRUNWAY_ASSIGN_OR_RETURN(train_, BuildSamples(data, Split::kTrain, o_.train_steps * gbs));
-  if (evaluates) {
-    SRUNWAY_ASSIGN_OR_RETURN(valid_, BuildSamples(data, Split::kValid, o_.eval_iters * B_));
+  SRUNWAY_ASSIGN_OR_RETURN(train_, BuildSamples(std::move(train_plan)));
+  if (valid_plan) {
+    SRUNWAY_ASSIGN_OR_RETURN(valid_, BuildSamples(*std::move(valid_plan)));
   }
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
   // At start-up, so that a --save that cannot work ends the run before its first step, not at its first save.

@@ -7,6 +7,12 @@
 #include <map>
 #include <numeric>
 
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" size_t __sanitizer_get_current_allocated_bytes();  // sanitizer/allocator_interface.h, not packaged here
+#else
+#include <malloc.h>
+#endif
+
 #include "common/fs.h"
 #include "tests/unit/temp_dir.h"
 #include "trainer/data/indexed_dataset.h"
@@ -16,6 +22,16 @@ namespace srunway::trainer {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Bytes the allocator has handed out and not had back.
+int64_t HeapBytes() {
+#if defined(__SANITIZE_ADDRESS__)
+  return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
+#else
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+#endif
+}
 
 class DataTest : public ::testing::Test {
  protected:
@@ -157,6 +173,69 @@ TEST_F(DataTest, SamplesPackDocumentsEndToEndAndShareTheBoundaryToken) {
   EXPECT_TRUE(differs);
 }
 
+// The index takes what its plan counted before any of it was allocated (the trainer checks that against the rank's
+// memory): Megatron's 32-bit tables, 4 bytes a document of each epoch and 12 a sample, and a blend's 8 a sample.
+// It took 24 bytes a sample, 8 a document of each epoch, and up to twice that while its tables grew.
+TEST_F(DataTest, IndexHoldsWhatItsPlanCounted) {
+  const std::string prefix = Write("m", std::vector<int>(200, 37));
+  DataConfig config;
+  config.split = "1";
+  config.seq_len = 64;
+  config.vocab = 1000;
+  constexpr int64_t kSamples = 200000;
+  // 200 documents of 37 tokens a epoch; 200000 samples of 64 tokens (+ 1) need 1730 epochs.
+  const double tables = 4.0 * (1730 * 200 + 3 * kSamples);
+  for (bool blend : {false, true}) {
+    config.data_path = blend ? std::vector<std::string>{"1", prefix, "1", prefix} : std::vector<std::string>{prefix};
+    auto plan = PlanSamples(config, Split::kTrain, kSamples);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    if (!blend) {
+      EXPECT_EQ(plan->bytes(), tables);
+    } else {
+      // Each half built 0.5% larger (100500 samples, 870 epochs), and the blend's own table.
+      EXPECT_EQ(plan->bytes(), 2 * 4.0 * (870 * 200 + 3 * 100500) + 8.0 * kSamples);
+    }
+    const int64_t before = HeapBytes();
+    auto samples = BuildSamples(*plan);
+    ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+    const int64_t held = HeapBytes() - before;
+    EXPECT_EQ(static_cast<double>((*samples)->IndexBytes()), plan->bytes()) << "blend " << blend;
+    EXPECT_GE(static_cast<double>(held), plan->bytes()) << "blend " << blend;
+    EXPECT_LE(static_cast<double>(held), plan->bytes() + 64 * 1024) << "blend " << blend;
+  }
+}
+
+// Past 2^32 positions or samples the tables are 64-bit; they draw the same samples as 32-bit ones, in the same
+// order (a run resumed by a build with the other width reads on where it stopped).
+TEST_F(DataTest, WideTablesDrawTheSameSamplesAsNarrowOnes) {
+  const std::string a = Write("wa", {5, 17, 1, 40, 9, 33, 12});
+  const std::string b = Write("wb", {50, 3, 21});
+  DataConfig config;
+  config.split = "1";
+  config.seq_len = 8;
+  config.vocab = 1000;
+  for (const auto& path : {std::vector<std::string>{a}, std::vector<std::string>{"0.6", a, "0.4", b}}) {
+    config.data_path = path;
+    config.wide_index = false;
+    auto narrow_plan = PlanSamples(config, Split::kTrain, 300);
+    config.wide_index = true;
+    auto wide_plan = PlanSamples(config, Split::kTrain, 300);
+    ASSERT_TRUE(narrow_plan.ok() && wide_plan.ok());
+    ASSERT_TRUE(narrow_plan->datasets[0].narrow);
+    ASSERT_FALSE(wide_plan->datasets[0].narrow);
+    EXPECT_EQ(wide_plan->datasets[0].bytes(), 2 * narrow_plan->datasets[0].bytes());
+    auto narrow = BuildSamples(*narrow_plan);
+    auto wide = BuildSamples(*wide_plan);
+    ASSERT_TRUE(narrow.ok() && wide.ok());
+    std::vector<int32_t> x, y;
+    for (int64_t i = 0; i < 900; ++i) {  // three times round
+      ASSERT_TRUE((*narrow)->Sample(i, x).ok());
+      ASSERT_TRUE((*wide)->Sample(i, y).ok());
+      ASSERT_EQ(x, y) << "sample " << i << " of " << path.size() << " words";
+    }
+  }
+}
+
 TEST_F(DataTest, TokenBeyondTheModelVocabularyNamesTheFile) {
   const std::string prefix = Write("v", {50}, 1000);
   DataConfig config;
@@ -206,6 +285,12 @@ TEST(DataPathTest, MalformedBlendsAreRefused) {
   for (const char* bad : {"0", "inf", "nan", "1e999", "0.5x", ""}) {
     EXPECT_FALSE(ParseDataPath({bad, "a", "2", "b"}).ok()) << bad;
   }
+  // A blend's table numbers its datasets in 16 bits: the 65537th would have read the first one's samples.
+  std::vector<std::string> many;
+  for (int d = 0; d <= 65536; ++d) many.insert(many.end(), {"1", "d" + std::to_string(d)});
+  EXPECT_NE(ParseDataPath(many).status().message().find("a blend of 65537 datasets; at most 65536"), std::string::npos);
+  many.resize(many.size() - 2);
+  EXPECT_TRUE(ParseDataPath(many).ok());
   auto blend = ParseDataPath({"3", "a", "1", "b"});
   ASSERT_TRUE(blend.ok());
   EXPECT_DOUBLE_EQ((*blend)[0].weight, 0.75);

@@ -281,10 +281,10 @@ expect_exit 1 "data.bin: token [0-9]+ in sample [0-9]+ is not below the model's 
   "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --vocab-size 64 --train-steps 2
 expect_exit 1 "n_layer is 2 in the checkpoint and 3 here" \
   "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --num-layers 3 --load "$kWork/ckpt"
-# A run of more samples than its index from --data-path can hold in memory (24 bytes a sample, Megatron's tables)
+# A run of more samples than its index from --data-path can hold in memory (Megatron's tables, 64-bit past 2^32)
 # is one line naming the flags, exit 1: it died in the allocator (std::bad_alloc, 134). Beyond 64 bits, exit 2 (it
 # overflowed).
-expect_exit 1 "--train-steps 100000000000 x global batch 2 = 200000000000 samples: their index from --data-path needs 4470.35 GiB of host memory, more than the [0-9.]+ GiB this rank may hold \\(.*\\); train fewer steps" \
+expect_exit 1 "--train-steps 100000000000 x global batch 2 = 200000000000 samples: their index from --data-path needs 4479.23 GiB of host memory, more than the [0-9.]+ GiB this rank may hold \\(.*\\); train fewer steps" \
   "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 100000000000
 expect_exit 2 "--train-steps 9223372036854775807 x 2 samples of 33 tokens is more than 64 bits count" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 9223372036854775807
