@@ -7,10 +7,12 @@
 
 #include <csignal>
 #include <map>
+#include <optional>
 #include <set>
 #include <variant>
 
 #include "common/cli.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "trainer/model/config.h"
 #include "trainer/ops/cuda/cuda_ops.h"
@@ -34,22 +36,33 @@ int ExitCode(srunway::trainer::TrainResult::Ending ending) {
 }
 void OnStopSignal(int signal) { g_stop_signal = signal; }
 
+// A key, or an item of a value's list, that is itself a list or mapping.
+std::optional<YAML::Node> NotScalar(const YAML::Node& key, const YAML::Node& value) {
+  if (key.IsSequence() || key.IsMap()) return key;
+  if (value.IsSequence()) {
+    for (const YAML::Node& item : value) {
+      if (item.IsSequence() || item.IsMap()) return item;
+    }
+  }
+  return std::nullopt;
+}
+
 // Turns a YAML mapping of flag names (with - or _) into command-line words, skipping the flags given on the
 // command line itself, which win. Lists become repeated values ("data-path: [0.7, a, 0.3, b]"). A key that is no
 // flag of `app` is named with its line (CLI11 would report the words it made, without the file).
-srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::string& path,
-                                                                 const std::set<std::string>& given,
-                                                                 const CLI::App& app) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    return srunway::common::InvalidArgument("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
+srunway::common::StatusOr<std::vector<std::string>> ConfigWordsOf(const YAML::Node& root, const std::string& path,
+                                                                  const std::set<std::string>& given,
+                                                                  const CLI::App& app) {
   if (!root.IsMap()) return srunway::common::InvalidArgument("{}: expected a mapping of flag: value", path);
   std::vector<std::string> words;
   std::map<std::string, int> first_line;  // YAML forbids a key twice; yaml-cpp keeps both (mock_data = mock-data)
   for (const auto& entry : root) {
+    // A list or mapping as a key or a list item threw YAML::TypedBadConversion past every handler (abort).
+    if (std::optional<YAML::Node> odd = NotScalar(entry.first, entry.second)) {
+      return srunway::common::InvalidArgument("{}:{}:{}: expected a flag name or value, not a {}", path,
+                                              odd->Mark().line + 1, odd->Mark().column + 1,
+                                              odd->IsMap() ? "mapping" : "list");
+    }
     std::string key = entry.first.as<std::string>();
     std::replace(key.begin(), key.end(), '_', '-');
     const std::string flag = "--" + key;
@@ -89,6 +102,21 @@ srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::strin
     }
   }
   return words;
+}
+
+// The words of --config FILE.
+srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::string& path,
+                                                                 const std::set<std::string>& given,
+                                                                 const CLI::App& app) {
+  // Read here: yaml-cpp's LoadFile said "0:0: bad file" for a missing one, and a directory threw std::ios_failure
+  // past every handler (abort, exit 134).
+  auto text = srunway::common::ReadFile(path);
+  if (!text.ok()) return srunway::common::InvalidArgument("--config: {}", text.status().message());
+  try {
+    return ConfigWordsOf(YAML::Load(*text), path, given, app);
+  } catch (const YAML::Exception& e) {
+    return srunway::common::InvalidArgument("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
 }
 
 }  // namespace

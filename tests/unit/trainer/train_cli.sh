@@ -269,6 +269,15 @@ expect_exit 2 "config.switch.yaml:1: 'mock-data' is a switch: true or false, not
   "$kTrain" --config "$kWork/config.switch.yaml"
 printf 'mock_data: true\nlr: false\n' >"$kWork/config.false.yaml"
 expect_exit 2 "--lr" "$kTrain" --config "$kWork/config.false.yaml"
+# A config that is a directory, a list or mapping as a key or list item: one line, exit 2 (they threw past every
+# handler: abort, exit 134); a missing one said "0:0: bad file".
+expect_exit 2 "--config: read $kWork: Is a directory" "$kTrain" --config "$kWork"
+expect_exit 2 "--config: open $kWork/none.yaml: No such file or directory" "$kTrain" --config "$kWork/none.yaml"
+printf 'mock_data: true\n[lr, x]: 1\n' >"$kWork/config.key.yaml"
+expect_exit 2 "config.key.yaml:2:1: expected a flag name or value, not a list" "$kTrain" --config "$kWork/config.key.yaml"
+printf 'mock_data: true\ndata_path: [1, {a: 1}]\n' >"$kWork/config.item.yaml"
+expect_exit 2 "config.item.yaml:2:16: expected a flag name or value, not a mapping" \
+  "$kTrain" --config "$kWork/config.item.yaml"
 printf 'mock_data: true\nconfig: other.yaml\n' >"$kWork/config.nested.yaml"
 expect_exit 2 "config.nested.yaml:2: 'config' cannot be set in a config file" \
   "$kTrain" --config "$kWork/config.nested.yaml"
