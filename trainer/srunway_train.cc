@@ -1,5 +1,6 @@
 // srunway-train: GPT/Llama pretraining with Megatron/NeMo flag names; --config FILE.yaml holds the same keys.
 // Exit codes: see trainer/train/trainer.h (0 ok, 1 error, 2 usage, 3 diverged, 4 stopped by a signal).
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
@@ -114,6 +115,9 @@ srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::strin
   if (!text.ok()) return srunway::common::InvalidArgument("--config: {}", text.status().message());
   try {
     return ConfigWordsOf(YAML::Load(*text), path, given, app);
+  } catch (const YAML::DeepRecursion& e) {  // yaml-cpp says "bad file"
+    return srunway::common::InvalidArgument("{}:{}:{}: nested too deep for a mapping of flag: value", path,
+                                            e.mark.line + 1, e.mark.column + 1);
   } catch (const YAML::Exception& e) {
     return srunway::common::InvalidArgument("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg);
   }

@@ -278,6 +278,9 @@ expect_exit 2 "config.key.yaml:2:1: expected a flag name or value, not a list" "
 printf 'mock_data: true\ndata_path: [1, {a: 1}]\n' >"$kWork/config.item.yaml"
 expect_exit 2 "config.item.yaml:2:16: expected a flag name or value, not a mapping" \
   "$kTrain" --config "$kWork/config.item.yaml"
+python3 -c "print('lr: ' + '[' * 5000)" >"$kWork/config.deep.yaml"
+expect_exit 2 "config.deep.yaml:[0-9]+:[0-9]+: nested too deep for a mapping of flag: value" \
+  "$kTrain" --config "$kWork/config.deep.yaml"
 printf 'mock_data: true\nconfig: other.yaml\n' >"$kWork/config.nested.yaml"
 expect_exit 2 "config.nested.yaml:2: 'config' cannot be set in a config file" \
   "$kTrain" --config "$kWork/config.nested.yaml"
