@@ -1,22 +1,17 @@
 // srunway-train: GPT/Llama pretraining with Megatron/NeMo flag names; --config FILE.yaml holds the same keys.
 // Exit codes: see trainer/train/trainer.h (0 ok, 1 error, 2 usage, 3 diverged, 4 stopped by a signal).
-#include <yaml-cpp/depthguard.h>
-#include <yaml-cpp/yaml.h>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <csignal>
-#include <map>
-#include <optional>
 #include <set>
 #include <variant>
 
 #include "common/cli.h"
-#include "common/fs.h"
 #include "common/log.h"
 #include "trainer/model/config.h"
 #include "trainer/ops/cuda/cuda_ops.h"
+#include "trainer/train/config_file.h"
 #include "trainer/train/planner.h"
 #include "trainer/train/trainer.h"
 
@@ -36,92 +31,6 @@ int ExitCode(srunway::trainer::TrainResult::Ending ending) {
   return srunway::trainer::kExitError;
 }
 void OnStopSignal(int signal) { g_stop_signal = signal; }
-
-// A key, or an item of a value's list, that is itself a list or mapping.
-std::optional<YAML::Node> NotScalar(const YAML::Node& key, const YAML::Node& value) {
-  if (key.IsSequence() || key.IsMap()) return key;
-  if (value.IsSequence()) {
-    for (const YAML::Node& item : value) {
-      if (item.IsSequence() || item.IsMap()) return item;
-    }
-  }
-  return std::nullopt;
-}
-
-// Turns a YAML mapping of flag names (with - or _) into command-line words, skipping the flags given on the
-// command line itself, which win. Lists become repeated values ("data-path: [0.7, a, 0.3, b]"). A key that is no
-// flag of `app` is named with its line (CLI11 would report the words it made, without the file).
-srunway::common::StatusOr<std::vector<std::string>> ConfigWordsOf(const YAML::Node& root, const std::string& path,
-                                                                  const std::set<std::string>& given,
-                                                                  const CLI::App& app) {
-  if (!root.IsMap()) return srunway::common::InvalidArgument("{}: expected a mapping of flag: value", path);
-  std::vector<std::string> words;
-  std::map<std::string, int> first_line;  // YAML forbids a key twice; yaml-cpp keeps both (mock_data = mock-data)
-  for (const auto& entry : root) {
-    // A list or mapping as a key or a list item threw YAML::TypedBadConversion past every handler (abort).
-    if (std::optional<YAML::Node> odd = NotScalar(entry.first, entry.second)) {
-      return srunway::common::InvalidArgument("{}:{}:{}: expected a flag name or value, not a {}", path,
-                                              odd->Mark().line + 1, odd->Mark().column + 1,
-                                              odd->IsMap() ? "mapping" : "list");
-    }
-    std::string key = entry.first.as<std::string>();
-    std::replace(key.begin(), key.end(), '_', '-');
-    const std::string flag = "--" + key;
-    const int line = entry.first.Mark().line + 1;
-    if (auto [at, fresh] = first_line.emplace(key, line); !fresh) {
-      return srunway::common::InvalidArgument("{}:{}: '{}' is given twice (first on line {})", path, line, key,
-                                              at->second);
-    }
-    if (key == "config") {
-      return srunway::common::InvalidArgument("{}:{}: 'config' cannot be set in a config file", path, line);
-    }
-    const CLI::Option* option = app.get_option_no_throw(flag);
-    if (option == nullptr) {
-      return srunway::common::InvalidArgument("{}:{}: unknown key '{}' (srunway-train has no {}; see --help)", path,
-                                              line, entry.first.as<std::string>(), flag);
-    }
-    if (given.count(flag)) continue;  // the command line wins
-    const YAML::Node& value = entry.second;
-    if (value.IsSequence() && option->get_items_expected_max() <= 1) {
-      return srunway::common::InvalidArgument("{}:{}: '{}' takes one value, not a list", path, line, key);
-    }
-    if (value.IsSequence()) {
-      words.push_back(flag);
-      for (const auto& item : value) words.push_back(item.as<std::string>());
-    } else if (value.IsScalar() && option->get_items_expected_max() == 0) {  // a switch
-      const std::string text = value.as<std::string>();
-      if (text != "true" && text != "false") {
-        return srunway::common::InvalidArgument("{}:{}: '{}' is a switch: true or false, not '{}'", path, line, key,
-                                                text);
-      }
-      if (text == "true") words.push_back(flag);
-    } else if (value.IsScalar()) {
-      words.push_back(flag);
-      words.push_back(value.as<std::string>());
-    } else {
-      return srunway::common::InvalidArgument("{}:{}: '{}' must be a scalar or a list", path, line, key);
-    }
-  }
-  return words;
-}
-
-// The words of --config FILE.
-srunway::common::StatusOr<std::vector<std::string>> ConfigWords(const std::string& path,
-                                                                 const std::set<std::string>& given,
-                                                                 const CLI::App& app) {
-  // Read here: yaml-cpp's LoadFile said "0:0: bad file" for a missing one, and a directory threw std::ios_failure
-  // past every handler (abort, exit 134).
-  auto text = srunway::common::ReadFile(path);
-  if (!text.ok()) return srunway::common::InvalidArgument("--config: {}", text.status().message());
-  try {
-    return ConfigWordsOf(YAML::Load(*text), path, given, app);
-  } catch (const YAML::DeepRecursion& e) {  // yaml-cpp says "bad file"
-    return srunway::common::InvalidArgument("{}:{}:{}: nested too deep for a mapping of flag: value", path,
-                                            e.mark.line + 1, e.mark.column + 1);
-  } catch (const YAML::Exception& e) {
-    return srunway::common::InvalidArgument("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
-}
 
 }  // namespace
 
@@ -278,7 +187,7 @@ int main(int argc, char** argv) {
     if (word.starts_with("--config=")) config_file = word.substr(9);
   }
   if (!config_file.empty()) {
-    auto words = ConfigWords(config_file, given, app);
+    auto words = srunway::trainer::ConfigFileWords(config_file, given, app);
     if (!words.ok()) {
       srunway::common::LogError("{}", words.status().message());
       return srunway::trainer::kExitUsage;
