@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "common/fs.h"
+#include "common/log.h"
 #include "common/parse.h"
 #include "trainer/data/indexed_dataset.h"
 
@@ -55,6 +56,11 @@ common::StatusOr<int64_t> CountWithin(const std::vector<ParamRange>& ranges, int
 
 std::span<const uint8_t> AsBytes(std::span<const float> values) {
   return {reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()};
+}
+
+// Where CommitShards sets aside an earlier checkpoint of the step it commits.
+std::filesystem::path ReplacedDir(const std::filesystem::path& dir, int64_t step) {
+  return dir / fmt::format(".replaced_iter_{:07d}", step);
 }
 
 // The step latest_checkpointed_iteration.txt in `dir` names: an error from reading it, or InvalidArgument (naming
@@ -218,7 +224,7 @@ common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int 
   SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(staging / "manifest.json", manifest.dump(1) + "\n"));
   // A checkpoint of this step from before (the run was rewound to an older one) is replaced whole: set aside,
   // the new one renamed into place, then deleted.
-  const std::filesystem::path replaced = dir / fmt::format(".replaced_iter_{:07d}", step);
+  const std::filesystem::path replaced = ReplacedDir(dir, step);
   const bool replacing = std::filesystem::exists(shard_dir, ec);
   if (replacing) {
     std::filesystem::remove_all(replaced, ec);
@@ -229,7 +235,8 @@ common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int 
   if (ec) return common::Unavailable("rename {} to {}: {}", staging.string(), shard_dir.string(), ec.message());
   // The pointer last: until it is replaced, a reader loads the previous complete checkpoint.
   SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(dir / kLatest, fmt::format("{}\n", step)));
-  if (replacing) std::filesystem::remove_all(replaced, ec);
+  // Also one set aside by a save that died between its renames (LoadFrom fell back to it until now).
+  std::filesystem::remove_all(replaced, ec);
   return common::Status::Ok();
 }
 
@@ -476,6 +483,14 @@ common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, con
   if (!std::filesystem::exists(latest, ec)) return common::NotFound("{}: no checkpoint yet (no {})", where.string(), kLatest);
   SRUNWAY_ASSIGN_OR_RETURN(int64_t step, ReadLatest(where));
   const std::filesystem::path sharded = ShardDir(where, step);
+  // A save of the same step (a rewound run's) that died between CommitShards' renames left latest's checkpoint
+  // set aside, complete: it is loaded from there.
+  if (const std::filesystem::path replaced = ReplacedDir(where, step);
+      !std::filesystem::exists(sharded, ec) && std::filesystem::exists(replaced / "manifest.json", ec)) {
+    common::LogWarn("{} names step {}, whose checkpoint a later save of that step set aside and did not replace: "
+                       "loading {}", latest.string(), step, replaced.string());
+    return ReadShards(replaced, expected, buffers);
+  }
   if (std::filesystem::is_directory(sharded, ec)) {
     if (!std::filesystem::exists(sharded / "manifest.json", ec)) {
       return common::DataLoss("{}: no manifest.json ({} names step {})", sharded.string(), latest.string(), step);

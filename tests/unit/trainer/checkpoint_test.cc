@@ -501,6 +501,26 @@ TEST_F(ShardedCheckpointTest, ASaveOfAStepSavedBeforeReplacesItWhole) {
   EXPECT_EQ(names.size(), 4u);  // three shards and the manifest
 }
 
+// A re-save of step 7 that died between CommitShards' two renames: latest names step 7, iter_0000007 is set aside
+// and the new one is still staged. The set-aside one (complete) is loaded (it was "names step 7, but neither
+// iter_0000007/ nor iter_0000007.ckpt is there"); the next commit of step 7 removes it.
+TEST_F(ShardedCheckpointTest, ACheckpointSetAsideByADeadSaveIsLoaded) {
+  WriteAll(7);
+  const std::vector<float> before = params_;
+  for (float& p : params_) p += 1.0f;
+  for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(WriteOne(7, r, r).ok());
+  fs::rename(ShardDir(dir_, 7), dir_ / ".replaced_iter_0000007");
+  std::vector<float> p(params_.size()), m(m_.size()), v(v_.size());
+  auto state = LoadCheckpoint(dir_, config_, {p, m, v});
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  EXPECT_EQ(state->step, 7);
+  EXPECT_EQ(p, before);
+  ASSERT_TRUE(CommitShards(dir_, 7, kRanks).ok());
+  EXPECT_FALSE(fs::exists(dir_ / ".replaced_iter_0000007"));
+  ASSERT_TRUE(LoadCheckpoint(dir_, config_, {p, m, v}).ok());
+  EXPECT_EQ(p, params_);
+}
+
 TEST_F(ShardedCheckpointTest, ShardsThatDoNotTileTheBuffersAreRefused) {
   // Rank 2's shard written with rank 1's ranges: some elements twice, rank 2's in none.
   for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(WriteOne(7, r, r == 2 ? 1 : r).ok());
