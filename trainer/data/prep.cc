@@ -30,7 +30,7 @@ class DocumentReader {
  public:
   static common::StatusOr<std::unique_ptr<DocumentReader>> Open(const PrepOptions& options) {
     FILE* file = std::fopen(options.input.c_str(), "re");
-    if (file == nullptr) return common::ErrnoStatus(errno, "open " + options.input);
+    if (file == nullptr) return common::ErrnoStatus(errno, "--input " + options.input);
     auto reader = std::unique_ptr<DocumentReader>(new DocumentReader(options, file));
     std::error_code ec;
     reader->total_bytes_ = static_cast<int64_t>(std::filesystem::file_size(options.input, ec));
@@ -51,7 +51,7 @@ class DocumentReader {
       errno = 0;
       const ssize_t n = ::getline(&line_, &capacity_, file_);
       if (n < 0) {
-        if (errno != 0) return common::ErrnoStatus(errno, "read " + options_.input);
+        if (errno != 0) return common::ErrnoStatus(errno, "--input " + options_.input);
         break;
       }
       ++line_number_;

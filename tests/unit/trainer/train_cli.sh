@@ -45,7 +45,10 @@ expect_exit 2 "give either --vocab-file and --merge-file, or --train-vocab N" \
 expect_exit 2 "--vocab-file and --merge-file go together" \
   "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep" --vocab-file x.json
 expect_exit 1 "bad.jsonl:2" "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep" --train-vocab 300 --quiet
-expect_exit 1 "missing.jsonl" "$kPrep" --input "$kWork/missing.jsonl" --output-prefix "$kWork/prep" --train-vocab 300
+# The input is named by its flag (it said "read DIR: Is a directory").
+expect_exit 1 "error: --input $kWork/missing.jsonl: No such file or directory" \
+  "$kPrep" --input "$kWork/missing.jsonl" --output-prefix "$kWork/prep" --train-vocab 300
+expect_exit 1 "error: --input $kWork: Is a directory" "$kPrep" --input "$kWork" --output-prefix "$kWork/prep" --train-vocab 300
 # An output prefix that cannot be written is refused before tokenizing (it failed at the first write, after the
 # whole corpus), and one naming a directory no longer writes DIR/.bin.
 expect_exit 2 "--output-prefix $kWork/none/prep: $kWork/none is not a directory" \
