@@ -25,6 +25,9 @@
 #include <tuple>
 #include <variant>
 
+#define XXH_INLINE_ALL  // xxHash's header alone (see trainer/meson.build)
+#include <xxhash.h>
+
 #include "common/env.h"
 #include "common/fs.h"
 #include "common/heartbeat.h"
@@ -246,6 +249,10 @@ class Trainer {
   // A start-up step every rank takes: they agree on it before anyone goes on, `mine` being this rank's outcome.
   common::Status AgreeOnOutcome(common::Status mine, common::StatusCode code, std::string_view could_not);
   common::Status Save(const char* why);
+  // What a checkpoint records of the run beside the state: the data and how it is batched and sharded, and a
+  // fingerprint of the next sample the run would draw.
+  common::Json RunSettings();
+  std::string NextSample();  // XXH3-64 of sample consumed_ in hex ("" if it cannot be read)
   common::StatusOr<double> Evaluate();
   common::StatusOr<double> SumOverRanks(double mine);
   common::StatusOr<TrainResult> Loop();
@@ -656,6 +663,22 @@ common::Status Trainer::InitOrLoad() {
                           what, saved, now);
         }
       }
+      // Other data, split or seed (which shuffles it) draws other samples from here on: allowed (a new data mix
+      // part-way is a recipe), but said; it went unremarked. The saved run recorded the next sample it would draw.
+      // A run of another length reshuffles them all (the order covers the whole run, as Megatron's index does).
+      const int64_t samples = o_.train_steps * o_.global_batch_size;
+      const int64_t saved_samples = state->extra.value("train_samples", samples);
+      const std::string saved_next = state->extra.value("next_sample", std::string());
+      consumed_ = state->consumed_samples;
+      const bool same_length = state->extra.value("seq_length", int64_t{T_}) == T_;  // else said above
+      if (Leader() && same_length && saved_samples != samples) {
+        common::LogWarn("{} was written by a run of {} samples, this one draws {}: the sample order covers the "
+                        "whole run (as Megatron's), so from sample {} on it is another, some samples seen again",
+                        o_.load, saved_samples, samples, consumed_);
+      } else if (Leader() && same_length && !saved_next.empty() && NextSample() != saved_next) {
+        common::LogWarn("{}: this run's data (--data-path, --mock-data, --split or --seed) gives other samples from "
+                        "sample {} on than the run that saved it", o_.load, consumed_);
+      }
       step_ = state->step;
       consumed_ = state->consumed_samples;
       rng_.set_state(state->rng);
@@ -679,6 +702,19 @@ common::Status Trainer::InitOrLoad() {
   if (o_.load.empty()) return common::Status::Ok();
   // The usual failure is every rank's (one shared directory), said once.
   return AgreeOnOutcome(loaded, common::StatusCode::kDataLoss, fmt::format("load {}", o_.load));
+}
+
+common::Json Trainer::RunSettings() {
+  return {{"seq_length", T_}, {"global_batch_size", o_.global_batch_size}, {"seed", o_.seed},
+          {"data_path", o_.data_path}, {"mock_data", o_.mock_data}, {"split", o_.split},
+          {"data_parallel_size", world_}, {"distributed_optimizer", o_.distributed_optimizer},
+          {"train_samples", o_.train_steps * o_.global_batch_size}, {"next_sample", NextSample()}};
+}
+
+std::string Trainer::NextSample() {
+  std::vector<int32_t> tokens;
+  if (!train_->Sample(consumed_, tokens).ok()) return "";
+  return fmt::format("{:016x}", XXH3_64bits(tokens.data(), tokens.size() * sizeof(int32_t)));
 }
 
 // A rank that failed says why, or rank 0 alone when they all failed (the same flags and files everywhere, so the
@@ -742,9 +778,7 @@ common::Status Trainer::Save(const char* why) {
   state.step = step_;
   state.consumed_samples = consumed_;
   state.rng = rng_.state();
-  state.extra = {{"seq_length", T_}, {"global_batch_size", o_.global_batch_size}, {"seed", o_.seed},
-                 {"data_path", o_.data_path}, {"mock_data", o_.mock_data}, {"split", o_.split},
-                 {"data_parallel_size", world_}, {"distributed_optimizer", o_.distributed_optimizer}};
+  state.extra = RunSettings();
   const std::vector<ParamRange> ranges =
       o_.distributed_optimizer ? adam_->owned() : OwnedRanges(reducer_->buckets(), rank_);
   const auto start = Clock::now();

@@ -165,7 +165,8 @@ run=("$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 
 "${run[@]}" --save "$kWork/ckpt" --save-interval 10 --train-steps 20 --metrics-file "$kWork/first.jsonl" >/dev/null 2>>"$kWork/log"
 [[ -f $kWork/ckpt/iter_0000010/manifest.json && $(cat "$kWork/ckpt/latest_checkpointed_iteration.txt") == 20 ]] \
   || fail "checkpoints at steps 10 and 20 expected: $(ls "$kWork/ckpt")"
-"${run[@]}" --load "$kWork/ckpt/iter_0000010" --metrics-file "$kWork/resumed.jsonl" >/dev/null 2>>"$kWork/log"
+"${run[@]}" --load "$kWork/ckpt/iter_0000010" --metrics-file "$kWork/resumed.jsonl" >/dev/null 2>"$kWork/resumed.err"
+! grep -q "warning" "$kWork/resumed.err" || fail "the same run resumed: $(cat "$kWork/resumed.err")"
 losses() { python3 -c "import json,sys; [print(json.loads(l)['step'], repr(json.loads(l)['loss'])) for l in open(sys.argv[1]) if 'loss' in l]" "$1"; }
 diff <(losses "$kWork/straight.jsonl" | tail -n 10) <(losses "$kWork/resumed.jsonl") \
   || fail "resumed losses differ from the uninterrupted run"
@@ -192,6 +193,14 @@ grep -q '^step' "$kWork/out" && fail "a finished run trained again: $(cat "$kWor
   fail "$(cat "$kWork/err")"
 grep -q "warning: $kWork/ckpt/iter_0000010 was written with sequence length 32, this run uses 16: the data order continues by samples" \
   "$kWork/err" || fail "$(cat "$kWork/err")"
+# Other data or seed, and a run of another length (whose sample order is another), resumed without a word.
+"${run[@]}" --load "$kWork/ckpt/iter_0000010" --seed 99 >/dev/null 2>"$kWork/err" ||
+  fail "$(cat "$kWork/err")"
+grep -q "warning: $kWork/ckpt/iter_0000010: this run's data (--data-path, --mock-data, --split or --seed) gives other samples from sample 40 on than the run that saved it" \
+  "$kWork/err" || fail "resumed with another --seed: $(cat "$kWork/err")"
+"${run[@]}" --load "$kWork/ckpt/iter_0000010" --train-steps 11 >/dev/null 2>"$kWork/err" || fail "$(cat "$kWork/err")"
+grep -q "warning: $kWork/ckpt/iter_0000010 was written by a run of 80 samples, this one draws 44: the sample order covers the whole run (as Megatron's), so from sample 40 on it is another, some samples seen again" \
+  "$kWork/err" || fail "resumed with other --train-steps: $(cat "$kWork/err")"
 
 # 2b. --recompute-activations: the same losses and gradient norms bit for bit (dropout on: the masks recomputed
 # must be the ones drawn), in less memory.
