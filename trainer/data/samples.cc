@@ -325,10 +325,8 @@ common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(SamplePlan plan) {
   std::vector<std::unique_ptr<SampleSource>> sources;
   std::vector<double> weights;
   for (const DatasetPlan& dataset : plan.datasets) {
-    SRUNWAY_ASSIGN_OR_RETURN(auto samples,
-                             dataset.narrow
-                                 ? GptSamples<uint32_t>::Build(dataset, config.seq_len, config.vocab, seed, config.stop)
-                                 : GptSamples<int64_t>::Build(dataset, config.seq_len, config.vocab, seed, config.stop));
+    const auto build = dataset.narrow ? &GptSamples<uint32_t>::Build : &GptSamples<int64_t>::Build;
+    SRUNWAY_ASSIGN_OR_RETURN(auto samples, build(dataset, config.seq_len, config.vocab, seed, config.stop));
     sources.push_back(std::move(samples));
     weights.push_back(dataset.weight);
   }

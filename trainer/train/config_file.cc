@@ -32,25 +32,23 @@ common::StatusOr<std::vector<std::string>> WordsOf(const YAML::Node& root, const
   for (const auto& entry : root) {
     // A list or mapping as a key or a list item threw YAML::TypedBadConversion past every handler (abort).
     if (std::optional<YAML::Node> odd = NotScalar(entry.first, entry.second)) {
-      return common::InvalidArgument("{}:{}:{}: expected a flag name or value, not a {}", path,
-                                              odd->Mark().line + 1, odd->Mark().column + 1,
-                                              odd->IsMap() ? "mapping" : "list");
+      return common::InvalidArgument("{}:{}:{}: expected a flag name or value, not a {}", path, odd->Mark().line + 1,
+                                     odd->Mark().column + 1, odd->IsMap() ? "mapping" : "list");
     }
     std::string key = entry.first.as<std::string>();
     std::replace(key.begin(), key.end(), '_', '-');
     const std::string flag = "--" + key;
     const int line = entry.first.Mark().line + 1;
     if (auto [at, fresh] = first_line.emplace(key, line); !fresh) {
-      return common::InvalidArgument("{}:{}: '{}' is given twice (first on line {})", path, line, key,
-                                              at->second);
+      return common::InvalidArgument("{}:{}: '{}' is given twice (first on line {})", path, line, key, at->second);
     }
     if (key == "config") {
       return common::InvalidArgument("{}:{}: 'config' cannot be set in a config file", path, line);
     }
     const CLI::Option* option = app.get_option_no_throw(flag);
     if (option == nullptr) {
-      return common::InvalidArgument("{}:{}: unknown key '{}' (srunway-train has no {}; see --help)", path,
-                                              line, entry.first.as<std::string>(), flag);
+      return common::InvalidArgument("{}:{}: unknown key '{}' (srunway-train has no {}; see --help)", path, line,
+                                     entry.first.as<std::string>(), flag);
     }
     if (given.count(flag)) continue;  // the command line wins
     const YAML::Node& value = entry.second;
@@ -63,8 +61,7 @@ common::StatusOr<std::vector<std::string>> WordsOf(const YAML::Node& root, const
     } else if (value.IsScalar() && option->get_items_expected_max() == 0) {  // a switch
       const std::string text = value.as<std::string>();
       if (text != "true" && text != "false") {
-        return common::InvalidArgument("{}:{}: '{}' is a switch: true or false, not '{}'", path, line, key,
-                                                text);
+        return common::InvalidArgument("{}:{}: '{}' is a switch: true or false, not '{}'", path, line, key, text);
       }
       if (text == "true") words.push_back(flag);
     } else if (value.IsScalar()) {
@@ -84,8 +81,8 @@ common::StatusOr<std::vector<std::string>> ConfigWords(std::string_view text, co
   try {
     return WordsOf(YAML::Load(std::string(text)), path, given, app);
   } catch (const YAML::DeepRecursion& e) {  // yaml-cpp says "bad file"
-    return common::InvalidArgument("{}:{}:{}: nested too deep for a mapping of flag: value", path,
-                                            e.mark.line + 1, e.mark.column + 1);
+    return common::InvalidArgument("{}:{}:{}: nested too deep for a mapping of flag: value", path, e.mark.line + 1,
+                                   e.mark.column + 1);
   } catch (const YAML::Exception& e) {
     return common::InvalidArgument("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg);
   }
