@@ -139,6 +139,7 @@ void CheckKeys(Reporter& report, const std::string& file, const YAML::Node& map,
                std::string_view where) {
   std::set<std::string> seen;
   for (auto it = map.begin(); it != map.end(); ++it) {
+    if (it->first.IsSequence() || it->first.IsMap()) continue;  // CheckKeysAreNames says so
     const std::string key = it->first.IsScalar() ? it->first.Scalar() : "";
     if (!seen.insert(key).second) report.At(file, it->first, fmt::format("{} key '{}' given twice", where, key));
     if (!Contains(known, key)) {
@@ -206,6 +207,21 @@ Status CheckShape(const std::string& file, const YAML::Node& root, int level) {
     return status.ok();
   });
   return status;
+}
+
+// Keys that are lists or maps anywhere in a document: every lookup reads a key as its name, so one was skipped
+// (a variable) or became '' (a module setting, expanded as such).
+void CheckKeysAreNames(Reporter& report, const Document& document) {
+  Walk(document.root, 1, [&](const YAML::Node& node, int) {
+    if (!node.IsMap()) return true;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (it->first.IsSequence() || it->first.IsMap()) {
+        report.At(document.file, it->first,
+                  fmt::format("a key must be a name, not a {}", it->first.IsMap() ? "map" : "list"));
+      }
+    }
+    return true;
+  });
 }
 
 StatusOr<Document> Parse(const std::string& file, const std::string& text) {
@@ -593,6 +609,8 @@ std::vector<Diagnostic> Validate(const Blueprint& bp, std::vector<ValidatorResul
     return out;
   }
   CheckKeys(report, file, root, kTopLevelKeys, "top-level");
+  CheckKeysAreNames(report, bp.blueprint);
+  if (bp.deployment) CheckKeysAreNames(report, *bp.deployment);
   YAML::Node name = Lookup(root, "blueprint_name");
   if (!name.IsDefined()) report.At(file, YAML::Mark(), "blueprint_name is required");
   else if (!name.IsScalar() || name.Scalar().empty()) report.At(file, name, "blueprint_name must be a non-empty string");

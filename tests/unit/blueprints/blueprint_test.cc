@@ -88,6 +88,14 @@ TEST(Validate, EveryProblemWithItsPlace) {
                                      "outputs, settings)"});
 }
 
+// A list or map as a key: a variable so named was skipped, a module setting became '' (and was expanded as such).
+TEST(Validate, KeysAreNames) {
+  EXPECT_EQ(Check("blueprint_name: x\nvars:\n  deployment_name: x\n  [a, b]: 1\ndeployment_groups:\n- group: g\n"
+                  "  modules:\n  - id: a\n    source: s\n    settings:\n      {k: v}: 1\n"),
+            (std::vector<std::string>{"bp.yaml:4:3: a key must be a name, not a list",
+                                      "bp.yaml:11:7: a key must be a name, not a map"}));
+}
+
 TEST(Validate, ValidatorsSkipAndLevel) {
   const std::string unused = std::string(kGood) + "";
   std::string with_unused = kGood;
