@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
   app.add_option("--data-path", o.data_path, "PREFIX (Megatron .bin/.idx or llm.c shards) or a blend 'W1 P1 W2 P2'");
   app.add_flag("--mock-data", o.mock_data, "deterministic random tokens instead of a dataset");
   app.add_option("--split", o.split, "train,valid,test shares of the documents")->capture_default_str();
+  app.add_option("--data-cache-path", o.data_cache_path,
+                 "directory for the sample index: built once (by each node's first rank), mapped by the node's ranks");
   app.add_option("--save", o.save, "checkpoint directory");
   app.add_option("--load", o.load, "checkpoint directory or file to resume from (a directory without one: start fresh)");
   app.add_option("--keep-checkpoints", o.keep_checkpoints,

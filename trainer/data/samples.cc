@@ -1,14 +1,20 @@
 // Sample indices over token sources, blends and mock data.
 #include "trainer/data/samples.h"
 
+#define XXH_INLINE_ALL  // xxHash's header alone (see trainer/meson.build)
+#include <xxhash.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <numeric>
 #include <span>
 #include <string_view>
 
+#include "common/fs.h"
 #include "common/parse.h"
 #include "common/signals.h"
 #include "trainer/model/rng.h"
@@ -30,10 +36,17 @@ common::Status CheckStop(const volatile std::sig_atomic_t* stop, int64_t done, i
                          common::SignalName(*stop), of, done, count, unit);
 }
 
+// Fisher-Yates; a long one (the order of a billion samples) looks at `stop` as the build's loops do.
 template <typename Index>
-void Shuffle(std::span<Index> values, uint64_t seed) {
+common::Status Shuffle(std::span<Index> values, uint64_t seed, const volatile std::sig_atomic_t* stop,
+                       std::string_view unit, const std::string& of) {
   Rng rng(seed);
-  for (size_t i = values.size(); i > 1; --i) std::swap(values[i - 1], values[rng.Below(i)]);
+  const auto count = static_cast<int64_t>(values.size());
+  for (int64_t i = count; i > 1; --i) {
+    SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, count - i, count, unit, of));
+    std::swap(values[i - 1], values[rng.Below(static_cast<uint64_t>(i))]);
+  }
+  return common::Status::Ok();
 }
 
 common::Status CheckTokens(const std::vector<int32_t>& tokens, int vocab, const std::string& where, int64_t sample) {
@@ -46,35 +59,50 @@ common::Status CheckTokens(const std::vector<int32_t>& tokens, int vocab, const 
   return common::Status::Ok();
 }
 
+// Tables held in memory, or in a mapped cache file (Tables says where each lies, for writing one).
+class IndexedSamples : public SampleSource {
+ public:
+  virtual std::vector<std::span<const uint8_t>> Tables() const = 0;
+};
+
+template <typename T>
+std::span<const uint8_t> BytesOf(std::span<const T> table) {
+  return {reinterpret_cast<const uint8_t*>(table.data()), table.size_bytes()};
+}
+
 // Megatron's GPTDataset over one dataset's share, its tables of `Index` (uint32_t where every value fits).
 template <typename Index>
-class GptSamples : public SampleSource {
+class GptSamples : public IndexedSamples {
  public:
-  static common::StatusOr<std::unique_ptr<SampleSource>> Build(const DatasetPlan& plan, int seq_len, int vocab,
-                                                               uint64_t seed,
-                                                               const volatile std::sig_atomic_t* stop) {
-    auto samples = std::make_unique<GptSamples>();
-    samples->source_ = plan.tokens;
-    samples->seq_len_ = seq_len;
-    samples->vocab_ = vocab;
+  struct Start {
+    Index pos, offset;
+  };
+
+  static common::StatusOr<std::unique_ptr<GptSamples>> Build(const DatasetPlan& plan, int seq_len, int vocab,
+                                                             uint64_t seed, const volatile std::sig_atomic_t* stop) {
+    auto samples = std::make_unique<GptSamples>(plan, seq_len, vocab);
+    std::vector<Index>& docs = samples->docs_store_;
+    std::vector<Start>& starts = samples->starts_store_;
+    std::vector<Index>& order = samples->order_store_;
     const std::string name = plan.tokens->name();
     const int64_t per_epoch = plan.end - plan.begin;
-    samples->docs_.resize(plan.epochs * per_epoch);
+    docs.resize(plan.epochs * per_epoch);
     for (int64_t e = 0; e < plan.epochs; ++e) {
       SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, e, plan.epochs, "epochs", name));
-      std::span<Index> epoch(samples->docs_.data() + e * per_epoch, per_epoch);
+      std::span<Index> epoch(docs.data() + e * per_epoch, per_epoch);
       std::iota(epoch.begin(), epoch.end(), static_cast<Index>(plan.begin));
-      Shuffle(epoch, seed + 1000003 * static_cast<uint64_t>(e));
+      SRUNWAY_RETURN_IF_ERROR(
+          Shuffle(epoch, seed + 1000003 * static_cast<uint64_t>(e), stop, "documents of an epoch shuffled", name));
     }
-    // Where each sample starts: (position in docs_, token offset), seq_len tokens apart.
-    samples->starts_.resize(plan.num_samples);
+    // Where each sample starts: (position in docs, token offset), seq_len tokens apart.
+    starts.resize(plan.num_samples);
     int64_t pos = 0, offset = 0;
     for (int64_t s = 0; s < plan.num_samples; ++s) {
       SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, s, plan.num_samples, "samples", name));
-      samples->starts_[s] = {static_cast<Index>(pos), static_cast<Index>(offset)};
+      starts[s] = {static_cast<Index>(pos), static_cast<Index>(offset)};
       int64_t remaining = seq_len;
       while (remaining > 0) {
-        const int64_t available = samples->source_->length(samples->docs_[pos]) - offset;
+        const int64_t available = plan.tokens->length(docs[pos]) - offset;
         if (available > remaining) {
           offset += remaining;
           remaining = 0;
@@ -85,11 +113,35 @@ class GptSamples : public SampleSource {
         }
       }
     }
-    samples->order_.resize(plan.num_samples);
-    std::iota(samples->order_.begin(), samples->order_.end(), Index{0});
-    Shuffle(std::span<Index>(samples->order_), seed ^ 0x5eedULL);
-    return std::unique_ptr<SampleSource>(std::move(samples));
+    order.resize(plan.num_samples);
+    std::iota(order.begin(), order.end(), Index{0});
+    SRUNWAY_RETURN_IF_ERROR(Shuffle(std::span<Index>(order), seed ^ 0x5eedULL, stop, "samples shuffled", name));
+    samples->docs_ = docs;
+    samples->starts_ = starts;
+    samples->order_ = order;
+    return samples;
   }
+
+  // The tables of `plan` as Build makes them, lying in `mapping` (which they keep open).
+  static std::unique_ptr<GptSamples> Mapped(const DatasetPlan& plan, int seq_len, int vocab,
+                                            std::shared_ptr<const MappedFile> mapping,
+                                            std::span<const std::span<const uint8_t>, 3> tables) {
+    auto samples = std::make_unique<GptSamples>(plan, seq_len, vocab);
+    samples->mapping_ = std::move(mapping);
+    samples->docs_ = {reinterpret_cast<const Index*>(tables[0].data()), tables[0].size() / sizeof(Index)};
+    samples->starts_ = {reinterpret_cast<const Start*>(tables[1].data()), tables[1].size() / sizeof(Start)};
+    samples->order_ = {reinterpret_cast<const Index*>(tables[2].data()), tables[2].size() / sizeof(Index)};
+    return samples;
+  }
+
+  // Bytes of each table of `plan`: documents of every epoch, starts and order.
+  static std::array<size_t, 3> TableBytes(const DatasetPlan& plan) {
+    return {static_cast<size_t>(plan.epochs * (plan.end - plan.begin)) * sizeof(Index),
+            static_cast<size_t>(plan.num_samples) * sizeof(Start), static_cast<size_t>(plan.num_samples) * sizeof(Index)};
+  }
+
+  GptSamples(const DatasetPlan& plan, int seq_len, int vocab)
+      : source_(plan.tokens), seq_len_(seq_len), vocab_(vocab) {}
 
   common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
     const Start start = starts_[order_[index % static_cast<int64_t>(order_.size())]];
@@ -108,19 +160,23 @@ class GptSamples : public SampleSource {
   }
 
   int64_t IndexBytes() const override {
-    return static_cast<int64_t>((docs_.capacity() + order_.capacity()) * sizeof(Index) +
-                                starts_.capacity() * sizeof(Start));
+    return static_cast<int64_t>((docs_store_.capacity() + order_store_.capacity()) * sizeof(Index) +
+                                starts_store_.capacity() * sizeof(Start));
+  }
+
+  std::vector<std::span<const uint8_t>> Tables() const override {
+    return {BytesOf(docs_), BytesOf(starts_), BytesOf(order_)};
   }
 
  private:
-  struct Start {
-    Index pos, offset;
-  };
   std::shared_ptr<TokenSource> source_;
   int seq_len_ = 0, vocab_ = 0;
-  std::vector<Index> docs_;
-  std::vector<Start> starts_;
-  std::vector<Index> order_;
+  // Built here, or read from a cache file that stays mapped.
+  std::vector<Index> docs_store_, order_store_;
+  std::vector<Start> starts_store_;
+  std::shared_ptr<const MappedFile> mapping_;
+  std::span<const Index> docs_, order_;
+  std::span<const Start> starts_;
 };
 
 // NeMo's mock data: every sample is seq_len + 1 tokens drawn uniformly from the vocabulary, a function of the
@@ -142,16 +198,27 @@ class MockSamples : public SampleSource {
 };
 
 // Megatron's blending: sample i goes to the dataset furthest below its share, weight * i - drawn so far.
-class BlendedSamples : public SampleSource {
+class BlendedSamples : public IndexedSamples {
  public:
-  static common::StatusOr<std::unique_ptr<SampleSource>> Build(std::vector<std::unique_ptr<SampleSource>> sources,
-                                                               const std::vector<double>& weights,
-                                                               int64_t num_samples,
-                                                               const volatile std::sig_atomic_t* stop) {
-    auto blend = std::unique_ptr<BlendedSamples>(new BlendedSamples(std::move(sources)));
+  static common::StatusOr<std::unique_ptr<BlendedSamples>> Build(
+      std::vector<std::unique_ptr<IndexedSamples>> sources, const std::vector<double>& weights, int64_t num_samples,
+      const volatile std::sig_atomic_t* stop) {
+    auto blend = std::make_unique<BlendedSamples>(std::move(sources));
     SRUNWAY_RETURN_IF_ERROR(blend->Draw(weights, num_samples, stop));
-    return std::unique_ptr<SampleSource>(std::move(blend));
+    return blend;
   }
+
+  // The blend's table lying in `mapping`, which the sources' tables share.
+  static std::unique_ptr<BlendedSamples> Mapped(std::vector<std::unique_ptr<IndexedSamples>> sources,
+                                                std::shared_ptr<const MappedFile> mapping,
+                                                std::span<const uint8_t> table) {
+    auto blend = std::make_unique<BlendedSamples>(std::move(sources));
+    blend->mapping_ = std::move(mapping);
+    blend->index_ = {reinterpret_cast<const uint64_t*>(table.data()), table.size() / sizeof(uint64_t)};
+    return blend;
+  }
+
+  explicit BlendedSamples(std::vector<std::unique_ptr<IndexedSamples>> sources) : sources_(std::move(sources)) {}
 
   common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
     const uint64_t entry = index_[index % static_cast<int64_t>(index_.size())];
@@ -162,17 +229,25 @@ class BlendedSamples : public SampleSource {
   }
 
   int64_t IndexBytes() const override {
-    int64_t bytes = static_cast<int64_t>(index_.capacity() * sizeof(uint64_t));
+    int64_t bytes = static_cast<int64_t>(store_.capacity() * sizeof(uint64_t));
     for (const auto& source : sources_) bytes += source->IndexBytes();
     return bytes;
   }
 
- private:
-  explicit BlendedSamples(std::vector<std::unique_ptr<SampleSource>> sources) : sources_(std::move(sources)) {}
+  // Each dataset's tables, then the blend's.
+  std::vector<std::span<const uint8_t>> Tables() const override {
+    std::vector<std::span<const uint8_t>> tables;
+    for (const auto& source : sources_) {
+      for (std::span<const uint8_t> table : source->Tables()) tables.push_back(table);
+    }
+    tables.push_back(BytesOf(index_));
+    return tables;
+  }
 
+ private:
   common::Status Draw(const std::vector<double>& weights, int64_t num_samples, const volatile std::sig_atomic_t* stop) {
     std::vector<int64_t> drawn(sources_.size(), 0);
-    index_.resize(num_samples);
+    store_.resize(num_samples);
     for (int64_t i = 0; i < num_samples; ++i) {
       SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, i, num_samples, "samples", "the blend"));
       size_t best = 0;
@@ -184,13 +259,16 @@ class BlendedSamples : public SampleSource {
           best = d;
         }
       }
-      index_[i] = static_cast<uint64_t>(drawn[best]++) << kSourceBits | best;
+      store_[i] = static_cast<uint64_t>(drawn[best]++) << kSourceBits | best;
     }
+    index_ = store_;
     return common::Status::Ok();
   }
 
-  std::vector<std::unique_ptr<SampleSource>> sources_;
-  std::vector<uint64_t> index_;
+  std::vector<std::unique_ptr<IndexedSamples>> sources_;
+  std::vector<uint64_t> store_;
+  std::shared_ptr<const MappedFile> mapping_;
+  std::span<const uint64_t> index_;
 };
 
 }  // namespace
@@ -286,7 +364,8 @@ common::StatusOr<SamplePlan> PlanSamples(const DataConfig& config, Split split, 
                                         tokens->size());
     }
     DatasetPlan dataset{std::shared_ptr<TokenSource>(std::move(tokens)), path.weight, range.first, range.second};
-    int64_t tokens_per_epoch = 0, longest = 0;
+    int64_t& tokens_per_epoch = dataset.tokens_per_epoch;
+    int64_t longest = 0;
     for (int64_t d = dataset.begin; d < dataset.end; ++d) {
       tokens_per_epoch += dataset.tokens->length(d);
       longest = std::max(longest, dataset.tokens->length(d));
@@ -318,20 +397,153 @@ common::StatusOr<SamplePlan> PlanSamples(const DataConfig& config, Split split, 
   return plan;
 }
 
-common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(SamplePlan plan) {
-  const DataConfig& config = plan.config;
-  const uint64_t seed = config.seed + 7919 * static_cast<uint64_t>(plan.split);
-  if (config.mock) return std::unique_ptr<SampleSource>(new MockSamples(config.seq_len, config.vocab, seed));
-  std::vector<std::unique_ptr<SampleSource>> sources;
+namespace {
+
+uint64_t SeedOf(const SamplePlan& plan) { return plan.config.seed + 7919 * static_cast<uint64_t>(plan.split); }
+
+template <typename Index>
+common::StatusOr<std::unique_ptr<IndexedSamples>> BuildDataset(const SamplePlan& plan, const DatasetPlan& dataset) {
+  SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<IndexedSamples> samples,
+                           GptSamples<Index>::Build(dataset, plan.config.seq_len, plan.config.vocab, SeedOf(plan),
+                                                    plan.config.stop));
+  return samples;
+}
+
+// The index of a plan with datasets (not --mock-data), built.
+common::StatusOr<std::unique_ptr<IndexedSamples>> BuildIndexed(const SamplePlan& plan) {
+  std::vector<std::unique_ptr<IndexedSamples>> sources;
   std::vector<double> weights;
   for (const DatasetPlan& dataset : plan.datasets) {
-    const auto build = dataset.narrow ? &GptSamples<uint32_t>::Build : &GptSamples<int64_t>::Build;
-    SRUNWAY_ASSIGN_OR_RETURN(auto samples, build(dataset, config.seq_len, config.vocab, seed, config.stop));
+    SRUNWAY_ASSIGN_OR_RETURN(auto samples, dataset.narrow ? BuildDataset<uint32_t>(plan, dataset)
+                                                          : BuildDataset<int64_t>(plan, dataset));
     sources.push_back(std::move(samples));
     weights.push_back(dataset.weight);
   }
   if (sources.size() == 1) return std::move(sources[0]);
-  return BlendedSamples::Build(std::move(sources), weights, plan.num_samples, config.stop);
+  SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<IndexedSamples> blend,
+                           BlendedSamples::Build(std::move(sources), weights, plan.num_samples, plan.config.stop));
+  return blend;
+}
+
+// The cache file: "SRWYSIDX", the plan's fingerprint, the number of tables and each one's bytes (uint64 each), then
+// the tables (Tables' order), each starting at a multiple of 8 bytes.
+constexpr std::string_view kCacheMagic = "SRWYSIDX";
+
+size_t Aligned(size_t bytes) { return (bytes + 7) & ~size_t{7}; }
+
+// Bytes of each table the plan's index has, in Tables' order.
+std::vector<size_t> TableBytes(const SamplePlan& plan) {
+  std::vector<size_t> bytes;
+  for (const DatasetPlan& dataset : plan.datasets) {
+    const auto three = dataset.narrow ? GptSamples<uint32_t>::TableBytes(dataset)
+                                      : GptSamples<int64_t>::TableBytes(dataset);
+    bytes.insert(bytes.end(), three.begin(), three.end());
+  }
+  if (plan.datasets.size() > 1) bytes.push_back(static_cast<size_t>(plan.num_samples) * sizeof(uint64_t));
+  return bytes;
+}
+
+// What the index depends on, hashed: a cache file of another plan (other data, split, seed, length) never matches.
+uint64_t Fingerprint(const SamplePlan& plan) {
+  std::string text = fmt::format("v1 split {} seed {} seq {} vocab {} samples {}", static_cast<int>(plan.split),
+                                 plan.config.seed, plan.config.seq_len, plan.config.vocab, plan.num_samples);
+  for (const DatasetPlan& d : plan.datasets) {
+    text += fmt::format("|{} docs {} [{}, {}) tokens {} epochs {} samples {} weight {} narrow {}", d.tokens->name(),
+                        d.tokens->size(), d.begin, d.end, d.tokens_per_epoch, d.epochs, d.num_samples, d.weight,
+                        d.narrow);
+  }
+  return XXH3_64bits(text.data(), text.size());
+}
+
+template <typename Index>
+std::unique_ptr<IndexedSamples> MapDataset(const SamplePlan& plan, const DatasetPlan& dataset,
+                                           std::shared_ptr<const MappedFile> mapping,
+                                           std::span<const std::span<const uint8_t>, 3> tables) {
+  return GptSamples<Index>::Mapped(dataset, plan.config.seq_len, plan.config.vocab, std::move(mapping), tables);
+}
+
+// The plan's index from a cache file; NotFound where the file is missing, FailedPrecondition where it is of
+// another plan or cut short (it is then rebuilt).
+common::StatusOr<std::unique_ptr<IndexedSamples>> MapIndexed(const SamplePlan& plan, const std::filesystem::path& path) {
+  SRUNWAY_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapping, MappedFile::Open(path));
+  const std::span<const uint8_t> bytes = mapping->bytes();
+  const std::vector<size_t> sizes = TableBytes(plan);
+  size_t offset = Aligned(kCacheMagic.size() + 8 * (2 + sizes.size()));
+  uint64_t header[2];
+  if (bytes.size() < offset) return common::FailedPrecondition("{}: cut short", path.string());
+  std::memcpy(header, bytes.data() + kCacheMagic.size(), sizeof header);
+  if (std::string_view(reinterpret_cast<const char*>(bytes.data()), kCacheMagic.size()) != kCacheMagic ||
+      header[0] != Fingerprint(plan) || header[1] != sizes.size()) {
+    return common::FailedPrecondition("{}: not this run's index", path.string());
+  }
+  std::vector<std::span<const uint8_t>> tables;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    uint64_t size;
+    std::memcpy(&size, bytes.data() + kCacheMagic.size() + 8 * (2 + i), sizeof size);
+    if (size != sizes[i] || offset + size > bytes.size()) {
+      return common::FailedPrecondition("{}: table {} holds {} bytes, not {}", path.string(), i, size, sizes[i]);
+    }
+    tables.push_back(bytes.subspan(offset, size));
+    offset += Aligned(size);
+  }
+  std::vector<std::unique_ptr<IndexedSamples>> sources;
+  for (size_t d = 0; d < plan.datasets.size(); ++d) {
+    const DatasetPlan& dataset = plan.datasets[d];
+    const std::span<const std::span<const uint8_t>, 3> three(tables.data() + 3 * d, 3);
+    sources.push_back(dataset.narrow ? MapDataset<uint32_t>(plan, dataset, mapping, three)
+                                     : MapDataset<int64_t>(plan, dataset, mapping, three));
+  }
+  if (sources.size() == 1) return std::move(sources[0]);
+  return std::unique_ptr<IndexedSamples>(BlendedSamples::Mapped(std::move(sources), mapping, tables.back()));
+}
+
+common::Status WriteCache(const IndexedSamples& index, uint64_t fingerprint, const std::filesystem::path& path) {
+  const std::vector<std::span<const uint8_t>> tables = index.Tables();
+  std::string header(kCacheMagic);
+  for (uint64_t word : {fingerprint, static_cast<uint64_t>(tables.size())}) {
+    header.append(reinterpret_cast<const char*>(&word), sizeof word);
+  }
+  for (std::span<const uint8_t> table : tables) {
+    const uint64_t size = table.size();
+    header.append(reinterpret_cast<const char*>(&size), sizeof size);
+  }
+  header.resize(Aligned(header.size()), '\0');
+  SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile file, common::AtomicFile::Create(path));
+  SRUNWAY_RETURN_IF_ERROR(file.Write(header));
+  for (std::span<const uint8_t> table : tables) {
+    SRUNWAY_RETURN_IF_ERROR(file.Write({reinterpret_cast<const char*>(table.data()), table.size()}));
+    SRUNWAY_RETURN_IF_ERROR(file.Write(std::string(Aligned(table.size()) - table.size(), '\0')));
+  }
+  return file.Commit();
+}
+
+}  // namespace
+
+common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(SamplePlan plan) {
+  const DataConfig& config = plan.config;
+  if (config.mock) return std::unique_ptr<SampleSource>(new MockSamples(config.seq_len, config.vocab, SeedOf(plan)));
+  SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<SampleSource> index, BuildIndexed(plan));
+  return index;
+}
+
+std::filesystem::path SampleCachePath(const SamplePlan& plan, const std::filesystem::path& dir) {
+  static constexpr const char* kSplits[] = {"train", "valid", "test"};
+  return dir / fmt::format("{:016x}-{}.sidx", Fingerprint(plan), kSplits[static_cast<int>(plan.split)]);
+}
+
+common::StatusOr<std::unique_ptr<SampleSource>> CachedSamples(const SamplePlan& plan,
+                                                               const std::filesystem::path& dir, bool build) {
+  if (plan.config.mock) return BuildSamples(plan);
+  const std::filesystem::path path = SampleCachePath(plan, dir);
+  auto mapped = MapIndexed(plan, path);
+  if (mapped.ok()) return std::unique_ptr<SampleSource>(std::move(*mapped));
+  if (!build) return mapped.status();
+  SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<IndexedSamples> index, BuildIndexed(plan));
+  SRUNWAY_RETURN_IF_ERROR(WriteCache(*index, Fingerprint(plan), path));
+  // Read back from the file, so that this process too holds the index in the shared page cache only.
+  index.reset();
+  SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<IndexedSamples> cached, MapIndexed(plan, path));
+  return std::unique_ptr<SampleSource>(std::move(cached));
 }
 
 common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& config, Split split,

@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,7 @@ struct DatasetPlan {
   std::shared_ptr<TokenSource> tokens;
   double weight = 1;
   int64_t begin = 0, end = 0;
+  int64_t tokens_per_epoch = 0;
   int64_t epochs = 0;
   int64_t num_samples = 0;
   bool narrow = true;
@@ -77,6 +79,15 @@ common::StatusOr<SamplePlan> PlanSamples(const DataConfig& config, Split split, 
 common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(SamplePlan plan);
 common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& config, Split split,
                                                               int64_t num_samples);
+
+// Megatron's --data-cache-path: the plan's index kept in DIR as one file, named by a fingerprint of the plan (the
+// datasets with their documents and tokens, the split, seed, sequence length and sample count) and mapped, so that
+// the ranks of a node share one copy in the page cache instead of each holding its own, and a run that finds it
+// skips the build. With `build`, a missing file or one of another plan is built and written (atomically; ranks
+// that write the same file at once write the same bytes); without, that is an error.
+common::StatusOr<std::unique_ptr<SampleSource>> CachedSamples(const SamplePlan& plan, const std::filesystem::path& dir,
+                                                               bool build);
+std::filesystem::path SampleCachePath(const SamplePlan& plan, const std::filesystem::path& dir);
 
 // Opens PREFIX.bin/.idx, or llm.c shards matching PREFIX; the error names what was looked for.
 common::StatusOr<std::unique_ptr<TokenSource>> OpenTokenSource(const std::string& prefix);

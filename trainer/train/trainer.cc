@@ -507,8 +507,9 @@ common::Status Trainer::Setup() {
   data.vocab = m.vocab;
   data.seed = o_.seed;
   data.stop = stop_signal_;
-  // The index from --data-path holds every sample of the run, in this rank's memory (Megatron's tables): a run of
-  // a billion samples died in the allocator (std::bad_alloc, exit 134) or of the OOM killer.
+  // The index from --data-path holds every sample of the run (Megatron's tables), in this rank's memory or, with
+  // --data-cache-path, once in its node's: a run of a billion samples died in the allocator (std::bad_alloc, exit
+  // 134) or of the OOM killer.
   const bool evaluates = o_.eval_interval > 0 && o_.eval_iters > 0;
   SRUNWAY_ASSIGN_OR_RETURN(SamplePlan train_plan, PlanSamples(data, Split::kTrain, o_.train_steps * gbs));
   std::optional<SamplePlan> valid_plan;
@@ -516,18 +517,50 @@ common::Status Trainer::Setup() {
     SRUNWAY_ASSIGN_OR_RETURN(valid_plan, PlanSamples(data, Split::kValid, o_.eval_iters * B_));
   }
   const double index_bytes = train_plan.bytes() + (valid_plan ? valid_plan->bytes() : 0.0);
-  if (const HostMemory host = ShareOf(HostMemoryBudget(), boot_->identity().local_size);
+  // With --data-cache-path the index is one copy a node, in its page cache.
+  const bool cached = !o_.data_cache_path.empty() && !o_.mock_data;
+  const int local_size = boot_->identity().local_size;
+  if (const HostMemory host = ShareOf(HostMemoryBudget(), cached ? 1 : local_size);
       host.bytes > 0 && index_bytes > static_cast<double>(host.bytes)) {
     return common::ResourceExhausted(
         "--train-steps {} x global batch {} = {} samples{}: their index from --data-path needs {:.2f} GiB of host "
-        "memory, more than the {:.2f} GiB this rank may hold ({}); train fewer steps (--exit-duration-in-mins ends a "
+        "memory, more than the {:.2f} GiB {} may hold ({}); train fewer steps (--exit-duration-in-mins ends a "
         "long run on time)", o_.train_steps, gbs, o_.train_steps * gbs,
         evaluates ? fmt::format(" and --eval-iters {} x micro-batch {}", o_.eval_iters, B_) : "",
-        Gib(index_bytes), Gib(host.bytes), host.why);
+        Gib(index_bytes), Gib(host.bytes), cached ? "this node" : "this rank", host.why);
   }
-  SRUNWAY_ASSIGN_OR_RETURN(train_, BuildSamples(std::move(train_plan)));
-  if (valid_plan) {
-    SRUNWAY_ASSIGN_OR_RETURN(valid_, BuildSamples(*std::move(valid_plan)));
+  if (!cached) {
+    SRUNWAY_ASSIGN_OR_RETURN(train_, BuildSamples(std::move(train_plan)));
+    if (valid_plan) {
+      SRUNWAY_ASSIGN_OR_RETURN(valid_, BuildSamples(*std::move(valid_plan)));
+    }
+  } else {
+    // Every rank's failure (one shared directory, or the same path on every node) is said once, by rank 0.
+    SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(common::PrepareWritableDir(o_.data_cache_path, "--data-cache-path"),
+                                           common::StatusCode::kFailedPrecondition, "write in --data-cache-path"));
+    // Each node's first rank builds what is missing (ranks of nodes that share the directory write the same
+    // bytes, atomically); the others wait for it, then every rank maps the files.
+    const bool builds = boot_->identity().local_rank == 0;
+    auto open = [&](const SamplePlan& plan, std::unique_ptr<SampleSource>& into, bool build) -> common::Status {
+      const auto start = Clock::now();
+      SRUNWAY_ASSIGN_OR_RETURN(into, CachedSamples(plan, o_.data_cache_path, build));
+      if (build && Leader()) {
+        common::LogInfo("sample index {} ready in {:.2f} s", SampleCachePath(plan, o_.data_cache_path).string(),
+                        std::chrono::duration<double>(Clock::now() - start).count());
+      }
+      return common::Status::Ok();
+    };
+    common::Status built = common::Status::Ok();
+    if (builds) {
+      built = open(train_plan, train_, true);
+      if (built.ok() && valid_plan) built = open(*valid_plan, valid_, true);
+    }
+    SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(built, common::StatusCode::kUnavailable,
+                                           "build the sample index in --data-cache-path"));
+    if (!builds) {
+      SRUNWAY_RETURN_IF_ERROR(open(train_plan, train_, false));
+      if (valid_plan) SRUNWAY_RETURN_IF_ERROR(open(*valid_plan, valid_, false));
+    }
   }
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
   // At start-up, so that a --save that cannot work ends the run before its first step, not at its first save.

@@ -38,6 +38,8 @@ struct TrainOptions {
   std::vector<std::string> data_path;
   bool mock_data = false;
   std::string split = "969,30,1";
+  // Megatron's --data-cache-path: the sample index kept there as a file each node's ranks map (see CachedSamples).
+  std::string data_cache_path;
   std::string save;
   std::string load;
   int64_t save_interval = 0;   // 0: only at the end

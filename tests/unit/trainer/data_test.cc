@@ -236,6 +236,59 @@ TEST_F(DataTest, WideTablesDrawTheSameSamplesAsNarrowOnes) {
   }
 }
 
+// --data-cache-path: the index is written once and later runs map it (no private copy), drawing the same samples as
+// one built in memory; another plan's index is another file, and a damaged file is refused, then rebuilt.
+TEST_F(DataTest, CachedIndexIsMappedAndDrawsTheSameSamples) {
+  const std::string a = Write("ca", {5, 17, 1, 40, 9, 33, 12});
+  const std::string b = Write("cb", {50, 3, 21});
+  const fs::path cache = dir_ / "cache";
+  fs::create_directories(cache);
+  DataConfig config;
+  config.split = "1";
+  config.seq_len = 8;
+  config.vocab = 1000;
+  auto same = [](SampleSource& x, SampleSource& y) {
+    std::vector<int32_t> p, q;
+    for (int64_t i = 0; i < 900; ++i) {
+      if (!x.Sample(i, p).ok() || !y.Sample(i, q).ok() || p != q) return false;
+    }
+    return true;
+  };
+  for (const auto& path : {std::vector<std::string>{a}, std::vector<std::string>{"0.6", a, "0.4", b}}) {
+    config.data_path = path;
+    auto plan = PlanSamples(config, Split::kTrain, 300);
+    ASSERT_TRUE(plan.ok());
+    auto built = BuildSamples(*plan);
+    ASSERT_TRUE(built.ok());
+    EXPECT_EQ(CachedSamples(*plan, cache, false).status().code(), common::StatusCode::kNotFound);
+    auto first = CachedSamples(*plan, cache, true);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    auto again = CachedSamples(*plan, cache, false);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ((*first)->IndexBytes(), 0);
+    EXPECT_EQ((*again)->IndexBytes(), 0);
+    EXPECT_TRUE(same(**built, **first)) << path.size() << " words";
+    EXPECT_TRUE(same(**built, **again)) << path.size() << " words";
+    // Cut short: refused, then rebuilt.
+    const fs::path file = SampleCachePath(*plan, cache);
+    fs::resize_file(file, fs::file_size(file) / 2);
+    EXPECT_EQ(CachedSamples(*plan, cache, false).status().code(), common::StatusCode::kFailedPrecondition);
+    auto rebuilt = CachedSamples(*plan, cache, true);
+    ASSERT_TRUE(rebuilt.ok()) << rebuilt.status().ToString();
+    EXPECT_TRUE(same(**built, **rebuilt));
+    // Another seed is another index, in another file.
+    config.seed = 99;
+    auto other = PlanSamples(config, Split::kTrain, 300);
+    config.seed = 1234;
+    ASSERT_TRUE(other.ok());
+    EXPECT_NE(SampleCachePath(*other, cache), file);
+    // Another plan's bytes under this plan's name are not taken for its index.
+    ASSERT_TRUE(CachedSamples(*other, cache, true).ok());
+    fs::copy_file(SampleCachePath(*other, cache), file, fs::copy_options::overwrite_existing);
+    EXPECT_NE(CachedSamples(*plan, cache, false).status().message().find("not this run's index"), std::string::npos);
+  }
+}
+
 TEST_F(DataTest, TokenBeyondTheModelVocabularyNamesTheFile) {
   const std::string prefix = Write("v", {50}, 1000);
   DataConfig config;

@@ -519,6 +519,6 @@ fi
 rc=0
 wait "$pid" || rc=$?
 [[ $rc == 4 ]] || fail "SIGTERM while the sample index is built: exit $rc, want 4: $(cat "$kWork/idx.err")"
-grep -qE "error: stopped by SIGTERM while building the sample index of .*data.bin \\([0-9]+ of [0-9]+ (samples|epochs)\\)" \
+grep -qE "error: stopped by SIGTERM while building the sample index of .*data.bin \\([0-9]+ of [0-9]+ (samples|epochs|samples shuffled|documents of an epoch shuffled)\\)" \
   "$kWork/idx.err" || fail "SIGTERM while the sample index is built: $(cat "$kWork/idx.err")"
 echo "ok: SIGTERM while the sample index is built stops it, exit 4"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# srunway-train --data-cache-path on 2 nodes x 2 ranks: each node's first rank builds the sample index into the
+# directory (one file for training, one for validation) and the node's ranks map it; the losses are those of a run
+# that builds the index in every rank's memory, the first time and when the files are found; a file cut short is
+# rebuilt; a directory that cannot be written is one line from rank 0, and every rank exits 1.
+source "$(dirname "$0")/lib.sh"
+require_cluster
+train=${SRUNWAY_TRAIN:?} prep=${SRUNWAY_PREP:?}
+work=$(mktemp -d)
+at_exit "rm -rf '$work'"
+for i in $(seq 1 400); do printf 'document %d says alpha beta gamma %d times\n\n' "$i" $((i % 13)); done >"$work/corpus.txt"
+"$prep" --input "$work/corpus.txt" --output-prefix "$work/data" --train-vocab 300 --quiet >/dev/null ||
+  fail "srunway-prep failed"
+common=(--preset gpt-tiny --vocab-size 300 --seq-length 32 --micro-batch-size 2 --global-batch-size 8
+        --train-steps 6 --eval-interval 3 --eval-iters 2 --data-path "$work/data" --split 90,10 --peak-tflops 1)
+# run NAME [FLAGS...]: 2 nodes x 2 ranks; output in NAME.log, losses (training and validation) in NAME.losses.
+run() {
+  local name=$1
+  shift
+  srun --mpi=pmix -N2 --ntasks-per-node=2 -c1 env OMP_NUM_THREADS=1 "$train" "${common[@]}" "$@" \
+    >"$work/$name.log" 2>&1 || return
+  grep -oE '(^step +[0-9]+/[0-9]+|^validation at step [0-9]+) \| loss [0-9.]+' "$work/$name.log" >"$work/$name.losses"
+}
+
+run memory || fail "$(cat "$work/memory.log")"
+run built --data-cache-path "$work/cache" || fail "$(cat "$work/built.log")"
+expect_eq "cache files" "$(cd "$work/cache" && ls | sed 's/^[0-9a-f]\{16\}-//' | sort | tr '\n' ' ')" "train.sidx valid.sidx "
+run found --data-cache-path "$work/cache" || fail "$(cat "$work/found.log")"
+expect_eq "lines of losses" "$(wc -l <"$work/memory.losses")" 8
+diff "$work/memory.losses" "$work/built.losses" || fail "the index built into --data-cache-path gave other losses"
+diff "$work/memory.losses" "$work/found.losses" || fail "the index found in --data-cache-path gave other losses"
+grep -q "info: sample index $work/cache/[0-9a-f]*-train.sidx ready" "$work/found.log" || fail "$(cat "$work/found.log")"
+echo "ok: the index built into and found in --data-cache-path: the losses of the in-memory index"
+
+train_file=$(echo "$work"/cache/*-train.sidx)
+truncate -s 100 "$train_file"
+run rebuilt --data-cache-path "$work/cache" || fail "$(cat "$work/rebuilt.log")"
+diff "$work/memory.losses" "$work/rebuilt.losses" || fail "the rebuilt index gave other losses"
+(($(stat -c %s "$train_file") > 100)) || fail "the file cut short was not rebuilt"
+echo "ok: a cache file cut short is rebuilt"
+
+rc=0
+run unwritable --data-cache-path "$work/data.bin/cache" || rc=$?
+expect_eq "exit with an unwritable --data-cache-path" "$rc" 1
+expect_eq "error lines" "$(count_matching 'srunway-train.* error:' "$(cat "$work/unwritable.log")")" 1
+grep -q "rank 0\] error: --data-cache-path $work/data.bin/cache: cannot create the directory: Not a directory" \
+  "$work/unwritable.log" || fail "$(cat "$work/unwritable.log")"
+echo "ok: an unwritable --data-cache-path: one line, every rank exits 1"
