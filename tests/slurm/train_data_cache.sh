@@ -29,7 +29,8 @@ run found --data-cache-path "$work/cache" || fail "$(cat "$work/found.log")"
 expect_eq "lines of losses" "$(wc -l <"$work/memory.losses")" 8
 diff "$work/memory.losses" "$work/built.losses" || fail "the index built into --data-cache-path gave other losses"
 diff "$work/memory.losses" "$work/found.losses" || fail "the index found in --data-cache-path gave other losses"
-grep -q "info: sample index $work/cache/[0-9a-f]*-train.sidx ready" "$work/found.log" || fail "$(cat "$work/found.log")"
+grep -q "info: sample index $work/cache/[0-9a-f]*-train.sidx built in" "$work/built.log" || fail "$(cat "$work/built.log")"
+grep -q "info: sample index $work/cache/[0-9a-f]*-train.sidx found in" "$work/found.log" || fail "$(cat "$work/found.log")"
 echo "ok: the index built into and found in --data-cache-path: the losses of the in-memory index"
 
 train_file=$(echo "$work"/cache/*-train.sidx)
@@ -37,6 +38,7 @@ truncate -s 100 "$train_file"
 run rebuilt --data-cache-path "$work/cache" || fail "$(cat "$work/rebuilt.log")"
 diff "$work/memory.losses" "$work/rebuilt.losses" || fail "the rebuilt index gave other losses"
 (($(stat -c %s "$train_file") > 100)) || fail "the file cut short was not rebuilt"
+grep -q "info: sample index $train_file built in" "$work/rebuilt.log" || fail "$(cat "$work/rebuilt.log")"
 echo "ok: a cache file cut short is rebuilt"
 
 rc=0

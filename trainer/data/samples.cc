@@ -532,12 +532,15 @@ std::filesystem::path SampleCachePath(const SamplePlan& plan, const std::filesys
 }
 
 common::StatusOr<std::unique_ptr<SampleSource>> CachedSamples(const SamplePlan& plan,
-                                                               const std::filesystem::path& dir, bool build) {
+                                                               const std::filesystem::path& dir, bool build,
+                                                               bool* built) {
+  if (built != nullptr) *built = false;
   if (plan.config.mock) return BuildSamples(plan);
   const std::filesystem::path path = SampleCachePath(plan, dir);
   auto mapped = MapIndexed(plan, path);
   if (mapped.ok()) return std::unique_ptr<SampleSource>(std::move(*mapped));
   if (!build) return mapped.status();
+  if (built != nullptr) *built = true;
   SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<IndexedSamples> index, BuildIndexed(plan));
   SRUNWAY_RETURN_IF_ERROR(WriteCache(*index, Fingerprint(plan), path));
   // Read back from the file, so that this process too holds the index in the shared page cache only.

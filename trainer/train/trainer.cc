@@ -543,10 +543,11 @@ common::Status Trainer::Setup() {
     const bool builds = boot_->identity().local_rank == 0;
     auto open = [&](const SamplePlan& plan, std::unique_ptr<SampleSource>& into, bool build) -> common::Status {
       const auto start = Clock::now();
-      SRUNWAY_ASSIGN_OR_RETURN(into, CachedSamples(plan, o_.data_cache_path, build));
+      bool built = false;
+      SRUNWAY_ASSIGN_OR_RETURN(into, CachedSamples(plan, o_.data_cache_path, build, &built));
       if (build && Leader()) {
-        common::LogInfo("sample index {} ready in {:.2f} s", SampleCachePath(plan, o_.data_cache_path).string(),
-                        std::chrono::duration<double>(Clock::now() - start).count());
+        common::LogInfo("sample index {} {} in {:.2f} s", SampleCachePath(plan, o_.data_cache_path).string(),
+                        built ? "built" : "found", std::chrono::duration<double>(Clock::now() - start).count());
       }
       return common::Status::Ok();
     };

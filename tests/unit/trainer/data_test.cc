@@ -261,10 +261,13 @@ TEST_F(DataTest, CachedIndexIsMappedAndDrawsTheSameSamples) {
     auto built = BuildSamples(*plan);
     ASSERT_TRUE(built.ok());
     EXPECT_EQ(CachedSamples(*plan, cache, false).status().code(), common::StatusCode::kNotFound);
-    auto first = CachedSamples(*plan, cache, true);
+    bool fresh = false;
+    auto first = CachedSamples(*plan, cache, true, &fresh);
     ASSERT_TRUE(first.ok()) << first.status().ToString();
-    auto again = CachedSamples(*plan, cache, false);
+    EXPECT_TRUE(fresh);
+    auto again = CachedSamples(*plan, cache, true, &fresh);
     ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_FALSE(fresh);
     EXPECT_EQ((*first)->IndexBytes(), 0);
     EXPECT_EQ((*again)->IndexBytes(), 0);
     EXPECT_TRUE(same(**built, **first)) << path.size() << " words";
