@@ -488,7 +488,7 @@ common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, con
   if (const std::filesystem::path replaced = ReplacedDir(where, step);
       !std::filesystem::exists(sharded, ec) && std::filesystem::exists(replaced / "manifest.json", ec)) {
     common::LogWarn("{} names step {}, whose checkpoint a later save of that step set aside and did not replace: "
-                       "loading {}", latest.string(), step, replaced.string());
+                    "loading {}", latest.string(), step, replaced.string());
     return ReadShards(replaced, expected, buffers);
   }
   if (std::filesystem::is_directory(sharded, ec)) {

@@ -70,6 +70,12 @@ std::span<const uint8_t> BytesOf(std::span<const T> table) {
   return {reinterpret_cast<const uint8_t*>(table.data()), table.size_bytes()};
 }
 
+// BytesOf's inverse, for a table in a mapped cache file (each starts at a multiple of 8 bytes).
+template <typename T>
+std::span<const T> TableOf(std::span<const uint8_t> bytes) {
+  return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
+}
+
 // Megatron's GPTDataset over one dataset's share, its tables of `Index` (uint32_t where every value fits).
 template <typename Index>
 class GptSamples : public IndexedSamples {
@@ -128,9 +134,9 @@ class GptSamples : public IndexedSamples {
                                             std::span<const std::span<const uint8_t>, 3> tables) {
     auto samples = std::make_unique<GptSamples>(plan, seq_len, vocab);
     samples->mapping_ = std::move(mapping);
-    samples->docs_ = {reinterpret_cast<const Index*>(tables[0].data()), tables[0].size() / sizeof(Index)};
-    samples->starts_ = {reinterpret_cast<const Start*>(tables[1].data()), tables[1].size() / sizeof(Start)};
-    samples->order_ = {reinterpret_cast<const Index*>(tables[2].data()), tables[2].size() / sizeof(Index)};
+    samples->docs_ = TableOf<Index>(tables[0]);
+    samples->starts_ = TableOf<Start>(tables[1]);
+    samples->order_ = TableOf<Index>(tables[2]);
     return samples;
   }
 
@@ -214,7 +220,7 @@ class BlendedSamples : public IndexedSamples {
                                                 std::span<const uint8_t> table) {
     auto blend = std::make_unique<BlendedSamples>(std::move(sources));
     blend->mapping_ = std::move(mapping);
-    blend->index_ = {reinterpret_cast<const uint64_t*>(table.data()), table.size() / sizeof(uint64_t)};
+    blend->index_ = TableOf<uint64_t>(table);
     return blend;
   }
 
@@ -270,6 +276,22 @@ class BlendedSamples : public IndexedSamples {
   std::shared_ptr<const MappedFile> mapping_;
   std::span<const uint64_t> index_;
 };
+
+// Bytes of each table of a dataset's index (documents of every epoch, starts, order), as GptSamples lays them out.
+std::array<size_t, 3> TableBytes(const DatasetPlan& dataset) {
+  return dataset.narrow ? GptSamples<uint32_t>::TableBytes(dataset) : GptSamples<int64_t>::TableBytes(dataset);
+}
+
+// Bytes of each table the plan's index has, in Tables' order: each dataset's, then a blend's own.
+std::vector<size_t> TableBytes(const SamplePlan& plan) {
+  std::vector<size_t> bytes;
+  for (const DatasetPlan& dataset : plan.datasets) {
+    const std::array<size_t, 3> three = TableBytes(dataset);
+    bytes.insert(bytes.end(), three.begin(), three.end());
+  }
+  if (plan.datasets.size() > 1) bytes.push_back(static_cast<size_t>(plan.num_samples) * sizeof(uint64_t));
+  return bytes;
+}
 
 }  // namespace
 
@@ -337,14 +359,13 @@ common::StatusOr<std::unique_ptr<TokenSource>> OpenTokenSource(const std::string
 }
 
 double DatasetPlan::bytes() const {
-  const double entry = narrow ? sizeof(uint32_t) : sizeof(int64_t);
-  return entry * (static_cast<double>(epochs) * static_cast<double>(end - begin) + 3.0 * num_samples);
+  const std::array<size_t, 3> tables = TableBytes(*this);
+  return static_cast<double>(std::accumulate(tables.begin(), tables.end(), size_t{0}));
 }
 
 double SamplePlan::bytes() const {
-  double bytes = datasets.size() > 1 ? sizeof(uint64_t) * static_cast<double>(std::max<int64_t>(num_samples, 1)) : 0;
-  for (const DatasetPlan& dataset : datasets) bytes += dataset.bytes();
-  return bytes;
+  const std::vector<size_t> tables = TableBytes(*this);
+  return static_cast<double>(std::accumulate(tables.begin(), tables.end(), size_t{0}));
 }
 
 common::StatusOr<SamplePlan> PlanSamples(const DataConfig& config, Split split, int64_t num_samples) {
@@ -367,8 +388,9 @@ common::StatusOr<SamplePlan> PlanSamples(const DataConfig& config, Split split, 
     int64_t& tokens_per_epoch = dataset.tokens_per_epoch;
     int64_t longest = 0;
     for (int64_t d = dataset.begin; d < dataset.end; ++d) {
-      tokens_per_epoch += dataset.tokens->length(d);
-      longest = std::max(longest, dataset.tokens->length(d));
+      const int64_t length = dataset.tokens->length(d);
+      tokens_per_epoch += length;
+      longest = std::max(longest, length);
     }
     if (tokens_per_epoch <= config.seq_len) {
       return common::FailedPrecondition("{}: documents {}..{} hold {} tokens, fewer than one sample of {} + 1",
@@ -430,18 +452,6 @@ common::StatusOr<std::unique_ptr<IndexedSamples>> BuildIndexed(const SamplePlan&
 constexpr std::string_view kCacheMagic = "SRWYSIDX";
 
 size_t Aligned(size_t bytes) { return (bytes + 7) & ~size_t{7}; }
-
-// Bytes of each table the plan's index has, in Tables' order.
-std::vector<size_t> TableBytes(const SamplePlan& plan) {
-  std::vector<size_t> bytes;
-  for (const DatasetPlan& dataset : plan.datasets) {
-    const auto three = dataset.narrow ? GptSamples<uint32_t>::TableBytes(dataset)
-                                      : GptSamples<int64_t>::TableBytes(dataset);
-    bytes.insert(bytes.end(), three.begin(), three.end());
-  }
-  if (plan.datasets.size() > 1) bytes.push_back(static_cast<size_t>(plan.num_samples) * sizeof(uint64_t));
-  return bytes;
-}
 
 // What the index depends on, hashed: a cache file of another plan (other data, split, seed, length) never matches.
 uint64_t Fingerprint(const SamplePlan& plan) {

@@ -697,13 +697,15 @@ common::Status Trainer::InitOrLoad() {
                           what, saved, now);
         }
       }
+      step_ = state->step;
+      consumed_ = state->consumed_samples;
+      rng_.set_state(state->rng);
       // Other data, split or seed (which shuffles it) draws other samples from here on: allowed (a new data mix
       // part-way is a recipe), but said; it went unremarked. The saved run recorded the next sample it would draw.
       // A run of another length reshuffles them all (the order covers the whole run, as Megatron's index does).
       const int64_t samples = o_.train_steps * o_.global_batch_size;
       const int64_t saved_samples = state->extra.value("train_samples", samples);
       const std::string saved_next = state->extra.value("next_sample", std::string());
-      consumed_ = state->consumed_samples;
       const bool same_length = state->extra.value("seq_length", int64_t{T_}) == T_;  // else said above
       if (Leader() && same_length && saved_samples != samples) {
         common::LogWarn("{} was written by a run of {} samples, this one draws {}: the sample order covers the "
@@ -713,9 +715,6 @@ common::Status Trainer::InitOrLoad() {
         common::LogWarn("{}: this run's data (--data-path, --mock-data, --split or --seed) gives other samples from "
                         "sample {} on than the run that saved it", o_.load, consumed_);
       }
-      step_ = state->step;
-      consumed_ = state->consumed_samples;
-      rng_.set_state(state->rng);
       SRUNWAY_RETURN_IF_ERROR(m_state.Upload());
       SRUNWAY_RETURN_IF_ERROR(v_state.Upload());
       if (Leader()) {
