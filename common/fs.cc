@@ -37,18 +37,34 @@ StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
 }
 
 StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
-  std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::string tmp = (dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
+  std::filesystem::path target = path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return FailedPrecondition("{} is a directory", path.string());
+    if (!S_ISREG(st.st_mode)) {
+      // A device, a pipe or a socket: a rename would put a regular file in its place.
+      int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) return ErrnoStatus(errno, "open " + path.string());
+      return AtomicFile(path, "", fd, /*direct=*/true);
+    }
+    // A link to a file: the file is replaced, and the link kept.
+    std::error_code ec;
+    if (std::filesystem::is_symlink(path, ec)) target = std::filesystem::canonical(path, ec);
+    if (ec) target = path;
+  }
+  std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
   int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "create temporary file in " + dir.string());
-  AtomicFile file(path, std::move(tmp), fd);
+  AtomicFile file(target, std::move(tmp), fd, /*direct=*/false);
   // mkostemp makes the file 0600; give it the usual mode of a new file.
   if (::fchmod(fd, 0644) != 0) return file.Fail(ErrnoStatus(errno, "chmod " + file.tmp_));
   return file;
 }
 
 AtomicFile::AtomicFile(AtomicFile&& other) noexcept
-    : path_(std::move(other.path_)), tmp_(std::move(other.tmp_)), fd_(std::exchange(other.fd_, -1)) {
+    : path_(std::move(other.path_)), tmp_(std::move(other.tmp_)), fd_(std::exchange(other.fd_, -1)),
+      direct_(other.direct_), synced_(std::exchange(other.synced_, false)) {
   other.tmp_.clear();
 }
 
@@ -59,6 +75,7 @@ void AtomicFile::Discard() {
   fd_ = -1;
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
   tmp_.clear();
+  synced_ = false;
 }
 
 Status AtomicFile::Fail(Status status) {
@@ -68,28 +85,33 @@ Status AtomicFile::Fail(Status status) {
 
 Status AtomicFile::Write(std::string_view bytes) {
   if (fd_ < 0) return FailedPrecondition("write {}: the file was already committed or failed", path_.string());
-  if (Status status = WriteAll(fd_, bytes, tmp_); !status.ok()) return Fail(status);
+  if (Status status = WriteAll(fd_, bytes, direct_ ? path_.string() : tmp_); !status.ok()) return Fail(status);
   return Status::Ok();
 }
 
 Status AtomicFile::Sync() {
   if (fd_ < 0) {
-    if (!tmp_.empty()) return Status::Ok();  // synced already
+    if (synced_) return Status::Ok();
     return FailedPrecondition("sync {}: the file was already committed or failed", path_.string());
   }
-  if (::fsync(fd_) != 0) return Fail(ErrnoStatus(errno, "fsync " + tmp_));
+  const std::string& name = direct_ ? path_.string() : tmp_;
+  // A pipe or a terminal cannot be synced (EINVAL), and needs not be.
+  if (::fsync(fd_) != 0 && !(direct_ && errno == EINVAL)) return Fail(ErrnoStatus(errno, "fsync " + name));
   int result = ::close(fd_);
   fd_ = -1;
   // close can be the first to see a failed write on some file systems.
-  if (result != 0) return Fail(ErrnoStatus(errno, "close " + tmp_));
+  if (result != 0) return Fail(ErrnoStatus(errno, "close " + name));
+  synced_ = true;
   return Status::Ok();
 }
 
 Status AtomicFile::Commit() {
-  if (fd_ < 0 && tmp_.empty()) {
+  if (fd_ < 0 && !synced_) {
     return FailedPrecondition("commit {}: the file was already committed or failed", path_.string());
   }
   SRUNWAY_RETURN_IF_ERROR(Sync());
+  synced_ = false;  // committed once only
+  if (direct_) return Status::Ok();
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     return Fail(ErrnoStatus(errno, fmt::format("rename {} to {}", tmp_, path_.string())));
   }
@@ -111,7 +133,9 @@ Status CommitTogether(std::vector<AtomicFile>& files) {
   for (AtomicFile& file : files) SRUNWAY_RETURN_IF_ERROR(file.Sync());
   for (size_t i = 0; i < files.size(); ++i) {
     if (Status committed = files[i].Commit(); !committed.ok()) {
-      for (size_t j = 0; j < i; ++j) ::unlink(files[j].path().c_str());
+      for (size_t j = 0; j < i; ++j) {
+        if (!files[j].in_place()) ::unlink(files[j].path().c_str());
+      }
       return committed;
     }
   }
@@ -131,6 +155,13 @@ Status PrepareWritableDir(const std::filesystem::path& dir, std::string_view fla
 Status CheckWritableFile(const std::filesystem::path& path, std::string_view flag) {
   if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
     return InvalidArgument("{} {} is a directory: name the file to write", flag, path.string());
+  }
+  // A device or a pipe is written in place (AtomicFile): its directory (/dev) needs not be writable.
+  if (struct stat st {}; ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (::access(path.c_str(), W_OK) != 0) {
+      return ErrnoStatus(errno, fmt::format("{} {}: cannot write it", flag, path.string()));
+    }
+    return Status::Ok();
   }
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   if (::access(dir.c_str(), W_OK) != 0) {

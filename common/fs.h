@@ -46,7 +46,9 @@ Status WriteAll(int fd, std::string_view bytes, std::string_view what);
 // A file written under a temporary name in the target's directory and renamed over it by Commit (after fsync,
 // then the directory's fsync), for outputs too large to build in memory (checkpoints, datasets). Destroyed
 // without Commit, or after any failed call (a full disk included), it removes the temporary: the target is
-// either the old file or the complete new one.
+// either the old file or the complete new one. A symbolic link to a file stays, and the file it names is replaced.
+// What a rename cannot replace without destroying it (a device, a pipe: `--export /dev/stdout`, a FIFO) is
+// written in place, and Commit closes it.
 class AtomicFile {
  public:
   static StatusOr<AtomicFile> Create(const std::filesystem::path& path);
@@ -61,10 +63,11 @@ class AtomicFile {
   Status Sync();
   Status Commit();
   const std::filesystem::path& path() const { return path_; }
+  bool in_place() const { return direct_; }
 
  private:
-  AtomicFile(std::filesystem::path path, std::string tmp, int fd)
-      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+  AtomicFile(std::filesystem::path path, std::string tmp, int fd, bool direct)
+      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd), direct_(direct) {}
   // Closes and removes the temporary, if any; Fail does so and returns `status`.
   void Discard();
   Status Fail(Status status);
@@ -72,6 +75,8 @@ class AtomicFile {
   std::filesystem::path path_;
   std::string tmp_;
   int fd_ = -1;
+  bool direct_ = false;  // written in place (a device or a pipe)
+  bool synced_ = false;  // written out and closed, not yet committed
 };
 
 // `contents` written under the temporary name of a new AtomicFile for `path`, for its Commit or CommitTogether.

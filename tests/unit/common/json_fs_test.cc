@@ -1,5 +1,8 @@
 // Tests for JSON parsing errors with positions, typed fields, and atomic file writes.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -89,11 +92,11 @@ TEST_F(TempDir, WriteAtomicReplacesAndLeavesNoTemporaries) {
   EXPECT_EQ(fs::status(path).permissions() & fs::perms::owner_read, fs::perms::owner_read);
 }
 
-// A set of files committed together: all or, when one cannot be renamed into place (a non-empty directory in the
-// way), none of them new; what was there stays, and no temporaries are left.
+// A set of files committed together: all or, when one cannot be renamed into place (a non-empty directory made in
+// the way meanwhile; one there before is refused by Create), none of them new; what was there stays, and no
+// temporaries are left.
 TEST_F(TempDir, FilesCommittedTogetherAreAllNewOrNoneIs) {
   ASSERT_TRUE(WriteFileAtomic(dir_ / "set.bin", "old bin").ok());
-  fs::create_directories(dir_ / "set.idx" / "in-the-way");
   std::vector<AtomicFile> files;
   for (const char* name : {"set.bin", "set.idx", "set.vocab"}) {
     auto file = AtomicFile::Create(dir_ / name);
@@ -101,6 +104,7 @@ TEST_F(TempDir, FilesCommittedTogetherAreAllNewOrNoneIs) {
     ASSERT_TRUE(file->Write(std::string("new ") + name).ok());
     files.push_back(std::move(*file));
   }
+  fs::create_directories(dir_ / "set.idx" / "in-the-way");
   const Status status = CommitTogether(files);
   EXPECT_NE(status.message().find("set.idx: Is a directory"), std::string::npos) << status.ToString();
   files.clear();
@@ -120,6 +124,58 @@ TEST_F(TempDir, FilesCommittedTogetherAreAllNewOrNoneIs) {
   EXPECT_EQ(*ReadFile(dir_ / "set.bin"), "set.bin");
   EXPECT_EQ(*ReadFile(dir_ / "set.idx"), "set.idx");
   EXPECT_EQ(files[0].Commit().code(), StatusCode::kFailedPrecondition);  // committed once only
+}
+
+// What cannot be replaced by a rename is written to: a device or a pipe (`--export /dev/stdout`, a FIFO) gets the
+// bytes and stays what it is, and a full one (/dev/full) is an error; a link to a file keeps pointing at the new
+// file. The temporary and the rename replaced them: run as root, `--export /dev/full` left /dev/full a regular file.
+TEST_F(TempDir, DevicesPipesAndLinksAreWrittenThroughNotReplaced) {
+  fs::create_symlink("/dev/null", dir_ / "null");
+  ASSERT_TRUE(WriteFileAtomic(dir_ / "null", "discarded").ok());
+  EXPECT_TRUE(fs::is_symlink(dir_ / "null"));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+
+  fs::create_symlink("/dev/full", dir_ / "full");
+  auto full = AtomicFile::Create(dir_ / "full");
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  const Status written = full->Write(std::string(1 << 16, 'x'));
+  EXPECT_NE(written.message().find("No space left on device"), std::string::npos) << written.ToString();
+  EXPECT_TRUE(fs::is_symlink(dir_ / "full"));
+
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  const Fd reader(::open((dir_ / "fifo").c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));  // so that a writer may open
+  ASSERT_GE(reader.get(), 0);
+  const Status piped = WriteFileAtomic(dir_ / "fifo", "through the pipe");
+  EXPECT_TRUE(piped.ok()) << piped.ToString();
+  char received[64] = {};
+  EXPECT_EQ(::read(reader.get(), received, sizeof received), 16);
+  EXPECT_STREQ(received, "through the pipe");
+  EXPECT_TRUE(fs::is_fifo(dir_ / "fifo"));
+
+  fs::create_directories(dir_ / "real");
+  ASSERT_TRUE(WriteFileAtomic(dir_ / "real" / "report.json", "old").ok());
+  fs::create_symlink(dir_ / "real" / "report.json", dir_ / "report.json");
+  ASSERT_TRUE(WriteFileAtomic(dir_ / "report.json", "new").ok());
+  EXPECT_TRUE(fs::is_symlink(dir_ / "report.json"));
+  EXPECT_EQ(*ReadFile(dir_ / "real" / "report.json"), "new");
+  std::vector<std::string> left;
+  for (auto& entry : fs::directory_iterator(dir_ / "real")) left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"report.json"});  // the temporary went beside the file, and is gone
+
+  // Files committed together that fail take back the new files they renamed, never a device written to.
+  std::vector<AtomicFile> files;
+  for (const fs::path& path : {dir_ / "null", dir_ / "set.idx"}) {
+    auto file = AtomicFile::Create(path);
+    ASSERT_TRUE(file.ok() && file->Write("x").ok());
+    files.push_back(std::move(*file));
+  }
+  ASSERT_TRUE(fs::create_directories(dir_ / "set.idx" / "in-the-way"));
+  EXPECT_FALSE(CommitTogether(files).ok());
+  EXPECT_TRUE(fs::is_symlink(dir_ / "null"));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+
+  const Status directory = WriteFileAtomic(dir_, "x");
+  EXPECT_EQ(directory.message(), dir_.string() + " is a directory") << directory.ToString();
 }
 
 TEST_F(TempDir, WriteIntoMissingDirectoryFailsAndNamesIt) {
@@ -147,6 +203,23 @@ TEST_F(TempDir, CheckWritableFileSaysWhyAFileCouldNotBeWrittenThereLater) {
   const Status directory = CheckWritableFile(dir_, "--export");
   EXPECT_EQ(directory.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(directory.message(), "--export " + dir_.string() + " is a directory: name the file to write");
+  // A device or a pipe is written in place: a user who may write it needs not write in its directory (/dev).
+  ASSERT_EQ(::mkfifo((dir_ / "open").c_str(), 0666), 0);
+  ASSERT_EQ(::chmod((dir_ / "open").c_str(), 0666), 0);  // past the umask
+  ASSERT_EQ(::mkfifo((dir_ / "closed").c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::getuid() == 0 && ::setresuid(65534, 65534, 65534) != 0) ::_exit(3);
+    const Status closed = CheckWritableFile(dir_ / "closed", "-J");
+    ::_exit(CheckWritableFile(dir_ / "open", "--export").ok() &&
+                    closed.message() == "-J " + (dir_ / "closed").string() + ": cannot write it: Permission denied"
+                ? 0
+                : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
   // A bare name is written in the working directory.
   EXPECT_TRUE(CheckWritableFile("srunway-check-writable.json", "--export").ok() || ::access(".", W_OK) != 0);
 }
