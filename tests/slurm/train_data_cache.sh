@@ -2,7 +2,8 @@
 # srunway-train --data-cache-path on 2 nodes x 2 ranks: each node's first rank builds the sample index into the
 # directory (one file for training, one for validation) and the node's ranks map it; the losses are those of a run
 # that builds the index in every rank's memory, the first time and when the files are found; a file cut short is
-# rebuilt; a directory that cannot be written is one line from rank 0, and every rank exits 1.
+# rebuilt; a read-only directory that holds the files is used; a directory that cannot be written where the run
+# must write is one line from rank 0, and every rank exits 1.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 train=${SRUNWAY_TRAIN:?} prep=${SRUNWAY_PREP:?}
@@ -32,6 +33,20 @@ diff "$work/memory.losses" "$work/found.losses" || fail "the index found in --da
 grep -q "info: sample index $work/cache/[0-9a-f]*-train.sidx built in" "$work/built.log" || fail "$(cat "$work/built.log")"
 grep -q "info: sample index $work/cache/[0-9a-f]*-train.sidx found in" "$work/found.log" || fail "$(cat "$work/found.log")"
 echo "ok: the index built into and found in --data-cache-path: the losses of the in-memory index"
+
+# A cache built beforehand that the run may not write in (an admin's, read-only to users; here an immutable
+# directory, which root cannot write in either) is used as it is; a run that needs another file is told.
+chattr +i "$work/cache" || fail "chattr +i: this test needs a file system with immutable directories (ext4, xfs)"
+at_exit "chattr -i '$work/cache'"
+run readonly --data-cache-path "$work/cache" || fail "$(cat "$work/readonly.log")"
+diff "$work/memory.losses" "$work/readonly.losses" || fail "the index found in a read-only directory gave other losses"
+rc=0
+run readonly_new --data-cache-path "$work/cache" --seed 7 || rc=$?
+chattr -i "$work/cache"
+expect_eq "exit with files to build in a read-only --data-cache-path" "$rc" 1
+grep -q "rank 0\] error: --data-cache-path $work/cache: cannot write in the directory: Operation not permitted" \
+  "$work/readonly_new.log" || fail "$(cat "$work/readonly_new.log")"
+echo "ok: a read-only --data-cache-path that holds the run's files is used; one that must take new ones is refused"
 
 train_file=$(echo "$work"/cache/*-train.sidx)
 truncate -s 100 "$train_file"

@@ -535,33 +535,33 @@ common::Status Trainer::Setup() {
       SRUNWAY_ASSIGN_OR_RETURN(valid_, BuildSamples(*std::move(valid_plan)));
     }
   } else {
-    // Every rank's failure (one shared directory, or the same path on every node) is said once, by rank 0.
-    SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(common::PrepareWritableDir(o_.data_cache_path, "--data-cache-path"),
-                                           common::StatusCode::kFailedPrecondition, "write in --data-cache-path"));
-    // Each node's first rank builds what is missing (ranks of nodes that share the directory write the same
-    // bytes, atomically); the others wait for it, then every rank maps the files.
-    const bool builds = boot_->identity().local_rank == 0;
     auto open = [&](const SamplePlan& plan, std::unique_ptr<SampleSource>& into, bool build) -> common::Status {
       const auto start = Clock::now();
       bool built = false;
       SRUNWAY_ASSIGN_OR_RETURN(into, CachedSamples(plan, o_.data_cache_path, build, &built));
-      if (build && Leader()) {
+      if (Leader()) {
         common::LogInfo("sample index {} {} in {:.2f} s", SampleCachePath(plan, o_.data_cache_path).string(),
                         built ? "built" : "found", std::chrono::duration<double>(Clock::now() - start).count());
       }
       return common::Status::Ok();
     };
+    // Files there already (a requeued run's, or a cache built beforehand that users may only read) are mapped as
+    // they are; only a directory that must take new ones needs to be writable. Every rank's failure (one shared
+    // directory, or the same path on every node) is said once, by rank 0.
+    const bool found = open(train_plan, train_, false).ok() && (!valid_plan || open(*valid_plan, valid_, false).ok());
+    SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(
+        found ? common::Status::Ok() : common::PrepareWritableDir(o_.data_cache_path, "--data-cache-path"),
+        common::StatusCode::kFailedPrecondition, "write in --data-cache-path"));
+    // Each node's first rank builds what is missing (ranks of nodes that share the directory write the same
+    // bytes, atomically); the others wait for it, then every rank maps the files.
+    const bool builds = boot_->identity().local_rank == 0;
     common::Status built = common::Status::Ok();
-    if (builds) {
-      built = open(train_plan, train_, true);
-      if (built.ok() && valid_plan) built = open(*valid_plan, valid_, true);
-    }
+    if (builds && !train_) built = open(train_plan, train_, true);
+    if (builds && built.ok() && valid_plan && !valid_) built = open(*valid_plan, valid_, true);
     SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(built, common::StatusCode::kUnavailable,
                                            "build the sample index in --data-cache-path"));
-    if (!builds) {
-      SRUNWAY_RETURN_IF_ERROR(open(train_plan, train_, false));
-      if (valid_plan) SRUNWAY_RETURN_IF_ERROR(open(*valid_plan, valid_, false));
-    }
+    if (!train_) SRUNWAY_RETURN_IF_ERROR(open(train_plan, train_, false));
+    if (valid_plan && !valid_) SRUNWAY_RETURN_IF_ERROR(open(*valid_plan, valid_, false));
   }
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
   // At start-up, so that a --save that cannot work ends the run before its first step, not at its first save.
