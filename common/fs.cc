@@ -40,7 +40,7 @@ StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
   std::filesystem::path target = path;
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return FailedPrecondition("{} is a directory", path.string());
+    if (S_ISDIR(st.st_mode)) return ErrnoStatus(EISDIR, path.string());
     if (!S_ISREG(st.st_mode)) {
       // A device, a pipe or a socket: a rename would put a regular file in its place.
       int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);

@@ -175,7 +175,7 @@ TEST_F(TempDir, DevicesPipesAndLinksAreWrittenThroughNotReplaced) {
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
 
   const Status directory = WriteFileAtomic(dir_, "x");
-  EXPECT_EQ(directory.message(), dir_.string() + " is a directory") << directory.ToString();
+  EXPECT_EQ(directory.message(), dir_.string() + ": Is a directory") << directory.ToString();
 }
 
 TEST_F(TempDir, WriteIntoMissingDirectoryFailsAndNamesIt) {
