@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <thread>
@@ -58,6 +59,12 @@ common::StatusOr<int> OpenLog(const std::filesystem::path& path, bool append) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
   if (fd < 0) return common::ErrnoStatus(errno, "open " + path.string());
   return fd;
+}
+
+// What a hung program's line quotes of its progress: the last line of it.
+std::string LastLine(std::string_view end) {
+  const size_t newline = end.rfind('\n');
+  return std::string(common::Trim(newline == std::string_view::npos ? end : end.substr(newline + 1)));
 }
 
 }  // namespace
@@ -297,17 +304,30 @@ std::optional<ChildEnd> Child::Reap(bool block) {
   return end;
 }
 
+// Read whole, an appended heartbeat file grew without bound, and its first bytes, all that was compared, stopped
+// changing: a program that appended its steps was killed as hung.
+std::optional<Child::Progress> Child::ReadProgress(const std::string& path) {
+  const common::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return std::nullopt;
+  const off_t from = std::max<off_t>(0, st.st_size - static_cast<off_t>(kMaxProgressBytes));
+  char buffer[kMaxProgressBytes];
+  ssize_t n;
+  do {
+    n = ::pread(fd.get(), buffer, sizeof buffer, from);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return std::nullopt;
+  return Progress{st.st_size, std::string(common::Trim(std::string_view(buffer, static_cast<size_t>(n))))};
+}
+
 std::optional<ChildEnd> Child::Poll() {
   if (auto end = Reap(false)) return end;
   if (options_.heartbeat_path.empty() || options_.hang_timeout.count() <= 0) return std::nullopt;
-  auto text = common::ReadFile(options_.heartbeat_path);
-  if (text.ok()) {
-    std::string progress(common::Trim(std::string_view(*text).substr(0, kMaxProgressBytes)));
-    if (!progress.empty() && progress != progress_) {
-      progress_ = std::move(progress);
-      progress_at_ = Clock::now();
-      progressed_ = true;
-    }
+  if (std::optional<Progress> progress = ReadProgress(options_.heartbeat_path);
+      progress && !progress->end.empty() && *progress != progress_) {
+    progress_ = *std::move(progress);
+    progress_at_ = Clock::now();
+    progressed_ = true;
   }
   // Only a program that has shown progress once can be judged by it.
   if (!progressed_ || Since(progress_at_) < options_.hang_timeout) return std::nullopt;
@@ -315,7 +335,7 @@ std::optional<ChildEnd> Child::Poll() {
   end.how = ChildEnd::How::kHung;
   end.stalled = Since(progress_at_);
   end.ran = Since(started_);
-  end.last_progress = progress_;
+  end.last_progress = LastLine(progress_.end);
   return end;
 }
 

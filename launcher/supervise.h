@@ -113,7 +113,15 @@ class Child {
   std::chrono::steady_clock::time_point started_;
   Stream out_{"stdout", STDOUT_FILENO};
   Stream err_{"stderr", STDERR_FILENO};
-  std::string progress_;
+  // The heartbeat file as last seen: its size and its end (the last bytes, which show an appended step too).
+  struct Progress {
+    int64_t size = 0;
+    std::string end;
+    bool operator==(const Progress&) const = default;
+  };
+  static std::optional<Progress> ReadProgress(const std::string& path);
+
+  Progress progress_;
   std::chrono::steady_clock::time_point progress_at_;
   bool progressed_ = false;
 };

@@ -53,7 +53,12 @@ every_rank_names hang "rank 3 on node2" "hung: no progress for [0-9]+s \(last pr
 grep -q "^ *3: srunway-launch: rank 3 on node2 hung" "$work/hang.err" || fail "rank 3 did not name itself"
 
 echo "== a program that keeps making progress is not a hang, and every rank's clean exit is a clean step"
-step progress 'for i in 1 2 3 4 5 6; do echo $i >"$SRUNWAY_HEARTBEAT"; sleep 1; done; echo "done $RANK"' --hang-timeout 3
+# Even ranks rewrite the file; odd ranks append lines longer than the launcher reads of it (it compared the file's
+# first 256 bytes, which stop changing, and killed such a program as hung).
+step progress 'pad=$(printf "%0300d" 0)
+for i in 1 2 3 4 5 6; do
+  if ((RANK % 2)); then echo "step $i $pad" >>"$SRUNWAY_HEARTBEAT"; else echo $i >"$SRUNWAY_HEARTBEAT"; fi; sleep 1
+done; echo "done $RANK"' --hang-timeout 3
 expect_eq "progress: exit code" "$(cat "$work/progress.rc")" 0
 expect_eq "progress: ranks done" "$(grep -c 'done [0-3]$' "$work/progress.out")" 4
 [[ ! -s $work/progress.err ]] || fail "progress: $(cat "$work/progress.err")"
