@@ -27,6 +27,9 @@ constexpr int kSourceBits = 16;
 constexpr size_t kMaxBlended = size_t{1} << kSourceBits;
 constexpr int64_t kMaxBlendedSamples = int64_t{1} << (63 - kSourceBits);
 
+// Tables of one dataset's index: its documents of every epoch, and the tokens before every block of them.
+constexpr size_t kTablesPerDataset = 2;
+
 // Aborted once `stop` is set; a build looks at it every 2^16 of its steps (`done` of `count` `unit`).
 constexpr int64_t kStopEvery = int64_t{1} << 16;
 common::Status CheckStop(const volatile std::sig_atomic_t* stop, int64_t done, int64_t count, std::string_view unit,
@@ -76,20 +79,54 @@ std::span<const T> TableOf(std::span<const uint8_t> bytes) {
   return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
 }
 
-// Megatron's GPTDataset over one dataset's share, its tables of `Index` (uint32_t where every value fits).
+// A keyed bijection of [0, n): a balanced Feistel network on the fewest even bits that hold n, applied again while
+// it lands outside (cycle walking: under 4 tries on average). The order of the samples without a table of it, and
+// the same for the first k of n whatever k.
+class Permutation {
+ public:
+  Permutation(uint64_t n, uint64_t seed) : n_(n), seed_(seed) {
+    while (half_ < 32 && (uint64_t{1} << (2 * half_)) < n) ++half_;
+    mask_ = (uint64_t{1} << half_) - 1;
+  }
+  uint64_t operator()(uint64_t i) const {
+    if (n_ <= 1) return 0;
+    do {
+      uint64_t left = i >> half_, right = i & mask_;
+      for (uint64_t round = 0; round < kRounds; ++round) {
+        const uint64_t mixed = left ^ (XXH3_64bits_withSeed(&right, sizeof right, seed_ + round) & mask_);
+        left = right;
+        right = mixed;
+      }
+      i = left << half_ | right;
+    } while (i >= n_);
+    return i;
+  }
+
+ private:
+  static constexpr uint64_t kRounds = 6;
+  uint64_t n_, seed_;
+  int half_ = 1;
+  uint64_t mask_ = 1;
+};
+
+// Megatron's GPTDataset over one dataset's share, its document table of `Index` (uint32_t where every value fits):
+// the documents of every epoch shuffled (each epoch by itself), packed end to end and cut into samples of seq_len
+// + 1 tokens that share their boundary token; the samples of every epoch shuffled (as Megatron, the last epoch by
+// itself when the run takes under 80% of it), and the run takes the first of them. The sample order is a keyed
+// permutation (no table) and where a sample starts is found from every kBlock-th position's token count (8 bytes
+// per kBlock documents, no table per sample), so the index is about the document table alone, and a run of more
+// steps over the same epochs draws the same samples first (tables of the run's samples, shuffled among themselves,
+// gave another order for every other --train-steps).
 template <typename Index>
 class GptSamples : public IndexedSamples {
  public:
-  struct Start {
-    Index pos, offset;
-  };
+  static constexpr int64_t kBlock = 16;
 
   static common::StatusOr<std::unique_ptr<GptSamples>> Build(const DatasetPlan& plan, int seq_len, int vocab,
                                                              uint64_t seed, const volatile std::sig_atomic_t* stop) {
-    auto samples = std::make_unique<GptSamples>(plan, seq_len, vocab);
+    auto samples = std::make_unique<GptSamples>(plan, seq_len, vocab, seed);
     std::vector<Index>& docs = samples->docs_store_;
-    std::vector<Start>& starts = samples->starts_store_;
-    std::vector<Index>& order = samples->order_store_;
+    std::vector<int64_t>& blocks = samples->blocks_store_;
     const std::string name = plan.tokens->name();
     const int64_t per_epoch = plan.end - plan.begin;
     docs.resize(plan.epochs * per_epoch);
@@ -100,58 +137,50 @@ class GptSamples : public IndexedSamples {
       SRUNWAY_RETURN_IF_ERROR(
           Shuffle(epoch, seed + 1000003 * static_cast<uint64_t>(e), stop, "documents of an epoch shuffled", name));
     }
-    // Where each sample starts: (position in docs, token offset), seq_len tokens apart.
-    starts.resize(plan.num_samples);
-    int64_t pos = 0, offset = 0;
-    for (int64_t s = 0; s < plan.num_samples; ++s) {
-      SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, s, plan.num_samples, "samples", name));
-      starts[s] = {static_cast<Index>(pos), static_cast<Index>(offset)};
-      int64_t remaining = seq_len;
-      while (remaining > 0) {
-        const int64_t available = plan.tokens->length(docs[pos]) - offset;
-        if (available > remaining) {
-          offset += remaining;
-          remaining = 0;
-        } else {
-          remaining -= available;
-          ++pos;
-          offset = 0;
-        }
-      }
+    // Tokens before every kBlock-th position of docs.
+    blocks.resize(BlockCount(plan));
+    int64_t tokens = 0;
+    for (int64_t pos = 0; pos < static_cast<int64_t>(docs.size()); ++pos) {
+      SRUNWAY_RETURN_IF_ERROR(CheckStop(stop, pos, static_cast<int64_t>(docs.size()), "documents counted", name));
+      if (pos % kBlock == 0) blocks[pos / kBlock] = tokens;
+      tokens += plan.tokens->length(docs[pos]);
     }
-    order.resize(plan.num_samples);
-    std::iota(order.begin(), order.end(), Index{0});
-    SRUNWAY_RETURN_IF_ERROR(Shuffle(std::span<Index>(order), seed ^ 0x5eedULL, stop, "samples shuffled", name));
     samples->docs_ = docs;
-    samples->starts_ = starts;
-    samples->order_ = order;
+    samples->blocks_ = blocks;
     return samples;
   }
 
   // The tables of `plan` as Build makes them, lying in `mapping` (which they keep open).
-  static std::unique_ptr<GptSamples> Mapped(const DatasetPlan& plan, int seq_len, int vocab,
+  static std::unique_ptr<GptSamples> Mapped(const DatasetPlan& plan, int seq_len, int vocab, uint64_t seed,
                                             std::shared_ptr<const MappedFile> mapping,
-                                            std::span<const std::span<const uint8_t>, 3> tables) {
-    auto samples = std::make_unique<GptSamples>(plan, seq_len, vocab);
+                                            std::span<const std::span<const uint8_t>, kTablesPerDataset> tables) {
+    auto samples = std::make_unique<GptSamples>(plan, seq_len, vocab, seed);
     samples->mapping_ = std::move(mapping);
     samples->docs_ = TableOf<Index>(tables[0]);
-    samples->starts_ = TableOf<Start>(tables[1]);
-    samples->order_ = TableOf<Index>(tables[2]);
+    samples->blocks_ = TableOf<int64_t>(tables[1]);
     return samples;
   }
 
-  // Bytes of each table of `plan`: documents of every epoch, starts and order.
-  static std::array<size_t, 3> TableBytes(const DatasetPlan& plan) {
+  // Bytes of each table of `plan`: documents of every epoch, tokens before every kBlock-th.
+  static std::array<size_t, kTablesPerDataset> TableBytes(const DatasetPlan& plan) {
     return {static_cast<size_t>(plan.epochs * (plan.end - plan.begin)) * sizeof(Index),
-            static_cast<size_t>(plan.num_samples) * sizeof(Start), static_cast<size_t>(plan.num_samples) * sizeof(Index)};
+            static_cast<size_t>(BlockCount(plan)) * sizeof(int64_t)};
   }
 
-  GptSamples(const DatasetPlan& plan, int seq_len, int vocab)
-      : source_(plan.tokens), seq_len_(seq_len), vocab_(vocab) {}
+  GptSamples(const DatasetPlan& plan, int seq_len, int vocab, uint64_t seed)
+      : source_(plan.tokens), seq_len_(seq_len), vocab_(vocab), num_samples_(plan.num_samples),
+        first_(plan.shuffled_first), first_order_(plan.shuffled_first, seed ^ 0x5eedULL),
+        last_order_(plan.epoch_samples - plan.shuffled_first, (seed ^ 0x5eedULL) + 1) {}
 
   common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
-    const Start start = starts_[order_[index % static_cast<int64_t>(order_.size())]];
-    int64_t pos = start.pos, offset = start.offset;
+    const auto i = static_cast<uint64_t>(index % num_samples_);
+    const int64_t sample = i < first_ ? static_cast<int64_t>(first_order_(i))
+                                      : static_cast<int64_t>(first_ + last_order_(i - first_));
+    // Its first token: the position whose document holds it, from the count before its block.
+    const int64_t start = sample * seq_len_;
+    const auto block = std::upper_bound(blocks_.begin(), blocks_.end(), start) - blocks_.begin() - 1;
+    int64_t pos = block * kBlock, offset = start - blocks_[block];
+    while (offset >= source_->length(docs_[pos])) offset -= source_->length(docs_[pos++]);
     out.clear();
     int64_t remaining = seq_len_ + 1;
     while (remaining > 0) {
@@ -166,23 +195,27 @@ class GptSamples : public IndexedSamples {
   }
 
   int64_t IndexBytes() const override {
-    return static_cast<int64_t>((docs_store_.capacity() + order_store_.capacity()) * sizeof(Index) +
-                                starts_store_.capacity() * sizeof(Start));
+    return static_cast<int64_t>(docs_store_.capacity() * sizeof(Index) + blocks_store_.capacity() * sizeof(int64_t));
   }
 
-  std::vector<std::span<const uint8_t>> Tables() const override {
-    return {BytesOf(docs_), BytesOf(starts_), BytesOf(order_)};
-  }
+  std::vector<std::span<const uint8_t>> Tables() const override { return {BytesOf(docs_), BytesOf(blocks_)}; }
 
  private:
+  static int64_t BlockCount(const DatasetPlan& plan) {
+    return (plan.epochs * (plan.end - plan.begin) + kBlock - 1) / kBlock;
+  }
+
   std::shared_ptr<TokenSource> source_;
   int seq_len_ = 0, vocab_ = 0;
+  int64_t num_samples_ = 0;
+  uint64_t first_ = 0;
+  Permutation first_order_, last_order_;
   // Built here, or read from a cache file that stays mapped.
-  std::vector<Index> docs_store_, order_store_;
-  std::vector<Start> starts_store_;
+  std::vector<Index> docs_store_;
+  std::vector<int64_t> blocks_store_;
   std::shared_ptr<const MappedFile> mapping_;
-  std::span<const Index> docs_, order_;
-  std::span<const Start> starts_;
+  std::span<const Index> docs_;
+  std::span<const int64_t> blocks_;
 };
 
 // NeMo's mock data: every sample is seq_len + 1 tokens drawn uniformly from the vocabulary, a function of the
@@ -277,8 +310,8 @@ class BlendedSamples : public IndexedSamples {
   std::span<const uint64_t> index_;
 };
 
-// Bytes of each table of a dataset's index (documents of every epoch, starts, order), as GptSamples lays them out.
-std::array<size_t, 3> TableBytes(const DatasetPlan& dataset) {
+// Bytes of each table of a dataset's index, as GptSamples lays them out.
+std::array<size_t, kTablesPerDataset> TableBytes(const DatasetPlan& dataset) {
   return dataset.narrow ? GptSamples<uint32_t>::TableBytes(dataset) : GptSamples<int64_t>::TableBytes(dataset);
 }
 
@@ -286,8 +319,8 @@ std::array<size_t, 3> TableBytes(const DatasetPlan& dataset) {
 std::vector<size_t> TableBytes(const SamplePlan& plan) {
   std::vector<size_t> bytes;
   for (const DatasetPlan& dataset : plan.datasets) {
-    const std::array<size_t, 3> three = TableBytes(dataset);
-    bytes.insert(bytes.end(), three.begin(), three.end());
+    const std::array<size_t, kTablesPerDataset> tables = TableBytes(dataset);
+    bytes.insert(bytes.end(), tables.begin(), tables.end());
   }
   if (plan.datasets.size() > 1) bytes.push_back(static_cast<size_t>(plan.num_samples) * sizeof(uint64_t));
   return bytes;
@@ -359,7 +392,7 @@ common::StatusOr<std::unique_ptr<TokenSource>> OpenTokenSource(const std::string
 }
 
 double DatasetPlan::bytes() const {
-  const std::array<size_t, 3> tables = TableBytes(*this);
+  const std::array<size_t, kTablesPerDataset> tables = TableBytes(*this);
   return static_cast<double>(std::accumulate(tables.begin(), tables.end(), size_t{0}));
 }
 
@@ -386,12 +419,7 @@ common::StatusOr<SamplePlan> PlanSamples(const DataConfig& config, Split split, 
     }
     DatasetPlan dataset{std::shared_ptr<TokenSource>(std::move(tokens)), path.weight, range.first, range.second};
     int64_t& tokens_per_epoch = dataset.tokens_per_epoch;
-    int64_t longest = 0;
-    for (int64_t d = dataset.begin; d < dataset.end; ++d) {
-      const int64_t length = dataset.tokens->length(d);
-      tokens_per_epoch += length;
-      longest = std::max(longest, length);
-    }
+    for (int64_t d = dataset.begin; d < dataset.end; ++d) tokens_per_epoch += dataset.tokens->length(d);
     if (tokens_per_epoch <= config.seq_len) {
       return common::FailedPrecondition("{}: documents {}..{} hold {} tokens, fewer than one sample of {} + 1",
                                         dataset.tokens->name(), dataset.begin, dataset.end, tokens_per_epoch,
@@ -409,11 +437,23 @@ common::StatusOr<SamplePlan> PlanSamples(const DataConfig& config, Split split, 
       return common::ResourceExhausted("{}: {} samples of {} tokens pass {:.3g} documents, more than any index holds",
                                        dataset.tokens->name(), dataset.num_samples, config.seq_len, positions);
     }
-    dataset.epochs = (dataset.num_samples * config.seq_len + tokens_per_epoch) / tokens_per_epoch;
+    // Megatron's epochs: enough for the samples and the one token past the last; every sample of them is in the
+    // order, the last epoch's apart when the run takes under 80% of it (else those would be drawn as often as the
+    // earlier epochs' and some documents seen twice before others once).
+    const int64_t seq_len = config.seq_len;
+    dataset.epochs = (dataset.num_samples * seq_len + tokens_per_epoch) / tokens_per_epoch;
+    dataset.epoch_samples = (dataset.epochs * tokens_per_epoch - 1) / seq_len;
+    dataset.shuffled_first = dataset.epoch_samples;
+    if (dataset.epochs > 1) {
+      const int64_t before_last = ((dataset.epochs - 1) * tokens_per_epoch - 1) / seq_len;
+      const int64_t per_epoch = (tokens_per_epoch - 1) / seq_len;
+      if (dataset.num_samples - before_last < static_cast<int64_t>(0.8 * static_cast<double>(per_epoch))) {
+        dataset.shuffled_first = before_last;
+      }
+    }
     constexpr double kNarrow = std::numeric_limits<uint32_t>::max();
     const double entries = static_cast<double>(dataset.epochs) * static_cast<double>(dataset.end - dataset.begin);
-    dataset.narrow = !config.wide_index && entries <= kNarrow && static_cast<double>(dataset.end) <= kNarrow &&
-                     static_cast<double>(dataset.num_samples) <= kNarrow && static_cast<double>(longest) <= kNarrow;
+    dataset.narrow = !config.wide_index && entries <= kNarrow && static_cast<double>(dataset.end) <= kNarrow;
     plan.datasets.push_back(std::move(dataset));
   }
   return plan;
@@ -455,12 +495,12 @@ size_t Aligned(size_t bytes) { return (bytes + 7) & ~size_t{7}; }
 
 // What the index depends on, hashed: a cache file of another plan (other data, split, seed, length) never matches.
 uint64_t Fingerprint(const SamplePlan& plan) {
-  std::string text = fmt::format("v1 split {} seed {} seq {} vocab {} samples {}", static_cast<int>(plan.split),
+  std::string text = fmt::format("v2 split {} seed {} seq {} vocab {} samples {}", static_cast<int>(plan.split),
                                  plan.config.seed, plan.config.seq_len, plan.config.vocab, plan.num_samples);
   for (const DatasetPlan& d : plan.datasets) {
-    text += fmt::format("|{} docs {} [{}, {}) tokens {} epochs {} samples {} weight {} narrow {}", d.tokens->name(),
-                        d.tokens->size(), d.begin, d.end, d.tokens_per_epoch, d.epochs, d.num_samples, d.weight,
-                        d.narrow);
+    text += fmt::format("|{} docs {} [{}, {}) tokens {} epochs {} samples {} of {} ({} first) weight {} narrow {}",
+                        d.tokens->name(), d.tokens->size(), d.begin, d.end, d.tokens_per_epoch, d.epochs,
+                        d.num_samples, d.epoch_samples, d.shuffled_first, d.weight, d.narrow);
   }
   return XXH3_64bits(text.data(), text.size());
 }
@@ -468,8 +508,9 @@ uint64_t Fingerprint(const SamplePlan& plan) {
 template <typename Index>
 std::unique_ptr<IndexedSamples> MapDataset(const SamplePlan& plan, const DatasetPlan& dataset,
                                            std::shared_ptr<const MappedFile> mapping,
-                                           std::span<const std::span<const uint8_t>, 3> tables) {
-  return GptSamples<Index>::Mapped(dataset, plan.config.seq_len, plan.config.vocab, std::move(mapping), tables);
+                                           std::span<const std::span<const uint8_t>, kTablesPerDataset> tables) {
+  return GptSamples<Index>::Mapped(dataset, plan.config.seq_len, plan.config.vocab, SeedOf(plan), std::move(mapping),
+                                   tables);
 }
 
 // The plan's index from a cache file; NotFound where the file is missing, FailedPrecondition where it is of
@@ -499,9 +540,10 @@ common::StatusOr<std::unique_ptr<IndexedSamples>> MapIndexed(const SamplePlan& p
   std::vector<std::unique_ptr<IndexedSamples>> sources;
   for (size_t d = 0; d < plan.datasets.size(); ++d) {
     const DatasetPlan& dataset = plan.datasets[d];
-    const std::span<const std::span<const uint8_t>, 3> three(tables.data() + 3 * d, 3);
-    sources.push_back(dataset.narrow ? MapDataset<uint32_t>(plan, dataset, mapping, three)
-                                     : MapDataset<int64_t>(plan, dataset, mapping, three));
+    const std::span<const std::span<const uint8_t>, kTablesPerDataset> own(tables.data() + kTablesPerDataset * d,
+                                                                           kTablesPerDataset);
+    sources.push_back(dataset.narrow ? MapDataset<uint32_t>(plan, dataset, mapping, own)
+                                     : MapDataset<int64_t>(plan, dataset, mapping, own));
   }
   if (sources.size() == 1) return std::move(sources[0]);
   return std::unique_ptr<IndexedSamples>(BlendedSamples::Mapped(std::move(sources), mapping, tables.back()));

@@ -1,6 +1,7 @@
 // Training samples of seq_len + 1 tokens (inputs and shifted targets) from datasets, as Megatron's GPTDataset
 // and BlendedDataset build them: documents shuffled per epoch, packed end to end, cut into samples that share
-// their boundary token, the samples shuffled; blends interleave datasets in proportion to their weights.
+// their boundary token, the samples of the epochs shuffled; blends interleave datasets in proportion to their
+// weights.
 #pragma once
 
 #include <csignal>
@@ -50,18 +51,18 @@ common::StatusOr<std::vector<WeightedPath>> ParseDataPath(const std::vector<std:
 common::StatusOr<std::pair<int64_t, int64_t>> SplitRange(const std::string& split, int64_t count, Split which);
 
 // One dataset's share of a split's index: its documents [begin, end), the epochs of them that hold its samples,
-// and whether 32-bit tables hold every value (document numbers, positions, offsets, sample numbers), as Megatron's
-// int32 tables do; past 2^32 the tables are 64-bit.
+// and whether a 32-bit table holds every document number, as Megatron's int32 tables do; past 2^32 it is 64-bit.
 struct DatasetPlan {
   std::shared_ptr<TokenSource> tokens;
   double weight = 1;
   int64_t begin = 0, end = 0;
   int64_t tokens_per_epoch = 0;
   int64_t epochs = 0;
-  int64_t num_samples = 0;
+  int64_t num_samples = 0;     // the run's
+  int64_t epoch_samples = 0;   // in all its epochs: the run draws the first num_samples of their order
+  int64_t shuffled_first = 0;  // the samples shuffled together first: all, or those before a last epoch kept apart
   bool narrow = true;
-  // Megatron's tables: the documents of every epoch in shuffled order, where each sample starts (position and
-  // offset), the samples in shuffled order.
+  // The index's tables: the documents of every epoch in shuffled order, the tokens before every 16th of them.
   double bytes() const;
 };
 

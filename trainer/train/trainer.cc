@@ -507,9 +507,9 @@ common::Status Trainer::Setup() {
   data.vocab = m.vocab;
   data.seed = o_.seed;
   data.stop = stop_signal_;
-  // The index from --data-path holds every sample of the run (Megatron's tables), in this rank's memory or, with
-  // --data-cache-path, once in its node's: a run of a billion samples died in the allocator (std::bad_alloc, exit
-  // 134) or of the OOM killer.
+  // The index from --data-path holds every document of every epoch the run reaches into, in this rank's memory
+  // or, with --data-cache-path, once in its node's: a run of a billion samples died in the allocator
+  // (std::bad_alloc, exit 134) or of the OOM killer.
   const bool evaluates = o_.eval_interval > 0 && o_.eval_iters > 0;
   SRUNWAY_ASSIGN_OR_RETURN(SamplePlan train_plan, PlanSamples(data, Split::kTrain, o_.train_steps * gbs));
   std::optional<SamplePlan> valid_plan;
@@ -702,18 +702,21 @@ common::Status Trainer::InitOrLoad() {
       rng_.set_state(state->rng);
       // Other data, split or seed (which shuffles it) draws other samples from here on: allowed (a new data mix
       // part-way is a recipe), but said; it went unremarked. The saved run recorded the next sample it would draw.
-      // A run of another length reshuffles them all (the order covers the whole run, as Megatron's index does).
+      // A run of more or fewer steps over the same epochs of its data draws the same; one over other epochs
+      // shuffles their samples anew (as Megatron's index does).
       const int64_t samples = o_.train_steps * o_.global_batch_size;
       const int64_t saved_samples = state->extra.value("train_samples", samples);
       const std::string saved_next = state->extra.value("next_sample", std::string());
       const bool same_length = state->extra.value("seq_length", int64_t{T_}) == T_;  // else said above
-      if (Leader() && same_length && saved_samples != samples) {
-        common::LogWarn("{} was written by a run of {} samples, this one draws {}: the sample order covers the "
-                        "whole run (as Megatron's), so from sample {} on it is another, some samples seen again",
-                        o_.load, saved_samples, samples, consumed_);
-      } else if (Leader() && same_length && !saved_next.empty() && NextSample() != saved_next) {
-        common::LogWarn("{}: this run's data (--data-path, --mock-data, --split or --seed) gives other samples from "
-                        "sample {} on than the run that saved it", o_.load, consumed_);
+      if (Leader() && same_length && !saved_next.empty() && NextSample() != saved_next) {
+        if (saved_samples != samples) {
+          common::LogWarn("{} was written by a run of {} samples, this one draws {} over another number of epochs "
+                          "of its data, whose samples are shuffled together (as Megatron's): from sample {} on the "
+                          "order is another, some samples seen again", o_.load, saved_samples, samples, consumed_);
+        } else {
+          common::LogWarn("{}: this run's data (--data-path, --mock-data, --split or --seed) gives other samples "
+                          "from sample {} on than the run that saved it", o_.load, consumed_);
+        }
       }
       SRUNWAY_RETURN_IF_ERROR(m_state.Upload());
       SRUNWAY_RETURN_IF_ERROR(v_state.Upload());

@@ -174,8 +174,9 @@ TEST_F(DataTest, SamplesPackDocumentsEndToEndAndShareTheBoundaryToken) {
 }
 
 // The index takes what its plan counted before any of it was allocated (the trainer checks that against the rank's
-// memory): Megatron's 32-bit tables, 4 bytes a document of each epoch and 12 a sample, and a blend's 8 a sample.
-// It took 24 bytes a sample, 8 a document of each epoch, and up to twice that while its tables grew.
+// memory): Megatron's 32-bit document table, 4 bytes a document of each epoch, 8 bytes for every 16 of them, and a
+// blend's 8 a sample. It took 24 bytes a sample, 8 a document of each epoch, and up to twice that while its tables
+// grew; then 12 a sample.
 TEST_F(DataTest, IndexHoldsWhatItsPlanCounted) {
   const std::string prefix = Write("m", std::vector<int>(200, 37));
   DataConfig config;
@@ -184,7 +185,7 @@ TEST_F(DataTest, IndexHoldsWhatItsPlanCounted) {
   config.vocab = 1000;
   constexpr int64_t kSamples = 200000;
   // 200 documents of 37 tokens a epoch; 200000 samples of 64 tokens (+ 1) need 1730 epochs.
-  const double tables = 4.0 * (1730 * 200 + 3 * kSamples);
+  const double tables = 4.0 * 1730 * 200 + 8.0 * ((1730 * 200 + 15) / 16);
   for (bool blend : {false, true}) {
     config.data_path = blend ? std::vector<std::string>{"1", prefix, "1", prefix} : std::vector<std::string>{prefix};
     auto plan = PlanSamples(config, Split::kTrain, kSamples);
@@ -193,7 +194,7 @@ TEST_F(DataTest, IndexHoldsWhatItsPlanCounted) {
       EXPECT_EQ(plan->bytes(), tables);
     } else {
       // Each half built 0.5% larger (100500 samples, 870 epochs), and the blend's own table.
-      EXPECT_EQ(plan->bytes(), 2 * 4.0 * (870 * 200 + 3 * 100500) + 8.0 * kSamples);
+      EXPECT_EQ(plan->bytes(), 2 * (4.0 * 870 * 200 + 8.0 * ((870 * 200 + 15) / 16)) + 8.0 * kSamples);
     }
     const int64_t before = HeapBytes();
     auto samples = BuildSamples(*plan);
@@ -203,6 +204,76 @@ TEST_F(DataTest, IndexHoldsWhatItsPlanCounted) {
     EXPECT_GE(static_cast<double>(held), plan->bytes()) << "blend " << blend;
     EXPECT_LE(static_cast<double>(held), plan->bytes() + 64 * 1024) << "blend " << blend;
   }
+}
+
+// The samples of an epoch in a keyed order: a run of the whole epoch draws each once (every token position but the
+// last once), and a longer run over the same epochs draws a shorter one's samples first, in the same order (the
+// order was a shuffle of the run's own samples, so a run of other --train-steps drew others, and a resumed run
+// with more steps saw some samples again).
+TEST_F(DataTest, AnEpochsSamplesComeOnceEachAndLongerRunsDrawShorterOnesFirst) {
+  std::vector<int> lengths;
+  int64_t tokens = 0;
+  for (int d = 0; d < 300; ++d) tokens += lengths.emplace_back(1 + d * 37 % 99);
+  DataConfig config;
+  config.data_path = {Write("e", lengths, 100000)};  // every token position of an epoch its own token
+  config.split = "1";
+  config.seq_len = 8;
+  config.vocab = 100000;
+  const int64_t epoch = (tokens - 1) / 8;
+  auto plan = PlanSamples(config, Split::kTrain, epoch);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->datasets[0].epochs, 1);
+  ASSERT_EQ(plan->datasets[0].epoch_samples, epoch);
+  auto all = BuildSamples(*plan);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  std::map<int32_t, int> seen;
+  std::vector<int32_t> sample, other;
+  for (int64_t i = 0; i < epoch; ++i) {
+    ASSERT_TRUE((*all)->Sample(i, sample).ok());
+    for (int t = 0; t < 8; ++t) ++seen[sample[t]];
+  }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), 8 * epoch);
+  for (const auto& [token, count] : seen) ASSERT_EQ(count, 1) << token;
+  for (int64_t shorter : {int64_t{1}, int64_t{100}, epoch / 2}) {
+    auto part = BuildSamples(config, Split::kTrain, shorter);
+    ASSERT_TRUE(part.ok()) << part.status().ToString();
+    for (int64_t i = 0; i < shorter; ++i) {
+      ASSERT_TRUE((*part)->Sample(i, sample).ok());
+      ASSERT_TRUE((*all)->Sample(i, other).ok());
+      ASSERT_EQ(sample, other) << "sample " << i << " of a run of " << shorter;
+    }
+  }
+}
+
+// Past one epoch, Megatron's rule: a last epoch that the run takes under 80% of is shuffled by itself after the
+// others, so every sample of the earlier epochs comes before any sample of it; one taken further is shuffled with
+// them.
+TEST_F(DataTest, ALastEpochTakenInPartComesAfterTheOthers) {
+  std::vector<int> lengths;
+  int64_t tokens = 0;
+  for (int d = 0; d < 300; ++d) tokens += lengths.emplace_back(1 + d * 37 % 99);
+  DataConfig config;
+  config.data_path = {Write("e", lengths, 100000)};
+  config.split = "1";
+  config.seq_len = 8;
+  config.vocab = 100000;
+  const int64_t epoch = (tokens - 1) / 8;
+  auto plan = PlanSamples(config, Split::kTrain, epoch + epoch / 4);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->datasets[0].epochs, 2);
+  EXPECT_EQ(plan->datasets[0].shuffled_first, epoch);
+  auto samples = BuildSamples(*plan);
+  ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+  std::map<int32_t, int> seen;
+  std::vector<int32_t> sample;
+  for (int64_t i = 0; i < epoch; ++i) {
+    ASSERT_TRUE((*samples)->Sample(i, sample).ok());
+    for (int t = 0; t < 8; ++t) ++seen[sample[t]];
+  }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), 8 * epoch);  // none of them twice: all from the first epoch
+  auto most = PlanSamples(config, Split::kTrain, 2 * epoch - 1);
+  ASSERT_TRUE(most.ok());
+  EXPECT_EQ(most->datasets[0].shuffled_first, most->datasets[0].epoch_samples);
 }
 
 // Past 2^32 positions or samples the tables are 64-bit; they draw the same samples as 32-bit ones, in the same
@@ -223,7 +294,8 @@ TEST_F(DataTest, WideTablesDrawTheSameSamplesAsNarrowOnes) {
     ASSERT_TRUE(narrow_plan.ok() && wide_plan.ok());
     ASSERT_TRUE(narrow_plan->datasets[0].narrow);
     ASSERT_FALSE(wide_plan->datasets[0].narrow);
-    EXPECT_EQ(wide_plan->datasets[0].bytes(), 2 * narrow_plan->datasets[0].bytes());
+    const DatasetPlan& dataset = narrow_plan->datasets[0];
+    EXPECT_EQ(wide_plan->datasets[0].bytes() - dataset.bytes(), 4.0 * dataset.epochs * (dataset.end - dataset.begin));
     auto narrow = BuildSamples(*narrow_plan);
     auto wide = BuildSamples(*wide_plan);
     ASSERT_TRUE(narrow.ok() && wide.ok());

@@ -193,14 +193,20 @@ grep -q '^step' "$kWork/out" && fail "a finished run trained again: $(cat "$kWor
   fail "$(cat "$kWork/err")"
 grep -q "warning: $kWork/ckpt/iter_0000010 was written with sequence length 32, this run uses 16: the data order continues by samples" \
   "$kWork/err" || fail "$(cat "$kWork/err")"
-# Other data or seed, and a run of another length (whose sample order is another), resumed without a word.
+# Other data or seed, and a run over other epochs of the data (whose sample order is another), resumed without a
+# word.
 "${run[@]}" --load "$kWork/ckpt/iter_0000010" --seed 99 >/dev/null 2>"$kWork/err" ||
   fail "$(cat "$kWork/err")"
 grep -q "warning: $kWork/ckpt/iter_0000010: this run's data (--data-path, --mock-data, --split or --seed) gives other samples from sample 40 on than the run that saved it" \
   "$kWork/err" || fail "resumed with another --seed: $(cat "$kWork/err")"
+# A run of fewer (or more) steps over the same epochs of the data draws the same samples: nothing to say (its order
+# was a shuffle of the run's own samples, so every other --train-steps drew others). One over more epochs does not.
 "${run[@]}" --load "$kWork/ckpt/iter_0000010" --train-steps 11 >/dev/null 2>"$kWork/err" || fail "$(cat "$kWork/err")"
-grep -q "warning: $kWork/ckpt/iter_0000010 was written by a run of 80 samples, this one draws 44: the sample order covers the whole run (as Megatron's), so from sample 40 on it is another, some samples seen again" \
-  "$kWork/err" || fail "resumed with other --train-steps: $(cat "$kWork/err")"
+grep -q "warning" "$kWork/err" && fail "resumed with fewer --train-steps over the same epochs: $(cat "$kWork/err")"
+"${run[@]}" --load "$kWork/ckpt/iter_0000010" --train-steps 11 --global-batch-size 400 >/dev/null 2>"$kWork/err" ||
+  fail "$(cat "$kWork/err")"
+grep -q "warning: $kWork/ckpt/iter_0000010 was written by a run of 80 samples, this one draws 4400 over another number of epochs of its data, whose samples are shuffled together (as Megatron's): from sample 40 on the order is another, some samples seen again" \
+  "$kWork/err" || fail "resumed over more epochs: $(cat "$kWork/err")"
 
 # 2b. --recompute-activations: the same losses and gradient norms bit for bit (dropout on: the masks recomputed
 # must be the ones drawn), in less memory.
@@ -305,11 +311,11 @@ expect_exit 1 "data.bin: token [0-9]+ in sample [0-9]+ is not below the model's 
   "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --vocab-size 64 --train-steps 2
 expect_exit 1 "n_layer is 2 in the checkpoint and 3 here" \
   "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --num-layers 3 --load "$kWork/ckpt"
-# A run of more samples than its index from --data-path can hold in memory (Megatron's tables, 64-bit past 2^32)
-# is one line naming the flags, exit 1: it died in the allocator (std::bad_alloc, 134). Beyond 64 bits, exit 2 (it
-# overflowed).
-expect_exit 1 "--train-steps 100000000000 x global batch 2 = 200000000000 samples: their index from --data-path needs 4479.23 GiB of host memory, more than the [0-9.]+ GiB this rank may hold \\(.*\\); train fewer steps" \
-  "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 100000000000
+# A run of more samples than its index from --data-path can hold in memory (its documents of every epoch: here one
+# document, 1.2e10 epochs of it; 64-bit past 2^32) is one line naming the flags, exit 1: it died in the allocator
+# (std::bad_alloc, 134). Beyond 64 bits, exit 2 (it overflowed).
+expect_exit 1 "--train-steps 1000000000000 x global batch 2 = 2000000000000 samples: their index from --data-path needs 94.33 GiB of host memory, more than the [0-9.]+ GiB this rank may hold \\(.*\\); train fewer steps" \
+  "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 1000000000000
 expect_exit 2 "--train-steps 9223372036854775807 x 2 samples of 33 tokens is more than 64 bits count" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 9223372036854775807
 # A --save that cannot be created ends the run before its first step (it failed at the first save, hours in).
@@ -505,9 +511,10 @@ grep -q "stopped by signal 15 after step" "$kWork/sig.err" || fail "SIGTERM mess
 step=$(cat "$kWork/sig/latest_checkpointed_iteration.txt")
 [[ -f $kWork/sig/$(printf 'iter_%07d' "$step")/manifest.json ]] || fail "no checkpoint after SIGTERM"
 echo "ok: SIGTERM saves step $step and exits 4"
-# SIGTERM while the sample index of a long run is built (100M samples from --data-path: 20 s here) stops it there,
-# exit 4 and one line; it was noted and acted on only at the first step, after the whole build.
-"$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 50000000 >/dev/null 2>"$kWork/idx.err" &
+# SIGTERM while the sample index of a long run is built (40G samples of a one-document dataset: 2e8 epochs of it,
+# 5 s here) stops it there, exit 4 and one line; it was noted and acted on only at the first step, after the whole
+# build.
+"$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 20000000000 >/dev/null 2>"$kWork/idx.err" &
 pid=$!
 sleep 1
 kill -TERM "$pid"
@@ -519,6 +526,6 @@ fi
 rc=0
 wait "$pid" || rc=$?
 [[ $rc == 4 ]] || fail "SIGTERM while the sample index is built: exit $rc, want 4: $(cat "$kWork/idx.err")"
-grep -qE "error: stopped by SIGTERM while building the sample index of .*data.bin \\([0-9]+ of [0-9]+ (samples|epochs|samples shuffled|documents of an epoch shuffled)\\)" \
+grep -qE "error: stopped by SIGTERM while building the sample index of .*data.bin \\([0-9]+ of [0-9]+ (epochs|documents counted|documents of an epoch shuffled)\\)" \
   "$kWork/idx.err" || fail "SIGTERM while the sample index is built: $(cat "$kWork/idx.err")"
 echo "ok: SIGTERM while the sample index is built stops it, exit 4"
