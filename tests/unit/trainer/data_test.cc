@@ -50,6 +50,32 @@ class DataTest : public ::testing::Test {
     return prefix;
   }
 
+  // 300 documents of 1 to 99 tokens, every token position of an epoch its own token, in samples of 8 (+ 1); `epoch`:
+  // the samples of one epoch.
+  DataConfig DistinctTokens(int64_t* epoch) {
+    std::vector<int> lengths;
+    int64_t tokens = 0;
+    for (int d = 0; d < 300; ++d) tokens += lengths.emplace_back(1 + d * 37 % 99);
+    DataConfig config;
+    config.data_path = {Write("e", lengths, 100000)};
+    config.split = "1";
+    config.seq_len = 8;
+    config.vocab = 100000;
+    *epoch = (tokens - 1) / 8;
+    return config;
+  }
+
+  // How often each token is an input (not the last, shifted-only token) of the first `count` samples.
+  static std::map<int32_t, int> InputTokens(SampleSource& samples, int64_t count) {
+    std::map<int32_t, int> seen;
+    std::vector<int32_t> sample;
+    for (int64_t i = 0; i < count; ++i) {
+      EXPECT_TRUE(samples.Sample(i, sample).ok());
+      for (size_t t = 0; t + 1 < sample.size(); ++t) ++seen[sample[t]];
+    }
+    return seen;
+  }
+
   std::string Bytes(const std::string& path) { return *common::ReadFile(path); }
   void Put(const std::string& path, const std::string& bytes) { ASSERT_TRUE(common::WriteFileAtomic(path, bytes).ok()); }
 
@@ -211,29 +237,18 @@ TEST_F(DataTest, IndexHoldsWhatItsPlanCounted) {
 // order was a shuffle of the run's own samples, so a run of other --train-steps drew others, and a resumed run
 // with more steps saw some samples again).
 TEST_F(DataTest, AnEpochsSamplesComeOnceEachAndLongerRunsDrawShorterOnesFirst) {
-  std::vector<int> lengths;
-  int64_t tokens = 0;
-  for (int d = 0; d < 300; ++d) tokens += lengths.emplace_back(1 + d * 37 % 99);
-  DataConfig config;
-  config.data_path = {Write("e", lengths, 100000)};  // every token position of an epoch its own token
-  config.split = "1";
-  config.seq_len = 8;
-  config.vocab = 100000;
-  const int64_t epoch = (tokens - 1) / 8;
+  int64_t epoch = 0;
+  const DataConfig config = DistinctTokens(&epoch);
   auto plan = PlanSamples(config, Split::kTrain, epoch);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ASSERT_EQ(plan->datasets[0].epochs, 1);
   ASSERT_EQ(plan->datasets[0].epoch_samples, epoch);
   auto all = BuildSamples(*plan);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
-  std::map<int32_t, int> seen;
-  std::vector<int32_t> sample, other;
-  for (int64_t i = 0; i < epoch; ++i) {
-    ASSERT_TRUE((*all)->Sample(i, sample).ok());
-    for (int t = 0; t < 8; ++t) ++seen[sample[t]];
-  }
+  const std::map<int32_t, int> seen = InputTokens(**all, epoch);
   EXPECT_EQ(static_cast<int64_t>(seen.size()), 8 * epoch);
   for (const auto& [token, count] : seen) ASSERT_EQ(count, 1) << token;
+  std::vector<int32_t> sample, other;
   for (int64_t shorter : {int64_t{1}, int64_t{100}, epoch / 2}) {
     auto part = BuildSamples(config, Split::kTrain, shorter);
     ASSERT_TRUE(part.ok()) << part.status().ToString();
@@ -249,28 +264,16 @@ TEST_F(DataTest, AnEpochsSamplesComeOnceEachAndLongerRunsDrawShorterOnesFirst) {
 // others, so every sample of the earlier epochs comes before any sample of it; one taken further is shuffled with
 // them.
 TEST_F(DataTest, ALastEpochTakenInPartComesAfterTheOthers) {
-  std::vector<int> lengths;
-  int64_t tokens = 0;
-  for (int d = 0; d < 300; ++d) tokens += lengths.emplace_back(1 + d * 37 % 99);
-  DataConfig config;
-  config.data_path = {Write("e", lengths, 100000)};
-  config.split = "1";
-  config.seq_len = 8;
-  config.vocab = 100000;
-  const int64_t epoch = (tokens - 1) / 8;
+  int64_t epoch = 0;
+  const DataConfig config = DistinctTokens(&epoch);
   auto plan = PlanSamples(config, Split::kTrain, epoch + epoch / 4);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ASSERT_EQ(plan->datasets[0].epochs, 2);
   EXPECT_EQ(plan->datasets[0].shuffled_first, epoch);
   auto samples = BuildSamples(*plan);
   ASSERT_TRUE(samples.ok()) << samples.status().ToString();
-  std::map<int32_t, int> seen;
-  std::vector<int32_t> sample;
-  for (int64_t i = 0; i < epoch; ++i) {
-    ASSERT_TRUE((*samples)->Sample(i, sample).ok());
-    for (int t = 0; t < 8; ++t) ++seen[sample[t]];
-  }
-  EXPECT_EQ(static_cast<int64_t>(seen.size()), 8 * epoch);  // none of them twice: all from the first epoch
+  // None of them twice: all from the first epoch.
+  EXPECT_EQ(static_cast<int64_t>(InputTokens(**samples, epoch).size()), 8 * epoch);
   auto most = PlanSamples(config, Split::kTrain, 2 * epoch - 1);
   ASSERT_TRUE(most.ok());
   EXPECT_EQ(most->datasets[0].shuffled_first, most->datasets[0].epoch_samples);
