@@ -39,7 +39,7 @@ common::Status CheckStop(const volatile std::sig_atomic_t* stop, int64_t done, i
                          common::SignalName(*stop), of, done, count, unit);
 }
 
-// Fisher-Yates; a long one (the order of a billion samples) looks at `stop` as the build's loops do.
+// Fisher-Yates; a long one (a billion documents' epochs) looks at `stop` as the build's loops do.
 template <typename Index>
 common::Status Shuffle(std::span<Index> values, uint64_t seed, const volatile std::sig_atomic_t* stop,
                        std::string_view unit, const std::string& of) {
@@ -170,7 +170,7 @@ class GptSamples : public IndexedSamples {
   GptSamples(const DatasetPlan& plan, int seq_len, int vocab, uint64_t seed)
       : source_(plan.tokens), seq_len_(seq_len), vocab_(vocab), num_samples_(plan.num_samples),
         first_(plan.shuffled_first), first_order_(plan.shuffled_first, seed ^ 0x5eedULL),
-        last_order_(plan.epoch_samples - plan.shuffled_first, (seed ^ 0x5eedULL) + 1) {}
+        last_order_(plan.epoch_samples - plan.shuffled_first, seed ^ 0x1a57ULL) {}
 
   common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
     const auto i = static_cast<uint64_t>(index % num_samples_);
