@@ -36,6 +36,18 @@ StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
   }
 }
 
+namespace {
+
+// The file that a rename over `path` replaces: for a link to a file, the file it names (so the link stays).
+std::filesystem::path Replaced(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(path, ec)) return path;
+  std::filesystem::path target = std::filesystem::canonical(path, ec);
+  return ec ? path : target;
+}
+
+}  // namespace
+
 StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
   std::filesystem::path target = path;
   struct stat st {};
@@ -47,10 +59,7 @@ StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
       if (fd < 0) return ErrnoStatus(errno, "open " + path.string());
       return AtomicFile(path, "", fd, /*direct=*/true);
     }
-    // A link to a file: the file is replaced, and the link kept.
-    std::error_code ec;
-    if (std::filesystem::is_symlink(path, ec)) target = std::filesystem::canonical(path, ec);
-    if (ec) target = path;
+    target = Replaced(path);
   }
   std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
   std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
@@ -163,7 +172,8 @@ Status CheckWritableFile(const std::filesystem::path& path, std::string_view fla
     }
     return Status::Ok();
   }
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  const std::filesystem::path file = Replaced(path);
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
   if (::access(dir.c_str(), W_OK) != 0) {
     return ErrnoStatus(errno, fmt::format("{} {}: cannot write in {}", flag, path.string(), dir.string()));
   }

@@ -204,16 +204,25 @@ TEST_F(TempDir, CheckWritableFileSaysWhyAFileCouldNotBeWrittenThereLater) {
   EXPECT_EQ(directory.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(directory.message(), "--export " + dir_.string() + " is a directory: name the file to write");
   // A device or a pipe is written in place: a user who may write it needs not write in its directory (/dev).
+  // Checked as another user than root, whom no permission stops.
   ASSERT_EQ(::mkfifo((dir_ / "open").c_str(), 0666), 0);
   ASSERT_EQ(::chmod((dir_ / "open").c_str(), 0666), 0);  // past the umask
   ASSERT_EQ(::mkfifo((dir_ / "closed").c_str(), 0600), 0);
   ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  // A link is kept and its file replaced: the file's directory must take the new one, not the link's.
+  fs::create_directories(dir_ / "anyone");
+  ASSERT_EQ(::chmod((dir_ / "anyone").c_str(), 0777), 0);
+  ASSERT_TRUE(WriteFileAtomic(dir_ / "report.json", "{}").ok());
+  fs::create_symlink(dir_ / "report.json", dir_ / "anyone" / "report.json");
   const pid_t child = ::fork();
   if (child == 0) {
     if (::getuid() == 0 && ::setresuid(65534, 65534, 65534) != 0) ::_exit(3);
     const Status closed = CheckWritableFile(dir_ / "closed", "-J");
+    const Status linked = CheckWritableFile(dir_ / "anyone" / "report.json", "--report");
     ::_exit(CheckWritableFile(dir_ / "open", "--export").ok() &&
-                    closed.message() == "-J " + (dir_ / "closed").string() + ": cannot write it: Permission denied"
+                    closed.message() == "-J " + (dir_ / "closed").string() + ": cannot write it: Permission denied" &&
+                    linked.message() == "--report " + (dir_ / "anyone" / "report.json").string() +
+                                            ": cannot write in " + dir_.string() + ": Permission denied"
                 ? 0
                 : 1);
   }
