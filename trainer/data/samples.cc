@@ -493,14 +493,16 @@ constexpr std::string_view kCacheMagic = "SRWYSIDX";
 
 size_t Aligned(size_t bytes) { return (bytes + 7) & ~size_t{7}; }
 
-// What the index depends on, hashed: a cache file of another plan (other data, split, seed, length) never matches.
+// What the file holds depends on, hashed: a cache file of another plan (other data, split, seed, epochs) never
+// matches. A dataset's tables hold its epochs' documents, not its samples (their order is computed from the plan),
+// so runs of other lengths over the same epochs share the file; a blend's table holds the run's samples.
 uint64_t Fingerprint(const SamplePlan& plan) {
-  std::string text = fmt::format("v2 split {} seed {} seq {} vocab {} samples {}", static_cast<int>(plan.split),
-                                 plan.config.seed, plan.config.seq_len, plan.config.vocab, plan.num_samples);
+  std::string text = fmt::format("v2 split {} seed {} seq {} vocab {}", static_cast<int>(plan.split),
+                                 plan.config.seed, plan.config.seq_len, plan.config.vocab);
+  if (plan.datasets.size() > 1) text += fmt::format(" blend of {} samples", plan.num_samples);
   for (const DatasetPlan& d : plan.datasets) {
-    text += fmt::format("|{} docs {} [{}, {}) tokens {} epochs {} samples {} of {} ({} first) weight {} narrow {}",
-                        d.tokens->name(), d.tokens->size(), d.begin, d.end, d.tokens_per_epoch, d.epochs,
-                        d.num_samples, d.epoch_samples, d.shuffled_first, d.weight, d.narrow);
+    text += fmt::format("|{} docs {} [{}, {}) tokens {} epochs {} weight {} narrow {}", d.tokens->name(),
+                        d.tokens->size(), d.begin, d.end, d.tokens_per_epoch, d.epochs, d.weight, d.narrow);
   }
   return XXH3_64bits(text.data(), text.size());
 }

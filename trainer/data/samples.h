@@ -82,9 +82,9 @@ common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& c
                                                               int64_t num_samples);
 
 // Megatron's --data-cache-path: the plan's index kept in DIR as one file, named by a fingerprint of the plan (the
-// datasets with their documents and tokens, the split, seed, sequence length and sample count) and mapped, so that
-// the ranks of a node share one copy in the page cache instead of each holding its own, and a run that finds it
-// skips the build. With `build`, a missing file or one of another plan is built and written (atomically; ranks
+// datasets with their documents and tokens, the split, seed, sequence length and epochs, a blend's sample count)
+// and mapped, so that the ranks of a node share one copy in the page cache instead of each holding its own, and a
+// run that finds it skips the build. With `build`, a missing file or one of another plan is built and written (atomically; ranks
 // that write the same file at once write the same bytes); without, that is an error. `built` says which it was.
 common::StatusOr<std::unique_ptr<SampleSource>> CachedSamples(const SamplePlan& plan, const std::filesystem::path& dir,
                                                                bool build, bool* built = nullptr);

@@ -364,6 +364,18 @@ TEST_F(DataTest, CachedIndexIsMappedAndDrawsTheSameSamples) {
     ASSERT_TRUE(CachedSamples(*other, cache, true).ok());
     fs::copy_file(SampleCachePath(*other, cache), file, fs::copy_options::overwrite_existing);
     EXPECT_NE(CachedSamples(*plan, cache, false).status().message().find("not this run's index"), std::string::npos);
+    ASSERT_TRUE(CachedSamples(*plan, cache, true).ok());
+    // A run one sample longer, over the same 21 epochs: one dataset's tables are the same file (its samples' order
+    // is not in it), a blend's holds each sample and is another.
+    auto longer = PlanSamples(config, Split::kTrain, 301);
+    ASSERT_TRUE(longer.ok());
+    ASSERT_EQ(longer->datasets[0].epochs, plan->datasets[0].epochs);
+    EXPECT_EQ(SampleCachePath(*longer, cache) == file, path.size() == 1) << path.size() << " words";
+    auto longer_built = BuildSamples(*longer);
+    auto longer_cached = CachedSamples(*longer, cache, true, &fresh);
+    ASSERT_TRUE(longer_built.ok() && longer_cached.ok());
+    EXPECT_EQ(fresh, path.size() > 1);
+    EXPECT_TRUE(same(**longer_built, **longer_cached)) << path.size() << " words";
   }
 }
 
