@@ -57,7 +57,7 @@ StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
       // A device, a pipe or a socket: a rename would put a regular file in its place.
       int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
       if (fd < 0) return ErrnoStatus(errno, "open " + path.string());
-      return AtomicFile(path, "", fd, /*direct=*/true);
+      return AtomicFile(path, "", fd, /*in_place=*/true);
     }
     target = Replaced(path);
   }
@@ -65,7 +65,7 @@ StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
   std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
   int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "create temporary file in " + dir.string());
-  AtomicFile file(target, std::move(tmp), fd, /*direct=*/false);
+  AtomicFile file(target, std::move(tmp), fd, /*in_place=*/false);
   // mkostemp makes the file 0600; give it the usual mode of a new file.
   if (::fchmod(fd, 0644) != 0) return file.Fail(ErrnoStatus(errno, "chmod " + file.tmp_));
   return file;
@@ -73,7 +73,7 @@ StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
 
 AtomicFile::AtomicFile(AtomicFile&& other) noexcept
     : path_(std::move(other.path_)), tmp_(std::move(other.tmp_)), fd_(std::exchange(other.fd_, -1)),
-      direct_(other.direct_), synced_(std::exchange(other.synced_, false)) {
+      in_place_(other.in_place_), synced_(std::exchange(other.synced_, false)) {
   other.tmp_.clear();
 }
 
@@ -94,7 +94,7 @@ Status AtomicFile::Fail(Status status) {
 
 Status AtomicFile::Write(std::string_view bytes) {
   if (fd_ < 0) return FailedPrecondition("write {}: the file was already committed or failed", path_.string());
-  if (Status status = WriteAll(fd_, bytes, direct_ ? path_.string() : tmp_); !status.ok()) return Fail(status);
+  if (Status status = WriteAll(fd_, bytes, in_place_ ? path_.string() : tmp_); !status.ok()) return Fail(status);
   return Status::Ok();
 }
 
@@ -103,9 +103,9 @@ Status AtomicFile::Sync() {
     if (synced_) return Status::Ok();
     return FailedPrecondition("sync {}: the file was already committed or failed", path_.string());
   }
-  const std::string& name = direct_ ? path_.string() : tmp_;
+  const std::string& name = in_place_ ? path_.string() : tmp_;
   // A pipe or a terminal cannot be synced (EINVAL), and needs not be.
-  if (::fsync(fd_) != 0 && !(direct_ && errno == EINVAL)) return Fail(ErrnoStatus(errno, "fsync " + name));
+  if (::fsync(fd_) != 0 && !(in_place_ && errno == EINVAL)) return Fail(ErrnoStatus(errno, "fsync " + name));
   int result = ::close(fd_);
   fd_ = -1;
   // close can be the first to see a failed write on some file systems.
@@ -120,7 +120,7 @@ Status AtomicFile::Commit() {
   }
   SRUNWAY_RETURN_IF_ERROR(Sync());
   synced_ = false;  // committed once only
-  if (direct_) return Status::Ok();
+  if (in_place_) return Status::Ok();
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     return Fail(ErrnoStatus(errno, fmt::format("rename {} to {}", tmp_, path_.string())));
   }

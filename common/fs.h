@@ -63,11 +63,11 @@ class AtomicFile {
   Status Sync();
   Status Commit();
   const std::filesystem::path& path() const { return path_; }
-  bool in_place() const { return direct_; }
+  bool in_place() const { return in_place_; }
 
  private:
-  AtomicFile(std::filesystem::path path, std::string tmp, int fd, bool direct)
-      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd), direct_(direct) {}
+  AtomicFile(std::filesystem::path path, std::string tmp, int fd, bool in_place)
+      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd), in_place_(in_place) {}
   // Closes and removes the temporary, if any; Fail does so and returns `status`.
   void Discard();
   Status Fail(Status status);
@@ -75,7 +75,7 @@ class AtomicFile {
   std::filesystem::path path_;
   std::string tmp_;
   int fd_ = -1;
-  bool direct_ = false;  // written in place (a device or a pipe)
+  bool in_place_ = false;  // written in place (a device or a pipe)
   bool synced_ = false;  // written out and closed, not yet committed
 };
 
