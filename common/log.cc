@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "common/env.h"
+#include "common/parse.h"
 
 namespace srunway::common {
 namespace {
@@ -72,7 +73,7 @@ StatusOr<LogLevel> ParseLogLevel(std::string_view text) {
   for (size_t i = 0; i < kLevelNames.size(); ++i) {
     if (lower == kLevelNames[i]) return static_cast<LogLevel>(i);
   }
-  return InvalidArgument("SRUNWAY_LOG='{}' is not one of error, warn, info, debug, trace", text);
+  return InvalidArgument("SRUNWAY_LOG='{}' is not one of error, warn, info, debug, trace", Printable(text));
 }
 
 std::string_view LogLevelName(LogLevel level) { return kLevelNames[static_cast<size_t>(level)]; }

@@ -13,10 +13,10 @@ StatusOr<int64_t> ParseInt(std::string_view text, std::string_view what, int64_t
   const char* end = text.data() + text.size();
   auto [ptr, error] = std::from_chars(text.data(), end, value);
   if (text.empty() || error == std::errc::invalid_argument || ptr != end) {
-    return InvalidArgument("{}='{}' is not an integer", what, text);
+    return InvalidArgument("{}='{}' is not an integer", what, Printable(text));
   }
   if (error == std::errc::result_out_of_range || value < min || value > max) {
-    return InvalidArgument("{}={} is out of range [{}, {}]", what, text, min, max);
+    return InvalidArgument("{}={} is out of range [{}, {}]", what, Printable(text), min, max);
   }
   return value;
 }
@@ -32,9 +32,11 @@ StatusOr<double> ParseDouble(std::string_view text, std::string_view what, doubl
   const char* end = text.data() + text.size();
   auto [ptr, error] = std::from_chars(text.data(), end, value);
   if (text.empty() || error != std::errc() || ptr != end || !std::isfinite(value)) {
-    return InvalidArgument("{}='{}' is not a number", what, text);
+    return InvalidArgument("{}='{}' is not a number", what, Printable(text));
   }
-  if (value < min || value > max) return InvalidArgument("{}={} is out of range [{}, {}]", what, text, min, max);
+  if (value < min || value > max) {
+    return InvalidArgument("{}={} is out of range [{}, {}]", what, Printable(text), min, max);
+  }
   return value;
 }
 
@@ -43,7 +45,7 @@ StatusOr<bool> ParseBool(std::string_view text, std::string_view what) {
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
   if (lower == "yes" || lower == "true" || lower == "on" || lower == "1") return true;
   if (lower == "no" || lower == "false" || lower == "off" || lower == "0") return false;
-  return InvalidArgument("{}='{}' is not yes or no", what, text);
+  return InvalidArgument("{}='{}' is not yes or no", what, Printable(text));
 }
 
 std::string_view Trim(std::string_view text) {
@@ -51,6 +53,28 @@ std::string_view Trim(std::string_view text) {
   while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
   while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
   return text;
+}
+
+std::string Printable(std::string_view text, size_t most) {
+  size_t shown = std::min(text.size(), most);
+  // Back to the start of a UTF-8 character (continuation bytes are 10xxxxxx).
+  while (shown < text.size() && shown > 0 && (static_cast<unsigned char>(text[shown]) & 0xc0) == 0x80) --shown;
+  std::string out;
+  for (const char c : text.substr(0, shown)) {
+    switch (c) {
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  if (shown < text.size()) out += fmt::format("... ({} bytes)", text.size());
+  return out;
 }
 
 std::vector<std::string_view> Split(std::string_view text, char separator) {

@@ -28,6 +28,11 @@ StatusOr<bool> ParseBool(std::string_view text, std::string_view what);
 
 std::string_view Trim(std::string_view text);
 
+// `text` as an error line may quote it: control characters escaped (\n, \t, \x01), so that it stays one line,
+// and cut after `most` bytes (at a character's start), saying how long it was. Text from files and the
+// environment can hold a newline, or be a megabyte long.
+std::string Printable(std::string_view text, size_t most = 64);
+
 // Splits on `separator`; keeps empty fields, so "a,,b" gives three.
 std::vector<std::string_view> Split(std::string_view text, char separator);
 

@@ -10,7 +10,7 @@ namespace {
 
 common::Status CheckAbsolutePath(std::string_view key, std::string_view value) {
   if (value.empty() || value.front() != '/' || value.find('\n') != std::string_view::npos) {
-    return common::InvalidArgument("plugstack argument {}='{}' must be an absolute path", key, value);
+    return common::InvalidArgument("plugstack argument {}='{}' must be an absolute path", key, common::Printable(value));
   }
   return common::Status::Ok();
 }
@@ -22,7 +22,7 @@ common::StatusOr<PluginConfig> ParsePluginArgs(std::span<const std::string> args
   for (const std::string& arg : args) {
     size_t equals = arg.find('=');
     if (equals == std::string::npos) {
-      return common::InvalidArgument("plugstack argument '{}' is not key=value", arg);
+      return common::InvalidArgument("plugstack argument '{}' is not key=value", common::Printable(arg));
     }
     std::string_view key = std::string_view(arg).substr(0, equals);
     std::string_view value = std::string_view(arg).substr(equals + 1);
@@ -84,7 +84,7 @@ common::StatusOr<std::vector<int>> ParseVisibleDevices(std::string_view value) {
     auto index = common::ParseInt(common::Trim(field), "CUDA_VISIBLE_DEVICES", 0, 1 << 16);
     if (!index.ok()) {
       return common::InvalidArgument("CUDA_VISIBLE_DEVICES='{}': '{}' is not a GPU index (UUIDs and MIG devices "
-                                     "cannot be placed)", value, field);
+                                     "cannot be placed)", common::Printable(value), common::Printable(field));
     }
     devices.push_back(static_cast<int>(*index));
   }

@@ -9,6 +9,7 @@
 
 #include "common/fs.h"
 #include "common/json.h"
+#include "common/parse.h"
 
 namespace srunway::trainer {
 namespace {
@@ -61,7 +62,7 @@ common::StatusOr<std::string> UnicodeToBytes(std::string_view text, std::string_
     const size_t len = (static_cast<unsigned char>(text[i]) & 0x80) == 0 ? 1 : 2;
     auto it = kInverse.find(std::string(text.substr(i, len)));
     if (it == kInverse.end()) {
-      return common::DataLoss("{}: '{}' is not in GPT-2's byte alphabet", where, text);
+      return common::DataLoss("{}: '{}' is not in GPT-2's byte alphabet", where, common::Printable(text));
     }
     bytes += it->second;
     i += len;
@@ -149,10 +150,12 @@ common::StatusOr<Tokenizer> Tokenizer::Load(const std::filesystem::path& vocab_j
   tok.tokens_.resize(vocab.size());
   std::vector<bool> seen(vocab.size(), false);
   for (const auto& [text, id_json] : vocab.items()) {
-    if (!id_json.is_number_integer()) return common::DataLoss("{}: id of '{}' is not an integer", vocab_json.string(), text);
+    if (!id_json.is_number_integer()) return common::DataLoss("{}: id of '{}' is not an integer", vocab_json.string(),
+                              common::Printable(text));
     const int64_t id = id_json.get<int64_t>();
     if (id < 0 || id >= static_cast<int64_t>(vocab.size()) || seen[id]) {
-      return common::DataLoss("{}: id {} of '{}' is out of range or repeated", vocab_json.string(), id, text);
+      return common::DataLoss("{}: id {} of '{}' is out of range or repeated", vocab_json.string(), id,
+                              common::Printable(text));
     }
     seen[id] = true;
     if (text == kEndOfText) {
@@ -186,7 +189,7 @@ common::StatusOr<Tokenizer> Tokenizer::Load(const std::filesystem::path& vocab_j
     SRUNWAY_ASSIGN_OR_RETURN(std::string b, UnicodeToBytes(line.substr(space + 1), where));
     auto ia = ids.find(a), ib = ids.find(b), iab = ids.find(a + b);
     if (ia == ids.end() || ib == ids.end() || iab == ids.end()) {
-      return common::DataLoss("{}: merge '{}' uses or makes a token that is not in {}", where, line,
+      return common::DataLoss("{}: merge '{}' uses or makes a token that is not in {}", where, common::Printable(line),
                               vocab_json.filename().string());
     }
     tok.merges_.push_back({ia->second, ib->second});

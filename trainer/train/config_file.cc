@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "common/fs.h"
+#include "common/parse.h"
 
 namespace srunway::trainer {
 namespace {
@@ -61,7 +62,8 @@ common::StatusOr<std::vector<std::string>> WordsOf(const YAML::Node& root, const
     } else if (value.IsScalar() && option->get_items_expected_max() == 0) {  // a switch
       const std::string text = value.as<std::string>();
       if (text != "true" && text != "false") {
-        return common::InvalidArgument("{}:{}: '{}' is a switch: true or false, not '{}'", path, line, key, text);
+        return common::InvalidArgument("{}:{}: '{}' is a switch: true or false, not '{}'", path, line, key,
+                                       common::Printable(text));
       }
       if (text == "true") words.push_back(flag);
     } else if (value.IsScalar()) {

@@ -59,6 +59,22 @@ TEST(ParseInt, RejectsJunkAndNamesTheValue) {
   EXPECT_FALSE(ParseInt("9", "gpus", 0, 8).ok());
 }
 
+// A pointer file or a variable holding a newline or a megabyte of digits made an error of as many lines or bytes
+// (`--load ckpt` with a 1 MB latest_checkpointed_iteration.txt printed a 1 MB line).
+TEST(Printable, EscapesControlCharactersAndCutsLongText) {
+  EXPECT_EQ(Printable("plain text/ü"), "plain text/ü");
+  EXPECT_EQ(Printable("4\njunk\r\t\x01\x7f"), "4\\njunk\\r\\t\\x01\\x7f");
+  EXPECT_EQ(Printable(std::string(1'000'000, '7'), 8), "77777777... (1000000 bytes)");
+  EXPECT_EQ(Printable("abcdü", 5), "abcd... (6 bytes)");  // never half a character
+  EXPECT_EQ(Printable("abcd", 4), "abcd");
+  EXPECT_EQ(ParseInt("4\njunk", "ckpt/latest_checkpointed_iteration.txt").status().message(),
+            "ckpt/latest_checkpointed_iteration.txt='4\\njunk' is not an integer");
+  const std::string million(1'000'000, '7');
+  EXPECT_LT(ParseInt(million, "n").status().message().size(), 200u);
+  EXPECT_LT(ParseDouble(million + "x", "n").status().message().size(), 200u);
+  EXPECT_LT(ParseBool(million, "n").status().message().size(), 200u);
+}
+
 TEST(ParseBool, Spellings) {
   for (const char* yes : {"yes", "YES", "true", "on", "1"}) EXPECT_TRUE(*ParseBool(yes, "x")) << yes;
   for (const char* no : {"no", "False", "off", "0"}) EXPECT_FALSE(*ParseBool(no, "x")) << no;
