@@ -61,10 +61,12 @@ common::StatusOr<int> OpenLog(const std::filesystem::path& path, bool append) {
   return fd;
 }
 
-// What a hung program's line quotes of its progress: the last line of it.
+// What a hung program's line quotes of its progress: the last line of it, as one line (a progress bar's \r
+// escaped, not moving the terminal's cursor back over the message).
 std::string LastLine(std::string_view end) {
   const size_t newline = end.rfind('\n');
-  return std::string(common::Trim(newline == std::string_view::npos ? end : end.substr(newline + 1)));
+  return common::Printable(common::Trim(newline == std::string_view::npos ? end : end.substr(newline + 1)),
+                           kMaxProgressBytes);
 }
 
 }  // namespace

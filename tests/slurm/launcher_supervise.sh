@@ -48,8 +48,9 @@ fi; sleep 120'
 every_rank_names error "rank 2 on node1" "exited with code 3 after [0-9]+s: ValueError: bad batch at step 7$"
 
 echo "== rank 3's program shows progress once, then hangs"
-step hang 'if [ $RANK = 3 ]; then echo 42 >"$SRUNWAY_HEARTBEAT"; sleep 120; fi; sleep 120' --hang-timeout 3
-every_rank_names hang "rank 3 on node2" "hung: no progress for [0-9]+s \(last progress '42'\) after [0-9]+s$"
+# As a progress bar writes it: the \r is quoted escaped, not sent to the terminal over the line.
+step hang 'if [ $RANK = 3 ]; then printf "41\r42\n" >"$SRUNWAY_HEARTBEAT"; sleep 120; fi; sleep 120' --hang-timeout 3
+every_rank_names hang "rank 3 on node2" "hung: no progress for [0-9]+s \(last progress '41\\\\r42'\) after [0-9]+s$"
 grep -q "^ *3: srunway-launch: rank 3 on node2 hung" "$work/hang.err" || fail "rank 3 did not name itself"
 
 echo "== a program that keeps making progress is not a hang, and every rank's clean exit is a clean step"
