@@ -36,6 +36,23 @@ StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
   }
 }
 
+StatusOr<Fd> OpenRegularFile(const std::filesystem::path& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoStatus(errno, "open " + path.string());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, "stat " + path.string());
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a device";
+    return FailedPrecondition("{} is {}, not a file", path.string(), kind);
+  }
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) return ErrnoStatus(errno, "fcntl " + path.string());
+  return fd;
+}
+
 namespace {
 
 // The file that a rename over `path` replaces: for a link to a file, the file it names (so the link stays).

@@ -40,6 +40,11 @@ class Fd {
 
 StatusOr<std::string> ReadFile(const std::filesystem::path& path);
 
+// Opens a regular file to read or map; anything else is refused, naming what it is (`data/web.bin is a FIFO,
+// not a file`). A FIFO is opened without waiting for a writer: waiting blocked in open(), where SIGTERM could
+// not end it.
+StatusOr<Fd> OpenRegularFile(const std::filesystem::path& path);
+
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR; `what` names the target in the error.
 Status WriteAll(int fd, std::string_view bytes, std::string_view what);
 

@@ -107,26 +107,16 @@ int TokenDtypeSize(TokenDtype dtype) {
 }
 
 common::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return common::ErrnoStatus(errno, "open " + path.string());
+  SRUNWAY_ASSIGN_OR_RETURN(common::Fd fd, common::OpenRegularFile(path));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    common::Status status = common::ErrnoStatus(errno, "stat " + path.string());
-    ::close(fd);
-    return status;
-  }
+  if (::fstat(fd.get(), &st) != 0) return common::ErrnoStatus(errno, "stat " + path.string());
   const size_t size = static_cast<size_t>(st.st_size);
   const uint8_t* data = nullptr;
   if (size > 0) {
-    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-      common::Status status = common::ErrnoStatus(errno, "mmap " + path.string());
-      ::close(fd);
-      return status;
-    }
+    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+    if (map == MAP_FAILED) return common::ErrnoStatus(errno, "mmap " + path.string());
     data = static_cast<const uint8_t*>(map);
   }
-  ::close(fd);
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
@@ -190,12 +180,9 @@ common::StatusOr<std::unique_ptr<TokenSource>> OpenIndexedDataset(const std::str
 }
 
 bool IsLlmcShard(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  auto fd = common::OpenRegularFile(path);
   int32_t magic = 0;
-  const bool ok = ::read(fd, &magic, sizeof magic) == sizeof magic && magic == kLlmcMagic;
-  ::close(fd);
-  return ok;
+  return fd.ok() && ::read(fd->get(), &magic, sizeof magic) == sizeof magic && magic == kLlmcMagic;
 }
 
 common::StatusOr<std::unique_ptr<TokenSource>> OpenLlmcShards(const std::string& pattern) {

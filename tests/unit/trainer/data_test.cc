@@ -1,11 +1,16 @@
 // Megatron datasets (write, read, every corruption), llm.c shards, the sample index, blends, splits, mock data.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <numeric>
+#include <thread>
 
 #if defined(__SANITIZE_ADDRESS__)
 extern "C" size_t __sanitizer_get_current_allocated_bytes();  // sanitizer/allocator_interface.h, not packaged here
@@ -161,6 +166,37 @@ TEST_F(DataTest, MissingFilesAreNamed) {
   const std::string prefix = Write("half", {4});
   fs::remove(prefix + ".bin");
   EXPECT_FALSE(OpenTokenSource(prefix).ok());
+}
+
+// A FIFO in a dataset's place blocked srunway-train in open() until a writer came, where SIGTERM could not end
+// it; a directory failed as "mmap ...: No such device". Each is named for what it is.
+TEST_F(DataTest, AnythingButAFileInADatasetsPlaceIsNamed) {
+  const std::string prefix = Write("odd", {4});
+  const std::string bin = prefix + ".bin";
+  // Unblocks an open() that waits for a writer, so that without the check this test fails rather than hangs.
+  std::atomic<bool> done = false;
+  std::thread writer([&] {
+    for (int i = 0; i < 100 && !done; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int fd = ::open(bin.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // ENXIO while no reader waits
+      if (fd >= 0) ::close(fd);
+    }
+  });
+  const std::pair<std::function<void()>, std::string> cases[] = {
+      {[&] { ASSERT_EQ(::mkfifo(bin.c_str(), 0644), 0); }, "a FIFO"},
+      {[&] { fs::create_directory(bin); }, "a directory"},
+      {[&] { fs::create_symlink("/dev/zero", bin); }, "a device"},
+  };
+  for (const auto& [make, kind] : cases) {
+    fs::remove(bin);
+    make();
+    auto source = OpenTokenSource(prefix);
+    ASSERT_FALSE(source.ok()) << kind;
+    EXPECT_EQ(source.status().message(), bin + " is " + kind + ", not a file");
+    fs::remove(bin);
+  }
+  done = true;
+  writer.join();
 }
 
 TEST_F(DataTest, SamplesPackDocumentsEndToEndAndShareTheBoundaryToken) {
