@@ -13,6 +13,7 @@
 
 #include "blueprints/catalog.h"
 #include "common/fs.h"
+#include "common/parse.h"
 
 namespace srunway::blueprint {
 namespace {
@@ -232,7 +233,8 @@ StatusOr<Document> Parse(const std::string& file, const std::string& text) {
     return common::InvalidArgument("{}:{}:{}: nested more than {} levels deep", file, error.mark.line + 1,
                                    error.mark.column + 1, kMaxNesting);
   } catch (const YAML::ParserException& error) {
-    return common::InvalidArgument("{}:{}:{}: {}", file, error.mark.line + 1, error.mark.column + 1, error.msg);
+    return common::InvalidArgument("{}:{}:{}: {}", file, error.mark.line + 1,
+                                   error.mark.column + 1, common::Printable(error.msg, 200));
   }
   SRUNWAY_RETURN_IF_ERROR(CheckShape(file, document.root, 1));
   return document;

@@ -86,7 +86,8 @@ common::StatusOr<std::vector<std::string>> ConfigWords(std::string_view text, co
     return common::InvalidArgument("{}:{}:{}: nested too deep for a mapping of flag: value", path, e.mark.line + 1,
                                    e.mark.column + 1);
   } catch (const YAML::Exception& e) {
-    return common::InvalidArgument("{}:{}:{}: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg);
+    return common::InvalidArgument("{}:{}:{}: {}", path, e.mark.line + 1,
+                                   e.mark.column + 1, common::Printable(e.msg, 200));
   }
 }
 

@@ -381,6 +381,13 @@ TEST(Limits, YamlNestedTooDeep) {
   EXPECT_TRUE(Load(bp_path, std::nullopt, {{"nodes", Nested(61, "1")}}, diagnostics).ok());
 }
 
+// yaml-cpp quotes the character it stopped at: a NUL or a control character went into the error line raw.
+TEST(Limits, SyntaxErrorsQuoteWhatTheyStoppedAtPrintably) {
+  EXPECT_EQ(Check(std::string("a: \"\\\0\"\n", 8)),
+            std::vector<std::string>{"bp.yaml:1:7: unknown escape character: \\x00"});
+  EXPECT_EQ(Check("a: \"\\\x01\"\n"), std::vector<std::string>{"bp.yaml:1:7: unknown escape character: \\x01"});
+}
+
 TEST(Limits, AliasesMultiplying) {
   std::string text = "vars:\n  a0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
   auto ten_of = [](int i) {

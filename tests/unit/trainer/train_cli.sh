@@ -269,6 +269,9 @@ expect_exit 2 "--no-such-flag" "$kTrain" --no-such-flag
 expect_exit 2 "error: d_model \\(--hidden-size\\) 100 is not a multiple of n_head \\(--num-attention-heads\\) 3$" \
   "$kTrain" --preset gpt-tiny --mock-data --hidden-size 100 --num-attention-heads 3
 expect_exit 2 "config.bad.yaml:2" bash -c "printf 'a: 1\n b: [\n' >'$kWork/config.bad.yaml'; '$kTrain' --config '$kWork/config.bad.yaml'"
+# yaml-cpp quotes the character it stopped at, here a control character: escaped, the error stays one line.
+printf 'lr: "\\\001"\n' >"$kWork/config.esc.yaml"
+expect_exit 2 'config.esc.yaml:1:8: unknown escape character: \\x01$' "$kTrain" --config "$kWork/config.esc.yaml"
 # A key that is no flag is named with its line (CLI11 named the words made of it: "3 --micro-batch").
 printf 'lr: 0.001\nmicro_batch: 3\n' >"$kWork/config.typo.yaml"
 expect_exit 2 "config.typo.yaml:2: unknown key 'micro_batch' \(srunway-train has no --micro-batch; see --help\)" \
