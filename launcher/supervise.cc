@@ -130,9 +130,9 @@ std::string ReadTorchErrorFile(const std::string& path) {
     auto inner = message->find("message");
     if (inner != message->end() && inner->is_string()) found = inner->get<std::string>();
   }
-  // One line for the failure line: the first that says something.
+  // One line for the failure line: the first that says something, its tabs and such escaped, cut at 512 bytes.
   for (std::string_view line : common::Split(found, '\n')) {
-    if (!common::Trim(line).empty()) return std::string(common::Trim(line));
+    if (!common::Trim(line).empty()) return common::Printable(common::Trim(line), 512);
   }
   return "";
 }

@@ -40,12 +40,12 @@ echo "== rank 1's program crashes with SIGSEGV"
 step segv 'if [ $RANK = 1 ]; then sleep 1; kill -SEGV $$; fi; sleep 120'
 every_rank_names segv "rank 1 on node1" "was killed by SIGSEGV after [0-9]+s$"
 
-echo "== rank 2's program exits 3, leaving a PyTorch error file (as @record does)"
+echo "== rank 2's program exits 3, leaving a PyTorch error file (as @record does); its tab is quoted escaped"
 step error 'if [ $RANK = 2 ]; then
-  echo "{\"message\": {\"message\": \"ValueError: bad batch at step 7\", \"extraInfo\": {}}}" >"$TORCHELASTIC_ERROR_FILE"
+  echo "{\"message\": {\"message\": \"ValueError: bad batch\\tat step 7\", \"extraInfo\": {}}}" >"$TORCHELASTIC_ERROR_FILE"
   exit 3
 fi; sleep 120'
-every_rank_names error "rank 2 on node1" "exited with code 3 after [0-9]+s: ValueError: bad batch at step 7$"
+every_rank_names error "rank 2 on node1" "exited with code 3 after [0-9]+s: ValueError: bad batch\\\\tat step 7$"
 
 echo "== rank 3's program shows progress once, then hangs"
 # As a progress bar writes it: the \r is quoted escaped, not sent to the terminal over the line.
