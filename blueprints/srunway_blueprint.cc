@@ -16,6 +16,7 @@
 #include "common/cli.h"
 #include "common/env.h"
 #include "common/fs.h"
+#include "common/log.h"
 #include "common/subprocess.h"
 
 namespace {
@@ -150,6 +151,8 @@ bool OnPath(const std::string& tool) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  common::InitLogging("srunway-blueprint");
+  common::ExitIfStdoutLost(1);
   CLI::App app{"Cluster Toolkit blueprints, offline: validate, expand, render Slurm's configuration, start the local "
                "cluster, deploy to Google Cloud with gcluster."};
   common::SetUpProgram(app, "srunway-blueprint");
@@ -189,14 +192,14 @@ int main(int argc, char** argv) {
   if (!bp) return code;
 
   if (validate->parsed()) {
-    fmt::print("{}: valid: {} modules in {} deployment groups\n", in.file, bp->modules.size(), bp->groups.size());
-    for (const ValidatorResult& v : validators) fmt::print("  {}: {}\n", v.name, v.outcome);
+    common::Print("{}: valid: {} modules in {} deployment groups\n", in.file, bp->modules.size(), bp->groups.size());
+    for (const ValidatorResult& v : validators) common::Print("  {}: {}\n", v.name, v.outcome);
     return kExitOk;
   }
   if (expand->parsed()) {
     const std::string text = Expand(*bp);
     if (output.empty()) {
-      fmt::print("{}", text);
+      common::Print("{}", text);
       return kExitOk;
     }
     auto written = common::WriteFileAtomic(output, text);
@@ -206,7 +209,7 @@ int main(int argc, char** argv) {
     auto files = RenderSlurm(*bp);
     if (!files.ok()) return Error(fmt::format("{}: {}", in.file, files.status().message()), kExitInvalid);
     if (int rc = WriteFiles(*files, out_dir, "--out"); rc != kExitOk) return rc;
-    for (const auto& [name, text] : *files) fmt::print("{}/{}\n", out_dir, name);
+    for (const auto& [name, text] : *files) common::Print("{}/{}\n", out_dir, name);
     return kExitOk;
   }
   if (up->parsed() || down->parsed()) {
@@ -247,7 +250,7 @@ int main(int argc, char** argv) {
     if (!OnPath(tool)) missing.emplace_back(tool);
   }
   if (!run) {
-    for (const std::string& line : lines) fmt::print("{}\n", line);
+    for (const std::string& line : lines) common::Print("{}\n", line);
     for (const std::string& tool : missing) fmt::print(stderr, "srunway-blueprint: note: {} is not on PATH\n", tool);
     return kExitOk;
   }
@@ -256,7 +259,7 @@ int main(int argc, char** argv) {
                              missing.size() == 2 ? "gcluster and terraform" : missing[0]), kExitInvalid);
   }
   for (const std::string& line : lines) {
-    fmt::print("+ {}\n", line);
+    common::Print("+ {}\n", line);
     std::fflush(stdout);
     if (int rc = std::system(line.c_str()); rc != 0) return Error(fmt::format("'{}' failed ({})", line, rc), kExitInvalid);
   }

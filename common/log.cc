@@ -7,7 +7,9 @@
 #include <array>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "common/env.h"
@@ -126,6 +128,46 @@ void LogLine(LogLevel level, std::string_view message) {
   line += '\n';
   // One write per line, so lines of concurrent threads and ranks do not interleave.
   std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+namespace {
+
+std::atomic<int> stdout_error{0};  // the first errno a write to stdout met
+std::atomic<int> stdout_lost_code{0};
+
+constexpr int kUnknownError = -1;  // a write that failed where errno was not kept (printf, std::cout)
+
+void NoteStdoutError(int error) {
+  int none = 0;
+  stdout_error.compare_exchange_strong(none, error == 0 ? kUnknownError : error);
+}
+
+void CheckStdoutAtExit() {
+  if (stdout_lost_code.load() == 0) return;
+  const Status flushed = FlushStdout();
+  if (flushed.ok()) return;
+  LogError("{}; the output is incomplete", flushed.message());
+  std::_Exit(stdout_lost_code.load());
+}
+
+}  // namespace
+
+void PrintText(std::string_view text) {
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) NoteStdoutError(errno);
+}
+
+Status FlushStdout() {
+  if (std::fflush(stdout) != 0) NoteStdoutError(errno);
+  if (std::ferror(stdout)) NoteStdoutError(kUnknownError);
+  const int error = stdout_error.load();
+  if (error == kUnknownError) return DataLoss("cannot write to stdout: a write failed");
+  return error == 0 ? Status::Ok() : ErrnoStatus(error, "cannot write to stdout");
+}
+
+void ExitIfStdoutLost(int code) {
+  static const bool registered = std::atexit(CheckStdoutAtExit) == 0;
+  (void)registered;
+  stdout_lost_code.store(code);
 }
 
 }  // namespace srunway::common

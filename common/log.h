@@ -60,4 +60,18 @@ void LogTrace(fmt::format_string<Args...> format, Args&&... args) {
   Log(LogLevel::kTrace, format, std::forward<Args>(args)...);
 }
 
+// A program's output on stdout (reports, tables, JSON). fmt::print throws when a write fails, so a program whose
+// output outgrew stdio's buffer on a full disk aborted (SIGABRT, exit 134), and one whose output was still in the
+// buffer at exit lost it without a word and exited 0. Print never throws; FlushStdout says whether everything
+// printed so far (through Print, printf or std::cout) arrived; ExitIfStdoutLost(code), called once from main,
+// checks that at exit and, if not, prints one error line (`cannot write to stdout: No space left on device`) and
+// ends the program with `code` instead (0: no longer, for a program that handles a lost stdout itself from then on).
+void PrintText(std::string_view text);
+template <typename... Args>
+void Print(fmt::format_string<Args...> format, Args&&... args) {
+  PrintText(fmt::format(format, std::forward<Args>(args)...));
+}
+Status FlushStdout();
+void ExitIfStdoutLost(int code);
+
 }  // namespace srunway::common

@@ -209,6 +209,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
 
 int main(int argc, char** argv) {
   common::InitLogging("srunway-launch");
+  common::ExitIfStdoutLost(1);  // --check's report; a supervised program writes its own stdout
   CLI::App app{"Bootstrap a Slurm step (PMIx, Slurm environment or torchrun environment), then exec COMMAND with "
                "the torchrun variables, or --check the communicators."};
   common::SetUpProgram(app, "srunway-launch");
@@ -325,9 +326,9 @@ int main(int argc, char** argv) {
     if (boot.identity().rank == 0) {
       std::string bootstrap_used(BootstrapKindName(boot.kind()));
       if (json) {
-        fmt::print("{}\n", CheckJson(*result, boot.identity(), bootstrap_used).dump(2));
+        common::Print("{}\n", CheckJson(*result, boot.identity(), bootstrap_used).dump(2));
       } else {
-        fmt::print("{}", FormatCheckTable(*result, boot.identity(), bootstrap_used));
+        common::Print("{}", FormatCheckTable(*result, boot.identity(), bootstrap_used));
       }
     }
     watchdog->reset();

@@ -97,9 +97,9 @@ int Judge(const std::string& text, const std::string& where, const nccltests::Co
   if (json) {
     common::Json out = {{"log", where}, {"run", nccltests::ToJson(*run)}, {"verdict", nccltests::ToJson(verdict)},
                         {"threshold_source", threshold.source}};
-    fmt::print("{}\n", out.dump(2));
+    common::Print("{}\n", out.dump(2));
   } else {
-    fmt::print("{}", nccltests::FormatReport(*run, verdict, threshold));
+    common::Print("{}", nccltests::FormatReport(*run, verdict, threshold));
   }
   if (!report_dir.empty()) {
     nccltests::Run named = *run;  // older logs do not name their test; the report does
@@ -113,13 +113,13 @@ int Judge(const std::string& text, const std::string& where, const nccltests::Co
 // --list-references: every published figure, what it applies to and where it comes from.
 void ListReferences() {
   for (const nccltests::PublishedFigure& f : nccltests::PublishedFigures()) {
-    fmt::print("{:<18} {:<15} {:>6.0f} GB/s  {}\n", f.reference, nccltests::Info(f.collective).name, f.busbw_gbps,
+    common::Print("{:<18} {:<15} {:>6.0f} GB/s  {}\n", f.reference, nccltests::Info(f.collective).name, f.busbw_gbps,
                f.max_nodes == f.min_nodes ? fmt::format("{} node{}", f.min_nodes, f.min_nodes == 1 ? "" : "s")
                : f.max_nodes >= (1 << 20) ? fmt::format("{} or more nodes", f.min_nodes)
                                           : fmt::format("{} to {} nodes", f.min_nodes, f.max_nodes));
-    fmt::print("{:<18} machine: {}\n", "", f.machine);
-    if (!f.alone.empty()) fmt::print("{:<18} one node alone is judged by: {}\n", "", f.alone);
-    fmt::print("{:<18} source: {}\n", "", f.source);
+    common::Print("{:<18} machine: {}\n", "", f.machine);
+    if (!f.alone.empty()) common::Print("{:<18} one node alone is judged by: {}\n", "", f.alone);
+    common::Print("{:<18} source: {}\n", "", f.source);
   }
 }
 
@@ -157,7 +157,7 @@ void PrintOrderComparison(const std::string& log) {
   const std::vector<nccltests::Run> runs = nccltests::ParseLog(log);
   for (size_t i = 0; i < runs.size(); ++i) {
     const nccltests::Verdict v = nccltests::Judge(runs[i], std::nullopt);
-    fmt::print("run-nccl-tests: {}: {}\n", i < orders.size() ? orders[i] : fmt::format("run {}", i + 1),
+    common::Print("run-nccl-tests: {}: {}\n", i < orders.size() ? orders[i] : fmt::format("run {}", i + 1),
                nccltests::Figure(v));
   }
 }
@@ -179,7 +179,7 @@ int OrderHosts(const std::string& file, const std::string& source, int tasks_per
     if (!placement->contains(node)) names += "(unplaced)";
   }
   fmt::print(stderr, "run-nccl-tests: topology order ({}):{}\n", source, names);
-  fmt::print("{}", topology::HostfileFor(order, tasks_per_node));
+  common::Print("{}", topology::HostfileFor(order, tasks_per_node));
   return 0;
 }
 
@@ -187,6 +187,7 @@ int OrderHosts(const std::string& file, const std::string& source, int tasks_per
 
 int main(int argc, char** argv) {
   common::InitLogging("run-nccl-tests");
+  common::ExitIfStdoutLost(2);  // its report did not arrive: as output cut short
   nccltests::JobSpec spec;
   std::string test = "all_gather", min_bytes = "8M", max_bytes = "8G", parse_log, job_dir;
   std::optional<double> expect;
@@ -330,7 +331,7 @@ int main(int argc, char** argv) {
   spec.output = job_dir + "/" + spec.job_name + "-%j.out";
   const std::string script = nccltests::SbatchScript(spec);
   if (dry_run) {
-    fmt::print("{}", script);
+    common::Print("{}", script);
     return 0;
   }
   if (!spec.binary_dir.empty() && ::access((spec.binary_dir + "/" + std::string(spec.collective->binary)).c_str(), X_OK) != 0) {
@@ -349,7 +350,7 @@ int main(int argc, char** argv) {
   }
   auto scheduler = nccltests::MakeSlurmScheduler();
   nccltests::Campaign campaign(*scheduler, job_dir, [](const std::string& line) {
-    fmt::print("run-nccl-tests: {}\n", line);
+    common::Print("run-nccl-tests: {}\n", line);
     std::fflush(stdout);
   });
   // Ctrl-C, a closed terminal or a kill while the jobs run: they are cancelled (exclusive nodes stay held
@@ -358,7 +359,7 @@ int main(int argc, char** argv) {
   campaign.StopOn(stop);
   auto submitted = campaign.Submit(spec, "", "the whole run");
   if (!submitted.ok()) return CouldNotRun(submitted.status().message());
-  fmt::print("run-nccl-tests: submitted job {} ({} on {} node{}, {} to {}); log {}\n", submitted->job,
+  common::Print("run-nccl-tests: submitted job {} ({} on {} node{}, {} to {}); log {}\n", submitted->job,
              spec.collective->name, spec.nodes, spec.nodes == 1 ? "" : "s", nccltests::FormatSize(spec.min_bytes),
              nccltests::FormatSize(spec.max_bytes), submitted->log);
   std::vector<nccltests::Submitted> whole = {*submitted};
@@ -379,7 +380,7 @@ int main(int argc, char** argv) {
   const auto threshold = nccltests::ChooseThreshold(expect, reference, spec.collective->id, spec.nodes);
   const nccltests::Finding finding = nccltests::Examine(run, threshold);
   if (!finding.ok()) {
-    fmt::print("run-nccl-tests: the run: {}: {} (log: {})\n", nccltests::KindName(finding.kind), finding.evidence,
+    common::Print("run-nccl-tests: the run: {}: {} (log: {})\n", nccltests::KindName(finding.kind), finding.evidence,
                run.log);
     if (finding.kind != nccltests::Finding::Kind::kSlow && finding.kind != nccltests::Finding::Kind::kWrong) {
       code = kExitCouldNotRun;
@@ -392,7 +393,7 @@ int main(int argc, char** argv) {
   std::vector<nccltests::BadNode> bad;
   for (const nccltests::DcgmResult& d : nccltests::ParseDcgmLines(*text)) {
     if (d.outcome == nccltests::DcgmResult::Outcome::kSkipped) {
-      fmt::print("run-nccl-tests: dcgm on {}: skipped ({})\n", d.node, d.detail);
+      common::Print("run-nccl-tests: dcgm on {}: skipped ({})\n", d.node, d.detail);
     } else if (d.outcome == nccltests::DcgmResult::Outcome::kFail) {
       bad.push_back({d.node, fmt::format("dcgmi diag -r {} failed: {}", spec.dcgm_level, d.detail)});
     }
@@ -403,7 +404,7 @@ int main(int argc, char** argv) {
     auto isolated = campaign.Isolate(spec, nccltests::NodesOfLog(run.log), finding, pair, alone, deadline);
     if (!isolated.ok()) return Ended(isolated.status(), *stop);
     if (isolated->empty() && bad.empty()) {
-      fmt::print("run-nccl-tests: no node failed consistently: nobody is named\n");
+      common::Print("run-nccl-tests: no node failed consistently: nobody is named\n");
     }
     bad.insert(bad.end(), isolated->begin(), isolated->end());
   }
@@ -412,10 +413,10 @@ int main(int argc, char** argv) {
   for (const auto& [node, evidence] : bad) {
     bad_nodes.push_back(node);
     const std::string reason = fmt::format("run-nccl-tests {} job {}: {}", spec.collective->name, run.job, evidence);
-    fmt::print("run-nccl-tests: bad node {}: {}\n", node, evidence);
+    common::Print("run-nccl-tests: bad node {}: {}\n", node, evidence);
     std::vector<std::string> command = {"scontrol", "update", "nodename=" + node, "state=drain", "reason=" + reason};
     if (!drain) {
-      fmt::print("  to drain it: {}\n", common::ShellCommand(command));
+      common::Print("  to drain it: {}\n", common::ShellCommand(command));
       continue;
     }
     auto result = common::RunCommand(command, true);
@@ -423,15 +424,15 @@ int main(int argc, char** argv) {
       common::LogError("drain {}: {}", node, result.ok() ? std::string(common::Trim(result->output)) : result.status().message());
       return kExitCouldNotRun;
     }
-    fmt::print("run-nccl-tests: drained {}; after repair: scontrol update nodename={} state=resume\n", node, node);
+    common::Print("run-nccl-tests: drained {}; after repair: scontrol update nodename={} state=resume\n", node, node);
   }
   if (!requeue_job.empty()) {
     if (bad_nodes.empty()) {
-      fmt::print("run-nccl-tests: no bad node named: job {} is left as it is\n", requeue_job);
+      common::Print("run-nccl-tests: no bad node named: job {} is left as it is\n", requeue_job);
     } else if (auto requeued = scheduler->RequeueExcluding(requeue_job, bad_nodes); !requeued.ok()) {
       return CouldNotRun(fmt::format("--requeue-job {}: {}", requeue_job, requeued.message()));
     } else {
-      fmt::print("run-nccl-tests: requeued job {} without {}\n", requeue_job, fmt::join(bad_nodes, ","));
+      common::Print("run-nccl-tests: requeued job {} without {}\n", requeue_job, fmt::join(bad_nodes, ","));
     }
   }
   return code;

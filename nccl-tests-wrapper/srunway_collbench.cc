@@ -63,6 +63,7 @@ std::vector<std::string> RelevantEnvironment() {
 
 int main(int argc, char** argv) {
   common::InitLogging("srunway-collbench");
+  common::ExitIfStdoutLost(1);
   nccltests::BenchOptions o;
   std::string test, min_bytes = "32M", max_bytes = "32M", step_bytes = "1M", json_file;
   std::string bootstrap_name = "auto", comm_name = "auto";
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
   const bool printer = boot.identity().rank == 0;
   auto run = nccltests::RunBenchmark(o, boot, **comm, [&](const nccltests::Run& so_far, const nccltests::Row* row) {
     if (!printer) return;
-    fmt::print("{}", row ? nccltests::FormatRow(*row) : nccltests::FormatHeader(so_far));
+    common::Print("{}", row ? nccltests::FormatRow(*row) : nccltests::FormatHeader(so_far));
     std::fflush(stdout);
   });
   if (!run.ok()) {
@@ -178,7 +179,7 @@ int main(int argc, char** argv) {
   // The verdict run-nccl-tests gives without a threshold: wrong values or a failed NCCL_TESTS_MIN_BW fail.
   int code = nccltests::Judge(*run, std::nullopt).outcome == nccltests::Outcome::kPass ? kExitOk : kExitFailed;
   if (printer) {
-    fmt::print("{}", nccltests::FormatFooter(*run));
+    common::Print("{}", nccltests::FormatFooter(*run));
     if (!json_file.empty()) {
       common::Json json = nccltests::ToJson(*run);
       // The rest of what nccl-tests writes around the results.

@@ -30,24 +30,24 @@ std::string NicNames(const topology::Topology& topo, const std::vector<size_t>& 
 
 void PrintText(const topology::Topology& topo, const topology::NodePlacement& placement,
                const topology::EnvPlan& plan, int local_rank) {
-  fmt::print("topology: {}: {} GPUs, {} NICs, {} NUMA nodes\n", topo.source, topo.gpus.size(), topo.nics.size(),
+  common::Print("topology: {}: {} GPUs, {} NICs, {} NUMA nodes\n", topo.source, topo.gpus.size(), topo.nics.size(),
              topo.numa_nodes.size());
-  fmt::print("{:<4} {:<13} {:>4}  {:<18} {:<12} {}\n", "GPU", "PCI", "NUMA", "NICs", "NIC via", "CPUs");
+  common::Print("{:<4} {:<13} {:>4}  {:<18} {:<12} {}\n", "GPU", "PCI", "NUMA", "NICs", "NIC via", "CPUs");
   for (size_t g = 0; g < topo.gpus.size(); ++g) {
     const auto& gpu = topo.gpus[g];
     const auto& place = placement.gpus[g];
-    fmt::print("{:<4} {:<13} {:>4}  {:<18} {:<12} {}\n", gpu.index, gpu.pci, gpu.numa, NicNames(topo, place.nics),
+    common::Print("{:<4} {:<13} {:>4}  {:<18} {:<12} {}\n", gpu.index, gpu.pci, gpu.numa, NicNames(topo, place.nics),
                place.nic_locality, place.cpus.empty() ? "-" : topology::FormatCpuList(place.cpus));
   }
-  fmt::print("data NICs: {}\nhost NICs: {}\n", NicNames(topo, placement.data_nics), NicNames(topo, placement.host_nics));
-  fmt::print("\nprofile {} for local rank {} (GPUs {}):\n", topology::ProfileName(plan.profile), local_rank,
+  common::Print("data NICs: {}\nhost NICs: {}\n", NicNames(topo, placement.data_nics), NicNames(topo, placement.host_nics));
+  common::Print("\nprofile {} for local rank {} (GPUs {}):\n", topology::ProfileName(plan.profile), local_rank,
              plan.gpus.empty() ? "none" : fmt::format("{}", fmt::join(plan.gpus, ",")));
   for (const auto& var : plan.env) {
-    fmt::print("  export {}={}{}{}\n", var.name, var.value,
+    common::Print("  export {}={}{}{}\n", var.name, var.value,
                var.mode == topology::VarMode::kPrepend ? ":$" + var.name : "", var.enforced ? "   # enforced" : "");
   }
-  fmt::print("  CPU binding: {}\n", plan.cpus.empty() ? "none" : topology::FormatCpuList(plan.cpus));
-  for (const auto& note : plan.notes) fmt::print("  note: {}\n", note);
+  common::Print("  CPU binding: {}\n", plan.cpus.empty() ? "none" : topology::FormatCpuList(plan.cpus));
+  for (const auto& note : plan.notes) common::Print("  note: {}\n", note);
 }
 
 common::Json ToJson(const topology::Topology& topo, const topology::NodePlacement& placement,
@@ -83,6 +83,7 @@ common::Json ToJson(const topology::Topology& topo, const topology::NodePlacemen
 
 int main(int argc, char** argv) {
   common::InitLogging("srunway-topo");
+  common::ExitIfStdoutLost(1);
   CLI::App app{"Print a node's GPU -> NIC, NUMA and CPU map and a task's environment plan."};
   common::SetUpProgram(app, "srunway-topo");
   std::string xml, profile_name = "auto", gpus_text, plugin_path, plugin_args;
@@ -169,7 +170,7 @@ int main(int argc, char** argv) {
   topology::EnvPlan plan = topology::MakePlan(*topo, request);
   topology::NodePlacement placement = topology::PlaceNode(*topo, topology::GetProfile(plan.profile).reserves_nic_cores);
   if (json) {
-    fmt::print("{}\n", ToJson(*topo, placement, plan, local_rank).dump(2));
+    common::Print("{}\n", ToJson(*topo, placement, plan, local_rank).dump(2));
   } else {
     PrintText(*topo, placement, plan, local_rank);
   }

@@ -15,6 +15,7 @@
 int main(int argc, char** argv) {
   using srunway::trainer::PrepOptions;
   srunway::common::InitLogging("srunway-prep");
+  srunway::common::ExitIfStdoutLost(1);
   PrepOptions options;
   options.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool no_eod = false, quiet = false;
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
     return *options.stop != 0 ? 128 + *options.stop : 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print("srunway-prep: {} document{}, {} tokens ({:.2f} bytes/token, vocabulary {}) in {:.1f} s -> {}.bin, {}.idx\n",
+  srunway::common::Print("srunway-prep: {} document{}, {} tokens ({:.2f} bytes/token, vocabulary {}) in {:.1f} s -> {}.bin, {}.idx\n",
              stats->documents, stats->documents == 1 ? "" : "s", stats->tokens,
              static_cast<double>(stats->bytes) / std::max<int64_t>(stats->tokens, 1), stats->vocab_size, seconds,
              options.output_prefix, options.output_prefix);

@@ -36,6 +36,7 @@ void OnStopSignal(int signal) { g_stop_signal = signal; }
 
 int main(int argc, char** argv) {
   srunway::common::InitLogging("srunway-train");
+  srunway::common::ExitIfStdoutLost(srunway::trainer::kExitError);  // --help, --version, --dry-run's plan
   TrainOptions o;
   std::string preset = "gpt-tiny", config_file;
   int num_layers = 0, hidden_size = 0, heads = 0, query_groups = 0, ffn = 0, max_positions = 0, vocab = 0;
@@ -238,7 +239,7 @@ int main(int argc, char** argv) {
       srunway::common::LogError("{}", made.status().message());
       return srunway::trainer::kExitUsage;
     }
-    fmt::print("{}", srunway::trainer::FormatPlan(plan, *made));
+    srunway::common::Print("{}", srunway::trainer::FormatPlan(plan, *made));
     // A script can ask before it submits: 0 when the run fits --gpu-memory-gb, 1 when it does not.
     return made->fits ? srunway::trainer::kExitOk : srunway::trainer::kExitError;
   }
@@ -252,6 +253,7 @@ int main(int argc, char** argv) {
   // A stdout that goes away (`| head`, a closed pipe) is a failed write the trainer warns about once, not a signal
   // that ends the run without its checkpoint.
   std::signal(SIGPIPE, SIG_IGN);
+  srunway::common::ExitIfStdoutLost(0);  // the step lines: Trainer::Print warns once, and the run goes on
   const auto outcome = srunway::trainer::Train(o, &g_stop_signal, srunway::trainer::cuda::NewCudaOps);
   if (const auto* error = std::get_if<srunway::trainer::TrainError>(&outcome)) {
     if (error->rank == 0 || !error->every_rank) srunway::common::LogError("{}", error->status.message());

@@ -23,6 +23,15 @@ for program in "$@"; do
   sed -n 2p <<<"$out" | grep -Eq "^built with: $want_cuda, " || fail "$name --version, second line: $out"
   (($(wc -l <<<"$out") == 2)) || fail "$name --version: not two lines: $out"
   echo "ok: $name --version: $(sed -n 1p <<<"$out")"
+  # Output that cannot be written (a full disk) is one line and a failure: it was exit 0 with the output lost, or,
+  # past stdio's buffer, an abort (exit 134) from the exception fmt::print throws.
+  rc=0
+  out=$("$program" --help 2>&1 >/dev/full) || rc=$?
+  want_rc=$([[ $name == run-nccl-tests ]] && echo 2 || echo 1)
+  [[ $rc == "$want_rc" && $(wc -l <<<"$out") == 1 &&
+     $out =~ ^$name\[[^]]*\]\ error:\ cannot\ write\ to\ stdout:\ .*\;\ the\ output\ is\ incomplete$ ]] ||
+    fail "$name --help >/dev/full: exit $rc, want $want_rc and one line: $out"
+  echo "ok: $name --help >/dev/full: $out"
   [[ $name == srunway-launch ]] && continue  # its own line, below
   rc=0
   out=$("$program" --no-such-option 2>&1) || rc=$?

@@ -1,10 +1,17 @@
 // Tests for logging: level parsing, filtering and the host/rank prefix.
 #include "common/log.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <functional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace srunway::common {
@@ -57,6 +64,54 @@ TEST_F(LogTest, LevelFromEnvironment) {
   ASSERT_EQ(lines_.size(), 1u);
   EXPECT_NE(lines_[0].find("SRUNWAY_LOG='loud' is not one of"), std::string::npos);
   unsetenv("SRUNWAY_LOG");
+}
+
+// Runs `body` in a child whose stdout is /dev/full and whose stderr is a pipe; returns its exit code and stderr.
+std::pair<int, std::string> RunWithFullStdout(const std::function<int()>& body) {
+  int err[2];
+  EXPECT_EQ(::pipe(err), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int full = ::open("/dev/full", O_WRONLY);
+    if (full < 0 || ::dup2(full, STDOUT_FILENO) < 0 || ::dup2(err[1], STDERR_FILENO) < 0) ::_exit(99);
+    SetLogSink({});
+    std::exit(body());  // exit(), not _exit(): the at-exit check runs
+  }
+  ::close(err[1]);
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(err[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<size_t>(n));
+  ::close(err[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text};
+}
+
+// Output to a full disk: fmt::print threw past stdio's buffer (the program aborted), and output still in the buffer
+// at exit was lost with exit 0.
+TEST(Stdout, AFullDiskIsOneErrorLineAndTheGivenExitCode) {
+  InitLogging("srunway-test");
+  auto [code, err] = RunWithFullStdout([] {
+    Print("{}\n", std::string(100'000, 'x'));  // past the buffer: a failed write here, no exception
+    return FlushStdout().message() == "cannot write to stdout: No space left on device" ? 0 : 98;
+  });
+  EXPECT_EQ(code, 0) << err;
+  std::tie(code, err) = RunWithFullStdout([] {
+    ExitIfStdoutLost(7);
+    Print("a short report\n");  // in the buffer until exit
+    return 0;
+  });
+  EXPECT_EQ(code, 7);
+  EXPECT_TRUE(err.ends_with("error: cannot write to stdout: No space left on device; the output is incomplete\n"))
+      << err;
+  std::tie(code, err) = RunWithFullStdout([] {
+    ExitIfStdoutLost(7);
+    ExitIfStdoutLost(0);  // the program handles its stdout itself from here
+    Print("a short report\n");
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_EQ(err, "");
 }
 
 TEST(ParseLogLevel, Names) {
