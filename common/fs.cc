@@ -36,6 +36,17 @@ StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
   }
 }
 
+namespace {
+
+// Clears O_NONBLOCK, which an open that must not wait for a FIFO's other end set.
+Status SetBlocking(const Fd& fd, const std::filesystem::path& path) {
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) return ErrnoStatus(errno, "fcntl " + path.string());
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<Fd> OpenRegularFile(const std::filesystem::path& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoStatus(errno, "open " + path.string());
@@ -48,8 +59,17 @@ StatusOr<Fd> OpenRegularFile(const std::filesystem::path& path) {
                                               : "a device";
     return FailedPrecondition("{} is {}, not a file", path.string(), kind);
   }
-  const int flags = ::fcntl(fd.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) return ErrnoStatus(errno, "fcntl " + path.string());
+  SRUNWAY_RETURN_IF_ERROR(SetBlocking(fd, path));
+  return fd;
+}
+
+StatusOr<Fd> OpenToWrite(const std::filesystem::path& path, int flags, mode_t mode) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | flags, mode));
+  if (fd.get() < 0 && errno == ENXIO) {
+    return FailedPrecondition("{} is a FIFO that no one reads: start its reader first", path.string());
+  }
+  if (fd.get() < 0) return ErrnoStatus(errno, "open " + path.string());
+  SRUNWAY_RETURN_IF_ERROR(SetBlocking(fd, path));
   return fd;
 }
 
@@ -72,9 +92,8 @@ StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
     if (S_ISDIR(st.st_mode)) return ErrnoStatus(EISDIR, path.string());
     if (!S_ISREG(st.st_mode)) {
       // A device, a pipe or a socket: a rename would put a regular file in its place.
-      int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0) return ErrnoStatus(errno, "open " + path.string());
-      return AtomicFile(path, "", fd, /*in_place=*/true);
+      SRUNWAY_ASSIGN_OR_RETURN(Fd fd, OpenToWrite(path, 0));
+      return AtomicFile(path, "", fd.Release(), /*in_place=*/true);
     }
     target = Replaced(path);
   }

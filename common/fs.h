@@ -1,6 +1,7 @@
 // Whole-file reads and atomic writes: a reader sees the old file or the new one, never half of either.
 #pragma once
 
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -29,6 +30,7 @@ class Fd {
   }
   ~Fd() { Close(); }
   int get() const { return fd_; }
+  int Release() { return std::exchange(fd_, -1); }
 
  private:
   void Close() {
@@ -44,6 +46,11 @@ StatusOr<std::string> ReadFile(const std::filesystem::path& path);
 // not a file`). A FIFO is opened without waiting for a writer: waiting blocked in open(), where SIGTERM could
 // not end it.
 StatusOr<Fd> OpenRegularFile(const std::filesystem::path& path);
+
+// open(2) for writing (`flags` beside O_WRONLY: O_CREAT, O_APPEND, ...) that does not wait: a FIFO that no one
+// reads is refused (`m.jsonl is a FIFO that no one reads: start its reader first`) where open() blocked until a
+// reader came, and SIGTERM could not end it. The descriptor blocks as usual once open.
+StatusOr<Fd> OpenToWrite(const std::filesystem::path& path, int flags, mode_t mode = 0644);
 
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR; `what` names the target in the error.
 Status WriteAll(int fd, std::string_view bytes, std::string_view what);

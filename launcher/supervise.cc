@@ -56,9 +56,8 @@ std::vector<std::string> ChildEnvironment(const std::vector<std::pair<std::strin
 }
 
 common::StatusOr<int> OpenLog(const std::filesystem::path& path, bool append) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
-  if (fd < 0) return common::ErrnoStatus(errno, "open " + path.string());
-  return fd;
+  SRUNWAY_ASSIGN_OR_RETURN(common::Fd fd, common::OpenToWrite(path, O_CREAT | (append ? O_APPEND : O_TRUNC)));
+  return fd.Release();
 }
 
 // What a hung program's line quotes of its progress: the last line of it, as one line (a progress bar's \r

@@ -116,8 +116,7 @@ class MetricsFile {
     if (path.empty()) return common::Status::Ok();
     path_ = path;
     if (resumed_at) SRUNWAY_RETURN_IF_ERROR(DropAfter(*resumed_at));
-    fd_ = common::Fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-    if (fd_.get() < 0) return common::ErrnoStatus(errno, "open metrics file " + path);
+    SRUNWAY_ASSIGN_OR_RETURN(fd_, common::OpenToWrite(path, O_CREAT | O_APPEND));
     return common::Status::Ok();
   }
   common::Status DropAfter(int64_t step) {

@@ -5,7 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "common/fs.h"
 #include "common/json.h"
@@ -176,6 +179,34 @@ TEST_F(TempDir, DevicesPipesAndLinksAreWrittenThroughNotReplaced) {
 
   const Status directory = WriteFileAtomic(dir_, "x");
   EXPECT_EQ(directory.message(), dir_.string() + ": Is a directory") << directory.ToString();
+}
+
+// A FIFO that no one reads: open() for writing waited for a reader, and SIGTERM could not end it
+// (`srunway-train --metrics-file fifo`, `--export fifo`, `srunway-launch --log-dir` holding one).
+TEST_F(TempDir, AFifoThatNoOneReadsIsRefusedNotWaitedOn) {
+  const fs::path fifo = dir_ / "m.jsonl";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Opens the reading end after a second, so that an open that waits returns and this test fails, not hangs.
+  std::atomic<bool> done = false;
+  std::thread late_reader([&] {
+    for (int i = 0; i < 20 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const Fd reader(done ? -1 : ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+    while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  const std::string want = fifo.string() + " is a FIFO that no one reads: start its reader first";
+  auto appended = OpenToWrite(fifo, O_CREAT | O_APPEND);
+  EXPECT_FALSE(appended.ok());
+  EXPECT_EQ(appended.status().message(), want);
+  auto replaced = AtomicFile::Create(fifo);
+  EXPECT_FALSE(replaced.ok());
+  EXPECT_EQ(replaced.status().message(), want);
+  done = true;
+  late_reader.join();
+  // With a reader, the descriptor blocks as usual: a write waits for room rather than failing with EAGAIN.
+  const Fd reader(::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  auto writer = OpenToWrite(fifo, O_APPEND);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  EXPECT_EQ(::fcntl(writer->get(), F_GETFL) & O_NONBLOCK, 0);
 }
 
 TEST_F(TempDir, WriteIntoMissingDirectoryFailsAndNamesIt) {
