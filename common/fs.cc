@@ -41,7 +41,9 @@ namespace {
 // Clears O_NONBLOCK, which an open that must not wait for a FIFO's other end set.
 Status SetBlocking(const Fd& fd, const std::filesystem::path& path) {
   const int flags = ::fcntl(fd.get(), F_GETFL);
-  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) return ErrnoStatus(errno, "fcntl " + path.string());
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return ErrnoStatus(errno, "fcntl " + path.string());
+  }
   return Status::Ok();
 }
 

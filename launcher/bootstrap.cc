@@ -123,7 +123,9 @@ StatusOr<int> TasksOnNode(std::string_view text, int node_id) {
     SRUNWAY_ASSIGN_OR_RETURN(int64_t tasks, common::ParseInt(field.substr(0, paren), "SLURM_STEP_TASKS_PER_NODE", 1, 1 << 20));
     int64_t repeat = 1;
     if (paren != std::string_view::npos) {
-      if (field.back() != ')') return common::InvalidArgument("SLURM_STEP_TASKS_PER_NODE='{}' is malformed", common::Printable(text));
+      if (field.back() != ')') {
+        return common::InvalidArgument("SLURM_STEP_TASKS_PER_NODE='{}' is malformed", common::Printable(text));
+      }
       SRUNWAY_ASSIGN_OR_RETURN(repeat, common::ParseInt(field.substr(paren + 2, field.size() - paren - 3),
                                                         "SLURM_STEP_TASKS_PER_NODE", 1, 1 << 20));
     }

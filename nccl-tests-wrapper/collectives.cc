@@ -68,16 +68,19 @@ common::StatusOr<int64_t> ParseSize(std::string_view text, std::string_view what
         // "8Q" has a unit no one knows; "abc" or "-1x" are no number at all.
         const std::string_view digits = number.substr(0, number.size() - 1);
         if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(c); })) {
-          return common::InvalidArgument("{} '{}': not a size (a number with K, M, G or T)", what, common::Printable(text));
+          return common::InvalidArgument("{} '{}': not a size (a number with K, M, G or T)", what,
+                                         common::Printable(text));
         }
-        return common::InvalidArgument("{} '{}': unknown size suffix '{}' (use K, M, G or T)", what, common::Printable(text),
-                                       number.back());
+        return common::InvalidArgument("{} '{}': unknown size suffix '{}' (use K, M, G or T)", what,
+                                       common::Printable(text), number.back());
       }
     }
     number.remove_suffix(1);
   }
   auto value = common::ParseInt(number, what, 0, (int64_t{1} << (62 - shift)));
-  if (!value.ok()) return common::InvalidArgument("{} '{}': not a size (a number with K, M, G or T)", what, common::Printable(text));
+  if (!value.ok()) {
+    return common::InvalidArgument("{} '{}': not a size (a number with K, M, G or T)", what, common::Printable(text));
+  }
   return *value << shift;
 }
 

@@ -114,9 +114,9 @@ int Judge(const std::string& text, const std::string& where, const nccltests::Co
 void ListReferences() {
   for (const nccltests::PublishedFigure& f : nccltests::PublishedFigures()) {
     common::Print("{:<18} {:<15} {:>6.0f} GB/s  {}\n", f.reference, nccltests::Info(f.collective).name, f.busbw_gbps,
-               f.max_nodes == f.min_nodes ? fmt::format("{} node{}", f.min_nodes, f.min_nodes == 1 ? "" : "s")
-               : f.max_nodes >= (1 << 20) ? fmt::format("{} or more nodes", f.min_nodes)
-                                          : fmt::format("{} to {} nodes", f.min_nodes, f.max_nodes));
+                  f.max_nodes == f.min_nodes ? fmt::format("{} node{}", f.min_nodes, f.min_nodes == 1 ? "" : "s")
+                  : f.max_nodes >= (1 << 20) ? fmt::format("{} or more nodes", f.min_nodes)
+                                             : fmt::format("{} to {} nodes", f.min_nodes, f.max_nodes));
     common::Print("{:<18} machine: {}\n", "", f.machine);
     if (!f.alone.empty()) common::Print("{:<18} one node alone is judged by: {}\n", "", f.alone);
     common::Print("{:<18} source: {}\n", "", f.source);
@@ -158,7 +158,7 @@ void PrintOrderComparison(const std::string& log) {
   for (size_t i = 0; i < runs.size(); ++i) {
     const nccltests::Verdict v = nccltests::Judge(runs[i], std::nullopt);
     common::Print("run-nccl-tests: {}: {}\n", i < orders.size() ? orders[i] : fmt::format("run {}", i + 1),
-               nccltests::Figure(v));
+                  nccltests::Figure(v));
   }
 }
 
@@ -360,8 +360,8 @@ int main(int argc, char** argv) {
   auto submitted = campaign.Submit(spec, "", "the whole run");
   if (!submitted.ok()) return CouldNotRun(submitted.status().message());
   common::Print("run-nccl-tests: submitted job {} ({} on {} node{}, {} to {}); log {}\n", submitted->job,
-             spec.collective->name, spec.nodes, spec.nodes == 1 ? "" : "s", nccltests::FormatSize(spec.min_bytes),
-             nccltests::FormatSize(spec.max_bytes), submitted->log);
+                spec.collective->name, spec.nodes, spec.nodes == 1 ? "" : "s", nccltests::FormatSize(spec.min_bytes),
+                nccltests::FormatSize(spec.max_bytes), submitted->log);
   std::vector<nccltests::Submitted> whole = {*submitted};
   const auto deadline =
       std::chrono::steady_clock::now() + common::TimeoutMillis(wait_limit_s);
@@ -381,7 +381,7 @@ int main(int argc, char** argv) {
   const nccltests::Finding finding = nccltests::Examine(run, threshold);
   if (!finding.ok()) {
     common::Print("run-nccl-tests: the run: {}: {} (log: {})\n", nccltests::KindName(finding.kind), finding.evidence,
-               run.log);
+                  run.log);
     if (finding.kind != nccltests::Finding::Kind::kSlow && finding.kind != nccltests::Finding::Kind::kWrong) {
       code = kExitCouldNotRun;
     }

@@ -10,7 +10,8 @@ namespace {
 
 common::Status CheckAbsolutePath(std::string_view key, std::string_view value) {
   if (value.empty() || value.front() != '/' || value.find('\n') != std::string_view::npos) {
-    return common::InvalidArgument("plugstack argument {}='{}' must be an absolute path", key, common::Printable(value));
+    return common::InvalidArgument("plugstack argument {}='{}' must be an absolute path", key,
+                                   common::Printable(value));
   }
   return common::Status::Ok();
 }

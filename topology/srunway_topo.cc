@@ -31,20 +31,21 @@ std::string NicNames(const topology::Topology& topo, const std::vector<size_t>& 
 void PrintText(const topology::Topology& topo, const topology::NodePlacement& placement,
                const topology::EnvPlan& plan, int local_rank) {
   common::Print("topology: {}: {} GPUs, {} NICs, {} NUMA nodes\n", topo.source, topo.gpus.size(), topo.nics.size(),
-             topo.numa_nodes.size());
+                topo.numa_nodes.size());
   common::Print("{:<4} {:<13} {:>4}  {:<18} {:<12} {}\n", "GPU", "PCI", "NUMA", "NICs", "NIC via", "CPUs");
   for (size_t g = 0; g < topo.gpus.size(); ++g) {
     const auto& gpu = topo.gpus[g];
     const auto& place = placement.gpus[g];
     common::Print("{:<4} {:<13} {:>4}  {:<18} {:<12} {}\n", gpu.index, gpu.pci, gpu.numa, NicNames(topo, place.nics),
-               place.nic_locality, place.cpus.empty() ? "-" : topology::FormatCpuList(place.cpus));
+                  place.nic_locality, place.cpus.empty() ? "-" : topology::FormatCpuList(place.cpus));
   }
-  common::Print("data NICs: {}\nhost NICs: {}\n", NicNames(topo, placement.data_nics), NicNames(topo, placement.host_nics));
+  common::Print("data NICs: {}\nhost NICs: {}\n", NicNames(topo, placement.data_nics),
+                NicNames(topo, placement.host_nics));
   common::Print("\nprofile {} for local rank {} (GPUs {}):\n", topology::ProfileName(plan.profile), local_rank,
-             plan.gpus.empty() ? "none" : fmt::format("{}", fmt::join(plan.gpus, ",")));
+                plan.gpus.empty() ? "none" : fmt::format("{}", fmt::join(plan.gpus, ",")));
   for (const auto& var : plan.env) {
     common::Print("  export {}={}{}{}\n", var.name, var.value,
-               var.mode == topology::VarMode::kPrepend ? ":$" + var.name : "", var.enforced ? "   # enforced" : "");
+                  var.mode == topology::VarMode::kPrepend ? ":$" + var.name : "", var.enforced ? "   # enforced" : "");
   }
   common::Print("  CPU binding: {}\n", plan.cpus.empty() ? "none" : topology::FormatCpuList(plan.cpus));
   for (const auto& note : plan.notes) common::Print("  note: {}\n", note);

@@ -376,7 +376,9 @@ StatusOr<std::vector<int>> ParseCpuList(std::string_view text, std::string_view 
     auto lo = common::ParseInt(field.substr(0, dash), what, 0, kMaxCpu);
     if (!lo.ok()) return common::InvalidArgument("{}: '{}' is not a CPU list", what, common::Printable(text));
     auto hi = dash == std::string_view::npos ? lo : common::ParseInt(field.substr(dash + 1), what, 0, kMaxCpu);
-    if (!hi.ok() || *hi < *lo) return common::InvalidArgument("{}: '{}' is not a CPU list", what, common::Printable(text));
+    if (!hi.ok() || *hi < *lo) {
+      return common::InvalidArgument("{}: '{}' is not a CPU list", what, common::Printable(text));
+    }
     for (int64_t cpu = *lo; cpu <= *hi; ++cpu) cpus.push_back(static_cast<int>(cpu));
   }
   std::sort(cpus.begin(), cpus.end());

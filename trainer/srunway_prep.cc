@@ -62,9 +62,10 @@ int main(int argc, char** argv) {
     return *options.stop != 0 ? 128 + *options.stop : 1;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  srunway::common::Print("srunway-prep: {} document{}, {} tokens ({:.2f} bytes/token, vocabulary {}) in {:.1f} s -> {}.bin, {}.idx\n",
-             stats->documents, stats->documents == 1 ? "" : "s", stats->tokens,
-             static_cast<double>(stats->bytes) / std::max<int64_t>(stats->tokens, 1), stats->vocab_size, seconds,
-             options.output_prefix, options.output_prefix);
+  srunway::common::Print(
+      "srunway-prep: {} document{}, {} tokens ({:.2f} bytes/token, vocabulary {}) in {:.1f} s -> {}.bin, {}.idx\n",
+      stats->documents, stats->documents == 1 ? "" : "s", stats->tokens,
+      static_cast<double>(stats->bytes) / std::max<int64_t>(stats->tokens, 1), stats->vocab_size, seconds,
+      options.output_prefix, options.output_prefix);
   return 0;
 }
