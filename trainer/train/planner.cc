@@ -73,11 +73,18 @@ std::string FormatPlan(const PlanInput& in, const Plan& p) {
   out += fmt::format("  activations           {:>10}  ({} without recomputation, {} with)\n", gb(p.activations_bytes),
                      gb(p.activations_full_bytes), gb(p.activations_recompute_bytes));
   out += fmt::format("  logits (fp32)         {:>10}\n", gb(p.logits_bytes));
-  out += fmt::format("  total                 {:>10}  {} in {:.0f} GB\n", gb(p.total_bytes),
+  // The numbers given as they were given (80.5 GB is not "80"), and those derived from them short whatever they are
+  // ("--assume-mfu 1e-300" made a step of 300 digits).
+  auto readable = [](double value, int decimals) {
+    return value == 0 || (value >= 0.01 && value < 1e15) ? fmt::format("{:.{}f}", value, decimals)
+                                                          : fmt::format("{:.3g}", value);
+  };
+  out += fmt::format("  total                 {:>10}  {} in {:g} GB\n", gb(p.total_bytes),
                      p.fits ? "fits" : "does NOT fit", in.gpu_memory_gb);
-  out += fmt::format("at {:.0f}% MFU of {:.0f} TFLOP/s per GPU{}: {:.2f} s per step, {:.0f} tokens/s ({:.0f} per GPU)\n",
+  out += fmt::format("at {:g}% MFU of {:g} TFLOP/s per GPU{}: {} s per step, {} tokens/s ({} per GPU)\n",
                      100 * in.assume_mfu, in.peak_tflops, in.recompute_activations ? " (recomputing each forward)" : "",
-                     p.step_seconds, p.tokens_per_second, p.tokens_per_second / p.gpus);
+                     readable(p.step_seconds, 2), readable(p.tokens_per_second, 0),
+                     readable(p.tokens_per_second / p.gpus, 0));
   return out;
 }
 

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/parse.h"
+
 namespace srunway::trainer {
 namespace {
 
@@ -82,6 +84,26 @@ TEST(Planner, NumbersNoMachineHasAreRefused) {
     edit(in);
     EXPECT_EQ(MakePlan(in).status().code(), common::StatusCode::kInvalidArgument);
   }
+}
+
+// The numbers given are printed as given, and those derived from extreme ones stay short.
+TEST(Planner, ItsLinesSayTheNumbersGivenAndStayShort) {
+  PlanInput in = FiveB();
+  in.gpu_memory_gb = 80.5;
+  in.assume_mfu = 0.555;
+  in.peak_tflops = 989.4;
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  std::string text = FormatPlan(in, *plan);
+  EXPECT_NE(text.find("in 80.5 GB"), std::string::npos) << text;
+  EXPECT_NE(text.find("at 55.5% MFU of 989.4 TFLOP/s per GPU"), std::string::npos) << text;
+  in.assume_mfu = 1e-300;
+  in.gpu_memory_gb = 1e300;
+  plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  text = FormatPlan(in, *plan);
+  for (std::string_view line : common::Split(text, '\n')) EXPECT_LT(line.size(), 160u) << line;
+  EXPECT_NE(text.find("in 1e+300 GB"), std::string::npos) << text;
 }
 
 TEST(Planner, AnIndivisibleBatchIsRefused) {
