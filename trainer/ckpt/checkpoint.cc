@@ -512,6 +512,11 @@ common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, con
 
 }  // namespace
 
+bool HasCheckpoint(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir / kLatest, ec);
+}
+
 common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& where, const ModelConfig& expected,
                                                const CheckpointBuffers& buffers) {
   const int64_t numel = static_cast<int64_t>(buffers.params.size());

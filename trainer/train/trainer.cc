@@ -53,6 +53,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// `path` made absolute and lexically normal, without a trailing separator ("./ckpt/" -> "/home/me/ckpt").
+std::filesystem::path NormalPath(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::path normal = std::filesystem::absolute(path, ec).lexically_normal();
+  return normal.has_filename() ? normal : normal.parent_path();
+}
+
+// Whether two flags name one directory: "ckpt", "ckpt/" and "./ckpt" do, and so does a link to it.
+bool SamePath(const std::filesystem::path& a, const std::filesystem::path& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec) || NormalPath(a) == NormalPath(b);
+}
+
+// Whether `path` is `dir` or one of its entries ("ckpt/iter_0000010" of "ckpt"): what the checkpoint pointer in
+// `dir` may name.
+bool SameOrEntryOf(const std::filesystem::path& path, const std::filesystem::path& dir) {
+  return !path.empty() && (SamePath(path, dir) || SamePath(NormalPath(path).parent_path(), dir));
+}
+
 int ThreadCount(int requested) {
   if (requested > 0) return std::min(requested, kMaxThreads);
   if (const char* env = std::getenv("OMP_NUM_THREADS"); env != nullptr && *env != '\0') {
@@ -451,6 +471,11 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--warmup-steps, --log-interval, --eval-iters and --save-interval must not be negative (log interval at least 1)");
   }
   if (!o_.mock_data && o_.data_path.empty()) return common::InvalidArgument("give --data-path or --mock-data");
+  if (o_.finetune && (o_.load.empty() || SameOrEntryOf(o_.load, o_.save))) {
+    if (o_.load.empty()) return common::InvalidArgument("--finetune needs --load, the checkpoint to start from");
+    return common::InvalidArgument("--finetune --load {} is in the --save directory: a requeued job could not tell "
+                                   "its own checkpoints from the one it started from; --save elsewhere", o_.load);
+  }
   if (!ParseDecayStyle(o_.lr_decay_style).ok()) return ParseDecayStyle(o_.lr_decay_style).status();
   if (o_.constant_steps < 0) return common::InvalidArgument("--constant-steps must not be negative");
   if (o_.profile_step < 0 || o_.profile_step > o_.train_steps) {
@@ -673,7 +698,29 @@ common::Status Trainer::InitOrLoad() {
   rng_.Seed(o_.seed);
   InitParams(m, model_->layout(), rng_, params);
   common::Status loaded = common::Status::Ok();
-  if (!o_.load.empty()) {
+  // --finetune takes the parameters alone from --load, unless --save holds this run's own checkpoint already (the
+  // job was requeued after a save): that one resumes in full, as any run does.
+  std::filesystem::path source = o_.load;
+  bool finetune = o_.finetune;
+  if (finetune && !o_.save.empty() && HasCheckpoint(o_.save)) {
+    source = o_.save;
+    finetune = false;
+  }
+  const std::string from = source.string();
+  if (finetune) {
+    const auto start = Clock::now();
+    static const std::vector<ParamRange> kNoMoments;
+    auto state = LoadCheckpoint(source, m, CheckpointBuffers{params, {}, {}, &kNoMoments});
+    loaded = state.status();
+    if (state.status().code() == common::StatusCode::kNotFound) {
+      loaded = common::NotFound("--finetune: {}", state.status().message());
+    }
+    if (state.ok() && Leader()) {
+      common::LogInfo("fine-tuning from {} (saved at step {}): its parameters, read in {:.2f} s; step, data "
+                      "position, optimizer and random state start afresh (--finetune)", from, state->step,
+                      std::chrono::duration<double>(Clock::now() - start).count());
+    }
+  } else if (!source.empty()) {
     // Every rank reads the parameters of every shard (a shared file system is assumed, as for the data): the
     // shards hold the whole state once, whatever the world that wrote them, and under ZeRO-1 each rank reads only
     // the moments of the shards that hold its slices, so a checkpoint loads on any number of ranks, with or
@@ -684,7 +731,7 @@ common::Status Trainer::InitOrLoad() {
     // Under ZeRO-1 the moments are read straight into this rank's slices.
     CheckpointBuffers buffers{params, m_state.host(), v_state.host(),
                               o_.distributed_optimizer ? &adam_->owned() : nullptr};
-    auto state = LoadCheckpoint(o_.load, m, buffers);
+    auto state = LoadCheckpoint(from, m, buffers);
     loaded = state.status();
     if (state.ok()) {
       for (const auto& [key, what, now] :
@@ -692,7 +739,7 @@ common::Status Trainer::InitOrLoad() {
             std::tuple{"seq_length", "sequence length", int64_t{T_}}}) {
         const int64_t saved = state->extra.value(key, int64_t{0});
         if (saved != 0 && saved != now && Leader()) {
-          common::LogWarn("{} was written with {} {}, this run uses {}: the data order continues by samples", o_.load,
+          common::LogWarn("{} was written with {} {}, this run uses {}: the data order continues by samples", from,
                           what, saved, now);
         }
       }
@@ -711,32 +758,32 @@ common::Status Trainer::InitOrLoad() {
         if (saved_samples != samples) {
           common::LogWarn("{} was written by a run of {} samples, this one draws {} over another number of epochs "
                           "of its data, whose samples are shuffled together (as Megatron's): from sample {} on the "
-                          "order is another, some samples seen again", o_.load, saved_samples, samples, consumed_);
+                          "order is another, some samples seen again", from, saved_samples, samples, consumed_);
         } else {
           common::LogWarn("{}: this run's data (--data-path, --mock-data, --split or --seed) gives other samples "
-                          "from sample {} on than the run that saved it", o_.load, consumed_);
+                          "from sample {} on than the run that saved it", from, consumed_);
         }
       }
       SRUNWAY_RETURN_IF_ERROR(m_state.Upload());
       SRUNWAY_RETURN_IF_ERROR(v_state.Upload());
       if (Leader()) {
-        common::LogInfo("resumed from {} at step {} ({} samples consumed; read in {:.2f} s)", o_.load, step_,
+        common::LogInfo("resumed from {} at step {} ({} samples consumed; read in {:.2f} s)", from, step_,
                         consumed_, std::chrono::duration<double>(Clock::now() - start).count());
       }
       if (step_ >= o_.train_steps && Leader()) {
         common::LogInfo("already at step {} of --train-steps {}: nothing left to train", step_, o_.train_steps);
       }
     } else if (state.status().code() == common::StatusCode::kNotFound &&
-               (std::filesystem::is_directory(o_.load) || o_.load == o_.save)) {
+               (std::filesystem::is_directory(source) || SamePath(from, o_.save))) {
       // --load DIR --save DIR is how a job that may be requeued is written: the first run finds nothing there.
-      if (Leader()) common::LogInfo("no checkpoint in {} yet; starting from scratch", o_.load);
+      if (Leader()) common::LogInfo("no checkpoint in {} yet; starting from scratch", from);
       loaded = common::Status::Ok();
     }
   }
   SRUNWAY_RETURN_IF_ERROR(model_->SetParams(params));
   if (o_.load.empty()) return common::Status::Ok();
   // The usual failure is every rank's (one shared directory), said once.
-  return AgreeOnOutcome(loaded, common::StatusCode::kDataLoss, fmt::format("load {}", o_.load));
+  return AgreeOnOutcome(loaded, common::StatusCode::kDataLoss, fmt::format("load {}", from));
 }
 
 common::Json Trainer::RunSettings() {
@@ -781,8 +828,8 @@ common::Status Trainer::AgreeOnConfig() {
                          {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
                          {"dropout", {o_.hidden_dropout, o_.attention_dropout}},
                          {"seed", o_.seed}, {"data_path", o_.data_path}, {"mock", o_.mock_data}, {"split", o_.split},
-                         {"save", o_.save}, {"load", o_.load}, {"save_interval", o_.save_interval},
-                         {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce},
+                         {"save", o_.save}, {"load", o_.load}, {"finetune", o_.finetune},
+                         {"save_interval", o_.save_interval}, {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce},
                          {"zero1", o_.distributed_optimizer}};
   std::vector<int32_t> first, last;
   SRUNWAY_RETURN_IF_ERROR(train_->Sample(0, first));

@@ -42,6 +42,9 @@ struct TrainOptions {
   std::string data_cache_path;
   std::string save;
   std::string load;
+  // Megatron's --finetune: only the parameters come from --load; step, data position, optimizer state and random
+  // state start afresh. Where --save holds a checkpoint already (a requeued job), that one resumes in full.
+  bool finetune = false;
   int64_t save_interval = 0;   // 0: only at the end
   int keep_checkpoints = 0;    // keep this many complete checkpoints, deleting older ones (0: all)
   int64_t log_interval = 1;

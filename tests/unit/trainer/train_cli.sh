@@ -208,6 +208,38 @@ grep -q "warning" "$kWork/err" && fail "resumed with fewer --train-steps over th
 grep -q "warning: $kWork/ckpt/iter_0000010 was written by a run of 80 samples, this one draws 4400 over another number of epochs of its data, whose samples are shuffled together (as Megatron's): from sample 40 on the order is another, some samples seen again" \
   "$kWork/err" || fail "resumed over more epochs: $(cat "$kWork/err")"
 
+# --finetune (Megatron's): the parameters of the checkpoint and nothing else. With the first batch every step and a
+# constant lr, its first loss is the resumed run's step 11 bit for bit, its second is not (fresh AdamW moments), and
+# its steps count from 1; requeued after a save, the job resumes its own checkpoint instead of starting over.
+tune=("${run[@]}" --overfit-batch --lr-decay-style constant --warmup-steps 0)
+"${tune[@]}" --load "$kWork/ckpt/iter_0000010" --train-steps 12 --metrics-file "$kWork/tune-resumed.jsonl" \
+  >/dev/null 2>>"$kWork/log" || fail "resuming with --overfit-batch"
+"${tune[@]}" --load "$kWork/ckpt/iter_0000010" --finetune --save "$kWork/tuned" --train-steps 2 \
+  --metrics-file "$kWork/tuned.jsonl" >/dev/null 2>"$kWork/err" || fail "--finetune: $(cat "$kWork/err")"
+grep -q "info: fine-tuning from $kWork/ckpt/iter_0000010 (saved at step 10): its parameters" "$kWork/err" ||
+  fail "--finetune: $(cat "$kWork/err")"
+python3 - "$kWork/tune-resumed.jsonl" "$kWork/tuned.jsonl" <<'PY' || fail "--finetune did not start from the parameters alone"
+import json, sys
+resumed, tuned = ([json.loads(l) for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
+assert [r["step"] for r in tuned] == [1, 2], tuned
+assert tuned[0]["loss"] == resumed[0]["loss"], ("parameters", tuned[0], resumed[0])
+assert tuned[1]["loss"] != resumed[1]["loss"], ("the optimizer state came too", tuned[1], resumed[1])
+PY
+"${tune[@]}" --load "$kWork/ckpt/iter_0000010" --finetune --save "$kWork/tuned" --train-steps 3 >"$kWork/out" \
+  2>"$kWork/err" || fail "--finetune requeued: $(cat "$kWork/err")"
+grep -q "info: resumed from $kWork/tuned at step 2" "$kWork/err" && ! grep -q "fine-tuning" "$kWork/err" ||
+  fail "--finetune requeued did not resume its own checkpoint: $(cat "$kWork/err")"
+[[ $(grep -c '^step' "$kWork/out") == 1 ]] || fail "--finetune requeued: $(cat "$kWork/out")"
+# --save holding --load: the requeued job would resume the checkpoint it was to start from.
+expect_exit 2 "--finetune --load $kWork/ckpt/ is in the --save directory" \
+  "${tune[@]}" --finetune --load "$kWork/ckpt/" --save "$kWork/ckpt"
+expect_exit 2 "--finetune --load $kWork/ckpt/iter_0000010 is in the --save directory" \
+  "${tune[@]}" --finetune --load "$kWork/ckpt/iter_0000010" --save "$kWork/./ckpt"
+expect_exit 2 "--finetune requires --load" "${tune[@]}" --finetune
+mkdir "$kWork/empty"
+expect_exit 1 "error: --finetune: $kWork/empty: no checkpoint yet" "${tune[@]}" --finetune --load "$kWork/empty"
+echo "ok: --finetune starts from a checkpoint's parameters alone and resumes its own checkpoints when requeued"
+
 # 2b. --recompute-activations: the same losses and gradient norms bit for bit (dropout on: the masks recomputed
 # must be the ones drawn), in less memory.
 for preset in gpt-tiny llama-tiny; do
