@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <csignal>
 #include <set>
 #include <variant>
@@ -80,7 +81,12 @@ int main(int argc, char** argv) {
   app.add_option("--seq-length", o.seq_length, "tokens per sequence (default: the model's maximum)")->check(size_range);
   app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
-  app.add_option("--warmup-steps,--lr-warmup-iters", o.warmup_steps, "linear warmup steps")->capture_default_str();
+  CLI::Option* warmup_steps =
+      app.add_option("--warmup-steps,--lr-warmup-iters", o.warmup_steps, "linear warmup steps")->capture_default_str();
+  double warmup_fraction = -1;
+  app.add_option("--lr-warmup-fraction", warmup_fraction,
+                 "warm up over this fraction of --lr-decay-steps (Megatron's; rounded to whole steps)")
+      ->check(srunway::common::NonNegative())->excludes(warmup_steps);
   app.add_option("--train-steps,--train-iters", o.train_steps, "optimizer steps")->capture_default_str();
   app.add_option("--lr-decay-steps,--lr-decay-iters", o.lr_decay_steps,
                  "cosine decay ends here (default: --train-steps)")
@@ -228,6 +234,15 @@ int main(int argc, char** argv) {
   if (auto status = srunway::trainer::Validate(o.model); !status.ok()) {
     srunway::common::LogError("{}", status.message());
     return srunway::trainer::kExitUsage;
+  }
+  if (warmup_fraction > 1) {
+    srunway::common::LogError("--lr-warmup-fraction {} is more than the whole decay (at most 1)", warmup_fraction);
+    return srunway::trainer::kExitUsage;
+  }
+  if (warmup_fraction >= 0) {
+    // As Megatron: the fraction of the decay's steps, which default to the run's.
+    const int64_t decay = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.train_steps;
+    o.warmup_steps = std::llround(warmup_fraction * static_cast<double>(decay));
   }
   o.overlap_grad_reduce = !no_overlap;
   if (dry_run) {

@@ -240,6 +240,18 @@ mkdir "$kWork/empty"
 expect_exit 1 "error: --finetune: $kWork/empty: no checkpoint yet" "${tune[@]}" --finetune --load "$kWork/empty"
 echo "ok: --finetune starts from a checkpoint's parameters alone and resumes its own checkpoints when requeued"
 
+# --lr-warmup-fraction (Megatron's): that fraction of --lr-decay-steps (by default --train-steps), in whole steps.
+lrs() { "$kTrain" "${common[@]}" --mock-data --train-steps 8 --log-interval 1 "$@" 2>/dev/null | grep -o 'lr [^ ]*'; }
+[[ $(lrs --lr-warmup-fraction 0.25) == "$(lrs --warmup-steps 2)" && $(lrs --warmup-steps 2) != "$(lrs)" ]] ||
+  fail "--lr-warmup-fraction 0.25 of 8 steps is not 2 warmup steps: $(lrs --lr-warmup-fraction 0.25 | tr '\n' ' ')"
+[[ $(lrs --lr-warmup-fraction 0.25 --lr-decay-steps 4) == "$(lrs --warmup-steps 1 --lr-decay-steps 4)" ]] ||
+  fail "--lr-warmup-fraction 0.25 of --lr-decay-steps 4 is not 1 warmup step"
+expect_exit 2 "--warmup-steps excludes --lr-warmup-fraction" "$kTrain" "${common[@]}" --mock-data \
+  --lr-warmup-fraction 0.1 --warmup-steps 3
+expect_exit 2 "--lr-warmup-fraction 1.5 is more than the whole decay" "$kTrain" "${common[@]}" --mock-data \
+  --lr-warmup-fraction 1.5
+echo "ok: --lr-warmup-fraction warms up over its share of the decay"
+
 # 2b. --recompute-activations: the same losses and gradient norms bit for bit (dropout on: the masks recomputed
 # must be the ones drawn), in less memory.
 for preset in gpt-tiny llama-tiny; do
