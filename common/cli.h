@@ -52,6 +52,21 @@ inline CLI::Validator NumberAbove(double low, bool inclusive) {
       inclusive ? fmt::format(">= {}", low) : fmt::format("> {}", low));
 }
 
+// A number a 32-bit float holds: "--lr 1e300" became inf and was refused as "--lr inf", and "--lr 1e-50" became 0.
+inline CLI::Validator FitsFloat() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return "";
+        const auto narrowed = static_cast<double>(std::numeric_limits<float>::max());
+        if (std::abs(value) > narrowed) return fmt::format("{} is beyond a 32-bit float's range (3.4e38)", text);
+        if (value != 0 && static_cast<float>(value) == 0) return fmt::format("{} is 0 as a 32-bit float", text);
+        return "";
+      },
+      "");
+}
+
 inline CLI::Validator Positive() { return NumberAbove(0, false); }
 inline CLI::Validator NonNegative() { return NumberAbove(0, true); }
 

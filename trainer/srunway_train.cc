@@ -186,6 +186,10 @@ int main(int argc, char** argv) {
                  "on a GPU, only step N inside the CUDA profiler's capture range (cuProfilerStart/Stop), for "
                  "nsys profile --capture-range=cudaProfilerApi or ncu --profile-from-start off");
 
+  for (const char* name : {"--init-std", "--lr", "--min-lr", "--weight-decay", "--adam-beta1", "--adam-beta2",
+                           "--adam-eps", "--clip-grad", "--hidden-dropout", "--attention-dropout"}) {
+    app.get_option(name)->check(srunway::common::FitsFloat());  // the options held in floats
+  }
   // As with most tools, a flag given twice takes its last value (lists such as --data-path keep every value).
   for (CLI::Option* option : app.get_options()) {
     if (option->get_items_expected_max() == 1) option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

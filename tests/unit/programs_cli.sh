@@ -62,8 +62,12 @@ done <<'CASES'
 --seed -1|--seed: -1 is negative
 --seed 18446744073709551616|--seed: 18446744073709551616 is more than 18446744073709551615
 --train-steps 99999999999999999999|--train-steps: 99999999999999999999 is outside [-9223372036854775808, 9223372036854775807]
+--lr 1e300|--lr: 1e300 is beyond a 32-bit float's range (3.4e38)
+--init-std 1e39|--init-std: 1e39 is beyond a 32-bit float's range (3.4e38)
+--adam-eps 1e-50|--adam-eps: 1e-50 is 0 as a 32-bit float
 CASES
-echo "ok: srunway-train refuses 64-bit integers out of range instead of saturating or wrapping them"
+echo "ok: srunway-train refuses 64-bit integers out of range instead of saturating or wrapping them, and numbers" \
+  "a 32-bit float option cannot hold (--lr 1e300 was refused as '--lr inf'; --adam-eps 1e-50 became 0)"
 
 [[ -n $launch ]] || fail "no srunway-launch among the programs"
 rc=0
