@@ -3,8 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <cmath>
 #include <csignal>
+#include <limits>
 #include <set>
 #include <variant>
 
@@ -83,14 +83,23 @@ int main(int argc, char** argv) {
   app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
   CLI::Option* warmup_steps =
       app.add_option("--warmup-steps,--lr-warmup-iters", o.warmup_steps, "linear warmup steps")->capture_default_str();
-  double warmup_fraction = -1;
-  app.add_option("--lr-warmup-fraction", warmup_fraction,
-                 "warm up over this fraction of --lr-decay-steps (Megatron's; rounded to whole steps)")
-      ->check(srunway::common::NonNegative())->excludes(warmup_steps);
-  app.add_option("--train-steps,--train-iters", o.train_steps, "optimizer steps")->capture_default_str();
-  app.add_option("--lr-decay-steps,--lr-decay-iters", o.lr_decay_steps,
-                 "cosine decay ends here (default: --train-steps)")
-      ->check(srunway::common::Positive());
+  CLI::Option* warmup_fraction =
+      app.add_option("--lr-warmup-fraction", o.warmup_fraction,
+                     "warm up over this fraction of --lr-decay-steps (Megatron's; rounded to whole steps)")
+          ->check(srunway::common::NonNegative())->excludes(warmup_steps);
+  CLI::Option* train_steps =
+      app.add_option("--train-steps,--train-iters", o.train_steps, "optimizer steps")->capture_default_str();
+  CLI::Option* decay_steps = app.add_option("--lr-decay-steps,--lr-decay-iters", o.lr_decay_steps,
+                                            "cosine decay ends here (default: --train-steps)")
+                                 ->check(srunway::common::Positive());
+  // Megatron's sample-based schedule (its --train-samples, --lr-decay-samples, --lr-warmup-samples).
+  const auto samples = CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max());
+  app.add_option("--train-samples", o.train_samples, "train this many samples: --train-steps of them / the global "
+                 "batch, rounded down (Megatron's)")->check(samples)->excludes(train_steps);
+  app.add_option("--lr-decay-samples", o.lr_decay_samples, "--lr-decay-steps in samples (rounded to whole steps)")
+      ->check(samples)->excludes(decay_steps);
+  app.add_option("--lr-warmup-samples", o.lr_warmup_samples, "--warmup-steps in samples (rounded to whole steps)")
+      ->check(samples)->excludes(warmup_steps)->excludes(warmup_fraction);
   app.add_option("--lr-decay-style", o.lr_decay_style, "cosine, linear or constant")->capture_default_str();
   app.add_option("--constant-steps", o.constant_steps,
                  "hold --min-lr for the last N steps of the schedule, with NeMo's warmup (CosineAnnealing's "
@@ -239,14 +248,9 @@ int main(int argc, char** argv) {
     srunway::common::LogError("{}", status.message());
     return srunway::trainer::kExitUsage;
   }
-  if (warmup_fraction > 1) {
-    srunway::common::LogError("--lr-warmup-fraction {} is more than the whole decay (at most 1)", warmup_fraction);
+  if (o.warmup_fraction > 1) {
+    srunway::common::LogError("--lr-warmup-fraction {} is more than the whole decay (at most 1)", o.warmup_fraction);
     return srunway::trainer::kExitUsage;
-  }
-  if (warmup_fraction >= 0) {
-    // As Megatron: the fraction of the decay's steps, which default to the run's.
-    const int64_t decay = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.train_steps;
-    o.warmup_steps = std::llround(warmup_fraction * static_cast<double>(decay));
   }
   o.overlap_grad_reduce = !no_overlap;
   if (dry_run) {

@@ -456,6 +456,20 @@ common::Status Trainer::Setup() {
   }
   o_.global_batch_size = gbs;
   accum_ = gbs / (B_ * world_);
+  // Megatron's sample counts as steps of this global batch.
+  auto rounded_steps = [gbs](int64_t samples) { return samples / gbs + (samples % gbs >= (gbs + 1) / 2 ? 1 : 0); };
+  if (o_.train_samples > 0) {
+    o_.train_steps = o_.train_samples / gbs;
+    if (o_.train_steps < 1) {
+      return common::InvalidArgument("--train-samples {} is less than one global batch of {}", o_.train_samples, gbs);
+    }
+  }
+  if (o_.lr_decay_samples > 0) o_.lr_decay_steps = std::max<int64_t>(1, rounded_steps(o_.lr_decay_samples));
+  if (o_.lr_warmup_samples > 0) o_.warmup_steps = rounded_steps(o_.lr_warmup_samples);
+  if (o_.warmup_fraction >= 0) {
+    const int64_t decay = o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps;
+    o_.warmup_steps = std::llround(o_.warmup_fraction * static_cast<double>(decay));
+  }
   if (o_.train_steps < 1) return common::InvalidArgument("--train-steps must be at least 1");
   // Samples and their tokens are counted in 64 bits: an absurd --train-steps or --eval-iters overflowed them.
   const int64_t most_samples = INT64_MAX / (int64_t{T_} + 1);

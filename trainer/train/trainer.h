@@ -25,6 +25,10 @@ struct TrainOptions {
   int64_t warmup_steps = 0;
   int64_t train_steps = 100;
   int64_t lr_decay_steps = 0;  // 0: train_steps
+  // Megatron's counts in samples, made steps of the global batch once it is known (0: not given): --train-samples
+  // (rounded down, as Megatron does), --lr-decay-samples and --lr-warmup-samples (rounded).
+  int64_t train_samples = 0, lr_decay_samples = 0, lr_warmup_samples = 0;
+  double warmup_fraction = -1;  // Megatron's --lr-warmup-fraction of the decay's steps, rounded (< 0: not given)
   std::string lr_decay_style = "cosine";  // cosine, linear or constant
   int64_t constant_steps = 0;  // NeMo's constant tail at min_lr (its warmup and decay then follow NeMo's)
   float weight_decay = 0.01f;

@@ -240,17 +240,28 @@ mkdir "$kWork/empty"
 expect_exit 1 "error: --finetune: $kWork/empty: no checkpoint yet" "${tune[@]}" --finetune --load "$kWork/empty"
 echo "ok: --finetune starts from a checkpoint's parameters alone and resumes its own checkpoints when requeued"
 
-# --lr-warmup-fraction (Megatron's): that fraction of --lr-decay-steps (by default --train-steps), in whole steps.
-lrs() { "$kTrain" "${common[@]}" --mock-data --train-steps 8 --log-interval 1 "$@" 2>/dev/null | grep -o 'lr [^ ]*'; }
-[[ $(lrs --lr-warmup-fraction 0.25) == "$(lrs --warmup-steps 2)" && $(lrs --warmup-steps 2) != "$(lrs)" ]] ||
-  fail "--lr-warmup-fraction 0.25 of 8 steps is not 2 warmup steps: $(lrs --lr-warmup-fraction 0.25 | tr '\n' ' ')"
-[[ $(lrs --lr-warmup-fraction 0.25 --lr-decay-steps 4) == "$(lrs --warmup-steps 1 --lr-decay-steps 4)" ]] ||
+# Megatron's other ways to give the schedule: --lr-warmup-fraction of --lr-decay-steps (by default --train-steps),
+# and --train-samples (rounded down), --lr-decay-samples and --lr-warmup-samples (rounded) in samples of the global
+# batch; each in whole steps.
+lrs() { "$kTrain" "${common[@]}" --mock-data --global-batch-size 4 --log-interval 1 "$@" 2>/dev/null | grep -o 'lr [^ ]*'; }
+[[ $(lrs --train-steps 8 --lr-warmup-fraction 0.25) == "$(lrs --train-steps 8 --warmup-steps 2)" &&
+   $(lrs --train-steps 8 --warmup-steps 2) != "$(lrs --train-steps 8)" ]] ||
+  fail "--lr-warmup-fraction 0.25 of 8 steps is not 2 warmup steps: $(lrs --train-steps 8 --lr-warmup-fraction 0.25)"
+want=$(lrs --train-steps 8 --warmup-steps 1 --lr-decay-steps 4)
+[[ $(lrs --train-steps 8 --lr-warmup-fraction 0.25 --lr-decay-steps 4) == "$want" ]] ||
   fail "--lr-warmup-fraction 0.25 of --lr-decay-steps 4 is not 1 warmup step"
+want=$(lrs --train-steps 8 --warmup-steps 2 --lr-decay-steps 6)
+got=$(lrs --train-samples 34 --lr-warmup-samples 6 --lr-decay-samples 22)
+[[ $got == "$want" ]] || fail "34, 6 and 22 samples of 4 are not 8, 2 and 6 steps: $(tr '\n' ' ' <<<"$got")"
 expect_exit 2 "--warmup-steps excludes --lr-warmup-fraction" "$kTrain" "${common[@]}" --mock-data \
   --lr-warmup-fraction 0.1 --warmup-steps 3
 expect_exit 2 "--lr-warmup-fraction 1.5 is more than the whole decay" "$kTrain" "${common[@]}" --mock-data \
   --lr-warmup-fraction 1.5
-echo "ok: --lr-warmup-fraction warms up over its share of the decay"
+expect_exit 2 "--train-steps excludes --train-samples" "$kTrain" "${common[@]}" --mock-data --train-samples 8 \
+  --train-steps 3
+expect_exit 2 "--train-samples 3 is less than one global batch of 4" "$kTrain" "${common[@]}" --mock-data \
+  --train-samples 3 --global-batch-size 4
+echo "ok: --lr-warmup-fraction and the schedule in samples give their share of whole steps"
 
 # 2b. --recompute-activations: the same losses and gradient norms bit for bit (dropout on: the masks recomputed
 # must be the ones drawn), in less memory.
