@@ -125,6 +125,9 @@ int main(int argc, char** argv) {
   app.add_flag("--finetune", o.finetune,
                "take only the parameters from --load: step, data position, optimizer and random state start afresh "
                "(where --save holds a checkpoint already, a requeued job, that one resumes in full)")->needs(load);
+  app.add_flag("--skip-train", o.skip_train,
+               "train no step: the validation loss (--eval-iters) of --load's parameters, then --export and "
+               "--sample; nothing is saved (Megatron's)");
   app.add_option("--keep-checkpoints", o.keep_checkpoints,
                  "keep the newest N complete checkpoints, deleting older ones (0: keep all)")->capture_default_str();
   app.add_option("--save-interval", o.save_interval, "steps between checkpoints (0: at the end only)")->capture_default_str();

@@ -273,6 +273,8 @@ class Trainer {
   common::Json RunSettings();
   std::string NextSample();  // XXH3-64 of sample consumed_ in hex ("" if it cannot be read)
   common::StatusOr<double> Evaluate();
+  // Evaluate, then its line on stdout and in --metrics-file (rank 0).
+  common::Status Validation();
   common::StatusOr<double> SumOverRanks(double mine);
   common::StatusOr<TrainResult> Loop();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
@@ -485,6 +487,9 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--warmup-steps, --log-interval, --eval-iters and --save-interval must not be negative (log interval at least 1)");
   }
   if (!o_.mock_data && o_.data_path.empty()) return common::InvalidArgument("give --data-path or --mock-data");
+  if (o_.skip_train && o_.eval_iters == 0 && o_.export_safetensors.empty() && o_.sample_tokens == 0) {
+    return common::InvalidArgument("--skip-train has nothing to do: --eval-iters 0, and no --export or --sample");
+  }
   if (o_.finetune && (o_.load.empty() || SameOrEntryOf(o_.load, o_.save))) {
     if (o_.load.empty()) return common::InvalidArgument("--finetune needs --load, the checkpoint to start from");
     return common::InvalidArgument("--finetune --load {} is in the --save directory: a requeued job could not tell "
@@ -548,7 +553,7 @@ common::Status Trainer::Setup() {
   // The index from --data-path holds every document of every epoch the run reaches into, in this rank's memory
   // or, with --data-cache-path, once in its node's: a run of a billion samples died in the allocator
   // (std::bad_alloc, exit 134) or of the OOM killer.
-  const bool evaluates = o_.eval_interval > 0 && o_.eval_iters > 0;
+  const bool evaluates = (o_.eval_interval > 0 || o_.skip_train) && o_.eval_iters > 0;
   SRUNWAY_ASSIGN_OR_RETURN(SamplePlan train_plan, PlanSamples(data, Split::kTrain, o_.train_steps * gbs));
   std::optional<SamplePlan> valid_plan;
   if (evaluates) {
@@ -615,7 +620,8 @@ common::Status Trainer::Setup() {
   SRUNWAY_RETURN_IF_ERROR(InitOrLoad());
   SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(
       Leader() ? metrics_.Open(o_.metrics_file,
-                               o_.load.empty() || step_ == 0 ? std::nullopt : std::optional<int64_t>(step_))
+                               o_.load.empty() || step_ == 0 || o_.skip_train ? std::nullopt
+                                                                               : std::optional<int64_t>(step_))
                : common::Status::Ok(),
       common::StatusCode::kFailedPrecondition, "open --metrics-file"));
 
@@ -752,7 +758,7 @@ common::Status Trainer::InitOrLoad() {
            {std::tuple{"global_batch_size", "global batch", int64_t{o_.global_batch_size}},
             std::tuple{"seq_length", "sequence length", int64_t{T_}}}) {
         const int64_t saved = state->extra.value(key, int64_t{0});
-        if (saved != 0 && saved != now && Leader()) {
+        if (saved != 0 && saved != now && Leader() && !o_.skip_train) {
           common::LogWarn("{} was written with {} {}, this run uses {}: the data order continues by samples", from,
                           what, saved, now);
         }
@@ -768,7 +774,7 @@ common::Status Trainer::InitOrLoad() {
       const int64_t saved_samples = state->extra.value("train_samples", samples);
       const std::string saved_next = state->extra.value("next_sample", std::string());
       const bool same_length = state->extra.value("seq_length", int64_t{T_}) == T_;  // else said above
-      if (Leader() && same_length && !saved_next.empty() && NextSample() != saved_next) {
+      if (Leader() && !o_.skip_train && same_length && !saved_next.empty() && NextSample() != saved_next) {
         if (saved_samples != samples) {
           common::LogWarn("{} was written by a run of {} samples, this one draws {} over another number of epochs "
                           "of its data, whose samples are shuffled together (as Megatron's): from sample {} on the "
@@ -784,7 +790,7 @@ common::Status Trainer::InitOrLoad() {
         common::LogInfo("resumed from {} at step {} ({} samples consumed; read in {:.2f} s)", from, step_,
                         consumed_, std::chrono::duration<double>(Clock::now() - start).count());
       }
-      if (step_ >= o_.train_steps && Leader()) {
+      if (step_ >= o_.train_steps && Leader() && !o_.skip_train) {
         common::LogInfo("already at step {} of --train-steps {}: nothing left to train", step_, o_.train_steps);
       }
     } else if (state.status().code() == common::StatusCode::kNotFound &&
@@ -948,6 +954,13 @@ common::StatusOr<double> Trainer::Evaluate() {
   return total / static_cast<double>(o_.eval_iters);
 }
 
+common::Status Trainer::Validation() {
+  SRUNWAY_ASSIGN_OR_RETURN(double valid_loss, Evaluate());
+  if (!Leader()) return common::Status::Ok();
+  Print(fmt::format("validation at step {} | loss {:.4f}\n", step_, valid_loss));
+  return metrics_.Write({{"step", step_}, {"valid_loss", valid_loss}});
+}
+
 common::StatusOr<double> Trainer::SumOverRanks(double mine) {
   std::vector<double> all(static_cast<size_t>(world_));
   SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, all.data(), sizeof mine));
@@ -1039,6 +1052,11 @@ common::StatusOr<TrainResult> Trainer::Loop() {
   int64_t window_steps = 0;
   TrainResult result;
   result.rank = rank_;
+  if (o_.skip_train) {
+    if (valid_) SRUNWAY_RETURN_IF_ERROR(Validation());
+    result.step = step_;
+    return result;
+  }
   Model::GradsReady ready = [this](ParamRange range) { reducer_->Ready(range); };
   while (step_ < o_.train_steps) {
     if (step_ + 1 == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(true));
@@ -1137,11 +1155,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     if (valid_ && step_ % o_.eval_interval == 0) {
       SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
-      SRUNWAY_ASSIGN_OR_RETURN(double valid_loss, Evaluate());
-      if (Leader()) {
-        Print(fmt::format("validation at step {} | loss {:.4f}\n", step_, valid_loss));
-        SRUNWAY_RETURN_IF_ERROR(metrics_.Write({{"step", step_}, {"valid_loss", valid_loss}}));
-      }
+      SRUNWAY_RETURN_IF_ERROR(Validation());
     }
     if (heartbeat_) heartbeat_->Beat(std::to_string(step_));  // for srunway-launch's hang detection
     const bool interval_save = o_.save_interval > 0 && step_ % o_.save_interval == 0;

@@ -49,6 +49,9 @@ struct TrainOptions {
   // Megatron's --finetune: only the parameters come from --load; step, data position, optimizer state and random
   // state start afresh. Where --save holds a checkpoint already (a requeued job), that one resumes in full.
   bool finetune = false;
+  // Megatron's --skip-train: no step; the validation loss of the parameters (--load's, or the initialisation's),
+  // then --export and --sample. Nothing is saved.
+  bool skip_train = false;
   int64_t save_interval = 0;   // 0: only at the end
   int keep_checkpoints = 0;    // keep this many complete checkpoints, deleting older ones (0: all)
   int64_t log_interval = 1;

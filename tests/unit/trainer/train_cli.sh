@@ -240,6 +240,29 @@ mkdir "$kWork/empty"
 expect_exit 1 "error: --finetune: $kWork/empty: no checkpoint yet" "${tune[@]}" --finetune --load "$kWork/empty"
 echo "ok: --finetune starts from a checkpoint's parameters alone and resumes its own checkpoints when requeued"
 
+# --skip-train (Megatron's): a checkpoint's validation loss, the one its run measured at that step, bit for bit;
+# no step, nothing saved, and its --metrics-file line appended (the run's lines, later steps too, stay).
+"$kTrain" "${common[@]}" --mock-data --train-steps 4 --eval-interval 2 --eval-iters 2 --save "$kWork/skip" \
+  --save-interval 2 --metrics-file "$kWork/skip.jsonl" >/dev/null 2>>"$kWork/log" || fail "the run to evaluate"
+listing=$(ls -R "$kWork/skip")
+"$kTrain" "${common[@]}" --mock-data --eval-iters 2 --skip-train --load "$kWork/skip/iter_0000002" \
+  --save "$kWork/skip" --metrics-file "$kWork/skip.jsonl" >"$kWork/out" 2>"$kWork/err" ||
+  fail "--skip-train: $(cat "$kWork/err")"
+[[ $(cat "$kWork/out") == "$(grep -h '^validation at step 2 | loss' "$kWork/out")" && -s $kWork/out ]] ||
+  fail "--skip-train printed: $(cat "$kWork/out")"
+python3 - "$kWork/skip.jsonl" <<'PY' || fail "--skip-train's validation loss is not the run's: $(cat "$kWork/skip.jsonl")"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+valid = [l for l in lines if "valid_loss" in l]
+assert len(lines) == 7 and [l["step"] for l in valid] == [2, 4, 2], lines
+assert valid[0] == valid[2] == lines[-1], valid
+PY
+[[ $(ls -R "$kWork/skip") == "$listing" ]] || fail "--skip-train changed the checkpoints: $(ls -R "$kWork/skip")"
+! grep -q "warning" "$kWork/err" || fail "--skip-train warned: $(cat "$kWork/err")"
+expect_exit 2 "--skip-train has nothing to do: --eval-iters 0, and no --export or --sample" \
+  "$kTrain" "${common[@]}" --mock-data --eval-iters 0 --skip-train
+echo "ok: --skip-train gives a checkpoint's validation loss without training or saving"
+
 # Megatron's other ways to give the schedule: --lr-warmup-fraction of --lr-decay-steps (by default --train-steps),
 # and --train-samples (rounded down), --lr-decay-samples and --lr-warmup-samples (rounded) in samples of the global
 # batch; each in whole steps.
