@@ -10,6 +10,7 @@
 
 #include "common/cli.h"
 #include "common/log.h"
+#include "trainer/ckpt/checkpoint.h"
 #include "trainer/model/config.h"
 #include "trainer/ops/cuda/cuda_ops.h"
 #include "trainer/train/config_file.h"
@@ -125,6 +126,11 @@ int main(int argc, char** argv) {
   app.add_flag("--finetune", o.finetune,
                "take only the parameters from --load: step, data position, optimizer and random state start afresh "
                "(where --save holds a checkpoint already, a requeued job, that one resumes in full)")->needs(load);
+  bool checkpoint_args = false;
+  CLI::Option* use_checkpoint_args =
+      app.add_flag("--use-checkpoint-args", checkpoint_args,
+                   "the model as --load's checkpoint was saved with, instead of --preset and the size flags "
+                   "(Megatron's)")->needs(load);
   app.add_flag("--skip-train", o.skip_train,
                "train no step: the validation loss (--eval-iters) of --load's parameters, then --export and "
                "--sample; nothing is saved (Megatron's)");
@@ -198,6 +204,10 @@ int main(int argc, char** argv) {
                  "on a GPU, only step N inside the CUDA profiler's capture range (cuProfilerStart/Stop), for "
                  "nsys profile --capture-range=cudaProfilerApi or ncu --profile-from-start off");
 
+  for (const char* name : {"--preset", "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
+                           "--ffn-hidden-size", "--max-position-embeddings", "--vocab-size", "--init-std"}) {
+    use_checkpoint_args->excludes(name);
+  }
   for (const char* name : {"--init-std", "--lr", "--min-lr", "--weight-decay", "--adam-beta1", "--adam-beta2",
                            "--adam-eps", "--clip-grad", "--hidden-dropout", "--attention-dropout"}) {
     app.get_option(name)->check(srunway::common::FitsFloat());  // the options held in floats
@@ -247,6 +257,14 @@ int main(int argc, char** argv) {
   if (max_positions) o.model.seq_len = max_positions;
   if (vocab) o.model.vocab = vocab;
   if (init_std > 0) o.model.init_std = init_std;
+  if (checkpoint_args) {
+    auto saved = srunway::trainer::CheckpointModel(o.load);
+    if (!saved.ok()) {
+      srunway::common::LogError("--use-checkpoint-args: {}", saved.status().message());
+      return srunway::trainer::kExitError;
+    }
+    o.model = *saved;
+  }
   if (auto status = srunway::trainer::Validate(o.model); !status.ok()) {
     srunway::common::LogError("{}", status.message());
     return srunway::trainer::kExitUsage;

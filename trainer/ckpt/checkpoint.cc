@@ -462,23 +462,12 @@ common::StatusOr<TrainingState> ReadShards(const std::filesystem::path& shard_di
   return *first;
 }
 
-common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, const ModelConfig& expected,
-                                         const CheckpointBuffers& buffers) {
+// What `where` names, to read: a checkpoint file, or a sharded checkpoint's directory; through the pointer when it
+// is a run's directory. NotFound when that directory has no checkpoint yet.
+common::StatusOr<std::filesystem::path> Resolve(const std::filesystem::path& where, bool warn) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(where, ec)) {
-    std::vector<ParamRange> ranges;
-    SRUNWAY_ASSIGN_OR_RETURN(TrainingState state, ReadCheckpointFile(where, expected, buffers, &ranges));
-    // One shard alone would resume its ranges over the initialisation: a model part trained, part random.
-    const auto numel = static_cast<int64_t>(buffers.params.size());
-    SRUNWAY_ASSIGN_OR_RETURN(const int64_t held, CountWithin(ranges, numel, "checkpoint"));
-    if (held != numel) {
-      return common::FailedPrecondition("{} is one shard of a sharded checkpoint ({} of the {} parameters): --load "
-                                        "its directory, {}", where.string(), held, buffers.params.size(),
-                                        where.parent_path().string());
-    }
-    return state;
-  }
-  if (std::filesystem::exists(where / "manifest.json", ec)) return ReadShards(where, expected, buffers);
+  if (!std::filesystem::is_directory(where, ec)) return where;
+  if (std::filesystem::exists(where / "manifest.json", ec)) return where;
   const std::filesystem::path latest = where / kLatest;
   if (!std::filesystem::exists(latest, ec)) return common::NotFound("{}: no checkpoint yet (no {})", where.string(), kLatest);
   SRUNWAY_ASSIGN_OR_RETURN(int64_t step, ReadLatest(where));
@@ -487,15 +476,17 @@ common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, con
   // set aside, complete: it is loaded from there.
   if (const std::filesystem::path replaced = ReplacedDir(where, step);
       !std::filesystem::exists(sharded, ec) && std::filesystem::exists(replaced / "manifest.json", ec)) {
-    common::LogWarn("{} names step {}, whose checkpoint a later save of that step set aside and did not replace: "
-                    "loading {}", latest.string(), step, replaced.string());
-    return ReadShards(replaced, expected, buffers);
+    if (warn) {
+      common::LogWarn("{} names step {}, whose checkpoint a later save of that step set aside and did not replace: "
+                      "loading {}", latest.string(), step, replaced.string());
+    }
+    return replaced;
   }
   if (std::filesystem::is_directory(sharded, ec)) {
     if (!std::filesystem::exists(sharded / "manifest.json", ec)) {
       return common::DataLoss("{}: no manifest.json ({} names step {})", sharded.string(), latest.string(), step);
     }
-    return ReadShards(sharded, expected, buffers);
+    return sharded;
   }
   const std::filesystem::path single = where / fmt::format("iter_{:07d}.ckpt", step);
   if (!std::filesystem::exists(single, ec)) {
@@ -507,10 +498,51 @@ common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, con
                             sharded.filename().string(), single.filename().string(),
                             steps.empty() ? "none" : fmt::format("step {}", fmt::join(steps, ", ")));
   }
-  return ReadCheckpointFile(single, expected, buffers, nullptr);
+  return single;
+}
+
+common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, const ModelConfig& expected,
+                                         const CheckpointBuffers& buffers) {
+  SRUNWAY_ASSIGN_OR_RETURN(const std::filesystem::path path, Resolve(where, /*warn=*/true));
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return ReadShards(path, expected, buffers);
+  if (path != where) return ReadCheckpointFile(path, expected, buffers, nullptr);
+  std::vector<ParamRange> ranges;
+  SRUNWAY_ASSIGN_OR_RETURN(TrainingState state, ReadCheckpointFile(where, expected, buffers, &ranges));
+  // One shard alone would resume its ranges over the initialisation: a model part trained, part random.
+  const auto numel = static_cast<int64_t>(buffers.params.size());
+  SRUNWAY_ASSIGN_OR_RETURN(const int64_t held, CountWithin(ranges, numel, "checkpoint"));
+  if (held != numel) {
+    return common::FailedPrecondition("{} is one shard of a sharded checkpoint ({} of the {} parameters): --load "
+                                      "its directory, {}", where.string(), held, buffers.params.size(),
+                                      where.parent_path().string());
+  }
+  return state;
 }
 
 }  // namespace
+
+common::StatusOr<ModelConfig> CheckpointModel(const std::filesystem::path& where) {
+  SRUNWAY_ASSIGN_OR_RETURN(std::filesystem::path path, Resolve(where, /*warn=*/false));
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    // Every shard holds the model's config: the manifest's first.
+    const std::filesystem::path manifest_path = path / "manifest.json";
+    SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(manifest_path));
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json manifest, common::ParseJson(text, manifest_path.string()));
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json shards,
+                             common::JsonField<common::Json>(manifest, "shards", manifest_path.string()));
+    if (!shards.is_array() || shards.empty()) return common::DataLoss("{}: no shards listed", manifest_path.string());
+    SRUNWAY_ASSIGN_OR_RETURN(std::string file, common::JsonField<std::string>(shards[0], "file", manifest_path.string()));
+    if (file.find('/') != std::string::npos || file.empty()) {
+      return common::DataLoss("{}: shard name '{}' is not a file in the directory", manifest_path.string(), file);
+    }
+    path /= file;
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
+  SRUNWAY_ASSIGN_OR_RETURN(CheckpointHeader header, ReadCheckpointHeader(mapped->bytes(), path.string()));
+  return header.state.model;
+}
 
 bool HasCheckpoint(const std::filesystem::path& dir) {
   std::error_code ec;

@@ -91,6 +91,10 @@ common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesyste
 // (step N)", or "there is no complete checkpoint in DIR yet".
 std::string LastCompleteCheckpoint(const std::filesystem::path& dir);
 
+// The model config a checkpoint was saved with (`path` as LoadCheckpoint takes it), from one file's header, for
+// --use-checkpoint-args. NotFound when a directory has no checkpoint yet.
+common::StatusOr<ModelConfig> CheckpointModel(const std::filesystem::path& path);
+
 // Whether `dir` holds a checkpoint's pointer (latest_checkpointed_iteration.txt): a run has saved there.
 bool HasCheckpoint(const std::filesystem::path& dir);
 

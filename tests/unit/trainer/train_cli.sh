@@ -263,6 +263,19 @@ expect_exit 2 "--skip-train has nothing to do: --eval-iters 0, and no --export o
   "$kTrain" "${common[@]}" --mock-data --eval-iters 0 --skip-train
 echo "ok: --skip-train gives a checkpoint's validation loss without training or saving"
 
+# --use-checkpoint-args (Megatron's): the model as the checkpoint was saved with (a 3-layer Llama), not gpt-tiny's.
+"$kTrain" --preset llama-tiny --num-layers 3 --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 \
+  --save "$kWork/args" >/dev/null 2>>"$kWork/log" || fail "the Llama run to take the model from"
+"$kTrain" --use-checkpoint-args --load "$kWork/args" --seq-length 32 --micro-batch-size 2 --mock-data --skip-train \
+  --eval-iters 1 >"$kWork/out" 2>"$kWork/err" || fail "--use-checkpoint-args: $(cat "$kWork/err")"
+grep -q "info: model llama (3 layers, hidden 64, heads 4/2" "$kWork/err" && grep -q "^validation at step 2" "$kWork/out" ||
+  fail "--use-checkpoint-args did not build the checkpoint's model: $(cat "$kWork/err" "$kWork/out")"
+expect_exit 2 "--preset excludes --use-checkpoint-args" "$kTrain" --use-checkpoint-args --load "$kWork/args" \
+  --preset gpt-tiny --mock-data
+expect_exit 1 "error: --use-checkpoint-args: $kWork/empty: no checkpoint yet" "$kTrain" --use-checkpoint-args \
+  --load "$kWork/empty" --mock-data
+echo "ok: --use-checkpoint-args builds the model its checkpoint was saved with"
+
 # Megatron's other ways to give the schedule: --lr-warmup-fraction of --lr-decay-steps (by default --train-steps),
 # and --train-samples (rounded down), --lr-decay-samples and --lr-warmup-samples (rounded) in samples of the global
 # batch; each in whole steps.
