@@ -121,8 +121,8 @@ int main(int argc, char** argv) {
   app.add_option("--data-cache-path", o.data_cache_path,
                  "directory for the sample index: built once (by each node's first rank), mapped by the node's ranks");
   app.add_option("--save", o.save, "checkpoint directory");
-  CLI::Option* load =
-      app.add_option("--load", o.load, "checkpoint directory or file to resume from (a directory without one: start fresh)");
+  CLI::Option* load = app.add_option("--load", o.load, "checkpoint directory or file to resume from (a directory "
+                                                        "without one: start fresh)");
   app.add_flag("--finetune", o.finetune,
                "take only the parameters from --load: step, data position, optimizer and random state start afresh "
                "(where --save holds a checkpoint already, a requeued job, that one resumes in full)")->needs(load);

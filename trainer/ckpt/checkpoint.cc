@@ -533,7 +533,8 @@ common::StatusOr<ModelConfig> CheckpointModel(const std::filesystem::path& where
     SRUNWAY_ASSIGN_OR_RETURN(common::Json shards,
                              common::JsonField<common::Json>(manifest, "shards", manifest_path.string()));
     if (!shards.is_array() || shards.empty()) return common::DataLoss("{}: no shards listed", manifest_path.string());
-    SRUNWAY_ASSIGN_OR_RETURN(std::string file, common::JsonField<std::string>(shards[0], "file", manifest_path.string()));
+    SRUNWAY_ASSIGN_OR_RETURN(std::string file,
+                             common::JsonField<std::string>(shards[0], "file", manifest_path.string()));
     if (file.find('/') != std::string::npos || file.empty()) {
       return common::DataLoss("{}: shard name '{}' is not a file in the directory", manifest_path.string(), file);
     }

@@ -101,7 +101,8 @@ bool HasCheckpoint(const std::filesystem::path& dir);
 // `path` is a checkpoint file, a sharded checkpoint's directory, or a directory with
 // latest_checkpointed_iteration.txt (pointing at either kind). NotFound when a directory has no checkpoint yet.
 // The stored model config must equal `expected` (the error names every difference); the buffers are the whole
-// buffers, of the sizes that config implies (moments: none read for empty `moment_ranges` and empty spans). A missing, corrupt or foreign shard is an error naming the file.
+// buffers, of the sizes that config implies (moments: none read for empty `moment_ranges` and empty spans). A
+// missing, corrupt or foreign shard is an error naming the file.
 common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& path, const ModelConfig& expected,
                                                const CheckpointBuffers& buffers);
 

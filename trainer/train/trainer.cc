@@ -849,7 +849,8 @@ common::Status Trainer::AgreeOnConfig() {
                          {"dropout", {o_.hidden_dropout, o_.attention_dropout}},
                          {"seed", o_.seed}, {"data_path", o_.data_path}, {"mock", o_.mock_data}, {"split", o_.split},
                          {"save", o_.save}, {"load", o_.load}, {"finetune", o_.finetune},
-                         {"save_interval", o_.save_interval}, {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce},
+                         {"skip_train", o_.skip_train}, {"save_interval", o_.save_interval},
+                         {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce},
                          {"zero1", o_.distributed_optimizer}};
   std::vector<int32_t> first, last;
   SRUNWAY_RETURN_IF_ERROR(train_->Sample(0, first));

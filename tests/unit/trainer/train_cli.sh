@@ -218,7 +218,8 @@ tune=("${run[@]}" --overfit-batch --lr-decay-style constant --warmup-steps 0)
   --metrics-file "$kWork/tuned.jsonl" >/dev/null 2>"$kWork/err" || fail "--finetune: $(cat "$kWork/err")"
 grep -q "info: fine-tuning from $kWork/ckpt/iter_0000010 (saved at step 10): its parameters" "$kWork/err" ||
   fail "--finetune: $(cat "$kWork/err")"
-python3 - "$kWork/tune-resumed.jsonl" "$kWork/tuned.jsonl" <<'PY' || fail "--finetune did not start from the parameters alone"
+python3 - "$kWork/tune-resumed.jsonl" "$kWork/tuned.jsonl" <<'PY' ||
+  fail "--finetune did not start from the parameters alone"
 import json, sys
 resumed, tuned = ([json.loads(l) for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
 assert [r["step"] for r in tuned] == [1, 2], tuned
@@ -250,7 +251,8 @@ listing=$(ls -R "$kWork/skip")
   fail "--skip-train: $(cat "$kWork/err")"
 [[ $(cat "$kWork/out") == "$(grep -h '^validation at step 2 | loss' "$kWork/out")" && -s $kWork/out ]] ||
   fail "--skip-train printed: $(cat "$kWork/out")"
-python3 - "$kWork/skip.jsonl" <<'PY' || fail "--skip-train's validation loss is not the run's: $(cat "$kWork/skip.jsonl")"
+python3 - "$kWork/skip.jsonl" <<'PY' ||
+  fail "--skip-train's validation loss is not the run's: $(cat "$kWork/skip.jsonl")"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 valid = [l for l in lines if "valid_loss" in l]
@@ -268,7 +270,8 @@ echo "ok: --skip-train gives a checkpoint's validation loss without training or 
   --save "$kWork/args" >/dev/null 2>>"$kWork/log" || fail "the Llama run to take the model from"
 "$kTrain" --use-checkpoint-args --load "$kWork/args" --seq-length 32 --micro-batch-size 2 --mock-data --skip-train \
   --eval-iters 1 >"$kWork/out" 2>"$kWork/err" || fail "--use-checkpoint-args: $(cat "$kWork/err")"
-grep -q "info: model llama (3 layers, hidden 64, heads 4/2" "$kWork/err" && grep -q "^validation at step 2" "$kWork/out" ||
+grep -q "info: model llama (3 layers, hidden 64, heads 4/2" "$kWork/err" &&
+  grep -q "^validation at step 2" "$kWork/out" ||
   fail "--use-checkpoint-args did not build the checkpoint's model: $(cat "$kWork/err" "$kWork/out")"
 expect_exit 2 "--preset excludes --use-checkpoint-args" "$kTrain" --use-checkpoint-args --load "$kWork/args" \
   --preset gpt-tiny --mock-data
@@ -279,7 +282,9 @@ echo "ok: --use-checkpoint-args builds the model its checkpoint was saved with"
 # Megatron's other ways to give the schedule: --lr-warmup-fraction of --lr-decay-steps (by default --train-steps),
 # and --train-samples (rounded down), --lr-decay-samples and --lr-warmup-samples (rounded) in samples of the global
 # batch; each in whole steps.
-lrs() { "$kTrain" "${common[@]}" --mock-data --global-batch-size 4 --log-interval 1 "$@" 2>/dev/null | grep -o 'lr [^ ]*'; }
+lrs() {
+  "$kTrain" "${common[@]}" --mock-data --global-batch-size 4 --log-interval 1 "$@" 2>/dev/null | grep -o 'lr [^ ]*'
+}
 [[ $(lrs --train-steps 8 --lr-warmup-fraction 0.25) == "$(lrs --train-steps 8 --warmup-steps 2)" &&
    $(lrs --train-steps 8 --warmup-steps 2) != "$(lrs --train-steps 8)" ]] ||
   fail "--lr-warmup-fraction 0.25 of 8 steps is not 2 warmup steps: $(lrs --train-steps 8 --lr-warmup-fraction 0.25)"
