@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,16 +38,23 @@ inline void SetUpProgram(CLI::App& app, const std::string& program) {
   });
 }
 
+// `text` as a whole double (from_chars: no leading space, no trailing junk), or nothing.
+inline std::optional<double> WholeDouble(const std::string& text) {
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
 // A finite number above `low` (or at least `low` when `inclusive`): "nan" and "inf" parse as doubles, and each
 // slipped past a comparison somewhere ("--init-std inf" trained to a NaN loss).
 inline CLI::Validator NumberAbove(double low, bool inclusive) {
   return CLI::Validator(
       [low, inclusive](std::string& text) -> std::string {
-        double value = 0;
-        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (error != std::errc() || end != text.data() + text.size()) return fmt::format("'{}' is not a number", text);
-        if (!std::isfinite(value)) return fmt::format("'{}' is not a finite number", text);
-        if (inclusive ? value >= low : value > low) return "";
+        const std::optional<double> value = WholeDouble(text);
+        if (!value) return fmt::format("'{}' is not a number", text);
+        if (!std::isfinite(*value)) return fmt::format("'{}' is not a finite number", text);
+        if (inclusive ? *value >= low : *value > low) return "";
         return fmt::format("{} is not {} {}", text, inclusive ? "at least" : "above", low);
       },
       inclusive ? fmt::format(">= {}", low) : fmt::format("> {}", low));
@@ -56,12 +64,12 @@ inline CLI::Validator NumberAbove(double low, bool inclusive) {
 inline CLI::Validator FitsFloat() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        double value = 0;
-        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return "";
-        const auto narrowed = static_cast<double>(std::numeric_limits<float>::max());
-        if (std::abs(value) > narrowed) return fmt::format("{} is beyond a 32-bit float's range (3.4e38)", text);
-        if (value != 0 && static_cast<float>(value) == 0) return fmt::format("{} is 0 as a 32-bit float", text);
+        // Text that is no finite number is for CLI11's conversion and the option's own checks to refuse.
+        const std::optional<double> value = WholeDouble(text);
+        if (!value || !std::isfinite(*value)) return "";
+        const auto largest = static_cast<double>(std::numeric_limits<float>::max());
+        if (std::abs(*value) > largest) return fmt::format("{} is beyond a 32-bit float's range (3.4e38)", text);
+        if (*value != 0 && static_cast<float>(*value) == 0) return fmt::format("{} is 0 as a 32-bit float", text);
         return "";
       },
       "");

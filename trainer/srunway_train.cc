@@ -269,10 +269,6 @@ int main(int argc, char** argv) {
     srunway::common::LogError("{}", status.message());
     return srunway::trainer::kExitUsage;
   }
-  if (o.warmup_fraction > 1) {
-    srunway::common::LogError("--lr-warmup-fraction {} is more than the whole decay (at most 1)", o.warmup_fraction);
-    return srunway::trainer::kExitUsage;
-  }
   o.overlap_grad_reduce = !no_overlap;
   if (dry_run) {
     plan.model = o.model;

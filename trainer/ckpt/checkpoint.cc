@@ -418,27 +418,44 @@ common::StatusOr<TrainingState> ReadCheckpointFile(const std::filesystem::path& 
   return state;
 }
 
+// A sharded checkpoint's manifest.json: its step and the shards it lists, each a file of the directory.
+struct Manifest {
+  std::filesystem::path path;
+  int64_t step = 0;
+  std::vector<std::filesystem::path> shards;  // at least one
+};
+
+common::StatusOr<Manifest> ReadManifest(const std::filesystem::path& shard_dir) {
+  Manifest read;
+  read.path = shard_dir / "manifest.json";
+  const std::string name = read.path.string();
+  SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(read.path));
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json manifest, common::ParseJson(text, name));
+  SRUNWAY_ASSIGN_OR_RETURN(read.step, common::JsonField<int64_t>(manifest, "step", name));
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json shards, common::JsonField<common::Json>(manifest, "shards", name));
+  if (!shards.is_array() || shards.empty()) return common::DataLoss("{}: no shards listed", name);
+  for (const common::Json& shard : shards) {
+    SRUNWAY_ASSIGN_OR_RETURN(std::string file, common::JsonField<std::string>(shard, "file", name));
+    if (file.find('/') != std::string::npos || file.empty()) {
+      return common::DataLoss("{}: shard name '{}' is not a file in the directory", name, file);
+    }
+    read.shards.push_back(shard_dir / file);
+  }
+  return read;
+}
+
 // A sharded checkpoint's directory: the manifest, then every shard it lists, which must tile the buffers.
 common::StatusOr<TrainingState> ReadShards(const std::filesystem::path& shard_dir, const ModelConfig& expected,
                                            const CheckpointBuffers& buffers) {
-  const std::filesystem::path manifest_path = shard_dir / "manifest.json";
-  SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(manifest_path));
-  SRUNWAY_ASSIGN_OR_RETURN(common::Json manifest, common::ParseJson(text, manifest_path.string()));
-  SRUNWAY_ASSIGN_OR_RETURN(int64_t step, common::JsonField<int64_t>(manifest, "step", manifest_path.string()));
-  SRUNWAY_ASSIGN_OR_RETURN(common::Json shards, common::JsonField<common::Json>(manifest, "shards", manifest_path.string()));
-  if (!shards.is_array() || shards.empty()) return common::DataLoss("{}: no shards listed", manifest_path.string());
+  SRUNWAY_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(shard_dir));
+  const int64_t step = manifest.step;
   const int64_t numel = static_cast<int64_t>(buffers.params.size());
   std::vector<ParamRange> covered;
   std::optional<TrainingState> first;
-  for (const common::Json& shard : shards) {
-    SRUNWAY_ASSIGN_OR_RETURN(std::string file, common::JsonField<std::string>(shard, "file", manifest_path.string()));
-    if (file.find('/') != std::string::npos || file.empty()) {
-      return common::DataLoss("{}: shard name '{}' is not a file in the directory", manifest_path.string(), file);
-    }
-    const std::filesystem::path path = shard_dir / file;
+  for (const std::filesystem::path& path : manifest.shards) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
-      return common::DataLoss("{}: missing (listed in {})", path.string(), manifest_path.string());
+      return common::DataLoss("{}: missing (listed in {})", path.string(), manifest.path.string());
     }
     std::vector<ParamRange> ranges;
     SRUNWAY_ASSIGN_OR_RETURN(TrainingState state, ReadCheckpointFile(path, expected, buffers, &ranges));
@@ -462,6 +479,15 @@ common::StatusOr<TrainingState> ReadShards(const std::filesystem::path& shard_di
   return *first;
 }
 
+}  // namespace
+
+bool HasCheckpoint(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir / kLatest, ec);
+}
+
+namespace {
+
 // What `where` names, to read: a checkpoint file, or a sharded checkpoint's directory; through the pointer when it
 // is a run's directory. NotFound when that directory has no checkpoint yet.
 common::StatusOr<std::filesystem::path> Resolve(const std::filesystem::path& where, bool warn) {
@@ -469,7 +495,7 @@ common::StatusOr<std::filesystem::path> Resolve(const std::filesystem::path& whe
   if (!std::filesystem::is_directory(where, ec)) return where;
   if (std::filesystem::exists(where / "manifest.json", ec)) return where;
   const std::filesystem::path latest = where / kLatest;
-  if (!std::filesystem::exists(latest, ec)) return common::NotFound("{}: no checkpoint yet (no {})", where.string(), kLatest);
+  if (!HasCheckpoint(where)) return common::NotFound("{}: no checkpoint yet (no {})", where.string(), kLatest);
   SRUNWAY_ASSIGN_OR_RETURN(int64_t step, ReadLatest(where));
   const std::filesystem::path sharded = ShardDir(where, step);
   // A save of the same step (a rewound run's) that died between CommitShards' renames left latest's checkpoint
@@ -527,27 +553,12 @@ common::StatusOr<ModelConfig> CheckpointModel(const std::filesystem::path& where
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     // Every shard holds the model's config: the manifest's first.
-    const std::filesystem::path manifest_path = path / "manifest.json";
-    SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(manifest_path));
-    SRUNWAY_ASSIGN_OR_RETURN(common::Json manifest, common::ParseJson(text, manifest_path.string()));
-    SRUNWAY_ASSIGN_OR_RETURN(common::Json shards,
-                             common::JsonField<common::Json>(manifest, "shards", manifest_path.string()));
-    if (!shards.is_array() || shards.empty()) return common::DataLoss("{}: no shards listed", manifest_path.string());
-    SRUNWAY_ASSIGN_OR_RETURN(std::string file,
-                             common::JsonField<std::string>(shards[0], "file", manifest_path.string()));
-    if (file.find('/') != std::string::npos || file.empty()) {
-      return common::DataLoss("{}: shard name '{}' is not a file in the directory", manifest_path.string(), file);
-    }
-    path /= file;
+    SRUNWAY_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(path));
+    path = manifest.shards.front();
   }
   SRUNWAY_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
   SRUNWAY_ASSIGN_OR_RETURN(CheckpointHeader header, ReadCheckpointHeader(mapped->bytes(), path.string()));
   return header.state.model;
-}
-
-bool HasCheckpoint(const std::filesystem::path& dir) {
-  std::error_code ec;
-  return std::filesystem::exists(dir / kLatest, ec);
 }
 
 common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& where, const ModelConfig& expected,

@@ -468,6 +468,10 @@ common::Status Trainer::Setup() {
   }
   if (o_.lr_decay_samples > 0) o_.lr_decay_steps = std::max<int64_t>(1, rounded_steps(o_.lr_decay_samples));
   if (o_.lr_warmup_samples > 0) o_.warmup_steps = rounded_steps(o_.lr_warmup_samples);
+  if (o_.warmup_fraction > 1) {
+    return common::InvalidArgument("--lr-warmup-fraction {} is more than the whole decay (at most 1)",
+                                   o_.warmup_fraction);
+  }
   if (o_.warmup_fraction >= 0) {
     const int64_t decay = o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps;
     o_.warmup_steps = std::llround(o_.warmup_fraction * static_cast<double>(decay));
