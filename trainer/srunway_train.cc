@@ -11,6 +11,7 @@
 #include "common/cli.h"
 #include "common/log.h"
 #include "trainer/ckpt/checkpoint.h"
+#include "trainer/ckpt/weights.h"
 #include "trainer/model/config.h"
 #include "trainer/ops/cuda/cuda_ops.h"
 #include "trainer/train/config_file.h"
@@ -122,7 +123,9 @@ int main(int argc, char** argv) {
                  "directory for the sample index: built once (by each node's first rank), mapped by the node's ranks");
   app.add_option("--save", o.save, "checkpoint directory");
   CLI::Option* load = app.add_option("--load", o.load, "checkpoint directory or file to resume from (a directory "
-                                                        "without one: start fresh)");
+                                                        "without one: start fresh), or weights (FILE.safetensors: "
+                                                        "--export's or Hugging Face GPT-2/Llama; with --finetune or "
+                                                        "--skip-train)");
   app.add_flag("--finetune", o.finetune,
                "take only the parameters from --load: step, data position, optimizer and random state start afresh "
                "(where --save holds a checkpoint already, a requeued job, that one resumes in full)")->needs(load);
@@ -258,7 +261,8 @@ int main(int argc, char** argv) {
   if (vocab) o.model.vocab = vocab;
   if (init_std > 0) o.model.init_std = init_std;
   if (checkpoint_args) {
-    auto saved = srunway::trainer::CheckpointModel(o.load);
+    auto saved = srunway::trainer::IsWeightsFile(o.load) ? srunway::trainer::WeightsModel(o.load)
+                                                         : srunway::trainer::CheckpointModel(o.load);
     if (!saved.ok()) {
       srunway::common::LogError("--use-checkpoint-args: {}", saved.status().message());
       return srunway::trainer::kExitError;

@@ -37,6 +37,7 @@
 #include "launcher/comm_factory.h"
 #include "trainer/ckpt/checkpoint.h"
 #include "trainer/ckpt/safetensors.h"
+#include "trainer/ckpt/weights.h"
 #include "trainer/data/samples.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/model/model.h"
@@ -499,6 +500,11 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--finetune --load {} is in the --save directory: a requeued job could not tell "
                                    "its own checkpoints from the one it started from; --save elsewhere", o_.load);
   }
+  if (IsWeightsFile(o_.load) && !o_.finetune && !o_.skip_train) {
+    return common::InvalidArgument("--load {} holds weights alone (no step, optimizer state or data position) to "
+                                   "resume: add --finetune to train from them, or --skip-train to evaluate them",
+                                   o_.load);
+  }
   if (!ParseDecayStyle(o_.lr_decay_style).ok()) return ParseDecayStyle(o_.lr_decay_style).status();
   if (o_.constant_steps < 0) return common::InvalidArgument("--constant-steps must not be negative");
   if (o_.profile_step < 0 || o_.profile_step > o_.train_steps) {
@@ -731,7 +737,18 @@ common::Status Trainer::InitOrLoad() {
     finetune = false;
   }
   const std::string from = source.string();
-  if (finetune) {
+  if (IsWeightsFile(source)) {
+    // Weights alone (srunway's --export, a Hugging Face model): --finetune or --skip-train, checked in Setup.
+    const auto start = Clock::now();
+    auto imported = ImportWeights(source, m, params);
+    loaded = imported.status();
+    if (imported.ok() && Leader()) {
+      common::LogInfo("{} {} ({} names), read in {:.2f} s{}", o_.skip_train ? "weights from" : "fine-tuning from",
+                      from, imported->naming, std::chrono::duration<double>(Clock::now() - start).count(),
+                      o_.skip_train ? "" : "; step, data position, optimizer and random state start afresh");
+      for (const std::string& note : imported->notes) common::LogInfo("{}: {}", from, note);
+    }
+  } else if (finetune) {
     const auto start = Clock::now();
     static const std::vector<ParamRange> kNoMoments;
     auto state = LoadCheckpoint(source, m, CheckpointBuffers{params, {}, {}, &kNoMoments});

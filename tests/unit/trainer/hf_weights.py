@@ -1,0 +1,317 @@
+#!/usr/bin/python3
+"""srunway-train --load of Hugging Face GPT-2 and Llama weights, judged by PyTorch.
+
+Usage: hf_weights.py SRUNWAY_TRAIN WORK_DIR
+
+Random tiny models are written as the Hugging Face hub holds them (names, GPT-2's Conv1D [in, out] weights, the
+attention-mask buffers, F32/BF16/F16, a model in two files with its index, config.json). srunway-train loads each
+with --skip-train and --export, and the loss of its export in our layout (torch_reference.model_loss, the function
+tests/unit/trainer/torch_reference.py holds equal to srunway-train's own forward) must equal, within 1e-5, the loss
+of a forward written here the way Hugging Face's GPT2LMHeadModel and LlamaForCausalLM compute it. Then: training
+from the Hugging Face file gives the step lines of training from our own export of it; the model can come from
+config.json (--use-checkpoint-args); and bad files or flags are one error line with the documented exit code.
+"""
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_reference import load, model_loss  # noqa: E402
+
+failures = []
+TRAIN = sys.argv[1]
+WORK = sys.argv[2]
+LAYERS, C, HEADS, KV, FFN, VOCAB, SEQ = 2, 64, 4, 2, 176, 512, 128
+
+
+def save(path, tensors, dtype="F32"):
+    """A safetensors file: u64 header length, JSON header, the tensors' bytes (little-endian)."""
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        t = t.contiguous()
+        if dtype == "BF16":
+            blob = t.to(torch.bfloat16).view(torch.int16).numpy().tobytes()
+        elif dtype == "F16":
+            blob = t.to(torch.float16).numpy().tobytes()
+        else:
+            blob = t.to(torch.float32).numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def rounded(tensors, dtype):
+    """What a file of `dtype` holds of `tensors`, back in fp32."""
+    if dtype == "F32":
+        return tensors
+    kind = torch.bfloat16 if dtype == "BF16" else torch.float16
+    return {k: v.to(kind).to(torch.float32) for k, v in tensors.items()}
+
+
+def gpt2_weights(gen, layers=LAYERS, positions=SEQ, prefix=""):
+    r = lambda *shape: torch.randn(*shape, generator=gen) * 0.2  # noqa: E731
+    sd = {"wte.weight": r(VOCAB, C), "wpe.weight": r(positions, C)}
+    for l in range(layers):
+        h = f"h.{l}."
+        sd.update({h + "ln_1.weight": 1 + r(C), h + "ln_1.bias": r(C),
+                   h + "attn.c_attn.weight": r(C, 3 * C), h + "attn.c_attn.bias": r(3 * C),
+                   h + "attn.c_proj.weight": r(C, C), h + "attn.c_proj.bias": r(C),
+                   h + "ln_2.weight": 1 + r(C), h + "ln_2.bias": r(C),
+                   h + "mlp.c_fc.weight": r(C, 4 * C), h + "mlp.c_fc.bias": r(4 * C),
+                   h + "mlp.c_proj.weight": r(4 * C, C), h + "mlp.c_proj.bias": r(C)})
+    sd.update({"ln_f.weight": 1 + r(C), "ln_f.bias": r(C)})
+    return {prefix + k: v for k, v in sd.items()}
+
+
+def gpt2_loss(sd, tokens, targets, layers=LAYERS):
+    """GPT2LMHeadModel's forward: Conv1D is x @ W + b, heads split q | k | v, tanh GELU, head tied to wte."""
+    B, T = tokens.shape
+    hd = C // HEADS
+    x = sd["wte.weight"][tokens] + sd["wpe.weight"][:T][None]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    for l in range(layers):
+        h = f"h.{l}."
+        a = F.layer_norm(x, (C,), sd[h + "ln_1.weight"], sd[h + "ln_1.bias"], 1e-5)
+        q, k, v = (a @ sd[h + "attn.c_attn.weight"] + sd[h + "attn.c_attn.bias"]).split(C, dim=2)
+        q, k, v = (t.view(B, T, HEADS, hd).transpose(1, 2) for t in (q, k, v))
+        att = ((q @ k.transpose(-1, -2)) / math.sqrt(hd)).masked_fill(~causal, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + y @ sd[h + "attn.c_proj.weight"] + sd[h + "attn.c_proj.bias"]
+        m = F.layer_norm(x, (C,), sd[h + "ln_2.weight"], sd[h + "ln_2.bias"], 1e-5)
+        m = F.gelu(m @ sd[h + "mlp.c_fc.weight"] + sd[h + "mlp.c_fc.bias"], approximate="tanh")
+        x = x + m @ sd[h + "mlp.c_proj.weight"] + sd[h + "mlp.c_proj.bias"]
+    x = F.layer_norm(x, (C,), sd["ln_f.weight"], sd["ln_f.bias"], 1e-5)
+    return F.cross_entropy((x @ sd["wte.weight"].T).reshape(-1, VOCAB), targets.reshape(-1))
+
+
+def llama_weights(gen, tied=False):
+    r = lambda *shape: torch.randn(*shape, generator=gen) * 0.2  # noqa: E731
+    hd = C // HEADS
+    sd = {"model.embed_tokens.weight": r(VOCAB, C)}
+    for l in range(LAYERS):
+        p = f"model.layers.{l}."
+        sd.update({p + "input_layernorm.weight": 1 + r(C),
+                   p + "self_attn.q_proj.weight": r(HEADS * hd, C), p + "self_attn.k_proj.weight": r(KV * hd, C),
+                   p + "self_attn.v_proj.weight": r(KV * hd, C), p + "self_attn.o_proj.weight": r(C, C),
+                   p + "self_attn.rotary_emb.inv_freq": torch.ones(hd // 2),
+                   p + "post_attention_layernorm.weight": 1 + r(C),
+                   p + "mlp.gate_proj.weight": r(FFN, C), p + "mlp.up_proj.weight": r(FFN, C),
+                   p + "mlp.down_proj.weight": r(C, FFN)})
+    sd["model.norm.weight"] = 1 + r(C)
+    if not tied:
+        sd["lm_head.weight"] = r(VOCAB, C)
+    return sd
+
+
+def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5):
+    """LlamaForCausalLM's forward: rotate_half RoPE on q and k, grouped KV heads repeated, SwiGLU, RMSNorm."""
+    B, T = tokens.shape
+    hd = C // HEADS
+
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    def rotate_half(x):
+        return torch.cat([-x[..., hd // 2:], x[..., : hd // 2]], dim=-1)
+
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
+    emb = torch.cat([freqs, freqs], dim=-1)
+    cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    x = sd["model.embed_tokens.weight"][tokens]
+    for l in range(LAYERS):
+        p = f"model.layers.{l}."
+        a = rms(x, sd[p + "input_layernorm.weight"])
+        q = (a @ sd[p + "self_attn.q_proj.weight"].T).view(B, T, HEADS, hd).transpose(1, 2)
+        k = (a @ sd[p + "self_attn.k_proj.weight"].T).view(B, T, KV, hd).transpose(1, 2)
+        v = (a @ sd[p + "self_attn.v_proj.weight"].T).view(B, T, KV, hd).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = k.repeat_interleave(HEADS // KV, dim=1), v.repeat_interleave(HEADS // KV, dim=1)
+        att = ((q @ k.transpose(-1, -2)) / math.sqrt(hd)).masked_fill(~causal, float("-inf")).softmax(-1)
+        x = x + (att @ v).transpose(1, 2).reshape(B, T, C) @ sd[p + "self_attn.o_proj.weight"].T
+        m = rms(x, sd[p + "post_attention_layernorm.weight"])
+        m = F.silu(m @ sd[p + "mlp.gate_proj.weight"].T) * (m @ sd[p + "mlp.up_proj.weight"].T)
+        x = x + m @ sd[p + "mlp.down_proj.weight"].T
+    x = rms(x, sd["model.norm.weight"])
+    head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])
+    return F.cross_entropy((x @ head.T).reshape(-1, VOCAB), targets.reshape(-1))
+
+
+def train(*args):
+    """srunway-train on one rank: (exit code, stdout, stderr)."""
+    run = subprocess.run([TRAIN, "--mock-data", "--seq-length", "32", "--micro-batch-size", "2",
+                          "--peak-tflops", "1", "--threads", "1", *args], capture_output=True, text=True, timeout=120)
+    return run.returncode, run.stdout, run.stderr
+
+
+def check(what, ok, detail="", always=False):
+    """`detail` is printed on failure (and with `always`, on success too)."""
+    shown = detail if detail and (always or not ok) else ""
+    print(f"{'ok  ' if ok else 'FAIL'} {what}{': ' + shown if shown else ''}")
+    if not ok:
+        failures.append(what)
+
+
+def exported_loss(path, preset_args, tokens, targets, llama):
+    """Loads `path` into srunway-train, exports it, and returns the export's loss in our layout."""
+    out = os.path.join(WORK, "export.safetensors")
+    if os.path.exists(out):
+        os.remove(out)
+    rc, _, err = train(*preset_args, "--load", path, "--skip-train", "--eval-iters", "0", "--export", out)
+    if rc != 0:
+        check(f"srunway-train --skip-train --load {os.path.basename(path)}", False, err.strip()[-400:])
+        return None
+    ours = load(out)
+    return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, 10000.0).item(), err
+
+
+def compare(what, path, preset_args, reference, tokens, targets, llama):
+    got = exported_loss(path, preset_args, tokens, targets, llama)
+    if got is None:
+        return None
+    loss, log = got
+    check(what, abs(loss - reference) <= 1e-5, f"srunway {loss:.6f}, Hugging Face's forward {reference:.6f}",
+          always=True)
+    return log
+
+
+def error_lines(err):
+    return [line for line in err.splitlines() if " error: " in line]
+
+
+def expect_error(what, args, code, pattern):
+    rc, _, err = train(*args)
+    lines = error_lines(err)
+    check(what, rc == code and len(lines) == 1 and re.search(pattern, lines[0]) is not None,
+          f"exit {rc}, error lines {lines}")
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    gen = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, VOCAB, (2, 32), generator=gen)
+    targets = torch.randint(0, VOCAB, (2, 32), generator=gen)
+    gpt = ["--preset", "gpt-tiny"]
+    llama = ["--preset", "llama-tiny"]
+
+    # GPT-2 in each dtype; a GPT2LMHeadModel's state dict (transformer.*, lm_head, attention-mask buffers) with
+    # more positions than the model's 128, which are left out.
+    sd = gpt2_weights(gen)
+    for dtype in ("F32", "BF16", "F16"):
+        path = os.path.join(WORK, f"gpt2-{dtype}.safetensors")
+        save(path, sd, dtype)
+        compare(f"GPT-2 {dtype}", path, gpt, gpt2_loss(rounded(sd, dtype), tokens, targets).item(), tokens, targets,
+                False)
+    lm = gpt2_weights(gen, positions=2 * SEQ, prefix="transformer.")
+    lm["lm_head.weight"] = lm["transformer.wte.weight"]
+    for l in range(LAYERS):
+        lm[f"transformer.h.{l}.attn.bias"] = torch.ones(1, 1, 2 * SEQ, 2 * SEQ).tril()
+        lm[f"transformer.h.{l}.attn.masked_bias"] = torch.tensor(-1e4)
+    save(os.path.join(WORK, "gpt2-lm.safetensors"), lm)
+    plain = {k[len("transformer."):]: v for k, v in lm.items() if k.startswith("transformer.")}
+    log = compare("GPT-2 as GPT2LMHeadModel saves it, 256 positions", os.path.join(WORK, "gpt2-lm.safetensors"), gpt,
+                  gpt2_loss(plain, tokens, targets).item(), tokens, targets, False)
+    if log is not None:
+        check("the positions left out are said", "the first 128 of its 256 rows" in log, log.strip()[-300:])
+
+    # Llama, untied in F16 and tied (no lm_head), and in two files with the hub's index.
+    for tied, dtype in ((False, "F16"), (True, "F32")):
+        sd_l = llama_weights(gen, tied)
+        path = os.path.join(WORK, f"llama-{'tied' if tied else 'untied'}.safetensors")
+        save(path, sd_l, dtype)
+        log = compare(f"Llama {'tied' if tied else 'untied'} {dtype}", path, llama,
+                      llama_loss(rounded(sd_l, dtype), tokens, targets).item(), tokens, targets, True)
+        if log is not None and tied:
+            check("the tied head is said", "lm_head: a copy of model.embed_tokens.weight" in log, log.strip()[-300:])
+    sharded = os.path.join(WORK, "sharded")
+    os.makedirs(sharded, exist_ok=True)
+    names = list(sd_l)
+    halves = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    for file, part in halves.items():
+        save(os.path.join(sharded, file), {k: sd_l[k] for k in part})
+    index = os.path.join(sharded, "model.safetensors.index.json")
+    with open(index, "w") as f:
+        json.dump({"metadata": {}, "weight_map": {k: file for file, part in halves.items() for k in part}}, f)
+    compare("Llama in two files (model.safetensors.index.json)", index, llama,
+            llama_loss(sd_l, tokens, targets).item(), tokens, targets, True)
+
+    # Training from the Hugging Face file is training from our export of it.
+    hf = os.path.join(WORK, "gpt2-F32.safetensors")
+    ours = os.path.join(WORK, "ours.safetensors")
+    train(*gpt, "--load", hf, "--skip-train", "--eval-iters", "0", "--export", ours)
+    steps = []
+    for path in (hf, ours):
+        rc, out, err = train(*gpt, "--load", path, "--finetune", "--train-steps", "3")
+        steps.append([re.sub(r"\| [0-9.]+ ms.*", "", line) for line in out.splitlines() if line.startswith("step")])
+        check(f"--finetune --load {os.path.basename(path)}", rc == 0 and len(steps[-1]) == 3, err.strip()[-300:])
+    check("the same steps from the Hugging Face file as from our export of it", steps[0] == steps[1],
+          f"{steps[0]} vs {steps[1]}")
+
+    # The model from config.json beside the file (or from our export's header), not --preset.
+    with_config = os.path.join(WORK, "with-config")
+    os.makedirs(with_config, exist_ok=True)
+    shutil.copy(hf, os.path.join(with_config, "model.safetensors"))
+    config = {"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_positions": SEQ,
+              "vocab_size": VOCAB, "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5}
+    with open(os.path.join(with_config, "config.json"), "w") as f:
+        json.dump(config, f)
+    for path in (os.path.join(with_config, "model.safetensors"), ours):
+        rc, out, err = train("--use-checkpoint-args", "--load", path, "--finetune", "--train-steps", "3")
+        got = [re.sub(r"\| [0-9.]+ ms.*", "", line) for line in out.splitlines() if line.startswith("step")]
+        check(f"--use-checkpoint-args --load {os.path.relpath(path, WORK)}", rc == 0 and got == steps[0],
+              f"exit {rc}, {got} vs {steps[0]} {err.strip()[-300:]}")
+    with open(os.path.join(with_config, "config.json"), "w") as f:
+        json.dump({**config, "model_type": "llama", "num_hidden_layers": LAYERS, "hidden_size": C,
+                   "num_attention_heads": HEADS, "intermediate_size": FFN, "max_position_embeddings": SEQ,
+                   "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, f)
+    expect_error("a config.json with RoPE scaling", ["--use-checkpoint-args", "--load",
+                 os.path.join(with_config, "model.safetensors"), "--finetune"], 1,
+                 r"config\.json: rope_scaling is .*llama3.*: srunway-train's llama has null")
+
+    # Bad flags and files: one line each.
+    expect_error("weights without --finetune or --skip-train", [*gpt, "--load", hf], 2,
+                 r"--load .*gpt2-F32\.safetensors holds weights alone .* add --finetune")
+    expect_error("another vocabulary", [*gpt, "--vocab-size", "600", "--load", hf, "--finetune"], 1,
+                 r"gpt2-F32\.safetensors: wte\.weight \[512, 64\] is not the model's wte \[600, 64\] "
+                 r"\(--vocab-size 512\)")
+    expect_error("a GPT-2 file for a Llama", [*llama, "--load", hf, "--finetune"], 1,
+                 r"holds a Hugging Face GPT-2 model, and this run's model is a llama")
+    deeper = os.path.join(WORK, "gpt2-3-layers.safetensors")
+    save(deeper, gpt2_weights(gen, layers=3))
+    expect_error("a file of more layers", [*gpt, "--load", deeper, "--finetune"], 1,
+                 r"12 tensors the model has no place for \(h\.2\.")
+    ints = os.path.join(WORK, "ints.safetensors")
+    with open(ints, "wb") as f:
+        body = json.dumps({"wte.weight": {"dtype": "I32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+        body += b" " * ((8 - len(body) % 8) % 8)
+        f.write(len(body).to_bytes(8, "little") + body + b"\0\0\0\0")
+    expect_error("an integer tensor", [*gpt, "--load", ints, "--finetune"], 1, r"'wte\.weight' is I32, not a float")
+    expect_error("a file of neither naming", [*gpt, "--load", index.replace("model.safetensors.index.json",
+                 "model-00002-of-00002.safetensors"), "--finetune"], 1,
+                 r"neither srunway-train's --export nor a Hugging Face GPT-2 or Llama model")
+    missing = os.path.join(sharded, "missing.safetensors.index.json")
+    with open(missing, "w") as f:
+        json.dump({"weight_map": {"model.embed_tokens.weight": "model-00003-of-00002.safetensors"}}, f)
+    expect_error("an index naming a file that is not there", [*llama, "--load", missing, "--finetune"], 1,
+                 r"model-00003-of-00002\.safetensors: No such file .*\(named by .*missing\.safetensors\.index\.json\)")
+    if failures:
+        print(f"{len(failures)} checks failed: {', '.join(failures)}")
+        sys.exit(1)
+    print("Hugging Face GPT-2 and Llama weights load as PyTorch computes them")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,421 @@
+// Weights from safetensors files: srunway's own names or Hugging Face's GPT-2 and Llama names (see weights.h).
+#include "trainer/ckpt/weights.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "common/half.h"
+#include "common/json.h"
+#include "trainer/ckpt/safetensors.h"
+#include "trainer/data/indexed_dataset.h"
+#include "trainer/model/params.h"
+
+namespace srunway::trainer {
+namespace {
+
+constexpr std::string_view kIndexSuffix = ".safetensors.index.json";
+
+// A tensor of one of the files, where its bytes are.
+struct FileTensor {
+  TensorEntry entry;
+  const uint8_t* data = nullptr;
+};
+
+// The tensors of one safetensors file, or of every file a Hugging Face index names (a model in several files).
+class WeightFiles {
+ public:
+  static common::StatusOr<WeightFiles> Open(const std::filesystem::path& path) {
+    WeightFiles files;
+    files.name_ = path.string();
+    if (!path.string().ends_with(kIndexSuffix)) {
+      SRUNWAY_RETURN_IF_ERROR(files.Add(path));
+      return files;
+    }
+    // {"metadata": ..., "weight_map": {tensor: file}}: the files lie beside the index. A malformed index is a bad
+    // file (exit 1), not a bad flag.
+    auto index = common::ReadJsonFile(path);
+    if (!index.ok()) return common::Status(common::StatusCode::kDataLoss, index.status().message());
+    const auto found = index->find("weight_map");
+    if (found == index->end()) return common::DataLoss("{}: no weight_map", files.name_);
+    const common::Json& map = *found;
+    if (!map.is_object() || map.empty()) {
+      return common::DataLoss("{}: weight_map is not an object of tensors", files.name_);
+    }
+    std::map<std::string, std::string> wanted;  // tensor -> file
+    for (const auto& [tensor, file] : map.items()) {
+      if (!file.is_string() || file.get<std::string>().empty() ||
+          file.get<std::string>().find('/') != std::string::npos) {
+        return common::DataLoss("{}: weight_map's '{}' is not a file beside the index", files.name_, tensor);
+      }
+      wanted[tensor] = file.get<std::string>();
+    }
+    std::set<std::string> names;
+    for (const auto& [tensor, file] : wanted) names.insert(file);
+    for (const std::string& file : names) {
+      if (common::Status added = files.Add(path.parent_path() / file); !added.ok()) {
+        return common::Status(added.code(), fmt::format("{} (named by {})", added.message(), files.name_));
+      }
+    }
+    for (const auto& [tensor, file] : wanted) {
+      auto it = files.tensors_.find(tensor);
+      if (it == files.tensors_.end() || it->second.file != file) {
+        return common::DataLoss("{}: names {} for tensor '{}', which that file does not hold", files.name_, file,
+                                tensor);
+      }
+    }
+    return files;
+  }
+
+  const std::string& name() const { return name_; }
+  const FileTensor* Find(const std::string& tensor) const {
+    auto it = tensors_.find(tensor);
+    return it == tensors_.end() ? nullptr : &it->second.tensor;
+  }
+  std::vector<std::string> Names() const {
+    std::vector<std::string> names;
+    for (const auto& [tensor, where] : tensors_) names.push_back(tensor);
+    return names;
+  }
+  // The first file's header metadata (srunway's --export records its model there).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  struct Held {
+    FileTensor tensor;
+    std::string file;  // its file's name
+  };
+
+  common::Status Add(const std::filesystem::path& file) {
+    SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, MappedFile::Open(file));
+    SRUNWAY_ASSIGN_OR_RETURN(SafetensorsHeader header, ReadSafetensorsHeader(mapped->bytes(), file.string()));
+    if (mapped_.empty()) metadata_ = header.metadata;
+    for (TensorEntry& entry : header.tensors) {
+      const uint8_t* data = mapped->bytes().data() + header.data_start + entry.begin;
+      std::string tensor = entry.name;
+      if (auto [it, added] = tensors_.try_emplace(tensor, Held{{std::move(entry), data}, file.filename().string()});
+          !added) {
+        return common::DataLoss("{}: tensor '{}' is in {} and in {}", name_, tensor, it->second.file,
+                                file.filename().string());
+      }
+    }
+    mapped_.push_back(std::move(mapped));
+    return common::Status::Ok();
+  }
+
+  std::string name_;
+  std::vector<std::unique_ptr<MappedFile>> mapped_;
+  std::map<std::string, Held> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+enum class Naming { kSrunway, kHfGpt2, kHfLlama };
+
+std::string_view NamingName(Naming naming) {
+  switch (naming) {
+    case Naming::kSrunway: return "srunway";
+    case Naming::kHfGpt2: return "Hugging Face GPT-2";
+    case Naming::kHfLlama: return "Hugging Face Llama";
+  }
+  return "";
+}
+
+// Where one of our tensors comes from: the file's tensors stacked along the first dimension, each transposed first
+// where marked (GPT-2's Conv1D keeps [in, out]); `cut` lets the file hold more rows than the model takes.
+struct Source {
+  std::string name;
+  bool transposed = false;
+};
+struct Mapping {
+  std::vector<Source> sources;
+  bool cut = false;
+};
+
+struct NameMap {
+  Naming naming = Naming::kSrunway;
+  std::map<std::string, Mapping> ours;  // our tensor name -> its sources
+  std::string tied_head;                // Llama without lm_head in the file: the embedding it copies
+};
+
+// Buffers the Hugging Face files keep beside the parameters (attention masks, RoPE frequencies), and GPT-2's head,
+// which is the embedding again.
+bool NotAParameter(Naming naming, std::string_view name) {
+  if (naming == Naming::kHfGpt2) {
+    return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight";
+  }
+  return naming == Naming::kHfLlama && name.ends_with(".rotary_emb.inv_freq");
+}
+
+common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& config) {
+  NameMap plan;
+  std::string gpt2;  // GPT-2's prefix: a model saved as GPT2LMHeadModel names its parameters transformer.*
+  if (files.Find("wte") != nullptr) {
+    plan.naming = Naming::kSrunway;
+  } else if (files.Find("wte.weight") != nullptr || files.Find("transformer.wte.weight") != nullptr) {
+    plan.naming = Naming::kHfGpt2;
+    gpt2 = files.Find("wte.weight") != nullptr ? "" : "transformer.";
+  } else if (files.Find("model.embed_tokens.weight") != nullptr) {
+    plan.naming = Naming::kHfLlama;
+  } else {
+    return common::FailedPrecondition("{}: neither srunway-train's --export nor a Hugging Face GPT-2 or Llama model "
+                                      "(no tensor 'wte', 'wte.weight' or 'model.embed_tokens.weight')", files.name());
+  }
+  const Arch file_arch = plan.naming == Naming::kHfLlama ? Arch::kLlama : Arch::kGpt;
+  if (plan.naming != Naming::kSrunway && file_arch != config.arch) {
+    return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
+                                      NamingName(plan.naming), ArchName(config.arch));
+  }
+  auto map = [&](const std::string& ours, std::vector<Source> sources, bool cut = false) {
+    plan.ours[ours] = Mapping{std::move(sources), cut};
+  };
+  const ParamLayout layout(config);
+  for (const TensorSpec& spec : layout.tensors()) map(spec.name, {{spec.name}});
+  if (plan.naming == Naming::kSrunway) return plan;
+
+  for (int l = 0; l < config.n_layer; ++l) {
+    const std::string ours = fmt::format("layers.{}.", l);
+    if (plan.naming == Naming::kHfGpt2) {
+      const std::string h = fmt::format("{}h.{}.", gpt2, l);
+      for (const auto& [our_part, their_part, transposed] :
+           {std::tuple{"norm1", "ln_1", false}, std::tuple{"qkv", "attn.c_attn", true},
+            std::tuple{"proj", "attn.c_proj", true}, std::tuple{"norm2", "ln_2", false},
+            std::tuple{"fc", "mlp.c_fc", true}, std::tuple{"out", "mlp.c_proj", true}}) {
+        map(ours + our_part + ".weight", {{h + their_part + ".weight", transposed}});
+        map(ours + our_part + ".bias", {{h + their_part + ".bias"}});
+      }
+    } else {
+      const std::string layer = fmt::format("model.layers.{}.", l);
+      const std::string attn = layer + "self_attn.", mlp = layer + "mlp.";
+      map(ours + "norm1.weight", {{layer + "input_layernorm.weight"}});
+      map(ours + "qkv.weight", {{attn + "q_proj.weight"}, {attn + "k_proj.weight"}, {attn + "v_proj.weight"}});
+      map(ours + "proj.weight", {{attn + "o_proj.weight"}});
+      map(ours + "norm2.weight", {{layer + "post_attention_layernorm.weight"}});
+      map(ours + "fc.weight", {{mlp + "gate_proj.weight"}, {mlp + "up_proj.weight"}});
+      map(ours + "out.weight", {{mlp + "down_proj.weight"}});
+    }
+  }
+  if (plan.naming == Naming::kHfGpt2) {
+    map("wte", {{gpt2 + "wte.weight"}});
+    map("wpe", {{gpt2 + "wpe.weight"}}, /*cut=*/true);
+    map("norm_f.weight", {{gpt2 + "ln_f.weight"}});
+    map("norm_f.bias", {{gpt2 + "ln_f.bias"}});
+  } else {
+    map("wte", {{"model.embed_tokens.weight"}});
+    map("norm_f.weight", {{"model.norm.weight"}});
+    const bool tied = files.Find("lm_head.weight") == nullptr;
+    map("lm_head.weight", {{tied ? "model.embed_tokens.weight" : "lm_head.weight"}});
+    if (tied) plan.tied_head = "model.embed_tokens.weight";
+  }
+  return plan;
+}
+
+// The value of element i of a tensor stored as `dtype` (checked to be a float type beforehand).
+float Element(const uint8_t* data, std::string_view dtype, int64_t i) {
+  const auto at = static_cast<size_t>(i);
+  if (dtype == "F32") {
+    float value;
+    std::memcpy(&value, data + 4 * at, 4);
+    return value;
+  }
+  if (dtype == "F64") {
+    double value;
+    std::memcpy(&value, data + 8 * at, 8);
+    return static_cast<float>(value);
+  }
+  uint16_t bits;
+  std::memcpy(&bits, data + 2 * at, 2);
+  return dtype == "BF16" ? common::BFloat16ToFloat(bits) : common::HalfToFloat(bits);
+}
+
+std::string Shape(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+// Fills our tensor `spec` from the file's tensors that `mapping` names.
+common::Status Copy(const WeightFiles& files, const TensorSpec& spec, const Mapping& mapping, std::span<float> params,
+                    std::vector<std::string>& notes) {
+  const int64_t cols = spec.shape.size() == 1 ? 1 : spec.shape[1];
+  const int64_t rows = spec.shape[0];
+  std::vector<std::string> names;
+  std::vector<std::string> shapes;
+  std::vector<std::pair<const FileTensor*, int64_t>> parts;  // each source and its rows (after any transpose)
+  int64_t total = 0;
+  bool fits = true;
+  for (const Source& source : mapping.sources) {
+    const FileTensor* tensor = files.Find(source.name);
+    if (tensor == nullptr) {
+      return common::FailedPrecondition("{}: no tensor '{}' for the model's {} {}: the file is of another model",
+                                        files.name(), source.name, spec.name, Shape(spec.shape));
+    }
+    const std::string& dtype = tensor->entry.dtype;
+    if (dtype != "F32" && dtype != "F16" && dtype != "BF16" && dtype != "F64") {
+      return common::FailedPrecondition("{}: tensor '{}' is {}, not a float type", files.name(), source.name, dtype);
+    }
+    std::vector<int64_t> shape = tensor->entry.shape;
+    if (source.transposed && shape.size() == 2) std::swap(shape[0], shape[1]);
+    names.push_back(source.name);
+    shapes.push_back(Shape(tensor->entry.shape));
+    fits = fits && shape.size() == spec.shape.size() && (shape.size() == 1 || shape[1] == cols) &&
+           (!source.transposed || shape.size() == 2);
+    parts.emplace_back(tensor, shape.empty() ? 0 : shape[0]);
+    total += shape.empty() ? 0 : shape[0];
+  }
+  if (!fits || total < rows || (total > rows && !mapping.cut)) {
+    // The usual cause is a size flag that differs from the model the file holds: say which.
+    std::string hint;
+    if (fits && (spec.name == "wte" || spec.name == "lm_head.weight")) hint = fmt::format(" (--vocab-size {})", total);
+    if (fits && spec.name == "wpe") hint = fmt::format(" (--max-position-embeddings {} at most)", total);
+    return common::FailedPrecondition("{}: {} {} {} not the model's {} {}{}", files.name(), fmt::join(names, " + "),
+                                      fmt::join(shapes, " + "), names.size() == 1 ? "is" : "are", spec.name,
+                                      Shape(spec.shape), hint);
+  }
+  if (total > rows) {
+    notes.push_back(fmt::format("{}: the first {} of its {} rows (--max-position-embeddings {})",
+                                mapping.sources[0].name, rows, total, rows));
+  }
+  float* out = params.data() + spec.offset;
+  int64_t row = 0;
+  for (size_t i = 0; i < parts.size() && row < rows; ++i) {
+    const auto& [tensor, their_rows] = parts[i];
+    const int64_t take = std::min(their_rows, rows - row);
+    const std::string& dtype = tensor->entry.dtype;
+    if (mapping.sources[i].transposed) {
+      // The file holds [cols, their_rows]: element (r, c) of ours is its (c, r).
+      for (int64_t c = 0; c < cols; ++c) {
+        for (int64_t r = 0; r < take; ++r) {
+          out[(row + r) * cols + c] = Element(tensor->data, dtype, c * their_rows + r);
+        }
+      }
+    } else if (dtype == "F32") {
+      std::memcpy(out + row * cols, tensor->data, static_cast<size_t>(take * cols) * sizeof(float));
+    } else {
+      for (int64_t e = 0; e < take * cols; ++e) out[row * cols + e] = Element(tensor->data, dtype, e);
+    }
+    row += take;
+  }
+  return common::Status::Ok();
+}
+
+}  // namespace
+
+bool IsWeightsFile(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  return name.ends_with(".safetensors") || name.ends_with(kIndexSuffix);
+}
+
+common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& path, const ModelConfig& config,
+                                                std::span<float> params) {
+  SRUNWAY_ASSIGN_OR_RETURN(WeightFiles files, WeightFiles::Open(path));
+  SRUNWAY_ASSIGN_OR_RETURN(NameMap plan, MapNames(files, config));
+  ImportedWeights imported;
+  imported.naming = NamingName(plan.naming);
+  const ParamLayout layout(config);
+  if (params.size() != static_cast<size_t>(layout.numel())) {
+    return common::InvalidArgument("{}: {} parameters given for a model of {}", path.string(), params.size(),
+                                   layout.numel());
+  }
+  std::set<std::string> used;
+  for (const TensorSpec& spec : layout.tensors()) {
+    const Mapping& mapping = plan.ours.at(spec.name);
+    SRUNWAY_RETURN_IF_ERROR(Copy(files, spec, mapping, params, imported.notes));
+    for (const Source& source : mapping.sources) used.insert(source.name);
+  }
+  std::vector<std::string> unused;
+  for (const std::string& name : files.Names()) {
+    if (!used.contains(name) && !NotAParameter(plan.naming, name)) unused.push_back(name);
+  }
+  if (!unused.empty()) {
+    const size_t shown = std::min<size_t>(unused.size(), 3);
+    return common::FailedPrecondition(
+        "{}: {} tensor{} the model has no place for ({}{}): the file is of another model (more layers, biases, ...)",
+        files.name(), unused.size(), unused.size() == 1 ? "" : "s",
+        fmt::join(unused.begin(), unused.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+        unused.size() > shown ? ", ..." : "");
+  }
+  if (!plan.tied_head.empty()) {
+    imported.notes.push_back(fmt::format("lm_head: a copy of {} (the file ties them; here they train apart)",
+                                         plan.tied_head));
+  }
+  return imported;
+}
+
+namespace {
+
+// Hugging Face's config.json for GPT-2 and Llama as our ModelConfig; a setting our model does not have is refused.
+common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where) {
+  SRUNWAY_ASSIGN_OR_RETURN(std::string type, common::JsonField<std::string>(json, "model_type", where));
+  auto number = [&](std::string_view key, double fallback) -> common::StatusOr<float> {
+    if (!json.contains(key) || json[std::string(key)].is_null()) return static_cast<float>(fallback);
+    return common::JsonField<float>(json, key, where);
+  };
+  auto refuse_unless = [&](std::string_view key, const common::Json& allowed) -> common::Status {
+    if (!json.contains(key) || json[std::string(key)].is_null() || json[std::string(key)] == allowed) {
+      return common::Status::Ok();
+    }
+    return common::FailedPrecondition("{}: {} is {}: srunway-train's {} has {}", where, key,
+                                      json[std::string(key)].dump(), type, allowed.dump());
+  };
+  ModelConfig c;
+  if (type == "gpt2") {
+    c.arch = Arch::kGpt;
+    SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "n_layer", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "n_embd", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "n_head", where));
+    c.n_kv_head = c.n_head;
+    c.d_ff = 4 * c.d_model;
+    if (json.contains("n_inner") && !json["n_inner"].is_null()) {
+      SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "n_inner", where));
+    }
+    SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "n_positions", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, number("layer_norm_epsilon", 1e-5));
+    // Both names are the tanh approximation, which our GELU is.
+    if (!json.contains("activation_function") || json["activation_function"] != "gelu_pytorch_tanh") {
+      SRUNWAY_RETURN_IF_ERROR(refuse_unless("activation_function", "gelu_new"));
+    }
+  } else if (type == "llama") {
+    c.arch = Arch::kLlama;
+    SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "hidden_size", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "num_attention_heads", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonFieldOr<int>(json, "num_key_value_heads", c.n_head, where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "intermediate_size", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "max_position_embeddings", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, number("rms_norm_eps", 1e-6));  // LlamaConfig's defaults
+    SRUNWAY_ASSIGN_OR_RETURN(c.rope_theta, number("rope_theta", 10000.0));
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "silu"));
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("rope_scaling", nullptr));
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
+    if (c.n_head > 0 && c.d_model % c.n_head == 0) {
+      SRUNWAY_RETURN_IF_ERROR(refuse_unless("head_dim", c.d_model / c.n_head));
+    }
+  } else {
+    return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2) and Llama (llama) "
+                                      "models", where, type);
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab_size", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.init_std, number("initializer_range", 0.02));
+  return c;
+}
+
+}  // namespace
+
+common::StatusOr<ModelConfig> WeightsModel(const std::filesystem::path& path) {
+  SRUNWAY_ASSIGN_OR_RETURN(WeightFiles files, WeightFiles::Open(path));
+  if (auto it = files.metadata().find("srunway_model"); it != files.metadata().end()) {
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(it->second, path.string() + ": srunway_model"));
+    return FromJson(json, path.string());
+  }
+  const std::filesystem::path config = path.parent_path() / "config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(config, ec)) {
+    return common::NotFound("{}: no model recorded in its header and no config.json beside it: give --preset and "
+                            "the size flags", path.string());
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ReadJsonFile(config));
+  return FromHuggingFaceConfig(json, config.string());
+}
+
+}  // namespace srunway::trainer

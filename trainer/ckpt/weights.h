@@ -1,0 +1,54 @@
+// Weights alone, from safetensors files, for --finetune and --skip-train: srunway-train's own --export, or a
+// Hugging Face GPT-2 or Llama model as the hub holds it (model.safetensors, or model.safetensors.index.json and
+// the files it names, with config.json beside them).
+//
+// Hugging Face's names map onto ours as follows (L = layer):
+//   GPT-2 ([transformer.] prefix optional)   srunway
+//   wte.weight, wpe.weight                   wte, wpe (the file's extra positions beyond the model's are left out)
+//   h.L.ln_1, h.L.ln_2, ln_f                 layers.L.norm1, layers.L.norm2, norm_f
+//   h.L.attn.c_attn, h.L.attn.c_proj         layers.L.qkv, layers.L.proj   (Conv1D [in, out]: transposed)
+//   h.L.mlp.c_fc, h.L.mlp.c_proj             layers.L.fc, layers.L.out     (likewise)
+//   h.L.attn.bias, .masked_bias, lm_head     not parameters (masks; the head is tied to wte)
+//   Llama
+//   model.embed_tokens                       wte
+//   model.layers.L.self_attn.{q,k,v}_proj    layers.L.qkv (stacked: q, then k, then v)
+//   model.layers.L.self_attn.o_proj          layers.L.proj
+//   model.layers.L.mlp.{gate,up}_proj        layers.L.fc (stacked: gate, then up)
+//   model.layers.L.mlp.down_proj             layers.L.out
+//   model.layers.L.{input,post_attention}_layernorm, model.norm   layers.L.norm1, layers.L.norm2, norm_f
+//   lm_head                                  lm_head (absent: tied in the file, so the embedding's copy)
+// Both use the rotary and GELU conventions of our model (rotate-half RoPE, tanh GELU), so nothing else changes.
+#pragma once
+
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "trainer/model/config.h"
+
+namespace srunway::trainer {
+
+// Whether --load names weights rather than a checkpoint: a file whose name ends in .safetensors or
+// .safetensors.index.json.
+bool IsWeightsFile(const std::filesystem::path& path);
+
+struct ImportedWeights {
+  std::string naming;              // "srunway", "Hugging Face GPT-2" or "Hugging Face Llama"
+  std::vector<std::string> notes;  // what was adapted: positions left out, a tied head copied
+};
+
+// Fills `params` (the model's flat fp32 buffer, laid out as ParamLayout(config)) from the file's tensors, of any
+// float dtype (F32, F16, BF16, F64). Every parameter must be found with the model's shape; a tensor the model
+// has no place for is an error too (the file is of another model), except the buffers listed above. Errors name
+// the file and the tensor.
+common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& path, const ModelConfig& config,
+                                                std::span<float> params);
+
+// The model the weights are of, for --use-checkpoint-args: what srunway-train's --export recorded in the header,
+// else the config.json beside a Hugging Face file (GPT-2 or Llama; a setting our model lacks, such as RoPE
+// scaling or another activation, is an error naming it).
+common::StatusOr<ModelConfig> WeightsModel(const std::filesystem::path& path);
+
+}  // namespace srunway::trainer
