@@ -146,6 +146,9 @@ int main(int argc, char** argv) {
   app.add_option("--eval-iters", o.eval_iters, "micro-batches per validation run")->capture_default_str();
   app.add_option("--metrics-file", o.metrics_file, "append one JSON object per log step");
   app.add_option("--export", o.export_safetensors, "after training, write the weights as safetensors to this file");
+  app.add_option("--export-hf", o.export_hf,
+                 "after training, write DIR/model.safetensors and DIR/config.json in Hugging Face's form "
+                 "(transformers' from_pretrained(DIR))");
   // The options of --sample and of --dry-run are refused without them rather than taken and ignored.
   CLI::Option* sample = app.add_option("--sample", o.sample_tokens, "after training, generate N tokens and print them");
   app.add_option("--sample-top-k", o.sample_top_k, "1: greedy")->capture_default_str()->needs(sample);

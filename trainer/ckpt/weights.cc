@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 
+#include "common/fs.h"
 #include "common/half.h"
 #include "common/json.h"
 #include "trainer/ckpt/safetensors.h"
@@ -125,10 +126,12 @@ std::string_view NamingName(Naming naming) {
 }
 
 // Where one of our tensors comes from: the file's tensors stacked along the first dimension, each transposed first
-// where marked (GPT-2's Conv1D keeps [in, out]); `cut` lets the file hold more rows than the model takes.
+// where marked (GPT-2's Conv1D keeps [in, out]); `cut` lets the file hold more rows than the model takes. `rows`
+// is how many of ours a source of several holds (0: all of them), for writing them apart again.
 struct Source {
   std::string name;
   bool transposed = false;
+  int64_t rows = 0;
 };
 struct Mapping {
   std::vector<Source> sources;
@@ -150,36 +153,23 @@ bool NotAParameter(Naming naming, std::string_view name) {
   return naming == Naming::kHfLlama && name.ends_with(".rotary_emb.inv_freq");
 }
 
-common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& config) {
-  NameMap plan;
-  std::string gpt2;  // GPT-2's prefix: a model saved as GPT2LMHeadModel names its parameters transformer.*
-  if (files.Find("wte") != nullptr) {
-    plan.naming = Naming::kSrunway;
-  } else if (files.Find("wte.weight") != nullptr || files.Find("transformer.wte.weight") != nullptr) {
-    plan.naming = Naming::kHfGpt2;
-    gpt2 = files.Find("wte.weight") != nullptr ? "" : "transformer.";
-  } else if (files.Find("model.embed_tokens.weight") != nullptr) {
-    plan.naming = Naming::kHfLlama;
-  } else {
-    return common::FailedPrecondition("{}: neither srunway-train's --export nor a Hugging Face GPT-2 or Llama model "
-                                      "(no tensor 'wte', 'wte.weight' or 'model.embed_tokens.weight')", files.name());
-  }
-  const Arch file_arch = plan.naming == Naming::kHfLlama ? Arch::kLlama : Arch::kGpt;
-  if (plan.naming != Naming::kSrunway && file_arch != config.arch) {
-    return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
-                                      NamingName(plan.naming), ArchName(config.arch));
-  }
+// The table of weights.h for `config`: GPT-2's names under `gpt2_prefix`; a Llama whose file has no lm_head
+// (`tied_head`) takes the embedding for it.
+NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_prefix, bool tied_head) {
+  NameMap names;
+  names.naming = naming;
   auto map = [&](const std::string& ours, std::vector<Source> sources, bool cut = false) {
-    plan.ours[ours] = Mapping{std::move(sources), cut};
+    names.ours[ours] = Mapping{std::move(sources), cut};
   };
   const ParamLayout layout(config);
   for (const TensorSpec& spec : layout.tensors()) map(spec.name, {{spec.name}});
-  if (plan.naming == Naming::kSrunway) return plan;
+  if (naming == Naming::kSrunway) return names;
 
+  const int64_t hd = config.head_dim();
   for (int l = 0; l < config.n_layer; ++l) {
     const std::string ours = fmt::format("layers.{}.", l);
-    if (plan.naming == Naming::kHfGpt2) {
-      const std::string h = fmt::format("{}h.{}.", gpt2, l);
+    if (naming == Naming::kHfGpt2) {
+      const std::string h = fmt::format("{}h.{}.", gpt2_prefix, l);
       for (const auto& [our_part, their_part, transposed] :
            {std::tuple{"norm1", "ln_1", false}, std::tuple{"qkv", "attn.c_attn", true},
             std::tuple{"proj", "attn.c_proj", true}, std::tuple{"norm2", "ln_2", false},
@@ -191,26 +181,51 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
       const std::string layer = fmt::format("model.layers.{}.", l);
       const std::string attn = layer + "self_attn.", mlp = layer + "mlp.";
       map(ours + "norm1.weight", {{layer + "input_layernorm.weight"}});
-      map(ours + "qkv.weight", {{attn + "q_proj.weight"}, {attn + "k_proj.weight"}, {attn + "v_proj.weight"}});
+      map(ours + "qkv.weight", {{attn + "q_proj.weight", false, config.n_head * hd},
+                                {attn + "k_proj.weight", false, config.n_kv_head * hd},
+                                {attn + "v_proj.weight", false, config.n_kv_head * hd}});
       map(ours + "proj.weight", {{attn + "o_proj.weight"}});
       map(ours + "norm2.weight", {{layer + "post_attention_layernorm.weight"}});
-      map(ours + "fc.weight", {{mlp + "gate_proj.weight"}, {mlp + "up_proj.weight"}});
+      map(ours + "fc.weight",
+          {{mlp + "gate_proj.weight", false, config.d_ff}, {mlp + "up_proj.weight", false, config.d_ff}});
       map(ours + "out.weight", {{mlp + "down_proj.weight"}});
     }
   }
-  if (plan.naming == Naming::kHfGpt2) {
-    map("wte", {{gpt2 + "wte.weight"}});
-    map("wpe", {{gpt2 + "wpe.weight"}}, /*cut=*/true);
-    map("norm_f.weight", {{gpt2 + "ln_f.weight"}});
-    map("norm_f.bias", {{gpt2 + "ln_f.bias"}});
+  if (naming == Naming::kHfGpt2) {
+    map("wte", {{gpt2_prefix + "wte.weight"}});
+    map("wpe", {{gpt2_prefix + "wpe.weight"}}, /*cut=*/true);
+    map("norm_f.weight", {{gpt2_prefix + "ln_f.weight"}});
+    map("norm_f.bias", {{gpt2_prefix + "ln_f.bias"}});
   } else {
     map("wte", {{"model.embed_tokens.weight"}});
     map("norm_f.weight", {{"model.norm.weight"}});
-    const bool tied = files.Find("lm_head.weight") == nullptr;
-    map("lm_head.weight", {{tied ? "model.embed_tokens.weight" : "lm_head.weight"}});
-    if (tied) plan.tied_head = "model.embed_tokens.weight";
+    map("lm_head.weight", {{tied_head ? "model.embed_tokens.weight" : "lm_head.weight"}});
+    if (tied_head) names.tied_head = "model.embed_tokens.weight";
   }
-  return plan;
+  return names;
+}
+
+// The naming of the file's tensors, checked against the model's architecture, and its table.
+common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& config) {
+  Naming naming;
+  std::string gpt2;  // GPT-2's prefix: a model saved as GPT2LMHeadModel names its parameters transformer.*
+  if (files.Find("wte") != nullptr) {
+    naming = Naming::kSrunway;
+  } else if (files.Find("wte.weight") != nullptr || files.Find("transformer.wte.weight") != nullptr) {
+    naming = Naming::kHfGpt2;
+    gpt2 = files.Find("wte.weight") != nullptr ? "" : "transformer.";
+  } else if (files.Find("model.embed_tokens.weight") != nullptr) {
+    naming = Naming::kHfLlama;
+  } else {
+    return common::FailedPrecondition("{}: neither srunway-train's --export nor a Hugging Face GPT-2 or Llama model "
+                                      "(no tensor 'wte', 'wte.weight' or 'model.embed_tokens.weight')", files.name());
+  }
+  const Arch file_arch = naming == Naming::kHfLlama ? Arch::kLlama : Arch::kGpt;
+  if (naming != Naming::kSrunway && file_arch != config.arch) {
+    return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
+                                      NamingName(naming), ArchName(config.arch));
+  }
+  return Names(naming, config, gpt2, naming == Naming::kHfLlama && files.Find("lm_head.weight") == nullptr);
 }
 
 // The value of element i of a tensor stored as `dtype` (checked to be a float type beforehand).
@@ -400,7 +415,77 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
   return c;
 }
 
+// A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
+double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
+
+// Our model as Hugging Face's config.json describes it (GPT2LMHeadModel or LlamaForCausalLM, fp32 weights).
+common::Json HuggingFaceConfig(const ModelConfig& c) {
+  if (c.arch == Arch::kGpt) {
+    return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_layer", c.n_layer},
+            {"n_embd", c.d_model}, {"n_head", c.n_head}, {"n_inner", c.d_ff}, {"n_positions", c.seq_len},
+            {"vocab_size", c.vocab}, {"layer_norm_epsilon", Shortest(c.norm_eps)},
+            {"activation_function", "gelu_new"}, {"initializer_range", Shortest(c.init_std)},
+            {"torch_dtype", "float32"}};
+  }
+  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"num_hidden_layers", c.n_layer},
+          {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head}, {"num_key_value_heads", c.n_kv_head},
+          {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.seq_len}, {"vocab_size", c.vocab},
+          {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)}, {"hidden_act", "silu"},
+          {"tie_word_embeddings", false}, {"attention_bias", false}, {"mlp_bias", false},
+          {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", "float32"}};
+}
+
 }  // namespace
+
+common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
+                                 std::span<const float> params, const std::optional<HfTokenizer>& tokenizer) {
+  const ParamLayout layout(config);
+  if (params.size() != static_cast<size_t>(layout.numel())) {
+    return common::InvalidArgument("{} parameters given for a model of {}", params.size(), layout.numel());
+  }
+  const NameMap names =
+      Names(config.arch == Arch::kGpt ? Naming::kHfGpt2 : Naming::kHfLlama, config, "", /*tied_head=*/false);
+  std::vector<NamedTensor> tensors;
+  std::vector<std::vector<float>> transposed;  // GPT-2's Conv1D weights, [in, out] (a moved vector keeps its buffer)
+  for (const TensorSpec& spec : layout.tensors()) {
+    const int64_t cols = spec.shape.size() == 1 ? 1 : spec.shape[1];
+    int64_t row = 0;
+    for (const Source& source : names.ours.at(spec.name).sources) {
+      const int64_t rows = source.rows > 0 ? source.rows : spec.shape[0];
+      const float* from = params.data() + spec.offset + row * cols;
+      if (source.transposed) {
+        std::vector<float>& t = transposed.emplace_back(static_cast<size_t>(rows * cols));
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = from[r * cols + c];
+        }
+        tensors.push_back({source.name, {cols, rows}, t.data()});
+      } else {
+        std::vector<int64_t> shape = spec.shape;
+        shape[0] = rows;
+        tensors.push_back({source.name, std::move(shape), from});
+      }
+      row += rows;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return common::FailedPrecondition("{}: cannot create the directory: {}", dir.string(), ec.message());
+  SRUNWAY_RETURN_IF_ERROR(WriteSafetensors(dir / "model.safetensors", tensors, {{"format", "pt"}}));
+  common::Json json = HuggingFaceConfig(config);
+  std::map<std::string, std::string> files;
+  if (tokenizer) {
+    json["bos_token_id"] = tokenizer->eos;  // GPT-2's convention: <|endoftext|> begins and ends
+    json["eos_token_id"] = tokenizer->eos;
+    files["vocab.json"] = tokenizer->vocab_json;
+    files["merges.txt"] = tokenizer->merges_txt;
+    const common::Json tokenizer_config = {
+        {"tokenizer_class", "GPT2Tokenizer"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"},
+        {"unk_token", "<|endoftext|>"}, {"add_prefix_space", false}, {"model_max_length", config.seq_len}};
+    files["tokenizer_config.json"] = tokenizer_config.dump(2) + "\n";
+  }
+  files["config.json"] = json.dump(2) + "\n";
+  return common::WriteFilesAtomic(dir, files);
+}
 
 common::StatusOr<ModelConfig> WeightsModel(const std::filesystem::path& path) {
   SRUNWAY_ASSIGN_OR_RETURN(WeightFiles files, WeightFiles::Open(path));

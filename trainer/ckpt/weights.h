@@ -20,7 +20,9 @@
 // Both use the rotary and GELU conventions of our model (rotate-half RoPE, tanh GELU), so nothing else changes.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +47,17 @@ struct ImportedWeights {
 // the file and the tensor.
 common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& path, const ModelConfig& config,
                                                 std::span<float> params);
+
+// --export-hf: DIR/model.safetensors in Hugging Face's names and layouts (F32) and DIR/config.json, for
+// transformers' GPT2LMHeadModel or LlamaForCausalLM .from_pretrained(DIR), from the model's whole fp32 parameters.
+// With `tokenizer`, also its vocab.json and merges.txt and a tokenizer_config.json (GPT2Tokenizer, whose format
+// srunway-prep's byte-level BPE has), and config.json names its end-of-text token.
+struct HfTokenizer {
+  std::string vocab_json, merges_txt;  // the files' contents
+  int32_t eos = -1;                    // <|endoftext|>
+};
+common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
+                                 std::span<const float> params, const std::optional<HfTokenizer>& tokenizer);
 
 // The model the weights are of, for --use-checkpoint-args: what srunway-train's --export recorded in the header,
 // else the config.json beside a Hugging Face file (GPT-2 or Llama; a setting our model lacks, such as RoPE

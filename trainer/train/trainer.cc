@@ -196,13 +196,35 @@ common::Status FillBatch(SampleSource& source, int64_t first_sample, int B, int 
   return common::Status::Ok();
 }
 
-// The tokenizer for --sample: the flags, else the files srunway-prep wrote beside the (first) dataset.
-common::StatusOr<Tokenizer> FindTokenizer(const TrainOptions& o) {
-  if (!o.vocab_file.empty() || !o.merge_file.empty()) return Tokenizer::Load(o.vocab_file, o.merge_file);
+// The tokenizer's files (vocab.json, merges.txt): the flags, else those srunway-prep wrote beside the (first)
+// dataset.
+common::StatusOr<std::pair<std::string, std::string>> TokenizerPaths(const TrainOptions& o) {
+  if (!o.vocab_file.empty() || !o.merge_file.empty()) return std::pair{o.vocab_file, o.merge_file};
   auto paths = ParseDataPath(o.data_path);
   if (!paths.ok()) return paths.status();
   const std::string& prefix = paths->front().prefix;
-  return Tokenizer::Load(prefix + ".vocab.json", prefix + ".merges.txt");
+  return std::pair{prefix + ".vocab.json", prefix + ".merges.txt"};
+}
+
+// The tokenizer for --sample.
+common::StatusOr<Tokenizer> FindTokenizer(const TrainOptions& o) {
+  SRUNWAY_ASSIGN_OR_RETURN(auto paths, TokenizerPaths(o));
+  return Tokenizer::Load(paths.first, paths.second);
+}
+
+// --export-hf's tokenizer: the run's files as they are (srunway-prep's BPE is GPT-2's format), or none (mock data).
+std::optional<HfTokenizer> ExportTokenizer(const TrainOptions& o) {
+  if (o.mock_data) return std::nullopt;
+  auto paths = TokenizerPaths(o);
+  std::error_code ec;
+  if (!paths.ok() || !std::filesystem::exists(paths->first, ec) || !std::filesystem::exists(paths->second, ec)) {
+    return std::nullopt;
+  }
+  auto tokenizer = Tokenizer::Load(paths->first, paths->second);
+  auto vocab = common::ReadFile(paths->first);
+  auto merges = common::ReadFile(paths->second);
+  if (!tokenizer.ok() || !vocab.ok() || !merges.ok()) return std::nullopt;
+  return HfTokenizer{std::move(*vocab), std::move(*merges), tokenizer->eod()};
 }
 
 common::StatusOr<std::vector<int32_t>> Generate(Model& model, std::vector<int32_t> context, int count, int top_k,
@@ -492,8 +514,10 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--warmup-steps, --log-interval, --eval-iters and --save-interval must not be negative (log interval at least 1)");
   }
   if (!o_.mock_data && o_.data_path.empty()) return common::InvalidArgument("give --data-path or --mock-data");
-  if (o_.skip_train && o_.eval_iters == 0 && o_.export_safetensors.empty() && o_.sample_tokens == 0) {
-    return common::InvalidArgument("--skip-train has nothing to do: --eval-iters 0, and no --export or --sample");
+  if (o_.skip_train && o_.eval_iters == 0 && o_.export_safetensors.empty() && o_.export_hf.empty() &&
+      o_.sample_tokens == 0) {
+    return common::InvalidArgument("--skip-train has nothing to do: --eval-iters 0, and no --export, --export-hf or "
+                                   "--sample");
   }
   if (o_.finetune && (o_.load.empty() || SameOrEntryOf(o_.load, o_.save))) {
     if (o_.load.empty()) return common::InvalidArgument("--finetune needs --load, the checkpoint to start from");
@@ -998,6 +1022,7 @@ common::Status Trainer::CheckEndOutputs() {
   if (!o_.export_safetensors.empty()) {
     SRUNWAY_RETURN_IF_ERROR(common::CheckWritableFile(o_.export_safetensors, "--export"));
   }
+  if (!o_.export_hf.empty()) SRUNWAY_RETURN_IF_ERROR(common::PrepareWritableDir(o_.export_hf, "--export-hf"));
   if (o_.sample_tokens == 0) return common::Status::Ok();
   auto found = FindTokenizer(o_);
   if (!found.ok()) {
@@ -1220,7 +1245,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
 }
 
 common::Status Trainer::Export() {
-  if (o_.export_safetensors.empty()) return common::Status::Ok();
+  if (o_.export_safetensors.empty() && o_.export_hf.empty()) return common::Status::Ok();
   // Sharded fp32 parameters come together from every rank first, on rank 0's host.
   std::vector<float> gathered;
   if (!model_->masters().empty()) {
@@ -1234,6 +1259,17 @@ common::Status Trainer::Export() {
     SRUNWAY_RETURN_IF_ERROR(params->Download());
   }
   const float* whole = params ? params->host().data() : gathered.data();
+  if (!o_.export_hf.empty()) {
+    const std::span<const float> all(whole, static_cast<size_t>(model_->layout().numel()));
+    const std::optional<HfTokenizer> tokenizer = ExportTokenizer(o_);
+    if (common::Status written = ExportHuggingFace(o_.export_hf, o_.model, all, tokenizer); !written.ok()) {
+      return common::Status(written.code(), fmt::format("--export-hf {}: {}", o_.export_hf, written.message()));
+    }
+    common::LogInfo("exported the model to {} for transformers' from_pretrained ({}; {})", o_.export_hf,
+                    o_.model.arch == Arch::kGpt ? "GPT2LMHeadModel" : "LlamaForCausalLM",
+                    tokenizer ? "with the tokenizer, GPT2Tokenizer" : "no tokenizer: none beside --data-path");
+  }
+  if (o_.export_safetensors.empty()) return common::Status::Ok();
   std::vector<NamedTensor> tensors;
   for (const TensorSpec& spec : model_->layout().tensors()) {
     tensors.push_back({spec.name, spec.shape, whole + spec.offset});

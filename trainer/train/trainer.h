@@ -59,6 +59,7 @@ struct TrainOptions {
   int64_t eval_iters = 10;
   std::string metrics_file;
   std::string export_safetensors;
+  std::string export_hf;       // a directory: model.safetensors and config.json in Hugging Face's form
   int sample_tokens = 0;
   int sample_top_k = 1;        // 1: greedy
   std::string sample_prompt;

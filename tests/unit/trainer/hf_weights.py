@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """srunway-train --load of Hugging Face GPT-2 and Llama weights, judged by PyTorch.
 
-Usage: hf_weights.py SRUNWAY_TRAIN WORK_DIR
+Usage: hf_weights.py SRUNWAY_TRAIN SRUNWAY_PREP WORK_DIR
 
 Random tiny models are written as the Hugging Face hub holds them (names, GPT-2's Conv1D [in, out] weights, the
 attention-mask buffers, F32/BF16/F16, a model in two files with its index, config.json). srunway-train loads each
@@ -26,8 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_reference import load, model_loss  # noqa: E402
 
 failures = []
-TRAIN = sys.argv[1]
-WORK = sys.argv[2]
+TRAIN, PREP, WORK = sys.argv[1:4]
 LAYERS, C, HEADS, KV, FFN, VOCAB, SEQ = 2, 64, 4, 2, 176, 512, 128
 
 
@@ -280,6 +279,64 @@ def main():
     expect_error("a config.json with RoPE scaling", ["--use-checkpoint-args", "--load",
                  os.path.join(with_config, "model.safetensors"), "--finetune"], 1,
                  r"config\.json: rope_scaling is .*llama3.*: srunway-train's llama has null")
+
+    # --export-hf writes what Hugging Face's forward computes our model's loss from, and config.json for it; and
+    # back through --use-checkpoint-args, the same weights bit for bit.
+    for preset, is_llama, hf_loss in (("gpt-tiny", False, gpt2_loss), ("llama-tiny", True, llama_loss)):
+        out_dir = os.path.join(WORK, f"hf-{preset}")
+        ours_path = os.path.join(WORK, f"ours-{preset}.safetensors")
+        rc, _, err = train("--preset", preset, "--train-steps", "2", "--export-hf", out_dir, "--export", ours_path)
+        if rc != 0:
+            check(f"--export-hf of {preset}", False, err.strip()[-400:])
+            continue
+        ours = load(ours_path)
+        reference = model_loss(ours, tokens, targets, is_llama, LAYERS, HEADS, KV if is_llama else HEADS, 1e-5,
+                               10000.0).item()
+        loss = hf_loss(load(os.path.join(out_dir, "model.safetensors")), tokens, targets).item()
+        check(f"--export-hf of {preset}", abs(loss - reference) <= 1e-5,
+              f"Hugging Face's forward {loss:.6f}, srunway {reference:.6f}", always=True)
+        with open(os.path.join(out_dir, "config.json")) as f:
+            config = json.load(f)
+        want = ({"model_type": "llama", "num_hidden_layers": LAYERS, "hidden_size": C, "num_attention_heads": HEADS,
+                 "num_key_value_heads": KV, "intermediate_size": FFN, "vocab_size": VOCAB, "rms_norm_eps": 1e-5,
+                 "tie_word_embeddings": False} if is_llama else
+                {"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_inner": 4 * C,
+                 "n_positions": SEQ, "vocab_size": VOCAB, "layer_norm_epsilon": 1e-5})
+        check(f"--export-hf of {preset}: config.json", all(config.get(k) == v for k, v in want.items()),
+              json.dumps(config))
+        back = os.path.join(WORK, "back.safetensors")
+        rc, _, err = train("--use-checkpoint-args", "--load", os.path.join(out_dir, "model.safetensors"),
+                           "--skip-train", "--eval-iters", "0", "--export", back)
+        same = rc == 0 and all(torch.equal(t, load(back)[k]) for k, t in ours.items())
+        check(f"--export-hf of {preset} loaded back", same, err.strip()[-400:])
+    # With a dataset, the tokenizer srunway-prep wrote beside it goes along, and config.json names its end of text.
+    corpus = os.path.join(WORK, "corpus.txt")
+    with open(corpus, "w") as f:
+        f.write("".join(f"document {i} says alpha beta gamma {i % 7} times\n\n" for i in range(200)))
+    subprocess.run([PREP, "--input", corpus, "--output-prefix", os.path.join(WORK, "data"), "--train-vocab", "300",
+                    "--quiet"], check=True, capture_output=True)
+    out_dir = os.path.join(WORK, "hf-with-tokenizer")
+    run = subprocess.run([TRAIN, *gpt, "--vocab-size", "300", "--data-path", os.path.join(WORK, "data"),
+                          "--seq-length", "32", "--micro-batch-size", "2", "--train-steps", "1", "--peak-tflops", "1",
+                          "--threads", "1", "--export-hf", out_dir], capture_output=True, text=True, timeout=120)
+    files = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
+    check("--export-hf with a dataset: its files", run.returncode == 0 and files == [
+        "config.json", "merges.txt", "model.safetensors", "tokenizer_config.json", "vocab.json"],
+        f"exit {run.returncode}, {files} {run.stderr.strip()[-300:]}")
+    if run.returncode == 0:
+        same = all(open(os.path.join(WORK, f"data.{name}"), "rb").read() ==
+                   open(os.path.join(out_dir, name), "rb").read() for name in ("vocab.json", "merges.txt"))
+        check("--export-hf with a dataset: the tokenizer's files as srunway-prep wrote them", same)
+        with open(os.path.join(out_dir, "vocab.json")) as f:
+            eos = json.load(f)["<|endoftext|>"]
+        with open(os.path.join(out_dir, "config.json")) as f:
+            config = json.load(f)
+        with open(os.path.join(out_dir, "tokenizer_config.json")) as f:
+            tokenizer_config = json.load(f)
+        check("--export-hf with a dataset: <|endoftext|> in config.json and tokenizer_config.json",
+              config.get("eos_token_id") == eos and config.get("bos_token_id") == eos and
+              tokenizer_config.get("tokenizer_class") == "GPT2Tokenizer" and
+              tokenizer_config.get("eos_token") == "<|endoftext|>", f"{config} {tokenizer_config}")
 
     # Bad flags and files: one line each.
     expect_error("weights without --finetune or --skip-train", [*gpt, "--load", hf], 2,

@@ -261,7 +261,7 @@ assert valid[0] == valid[2] == lines[-1], valid
 PY
 [[ $(ls -R "$kWork/skip") == "$listing" ]] || fail "--skip-train changed the checkpoints: $(ls -R "$kWork/skip")"
 ! grep -q "warning" "$kWork/err" || fail "--skip-train warned: $(cat "$kWork/err")"
-expect_exit 2 "--skip-train has nothing to do: --eval-iters 0, and no --export or --sample" \
+expect_exit 2 "--skip-train has nothing to do: --eval-iters 0, and no --export, --export-hf or --sample" \
   "$kTrain" "${common[@]}" --mock-data --eval-iters 0 --skip-train
 echo "ok: --skip-train gives a checkpoint's validation loss without training or saving"
 
