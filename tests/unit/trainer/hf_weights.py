@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""srunway-train --load of Hugging Face GPT-2 and Llama weights, judged by PyTorch.
+"""srunway-train --load of Hugging Face GPT-2 and Llama weights, and --export-hf, judged by PyTorch.
 
 Usage: hf_weights.py SRUNWAY_TRAIN SRUNWAY_PREP WORK_DIR
 
@@ -9,7 +9,8 @@ with --skip-train and --export, and the loss of its export in our layout (torch_
 tests/unit/trainer/torch_reference.py holds equal to srunway-train's own forward) must equal, within 1e-5, the loss
 of a forward written here the way Hugging Face's GPT2LMHeadModel and LlamaForCausalLM compute it. Then: training
 from the Hugging Face file gives the step lines of training from our own export of it; the model can come from
-config.json (--use-checkpoint-args); and bad files or flags are one error line with the documented exit code.
+config.json (--use-checkpoint-args); what --export-hf writes gives our model's loss through the same Hugging Face
+forwards, and loads back bit for bit; and bad files or flags are one error line with the documented exit code.
 """
 import json
 import math
