@@ -1267,7 +1267,9 @@ common::Status Trainer::Export() {
     }
     common::LogInfo("exported the model to {} for transformers' from_pretrained ({}; {})", o_.export_hf,
                     o_.model.arch == Arch::kGpt ? "GPT2LMHeadModel" : "LlamaForCausalLM",
-                    tokenizer ? "with the tokenizer, GPT2Tokenizer" : "no tokenizer: none beside --data-path");
+                    tokenizer        ? "with the tokenizer, GPT2Tokenizer"
+                    : o_.mock_data ? "no tokenizer: --mock-data"
+                                   : "no tokenizer: none beside --data-path");
   }
   if (o_.export_safetensors.empty()) return common::Status::Ok();
   std::vector<NamedTensor> tensors;
