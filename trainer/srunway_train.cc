@@ -264,8 +264,8 @@ int main(int argc, char** argv) {
   if (vocab) o.model.vocab = vocab;
   if (init_std > 0) o.model.init_std = init_std;
   if (checkpoint_args) {
-    auto saved = srunway::trainer::IsWeightsFile(o.load) ? srunway::trainer::WeightsModel(o.load)
-                                                         : srunway::trainer::CheckpointModel(o.load);
+    const auto weights = srunway::trainer::WeightsFile(o.load);
+    auto saved = weights ? srunway::trainer::WeightsModel(*weights) : srunway::trainer::CheckpointModel(o.load);
     if (!saved.ok()) {
       srunway::common::LogError("--use-checkpoint-args: {}", saved.status().message());
       return srunway::trainer::kExitError;

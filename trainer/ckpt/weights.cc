@@ -12,6 +12,7 @@
 #include "common/fs.h"
 #include "common/half.h"
 #include "common/json.h"
+#include "trainer/ckpt/checkpoint.h"
 #include "trainer/ckpt/safetensors.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/model/params.h"
@@ -315,9 +316,15 @@ common::Status Copy(const WeightFiles& files, const TensorSpec& spec, const Mapp
 
 }  // namespace
 
-bool IsWeightsFile(const std::filesystem::path& path) {
-  const std::string name = path.filename().string();
-  return name.ends_with(".safetensors") || name.ends_with(kIndexSuffix);
+std::optional<std::filesystem::path> WeightsFile(const std::filesystem::path& load) {
+  const std::string name = load.filename().string();
+  if (name.ends_with(".safetensors") || name.ends_with(kIndexSuffix)) return load;
+  std::error_code ec;
+  if (load.empty() || !std::filesystem::is_directory(load, ec) || HasCheckpoint(load)) return std::nullopt;
+  for (const char* file : {"model.safetensors.index.json", "model.safetensors"}) {
+    if (std::filesystem::exists(load / file, ec)) return load / file;
+  }
+  return std::nullopt;
 }
 
 common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& path, const ModelConfig& config,

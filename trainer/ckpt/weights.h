@@ -32,9 +32,10 @@
 
 namespace srunway::trainer {
 
-// Whether --load names weights rather than a checkpoint: a file whose name ends in .safetensors or
-// .safetensors.index.json.
-bool IsWeightsFile(const std::filesystem::path& path);
+// The weights file --load names, if it names weights rather than a checkpoint: a file whose name ends in
+// .safetensors or .safetensors.index.json, or a Hugging Face model's folder (what from_pretrained takes) that holds
+// model.safetensors.index.json or model.safetensors and no checkpoint.
+std::optional<std::filesystem::path> WeightsFile(const std::filesystem::path& load);
 
 struct ImportedWeights {
   std::string naming;              // "srunway", "Hugging Face GPT-2" or "Hugging Face Llama"

@@ -524,7 +524,7 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--finetune --load {} is in the --save directory: a requeued job could not tell "
                                    "its own checkpoints from the one it started from; --save elsewhere", o_.load);
   }
-  if (IsWeightsFile(o_.load) && !o_.finetune && !o_.skip_train) {
+  if (WeightsFile(o_.load) && !o_.finetune && !o_.skip_train) {
     return common::InvalidArgument("--load {} holds weights alone (no step, optimizer state or data position) to "
                                    "resume: add --finetune to train from them, or --skip-train to evaluate them",
                                    o_.load);
@@ -761,16 +761,17 @@ common::Status Trainer::InitOrLoad() {
     finetune = false;
   }
   const std::string from = source.string();
-  if (IsWeightsFile(source)) {
+  if (const auto weights = WeightsFile(source)) {
     // Weights alone (srunway's --export, a Hugging Face model): --finetune or --skip-train, checked in Setup.
     const auto start = Clock::now();
-    auto imported = ImportWeights(source, m, params);
+    auto imported = ImportWeights(*weights, m, params);
     loaded = imported.status();
     if (imported.ok() && Leader()) {
       common::LogInfo("{} {} ({} names), read in {:.2f} s{}", o_.skip_train ? "weights from" : "fine-tuning from",
-                      from, imported->naming, std::chrono::duration<double>(Clock::now() - start).count(),
+                      weights->string(), imported->naming,
+                      std::chrono::duration<double>(Clock::now() - start).count(),
                       o_.skip_train ? "" : "; step, data position, optimizer and random state start afresh");
-      for (const std::string& note : imported->notes) common::LogInfo("{}: {}", from, note);
+      for (const std::string& note : imported->notes) common::LogInfo("{}: {}", weights->string(), note);
     }
   } else if (finetune) {
     const auto start = Clock::now();

@@ -268,7 +268,8 @@ def main():
               "vocab_size": VOCAB, "n_inner": None, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5}
     with open(os.path.join(with_config, "config.json"), "w") as f:
         json.dump(config, f)
-    for path in (os.path.join(with_config, "model.safetensors"), ours):
+    # A Hugging Face model's folder, as from_pretrained takes it, is its model.safetensors.
+    for path in (os.path.join(with_config, "model.safetensors"), with_config, ours):
         rc, out, err = train("--use-checkpoint-args", "--load", path, "--finetune", "--train-steps", "3")
         got = [re.sub(r"\| [0-9.]+ ms.*", "", line) for line in out.splitlines() if line.startswith("step")]
         check(f"--use-checkpoint-args --load {os.path.relpath(path, WORK)}", rc == 0 and got == steps[0],
