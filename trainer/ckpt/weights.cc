@@ -128,7 +128,7 @@ std::string_view NamingName(Naming naming) {
 
 // Where one of our tensors comes from: the file's tensors stacked along the first dimension, each transposed first
 // where marked (GPT-2's Conv1D keeps [in, out]); `cut` lets the file hold more rows than the model takes. `rows`
-// is how many of ours a source of several holds (0: all of them), for writing them apart again.
+// is how many of ours a source of several holds (0: all of them): checked on reading, split by on writing.
 struct Source {
   std::string name;
   bool transposed = false;
@@ -274,7 +274,7 @@ common::Status Copy(const WeightFiles& files, const TensorSpec& spec, const Mapp
     names.push_back(source.name);
     shapes.push_back(Shape(tensor->entry.shape));
     fits = fits && shape.size() == spec.shape.size() && (shape.size() == 1 || shape[1] == cols) &&
-           (!source.transposed || shape.size() == 2);
+           (!source.transposed || shape.size() == 2) && (source.rows == 0 || shape[0] == source.rows);
     parts.emplace_back(tensor, shape.empty() ? 0 : shape[0]);
     total += shape.empty() ? 0 : shape[0];
   }

@@ -352,6 +352,15 @@ def main():
     save(deeper, gpt2_weights(gen, layers=3))
     expect_error("a file of more layers", [*gpt, "--load", deeper, "--finetune"], 1,
                  r"12 tensors the model has no place for \(h\.2\.")
+    swapped = llama_weights(gen)  # q and k of each other's sizes: their sum is right, each part is not
+    for l in range(LAYERS):
+        attn = f"model.layers.{l}.self_attn."
+        swapped[attn + "q_proj.weight"], swapped[attn + "k_proj.weight"] = (swapped[attn + "k_proj.weight"],
+                                                                          swapped[attn + "q_proj.weight"])
+    save(os.path.join(WORK, "swapped.safetensors"), swapped)
+    expect_error("q and k of each other's sizes", [*llama, "--load", os.path.join(WORK, "swapped.safetensors"),
+                 "--finetune"], 1, r"q_proj\.weight \+ .*k_proj\.weight \+ .*v_proj\.weight \[32, 64\] \+ \[64, 64\] "
+                 r"\+ \[32, 64\] are not the model's layers\.0\.qkv\.weight \[128, 64\]")
     ints = os.path.join(WORK, "ints.safetensors")
     with open(ints, "wb") as f:
         body = json.dumps({"wte.weight": {"dtype": "I32", "shape": [1], "data_offsets": [0, 4]}}).encode()
