@@ -122,6 +122,31 @@ TEST_P(TrainDevice, CheckpointsMoveBetweenDevices) {
   }
 }
 
+TEST_P(TrainDevice, FineTuningAndTheHuggingFaceExportGiveTheCpuPathsResults) {
+  // --finetune from a checkpoint's parameters and from an exported safetensors file (the weights uploaded to the
+  // GPU, its moments the zeros they start as); --export-hf staged back through the host.
+  const TrainOptions base = Options("cpu", "base");
+  ASSERT_EQ(Train(base).steps.size(), 6u);
+  for (const std::string& load : {base.save, base.export_safetensors}) {
+    std::vector<Outcome> runs;
+    std::vector<std::string> exports;
+    for (const std::string device : {"cpu", "cuda"}) {
+      const std::string name = device + (load == base.save ? "-from-checkpoint" : "-from-weights");
+      TrainOptions o = Options(device, name);
+      o.load = load;
+      o.finetune = true;
+      o.train_steps = 3;
+      o.export_hf = (dir_ / (name + "-hf")).string();
+      runs.push_back(Train(o));
+      ASSERT_EQ(runs.back().steps.size(), 3u) << runs.back().log;
+      exports.push_back(Bytes(fs::path(o.export_hf) / "model.safetensors"));
+      ASSERT_FALSE(exports.back().empty()) << runs.back().log;
+    }
+    EXPECT_EQ(runs[1].steps, runs[0].steps) << load;
+    EXPECT_TRUE(exports[1] == exports[0]) << "the Hugging Face exports differ (--load " << load << ")";
+  }
+}
+
 TEST_P(TrainDevice, ProfilerCapturesTheStepAsked) {
   // --profile-step 3: the stand-in driver says on stdout where cuProfilerStart and cuProfilerStop fall among the
   // step lines: after step 2's line, around step 3 alone.
