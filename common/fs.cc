@@ -22,20 +22,6 @@ Status WriteAll(int fd, std::string_view bytes, std::string_view what) {
   return Status::Ok();
 }
 
-StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoStatus(errno, "open " + path.string());
-  std::string contents;
-  char buffer[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, "read " + path.string());
-    if (n == 0) return contents;
-    contents.append(buffer, static_cast<size_t>(n));
-  }
-}
-
 namespace {
 
 // Clears O_NONBLOCK, which an open that must not wait for a FIFO's other end set.
@@ -48,6 +34,34 @@ Status SetBlocking(const Fd& fd, const std::filesystem::path& path) {
 }
 
 }  // namespace
+
+StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
+  // Opened without waiting for a FIFO's writer: open() blocked until one came, and SIGTERM could not end it.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoStatus(errno, "open " + path.string());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, "stat " + path.string());
+  // A FIFO's first read does not wait either: end of file at once means no writer (a pipe with a writer, such as
+  // bash's <(...), has data or would block); after it, reads wait for the writer as usual.
+  bool first_of_fifo = S_ISFIFO(st.st_mode);
+  if (!first_of_fifo) SRUNWAY_RETURN_IF_ERROR(SetBlocking(fd, path));
+  std::string contents;
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (first_of_fifo) {
+      if (n == 0) return FailedPrecondition("{} is a FIFO that no one writes: start its writer first", path.string());
+      if (n < 0 && errno != EAGAIN) return ErrnoStatus(errno, "read " + path.string());
+      first_of_fifo = false;
+      SRUNWAY_RETURN_IF_ERROR(SetBlocking(fd, path));
+      if (n < 0) continue;
+    }
+    if (n < 0) return ErrnoStatus(errno, "read " + path.string());
+    if (n == 0) return contents;
+    contents.append(buffer, static_cast<size_t>(n));
+  }
+}
 
 StatusOr<Fd> OpenRegularFile(const std::filesystem::path& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));

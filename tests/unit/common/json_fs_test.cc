@@ -209,6 +209,47 @@ TEST_F(TempDir, AFifoThatNoOneReadsIsRefusedNotWaitedOn) {
   EXPECT_EQ(::fcntl(writer->get(), F_GETFL) & O_NONBLOCK, 0);
 }
 
+// A FIFO that no one writes: open() for reading waited for a writer, and SIGTERM could not end it
+// (`--config fifo`, a blueprint, a tokenizer's file).
+TEST_F(TempDir, AFifoThatNoOneWritesIsRefusedNotWaitedOn) {
+  const fs::path fifo = dir_ / "config.yaml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Opens the writing end after a second, so that a read that waits returns and this test fails, not hangs.
+  std::atomic<bool> done = false;
+  std::thread late_writer([&] {
+    for (int i = 0; i < 20 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!done) {
+      const Fd writer(::open(fifo.c_str(), O_WRONLY | O_CLOEXEC));
+      EXPECT_TRUE(WriteAll(writer.get(), "late", "fifo").ok());
+    }
+  });
+  auto read = ReadFile(fifo);
+  done = true;
+  late_writer.join();
+  EXPECT_FALSE(read.ok());
+  EXPECT_EQ(read.status().message(), fifo.string() + " is a FIFO that no one writes: start its writer first");
+
+  // A pipe with a writer, as bash's <(...) gives: what it writes, whether there before the first read or after.
+  for (const bool written_first : {true, false}) {
+    int ends[2];
+    ASSERT_EQ(::pipe(ends), 0);
+    const Fd read_end(ends[0]);
+    Fd write_end(ends[1]);
+    if (written_first) {
+      ASSERT_TRUE(WriteAll(write_end.get(), "early ", "pipe").ok());
+    }
+    std::thread writer([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      EXPECT_TRUE(WriteAll(write_end.get(), "late", "pipe").ok());
+      write_end = Fd(-1);
+    });
+    auto piped = ReadFile(fmt::format("/dev/fd/{}", read_end.get()));
+    writer.join();
+    ASSERT_TRUE(piped.ok()) << piped.status().ToString();
+    EXPECT_EQ(*piped, written_first ? "early late" : "late");
+  }
+}
+
 TEST_F(TempDir, WriteIntoMissingDirectoryFailsAndNamesIt) {
   Status status = WriteFileAtomic(dir_ / "missing" / "x", "data");
   EXPECT_EQ(status.code(), StatusCode::kNotFound);
