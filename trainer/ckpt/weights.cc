@@ -229,22 +229,33 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
   return Names(naming, config, gpt2, naming == Naming::kHfLlama && files.Find("lm_head.weight") == nullptr);
 }
 
-// The value of element i of a tensor stored as `dtype` (checked to be a float type beforehand).
-float Element(const uint8_t* data, std::string_view dtype, int64_t i) {
-  const auto at = static_cast<size_t>(i);
-  if (dtype == "F32") {
-    float value;
-    std::memcpy(&value, data + 4 * at, 4);
-    return value;
+// The float types a file's tensors may be stored as.
+enum class FloatType { kF32, kF64, kBF16, kF16, kNone };
+
+FloatType FloatTypeOf(std::string_view dtype) {
+  if (dtype == "F32") return FloatType::kF32;
+  if (dtype == "F64") return FloatType::kF64;
+  if (dtype == "BF16") return FloatType::kBF16;
+  if (dtype == "F16") return FloatType::kF16;
+  return FloatType::kNone;
+}
+
+// Elements [first, first + count) of a tensor stored as `type`, at `stride` elements apart, into `out` as floats.
+void Convert(const uint8_t* data, FloatType type, int64_t first, int64_t count, int64_t stride, float* out) {
+  auto each = [&]<typename T>(T, auto convert) {
+    for (int64_t k = 0; k < count; ++k) {
+      T value;
+      std::memcpy(&value, data + static_cast<size_t>(first + k * stride) * sizeof(T), sizeof(T));
+      out[k] = convert(value);
+    }
+  };
+  switch (type) {
+    case FloatType::kF32: return each(float{}, [](float v) { return v; });
+    case FloatType::kF64: return each(double{}, [](double v) { return static_cast<float>(v); });
+    case FloatType::kBF16: return each(uint16_t{}, [](uint16_t v) { return common::BFloat16ToFloat(v); });
+    case FloatType::kF16: return each(uint16_t{}, [](uint16_t v) { return common::HalfToFloat(v); });
+    case FloatType::kNone: return;
   }
-  if (dtype == "F64") {
-    double value;
-    std::memcpy(&value, data + 8 * at, 8);
-    return static_cast<float>(value);
-  }
-  uint16_t bits;
-  std::memcpy(&bits, data + 2 * at, 2);
-  return dtype == "BF16" ? common::BFloat16ToFloat(bits) : common::HalfToFloat(bits);
 }
 
 std::string Shape(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
@@ -266,7 +277,7 @@ common::Status Copy(const WeightFiles& files, const TensorSpec& spec, const Mapp
                                         files.name(), source.name, spec.name, Shape(spec.shape));
     }
     const std::string& dtype = tensor->entry.dtype;
-    if (dtype != "F32" && dtype != "F16" && dtype != "BF16" && dtype != "F64") {
+    if (FloatTypeOf(dtype) == FloatType::kNone) {
       return common::FailedPrecondition("{}: tensor '{}' is {}, not a float type", files.name(), source.name, dtype);
     }
     std::vector<int64_t> shape = tensor->entry.shape;
@@ -296,18 +307,12 @@ common::Status Copy(const WeightFiles& files, const TensorSpec& spec, const Mapp
   for (size_t i = 0; i < parts.size() && row < rows; ++i) {
     const auto& [tensor, their_rows] = parts[i];
     const int64_t take = std::min(their_rows, rows - row);
-    const std::string& dtype = tensor->entry.dtype;
+    const FloatType type = FloatTypeOf(tensor->entry.dtype);
     if (mapping.sources[i].transposed) {
-      // The file holds [cols, their_rows]: element (r, c) of ours is its (c, r).
-      for (int64_t c = 0; c < cols; ++c) {
-        for (int64_t r = 0; r < take; ++r) {
-          out[(row + r) * cols + c] = Element(tensor->data, dtype, c * their_rows + r);
-        }
-      }
-    } else if (dtype == "F32") {
-      std::memcpy(out + row * cols, tensor->data, static_cast<size_t>(take * cols) * sizeof(float));
+      // The file holds [cols, their_rows]: row r of ours is its column r.
+      for (int64_t r = 0; r < take; ++r) Convert(tensor->data, type, r, cols, their_rows, out + (row + r) * cols);
     } else {
-      for (int64_t e = 0; e < take * cols; ++e) out[row * cols + e] = Element(tensor->data, dtype, e);
+      Convert(tensor->data, type, 0, take * cols, 1, out + row * cols);
     }
     row += take;
   }
