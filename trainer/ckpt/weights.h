@@ -1,6 +1,6 @@
-// Weights alone, from safetensors files, for --finetune and --skip-train: srunway-train's own --export, or a
+// Weights alone, in safetensors files. In, for --finetune and --skip-train: srunway-train's own --export, or a
 // Hugging Face GPT-2 or Llama model as the hub holds it (model.safetensors, or model.safetensors.index.json and
-// the files it names, with config.json beside them).
+// the files it names, with config.json beside them). Out, for --export-hf: the same names and layouts again.
 //
 // Hugging Face's names map onto ours as follows (L = layer):
 //   GPT-2 ([transformer.] prefix optional)   srunway
