@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <set>
+#include <utility>
 
 #include "common/fs.h"
 #include "common/half.h"
@@ -360,6 +362,18 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
         files.name(), unused.size(), unused.size() == 1 ? "" : "s",
         fmt::join(unused.begin(), unused.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
         unused.size() > shown ? ", ..." : "");
+  }
+  // GPT-2's head is the embedding again; a file whose lm_head is another matrix (an untied head) would lose it here.
+  if (plan.naming == Naming::kHfGpt2 && files.Find("lm_head.weight") != nullptr) {
+    TensorSpec wte = *layout.Find("wte");
+    std::vector<float> head(static_cast<size_t>(wte.numel));
+    const int64_t at = std::exchange(wte.offset, 0);
+    std::vector<std::string> ignored;
+    SRUNWAY_RETURN_IF_ERROR(Copy(files, wte, Mapping{{{"lm_head.weight"}}}, head, ignored));
+    if (!std::equal(head.begin(), head.end(), params.begin() + at)) {
+      return common::FailedPrecondition("{}: lm_head.weight is not wte.weight: an untied head, which srunway's GPT "
+                                        "(its head tied to the embedding) cannot hold", files.name());
+    }
   }
   if (!plan.tied_head.empty()) {
     imported.notes.push_back(fmt::format("lm_head: a copy of {} (the file ties them; here they train apart)",

@@ -8,7 +8,8 @@
 //   h.L.ln_1, h.L.ln_2, ln_f                 layers.L.norm1, layers.L.norm2, norm_f
 //   h.L.attn.c_attn, h.L.attn.c_proj         layers.L.qkv, layers.L.proj   (Conv1D [in, out]: transposed)
 //   h.L.mlp.c_fc, h.L.mlp.c_proj             layers.L.fc, layers.L.out     (likewise)
-//   h.L.attn.bias, .masked_bias, lm_head     not parameters (masks; the head is tied to wte)
+//   h.L.attn.bias, .masked_bias              not parameters (masks)
+//   lm_head                                  must equal wte.weight (GPT-2's head is tied to the embedding)
 //   Llama
 //   model.embed_tokens                       wte
 //   model.layers.L.self_attn.{q,k,v}_proj    layers.L.qkv (stacked: q, then k, then v)

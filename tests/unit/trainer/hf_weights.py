@@ -361,6 +361,11 @@ def main():
     expect_error("q and k of each other's sizes", [*llama, "--load", os.path.join(WORK, "swapped.safetensors"),
                  "--finetune"], 1, r"q_proj\.weight \+ .*k_proj\.weight \+ .*v_proj\.weight \[32, 64\] \+ \[64, 64\] "
                  r"\+ \[32, 64\] are not the model's layers\.0\.qkv\.weight \[128, 64\]")
+    untied = dict(lm)
+    untied["lm_head.weight"] = lm["transformer.wte.weight"] + 0.01
+    save(os.path.join(WORK, "untied.safetensors"), untied)
+    expect_error("a GPT-2 whose lm_head is not its embedding",
+                 [*gpt, "--load", os.path.join(WORK, "untied.safetensors"), "--finetune"], 1, r"untied\.safetensors: lm_head\.weight is not wte\.weight: an untied head")
     ints = os.path.join(WORK, "ints.safetensors")
     with open(ints, "wb") as f:
         body = json.dumps({"wte.weight": {"dtype": "I32", "shape": [1], "data_offsets": [0, 4]}}).encode()
