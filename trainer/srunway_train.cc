@@ -135,8 +135,8 @@ int main(int argc, char** argv) {
                    "the model as --load's checkpoint was saved with, instead of --preset and the size flags "
                    "(Megatron's)")->needs(load);
   app.add_flag("--skip-train", o.skip_train,
-               "train no step: the validation loss (--eval-iters) of --load's parameters, then --export and "
-               "--sample; nothing is saved (Megatron's)");
+               "train no step: the validation loss (--eval-iters) of --load's parameters, then --export, "
+               "--export-hf and --sample; nothing is saved (Megatron's)");
   app.add_option("--keep-checkpoints", o.keep_checkpoints,
                  "keep the newest N complete checkpoints, deleting older ones (0: keep all)")->capture_default_str();
   app.add_option("--save-interval", o.save_interval, "steps between checkpoints (0: at the end only)")->capture_default_str();

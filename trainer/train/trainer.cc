@@ -216,11 +216,8 @@ common::StatusOr<Tokenizer> FindTokenizer(const TrainOptions& o) {
 std::optional<HfTokenizer> ExportTokenizer(const TrainOptions& o) {
   if (o.mock_data) return std::nullopt;
   auto paths = TokenizerPaths(o);
-  std::error_code ec;
-  if (!paths.ok() || !std::filesystem::exists(paths->first, ec) || !std::filesystem::exists(paths->second, ec)) {
-    return std::nullopt;
-  }
-  auto tokenizer = Tokenizer::Load(paths->first, paths->second);
+  if (!paths.ok()) return std::nullopt;
+  auto tokenizer = Tokenizer::Load(paths->first, paths->second);  // missing files included
   auto vocab = common::ReadFile(paths->first);
   auto merges = common::ReadFile(paths->second);
   if (!tokenizer.ok() || !vocab.ok() || !merges.ok()) return std::nullopt;

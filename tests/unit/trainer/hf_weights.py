@@ -149,9 +149,10 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5):
     return F.cross_entropy((x @ head.T).reshape(-1, VOCAB), targets.reshape(-1))
 
 
-def train(*args):
-    """srunway-train on one rank: (exit code, stdout, stderr)."""
-    run = subprocess.run([TRAIN, "--mock-data", "--seq-length", "32", "--micro-batch-size", "2",
+def train(*args, data=None):
+    """srunway-train on one rank, on mock data or the dataset `data`: (exit code, stdout, stderr)."""
+    source = ["--data-path", data] if data else ["--mock-data"]
+    run = subprocess.run([TRAIN, *source, "--seq-length", "32", "--micro-batch-size", "2",
                           "--peak-tflops", "1", "--threads", "1", *args], capture_output=True, text=True, timeout=120)
     return run.returncode, run.stdout, run.stderr
 
@@ -318,14 +319,13 @@ def main():
     subprocess.run([PREP, "--input", corpus, "--output-prefix", os.path.join(WORK, "data"), "--train-vocab", "300",
                     "--quiet"], check=True, capture_output=True)
     out_dir = os.path.join(WORK, "hf-with-tokenizer")
-    run = subprocess.run([TRAIN, *gpt, "--vocab-size", "300", "--data-path", os.path.join(WORK, "data"),
-                          "--seq-length", "32", "--micro-batch-size", "2", "--train-steps", "1", "--peak-tflops", "1",
-                          "--threads", "1", "--export-hf", out_dir], capture_output=True, text=True, timeout=120)
+    rc, _, err = train(*gpt, "--vocab-size", "300", "--train-steps", "1", "--export-hf", out_dir,
+                       data=os.path.join(WORK, "data"))
     files = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
-    check("--export-hf with a dataset: its files", run.returncode == 0 and files == [
+    check("--export-hf with a dataset: its files", rc == 0 and files == [
         "config.json", "merges.txt", "model.safetensors", "tokenizer_config.json", "vocab.json"],
-        f"exit {run.returncode}, {files} {run.stderr.strip()[-300:]}")
-    if run.returncode == 0:
+        f"exit {rc}, {files} {err.strip()[-300:]}")
+    if rc == 0:
         same = all(open(os.path.join(WORK, f"data.{name}"), "rb").read() ==
                    open(os.path.join(out_dir, name), "rb").read() for name in ("vocab.json", "merges.txt"))
         check("--export-hf with a dataset: the tokenizer's files as srunway-prep wrote them", same)
