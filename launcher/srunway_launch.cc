@@ -155,6 +155,12 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
   bool signalled = false;
   constexpr auto kGrace = std::chrono::seconds(10);
   constexpr auto kSignalSettle = std::chrono::milliseconds(300);
+  // Once the program has ended (and a failure has been reported), what it left running in its group is ended too,
+  // as Slurm ends a step's leftovers, after a moment to finish on its own; a warning says what it was.
+  auto end_leftovers = [&] {
+    const std::string left = child->EndLeftovers(std::chrono::seconds(1), std::chrono::seconds(3));
+    if (!left.empty()) common::LogWarn("the program ended and left {}", left);
+  };
   while (true) {
     // Waits a tick for a signal, or for output when the program's comes through here: a program that prints
     // much was held to a pipe's worth (16 KiB) a tick, 160 KB/s, blocked in its writes.
@@ -176,6 +182,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
       }
       Report(boot.Prefix() + why);
       const ChildEnd end = child->Terminate(kGrace);
+      end_leftovers();
       return signalled ? end.ExitCode() : kExitBootstrap;
     }
     std::optional<ChildEnd> end = child->Poll();
@@ -190,8 +197,10 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
       // failure to report.
       if (!signalled || end->how != ChildEnd::How::kExited) Report(why);
       if (!signalled) (*watchdog)->Abort(why);
+      end_leftovers();
       return end->how == ChildEnd::How::kHung ? kExitHung : end->ExitCode();
     }
+    end_leftovers();
     // This rank's program finished well. Rank 0 keeps the watchdog's root until every peer has finished too (or
     // one failed); the others say goodbye.
     while (me.rank == 0 && !(*watchdog)->WaitFinished(std::chrono::milliseconds(10))) {

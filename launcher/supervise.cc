@@ -68,6 +68,41 @@ std::string LastLine(std::string_view end) {
                            kMaxProgressBytes);
 }
 
+// A live process of a process group, as /proc shows it.
+struct Member {
+  pid_t pid;
+  std::string name;
+};
+
+// The live processes of process group `group`; zombies, which have ended and wait for a parent's wait(), are left
+// out.
+std::vector<Member> GroupMembers(pid_t group) {
+  std::vector<Member> members;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto stat = common::ReadFile(it->path() / "stat");  // "pid (comm) state ppid pgrp ...": comm may hold ") "
+    if (!stat.ok()) continue;  // gone since the listing
+    const size_t open = stat->find('('), close = stat->rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open) continue;
+    const std::vector<std::string_view> fields = common::Split(std::string_view(*stat).substr(close + 1), ' ');
+    // fields[0] is empty (the space after ')'), then state, ppid, pgrp.
+    if (fields.size() < 4 || fields[1] == "Z" || fields[3] != std::to_string(group)) continue;
+    members.push_back({static_cast<pid_t>(std::stol(name)), stat->substr(open + 1, close - open - 1)});
+  }
+  return members;
+}
+
+std::string DescribeMembers(const std::vector<Member>& members) {
+  std::string list;
+  for (size_t i = 0; i < members.size() && i < 4; ++i) {
+    list += fmt::format("{}{} {}", i > 0 ? ", " : "", common::Printable(members[i].name), members[i].pid);
+  }
+  if (members.size() > 4) list += ", ...";
+  return fmt::format("{} process{} ({})", members.size(), members.size() == 1 ? "" : "es", list);
+}
+
 }  // namespace
 
 int ChildEnd::ExitCode() const {
@@ -210,6 +245,7 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
     const std::string why = CannotRun(options.command[0], error);
     return error == ENOENT ? common::NotFound("{}", why) : common::FailedPrecondition("{}", why);
   }
+  if (child.own_group_) child.group_ = child.pid_;
   child.out_.pipe = out_pipe[0];
   child.err_.pipe = err_pipe[0];
   child.started_ = Clock::now();
@@ -219,12 +255,13 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
 
 Child::Child(Child&& other) noexcept
     : options_(std::move(other.options_)), pid_(std::exchange(other.pid_, -1)), own_group_(other.own_group_),
-      started_(other.started_), out_(std::exchange(other.out_, Stream{})), err_(std::exchange(other.err_, Stream{})),
+      group_(std::exchange(other.group_, -1)), started_(other.started_), out_(std::exchange(other.out_, Stream{})), err_(std::exchange(other.err_, Stream{})),
       progress_(std::move(other.progress_)),
       progress_at_(other.progress_at_), progressed_(other.progressed_) {}
 
 Child::~Child() {
   if (pid_ > 0) (void)Terminate(std::chrono::seconds(2));
+  if (group_ > 0) (void)EndLeftovers(std::chrono::milliseconds(0), std::chrono::seconds(2));
   for (int* fd : {&out_.pipe, &err_.pipe, &out_.file, &err_.file}) CloseFd(*fd);
 }
 
@@ -355,6 +392,35 @@ ChildEnd Child::Terminate(std::chrono::milliseconds grace) {
   end.code = SIGKILL;
   end.ran = ran;
   return end;
+}
+
+// Before, a background process that wrote to --log-dir's pipes died of SIGPIPE once this process exited (its
+// output lost), and without --log-dir it ran on after the step when not under Slurm.
+std::string Child::EndLeftovers(std::chrono::milliseconds settle, std::chrono::milliseconds grace) {
+  constexpr auto kTick = std::chrono::milliseconds(20);
+  const pid_t group = std::exchange(group_, -1);
+  auto members = [&] { return group > 0 ? GroupMembers(group) : std::vector<Member>{}; };
+  // Copies output until `done` or `until`; Pump waits a tick whether or not there is a pipe left.
+  auto wait = [&](Clock::time_point until, auto done) {
+    while (!done() && Clock::now() < until) Pump(kTick);
+  };
+  auto gone = [&] { return !copies_output() && members().empty(); };
+  wait(Clock::now() + settle, gone);
+  std::vector<Member> left = members();
+  std::string said;
+  if (!left.empty()) {
+    ::kill(-group, SIGTERM);
+    wait(Clock::now() + grace, gone);
+    const bool killed = !members().empty();
+    if (killed) ::kill(-group, SIGKILL);
+    said = fmt::format("{} running: ended {} with {}", DescribeMembers(left), left.size() == 1 ? "it" : "them",
+                       killed ? fmt::format("SIGKILL, {} after SIGTERM", FormatDuration(grace)) : "SIGTERM");
+  }
+  // What the group's processes wrote before they ended; a pipe still held past this (by a process that left the
+  // group, a daemon of its own session) is closed: its later writes fail.
+  wait(Clock::now() + std::chrono::seconds(1), [&] { return !copies_output(); });
+  for (int* fd : {&out_.pipe, &err_.pipe}) CloseFd(*fd);
+  return said;
 }
 
 }  // namespace srunway::launcher

@@ -87,6 +87,11 @@ class Child {
   std::optional<ChildEnd> Poll();
   // SIGTERM to the group, then SIGKILL after `grace`; reaps it. Returns its end.
   ChildEnd Terminate(std::chrono::milliseconds grace);
+  // Once the program has ended: what it started in its group and left running is given `settle` to finish, then
+  // SIGTERM and after `grace` SIGKILL (Slurm kills a step's leftovers when its tasks end), its output copied to
+  // the end. Returns "" when nothing was left, else what: "2 processes (sleep 4242, bash 4240) running: ended them
+  // with SIGTERM". Call it once a failure has been reported, not before: it takes time.
+  std::string EndLeftovers(std::chrono::milliseconds settle, std::chrono::milliseconds grace);
 
  private:
   Child() = default;
@@ -110,6 +115,7 @@ class Child {
   ChildOptions options_;
   pid_t pid_ = -1;
   bool own_group_ = false;
+  pid_t group_ = -1;  // the program's process group, while it may have members (own_group_ only)
   std::chrono::steady_clock::time_point started_;
   Stream out_{"stdout", STDOUT_FILENO};
   Stream err_{"stderr", STDERR_FILENO};

@@ -2,7 +2,8 @@
 # Supervised exec mode on both nodes: a rank's program killed with -9, crashing with SIGSEGV, exiting non-zero
 # with a PyTorch error file, or hanging after it showed progress ends the step on every rank within the timeout,
 # each rank printing one line that names the rank, its host and how the program ended. SIGTERM from scancel
-# reaches every program and their exit codes come back; --log-dir and --tee keep each rank's output.
+# reaches every program and their exit codes come back; --log-dir and --tee keep each rank's output; what a program
+# leaves running is ended (its output kept, one warning).
 source "$(dirname "$0")/lib.sh"
 require_cluster
 launch=${SRUNWAY_LAUNCH:?SRUNWAY_LAUNCH must name srunway-launch}
@@ -132,6 +133,32 @@ if [[ -n $node1_slurmd ]] && nsenter --mount="/proc/$node1_slurmd/ns/mnt" mount 
 else
   echo "ok (skipped): cannot mount a tmpfs in node1's mount namespace here for the full log dir"
 fi
+
+echo "== what a program leaves running is ended, its output kept"
+# A background writer that outlives its program: its line died of SIGPIPE once srunway-launch exited (it stopped
+# reading --log-dir's pipes when the program ended); now the program's group gets a moment to finish.
+rc=0
+timeout 60 srun -n1 -w node1 --time=1 "$launch" --log-dir "$work/late" -- bash -c '(sleep 0.3; echo late) & echo early' \
+  2>"$work/late.err" || rc=$?
+expect_eq "late writer: exit code" "$rc" 0
+expect_eq "late writer: rank_0.out" "$(cat "$work/late/rank_0.out")" $'early\nlate'
+[[ ! -s $work/late.err ]] || fail "late writer: a finished background process was reported: $(cat "$work/late.err")"
+# Outside Slurm (whose slurmstepd kills a step's leftovers) a background process ran on after srunway-launch had
+# exited; now it is ended (SIGTERM, SIGKILL 3 s later for one that ignores it) and one warning names it.
+left_over() {  # PROGRAM: the exit code in $rc, srunway-launch's stderr in $work/left.err
+  rc=0
+  timeout 60 "$launch" -- bash -c "$1" 2>"$work/left.err" || rc=$?
+}
+left_over 'sleep 1234.5 & exit 3'
+expect_eq "leftover: the program's exit code" "$rc" 3
+grep -qE '^srunway-launch\[.*\] warning: the program ended and left 1 process \(sleep [0-9]+\) running: ended it with SIGTERM$' \
+  "$work/left.err" || fail "leftover: no warning: $(cat "$work/left.err")"
+! pgrep -f 'sleep 1234.5' >/dev/null || fail "leftover: still running after srunway-launch exited"
+left_over '(trap "" TERM; sleep 1234.6) & (trap "" TERM; sleep 1234.6) & true'
+expect_eq "leftovers that ignore SIGTERM: exit code" "$rc" 0
+grep -qE '^srunway-launch\[.*\] warning: the program ended and left [0-9]+ processes \((bash|sleep) [0-9]+, .*\) running: ended them with SIGKILL, 3s after SIGTERM$' \
+  "$work/left.err" || fail "leftovers that ignore SIGTERM: no warning: $(cat "$work/left.err")"
+! pgrep -f 'sleep 1234.6' >/dev/null || fail "leftovers that ignore SIGTERM: still running"
 
 echo "== the program's own exit code and torchrun's variables"
 step code 'echo "$TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $SLURM_JOB_ID"; exit 0'
