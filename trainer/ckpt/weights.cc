@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -384,7 +385,11 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
 
 namespace {
 
-// Hugging Face's config.json for GPT-2 and Llama as our ModelConfig; a setting our model does not have is refused.
+// A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
+double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
+
+}  // namespace
+
 common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where) {
   SRUNWAY_ASSIGN_OR_RETURN(std::string type, common::JsonField<std::string>(json, "model_type", where));
   auto number = [&](std::string_view key, double fallback) -> common::StatusOr<float> {
@@ -405,7 +410,8 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "n_embd", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "n_head", where));
     c.n_kv_head = c.n_head;
-    c.d_ff = 4 * c.d_model;
+    // GPT2Config's default; clamped, so that an absurd n_embd is Validate's error about n_embd and no overflow.
+    c.d_ff = static_cast<int>(std::clamp<int64_t>(int64_t{4} * c.d_model, INT_MIN, INT_MAX));
     if (json.contains("n_inner") && !json["n_inner"].is_null()) {
       SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "n_inner", where));
     }
@@ -441,10 +447,6 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
   return c;
 }
 
-// A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
-double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
-
-// Our model as Hugging Face's config.json describes it (GPT2LMHeadModel or LlamaForCausalLM, fp32 weights).
 common::Json HuggingFaceConfig(const ModelConfig& c) {
   if (c.arch == Arch::kGpt) {
     return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_layer", c.n_layer},
@@ -460,8 +462,6 @@ common::Json HuggingFaceConfig(const ModelConfig& c) {
           {"tie_word_embeddings", false}, {"attention_bias", false}, {"mlp_bias", false},
           {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", "float32"}};
 }
-
-}  // namespace
 
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
                                  std::span<const float> params, const std::optional<HfTokenizer>& tokenizer) {

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "common/status.h"
 #include "trainer/model/config.h"
 
@@ -60,6 +61,13 @@ struct HfTokenizer {
 };
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
                                  std::span<const float> params, const std::optional<HfTokenizer>& tokenizer);
+
+// Hugging Face's config.json of a GPT-2 or Llama model as our ModelConfig (not yet Validate()d); a setting our
+// model does not have is refused, naming it and `where`.
+common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where);
+// Our model as Hugging Face's config.json describes it (GPT2LMHeadModel or LlamaForCausalLM, fp32 weights), for
+// --export-hf; FromHuggingFaceConfig reads it back as the same model.
+common::Json HuggingFaceConfig(const ModelConfig& config);
 
 // The model the weights are of, for --use-checkpoint-args: what srunway-train's --export recorded in the header,
 // else the config.json beside a Hugging Face file (GPT-2 or Llama; a setting our model lacks, such as RoPE
