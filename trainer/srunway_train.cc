@@ -149,6 +149,12 @@ int main(int argc, char** argv) {
   app.add_option("--export-hf", o.export_hf,
                  "after training, write DIR/model.safetensors and DIR/config.json in Hugging Face's form "
                  "(transformers' from_pretrained(DIR))");
+  std::string export_dtype = "fp32";
+  CLI::Option* export_dtype_option =
+      app.add_option("--export-dtype", export_dtype,
+                     "how --export and --export-hf store the weights (rounded to the nearest; bf16 and fp16 take "
+                     "half the bytes)")
+          ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
   // The options of --sample and of --dry-run are refused without them rather than taken and ignored.
   CLI::Option* sample = app.add_option("--sample", o.sample_tokens, "after training, generate N tokens and print them");
   app.add_option("--sample-top-k", o.sample_top_k, "1: greedy")->capture_default_str()->needs(sample);
@@ -248,6 +254,13 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : srunway::trainer::kExitUsage;
   }
 
+  if (export_dtype_option->count() > 0 && o.export_safetensors.empty() && o.export_hf.empty()) {
+    srunway::common::LogError("--export-dtype: there is nothing to export (give --export FILE or --export-hf DIR)");
+    return srunway::trainer::kExitUsage;
+  }
+  o.export_dtype = export_dtype == "bf16"   ? srunway::trainer::StoredDtype::kBF16
+                   : export_dtype == "fp16" ? srunway::trainer::StoredDtype::kF16
+                                            : srunway::trainer::StoredDtype::kF32;
   auto model = srunway::trainer::Preset(preset);
   if (!model.ok()) {
     srunway::common::LogError("--preset: {}", model.status().message());

@@ -1,26 +1,72 @@
-// safetensors writer (F32 tensors) and header reader.
+// safetensors writer (F32 tensors, stored as F32, BF16 or F16) and header reader.
 #include "trainer/ckpt/safetensors.h"
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "common/fs.h"
+#include "common/half.h"
 #include "common/json.h"
 
 namespace srunway::trainer {
 
+std::string_view DtypeName(StoredDtype dtype) {
+  switch (dtype) {
+    case StoredDtype::kF32: return "F32";
+    case StoredDtype::kBF16: return "BF16";
+    case StoredDtype::kF16: return "F16";
+  }
+  return "F32";
+}
+
+namespace {
+
+// One tensor's values as `dtype` stores them, written a slice at a time (a model's largest tensor, its embedding,
+// is not copied whole).
+common::Status WriteTensor(common::AtomicFile& file, const NamedTensor& tensor, uint64_t numel, StoredDtype dtype) {
+  if (dtype == StoredDtype::kF32) return file.Write({reinterpret_cast<const char*>(tensor.data), 4 * numel});
+  constexpr uint64_t kSlice = 1 << 20;
+  std::vector<uint16_t> stored(static_cast<size_t>(std::min(numel, kSlice)));
+  for (uint64_t from = 0; from < numel; from += kSlice) {
+    const uint64_t n = std::min(kSlice, numel - from);
+    const float* values = tensor.data + from;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (dtype == StoredDtype::kBF16) {
+        stored[i] = common::FloatToBFloat16(values[i]);
+        continue;
+      }
+      stored[i] = common::FloatToHalf(values[i]);
+      if ((stored[i] & 0x7fff) == 0x7c00 && std::isfinite(values[i])) {
+        return common::FailedPrecondition("tensor '{}' holds {} (element {}), past fp16's largest value 65504: export "
+                                  "it as bf16 or fp32", tensor.name, values[i], from + i);
+      }
+    }
+    SRUNWAY_RETURN_IF_ERROR(file.Write({reinterpret_cast<const char*>(stored.data()), 2 * n}));
+  }
+  return common::Status::Ok();
+}
+
+}  // namespace
+
 common::Status WriteSafetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
-                                const std::map<std::string, std::string>& metadata) {
+                                const std::map<std::string, std::string>& metadata, StoredDtype dtype) {
   static_assert(std::endian::native == std::endian::little, "safetensors is little-endian");
+  const uint64_t element = dtype == StoredDtype::kF32 ? 4 : 2;
+  auto count = [](const NamedTensor& tensor) {
+    uint64_t numel = 1;
+    for (int64_t dim : tensor.shape) numel *= static_cast<uint64_t>(dim);
+    return numel;
+  };
   common::Json header = common::Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const NamedTensor& tensor : tensors) {
-    uint64_t numel = 1;
-    for (int64_t dim : tensor.shape) numel *= static_cast<uint64_t>(dim);
-    header[tensor.name] = {{"dtype", "F32"}, {"shape", tensor.shape}, {"data_offsets", {offset, offset + 4 * numel}}};
-    offset += 4 * numel;
+    const uint64_t bytes = element * count(tensor);
+    header[tensor.name] = {
+        {"dtype", DtypeName(dtype)}, {"shape", tensor.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the format pads the header with spaces to 8 bytes
@@ -29,11 +75,7 @@ common::Status WriteSafetensors(const std::filesystem::path& path, const std::ve
   SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile file, common::AtomicFile::Create(path));
   SRUNWAY_RETURN_IF_ERROR(file.Write({reinterpret_cast<const char*>(&length), sizeof length}));
   SRUNWAY_RETURN_IF_ERROR(file.Write(text));
-  for (const NamedTensor& tensor : tensors) {
-    uint64_t numel = 1;
-    for (int64_t dim : tensor.shape) numel *= static_cast<uint64_t>(dim);
-    SRUNWAY_RETURN_IF_ERROR(file.Write({reinterpret_cast<const char*>(tensor.data), 4 * numel}));
-  }
+  for (const NamedTensor& tensor : tensors) SRUNWAY_RETURN_IF_ERROR(WriteTensor(file, tensor, count(tensor), dtype));
   return file.Commit();
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -20,9 +21,17 @@ struct NamedTensor {
   const float* data = nullptr;  // F32, shape.product() values
 };
 
-// Written atomically; tensors keep the given order in the file.
+// How the file stores the F32 tensors it is given: as they are, or rounded to the nearest bf16 or fp16 (half the
+// bytes; --export-dtype).
+enum class StoredDtype { kF32, kBF16, kF16 };
+// "F32", "BF16", "F16": the format's names.
+std::string_view DtypeName(StoredDtype dtype);
+
+// Written atomically; tensors keep the given order in the file. A finite value past fp16's range (65504) is an
+// error naming the tensor, rather than an infinity in the file.
 common::Status WriteSafetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
-                                const std::map<std::string, std::string>& metadata = {});
+                                const std::map<std::string, std::string>& metadata = {},
+                                StoredDtype dtype = StoredDtype::kF32);
 
 // One tensor as a safetensors header describes it; `begin` and `end` are byte offsets into the data after the header.
 struct TensorEntry {

@@ -447,24 +447,28 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
   return c;
 }
 
-common::Json HuggingFaceConfig(const ModelConfig& c) {
+common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
+  const char* torch_dtype = dtype == StoredDtype::kBF16  ? "bfloat16"
+                            : dtype == StoredDtype::kF16 ? "float16"
+                                                         : "float32";
   if (c.arch == Arch::kGpt) {
     return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_layer", c.n_layer},
             {"n_embd", c.d_model}, {"n_head", c.n_head}, {"n_inner", c.d_ff}, {"n_positions", c.seq_len},
             {"vocab_size", c.vocab}, {"layer_norm_epsilon", Shortest(c.norm_eps)},
             {"activation_function", "gelu_new"}, {"initializer_range", Shortest(c.init_std)},
-            {"torch_dtype", "float32"}};
+            {"torch_dtype", torch_dtype}};
   }
   return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"num_hidden_layers", c.n_layer},
           {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head}, {"num_key_value_heads", c.n_kv_head},
           {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.seq_len}, {"vocab_size", c.vocab},
           {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)}, {"hidden_act", "silu"},
           {"tie_word_embeddings", false}, {"attention_bias", false}, {"mlp_bias", false},
-          {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", "float32"}};
+          {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
 }
 
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
-                                 std::span<const float> params, const std::optional<HfTokenizer>& tokenizer) {
+                                 std::span<const float> params, const std::optional<HfTokenizer>& tokenizer,
+                                 StoredDtype dtype) {
   const ParamLayout layout(config);
   if (params.size() != static_cast<size_t>(layout.numel())) {
     return common::InvalidArgument("{} parameters given for a model of {}", params.size(), layout.numel());
@@ -496,8 +500,8 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return common::FailedPrecondition("{}: cannot create the directory: {}", dir.string(), ec.message());
-  SRUNWAY_RETURN_IF_ERROR(WriteSafetensors(dir / "model.safetensors", tensors, {{"format", "pt"}}));
-  common::Json json = HuggingFaceConfig(config);
+  SRUNWAY_RETURN_IF_ERROR(WriteSafetensors(dir / "model.safetensors", tensors, {{"format", "pt"}}, dtype));
+  common::Json json = HuggingFaceConfig(config, dtype);
   std::map<std::string, std::string> files;
   if (tokenizer) {
     json["bos_token_id"] = tokenizer->eos;  // GPT-2's convention: <|endoftext|> begins and ends

@@ -30,6 +30,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "trainer/ckpt/safetensors.h"
 #include "trainer/model/config.h"
 
 namespace srunway::trainer {
@@ -51,7 +52,7 @@ struct ImportedWeights {
 common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& path, const ModelConfig& config,
                                                 std::span<float> params);
 
-// --export-hf: DIR/model.safetensors in Hugging Face's names and layouts (F32) and DIR/config.json, for
+// --export-hf: DIR/model.safetensors in Hugging Face's names and layouts (as `dtype`) and DIR/config.json, for
 // transformers' GPT2LMHeadModel or LlamaForCausalLM .from_pretrained(DIR), from the model's whole fp32 parameters.
 // With `tokenizer`, also its vocab.json and merges.txt and a tokenizer_config.json (GPT2Tokenizer, whose format
 // srunway-prep's byte-level BPE has), and config.json names its end-of-text token.
@@ -60,14 +61,15 @@ struct HfTokenizer {
   int32_t eos = -1;                    // <|endoftext|>
 };
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
-                                 std::span<const float> params, const std::optional<HfTokenizer>& tokenizer);
+                                 std::span<const float> params, const std::optional<HfTokenizer>& tokenizer,
+                                 StoredDtype dtype = StoredDtype::kF32);
 
 // Hugging Face's config.json of a GPT-2 or Llama model as our ModelConfig (not yet Validate()d); a setting our
 // model does not have is refused, naming it and `where`.
 common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where);
-// Our model as Hugging Face's config.json describes it (GPT2LMHeadModel or LlamaForCausalLM, fp32 weights), for
-// --export-hf; FromHuggingFaceConfig reads it back as the same model.
-common::Json HuggingFaceConfig(const ModelConfig& config);
+// Our model as Hugging Face's config.json describes it (GPT2LMHeadModel or LlamaForCausalLM, its torch_dtype
+// that of the weights), for --export-hf; FromHuggingFaceConfig reads it back as the same model.
+common::Json HuggingFaceConfig(const ModelConfig& config, StoredDtype dtype = StoredDtype::kF32);
 
 // The model the weights are of, for --use-checkpoint-args: what srunway-train's --export recorded in the header,
 // else the config.json beside a Hugging Face file (GPT-2 or Llama; a setting our model lacks, such as RoPE

@@ -1260,11 +1260,12 @@ common::Status Trainer::Export() {
   if (!o_.export_hf.empty()) {
     const std::span<const float> all(whole, static_cast<size_t>(model_->layout().numel()));
     const std::optional<HfTokenizer> tokenizer = ExportTokenizer(o_);
-    if (common::Status written = ExportHuggingFace(o_.export_hf, o_.model, all, tokenizer); !written.ok()) {
+    if (common::Status written = ExportHuggingFace(o_.export_hf, o_.model, all, tokenizer, o_.export_dtype);
+        !written.ok()) {
       return common::Status(written.code(), fmt::format("--export-hf {}: {}", o_.export_hf, written.message()));
     }
-    common::LogInfo("exported the model to {} for transformers' from_pretrained ({}; {})", o_.export_hf,
-                    o_.model.arch == Arch::kGpt ? "GPT2LMHeadModel" : "LlamaForCausalLM",
+    common::LogInfo("exported the model to {} for transformers' from_pretrained ({}, {}; {})", o_.export_hf,
+                    o_.model.arch == Arch::kGpt ? "GPT2LMHeadModel" : "LlamaForCausalLM", DtypeName(o_.export_dtype),
                     tokenizer        ? "with the tokenizer, GPT2Tokenizer"
                     : o_.mock_data ? "no tokenizer: --mock-data"
                                    : "no tokenizer: none beside --data-path");
@@ -1276,11 +1277,12 @@ common::Status Trainer::Export() {
   }
   common::Json config = ToJson(o_.model);
   if (common::Status written =
-          WriteSafetensors(o_.export_safetensors, tensors, {{"srunway_model", config.dump()}, {"format", "pt"}});
+          WriteSafetensors(o_.export_safetensors, tensors, {{"srunway_model", config.dump()}, {"format", "pt"}},
+                           o_.export_dtype);
       !written.ok()) {
     return common::Status(written.code(), fmt::format("--export {}: {}", o_.export_safetensors, written.message()));
   }
-  common::LogInfo("exported weights to {}", o_.export_safetensors);
+  common::LogInfo("exported weights to {} ({})", o_.export_safetensors, DtypeName(o_.export_dtype));
   return common::Status::Ok();
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "trainer/ckpt/safetensors.h"
 #include "trainer/model/config.h"
 #include "trainer/ops/ops.h"
 
@@ -60,6 +61,7 @@ struct TrainOptions {
   std::string metrics_file;
   std::string export_safetensors;
   std::string export_hf;       // a directory: model.safetensors and config.json in Hugging Face's form
+  StoredDtype export_dtype = StoredDtype::kF32;  // of both exports' weights
   int sample_tokens = 0;
   int sample_top_k = 1;        // 1: greedy
   std::string sample_prompt;

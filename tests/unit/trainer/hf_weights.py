@@ -312,6 +312,36 @@ def main():
                            "--skip-train", "--eval-iters", "0", "--export", back)
         same = rc == 0 and all(torch.equal(t, load(back)[k]) for k, t in ours.items())
         check(f"--export-hf of {preset} loaded back", same, err.strip()[-400:])
+    # --export-dtype bf16 and fp16: --export and --export-hf hold the same weights rounded to the nearest, as
+    # torch's .to() rounds them, and config.json's torch_dtype names the type.
+    f32_ours = load(os.path.join(WORK, "ours-llama-tiny.safetensors"))
+    f32_hf = load(os.path.join(WORK, "hf-llama-tiny", "model.safetensors"))
+    for flag, kind, torch_dtype in (("bf16", torch.bfloat16, "bfloat16"), ("fp16", torch.float16, "float16")):
+        out_dir, ours_path = os.path.join(WORK, f"hf-{flag}"), os.path.join(WORK, f"ours-{flag}.safetensors")
+        rc, _, err = train("--use-checkpoint-args", "--load", os.path.join(WORK, "ours-llama-tiny.safetensors"),
+                           "--skip-train", "--eval-iters", "0", "--export-dtype", flag, "--export", ours_path,
+                           "--export-hf", out_dir)
+        if rc != 0:
+            check(f"--export-dtype {flag}", False, err.strip()[-400:])
+            continue
+        for what, got, want in (("--export", load(ours_path), f32_ours),
+                                ("--export-hf", load(os.path.join(out_dir, "model.safetensors")), f32_hf)):
+            same = got.keys() == want.keys() and all(
+                got[k].dtype == kind and torch.equal(got[k], t.to(kind)) for k, t in want.items())
+            check(f"--export-dtype {flag}: {what} holds the fp32 weights rounded to {kind}", same)
+        with open(os.path.join(out_dir, "config.json")) as f:
+            check(f"--export-dtype {flag}: config.json's torch_dtype", json.load(f).get("torch_dtype") == torch_dtype)
+    past_fp16 = gpt2_weights(gen)
+    past_fp16["wte.weight"][3, 5] = 70000.0
+    save(os.path.join(WORK, "past-fp16.safetensors"), past_fp16)
+    fp16_out = os.path.join(WORK, "past-fp16-export.safetensors")
+    expect_error("a weight past fp16's range", [*gpt, "--load", os.path.join(WORK, "past-fp16.safetensors"),
+                 "--skip-train", "--eval-iters", "0", "--export-dtype", "fp16", "--export", fp16_out], 1,
+                 r"--export .*past-fp16-export\.safetensors: tensor 'wte' holds 70000 \(element 197\), past fp16's "
+                 r"largest value 65504: export it as bf16 or fp32")
+    check("a weight past fp16's range: no file left", not os.path.exists(fp16_out))
+    expect_error("--export-dtype with nothing to export", [*gpt, "--export-dtype", "bf16"], 2,
+                 r"--export-dtype: there is nothing to export")
     # With a dataset, the tokenizer srunway-prep wrote beside it goes along, and config.json names its end of text.
     corpus = os.path.join(WORK, "corpus.txt")
     with open(corpus, "w") as f:

@@ -35,8 +35,8 @@ def load(path):
         if name == "__metadata__":
             continue
         begin, end = info["data_offsets"]
-        assert info["dtype"] == "F32", name
-        t = torch.frombuffer(bytearray(data[begin:end]), dtype=torch.float32).reshape(info["shape"])
+        kind = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}[info["dtype"]]
+        t = torch.frombuffer(bytearray(data[begin:end]), dtype=kind).reshape(info["shape"])
         tensors[name] = t.clone()
     return tensors
 
