@@ -421,6 +421,8 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     if (!json.contains("activation_function") || json["activation_function"] != "gelu_pytorch_tanh") {
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("activation_function", "gelu_new"));
     }
+    // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("tie_word_embeddings", true));
   } else if (type == "llama") {
     c.arch = Arch::kLlama;
     SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));

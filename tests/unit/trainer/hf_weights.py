@@ -283,6 +283,13 @@ def main():
                  os.path.join(with_config, "model.safetensors"), "--finetune"], 1,
                  r"config\.json: rope_scaling is .*llama3.*: srunway-train's llama has null")
 
+    with open(os.path.join(with_config, "config.json"), "w") as f:
+        json.dump({"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_positions": SEQ,
+                   "vocab_size": VOCAB, "tie_word_embeddings": False}, f)
+    expect_error("a GPT-2 config.json with an untied head", ["--use-checkpoint-args", "--load",
+                 os.path.join(with_config, "model.safetensors"), "--finetune"], 1,
+                 r"config\.json: tie_word_embeddings is false: srunway-train's gpt2 has true")
+
     # --export-hf writes what Hugging Face's forward computes our model's loss from, and config.json for it; and
     # back through --use-checkpoint-args, the same weights bit for bit.
     for preset, is_llama, hf_loss in (("gpt-tiny", False, gpt2_loss), ("llama-tiny", True, llama_loss)):
@@ -335,6 +342,8 @@ def main():
     past_fp16["wte.weight"][3, 5] = 70000.0
     save(os.path.join(WORK, "past-fp16.safetensors"), past_fp16)
     fp16_out = os.path.join(WORK, "past-fp16-export.safetensors")
+    if os.path.exists(fp16_out):
+        os.remove(fp16_out)
     expect_error("a weight past fp16's range", [*gpt, "--load", os.path.join(WORK, "past-fp16.safetensors"),
                  "--skip-train", "--eval-iters", "0", "--export-dtype", "fp16", "--export", fp16_out], 1,
                  r"--export .*past-fp16-export\.safetensors: tensor 'wte' holds 70000 \(element 197\), past fp16's "
