@@ -12,6 +12,7 @@
 #include <omp.h>
 #endif
 
+#include <array>
 #include <cassert>
 #include <chrono>
 #include <cmath>
@@ -928,20 +929,40 @@ common::Status Trainer::Save(const char* why) {
   const std::vector<ParamRange> ranges =
       o_.distributed_optimizer ? adam_->owned() : OwnedRanges(reducer_->buckets(), rank_);
   const auto start = Clock::now();
-  HostMirror params(*device_, model_->params().data(), model_->params().size());
-  HostMirror m_state(*device_, adam_->m().data(), adam_->m().size());
-  HostMirror v_state(*device_, adam_->v().data(), adam_->v().size());
-  common::Status written = params.Download();
-  if (written.ok()) written = m_state.Download();
-  if (written.ok()) written = v_state.Download();
-  // Buffers held whole have the shard's ranges written straight from them: a packed copy would need as much host
-  // memory again as the state being saved, at the first save of a run that fitted until then.
-  const bool whole_params = model_->masters().empty(), whole_state = !o_.distributed_optimizer;
-  if (written.ok()) {
-    written = WriteShard(o_.save, state, rank_, world_, ranges,
-                         {ShardTensor{params.host(), whole_params}, ShardTensor{m_state.host(), whole_state},
-                          ShardTensor{v_state.host(), whole_state}});
+  // Buffers held whole on the host have the shard's ranges written straight from them: a packed copy would need as
+  // much host memory again as the state being saved, at the first save of a run that fitted until then. From a GPU
+  // only the shard comes to the host, packed: without ZeRO-1 every rank holds the whole state on its device, and
+  // mirroring it whole took 12 bytes of host memory a parameter on every rank (a 5B model's eight ranks on a node:
+  // 480 GB) to write an eighth of it.
+  std::array<std::vector<float>, 3> copies;
+  std::array<ShardTensor, 3> tensors;
+  const std::array<std::pair<std::span<float>, bool>, 3> buffers = {
+      std::pair{model_->params(), model_->masters().empty()}, std::pair{adam_->m(), !o_.distributed_optimizer},
+      std::pair{adam_->v(), !o_.distributed_optimizer}};
+  common::Status written = common::Status::Ok();
+  for (size_t i = 0; i < buffers.size() && written.ok(); ++i) {
+    const auto [buffer, whole] = buffers[i];
+    if (device_->kind() == DeviceKind::kCpu) {
+      tensors[i] = {buffer, whole};
+      continue;
+    }
+    // A buffer held whole gives its ranges; a ZeRO-1 shard is the ranges already.
+    const std::vector<ParamRange> parts =
+        whole ? ranges : std::vector<ParamRange>{{0, static_cast<int64_t>(buffer.size())}};
+    size_t total = 0;
+    for (const ParamRange& part : parts) total += static_cast<size_t>(part.count);
+    copies[i].resize(total);
+    size_t at = 0;
+    for (const ParamRange& part : parts) {
+      if (!written.ok()) break;
+      written = device_->CopyToHost(copies[i].data() + at, buffer.data() + part.offset,
+                                    static_cast<size_t>(part.count) * sizeof(float), device_->main_stream());
+      at += static_cast<size_t>(part.count);
+    }
+    tensors[i] = {copies[i], false};
   }
+  if (written.ok()) written = device_->Synchronize(device_->main_stream());
+  if (written.ok()) written = WriteShard(o_.save, state, rank_, world_, ranges, tensors);
   std::vector<int32_t> failed(static_cast<size_t>(world_));
   const int32_t mine = written.ok() ? 0 : 1;
   SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, failed.data(), sizeof mine));
