@@ -144,7 +144,14 @@ void Tokenizer::IndexMerges() {
 
 common::StatusOr<Tokenizer> Tokenizer::Load(const std::filesystem::path& vocab_json,
                                             const std::filesystem::path& merges_txt) {
-  SRUNWAY_ASSIGN_OR_RETURN(common::Json vocab, common::ReadJsonFile(vocab_json));
+  SRUNWAY_ASSIGN_OR_RETURN(std::string vocab, common::ReadFile(vocab_json));
+  SRUNWAY_ASSIGN_OR_RETURN(std::string merges, common::ReadFile(merges_txt));
+  return Parse(vocab, vocab_json, merges, merges_txt);
+}
+
+common::StatusOr<Tokenizer> Tokenizer::Parse(std::string_view vocab_text, const std::filesystem::path& vocab_json,
+                                             std::string_view merges, const std::filesystem::path& merges_txt) {
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json vocab, common::ParseJson(vocab_text, vocab_json.string()));
   if (!vocab.is_object()) return common::DataLoss("{}: expected an object of token -> id", vocab_json.string());
   Tokenizer tok;
   tok.tokens_.resize(vocab.size());
@@ -170,14 +177,13 @@ common::StatusOr<Tokenizer> Tokenizer::Load(const std::filesystem::path& vocab_j
       return common::DataLoss("{}: byte {} has no token; a byte-level vocabulary needs all 256", vocab_json.string(), b);
     }
   }
-  SRUNWAY_ASSIGN_OR_RETURN(std::string merges, common::ReadFile(merges_txt));
   const auto& ids = tok.ids_;
   int line_number = 0;
   size_t pos = 0;
   while (pos < merges.size()) {
     size_t end = merges.find('\n', pos);
     if (end == std::string::npos) end = merges.size();
-    std::string_view line(merges.data() + pos, end - pos);
+    std::string_view line = merges.substr(pos, end - pos);
     pos = end + 1;
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);

@@ -23,6 +23,9 @@ class Tokenizer {
  public:
   static common::StatusOr<Tokenizer> Load(const std::filesystem::path& vocab_json,
                                           const std::filesystem::path& merges_txt);
+  // The two files' contents, read already; the paths name them in errors.
+  static common::StatusOr<Tokenizer> Parse(std::string_view vocab_text, const std::filesystem::path& vocab_json,
+                                           std::string_view merges, const std::filesystem::path& merges_txt);
   // Learns merges from word counts until the vocabulary (256 bytes + merges + <|endoftext|>) has vocab_size
   // entries or no pair occurs twice. `progress` is called now and then with (merges done, merges wanted); when it
   // returns false, training stops there (Aborted).
