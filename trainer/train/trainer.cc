@@ -213,15 +213,31 @@ common::StatusOr<Tokenizer> FindTokenizer(const TrainOptions& o) {
   return Tokenizer::Load(paths.first, paths.second);
 }
 
-// --export-hf's tokenizer: the run's files as they are (srunway-prep's BPE is GPT-2's format), or none (mock data).
-std::optional<HfTokenizer> ExportTokenizer(const TrainOptions& o) {
-  if (o.mock_data) return std::nullopt;
+// --export-hf's tokenizer: the run's files as they are (srunway-prep's BPE is GPT-2's format), each read once; or
+// none, and `none` says why for the log line (mock data, no files beside the dataset, or what is wrong with them).
+std::optional<HfTokenizer> ExportTokenizer(const TrainOptions& o, std::string& none) {
+  if (o.mock_data) {
+    none = "--mock-data";
+    return std::nullopt;
+  }
   auto paths = TokenizerPaths(o);
-  if (!paths.ok()) return std::nullopt;
-  auto tokenizer = Tokenizer::Load(paths->first, paths->second);  // missing files included
+  if (!paths.ok()) {
+    none = paths.status().message();
+    return std::nullopt;
+  }
   auto vocab = common::ReadFile(paths->first);
   auto merges = common::ReadFile(paths->second);
-  if (!tokenizer.ok() || !vocab.ok() || !merges.ok()) return std::nullopt;
+  for (const auto* read : {&vocab, &merges}) {
+    if (read->ok()) continue;
+    none = read->status().code() == common::StatusCode::kNotFound ? "none beside --data-path"
+                                                                   : read->status().message();
+    return std::nullopt;
+  }
+  auto tokenizer = Tokenizer::Parse(*vocab, paths->first, *merges, paths->second);
+  if (!tokenizer.ok()) {
+    none = tokenizer.status().message();
+    return std::nullopt;
+  }
   return HfTokenizer{std::move(*vocab), std::move(*merges), tokenizer->eod()};
 }
 
@@ -1280,16 +1296,15 @@ common::Status Trainer::Export() {
   const float* whole = params ? params->host().data() : gathered.data();
   if (!o_.export_hf.empty()) {
     const std::span<const float> all(whole, static_cast<size_t>(model_->layout().numel()));
-    const std::optional<HfTokenizer> tokenizer = ExportTokenizer(o_);
+    std::string none;
+    const std::optional<HfTokenizer> tokenizer = ExportTokenizer(o_, none);
     if (common::Status written = ExportHuggingFace(o_.export_hf, o_.model, all, tokenizer, o_.export_dtype);
         !written.ok()) {
       return common::Status(written.code(), fmt::format("--export-hf {}: {}", o_.export_hf, written.message()));
     }
     common::LogInfo("exported the model to {} for transformers' from_pretrained ({}, {}; {})", o_.export_hf,
                     o_.model.arch == Arch::kGpt ? "GPT2LMHeadModel" : "LlamaForCausalLM", DtypeName(o_.export_dtype),
-                    tokenizer        ? "with the tokenizer, GPT2Tokenizer"
-                    : o_.mock_data ? "no tokenizer: --mock-data"
-                                   : "no tokenizer: none beside --data-path");
+                    tokenizer ? "with the tokenizer, GPT2Tokenizer" : "no tokenizer: " + none);
   }
   if (o_.export_safetensors.empty()) return common::Status::Ok();
   std::vector<NamedTensor> tensors;

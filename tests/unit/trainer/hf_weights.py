@@ -379,6 +379,29 @@ def main():
               tokenizer_config.get("tokenizer_class") == "GPT2Tokenizer" and
               tokenizer_config.get("eos_token") == "<|endoftext|>", f"{config} {tokenizer_config}")
 
+    # A dataset whose tokenizer files are missing or broken exports the model alone, and the line says why.
+    for case, vocab_text in (("no-tokenizer", None), ("bad-tokenizer", '{"a": 0}')):
+        prefix = os.path.join(WORK, case)
+        for ext in ("bin", "idx"):
+            shutil.copyfile(os.path.join(WORK, f"data.{ext}"), f"{prefix}.{ext}")
+        for ext in ("vocab.json", "merges.txt"):
+            if os.path.exists(f"{prefix}.{ext}"):
+                os.remove(f"{prefix}.{ext}")
+        if vocab_text is not None:
+            with open(f"{prefix}.vocab.json", "w") as f:
+                f.write(vocab_text)
+            shutil.copyfile(os.path.join(WORK, "data.merges.txt"), f"{prefix}.merges.txt")
+        out_dir = os.path.join(WORK, f"hf-{case}")
+        rc, _, err = train(*gpt, "--vocab-size", "300", "--train-steps", "1", "--export-hf", out_dir, data=prefix)
+        files = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
+        why = (r"no tokenizer: none beside --data-path\)$" if vocab_text is None else
+               r"no tokenizer: .*bad-tokenizer\.vocab\.json: byte 0 has no token; a byte-level vocabulary needs all "
+               r"256\)$")
+        said = [line for line in err.splitlines() if "exported the model to" in line]
+        check(f"--export-hf with a dataset and {case}: the model alone, and why",
+              rc == 0 and files == ["config.json", "model.safetensors"] and len(said) == 1 and
+              re.search(why, said[0]) is not None, f"exit {rc}, {files}, {said or err.strip()[-300:]}")
+
     # Bad flags and files: one line each.
     expect_error("weights without --finetune or --skip-train", [*gpt, "--load", hf], 2,
                  r"--load .*gpt2-F32\.safetensors holds weights alone .* add --finetune")
