@@ -255,8 +255,8 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
 
 Child::Child(Child&& other) noexcept
     : options_(std::move(other.options_)), pid_(std::exchange(other.pid_, -1)), own_group_(other.own_group_),
-      group_(std::exchange(other.group_, -1)), started_(other.started_), out_(std::exchange(other.out_, Stream{})), err_(std::exchange(other.err_, Stream{})),
-      progress_(std::move(other.progress_)),
+      group_(std::exchange(other.group_, -1)), started_(other.started_), out_(std::exchange(other.out_, Stream{})),
+      err_(std::exchange(other.err_, Stream{})), progress_(std::move(other.progress_)),
       progress_at_(other.progress_at_), progressed_(other.progressed_) {}
 
 Child::~Child() {

@@ -39,8 +39,8 @@ common::Status WriteTensor(common::AtomicFile& file, const NamedTensor& tensor, 
       }
       stored[i] = common::FloatToHalf(values[i]);
       if ((stored[i] & 0x7fff) == 0x7c00 && std::isfinite(values[i])) {
-        return common::FailedPrecondition("tensor '{}' holds {} (element {}), past fp16's largest value 65504: export "
-                                  "it as bf16 or fp32", tensor.name, values[i], from + i);
+        return common::FailedPrecondition("tensor '{}' holds {} (element {}), past fp16's largest value 65504: "
+                                          "export it as bf16 or fp32", tensor.name, values[i], from + i);
       }
     }
     SRUNWAY_RETURN_IF_ERROR(file.Write({reinterpret_cast<const char*>(stored.data()), 2 * n}));

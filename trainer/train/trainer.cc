@@ -213,6 +213,22 @@ common::StatusOr<Tokenizer> FindTokenizer(const TrainOptions& o) {
   return Tokenizer::Load(paths.first, paths.second);
 }
 
+// `parts` of a buffer on a GPU, brought to the host one after another.
+common::StatusOr<std::vector<float>> DownloadRanges(Device& device, std::span<const float> buffer,
+                                                    const std::vector<ParamRange>& parts) {
+  size_t total = 0;
+  for (const ParamRange& part : parts) total += static_cast<size_t>(part.count);
+  std::vector<float> host(total);
+  size_t at = 0;
+  for (const ParamRange& part : parts) {
+    SRUNWAY_RETURN_IF_ERROR(device.CopyToHost(host.data() + at, buffer.data() + part.offset,
+                                              static_cast<size_t>(part.count) * sizeof(float), device.main_stream()));
+    at += static_cast<size_t>(part.count);
+  }
+  SRUNWAY_RETURN_IF_ERROR(device.Synchronize(device.main_stream()));
+  return host;
+}
+
 // --export-hf's tokenizer: the run's files as they are (srunway-prep's BPE is GPT-2's format), each read once; or
 // none, and `none` says why for the log line (mock data, no files beside the dataset, or what is wrong with them).
 std::optional<HfTokenizer> ExportTokenizer(const TrainOptions& o, std::string& none) {
@@ -962,22 +978,13 @@ common::Status Trainer::Save(const char* why) {
       tensors[i] = {buffer, whole};
       continue;
     }
-    // A buffer held whole gives its ranges; a ZeRO-1 shard is the ranges already.
-    const std::vector<ParamRange> parts =
-        whole ? ranges : std::vector<ParamRange>{{0, static_cast<int64_t>(buffer.size())}};
-    size_t total = 0;
-    for (const ParamRange& part : parts) total += static_cast<size_t>(part.count);
-    copies[i].resize(total);
-    size_t at = 0;
-    for (const ParamRange& part : parts) {
-      if (!written.ok()) break;
-      written = device_->CopyToHost(copies[i].data() + at, buffer.data() + part.offset,
-                                    static_cast<size_t>(part.count) * sizeof(float), device_->main_stream());
-      at += static_cast<size_t>(part.count);
-    }
+    // A buffer held whole gives the shard's ranges; a ZeRO-1 slice of one is those ranges already.
+    auto copy = DownloadRanges(*device_, buffer,
+                               whole ? ranges : std::vector<ParamRange>{{0, static_cast<int64_t>(buffer.size())}});
+    written = copy.status();
+    if (copy.ok()) copies[i] = *std::move(copy);
     tensors[i] = {copies[i], false};
   }
-  if (written.ok()) written = device_->Synchronize(device_->main_stream());
   if (written.ok()) written = WriteShard(o_.save, state, rank_, world_, ranges, tensors);
   std::vector<int32_t> failed(static_cast<size_t>(world_));
   const int32_t mine = written.ok() ? 0 : 1;
