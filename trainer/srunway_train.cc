@@ -146,9 +146,13 @@ int main(int argc, char** argv) {
   app.add_option("--eval-iters", o.eval_iters, "micro-batches per validation run")->capture_default_str();
   app.add_option("--metrics-file", o.metrics_file, "append one JSON object per log step");
   app.add_option("--export", o.export_safetensors, "after training, write the weights as safetensors to this file");
-  app.add_option("--export-hf", o.export_hf,
-                 "after training, write DIR/model.safetensors and DIR/config.json in Hugging Face's form "
-                 "(transformers' from_pretrained(DIR))");
+  CLI::Option* export_hf = app.add_option("--export-hf", o.export_hf,
+                                           "after training, write DIR/model.safetensors and DIR/config.json in "
+                                           "Hugging Face's form (transformers' from_pretrained(DIR))");
+  app.add_option("--export-hf-max-shard-gb", o.export_hf_max_shard_gb,
+                 "--export-hf's largest file in GB (10^9 bytes), save_pretrained's max_shard_size: a larger model "
+                 "is written as model-0000K-of-0000N.safetensors files and model.safetensors.index.json")
+      ->capture_default_str()->check(CLI::Range(1e-6, 1e6))->needs(export_hf);
   std::string export_dtype = "fp32";
   CLI::Option* export_dtype_option =
       app.add_option("--export-dtype", export_dtype,

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <regex>
 #include <set>
 #include <utility>
 
@@ -470,7 +471,7 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
 
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
                                  std::span<const float> params, const std::optional<HfTokenizer>& tokenizer,
-                                 StoredDtype dtype) {
+                                 const HfExport& how) {
   const ParamLayout layout(config);
   if (params.size() != static_cast<size_t>(layout.numel())) {
     return common::InvalidArgument("{} parameters given for a model of {}", params.size(), layout.numel());
@@ -502,9 +503,38 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return common::FailedPrecondition("{}: cannot create the directory: {}", dir.string(), ec.message());
-  SRUNWAY_RETURN_IF_ERROR(WriteSafetensors(dir / "model.safetensors", tensors, {{"format", "pt"}}, dtype));
-  common::Json json = HuggingFaceConfig(config, dtype);
+  // Shards as save_pretrained cuts them: tensors in order, a new file where the next would pass the limit.
+  const uint64_t element = how.dtype == StoredDtype::kF32 ? 4 : 2;
+  std::vector<std::vector<NamedTensor>> shards(1);
+  uint64_t total = 0, in_shard = 0;
+  for (NamedTensor& tensor : tensors) {
+    uint64_t bytes = element;
+    for (int64_t extent : tensor.shape) bytes *= static_cast<uint64_t>(extent);
+    if (!shards.back().empty() && in_shard + bytes > how.max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(std::move(tensor));
+    in_shard += bytes;
+    total += bytes;
+  }
   std::map<std::string, std::string> files;
+  std::vector<std::string> weights;  // the weight files of this export, one a shard
+  if (shards.size() == 1) {
+    weights.push_back("model.safetensors");
+  } else {
+    common::Json map = common::Json::object();
+    for (size_t i = 0; i < shards.size(); ++i) {
+      weights.push_back(fmt::format("model-{:05}-of-{:05}.safetensors", i + 1, shards.size()));
+      for (const NamedTensor& tensor : shards[i]) map[tensor.name] = weights.back();
+    }
+    const common::Json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
+    files["model.safetensors.index.json"] = index.dump(2) + "\n";
+  }
+  for (size_t i = 0; i < shards.size(); ++i) {
+    SRUNWAY_RETURN_IF_ERROR(WriteSafetensors(dir / weights[i], shards[i], {{"format", "pt"}}, how.dtype));
+  }
+  common::Json json = HuggingFaceConfig(config, how.dtype);
   if (tokenizer) {
     json["bos_token_id"] = tokenizer->eos;  // GPT-2's convention: <|endoftext|> begins and ends
     json["eos_token_id"] = tokenizer->eos;
@@ -516,7 +546,23 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
     files["tokenizer_config.json"] = tokenizer_config.dump(2) + "\n";
   }
   files["config.json"] = json.dump(2) + "\n";
-  return common::WriteFilesAtomic(dir, files);
+  SRUNWAY_RETURN_IF_ERROR(common::WriteFilesAtomic(dir, files));
+  // An earlier export's weights of the other form (or of another shard count) go: from_pretrained takes
+  // model.safetensors before an index, and stale shards would be read as the model by anyone listing the files.
+  static const std::regex kWeightFile(R"(model(-\d{5}-of-\d{5})?\.safetensors(\.index\.json)?)");
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::filesystem::directory_entry& entry = *it;
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, kWeightFile) && !files.contains(name) &&
+        std::find(weights.begin(), weights.end(), name) == weights.end()) {
+      std::error_code removed;
+      if (!std::filesystem::remove(entry.path(), removed) && removed) {
+        return common::FailedPrecondition("{}: cannot remove an earlier export's {}: {}", dir.string(), name,
+                                          removed.message());
+      }
+    }
+  }
+  return common::Status::Ok();
 }
 
 common::StatusOr<ModelConfig> WeightsModel(const std::filesystem::path& path) {

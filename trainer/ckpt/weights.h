@@ -60,9 +60,17 @@ struct HfTokenizer {
   std::string vocab_json, merges_txt;  // the files' contents
   int32_t eos = -1;                    // <|endoftext|>
 };
+// How the weights are stored: their dtype, and the largest file (save_pretrained's max_shard_size, 5 GB, as its
+// default): a model past it is written as model-0000K-of-0000N.safetensors files (a tensor larger than that alone
+// in its own) and model.safetensors.index.json naming each tensor's file. Weight files of the other form left in
+// DIR by an earlier export are removed, since from_pretrained would take model.safetensors before an index.
+struct HfExport {
+  StoredDtype dtype = StoredDtype::kF32;
+  uint64_t max_shard_bytes = 5'000'000'000;
+};
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
                                  std::span<const float> params, const std::optional<HfTokenizer>& tokenizer,
-                                 StoredDtype dtype = StoredDtype::kF32);
+                                 const HfExport& how = {});
 
 // Hugging Face's config.json of a GPT-2 or Llama model as our ModelConfig (not yet Validate()d); a setting our
 // model does not have is refused, naming it and `where`.

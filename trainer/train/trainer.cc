@@ -1305,7 +1305,9 @@ common::Status Trainer::Export() {
     const std::span<const float> all(whole, static_cast<size_t>(model_->layout().numel()));
     std::string none;
     const std::optional<HfTokenizer> tokenizer = ExportTokenizer(o_, none);
-    if (common::Status written = ExportHuggingFace(o_.export_hf, o_.model, all, tokenizer, o_.export_dtype);
+    if (common::Status written = ExportHuggingFace(
+            o_.export_hf, o_.model, all, tokenizer,
+            HfExport{o_.export_dtype, static_cast<uint64_t>(o_.export_hf_max_shard_gb * 1e9)});
         !written.ok()) {
       return common::Status(written.code(), fmt::format("--export-hf {}: {}", o_.export_hf, written.message()));
     }

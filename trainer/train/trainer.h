@@ -62,6 +62,7 @@ struct TrainOptions {
   std::string export_safetensors;
   std::string export_hf;       // a directory: model.safetensors and config.json in Hugging Face's form
   StoredDtype export_dtype = StoredDtype::kF32;  // of both exports' weights
+  double export_hf_max_shard_gb = 5;  // --export-hf's largest file (10^9 bytes), as save_pretrained's default
   int sample_tokens = 0;
   int sample_top_k = 1;        // 1: greedy
   std::string sample_prompt;

@@ -319,10 +319,52 @@ def main():
                            "--skip-train", "--eval-iters", "0", "--export", back)
         same = rc == 0 and all(torch.equal(t, load(back)[k]) for k, t in ours.items())
         check(f"--export-hf of {preset} loaded back", same, err.strip()[-400:])
-    # --export-dtype bf16 and fp16: --export and --export-hf hold the same weights rounded to the nearest, as
-    # torch's .to() rounds them, and config.json's torch_dtype names the type.
     f32_ours = load(os.path.join(WORK, "ours-llama-tiny.safetensors"))
     f32_hf = load(os.path.join(WORK, "hf-llama-tiny", "model.safetensors"))
+    # Past --export-hf-max-shard-gb the weights are save_pretrained's shards and index (a tensor past the limit
+    # alone in its file), they hold the single file's tensors, and they load back; re-exporting into the folder
+    # removes the other form's files (from_pretrained would take a stale model.safetensors before the index).
+    sharded_out = os.path.join(WORK, "hf-sharded")
+    shutil.rmtree(sharded_out, ignore_errors=True)
+    shutil.copytree(os.path.join(WORK, "hf-llama-tiny"), sharded_out)
+    limit = 100_000
+    rc, _, err = train("--use-checkpoint-args", "--load", os.path.join(WORK, "ours-llama-tiny.safetensors"),
+                       "--skip-train", "--eval-iters", "0", "--export-hf", sharded_out,
+                       "--export-hf-max-shard-gb", str(limit / 1e9))
+    files = sorted(os.listdir(sharded_out))
+    shards = [f for f in files if re.fullmatch(r"model-\d{5}-of-\d{5}\.safetensors", f)]
+    check("sharded --export-hf: its files", rc == 0 and len(shards) > 2 and files == sorted(
+        ["config.json", "model.safetensors.index.json", *shards]) and all(
+        f.endswith(f"-of-{len(shards):05}.safetensors") for f in shards), f"exit {rc}, {files} {err.strip()[-300:]}")
+    if rc == 0 and shards:
+        with open(os.path.join(sharded_out, "model.safetensors.index.json")) as f:
+            shard_index = json.load(f)
+        single = load(os.path.join(WORK, "hf-llama-tiny", "model.safetensors"))
+        held, sizes, within = {}, [], True
+        for shard in shards:
+            tensors = load(os.path.join(sharded_out, shard))
+            nbytes = sum(t.numel() * 4 for t in tensors.values())
+            within = within and (nbytes <= limit or len(tensors) == 1)
+            sizes.append(nbytes)
+            held.update({name: (shard, t) for name, t in tensors.items()})
+        check("sharded --export-hf: the single file's tensors, each in the file the index names",
+              held.keys() == single.keys() and shard_index["weight_map"] == {k: v[0] for k, v in held.items()} and
+              all(torch.equal(held[k][1], t) for k, t in single.items()) and
+              shard_index["metadata"]["total_size"] == sum(sizes), f"{shard_index['metadata']}, {sizes}")
+        check("sharded --export-hf: no shard past the limit but a lone tensor", within, f"{sizes}")
+        back = os.path.join(WORK, "back-sharded.safetensors")
+        rc, _, err = train("--use-checkpoint-args", "--load", sharded_out, "--skip-train", "--eval-iters", "0",
+                           "--export", back)
+        same = rc == 0 and all(torch.equal(t, load(back)[k]) for k, t in f32_ours.items())
+        check("sharded --export-hf loaded back (--load DIR)", same, err.strip()[-400:])
+    rc, _, err = train("--use-checkpoint-args", "--load", os.path.join(WORK, "ours-llama-tiny.safetensors"),
+                       "--skip-train", "--eval-iters", "0", "--export-hf", sharded_out)
+    files = sorted(os.listdir(sharded_out))
+    check("--export-hf over a sharded export: the shards and index removed",
+          rc == 0 and files == ["config.json", "model.safetensors"], f"exit {rc}, {files}")
+
+    # --export-dtype bf16 and fp16: --export and --export-hf hold the same weights rounded to the nearest, as
+    # torch's .to() rounds them, and config.json's torch_dtype names the type.
     for flag, kind, torch_dtype in (("bf16", torch.bfloat16, "bfloat16"), ("fp16", torch.float16, "float16")):
         out_dir, ours_path = os.path.join(WORK, f"hf-{flag}"), os.path.join(WORK, f"ours-{flag}.safetensors")
         rc, _, err = train("--use-checkpoint-args", "--load", os.path.join(WORK, "ours-llama-tiny.safetensors"),
