@@ -23,9 +23,16 @@ std::string_view DtypeName(StoredDtype dtype) {
 
 namespace {
 
+uint64_t Numel(const NamedTensor& tensor) {
+  uint64_t numel = 1;
+  for (int64_t dim : tensor.shape) numel *= static_cast<uint64_t>(dim);
+  return numel;
+}
+
 // One tensor's values as `dtype` stores them, written a slice at a time (a model's largest tensor, its embedding,
 // is not copied whole).
-common::Status WriteTensor(common::AtomicFile& file, const NamedTensor& tensor, uint64_t numel, StoredDtype dtype) {
+common::Status WriteTensor(common::AtomicFile& file, const NamedTensor& tensor, StoredDtype dtype) {
+  const uint64_t numel = Numel(tensor);
   if (dtype == StoredDtype::kF32) return file.Write({reinterpret_cast<const char*>(tensor.data), 4 * numel});
   constexpr uint64_t kSlice = 1 << 20;
   std::vector<uint16_t> stored(static_cast<size_t>(std::min(numel, kSlice)));
@@ -50,20 +57,18 @@ common::Status WriteTensor(common::AtomicFile& file, const NamedTensor& tensor, 
 
 }  // namespace
 
+uint64_t StoredBytes(const NamedTensor& tensor, StoredDtype dtype) {
+  return Numel(tensor) * (dtype == StoredDtype::kF32 ? 4 : 2);
+}
+
 common::Status WriteSafetensors(const std::filesystem::path& path, const std::vector<NamedTensor>& tensors,
                                 const std::map<std::string, std::string>& metadata, StoredDtype dtype) {
   static_assert(std::endian::native == std::endian::little, "safetensors is little-endian");
-  const uint64_t element = dtype == StoredDtype::kF32 ? 4 : 2;
-  auto count = [](const NamedTensor& tensor) {
-    uint64_t numel = 1;
-    for (int64_t dim : tensor.shape) numel *= static_cast<uint64_t>(dim);
-    return numel;
-  };
   common::Json header = common::Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const NamedTensor& tensor : tensors) {
-    const uint64_t bytes = element * count(tensor);
+    const uint64_t bytes = StoredBytes(tensor, dtype);
     header[tensor.name] = {
         {"dtype", DtypeName(dtype)}, {"shape", tensor.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -75,7 +80,7 @@ common::Status WriteSafetensors(const std::filesystem::path& path, const std::ve
   SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile file, common::AtomicFile::Create(path));
   SRUNWAY_RETURN_IF_ERROR(file.Write({reinterpret_cast<const char*>(&length), sizeof length}));
   SRUNWAY_RETURN_IF_ERROR(file.Write(text));
-  for (const NamedTensor& tensor : tensors) SRUNWAY_RETURN_IF_ERROR(WriteTensor(file, tensor, count(tensor), dtype));
+  for (const NamedTensor& tensor : tensors) SRUNWAY_RETURN_IF_ERROR(WriteTensor(file, tensor, dtype));
   return file.Commit();
 }
 

@@ -26,6 +26,8 @@ struct NamedTensor {
 enum class StoredDtype { kF32, kBF16, kF16 };
 // "F32", "BF16", "F16": the format's names.
 std::string_view DtypeName(StoredDtype dtype);
+// The bytes `tensor` takes in a file that stores it as `dtype`.
+uint64_t StoredBytes(const NamedTensor& tensor, StoredDtype dtype);
 
 // Written atomically; tensors keep the given order in the file. A finite value past fp16's range (65504) is an
 // error naming the tensor, rather than an infinity in the file.

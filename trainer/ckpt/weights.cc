@@ -504,12 +504,10 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
   std::filesystem::create_directories(dir, ec);
   if (ec) return common::FailedPrecondition("{}: cannot create the directory: {}", dir.string(), ec.message());
   // Shards as save_pretrained cuts them: tensors in order, a new file where the next would pass the limit.
-  const uint64_t element = how.dtype == StoredDtype::kF32 ? 4 : 2;
   std::vector<std::vector<NamedTensor>> shards(1);
   uint64_t total = 0, in_shard = 0;
   for (NamedTensor& tensor : tensors) {
-    uint64_t bytes = element;
-    for (int64_t extent : tensor.shape) bytes *= static_cast<uint64_t>(extent);
+    const uint64_t bytes = StoredBytes(tensor, how.dtype);
     if (!shards.back().empty() && in_shard + bytes > how.max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
