@@ -2,7 +2,7 @@
 # srunway-train's sharded checkpoints on 2 nodes x 2 ranks: one shard per rank and a manifest per checkpoint,
 # --keep-checkpoints deleting older complete ones; a missing or corrupt shard, or a manifest without its shards,
 # is one line naming the file from rank 0 and every rank exits 1; a full disk during a save (a small tmpfs) leaves
-# the previous checkpoint in charge and loadable.
+# the previous checkpoint in charge and loadable; a killed save's files are removed by the next save.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 train=${SRUNWAY_TRAIN:?}
@@ -58,6 +58,18 @@ if [[ -n $node1_slurmd ]] && in_node1 mount -t tmpfs -o size=2600k tmpfs "$work/
   out=$(train2 --train-steps 4 --load "$work/full/ckpt" 2>&1) || fail "the checkpoint of step 3 does not load: $out"
   grep -q "resumed from $work/full/ckpt at step 3 " <<<"$out" || fail "$out"
   echo "ok: a full disk during the save of step 6: exit 1, the checkpoint of step 3 stays in charge and loads"
+  # A save killed midway (a time limit's SIGKILL) left its staging directory, as large as a checkpoint, for good:
+  # here one takes the room the next run's save needs, which removes it first.
+  in_node1 rm -rf "$work/full/ckpt"
+  in_node1 mkdir -p "$work/full/ckpt/.saving_iter_0000002"
+  in_node1 dd if=/dev/zero of="$work/full/ckpt/.saving_iter_0000002/.shard_00000_of_00002.ckpt.tmp.Xy12Z3" \
+    bs=1k count=1700 status=none
+  out=$(train2 --train-steps 3 --save "$work/full/ckpt" --save-interval 3 2>&1) ||
+    fail "a save where a killed one left its files: $out"
+  grep -q "removed $work/full/ckpt/.saving_iter_0000002 (1.7 MiB): a save that did not finish" <<<"$out" || fail "$out"
+  expect_eq "latest after a killed save's files were removed" \
+    "$(in_node1 cat "$work/full/ckpt/latest_checkpointed_iteration.txt")" 3
+  echo "ok: a killed save's staging directory is removed by the next save, which then fits"
 else
   echo "ok (skipped): cannot mount a tmpfs in node1's mount namespace here for the full-disk case"
 fi

@@ -240,6 +240,28 @@ common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int 
   return common::Status::Ok();
 }
 
+common::StatusOr<std::vector<RemovedSave>> RemoveUnfinishedSaves(const std::filesystem::path& dir) {
+  std::vector<RemovedSave> removed;
+  std::error_code ec;
+  // Listed first (without the iterator's throwing increment), then removed.
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().starts_with(".saving_iter_") && it->is_directory(ec)) {
+      removed.push_back({it->path()});
+    }
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return common::Unavailable("list {}: {}", dir.string(), ec.message());
+  }
+  for (RemovedSave& save : removed) {
+    for (std::filesystem::directory_iterator it(save.path, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->is_regular_file(ec)) save.bytes += it->file_size(ec);
+    }
+    std::filesystem::remove_all(save.path, ec);
+    if (ec) return common::Unavailable("delete {}: {}", save.path.string(), ec.message());
+  }
+  return removed;
+}
+
 common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesystem::path& dir, int keep) {
   std::vector<std::string> deleted;
   if (keep <= 0) return deleted;

@@ -84,6 +84,16 @@ common::Status WriteShard(const std::filesystem::path& dir, const TrainingState&
 // staging directory (an earlier attempt's), writes the manifest, puts the directory in place of ShardDir (an
 // earlier checkpoint of the step is replaced whole), then points latest_checkpointed_iteration.txt at `step`.
 common::Status CommitShards(const std::filesystem::path& dir, int64_t step, int ranks);
+// A save that never finished (its job killed midway: a time limit's SIGKILL, a node lost) leaves its staging
+// directory, as large as a checkpoint, which no later save reuses unless it saves that very step again. Rank 0 removes
+// every staging directory in `dir` before a save, when no rank is writing; returns each one removed with its size in
+// bytes. So a run killed while saving frees the space its next save needs (before, a --save at its quota stayed
+// full of dead saves).
+struct RemovedSave {
+  std::filesystem::path path;
+  uintmax_t bytes = 0;
+};
+common::StatusOr<std::vector<RemovedSave>> RemoveUnfinishedSaves(const std::filesystem::path& dir);
 // --keep-checkpoints: deletes all but the newest `keep` complete checkpoints in `dir` (never the one `latest`
 // names); returns what it deleted.
 common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesystem::path& dir, int keep);

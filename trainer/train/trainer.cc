@@ -951,7 +951,19 @@ common::Status Trainer::Save(const char* why) {
   if (o_.save.empty()) return common::Status::Ok();
   // Every rank writes its shard at once: its ZeRO-1 slices, or without ZeRO-1 the same slices of its replica, so
   // the shards always hold the state once. Rank 0 commits the checkpoint (manifest, then the latest pointer) only
-  // when every rank has its shard on disk.
+  // when every rank has its shard on disk. Before any rank writes, rank 0 removes what saves that never finished
+  // left behind (this step's earlier attempt too), so their space is free for this one.
+  if (Leader()) {
+    auto removed = RemoveUnfinishedSaves(o_.save);
+    if (!removed.ok()) common::LogWarn("--save: {}", removed.status().message());
+    for (const RemovedSave& save : removed.ok() ? *removed : std::vector<RemovedSave>{}) {
+      const double mib = static_cast<double>(save.bytes) / (1 << 20);
+      common::LogInfo("removed {} ({:.1f} {}): a save that did not finish", save.path.string(),
+                      mib < 1024 ? mib : mib / 1024, mib < 1024 ? "MiB" : "GiB");
+    }
+  }
+  int32_t cleared = 1;
+  SRUNWAY_RETURN_IF_ERROR(HostBroadcast(cleared, 0));
   TrainingState state;
   state.model = o_.model;
   state.step = step_;

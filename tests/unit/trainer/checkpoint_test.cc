@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <span>
 
 #include "common/fs.h"
@@ -519,6 +520,36 @@ TEST_F(ShardedCheckpointTest, ACheckpointSetAsideByADeadSaveIsLoaded) {
   EXPECT_FALSE(fs::exists(dir_ / ".replaced_iter_0000007"));
   ASSERT_TRUE(LoadCheckpoint(dir_, config_, {p, m, v}).ok());
   EXPECT_EQ(p, params_);
+}
+
+// Saves killed midway (a time limit's SIGKILL) left their staging directories for good unless a later save was of
+// the same step: as large as a checkpoint each, they filled a --save directory at its quota.
+TEST_F(ShardedCheckpointTest, UnfinishedSavesAreRemovedAndTheCheckpointsStay) {
+  WriteAll(5);
+  ASSERT_TRUE(WriteOne(9, 0, 0).ok());
+  ASSERT_TRUE(WriteOne(9, 1, 1).ok());
+  fs::create_directories(StagingDir(dir_, 12));
+  ASSERT_TRUE(common::WriteFileAtomic(StagingDir(dir_, 12) / ".shard_00000_of_00003.ckpt.tmp.Ab12Cd", "partial").ok());
+  ASSERT_TRUE(common::WriteFileAtomic(dir_ / "notes.txt", "mine").ok());
+  const uintmax_t shards9 = fs::file_size(StagingDir(dir_, 9) / ShardName(0, kRanks)) +
+                            fs::file_size(StagingDir(dir_, 9) / ShardName(1, kRanks));
+  auto removed = RemoveUnfinishedSaves(dir_);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  std::map<std::string, uintmax_t> sizes;
+  for (const RemovedSave& save : *removed) sizes[save.path.filename().string()] = save.bytes;
+  EXPECT_EQ(sizes, (std::map<std::string, uintmax_t>{{".saving_iter_0000009", shards9}, {".saving_iter_0000012", 7}}));
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir_)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"iter_0000005", "latest_checkpointed_iteration.txt", "notes.txt"}));
+  EXPECT_TRUE(Load().ok());
+  removed = RemoveUnfinishedSaves(dir_);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_TRUE(removed->empty());
+  // A --save directory not made yet has none.
+  removed = RemoveUnfinishedSaves(dir_ / "none");
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_TRUE(removed->empty());
 }
 
 TEST_F(ShardedCheckpointTest, ShardsThatDoNotTileTheBuffersAreRefused) {

@@ -583,18 +583,29 @@ else
 fi
 echo "ok: bad input is refused with one line"
 
-# 5. A failed save leaves the previous checkpoint in charge. The new shard's name (in the staging directory the
-# shards are written to) is taken by a non-empty directory, which no rename can replace, root's included (a
-# read-only directory would not stop root).
+# 5. A failed save leaves the previous checkpoint in charge. The staging directory's name (where the shards are
+# written) is taken by a file, which the removal of unfinished saves (directories) leaves alone and no mkdir can
+# replace, root's included (a read-only directory would not stop root).
 before=$(cat "$kWork/ckpt/latest_checkpointed_iteration.txt")
-mkdir -p "$kWork/ckpt/.saving_iter_0000025/shard_00000_of_00001.ckpt/in-the-way"
-expect_exit 1 "/\.saving_iter_0000025/shard_00000_of_00001.ckpt: .*; the last complete checkpoint in $kWork/ckpt stays \\(step 20\\)$" \
+echo in-the-way >"$kWork/ckpt/.saving_iter_0000025"
+expect_exit 1 "create checkpoint directory $kWork/ckpt/\.saving_iter_0000025: .*; the last complete checkpoint in $kWork/ckpt stays \(step 20\)$" \
   "${run[@]}" --load "$kWork/ckpt" --save "$kWork/ckpt" --train-steps 25
 # The first save failing said a last complete checkpoint stays where there was none.
-mkdir -p "$kWork/first/.saving_iter_0000002/shard_00000_of_00001.ckpt/in-the-way"
+mkdir -p "$kWork/first"
+echo in-the-way >"$kWork/first/.saving_iter_0000002"
 expect_exit 1 "; there is no complete checkpoint in $kWork/first yet$" "${run[@]}" --save "$kWork/first" --train-steps 2
 [[ ! -e $kWork/ckpt/iter_0000025 && ! -e $kWork/ckpt/.saving_iter_0000025 ]] || fail "the failed save left files behind"
 [[ $(cat "$kWork/ckpt/latest_checkpointed_iteration.txt") == "$before" ]] || fail "latest checkpoint changed"
+# A save killed midway (SIGKILL: no handler runs) left its staging directory for good, as large as a checkpoint,
+# when no later save was of its step: the next save removes it.
+mkdir -p "$kWork/ckpt/.saving_iter_0000023"
+cp "$kWork/ckpt/iter_0000020/shard_00000_of_00001.ckpt" "$kWork/ckpt/.saving_iter_0000023/.shard_00000_of_00001.ckpt.tmp.x1Y2z3"
+"${run[@]}" --load "$kWork/ckpt" --save "$kWork/ckpt" --train-steps 22 >"$kWork/out" 2>"$kWork/err" ||
+  fail "save after a killed one: exit $?: $(cat "$kWork/err")"
+grep -q "removed $kWork/ckpt/.saving_iter_0000023 (.* MiB): a save that did not finish" "$kWork/err" ||
+  fail "no removal said: $(cat "$kWork/err")"
+[[ ! -e $kWork/ckpt/.saving_iter_0000023 && -e $kWork/ckpt/iter_0000022/manifest.json ]] ||
+  fail "the killed save's directory stayed, or the new checkpoint is missing: $(ls -a "$kWork/ckpt")"
 echo "ok: a save that cannot be made fails with one line and leaves the previous checkpoint in charge"
 
 # 6. SIGTERM (what Slurm sends before killing a job): a checkpoint at the end of the current step, exit 4.
