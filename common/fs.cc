@@ -7,7 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <csignal>
 #include <utility>
+#include <vector>
+
+#include "common/log.h"
+#include "common/parse.h"
 
 namespace srunway::common {
 
@@ -99,6 +105,45 @@ std::filesystem::path Replaced(const std::filesystem::path& path) {
   return ec ? path : target;
 }
 
+// What names a temporary's writer: this host, its PID namespace and the process ("node1.4026531836.4242"), so that a
+// later writer of the same file on this host can tell a temporary whose process is gone (killed midway by SIGKILL,
+// which no handler sees) from one still being written, on any file system: a lock would not do, as Lustre's
+// localflock keeps locks to one node. Empty where the namespace cannot be read: such a temporary is never removed.
+std::string WriterMark() {
+  char host[256] = {};
+  struct stat ns {};
+  if (::gethostname(host, sizeof host - 1) != 0 || ::stat("/proc/self/ns/pid", &ns) != 0) return "";
+  return fmt::format("{}.{}.{}", host, ns.st_ino, ::getpid());
+}
+
+// Removes what writers of the same target on this host left in `dir` when their process died: the temporaries
+// named `stem` + this host's and namespace's mark + a process that no longer exists. A process that exists (a live
+// writer, or a new process that took a dead one's number) keeps its temporary.
+void RemoveDeadTemporaries(const std::filesystem::path& dir, const std::string& stem, std::string_view mark,
+                           const std::filesystem::path& target) {
+  const std::string here = stem + std::string(mark.substr(0, mark.rfind('.') + 1));
+  std::vector<std::pair<std::filesystem::path, pid_t>> dead;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(here)) continue;
+    // The rest is "PID.XXXXXX" (mkostemp's six characters).
+    const std::string_view rest = std::string_view(name).substr(here.size());
+    const size_t dot = rest.find('.');
+    if (dot == std::string_view::npos || rest.size() - dot - 1 != 6) continue;
+    auto pid = ParseInt(rest.substr(0, dot), "pid", 1, INT32_MAX);
+    if (!pid.ok() || *pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(*pid), 0) == 0 || errno != ESRCH) continue;
+    dead.emplace_back(it->path(), static_cast<pid_t>(*pid));
+  }
+  for (const auto& [path, pid] : dead) {
+    const uintmax_t bytes = std::filesystem::file_size(path, ec);
+    if (::unlink(path.c_str()) != 0) continue;
+    LogInfo("removed {} ({}): left by process {} on this host, which died while writing {}", path.string(),
+            ec ? "size unknown" : ByteSize(bytes), pid, target.string());
+  }
+}
+
 }  // namespace
 
 StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
@@ -114,7 +159,11 @@ StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
     target = Replaced(path);
   }
   std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  const std::string stem = "." + target.filename().string() + ".tmp.";
+  std::string mark = WriterMark();
+  if (stem.size() + mark.size() + 8 > NAME_MAX) mark.clear();  // a long name: a temporary without the mark
+  if (!mark.empty()) RemoveDeadTemporaries(dir, stem, mark, target);
+  std::string tmp = (dir / (stem + (mark.empty() ? "" : mark + ".") + "XXXXXX")).string();
   int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "create temporary file in " + dir.string());
   AtomicFile file(target, std::move(tmp), fd, /*in_place=*/false);

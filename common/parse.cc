@@ -1,10 +1,13 @@
 // Strict parsers for the numbers, booleans and lists that arrive as text in options, files and the environment.
 #include "common/parse.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 
 namespace srunway::common {
 
@@ -53,6 +56,15 @@ std::string_view Trim(std::string_view text) {
   while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
   while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
   return text;
+}
+
+std::string ByteSize(uintmax_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double size = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  for (; size >= 1024 && unit + 1 < std::size(kUnits); ++unit) size /= 1024;
+  return fmt::format("{:.1f} {}", size, kUnits[unit]);
 }
 
 std::string Printable(std::string_view text, size_t most) {

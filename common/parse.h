@@ -33,6 +33,9 @@ std::string_view Trim(std::string_view text);
 // environment can hold a newline, or be a megabyte long.
 std::string Printable(std::string_view text, size_t most = 64);
 
+// A size for a log line: "512 B", "17.1 KiB", "1.7 MiB", "61.2 GiB", "3.0 TiB" (binary units).
+std::string ByteSize(uintmax_t bytes);
+
 // Splits on `separator`; keeps empty fields, so "a,,b" gives three.
 std::vector<std::string_view> Split(std::string_view text, char separator);
 

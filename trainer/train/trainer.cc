@@ -957,9 +957,7 @@ common::Status Trainer::Save(const char* why) {
     auto removed = RemoveUnfinishedSaves(o_.save);
     if (!removed.ok()) common::LogWarn("--save: {}", removed.status().message());
     for (const RemovedSave& save : removed.ok() ? *removed : std::vector<RemovedSave>{}) {
-      const double mib = static_cast<double>(save.bytes) / (1 << 20);
-      common::LogInfo("removed {} ({:.1f} {}): a save that did not finish", save.path.string(),
-                      mib < 1024 ? mib : mib / 1024, mib < 1024 ? "MiB" : "GiB");
+      common::LogInfo("removed {} ({}): a save that did not finish", save.path.string(), common::ByteSize(save.bytes));
     }
   }
   int32_t cleared = 1;

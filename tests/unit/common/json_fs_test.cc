@@ -1,13 +1,16 @@
 // Tests for JSON parsing errors with positions, typed fields, and atomic file writes.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "common/fs.h"
@@ -93,6 +96,44 @@ TEST_F(TempDir, WriteAtomicReplacesAndLeavesNoTemporaries) {
   for ([[maybe_unused]] auto& entry : fs::directory_iterator(dir_)) ++files;
   EXPECT_EQ(files, 1);
   EXPECT_EQ(fs::status(path).permissions() & fs::perms::owner_read, fs::perms::owner_read);
+}
+
+// A writer killed midway (SIGKILL: no handler runs) left its temporary for good, as large as its file (a dataset's
+// .bin): the next writer of the file on the same host removes it once its process is gone, and leaves those of live
+// writers, of other hosts and PID namespaces (where the process number says nothing), of other files and unmarked ones.
+TEST_F(TempDir, TemporariesOfDeadWritersOnThisHostAreRemoved) {
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  struct stat ns {};
+  ASSERT_EQ(stat("/proc/self/ns/pid", &ns), 0);
+  const pid_t ended = fork();  // a process that has ended: a child, reaped
+  if (ended == 0) _exit(0);
+  ASSERT_EQ(waitpid(ended, nullptr, 0), ended);
+  const std::string here = fmt::format("{}.{}.", host, ns.st_ino);
+  const std::string dead = fmt::format(".web.bin.tmp.{}{}.Ab12Cd", here, ended);
+  std::set<std::string> kept = {
+      fmt::format(".web.bin.tmp.{}1.Ab12Cd", here),  // init: alive
+      fmt::format(".web.bin.tmp.other-host.{}.{}.Ab12Cd", ns.st_ino, ended),
+      fmt::format(".web.bin.tmp.{}.{}.{}.Ab12Cd", host, ns.st_ino + 1, ended),
+      fmt::format(".web.idx.tmp.{}{}.Ab12Cd", here, ended),
+      ".web.bin.tmp.Ab12Cd",
+  };
+  for (const std::string& name : kept) ASSERT_TRUE(WriteFileAtomic(dir_ / name, "partial").ok());
+  ASSERT_TRUE(WriteFileAtomic(dir_ / dead, "partial").ok());
+  auto file = AtomicFile::Create(dir_ / "web.bin");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename().string());
+  EXPECT_FALSE(names.contains(dead));
+  // Its own temporary carries this process's mark.
+  const std::string mine = fmt::format(".web.bin.tmp.{}{}.", here, getpid());
+  EXPECT_EQ(std::count_if(names.begin(), names.end(), [&](const std::string& n) { return n.starts_with(mine); }), 1);
+  ASSERT_TRUE(file->Write("whole").ok());
+  ASSERT_TRUE(file->Commit().ok());
+  names.clear();
+  for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename().string());
+  kept.insert("web.bin");
+  EXPECT_EQ(names, kept);
 }
 
 // A set of files committed together: all or, when one cannot be renamed into place (a non-empty directory made in

@@ -61,6 +61,15 @@ TEST(ParseInt, RejectsJunkAndNamesTheValue) {
 
 // A pointer file or a variable holding a newline or a megabyte of digits made an error of as many lines or bytes
 // (`--load ckpt` with a 1 MB latest_checkpointed_iteration.txt printed a 1 MB line).
+TEST(ByteSize, PicksTheLargestUnitBelowTheSize) {
+  EXPECT_EQ(ByteSize(0), "0 B");
+  EXPECT_EQ(ByteSize(1023), "1023 B");
+  EXPECT_EQ(ByteSize(1024), "1.0 KiB");
+  EXPECT_EQ(ByteSize(1700 * 1024), "1.7 MiB");
+  EXPECT_EQ(ByteSize(uintmax_t{3} << 40), "3.0 TiB");
+  EXPECT_EQ(ByteSize(uintmax_t{5} << 50), "5120.0 TiB");
+}
+
 TEST(Printable, EscapesControlCharactersAndCutsLongText) {
   EXPECT_EQ(Printable("plain text/ü"), "plain text/ü");
   EXPECT_EQ(Printable("4\njunk\r\t\x01\x7f"), "4\\njunk\\r\\t\\x01\\x7f");

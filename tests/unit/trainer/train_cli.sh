@@ -136,6 +136,25 @@ cat "$kWork/corpus.jsonl" | "$kPrep" --input /dev/stdin --output-prefix "$kWork/
 expect_exit 2 "--input-format: xml not in \\{auto,text,jsonl\\}" \
   "$kPrep" --input "$kWork/corpus.jsonl" --input-format xml --output-prefix "$kWork/x" "${tokenizer[@]}"
 echo "ok: srunway-prep reads a JSONL pipe with --input-format jsonl as the .jsonl file"
+# SIGKILL (a time limit's last word after SIGTERM) runs no handler: the temporary stayed for good, hidden, as large as
+# what was written. The next srunway-prep of the same output on this host removes it, its process being gone. The
+# input is a FIFO held open, so the temporary exists when the kill comes.
+mkfifo "$kWork/slow"
+"$kPrep" --input /dev/stdin --output-prefix "$kWork/killed" "${tokenizer[@]}" <"$kWork/slow" >/dev/null 2>&1 &
+pid=$!
+exec {writer}>"$kWork/slow"
+cat "$kWork/corpus.txt" >&"$writer"
+for _ in $(seq 1 100); do compgen -G "$kWork/.killed.bin.tmp.*" >/dev/null && break; sleep 0.1; done
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+exec {writer}>&-
+left=$(compgen -G "$kWork/.killed.bin.tmp.*") || fail "srunway-prep killed midway left no temporary to test with"
+"$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/killed" "${tokenizer[@]}" >/dev/null 2>"$kWork/err" ||
+  fail "srunway-prep after a killed one: $(cat "$kWork/err")"
+grep -q "info: removed $left (.*): left by process $pid on this host, which died while writing $kWork/killed.bin" \
+  "$kWork/err" || fail "no removal said: $(cat "$kWork/err")"
+[[ -z $(compgen -G "$kWork/.killed*") ]] || fail "left: $(compgen -G "$kWork/.killed*")"
+echo "ok: a temporary that a SIGKILLed srunway-prep left is removed by the next one"
 python3 -c "import sys; sys.stdout.write('\n\n'.join(['alpha beta gamma', 'delta alpha beta'] * 10000))" >"$kWork/many.txt"
 if unshare -m true 2>/dev/null; then
   mkdir "$kWork/tmpfs"
