@@ -10,7 +10,8 @@
 #      shard of the fp32 parameters and moments, the new bf16 weights all-gathered, all on the device), whose peak
 #      memory is 6 bytes per parameter below the replicas';
 #   3. the two ZeRO-1 ranks' checkpoint of step 3 (one shard each, written from device memory) resumes on one
-#      rank, whose steps 4-6 match the two ranks' own;
+#      rank, whose steps 4-6 match the two ranks' own; so does the checkpoint of case 1's two replicas, each rank
+#      bringing only its shard's ranges of its whole buffers to the host;
 #   4. their export (--export) gathers the ranks' fp32 slices: the same bytes as one rank's export after loading
 #      their final checkpoint.
 # Usage: train_gpu_ranks.sh SRUNWAY_TRAIN (the emulated GPU's build: tests/emulated_gpu/meson.build)
@@ -84,7 +85,7 @@ PY
 
 echo "== 1. two GPUs against one accumulating the same samples"
 one single
-ranks two
+ranks two --save "$work/replicas" --save-interval 3
 grep -q "training on Fake GPU (0000:1b:00.0)" "$work/two.0.err" ||
   fail "no line from rank 0 naming its GPU: $(cat "$work/two.0.err")"
 same "two ranks" "$work/single.jsonl" "$work/two.jsonl"
@@ -112,6 +113,10 @@ shards=$(find "$work/ckpt/iter_0000003" -name 'shard_*.ckpt' | wc -l)
 ((shards == 2)) || fail "iter_0000003 holds $shards shards, not one per rank"
 one resumed --load "$work/ckpt/iter_0000003"
 same "resumed on one rank" "$work/zero.jsonl" "$work/resumed.jsonl" 4
+# Without ZeRO-1 each rank holds the whole state on its GPU and brings only its shard's ranges (its slices of every
+# bucket) to the host: a rank 1 writing rank 0's ranges, or the ranges at the wrong offsets, resumes other weights.
+one resumed-replicas --load "$work/replicas/iter_0000003"
+same "the replicas' checkpoint resumed on one rank" "$work/two.jsonl" "$work/resumed-replicas.jsonl" 4
 echo "== 4. the ZeRO-1 ranks' export gathers every rank's fp32 slices"
 one loaded --load "$work/ckpt/iter_0000006" --export "$work/loaded.safetensors"
 cmp -s "$work/zero.safetensors" "$work/loaded.safetensors" ||
