@@ -70,6 +70,17 @@ if [[ -n $node1_slurmd ]] && in_node1 mount -t tmpfs -o size=2600k tmpfs "$work/
   expect_eq "latest after a killed save's files were removed" \
     "$(in_node1 cat "$work/full/ckpt/latest_checkpointed_iteration.txt")" 3
   echo "ok: a killed save's staging directory is removed by the next save, which then fits"
+  # A --save that node2 does not share (the tmpfs is node1's alone): no checkpoint could ever be committed there,
+  # which was found at the first save; now at start-up, in one line from rank 0, before any step.
+  rc=0
+  train4 --train-steps 4 --save "$work/full/unshared" >"$work/unshared.log" 2>&1 || rc=$?
+  expect_eq "exit with a --save that node2 does not share" "$rc" 1
+  expect_eq "error lines" "$(count_matching 'srunway-train.* error:' "$(cat "$work/unshared.log")")" 1
+  grep -qE "rank 0\] error: --save $work/full/unshared: rank 2 on node2 \(and 1 more rank\) cannot see the files that rank 0 writes there: .* a directory that every node shares$" \
+    "$work/unshared.log" || fail "$(cat "$work/unshared.log")"
+  ! grep -q '^step' "$work/unshared.log" || fail "trained with an unshared --save: $(cat "$work/unshared.log")"
+  in_node1 test -z "$(in_node1 ls -A "$work/full/unshared")" || fail "the probe stayed: $(in_node1 ls -A "$work/full/unshared")"
+  echo "ok: a --save directory that not every node shares ends the run at start-up"
 else
   echo "ok (skipped): cannot mount a tmpfs in node1's mount namespace here for the full-disk case"
 fi

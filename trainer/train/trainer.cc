@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <thread>
 #include <tuple>
 #include <variant>
@@ -318,6 +319,7 @@ class Trainer {
   common::Status InitOrLoad();
   common::Status Setup();
   common::Status AgreeOnConfig();
+  common::Status CheckSaveDir();
   // A start-up step every rank takes: they agree on it before anyone goes on, `mine` being this rank's outcome.
   common::Status AgreeOnOutcome(common::Status mine, common::StatusCode code, std::string_view could_not);
   common::Status Save(const char* why);
@@ -672,7 +674,7 @@ common::Status Trainer::Setup() {
   }
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
   // At start-up, so that a --save that cannot work ends the run before its first step, not at its first save.
-  if (!o_.save.empty()) SRUNWAY_RETURN_IF_ERROR(common::PrepareWritableDir(o_.save, "--save"));
+  if (!o_.save.empty()) SRUNWAY_RETURN_IF_ERROR(CheckSaveDir());
   // Rank 0's own checks are agreed on, so that its failure ends every rank rather than leaving them waiting.
   SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(Leader() ? CheckEndOutputs() : common::Status::Ok(),
                                          common::StatusCode::kFailedPrecondition, "write where its outputs go"));
@@ -945,6 +947,38 @@ common::Status Trainer::AgreeOnConfig() {
     }
   }
   return common::Status::Ok();
+}
+
+// Every rank writes its shard of a checkpoint in --save and rank 0 commits them, so a directory that not every node
+// shares (node-local /tmp, a scratch SSD) could never hold one: rank 0 found the other nodes' shards missing at the
+// first save, hours in. Each rank makes the directory; rank 0 writes a file there that every rank must see.
+common::Status Trainer::CheckSaveDir() {
+  SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(common::PrepareWritableDir(o_.save, "--save"),
+                                         common::StatusCode::kFailedPrecondition, "write in --save"));
+  if (world_ == 1) return common::Status::Ok();
+  int32_t token = Leader() ? static_cast<int32_t>(std::random_device{}()) : 0;
+  SRUNWAY_RETURN_IF_ERROR(HostBroadcast(token, 0));
+  const std::filesystem::path probe = std::filesystem::path(o_.save) / fmt::format(".srunway-shared-{:08x}", static_cast<uint32_t>(token));
+  SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(Leader() ? common::WriteFileAtomic(probe, "") : common::Status::Ok(),
+                                         common::StatusCode::kFailedPrecondition, "write in --save"));
+  // A little while for a network file system's caches (NFS attributes) before a rank says it does not see it.
+  std::error_code ec;
+  int32_t seen = 0;
+  for (int tries = 0; tries < 20 && seen == 0; ++tries) {
+    if (tries > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    seen = std::filesystem::exists(probe, ec) ? 1 : 0;
+  }
+  std::vector<int32_t> all(static_cast<size_t>(world_));
+  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&seen, all.data(), sizeof seen));
+  if (Leader()) std::filesystem::remove(probe, ec);
+  const auto blind = std::count(all.begin(), all.end(), 0);
+  if (blind == 0) return common::Status::Ok();
+  setup_error_everywhere_ = true;
+  const int first = static_cast<int>(std::find(all.begin(), all.end(), 0) - all.begin());
+  return common::FailedPrecondition(
+      "--save {}: {}{} cannot see the files that rank 0 writes there: every rank writes its shard of a checkpoint "
+      "there and rank 0 commits them, so --save must be a directory that every node shares", o_.save,
+      boot_->NameRank(first), blind == 1 ? "" : fmt::format(" (and {} more rank{})", blind - 1, blind == 2 ? "" : "s"));
 }
 
 common::Status Trainer::Save(const char* why) {
