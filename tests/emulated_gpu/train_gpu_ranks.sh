@@ -33,20 +33,7 @@ ranks() {
   shift
   # MASTER_PORT and the next port (srunway's exchange) both free.
   local port
-  port=$(python3 -c '
-import random, socket
-while True:
-    port, held = random.randrange(20000, 40000), []
-    try:
-        for p in (port, port + 1):
-            held.append(socket.socket())
-            held[-1].bind(("127.0.0.1", p))
-    except OSError:
-        continue
-    finally:
-        for s in held: s.close()
-    print(port)
-    break')
+  port=$(python3 "$(dirname "$0")/../free_port.py")
   local pids=()
   for r in 0 1; do
     RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \

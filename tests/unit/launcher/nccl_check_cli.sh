@@ -11,7 +11,8 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 two_ranks() {  # two_ranks NAME RANK0-ENV -- RANK1-ENV: the exit codes of rank 0 and rank 1, each output in NAME.R
-  local name=$1 port=$((30000 + RANDOM % 2000)) rank0=() rank1=()
+  local name=$1 port rank0=() rank1=()
+  port=$(python3 "$(dirname "$0")/../../free_port.py")
   shift
   while [[ $1 != -- ]]; do rank0+=("$1"); shift; done
   shift
