@@ -79,7 +79,8 @@ if [[ -n $node1_slurmd ]] && in_node1 mount -t tmpfs -o size=2600k tmpfs "$work/
   grep -qE "rank 0\] error: --save $work/full/unshared: rank 2 on node2 \(and 1 more rank\) cannot see the files that rank 0 writes there: .* a directory that every node shares$" \
     "$work/unshared.log" || fail "$(cat "$work/unshared.log")"
   ! grep -q '^step' "$work/unshared.log" || fail "trained with an unshared --save: $(cat "$work/unshared.log")"
-  in_node1 test -z "$(in_node1 ls -A "$work/full/unshared")" || fail "the probe stayed: $(in_node1 ls -A "$work/full/unshared")"
+  left=$(in_node1 ls -A "$work/full/unshared")
+  [[ -z $left ]] || fail "the probe stayed: $left"
   echo "ok: a --save directory that not every node shares ends the run at start-up"
 else
   echo "ok (skipped): cannot mount a tmpfs in node1's mount namespace here for the full-disk case"

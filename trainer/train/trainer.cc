@@ -958,7 +958,8 @@ common::Status Trainer::CheckSaveDir() {
   if (world_ == 1) return common::Status::Ok();
   int32_t token = Leader() ? static_cast<int32_t>(std::random_device{}()) : 0;
   SRUNWAY_RETURN_IF_ERROR(HostBroadcast(token, 0));
-  const std::filesystem::path probe = std::filesystem::path(o_.save) / fmt::format(".srunway-shared-{:08x}", static_cast<uint32_t>(token));
+  const std::filesystem::path probe =
+      std::filesystem::path(o_.save) / fmt::format(".srunway-shared-{:08x}", static_cast<uint32_t>(token));
   SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(Leader() ? common::WriteFileAtomic(probe, "") : common::Status::Ok(),
                                          common::StatusCode::kFailedPrecondition, "write in --save"));
   // A little while for a network file system's caches (NFS attributes) before a rank says it does not see it.
