@@ -8,12 +8,12 @@
 
 #include <cerrno>
 #include <climits>
-#include <csignal>
 #include <utility>
 #include <vector>
 
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/process_mark.h"
 
 namespace srunway::common {
 
@@ -105,24 +105,13 @@ std::filesystem::path Replaced(const std::filesystem::path& path) {
   return ec ? path : target;
 }
 
-// What names a temporary's writer: this host, its PID namespace and the process ("node1.4026531836.4242"), so that a
-// later writer of the same file on this host can tell a temporary whose process is gone (killed midway by SIGKILL,
-// which no handler sees) from one still being written, on any file system: a lock would not do, as Lustre's
-// localflock keeps locks to one node. Empty where the namespace cannot be read: such a temporary is never removed.
-std::string WriterMark() {
-  char host[256] = {};
-  struct stat ns {};
-  if (::gethostname(host, sizeof host - 1) != 0 || ::stat("/proc/self/ns/pid", &ns) != 0) return "";
-  return fmt::format("{}.{}.{}", host, ns.st_ino, ::getpid());
-}
-
 // Removes what writers of the same target on this host left in `dir` when their process died: the temporaries
 // named `stem` + this host's and namespace's mark + a process that no longer exists. A process that exists (a live
 // writer, or a new process that took a dead one's number) keeps its temporary.
-void RemoveDeadTemporaries(const std::filesystem::path& dir, const std::string& stem, std::string_view mark,
+void RemoveDeadTemporaries(const std::filesystem::path& dir, const std::string& stem, const ProcessMark& me,
                            const std::filesystem::path& target) {
-  const std::string here = stem + std::string(mark.substr(0, mark.rfind('.') + 1));
-  std::vector<std::pair<std::filesystem::path, pid_t>> dead;
+  const std::string here = fmt::format("{}{}.{}.", stem, me.host, me.pid_ns);
+  std::vector<std::pair<std::filesystem::path, int64_t>> dead;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -132,9 +121,7 @@ void RemoveDeadTemporaries(const std::filesystem::path& dir, const std::string& 
     const size_t dot = rest.find('.');
     if (dot == std::string_view::npos || rest.size() - dot - 1 != 6) continue;
     auto pid = ParseInt(rest.substr(0, dot), "pid", 1, INT32_MAX);
-    if (!pid.ok() || *pid == ::getpid()) continue;
-    if (::kill(static_cast<pid_t>(*pid), 0) == 0 || errno != ESRCH) continue;
-    dead.emplace_back(it->path(), static_cast<pid_t>(*pid));
+    if (pid.ok() && ProcessGone({me.host, me.pid_ns, *pid})) dead.emplace_back(it->path(), *pid);
   }
   for (const auto& [path, pid] : dead) {
     const uintmax_t bytes = std::filesystem::file_size(path, ec);
@@ -159,11 +146,17 @@ StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
     target = Replaced(path);
   }
   std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  // The temporary's name says who writes it: this host, its PID namespace and the process
+  // (".web.bin.tmp.node1.4026531836.4242.2klNwC"), so that a later writer of the same file on this host can tell one
+  // whose process is gone (killed midway by SIGKILL, which no handler sees) from one still being written, on any
+  // file system: a lock would not do, as Lustre's localflock keeps locks to one node. Without the mark (no namespace
+  // to read, a name too long for it) a temporary is never taken for a dead one's.
   const std::string stem = "." + target.filename().string() + ".tmp.";
-  std::string mark = WriterMark();
-  if (stem.size() + mark.size() + 8 > NAME_MAX) mark.clear();  // a long name: a temporary without the mark
-  if (!mark.empty()) RemoveDeadTemporaries(dir, stem, mark, target);
-  std::string tmp = (dir / (stem + (mark.empty() ? "" : mark + ".") + "XXXXXX")).string();
+  const std::optional<ProcessMark> me = ThisProcessMark();
+  std::string mark = me ? fmt::format("{}.{}.{}.", me->host, me->pid_ns, me->pid) : "";
+  if (stem.size() + mark.size() + 6 > NAME_MAX) mark.clear();
+  if (!mark.empty()) RemoveDeadTemporaries(dir, stem, *me, target);
+  std::string tmp = (dir / (stem + mark + "XXXXXX")).string();
   int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "create temporary file in " + dir.string());
   AtomicFile file(target, std::move(tmp), fd, /*in_place=*/false);

@@ -19,6 +19,27 @@ expect_eq "shards of step 10" "$(cd "$work/ckpt/iter_0000010" && echo *)" \
 grep -q "deleted checkpoint $work/ckpt/iter_0000006 (--keep-checkpoints 2)" "$work/keep.log" || fail "$(cat "$work/keep.log")"
 echo "ok: 4 shards and a manifest per checkpoint; --keep-checkpoints 2 kept steps 8 and 10"
 
+# One run at a time saves in a --save directory: two (a job array's tasks sharing one) wrote their shards into the
+# same staging directories and committed each other's, a checkpoint mixed from two runs. A second job is refused
+# while the first trains, in one line from its rank 0, before any step.
+srun -J lease-holder --mpi=pmix -N2 --ntasks-per-node=2 -c1 env OMP_NUM_THREADS=1 "$train" "${common[@]}" \
+  --train-steps 100000 --save "$work/leased" --log-interval 1 >"$work/holder.log" 2>&1 &
+holder=$!
+for _ in $(seq 1 300); do grep -q '^step' "$work/holder.log" && break; sleep 0.1; done
+rc=0
+train4 --train-steps 2 --save "$work/leased" >"$work/second.log" 2>&1 || rc=$?
+scancel --signal=TERM --name lease-holder
+rc_holder=0
+wait "$holder" || rc_holder=$?
+expect_eq "exit of a second job saving where another trains" "$rc" 1
+expect_eq "error lines" "$(count_matching 'srunway-train.* error:' "$(cat "$work/second.log")")" 1
+grep -qE "rank 0\] error: rank 0 on node1: --save $work/leased is in use by job [0-9]+'s process [0-9]+ on .* \(its lease .*\): two runs saving in one directory mix their checkpoints" \
+  "$work/second.log" || fail "$(cat "$work/second.log")"
+! grep -q '^step' "$work/second.log" || fail "the second job trained: $(cat "$work/second.log")"
+expect_eq "the first job's exit after SIGTERM (saved)" "$rc_holder" 4
+[[ ! -e $work/leased/.srunway-save-lease.json ]] || fail "the first job left its lease"
+echo "ok: a second job saving in a training job's --save is refused before any step; the first gives its lease up"
+
 # expect_load_error NAME PATTERN: resuming from the damaged checkpoint exits 1 with one error line, from rank 0.
 expect_load_error() {
   local out rc=0

@@ -38,6 +38,7 @@
 #include "launcher/bootstrap.h"
 #include "launcher/comm_factory.h"
 #include "trainer/ckpt/checkpoint.h"
+#include "trainer/ckpt/save_lease.h"
 #include "trainer/ckpt/safetensors.h"
 #include "trainer/ckpt/weights.h"
 #include "trainer/data/samples.h"
@@ -366,6 +367,7 @@ class Trainer {
   double peak_flops_ = 0;
   MetricsFile metrics_;
   std::optional<common::Heartbeat> heartbeat_ = common::Heartbeat::FromEnvironment();
+  std::unique_ptr<SaveLease> lease_;  // rank 0's, on --save while this run trains
   std::vector<int> straggler_streak_;
   Clock::time_point started_ = Clock::now();
   std::optional<Clock::time_point> signal_seen_;  // when this rank first saw a stop signal
@@ -955,6 +957,16 @@ common::Status Trainer::AgreeOnConfig() {
 common::Status Trainer::CheckSaveDir() {
   SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(common::PrepareWritableDir(o_.save, "--save"),
                                          common::StatusCode::kFailedPrecondition, "write in --save"));
+  // One run at a time saves there (save_lease.h): rank 0 holds the lease while this run trains.
+  if (!o_.skip_train) {
+    common::Status leased = common::Status::Ok();
+    if (Leader()) {
+      auto lease = SaveLease::Take(o_.save, ThisLeaseHolder());
+      if (lease.ok()) lease_ = *std::move(lease);
+      leased = lease.status();
+    }
+    SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(leased, common::StatusCode::kFailedPrecondition, "take --save's lease"));
+  }
   if (world_ == 1) return common::Status::Ok();
   int32_t token = Leader() ? static_cast<int32_t>(std::random_device{}()) : 0;
   SRUNWAY_RETURN_IF_ERROR(HostBroadcast(token, 0));
@@ -986,17 +998,24 @@ common::Status Trainer::Save(const char* why) {
   if (o_.save.empty()) return common::Status::Ok();
   // Every rank writes its shard at once: its ZeRO-1 slices, or without ZeRO-1 the same slices of its replica, so
   // the shards always hold the state once. Rank 0 commits the checkpoint (manifest, then the latest pointer) only
-  // when every rank has its shard on disk. Before any rank writes, rank 0 removes what saves that never finished
-  // left behind (this step's earlier attempt too), so their space is free for this one.
+  // when every rank has its shard on disk. Before any rank writes, rank 0 checks that the directory is still this
+  // run's (another run that judged it dead took the lease over: this one stops rather than save beside it), then
+  // removes what saves that never finished left behind (this step's earlier attempt too), so their space is free.
+  common::Status leased = common::Status::Ok();
   if (Leader()) {
-    auto removed = RemoveUnfinishedSaves(o_.save);
+    if (lease_) leased = lease_->Check();
+    auto removed = leased.ok() ? RemoveUnfinishedSaves(o_.save) : std::vector<RemovedSave>{};
     if (!removed.ok()) common::LogWarn("--save: {}", removed.status().message());
     for (const RemovedSave& save : removed.ok() ? *removed : std::vector<RemovedSave>{}) {
       common::LogInfo("removed {} ({}): a save that did not finish", save.path.string(), common::ByteSize(save.bytes));
     }
   }
-  int32_t cleared = 1;
+  int32_t cleared = leased.ok() ? 1 : 0;
   SRUNWAY_RETURN_IF_ERROR(HostBroadcast(cleared, 0));
+  if (cleared == 0) {
+    error_said_elsewhere_ = true;  // rank 0's line
+    return Leader() ? leased : common::FailedPrecondition("rank 0 no longer holds --save's lease");
+  }
   TrainingState state;
   state.model = o_.model;
   state.step = step_;
@@ -1394,6 +1413,7 @@ void Trainer::Print(std::string_view text) {
 // communicator would wait for the peers too.
 void Trainer::EndStep(const common::Status& status) {
   common::LogError("{}{}", boot_->Prefix(), status.message());
+  lease_.reset();  // given up: std::_Exit runs no destructor
   std::fflush(nullptr);
   boot_->Abort(status.message());
   std::fflush(nullptr);

@@ -640,6 +640,24 @@ grep -q "stopped by signal 15 after step" "$kWork/sig.err" || fail "SIGTERM mess
 step=$(cat "$kWork/sig/latest_checkpointed_iteration.txt")
 [[ -f $kWork/sig/$(printf 'iter_%07d' "$step")/manifest.json ]] || fail "no checkpoint after SIGTERM"
 echo "ok: SIGTERM saves step $step and exits 4"
+[[ ! -e $kWork/sig/.srunway-save-lease.json ]] || fail "the run that ended left its lease on --save"
+# 7. One run at a time saves in a --save directory: two (a job array sharing one, a script submitted twice) wrote
+# their shards into the same staging directories and committed each other's. A second run is refused while the
+# first lives, and takes the directory over once the first is gone (SIGKILL: its lease stays behind).
+"$kTrain" "${common[@]}" --mock-data --train-steps 100000 --save "$kWork/shared" --log-interval 1 \
+  >"$kWork/first.out" 2>"$kWork/first.err" &
+pid=$!
+for _ in $(seq 1 100); do grep -q '^step' "$kWork/first.out" 2>/dev/null && break; sleep 0.1; done
+expect_exit 1 "error: --save $kWork/shared is in use by process $pid on $(hostname) \(its lease $kWork/shared/.srunway-save-lease.json touched [0-9]+ s ago\): two runs saving in one directory mix their checkpoints" \
+  env -u SLURM_JOB_ID "$kTrain" "${common[@]}" --mock-data --train-steps 2 --save "$kWork/shared"
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+env -u SLURM_JOB_ID "$kTrain" "${common[@]}" --mock-data --train-steps 2 --save "$kWork/shared" >/dev/null \
+  2>"$kWork/err" || fail "after the first run was killed: exit $?: $(cat "$kWork/err")"
+grep -q "info: --save $kWork/shared: took over the lease of process $pid on $(hostname) (that process is gone)" \
+  "$kWork/err" || fail "no take-over said: $(cat "$kWork/err")"
+[[ ! -e $kWork/shared/.srunway-save-lease.json ]] || fail "the second run left its lease on --save"
+echo "ok: a second run saving in a live run's --save is refused; once that run is gone, it takes the lease over"
 # SIGTERM while the sample index of a long run is built (40G samples of a one-document dataset: 2e8 epochs of it,
 # 5 s here) stops it there, exit 4 and one line; it was noted and acted on only at the first step, after the whole
 # build.
