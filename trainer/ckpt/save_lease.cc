@@ -83,7 +83,11 @@ common::StatusOr<std::unique_ptr<SaveLease>> SaveLease::Take(const std::filesyst
     }
     auto text = common::ReadFile(path);
     auto age = SecondsSinceTouched(path);
-    if (!text.ok() || !age.ok()) continue;  // removed meanwhile (its run ended): try again
+    if (!text.ok() || !age.ok()) {
+      const common::Status& failed = text.ok() ? age.status() : text.status();
+      if (failed.code() == common::StatusCode::kNotFound) continue;  // removed meanwhile (its run ended): again
+      return failed.WithContext("--save " + dir.string());
+    }
     const std::optional<SaveLeaseHolder> holder = ParseHolder(*text);
     const char* ended = !holder                                           ? "its lease does not parse"
                         : !me.job.empty() && holder->job == me.job        ? "this job, run again"

@@ -121,6 +121,15 @@ TEST_F(SaveLeaseTest, ARunKnownToHaveEndedIsTakenOver) {
   EXPECT_TRUE(SaveLease::Take(dir_.path(), ThisLeaseHolder()).ok());
 }
 
+TEST_F(SaveLeaseTest, ALeaseThatCannotBeReadIsAnErrorNamingIt) {
+  fs::create_directories(Lease());
+  auto taken = SaveLease::Take(dir_.path(), ThisLeaseHolder());
+  ASSERT_FALSE(taken.ok());
+  EXPECT_NE(taken.status().message().find("--save " + dir_.path().string() + ": "), std::string::npos)
+      << taken.status().message();
+  EXPECT_NE(taken.status().message().find("Is a directory"), std::string::npos) << taken.status().message();
+}
+
 TEST_F(SaveLeaseTest, AHeldLeaseIsTouchedWhileItsRunGoesOn) {
   auto lease = SaveLease::Take(dir_.path(), ThisLeaseHolder(), 20ms);
   ASSERT_TRUE(lease.ok());
