@@ -1001,10 +1001,9 @@ common::Status Trainer::Save(const char* why) {
   // when every rank has its shard on disk. Before any rank writes, rank 0 checks that the directory is still this
   // run's (another run that judged it dead took the lease over: this one stops rather than save beside it), then
   // removes what saves that never finished left behind (this step's earlier attempt too), so their space is free.
-  common::Status leased = common::Status::Ok();
-  if (Leader()) {
-    if (lease_) leased = lease_->Check();
-    auto removed = leased.ok() ? RemoveUnfinishedSaves(o_.save) : std::vector<RemovedSave>{};
+  common::Status leased = Leader() && lease_ ? lease_->Check() : common::Status::Ok();
+  if (Leader() && leased.ok()) {
+    auto removed = RemoveUnfinishedSaves(o_.save);
     if (!removed.ok()) common::LogWarn("--save: {}", removed.status().message());
     for (const RemovedSave& save : removed.ok() ? *removed : std::vector<RemovedSave>{}) {
       common::LogInfo("removed {} ({}): a save that did not finish", save.path.string(), common::ByteSize(save.bytes));
