@@ -57,6 +57,11 @@ StatusOr<int> PickMasterPort(int64_t job_id, int64_t step_id) {
   return common::Unavailable("no free MASTER_PORT in {}-{} on this host", base, base + 63);
 }
 
+std::string FailureForPeers(std::string_view rank_name, const common::Status& failure) {
+  if (failure.code() == common::StatusCode::kAborted) return failure.message();
+  return fmt::format("{} failed: {}", rank_name, failure.message());
+}
+
 std::string AnnounceMaster(const Identity& id) {
   if (id.rank != 0) return "";
   std::string addr = common::GetEnvOr("MASTER_ADDR", LocalAddress());

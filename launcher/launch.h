@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -64,6 +65,12 @@ struct CheckResult {
 common::StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms,
                                        std::chrono::milliseconds timeout, Watchdog* watchdog,
                                        std::function<void(const common::Status& stuck)> on_stuck);
+
+// What a rank whose --check failed tells the others (`rank_name` is its own, "rank 0 on node1"): "rank 0 on node1
+// failed: WHY", except for a failure another rank caused (kAborted: "rank 3 on node2 died during id broadcast"),
+// which names that rank already and goes on as it is, so that every survivor says the same whether its watchdog
+// or this word reaches it first.
+std::string FailureForPeers(std::string_view rank_name, const common::Status& failure);
 
 std::string FormatCheckTable(const CheckResult& result, const Identity& identity, std::string_view bootstrap);
 common::Json CheckJson(const CheckResult& result, const Identity& identity, std::string_view bootstrap);

@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
       const int code = CheckExitCode(failure.message());
       Fail(&boot, failure, code);
       // The others may be waiting for this rank where no timeout of theirs runs (a rank stuck elsewhere): tell them.
-      (*watchdog)->Abort(fmt::format("{} failed: {}", boot.NameRank(boot.identity().rank), failure.message()));
+      (*watchdog)->Abort(FailureForPeers(boot.NameRank(boot.identity().rank), failure));
       boot.Abort(failure.message());
       return code;
     };

@@ -261,6 +261,18 @@ TEST(Launch, RankZerosFailureReachesEveryRank) {
   }
 }
 
+// A rank whose own wait ended because another rank died passes that word on as it came: the survivors all name
+// the dead rank, whichever of the watchdog's word and this rank's reaches them first (CI once saw rank 2 say
+// "rank 0 on node1 failed: rank 3 on node2 died during id broadcast" where ranks 0 and 1 said the plain line).
+TEST(Launch, AFailureAnotherRankCausedIsPassedOnAsItCame) {
+  EXPECT_EQ(FailureForPeers("rank 0 on node1", common::Aborted("rank 3 on node2 died during id broadcast")),
+            "rank 3 on node2 died during id broadcast");
+  EXPECT_EQ(FailureForPeers("rank 0 on node1", common::Unavailable("communicator init: no GPU")),
+            "rank 0 on node1 failed: communicator init: no GPU");
+  EXPECT_EQ(FailureForPeers("rank 1 on node1", common::DeadlineExceeded("first collective: past 5 s")),
+            "rank 1 on node1 failed: first collective: past 5 s");
+}
+
 // Below the ephemeral range (32768-60999 by default), where they used to be too (20000-59999): a rank's or any
 // program's outgoing connection could hold the root's port there. Apart from MASTER_PORT's 10000-19999.
 TEST(Launch, SlurmBootstrapPortsAreEightBelowTheEphemeralRange) {
