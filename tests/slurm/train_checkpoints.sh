@@ -40,6 +40,32 @@ expect_eq "the first job's exit after SIGTERM (saved)" "$rc_holder" 4
 [[ ! -e $work/leased/.srunway-save-lease.json ]] || fail "the first job left its lease"
 echo "ok: a second job saving in a training job's --save is refused before any step; the first gives its lease up"
 
+# A lease left by a run killed without its handler on another host (an OOM kill, a node lost): taken over as soon
+# as scontrol says its job has ended, not 120 s after its last touch. The job is real (sleeping, then cancelled);
+# the lease names a host that is not this one, so that only Slurm can tell.
+srun -J lease-sleeper -N1 -n1 sleep 300 >/dev/null 2>&1 &
+sleeper=$!
+job=
+for _ in $(seq 1 100); do job=$(squeue -h -n lease-sleeper -t RUNNING -o %A); [[ -n $job ]] && break; sleep 0.1; done
+[[ -n $job ]] || fail "the sleeping job did not start"
+mkdir -p "$work/killed"
+cluster=$(scontrol show config | awk '$1 == "ClusterName" {print $3}')
+printf '{"job":"%s","host":"lost-node","pid_ns":1,"pid":4242,"nonce":"x","cluster":"%s"}\n' "$job" "$cluster" \
+  >"$work/killed/.srunway-save-lease.json"
+rc=0
+train4 --train-steps 2 --save "$work/killed" >"$work/killed-running.log" 2>&1 || rc=$?
+expect_eq "exit while the lease's job runs" "$rc" 1
+grep -q "error: rank 0 on node1: --save $work/killed is in use by job $job's process 4242 on lost-node" \
+  "$work/killed-running.log" || fail "$(cat "$work/killed-running.log")"
+scancel "$job"
+wait "$sleeper" || true
+for _ in $(seq 1 100); do [[ -z $(squeue -h -j "$job" 2>/dev/null) ]] && break; sleep 0.1; done
+train4 --train-steps 2 --save "$work/killed" >"$work/killed-ended.log" 2>&1 || fail "$(cat "$work/killed-ended.log")"
+grep -q "info: --save $work/killed: took over the lease of job $job's process 4242 on lost-node (its job has ended (CANCELLED))" \
+  "$work/killed-ended.log" || fail "$(cat "$work/killed-ended.log")"
+[[ -d $work/killed/iter_0000002 ]] || fail "no checkpoint after taking the lease over"
+echo "ok: a dead run's lease whose job Slurm says has ended (CANCELLED) is taken over at once"
+
 # expect_load_error NAME PATTERN: resuming from the damaged checkpoint exits 1 with one error line, from rank 0.
 expect_load_error() {
   local out rc=0

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <random>
@@ -13,13 +14,14 @@
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/subprocess.h"
 
 namespace srunway::trainer {
 namespace {
 
 std::string Contents(const SaveLeaseHolder& holder) {
   const common::Json json = {{"job", holder.job}, {"host", holder.process.host}, {"pid_ns", holder.process.pid_ns},
-                             {"pid", holder.process.pid}, {"nonce", holder.nonce}};
+                             {"pid", holder.process.pid}, {"nonce", holder.nonce}, {"cluster", holder.cluster}};
   return json.dump() + "\n";
 }
 
@@ -32,8 +34,39 @@ std::optional<SaveLeaseHolder> ParseHolder(std::string_view text) {
   auto pid_ns = common::JsonField<uint64_t>(*json, "pid_ns", "lease");
   auto pid = common::JsonField<int64_t>(*json, "pid", "lease");
   auto nonce = common::JsonField<std::string>(*json, "nonce", "lease");
-  if (!job.ok() || !host.ok() || !pid_ns.ok() || !pid.ok() || !nonce.ok()) return std::nullopt;
-  return SaveLeaseHolder{*job, {*host, *pid_ns, *pid}, *nonce};
+  auto cluster = json->contains("cluster") ? common::JsonField<std::string>(*json, "cluster", "lease")
+                                            : common::StatusOr<std::string>(std::string());
+  if (!job.ok() || !host.ok() || !pid_ns.ok() || !pid.ok() || !nonce.ok() || !cluster.ok()) return std::nullopt;
+  return SaveLeaseHolder{*job, {*host, *pid_ns, *pid}, *nonce, *cluster};
+}
+
+// Whether Slurm says `holder`'s job has ended: "its job has ended (CANCELLED)", "its job is no longer known to
+// Slurm" (purged MinJobAge after it ended); none while it is pending, running, suspended or completing, or where
+// scontrol cannot say (not installed, the controller unreachable), and for another cluster's job, whose number
+// means nothing to this cluster's controller.
+std::optional<std::string> SlurmSaysEnded(const SaveLeaseHolder& holder, const SaveLeaseHolder& me) {
+  if (holder.job.empty() || holder.cluster.empty() || holder.cluster != me.cluster) return std::nullopt;
+  if (!std::all_of(holder.job.begin(), holder.job.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  auto shown = common::RunCommand({"scontrol", "show", "job", "-o", holder.job}, true, std::chrono::seconds(10));
+  if (!shown.ok()) return std::nullopt;
+  if (shown->exit_code != 0) {
+    if (shown->output.find("Invalid job id specified") != std::string::npos) {
+      return std::string("its job is no longer known to Slurm");
+    }
+    return std::nullopt;
+  }
+  constexpr std::string_view kKey = " JobState=";
+  const size_t at = shown->output.find(kKey);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t start = at + kKey.size();
+  const std::string state = shown->output.substr(start, shown->output.find_first_of(" \n", start) - start);
+  for (std::string_view ended : {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                                 "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}) {
+    if (state == ended) return fmt::format("its job has ended ({})", state);
+  }
+  return std::nullopt;
 }
 
 // "job 1234's process 4242 on node3", or "process 4242 on node3" outside Slurm.
@@ -57,6 +90,7 @@ common::StatusOr<double> SecondsSinceTouched(const std::filesystem::path& path) 
 SaveLeaseHolder ThisLeaseHolder() {
   SaveLeaseHolder holder;
   if (const char* job = std::getenv("SLURM_JOB_ID")) holder.job = job;
+  if (const char* cluster = std::getenv("SLURM_CLUSTER_NAME")) holder.cluster = cluster;
   holder.process = common::ThisProcessMark().value_or(common::ProcessMark{});
   std::random_device random;
   holder.nonce = fmt::format("{:08x}{:08x}", random(), random());
@@ -89,16 +123,24 @@ common::StatusOr<std::unique_ptr<SaveLease>> SaveLease::Take(const std::filesyst
       return failed.WithContext("--save " + dir.string());
     }
     const std::optional<SaveLeaseHolder> holder = ParseHolder(*text);
-    const char* ended = !holder                                           ? "its lease does not parse"
-                        : !me.job.empty() && holder->job == me.job        ? "this job, run again"
-                        : common::ProcessGone(holder->process)            ? "that process is gone"
-                        : *age >= static_cast<double>(kStale.count())     ? "its lease went stale"
-                                                                          : nullptr;
-    if (ended == nullptr) {
+    std::optional<std::string> ended;
+    if (!holder) {
+      ended = "its lease does not parse";
+    } else if (!me.job.empty() && holder->job == me.job) {
+      ended = "this job, run again";
+    } else if (common::ProcessGone(holder->process)) {
+      ended = "that process is gone";
+    } else if (*age >= static_cast<double>(kStale.count())) {
+      ended = "its lease went stale";
+    } else {
+      ended = SlurmSaysEnded(*holder, me);
+    }
+    if (!ended) {
       return common::FailedPrecondition(
           "--save {} is in use by {} (its lease {} touched {:.0f} s ago): two runs saving in one directory mix their "
-          "checkpoints; give this run its own --save, or end that one (a lease left by a run that was killed goes "
-          "stale {} s after its last touch)", dir.string(), Describe(*holder), path.string(), std::max(0.0, *age),
+          "checkpoints; give this run its own --save, or end that one (a lease left by a run that was killed is "
+          "taken over once Slurm says its job has ended, or {} s after its last touch)", dir.string(),
+          Describe(*holder), path.string(), std::max(0.0, *age),
           kStale.count());
     }
     // Taken over by replacing it whole, then read back a moment later: of two runs taking over at once, the one
@@ -107,7 +149,7 @@ common::StatusOr<std::unique_ptr<SaveLease>> SaveLease::Take(const std::filesyst
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (auto back = common::ReadFile(path); back.ok() && *back == contents) {
       common::LogInfo("--save {}: took over the lease of {} ({})", dir.string(),
-                      holder ? Describe(*holder) : std::string("a run"), ended);
+                      holder ? Describe(*holder) : std::string("a run"), *ended);
       return std::unique_ptr<SaveLease>(new SaveLease(path, contents, beat));
     }
   }

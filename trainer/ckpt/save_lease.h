@@ -19,14 +19,16 @@
 
 namespace srunway::trainer {
 
-// Who holds a lease: the Slurm job (empty outside Slurm), the process, and a nonce that tells two holders apart.
+// Who holds a lease: the Slurm job (empty outside Slurm), the process, a nonce that tells two holders apart, and
+// the Slurm cluster the job ran on (empty outside Slurm: clusters that share a file system number jobs apart).
 struct SaveLeaseHolder {
   std::string job;
   common::ProcessMark process;
   std::string nonce;
+  std::string cluster;
 };
 
-// This process as a holder: SLURM_JOB_ID, the process mark, a random nonce.
+// This process as a holder: SLURM_JOB_ID, the process mark, a random nonce, SLURM_CLUSTER_NAME.
 SaveLeaseHolder ThisLeaseHolder();
 
 class SaveLease {
@@ -39,7 +41,8 @@ class SaveLease {
   // Takes the lease on `dir` for `me`, or says who holds it: FailedPrecondition, "--save DIR is in use by job 1234's
   // process 4242 on node3 (its lease touched 3 s ago): ...". A lease is taken over when its holder is known to have
   // ended: the same Slurm job (a job requeued or restarted runs again), a process on this host that no longer exists,
-  // or a lease left untouched for kStale; a file that does not parse is taken over too. `beat` is how often the
+  // a job of this Slurm cluster that `scontrol show job` says has ended (or no longer knows), or a lease left
+  // untouched for kStale; a file that does not parse is taken over too. `beat` is how often the
   // lease is touched (kBeat; tests give less).
   static common::StatusOr<std::unique_ptr<SaveLease>> Take(const std::filesystem::path& dir,
                                                            const SaveLeaseHolder& me,

@@ -45,13 +45,15 @@ class SaveLeaseTest : public ::testing::Test {
     holder.process.pid = 1;
     return holder;
   }
-  static SaveLeaseHolder Elsewhere(std::string job) { return {std::move(job), {"node9", 4026531836, 4242}, "n9"}; }
+  static SaveLeaseHolder Elsewhere(std::string job, std::string cluster = "") {
+    return {std::move(job), {"node9", 4026531836, 4242}, "n9", std::move(cluster)};
+  }
   // The lease a run left when it was killed (nothing gave it up).
   void Leave(const SaveLeaseHolder& holder) const {
     ASSERT_TRUE(common::WriteFileAtomic(Lease(), fmt::format("{{\"job\":\"{}\",\"host\":\"{}\",\"pid_ns\":{},"
-                                                             "\"pid\":{},\"nonce\":\"{}\"}}\n", holder.job,
-                                                             holder.process.host, holder.process.pid_ns,
-                                                             holder.process.pid, holder.nonce)).ok());
+                                                             "\"pid\":{},\"nonce\":\"{}\",\"cluster\":\"{}\"}}\n",
+                                                             holder.job, holder.process.host, holder.process.pid_ns,
+                                                             holder.process.pid, holder.nonce, holder.cluster)).ok());
   }
 
   testing::TempDir dir_{"save-lease-test"};
@@ -119,6 +121,54 @@ TEST_F(SaveLeaseTest, ARunKnownToHaveEndedIsTakenOver) {
   after_stale->reset();
   ASSERT_TRUE(common::WriteFileAtomic(Lease(), "{\"job\": ").ok());
   EXPECT_TRUE(SaveLease::Take(dir_.path(), ThisLeaseHolder()).ok());
+}
+
+// A job of this cluster that Slurm says has ended is taken over at once, not after kStale: a run killed without its
+// handler (an OOM kill, a node lost) and its job over. `scontrol` here is a script on PATH that prints what a real one
+// would, and notes each call.
+TEST_F(SaveLeaseTest, AJobSlurmSaysHasEndedIsTakenOverAtOnce) {
+  const fs::path bin = dir_.path() / "bin", calls = dir_.path() / "calls";
+  fs::create_directories(bin);
+  auto scontrol = [&](const std::string& body) {
+    ASSERT_TRUE(common::WriteFileAtomic(bin / "scontrol", "#!/bin/sh\necho \"$*\" >>" + calls.string() + "\n" + body +
+                                                          "\n").ok());
+    fs::permissions(bin / "scontrol", fs::perms::owner_all);
+  };
+  const std::string path = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "";
+  ::setenv("PATH", (bin.string() + ":" + path).c_str(), 1);
+  SaveLeaseHolder me = ThisLeaseHolder();
+  me.job = "78";
+  me.cluster = "c1";
+  auto taken_after = [&](const std::string& body) {
+    scontrol(body);
+    Leave(Elsewhere("77", "c1"));
+    auto taken = SaveLease::Take(dir_.path(), me);
+    std::string what = taken.ok() ? "taken" : taken.status().message();
+    if (taken.ok()) taken->reset();
+    return what;
+  };
+  EXPECT_EQ(taken_after("echo 'JobId=77 JobName=train UserId=u(1) JobState=CANCELLED Reason=None Dependency=(null)'"),
+            "taken");
+  EXPECT_EQ(*common::ReadFile(calls), "show job -o 77\n");
+  EXPECT_EQ(taken_after("echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1"), "taken");
+  EXPECT_EQ(taken_after("echo 'JobId=77 JobState=TIMEOUT Reason=TimeLimit'"), "taken");
+  // Still running, pending again (requeued), or ending; scontrol unable to say: the lease stands.
+  for (const char* body : {"echo 'JobId=77 JobState=RUNNING Reason=None'", "echo 'JobId=77 JobState=PENDING'",
+                           "echo 'JobId=77 JobState=COMPLETING'", "echo 'slurm_load_jobs error: Unable to contact "
+                           "slurm controller (connect failure)' >&2; exit 1", "echo 'JobId=77'", "exit 0"}) {
+    const std::string refused = taken_after(body);
+    EXPECT_NE(refused.find("is in use by job 77's process 4242 on node9"), std::string::npos) << body << ": " << refused;
+  }
+  // Another cluster's job 77 (clusters sharing a file system number their jobs apart), or a lease with no cluster:
+  // this cluster's controller is not asked.
+  fs::remove(calls);
+  scontrol("echo 'JobId=77 JobState=COMPLETED'");
+  for (const std::string& cluster : {std::string("c2"), std::string()}) {
+    Leave(Elsewhere("77", cluster));
+    EXPECT_FALSE(SaveLease::Take(dir_.path(), me).ok()) << "cluster '" << cluster << "'";
+  }
+  EXPECT_FALSE(fs::exists(calls)) << *common::ReadFile(calls);
+  ::setenv("PATH", path.c_str(), 1);
 }
 
 TEST_F(SaveLeaseTest, ALeaseThatCannotBeReadIsAnErrorNamingIt) {
