@@ -123,12 +123,12 @@ step() {  # step FILE LIMIT COMMAND...: COMMAND's output appended to OUT_DIR/FIL
   echo "exit $rc after $((SECONDS - start)) s (limit $limit): $*" | tee -a "$out/summary.txt"
 }
 export SRUNWAY_CHECK_TIMEOUT=${SRUNWAY_CHECK_TIMEOUT:-75}
-# What no GPU has run yet first: the kernels changed since the last run and train_gpu's sections past 4f (the
-# default attention on cuDNN, 5, 6); then both sizes' benchmarks against PyTorch compiled (the goal's peer; not
-# eager) on cuDNN's attention (the default), with the heuristic's GEMM algorithms and with timed ones
-# (SRUNWAY_GEMM_TUNE=1), GPT-2's profile between them; then the sanitizers over the changed kernels, the checks
-# that passed on the H100 (2026-11-27), the 1.3B's profile; attention's own timings and NCCL's start-up, measured
-# on the H100, last.
+# The kernels' and the trainer's checks first (a kernel changed since the last GPU run must pass before it is
+# timed); then both sizes' benchmarks against PyTorch compiled (the goal's peer; not eager) on cuDNN's attention
+# (the default), with the heuristic's GEMM algorithms and with timed ones (SRUNWAY_GEMM_TUNE=1), GPT-2's profile
+# between them; then the sanitizers, the other checks, the 1.3B's profile; attention's own timings and NCCL's
+# start-up last. All of it ran within 500 s plus one 110 s call on an H200 on 2026-11-29 (attention.sh needs 80 s,
+# nccl_init_vs_torch 55 s: give SECONDS 640 to have them too).
 step summary.txt 100 "$here/run.sh" "$out" cuda_ops cuda_model train_gpu cuda_ops_tuned
 step bench.txt 120 env SRUNWAY_BENCH_ATTENTION="cudnn tuned" SRUNWAY_BENCH_TORCH_MODES=compile \
   "$here/bench.sh" gpt2-124m
