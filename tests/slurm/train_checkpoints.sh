@@ -61,7 +61,7 @@ scancel "$job"
 wait "$sleeper" || true
 for _ in $(seq 1 100); do [[ -z $(squeue -h -j "$job" 2>/dev/null) ]] && break; sleep 0.1; done
 train4 --train-steps 2 --save "$work/killed" >"$work/killed-ended.log" 2>&1 || fail "$(cat "$work/killed-ended.log")"
-grep -q "info: --save $work/killed: took over the lease of job $job's process 4242 on lost-node (its job has ended (CANCELLED))" \
+grep -q "info: --save $work/killed: took over the lease of job $job's process 4242 on lost-node (its job has ended: CANCELLED)" \
   "$work/killed-ended.log" || fail "$(cat "$work/killed-ended.log")"
 [[ -d $work/killed/iter_0000002 ]] || fail "no checkpoint after taking the lease over"
 echo "ok: a dead run's lease whose job Slurm says has ended (CANCELLED) is taken over at once"

@@ -40,7 +40,7 @@ std::optional<SaveLeaseHolder> ParseHolder(std::string_view text) {
   return SaveLeaseHolder{*job, {*host, *pid_ns, *pid}, *nonce, *cluster};
 }
 
-// Whether Slurm says `holder`'s job has ended: "its job has ended (CANCELLED)", "its job is no longer known to
+// Whether Slurm says `holder`'s job has ended: "its job has ended: CANCELLED", "its job is no longer known to
 // Slurm" (purged MinJobAge after it ended); none while it is pending, running, suspended or completing, or where
 // scontrol cannot say (not installed, the controller unreachable), and for another cluster's job, whose number
 // means nothing to this cluster's controller.
@@ -64,7 +64,7 @@ std::optional<std::string> SlurmSaysEnded(const SaveLeaseHolder& holder, const S
   const std::string state = shown->output.substr(start, shown->output.find_first_of(" \n", start) - start);
   for (std::string_view ended : {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                                  "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}) {
-    if (state == ended) return fmt::format("its job has ended ({})", state);
+    if (state == ended) return fmt::format("its job has ended: {}", state);
   }
   return std::nullopt;
 }
@@ -140,8 +140,7 @@ common::StatusOr<std::unique_ptr<SaveLease>> SaveLease::Take(const std::filesyst
           "--save {} is in use by {} (its lease {} touched {:.0f} s ago): two runs saving in one directory mix their "
           "checkpoints; give this run its own --save, or end that one (a lease left by a run that was killed is "
           "taken over once Slurm says its job has ended, or {} s after its last touch)", dir.string(),
-          Describe(*holder), path.string(), std::max(0.0, *age),
-          kStale.count());
+          Describe(*holder), path.string(), std::max(0.0, *age), kStale.count());
     }
     // Taken over by replacing it whole, then read back a moment later: of two runs taking over at once, the one
     // whose rename came last holds it, and the other judges that lease on its next try.
