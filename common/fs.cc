@@ -8,6 +8,9 @@
 
 #include <cerrno>
 #include <climits>
+#include <ctime>
+#include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -105,29 +108,58 @@ std::filesystem::path Replaced(const std::filesystem::path& path) {
   return ec ? path : target;
 }
 
-// Removes what writers of the same target on this host left in `dir` when their process died: the temporaries
-// named `stem` + this host's and namespace's mark + a process that no longer exists. A process that exists (a live
-// writer, or a new process that took a dead one's number) keeps its temporary.
-void RemoveDeadTemporaries(const std::filesystem::path& dir, const std::string& stem, const ProcessMark& me,
-                           const std::filesystem::path& target) {
-  const std::string here = fmt::format("{}{}.{}.", stem, me.host, me.pid_ns);
-  std::vector<std::pair<std::filesystem::path, int64_t>> dead;
+// The writer a marked temporary's name gives after `stem`: "HOST.PIDNS.PID.XXXXXX" (a host name may hold dots; the
+// rest does not); none for another shape.
+std::optional<ProcessMark> TemporaryWriter(std::string_view rest) {
+  const size_t random = rest.rfind('.');
+  if (random == std::string_view::npos || rest.size() - random - 1 != 6) return std::nullopt;
+  const size_t pid_at = rest.rfind('.', random - 1);
+  if (pid_at == std::string_view::npos || pid_at == 0) return std::nullopt;
+  const size_t ns_at = rest.rfind('.', pid_at - 1);
+  if (ns_at == std::string_view::npos || ns_at == 0) return std::nullopt;
+  auto pid = ParseInt(rest.substr(pid_at + 1, random - pid_at - 1), "pid", 1, INT32_MAX);
+  auto ns = ParseInt(rest.substr(ns_at + 1, pid_at - ns_at - 1), "pid namespace", 1, INT64_MAX);
+  if (!pid.ok() || !ns.ok()) return std::nullopt;
+  return ProcessMark{std::string(rest.substr(0, ns_at)), static_cast<uint64_t>(*ns), *pid};
+}
+
+// What writers of the same target left in `dir`, named `stem` + their mark: removed when the writer was on this host
+// and in this PID namespace and its process no longer exists (a process that exists, a live writer or a new process
+// that took a dead one's number, keeps its temporary). Another host's or namespace's cannot be judged from here (the
+// process number says nothing) and stays, but one untouched for kStaleTemporary gets a warning naming it, as large
+// as what was written and hidden by its leading dot.
+void SweepTemporaries(const std::filesystem::path& dir, const std::string& stem, const ProcessMark& me,
+                      const std::filesystem::path& target) {
+  constexpr int64_t kStaleTemporary = 3600;  // seconds
+  std::vector<std::pair<std::filesystem::path, ProcessMark>> dead, stale;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (!name.starts_with(here)) continue;
-    // The rest is "PID.XXXXXX" (mkostemp's six characters).
-    const std::string_view rest = std::string_view(name).substr(here.size());
-    const size_t dot = rest.find('.');
-    if (dot == std::string_view::npos || rest.size() - dot - 1 != 6) continue;
-    auto pid = ParseInt(rest.substr(0, dot), "pid", 1, INT32_MAX);
-    if (pid.ok() && ProcessGone({me.host, me.pid_ns, *pid})) dead.emplace_back(it->path(), *pid);
+    if (!name.starts_with(stem)) continue;
+    const std::optional<ProcessMark> writer = TemporaryWriter(std::string_view(name).substr(stem.size()));
+    if (!writer) continue;
+    if (writer->host == me.host && writer->pid_ns == me.pid_ns) {
+      if (ProcessGone(*writer)) dead.emplace_back(it->path(), *writer);
+      continue;
+    }
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) == 0 && std::time(nullptr) - st.st_mtime >= kStaleTemporary) {
+      stale.emplace_back(it->path(), *writer);
+    }
   }
-  for (const auto& [path, pid] : dead) {
+  for (const auto& [path, writer] : dead) {
     const uintmax_t bytes = std::filesystem::file_size(path, ec);
     if (::unlink(path.c_str()) != 0) continue;
     LogInfo("removed {} ({}): left by process {} on this host, which died while writing {}", path.string(),
-            ec ? "size unknown" : ByteSize(bytes), pid, target.string());
+            ec ? "size unknown" : ByteSize(bytes), writer.pid, target.string());
+  }
+  for (const auto& [path, writer] : stale) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) continue;
+    LogWarn("{} ({}) was left by process {} on {}{} and untouched for {:.1f} h: if no process there still writes {}, "
+            "its writer died and it can be removed", path.string(), ByteSize(static_cast<uintmax_t>(st.st_size)),
+            writer.pid, writer.host, writer.host == me.host ? " (another PID namespace)" : "",
+            static_cast<double>(std::time(nullptr) - st.st_mtime) / 3600.0, target.string());
   }
 }
 
@@ -155,7 +187,7 @@ StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
   const std::optional<ProcessMark> me = ThisProcessMark();
   std::string mark = me ? fmt::format("{}.{}.{}.", me->host, me->pid_ns, me->pid) : "";
   if (stem.size() + mark.size() + 6 > NAME_MAX) mark.clear();
-  if (!mark.empty()) RemoveDeadTemporaries(dir, stem, *me, target);
+  if (!mark.empty()) SweepTemporaries(dir, stem, *me, target);
   std::string tmp = (dir / (stem + mark + "XXXXXX")).string();
   int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "create temporary file in " + dir.string());

@@ -11,10 +11,13 @@
 #include <chrono>
 #include <filesystem>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/fs.h"
 #include "common/json.h"
+#include "common/log.h"
 
 namespace srunway::common {
 namespace {
@@ -134,6 +137,42 @@ TEST_F(TempDir, TemporariesOfDeadWritersOnThisHostAreRemoved) {
   for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename().string());
   kept.insert("web.bin");
   EXPECT_EQ(names, kept);
+}
+
+// Another host's or PID namespace's temporary cannot be judged from here (its process number says nothing) and
+// stays; untouched for an hour it gets one warning naming it, its size, its writer and the file, as large as what
+// was written and hidden by its leading dot. A fresh one (a writer busy elsewhere) gets none.
+TEST_F(TempDir, StaleTemporariesOfOtherHostsAreNamedAndKept) {
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  struct stat ns {};
+  ASSERT_EQ(stat("/proc/self/ns/pid", &ns), 0);
+  const std::string stale = ".web.bin.tmp.node7.cluster.local.4026531836.4242.Ab12Cd";
+  const std::string fresh = ".web.bin.tmp.node8.4026531836.4343.Ef34Gh";
+  const std::string other_ns = fmt::format(".web.bin.tmp.{}.{}.4444.Ij56Kl", host, ns.st_ino + 1);
+  for (const std::string& name : {stale, fresh, other_ns}) {
+    ASSERT_TRUE(WriteFileAtomic(dir_ / name, std::string(3 << 20, 'x')).ok());
+  }
+  for (const std::string& name : {stale, other_ns}) {
+    const auto old = fs::file_time_type::clock::now() - std::chrono::minutes(90);
+    fs::last_write_time(dir_ / name, old);
+  }
+  std::vector<std::string> lines;
+  SetLogSink([&](LogLevel, std::string_view line) { lines.emplace_back(line); });
+  auto file = AtomicFile::Create(dir_ / "web.bin");
+  SetLogSink({});
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  std::string all;
+  for (const std::string& line : lines) all += line + "\n";
+  EXPECT_EQ(lines.size(), 2u) << all;
+  EXPECT_NE(all.find(fmt::format("warning: {} (3.0 MiB) was left by process 4444 on {} (another PID namespace) and "
+                                 "untouched for 1.5 h: if no process there still writes {}, its writer died and it can "
+                                 "be removed\n", (dir_ / other_ns).string(), host, (dir_ / "web.bin").string())),
+            std::string::npos) << all;
+  EXPECT_NE(all.find(fmt::format("warning: {} (3.0 MiB) was left by process 4242 on node7.cluster.local and untouched "
+                                 "for 1.5 h", (dir_ / stale).string())),
+            std::string::npos) << all;
+  for (const std::string& name : {stale, fresh, other_ns}) EXPECT_TRUE(fs::exists(dir_ / name)) << name;
 }
 
 // A set of files committed together: all or, when one cannot be renamed into place (a non-empty directory made in
