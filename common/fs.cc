@@ -131,7 +131,13 @@ std::optional<ProcessMark> TemporaryWriter(std::string_view rest) {
 void SweepTemporaries(const std::filesystem::path& dir, const std::string& stem, const ProcessMark& me,
                       const std::filesystem::path& target) {
   constexpr int64_t kStaleTemporary = 3600;  // seconds
-  std::vector<std::pair<std::filesystem::path, ProcessMark>> dead, stale;
+  std::vector<std::pair<std::filesystem::path, ProcessMark>> dead;
+  struct Stale {
+    std::filesystem::path path;
+    ProcessMark writer;
+    struct stat st;
+  };
+  std::vector<Stale> stale;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -144,7 +150,7 @@ void SweepTemporaries(const std::filesystem::path& dir, const std::string& stem,
     }
     struct stat st {};
     if (::stat(it->path().c_str(), &st) == 0 && std::time(nullptr) - st.st_mtime >= kStaleTemporary) {
-      stale.emplace_back(it->path(), *writer);
+      stale.push_back({it->path(), *writer, st});
     }
   }
   for (const auto& [path, writer] : dead) {
@@ -153,9 +159,7 @@ void SweepTemporaries(const std::filesystem::path& dir, const std::string& stem,
     LogInfo("removed {} ({}): left by process {} on this host, which died while writing {}", path.string(),
             ec ? "size unknown" : ByteSize(bytes), writer.pid, target.string());
   }
-  for (const auto& [path, writer] : stale) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) continue;
+  for (const auto& [path, writer, st] : stale) {
     LogWarn("{} ({}) was left by process {} on {}{} and untouched for {:.1f} h: if no process there still writes {}, "
             "its writer died and it can be removed", path.string(), ByteSize(static_cast<uintmax_t>(st.st_size)),
             writer.pid, writer.host, writer.host == me.host ? " (another PID namespace)" : "",

@@ -14,6 +14,7 @@
 #include "common/fs.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/parse.h"
 #include "common/subprocess.h"
 
 namespace srunway::trainer {
@@ -45,8 +46,7 @@ std::optional<SaveLeaseHolder> ParseHolder(std::string_view text) {
 // scontrol cannot say (not installed, the controller unreachable), and for another cluster's job, whose number
 // means nothing to this cluster's controller.
 std::optional<std::string> SlurmSaysEnded(const SaveLeaseHolder& holder, const SaveLeaseHolder& me) {
-  if (holder.job.empty() || holder.cluster.empty() || holder.cluster != me.cluster) return std::nullopt;
-  if (!std::all_of(holder.job.begin(), holder.job.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (holder.cluster.empty() || holder.cluster != me.cluster || !common::ParseInt(holder.job, "job", 1).ok()) {
     return std::nullopt;
   }
   auto shown = common::RunCommand({"scontrol", "show", "job", "-o", holder.job}, true, std::chrono::seconds(10));

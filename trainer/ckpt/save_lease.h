@@ -42,8 +42,8 @@ class SaveLease {
   // process 4242 on node3 (its lease touched 3 s ago): ...". A lease is taken over when its holder is known to have
   // ended: the same Slurm job (a job requeued or restarted runs again), a process on this host that no longer exists,
   // a job of this Slurm cluster that `scontrol show job` says has ended (or no longer knows), or a lease left
-  // untouched for kStale; a file that does not parse is taken over too. `beat` is how often the
-  // lease is touched (kBeat; tests give less).
+  // untouched for kStale; a file that does not parse is taken over too. `beat` is how often the lease is touched
+  // (kBeat; tests give less).
   static common::StatusOr<std::unique_ptr<SaveLease>> Take(const std::filesystem::path& dir,
                                                            const SaveLeaseHolder& me,
                                                            std::chrono::milliseconds beat = kBeat);
