@@ -46,6 +46,9 @@ readonly kPrograms=(tests/gpu/gpu-cuda_ops tests/gpu/gpu-cuda_model tests/gpu/gp
                     tests/unit/trainer-train-dump tests/bench/attention_bench)
 targets=()
 for program in "${kPrograms[@]}"; do targets+=("$program"); done
+# The CUPTI timeline for profile.sh, where the CUDA install has CUPTI (meson builds it then).
+timeline_lib=tests/bench/libsrunway-timeline.so
+ninja -C "$build" -t targets all 2>/dev/null | grep -q "^$timeline_lib:" && targets+=(tests/bench/srunway-timeline)
 meson compile -C "$build" "${targets[@]}" >"$build.compile.log" 2>&1 ||
   { tail -n 30 "$build.compile.log" >&2; exit 1; }
 
@@ -55,6 +58,7 @@ for program in "${kPrograms[@]}"; do
   [[ -x $build/$program ]] || { echo "gpu-bundle: $build/$program was not built" >&2; exit 1; }
   cp "$build/$program" "$out/bin/"
 done
+[[ -f $build/$timeline_lib ]] && cp "$build/$timeline_lib" "$out/bin/"
 strip --strip-debug "$out"/bin/* 2>/dev/null || true
 # The shared libraries the programs link that a GPU node's image may lack (libfmt, Open MPI's, hwloc's, OpenBLAS's;
 # not the C library family, libstdc++ or libgcc_s, which every image has in a newer, compatible version) go into

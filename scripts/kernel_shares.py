@@ -4,6 +4,8 @@
     kernel_shares.py nsys KERN_SUM.csv [TOP]   nsys stats' cuda_gpu_kern_sum (gpukernsum) report: each kernel's
                                                time as it ran on the timeline
     kernel_shares.py ncu NCU.csv [TOP]         ncu --csv with gpu__time_duration.sum: each kernel timed alone
+    kernel_shares.py timeline STEP.csv [TOP]   tests/bench/cupti_timeline.cc's records: each kernel, copy and memset
+                                               as it ran, and where the GPU sat idle within the step
 
 Prints the TOP kernels (default 15) by total time with their share, then the shares of GEMMs (cuBLASLt), attention,
 NCCL and the rest. Kernels are grouped by function name (template arguments and parameters dropped)."""
@@ -65,6 +67,41 @@ def from_ncu(path):
     return totals, calls
 
 
+def from_timeline(path):
+    """Kernel totals as from_nsys, and the step's GPU timeline: the range, the time covered by at least one kernel,
+    copy or memset, and the gaps between (each with what ran before and after it)."""
+    with open(path, newline="", errors="replace") as f:
+        first = f.readline().split()
+        if first[:2] != ["#", "range"] or len(first) < 4:
+            sys.exit(f"kernel_shares: {path} does not start with '# range START STOP' (cupti_timeline's CSV)")
+        begin, end = int(first[2]), int(first[3])
+        rows = [(int(r["start_ns"]), int(r["end_ns"]), short_name(r["name"])) for r in csv.DictReader(f)]
+    totals, calls = defaultdict(float), defaultdict(int)
+    for start, stop, name in rows:
+        totals[name] += min(stop, end) - max(start, begin)
+        calls[name] += 1
+    gaps, busy, at, before = [], 0, begin, "the range's start"
+    for start, stop, name in sorted(rows):
+        start, stop = max(start, begin), min(stop, end)
+        if start > at:
+            gaps.append((start - at, before, name))
+        if stop > at:
+            busy += stop - max(start, at)
+            at, before = stop, name
+    if end > at:
+        gaps.append((end - at, before, "the range's end"))
+    return totals, calls, (end - begin, busy, gaps)
+
+
+def print_timeline(span, busy, gaps):
+    idle = span - busy
+    print(f"timeline: {span / 1e6:.2f} ms from cuProfilerStart to cuProfilerStop, the GPU busy {busy / 1e6:.2f} ms "
+          f"({100 * busy / span:.1f}%), idle {idle / 1e6:.2f} ms in {len(gaps)} gaps "
+          f"({sum(1 for g in gaps if g[0] >= 10_000)} of them 10 us or more)")
+    for ns, before, after in sorted(gaps, reverse=True)[:5]:
+        print(f"  idle {ns / 1e3:9.1f} us after {before}, before {after}")
+
+
 def kind(name):
     lowered = name.lower()
     if "nccl" in lowered:
@@ -78,9 +115,13 @@ def kind(name):
 
 
 def main():
-    if len(sys.argv) < 3 or sys.argv[1] not in ("nsys", "ncu"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("nsys", "ncu", "timeline"):
         sys.exit(__doc__)
-    totals, calls = (from_nsys if sys.argv[1] == "nsys" else from_ncu)(sys.argv[2])
+    timeline = None
+    if sys.argv[1] == "timeline":
+        totals, calls, timeline = from_timeline(sys.argv[2])
+    else:
+        totals, calls = (from_nsys if sys.argv[1] == "nsys" else from_ncu)(sys.argv[2])
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 15
     whole = sum(totals.values())
     if whole <= 0:
@@ -93,6 +134,8 @@ def main():
     for name, ns in totals.items():
         kinds[kind(name)] += ns
     print("by kind: " + ", ".join(f"{k} {100 * ns / whole:.1f}%" for k, ns in sorted(kinds.items(), key=lambda i: -i[1])))
+    if timeline is not None:
+        print_timeline(*timeline)
 
 
 if __name__ == "__main__":
