@@ -552,6 +552,37 @@ void AdamW(Gpu& gpu) {
   Compare("adamw bf16 parameters", gpu.Read(gbf16), params, kBf16Rtol, 0.0f);
 }
 
+// Runs that the vector kernel cannot take whole, against the host's update: one that starts off a 16-byte boundary
+// (the scalar kernel alone) and one that starts on it with a tail of three (the vector kernel, then the scalar).
+void AdamWAlignments(Gpu& gpu) {
+  cpu::AdamWArgs args;
+  args.beta2 = 0.95f;
+  args.decay = 0.9999f;
+  args.step_size = 1e-3f;
+  args.bias2_sqrt = 0.3f;
+  args.grad_scale = 0.5f;
+  constexpr int64_t kCount = 1003;
+  for (const int64_t offset : {1, 4}) {
+    const size_t n = static_cast<size_t>(offset + kCount);
+    auto params = Random(n, 0.02f), grads = Random(n, 0.01f), m = Random(n, 0.001f), v = Random(n, 1e-4f);
+    for (float& x : v) x *= x;
+    Buffer gp = gpu.F32(params), gg = gpu.F32(grads), gm = gpu.F32(m), gv = gpu.F32(v);
+    Buffer gbf16 = gpu.Bf16(std::vector<float>(n));
+    gpu.Launched(cuda::AdamW(gp.as<float>() + offset, gbf16.as<uint16_t>() + offset, gg.as<float>() + offset,
+                             gm.as<float>() + offset, gv.as<float>() + offset, kCount, args.beta1, args.beta2, args.eps,
+                             args.decay, args.step_size, args.bias2_sqrt, args.grad_scale, gpu.stream()),
+                 "AdamW");
+    cpu::AdamWUpdate(params.data() + offset, grads.data() + offset, m.data() + offset, v.data() + offset, kCount, args);
+    const std::string at = "adamw from element " + std::to_string(offset) + " ";
+    Compare(at + "parameters", gpu.Read(gp), params, 1e-5f, 1e-7f);
+    Compare(at + "first moment", gpu.Read(gm), m, 1e-5f, 1e-7f);
+    Compare(at + "second moment", gpu.Read(gv), v, 1e-5f, 1e-10f);
+    std::vector<float> rounded(n, 0.0f);  // the elements before the run are never written
+    for (size_t i = static_cast<size_t>(offset); i < n; ++i) rounded[i] = params[i];
+    Compare(at + "bf16 parameters", gpu.Read(gbf16), rounded, kBf16Rtol, 0.0f);
+  }
+}
+
 }  // namespace
 
 // cuda_ops [kernels] [attention] [cudnn [cudnn-gpt2]] [matmul]: those groups of checks (every group but the cudnn
@@ -581,6 +612,7 @@ int main(int argc, char** argv) {
     LayerNorm(gpu, 100, 300);  // a last block of rows part full, a last slab of columns part full, idle lanes
     LayerNorm(gpu, 70, 520);   // 16-byte columns, a last slab of them part full
     AdamW(gpu);
+    AdamWAlignments(gpu);
     RmsNorm(gpu, 512, 768);
     RmsNorm(gpu, 32, 16384);
     RmsNorm(gpu, 77, 300);

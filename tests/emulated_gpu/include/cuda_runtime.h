@@ -41,6 +41,9 @@ enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
 struct alignas(8) float2 {
   float x, y;
 };
