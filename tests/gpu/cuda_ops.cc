@@ -611,12 +611,16 @@ int main(int argc, char** argv) {
     LayerNorm(gpu, 64, 8192);
     LayerNorm(gpu, 100, 300);  // a last block of rows part full, a last slab of columns part full, idle lanes
     LayerNorm(gpu, 70, 520);   // 16-byte columns, a last slab of them part full
+    LayerNorm(gpu, 40, 2048);  // the widest rows a warp holds in registers (the 1.3B's)
+    LayerNorm(gpu, 2200, 264);  // more rows than the resident warps: a warp takes several
     AdamW(gpu);
     AdamWAlignments(gpu);
     RmsNorm(gpu, 512, 768);
     RmsNorm(gpu, 32, 16384);
     RmsNorm(gpu, 77, 300);
     RmsNorm(gpu, 33, 264);
+    RmsNorm(gpu, 24, 2048);
+    RmsNorm(gpu, 2200, 264);
     ResidualNorm(gpu, 512, 768);
     Swiglu(gpu);
     Rope(gpu);
