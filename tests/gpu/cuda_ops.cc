@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <set>
 #include <string>
@@ -25,6 +26,7 @@
 #include "trainer/ops/cuda/kernels.h"
 #include "trainer/ops/cuda/matmul.h"
 #include "trainer/optim/adamw.h"
+#include "trainer/optim/schedule.h"
 
 namespace {
 
@@ -552,6 +554,25 @@ void AdamW(Gpu& gpu) {
   Compare("adamw bf16 parameters", gpu.Read(gbf16), params, kBf16Rtol, 0.0f);
 }
 
+// The gradient norm's sum of squares on the device against the host's (optim/schedule.cc): more blocks of 4096
+// values than the final sum's threads, so that some threads add two blocks' sums, and a last block part full.
+void SumOfSquares(Gpu& gpu) {
+  const int64_t n = 1030 * cuda::kSumOfSquaresBlock + 77;
+  const auto values = Random(static_cast<size_t>(n));
+  const size_t blocks = static_cast<size_t>(cuda::SumOfSquaresBlocks(n));
+  Buffer gvalues = gpu.F32(values), partials = gpu.F32(std::vector<float>(2 * blocks)), total = gpu.F32({-1, -1});
+  gpu.Launched(cuda::SumOfSquares(total.as<double>(), partials.as<double>(), gvalues.as<float>(), n, gpu.stream()),
+               "SumOfSquares");
+  const std::vector<float> bits = gpu.Read(total);
+  double got = 0;
+  std::memcpy(&got, bits.data(), sizeof(got));
+  const double want = srunway::trainer::SumOfSquares(values);
+  const double error = std::fabs(got - want) / want;
+  std::printf("  %-34s %s   gpu %.17g cpu %.17g (relative %.1e)\n", "sum of squares", error <= 1e-12 ? "ok  " : "FAIL",
+              got, want, error);
+  if (!(error <= 1e-12)) ++g_failures;
+}
+
 // Runs that the vector kernel cannot take whole, against the host's update: one that starts off a 16-byte boundary
 // (the scalar kernel alone) and one that starts on it with a tail of three (the vector kernel, then the scalar).
 void AdamWAlignments(Gpu& gpu) {
@@ -615,6 +636,7 @@ int main(int argc, char** argv) {
     LayerNorm(gpu, 2200, 264);  // more rows than the resident warps: a warp takes several
     AdamW(gpu);
     AdamWAlignments(gpu);
+    SumOfSquares(gpu);
     RmsNorm(gpu, 512, 768);
     RmsNorm(gpu, 32, 16384);
     RmsNorm(gpu, 77, 300);

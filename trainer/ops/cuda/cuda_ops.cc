@@ -198,13 +198,12 @@ class CudaOps : public Ops {
   double SumOfSquares(const float* values, int64_t n) override {
     const size_t blocks = static_cast<size_t>(SumOfSquaresBlocks(n));
     if (blocks == 0) return 0;
-    if (!Reserve(partials_, 2 * blocks, "sum of squares")) return 0;  // doubles, in floats
-    Check(SumOfSquaresPartials(static_cast<double*>(partials_.data()), values, n, stream_), "sum of squares");
-    std::vector<double> host(blocks);
-    Keep(device_.CopyToHost(host.data(), partials_.data(), sizeof(double) * blocks, device_.main_stream()));
+    if (!Reserve(partials_, 2 * (blocks + 1), "sum of squares")) return 0;  // doubles, in floats: the total last
+    auto* partials = static_cast<double*>(partials_.data());
+    Check(cuda::SumOfSquares(partials + blocks, partials, values, n, stream_), "sum of squares");
+    double total = 0;
+    Keep(device_.CopyToHost(&total, partials + blocks, sizeof(double), device_.main_stream()));
     Keep(device_.Synchronize(device_.main_stream()));
-    double total = 0;  // in block order
-    for (double partial : host) total += partial;
     return total;
   }
 

@@ -23,11 +23,12 @@ const char* ErrorText(int code);
 int AdamW(float* p, bf16* p_bf16, const float* g, float* m, float* v, int64_t n, float beta1, float beta2, float eps,
           float decay, float step_size, float bias2_sqrt, float grad_scale, Stream stream);
 
-// norm.cu: partials[b] = the sum of squares of values [4096 b, 4096 (b + 1)) in double, for every block b of
-// n values (SumOfSquaresBlocks(n) of them); the caller adds them in order, as optim/schedule.cc's SumOfSquares.
+// norm.cu: *total = the sum of squares of n values in double, on the device, by fixed blocks of 4096 values
+// (partials[b], SumOfSquaresBlocks(n) of them, as optim/schedule.cc's SumOfSquares) whose sums are added in a fixed
+// order: the same total for the same values on every run.
 constexpr int64_t kSumOfSquaresBlock = 4096;
 inline int64_t SumOfSquaresBlocks(int64_t n) { return (n + kSumOfSquaresBlock - 1) / kSumOfSquaresBlock; }
-int SumOfSquaresPartials(double* partials, const float* values, int64_t n, Stream stream);
+int SumOfSquares(double* total, double* partials, const float* values, int64_t n, Stream stream);
 
 // embedding.cu: out[b,t,:] = wte[token] (+ wpe[t] when wpe is not null); the backward adds into fp32 dwte
 // (atomically: rows of repeated tokens meet in any order) and dwpe (in batch order).

@@ -1,4 +1,4 @@
-// Sums of squares by fixed blocks of 4096 values, for the global gradient norm.
+// Sums of squares by fixed blocks of 4096 values, then of the blocks' sums, for the global gradient norm.
 #include "trainer/ops/cuda/common.cuh"
 
 namespace srunway::trainer::cuda {
@@ -22,12 +22,34 @@ __global__ void SumOfSquaresKernel(double* partials, const float* values, int64_
   }
 }
 
+constexpr int kTotalThreads = 1024;
+
+// The blocks' sums added by one block: thread t adds partials t, t + 1024, ... in turn, then the threads' sums are
+// added by the warps' fixed tree and the warps in order. On the device, so that the step reads back one number, not
+// one per 4096 values (2.5 MB at 1.3B parameters, whose copy and addition on the host left the GPU idle for 0.6 ms
+// before AdamW on an H200).
+__global__ void SumOfPartialsKernel(double* total, const double* partials, int64_t count) {
+  __shared__ double warps[kTotalThreads / kWarp];
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (threadIdx.x % kWarp == 0) warps[threadIdx.x / kWarp] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double all = 0;
+    for (int w = 0; w < kTotalThreads / kWarp; ++w) all += warps[w];
+    *total = all;
+  }
+}
+
 }  // namespace
 
-int SumOfSquaresPartials(double* partials, const float* values, int64_t n, Stream stream) {
-  if (n <= 0) return 0;
-  LaunchKernel(SumOfSquaresKernel, static_cast<unsigned>(SumOfSquaresBlocks(n)), kThreads, 0, AsStream(stream),
-               partials, values, n);
+int SumOfSquares(double* total, double* partials, const float* values, int64_t n, Stream stream) {
+  if (n <= 0) return static_cast<int>(cudaMemsetAsync(total, 0, sizeof(double), AsStream(stream)));
+  const int64_t blocks = SumOfSquaresBlocks(n);
+  LaunchKernel(SumOfSquaresKernel, static_cast<unsigned>(blocks), kThreads, 0, AsStream(stream), partials, values, n);
+  if (int rc = Launched(); rc != 0) return rc;
+  LaunchKernel(SumOfPartialsKernel, 1, kTotalThreads, 0, AsStream(stream), total, partials, blocks);
   return Launched();
 }
 
