@@ -229,8 +229,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
   const bool ta = desc.trans_a == CUBLAS_OP_T, tb = desc.trans_b == CUBLAS_OP_T;
   const uint64_t m = ld.rows, n = ld.cols, k = ta ? la.rows : la.cols;
   if ((ta ? la.cols : la.rows) != m || (tb ? lb.rows : lb.cols) != n || (tb ? lb.cols : lb.rows) != k ||
-      la.type != CUDA_R_16BF || lb.type != CUDA_R_16BF || lc.rows != m || lc.cols != n || lc.type != ld.type ||
-      c != d || lc.ld != ld.ld) {
+      la.type != CUDA_R_16BF || lb.type != CUDA_R_16BF || lc.rows != m || lc.cols != n || lc.type != ld.type) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (NeedsAux(desc.epilogue) && (desc.aux == nullptr || desc.aux_ld % 8 != 0 ||
@@ -262,7 +261,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
     for (uint64_t i = 0; i < m; ++i) {
       const size_t at = i + j * ld.ld, aux_at = i + j * desc.aux_ld;
       float value = alpha_value * sums[j * m + i];
-      if (beta_value != 0.0f) value += beta_value * Read(d, ld.type, at);
+      if (beta_value != 0.0f) value += beta_value * Read(c, lc.type, i + j * lc.ld);
       if (AddsBias(desc.epilogue)) value += Read(desc.bias, bias_type, i);
       switch (desc.epilogue) {
         case CUBLASLT_EPILOGUE_GELU_AUX:

@@ -380,6 +380,15 @@ void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias, 
   Compare("matmul backward dinp " + shape, gpu.Read(gdx), dx, kBf16Rtol, 1e-2f);
   Compare("matmul backward dweight " + shape, gpu.Read(gdw), dw, 1e-4f, 1e-3f);
   Compare("matmul backward dbias" + std::string(bias_by) + " " + shape, gpu.Read(gdb), db, 1e-4f, 1e-3f);
+  // A residual added by the product itself (its C, beta 1), left as it was.
+  const auto residual = Rounded(Random(rows * out_cols));
+  Buffer gresidual = gpu.Bf16(residual), gsum = gpu.Bf16(std::vector<float>(rows * out_cols));
+  gpu.Check(blas.Forward(gsum.as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(),
+                         with_bias ? gb.as<uint16_t>() : nullptr, N, C, OC, gpu.stream(), gresidual.as<uint16_t>()),
+            "Matmul::Forward with a residual");
+  for (size_t i = 0; i < out.size(); ++i) out[i] += residual[i];
+  Compare("matmul forward + residual " + shape, gpu.Read(gsum), out, kBf16Rtol, 1e-2f);
+  Compare("matmul residual unchanged " + shape, gpu.Read(gresidual), residual, 0, 0);
 }
 
 // A Linear layer with GELU, [N, C] -> [N, F], and the backward of the next Linear layer, [N, F] -> [N, C], into

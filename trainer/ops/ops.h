@@ -52,6 +52,10 @@ class Ops {
                                       const void* weight, int N, int C, float eps) = 0;
   virtual void MatmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                              int OC) = 0;
+  // out = residual + (inp @ weight^T + bias): MatmulForward, then ResidualForward(out, residual, out) (the same
+  // values on the host). On the GPU one GEMM that reads the residual as its C (beta 1), rounding once.
+  virtual void MatmulResidualForward(void* out, const void* inp, const void* weight, const void* bias,
+                                     const void* residual, int N, int C, int OC) = 0;
   virtual void MatmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
                               const void* weight, int N, int C, int OC) = 0;
   // A Linear layer and GELU: pre = inp @ weight^T + bias, act = GELU(pre) (MatmulForward, then GeluForward). One

@@ -54,6 +54,11 @@ class CpuOps : public Ops {
                      int OC) override {
     cpu::MatmulForward(F(out), F(inp), F(weight), F(bias), N, C, OC);
   }
+  void MatmulResidualForward(void* out, const void* inp, const void* weight, const void* bias, const void* residual,
+                             int N, int C, int OC) override {
+    cpu::MatmulForward(F(out), F(inp), F(weight), F(bias), N, C, OC);
+    cpu::ResidualForward(F(out), F(residual), F(out), int64_t{N} * OC);
+  }
   void MatmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp, const void* weight,
                       int N, int C, int OC) override {
     cpu::MatmulBackward(F(dinp), dweight, dbias, F(dout), F(inp), F(weight), N, C, OC);

@@ -99,6 +99,10 @@ class CudaOps : public Ops {
                      int OC) override {
     Keep(matmul_->Forward(H(out), H(inp), H(weight), H(bias), N, C, OC, stream_));
   }
+  void MatmulResidualForward(void* out, const void* inp, const void* weight, const void* bias, const void* residual,
+                             int N, int C, int OC) override {
+    Keep(matmul_->Forward(H(out), H(inp), H(weight), H(bias), N, C, OC, stream_, H(residual)));
+  }
   void MatmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp, const void* weight,
                       int N, int C, int OC) override {
     Keep(matmul_->Backward(H(dinp), dweight, dbias, H(dout), H(inp), H(weight), N, C, OC, stream_));

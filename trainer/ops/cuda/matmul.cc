@@ -36,6 +36,7 @@ struct Matmul::Gemm {
   int64_t lda, ldb, ldd;
   cudaDataType_t d_type;
   float beta;
+  const void* c = nullptr;  // what beta multiplies, laid out as D; null: D itself
 };
 
 // What cuBLASLt applies to the product before it stores D.
@@ -50,7 +51,7 @@ struct Matmul::Epilogue {
 // What cuBLASLt's heuristic sees of a product: its shape and types, the epilogue, and the alignment of every
 // pointer (0: none), which decides what algorithms can read and write them.
 using MatmulPlanKey = std::tuple<int, int, int, int, int, int64_t, int64_t, int64_t, int, float, int, int64_t, int32_t,
-                                 std::array<uint32_t, 5>>;
+                                 std::array<uint32_t, 6>>;
 
 // A product's descriptors and the algorithm the heuristic chose, made at its first call and used for every later
 // product with the same key (gpt-tiny's training makes 23 distinct products, all in its first step); only the
@@ -209,7 +210,8 @@ Status Matmul::MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void*
                                                  sizeof workspace_bytes), "cublasLtMatmulPreferenceSetAttribute"));
   const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, a}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, d}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d}};
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, gemm.c != nullptr ? gemm.c : d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d}};
   for (const auto& [attribute, pointer] : alignments) {
     const uint32_t bytes = Alignment(pointer);
     SRUNWAY_RETURN_IF_ERROR(api.Check(api.pref_set(pref, attribute, &bytes, sizeof bytes),
@@ -237,12 +239,13 @@ Status Matmul::ChooseFastest(Plan& plan, const std::vector<Algorithm>& candidate
                              const void* b, void* d, Stream stream) {
   const Api& api = *api_;
   const std::unique_ptr<trainer::Stream> on = device_.Adopt(stream);
-  // A product that adds into D (beta 1: the weight gradients) runs its candidates into a zeroed scratch D, so
-  // that D gains the product once, by the call that follows; the other outputs (D with beta 0, the GELU input
-  // saved in aux, the bias gradients' sums) are written whole by that call, so the candidates write them in place.
+  // A product that adds into D (beta 1 and no other C: the weight gradients) runs its candidates into a zeroed
+  // scratch D, so that D gains the product once, by the call that follows; the other outputs (D with beta 0 or
+  // its own C, the GELU input saved in aux, the bias gradients' sums) are written whole by that call, so the
+  // candidates write them in place.
   Buffer scratch;
   void* out = d;
-  if (gemm.beta != 0.0f) {
+  if (gemm.beta != 0.0f && gemm.c == nullptr) {
     auto allocated = Buffer::Allocate(device_, gemm.d_type == CUDA_R_32F ? DType::kFloat32 : DType::kBFloat16,
                                       static_cast<size_t>(gemm.ldd) * static_cast<size_t>(gemm.n));
     if (!allocated.ok()) {  // no room to time it: the heuristic's first, as without tuning
@@ -259,8 +262,8 @@ Status Matmul::ChooseFastest(Plan& plan, const std::vector<Algorithm>& candidate
     SRUNWAY_RETURN_IF_ERROR(device_.Synchronize(*on));
     const auto start = std::chrono::steady_clock::now();
     for (int run = 0; run < runs; ++run) {
-      if (api.matmul(api.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &gemm.beta, out, plan.d, out, plan.d,
-                     &candidates[i].algo, workspace_.data(), workspace_.bytes(),
+      if (api.matmul(api.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &gemm.beta, gemm.c != nullptr ? gemm.c : out,
+                     plan.d, out, plan.d, &candidates[i].algo, workspace_.data(), workspace_.bytes(),
                      static_cast<cudaStream_t>(stream)) != CUBLAS_STATUS_SUCCESS) {
         return std::numeric_limits<double>::infinity();
       }
@@ -331,7 +334,7 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
       epilogue.kind,
       epilogue.aux_ld,
       epilogue.bias_type,
-      std::array{aligned(a), aligned(b), aligned(d), aligned(epilogue.bias), aligned(epilogue.aux)}};
+      std::array{aligned(a), aligned(b), aligned(d), aligned(epilogue.bias), aligned(epilogue.aux), aligned(gemm.c)}};
   auto [it, made] = api.plans.try_emplace(key);
   Plan& plan = it->second;
   if (made) {
@@ -351,8 +354,9 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
     SRUNWAY_RETURN_IF_ERROR(SetPointers(plan, epilogue));
   }
   const float alpha = 1.0f;
-  return api.Check(api.matmul(api.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &gemm.beta, d, plan.d, d, plan.d,
-                              &plan.algo, workspace_.data(), workspace_.bytes(), static_cast<cudaStream_t>(stream)),
+  return api.Check(api.matmul(api.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &gemm.beta,
+                              gemm.c != nullptr ? gemm.c : d, plan.d, d, plan.d, &plan.algo, workspace_.data(),
+                              workspace_.bytes(), static_cast<cudaStream_t>(stream)),
                    "cublasLtMatmul");
 }
 
@@ -365,9 +369,14 @@ Matmul::Gemm Matmul::InputGradientProduct(int N, int C, int OC) {
 }
 
 Status Matmul::Forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C, int OC,
-                       Stream stream) {
+                       Stream stream, const bf16* residual) {
   const Epilogue epilogue{bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias};
-  return Run(ForwardProduct(N, C, OC), weight, inp, out, epilogue, stream);
+  Gemm product = ForwardProduct(N, C, OC);
+  if (residual != nullptr) {
+    product.beta = 1.0f;
+    product.c = residual;
+  }
+  return Run(product, weight, inp, out, epilogue, stream);
 }
 
 Status Matmul::Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,

@@ -24,9 +24,10 @@ class Matmul {
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  // out[N, OC] = inp[N, C] @ weight[OC, C]^T (+ bias[OC] when not null), bf16.
+  // out[N, OC] = inp[N, C] @ weight[OC, C]^T (+ bias[OC] when not null) (+ residual[N, OC] when not null: the
+  // product's C, beta 1), bf16.
   common::Status Forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C, int OC,
-                         Stream stream);
+                         Stream stream, const bf16* residual = nullptr);
   // dinp[N, C] = dout @ weight (bf16); dweight[OC, C] += dout^T @ inp (fp32); dbias[OC] += the column sums of
   // dout (fp32) when dbias is not null. Any of dinp and dweight may be null (not wanted). With both dweight and
   // dbias, the sums come from the weight gradient's GEMM (BGRADB: cuBLASLt sums dout as it reads it) where
