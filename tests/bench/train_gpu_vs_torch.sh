@@ -13,8 +13,10 @@
 #   SRUNWAY_BENCH_ATTENTION  srunway-train's attention paths, each its own run against the same PyTorch figures:
 #                         "kernels" (SRUNWAY_ATTENTION=mma), "cudnn" (the default where cuDNN loads), "auto"
 #                         (the faster of the two per shape), "tuned" (cudnn, and each GEMM's algorithm chosen by
-#                         timing: SRUNWAY_GEMM_TUNE=1); default "kernels cudnn". A cudnn or tuned run in which
-#                         cuDNN did not run all of attention (none found, a shape refused) says so.
+#                         timing: SRUNWAY_GEMM_TUNE=1), "wheels" (cudnn on PyTorch's own cuDNN and cuBLASLt, from
+#                         its nvidia-* wheels, where the site's are another version); default "kernels cudnn". A
+#                         cudnn, tuned or wheels run in which cuDNN did not run all of attention (none found, a shape
+#                         refused) says so.
 set -euo pipefail
 train=${SRUNWAY_TRAIN:?SRUNWAY_TRAIN must name srunway-train}
 python=${SRUNWAY_BENCH_TORCH:-python3}
@@ -28,6 +30,14 @@ if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() el
   exit 77
 fi
 
+# The cuDNN 9 and cuBLASLt (13 on) in the nvidia/*/lib folders of the Python that runs PyTorch ("-" where none).
+readonly kWheelLibraries='
+import glob, os, site
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+def found(pattern):
+    hits = [h for d in dirs for h in glob.glob(os.path.join(d, "nvidia", "*", "lib", pattern))]
+    return sorted(hits)[-1] if hits else "-"
+print(found("libcudnn.so.9"), found("libcublasLt.so.1[3-9]"))'
 # size -> layers hidden heads seq vocab batch (the issue's: GPT-2 124M at 16 x 1024, a 1.3B GPT at 8 x 2048)
 declare -A shapes=([gpt2-124m]="12 768 12 1024 50304 16" [gpt3-1.3b]="24 2048 16 2048 50304 8")
 for size in ${SRUNWAY_BENCH_SIZES:-gpt2-124m gpt3-1.3b}; do
@@ -47,7 +57,17 @@ print(6 * (params - T * d) + 12 * L * T * d)")
       auto) choice=(SRUNWAY_ATTENTION=auto) label="srunway-train, auto attn" ;;
       tuned) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_GEMM_TUNE=1 SRUNWAY_LOG=debug)
              label="srunway-train, cuDNN, GEMMs tuned" ;;
-      *) echo "unknown attention path $attention (kernels, cudnn, auto, tuned)" >&2; exit 2 ;;
+      wheels)
+        # PyTorch's own cuDNN and cuBLASLt (its nvidia-* wheels), where the site's are older: the same libraries
+        # on both sides.
+        read -r cudnn_lib cublaslt_lib <<<"$("$python" -c "$kWheelLibraries")"
+        if [[ $cudnn_lib == - || $cublaslt_lib == - ]]; then
+          echo "  (wheels: no nvidia/*/lib cuDNN and cuBLASLt beside $python's PyTorch: skipped)"
+          continue
+        fi
+        choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY="$cudnn_lib" SRUNWAY_CUBLASLT_LIBRARY="$cublaslt_lib")
+        label="srunway-train, PyTorch's cuDNN+cuBLASLt" ;;
+      *) echo "unknown attention path $attention (kernels, cudnn, auto, tuned, wheels)" >&2; exit 2 ;;
     esac
     run=$work/$size-$attention
     if ! env "${choice[@]}" "$train" --preset "$size" --micro-batch-size "$batch" --seq-length "$seq" --mock-data \
@@ -56,7 +76,8 @@ print(6 * (params - T * d) + 12 * L * T * d)")
       echo "  $label failed: $(grep -m1 error "$run.err" || tail -n 1 "$run.err")"
       continue
     fi
-    if [[ $attention == cudnn || $attention == tuned ]] && grep -qE "run it instead|attention runs on srunway.s kernels" "$run.err"; then
+    if [[ $attention == cudnn || $attention == tuned || $attention == wheels ]] &&
+      grep -qE "run it instead|attention runs on srunway.s kernels" "$run.err"; then
       echo "  ($label: cuDNN did not run all of attention: $(grep -m1 -E "run it instead|srunway.s kernels" "$run.err"))"
     fi
     if [[ $attention == tuned ]]; then  # matmul.cc's debug line per product timed
