@@ -134,8 +134,12 @@ TEST_F(SaveLeaseTest, AJobSlurmSaysHasEndedIsTakenOverAtOnce) {
                                                           "\n").ok());
     fs::permissions(bin / "scontrol", fs::perms::owner_all);
   };
-  const std::string path = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "";
-  ::setenv("PATH", (bin.string() + ":" + path).c_str(), 1);
+  // PATH as it was when the test ends, however it ends (an ASSERT returns early).
+  struct RestorePath {
+    std::string path = std::getenv("PATH") != nullptr ? std::getenv("PATH") : "";
+    ~RestorePath() { ::setenv("PATH", path.c_str(), 1); }
+  } restore;
+  ::setenv("PATH", (bin.string() + ":" + restore.path).c_str(), 1);
   SaveLeaseHolder me = ThisLeaseHolder();
   me.job = "78";
   me.cluster = "c1";
@@ -168,7 +172,6 @@ TEST_F(SaveLeaseTest, AJobSlurmSaysHasEndedIsTakenOverAtOnce) {
     EXPECT_FALSE(SaveLease::Take(dir_.path(), me).ok()) << "cluster '" << cluster << "'";
   }
   EXPECT_FALSE(fs::exists(calls)) << *common::ReadFile(calls);
-  ::setenv("PATH", path.c_str(), 1);
 }
 
 TEST_F(SaveLeaseTest, ALeaseThatCannotBeReadIsAnErrorNamingIt) {
