@@ -9,6 +9,12 @@ shares=${1:?usage: kernel_shares.sh scripts/kernel_shares.py}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+same() {  # same WHAT GOT WANT
+  [[ $2 == "$3" ]] || fail "$1: got
+$2
+want
+$3"
+}
 
 cat >"$work/nsys.csv" <<'CSV'
 Generating SQLite file step.sqlite
@@ -25,10 +31,7 @@ expected="4 kernels, 108 launches, 11.00 ms of GPU time
   36.4%     4.000     48  sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas
   27.3%     3.000     24  srunway::trainer::cuda::FlashForward
 by kind: GEMM (cuBLASLt) 36.4%, attention 36.4%, NCCL 27.3%"
-[[ $out == "$expected" ]] || fail "nsys: got
-$out
-want
-$expected"
+same nsys "$out" "$expected"
 
 cat >"$work/ncu.csv" <<'CSV'
 ==PROF== Connected to process 4242 (/opt/bundle/bin/srunway-train)
@@ -63,10 +66,7 @@ by kind: GEMM (cuBLASLt) 49.7%, other 36.6%, NCCL 13.7%
 timeline: 0.10 ms from cuProfilerStart to cuProfilerStop, the GPU busy 0.08 ms (79.5%), idle 0.02 ms in 2 gaps (1 of them 10 us or more)
   idle      20.0 us after [copy device to host], before nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT
   idle       0.5 us after [memset], before srunway::trainer::cuda::AdamWKernel"
-[[ $out == "$expected" ]] || fail "timeline: got
-$out
-want
-$expected"
+same timeline "$out" "$expected"
 echo "kind,start_ns,end_ns,stream,name" >"$work/no-range.csv"
 if err=$(python3 "$shares" timeline "$work/no-range.csv" 2>&1); then fail "a timeline without its range was read: $err"; fi
 [[ $(wc -l <<<"$err") == 1 && $err == *"does not start with '# range START STOP'"* ]] || fail "no range: $err"

@@ -4,6 +4,18 @@
 namespace srunway::trainer::cuda {
 namespace {
 
+// The sum of every thread's `sum` (in thread 0; the others get their warp's): the warps' fixed tree, then the
+// warps in order through `warps` (shared, one per warp), so that the same values give the same sum every time.
+__device__ __forceinline__ double BlockSum(double sum, double* warps) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (threadIdx.x % kWarp == 0) warps[threadIdx.x / kWarp] = sum;
+  __syncthreads();
+  if (threadIdx.x != 0) return sum;
+  double total = 0;
+  for (unsigned w = 0; w < blockDim.x / kWarp; ++w) total += warps[w];
+  return total;
+}
+
 // One thread block per block of values: each thread sums a stride of it in double, then the warp sums and the
 // block's warps are added in order.
 __global__ void SumOfSquaresKernel(double* partials, const float* values, int64_t n) {
@@ -12,14 +24,8 @@ __global__ void SumOfSquaresKernel(double* partials, const float* values, int64_
   const int64_t end = begin + kSumOfSquaresBlock < n ? begin + kSumOfSquaresBlock : n;
   double sum = 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) sum += static_cast<double>(values[i]) * values[i];
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (threadIdx.x % kWarp == 0) warps[threadIdx.x / kWarp] = sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double total = 0;
-    for (int w = 0; w < kThreads / kWarp; ++w) total += warps[w];
-    partials[blockIdx.x] = total;
-  }
+  sum = BlockSum(sum, warps);
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
 constexpr int kTotalThreads = 1024;
@@ -32,14 +38,8 @@ __global__ void SumOfPartialsKernel(double* total, const double* partials, int64
   __shared__ double warps[kTotalThreads / kWarp];
   double sum = 0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (threadIdx.x % kWarp == 0) warps[threadIdx.x / kWarp] = sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double all = 0;
-    for (int w = 0; w < kTotalThreads / kWarp; ++w) all += warps[w];
-    *total = all;
-  }
+  sum = BlockSum(sum, warps);
+  if (threadIdx.x == 0) *total = sum;
 }
 
 }  // namespace
