@@ -130,6 +130,8 @@ void WriteTimeline() {
   std::lock_guard lock(mutex);
   const bool ranged = range_start_ns != 0 && range_stop_ns > range_start_ns;
   uint64_t first = UINT64_MAX, last = 0;
+  // CUPTI leaves a record's times 0 when it could not take them: those are not on the timeline.
+  std::erase_if(activities, [](const Activity& a) { return a.start_ns == 0 || a.end_ns < a.start_ns; });
   for (const Activity& a : activities) {
     first = std::min(first, a.start_ns);
     last = std::max(last, a.end_ns);
