@@ -37,6 +37,9 @@ struct Matmul::Gemm {
   cudaDataType_t d_type;
   float beta;
   const void* c = nullptr;  // what beta multiplies, laid out as D; null: D itself
+
+  // The C cuBLASLt reads for a product written to `d`.
+  const void* CFor(const void* d) const { return c != nullptr ? c : d; }
 };
 
 // What cuBLASLt applies to the product before it stores D.
@@ -210,7 +213,7 @@ Status Matmul::MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void*
                                                  sizeof workspace_bytes), "cublasLtMatmulPreferenceSetAttribute"));
   const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, a}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, b},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, gemm.c != nullptr ? gemm.c : d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, gemm.CFor(d)},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d}};
   for (const auto& [attribute, pointer] : alignments) {
     const uint32_t bytes = Alignment(pointer);
@@ -262,8 +265,8 @@ Status Matmul::ChooseFastest(Plan& plan, const std::vector<Algorithm>& candidate
     SRUNWAY_RETURN_IF_ERROR(device_.Synchronize(*on));
     const auto start = std::chrono::steady_clock::now();
     for (int run = 0; run < runs; ++run) {
-      if (api.matmul(api.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &gemm.beta, gemm.c != nullptr ? gemm.c : out,
-                     plan.d, out, plan.d, &candidates[i].algo, workspace_.data(), workspace_.bytes(),
+      if (api.matmul(api.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &gemm.beta, gemm.CFor(out), plan.d, out,
+                     plan.d, &candidates[i].algo, workspace_.data(), workspace_.bytes(),
                      static_cast<cudaStream_t>(stream)) != CUBLAS_STATUS_SUCCESS) {
         return std::numeric_limits<double>::infinity();
       }
@@ -354,9 +357,9 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
     SRUNWAY_RETURN_IF_ERROR(SetPointers(plan, epilogue));
   }
   const float alpha = 1.0f;
-  return api.Check(api.matmul(api.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &gemm.beta,
-                              gemm.c != nullptr ? gemm.c : d, plan.d, d, plan.d, &plan.algo, workspace_.data(),
-                              workspace_.bytes(), static_cast<cudaStream_t>(stream)),
+  return api.Check(api.matmul(api.handle, plan.desc, &alpha, a, plan.a, b, plan.b, &gemm.beta, gemm.CFor(d),
+                              plan.d, d, plan.d, &plan.algo, workspace_.data(), workspace_.bytes(),
+                              static_cast<cudaStream_t>(stream)),
                    "cublasLtMatmul");
 }
 
