@@ -8,7 +8,8 @@
 // does not match the product's, a leading dimension shorter than a column, an epilogue without the pointer it
 // needs, an aux leading dimension that is not a multiple of 8. FAKE_CUBLASLT_DECLINE, a comma-separated list of
 // epilogues (BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, DGELU_BGRAD, BGRADB): no algorithm for those (NOT_SUPPORTED from the
-// heuristic), as a cuBLASLt without them would answer. The heuristic offers up to three algorithms, all computing
+// heuristic), as a cuBLASLt without them would answer; NAME:F32, none for that one with an fp32 bias type (as
+// cuBLASLt 13 on an H100 answered DGELU_BGRAD's). The heuristic offers up to three algorithms, all computing
 // the same (FAKE_CUBLASLT_ALGORITHMS: how many); FAKE_CUBLASLT_SLOW_ALGORITHM=i makes the i-th of them take twice as
 // long and 2 ms more per call, for the tuning of matmul.cc to avoid; a call with an algorithm the heuristic never
 // offered fails.
@@ -87,8 +88,8 @@ int Algorithms() {
   return count != nullptr ? std::atoi(count) : 3;
 }
 
-// Whether FAKE_CUBLASLT_DECLINE names the epilogue.
-bool Declined(cublasLtEpilogue_t e) {
+// Whether FAKE_CUBLASLT_DECLINE names the epilogue, alone or (with an fp32 bias type) as NAME:F32.
+bool Declined(cublasLtEpilogue_t e, int32_t bias_type) {
   const char* list = std::getenv("FAKE_CUBLASLT_DECLINE");
   if (list == nullptr) return false;
   const char* name = nullptr;
@@ -102,7 +103,8 @@ bool Declined(cublasLtEpilogue_t e) {
     default: return false;
   }
   const std::string padded = "," + std::string(list) + ",";
-  return padded.find("," + std::string(name) + ",") != std::string::npos;
+  return padded.find("," + std::string(name) + ",") != std::string::npos ||
+         (bias_type == CUDA_R_32F && padded.find("," + std::string(name) + ":F32,") != std::string::npos);
 }
 
 }  // namespace
@@ -189,7 +191,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   const auto* desc = reinterpret_cast<const Desc*>(opaque);
   if (NeedsAux(desc->epilogue) && (desc->aux == nullptr || desc->aux_ld % 8 != 0)) return CUBLAS_STATUS_INVALID_VALUE;
   if (NeedsBias(desc->epilogue) && desc->bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  if (Declined(desc->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (Declined(desc->epilogue, desc->bias_type)) return CUBLAS_STATUS_NOT_SUPPORTED;
   *found = std::max(0, std::min(requested, Algorithms()));
   for (int i = 0; i < *found; ++i) {
     std::memset(&results[i], 0, sizeof(results[i]));

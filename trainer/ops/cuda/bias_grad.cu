@@ -57,6 +57,11 @@ __global__ void AddChunksKernel(float* dbias, const float* partials, int chunks,
   dbias[column] += total;
 }
 
+__global__ void AddBf16SumsKernel(float* dbias, const bf16* sums, int OC) {
+  const int column = blockIdx.x * blockDim.x + threadIdx.x;
+  if (column < OC) dbias[column] += Load(sums, column);
+}
+
 }  // namespace
 
 int BiasGradient(float* dbias, const bf16* dout, int N, int OC, float* scratch, int64_t scratch_floats,
@@ -86,6 +91,13 @@ int AddBiasGradient(float* dbias, const float* sums, int OC, Stream stream) {
   if (OC <= 0) return 0;
   LaunchKernel(AddChunksKernel, static_cast<unsigned>((OC + kThreads - 1) / kThreads), kThreads, 0, AsStream(stream),
                dbias, sums, 1, OC);
+  return Launched();
+}
+
+int AddBf16BiasGradient(float* dbias, const bf16* sums, int OC, Stream stream) {
+  if (OC <= 0) return 0;
+  LaunchKernel(AddBf16SumsKernel, static_cast<unsigned>((OC + kThreads - 1) / kThreads), kThreads, 0,
+               AsStream(stream), dbias, sums, OC);
   return Launched();
 }
 

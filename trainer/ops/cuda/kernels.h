@@ -133,5 +133,7 @@ int BiasGradient(float* dbias, const bf16* dout, int N, int OC, float* scratch, 
                  Stream stream);
 // dbias[OC] += sums[OC]: a bias gradient summed elsewhere (cuBLASLt's DGELU_BGRAD writes its own, never adds).
 int AddBiasGradient(float* dbias, const float* sums, int OC, Stream stream);
+// The same from sums cuBLASLt wrote in bf16 (its default bias gradient type, D's, where it has no fp32 one).
+int AddBf16BiasGradient(float* dbias, const bf16* sums, int OC, Stream stream);
 
 }  // namespace srunway::trainer::cuda

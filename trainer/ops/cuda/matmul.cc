@@ -406,15 +406,15 @@ Status Matmul::WeightGradients(float* dweight, float* dbias, const bf16* dout, c
 }
 
 Status Matmul::RunAddingBiasSums(const Gemm& gemm, const void* a, const void* b, void* d, Epilogue epilogue,
-                                 float* dbias, int count, Stream stream) {
+                                 float* dbias, int count, Stream stream, bool bf16_sums) {
   SRUNWAY_RETURN_IF_ERROR(Grow(bias_sums_, device_, DType::kFloat32, static_cast<size_t>(count), device_.main_stream())
                               .WithContext("the bias gradient epilogue's sums"));
   epilogue.bias = bias_sums_.data();
-  epilogue.bias_type = CUDA_R_32F;
+  epilogue.bias_type = bf16_sums ? CUDA_R_16BF : CUDA_R_32F;
   SRUNWAY_RETURN_IF_ERROR(Run(gemm, a, b, d, epilogue, stream));
-  if (int rc = AddBiasGradient(dbias, bias_sums_.as<float>(), count, stream); rc != 0) {
-    return common::Internal("bias gradient kernel: {}", ErrorText(rc));
-  }
+  const int rc = bf16_sums ? AddBf16BiasGradient(dbias, bias_sums_.as<bf16>(), count, stream)
+                                          : AddBiasGradient(dbias, bias_sums_.as<float>(), count, stream);
+  if (rc != 0) return common::Internal("bias gradient kernel: {}", ErrorText(rc));
   return Status::Ok();
 }
 
@@ -452,10 +452,18 @@ Status Matmul::BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float*
   auto failed = [](const Status& status) { return !status.ok() && status.code() != common::StatusCode::kNotFound; };
   if (epilogues_ && C % 8 == 0) {
     if (dpre_bias != nullptr) {
-      Status status = RunAddingBiasSums(dinp, weight, dout, dpre, {CUBLASLT_EPILOGUE_DGELU_BGRAD, nullptr, pre, C},
-                                        dpre_bias, C, stream);
-      if (failed(status)) return status.WithContext("dinp");
-      fused = bias_fused = status.ok();
+      // The sums in fp32 where this cuBLASLt has them so (cuBLASLt 13 on an H100 has not), else in its default
+      // type, D's: bf16, rounded once from its fp32 sums, as PyTorch's autocast rounds a bias gradient.
+      for (bool bf16_sums : {false, true}) {
+        Status status = RunAddingBiasSums(dinp, weight, dout, dpre, {CUBLASLT_EPILOGUE_DGELU_BGRAD, nullptr, pre, C},
+                                          dpre_bias, C, stream, bf16_sums);
+        if (failed(status)) return status.WithContext("dinp");
+        fused = bias_fused = status.ok();
+        if (bias_fused) {
+          if (bf16_sums) ++bf16_bias_sums_;
+          break;
+        }
+      }
       if (!bias_fused) ++bias_gradient_fallbacks_;
     }
     if (!fused) {

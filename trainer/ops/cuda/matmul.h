@@ -45,7 +45,8 @@ class Matmul {
   // (written, bf16), dweight and dbias as Backward; dpre_bias[C] += the column sums of dpre (fp32) when not null.
   // The DGELU epilogue under the same conditions (C a multiple of 8), else Backward and the GELU backward kernel
   // in place. With dpre_bias, DGELU_BGRAD, which also sums dpre's columns (in fp32, before dpre is rounded to
-  // bf16), where this cuBLASLt has it with an fp32 bias gradient; else the bias gradient kernel over dpre.
+  // bf16), where this cuBLASLt has it with an fp32 bias gradient, else with a bf16 one (the fp32 sums rounded
+  // once); else the bias gradient kernel over dpre.
   common::Status BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float* dbias, const bf16* dout,
                               const bf16* act, const bf16* pre, const bf16* weight, int N, int C, int OC,
                               Stream stream);
@@ -57,6 +58,8 @@ class Matmul {
   int64_t gelu_fallbacks() const { return gelu_fallbacks_; }
   // How many BackwardGelu calls with a dpre_bias tried DGELU_BGRAD and summed dpre with the kernel instead.
   int64_t bias_gradient_fallbacks() const { return bias_gradient_fallbacks_; }
+  // How many BackwardGelu calls had DGELU_BGRAD's sums in bf16 (this cuBLASLt had none in fp32).
+  int64_t bf16_bias_sums() const { return bf16_bias_sums_; }
   // How many weight gradients with a bias gradient tried BGRADB and summed dout with the kernel instead.
   int64_t bgradb_fallbacks() const { return bgradb_fallbacks_; }
   // How many times cuBLASLt's heuristic was asked for an algorithm: once per distinct product (shape, types,
@@ -99,11 +102,11 @@ class Matmul {
   // The products of a Linear layer [N, C] -> [N, OC] (see matmul.cc): out, and dinp written in bf16.
   static Gemm ForwardProduct(int N, int C, int OC);
   static Gemm InputGradientProduct(int N, int C, int OC);
-  // Run with a bias gradient epilogue (DGELU_BGRAD, BGRADB), whose fp32 sums cuBLASLt writes (never adds) into
-  // bias_sums_ (the epilogue's bias pointer and type are set here), then dbias[count] += those sums. NotFound,
-  // with nothing run, when this cuBLASLt has no algorithm for it.
+  // Run with a bias gradient epilogue (DGELU_BGRAD, BGRADB), whose sums (fp32, or bf16 with `bf16_sums`)
+  // cuBLASLt writes (never adds) into bias_sums_ (the epilogue's bias pointer and type are set here), then
+  // dbias[count] += those sums. NotFound, with nothing run, when this cuBLASLt has no algorithm for it.
   common::Status RunAddingBiasSums(const Gemm& gemm, const void* a, const void* b, void* d, Epilogue epilogue,
-                                   float* dbias, int count, Stream stream);
+                                   float* dbias, int count, Stream stream, bool bf16_sums = false);
   // dbias[OC] += the column sums of dout [N, OC] by the bias gradient kernel, in cuBLASLt's workspace.
   common::Status BiasGradientKernel(float* dbias, const bf16* dout, int N, int OC, Stream stream);
   // Backward's dweight and dbias.
@@ -120,6 +123,7 @@ class Matmul {
   int64_t tuned_changes_ = 0;
   int64_t gelu_fallbacks_ = 0;
   int64_t bias_gradient_fallbacks_ = 0;
+  int64_t bf16_bias_sums_ = 0;
   int64_t bgradb_fallbacks_ = 0;
   int64_t algorithm_searches_ = 0;
 };
