@@ -669,6 +669,9 @@ int main(int argc, char** argv) {
     RmsNorm(gpu, 24, 2048);
     RmsNorm(gpu, 2200, 264);
     ResidualNorm(gpu, 512, 768);
+    ResidualNorm(gpu, 40, 2048);  // the widest rows held in registers
+    ResidualNorm(gpu, 16, 2056);  // 16-byte columns, too wide for registers
+    ResidualNorm(gpu, 30, 300);   // 2-byte columns
     Swiglu(gpu);
     Rope(gpu);
     Dropout(gpu);

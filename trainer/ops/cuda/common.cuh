@@ -37,6 +37,13 @@ __device__ __forceinline__ void Unpack(const Pack8& pack, float (&values)[kPack]
     values[2 * j + 1] = pair.y;
   }
 }
+// The bf16 values nearest 8 floats, as a Pack8's 16 bytes.
+__device__ __forceinline__ uint4 PackRounded(const float (&values)[kPack]) {
+  Pack8 pack;
+#pragma unroll
+  for (int j = 0; j < kPack / 2; ++j) pack.pairs[j] = __floats2bfloat162_rn(values[2 * j], values[2 * j + 1]);
+  return pack.raw;
+}
 // Whether rows of `row_length` bf16 values starting at `p` can be read and written a Pack8 at a time.
 inline bool Vectorizable(const bf16* p, int64_t row_length) {
   return row_length % kPack == 0 && reinterpret_cast<uintptr_t>(p) % sizeof(uint4) == 0;

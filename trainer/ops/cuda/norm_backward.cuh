@@ -11,10 +11,12 @@
 // forward's time on an H200); the block adds its sums to the parameter gradients once per column. The tensors are
 // __restrict__: dinp (the residual stream's gradient) is never the norm's input or output gradient, so the next
 // row's loads need not wait for this row's stores. The forwards (layernorm.cu, rmsnorm.cu) walk their rows by the
-// same columns (NormColumn, LoadNormColumns, StoreNormColumns).
+// same columns (NormColumn, LoadNormColumns, StoreNormColumns), and their row kernels hold a row as
+// NormBackwardRowsKernel does (LoadNormRow, WithRowSlabs).
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 
 #include "trainer/ops/cuda/common.cuh"
 
@@ -56,10 +58,7 @@ __device__ __forceinline__ void StoreNormColumns(bf16* row, int slab, int lane, 
   if constexpr (kVector) {
     const int c = NormColumn<true>(slab, lane, 0);
     if (c >= C) return;
-    Pack8 pack;
-#pragma unroll
-    for (int j = 0; j < kPack / 2; ++j) pack.pairs[j] = __floats2bfloat162_rn(values[2 * j], values[2 * j + 1]);
-    *reinterpret_cast<uint4*>(row + c) = pack.raw;
+    *reinterpret_cast<uint4*>(row + c) = PackRounded(values);
   } else {
 #pragma unroll
     for (int j = 0; j < kNormColumnsPerLane; ++j) {
@@ -78,6 +77,51 @@ __device__ __forceinline__ void StoreResidualRow(bf16* row, const bf16* a, const
     LoadNormColumns<kVector>(b, slab, lane, C, y);
     for (int j = 0; j < kNormColumnsPerLane; ++j) x[j] += y[j];
     StoreNormColumns<kVector>(row, slab, lane, C, x);
+  }
+}
+
+// The row kernels' widths: rows of up to kNormRowSlabs slabs read 16 bytes at a time, held in registers.
+inline constexpr int kNormRowSlabs = 8;
+
+// launch(std::integral_constant<int, S>{}) for S the slabs of a row of C columns (C at most kNormRowSlabs slabs),
+// for the row kernels, whose registers hold the row's slabs.
+template <typename Launch>
+int WithRowSlabs(int C, Launch&& launch) {
+  switch ((C + kNormSlab - 1) / kNormSlab) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 5: return launch(std::integral_constant<int, 5>{});
+    case 6: return launch(std::integral_constant<int, 6>{});
+    case 7: return launch(std::integral_constant<int, 7>{});
+    default: return launch(std::integral_constant<int, kNormRowSlabs>{});
+  }
+}
+
+// The forwards' row kernels: a lane's columns of row `row` of `inp` (C a multiple of 8; 0 past C), 8 per slab, into
+// registers. With kResidual the row is first a + b, rounded to bf16 as ResidualForward writes it and stored to
+// `inp`: what is held is what was stored.
+template <bool kResidual, int kSlabs>
+__device__ __forceinline__ void LoadNormRow(Pack8 (&x)[kSlabs], bf16* inp, const bf16* a, const bf16* b, int64_t row,
+                                            int lane, int C) {
+  const int64_t base = row * C;
+#pragma unroll
+  for (int s = 0; s < kSlabs; ++s) {
+    const int c = NormColumn<true>(s * kNormSlab, lane, 0);
+    x[s].raw = uint4{};
+    if (c >= C) continue;
+    if constexpr (kResidual) {
+      float sum[kPack], other[kPack];
+      LoadNormColumns<true>(a + base, s * kNormSlab, lane, C, sum);
+      LoadNormColumns<true>(b + base, s * kNormSlab, lane, C, other);
+#pragma unroll
+      for (int j = 0; j < kPack; ++j) sum[j] += other[j];
+      x[s].raw = PackRounded(sum);
+      *reinterpret_cast<uint4*>(inp + base + c) = x[s].raw;
+    } else {
+      x[s].raw = *reinterpret_cast<const uint4*>(inp + base + c);
+    }
   }
 }
 
@@ -161,7 +205,6 @@ __global__ void __launch_bounds__(kThreads, 3)
 // per lane at a time; the block adds its warps' slices to the parameter gradients once, at its end. The blocks
 // stay resident (a few per multiprocessor, as shared memory allows) and take rows in turn.
 inline constexpr int kNormRowWarps = 4;
-inline constexpr int kNormRowSlabs = 8;
 inline constexpr int kNormRowBlocksPerSm = 4;  // 128 threads at up to 128 registers each fill the register file
 inline constexpr size_t kNormRowSharedPerSm = 200 * 1024;
 
@@ -253,16 +296,7 @@ int LaunchNormBackwardRows(const Grads& grads, bf16* dinp, const bf16* dout, con
                  C);
     return Launched();
   };
-  switch ((C + kNormSlab - 1) / kNormSlab) {
-    case 1: return launch(NormBackwardRowsKernel<Grads, 1>);
-    case 2: return launch(NormBackwardRowsKernel<Grads, 2>);
-    case 3: return launch(NormBackwardRowsKernel<Grads, 3>);
-    case 4: return launch(NormBackwardRowsKernel<Grads, 4>);
-    case 5: return launch(NormBackwardRowsKernel<Grads, 5>);
-    case 6: return launch(NormBackwardRowsKernel<Grads, 6>);
-    case 7: return launch(NormBackwardRowsKernel<Grads, 7>);
-    default: return launch(NormBackwardRowsKernel<Grads, kNormRowSlabs>);
-  }
+  return WithRowSlabs(C, [&](auto slabs) { return launch(NormBackwardRowsKernel<Grads, decltype(slabs)::value>); });
 }
 
 // Queues the backward of `grads`' norm over N rows of C on `stream`.

@@ -33,6 +33,36 @@ __global__ void RmsNormForwardKernel(bf16* out, float* rstd, bf16* inp, const bf
   }
 }
 
+// RmsNormForwardKernel for rows of C a multiple of 8 and at most kNormRowSlabs slabs, the row held in registers
+// from its load to the output's store (layernorm.cu's LayerNormRowsKernel): read from memory once, not twice.
+template <bool kResidual, int kSlabs>
+__global__ void RmsNormRowsKernel(bf16* out, float* rstd, bf16* inp, const bf16* a,
+                                  const bf16* b, const bf16* weight, int N, int C, float eps) {
+  const int lane = threadIdx.x % kWarp;
+  for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
+    Pack8 x[kSlabs];
+    LoadNormRow<kResidual>(x, inp, a, b, row, lane, C);
+    float sum_sq = 0;
+#pragma unroll
+    for (int s = 0; s < kSlabs; ++s) {
+      float v[kPack];
+      Unpack(x[s], v);
+      for (int j = 0; j < kPack; ++j) sum_sq += v[j] * v[j];
+    }
+    const float r = rsqrtf(WarpSum(sum_sq) / C + eps);
+#pragma unroll
+    for (int s = 0; s < kSlabs; ++s) {
+      if (NormColumn<true>(s * kNormSlab, lane, 0) >= C) continue;
+      float v[kPack], w[kPack];
+      Unpack(x[s], v);
+      LoadNormColumns<true>(weight, s * kNormSlab, lane, C, w);
+      for (int j = 0; j < kPack; ++j) v[j] = v[j] * r * w[j];
+      StoreNormColumns<true>(out + int64_t{row} * C, s * kNormSlab, lane, C, v);
+    }
+    if (lane == 0) rstd[row] = r;
+  }
+}
+
 // dx = s (w d) - x s^3 mean(w d x); dweight += x s d (norm_backward.cuh's walk).
 struct RmsNormGrads {
   static constexpr int kSums = 1;  // dweight
@@ -70,6 +100,12 @@ int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a
     LaunchKernel(kernel, blocks, kThreads, 0, AsStream(stream), out, rstd, residual, a, b, weight, N, C, eps);
     return Launched();
   };
+  if (vector && C <= kNormRowSlabs * kNormSlab) {
+    return WithRowSlabs(C, [&](auto slabs) {
+      constexpr int kSlabs = decltype(slabs)::value;
+      return a == nullptr ? launch(RmsNormRowsKernel<false, kSlabs>) : launch(RmsNormRowsKernel<true, kSlabs>);
+    });
+  }
   if (a == nullptr) {
     return vector ? launch(RmsNormForwardKernel<false, true>) : launch(RmsNormForwardKernel<false, false>);
   }
