@@ -132,14 +132,15 @@ export SRUNWAY_CHECK_TIMEOUT=${SRUNWAY_CHECK_TIMEOUT:-75}
 # The kernels' and the trainer's checks first (a kernel changed since the last GPU run must pass before it is
 # timed); then the 1.3B, where the goal of 1.1x PyTorch compiled is not yet met: its step's timeline (each kernel
 # as it ran, and the GPU's idle gaps), then its benchmark against PyTorch compiled (the goal's peer; not eager) on
-# cuDNN's attention (the default) with the site's libraries and with PyTorch's own (wheels); then GPT-2's benchmark,
+# cuDNN's attention (the default), with the bias sums by our kernel instead of cuBLASLt's BGRADB (nobgradb: which
+# of the two the default should be), and with PyTorch's own libraries (wheels); then GPT-2's benchmark,
 # also with timed GEMMs (SRUNWAY_GEMM_TUNE=1), which it needed for 1.1x; then the sanitizers, the other checks,
 # GPT-2's profile, attention's own timings and NCCL's start-up. On an H200 on 2026-11-29 the checks, both
 # benchmarks and two profiles took 494 s; one call to a lent GPU runs 600 s at most, so what the deadline skips
 # (summary.txt says which) runs in a second call (run.sh, profile.sh, attention.sh as below).
 step summary.txt 100 "$here/run.sh" "$out" cuda_ops cuda_model train_gpu cuda_ops_tuned
 step profile.txt 75 "$here/profile.sh" gpt3-1.3b 20
-step bench.txt 200 env SRUNWAY_BENCH_ATTENTION="cudnn wheels" SRUNWAY_BENCH_TORCH_MODES=compile \
+step bench.txt 250 env SRUNWAY_BENCH_ATTENTION="cudnn nobgradb wheels" SRUNWAY_BENCH_TORCH_MODES=compile \
   "$here/bench.sh" gpt3-1.3b
 step bench.txt 130 env SRUNWAY_BENCH_ATTENTION="cudnn wheels tuned" SRUNWAY_BENCH_TORCH_MODES=compile \
   "$here/bench.sh" gpt2-124m

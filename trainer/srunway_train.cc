@@ -49,10 +49,11 @@ int main(int argc, char** argv) {
   srunway::common::SetUpProgram(app, "srunway-train");
   app.set_config();  // no INI/TOML: --config is YAML, handled below
   app.footer(
-      "Environment (GPU runs; any other value of the first three is refused with exit 2):\n"
+      "Environment (GPU runs; any other value of the first four is refused with exit 2):\n"
       "  SRUNWAY_ATTENTION=mma|cudnn|auto|wmma|simple  attention; unset: cuDNN's fused engine where cuDNN loads, else\n"
       "                                                the mma.sync kernels; auto: the faster, timed once per shape\n"
       "  SRUNWAY_GELU_EPILOGUE=0|1                     0: no cuBLASLt epilogues (GELU, bias gradients), to compare\n"
+      "  SRUNWAY_BGRADB=0|1                            0: weight gradients' bias sums by our kernel, not cuBLASLt's\n"
       "  SRUNWAY_GEMM_TUNE=0|1                         1: each GEMM's algorithm the fastest of cuBLASLt's first 8,\n"
       "                                                timed at its first call (0, the default: the heuristic's "
       "first)\n"

@@ -14,7 +14,9 @@
 #                         "kernels" (SRUNWAY_ATTENTION=mma), "cudnn" (the default where cuDNN loads), "auto"
 #                         (the faster of the two per shape), "tuned" (cudnn, and each GEMM's algorithm chosen by
 #                         timing: SRUNWAY_GEMM_TUNE=1), "wheels" (cudnn on PyTorch's own cuDNN and cuBLASLt, from
-#                         its nvidia-* wheels, where the site's are another version); default "kernels cudnn". A
+#                         its nvidia-* wheels, where the site's are another version), "nobgradb" (cudnn, the weight
+#                         gradients' bias sums by srunway's kernel, not cuBLASLt's BGRADB: SRUNWAY_BGRADB=0);
+#                         default "kernels cudnn". A
 #                         cudnn, tuned or wheels run in which cuDNN did not run all of attention (none found, a shape
 #                         refused) says so.
 set -euo pipefail
@@ -57,6 +59,7 @@ print(6 * (params - T * d) + 12 * L * T * d)")
       auto) choice=(SRUNWAY_ATTENTION=auto) label="srunway-train, auto attn" ;;
       tuned) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_GEMM_TUNE=1 SRUNWAY_LOG=debug)
              label="srunway-train, cuDNN, GEMMs tuned" ;;
+      nobgradb) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_BGRADB=0) label="srunway-train, cuDNN, no BGRADB" ;;
       wheels)
         # PyTorch's own cuDNN and cuBLASLt (its nvidia-* wheels), where the site's are older: the same libraries
         # on both sides.
@@ -67,7 +70,7 @@ print(6 * (params - T * d) + 12 * L * T * d)")
         fi
         choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY="$cudnn_lib" SRUNWAY_CUBLASLT_LIBRARY="$cublaslt_lib")
         label="srunway-train, PyTorch's cuDNN+cuBLASLt" ;;
-      *) echo "unknown attention path $attention (kernels, cudnn, auto, tuned, wheels)" >&2; exit 2 ;;
+      *) echo "unknown attention path $attention (kernels, cudnn, auto, tuned, wheels, nobgradb)" >&2; exit 2 ;;
     esac
     run=$work/$size-$attention
     if ! env "${choice[@]}" "$train" --preset "$size" --micro-batch-size "$batch" --seq-length "$seq" --mock-data \
@@ -76,7 +79,7 @@ print(6 * (params - T * d) + 12 * L * T * d)")
       echo "  $label failed: $(grep -m1 error "$run.err" || tail -n 1 "$run.err")"
       continue
     fi
-    if [[ $attention == cudnn || $attention == tuned || $attention == wheels ]] &&
+    if [[ $attention == cudnn || $attention == tuned || $attention == wheels || $attention == nobgradb ]] &&
       grep -qE "run it instead|attention runs on srunway.s kernels" "$run.err"; then
       echo "  ($label: cuDNN did not run all of attention: $(grep -m1 -E "run it instead|srunway.s kernels" "$run.err"))"
     fi

@@ -156,6 +156,7 @@ common::Status CheckGpuSwitches() {
   };
   SRUNWAY_RETURN_IF_ERROR(check("SRUNWAY_ATTENTION", {"mma", "cudnn", "auto", "wmma", "simple"}));
   SRUNWAY_RETURN_IF_ERROR(check("SRUNWAY_GELU_EPILOGUE", {"0", "1"}));
+  SRUNWAY_RETURN_IF_ERROR(check("SRUNWAY_BGRADB", {"0", "1"}));
   return check("SRUNWAY_GEMM_TUNE", {"0", "1"});
 }
 

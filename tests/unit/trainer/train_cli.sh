@@ -545,6 +545,7 @@ rc=0
 grep -q 'SRUNWAY_ATTENTION=mma|cudnn|auto|wmma|simple' "$kWork/help" || fail "--help does not name SRUNWAY_ATTENTION"
 grep -q 'SRUNWAY_GELU_EPILOGUE=0|1' "$kWork/help" || fail "--help does not name SRUNWAY_GELU_EPILOGUE"
 grep -q 'SRUNWAY_GEMM_TUNE=0|1' "$kWork/help" || fail "--help does not name SRUNWAY_GEMM_TUNE"
+grep -q 'SRUNWAY_BGRADB=0|1' "$kWork/help" || fail "--help does not name SRUNWAY_BGRADB"
 # A misspelt GPU switch is refused on any device, rather than running the default it did not name.
 expect_exit 2 "SRUNWAY_ATTENTION=cudn: not one of mma, cudnn, auto, wmma, simple" \
   env SRUNWAY_ATTENTION=cudn "$kTrain" "${common[@]}" --mock-data --train-steps 2 --device cpu
@@ -552,6 +553,8 @@ expect_exit 2 "SRUNWAY_GELU_EPILOGUE=off: not one of 0, 1" \
   env SRUNWAY_GELU_EPILOGUE=off "$kTrain" "${common[@]}" --mock-data --train-steps 2
 expect_exit 2 "SRUNWAY_GEMM_TUNE=yes: not one of 0, 1" \
   env SRUNWAY_GEMM_TUNE=yes "$kTrain" "${common[@]}" --mock-data --train-steps 2
+expect_exit 2 "SRUNWAY_BGRADB=no: not one of 0, 1" \
+  env SRUNWAY_BGRADB=no "$kTrain" "${common[@]}" --mock-data --train-steps 2
 expect_exit 2 "--profile-step 5 is not a step of this run \\(1 to --train-steps 2\\)" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --profile-step 5
 # No CUDA driver (one loaded from a path that does not exist, whatever this machine has): --device cuda fails

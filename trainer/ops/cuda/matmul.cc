@@ -142,6 +142,8 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Open(Device& device, size_t workspace_
   auto matmul = std::unique_ptr<Matmul>(new Matmul(std::move(api), device, std::move(*workspace)));
   const char* epilogues = std::getenv("SRUNWAY_GELU_EPILOGUE");
   matmul->set_epilogues(epilogues == nullptr || std::strcmp(epilogues, "0") != 0);
+  const char* bgradb = std::getenv("SRUNWAY_BGRADB");
+  matmul->set_bgradb(bgradb == nullptr || std::strcmp(bgradb, "0") != 0);
   const char* tuning = std::getenv("SRUNWAY_GEMM_TUNE");
   matmul->set_tuning(tuning != nullptr && std::strcmp(tuning, "1") == 0);
   return matmul;
@@ -395,8 +397,9 @@ Status Matmul::WeightGradients(float* dweight, float* dbias, const bf16* dout, c
   // dweight (C x OC, column-major) += inp^T dout: op(B) is dout, k runs over the N rows, so BGRADB's sums over k
   // are dout's column sums, the bias gradient, read once for both.
   const Gemm product{CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, C, OC, C, CUDA_R_32F, 1.0f};
-  if (dweight != nullptr && dbias != nullptr && epilogues_) {
+  if (dweight != nullptr && dbias != nullptr && epilogues_ && bgradb_) {
     Status status = RunAddingBiasSums(product, inp, dout, dweight, {CUBLASLT_EPILOGUE_BGRADB}, dbias, OC, stream);
+    if (status.ok()) ++bgradb_sums_;
     if (status.code() != common::StatusCode::kNotFound) return status.WithContext("dweight");
     ++bgradb_fallbacks_;
   }

@@ -31,7 +31,7 @@ class Matmul {
   // dinp[N, C] = dout @ weight (bf16); dweight[OC, C] += dout^T @ inp (fp32); dbias[OC] += the column sums of
   // dout (fp32) when dbias is not null. Any of dinp and dweight may be null (not wanted). With both dweight and
   // dbias, the sums come from the weight gradient's GEMM (BGRADB: cuBLASLt sums dout as it reads it) where
-  // epilogues() and this cuBLASLt has it with an fp32 bias gradient; else from the bias gradient kernel.
+  // epilogues(), bgradb() and this cuBLASLt has it with an fp32 bias gradient; else from the bias gradient kernel.
   common::Status Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                           const bf16* weight, int N, int C, int OC, Stream stream);
 
@@ -60,8 +60,15 @@ class Matmul {
   int64_t bias_gradient_fallbacks() const { return bias_gradient_fallbacks_; }
   // How many BackwardGelu calls had DGELU_BGRAD's sums in bf16 (this cuBLASLt had none in fp32).
   int64_t bf16_bias_sums() const { return bf16_bias_sums_; }
-  // How many weight gradients with a bias gradient tried BGRADB and summed dout with the kernel instead.
+  // Whether Backward's bias gradients are asked of BGRADB (with epilogues()): yes unless SRUNWAY_BGRADB=0 was set
+  // when this was opened, which leaves them to the bias gradient kernel, to compare (cuBLASLt's own bias gradient
+  // kernel ran at about half the column-sum kernel's bandwidth on an H200).
+  bool bgradb() const { return bgradb_; }
+  void set_bgradb(bool on) { bgradb_ = on; }
+  // How many weight gradients with a bias gradient tried BGRADB and summed dout with the kernel instead, and how
+  // many had their sums from it.
   int64_t bgradb_fallbacks() const { return bgradb_fallbacks_; }
+  int64_t bgradb_sums() const { return bgradb_sums_; }
   // How many times cuBLASLt's heuristic was asked for an algorithm: once per distinct product (shape, types,
   // epilogue, pointer alignments), whose choice every later call of that product reuses.
   int64_t algorithm_searches() const { return algorithm_searches_; }
@@ -118,6 +125,7 @@ class Matmul {
   Buffer workspace_;
   Buffer bias_sums_;  // DGELU_BGRAD's or BGRADB's sums, added to the bias gradient after (cuBLASLt writes them)
   bool epilogues_ = true;
+  bool bgradb_ = true;
   bool tuning_ = false;
   int64_t tuned_products_ = 0;
   int64_t tuned_changes_ = 0;
@@ -125,6 +133,7 @@ class Matmul {
   int64_t bias_gradient_fallbacks_ = 0;
   int64_t bf16_bias_sums_ = 0;
   int64_t bgradb_fallbacks_ = 0;
+  int64_t bgradb_sums_ = 0;
   int64_t algorithm_searches_ = 0;
 };
 
