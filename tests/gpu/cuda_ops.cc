@@ -396,6 +396,16 @@ void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias, 
   for (size_t i = 0; i < out.size(); ++i) out[i] += residual[i];
   Compare("matmul forward + residual " + shape, gpu.Read(gsum), out, kBf16Rtol, 1e-2f);
   Compare("matmul residual unchanged " + shape, gpu.Read(gresidual), residual, 0, 0);
+  // The weight gradient written over what it holds (the first backward after Model::ZeroGrad: the product's beta
+  // 0), the bias gradient still added.
+  gpu.Check(blas.Backward(nullptr, gdw.as<float>(), with_bias ? gdb.as<float>() : nullptr, gdout.as<uint16_t>(),
+                          gx.as<uint16_t>(), gw.as<uint16_t>(), N, C, OC, gpu.stream(), /*write_dweight=*/true),
+            "Matmul::Backward writing dweight");
+  std::vector<float> written(out_cols * in);
+  cpu::MatmulBackward(dx.data(), written.data(), with_bias ? db.data() : nullptr, dout.data(), x.data(), w.data(), N,
+                      C, OC, /*write_dweight=*/true);
+  Compare("matmul backward dweight written " + shape, gpu.Read(gdw), written, 1e-4f, 1e-3f);
+  Compare("matmul backward dbias, again " + shape, gpu.Read(gdb), db, 1e-4f, 1e-3f);
 }
 
 // A Linear layer with GELU, [N, C] -> [N, F], and the backward of the next Linear layer, [N, F] -> [N, C], into
@@ -469,6 +479,17 @@ void MatmulGelu(Gpu& gpu, cuda::Matmul& blas, int N, int C, int F, bool epilogue
           gpu.Read(gdb1), db1, 1e-4f, 1e-3f + (summed_bf16 ? largest_sum / 256 : 0.0f));
   Compare("matmul+gelu backward dweight " + shape, gpu.Read(gdw2), dw2, 1e-4f, 1e-3f);
   Compare("matmul+gelu backward dbias " + shape, gpu.Read(gdb2), db2, 1e-4f, 1e-3f);
+  // The weight gradient written over what it holds (the first backward after Model::ZeroGrad).
+  blas.set_epilogues(epilogues);
+  gpu.Check(blas.BackwardGelu(gdpre.as<uint16_t>(), nullptr, gdw2.as<float>(), nullptr, gdout.as<uint16_t>(),
+                              gact.as<uint16_t>(), gpre.as<uint16_t>(), gw2.as<uint16_t>(), N, F, C, gpu.stream(),
+                              /*write_dweight=*/true),
+            "Matmul::BackwardGelu writing dweight");
+  blas.set_epilogues(true);
+  std::vector<float> written(in * hidden), scratch(rows * hidden);
+  cpu::MatmulBackward(scratch.data(), written.data(), nullptr, dout.data(), gpu_act.data(), w2.data(), N, F, C,
+                      /*write_dweight=*/true);
+  Compare("matmul+gelu backward dweight written " + shape, gpu.Read(gdw2), written, 1e-4f, 1e-3f);
 }
 
 // Matmul's plans (cuBLASLt's choice of algorithm, kept per product, or its answer that it has none): the same

@@ -5,6 +5,8 @@
 #include <cassert>
 #include <cstddef>
 
+#include <fmt/format.h>
+
 #include "common/half.h"
 
 namespace srunway::trainer {
@@ -27,6 +29,7 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops,
     w_ = layout_.Views(weights_.data(), DTypeSize(ops_->act_dtype()));
   }
   g_ = layout_.Views(grads_.as<float>());
+  zeroed_by_zero_grad_ = UnwrittenRuns();
 
   const int64_t N = int64_t{max_batch} * config.seq_len;
   const int64_t C = config.d_model;
@@ -227,8 +230,12 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
   assert(!dlogits_scale_ || *dlogits_scale_ == loss_scale);
   if (!dlogits_scale_) ops_->ClassifierBackward(logits_.data(), targets_.as<int32_t>(), N, c.vocab, loss_scale / N);
   dlogits_scale_.reset();
+  // The first Backward since ZeroGrad writes the weight matrices' gradients, which ZeroGrad left as they were.
+  const WeightGrad dw_mode = write_weight_grads_ ? WeightGrad::kWrite : WeightGrad::kAdd;
+  write_weight_grads_ = false;
+  // Tied (GPT), the head's gradient is wte's, which the embeddings' backward adds to at the end.
   ops_->MatmulBackward(d_norm_.data(), g_.lm_head, nullptr, logits_.data(), norm_f_.data(), w_.lm_head, N, C,
-                       c.vocab);
+                       c.vocab, dw_mode);
   done(layout_.Head());  // untied (Llama); tied to wte, it is final with the embeddings
   Zero(d_res_, NC);
   NormBackward(d_res_.data(), g_.norm_f_w, g_.norm_f_b, d_norm_.data(), out_.data(), w_.norm_f_w, mean_f_.as<float>(),
@@ -249,27 +256,28 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     if (gpt) {
       // fc's bias gradient too: on the GPU the column sums of d(fc) come out of the same product.
       ops_->MatmulGeluBackward(d_fc_.data(), dw.fc_b, dw.out_w, dw.out_b, d_out, a.act.data(), a.fc.data(), w.out_w, N,
-                               F, C);
+                               F, C, dw_mode);
       done(layout_.LayerPart(l, "out."));
     } else {
-      ops_->MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, d_out, a.act.data(), w.out_w, N, F, C);
+      ops_->MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, d_out, a.act.data(), w.out_w, N, F, C, dw_mode);
       done(layout_.LayerPart(l, "out."));
       ops_->SwigluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), N, F);
     }
     ops_->MatmulBackward(d_norm_.data(), dw.fc_w, gpt ? nullptr : dw.fc_b, d_fc_.data(), a.norm2.data(), w.fc_w, N, C,
-                         fc_dim);
+                         fc_dim, dw_mode);
     done(layout_.LayerPart(l, "fc."));
     NormBackward(d_res_.data(), dw.norm2_w, dw.norm2_b, d_norm_.data(), a.mid.data(), w.norm2_w, a.mean2.as<float>(),
                  a.rstd2.as<float>(), N);
     done(layout_.LayerPart(l, "norm2."));
     // Attention branch: d_res is now d(mid), also d(attention projection output) and part of d(input).
     ops_->MatmulBackward(d_attn_.data(), dw.proj_w, dw.proj_b, Masked(d_res_, Site(1 + 3 * l)), a.attn.data(),
-                         w.proj_w, N, C, C);
+                         w.proj_w, N, C, C, dw_mode);
     done(layout_.LayerPart(l, "proj."));
     ops_->AttentionBackward(d_qkv_.data(), d_attn_.data(), a.attn.data(), a.qkv.data(), a.att.as<float>(), B, T, H, KV,
                             hd, Site(2 + 3 * l));
     if (!gpt) ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope_theta);
-    ops_->MatmulBackward(d_norm_.data(), dw.qkv_w, dw.qkv_b, d_qkv_.data(), a.norm1.data(), w.qkv_w, N, C, QKV);
+    ops_->MatmulBackward(d_norm_.data(), dw.qkv_w, dw.qkv_b, d_qkv_.data(), a.norm1.data(), w.qkv_w, N, C, QKV,
+                         dw_mode);
     done(layout_.LayerPart(l, "qkv."));
     NormBackward(d_res_.data(), dw.norm1_w, dw.norm1_b, d_norm_.data(), inputs_[l].data(), w.norm1_w,
                  a.mean1.as<float>(), a.rstd1.as<float>(), N);
@@ -280,7 +288,34 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
   done(layout_.Embeddings());
 }
 
-void Model::ZeroGrad() { Zero(grads_, layout_.numel()); }
+std::vector<ParamRange> Model::UnwrittenRuns() const {
+  // The matrices every Backward passes to MatmulBackward or MatmulGeluBackward as their dweight, in layout order.
+  std::vector<const TensorSpec*> written;
+  written.push_back(layout_.Find(config_.tied_embeddings() ? "wte" : "lm_head.weight"));
+  for (int l = 0; l < config_.n_layer; ++l) {
+    for (const char* name : {"qkv.weight", "proj.weight", "fc.weight", "out.weight"}) {
+      written.push_back(layout_.Find(fmt::format("layers.{}.{}", l, name)));
+    }
+  }
+  std::sort(written.begin(), written.end(),
+            [](const TensorSpec* a, const TensorSpec* b) { return a->offset < b->offset; });
+  std::vector<ParamRange> runs;
+  int64_t at = 0;
+  for (const TensorSpec* spec : written) {
+    if (spec->offset > at) runs.push_back({at, spec->offset - at});
+    at = spec->offset + spec->numel;
+  }
+  if (at < layout_.numel()) runs.push_back({at, layout_.numel() - at});
+  return runs;
+}
+
+void Model::ZeroGrad() {
+  for (const ParamRange& run : zeroed_by_zero_grad_) {
+    (void)device_->Zero(grads_.as<float>() + run.offset, static_cast<size_t>(run.count) * sizeof(float),
+                        device_->main_stream());
+  }
+  write_weight_grads_ = true;
+}
 
 void Model::RefreshWeights() {
   assert(masters_.empty());

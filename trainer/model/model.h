@@ -90,6 +90,9 @@ class Model {
 
   // Adds d(loss * loss_scale)/d(params) into grads(); loss_scale = 1 / (micro-batches per step, on all ranks).
   void Backward(float loss_scale, const GradsReady& ready = nullptr);
+  // Makes grads() zero for the backwards that follow: zeroes all but the Linear layers' weight matrices (most of
+  // the parameters), whose gradients the next Backward writes instead of adding (WeightGrad::kWrite). Until that
+  // Backward, those matrices' gradients still hold what they held.
   void ZeroGrad();
 
  private:
@@ -114,6 +117,8 @@ class Model {
   Buffer Floats(int64_t n) const;
   Buffer Ints(int64_t n) const;
   void Zero(Buffer& buffer, int64_t n);
+  // The runs of grads() between the weight matrices the Linear layers' backwards write: what ZeroGrad zeroes.
+  std::vector<ParamRange> UnwrittenRuns() const;
   void NormForward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b, int N);
   // residual = a + b, then its norm into out, fused.
   void ResidualNormForward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
@@ -132,6 +137,8 @@ class Model {
   Buffer weights_;           // the weights the ops read where they are not fp32 (a bf16 copy on the GPU)
   BasicModelViews<void> w_;  // views of those weights: of params_ itself on the host
   ModelViews g_;
+  std::vector<ParamRange> zeroed_by_zero_grad_;  // UnwrittenRuns()
+  bool write_weight_grads_ = false;              // since ZeroGrad, no Backward yet: the next writes the matrices'
 
   bool recompute_;
   std::vector<Buffer> inputs_;  // the residual stream entering each layer [N, C]

@@ -1,9 +1,9 @@
 // The operations the model is written against, once, for the host (ops/cpu, through NewCpuOps) and the GPU
 // (ops/cuda). Tensors are pointers into the memory of the model's Device. On the host every tensor is fp32; on
 // the GPU activations and the weights they meet are act_dtype() (bf16), and statistics (mean, rstd, saved
-// attention state, losses) and parameter gradients are fp32 everywhere. Backwards add into parameter gradients and,
-// for the norms, into the input gradient (the residual stream's); the other backwards write their input gradient
-// (see ops/cpu/ops.h). Calls only queue work; an error of the GPU's (a launch that failed) is kept and handed out by
+// attention state, losses) and parameter gradients are fp32 everywhere. Backwards add into parameter gradients
+// (the Linear layers' weight gradients are written instead when told WeightGrad::kWrite) and, for the norms, into
+// the input gradient (the residual stream's); the other backwards write their input gradient (see ops/cpu/ops.h). Calls only queue work; an error of the GPU's (a launch that failed) is kept and handed out by
 // TakeError.
 #pragma once
 
@@ -18,6 +18,11 @@
 namespace srunway::trainer {
 
 using cpu::DropoutSite;
+
+// Whether a Linear layer's backward adds its weight gradient into the buffer or writes it over what is there: the
+// first backward of a step writes (Model::ZeroGrad leaves the weight matrices' gradients to it, a pass over most
+// of the gradients fewer).
+enum class WeightGrad { kAdd, kWrite };
 
 class Ops {
  public:
@@ -57,7 +62,7 @@ class Ops {
   virtual void MatmulResidualForward(void* out, const void* inp, const void* weight, const void* bias,
                                      const void* residual, int N, int C, int OC) = 0;
   virtual void MatmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                              const void* weight, int N, int C, int OC) = 0;
+                              const void* weight, int N, int C, int OC, WeightGrad dweight_mode) = 0;
   // A Linear layer and GELU: pre = inp @ weight^T + bias, act = GELU(pre) (MatmulForward, then GeluForward). One
   // GEMM with a GELU epilogue on the GPU.
   virtual void MatmulGeluForward(void* act, void* pre, const void* inp, const void* weight, const void* bias, int N,
@@ -67,7 +72,8 @@ class Ops {
   // dpre added to it: the bias gradient of the Linear layer that made pre, whose own MatmulBackward then takes
   // no dbias. One GEMM with a DGELU (DGELU_BGRAD, with dpre_bias) epilogue on the GPU.
   virtual void MatmulGeluBackward(void* dpre, float* dpre_bias, float* dweight, float* dbias, const void* dout,
-                                  const void* act, const void* pre, const void* weight, int N, int C, int OC) = 0;
+                                  const void* act, const void* pre, const void* weight, int N, int C, int OC,
+                                  WeightGrad dweight_mode) = 0;
   // What attention keeps from its forward for its backward, in fp32 elements: the probabilities [B, H, T, T] on
   // the host, each query row's log-sum-exp [B, H, T] on the GPU.
   virtual int64_t AttentionSaved(int B, int H, int T) const = 0;

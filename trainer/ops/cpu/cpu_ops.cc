@@ -60,8 +60,9 @@ class CpuOps : public Ops {
     cpu::ResidualForward(F(out), F(residual), F(out), int64_t{N} * OC);
   }
   void MatmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp, const void* weight,
-                      int N, int C, int OC) override {
-    cpu::MatmulBackward(F(dinp), dweight, dbias, F(dout), F(inp), F(weight), N, C, OC);
+                      int N, int C, int OC, WeightGrad dweight_mode) override {
+    cpu::MatmulBackward(F(dinp), dweight, dbias, F(dout), F(inp), F(weight), N, C, OC,
+                        dweight_mode == WeightGrad::kWrite);
   }
   void MatmulGeluForward(void* act, void* pre, const void* inp, const void* weight, const void* bias, int N, int C,
                          int OC) override {
@@ -69,8 +70,9 @@ class CpuOps : public Ops {
     cpu::GeluForward(F(act), F(pre), int64_t{N} * OC);
   }
   void MatmulGeluBackward(void* dpre, float* dpre_bias, float* dweight, float* dbias, const void* dout, const void* act,
-                          const void* pre, const void* weight, int N, int C, int OC) override {
-    cpu::MatmulBackward(F(dpre), dweight, dbias, F(dout), F(act), F(weight), N, C, OC);
+                          const void* pre, const void* weight, int N, int C, int OC, WeightGrad dweight_mode) override {
+    cpu::MatmulBackward(F(dpre), dweight, dbias, F(dout), F(act), F(weight), N, C, OC,
+                        dweight_mode == WeightGrad::kWrite);
     cpu::GeluBackward(F(dpre), F(pre), F(dpre), int64_t{N} * C);  // in place: d(act) becomes d(pre)
     if (dpre_bias != nullptr) cpu::BiasBackward(dpre_bias, F(dpre), N, C);
   }

@@ -41,16 +41,16 @@ void MatmulForward(float* out, const float* inp, const float* weight, const floa
 }
 
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int N, int C, int OC) {
-  // dinp[N, C] = dout[N, OC] @ weight[OC, C]; dweight[OC, C] += dout^T @ inp, by blocks of its OC rows, each
-  // summing over all N tokens.
+                    const float* weight, int N, int C, int OC, bool write_dweight) {
+  // dinp[N, C] = dout[N, OC] @ weight[OC, C]; dweight[OC, C] += dout^T @ inp (= with write_dweight), by blocks of
+  // its OC rows, each summing over all N tokens.
   ForRowBlocks(N, [&](int first, int rows) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, OC, 1.0f, dout + int64_t{first} * OC, OC, weight,
                 C, 0.0f, dinp + int64_t{first} * C, C);
   });
   ForRowBlocks(OC, [&](int first, int rows) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, C, N, 1.0f, dout + first, OC, inp, C, 1.0f,
-                dweight + int64_t{first} * C, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, C, N, 1.0f, dout + first, OC, inp, C,
+                write_dweight ? 0.0f : 1.0f, dweight + int64_t{first} * C, C);
   });
   if (dbias != nullptr) BiasBackward(dbias, dout, N, OC);
 }

@@ -26,8 +26,10 @@ void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float
 
 // matmul.cc: out[N, OC] = inp[N, C] @ weight[OC, C]^T (+ bias[OC]), through BLAS.
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);
+// dinp = dout @ weight (written); dweight += dout^T @ inp (written over it with write_dweight); dbias += the column
+// sums of dout.
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int N, int C, int OC);
+                    const float* weight, int N, int C, int OC, bool write_dweight = false);
 // dbias[OC] += the column sums of dout[N, OC]: MatmulBackward's bias gradient alone.
 void BiasBackward(float* dbias, const float* dout, int N, int OC);
 

@@ -104,17 +104,18 @@ class CudaOps : public Ops {
     Keep(matmul_->Forward(H(out), H(inp), H(weight), H(bias), N, C, OC, stream_, H(residual)));
   }
   void MatmulBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp, const void* weight,
-                      int N, int C, int OC) override {
-    Keep(matmul_->Backward(H(dinp), dweight, dbias, H(dout), H(inp), H(weight), N, C, OC, stream_));
+                      int N, int C, int OC, WeightGrad dweight_mode) override {
+    Keep(matmul_->Backward(H(dinp), dweight, dbias, H(dout), H(inp), H(weight), N, C, OC, stream_,
+                           dweight_mode == WeightGrad::kWrite));
   }
   void MatmulGeluForward(void* act, void* pre, const void* inp, const void* weight, const void* bias, int N, int C,
                          int OC) override {
     Keep(matmul_->ForwardGelu(H(act), H(pre), H(inp), H(weight), H(bias), N, C, OC, stream_));
   }
   void MatmulGeluBackward(void* dpre, float* dpre_bias, float* dweight, float* dbias, const void* dout, const void* act,
-                          const void* pre, const void* weight, int N, int C, int OC) override {
+                          const void* pre, const void* weight, int N, int C, int OC, WeightGrad dweight_mode) override {
     Keep(matmul_->BackwardGelu(H(dpre), dpre_bias, dweight, dbias, H(dout), H(act), H(pre), H(weight), N, C, OC,
-                               stream_));
+                               stream_, dweight_mode == WeightGrad::kWrite));
   }
   int64_t AttentionSaved(int B, int H_, int T) const override { return int64_t{B} * H_ * T; }
   void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H_, int KV, int hd,

@@ -385,18 +385,18 @@ Status Matmul::Forward(bf16* out, const bf16* inp, const bf16* weight, const bf1
 }
 
 Status Matmul::Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                        const bf16* weight, int N, int C, int OC, Stream stream) {
+                        const bf16* weight, int N, int C, int OC, Stream stream, bool write_dweight) {
   if (dinp != nullptr) {
     SRUNWAY_RETURN_IF_ERROR(Run(InputGradientProduct(N, C, OC), weight, dout, dinp, {}, stream).WithContext("dinp"));
   }
-  return WeightGradients(dweight, dbias, dout, inp, N, C, OC, stream);
+  return WeightGradients(dweight, dbias, dout, inp, N, C, OC, stream, write_dweight);
 }
 
 Status Matmul::WeightGradients(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int N, int C, int OC,
-                               Stream stream) {
-  // dweight (C x OC, column-major) += inp^T dout: op(B) is dout, k runs over the N rows, so BGRADB's sums over k
-  // are dout's column sums, the bias gradient, read once for both.
-  const Gemm product{CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, C, OC, C, CUDA_R_32F, 1.0f};
+                               Stream stream, bool write_dweight) {
+  // dweight (C x OC, column-major) += inp^T dout (beta 1; = with write_dweight, beta 0): op(B) is dout, k runs over
+  // the N rows, so BGRADB's sums over k are dout's column sums, the bias gradient, read once for both.
+  const Gemm product{CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, C, OC, C, CUDA_R_32F, write_dweight ? 0.0f : 1.0f};
   if (dweight != nullptr && dbias != nullptr && epilogues_ && bgradb_) {
     Status status = RunAddingBiasSums(product, inp, dout, dweight, {CUBLASLT_EPILOGUE_BGRADB}, dbias, OC, stream);
     if (status.ok()) ++bgradb_sums_;
@@ -448,7 +448,8 @@ Status Matmul::ForwardGelu(bf16* act, bf16* pre, const bf16* inp, const bf16* we
 }
 
 Status Matmul::BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float* dbias, const bf16* dout,
-                            const bf16* act, const bf16* pre, const bf16* weight, int N, int C, int OC, Stream stream) {
+                            const bf16* act, const bf16* pre, const bf16* weight, int N, int C, int OC, Stream stream,
+                            bool write_dweight) {
   const Gemm dinp = InputGradientProduct(N, C, OC);
   bool fused = false, bias_fused = false;
   // Whether a failure is one to return: NotFound (this cuBLASLt cannot do the epilogue) is not, it falls back.
@@ -484,7 +485,7 @@ Status Matmul::BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float*
     }
   }
   if (dpre_bias != nullptr && !bias_fused) SRUNWAY_RETURN_IF_ERROR(BiasGradientKernel(dpre_bias, dpre, N, C, stream));
-  return WeightGradients(dweight, dbias, dout, act, N, C, OC, stream);
+  return WeightGradients(dweight, dbias, dout, act, N, C, OC, stream, write_dweight);
 }
 
 }  // namespace srunway::trainer::cuda

@@ -28,12 +28,13 @@ class Matmul {
   // product's C, beta 1), bf16.
   common::Status Forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C, int OC,
                          Stream stream, const bf16* residual = nullptr);
-  // dinp[N, C] = dout @ weight (bf16); dweight[OC, C] += dout^T @ inp (fp32); dbias[OC] += the column sums of
+  // dinp[N, C] = dout @ weight (bf16); dweight[OC, C] += dout^T @ inp (fp32; written over what dweight holds with
+  // write_dweight: the product's beta 0); dbias[OC] += the column sums of
   // dout (fp32) when dbias is not null. Any of dinp and dweight may be null (not wanted). With both dweight and
   // dbias, the sums come from the weight gradient's GEMM (BGRADB: cuBLASLt sums dout as it reads it) where
   // epilogues(), bgradb() and this cuBLASLt has it with an fp32 bias gradient; else from the bias gradient kernel.
   common::Status Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int N, int C, int OC, Stream stream);
+                          const bf16* weight, int N, int C, int OC, Stream stream, bool write_dweight = false);
 
   // A Linear layer followed by GELU (tanh form): pre = inp @ weight^T (+ bias), act = GELU(pre), both [N, OC].
   // One GEMM with cuBLASLt's GELU_AUX(_BIAS) epilogue, which stores both, where epilogues() and OC is a
@@ -49,7 +50,7 @@ class Matmul {
   // once); else the bias gradient kernel over dpre.
   common::Status BackwardGelu(bf16* dpre, float* dpre_bias, float* dweight, float* dbias, const bf16* dout,
                               const bf16* act, const bf16* pre, const bf16* weight, int N, int C, int OC,
-                              Stream stream);
+                              Stream stream, bool write_dweight = false);
   // Whether the epilogues (GELU's, and the bias gradients' DGELU_BGRAD and BGRADB) are tried: yes unless
   // SRUNWAY_GELU_EPILOGUE=0 was set when this was opened.
   bool epilogues() const { return epilogues_; }
@@ -118,7 +119,7 @@ class Matmul {
   common::Status BiasGradientKernel(float* dbias, const bf16* dout, int N, int OC, Stream stream);
   // Backward's dweight and dbias.
   common::Status WeightGradients(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int N, int C, int OC,
-                                 Stream stream);
+                                 Stream stream, bool write_dweight);
 
   std::unique_ptr<Api> api_;
   Device& device_;
