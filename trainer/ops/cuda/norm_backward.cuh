@@ -100,28 +100,40 @@ int WithRowSlabs(int C, Launch&& launch) {
 }
 
 // The forwards' row kernels: a lane's columns of row `row` of `inp` (C a multiple of 8; 0 past C), 8 per slab, into
-// registers. With kResidual the row is first a + b, rounded to bf16 as ResidualForward writes it and stored to
-// `inp`: what is held is what was stored.
+// registers, every slab's load issued before the first is used. With kResidual the row is first a + b, rounded to
+// bf16 as ResidualForward writes it and stored to `inp` (after all of a's and b's loads: `inp` may be `a`, so a
+// store before them would hold each slab's loads back until the previous slab's sum was stored): what is held is
+// what was stored.
 template <bool kResidual, int kSlabs>
 __device__ __forceinline__ void LoadNormRow(Pack8 (&x)[kSlabs], bf16* inp, const bf16* a, const bf16* b, int64_t row,
                                             int lane, int C) {
   const int64_t base = row * C;
-#pragma unroll
-  for (int s = 0; s < kSlabs; ++s) {
+  auto load = [&](const bf16* from, int s) {
     const int c = NormColumn<true>(s * kNormSlab, lane, 0);
-    x[s].raw = uint4{};
-    if (c >= C) continue;
-    if constexpr (kResidual) {
-      float sum[kPack], other[kPack];
-      LoadNormColumns<true>(a + base, s * kNormSlab, lane, C, sum);
-      LoadNormColumns<true>(b + base, s * kNormSlab, lane, C, other);
+    return c < C ? *reinterpret_cast<const uint4*>(from + base + c) : uint4{};
+  };
+  if constexpr (kResidual) {
+    Pack8 other[kSlabs];
 #pragma unroll
-      for (int j = 0; j < kPack; ++j) sum[j] += other[j];
+    for (int s = 0; s < kSlabs; ++s) {
+      x[s].raw = load(a, s);
+      other[s].raw = load(b, s);
+    }
+#pragma unroll
+    for (int s = 0; s < kSlabs; ++s) {
+      const int c = NormColumn<true>(s * kNormSlab, lane, 0);
+      if (c >= C) continue;
+      float sum[kPack], addend[kPack];
+      Unpack(x[s], sum);
+      Unpack(other[s], addend);
+#pragma unroll
+      for (int j = 0; j < kPack; ++j) sum[j] += addend[j];
       x[s].raw = PackRounded(sum);
       *reinterpret_cast<uint4*>(inp + base + c) = x[s].raw;
-    } else {
-      x[s].raw = *reinterpret_cast<const uint4*>(inp + base + c);
     }
+  } else {
+#pragma unroll
+    for (int s = 0; s < kSlabs; ++s) x[s].raw = load(inp, s);
   }
 }
 
