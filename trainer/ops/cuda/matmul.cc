@@ -416,7 +416,7 @@ Status Matmul::RunAddingBiasSums(const Gemm& gemm, const void* a, const void* b,
   epilogue.bias_type = bf16_sums ? CUDA_R_16BF : CUDA_R_32F;
   SRUNWAY_RETURN_IF_ERROR(Run(gemm, a, b, d, epilogue, stream));
   const int rc = bf16_sums ? AddBf16BiasGradient(dbias, bias_sums_.as<bf16>(), count, stream)
-                                          : AddBiasGradient(dbias, bias_sums_.as<float>(), count, stream);
+                           : AddBiasGradient(dbias, bias_sums_.as<float>(), count, stream);
   if (rc != 0) return common::Internal("bias gradient kernel: {}", ErrorText(rc));
   return Status::Ok();
 }

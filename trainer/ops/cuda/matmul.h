@@ -29,8 +29,8 @@ class Matmul {
   common::Status Forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int N, int C, int OC,
                          Stream stream, const bf16* residual = nullptr);
   // dinp[N, C] = dout @ weight (bf16); dweight[OC, C] += dout^T @ inp (fp32; written over what dweight holds with
-  // write_dweight: the product's beta 0); dbias[OC] += the column sums of
-  // dout (fp32) when dbias is not null. Any of dinp and dweight may be null (not wanted). With both dweight and
+  // write_dweight: the product's beta 0); dbias[OC] += the column sums of dout (fp32) when dbias is not null.
+  // Any of dinp and dweight may be null (not wanted). With both dweight and
   // dbias, the sums come from the weight gradient's GEMM (BGRADB: cuBLASLt sums dout as it reads it) where
   // epilogues(), bgradb() and this cuBLASLt has it with an fp32 bias gradient; else from the bias gradient kernel.
   common::Status Backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
