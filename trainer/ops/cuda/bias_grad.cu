@@ -49,17 +49,25 @@ __global__ void ChunkSumsKernel(float* partials, const bf16* dout, int N, int OC
   }
 }
 
-__global__ void AddChunksKernel(float* dbias, const float* partials, int chunks, int OC) {
+__device__ __forceinline__ float Value(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float Value(const bf16* p, int64_t i) { return Load(p, i); }
+
+// dbias[column] += the column's sums over `chunks` rows of partials (fp32 chunk sums, or one row of sums cuBLASLt
+// wrote in fp32 or bf16), added in row order.
+template <typename T>
+__global__ void AddChunksKernel(float* dbias, const T* partials, int chunks, int OC) {
   const int column = blockIdx.x * blockDim.x + threadIdx.x;
   if (column >= OC) return;
   float total = 0;
-  for (int c = 0; c < chunks; ++c) total += partials[int64_t{c} * OC + column];
+  for (int c = 0; c < chunks; ++c) total += Value(partials, int64_t{c} * OC + column);
   dbias[column] += total;
 }
 
-__global__ void AddBf16SumsKernel(float* dbias, const bf16* sums, int OC) {
-  const int column = blockIdx.x * blockDim.x + threadIdx.x;
-  if (column < OC) dbias[column] += Load(sums, column);
+template <typename T>
+int LaunchAddChunks(float* dbias, const T* partials, int chunks, int OC, Stream stream) {
+  LaunchKernel(AddChunksKernel<T>, static_cast<unsigned>((OC + kThreads - 1) / kThreads), kThreads, 0,
+               AsStream(stream), dbias, partials, chunks, OC);
+  return Launched();
 }
 
 }  // namespace
@@ -82,23 +90,15 @@ int BiasGradient(float* dbias, const bf16* dout, int N, int OC, float* scratch, 
   LaunchKernel(packed ? ChunkSumsKernel<kPack> : ChunkSumsKernel<1>, grid, kThreads, 0, AsStream(stream), scratch, dout,
                N, OC, chunk);
   if (int rc = Launched(); rc != 0) return rc;
-  LaunchKernel(AddChunksKernel, static_cast<unsigned>((OC + kThreads - 1) / kThreads), kThreads, 0, AsStream(stream),
-               dbias, scratch, chunks, OC);
-  return Launched();
+  return LaunchAddChunks(dbias, static_cast<const float*>(scratch), chunks, OC, stream);
 }
 
 int AddBiasGradient(float* dbias, const float* sums, int OC, Stream stream) {
-  if (OC <= 0) return 0;
-  LaunchKernel(AddChunksKernel, static_cast<unsigned>((OC + kThreads - 1) / kThreads), kThreads, 0, AsStream(stream),
-               dbias, sums, 1, OC);
-  return Launched();
+  return OC <= 0 ? 0 : LaunchAddChunks(dbias, sums, 1, OC, stream);
 }
 
 int AddBf16BiasGradient(float* dbias, const bf16* sums, int OC, Stream stream) {
-  if (OC <= 0) return 0;
-  LaunchKernel(AddBf16SumsKernel, static_cast<unsigned>((OC + kThreads - 1) / kThreads), kThreads, 0,
-               AsStream(stream), dbias, sums, OC);
-  return Launched();
+  return OC <= 0 ? 0 : LaunchAddChunks(dbias, sums, 1, OC, stream);
 }
 
 }  // namespace srunway::trainer::cuda

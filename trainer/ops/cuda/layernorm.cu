@@ -60,23 +60,9 @@ __global__ void LayerNormRowsKernel(bf16* out, float* mean, float* rstd, bf16* i
   for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
     Pack8 x[kSlabs];
     LoadNormRow<kResidual>(x, inp, a, b, row, lane, C);
-    float sum = 0;
-#pragma unroll
-    for (int s = 0; s < kSlabs; ++s) {
-      float v[kPack];
-      Unpack(x[s], v);
-      for (int j = 0; j < kPack; ++j) sum += v[j];
-    }
-    const float m = WarpSum(sum) / C;
-    float var = 0;
-#pragma unroll
-    for (int s = 0; s < kSlabs; ++s) {
-      if (NormColumn<true>(s * kNormSlab, lane, 0) >= C) continue;
-      float v[kPack];
-      Unpack(x[s], v);
-      for (int j = 0; j < kPack; ++j) var += (v[j] - m) * (v[j] - m);
-    }
-    const float r = rsqrtf(WarpSum(var) / C + eps);
+    const float m = WarpSum(LaneSum(x, lane, C, [](float v) { return v; })) / C;
+    const float var = WarpSum(LaneSum(x, lane, C, [m](float v) { return (v - m) * (v - m); })) / C;
+    const float r = rsqrtf(var + eps);
 #pragma unroll
     for (int s = 0; s < kSlabs; ++s) {
       if (NormColumn<true>(s * kNormSlab, lane, 0) >= C) continue;

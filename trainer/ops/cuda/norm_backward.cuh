@@ -137,6 +137,21 @@ __device__ __forceinline__ void LoadNormRow(Pack8 (&x)[kSlabs], bf16* inp, const
   }
 }
 
+// The sum of f(value) over a lane's columns of the row LoadNormRow holds (its slabs past C left out), in column
+// order: the forwards' row statistics.
+template <int kSlabs, typename F>
+__device__ __forceinline__ float LaneSum(const Pack8 (&x)[kSlabs], int lane, int C, F f) {
+  float sum = 0;
+#pragma unroll
+  for (int s = 0; s < kSlabs; ++s) {
+    if (NormColumn<true>(s * kNormSlab, lane, 0) >= C) continue;
+    float v[kPack];
+    Unpack(x[s], v);
+    for (int j = 0; j < kPack; ++j) sum += f(v[j]);
+  }
+  return sum;
+}
+
 template <typename Grads, bool kVector>
 __global__ void __launch_bounds__(kThreads, 3)
     NormBackwardKernel(Grads grads, bf16* __restrict__ dinp, const bf16* __restrict__ dout,

@@ -42,14 +42,7 @@ __global__ void RmsNormRowsKernel(bf16* out, float* rstd, bf16* inp, const bf16*
   for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
     Pack8 x[kSlabs];
     LoadNormRow<kResidual>(x, inp, a, b, row, lane, C);
-    float sum_sq = 0;
-#pragma unroll
-    for (int s = 0; s < kSlabs; ++s) {
-      float v[kPack];
-      Unpack(x[s], v);
-      for (int j = 0; j < kPack; ++j) sum_sq += v[j] * v[j];
-    }
-    const float r = rsqrtf(WarpSum(sum_sq) / C + eps);
+    const float r = rsqrtf(WarpSum(LaneSum(x, lane, C, [](float v) { return v * v; })) / C + eps);
 #pragma unroll
     for (int s = 0; s < kSlabs; ++s) {
       if (NormColumn<true>(s * kNormSlab, lane, 0) >= C) continue;
