@@ -16,9 +16,8 @@
 #                         timing: SRUNWAY_GEMM_TUNE=1), "wheels" (cudnn on PyTorch's own cuDNN and cuBLASLt, from
 #                         its nvidia-* wheels, where the site's are another version), "nobgradb" (cudnn, the weight
 #                         gradients' bias sums by srunway's kernel, not cuBLASLt's BGRADB: SRUNWAY_BGRADB=0);
-#                         default "kernels cudnn". A
-#                         cudnn, tuned or wheels run in which cuDNN did not run all of attention (none found, a shape
-#                         refused) says so.
+#                         default "kernels cudnn". A cudnn, tuned, wheels or nobgradb run in which cuDNN did not
+#                         run all of attention (none found, a shape refused) says so.
 set -euo pipefail
 train=${SRUNWAY_TRAIN:?SRUNWAY_TRAIN must name srunway-train}
 python=${SRUNWAY_BENCH_TORCH:-python3}

@@ -362,7 +362,7 @@ void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias, 
   const std::string shape = std::to_string(N) + "x" + std::to_string(C) + "->" + std::to_string(OC) +
                             (with_bias ? " bias" : "");
   blas.set_epilogues(epilogues);
-  const int64_t bias_fallbacks = blas.bgradb_fallbacks(), bgradb_sums = blas.bgradb_sums();
+  const int64_t bgradb_sums = blas.bgradb_sums();
   gpu.Check(blas.Forward(gout.as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(),
                           with_bias ? gb.as<uint16_t>() : nullptr, N, C, OC, gpu.stream()), "Matmul::Forward");
   gpu.Check(blas.Backward(gdx.as<uint16_t>(), gdw.as<float>(), with_bias ? gdb.as<float>() : nullptr,
@@ -370,11 +370,10 @@ void Matmul(Gpu& gpu, cuda::Matmul& blas, int N, int C, int OC, bool with_bias, 
              "Matmul::Backward");
   blas.set_epilogues(true);
   const bool by_bgradb = blas.bgradb_sums() != bgradb_sums;
-  const char* bias_by = !with_bias                                  ? ""
-                        : by_bgradb                                 ? " (BGRADB)"
-                        : !epilogues || !blas.bgradb()              ? " (kernel)"
-                        : blas.bgradb_fallbacks() != bias_fallbacks ? " (kernel: cuBLASLt had no BGRADB)"
-                                                                    : " (?)";
+  const char* bias_by = !with_bias                     ? ""
+                        : by_bgradb                    ? " (BGRADB)"
+                        : !epilogues || !blas.bgradb() ? " (kernel)"
+                                                       : " (kernel: cuBLASLt had no BGRADB)";
   if (by_bgradb && !blas.bgradb()) {
     std::printf("FAIL matmul %s: the bias gradient came from BGRADB, which SRUNWAY_BGRADB=0 turns off\n",
                 shape.c_str());
