@@ -54,9 +54,11 @@ common::Status Shuffle(std::span<Index> values, uint64_t seed, const volatile st
 
 common::Status CheckTokens(const std::vector<int32_t>& tokens, int vocab, const std::string& where, int64_t sample) {
   for (int32_t token : tokens) {
-    if (token < 0 || token >= vocab) {
-      return common::DataLoss("{}: token {} in sample {} is not below the model's vocabulary size {}", where, token,
-                              sample, vocab);
+    if (token < 0) return common::DataLoss("{}: token {} in sample {} is negative", where, token, sample);
+    if (token >= vocab) {
+      return common::DataLoss(
+          "{}: token {} in sample {} is not below the model's vocabulary size {} (--vocab-size sets it: at least "
+          "the vocabulary of the data's tokenizer, which srunway-prep prints)", where, token, sample, vocab);
     }
   }
   return common::Status::Ok();

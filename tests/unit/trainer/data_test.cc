@@ -429,7 +429,30 @@ TEST_F(DataTest, TokenBeyondTheModelVocabularyNamesTheFile) {
   if (status.ok()) status = (*samples)->Sample(1, sample);
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("v.bin"), std::string::npos) << status.message();
-  EXPECT_NE(status.message().find("vocabulary size 20"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("vocabulary size 20 (--vocab-size sets it"), std::string::npos) << status.message();
+}
+
+// An int32 dataset can hold a negative token (a corrupt or foreign file): named as negative, not as too large.
+TEST_F(DataTest, NegativeTokenIsNamedAsSuch) {
+  const std::string prefix = Write("n", {50}, 100000);
+  std::string bin = Bytes(prefix + ".bin");
+  const int32_t negative = -5;
+  for (size_t at = 0; at + sizeof negative <= bin.size(); at += sizeof negative) {  // in every sample
+    std::memcpy(bin.data() + at, &negative, sizeof negative);
+  }
+  Put(prefix + ".bin", bin);
+  DataConfig config;
+  config.data_path = {prefix};
+  config.split = "1";
+  config.seq_len = 16;
+  config.vocab = 100000;
+  auto samples = BuildSamples(config, Split::kTrain, 2);
+  ASSERT_TRUE(samples.ok());
+  std::vector<int32_t> sample;
+  const common::Status status = (*samples)->Sample(0, sample);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("n.bin: token -5 in sample"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("is negative"), std::string::npos) << status.message();
 }
 
 TEST_F(DataTest, BlendFollowsTheWeights) {

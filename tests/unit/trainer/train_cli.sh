@@ -425,7 +425,7 @@ expect_exit 1 "no such dataset" "$kTrain" "${common[@]}" --data-path "$kWork/mis
 cp "$kWork/data.bin" "$kWork/corrupt.bin"
 head -c 40 "$kWork/data.idx" >"$kWork/corrupt.idx"
 expect_exit 1 "corrupt.idx: truncated" "$kTrain" "${common[@]}" --data-path "$kWork/corrupt" --split 1
-expect_exit 1 "data.bin: token [0-9]+ in sample [0-9]+ is not below the model's vocabulary size 64" \
+expect_exit 1 "data.bin: token [0-9]+ in sample [0-9]+ is not below the model's vocabulary size 64 \\(--vocab-size sets it" \
   "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --vocab-size 64 --train-steps 2
 expect_exit 1 "n_layer is 2 in the checkpoint and 3 here" \
   "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --num-layers 3 --load "$kWork/ckpt"
