@@ -12,12 +12,13 @@
 #   SRUNWAY_BENCH_TORCH_MODES  PyTorch's runs: "compile" (the goal's peer), "eager"; default "compile eager"
 #   SRUNWAY_BENCH_ATTENTION  srunway-train's attention paths, each its own run against the same PyTorch figures:
 #                         "kernels" (SRUNWAY_ATTENTION=mma), "cudnn" (the default where cuDNN loads), "auto"
-#                         (the faster of the two per shape), "tuned" (cudnn, and each GEMM's algorithm chosen by
-#                         timing: SRUNWAY_GEMM_TUNE=1), "wheels" (cudnn on PyTorch's own cuDNN and cuBLASLt, from
-#                         its nvidia-* wheels, where the site's are another version), "nobgradb" (cudnn, the weight
-#                         gradients' bias sums by srunway's kernel, not cuBLASLt's BGRADB: SRUNWAY_BGRADB=0);
-#                         default "kernels cudnn". A cudnn, tuned, wheels or nobgradb run in which cuDNN did not
-#                         run all of attention (none found, a shape refused) says so.
+#                         (the faster of the two per shape), "heuristic" (cudnn, each GEMM's algorithm the
+#                         heuristic's first instead of the fastest of its candidates, timed: SRUNWAY_GEMM_TUNE=0),
+#                         "wheels" (cudnn on PyTorch's own cuDNN and cuBLASLt, from its nvidia-* wheels, where the
+#                         site's are another version), "nobgradb" (cudnn, the weight gradients' bias sums by
+#                         srunway's kernel, not cuBLASLt's BGRADB: SRUNWAY_BGRADB=0); default "kernels cudnn". A
+#                         cudnn, heuristic, wheels or nobgradb run in which cuDNN did not run all of attention (none
+#                         found, a shape refused) says so; the cudnn run says how many GEMMs it timed.
 set -euo pipefail
 train=${SRUNWAY_TRAIN:?SRUNWAY_TRAIN must name srunway-train}
 python=${SRUNWAY_BENCH_TORCH:-python3}
@@ -54,10 +55,10 @@ print(6 * (params - T * d) + 12 * L * T * d)")
   for attention in ${SRUNWAY_BENCH_ATTENTION:-kernels cudnn}; do
     case $attention in
       kernels) choice=(SRUNWAY_ATTENTION=mma) label="srunway-train, mma.sync attn" ;;
-      cudnn) choice=(SRUNWAY_ATTENTION=cudnn) label="srunway-train, cuDNN attn" ;;
+      cudnn) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_LOG=debug) label="srunway-train, cuDNN attn" ;;
       auto) choice=(SRUNWAY_ATTENTION=auto) label="srunway-train, auto attn" ;;
-      tuned) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_GEMM_TUNE=1 SRUNWAY_LOG=debug)
-             label="srunway-train, cuDNN, GEMMs tuned" ;;
+      heuristic) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_GEMM_TUNE=0)
+                 label="srunway-train, cuDNN, GEMMs untimed" ;;
       nobgradb) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_BGRADB=0) label="srunway-train, cuDNN, no BGRADB" ;;
       wheels)
         # PyTorch's own cuDNN and cuBLASLt (its nvidia-* wheels), where the site's are older: the same libraries
@@ -69,7 +70,7 @@ print(6 * (params - T * d) + 12 * L * T * d)")
         fi
         choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY="$cudnn_lib" SRUNWAY_CUBLASLT_LIBRARY="$cublaslt_lib")
         label="srunway-train, PyTorch's cuDNN+cuBLASLt" ;;
-      *) echo "unknown attention path $attention (kernels, cudnn, auto, tuned, wheels, nobgradb)" >&2; exit 2 ;;
+      *) echo "unknown attention path $attention (kernels, cudnn, auto, heuristic, wheels, nobgradb)" >&2; exit 2 ;;
     esac
     run=$work/$size-$attention
     if ! env "${choice[@]}" "$train" --preset "$size" --micro-batch-size "$batch" --seq-length "$seq" --mock-data \
@@ -78,11 +79,11 @@ print(6 * (params - T * d) + 12 * L * T * d)")
       echo "  $label failed: $(grep -m1 error "$run.err" || tail -n 1 "$run.err")"
       continue
     fi
-    if [[ $attention == cudnn || $attention == tuned || $attention == wheels || $attention == nobgradb ]] &&
+    if [[ $attention == cudnn || $attention == heuristic || $attention == wheels || $attention == nobgradb ]] &&
       grep -qE "run it instead|attention runs on srunway.s kernels" "$run.err"; then
       echo "  ($label: cuDNN did not run all of attention: $(grep -m1 -E "run it instead|srunway.s kernels" "$run.err"))"
     fi
-    if [[ $attention == tuned ]]; then  # matmul.cc's debug line per product timed
+    if [[ $attention == cudnn ]]; then  # matmul.cc's debug line per product timed
       echo "  ($label: $(grep -c 'algorithms timed' "$run.err") GEMM products timed," \
         "$(grep -cE 'kept #[1-9]' "$run.err") kept another algorithm than the heuristic's first)"
     fi

@@ -10,9 +10,11 @@
 // epilogues (BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, DGELU_BGRAD, BGRADB): no algorithm for those (NOT_SUPPORTED from the
 // heuristic), as a cuBLASLt without them would answer; NAME:F32, none for that one with an fp32 bias type (as
 // cuBLASLt 13 on an H100 answered DGELU_BGRAD's). The heuristic offers up to three algorithms, all computing
-// the same (FAKE_CUBLASLT_ALGORITHMS: how many); FAKE_CUBLASLT_SLOW_ALGORITHM=i makes the i-th of them take twice as
-// long and 2 ms more per call, for the tuning of matmul.cc to avoid; a call with an algorithm the heuristic never
-// offered fails.
+// the same (FAKE_CUBLASLT_ALGORITHMS: how many); FAKE_CUBLASLT_SLOW_ALGORITHM=i (or a comma-separated list) makes the
+// i-th of them take twice as long and 2 ms more per call, for the tuning of matmul.cc to avoid; with
+// FAKE_CUBLASLT_DISTINCT_ALGORITHMS=1 algorithm i's products are (1 + i 2^-20) times the first's, standing in for
+// the last bits by which real algorithms (another split of k) differ; a call with an algorithm the heuristic never
+// offered fails. cublasLtGetVersion says 130100.
 #include <cblas.h>
 #include <cublasLt.h>
 
@@ -183,6 +185,8 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, 
   return CUBLAS_STATUS_SUCCESS;
 }
 
+size_t cublasLtGetVersion() { return 130100; }
+
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t opaque,
                                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
                                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
@@ -208,11 +212,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
                               cublasLtMatrixLayout_t d_opaque, const cublasLtMatmulAlgo_t* algo, void*, size_t,
                               cudaStream_t) {
   bool slow = false;
+  float scale = 1.0f;
   if (algo != nullptr) {
     const uint64_t index = algo->data[0] - kAlgorithmTag;
     if (index >= static_cast<uint64_t>(Algorithms())) return CUBLAS_STATUS_INVALID_VALUE;
-    const char* slow_one = std::getenv("FAKE_CUBLASLT_SLOW_ALGORITHM");
-    slow = slow_one != nullptr && std::to_string(index) == slow_one;
+    const char* slow_ones = std::getenv("FAKE_CUBLASLT_SLOW_ALGORITHM");
+    slow = slow_ones != nullptr &&
+           ("," + std::string(slow_ones) + ",").find("," + std::to_string(index) + ",") != std::string::npos;
+    const char* distinct = std::getenv("FAKE_CUBLASLT_DISTINCT_ALGORITHMS");
+    if (distinct != nullptr && std::strcmp(distinct, "1") == 0) scale = 1.0f + static_cast<float>(index) * 0x1p-20f;
   }
   // The slow algorithm takes twice as long, and 2 ms more.
   const auto start = std::chrono::steady_clock::now();
@@ -262,7 +270,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
   for (uint64_t j = 0; j < n; ++j) {
     for (uint64_t i = 0; i < m; ++i) {
       const size_t at = i + j * ld.ld, aux_at = i + j * desc.aux_ld;
-      float value = alpha_value * sums[j * m + i];
+      float value = alpha_value * scale * sums[j * m + i];
       if (beta_value != 0.0f) value += beta_value * Read(c, lc.type, i + j * lc.ld);
       if (AddsBias(desc.epilogue)) value += Read(desc.bias, bias_type, i);
       switch (desc.epilogue) {

@@ -13,7 +13,11 @@
 #      rank, whose steps 4-6 match the two ranks' own; so does the checkpoint of case 1's two replicas, each rank
 #      bringing only its shard's ranges of its whole buffers to the host;
 #   4. their export (--export) gathers the ranks' fp32 slices: the same bytes as one rank's export after loading
-#      their final checkpoint.
+#      their final checkpoint;
+#   5. each rank's GEMM algorithms, chosen by timing (the default), are kept in its shard and taken again on
+#      resuming, where timing would now choose others (the stand-in's algorithms made to differ in their last bits):
+#      the resumed ranks' steps are the uninterrupted ones' bit for bit, where the heuristic's first algorithm gives
+#      other losses.
 # Usage: train_gpu_ranks.sh SRUNWAY_TRAIN (the emulated GPU's build: tests/emulated_gpu/meson.build)
 set -euo pipefail
 train=${1:?usage: train_gpu_ranks.sh SRUNWAY_TRAIN}
@@ -28,6 +32,8 @@ common=(--preset gpt-tiny --seq-length 32 --micro-batch-size 2 --global-batch-si
         --hidden-dropout 0.1 --attention-dropout 0.1)
 
 # ranks NAME FLAGS...: two ranks of one job; rank 0 writes $work/NAME.jsonl, each rank's stderr is NAME.RANK.err.
+# rank_env[R]: VAR=value words added to rank R's environment.
+rank_env=("" "")
 ranks() {
   local name=$1 r rc=0
   shift
@@ -36,7 +42,8 @@ ranks() {
   port=$(python3 "$(dirname "$0")/../free_port.py")
   local pids=()
   for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    # shellcheck disable=SC2086  # rank_env's words are separate VAR=value arguments
+    env ${rank_env[$r]} RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       "$train" "${common[@]}" --metrics-file "$work/$name.jsonl" "$@" >"$work/$name.$r.out" 2>"$work/$name.$r.err" &
     pids+=($!)
   done
@@ -109,4 +116,42 @@ one loaded --load "$work/ckpt/iter_0000006" --export "$work/loaded.safetensors"
 cmp -s "$work/zero.safetensors" "$work/loaded.safetensors" ||
   fail "the two ZeRO-1 ranks exported other weights than their final checkpoint holds"
 echo "ok: the two ranks' export equals, byte for byte, one rank's export of their final checkpoint"
+echo "== 5. each rank's timed GEMM choices come back with its shard"
+# Algorithm i of the stand-in computes (1 + i 2^-20) times algorithm 0's products, so a choice shows in the losses;
+# rank 0 times algorithm 1 fastest, rank 1 algorithm 2. Resumed, both would time algorithm 0 fastest.
+export FAKE_CUBLASLT_DISTINCT_ALGORITHMS=1
+rank_env=("FAKE_CUBLASLT_SLOW_ALGORITHM=0,2" "FAKE_CUBLASLT_SLOW_ALGORITHM=0,1")
+ranks timed --save "$work/timed" --save-interval 3
+rank_env=("FAKE_CUBLASLT_SLOW_ALGORITHM=1,2" "FAKE_CUBLASLT_SLOW_ALGORITHM=1,2")
+ranks timed-resumed --load "$work/timed/iter_0000003"
+rank_env=("SRUNWAY_GEMM_TUNE=0" "SRUNWAY_GEMM_TUNE=0")
+ranks heuristic-resumed --load "$work/timed/iter_0000003"
+python3 - "$work/timed.jsonl" "$work/timed-resumed.jsonl" "$work/heuristic-resumed.jsonl" <<'PY'
+import json, sys
+read = lambda p: {r["step"]: (r["loss"], r["grad_norm"]) for r in map(json.loads, open(p)) if "loss" in r and r["step"] > 3}
+straight, resumed, heuristic = map(read, sys.argv[1:4])
+assert sorted(resumed) == [4, 5, 6] == sorted(heuristic), (sorted(resumed), sorted(heuristic))
+assert all(resumed[s] == straight[s] for s in resumed), f"resumed {resumed}, uninterrupted {straight}"
+assert any(heuristic[s] != straight[s] for s in heuristic), "the algorithms should give other losses: no check"
+print(f"resumed steps 4-6 equal the uninterrupted run's bit for bit (loss {resumed[6][0]!r}); the heuristic's "
+      f"algorithm gives {heuristic[6][0]!r}")
+PY
+# Choices made on another GPU are timed anew, said once: the shards' headers (not under their checksums) edited to
+# name another GPU, at the same length.
+for shard in "$work"/timed/iter_0000003/shard_*.ckpt; do
+  python3 - "$shard" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+assert data.count(b'"gpu":"Fake GPU"') == 1, "no GPU named in the shard's timed choices"
+open(sys.argv[1], "wb").write(data.replace(b'"gpu":"Fake GPU"', b'"gpu":"Fake XPU"'))
+PY
+done
+rank_env=("FAKE_CUBLASLT_SLOW_ALGORITHM=1,2" "FAKE_CUBLASLT_SLOW_ALGORITHM=1,2")
+ranks elsewhere-resumed --load "$work/timed/iter_0000003"
+grep -q "iter_0000003: the GEMM choices were made on Fake XPU with cuBLASLt 130100, this is Fake GPU with cuBLASLt 130100: timing them anew" \
+  "$work/elsewhere-resumed.0.err" || fail "no line saying another GPU's choices are timed anew: $(cat "$work/elsewhere-resumed.0.err")"
+! grep -q "timing them anew" "$work/elsewhere-resumed.1.err" || fail "rank 1 said it too"
+cmp -s <(grep -o '"loss": *[0-9.e-]*' "$work/elsewhere-resumed.jsonl") <(grep -o '"loss": *[0-9.e-]*' "$work/heuristic-resumed.jsonl") ||
+  fail "timed anew, the resumed ranks should take the fastest algorithm now, the heuristic's first"
+unset FAKE_CUBLASLT_DISTINCT_ALGORITHMS
 echo "ok: srunway-train on two emulated GPUs"

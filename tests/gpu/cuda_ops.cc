@@ -556,10 +556,10 @@ void MatmulPlans(Gpu& gpu, cuda::Matmul& blas) {
   if (!ok) ++g_failures;
 }
 
-// With SRUNWAY_GEMM_TUNE=1 every product above ran with the algorithm its timing chose, and matched the CPU (a
-// weight gradient, which adds into its output, gained its product once, not once per timed run). On the
-// emulated GPU told to slow one algorithm down (FAKE_CUBLASLT_SLOW_ALGORITHM=0, the heuristic's first), every
-// timed product must have kept another.
+// With timing on (the default; off with SRUNWAY_GEMM_TUNE=0) every product above ran with the algorithm its timing
+// chose, and matched the CPU (a weight gradient, which adds into its output, gained its product once, not once per
+// timed run). On the emulated GPU told to slow one algorithm down (FAKE_CUBLASLT_SLOW_ALGORITHM=0, the heuristic's
+// first), every timed product must have kept another.
 void MatmulTuning(cuda::Matmul& blas) {
   const char* slow = std::getenv("FAKE_CUBLASLT_SLOW_ALGORITHM");
   const bool avoided_slow = slow == nullptr || std::string_view(slow) != "0" ||
@@ -568,6 +568,39 @@ void MatmulTuning(cuda::Matmul& blas) {
               "matmul tuning", avoided_slow ? "ok  " : "FAIL", static_cast<long long>(blas.tuned_products()),
               static_cast<long long>(blas.tuned_changes()));
   if (!avoided_slow) ++g_failures;
+}
+
+// What tuning chose is kept (as a checkpoint keeps it) and given to another Matmul, whose same products take those
+// choices instead of being timed: Choices() names them, the second Matmul times none of them and its choices are
+// the first's; choices made on another GPU, or malformed, are refused and taken for none.
+void MatmulChoices(Gpu& gpu, cuda::Matmul& blas) {
+  const srunway::common::Json first = blas.Choices();
+  auto again = cuda::Matmul::Open(gpu.device());
+  gpu.Check(again.status(), "cuBLASLt");
+  cuda::Matmul& second = **again;
+  srunway::common::Json elsewhere = first, malformed = first;
+  bool refused = false;
+  if (first.is_object()) {
+    elsewhere["gpu"] = "another GPU";
+    malformed["products"].begin().value() = {5, 2};
+    refused = second.KeepChoices(elsewhere).code() == srunway::common::StatusCode::kFailedPrecondition &&
+              second.KeepChoices(malformed).code() == srunway::common::StatusCode::kDataLoss;
+  }
+  const bool kept = first.is_object() && second.KeepChoices(first).ok();
+  Matmul(gpu, second, 256, 768, 2304, true);
+  Matmul(gpu, second, 100, 96, 40, false);
+  const srunway::common::Json now = second.Choices();
+  bool same = now.is_object() && first.is_object();
+  if (same) {
+    for (const auto& [key, choice] : now["products"].items()) {
+      same = same && first["products"].contains(key) && first["products"][key] == choice;
+    }
+  }
+  const bool ok = refused && kept && same && second.kept_products() > 0 && second.tuned_products() == 0;
+  std::printf("  %-34s %s  %zu kept, %lld products took them, %lld timed\n", "matmul choices kept",
+              ok ? "ok  " : "FAIL", first.is_object() ? first["products"].size() : size_t{0},
+              static_cast<long long>(second.kept_products()), static_cast<long long>(second.tuned_products()));
+  if (!ok) ++g_failures;
 }
 
 // Two steps of optim/adamw.cc's AdamW over gpt-tiny's parameters, tensor by tensor on the GPU (decay on matrices
@@ -752,7 +785,10 @@ int main(int argc, char** argv) {
     MatmulGelu(gpu, **blas, 33, 64, 40, true);
     MatmulGelu(gpu, **blas, 50, 64, 36, true);
     MatmulPlans(gpu, **blas);
-    if ((*blas)->tuning()) MatmulTuning(**blas);
+    if ((*blas)->tuning()) {
+      MatmulTuning(**blas);
+      MatmulChoices(gpu, **blas);
+    }
   }
   std::printf("cuda_ops: %s\n", g_failures == 0 ? "every operation matches its CPU twin" : "MISMATCHES above");
   return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -473,7 +473,10 @@ common::StatusOr<TrainingState> ReadShards(const std::filesystem::path& shard_di
   const int64_t step = manifest.step;
   const int64_t numel = static_cast<int64_t>(buffers.params.size());
   std::vector<ParamRange> covered;
-  std::optional<TrainingState> first;
+  std::optional<TrainingState> first, own;
+  const std::string own_name = buffers.ranks > 0 && static_cast<int64_t>(manifest.shards.size()) == buffers.ranks
+                                   ? ShardName(buffers.rank, buffers.ranks)
+                                   : std::string();
   for (const std::filesystem::path& path : manifest.shards) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
@@ -483,6 +486,7 @@ common::StatusOr<TrainingState> ReadShards(const std::filesystem::path& shard_di
     SRUNWAY_ASSIGN_OR_RETURN(TrainingState state, ReadCheckpointFile(path, expected, buffers, &ranges));
     if (state.step != step) return common::DataLoss("{}: step {}, the manifest says {}", path.string(), state.step, step);
     if (!first) first = state;
+    if (path.filename() == own_name) own = state;
     covered.insert(covered.end(), ranges.begin(), ranges.end());
   }
   std::sort(covered.begin(), covered.end(), [](const ParamRange& a, const ParamRange& b) { return a.offset < b.offset; });
@@ -498,7 +502,7 @@ common::StatusOr<TrainingState> ReadShards(const std::filesystem::path& shard_di
   if (next != numel) {
     return common::DataLoss("{}: the shards hold {} of the {} parameters", shard_dir.string(), next, numel);
   }
-  return *first;
+  return own ? *own : *first;
 }
 
 }  // namespace

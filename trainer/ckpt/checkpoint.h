@@ -41,6 +41,11 @@ struct CheckpointBuffers {
   // Loading only: when set, the moments are these ranges of the flat buffers alone, packed in this order (a ZeRO-1
   // rank's slices), and only those parts of the checkpoint's moments are read; no whole copy is made.
   const std::vector<ParamRange>* moment_ranges = nullptr;
+  // Loading only: the loading rank and how many ranks load. Where the checkpoint has that rank's shard of a world
+  // of that size, the state returned is that shard's (its `extra` holds what the rank kept of its own: the GEMM
+  // algorithms it chose), else the first shard's; the shards' other fields are the same.
+  int rank = 0;
+  int ranks = 0;
 };
 
 // Writes DIR/iter_<step>.ckpt and then points DIR/latest_checkpointed_iteration.txt at it. Returns its path.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "common/json.h"
 #include "common/status.h"
 #include "trainer/device/device.h"
 #include "trainer/ops/cpu/ops.h"
@@ -35,6 +36,12 @@ class Ops {
   virtual common::Status CheckHeadSize(int head_dim) const = 0;
   // The first failure since the last call, or Ok.
   virtual common::Status TakeError() = 0;
+  // What this run chose by timing (the GPU's GEMM algorithms: cuda/matmul.h's Choices), for a checkpoint to keep;
+  // null where nothing was (the host). KeepTimedChoices gives them back to a resumed run, which then computes as the
+  // run that saved them did instead of timing again; FailedPrecondition when they were made on another GPU or
+  // library (and are not taken), DataLoss when malformed.
+  virtual common::Json TimedChoices() const { return nullptr; }
+  virtual common::Status KeepTimedChoices(const common::Json& /*choices*/) { return common::Status::Ok(); }
 
   virtual void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
                                 int C) = 0;

@@ -327,6 +327,9 @@ class Trainer {
   // What a checkpoint records of the run beside the state: the data and how it is batched and sharded, and a
   // fingerprint of the next sample the run would draw.
   common::Json RunSettings();
+  // A checkpoint's timed choices (its `extra`) given back to the ops, so that the resumed run computes as the run
+  // that saved them did; a line where they cannot be taken.
+  void KeepTimedChoices(const common::Json& extra, const std::string& from);
   std::string NextSample();  // XXH3-64 of sample consumed_ in hex ("" if it cannot be read)
   common::StatusOr<double> Evaluate();
   // Evaluate, then its line on stdout and in --metrics-file (rank 0).
@@ -830,7 +833,7 @@ common::Status Trainer::InitOrLoad() {
     HostMirror v_state(*device_, adam_->v().data(), adam_->v().size());
     // Under ZeRO-1 the moments are read straight into this rank's slices.
     CheckpointBuffers buffers{params, m_state.host(), v_state.host(),
-                              o_.distributed_optimizer ? &adam_->owned() : nullptr};
+                              o_.distributed_optimizer ? &adam_->owned() : nullptr, rank_, world_};
     auto state = LoadCheckpoint(from, m, buffers);
     loaded = state.status();
     if (state.ok()) {
@@ -846,6 +849,7 @@ common::Status Trainer::InitOrLoad() {
       step_ = state->step;
       consumed_ = state->consumed_samples;
       rng_.set_state(state->rng);
+      KeepTimedChoices(state->extra, from);
       // Other data, split or seed (which shuffles it) draws other samples from here on: allowed (a new data mix
       // part-way is a recipe), but said; it went unremarked. The saved run recorded the next sample it would draw.
       // A run of more or fewer steps over the same epochs of its data draws the same; one over other epochs
@@ -884,6 +888,19 @@ common::Status Trainer::InitOrLoad() {
   if (o_.load.empty()) return common::Status::Ok();
   // The usual failure is every rank's (one shared directory), said once.
   return AgreeOnOutcome(loaded, common::StatusCode::kDataLoss, fmt::format("load {}", from));
+}
+
+void Trainer::KeepTimedChoices(const common::Json& extra, const std::string& from) {
+  const auto choices = extra.find("timed_choices");
+  if (choices == extra.end()) return;
+  const common::Status kept = ops_->KeepTimedChoices(*choices);
+  if (kept.ok()) return;
+  // Timing anew only costs the first step a little and the last bits of exactness; said, not an error.
+  if (kept.code() == common::StatusCode::kFailedPrecondition) {
+    if (Leader()) common::LogInfo("{}: {}: timing them anew", from, kept.message());
+  } else {
+    common::LogWarn("{}: {}: timing them anew", from, kept.message());
+  }
 }
 
 common::Json Trainer::RunSettings() {
@@ -1021,6 +1038,8 @@ common::Status Trainer::Save(const char* why) {
   state.consumed_samples = consumed_;
   state.rng = rng_.state();
   state.extra = RunSettings();
+  // What this rank chose by timing (its GEMMs' algorithms), so that a run resumed from here computes as this one.
+  if (common::Json choices = ops_->TimedChoices(); !choices.is_null()) state.extra["timed_choices"] = choices;
   const std::vector<ParamRange> ranges =
       o_.distributed_optimizer ? adam_->owned() : OwnedRanges(reducer_->buckets(), rank_);
   const auto start = Clock::now();

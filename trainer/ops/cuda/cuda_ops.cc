@@ -57,6 +57,8 @@ class CudaOps : public Ops {
         head_dim, AttentionIs("") ? "" : " (SRUNWAY_ATTENTION is set)");
   }
   Status TakeError() override { return std::exchange(error_, Status::Ok()); }
+  common::Json TimedChoices() const override { return matmul_->Choices(); }
+  Status KeepTimedChoices(const common::Json& choices) override { return matmul_->KeepChoices(choices); }
 
   void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
                         int C) override {

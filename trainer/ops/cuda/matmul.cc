@@ -8,6 +8,8 @@
 #include "trainer/ops/cuda/matmul.h"
 
 #include <cublasLt.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -19,7 +21,10 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <string>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "common/log.h"
 #include "common/site_library.h"
@@ -65,6 +70,9 @@ struct Matmul::Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   Status status = Status::Ok();
+  // With more than one candidate (tuning): which of how many `algo` is, for Choices.
+  int chosen = -1;
+  int candidates = 0;
 };
 
 struct Matmul::Algorithm {
@@ -87,6 +95,7 @@ struct Matmul::Api {
   decltype(::cublasLtMatmulPreferenceSetAttribute)* pref_set = nullptr;
   decltype(::cublasLtMatmulAlgoGetHeuristic)* heuristic = nullptr;
   decltype(::cublasLtMatmul)* matmul = nullptr;
+  decltype(::cublasLtGetVersion)* version = nullptr;
   std::map<MatmulPlanKey, Plan> plans = {};
 
   Status Check(cublasStatus_t rc, std::string_view what) const {
@@ -105,6 +114,25 @@ struct Matmul::Api {
 };
 
 namespace {
+
+// A product's key as Choices writes it: its fields in order, the alignments joined by '/'.
+std::string KeyText(const MatmulPlanKey& key) {
+  return std::apply(
+      [](const auto&... field) {
+        std::string text;
+        auto add = [&text](const auto& value) {
+          if (!text.empty()) text += ',';
+          if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::array<uint32_t, 6>>) {
+            text += fmt::format("{}", fmt::join(value, "/"));
+          } else {
+            text += fmt::format("{}", value);
+          }
+        };
+        (add(field), ...);
+        return text;
+      },
+      key);
+}
 
 // The largest power of two, up to 256, that divides the address: cuBLASLt assumes 256 unless told.
 uint32_t Alignment(const void* p) {
@@ -133,6 +161,7 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Open(Device& device, size_t workspace_
   SRUNWAY_LOAD_SYMBOL(api->pref_set, api->lib, cublasLtMatmulPreferenceSetAttribute);
   SRUNWAY_LOAD_SYMBOL(api->heuristic, api->lib, cublasLtMatmulAlgoGetHeuristic);
   SRUNWAY_LOAD_SYMBOL(api->matmul, api->lib, cublasLtMatmul);
+  SRUNWAY_LOAD_SYMBOL(api->version, api->lib, cublasLtGetVersion);
   SRUNWAY_RETURN_IF_ERROR(api->Check(api->create(&api->handle), "cublasLtCreate"));
   auto workspace = Buffer::Allocate(device, DType::kFloat32, workspace_bytes / sizeof(float));
   if (!workspace.ok()) {
@@ -145,7 +174,7 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Open(Device& device, size_t workspace_
   const char* bgradb = std::getenv("SRUNWAY_BGRADB");
   matmul->set_bgradb(bgradb == nullptr || std::strcmp(bgradb, "0") != 0);
   const char* tuning = std::getenv("SRUNWAY_GEMM_TUNE");
-  matmul->set_tuning(tuning != nullptr && std::strcmp(tuning, "1") == 0);
+  matmul->set_tuning(tuning == nullptr || std::strcmp(tuning, "0") != 0);
   return matmul;
 }
 
@@ -167,8 +196,51 @@ void Matmul::Api::Destroy(Plan& plan) const {
   plan = Plan{};
 }
 
-Status Matmul::MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
-                        Stream stream) {
+std::string Matmul::GpuName() const {
+  // The device's name without its PCI bus id: choices made on one H100 hold for every other.
+  const std::string& name = device_.name();
+  return name.substr(0, name.rfind(" ("));
+}
+
+size_t Matmul::LibraryVersion() const { return api_->version(); }
+
+common::Json Matmul::Choices() const {
+  common::Json products = common::Json::object();
+  for (const auto& [key, plan] : api_->plans) {
+    if (plan.status.ok() && plan.chosen >= 0) products[KeyText(key)] = {plan.chosen, plan.candidates};
+  }
+  if (products.empty()) return nullptr;
+  return {{"gpu", GpuName()}, {"cublaslt", LibraryVersion()}, {"products", std::move(products)}};
+}
+
+Status Matmul::KeepChoices(const common::Json& choices) {
+  constexpr std::string_view kWhat = "the GEMM choices";
+  SRUNWAY_ASSIGN_OR_RETURN(const std::string gpu, common::JsonField<std::string>(choices, "gpu", kWhat));
+  SRUNWAY_ASSIGN_OR_RETURN(const uint64_t version, common::JsonField<uint64_t>(choices, "cublaslt", kWhat));
+  SRUNWAY_ASSIGN_OR_RETURN(const common::Json products, common::JsonField<common::Json>(choices, "products", kWhat));
+  if (!products.is_object()) return common::DataLoss("{}: products is not an object", kWhat);
+  std::map<std::string, std::pair<int, int>> kept;
+  for (const auto& [key, choice] : products.items()) {
+    if (!choice.is_array() || choice.size() != 2) {
+      return common::DataLoss("{}: product {} is not [chosen, candidates]", kWhat, key);
+    }
+    auto chosen = common::JsonInteger<int>(choice[0], "chosen");
+    auto candidates = common::JsonInteger<int>(choice[1], "candidates");
+    if (!chosen.ok() || !candidates.ok() || *chosen < 0 || *chosen >= *candidates || *candidates > kTunedCandidates) {
+      return common::DataLoss("{}: product {} has choice {}", kWhat, key, choice.dump());
+    }
+    kept[key] = {*chosen, *candidates};
+  }
+  if (gpu != GpuName() || version != LibraryVersion()) {
+    return common::FailedPrecondition("{} were made on {} with cuBLASLt {}, this is {} with cuBLASLt {}", kWhat, gpu,
+                                      version, GpuName(), LibraryVersion());
+  }
+  kept_ = std::move(kept);
+  return Status::Ok();
+}
+
+Status Matmul::MakePlan(Plan& plan, const std::string& key, const Gemm& gemm, const void* a, const void* b, void* d,
+                        const Epilogue& epilogue, Stream stream) {
   const Api& api = *api_;
   SRUNWAY_RETURN_IF_ERROR(
       api.Check(api.desc_create(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
@@ -234,8 +306,16 @@ Status Matmul::MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void*
   }
   plan.algo = results[0].algo;
   if (found == 1) return Status::Ok();
+  plan.candidates = std::min(found, kTunedCandidates);
+  // A choice a checkpoint kept, among as many candidates as then: taken, not timed again.
+  if (auto kept = kept_.find(key); kept != kept_.end() && kept->second.second == plan.candidates) {
+    plan.chosen = kept->second.first;
+    plan.algo = results[plan.chosen].algo;
+    ++kept_products_;
+    return Status::Ok();
+  }
   std::vector<Algorithm> candidates;
-  for (int i = 0; i < std::min(found, kTunedCandidates); ++i) candidates.push_back({results[i].algo});
+  for (int i = 0; i < plan.candidates; ++i) candidates.push_back({results[i].algo});
   return ChooseFastest(plan, candidates, gemm, a, b, d, stream)
       .WithContext(fmt::format("timing cuBLASLt's algorithms for a {}x{}x{} product", gemm.m, gemm.n, gemm.k));
 }
@@ -300,6 +380,7 @@ Status Matmul::ChooseFastest(Plan& plan, const std::vector<Algorithm>& candidate
   ++tuned_products_;
   if (best != 0) ++tuned_changes_;
   plan.algo = candidates[best].algo;
+  plan.chosen = static_cast<int>(best);
   common::LogDebug(
       "cuBLASLt {}x{}x{} (beta {}): {} algorithms timed, the heuristic's first {:.4f} ms, kept #{} at "
       "{:.4f} ms",
@@ -343,7 +424,7 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
   auto [it, made] = api.plans.try_emplace(key);
   Plan& plan = it->second;
   if (made) {
-    Status made_status = MakePlan(plan, gemm, a, b, d, epilogue, stream);
+    Status made_status = MakePlan(plan, KeyText(key), gemm, a, b, d, epilogue, stream);
     if (!made_status.ok()) {
       api.Destroy(plan);  // resets the plan, status included
       // Only "not supported" is an answer to keep; any other failure may pass.

@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "common/json.h"
 #include "common/status.h"
 #include "trainer/device/device.h"
 #include "trainer/ops/cuda/kernels.h"
@@ -74,9 +77,10 @@ class Matmul {
   // epilogue, pointer alignments), whose choice every later call of that product reuses.
   int64_t algorithm_searches() const { return algorithm_searches_; }
   // Whether each product's algorithm is the fastest of the heuristic's first kTunedCandidates, timed on the GPU
-  // at the product's first call, rather than the heuristic's first: yes when SRUNWAY_GEMM_TUNE=1 was set when
+  // at the product's first call, rather than the heuristic's first: yes unless SRUNWAY_GEMM_TUNE=0 was set when
   // this was opened. A candidate must be 3% faster than the first to be kept; timing noise may choose another
-  // algorithm from run to run (and rank to rank), whose results differ in the last bits.
+  // algorithm from run to run (and rank to rank), whose results differ in the last bits, which is why a
+  // checkpoint keeps the choices (Choices, KeepChoices).
   static constexpr int kTunedCandidates = 8;
   bool tuning() const { return tuning_; }
   void set_tuning(bool on) { tuning_ = on; }
@@ -84,6 +88,17 @@ class Matmul {
   // than the heuristic's first.
   int64_t tuned_products() const { return tuned_products_; }
   int64_t tuned_changes() const { return tuned_changes_; }
+  // The choices of the products with more than one candidate, timed or kept, for a checkpoint: {"gpu": the GPU's
+  // name, "cublaslt": cuBLASLt's version, "products": {product: [the candidate chosen, of how many]}}; null when
+  // there are none.
+  common::Json Choices() const;
+  // Choices a checkpoint kept (Choices' form): those products take them at their first call instead of timing
+  // their candidates, where the heuristic offers as many as it did then, so that a resumed run computes as the run
+  // that saved them did. FailedPrecondition (nothing taken) when they were made on another GPU or cuBLASLt,
+  // DataLoss when they are malformed.
+  common::Status KeepChoices(const common::Json& choices);
+  // How many products took a kept choice instead of being timed.
+  int64_t kept_products() const { return kept_products_; }
 
   const std::string& library_path() const;
 
@@ -100,8 +115,11 @@ class Matmul {
                      Stream stream);
   // The descriptors of a product like Run's and cuBLASLt's choice of algorithm for it (with tuning(), the
   // fastest of its candidates, timed on `stream`).
-  common::Status MakePlan(Plan& plan, const Gemm& gemm, const void* a, const void* b, void* d, const Epilogue& epilogue,
-                          Stream stream);
+  common::Status MakePlan(Plan& plan, const std::string& key, const Gemm& gemm, const void* a, const void* b, void* d,
+                          const Epilogue& epilogue, Stream stream);
+  // What Choices names this GPU and cuBLASLt by.
+  std::string GpuName() const;
+  size_t LibraryVersion() const;
   // Times each of `candidates` running the product and keeps the fastest in `plan`.
   common::Status ChooseFastest(Plan& plan, const std::vector<Algorithm>& candidates, const Gemm& gemm, const void* a,
                                const void* b, void* d, Stream stream);
@@ -130,6 +148,8 @@ class Matmul {
   bool tuning_ = false;
   int64_t tuned_products_ = 0;
   int64_t tuned_changes_ = 0;
+  std::map<std::string, std::pair<int, int>> kept_;  // KeepChoices': product -> (chosen, candidates)
+  int64_t kept_products_ = 0;
   int64_t gelu_fallbacks_ = 0;
   int64_t bias_gradient_fallbacks_ = 0;
   int64_t bf16_bias_sums_ = 0;
