@@ -578,13 +578,15 @@ void MatmulChoices(Gpu& gpu, cuda::Matmul& blas) {
   auto again = cuda::Matmul::Open(gpu.device());
   gpu.Check(again.status(), "cuBLASLt");
   cuda::Matmul& second = **again;
-  srunway::common::Json elsewhere = first, malformed = first;
+  srunway::common::Json elsewhere = first, malformed = first, mistyped = first;
   bool refused = false;
   if (first.is_object()) {
     elsewhere["gpu"] = "another GPU";
     malformed["products"].begin().value() = {5, 2};
+    mistyped["gpu"] = 7;
     refused = second.KeepChoices(elsewhere).code() == srunway::common::StatusCode::kFailedPrecondition &&
-              second.KeepChoices(malformed).code() == srunway::common::StatusCode::kDataLoss;
+              second.KeepChoices(malformed).code() == srunway::common::StatusCode::kDataLoss &&
+              second.KeepChoices(mistyped).code() == srunway::common::StatusCode::kDataLoss;
   }
   const bool kept = first.is_object() && second.KeepChoices(first).ok();
   Matmul(gpu, second, 256, 768, 2304, true);

@@ -215,12 +215,15 @@ common::Json Matmul::Choices() const {
 
 Status Matmul::KeepChoices(const common::Json& choices) {
   constexpr std::string_view kWhat = "the GEMM choices";
-  SRUNWAY_ASSIGN_OR_RETURN(const std::string gpu, common::JsonField<std::string>(choices, "gpu", kWhat));
-  SRUNWAY_ASSIGN_OR_RETURN(const uint64_t version, common::JsonField<uint64_t>(choices, "cublaslt", kWhat));
-  SRUNWAY_ASSIGN_OR_RETURN(const common::Json products, common::JsonField<common::Json>(choices, "products", kWhat));
-  if (!products.is_object()) return common::DataLoss("{}: products is not an object", kWhat);
+  auto gpu = common::JsonField<std::string>(choices, "gpu", kWhat);
+  auto version = common::JsonField<uint64_t>(choices, "cublaslt", kWhat);
+  auto products = common::JsonField<common::Json>(choices, "products", kWhat);
+  for (const Status& field : {gpu.status(), version.status(), products.status()}) {
+    if (!field.ok()) return common::DataLoss("{}", field.message());
+  }
+  if (!products->is_object()) return common::DataLoss("{}: products is not an object", kWhat);
   std::map<std::string, std::pair<int, int>> kept;
-  for (const auto& [key, choice] : products.items()) {
+  for (const auto& [key, choice] : products->items()) {
     if (!choice.is_array() || choice.size() != 2) {
       return common::DataLoss("{}: product {} is not [chosen, candidates]", kWhat, key);
     }
@@ -231,9 +234,9 @@ Status Matmul::KeepChoices(const common::Json& choices) {
     }
     kept[key] = {*chosen, *candidates};
   }
-  if (gpu != GpuName() || version != LibraryVersion()) {
-    return common::FailedPrecondition("{} were made on {} with cuBLASLt {}, this is {} with cuBLASLt {}", kWhat, gpu,
-                                      version, GpuName(), LibraryVersion());
+  if (*gpu != GpuName() || *version != LibraryVersion()) {
+    return common::FailedPrecondition("{} were made on {} with cuBLASLt {}, this is {} with cuBLASLt {}", kWhat, *gpu,
+                                      *version, GpuName(), LibraryVersion());
   }
   kept_ = std::move(kept);
   return Status::Ok();
