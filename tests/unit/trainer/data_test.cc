@@ -81,6 +81,16 @@ class DataTest : public ::testing::Test {
     return seen;
   }
 
+  // The whole of one dataset for training, in samples of seq_len (+ 1) tokens below vocab.
+  static DataConfig OneDataset(const std::string& prefix, int seq_len, int vocab) {
+    DataConfig config;
+    config.data_path = {prefix};
+    config.split = "1";
+    config.seq_len = seq_len;
+    config.vocab = vocab;
+    return config;
+  }
+
   std::string Bytes(const std::string& path) { return *common::ReadFile(path); }
   void Put(const std::string& path, const std::string& bytes) { ASSERT_TRUE(common::WriteFileAtomic(path, bytes).ok()); }
 
@@ -201,11 +211,7 @@ TEST_F(DataTest, AnythingButAFileInADatasetsPlaceIsNamed) {
 
 TEST_F(DataTest, SamplesPackDocumentsEndToEndAndShareTheBoundaryToken) {
   const std::string prefix = Write("p", {5, 17, 1, 40, 9, 33});
-  DataConfig config;
-  config.data_path = {prefix};
-  config.split = "1";
-  config.seq_len = 8;
-  config.vocab = 1000;
+  DataConfig config = OneDataset(prefix, 8, 1000);
   auto samples = BuildSamples(config, Split::kTrain, 10);
   ASSERT_TRUE(samples.ok()) << samples.status().ToString();
   // Every sample is seq_len + 1 tokens; across all samples (in any order), each document's tokens appear in runs.
@@ -417,11 +423,7 @@ TEST_F(DataTest, CachedIndexIsMappedAndDrawsTheSameSamples) {
 
 TEST_F(DataTest, TokenBeyondTheModelVocabularyNamesTheFile) {
   const std::string prefix = Write("v", {50}, 1000);
-  DataConfig config;
-  config.data_path = {prefix};
-  config.split = "1";
-  config.seq_len = 16;
-  config.vocab = 20;  // tokens go up to 49
+  const DataConfig config = OneDataset(prefix, 16, 20);  // tokens go up to 49
   auto samples = BuildSamples(config, Split::kTrain, 2);
   ASSERT_TRUE(samples.ok());
   std::vector<int32_t> sample;
@@ -441,12 +443,7 @@ TEST_F(DataTest, NegativeTokenIsNamedAsSuch) {
     std::memcpy(bin.data() + at, &negative, sizeof negative);
   }
   Put(prefix + ".bin", bin);
-  DataConfig config;
-  config.data_path = {prefix};
-  config.split = "1";
-  config.seq_len = 16;
-  config.vocab = 100000;
-  auto samples = BuildSamples(config, Split::kTrain, 2);
+  auto samples = BuildSamples(OneDataset(prefix, 16, 100000), Split::kTrain, 2);
   ASSERT_TRUE(samples.ok());
   std::vector<int32_t> sample;
   const common::Status status = (*samples)->Sample(0, sample);
