@@ -90,6 +90,11 @@ int Algorithms() {
   return count != nullptr ? std::atoi(count) : 3;
 }
 
+// Whether the comma-separated `list` (an environment variable's value, or null) holds `item`.
+bool Listed(const char* list, const std::string& item) {
+  return list != nullptr && ("," + std::string(list) + ",").find("," + item + ",") != std::string::npos;
+}
+
 // Whether FAKE_CUBLASLT_DECLINE names the epilogue, alone or (with an fp32 bias type) as NAME:F32.
 bool Declined(cublasLtEpilogue_t e, int32_t bias_type) {
   const char* list = std::getenv("FAKE_CUBLASLT_DECLINE");
@@ -104,9 +109,7 @@ bool Declined(cublasLtEpilogue_t e, int32_t bias_type) {
     case CUBLASLT_EPILOGUE_BGRADB: name = "BGRADB"; break;
     default: return false;
   }
-  const std::string padded = "," + std::string(list) + ",";
-  return padded.find("," + std::string(name) + ",") != std::string::npos ||
-         (bias_type == CUDA_R_32F && padded.find("," + std::string(name) + ":F32,") != std::string::npos);
+  return Listed(list, name) || (bias_type == CUDA_R_32F && Listed(list, std::string(name) + ":F32"));
 }
 
 }  // namespace
@@ -216,9 +219,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
   if (algo != nullptr) {
     const uint64_t index = algo->data[0] - kAlgorithmTag;
     if (index >= static_cast<uint64_t>(Algorithms())) return CUBLAS_STATUS_INVALID_VALUE;
-    const char* slow_ones = std::getenv("FAKE_CUBLASLT_SLOW_ALGORITHM");
-    slow = slow_ones != nullptr &&
-           ("," + std::string(slow_ones) + ",").find("," + std::to_string(index) + ",") != std::string::npos;
+    slow = Listed(std::getenv("FAKE_CUBLASLT_SLOW_ALGORITHM"), std::to_string(index));
     const char* distinct = std::getenv("FAKE_CUBLASLT_DISTINCT_ALGORITHMS");
     if (distinct != nullptr && std::strcmp(distinct, "1") == 0) scale = 1.0f + static_cast<float>(index) * 0x1p-20f;
   }
