@@ -64,6 +64,13 @@ common::Status CheckTokens(const std::vector<int32_t>& tokens, int vocab, const 
   return common::Status::Ok();
 }
 
+// A sample that the tables of a cache file put outside the data: a damaged file (Build's tables never do that,
+// and a file of other data has another name).
+common::Status Damaged(const std::shared_ptr<const MappedFile>& mapping, int64_t sample, std::string_view what) {
+  return common::DataLoss("{}: sample {} {} (a damaged sample index: delete the file and the run builds it again)",
+                          mapping ? mapping->path().string() : std::string("the sample index"), sample, what);
+}
+
 // Tables held in memory, or in a mapped cache file (Tables says where each lies, for writing one).
 class IndexedSamples : public SampleSource {
  public:
@@ -170,8 +177,9 @@ class GptSamples : public IndexedSamples {
   }
 
   GptSamples(const DatasetPlan& plan, int seq_len, int vocab, uint64_t seed)
-      : source_(plan.tokens), seq_len_(seq_len), vocab_(vocab), num_samples_(plan.num_samples),
-        first_(plan.shuffled_first), first_order_(plan.shuffled_first, seed ^ 0x5eedULL),
+      : source_(plan.tokens), begin_(plan.begin), end_(plan.end), seq_len_(seq_len), vocab_(vocab),
+        num_samples_(plan.num_samples), first_(plan.shuffled_first),
+        first_order_(plan.shuffled_first, seed ^ 0x5eedULL),
         last_order_(plan.epoch_samples - plan.shuffled_first, seed ^ 0x1a57ULL) {}
 
   common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
@@ -181,11 +189,17 @@ class GptSamples : public IndexedSamples {
     // Its first token: the position whose document holds it, from the count before its block.
     const int64_t start = sample * seq_len_;
     const auto block = std::upper_bound(blocks_.begin(), blocks_.end(), start) - blocks_.begin() - 1;
+    if (block < 0 || blocks_[block] < 0 || blocks_[block] > start) {
+      return Damaged(mapping_, index, fmt::format("falls outside the token counts of {}", source_->name()));
+    }
     int64_t pos = block * kBlock, offset = start - blocks_[block];
-    while (offset >= source_->length(docs_[pos])) offset -= source_->length(docs_[pos++]);
+    while (Holds(pos) && offset >= source_->length(docs_[pos])) offset -= source_->length(docs_[pos++]);
     out.clear();
     int64_t remaining = seq_len_ + 1;
     while (remaining > 0) {
+      if (!Holds(pos)) {
+        return Damaged(mapping_, index, fmt::format("lies outside the documents of {}", source_->name()));
+      }
       const int64_t doc = docs_[pos];
       const int64_t take = std::min(remaining, source_->length(doc) - offset);
       SRUNWAY_RETURN_IF_ERROR(source_->Read(doc, offset, take, out));
@@ -207,7 +221,14 @@ class GptSamples : public IndexedSamples {
     return (plan.epochs * (plan.end - plan.begin) + kBlock - 1) / kBlock;
   }
 
+  // Whether the document table has entry `pos` and it is one of the dataset's documents.
+  bool Holds(int64_t pos) const {
+    return pos < static_cast<int64_t>(docs_.size()) && static_cast<int64_t>(docs_[pos]) >= begin_ &&
+           static_cast<int64_t>(docs_[pos]) < end_;
+  }
+
   std::shared_ptr<TokenSource> source_;
+  int64_t begin_ = 0, end_ = 0;
   int seq_len_ = 0, vocab_ = 0;
   int64_t num_samples_ = 0;
   uint64_t first_ = 0;
@@ -265,8 +286,12 @@ class BlendedSamples : public IndexedSamples {
     const uint64_t entry = index_[index % static_cast<int64_t>(index_.size())];
     const int64_t wraps = index / static_cast<int64_t>(index_.size());
     const auto sample = static_cast<int64_t>(entry >> kSourceBits);
-    return sources_[entry & ((1u << kSourceBits) - 1)]->Sample(sample + wraps * static_cast<int64_t>(index_.size()),
-                                                               out);
+    const uint64_t source = entry & ((1u << kSourceBits) - 1);
+    if (source >= sources_.size()) {
+      return Damaged(mapping_, index, fmt::format("is drawn from dataset {} of the blend's {}", source + 1,
+                                                  sources_.size()));
+    }
+    return sources_[source]->Sample(sample + wraps * static_cast<int64_t>(index_.size()), out);
   }
 
   int64_t IndexBytes() const override {
@@ -420,8 +445,16 @@ common::StatusOr<SamplePlan> PlanSamples(const DataConfig& config, Split split, 
                                         tokens->size());
     }
     DatasetPlan dataset{std::shared_ptr<TokenSource>(std::move(tokens)), path.weight, range.first, range.second};
-    int64_t& tokens_per_epoch = dataset.tokens_per_epoch;
-    for (int64_t d = dataset.begin; d < dataset.end; ++d) tokens_per_epoch += dataset.tokens->length(d);
+    std::array<int64_t, 4096> lengths;
+    size_t held = 0;
+    for (int64_t d = dataset.begin; d < dataset.end; ++d) {
+      dataset.tokens_per_epoch += lengths[held++] = dataset.tokens->length(d);
+      if (held == lengths.size() || d + 1 == dataset.end) {
+        dataset.lengths_hash = XXH3_64bits_withSeed(lengths.data(), held * sizeof lengths[0], dataset.lengths_hash);
+        held = 0;
+      }
+    }
+    const int64_t tokens_per_epoch = dataset.tokens_per_epoch;
     if (tokens_per_epoch <= config.seq_len) {
       return common::FailedPrecondition("{}: documents {}..{} hold {} tokens, fewer than one sample of {} + 1",
                                         dataset.tokens->name(), dataset.begin, dataset.end, tokens_per_epoch,
@@ -496,15 +529,18 @@ constexpr std::string_view kCacheMagic = "SRWYSIDX";
 size_t Aligned(size_t bytes) { return (bytes + 7) & ~size_t{7}; }
 
 // What the file holds depends on, hashed: a cache file of another plan (other data, split, seed, epochs) never
-// matches. A dataset's tables hold its epochs' documents, not its samples (their order is computed from the plan),
-// so runs of other lengths over the same epochs share the file; a blend's table holds the run's samples.
+// matches, nor one of the same files prepared again with other document lengths (documents reordered, another
+// tokenizer giving the same totals). A dataset's tables hold its epochs' documents, not its samples (their order
+// is computed from the plan), so runs of other lengths over the same epochs share the file; a blend's table holds
+// the run's samples.
 uint64_t Fingerprint(const SamplePlan& plan) {
-  std::string text = fmt::format("v2 split {} seed {} seq {} vocab {}", static_cast<int>(plan.split),
+  std::string text = fmt::format("v3 split {} seed {} seq {} vocab {}", static_cast<int>(plan.split),
                                  plan.config.seed, plan.config.seq_len, plan.config.vocab);
   if (plan.datasets.size() > 1) text += fmt::format(" blend of {} samples", plan.num_samples);
   for (const DatasetPlan& d : plan.datasets) {
-    text += fmt::format("|{} docs {} [{}, {}) tokens {} epochs {} weight {} narrow {}", d.tokens->name(),
-                        d.tokens->size(), d.begin, d.end, d.tokens_per_epoch, d.epochs, d.weight, d.narrow);
+    text += fmt::format("|{} docs {} [{}, {}) tokens {} lengths {:016x} epochs {} weight {} narrow {}",
+                        d.tokens->name(), d.tokens->size(), d.begin, d.end, d.tokens_per_epoch, d.lengths_hash,
+                        d.epochs, d.weight, d.narrow);
   }
   return XXH3_64bits(text.data(), text.size());
 }

@@ -57,6 +57,7 @@ struct DatasetPlan {
   double weight = 1;
   int64_t begin = 0, end = 0;
   int64_t tokens_per_epoch = 0;
+  uint64_t lengths_hash = 0;   // of its documents' lengths, which the index depends on: a cache file's name
   int64_t epochs = 0;
   int64_t num_samples = 0;     // the run's
   int64_t epoch_samples = 0;   // in all its epochs: the run draws the first num_samples of their order

@@ -421,6 +421,93 @@ TEST_F(DataTest, CachedIndexIsMappedAndDrawsTheSameSamples) {
   }
 }
 
+// Data prepared again under the same prefix with the same documents and tokens, in another order: the same counts
+// and totals, other lengths at each position. Its old index must not be taken for it.
+TEST_F(DataTest, DataPreparedAgainIsNotTakenForItsOldIndex) {
+  const fs::path cache = dir_ / "cache";
+  fs::create_directories(cache);
+  const std::vector<int> lengths = {5, 17, 1, 40, 9, 33, 12};
+  const DataConfig config = OneDataset(Write("again", lengths), 8, 1000);
+  auto before = PlanSamples(config, Split::kTrain, 300);
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(CachedSamples(*before, cache, true).ok());
+  Write("again", {lengths.rbegin(), lengths.rend()});
+  auto after = PlanSamples(config, Split::kTrain, 300);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(CachedSamples(*after, cache, false).status().code(), common::StatusCode::kNotFound);
+  bool fresh = false;
+  auto cached = CachedSamples(*after, cache, true, &fresh);
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  EXPECT_TRUE(fresh);
+  auto built = BuildSamples(*after);
+  ASSERT_TRUE(built.ok());
+  std::vector<int32_t> p, q;
+  for (int64_t i = 0; i < 300; ++i) {
+    ASSERT_TRUE((*built)->Sample(i, p).ok() && (*cached)->Sample(i, q).ok());
+    ASSERT_EQ(p, q) << "sample " << i;
+  }
+}
+
+// A cache file whose header is this plan's but whose tables are damaged (a disk's fault, an edit): every sample
+// drawn from it is refused with the file's name, never read from outside the data.
+TEST_F(DataTest, DamagedCacheTablesAreRefusedNotFollowed) {
+  const fs::path cache = dir_ / "cache";
+  fs::create_directories(cache);
+  const std::string a = Write("da", {5, 17, 1, 40, 9, 33, 12}), b = Write("db", {50, 3, 21});
+  // table: which table of the file (each dataset's documents and block counts, then a blend's); fill: its bytes;
+  // said: what the refusal says of the sample.
+  struct Damage {
+    std::vector<std::string> path;
+    size_t table;
+    char fill;
+    std::string said;
+  };
+  const std::vector<std::string> one = {a}, blend = {"0.6", a, "0.4", b};
+  const std::string outside = "lies outside the documents of ", uncounted = "falls outside the token counts of ";
+  for (const Damage& damage : {Damage{one, 0, '\xff', outside + a + ".bin"},
+                               Damage{one, 1, '\x7f', uncounted + a + ".bin"},   // past every sample's start
+                               Damage{one, 1, '\xff', uncounted + a + ".bin"},   // negative
+                               Damage{one, 1, '\0', outside + a + ".bin"},       // every sample in the last block
+                               Damage{blend, 4, '\xff', "is drawn from dataset 65536 of the blend's 2"},
+                               Damage{blend, 2, '\xff', outside + b + ".bin"}}) {
+    DataConfig config = OneDataset(a, 8, 1000);
+    config.data_path = damage.path;
+    auto plan = PlanSamples(config, Split::kTrain, 300);
+    ASSERT_TRUE(plan.ok());
+    const fs::path file = SampleCachePath(*plan, cache);
+    fs::remove(file);  // the last case's damage
+    ASSERT_TRUE(CachedSamples(*plan, cache, true).ok());
+    std::string bytes = Bytes(file);
+    uint64_t tables = 0;
+    std::memcpy(&tables, bytes.data() + 16, sizeof tables);
+    ASSERT_LT(damage.table, tables);
+    size_t at = (24 + 8 * tables + 7) & ~size_t{7};
+    for (size_t t = 0;; ++t) {
+      uint64_t size = 0;
+      std::memcpy(&size, bytes.data() + 24 + 8 * t, sizeof size);
+      if (t == damage.table) {
+        std::memset(bytes.data() + at, damage.fill, size);
+        break;
+      }
+      at += (size + 7) & ~size_t{7};
+    }
+    Put(file, bytes);
+    auto damaged = CachedSamples(*plan, cache, false);
+    ASSERT_TRUE(damaged.ok()) << damaged.status().ToString();
+    std::vector<int32_t> sample;
+    int refused = 0;
+    for (int64_t i = 0; i < 300; ++i) {
+      const common::Status status = (*damaged)->Sample(i, sample);
+      if (status.ok()) continue;
+      ++refused;
+      EXPECT_NE(status.message().find(file.string() + ": sample "), std::string::npos) << status.message();
+      EXPECT_NE(status.message().find(damage.said), std::string::npos) << status.message();
+      EXPECT_NE(status.message().find("delete the file"), std::string::npos) << status.message();
+    }
+    EXPECT_GT(refused, 0) << "table " << damage.table << " of " << damage.path.size() << " words";
+  }
+}
+
 TEST_F(DataTest, TokenBeyondTheModelVocabularyNamesTheFile) {
   const std::string prefix = Write("v", {50}, 1000);
   const DataConfig config = OneDataset(prefix, 16, 20);  // tokens go up to 49
