@@ -3,12 +3,16 @@
 
 #include <fcntl.h>
 #include <glob.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "common/fs.h"
 
@@ -106,6 +110,76 @@ int TokenDtypeSize(TokenDtype dtype) {
   return 0;
 }
 
+namespace {
+
+// Every mapping open, by its first byte: which file a bus error's address lies in. Never destroyed, so that a
+// mapping closed during exit still finds it.
+struct Mappings {
+  struct Mapped {
+    size_t size;
+    std::filesystem::path path;
+  };
+  std::mutex mutex;
+  std::map<const uint8_t*, Mapped> by_start;
+};
+Mappings& OpenMappings() {
+  static auto* mappings = new Mappings;
+  return *mappings;
+}
+
+// The guard of the read this thread is in, and the address its bus error came from.
+thread_local sigjmp_buf* read_guard = nullptr;
+thread_local const void* fault_address = nullptr;
+struct sigaction before_guard {};
+
+void OnBusError(int, siginfo_t* info, void*) {
+  if (read_guard != nullptr) {
+    fault_address = info->si_addr;
+    siglongjmp(*read_guard, 1);
+  }
+  // Not a guarded read: the action there was before, which the faulting read meets when it runs again.
+  ::sigaction(SIGBUS, &before_guard, nullptr);
+}
+
+common::Status CutShort(const void* address) {
+  const auto* byte = static_cast<const uint8_t*>(address);
+  Mappings& mappings = OpenMappings();
+  std::lock_guard lock(mappings.mutex);
+  auto it = mappings.by_start.upper_bound(byte);
+  if (it == mappings.by_start.begin() || byte >= std::prev(it)->first + std::prev(it)->second.size) {
+    return common::DataLoss("a bus error reading memory at {} (no mapped file holds it)", address);
+  }
+  const auto& [begin, mapped] = *std::prev(it);
+  std::error_code ec;
+  const auto now = std::filesystem::file_size(mapped.path, ec);
+  return common::DataLoss("{}: cut short while the run read it ({} bytes when opened, {} now): a file a run reads "
+                          "must be replaced by a new one (as srunway-prep writes), not rewritten in place",
+                          mapped.path.string(), mapped.size, ec ? std::string("gone") : std::to_string(now));
+}
+
+}  // namespace
+
+common::Status GuardMappedReads(const std::function<common::Status()>& read) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction action {};
+    action.sa_sigaction = OnBusError;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;  // not blocked in the handler, so siglongjmp need not restore a mask
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &before_guard);
+  });
+  sigjmp_buf* const outer = read_guard;  // a guard within a guard: the outer one holds again after this one
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, 0) != 0) {
+    read_guard = outer;
+    return CutShort(fault_address);
+  }
+  read_guard = &jump;
+  common::Status status = read();
+  read_guard = outer;
+  return status;
+}
+
 common::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::filesystem::path& path) {
   SRUNWAY_ASSIGN_OR_RETURN(common::Fd fd, common::OpenRegularFile(path));
   struct stat st {};
@@ -116,12 +190,21 @@ common::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::filesy
     void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
     if (map == MAP_FAILED) return common::ErrnoStatus(errno, "mmap " + path.string());
     data = static_cast<const uint8_t*>(map);
+    Mappings& mappings = OpenMappings();
+    std::lock_guard lock(mappings.mutex);
+    mappings.by_start[data] = {size, path};
   }
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ == nullptr) return;
+  {
+    Mappings& mappings = OpenMappings();
+    std::lock_guard lock(mappings.mutex);
+    mappings.by_start.erase(data_);
+  }
+  ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 common::StatusOr<IndexView> ParseIndex(std::span<const uint8_t> idx, const std::string& where) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -35,6 +36,13 @@ class MappedFile {
   const uint8_t* data_;
   size_t size_;
 };
+
+// Runs `read`, which reads mapped files. A mapped file cut short while it is mapped (rewritten in place while a run
+// reads it: `cp` over it, or a preprocessing script writing to the same prefix) makes the kernel end the process
+// with SIGBUS at the first read past its new end, without a word; under this guard that read ends `read` instead,
+// and the result is DataLoss naming the file. It leaves `read` by siglongjmp, so what `read` calls must hold no
+// object with a destructor while it reads mapped memory (the readers here hold none).
+common::Status GuardMappedReads(const std::function<common::Status()>& read);
 
 // Documents of tokens, however stored: what the sample index packs into training sequences.
 class TokenSource {

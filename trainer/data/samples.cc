@@ -609,13 +609,31 @@ common::Status WriteCache(const IndexedSamples& index, uint64_t fingerprint, con
   return file.Commit();
 }
 
+// Every sample read under GuardMappedReads: the datasets' files (and a cache file) are mapped, and one cut short
+// under the run stops it with a line naming the file instead of a bus error.
+class GuardedSamples : public SampleSource {
+ public:
+  explicit GuardedSamples(std::unique_ptr<SampleSource> samples) : samples_(std::move(samples)) {}
+  common::Status Sample(int64_t index, std::vector<int32_t>& out) override {
+    return GuardMappedReads([&] { return samples_->Sample(index, out); });
+  }
+  int64_t IndexBytes() const override { return samples_->IndexBytes(); }
+
+ private:
+  std::unique_ptr<SampleSource> samples_;
+};
+
+std::unique_ptr<SampleSource> Guarded(std::unique_ptr<IndexedSamples> samples) {
+  return std::make_unique<GuardedSamples>(std::move(samples));
+}
+
 }  // namespace
 
 common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(SamplePlan plan) {
   const DataConfig& config = plan.config;
   if (config.mock) return std::unique_ptr<SampleSource>(new MockSamples(config.seq_len, config.vocab, SeedOf(plan)));
-  SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<SampleSource> index, BuildIndexed(plan));
-  return index;
+  SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<IndexedSamples> index, BuildIndexed(plan));
+  return Guarded(std::move(index));
 }
 
 std::filesystem::path SampleCachePath(const SamplePlan& plan, const std::filesystem::path& dir) {
@@ -630,7 +648,7 @@ common::StatusOr<std::unique_ptr<SampleSource>> CachedSamples(const SamplePlan& 
   if (plan.config.mock) return BuildSamples(plan);
   const std::filesystem::path path = SampleCachePath(plan, dir);
   auto mapped = MapIndexed(plan, path);
-  if (mapped.ok()) return std::unique_ptr<SampleSource>(std::move(*mapped));
+  if (mapped.ok()) return Guarded(std::move(*mapped));
   if (!build) return mapped.status();
   if (built != nullptr) *built = true;
   SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<IndexedSamples> index, BuildIndexed(plan));
@@ -638,7 +656,7 @@ common::StatusOr<std::unique_ptr<SampleSource>> CachedSamples(const SamplePlan& 
   // Read back from the file, so that this process too holds the index in the shared page cache only.
   index.reset();
   SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<IndexedSamples> cached, MapIndexed(plan, path));
-  return std::unique_ptr<SampleSource>(std::move(cached));
+  return Guarded(std::move(cached));
 }
 
 common::StatusOr<std::unique_ptr<SampleSource>> BuildSamples(const DataConfig& config, Split split,

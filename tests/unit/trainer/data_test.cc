@@ -1,5 +1,6 @@
 // Megatron datasets (write, read, every corruption), llm.c shards, the sample index, blends, splits, mock data.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -505,6 +506,27 @@ TEST_F(DataTest, DamagedCacheTablesAreRefusedNotFollowed) {
       EXPECT_NE(status.message().find("delete the file"), std::string::npos) << status.message();
     }
     EXPECT_GT(refused, 0) << "table " << damage.table << " of " << damage.path.size() << " words";
+  }
+}
+
+// A dataset rewritten in place while a run reads it (`cp` over it, a preprocessing script writing to the same
+// prefix): reading its mapping past the new end is a bus error, which ended the run without a word.
+TEST_F(DataTest, DatasetCutShortUnderTheRunIsNamed) {
+  const std::string prefix = Write("cut", {500, 600, 700});
+  auto samples = BuildSamples(OneDataset(prefix, 16, 1000), Split::kTrain, 50);
+  ASSERT_TRUE(samples.ok());
+  std::vector<int32_t> sample;
+  ASSERT_TRUE((*samples)->Sample(0, sample).ok());
+  const uintmax_t opened = fs::file_size(prefix + ".bin");
+  fs::resize_file(prefix + ".bin", 0);
+  for (int64_t i = 0; i < 3; ++i) {  // and again: the guard holds after a bus error
+    const common::Status status = (*samples)->Sample(i, sample);
+    ASSERT_FALSE(status.ok());
+    EXPECT_EQ(status.code(), common::StatusCode::kDataLoss);
+    EXPECT_NE(status.message().find(fmt::format("{}.bin: cut short while the run read it ({} bytes when opened, 0 now)",
+                                                prefix, opened)),
+              std::string::npos)
+        << status.message();
   }
 }
 
