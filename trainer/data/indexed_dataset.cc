@@ -151,7 +151,12 @@ common::Status CutShort(const void* address) {
   }
   const auto& [begin, mapped] = *std::prev(it);
   std::error_code ec;
-  const auto now = std::filesystem::file_size(mapped.path, ec);
+  const uintmax_t now = std::filesystem::file_size(mapped.path, ec);
+  if (!ec && now >= mapped.size) {  // cut short and written again since, or a failed read (NFS, a disk's error)
+    return common::DataLoss("{}: a read of its mapping failed (a bus error; {} bytes when opened, {} now): rewritten "
+                            "in place while the run read it, or an I/O error of its file system",
+                            mapped.path.string(), mapped.size, now);
+  }
   return common::DataLoss("{}: cut short while the run read it ({} bytes when opened, {} now): a file a run reads "
                           "must be replaced by a new one (as srunway-prep writes), not rewritten in place",
                           mapped.path.string(), mapped.size, ec ? std::string("gone") : std::to_string(now));
