@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "common/fs.h"
@@ -68,16 +70,24 @@ std::string LastLine(std::string_view end) {
                            kMaxProgressBytes);
 }
 
-// A live process of a process group, as /proc shows it.
+// A live process that the program left, as /proc shows it.
 struct Member {
   pid_t pid;
   std::string name;
 };
 
-// The live processes of process group `group`; zombies, which have ended and wait for a parent's wait(), are left
-// out.
-std::vector<Member> GroupMembers(pid_t group) {
-  std::vector<Member> members;
+// What the program left running: the live processes of its process group `group` (none when it is -1), and
+// those that left the group (setsid, a daemon's double fork) but descend from this process, which adopts them as
+// their parents end (PR_SET_CHILD_SUBREAPER, set in Child::Start). Zombies, which have ended and wait for a
+// parent's wait(), are left out.
+std::vector<Member> Leftovers(pid_t group) {
+  struct Process {
+    pid_t ppid;
+    pid_t pgrp;
+    bool zombie;
+    std::string name;
+  };
+  std::map<pid_t, Process> processes;
   std::error_code ec;
   for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -88,10 +98,42 @@ std::vector<Member> GroupMembers(pid_t group) {
     if (open == std::string::npos || close == std::string::npos || close < open) continue;
     const std::vector<std::string_view> fields = common::Split(std::string_view(*stat).substr(close + 1), ' ');
     // fields[0] is empty (the space after ')'), then state, ppid, pgrp.
-    if (fields.size() < 4 || fields[1] == "Z" || fields[3] != std::to_string(group)) continue;
-    members.push_back({static_cast<pid_t>(std::stol(name)), stat->substr(open + 1, close - open - 1)});
+    if (fields.size() < 4) continue;
+    const auto pid = common::ParseInt(name, "pid"), ppid = common::ParseInt(fields[2], "ppid"),
+               pgrp = common::ParseInt(fields[3], "pgrp");
+    if (!pid.ok() || !ppid.ok() || !pgrp.ok()) continue;
+    processes[static_cast<pid_t>(*pid)] = {static_cast<pid_t>(*ppid), static_cast<pid_t>(*pgrp), fields[1] == "Z",
+                                           stat->substr(open + 1, close - open - 1)};
   }
-  return members;
+  const pid_t self = ::getpid();
+  // A listing taken while processes come and go may hold a parent loop (a pid reused); the walk stops at one.
+  auto descends = [&](pid_t pid) {
+    for (size_t hops = 0; hops <= processes.size(); ++hops) {
+      auto it = processes.find(pid);
+      if (it == processes.end()) return false;
+      if (it->second.ppid == self) return true;
+      pid = it->second.ppid;
+    }
+    return false;
+  };
+  std::vector<Member> left;
+  for (const auto& [pid, process] : processes) {
+    if (process.zombie || pid == self || !((group > 0 && process.pgrp == group) || descends(pid))) continue;
+    left.push_back({pid, process.name});
+  }
+  return left;
+}
+
+// Waits for the processes this one adopted (see Leftovers) that have ended, so that none stays a zombie; not for
+// `program`, whose end Reap takes.
+void ReapAdopted(pid_t program) {
+  while (true) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0 || info.si_pid == program) {
+      return;
+    }
+    (void)::waitpid(info.si_pid, nullptr, WNOHANG);
+  }
 }
 
 std::string DescribeMembers(const std::vector<Member>& members) {
@@ -221,6 +263,10 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
     posix_spawnattr_setpgroup(&attributes, 0);
   }
   posix_spawnattr_setflags(&attributes, flags);
+  // What the program starts and leaves (a daemon that setsid()s or double-forks out of its group) becomes this
+  // process's child when its parent ends, instead of init's, so that EndLeftovers finds and ends it: outside
+  // Slurm, and under Slurm's proctrack/linuxproc, which follows parents, nothing else would.
+  (void)::prctl(PR_SET_CHILD_SUBREAPER, 1);
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setsigdefault(&attributes, &defaults);
 
@@ -359,6 +405,7 @@ std::optional<Child::Progress> Child::ReadProgress(const std::string& path) {
 }
 
 std::optional<ChildEnd> Child::Poll() {
+  ReapAdopted(pid_);
   if (auto end = Reap(false)) return end;
   if (options_.heartbeat_path.empty() || options_.hang_timeout.count() <= 0) return std::nullopt;
   if (std::optional<Progress> progress = ReadProgress(options_.heartbeat_path);
@@ -399,7 +446,16 @@ ChildEnd Child::Terminate(std::chrono::milliseconds grace) {
 std::string Child::EndLeftovers(std::chrono::milliseconds settle, std::chrono::milliseconds grace) {
   constexpr auto kTick = std::chrono::milliseconds(20);
   const pid_t group = std::exchange(group_, -1);
-  auto members = [&] { return group > 0 ? GroupMembers(group) : std::vector<Member>{}; };
+  auto members = [&] {
+    ReapAdopted(pid_);
+    return Leftovers(group);
+  };
+  // Each process by its pid (one that left the group is out of the group's reach), and the group, which a process
+  // started between the listing and the signal joins.
+  auto signal_all = [&](int signal) {
+    for (const Member& member : members()) ::kill(member.pid, signal);
+    if (group > 0) ::kill(-group, signal);
+  };
   // Copies output until `done` or `until`; Pump waits a tick whether or not there is a pipe left.
   auto wait = [&](Clock::time_point until, auto done) {
     while (!done() && Clock::now() < until) Pump(kTick);
@@ -409,17 +465,24 @@ std::string Child::EndLeftovers(std::chrono::milliseconds settle, std::chrono::m
   std::vector<Member> left = members();
   std::string said;
   if (!left.empty()) {
-    ::kill(-group, SIGTERM);
+    signal_all(SIGTERM);
     wait(Clock::now() + grace, gone);
     const bool killed = !members().empty();
-    if (killed) ::kill(-group, SIGKILL);
+    if (killed) signal_all(SIGKILL);
     said = fmt::format("{} running: ended {} with {}", DescribeMembers(left), left.size() == 1 ? "it" : "them",
                        killed ? fmt::format("SIGKILL, {} after SIGTERM", FormatDuration(grace)) : "SIGTERM");
   }
-  // What the group's processes wrote before they ended; a pipe still held past this (by a process that left the
-  // group, a daemon of its own session) is closed: its later writes fail.
+  // What they wrote before they ended; a pipe still held past this (by a process that is not the program's
+  // descendant, one it handed the pipe to) is closed: its later writes fail.
   wait(Clock::now() + std::chrono::seconds(1), [&] { return !copies_output(); });
   for (int* fd : {&out_.pipe, &err_.pipe}) CloseFd(*fd);
+  // The processes ended here are this one's children by then: reaped, not left as zombies to init (a container's
+  // first process may never reap them).
+  wait(Clock::now() + std::chrono::seconds(1), [&] {
+    ReapAdopted(pid_);
+    siginfo_t info{};
+    return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0;  // ECHILD: no child left
+  });
   return said;
 }
 

@@ -68,7 +68,8 @@ std::string ReadTorchErrorFile(const std::string& path);
 class Child {
  public:
   // Starts the program (posix_spawnp) in a process group of its own, unless stdin is a terminal (an interactive
-  // srun --pty keeps it in the foreground group). Signals this process blocked are unblocked in the child.
+  // srun --pty keeps it in the foreground group). Signals this process blocked are unblocked in the child. This
+  // process becomes a child subreaper: the program's orphaned descendants become its children.
   static common::StatusOr<Child> Start(const ChildOptions& options);
   Child(Child&& other) noexcept;
   Child& operator=(Child&&) = delete;
@@ -87,7 +88,8 @@ class Child {
   std::optional<ChildEnd> Poll();
   // SIGTERM to the group, then SIGKILL after `grace`; reaps it. Returns its end.
   ChildEnd Terminate(std::chrono::milliseconds grace);
-  // Once the program has ended: what it started in its group and left running is given `settle` to finish, then
+  // Once the program has ended: what it started and left running (in its group, or out of it but descended from
+  // it: a daemon of its own session, which this process adopted) is given `settle` to finish, then
   // SIGTERM and after `grace` SIGKILL (Slurm kills a step's leftovers when its tasks end), its output copied to
   // the end. Returns "" when nothing was left, else what: "2 processes (sleep 4242, bash 4240) running: ended them
   // with SIGTERM". Call it once a failure has been reported, not before: it takes time.

@@ -159,6 +159,21 @@ expect_eq "leftovers that ignore SIGTERM: exit code" "$rc" 0
 grep -qE '^srunway-launch\[.*\] warning: the program ended and left [0-9]+ processes \((bash|sleep) [0-9]+, .*\) running: ended them with SIGKILL, 3s after SIGTERM$' \
   "$work/left.err" || fail "leftovers that ignore SIGTERM: no warning: $(cat "$work/left.err")"
 ! pgrep -f 'sleep 1234.6' >/dev/null || fail "leftovers that ignore SIGTERM: still running"
+# A daemon that leaves the program's process group (its own session, or a double fork) was out of reach and ran on,
+# outside Slurm and under proctrack/linuxproc (the local cluster's), which follows parents; srunway-launch adopts
+# the program's orphans (a child subreaper) and ends them too.
+left_over 'setsid sleep 1234.7 </dev/null >/dev/null 2>&1 & exit 0'
+expect_eq "a daemon of its own session: exit code" "$rc" 0
+grep -qE '^srunway-launch\[.*\] warning: the program ended and left 1 process \(sleep [0-9]+\) running: ended it with SIGTERM$' \
+  "$work/left.err" || fail "a daemon of its own session: no warning: $(cat "$work/left.err")"
+! pgrep -f 'sleep 1234.7' >/dev/null || fail "a daemon of its own session: still running after srunway-launch exited"
+rc=0
+timeout 60 srun -n1 -w node1 --time=1 "$launch" -- bash -c \
+  '(trap "" TERM; setsid sleep 1234.8 </dev/null >/dev/null 2>&1 &); exit 5' 2>"$work/left.err" || rc=$?
+expect_eq "a double-forked daemon under srun: exit code" "$rc" 5
+grep -qE '^srunway-launch\[node1 rank 0\] warning: the program ended and left 1 process \(sleep [0-9]+\) running: ended it with SIGKILL, 3s after SIGTERM$' \
+  "$work/left.err" || fail "a double-forked daemon under srun: no warning: $(cat "$work/left.err")"
+! pgrep -f 'sleep 1234.8' >/dev/null || fail "a double-forked daemon under srun: still running after the step"
 
 echo "== the program's own exit code and torchrun's variables"
 step code 'echo "$TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $SLURM_JOB_ID"; exit 0'
