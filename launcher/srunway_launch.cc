@@ -71,21 +71,22 @@ sigset_t SupervisorSignals() {
 
 // slurmstepd signals a step's processes one by one (children before parents), so the program may end of Slurm's
 // signal (scancel, the time limit) before this process gets its own copy. For an end that can be an answer to such
-// a signal (an exit code, or death by one of the signals Slurm sends), waits up to `settle` for that copy: true when
-// Slurm is ending the step, so the end is no failure to report. A SIGKILL or a crash is reported at once: waiting
-// would let the step's own collapse (MPI peers aborting it) arrive first and hide the rank that failed.
-bool SlurmSignalFollows(const ChildEnd& end, const sigset_t& signals, std::chrono::milliseconds settle) {
-  if (!common::GetEnv("SLURM_JOB_ID") || end.how == ChildEnd::How::kHung) return false;
-  if (end.how == ChildEnd::How::kSignalled && !sigismember(&signals, end.code)) return false;
+// a signal (an exit code, or death by one of the signals Slurm sends), waits up to `settle` for that copy: the
+// signal when Slurm is ending the step, so the end is no failure to report, else 0. A SIGKILL or a crash is
+// reported at once: waiting would let the step's own collapse (MPI peers aborting it) arrive first and hide the
+// rank that failed.
+int SlurmSignalFollows(const ChildEnd& end, const sigset_t& signals, std::chrono::milliseconds settle) {
+  if (!common::GetEnv("SLURM_JOB_ID") || end.how == ChildEnd::How::kHung) return 0;
+  if (end.how == ChildEnd::How::kSignalled && !sigismember(&signals, end.code)) return 0;
   const auto give_up = std::chrono::steady_clock::now() + settle;
   while (true) {
     const int64_t left =
         std::chrono::duration_cast<std::chrono::nanoseconds>(give_up - std::chrono::steady_clock::now()).count();
-    if (left <= 0) return false;
+    if (left <= 0) return 0;
     const timespec wait{static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
     siginfo_t info{};
     const int signal = ::sigtimedwait(&signals, &info, &wait);
-    if (signal > 0 && signal != SIGCHLD && signal != SIGCONT && info.si_pid == ::getppid()) return true;
+    if (signal > 0 && signal != SIGCHLD && signal != SIGCONT && info.si_pid == ::getppid()) return signal;
   }
 }
 
@@ -151,8 +152,9 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
   constexpr auto kTick = std::chrono::milliseconds(100);
   const timespec tick{0, 100'000'000}, now{0, 0};
   // Slurm signalled the step (scancel, the time limit, --signal's warning, preemption): every rank's program has
-  // the signal too, and its code is the answer (USR1 commonly means "save and stop", as in srunway-train).
-  bool signalled = false;
+  // the signal too, and its code is the answer (USR1 commonly means "save and stop", as in srunway-train). The last
+  // such signal (CONT aside), 0 before any.
+  int signalled = 0;
   constexpr auto kGrace = std::chrono::seconds(10);
   constexpr auto kSignalSettle = std::chrono::milliseconds(300);
   // Once the program has ended (and a failure has been reported), what it left running in its group is ended too,
@@ -171,7 +173,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
       // find them all), so the program already has it: forwarding would deliver it twice. Signals from anyone
       // else (a user's kill of this process) are forwarded.
       if (info.si_pid != ::getppid() || !common::GetEnv("SLURM_JOB_ID")) child->Signal(signal);
-      signalled = signalled || signal != SIGCONT;
+      if (signal != SIGCONT) signalled = signal;
     }
     child->Pump(copies ? kTick : std::chrono::milliseconds(0));
     if (peer_failed) {
@@ -194,8 +196,12 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
       const std::string why = fmt::format("{} {}", boot.NameRank(me.rank), end->Describe());
       // When Slurm is ending the step, every rank's program ends on its own signal and every rank returns its
       // program's code: nobody is told to stop early, and an exit code (srunway-train's 4 after saving) is no
-      // failure to report.
-      if (!signalled || end->how != ChildEnd::How::kExited) Report(why);
+      // failure to report. Nor is a death by the very signal that ends it (scancel's TERM, a user's INT or HUP):
+      // Slurm says that it cancelled the step, and a line from each of a thousand ranks would only bury it. A death
+      // by USR1, USR2 or QUIT is named: the program had no handler for what was meant as a warning.
+      const bool ended_by_it = end->how == ChildEnd::How::kSignalled && end->code == signalled &&
+                               (signalled == SIGTERM || signalled == SIGINT || signalled == SIGHUP);
+      if (!signalled || (end->how != ChildEnd::How::kExited && !ended_by_it)) Report(why);
       if (!signalled) (*watchdog)->Abort(why);
       end_leftovers();
       return end->how == ChildEnd::How::kHung ? kExitHung : end->ExitCode();

@@ -66,19 +66,35 @@ expect_eq "progress: ranks done" "$(grep -c 'done [0-3]$' "$work/progress.out")"
 [[ ! -s $work/progress.err ]] || fail "progress: $(cat "$work/progress.err")"
 
 echo "== scancel's SIGTERM reaches every program and their exit code comes back"
+# signalled NAME SIGNAL PROGRAM: 4 ranks on 2 nodes run PROGRAM, which says 'ready RANK' and then loops; once all
+# four are ready, scancel --signal=SIGNAL reaches the step. srun's output (its -l labels) in $work/NAME.out, ending
+# with 'srun exit CODE'; srun's and the launchers' stderr in $work/NAME.err.
+signalled() {
+  local name=$1 signal=$2 program=$3 job
+  job=$(sbatch --parsable -N2 -n4 --time=3 --output="$work/$name.out" --error="$work/$name.err" --wrap \
+    "srun --mpi=pmix -l '$launch' --timeout 10 -- bash -c '$program'; echo \"srun exit \$?\"")
+  for _ in $(seq 1 300); do [[ $(grep -c '^ *[0-3]: ready' "$work/$name.out" 2>/dev/null || echo 0) == 4 ]] && break; sleep 0.2; done
+  expect_eq "$name: ranks ready" "$(grep -c '^ *[0-3]: ready' "$work/$name.out")" 4
+  scancel --signal="$signal" "$job.0"
+  for _ in $(seq 1 300); do grep -q '^srun exit' "$work/$name.out" 2>/dev/null && break; sleep 0.2; done
+  scancel "$job" 2>/dev/null || true
+}
 # slurmstepd signals the processes one by one: a program may end before its srunway-launch has the signal (which
 # must still not count as a failure that ends the other ranks). The program loops rather than ending with
 # 'sleep & wait': bash, its last command done when its sleep dies first, may exit 0 without running the trap.
-job=$(sbatch --parsable -N2 -n4 --time=3 --output="$work/term.out" --error="$work/term.err" --wrap \
-  "srun --mpi=pmix -l '$launch' --timeout 10 -- bash -c 'trap \"echo got TERM \$RANK; exit 7\" TERM; echo ready \$RANK; while :; do sleep 1; done'; echo \"srun exit \$?\"")
-for _ in $(seq 1 300); do [[ $(grep -c '^ *[0-3]: ready' "$work/term.out" 2>/dev/null || echo 0) == 4 ]] && break; sleep 0.2; done
-expect_eq "term: ranks ready" "$(grep -c '^ *[0-3]: ready' "$work/term.out")" 4
-scancel --signal=TERM "$job.0"
-for _ in $(seq 1 300); do grep -q '^srun exit' "$work/term.out" 2>/dev/null && break; sleep 0.2; done
+signalled term TERM 'trap "echo got TERM \$RANK; exit 7" TERM; echo ready \$RANK; while :; do sleep 1; done'
 expect_eq "term: programs that got SIGTERM" "$(grep -cE '^ *[0-3]: got TERM [0-3]$' "$work/term.out")" 4
 grep -q '^srun exit 7$' "$work/term.out" || fail "term: $(cat "$work/term.out" "$work/term.err")"
 ! grep -q srunway-launch "$work/term.err" || fail "term: a program's answer to the signal was named as a failure: $(cat "$work/term.err")"
-scancel "$job" 2>/dev/null || true
+# Programs without a handler die of the TERM: that is the cancellation working, which Slurm reports; a line from
+# each rank's launcher ("was killed by SIGTERM", one per rank of the step) only buried it. A USR1 meant as a
+# warning that kills the program is named on every rank.
+signalled untrapped TERM 'echo ready \$RANK; while :; do sleep 1; done'
+grep -q '^srun exit 143$' "$work/untrapped.out" || fail "untrapped: $(cat "$work/untrapped.out" "$work/untrapped.err")"
+! grep -q srunway-launch "$work/untrapped.err" || fail "untrapped: a death by scancel's TERM was reported: $(cat "$work/untrapped.err")"
+signalled usr1 USR1 'echo ready \$RANK; while :; do sleep 1; done'
+grep -q '^srun exit 138$' "$work/usr1.out" || fail "usr1: $(cat "$work/usr1.out" "$work/usr1.err")"
+expect_eq "usr1: ranks named" "$(grep -cE '^ *[0-3]: srunway-launch: rank [0-3] on node[12] was killed by SIGUSR1 after [0-9]+s$' "$work/usr1.err")" 4
 
 echo "== --log-dir keeps each rank's output; --tee prints it too"
 step logs 'echo "out of $RANK"; echo "err of $RANK" >&2' --log-dir "$work/logs"
