@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -145,6 +144,58 @@ std::string DescribeMembers(const std::vector<Member>& members) {
   return fmt::format("{} process{} ({})", members.size(), members.size() == 1 ? "" : "es", list);
 }
 
+// Starts argv[0] as posix_spawnp does (found on PATH, with `envp`), its stdout and stderr moved to `out` and
+// `err` (-1: ours), in a process group of its own when `own_group`, the signals this process forwards or ignores
+// at their default actions and none blocked. Unlike posix_spawnp it also sets PR_SET_PDEATHSIG: a SIGKILL of this
+// process (kill -9, the OOM killer) kills the program too, which ran on as init's child, out of reach of Slurm's
+// proctrack/linuxproc, holding its GPU. Returns the pid, or -1 with exec's (or fork's) errno in `error`.
+pid_t Spawn(char* const argv[], char* const envp[], int out, int err, bool own_group, int* error) {
+  int report[2];  // the child's errno when it cannot exec; closed by a successful exec
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    *error = errno;
+    return -1;
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls until the exec: this process has other threads (the watchdog's).
+    auto fail = [&] {
+      const int code = errno;
+      (void)!::write(report[1], &code, sizeof code);
+      ::_exit(127);
+    };
+    // A parent that died before the prctl would never send it.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) fail();
+    if (own_group && ::setpgid(0, 0) != 0) fail();
+    if ((out >= 0 && ::dup2(out, STDOUT_FILENO) < 0) || (err >= 0 && ::dup2(err, STDERR_FILENO) < 0)) fail();
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    for (int signal : kForwarded) ::sigaction(signal, &default_action, nullptr);
+    ::sigaction(SIGPIPE, &default_action, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execvpe(argv[0], argv, envp);
+    fail();
+  }
+  *error = pid < 0 ? errno : 0;
+  ::close(report[1]);
+  if (pid > 0) {
+    ssize_t n;
+    do {
+      n = ::read(report[0], error, sizeof *error);
+    } while (n < 0 && errno == EINTR);
+    if (n == sizeof *error) {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    } else {
+      *error = 0;
+    }
+  }
+  ::close(report[0]);
+  return *error == 0 ? pid : -1;
+}
+
 }  // namespace
 
 int ChildEnd::ExitCode() const {
@@ -243,32 +294,13 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
     SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(options.heartbeat_path, ""));
   }
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (out_target >= 0) posix_spawn_file_actions_adddup2(&actions, out_target, STDOUT_FILENO);
-  if (err_target >= 0) posix_spawn_file_actions_adddup2(&actions, err_target, STDERR_FILENO);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  for (int signal : kForwarded) sigaddset(&defaults, signal);
-  sigaddset(&defaults, SIGPIPE);
-  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
   // A group of its own, so a signal reaches whatever the program started too; not for an interactive step,
   // whose terminal must keep the program in its foreground group.
   child.own_group_ = ::isatty(STDIN_FILENO) == 0;
-  if (child.own_group_) {
-    flags |= POSIX_SPAWN_SETPGROUP;
-    posix_spawnattr_setpgroup(&attributes, 0);
-  }
-  posix_spawnattr_setflags(&attributes, flags);
   // What the program starts and leaves (a daemon that setsid()s or double-forks out of its group) becomes this
   // process's child when its parent ends, instead of init's, so that EndLeftovers finds and ends it: outside
   // Slurm, and under Slurm's proctrack/linuxproc, which follows parents, nothing else would.
   (void)::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setsigdefault(&attributes, &defaults);
 
   std::vector<std::pair<std::string, std::string>> extra = options.env;
   if (!options.heartbeat_path.empty()) extra.emplace_back("SRUNWAY_HEARTBEAT", options.heartbeat_path);
@@ -279,9 +311,8 @@ common::StatusOr<Child> Child::Start(const ChildOptions& options) {
   std::vector<std::string> command = options.command;
   for (std::string& arg : command) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  const int error = ::posix_spawnp(&child.pid_, argv[0], &actions, &attributes, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
+  int error = 0;
+  child.pid_ = Spawn(argv.data(), envp.data(), out_target, err_target, child.own_group_, &error);
   CloseFd(out_pipe[1]);
   CloseFd(err_pipe[1]);
   if (error != 0) {

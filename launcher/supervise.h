@@ -67,9 +67,11 @@ std::string ReadTorchErrorFile(const std::string& path);
 
 class Child {
  public:
-  // Starts the program (posix_spawnp) in a process group of its own, unless stdin is a terminal (an interactive
-  // srun --pty keeps it in the foreground group). Signals this process blocked are unblocked in the child. This
-  // process becomes a child subreaper: the program's orphaned descendants become its children.
+  // Starts the program (found on PATH, as posix_spawnp does) in a process group of its own, unless stdin is a
+  // terminal (an interactive srun --pty keeps it in the foreground group). Signals this process blocked are
+  // unblocked in the child. The program is killed if this process dies (PR_SET_PDEATHSIG, sent when the calling
+  // thread ends: call it on the thread that supervises). This process becomes a child subreaper: the program's
+  // orphaned descendants become its children.
   static common::StatusOr<Child> Start(const ChildOptions& options);
   Child(Child&& other) noexcept;
   Child& operator=(Child&&) = delete;

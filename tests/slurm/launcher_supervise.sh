@@ -190,6 +190,15 @@ expect_eq "a double-forked daemon under srun: exit code" "$rc" 5
 grep -qE '^srunway-launch\[node1 rank 0\] warning: the program ended and left 1 process \(sleep [0-9]+\) running: ended it with SIGKILL, 3s after SIGTERM$' \
   "$work/left.err" || fail "a double-forked daemon under srun: no warning: $(cat "$work/left.err")"
 ! pgrep -f 'sleep 1234.8' >/dev/null || fail "a double-forked daemon under srun: still running after the step"
+# srunway-launch itself killed with -9 (or by the OOM killer): its program ran on as init's child, out of reach of
+# proctrack/linuxproc; now the kernel kills it with its parent (PR_SET_PDEATHSIG).
+timeout 60 srun -n1 -w node1 --time=1 "$launch" -- sleep 1234.9 2>/dev/null &
+for _ in $(seq 1 100); do pgrep -f '^sleep 1234.9' >/dev/null && break; sleep 0.1; done
+supervisor=$(pgrep -f "^$launch -- sleep 1234.9") || fail "killed supervisor: no srunway-launch found"
+kill -9 "$supervisor"
+wait || true
+for _ in $(seq 1 50); do pgrep -f '^sleep 1234.9' >/dev/null || break; sleep 0.1; done
+! pgrep -f '^sleep 1234.9' >/dev/null || fail "killed supervisor: its program runs on"
 
 echo "== the program's own exit code and torchrun's variables"
 step code 'echo "$TORCHELASTIC_RUN_ID $TORCHELASTIC_RESTART_COUNT $SLURM_JOB_ID"; exit 0'
