@@ -370,6 +370,17 @@ void CopyOverlaps(const ParamRange& r, const float* from, const std::vector<Para
   }
 }
 
+// A checkpoint's header copied out of its mapping under the bus-error guard (ReadCheckpointHeader builds strings as
+// it reads, so it cannot run under it): the fixed 24 bytes and the JSON their length names, as much of it as the
+// file holds (ReadCheckpointHeader says what is missing); a file without the magic, just its first bytes.
+common::StatusOr<std::vector<uint8_t>> HeaderBytes(std::span<const uint8_t> bytes) {
+  SRUNWAY_ASSIGN_OR_RETURN(std::vector<uint8_t> fixed, CopyMappedBytes(bytes.first(std::min<size_t>(bytes.size(), 24))));
+  if (fixed.size() < 24 || std::memcmp(fixed.data(), kMagic, 8) != 0) return fixed;
+  uint64_t length;
+  std::memcpy(&length, fixed.data() + 16, 8);
+  return CopyMappedBytes(bytes.first(24 + std::min<uint64_t>(length, bytes.size() - 24)));
+}
+
 // One checkpoint file, checked: its state, the ranges it holds (the whole buffer for a single checkpoint) and
 // its three tensors, copied into `buffers` at those ranges.
 common::StatusOr<TrainingState> ReadCheckpointFile(const std::filesystem::path& path, const ModelConfig& expected,
@@ -378,7 +389,8 @@ common::StatusOr<TrainingState> ReadCheckpointFile(const std::filesystem::path& 
   SRUNWAY_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
   std::span<const uint8_t> bytes = mapped->bytes();
   const std::string name = path.string();
-  SRUNWAY_ASSIGN_OR_RETURN(CheckpointHeader read, ReadCheckpointHeader(bytes, name));
+  SRUNWAY_ASSIGN_OR_RETURN(const std::vector<uint8_t> head, HeaderBytes(bytes));
+  SRUNWAY_ASSIGN_OR_RETURN(CheckpointHeader read, ReadCheckpointHeader(head, name));
   TrainingState& state = read.state;
   if (!(state.model == expected)) {
     return common::FailedPrecondition("{}: the checkpoint is of another model: {}", name,
@@ -405,37 +417,43 @@ common::StatusOr<TrainingState> ReadCheckpointFile(const std::filesystem::path& 
     return common::DataLoss("{}: {} bytes, expected {} for this model (truncated or not this model's)", name,
                             bytes.size(), need + trailer);
   }
-  if (std::memcmp(bytes.data() + need + trailer - sizeof kEndMagic, kEndMagic, sizeof kEndMagic) != 0) {
-    return common::DataLoss("{}: missing end marker", name);
-  }
-  auto stored_hash = [&](size_t i) {
-    uint64_t hash;
-    std::memcpy(&hash, bytes.data() + need + i * sizeof hash, sizeof hash);
-    return hash;
-  };
-  if (read.version == kVersionFnv && Fnv1a(kFnvOffset, bytes.subspan(offset, need - offset)) != stored_hash(0)) {
-    return common::DataLoss("{}: checksum mismatch: the tensors are corrupt", name);
-  }
-  const std::array<std::span<float>, 3> targets = {buffers.params, buffers.adam_m, buffers.adam_v};
-  // A rank's moment slices may lie outside this shard: its moments are then neither checked nor read from disk.
-  const bool moments_here = buffers.moment_ranges == nullptr || Overlap(ranges, *buffers.moment_ranges);
-  for (size_t t = 0; t < targets.size(); ++t, offset += section) {
-    const bool packed = t > 0 && buffers.moment_ranges != nullptr;
-    if (t > 0 && !moments_here) continue;
-    if (read.version != kVersionFnv && XXH3_64bits(bytes.data() + offset, section) != stored_hash(t)) {
-      return common::DataLoss("{}: checksum mismatch: the tensor {} is corrupt", name, kTensorNames[t]);
+  // The reads of the tensors (and of the trailer) under the bus-error guard: a file cut short or unreadable while it
+  // is read (rewritten in place, a file system's I/O error) is a line naming it, not a silent SIGBUS. Nothing below
+  // holds an object with a destructor while it reads the mapping.
+  SRUNWAY_RETURN_IF_ERROR(GuardMappedReads([&]() -> common::Status {
+    if (std::memcmp(bytes.data() + need + trailer - sizeof kEndMagic, kEndMagic, sizeof kEndMagic) != 0) {
+      return common::DataLoss("{}: missing end marker", name);
     }
-    size_t at = offset;
-    for (const ParamRange& r : ranges) {
-      const auto* from = reinterpret_cast<const float*>(bytes.data() + at);
-      if (packed) {
-        CopyOverlaps(r, from, *buffers.moment_ranges, targets[t]);
-      } else {
-        std::memcpy(targets[t].data() + r.offset, from, static_cast<size_t>(r.count) * sizeof(float));
+    auto stored_hash = [&](size_t i) {
+      uint64_t hash;
+      std::memcpy(&hash, bytes.data() + need + i * sizeof hash, sizeof hash);
+      return hash;
+    };
+    if (read.version == kVersionFnv && Fnv1a(kFnvOffset, bytes.subspan(offset, need - offset)) != stored_hash(0)) {
+      return common::DataLoss("{}: checksum mismatch: the tensors are corrupt", name);
+    }
+    const std::array<std::span<float>, 3> targets = {buffers.params, buffers.adam_m, buffers.adam_v};
+    // A rank's moment slices may lie outside this shard: its moments are then neither checked nor read from disk.
+    const bool moments_here = buffers.moment_ranges == nullptr || Overlap(ranges, *buffers.moment_ranges);
+    for (size_t t = 0; t < targets.size(); ++t, offset += section) {
+      const bool packed = t > 0 && buffers.moment_ranges != nullptr;
+      if (t > 0 && !moments_here) continue;
+      if (read.version != kVersionFnv && XXH3_64bits(bytes.data() + offset, section) != stored_hash(t)) {
+        return common::DataLoss("{}: checksum mismatch: the tensor {} is corrupt", name, kTensorNames[t]);
       }
-      at += static_cast<size_t>(r.count) * sizeof(float);
+      size_t at = offset;
+      for (const ParamRange& r : ranges) {
+        const auto* from = reinterpret_cast<const float*>(bytes.data() + at);
+        if (packed) {
+          CopyOverlaps(r, from, *buffers.moment_ranges, targets[t]);
+        } else {
+          std::memcpy(targets[t].data() + r.offset, from, static_cast<size_t>(r.count) * sizeof(float));
+        }
+        at += static_cast<size_t>(r.count) * sizeof(float);
+      }
     }
-  }
+    return common::Status::Ok();
+  }));
   if (ranges_read != nullptr) *ranges_read = std::move(ranges);
   return state;
 }
@@ -583,7 +601,8 @@ common::StatusOr<ModelConfig> CheckpointModel(const std::filesystem::path& where
     path = manifest.shards.front();
   }
   SRUNWAY_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
-  SRUNWAY_ASSIGN_OR_RETURN(CheckpointHeader header, ReadCheckpointHeader(mapped->bytes(), path.string()));
+  SRUNWAY_ASSIGN_OR_RETURN(const std::vector<uint8_t> head, HeaderBytes(mapped->bytes()));
+  SRUNWAY_ASSIGN_OR_RETURN(CheckpointHeader header, ReadCheckpointHeader(head, path.string()));
   return header.state.model;
 }
 

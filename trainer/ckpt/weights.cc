@@ -98,6 +98,9 @@ class WeightFiles {
 
   common::Status Add(const std::filesystem::path& file) {
     SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, MappedFile::Open(file));
+    // The header is read from the mapping unguarded (its reader checks every offset against the file's size, so
+    // it takes the whole mapping): a cut in the moment between the open and this read still ends with SIGBUS. The
+    // tensors' reads, which take the time, are guarded (Fill).
     SRUNWAY_ASSIGN_OR_RETURN(SafetensorsHeader header, ReadSafetensorsHeader(mapped->bytes(), file.string()));
     if (mapped_.empty()) metadata_ = header.metadata;
     for (TensorEntry& entry : header.tensors) {
@@ -307,20 +310,24 @@ common::Status Copy(const WeightFiles& files, const TensorSpec& spec, const Mapp
                                 mapping.sources[0].name, rows, total, rows));
   }
   float* out = params.data() + spec.offset;
-  int64_t row = 0;
-  for (size_t i = 0; i < parts.size() && row < rows; ++i) {
-    const auto& [tensor, their_rows] = parts[i];
-    const int64_t take = std::min(their_rows, rows - row);
-    const FloatType type = FloatTypeOf(tensor->entry.dtype);
-    if (mapping.sources[i].transposed) {
-      // The file holds [cols, their_rows]: row r of ours is its column r.
-      for (int64_t r = 0; r < take; ++r) Convert(tensor->data, type, r, cols, their_rows, out + (row + r) * cols);
-    } else {
-      Convert(tensor->data, type, 0, take * cols, 1, out + row * cols);
+  // Under the bus-error guard: a file cut short or unreadable while it is read is a line naming it, not a silent
+  // SIGBUS. Nothing here holds an object with a destructor while it reads the mapping.
+  return GuardMappedReads([&] {
+    int64_t row = 0;
+    for (size_t i = 0; i < parts.size() && row < rows; ++i) {
+      const auto& [tensor, their_rows] = parts[i];
+      const int64_t take = std::min(their_rows, rows - row);
+      const FloatType type = FloatTypeOf(tensor->entry.dtype);
+      if (mapping.sources[i].transposed) {
+        // The file holds [cols, their_rows]: row r of ours is its column r.
+        for (int64_t r = 0; r < take; ++r) Convert(tensor->data, type, r, cols, their_rows, out + (row + r) * cols);
+      } else {
+        Convert(tensor->data, type, 0, take * cols, 1, out + row * cols);
+      }
+      row += take;
     }
-    row += take;
-  }
-  return common::Status::Ok();
+    return common::Status::Ok();
+  });
 }
 
 }  // namespace

@@ -158,11 +158,30 @@ common::Status CutShort(const void* address) {
                             mapped.path.string(), mapped.size, now);
   }
   return common::DataLoss("{}: cut short while the run read it ({} bytes when opened, {} now): a file a run reads "
-                          "must be replaced by a new one (as srunway-prep writes), not rewritten in place",
+                          "must be replaced by a new one (written beside it and renamed over it, as srunway writes "
+                          "its files), not rewritten in place",
                           mapped.path.string(), mapped.size, ec ? std::string("gone") : std::to_string(now));
 }
 
+std::function<void(const std::filesystem::path&)>& MappedFileOpened() {
+  static auto* opened = new std::function<void(const std::filesystem::path&)>;
+  return *opened;
+}
+
 }  // namespace
+
+common::StatusOr<std::vector<uint8_t>> CopyMappedBytes(std::span<const uint8_t> bytes) {
+  std::vector<uint8_t> copy(bytes.size());
+  SRUNWAY_RETURN_IF_ERROR(GuardMappedReads([&] {
+    if (!bytes.empty()) std::memcpy(copy.data(), bytes.data(), bytes.size());
+    return common::Status::Ok();
+  }));
+  return copy;
+}
+
+void SetMappedFileOpenedForTest(std::function<void(const std::filesystem::path&)> opened) {
+  MappedFileOpened() = std::move(opened);
+}
 
 common::Status GuardMappedReads(const std::function<common::Status()>& read) {
   static std::once_flag installed;
@@ -199,7 +218,9 @@ common::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::filesy
     std::lock_guard lock(mappings.mutex);
     mappings.by_start[data] = {size, path};
   }
-  return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
+  auto mapped = std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
+  if (MappedFileOpened()) MappedFileOpened()(path);
+  return mapped;
 }
 
 MappedFile::~MappedFile() {

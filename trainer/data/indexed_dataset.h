@@ -44,6 +44,14 @@ class MappedFile {
 // object with a destructor while it reads mapped memory (the readers here hold none).
 common::Status GuardMappedReads(const std::function<common::Status()>& read);
 
+// `bytes` (of a mapped file) copied under GuardMappedReads, for a reader that builds strings and vectors as it goes
+// (a checkpoint's or a safetensors file's header), which may not run under the guard itself.
+common::StatusOr<std::vector<uint8_t>> CopyMappedBytes(std::span<const uint8_t> bytes);
+
+// For tests: runs after each file MappedFile::Open maps (a test cuts the file short there, as a file rewritten in
+// place while a run reads it is); empty: none. Not for programs.
+void SetMappedFileOpenedForTest(std::function<void(const std::filesystem::path&)> opened);
+
 // Documents of tokens, however stored: what the sample index packs into training sequences.
 class TokenSource {
  public:

@@ -15,6 +15,8 @@
 #include "tests/unit/temp_dir.h"
 #include "trainer/ckpt/checkpoint.h"
 #include "trainer/ckpt/safetensors.h"
+#include "trainer/ckpt/weights.h"
+#include "trainer/data/indexed_dataset.h"
 #include "trainer/model/params.h"
 #include "trainer/optim/schedule.h"
 
@@ -149,6 +151,49 @@ TEST_F(CheckpointTest, CorruptAndTruncatedFilesAreRefused) {
                 "and data position that --load resumes)"),
             std::string::npos)
       << LoadCheckpoint(*path, config_, {params_, m_, v_}).status().message();
+}
+
+// A checkpoint or a weights file cut short while a run loads it (rewritten in place, by cp or a script writing to the
+// same name) ended the process with SIGBUS, without a word: the loads read them mapped. Now one error names the
+// file. The cut falls between the mapping and the reads, where MappedFile::Open's test hook runs; cut to nothing,
+// the header's read meets it, cut after the header, the tensors' reads do.
+void CutShortWhenOpened(const fs::path& victim, uintmax_t size) {
+  SetMappedFileOpenedForTest([victim, size](const fs::path& opened) {
+    if (opened == victim) fs::resize_file(opened, size);
+  });
+}
+
+void ExpectCutShort(const common::Status& status, const fs::path& file, uintmax_t size, uintmax_t now) {
+  SetMappedFileOpenedForTest({});
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), common::StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find(fmt::format("{}: cut short while the run read it ({} bytes when opened, {} now)",
+                                              file.string(), size, now)),
+            std::string::npos)
+      << status.message();
+}
+
+TEST_F(CheckpointTest, ACheckpointCutShortWhileItLoadsIsNamed) {
+  auto path = SaveCheckpoint(dir_, State(1), {params_, m_, v_});
+  ASSERT_TRUE(path.ok());
+  const uintmax_t size = fs::file_size(*path);
+  for (const uintmax_t cut : {uintmax_t{0}, uintmax_t{8192}}) {
+    ASSERT_TRUE(SaveCheckpoint(dir_, State(1), {params_, m_, v_}).ok());
+    CutShortWhenOpened(*path, cut);
+    ExpectCutShort(LoadCheckpoint(*path, config_, {params_, m_, v_}).status(), *path, size, cut);
+  }
+}
+
+TEST_F(CheckpointTest, WeightsCutShortWhileTheyLoadAreNamed) {
+  ASSERT_TRUE(ExportHuggingFace(dir_ / "hf", config_, params_, std::nullopt).ok());
+  const fs::path file = dir_ / "hf" / "model.safetensors";
+  const uintmax_t size = fs::file_size(file);
+  uint64_t header = 0;
+  std::memcpy(&header, common::ReadFile(file)->data(), sizeof header);
+  const uintmax_t cut = 8 + header + 4096;  // the header whole, the tensors cut
+  ASSERT_LT(cut, size);
+  CutShortWhenOpened(file, cut);
+  ExpectCutShort(ImportWeights(file, config_, params_).status(), file, size, cut);
 }
 
 // The header's numbers come from a file anyone may have edited: nothing converts them unchecked.
