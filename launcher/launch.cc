@@ -45,6 +45,10 @@ EnvList TorchrunEnv(const Identity& id, const std::string& master_addr, int mast
           {"GROUP_RANK", std::to_string(id.node_id)},
           {"NODE_RANK", std::to_string(id.node_id)},
           {"GROUP_WORLD_SIZE", std::to_string(id.node_count)},
+          // torchrun's one role, "default" (its --role), holds every worker.
+          {"ROLE_NAME", "default"},
+          {"ROLE_RANK", std::to_string(id.rank)},
+          {"ROLE_WORLD_SIZE", std::to_string(id.size)},
           {"MASTER_ADDR", master_addr},
           {"MASTER_PORT", std::to_string(master_port)}};
 }

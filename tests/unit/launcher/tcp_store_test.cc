@@ -217,6 +217,9 @@ TEST(Launch, TorchrunEnvironment) {
   EXPECT_EQ(map["GROUP_RANK"], "0");
   EXPECT_EQ(map["NODE_RANK"], "0");
   EXPECT_EQ(map["GROUP_WORLD_SIZE"], "2");
+  EXPECT_EQ(map["ROLE_NAME"], "default");
+  EXPECT_EQ(map["ROLE_RANK"], "5");
+  EXPECT_EQ(map["ROLE_WORLD_SIZE"], "16");
   EXPECT_EQ(map["MASTER_ADDR"], "10.0.0.1");
   EXPECT_EQ(map["MASTER_PORT"], "12345");
 }
