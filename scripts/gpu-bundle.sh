@@ -118,7 +118,10 @@ deadline=$((SECONDS + ${2:-500}))
 mkdir -p "$out"
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda,
-                                  "cuDNN", torch.backends.cudnn.version())'; } >"$out/machine.txt" 2>&1
+                                  "cuDNN", torch.backends.cudnn.version())'
+  # Whether transformers is there to load --export-hf's output (no machine of ours has had it so far).
+  python3 -c 'import transformers; print("transformers", transformers.__version__)' 2>/dev/null ||
+    echo "transformers: not installed"; } >"$out/machine.txt" 2>&1
 step() {  # step FILE LIMIT COMMAND...: COMMAND's output appended to OUT_DIR/FILE, one line in summary.txt
   local file=$1 limit=$2 left=$((deadline - SECONDS)) start=$SECONDS rc=0
   shift 2
