@@ -175,7 +175,7 @@ for i in $(seq 1 300); do echo "line $i of a small corpus, with words that repea
   >"$work/corpus.txt"
 "$prep" --input "$work/corpus.txt" --output-prefix "$work/data" --train-vocab 400 --quiet >/dev/null
 "$train" --preset gpt-tiny --seq-length 64 --micro-batch-size 4 --data-path "$work/data" --split 1 --lr 3e-3 \
-  --train-steps 40 --peak-tflops 1 --device cuda --sample 16 --sample-prompt "line 7 of a" >"$work/sample.out" \
+  --train-steps 8 --peak-tflops 1 --device cuda --sample 16 --sample-prompt "line 7 of a" >"$work/sample.out" \
   2>"$work/sample.err" || fail "--sample: $(cat "$work/sample.err")"
 grep -A1 '^sample (16 tokens, greedy):' "$work/sample.out" | tail -n 1 | grep -q '^line 7 of a' ||
   fail "--sample printed no continuation: $(cat "$work/sample.out")"
