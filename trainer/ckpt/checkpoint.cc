@@ -374,7 +374,8 @@ void CopyOverlaps(const ParamRange& r, const float* from, const std::vector<Para
 // it reads, so it cannot run under it): the fixed 24 bytes and the JSON their length names, as much of it as the
 // file holds (ReadCheckpointHeader says what is missing); a file without the magic, just its first bytes.
 common::StatusOr<std::vector<uint8_t>> HeaderBytes(std::span<const uint8_t> bytes) {
-  SRUNWAY_ASSIGN_OR_RETURN(std::vector<uint8_t> fixed, CopyMappedBytes(bytes.first(std::min<size_t>(bytes.size(), 24))));
+  SRUNWAY_ASSIGN_OR_RETURN(std::vector<uint8_t> fixed,
+                           CopyMappedBytes(bytes.first(std::min<size_t>(bytes.size(), 24))));
   if (fixed.size() < 24 || std::memcmp(fixed.data(), kMagic, 8) != 0) return fixed;
   uint64_t length;
   std::memcpy(&length, fixed.data() + 16, 8);

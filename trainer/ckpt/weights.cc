@@ -100,7 +100,7 @@ class WeightFiles {
     SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, MappedFile::Open(file));
     // The header is read from the mapping unguarded (its reader checks every offset against the file's size, so
     // it takes the whole mapping): a cut in the moment between the open and this read still ends with SIGBUS. The
-    // tensors' reads, which take the time, are guarded (Fill).
+    // tensors' reads, which take the time, are guarded (in Copy).
     SRUNWAY_ASSIGN_OR_RETURN(SafetensorsHeader header, ReadSafetensorsHeader(mapped->bytes(), file.string()));
     if (mapped_.empty()) metadata_ = header.metadata;
     for (TensorEntry& entry : header.tensors) {
