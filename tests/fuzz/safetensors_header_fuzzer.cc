@@ -7,7 +7,7 @@
 #include "trainer/ckpt/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto header = srunway::trainer::ReadSafetensorsHeader(std::span<const uint8_t>(data, size), "fuzz.safetensors");
+  auto header = srunway::trainer::ReadSafetensorsHeader(std::span<const uint8_t>(data, size), size, "fuzz.safetensors");
   if (!header.ok()) {
     if (header.status().message().empty()) std::abort();
     return 0;

@@ -97,20 +97,22 @@ int DtypeBytes(std::string_view dtype) {
   return 0;
 }
 
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the limit the safetensors library itself applies
-
 }  // namespace
 
-common::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(std::span<const uint8_t> bytes, const std::string& name) {
-  if (bytes.size() < 8) return common::DataLoss("{}: {} bytes is too short for a safetensors file", name, bytes.size());
+common::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(std::span<const uint8_t> head, uint64_t file_size,
+                                                          const std::string& name) {
+  if (file_size < 8) return common::DataLoss("{}: {} bytes is too short for a safetensors file", name, file_size);
   uint64_t length = 0;
-  std::memcpy(&length, bytes.data(), 8);
-  if (length > kMaxHeaderBytes || length > bytes.size() - 8) {
+  if (head.size() >= 8) std::memcpy(&length, head.data(), 8);
+  if (length > kMaxSafetensorsHeaderBytes || length > file_size - 8) {
     return common::DataLoss("{}: header length {} does not fit the file ({} bytes; at most {})", name, length,
-                            bytes.size(), kMaxHeaderBytes);
+                            file_size, kMaxSafetensorsHeaderBytes);
+  }
+  if (head.size() < 8 + length) {
+    return common::DataLoss("{}: only {} bytes of its {}-byte header were read", name, head.size(), 8 + length);
   }
   SRUNWAY_ASSIGN_OR_RETURN(common::Json json,
-                           common::ParseJson({reinterpret_cast<const char*>(bytes.data() + 8), length}, name));
+                           common::ParseJson({reinterpret_cast<const char*>(head.data() + 8), length}, name));
   if (!json.is_object()) return common::DataLoss("{}: the header is not a JSON object", name);
   SafetensorsHeader header;
   header.data_start = 8 + length;
@@ -162,9 +164,9 @@ common::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(std::span<const uint8_
     }
     at = entry.end;
   }
-  if (at != bytes.size() - header.data_start) {
+  if (at != file_size - header.data_start) {
     return common::DataLoss("{}: the tensors cover {} bytes of data, the file holds {}", name, at,
-                            bytes.size() - header.data_start);
+                            file_size - header.data_start);
   }
   return header;
 }

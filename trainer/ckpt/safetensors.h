@@ -51,7 +51,12 @@ struct SafetensorsHeader {
 
 // Reads and checks a safetensors file's header against the format's rules: a header of at most 100 MB inside the
 // file, a JSON object, known dtypes, non-negative shapes whose byte size (checked for overflow) matches the
-// data_offsets, and data that the tensors cover exactly, without holes or overlaps. `name` names the file.
-common::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(std::span<const uint8_t> bytes, const std::string& name);
+// data_offsets, and data that the tensors cover exactly, without holes or overlaps. `head` is the file's first
+// bytes (its header's 8-byte length and the JSON, or the whole file), `file_size` its size, `name` its name.
+common::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(std::span<const uint8_t> head, uint64_t file_size,
+                                                          const std::string& name);
+
+// The limit on a header's length that the safetensors library itself applies.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
 }  // namespace srunway::trainer

@@ -96,12 +96,24 @@ class WeightFiles {
     std::string file;  // its file's name
   };
 
+  // The header copied out of the mapping under the bus-error guard (its reader builds strings as it reads, so it
+  // cannot run under it): the 8-byte length and as much of the JSON it names as the file holds, none where the
+  // length is past the format's limit (the reader says what is wrong). The tensors' reads are guarded in Copy.
+  static common::StatusOr<std::vector<uint8_t>> HeaderBytes(std::span<const uint8_t> bytes) {
+    SRUNWAY_ASSIGN_OR_RETURN(std::vector<uint8_t> length_bytes,
+                             CopyMappedBytes(bytes.first(std::min<size_t>(bytes.size(), 8))));
+    if (length_bytes.size() < 8) return length_bytes;
+    uint64_t length;
+    std::memcpy(&length, length_bytes.data(), 8);
+    if (length > kMaxSafetensorsHeaderBytes) return length_bytes;
+    return CopyMappedBytes(bytes.first(8 + std::min<uint64_t>(length, bytes.size() - 8)));
+  }
+
   common::Status Add(const std::filesystem::path& file) {
     SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped, MappedFile::Open(file));
-    // The header is read from the mapping unguarded (its reader checks every offset against the file's size, so
-    // it takes the whole mapping): a cut in the moment between the open and this read still ends with SIGBUS. The
-    // tensors' reads, which take the time, are guarded (in Copy).
-    SRUNWAY_ASSIGN_OR_RETURN(SafetensorsHeader header, ReadSafetensorsHeader(mapped->bytes(), file.string()));
+    SRUNWAY_ASSIGN_OR_RETURN(const std::vector<uint8_t> head, HeaderBytes(mapped->bytes()));
+    SRUNWAY_ASSIGN_OR_RETURN(SafetensorsHeader header,
+                             ReadSafetensorsHeader(head, mapped->bytes().size(), file.string()));
     if (mapped_.empty()) metadata_ = header.metadata;
     for (TensorEntry& entry : header.tensors) {
       const uint8_t* data = mapped->bytes().data() + header.data_start + entry.begin;
