@@ -1,5 +1,7 @@
 // The SPANK plugin srunway.so: dispatch only. Options and plugstack arguments are parsed, and plans computed,
-// by topology/; every entry point is noexcept, never throws, aborts or blocks inside slurmstepd.
+// by topology/; every entry point catches everything and never throws, aborts or blocks inside slurmstepd. (They
+// are not marked noexcept: spank.h declares them through spank_f, without it, and clang holds a definition to its
+// declaration's exception specification.)
 #include <sched.h>
 
 extern "C" {
@@ -201,7 +203,7 @@ int TaskInit(spank_t spank) {
 
 }  // namespace
 
-extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_init(spank_t spank, int argc, char** argv) noexcept {
+extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_init(spank_t spank, int argc, char** argv) {
   try {
     for (spank_option& option : kOptions) {
       if (spank_option_register(spank, &option) != ESPANK_SUCCESS) {
@@ -223,7 +225,7 @@ extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_init(spank_t spank, int argc, ch
   }
 }
 
-extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_user_init(spank_t spank, int, char**) noexcept {
+extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_user_init(spank_t spank, int, char**) {
   try {
     if (!spank_remote(spank)) return 0;
     PluginState& state = State();
@@ -274,7 +276,7 @@ extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_user_init(spank_t spank, int, ch
   }
 }
 
-extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_task_init(spank_t spank, int, char**) noexcept {
+extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_task_init(spank_t spank, int, char**) {
   try {
     if (!spank_remote(spank)) return 0;
     return TaskInit(spank);
@@ -284,7 +286,7 @@ extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_task_init(spank_t spank, int, ch
   }
 }
 
-extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_exit(spank_t spank, int, char**) noexcept {
+extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_exit(spank_t spank, int, char**) {
   try {
     PluginState& state = State();
     if (spank_remote(spank) && !state.nccl_topo_file.empty()) {
