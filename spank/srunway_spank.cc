@@ -1,7 +1,6 @@
 // The SPANK plugin srunway.so: dispatch only. Options and plugstack arguments are parsed, and plans computed,
-// by topology/; every entry point catches everything and never throws, aborts or blocks inside slurmstepd. (They
-// are not marked noexcept: spank.h declares them through spank_f, without it, and clang holds a definition to its
-// declaration's exception specification.)
+// by topology/; every entry point runs its body through a noexcept wrapper (Guarded) and never throws, aborts or
+// blocks inside slurmstepd.
 #include <sched.h>
 
 extern "C" {
@@ -201,10 +200,70 @@ int TaskInit(spank_t spank) {
   return 0;
 }
 
+// An entry point's body, run so that nothing escapes into slurmstepd: an exception is one error line naming the
+// entry point (and what follows from it) and `failed`. (The entry points themselves cannot be noexcept: spank.h
+// declares them through spank_f, without it, and clang holds a definition to its declaration.)
+template <typename Body>
+int Guarded(const char* entry, const char* consequence, int failed, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    slurm_error("srunway: internal error in %s%s", entry, consequence);
+    return failed;
+  }
+}
+
+// slurm_spank_user_init's work, remote only: the step's CPUs, GPUs and profile, the topology and NCCL's file.
+int UserInit(spank_t spank) {
+  if (!spank_remote(spank)) return 0;
+  PluginState& state = State();
+  // The step's environment as srun sent it: Slurm's task/affinity rewrites SLURM_CPU_BIND_TYPE in each task for
+  // the binding it computes itself, so the user's request is read here, before any task starts.
+  state.user_cpu_bind = JobEnv(spank, "SLURM_CPU_BIND_TYPE");
+  // What Slurm allows the step is slurmstepd's own mask (task/cgroup moves it into the step's cpuset), not the
+  // task's mask: task/affinity has already narrowed that to the core it picked when task_init runs.
+  state.step_cpus = CurrentCpus();
+  for (auto [name, ids] : {std::pair{"CUDA_VISIBLE_DEVICES", &state.step_gpus.visible},
+                           std::pair{"SLURM_STEP_GPUS", &state.step_gpus.node}}) {
+    auto parsed = topology::ParseVisibleDevices(JobEnv(spank, name).value_or(""));
+    if (parsed.ok()) *ids = *parsed;
+  }
+  auto profile = topology::ChooseProfile(state.config, state.user_profile);
+  if (!profile.ok()) {
+    slurm_error("srunway: %s", profile.status().message().c_str());
+    return -1;
+  }
+  state.profile = *profile;
+  if (*profile == topology::ProfileId::kNone) return 0;
+  // Once per node per step; every task of the step is forked from here and inherits it.
+  // In a helper process started with posix_spawn (never fork in threaded slurmstepd), with a deadline: a corrupt
+  // file or a stuck hwloc must not take slurmstepd down.
+  const std::string& helper = state.config.topo_helper;
+  auto topo = topology::LoadTopologyIsolated(state.config.topology_xml, kTopologyTimeoutMs,
+                                             helper.empty() ? topology::DefaultTopologyHelper() : helper);
+  if (!topo.ok()) {
+    slurm_spank_log("srunway: warning: %s; tasks run without GPU/NIC affinity", topo.status().message().c_str());
+    return 0;
+  }
+  state.topology = std::move(*topo);
+  if (state.config.nccl_topo_file) {
+    gid_t gid = 0;
+    spank_get_item(spank, S_JOB_UID, &state.job_uid);
+    spank_get_item(spank, S_JOB_GID, &gid);
+    auto path = topology::WriteNcclTopologyFile(*state.topology, state.config.tmpdir, state.job_uid, gid);
+    if (path.ok()) {
+      state.nccl_topo_file = *path;
+    } else {
+      slurm_spank_log("srunway: warning: no NCCL_TOPO_FILE: %s", path.status().message().c_str());
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_init(spank_t spank, int argc, char** argv) {
-  try {
+  return Guarded("slurm_spank_init", "", -1, [&] {
     for (spank_option& option : kOptions) {
       if (spank_option_register(spank, &option) != ESPANK_SUCCESS) {
         slurm_error("srunway: cannot register --%s", option.name);
@@ -219,81 +278,23 @@ extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_init(spank_t spank, int argc, ch
     }
     State().config = *config;
     return 0;
-  } catch (...) {
-    slurm_error("srunway: internal error in slurm_spank_init");
-    return -1;
-  }
+  });
 }
 
 extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_user_init(spank_t spank, int, char**) {
-  try {
-    if (!spank_remote(spank)) return 0;
-    PluginState& state = State();
-    // The step's environment as srun sent it: Slurm's task/affinity rewrites SLURM_CPU_BIND_TYPE in each task for
-    // the binding it computes itself, so the user's request is read here, before any task starts.
-    state.user_cpu_bind = JobEnv(spank, "SLURM_CPU_BIND_TYPE");
-    // What Slurm allows the step is slurmstepd's own mask (task/cgroup moves it into the step's cpuset), not the
-    // task's mask: task/affinity has already narrowed that to the core it picked when task_init runs.
-    state.step_cpus = CurrentCpus();
-    for (auto [name, ids] : {std::pair{"CUDA_VISIBLE_DEVICES", &state.step_gpus.visible},
-                             std::pair{"SLURM_STEP_GPUS", &state.step_gpus.node}}) {
-      auto parsed = topology::ParseVisibleDevices(JobEnv(spank, name).value_or(""));
-      if (parsed.ok()) *ids = *parsed;
-    }
-    auto profile = topology::ChooseProfile(state.config, state.user_profile);
-    if (!profile.ok()) {
-      slurm_error("srunway: %s", profile.status().message().c_str());
-      return -1;
-    }
-    state.profile = *profile;
-    if (*profile == topology::ProfileId::kNone) return 0;
-    // Once per node per step; every task of the step is forked from here and inherits it.
-    // In a helper process started with posix_spawn (never fork in threaded slurmstepd), with a deadline: a corrupt
-    // file or a stuck hwloc must not take slurmstepd down.
-    const std::string& helper = state.config.topo_helper;
-    auto topo = topology::LoadTopologyIsolated(state.config.topology_xml, kTopologyTimeoutMs,
-                                               helper.empty() ? topology::DefaultTopologyHelper() : helper);
-    if (!topo.ok()) {
-      slurm_spank_log("srunway: warning: %s; tasks run without GPU/NIC affinity", topo.status().message().c_str());
-      return 0;
-    }
-    state.topology = std::move(*topo);
-    if (state.config.nccl_topo_file) {
-      gid_t gid = 0;
-      spank_get_item(spank, S_JOB_UID, &state.job_uid);
-      spank_get_item(spank, S_JOB_GID, &gid);
-      auto path = topology::WriteNcclTopologyFile(*state.topology, state.config.tmpdir, state.job_uid, gid);
-      if (path.ok()) {
-        state.nccl_topo_file = *path;
-      } else {
-        slurm_spank_log("srunway: warning: no NCCL_TOPO_FILE: %s", path.status().message().c_str());
-      }
-    }
-    return 0;
-  } catch (...) {
-    slurm_error("srunway: internal error in slurm_spank_user_init; tasks run without GPU/NIC affinity");
-    return 0;
-  }
+  return Guarded("slurm_spank_user_init", "; tasks run without GPU/NIC affinity", 0, [&] { return UserInit(spank); });
 }
 
 extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_task_init(spank_t spank, int, char**) {
-  try {
-    if (!spank_remote(spank)) return 0;
-    return TaskInit(spank);
-  } catch (...) {
-    slurm_error("srunway: internal error in slurm_spank_task_init");
-    return -1;
-  }
+  return Guarded("slurm_spank_task_init", "", -1, [&] { return spank_remote(spank) ? TaskInit(spank) : 0; });
 }
 
 extern "C" SRUNWAY_SPANK_EXPORT int slurm_spank_exit(spank_t spank, int, char**) {
-  try {
+  return Guarded("slurm_spank_exit", "", 0, [&] {
     PluginState& state = State();
     if (spank_remote(spank) && !state.nccl_topo_file.empty()) {
       topology::RemoveNcclTopologyFile(state.nccl_topo_file, state.job_uid);
     }
-  } catch (...) {
-    slurm_error("srunway: internal error in slurm_spank_exit");
-  }
-  return 0;
+    return 0;
+  });
 }
