@@ -51,11 +51,19 @@ python3 -c "import sys; sys.exit(0 if $loss_diff <= 1e-6 and $param_diff <= 1e-5
 grep -q "batch 8 x 32 tokens = 4 ranks x 1 micro-batches of 2" "$workdir/dp.log" || fail "$(cat "$workdir/dp.log")"
 expect_eq "step lines (rank 0 alone prints)" "$(grep -c '^step' "$workdir/dp.log")" 10
 # Without --peak-tflops, MFU's peak on CPUs is what the 4 ranks measured all at once, averaged: rank 0's own rate,
-# measured while its peers were busy or idle, moved MFU by a third from run to run.
-srun --mpi=pmix -N 2 --ntasks-per-node=2 -c 1 "$train" --preset gpt-tiny --mock-data --seq-length 32 --micro-batch-size 2 \
-  --global-batch-size 8 --train-steps 2 >"$workdir/peak.log" 2>&1 || fail "peak: $(cat "$workdir/peak.log")"
+# measured while its peers were busy or idle, moved MFU by a third from run to run. Without -c (or OMP_NUM_THREADS),
+# the 2 ranks of a node, which the local cluster does not pin, share its CPUs: each took all of them, and 4 ranks of
+# 2 threads on this 2-core machine made steps 16x slower.
+srun --mpi=pmix -N 2 --ntasks-per-node=2 env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK "$train" --preset gpt-tiny \
+  --mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --train-steps 2 >"$workdir/peak.log" 2>&1 ||
+  fail "peak: $(cat "$workdir/peak.log")"
 grep -qE "MFU against the ranks' mean fp32 sgemm rate [0-9.]+ GFLOP/s" "$workdir/peak.log" || fail "$(cat "$workdir/peak.log")"
 grep -qE "^step +2/2 .* \| MFU [0-9.]+%$" "$workdir/peak.log" || fail "peak: $(cat "$workdir/peak.log")"
+cpus=$(srun -N1 -n1 nproc)
+share=$((cpus / 2 > 1 ? cpus / 2 : 1))
+grep -qE "ranks share their node's CPUs \(no --cpus-per-task or CPU binding\): $share threads? each" "$workdir/peak.log" ||
+  fail "no share of $cpus CPUs: $(cat "$workdir/peak.log")"
+grep -qE " $share threads? per rank;" "$workdir/peak.log" || fail "threads: $(cat "$workdir/peak.log")"
 echo "ok: 2 nodes x 2 ranks = 1 rank: losses within $loss_diff relative, parameters within $param_diff"
 
 run one_dropout 1 1 1 --hidden-dropout 0.1 --attention-dropout 0.1

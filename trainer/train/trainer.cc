@@ -78,6 +78,8 @@ bool SameOrEntryOf(const std::filesystem::path& path, const std::filesystem::pat
   return !path.empty() && (SamePath(path, dir) || SamePath(NormalPath(path).parent_path(), dir));
 }
 
+// The threads a rank asked for (--threads, OMP_NUM_THREADS, Slurm's --cpus-per-task), or 0 where it asked for
+// none and takes its share of the CPUs it may run on (Trainer::CpuShare).
 int ThreadCount(int requested) {
   if (requested > 0) return std::min(requested, kMaxThreads);
   if (const char* env = std::getenv("OMP_NUM_THREADS"); env != nullptr && *env != '\0') {
@@ -91,10 +93,7 @@ int ThreadCount(int requested) {
     auto parsed = common::ParseInt(*per_task, "SLURM_CPUS_PER_TASK", 1, kMaxThreads);
     if (parsed.ok()) return static_cast<int>(*parsed);
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return 1;
+  return 0;
 }
 
 // fp32 matmul FLOP/s of this process with its threads, through the trainer's own matmul, over three products
@@ -316,6 +315,11 @@ class Trainer {
   // node share its cores here too), averaged over the ranks, so that peak x ranks is what the machines can do. One
   // rank's own rate, measured while its peers were busy or idle, moved the quickstart's MFU from 30% to 39%.
   common::StatusOr<double> MeasureCpuPeak();
+  // The threads of a rank that asked for none (ThreadCount): the CPUs it may run on, shared with the ranks of its
+  // node that may run on any of them. Ranks that Slurm did not pin (no --cpus-per-task, no binding) each see all of
+  // a node's CPUs, and as many threads each oversubscribed them: 4 ranks of 2 threads on 2 cores made steps 16x
+  // slower. Pinned ranks, whose CPU sets are apart, keep theirs. `shared` says whether others share them.
+  common::StatusOr<int> CpuShare(bool* shared);
   common::Status BuildModel();
   // The first failure of the device's work since the last call, saying which GPU on which host.
   common::Status DeviceStatus();
@@ -501,6 +505,27 @@ common::StatusOr<double> Trainer::MeasureCpuPeak() {
   return std::accumulate(rates.begin(), rates.end(), 0.0) / world_;
 }
 
+common::StatusOr<int> Trainer::CpuShare(bool* shared) {
+  struct Cpus {
+    int32_t node;
+    cpu_set_t set;
+  };
+  Cpus mine{};
+  mine.node = boot_->identity().node_id;
+  CPU_ZERO(&mine.set);
+  if (sched_getaffinity(0, sizeof mine.set, &mine.set) != 0) CPU_SET(0, &mine.set);
+  std::vector<Cpus> all(static_cast<size_t>(world_));
+  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, all.data(), sizeof mine));
+  int sharing = 0;
+  for (Cpus& other : all) {
+    cpu_set_t both;
+    CPU_AND(&both, &other.set, &mine.set);
+    if (other.node == mine.node && CPU_COUNT(&both) > 0) ++sharing;
+  }
+  *shared = sharing > 1;
+  return std::clamp(CPU_COUNT(&mine.set) / std::max(sharing, 1), 1, kMaxThreads);
+}
+
 common::Status Trainer::DeviceStatus() {
   common::Status status = model_->ops().TakeError();
   if (status.ok() || device_->kind() == DeviceKind::kCpu) return status;
@@ -619,7 +644,25 @@ common::Status Trainer::Setup() {
   }
   setup_error_everywhere_ = false;
 
-  const int threads = ThreadCount(o_.threads);
+  int threads = ThreadCount(o_.threads);
+  bool shared = false;
+  // Every rank exchanges its CPUs, whether or not it asked for threads, so that they all make the same calls.
+  if (device_->kind() == DeviceKind::kCpu) {
+    SRUNWAY_ASSIGN_OR_RETURN(const int share, CpuShare(&shared));
+    if (threads == 0) {
+      threads = share;
+      if (shared && Leader()) {
+        common::LogInfo("ranks share their node's CPUs (no --cpus-per-task or CPU binding): {} thread{} each, the "
+                        "CPUs over the ranks that may run on them (--threads or OMP_NUM_THREADS to choose)",
+                        threads, threads == 1 ? "" : "s");
+      }
+    }
+  }
+  if (threads == 0) {  // a GPU's rank: the host's threads do little
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    threads = sched_getaffinity(0, sizeof set, &set) == 0 ? std::clamp(CPU_COUNT(&set), 1, kMaxThreads) : 1;
+  }
 #ifdef _OPENMP
   omp_set_num_threads(threads);
 #endif
@@ -750,7 +793,7 @@ common::Status Trainer::Setup() {
         "tokens = {} rank{} x {} micro-batches of {}, {}; gradients in {} bucket{}{}; {}",
         ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab, ParameterCount(m) / 1e6, gbs, T_,
         world_, world_ == 1 ? "" : "s", accum_, B_,
-        gpu ? fmt::format("bf16 on {}", device_->name()) : fmt::format("{} threads per rank", threads),
+        gpu ? fmt::format("bf16 on {}", device_->name()) : fmt::format("{} thread{} per rank", threads, threads == 1 ? "" : "s"),
         reducer_->bucket_count(), reducer_->bucket_count() == 1 ? "" : "s",
         o_.overlap_grad_reduce ? " overlapped with the backward" : ", reduced after the backward", mfu_basis);
   }
