@@ -53,7 +53,7 @@ expect_eq "step lines (rank 0 alone prints)" "$(grep -c '^step' "$workdir/dp.log
 # Without --peak-tflops, MFU's peak on CPUs is what the 4 ranks measured all at once, averaged: rank 0's own rate,
 # measured while its peers were busy or idle, moved MFU by a third from run to run. Without -c (or OMP_NUM_THREADS),
 # the 2 ranks of a node, which the local cluster does not pin, share its CPUs: each took all of them, and 4 ranks of
-# 2 threads on this 2-core machine made steps 16x slower.
+# 2 threads on this 2-core machine made steps 3 to 4x slower.
 srun --mpi=pmix -N 2 --ntasks-per-node=2 env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK "$train" --preset gpt-tiny \
   --mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --train-steps 2 >"$workdir/peak.log" 2>&1 ||
   fail "peak: $(cat "$workdir/peak.log")"

@@ -317,7 +317,7 @@ class Trainer {
   common::StatusOr<double> MeasureCpuPeak();
   // The threads of a rank that asked for none (ThreadCount): the CPUs it may run on, shared with the ranks of its
   // node that may run on any of them. Ranks that Slurm did not pin (no --cpus-per-task, no binding) each see all of
-  // a node's CPUs, and as many threads each oversubscribed them: 4 ranks of 2 threads on 2 cores made steps 16x
+  // a node's CPUs, and as many threads each oversubscribed them: 4 ranks of 2 threads on 2 cores made steps 3 to 4x
   // slower. Pinned ranks, whose CPU sets are apart, keep theirs. `shared` says whether others share them.
   common::StatusOr<int> CpuShare(bool* shared);
   common::Status BuildModel();
