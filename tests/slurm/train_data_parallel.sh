@@ -57,11 +57,13 @@ expect_eq "step lines (rank 0 alone prints)" "$(grep -c '^step' "$workdir/dp.log
 srun --mpi=pmix -N 2 --ntasks-per-node=2 env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK "$train" --preset gpt-tiny \
   --mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --train-steps 2 >"$workdir/peak.log" 2>&1 ||
   fail "peak: $(cat "$workdir/peak.log")"
-grep -qE "MFU against the ranks' mean fp32 sgemm rate [0-9.]+ GFLOP/s" "$workdir/peak.log" || fail "$(cat "$workdir/peak.log")"
+grep -qE "MFU against the ranks' mean fp32 sgemm rate [0-9.]+ GFLOP/s" "$workdir/peak.log" ||
+  fail "$(cat "$workdir/peak.log")"
 grep -qE "^step +2/2 .* \| MFU [0-9.]+%$" "$workdir/peak.log" || fail "peak: $(cat "$workdir/peak.log")"
 cpus=$(srun -N1 -n1 nproc)
 share=$((cpus / 2 > 1 ? cpus / 2 : 1))
-grep -qE "ranks share their node's CPUs \(no --cpus-per-task or CPU binding\): $share threads? each" "$workdir/peak.log" ||
+grep -qE "ranks share their node's CPUs \(no --cpus-per-task or CPU binding\): $share threads? each" \
+  "$workdir/peak.log" ||
   fail "no share of $cpus CPUs: $(cat "$workdir/peak.log")"
 grep -qE " $share threads? per rank;" "$workdir/peak.log" || fail "threads: $(cat "$workdir/peak.log")"
 echo "ok: 2 nodes x 2 ranks = 1 rank: losses within $loss_diff relative, parameters within $param_diff"

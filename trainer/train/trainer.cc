@@ -793,7 +793,8 @@ common::Status Trainer::Setup() {
         "tokens = {} rank{} x {} micro-batches of {}, {}; gradients in {} bucket{}{}; {}",
         ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab, ParameterCount(m) / 1e6, gbs, T_,
         world_, world_ == 1 ? "" : "s", accum_, B_,
-        gpu ? fmt::format("bf16 on {}", device_->name()) : fmt::format("{} thread{} per rank", threads, threads == 1 ? "" : "s"),
+        gpu ? fmt::format("bf16 on {}", device_->name())
+            : fmt::format("{} thread{} per rank", threads, threads == 1 ? "" : "s"),
         reducer_->bucket_count(), reducer_->bucket_count() == 1 ? "" : "s",
         o_.overlap_grad_reduce ? " overlapped with the backward" : ", reduced after the backward", mfu_basis);
   }
