@@ -12,6 +12,7 @@
 #include "common/env.h"
 #include "common/parse.h"
 #include "launcher/comm_factory.h"
+#include "launcher/cpu_share.h"
 
 namespace srunway::launcher {
 namespace {
@@ -67,7 +68,7 @@ std::string FailureForPeers(std::string_view rank_name, const common::Status& fa
 }
 
 std::string AnnounceMaster(const Identity& id) {
-  if (id.rank != 0) return "";
+  if (id.rank != 0) return common::Json{{"cpus", AffinityMaskText()}}.dump();
   std::string addr = common::GetEnvOr("MASTER_ADDR", LocalAddress());
   int port = 0;
   if (auto given = common::GetEnvInt("MASTER_PORT", 1, 65535); given.ok()) {
@@ -80,7 +81,7 @@ std::string AnnounceMaster(const Identity& id) {
     if (!picked.ok()) return common::Json{{"error", picked.status().message()}}.dump();
     port = *picked;
   }
-  return common::Json{{"master_addr", addr}, {"master_port", port}}.dump();
+  return common::Json{{"master_addr", addr}, {"master_port", port}, {"cpus", AffinityMaskText()}}.dump();
 }
 
 StatusOr<EnvList> ExecEnvironment(const Bootstrap& bootstrap) {
@@ -94,7 +95,25 @@ StatusOr<EnvList> ExecEnvironment(const Bootstrap& bootstrap) {
   SRUNWAY_ASSIGN_OR_RETURN(std::string addr, common::JsonField<std::string>(master, "master_addr", where));
   SRUNWAY_ASSIGN_OR_RETURN(int port, common::JsonField<int>(master, "master_port", where));
   if (port < 1 || port > 65535) return common::Internal("{}: port {} is out of range", where, port);
-  return TorchrunEnv(bootstrap.identity(), addr, port);
+  EnvList env = TorchrunEnv(bootstrap.identity(), addr, port);
+  if (std::optional<std::string> threads = ThreadsForProgram(bootstrap)) env.emplace_back("OMP_NUM_THREADS", *threads);
+  return env;
+}
+
+std::optional<std::string> ThreadsForProgram(const Bootstrap& bootstrap) {
+  if (common::GetEnv("OMP_NUM_THREADS")) return std::nullopt;
+  if (std::optional<std::string> per_task = common::GetEnv("SLURM_CPUS_PER_TASK")) return per_task;
+  std::vector<std::string> hosts, masks;
+  for (const Peer& peer : bootstrap.peers()) {
+    hosts.push_back(peer.host);
+    auto announced = common::ParseJson(peer.announced, "announcement");
+    auto mask = announced.ok() ? common::JsonField<std::string>(*announced, "cpus", "announcement")
+                               : common::StatusOr<std::string>(announced.status());
+    masks.push_back(mask.ok() ? *mask : "");
+  }
+  auto share = ShareOf(bootstrap.identity().rank, hosts, masks);
+  if (!share.ok() || share->ranks == 1) return std::nullopt;
+  return std::to_string(share->threads());
 }
 
 StatusOr<CheckResult> RunCheck(Bootstrap& bootstrap, CommKind comm_kind, size_t bytes, double init_ms,

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,10 +37,16 @@ EnvList TorchrunEnv(const Identity& identity, const std::string& master_addr, in
 common::StatusOr<int> PickMasterPort(int64_t job_id, int64_t step_id);
 
 // Exec mode's announcement in the init exchange (CreateBootstrap's `announce`): rank 0 picks MASTER_ADDR (its own
-// address) and MASTER_PORT unless torchrun-style variables already name them; the other ranks add nothing.
+// address) and MASTER_PORT unless torchrun-style variables already name them; every rank adds its CPU mask
+// (AffinityMaskText).
 std::string AnnounceMaster(const Identity& identity);
-// Exec mode's environment, from rank 0's announcement: no exchange of its own.
+// Exec mode's environment, from the ranks' announcements: no exchange of its own. The torchrun variables, and
+// OMP_NUM_THREADS as ThreadsForProgram says.
 common::StatusOr<EnvList> ExecEnvironment(const Bootstrap& bootstrap);
+// OMP_NUM_THREADS for the program where it is not set: Slurm's --cpus-per-task, else, where other ranks of the
+// node may run on this rank's CPUs (not pinned), its share of them (torchrun sets 1 for more than one worker per
+// node, to the same end); nothing for a rank whose CPUs are its own.
+std::optional<std::string> ThreadsForProgram(const Bootstrap& bootstrap);
 
 struct PhaseTiming {
   std::string phase;

@@ -357,6 +357,13 @@ int main(int argc, char** argv) {
     boot.Abort(env.status().message());
     return kExitBootstrap;
   }
+  if (boot.identity().rank == 0 && !common::GetEnv("SLURM_CPUS_PER_TASK")) {
+    for (const auto& [name, value] : *env) {
+      if (name != "OMP_NUM_THREADS") continue;
+      common::LogInfo("OMP_NUM_THREADS={} for the program: the ranks of a node share its CPUs (no --cpus-per-task or "
+                      "CPU binding); set OMP_NUM_THREADS to choose", value);
+    }
+  }
   if (!supervise) {
     for (const auto& [name, value] : *env) ::setenv(name.c_str(), value.c_str(), 1);
     // Leave PMIx before exec: the command may be an MPI program that connects to it again.

@@ -4,6 +4,8 @@
 source "$(dirname "$0")/lib.sh"
 require_cluster
 launch=${SRUNWAY_LAUNCH:?SRUNWAY_LAUNCH must name srunway-launch}
+work_err=$(mktemp)
+at_exit "rm -f '$work_err'"
 # What each rank prints: the launcher's view, then Slurm's, to compare.
 report='echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK $GROUP_WORLD_SIZE $MASTER_ADDR:$MASTER_PORT $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID"'
 
@@ -47,4 +49,22 @@ for shape in "1 1" "2 2" "4 2" "16 2"; do
   check_output "env $ranks" "$ranks" "$nodes" "$out"
   expect_eq "env keeps MASTER_PORT" "$(awk '{print $7}' <<<"$out" | sort -u)" "127.0.0.1:$port"
 done
+
+echo "== OMP_NUM_THREADS: --cpus-per-task, else the share of CPUs that ranks of a node may all run on"
+# The local cluster does not pin tasks: without -c each of node1's 3 ranks (block distribution: 0-2 there, 3 on
+# node2) sees every CPU, and a program taking a thread per CPU in each oversubscribed them. Rank 3's are its own.
+threads='echo "$RANK ${OMP_NUM_THREADS-unset}"'
+cpus=$(srun -N1 -n1 --time=1 nproc)
+out=$(timeout 120 srun --mpi=pmix -N2 -n4 --time=2 env -u OMP_NUM_THREADS "$launch" -- bash -c "$threads" 2>"$work_err") ||
+  fail "threads: srun failed"
+share=$((cpus / 3 > 1 ? cpus / 3 : 1))
+expect_eq "threads without -c" "$(sort <<<"$out" | paste -sd ' ')" "0 $share 1 $share 2 $share 3 unset"
+grep -q "srunway-launch\[node1 rank 0\] info: OMP_NUM_THREADS=$share for the program: the ranks of a node share its CPUs" \
+  "$work_err" || fail "threads: no line from rank 0: $(cat "$work_err")"
+out=$(timeout 120 srun --mpi=pmix -N2 -n4 -c1 --time=2 env -u OMP_NUM_THREADS "$launch" -- bash -c "$threads") ||
+  fail "threads -c1: srun failed"
+expect_eq "threads with -c 1" "$(sort <<<"$out" | paste -sd ' ')" "0 1 1 1 2 1 3 1"
+out=$(OMP_NUM_THREADS=5 timeout 120 srun --mpi=pmix -N2 -n4 --time=2 "$launch" -- bash -c "$threads") ||
+  fail "threads given: srun failed"
+expect_eq "threads the user gave" "$(sort <<<"$out" | paste -sd ' ')" "0 5 1 5 2 5 3 5"
 echo "ok"

@@ -7,6 +7,9 @@
 source "$(dirname "$0")/lib.sh"
 require_cluster
 launch=${SRUNWAY_LAUNCH:?SRUNWAY_LAUNCH must name srunway-launch}
+# The programs here run no threads: given a count, rank 0 does not say that it set one for ranks sharing CPUs, and
+# srunway-launch's stderr holds only what supervision says.
+export OMP_NUM_THREADS=1
 work=$(mktemp -d)
 at_exit "rm -rf '$work'"
 

@@ -38,6 +38,7 @@
 #include "common/parse.h"
 #include "launcher/bootstrap.h"
 #include "launcher/comm_factory.h"
+#include "launcher/cpu_share.h"
 #include "trainer/ckpt/checkpoint.h"
 #include "trainer/ckpt/safetensors.h"
 #include "trainer/ckpt/save_lease.h"
@@ -506,24 +507,12 @@ common::StatusOr<double> Trainer::MeasureCpuPeak() {
 }
 
 common::StatusOr<int> Trainer::CpuShare(bool* shared) {
-  struct Cpus {
-    int32_t node;
-    cpu_set_t set;
-  };
-  Cpus mine{};
-  mine.node = boot_->identity().node_id;
-  CPU_ZERO(&mine.set);
-  if (sched_getaffinity(0, sizeof mine.set, &mine.set) != 0) CPU_SET(0, &mine.set);
-  std::vector<Cpus> all(static_cast<size_t>(world_));
-  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, all.data(), sizeof mine));
-  int sharing = 0;
-  for (Cpus& other : all) {
-    cpu_set_t both;
-    CPU_AND(&both, &other.set, &mine.set);
-    if (other.node == mine.node && CPU_COUNT(&both) > 0) ++sharing;
-  }
-  *shared = sharing > 1;
-  return std::clamp(CPU_COUNT(&mine.set) / std::max(sharing, 1), 1, kMaxThreads);
+  SRUNWAY_ASSIGN_OR_RETURN(std::vector<std::string> masks, boot_->AllGather(launcher::AffinityMaskText(), "cpus"));
+  std::vector<std::string> hosts;
+  for (const launcher::Peer& peer : boot_->peers()) hosts.push_back(peer.host);
+  SRUNWAY_ASSIGN_OR_RETURN(launcher::CpuShare share, launcher::ShareOf(rank_, hosts, masks));
+  *shared = share.ranks > 1;
+  return std::min(share.threads(), kMaxThreads);
 }
 
 common::Status Trainer::DeviceStatus() {

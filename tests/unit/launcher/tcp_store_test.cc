@@ -3,7 +3,9 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 
 #include "common/env.h"
 #include "launcher/bootstrap.h"
+#include "launcher/cpu_share.h"
 #include "launcher/launch.h"
 #include "tests/unit/temp_dir.h"
 
@@ -231,7 +234,7 @@ TEST(Launch, ExecEnvironmentComesFromRankZerosAnnouncement) {
   std::string announced = AnnounceMaster(bootstrap->identity());
   ::unsetenv("MASTER_ADDR");
   ::unsetenv("MASTER_PORT");
-  EXPECT_EQ(announced, R"({"master_addr":"10.1.2.3","master_port":23456})");
+  EXPECT_EQ(announced, R"({"master_addr":"10.1.2.3","master_port":23456,"cpus":")" + AffinityMaskText() + R"("})");
   ASSERT_TRUE(bootstrap->ExchangePeers(announced).ok());
   ASSERT_EQ(bootstrap->peers().size(), 1u);
   EXPECT_EQ(bootstrap->peers()[0].host, bootstrap->identity().host);
@@ -241,12 +244,53 @@ TEST(Launch, ExecEnvironmentComesFromRankZerosAnnouncement) {
   EXPECT_EQ(map["MASTER_ADDR"], "10.1.2.3");
   EXPECT_EQ(map["MASTER_PORT"], "23456");
 
-  // Without MASTER_PORT, rank 0 picks a free one; other ranks announce nothing.
+  // Without MASTER_PORT, rank 0 picks a free one; other ranks announce only their CPUs.
   std::string picked = AnnounceMaster(bootstrap->identity());
   EXPECT_TRUE(picked.find("\"master_port\":1") != std::string::npos) << picked;
   Identity other = bootstrap->identity();
   other.rank = 1;
-  EXPECT_EQ(AnnounceMaster(other), "");
+  EXPECT_EQ(AnnounceMaster(other), R"({"cpus":")" + AffinityMaskText() + R"("})");
+}
+
+// Ranks that Slurm did not pin each see every CPU of their node; a thread per CPU in each oversubscribed it.
+TEST(Launch, ARankSharesItsCpusWithTheRanksOfItsNodeThatMayRunOnThem) {
+  auto share = [](int rank, std::vector<std::string> hosts, std::vector<std::string> masks) {
+    auto got = ShareOf(rank, hosts, masks);
+    return got.ok() ? fmt::format("{}/{}={}", got->cpus, got->ranks, got->threads()) : got.status().message();
+  };
+  // Four unpinned ranks on one 8-CPU node, one on another: 2 threads each there, 8 for the one alone.
+  const std::vector<std::string> hosts{"a", "a", "a", "a", "b"}, unpinned{"ff", "ff", "ff", "ff", "ff"};
+  EXPECT_EQ(share(0, hosts, unpinned), "8/4=2");
+  EXPECT_EQ(share(4, hosts, unpinned), "8/1=8");
+  // Pinned ranks (CPUs 0-1, 2-3, 4-5, 6-7) keep their own; one that overlaps two others shares with them.
+  EXPECT_EQ(share(1, hosts, {"03", "0c", "30", "c0", "ff"}), "2/1=2");
+  EXPECT_EQ(share(1, hosts, {"03", "06", "0c", "c0", "ff"}), "2/3=1");
+  // Trailing zero bytes are optional; CPUs past the first byte count (CPUs 8-15).
+  EXPECT_EQ(share(0, {"a", "a"}, {"00ff", "00ff000000"}), "8/2=4");
+  // A peer's mask that does not parse counts as apart; this rank's own must parse.
+  EXPECT_EQ(share(0, {"a", "a", "a"}, {"ff", "zz", "f"}), "8/1=8");
+  EXPECT_EQ(share(0, {"a"}, {"xyz"}), "rank 0's CPU mask does not parse");
+  EXPECT_EQ(share(0, {"a"}, {"00"}), "rank 0's CPU mask does not parse");
+  EXPECT_EQ(share(2, {"a"}, {"ff"}), "rank 2 of 1 masks and 1 hosts");
+  // This process's own mask reads back as its CPU count.
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  EXPECT_EQ(share(0, {"a"}, {AffinityMaskText()}), fmt::format("{0}/1={0}", CPU_COUNT(&set)));
+}
+
+// A program gets OMP_NUM_THREADS where it has none: --cpus-per-task, else its share where ranks share CPUs.
+TEST(Launch, TheProgramsThreadsComeFromCpusPerTaskOrTheShare) {
+  ::unsetenv("OMP_NUM_THREADS");
+  ::unsetenv("SLURM_CPUS_PER_TASK");
+  auto bootstrap = CreateSingleBootstrap();
+  ASSERT_TRUE(bootstrap->ExchangePeers(AnnounceMaster(bootstrap->identity())).ok());
+  EXPECT_EQ(ThreadsForProgram(*bootstrap), std::nullopt);  // one rank: its CPUs are its own
+  ::setenv("SLURM_CPUS_PER_TASK", "6", 1);
+  EXPECT_EQ(ThreadsForProgram(*bootstrap), "6");
+  ::setenv("OMP_NUM_THREADS", "3", 1);
+  EXPECT_EQ(ThreadsForProgram(*bootstrap), std::nullopt);  // the user's stands
+  ::unsetenv("OMP_NUM_THREADS");
+  ::unsetenv("SLURM_CPUS_PER_TASK");
 }
 
 TEST(Launch, RankZerosFailureReachesEveryRank) {
