@@ -96,13 +96,18 @@ StatusOr<EnvList> ExecEnvironment(const Bootstrap& bootstrap) {
   SRUNWAY_ASSIGN_OR_RETURN(int port, common::JsonField<int>(master, "master_port", where));
   if (port < 1 || port > 65535) return common::Internal("{}: port {} is out of range", where, port);
   EnvList env = TorchrunEnv(bootstrap.identity(), addr, port);
-  if (std::optional<std::string> threads = ThreadsForProgram(bootstrap)) env.emplace_back("OMP_NUM_THREADS", *threads);
+  if (std::optional<std::string> threads = ThreadsForProgram(bootstrap)) {
+    env.emplace_back("OMP_NUM_THREADS", *threads);
+  }
   return env;
 }
 
 std::optional<std::string> ThreadsForProgram(const Bootstrap& bootstrap) {
-  if (common::GetEnv("OMP_NUM_THREADS")) return std::nullopt;
-  if (std::optional<std::string> per_task = common::GetEnv("SLURM_CPUS_PER_TASK")) return per_task;
+  // As srunway-train reads them (its ThreadCount): an empty OMP_NUM_THREADS is none, and SLURM_CPUS_PER_TASK counts
+  // where it is a count.
+  if (!common::GetEnvOr("OMP_NUM_THREADS", "").empty()) return std::nullopt;
+  auto per_task = common::GetEnvInt("SLURM_CPUS_PER_TASK", 1, 4096);
+  if (per_task.ok()) return std::to_string(*per_task);
   std::vector<std::string> hosts, masks;
   for (const Peer& peer : bootstrap.peers()) {
     hosts.push_back(peer.host);

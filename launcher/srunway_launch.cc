@@ -357,7 +357,7 @@ int main(int argc, char** argv) {
     boot.Abort(env.status().message());
     return kExitBootstrap;
   }
-  if (boot.identity().rank == 0 && !common::GetEnv("SLURM_CPUS_PER_TASK")) {
+  if (boot.identity().rank == 0 && !common::GetEnvInt("SLURM_CPUS_PER_TASK", 1, 4096).ok()) {  // a share, not -c
     for (const auto& [name, value] : *env) {
       if (name != "OMP_NUM_THREADS") continue;
       common::LogInfo("OMP_NUM_THREADS={} for the program: the ranks of a node share its CPUs (no --cpus-per-task or "

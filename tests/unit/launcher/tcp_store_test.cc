@@ -287,8 +287,13 @@ TEST(Launch, TheProgramsThreadsComeFromCpusPerTaskOrTheShare) {
   EXPECT_EQ(ThreadsForProgram(*bootstrap), std::nullopt);  // one rank: its CPUs are its own
   ::setenv("SLURM_CPUS_PER_TASK", "6", 1);
   EXPECT_EQ(ThreadsForProgram(*bootstrap), "6");
+  ::setenv("OMP_NUM_THREADS", "", 1);  // as OpenMP reads it: none
+  EXPECT_EQ(ThreadsForProgram(*bootstrap), "6");
   ::setenv("OMP_NUM_THREADS", "3", 1);
   EXPECT_EQ(ThreadsForProgram(*bootstrap), std::nullopt);  // the user's stands
+  ::unsetenv("OMP_NUM_THREADS");
+  ::setenv("SLURM_CPUS_PER_TASK", "six", 1);  // not a count: passed on as it was, now left out
+  EXPECT_EQ(ThreadsForProgram(*bootstrap), std::nullopt);
   ::unsetenv("OMP_NUM_THREADS");
   ::unsetenv("SLURM_CPUS_PER_TASK");
 }
