@@ -573,8 +573,16 @@ common::Status Trainer::Setup() {
     }
   }
   SRUNWAY_RETURN_IF_ERROR(ops_->CheckHeadSize(m.head_dim()));
-  if (o_.warmup_steps < 0 || o_.log_interval < 1 || o_.eval_iters < 0 || o_.save_interval < 0) {
-    return common::InvalidArgument("--warmup-steps, --log-interval, --eval-iters and --save-interval must not be negative (log interval at least 1)");
+  for (const auto& [flag, value, least] : {std::tuple{"--warmup-steps", o_.warmup_steps, int64_t{0}},
+                                           std::tuple{"--log-interval", o_.log_interval, int64_t{1}},
+                                           std::tuple{"--eval-iters", o_.eval_iters, int64_t{0}},
+                                           std::tuple{"--save-interval", o_.save_interval, int64_t{0}},
+                                           std::tuple{"--constant-steps", o_.constant_steps, int64_t{0}},
+                                           std::tuple{"--sample", int64_t{o_.sample_tokens}, int64_t{0}},
+                                           std::tuple{"--sample-top-k", int64_t{o_.sample_top_k}, int64_t{1}},
+                                           std::tuple{"--keep-checkpoints", int64_t{o_.keep_checkpoints}, int64_t{0}},
+                                           std::tuple{"--threads", int64_t{o_.threads}, int64_t{0}}}) {
+    if (value < least) return common::InvalidArgument("{} must be at least {}, not {}", flag, least, value);
   }
   if (!o_.mock_data && o_.data_path.empty()) return common::InvalidArgument("give --data-path or --mock-data");
   if (o_.skip_train && o_.eval_iters == 0 && o_.export_safetensors.empty() && o_.export_hf.empty() &&
@@ -593,7 +601,6 @@ common::Status Trainer::Setup() {
                                    o_.load);
   }
   if (!ParseDecayStyle(o_.lr_decay_style).ok()) return ParseDecayStyle(o_.lr_decay_style).status();
-  if (o_.constant_steps < 0) return common::InvalidArgument("--constant-steps must not be negative");
   if (o_.profile_step < 0 || o_.profile_step > o_.train_steps) {
     return common::InvalidArgument("--profile-step {} is not a step of this run (1 to --train-steps {})",
                                    o_.profile_step, o_.train_steps);
@@ -607,16 +614,16 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--adam-beta1 {} and --adam-beta2 {} must be in [0, 1)", o_.adam_beta1,
                                    o_.adam_beta2);
   }
-  if (!(o_.adam_eps > 0 && std::isfinite(o_.adam_eps) && o_.weight_decay >= 0 && o_.clip_grad >= 0 &&
-        std::isfinite(o_.weight_decay))) {
-    return common::InvalidArgument(
-        "--adam-eps {} must be positive and finite, --weight-decay {} and --clip-grad {} not negative", o_.adam_eps,
-        o_.weight_decay, o_.clip_grad);
+  if (!(o_.adam_eps > 0 && std::isfinite(o_.adam_eps))) {
+    return common::InvalidArgument("--adam-eps {} must be positive and finite", o_.adam_eps);
   }
-  for (float p : {o_.hidden_dropout, o_.attention_dropout}) {
-    if (!(p >= 0 && p < 1)) {
-      return common::InvalidArgument("--hidden-dropout and --attention-dropout must be in [0, 1), not {}", p);
-    }
+  if (!(o_.weight_decay >= 0 && std::isfinite(o_.weight_decay))) {
+    return common::InvalidArgument("--weight-decay {} must be finite and not negative", o_.weight_decay);
+  }
+  if (!(o_.clip_grad >= 0)) return common::InvalidArgument("--clip-grad {} must not be negative", o_.clip_grad);
+  for (const auto& [flag, value] : {std::pair{"--hidden-dropout", o_.hidden_dropout},
+                                    std::pair{"--attention-dropout", o_.attention_dropout}}) {
+    if (!(value >= 0 && value < 1)) return common::InvalidArgument("{} {} must be in [0, 1)", flag, value);
   }
   if (!(o_.bucket_size_mb > 0 && o_.bucket_size_mb <= 1e6)) {
     return common::InvalidArgument("--bucket-size-mb {} is out of range (0, 1e6]", o_.bucket_size_mb);
@@ -624,12 +631,6 @@ common::Status Trainer::Setup() {
   if (!(o_.straggler_threshold > 1) || o_.straggler_window < 1) {
     return common::InvalidArgument("--straggler-threshold {} must be above 1 and --straggler-window {} at least 1",
                                    o_.straggler_threshold, o_.straggler_window);
-  }
-  for (const auto& [flag, value, least] : {std::tuple{"--sample", o_.sample_tokens, 0},
-                                           std::tuple{"--sample-top-k", o_.sample_top_k, 1},
-                                           std::tuple{"--keep-checkpoints", o_.keep_checkpoints, 0},
-                                           std::tuple{"--threads", o_.threads, 0}}) {
-    if (value < least) return common::InvalidArgument("{} must be at least {}, not {}", flag, least, value);
   }
   setup_error_everywhere_ = false;
 

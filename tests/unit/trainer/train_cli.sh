@@ -499,7 +499,13 @@ expect_exit 2 "--lr 0.001 and --min-lr 0.01 must satisfy" "$kTrain" "${common[@]
 expect_exit 2 "--adam-beta1 0.9 and --adam-beta2 1 must be in \\[0, 1\\)" \
   "$kTrain" "${common[@]}" --mock-data --adam-beta2 1
 expect_exit 2 "--adam-eps 0 must be positive" "$kTrain" "${common[@]}" --mock-data --adam-eps 0
-expect_exit 2 "--weight-decay -0.1 and --clip-grad 1 not negative" "$kTrain" "${common[@]}" --mock-data --weight-decay -0.1
+# Each names the one flag that is wrong, with its value (one line named four flags, or three values).
+expect_exit 2 "--weight-decay -0.1 must be finite and not negative" \
+  "$kTrain" "${common[@]}" --mock-data --weight-decay -0.1
+expect_exit 2 "--clip-grad nan must not be negative" "$kTrain" "${common[@]}" --mock-data --clip-grad nan
+expect_exit 2 "--attention-dropout 1 must be in \\[0, 1\\)" "$kTrain" "${common[@]}" --mock-data --attention-dropout 1
+expect_exit 2 "--log-interval must be at least 1, not 0" "$kTrain" "${common[@]}" --mock-data --log-interval 0
+expect_exit 2 "--save-interval must be at least 0, not -2" "$kTrain" "${common[@]}" --mock-data --save-interval -2
 # "nan" and "inf" passed the checks whose comparisons they slip through: --bucket-size-mb nan went into a size_t
 # (undefined behaviour), --init-std inf trained to a NaN loss (exit 3), --adam-eps inf made every update 0,
 # --straggler-threshold nan named no straggler, --peak-tflops inf printed MFU 0.0%, and --dry-run multiplied
