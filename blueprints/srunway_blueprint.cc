@@ -2,8 +2,10 @@
 // and stop the local cluster (up/down), and print or run the toolkit's commands for Google Cloud (deploy).
 // Exit codes: 0 done; 1 the blueprint has errors, or a step failed; 2 bad command line or unreadable file.
 #include <CLI/CLI.hpp>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +19,7 @@
 #include "common/env.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/signals.h"
 #include "common/subprocess.h"
 
 namespace {
@@ -148,6 +151,24 @@ bool OnPath(const std::string& tool) {
   return false;
 }
 
+// Runs argv (no shell between) with this program's terminal and environment, and waits for it: "" when it exited
+// 0, else how it ended.
+std::string RunInForeground(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (int rc = ::posix_spawnp(&pid, args[0], nullptr, nullptr, args.data(), environ); rc != 0) {
+    return fmt::format("could not be started: {}", std::strerror(rc));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return fmt::format("could not be waited for: {}", std::strerror(errno));
+  }
+  if (WIFSIGNALED(status)) return fmt::format("was killed by {}", common::SignalName(WTERMSIG(status)));
+  return WEXITSTATUS(status) == 0 ? "" : fmt::format("failed with exit code {}", WEXITSTATUS(status));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -241,10 +262,10 @@ int main(int argc, char** argv) {
   if (!in.deployment.empty()) create.insert(create.begin() + 2, {"-d", in.deployment});
   for (const std::string& set : in.sets) create.insert(create.end(), {"--vars", set});
   YAML::Node name = Resolve(*bp, bp->Var("deployment_name"));
+  const std::vector<std::vector<std::string>> commands = {
+      create, {"gcluster", "deploy", name.IsScalar() ? name.Scalar() : "deployment"}};
   std::vector<std::string> lines;
-  for (const auto& command : {create, {"gcluster", "deploy", name.IsScalar() ? name.Scalar() : "deployment"}}) {
-    lines.push_back(common::ShellCommand(command));
-  }
+  for (const std::vector<std::string>& command : commands) lines.push_back(common::ShellCommand(command));
   std::vector<std::string> missing;
   for (const char* tool : {"gcluster", "terraform"}) {
     if (!OnPath(tool)) missing.emplace_back(tool);
@@ -258,10 +279,12 @@ int main(int argc, char** argv) {
     return Error(fmt::format("deploy --run needs {} on PATH (Cluster Toolkit: https://github.com/GoogleCloudPlatform/cluster-toolkit)",
                              missing.size() == 2 ? "gcluster and terraform" : missing[0]), kExitInvalid);
   }
-  for (const std::string& line : lines) {
-    common::Print("+ {}\n", line);
+  for (size_t i = 0; i < commands.size(); ++i) {
+    common::Print("+ {}\n", lines[i]);
     std::fflush(stdout);
-    if (int rc = std::system(line.c_str()); rc != 0) return Error(fmt::format("'{}' failed ({})", line, rc), kExitInvalid);
+    if (std::string how = RunInForeground(commands[i]); !how.empty()) {
+      return Error(fmt::format("'{}' {}", lines[i], how), kExitInvalid);
+    }
   }
   return kExitOk;
 }

@@ -118,6 +118,26 @@ if ! command -v gcluster >/dev/null; then
   expect 1 deploy blueprints/a3mega/a3mega-slurm-blueprint.yaml -d blueprints/a3mega/a3mega-slurm-deployment.yaml --target gcp --run
   has "deploy --run needs gcluster"
 fi
+# --run with stand-ins for the toolkit: each command is run in turn, and the one that fails is named with its
+# exit code or the signal that killed it (system()'s wait status was printed raw: 'failed (768)').
+mkdir "$kWork/bin"
+printf '#!/bin/sh\necho "$*" >>"%s/calls"\n[ "$1" != deploy ] || exit "${GCLUSTER_DEPLOY_EXIT:-0}"\n' "$kWork" \
+  >"$kWork/bin/gcluster"
+printf '#!/bin/sh\nkill -TERM $$\n' >"$kWork/bin/terraform-killed"
+cp "$kWork/bin/gcluster" "$kWork/bin/terraform"
+chmod +x "$kWork/bin/"*
+deploy_run=(deploy blueprints/a3mega/a3mega-slurm-blueprint.yaml -d blueprints/a3mega/a3mega-slurm-deployment.yaml
+            --target gcp --run)
+PATH="$kWork/bin:$PATH" expect 0 "${deploy_run[@]}"
+has "+ gcluster deploy a3mega-srunway"
+[[ $(cat "$kWork/calls") == $'create -d blueprints/a3mega/a3mega-slurm-deployment.yaml '*$'\ndeploy a3mega-srunway' ]] ||
+  fail "deploy --run ran: $(cat "$kWork/calls")"
+GCLUSTER_DEPLOY_EXIT=3 PATH="$kWork/bin:$PATH" expect 1 "${deploy_run[@]}"
+has "srunway-blueprint: 'gcluster deploy a3mega-srunway' failed with exit code 3"
+cp "$kWork/bin/terraform-killed" "$kWork/bin/gcluster"
+PATH="$kWork/bin:$PATH" expect 1 "${deploy_run[@]}"
+has "srunway-blueprint: 'gcluster create -d blueprints/a3mega/a3mega-slurm-deployment.yaml"
+has "' was killed by SIGTERM"
 
 echo "== bad input"
 expect 2 validate "$kWork/missing.yaml"
