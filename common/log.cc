@@ -1,6 +1,7 @@
 // Logging through fmt: levels from SRUNWAY_LOG, every line prefixed with program, host and rank when known.
 #include "common/log.h"
 
+#include <cxxabi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
+#include <typeinfo>
 
 #include "common/env.h"
 #include "common/parse.h"
@@ -21,7 +24,7 @@ namespace {
 constexpr std::array<std::string_view, 5> kLevelNames = {"error", "warning", "info", "debug", "trace"};
 
 struct LogState {
-  std::mutex mutex;
+  std::recursive_mutex mutex;  // recursive: std::terminate's line may come from a throw inside LogLine
   std::string program = "srunway";
   std::string host;
   int rank = -1;
@@ -56,6 +59,40 @@ std::string LoadFromEnvironment(LogState& state) {
   return {};
 }
 
+// A type's name as C++ writes it ("std::out_of_range", not "St12out_of_range").
+std::string Demangled(const std::type_info& type) {
+  int failed = -1;
+  char* name = abi::__cxa_demangle(type.name(), nullptr, nullptr, &failed);
+  std::string readable = failed == 0 ? name : type.name();
+  std::free(name);
+  return readable;
+}
+
+// One error line for std::terminate, then abort (a core where the site keeps them; SIGABRT for srun and the
+// launcher to report). A second call (the line itself threw) aborts at once.
+[[noreturn]] void LogTerminate() noexcept {
+  static std::atomic<bool> entered{false};
+  if (entered.exchange(true)) std::abort();
+  try {
+    std::string what = "std::terminate called with no exception in flight";
+    if (const std::exception_ptr current = std::current_exception()) {
+      try {
+        std::rethrow_exception(current);
+      } catch (const std::exception& error) {
+        what = fmt::format("uncaught {}: {}", Demangled(typeid(error)), error.what());
+      } catch (...) {
+        const std::type_info* type = abi::__cxa_current_exception_type();
+        what = fmt::format("uncaught {} (not a std::exception)", type != nullptr ? Demangled(*type) : "exception");
+      }
+    }
+    LogLine(LogLevel::kError, fmt::format("internal error: {}", what));
+  } catch (...) {
+    static constexpr std::string_view kLine = "srunway: internal error: std::terminate called\n";
+    (void)!::write(STDERR_FILENO, kLine.data(), kLine.size());
+  }
+  std::abort();
+}
+
 LogState& State() {
   static LogState* state = [] {
     auto* fresh = new LogState();  // never destroyed: threads may log during static destruction
@@ -81,6 +118,7 @@ StatusOr<LogLevel> ParseLogLevel(std::string_view text) {
 std::string_view LogLevelName(LogLevel level) { return kLevelNames[static_cast<size_t>(level)]; }
 
 void InitLogging(std::string_view program) {
+  std::set_terminate(LogTerminate);
   LogState& state = State();
   std::string complaint;
   {

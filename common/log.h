@@ -22,7 +22,10 @@ std::string_view LogLevelName(LogLevel level);
 using LogSink = std::function<void(LogLevel level, std::string_view line)>;
 
 // Names the program in every line; also re-reads SRUNWAY_LOG, the host and the rank from the environment
-// (SLURMD_NODENAME or the hostname; SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK or RANK).
+// (SLURMD_NODENAME or the hostname; SLURM_PROCID, PMIX_RANK, OMPI_COMM_WORLD_RANK or RANK). For programs' mains
+// (the SPANK plugin logs through Slurm): it also makes std::terminate, an exception that nothing caught, one error
+// line like every other, "internal error: uncaught std::out_of_range: ...", with the rank and host that srun's
+// merged output needs, before it aborts as before (libstdc++'s two lines named neither).
 void InitLogging(std::string_view program);
 void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();

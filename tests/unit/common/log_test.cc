@@ -8,8 +8,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <csignal>
 #include <functional>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -112,6 +115,23 @@ TEST(Stdout, AFullDiskIsOneErrorLineAndTheGivenExitCode) {
   });
   EXPECT_EQ(code, 0) << err;
   EXPECT_EQ(err, "");
+}
+
+// An exception that nothing catches (here one escaping a thread) is one error line with the program, host and rank,
+// then SIGABRT as before; libstdc++'s "terminate called after throwing an instance of" named neither host nor rank.
+TEST(Terminate, AnUncaughtExceptionIsOneLogLineThenAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto uncaught = [](auto thrown) {
+    setenv("SLURMD_NODENAME", "node7", 1);
+    setenv("SLURM_PROCID", "3", 1);
+    InitLogging("srunway-test");
+    SetLogSink({});
+    std::thread([thrown] { throw thrown; }).join();
+  };
+  EXPECT_EXIT(uncaught(std::out_of_range("index 9 past 3")), testing::KilledBySignal(SIGABRT),
+              "^srunway-test\\[node7 rank 3\\] error: internal error: uncaught std::out_of_range: index 9 past 3\n$");
+  EXPECT_EXIT(uncaught(42), testing::KilledBySignal(SIGABRT),
+              "^srunway-test\\[node7 rank 3\\] error: internal error: uncaught int \\(not a std::exception\\)\n$");
 }
 
 TEST(ParseLogLevel, Names) {
