@@ -1031,8 +1031,8 @@ common::Status Trainer::CheckSaveDir() {
     common::Status leased = common::Status::Ok();
     if (Leader()) {
       auto lease = SaveLease::Take(o_.save, ThisLeaseHolder());
-      if (lease.ok()) lease_ = *std::move(lease);
       leased = lease.status();
+      if (lease.ok()) lease_ = *std::move(lease);
     }
     SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(leased, common::StatusCode::kFailedPrecondition, "take --save's lease"));
   }
