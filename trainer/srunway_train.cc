@@ -164,9 +164,13 @@ int main(int argc, char** argv) {
   CLI::Option* sample = app.add_option("--sample", o.sample_tokens, "after training, generate N tokens and print them");
   app.add_option("--sample-top-k", o.sample_top_k, "1: greedy")->capture_default_str()->needs(sample);
   app.add_option("--sample-prompt", o.sample_prompt, "text to continue (default: start of a document)")->needs(sample);
-  app.add_option("--vocab-file", o.vocab_file, "tokenizer for --sample (default: beside the first --data-path)")
-      ->needs(sample);
-  app.add_option("--merge-file", o.merge_file, "tokenizer for --sample")->needs(sample);
+  // Megatron's flags for the data's tokenizer: checked at the start, and --sample's and --export-hf's.
+  CLI::Option* vocab_file = app.add_option(
+      "--vocab-file", o.vocab_file,
+      "GPT-2 BPE vocab.json of the data's tokenizer, which the model's vocabulary must hold; for --sample and "
+      "--export-hf (default: beside the first --data-path)");
+  app.add_option("--merge-file", o.merge_file, "its merges.txt")->needs(vocab_file);
+  vocab_file->needs("--merge-file");
   app.add_option("--device", o.device,
                  "auto: the rank's GPU where there is one, else the CPU (with a line saying why); cuda: the GPU or "
                  "exit 1; cpu")
@@ -188,6 +192,18 @@ int main(int argc, char** argv) {
                  "start-up and each collective (NCCL on GPUs, MPI between CPU ranks) may take this long before the run "
                  "ends with an error")
       ->capture_default_str()->check(srunway::common::Positive());
+  // Megatron's parallelism and precision flags, as its scripts pass them: what srunway-train does is taken, the
+  // rest refused by name, so that a pasted script does not train something other than it says.
+  int tensor_parallel = 1, pipeline_parallel = 1, context_parallel = 1;
+  bool fp16 = false;
+  const std::string whole_model = "1 only (Megatron's): every rank holds the whole model";
+  app.add_option("--tensor-model-parallel-size", tensor_parallel, whole_model)->capture_default_str();
+  app.add_option("--pipeline-model-parallel-size", pipeline_parallel, whole_model)->capture_default_str();
+  app.add_option("--context-parallel-size", context_parallel, whole_model)->capture_default_str();
+  app.add_flag("--bf16", o.bf16,
+               "Megatron's: bf16 with fp32 master weights and optimizer state, what a GPU run does anyway (the CPU "
+               "path computes in fp32)");
+  app.add_flag("--fp16", fp16, "Megatron's: refused (no fp16 with loss scaling; --bf16 is what there is)");
   bool dry_run = false, distributed_optimizer = false, recompute = false;
   srunway::trainer::PlanInput plan;
   CLI::Option* dry_run_flag = app.add_flag("--dry-run", dry_run,
@@ -259,6 +275,20 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : srunway::trainer::kExitUsage;
   }
 
+  for (const auto& [flag, size] : {std::pair{"--tensor-model-parallel-size", tensor_parallel},
+                                   {"--pipeline-model-parallel-size", pipeline_parallel},
+                                   {"--context-parallel-size", context_parallel}}) {
+    if (size == 1) continue;
+    srunway::common::LogError("{} {}: srunway-train is data parallel only, every rank holding the whole model "
+                              "(--use-distributed-optimizer shards the optimizer state over the ranks): give 1 or "
+                              "leave it out", flag, size);
+    return srunway::trainer::kExitUsage;
+  }
+  if (fp16) {
+    srunway::common::LogError("--fp16: fp16 training with loss scaling is not supported: srunway-train trains in "
+                              "bf16 on GPUs (Megatron's --bf16) and in fp32 on CPUs");
+    return srunway::trainer::kExitUsage;
+  }
   if (export_dtype_option->count() > 0 && o.export_safetensors.empty() && o.export_hf.empty()) {
     srunway::common::LogError("--export-dtype: there is nothing to export (give --export FILE or --export-hf DIR)");
     return srunway::trainer::kExitUsage;

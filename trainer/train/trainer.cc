@@ -473,6 +473,9 @@ common::Status Trainer::OpenDevice() {
                                       boot_->NameRank(cpu));
   }
   if (Leader()) common::LogInfo("{}", note.empty() ? fmt::format("training on {}", device_->name()) : note);
+  if (Leader() && o_.bf16 && device_->kind() == DeviceKind::kCpu) {
+    common::LogInfo("--bf16: the CPU path computes in fp32 (bf16 is the GPU path's)");
+  }
   return common::Status::Ok();
 }
 
@@ -1199,11 +1202,24 @@ common::Status Trainer::CheckEndOutputs() {
     SRUNWAY_RETURN_IF_ERROR(common::CheckWritableFile(o_.export_safetensors, "--export"));
   }
   if (!o_.export_hf.empty()) SRUNWAY_RETURN_IF_ERROR(common::PrepareWritableDir(o_.export_hf, "--export-hf"));
-  if (o_.sample_tokens == 0) return common::Status::Ok();
+  // --vocab-file and --merge-file (Megatron's flags for the data's tokenizer) must load, and the model's vocabulary
+  // hold the tokenizer's, as Megatron's would: its vocabulary is the tokenizer's, padded.
+  const bool given = !o_.vocab_file.empty();
+  if (o_.sample_tokens == 0 && !given) return common::Status::Ok();
   auto found = FindTokenizer(o_);
   if (!found.ok()) {
-    return common::Status(found.status().code(), "--sample needs the dataset's tokenizer: " + found.status().message());
+    return common::Status(found.status().code(), fmt::format("{}: {}",
+                          given ? "--vocab-file and --merge-file" : "--sample needs the dataset's tokenizer",
+                          found.status().message()));
   }
+  if (given && found->vocab_size() > o_.model.vocab) {
+    const int padded = (found->vocab_size() + 127) / 128 * 128;
+    return common::InvalidArgument("--vocab-file {} holds {} tokens, more than the model's vocabulary of {}: give "
+                                   "--vocab-size {} (the tokenizer's, padded to a multiple of 128 as Megatron pads "
+                                   "it) or a --preset that holds it", o_.vocab_file, found->vocab_size(),
+                                   o_.model.vocab, padded);
+  }
+  if (o_.sample_tokens == 0) return common::Status::Ok();
   sample_context_ = found->Encode(o_.sample_prompt);
   if (sample_context_.empty()) sample_context_.push_back(found->eod() >= 0 ? found->eod() : 0);
   for (int32_t token : sample_context_) {

@@ -456,11 +456,31 @@ expect_exit 2 "--sample-top-k must be at least 1, not 0" \
 # The options of --dry-run and of --sample were taken and ignored without them (--nodes 2 trained on one node).
 for flag_value in "--nodes 2:--dry-run" "--gpus-per-node 4:--dry-run" "--assume-mfu 0.4:--dry-run" \
     "--gpu-memory-gb 40:--dry-run" "--sample-top-k 5:--sample" "--sample-prompt The:--sample" \
-    "--vocab-file v.json:--sample" "--merge-file m.txt:--sample"; do
+    "--vocab-file v.json:--merge-file" "--merge-file m.txt:--vocab-file"; do
   read -ra words <<<"${flag_value%%:*}"
   expect_exit 2 "^srunway-train: ${words[0]} requires ${flag_value##*:} \(see --help\)$" \
     "$kTrain" "${common[@]}" --mock-data "${words[@]}"
 done
+# Megatron's flags as its scripts pass them: what srunway-train does is taken (--bf16, parallel sizes of 1, the data's
+# tokenizer), the rest refused by name; each was an unknown argument ("not expected: 2 --tensor-model-parallel-size"),
+# and --vocab-file needed --sample.
+expect_exit 2 "^srunway-train\\[.*\\] error: --tensor-model-parallel-size 2: srunway-train is data parallel only, every rank holding the whole model \\(--use-distributed-optimizer shards the optimizer state over the ranks\\): give 1 or leave it out$" \
+  "$kTrain" "${common[@]}" --mock-data --tensor-model-parallel-size 2
+expect_exit 2 "--pipeline-model-parallel-size 4: srunway-train is data parallel only" \
+  "$kTrain" "${common[@]}" --mock-data --pipeline-model-parallel-size 4
+expect_exit 2 "--fp16: fp16 training with loss scaling is not supported: srunway-train trains in bf16 on GPUs" \
+  "$kTrain" "${common[@]}" --mock-data --fp16
+expect_exit 1 "--vocab-file and --merge-file: .*missing.vocab.json" "$kTrain" "${common[@]}" --mock-data \
+  --vocab-file "$kWork/missing.vocab.json" --merge-file "$kWork/data.merges.txt"
+tokens=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$kWork/data.vocab.json")
+expect_exit 2 "--vocab-file $kWork/data.vocab.json holds $tokens tokens, more than the model's vocabulary of 64: give --vocab-size $(((tokens + 127) / 128 * 128))" \
+  "$kTrain" "${common[@]}" --mock-data --vocab-size 64 --vocab-file "$kWork/data.vocab.json" --merge-file "$kWork/data.merges.txt"
+grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the model trained: $(cat "$kWork/out")"
+"$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 2 --tensor-model-parallel-size 1 \
+  --pipeline-model-parallel-size 1 --context-parallel-size 1 --bf16 --vocab-file "$kWork/data.vocab.json" \
+  --merge-file "$kWork/data.merges.txt" >"$kWork/out" 2>"$kWork/err" ||
+  fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
+grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
 expect_exit 2 "--keep-checkpoints must be at least 0, not -1" \
   "$kTrain" "${common[@]}" --mock-data --keep-checkpoints -1
 expect_exit 1 "/dev/full: No space left on device" \
