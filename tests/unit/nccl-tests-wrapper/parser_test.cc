@@ -321,6 +321,10 @@ TEST(ParserTest, OutOfRangeJsonNumbersAreErrors) {
   expect_error([](common::Json& j) { j["config"]["devices"][0]["rank"] = 4294967296; }, "key 'rank'=4294967296");
   expect_error([](common::Json& j) { j["config"]["devices"][0]["device"] = 0.5; }, "key 'device'=0.5");
   expect_error([](common::Json& j) { j["out_of_bounds"]["count"] = 1e19; }, "out_of_bounds count=1e+19");
+  // A type or reduction that the text form cannot hold as one column (the fuzzer's "flo\t" printed back as "flo").
+  expect_error([](common::Json& j) { j["results"][0]["type"] = "flo\t"; },
+               "nccl-tests.json: a result: size 8: type 'flo\\t' is not one word");
+  expect_error([](common::Json& j) { j["results"][0]["redop"] = "s um"; }, "redop 's um' is not one word");
   // Integral floats are integers.
   common::Json json = good;
   json["results"][0]["size"] = 8.0;
