@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
   app.add_option("--hidden-size", hidden_size, "override the preset")->check(size_range);
   app.add_option("--num-attention-heads", heads, "override the preset")->check(size_range);
   app.add_option("--num-query-groups", query_groups, "KV heads (Llama grouped-query attention)")->check(size_range);
-  app.add_option("--ffn-hidden-size", ffn, "override the preset")->check(size_range);
+  app.add_option("--ffn-hidden-size", ffn,
+                 "override the preset (default with --hidden-size H: 4 H, or for Llama's SwiGLU 8 H / 3 rounded down "
+                 "to a multiple of 64, as Megatron)")->check(size_range);
   app.add_option("--max-position-embeddings", max_positions, "longest sequence (override the preset)")
       ->check(size_range);
   app.add_option("--vocab-size", vocab, "override the preset (must hold every token id of the data)")
@@ -307,6 +309,16 @@ int main(int argc, char** argv) {
   if (heads) o.model.n_head = heads;
   o.model.n_kv_head = query_groups ? query_groups : (heads ? heads : o.model.n_kv_head);
   if (o.model.arch == srunway::trainer::Arch::kGpt && !query_groups) o.model.n_kv_head = o.model.n_head;
+  // Without --ffn-hidden-size the FFN's width follows --hidden-size as Megatron's (and Hugging Face's) does: 4 x the
+  // hidden size, or with SwiGLU (Llama) two thirds of that rounded down to a multiple of 64 (Megatron's
+  // arguments.py). A preset's own width holds only with the preset's hidden size: --hidden-size 1024 over gpt-tiny
+  // kept its FFN of 256, where a pasted Megatron script meant 4096.
+  if (hidden_size && !ffn) {
+    const int swiglu = 4 * hidden_size * 2 / 3 / 64 * 64;
+    o.model.d_ff = o.model.arch == srunway::trainer::Arch::kGpt ? 4 * hidden_size
+                   : swiglu > 0                                  ? swiglu
+                                                                 : 4 * hidden_size * 2 / 3;
+  }
   if (ffn) o.model.d_ff = ffn;
   if (max_positions) o.model.seq_len = max_positions;
   if (vocab) o.model.vocab = vocab;

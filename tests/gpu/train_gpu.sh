@@ -291,8 +291,8 @@ grep -q 'head size 8 .*attention on the GPU takes 16, 32, 64, 96 or 128' "$work/
   fail "the error should say which head sizes work: $(cat "$work/heads.err")"
 echo "== 6. a model that does not fit (1,152 GiB of parameters and optimizer state)"
 rc=0
-"$train" --preset gpt-tiny --vocab-size 4194304 --hidden-size 65536 --num-attention-heads 1024 --seq-length 64 \
-  --micro-batch-size 4 --mock-data --train-steps 1 --device cuda >/dev/null 2>"$work/oom.err" || rc=$?
+"$train" --preset gpt-tiny --vocab-size 4194304 --hidden-size 65536 --ffn-hidden-size 256 --num-attention-heads 1024 \
+  --seq-length 64 --micro-batch-size 4 --mock-data --train-steps 1 --device cuda >/dev/null 2>"$work/oom.err" || rc=$?
 ((rc == 1)) || fail "a model too large for the GPU should exit 1, not $rc: $(cat "$work/oom.err")"
 [[ $(grep -c 'error' "$work/oom.err") == 1 ]] || fail "one error line wanted: $(cat "$work/oom.err")"
 want='cannot allocate [0-9.]* GiB on .*: [0-9.]* of [0-9.]* GiB free: .*--micro-batch-size, --recompute-activations'

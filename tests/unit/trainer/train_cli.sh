@@ -380,6 +380,17 @@ echo "ok: a closed or full stdout is one warning, and the run ends with its chec
 # 4. Bad input: one line naming what and where, and the documented exit code.
 expect_exit 2 "unknown preset 'gpt5'" "$kTrain" --preset gpt5 --mock-data
 expect_exit 2 "--no-such-flag" "$kTrain" --no-such-flag
+# The FFN's width follows --hidden-size as Megatron's does (4 H; Llama's SwiGLU 8 H / 3 down to a multiple of 64)
+# unless given: --hidden-size 128 over gpt-tiny kept its FFN of 256.
+for preset_hidden_ffn in gpt-tiny:128:512 llama-tiny:96:256 llama-tiny:16:42; do
+  IFS=: read -r preset hidden want <<<"$preset_hidden_ffn"
+  "$kTrain" --preset "$preset" --hidden-size "$hidden" --dry-run >"$kWork/out" 2>&1 || fail "dry run: $(cat "$kWork/out")"
+  grep -q "hidden $hidden, heads 4, FFN $want," "$kWork/out" || fail "$preset with --hidden-size $hidden: $(head -1 "$kWork/out")"
+done
+"$kTrain" --preset llama-tiny --hidden-size 96 --ffn-hidden-size 300 --dry-run >"$kWork/out" 2>&1
+grep -q "hidden 96, heads 4, FFN 300," "$kWork/out" || fail "--ffn-hidden-size 300: $(head -1 "$kWork/out")"
+"$kTrain" --preset llama-tiny --num-layers 3 --dry-run >"$kWork/out" 2>&1
+grep -q "hidden 64, heads 4, FFN 176," "$kWork/out" || fail "llama-tiny's own FFN: $(head -1 "$kWork/out")"
 # A model that cannot be built names the flags that shape it (it said only "d_model 100", "n_head 3").
 expect_exit 2 "error: d_model \\(--hidden-size\\) 100 is not a multiple of n_head \\(--num-attention-heads\\) 3$" \
   "$kTrain" --preset gpt-tiny --mock-data --hidden-size 100 --num-attention-heads 3
