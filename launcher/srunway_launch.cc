@@ -365,9 +365,10 @@ int main(int argc, char** argv) {
     }
   }
   if (!supervise) {
-    for (const auto& [name, value] : *env) ::setenv(name.c_str(), value.c_str(), 1);
-    // Leave PMIx before exec: the command may be an MPI program that connects to it again.
+    // Leave PMIx before exec: the command may be an MPI program that connects to it again. And before setenv, which
+    // no other thread's getenv may race: PMIx's progress thread is gone once it is left.
     (void)boot.Finalize();
+    for (const auto& [name, value] : *env) ::setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> args;
     for (auto& arg : command) args.push_back(arg.data());
     args.push_back(nullptr);
