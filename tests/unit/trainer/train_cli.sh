@@ -238,13 +238,13 @@ tune=("${run[@]}" --overfit-batch --lr-decay-style constant --warmup-steps 0)
 grep -q "info: fine-tuning from $kWork/ckpt/iter_0000010 (saved at step 10): its parameters" "$kWork/err" ||
   fail "--finetune: $(cat "$kWork/err")"
 python3 - "$kWork/tune-resumed.jsonl" "$kWork/tuned.jsonl" <<'PY' ||
-  fail "--finetune did not start from the parameters alone"
 import json, sys
 resumed, tuned = ([json.loads(l) for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
 assert [r["step"] for r in tuned] == [1, 2], tuned
 assert tuned[0]["loss"] == resumed[0]["loss"], ("parameters", tuned[0], resumed[0])
 assert tuned[1]["loss"] != resumed[1]["loss"], ("the optimizer state came too", tuned[1], resumed[1])
 PY
+  fail "--finetune did not start from the parameters alone"
 "${tune[@]}" --load "$kWork/ckpt/iter_0000010" --finetune --save "$kWork/tuned" --train-steps 3 >"$kWork/out" \
   2>"$kWork/err" || fail "--finetune requeued: $(cat "$kWork/err")"
 grep -q "info: resumed from $kWork/tuned at step 2" "$kWork/err" && ! grep -q "fine-tuning" "$kWork/err" ||
@@ -271,13 +271,13 @@ listing=$(ls -R "$kWork/skip")
 [[ $(cat "$kWork/out") == "$(grep -h '^validation at step 2 | loss' "$kWork/out")" && -s $kWork/out ]] ||
   fail "--skip-train printed: $(cat "$kWork/out")"
 python3 - "$kWork/skip.jsonl" <<'PY' ||
-  fail "--skip-train's validation loss is not the run's: $(cat "$kWork/skip.jsonl")"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 valid = [l for l in lines if "valid_loss" in l]
 assert len(lines) == 7 and [l["step"] for l in valid] == [2, 4, 2], lines
 assert valid[0] == valid[2] == lines[-1], valid
 PY
+  fail "--skip-train's validation loss is not the run's: $(cat "$kWork/skip.jsonl")"
 [[ $(ls -R "$kWork/skip") == "$listing" ]] || fail "--skip-train changed the checkpoints: $(ls -R "$kWork/skip")"
 ! grep -q "warning" "$kWork/err" || fail "--skip-train warned: $(cat "$kWork/err")"
 expect_exit 2 "--skip-train has nothing to do: --eval-iters 0, and no --export, --export-hf or --sample" \
