@@ -5,7 +5,11 @@
 
 #include <csignal>
 #include <limits>
+#include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 #include <variant>
 
 #include "common/cli.h"
@@ -34,6 +38,32 @@ int ExitCode(srunway::trainer::TrainResult::Ending ending) {
   return srunway::trainer::kExitError;
 }
 void OnStopSignal(int signal) { g_stop_signal = signal; }
+
+// Megatron's architecture flags, as its scripts pass them.
+struct MegatronArch {
+  std::string normalization, position_embedding;  // "" when not given
+  bool swiglu = false, untie = false, disable_bias = false;
+};
+
+// The architecture Megatron's flags ask for, if any: Llama's five together, or GPT's explicit LayerNorm or learned
+// positions. srunway-train builds these two, so a part of Llama's set is refused, naming what is missing.
+srunway::common::StatusOr<std::optional<srunway::trainer::Arch>> ArchFromFlags(const MegatronArch& m) {
+  const std::vector<std::pair<bool, const char*>> llama = {
+      {m.normalization == "RMSNorm", "--normalization RMSNorm"},
+      {m.swiglu, "--swiglu"},
+      {m.position_embedding == "rope", "--position-embedding-type rope"},
+      {m.untie, "--untie-embeddings-and-output-weights"},
+      {m.disable_bias, "--disable-bias-linear"}};
+  std::vector<std::string> given, missing;
+  for (const auto& [on, flag] : llama) (on ? given : missing).emplace_back(flag);
+  const bool gpt = m.normalization == "LayerNorm" || m.position_embedding == "learned_absolute";
+  if (given.empty()) return gpt ? std::optional(srunway::trainer::Arch::kGpt) : std::nullopt;
+  if (missing.empty()) return std::optional(srunway::trainer::Arch::kLlama);
+  return srunway::common::InvalidArgument(
+      "srunway-train builds GPT (LayerNorm, GELU, learned positions, tied output layer, biases) or Llama (RMSNorm, "
+      "SwiGLU, RoPE, untied output layer, no biases): {} ask{} for Llama's, which also needs {}",
+      fmt::join(given, ", "), given.size() == 1 ? "s" : "", fmt::join(missing, ", "));
+}
 
 }  // namespace
 
@@ -64,6 +94,24 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_file, "YAML file of flag: value (command-line flags win)");
   app.add_option("--preset", preset, "model: " + fmt::format("{}", fmt::join(srunway::trainer::PresetNames(), ", ")))
       ->capture_default_str();
+  MegatronArch megatron_arch;
+  float norm_eps = 0, rotary_base = 0;
+  bool group_query_attention = false;
+  app.add_option("--normalization", megatron_arch.normalization,
+                 "Megatron's: LayerNorm (GPT's) or RMSNorm (Llama's, with the four flags below)")
+      ->check(CLI::IsMember({"LayerNorm", "RMSNorm"}));
+  app.add_flag("--swiglu", megatron_arch.swiglu, "Megatron's: SwiGLU (Llama's)");
+  app.add_option("--position-embedding-type", megatron_arch.position_embedding,
+                 "Megatron's: learned_absolute (GPT's) or rope (Llama's)")
+      ->check(CLI::IsMember({"learned_absolute", "rope"}));
+  app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie, "Megatron's: an own output layer (Llama's)");
+  app.add_flag("--disable-bias-linear", megatron_arch.disable_bias, "Megatron's: no biases (Llama's)");
+  app.add_flag("--group-query-attention", group_query_attention,
+               "Megatron's: --num-query-groups sets the key-value heads here, with or without it");
+  app.add_option("--norm-epsilon", norm_eps, "the norms' epsilon (default: the preset's, 1e-5)")
+      ->check(srunway::common::Positive());
+  app.add_option("--rotary-base", rotary_base, "RoPE's theta (Llama; default: the preset's)")
+      ->check(srunway::common::Positive());
   // A size given is at least 1 (0 would otherwise read as "the preset's", silently); so are the other numbers
   // whose 0 stands for "not given".
   const CLI::Range size_range(1, 1 << 24);
@@ -240,10 +288,13 @@ int main(int argc, char** argv) {
                  "nsys profile --capture-range=cudaProfilerApi or ncu --profile-from-start off");
 
   for (const char* name : {"--preset", "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
-                           "--ffn-hidden-size", "--max-position-embeddings", "--vocab-size", "--init-std"}) {
+                           "--ffn-hidden-size", "--max-position-embeddings", "--vocab-size", "--init-std",
+                           "--normalization", "--swiglu", "--position-embedding-type",
+                           "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
+                           "--rotary-base"}) {
     use_checkpoint_args->excludes(name);
   }
-  for (const char* name : {"--init-std", "--lr", "--min-lr", "--weight-decay", "--adam-beta1", "--adam-beta2",
+  for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--lr", "--min-lr", "--weight-decay", "--adam-beta1", "--adam-beta2",
                            "--adam-eps", "--clip-grad", "--hidden-dropout", "--attention-dropout"}) {
     app.get_option(name)->check(srunway::common::FitsFloat());  // the options held in floats
   }
@@ -298,9 +349,22 @@ int main(int argc, char** argv) {
   o.export_dtype = export_dtype == "bf16"   ? srunway::trainer::StoredDtype::kBF16
                    : export_dtype == "fp16" ? srunway::trainer::StoredDtype::kF16
                                             : srunway::trainer::StoredDtype::kF32;
+  auto arch = ArchFromFlags(megatron_arch);
+  if (!arch.ok()) {
+    srunway::common::LogError("{}", arch.status().message());
+    return srunway::trainer::kExitUsage;
+  }
+  // Megatron's flags alone start from the tiny model of their architecture; with a --preset they must agree with it.
+  const bool preset_given = app.get_option("--preset")->count() > 0;
+  if (*arch == srunway::trainer::Arch::kLlama && !preset_given) preset = "llama-tiny";
   auto model = srunway::trainer::Preset(preset);
   if (!model.ok()) {
     srunway::common::LogError("--preset: {}", model.status().message());
+    return srunway::trainer::kExitUsage;
+  }
+  if (*arch && model->arch != **arch) {
+    srunway::common::LogError("--preset {} is a {} model, but Megatron's flags given ask for a {} one", preset,
+                              srunway::trainer::ArchName(model->arch), srunway::trainer::ArchName(**arch));
     return srunway::trainer::kExitUsage;
   }
   o.model = *model;
@@ -323,6 +387,8 @@ int main(int argc, char** argv) {
   if (max_positions) o.model.seq_len = max_positions;
   if (vocab) o.model.vocab = vocab;
   if (init_std > 0) o.model.init_std = init_std;
+  if (norm_eps > 0) o.model.norm_eps = norm_eps;
+  if (rotary_base > 0) o.model.rope_theta = rotary_base;
   if (checkpoint_args) {
     const auto weights = srunway::trainer::WeightsFile(o.load);
     auto saved = weights ? srunway::trainer::WeightsModel(*weights) : srunway::trainer::CheckpointModel(o.load);

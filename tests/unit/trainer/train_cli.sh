@@ -391,6 +391,30 @@ done
 grep -q "hidden 96, heads 4, FFN 300," "$kWork/out" || fail "--ffn-hidden-size 300: $(head -1 "$kWork/out")"
 "$kTrain" --preset llama-tiny --num-layers 3 --dry-run >"$kWork/out" 2>&1
 grep -q "hidden 64, heads 4, FFN 176," "$kWork/out" || fail "llama-tiny's own FFN: $(head -1 "$kWork/out")"
+# Megatron's architecture flags: Llama's five together build a Llama (from llama-tiny without a --preset), GPT's
+# explicit values a GPT; a part of Llama's set, or a --preset of the other architecture, is one line, exit 2.
+llama=(--normalization RMSNorm --swiglu --position-embedding-type rope --untie-embeddings-and-output-weights
+       --disable-bias-linear)
+"$kTrain" "${llama[@]}" --hidden-size 256 --num-attention-heads 8 --group-query-attention --num-query-groups 2 \
+  --rotary-base 500000 --norm-epsilon 1e-6 --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama (2 layers, hidden 256, heads 8, FFN 640, vocab 512, seq 128)" "$kWork/out" ||
+  fail "Megatron's Llama flags: $(head -1 "$kWork/out")"
+"$kTrain" --normalization LayerNorm --position-embedding-type learned_absolute --dry-run >"$kWork/out" 2>&1
+grep -q "^model gpt (2 layers, hidden 64" "$kWork/out" || fail "Megatron's GPT flags: $(head -1 "$kWork/out")"
+expect_exit 2 "error: srunway-train builds GPT \\(LayerNorm, GELU, learned positions, tied output layer, biases\\) or Llama \\(RMSNorm, SwiGLU, RoPE, untied output layer, no biases\\): --swiglu asks for Llama's, which also needs --normalization RMSNorm, --position-embedding-type rope, --untie-embeddings-and-output-weights, --disable-bias-linear$" \
+  "$kTrain" --mock-data --swiglu
+expect_exit 2 "error: --preset gpt2-124m is a gpt model, but Megatron's flags given ask for a llama one$" \
+  "$kTrain" --mock-data --preset gpt2-124m "${llama[@]}"
+expect_exit 2 "error: --preset llama-tiny is a llama model, but Megatron's flags given ask for a gpt one$" \
+  "$kTrain" --mock-data --preset llama-tiny --normalization LayerNorm
+# The Llama they build trains, and its checkpoint holds the epsilon and RoPE base given.
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --rotary-base 500000 \
+  --save "$kWork/megatron-llama" >"$kWork/out" 2>"$kWork/err" || fail "Megatron's Llama flags: $(cat "$kWork/err")"
+"$kTrain" --preset llama-tiny --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 \
+  --load "$kWork/megatron-llama" >"$kWork/out" 2>"$kWork/err" && fail "a resume with another RoPE base ran"
+grep -q "rope_theta is 500000.0 in the checkpoint and 10000.0 here" "$kWork/err" ||
+  fail "the RoPE base should be in the checkpoint: $(cat "$kWork/err")"
+rm -rf "$kWork/megatron-llama"
 # A model that cannot be built names the flags that shape it (it said only "d_model 100", "n_head 3").
 expect_exit 2 "error: d_model \\(--hidden-size\\) 100 is not a multiple of n_head \\(--num-attention-heads\\) 3$" \
   "$kTrain" --preset gpt-tiny --mock-data --hidden-size 100 --num-attention-heads 3
