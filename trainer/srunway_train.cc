@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <limits>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "common/log.h"
 #include "trainer/ckpt/checkpoint.h"
 #include "trainer/ckpt/weights.h"
+#include "trainer/data/tokenizer.h"
 #include "trainer/model/config.h"
 #include "trainer/ops/cuda/cuda_ops.h"
 #include "trainer/train/config_file.h"
@@ -221,6 +223,11 @@ int main(int argc, char** argv) {
       "--export-hf (default: beside the first --data-path)");
   app.add_option("--merge-file", o.merge_file, "its merges.txt")->needs(vocab_file);
   vocab_file->needs("--merge-file");
+  int vocab_multiple = 128;
+  app.add_option("--make-vocab-size-divisible-by", vocab_multiple,
+                 "Megatron's: with --vocab-file and neither --preset nor --vocab-size, the vocabulary is the "
+                 "tokenizer's padded to a multiple of this")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20))->needs(vocab_file);
   app.add_option("--device", o.device,
                  "auto: the rank's GPU where there is one, else the CPU (with a line saying why); cuda: the GPU or "
                  "exit 1; cpu")
@@ -386,6 +393,16 @@ int main(int argc, char** argv) {
   if (ffn) o.model.d_ff = ffn;
   if (max_positions) o.model.seq_len = max_positions;
   if (vocab) o.model.vocab = vocab;
+  // Megatron's flags alone take the vocabulary from the data's tokenizer, padded, as Megatron does.
+  if (!o.vocab_file.empty() && !vocab && !preset_given) {
+    auto tokenizer = srunway::trainer::Tokenizer::Load(o.vocab_file, o.merge_file);
+    if (!tokenizer.ok()) {
+      srunway::common::LogError("--vocab-file and --merge-file: {}", tokenizer.status().message());
+      return srunway::trainer::kExitError;
+    }
+    const int64_t padded = (int64_t{tokenizer->vocab_size()} + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
+    o.model.vocab = static_cast<int>(std::min<int64_t>(padded, std::numeric_limits<int>::max()));
+  }
   if (init_std > 0) o.model.init_std = init_std;
   if (norm_eps > 0) o.model.norm_eps = norm_eps;
   if (rotary_base > 0) o.model.rope_theta = rotary_base;

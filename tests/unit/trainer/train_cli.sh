@@ -516,6 +516,19 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
   --merge-file "$kWork/data.merges.txt" >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
+# Without --preset or --vocab-size the vocabulary is the tokenizer's, padded to --make-vocab-size-divisible-by (128),
+# as Megatron takes it; such a run trains on the data.
+for multiple in 128 64; do
+  "$kTrain" --data-path "$kWork/data" --split 1 --seq-length 32 --vocab-file "$kWork/data.vocab.json" \
+    --merge-file "$kWork/data.merges.txt" --make-vocab-size-divisible-by $multiple --dry-run >"$kWork/out" 2>&1
+  grep -q "vocab $(((tokens + multiple - 1) / multiple * multiple)), seq 32)" "$kWork/out" ||
+    fail "the tokenizer's $tokens tokens padded to a multiple of $multiple: $(head -1 "$kWork/out")"
+done
+"$kTrain" --data-path "$kWork/data" --split 1 --seq-length 32 --micro-batch-size 2 --train-steps 2 \
+  --vocab-file "$kWork/data.vocab.json" --merge-file "$kWork/data.merges.txt" >"$kWork/out" 2>"$kWork/err" ||
+  fail "a run whose vocabulary is its tokenizer's: $(cat "$kWork/err")"
+expect_exit 2 "--make-vocab-size-divisible-by requires --vocab-file" \
+  "$kTrain" "${common[@]}" --mock-data --make-vocab-size-divisible-by 64
 expect_exit 2 "--keep-checkpoints must be at least 0, not -1" \
   "$kTrain" "${common[@]}" --mock-data --keep-checkpoints -1
 expect_exit 1 "/dev/full: No space left on device" \
