@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# scripts/examples/megatron-llama.sbatch, a Megatron-LM script with Megatron's own flags, as a user submits it: the
+# job trains the Llama those flags describe (RMSNorm, SwiGLU, RoPE, untied output, no biases, 2 query groups) over
+# 2 nodes x 2 ranks with the optimizer sharded, its vocabulary the tokenizer's padded to 128 as Megatron's, and
+# completes with its validation runs and checkpoints; the loss falls.
+source "$(dirname "$0")/lib.sh"
+require_cluster
+export SRUNWAY_TRAIN=${SRUNWAY_TRAIN:?} SRUNWAY_LAUNCH=${SRUNWAY_LAUNCH:?}
+prep=${SRUNWAY_PREP:?}
+work=$(mktemp -d)
+at_exit "rm -rf '$work'"
+for i in $(seq 1 400); do
+  printf 'Document %d. The %s fox jumps over the lazy dog %d times, and the dog sleeps.\n\n' "$i" \
+    "$([[ $((i % 2)) == 0 ]] && echo quick || echo brown)" "$((i % 7))"
+done >"$work/corpus.txt"
+"$prep" --input "$work/corpus.txt" --output-prefix "$work/data" --train-vocab 300 --quiet >/dev/null ||
+  fail "srunway-prep failed"
+tokens=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$work/data.vocab.json")
+out=$(sbatch --wait --parsable --output="$work/job.out" "$kSourceRoot/scripts/examples/megatron-llama.sbatch" \
+  "$work/data" "$work/data.vocab.json" "$work/data.merges.txt" "$work/run" 2>&1) || fail "job: $out: $(cat "$work/job.out")"
+log=$(cat "$work/job.out")
+grep -q "model llama (2 layers, hidden 128, heads 4/2, vocab $(((tokens + 127) / 128 * 128))): " <<<"$log" ||
+  fail "not the Llama of Megatron's flags with the tokenizer's $tokens tokens padded: $log"
+grep -q "batch 16 x 64 tokens = 4 ranks x 2 micro-batches of 2" <<<"$log" || fail "$log"
+grep -q "optimizer state .* per rank (ZeRO-1: 1/4 of it)" <<<"$log" || fail "no ZeRO-1: $log"
+expect_eq "step lines" "$(grep -c '^step' <<<"$log")" 4
+expect_eq "validation lines" "$(grep -c '^validation at step' <<<"$log")" 2
+expect_eq "latest checkpoint" "$(cat "$work/run/checkpoints/latest_checkpointed_iteration.txt")" 40
+python3 - "$work/run/metrics.jsonl" <<'PY' || fail "metrics: $(cat "$work/run/metrics.jsonl")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+assert [r["step"] for r in rows] == [10, 20, 30, 40], rows
+assert rows[-1]["loss"] < rows[0]["loss"] - 0.5, (rows[0]["loss"], rows[-1]["loss"])
+PY
+echo "ok: a Megatron-LM script's Llama trained over 2 nodes x 2 ranks ($tokens tokens' vocabulary, padded)"
