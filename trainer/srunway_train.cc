@@ -10,8 +10,8 @@
 #include <set>
 #include <string>
 #include <utility>
-#include <vector>
 #include <variant>
+#include <vector>
 
 #include "common/cli.h"
 #include "common/log.h"
@@ -106,7 +106,8 @@ int main(int argc, char** argv) {
   app.add_option("--position-embedding-type", megatron_arch.position_embedding,
                  "Megatron's: learned_absolute (GPT's) or rope (Llama's)")
       ->check(CLI::IsMember({"learned_absolute", "rope"}));
-  app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie, "Megatron's: an own output layer (Llama's)");
+  app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie,
+               "Megatron's: an output layer of its own (Llama's)");
   app.add_flag("--disable-bias-linear", megatron_arch.disable_bias, "Megatron's: no biases (Llama's)");
   app.add_flag("--group-query-attention", group_query_attention,
                "Megatron's: --num-query-groups sets the key-value heads here, with or without it");
@@ -301,8 +302,9 @@ int main(int argc, char** argv) {
                            "--rotary-base"}) {
     use_checkpoint_args->excludes(name);
   }
-  for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--lr", "--min-lr", "--weight-decay", "--adam-beta1", "--adam-beta2",
-                           "--adam-eps", "--clip-grad", "--hidden-dropout", "--attention-dropout"}) {
+  for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--lr", "--min-lr", "--weight-decay",
+                           "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad", "--hidden-dropout",
+                           "--attention-dropout"}) {
     app.get_option(name)->check(srunway::common::FitsFloat());  // the options held in floats
   }
   // As with most tools, a flag given twice takes its last value (lists such as --data-path keep every value).
