@@ -224,6 +224,10 @@ int main(int argc, char** argv) {
       "--export-hf (default: beside the first --data-path)");
   app.add_option("--merge-file", o.merge_file, "its merges.txt")->needs(vocab_file);
   vocab_file->needs("--merge-file");
+  std::string tokenizer_type;
+  app.add_option("--tokenizer-type", tokenizer_type,
+                 "Megatron's: GPT2BPETokenizer only (GPT-2's byte-level BPE, --vocab-file and --merge-file)")
+      ->needs(vocab_file);
   int vocab_multiple = 128;
   app.add_option("--make-vocab-size-divisible-by", vocab_multiple,
                  "Megatron's: with --vocab-file and neither --preset nor --vocab-size, the vocabulary is the "
@@ -344,6 +348,11 @@ int main(int argc, char** argv) {
     srunway::common::LogError("{} {}: srunway-train is data parallel only, every rank holding the whole model "
                               "(--use-distributed-optimizer shards the optimizer state over the ranks): give 1 or "
                               "leave it out", flag, size);
+    return srunway::trainer::kExitUsage;
+  }
+  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer") {
+    srunway::common::LogError("--tokenizer-type {}: srunway-train reads GPT-2's byte-level BPE (GPT2BPETokenizer: "
+                              "--vocab-file and --merge-file) only", tokenizer_type);
     return srunway::trainer::kExitUsage;
   }
   if (fp16) {

@@ -512,7 +512,8 @@ expect_exit 2 "--vocab-file $kWork/data.vocab.json holds $tokens tokens, more th
   "$kTrain" "${common[@]}" --mock-data --vocab-size 64 --vocab-file "$kWork/data.vocab.json" --merge-file "$kWork/data.merges.txt"
 grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the model trained: $(cat "$kWork/out")"
 "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 2 --tensor-model-parallel-size 1 \
-  --pipeline-model-parallel-size 1 --context-parallel-size 1 --bf16 --vocab-file "$kWork/data.vocab.json" \
+  --pipeline-model-parallel-size 1 --context-parallel-size 1 --bf16 --tokenizer-type GPT2BPETokenizer \
+  --vocab-file "$kWork/data.vocab.json" \
   --merge-file "$kWork/data.merges.txt" >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
@@ -529,6 +530,9 @@ done
   fail "a run whose vocabulary is its tokenizer's: $(cat "$kWork/err")"
 expect_exit 2 "--make-vocab-size-divisible-by requires --vocab-file" \
   "$kTrain" "${common[@]}" --mock-data --make-vocab-size-divisible-by 64
+expect_exit 2 "--tokenizer-type HuggingFaceTokenizer: srunway-train reads GPT-2's byte-level BPE \\(GPT2BPETokenizer: --vocab-file and --merge-file\\) only" \
+  "$kTrain" "${common[@]}" --mock-data --tokenizer-type HuggingFaceTokenizer --vocab-file "$kWork/data.vocab.json" \
+  --merge-file "$kWork/data.merges.txt"
 expect_exit 2 "--keep-checkpoints must be at least 0, not -1" \
   "$kTrain" "${common[@]}" --mock-data --keep-checkpoints -1
 expect_exit 1 "/dev/full: No space left on device" \
