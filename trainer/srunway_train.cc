@@ -386,6 +386,7 @@ int main(int argc, char** argv) {
     return srunway::trainer::kExitUsage;
   }
   o.model = *model;
+  const bool new_width = hidden_size && hidden_size != o.model.d_model;  // not the preset's own, restated
   if (num_layers) o.model.n_layer = num_layers;
   if (hidden_size) o.model.d_model = hidden_size;
   if (heads) o.model.n_head = heads;
@@ -394,8 +395,9 @@ int main(int argc, char** argv) {
   // Without --ffn-hidden-size the FFN's width follows --hidden-size as Megatron's (and Hugging Face's) does: 4 x the
   // hidden size, or with SwiGLU (Llama) two thirds of that rounded down to a multiple of 64 (Megatron's
   // arguments.py). A preset's own width holds only with the preset's hidden size: --hidden-size 1024 over gpt-tiny
-  // kept its FFN of 256, where a pasted Megatron script meant 4096.
-  if (hidden_size && !ffn) {
+  // kept its FFN of 256, where a pasted Megatron script meant 4096. Restating the preset's hidden size keeps its FFN
+  // (llama2-7b's 11008 is not the formula's 10880).
+  if (new_width && !ffn) {
     const int swiglu = 4 * hidden_size * 2 / 3 / 64 * 64;
     o.model.d_ff = o.model.arch == srunway::trainer::Arch::kGpt ? 4 * hidden_size
                    : swiglu > 0                                  ? swiglu

@@ -391,6 +391,8 @@ done
 grep -q "hidden 96, heads 4, FFN 300," "$kWork/out" || fail "--ffn-hidden-size 300: $(head -1 "$kWork/out")"
 "$kTrain" --preset llama-tiny --num-layers 3 --dry-run >"$kWork/out" 2>&1
 grep -q "hidden 64, heads 4, FFN 176," "$kWork/out" || fail "llama-tiny's own FFN: $(head -1 "$kWork/out")"
+"$kTrain" --preset llama2-7b --hidden-size 4096 --dry-run --gpu-memory-gb 400 >"$kWork/out" 2>&1
+grep -q "hidden 4096, heads 32, FFN 11008," "$kWork/out" || fail "llama2-7b's hidden size restated: $(head -1 "$kWork/out")"
 # Megatron's architecture flags: Llama's five together build a Llama (from llama-tiny without a --preset), GPT's
 # explicit values a GPT; a part of Llama's set, or a --preset of the other architecture, is one line, exit 2.
 llama=(--normalization RMSNorm --swiglu --position-embedding-type rope --untie-embeddings-and-output-weights
