@@ -413,8 +413,7 @@ int main(int argc, char** argv) {
       srunway::common::LogError("--vocab-file and --merge-file: {}", tokenizer.status().message());
       return srunway::trainer::kExitError;
     }
-    const int64_t padded = (int64_t{tokenizer->vocab_size()} + vocab_multiple - 1) / vocab_multiple * vocab_multiple;
-    o.model.vocab = static_cast<int>(std::min<int64_t>(padded, std::numeric_limits<int>::max()));
+    o.model.vocab = srunway::trainer::PaddedVocabSize(tokenizer->vocab_size(), vocab_multiple);
   }
   if (init_std > 0) o.model.init_std = init_std;
   if (norm_eps > 0) o.model.norm_eps = norm_eps;

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -187,6 +189,11 @@ std::string DescribeDifference(const ModelConfig& stored, const ModelConfig& wan
                                                      b[key].dump()));
   }
   return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+int PaddedVocabSize(int64_t tokens, int multiple) {
+  const int64_t padded = (tokens + multiple - 1) / multiple * multiple;
+  return static_cast<int>(std::min<int64_t>(padded, std::numeric_limits<int>::max()));
 }
 
 int64_t ParameterCount(const ModelConfig& c) {

@@ -54,6 +54,10 @@ std::string DescribeDifference(const ModelConfig& stored, const ModelConfig& wan
 // Parameters of the model, embeddings included.
 int64_t ParameterCount(const ModelConfig& config);
 
+// A tokenizer's vocabulary of `tokens` padded up to a multiple of `multiple`, as Megatron pads it
+// (--make-vocab-size-divisible-by, 128 by default: GPT-2's 50257 tokens become 50304); at most INT_MAX.
+int PaddedVocabSize(int64_t tokens, int multiple = 128);
+
 // Training FLOPs per token, forward and backward, for a sequence of `seq_len` tokens:
 //   6 * N  +  12 * n_layer * seq_len * d_model
 // where N is ParameterCount less the tables only looked up (GPT's position table, Llama's input embedding;

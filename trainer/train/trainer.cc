@@ -1213,11 +1213,10 @@ common::Status Trainer::CheckEndOutputs() {
                           found.status().message()));
   }
   if (given && found->vocab_size() > o_.model.vocab) {
-    const int padded = (found->vocab_size() + 127) / 128 * 128;
     return common::InvalidArgument("--vocab-file {} holds {} tokens, more than the model's vocabulary of {}: give "
                                    "--vocab-size {} (the tokenizer's, padded to a multiple of 128 as Megatron pads "
                                    "it) or a --preset that holds it", o_.vocab_file, found->vocab_size(),
-                                   o_.model.vocab, padded);
+                                   o_.model.vocab, PaddedVocabSize(found->vocab_size()));
   }
   if (o_.sample_tokens == 0) return common::Status::Ok();
   sample_context_ = found->Encode(o_.sample_prompt);
