@@ -31,6 +31,14 @@ Status WriteAll(int fd, std::string_view bytes, std::string_view what) {
   return Status::Ok();
 }
 
+Status AppendWhole(int fd, std::string_view record, std::string_view what) {
+  struct stat before {};
+  if (::fstat(fd, &before) != 0) return ErrnoStatus(errno, fmt::format("stat {}", what));
+  Status status = WriteAll(fd, record, what);
+  if (!status.ok() && S_ISREG(before.st_mode)) (void)::ftruncate(fd, before.st_size);
+  return status;
+}
+
 namespace {
 
 // Clears O_NONBLOCK, which an open that must not wait for a FIFO's other end set.

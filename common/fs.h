@@ -55,6 +55,11 @@ StatusOr<Fd> OpenToWrite(const std::filesystem::path& path, int flags, mode_t mo
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR; `what` names the target in the error.
 Status WriteAll(int fd, std::string_view bytes, std::string_view what);
 
+// WriteAll of one record to a file opened with O_APPEND that holds whole records only: when the write fails (a full
+// disk), a regular file is cut back to its size before it, so that no first part of a record stays for the next
+// write (a resumed run's) to follow.
+Status AppendWhole(int fd, std::string_view record, std::string_view what);
+
 // A file written under a temporary name in the target's directory and renamed over it by Commit (after fsync,
 // then the directory's fsync), for outputs too large to build in memory (checkpoints, datasets). Destroyed
 // without Commit, or after any failed call (a full disk included), it removes the temporary: the target is

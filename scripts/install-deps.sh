@@ -17,6 +17,8 @@ readonly kPackages=(
   procps iproute2 psmisc python3
   # PyTorch on the CPU: the reference for the trainer and the peer for torchrun-style tests
   python3-torch python3-numpy
+  # srunway-train --tensorboard-dir's test reads the event files with them (protobuf, CRC-32C)
+  python3-protobuf python3-crcmod
   # run-nccl-tests --report draws the bus bandwidth plot with it
   gnuplot-nox
   # the demo's training text: Debian's fortune cookie files (plain text, one document per '%' line)

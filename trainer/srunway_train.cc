@@ -183,6 +183,13 @@ int main(int argc, char** argv) {
   app.add_flag("--finetune", o.finetune,
                "take only the parameters from --load: step, data position, optimizer and random state start afresh "
                "(where --save holds a checkpoint already, a requeued job, that one resumes in full)")->needs(load);
+  app.add_flag("--exit-on-missing-checkpoint", o.exit_on_missing_checkpoint,
+               "a --load that holds no checkpoint ends the run, exit 1, instead of training from scratch "
+               "(Megatron's)")->needs(load);
+  // Megatron's --finetune loads neither the optimizer nor the random state; its scripts often say so again.
+  bool no_load_optim = false, no_load_rng = false;
+  app.add_flag("--no-load-optim", no_load_optim, "Megatron's: taken with --finetune, which loads no optimizer state");
+  app.add_flag("--no-load-rng", no_load_rng, "Megatron's: taken with --finetune, which loads no random state");
   bool checkpoint_args = false;
   CLI::Option* use_checkpoint_args =
       app.add_flag("--use-checkpoint-args", checkpoint_args,
@@ -199,6 +206,21 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(srunway::common::NonNegative());
   app.add_option("--eval-iters", o.eval_iters, "micro-batches per validation run")->capture_default_str();
   app.add_option("--metrics-file", o.metrics_file, "append one JSON object per log step");
+  // Megatron's TensorBoard flags; as in Megatron, those that say what to write change nothing without the directory.
+  app.add_option("--tensorboard-dir", o.tensorboard_dir,
+                 "write TensorBoard event files here (rank 0): Megatron's scalars under its tags (lm loss, "
+                 "learning-rate, grad-norm, batch-size, each also vs samples; lm loss validation)");
+  app.add_option("--tensorboard-log-interval", o.tensorboard_log_interval, "steps between TensorBoard's scalars")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  const std::string unqueued = "Megatron's: taken (each event is written to the file as it comes, nothing is queued)";
+  app.add_option("--tensorboard-queue-size", unqueued)->check(CLI::PositiveNumber);
+  app.add_flag("--log-timers-to-tensorboard", o.log_timers_to_tensorboard,
+               "TensorBoard: iteration-time (s) at each log step, and throughput with --log-throughput");
+  app.add_flag("--log-throughput", o.log_throughput,
+               "TensorBoard, with --log-timers-to-tensorboard: throughput, TFLOP/s per GPU (every log line gives "
+               "tokens/s and MFU)");
+  app.add_flag("--log-validation-ppl-to-tensorboard", o.log_validation_ppl_to_tensorboard,
+               "TensorBoard: lm loss validation ppl, exp of the validation loss (at most exp 20, as Megatron's)");
   app.add_option("--export", o.export_safetensors, "after training, write the weights as safetensors to this file");
   CLI::Option* export_hf = app.add_option("--export-hf", o.export_hf,
                                            "after training, write DIR/model.safetensors and DIR/config.json in "
@@ -266,6 +288,44 @@ int main(int argc, char** argv) {
                "Megatron's: bf16 with fp32 master weights and optimizer state, what a GPU run does anyway (the CPU "
                "path computes in fp32)");
   app.add_flag("--fp16", fp16, "Megatron's: refused (no fp16 with loss scaling; --bf16 is what there is)");
+  // Megatron's choices among implementations that compute the same model: srunway-train has one, which makes the
+  // choice each names (or, with one rank per model, one that changes nothing), so they are taken as its scripts
+  // pass them. The fusions of kernels change the order of rounding, not the model.
+  const std::string fusion = "Megatron's: taken (a kernel fusion on or off computes the same model)";
+  auto taken_flag = [&app](const char* flag, const std::string& help) { return app.add_flag(flag, help); };
+  auto taken_option = [&app](const char* flag, const std::string& help) { return app.add_option(flag, help); };
+  for (const auto& [flag, what] : std::initializer_list<std::pair<const char*, std::string>>{
+           {"--use-mcore-models", "Megatron's: taken (one implementation of the model)"},
+           {"--use-flash-attn", "Megatron's: taken (on GPUs attention is cuDNN's fused flash attention)"},
+           {"--attention-softmax-in-fp32", "Megatron's: taken (attention's softmax is computed in fp32)"},
+           {"--accumulate-allreduce-grads-in-fp32",
+            "Megatron's: taken (gradients are accumulated and reduced in fp32)"},
+           {"--sequence-parallel",
+            "Megatron's: taken (it splits tensor-parallel activations; with a tensor-parallel size of 1 there are "
+            "none, and Megatron turns it off too)"},
+           {"--openai-gelu", "Megatron's: taken (the GPT's GELU is the tanh form)"},
+           {"--no-masked-softmax-fusion", fusion},
+           {"--no-bias-dropout-fusion", fusion},
+           {"--no-bias-swiglu-fusion", fusion},
+           {"--no-gradient-accumulation-fusion", fusion},
+           {"--no-persist-layer-norm", fusion},
+           {"--no-rope-fusion", fusion}}) {
+    taken_flag(flag, what);
+  }
+  taken_option("--transformer-impl", "Megatron's: taken (one implementation of the model)")
+      ->check(CLI::IsMember({"transformer_engine", "local"}));
+  taken_option("--attention-backend", "Megatron's: taken (on GPUs attention is cuDNN's fused flash attention)")
+      ->check(CLI::IsMember({"auto", "flash", "fused", "unfused", "local"}));
+  taken_option("--distributed-backend",
+               "Megatron's: taken (collectives run over NCCL between GPUs and over MPI between CPU ranks)")
+      ->check(CLI::IsMember({"nccl", "gloo"}));
+  taken_flag("--overlap-grad-reduce",
+             "Megatron's: taken (what srunway-train does unless --no-overlap-grad-reduce)")
+      ->excludes("--no-overlap-grad-reduce");
+  bool exact_gelu = false;
+  app.add_flag("--no-bias-gelu-fusion", exact_gelu,
+               "Megatron's: refused for a GPT, for which Megatron then computes the exact (erf) GELU: "
+               "srunway-train's is the tanh form, Megatron's default (its fused bias-GELU)");
   bool dry_run = false, distributed_optimizer = false, recompute = false;
   srunway::trainer::PlanInput plan;
   CLI::Option* dry_run_flag = app.add_flag("--dry-run", dry_run,
@@ -283,6 +343,10 @@ int main(int argc, char** argv) {
   app.add_flag("--use-distributed-optimizer", distributed_optimizer,
                "ZeRO-1: shard the optimizer state over the data-parallel ranks (reduce-scatter the gradients, "
                "all-gather the parameters)");
+  taken_flag("--overlap-param-gather",
+             "Megatron's: taken (with --use-distributed-optimizer each bucket's all-gather of the parameters "
+             "overlaps the next forward, as srunway-train does)")
+      ->needs("--use-distributed-optimizer");
   app.add_flag("--recompute-activations", recompute,
                "keep only each layer's input and run its forward again in the backward: one layer's activations "
                "in memory, for a third more compute (the same results)");
@@ -348,6 +412,13 @@ int main(int argc, char** argv) {
     srunway::common::LogError("{} {}: srunway-train is data parallel only, every rank holding the whole model "
                               "(--use-distributed-optimizer shards the optimizer state over the ranks): give 1 or "
                               "leave it out", flag, size);
+    return srunway::trainer::kExitUsage;
+  }
+  for (const auto& [flag, given_flag] : {std::pair{"--no-load-optim", no_load_optim}, {"--no-load-rng", no_load_rng}}) {
+    if (!given_flag || o.finetune) continue;
+    srunway::common::LogError("{}: srunway-train resumes a checkpoint whole, or with --finetune takes its "
+                              "parameters alone (no optimizer or random state, and from step 0): give --finetune "
+                              "or leave it out", flag);
     return srunway::trainer::kExitUsage;
   }
   if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer") {
@@ -426,6 +497,12 @@ int main(int argc, char** argv) {
       return srunway::trainer::kExitError;
     }
     o.model = *saved;
+  }
+  if (exact_gelu && o.model.arch == srunway::trainer::Arch::kGpt) {
+    srunway::common::LogError("--no-bias-gelu-fusion: Megatron then computes the exact (erf) GELU, and "
+                              "srunway-train's GPT computes the tanh form (Megatron's default, with its fused "
+                              "bias-GELU, and its --openai-gelu): leave it out");
+    return srunway::trainer::kExitUsage;
   }
   if (auto status = srunway::trainer::Validate(o.model); !status.ok()) {
     srunway::common::LogError("{}", status.message());

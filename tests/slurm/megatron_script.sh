@@ -2,7 +2,7 @@
 # scripts/examples/megatron-llama.sbatch, a Megatron-LM script with Megatron's own flags, as a user submits it: the
 # job trains the Llama those flags describe (RMSNorm, SwiGLU, RoPE, untied output, no biases, 2 query groups) over
 # 2 nodes x 2 ranks with the optimizer sharded, its vocabulary the tokenizer's padded to 128 as Megatron's, and
-# completes with its validation runs and checkpoints; the loss falls.
+# completes with its validation runs, checkpoints and TensorBoard events; the loss falls.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 export SRUNWAY_TRAIN=${SRUNWAY_TRAIN:?} SRUNWAY_LAUNCH=${SRUNWAY_LAUNCH:?}
@@ -32,4 +32,9 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
 assert [r["step"] for r in rows] == [10, 20, 30, 40], rows
 assert rows[-1]["loss"] < rows[0]["loss"] - 0.5, (rows[0]["loss"], rows[-1]["loss"])
 PY
+# Rank 0 alone writes TensorBoard's events: one file, 40 steps of lm loss.
+events=("$work/run/tensorboard"/events.out.tfevents.*)
+expect_eq "event files" "${#events[@]}" 1
+[[ -s ${events[0]} ]] || fail "empty event file ${events[0]}"
+grep -qa "lm loss validation ppl" "${events[0]}" || fail "no validation perplexity in ${events[0]}"
 echo "ok: a Megatron-LM script's Llama trained over 2 nodes x 2 ranks ($tokens tokens' vocabulary, padded)"

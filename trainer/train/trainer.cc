@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
@@ -53,6 +52,7 @@
 #include "trainer/ops/cpu/ops.h"
 #include "trainer/optim/schedule.h"
 #include "trainer/train/grad_reducer.h"
+#include "trainer/train/tensorboard.h"
 
 namespace srunway::trainer {
 namespace {
@@ -169,11 +169,7 @@ class MetricsFile {
 
   common::Status Write(const common::Json& line) {
     if (fd_.get() < 0) return common::Status::Ok();
-    struct stat before {};
-    if (::fstat(fd_.get(), &before) != 0) return common::ErrnoStatus(errno, "stat metrics file " + path_);
-    common::Status status = common::WriteAll(fd_.get(), line.dump() + "\n", "metrics file " + path_);
-    if (!status.ok() && S_ISREG(before.st_mode)) (void)::ftruncate(fd_.get(), before.st_size);
-    return status;
+    return common::AppendWhole(fd_.get(), line.dump() + "\n", "metrics file " + path_);
   }
 
  private:
@@ -341,6 +337,8 @@ class Trainer {
   common::StatusOr<double> Evaluate();
   // Evaluate, then its line on stdout and in --metrics-file (rank 0).
   common::Status Validation();
+  // --tensorboard-dir: the scalars at this step, and again under "TAG vs samples" at the samples consumed.
+  common::Status WriteEvents(std::vector<Scalar> scalars);
   common::StatusOr<double> SumOverRanks(double mine);
   common::StatusOr<TrainResult> Loop();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
@@ -376,6 +374,7 @@ class Trainer {
   int64_t step_ = 0, consumed_ = 0;
   double peak_flops_ = 0;
   MetricsFile metrics_;
+  EventFile events_;  // --tensorboard-dir
   std::optional<common::Heartbeat> heartbeat_ = common::Heartbeat::FromEnvironment();
   std::unique_ptr<SaveLease> lease_;  // rank 0's, on --save while this run trains
   std::vector<int> straggler_streak_;
@@ -737,12 +736,12 @@ common::Status Trainer::Setup() {
   schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps, style,
                o_.constant_steps};
   SRUNWAY_RETURN_IF_ERROR(InitOrLoad());
-  SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(
-      Leader() ? metrics_.Open(o_.metrics_file,
-                               o_.load.empty() || step_ == 0 || o_.skip_train ? std::nullopt
-                                                                               : std::optional<int64_t>(step_))
-               : common::Status::Ok(),
-      common::StatusCode::kFailedPrecondition, "open --metrics-file"));
+  const std::optional<int64_t> resumed_at =
+      o_.load.empty() || step_ == 0 || o_.skip_train ? std::nullopt : std::optional<int64_t>(step_);
+  SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(Leader() ? metrics_.Open(o_.metrics_file, resumed_at) : common::Status::Ok(),
+                                         common::StatusCode::kFailedPrecondition, "open --metrics-file"));
+  SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(Leader() ? events_.Open(o_.tensorboard_dir, resumed_at) : common::Status::Ok(),
+                                         common::StatusCode::kFailedPrecondition, "open --tensorboard-dir"));
 
   const bool gpu = device_->kind() == DeviceKind::kCuda;
   if (o_.peak_tflops > 0) {
@@ -935,8 +934,12 @@ common::Status Trainer::InitOrLoad() {
     } else if (state.status().code() == common::StatusCode::kNotFound &&
                (std::filesystem::is_directory(source) || SamePath(from, o_.save))) {
       // --load DIR --save DIR is how a job that may be requeued is written: the first run finds nothing there.
-      if (Leader()) common::LogInfo("no checkpoint in {} yet; starting from scratch", from);
-      loaded = common::Status::Ok();
+      if (o_.exit_on_missing_checkpoint) {
+        loaded = common::NotFound("--load {}: no checkpoint there, and --exit-on-missing-checkpoint", from);
+      } else {
+        if (Leader()) common::LogInfo("no checkpoint in {} yet; starting from scratch", from);
+        loaded = common::Status::Ok();
+      }
     }
   }
   SRUNWAY_RETURN_IF_ERROR(model_->SetParams(params));
@@ -1183,7 +1186,18 @@ common::Status Trainer::Validation() {
   SRUNWAY_ASSIGN_OR_RETURN(double valid_loss, Evaluate());
   if (!Leader()) return common::Status::Ok();
   Print(fmt::format("validation at step {} | loss {:.4f}\n", step_, valid_loss));
-  return metrics_.Write({{"step", step_}, {"valid_loss", valid_loss}});
+  SRUNWAY_RETURN_IF_ERROR(metrics_.Write({{"step", step_}, {"valid_loss", valid_loss}}));
+  std::vector<Scalar> scalars = {{"lm loss validation", static_cast<float>(valid_loss)}};
+  // Megatron's perplexity, capped as Megatron caps it (exp of at most 20).
+  const auto ppl = static_cast<float>(std::exp(std::min(20.0, valid_loss)));
+  if (o_.log_validation_ppl_to_tensorboard) scalars.push_back({"lm loss validation ppl", ppl});
+  return WriteEvents(scalars);
+}
+
+common::Status Trainer::WriteEvents(std::vector<Scalar> scalars) {
+  SRUNWAY_RETURN_IF_ERROR(events_.Write(step_, scalars));
+  for (Scalar& scalar : scalars) scalar.tag += " vs samples";
+  return events_.Write(consumed_, scalars);
 }
 
 common::StatusOr<double> Trainer::SumOverRanks(double mine) {
@@ -1386,6 +1400,19 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       line["ranks"] = world_;
       line["peak_memory_gib"] = static_cast<double>(device_->peak_allocated()) / (1 << 30);
       SRUNWAY_RETURN_IF_ERROR(metrics_.Write(line));
+      // Megatron writes these two at its log lines, without "vs samples".
+      std::vector<Scalar> timers;
+      if (o_.log_timers_to_tensorboard) timers.push_back({"iteration-time", static_cast<float>(ms / 1e3)});
+      if (o_.log_timers_to_tensorboard && o_.log_throughput) {
+        timers.push_back({"throughput", static_cast<float>(tokens_per_s * flops_per_token / world_ / 1e12)});
+      }
+      SRUNWAY_RETURN_IF_ERROR(events_.Write(step_, timers));
+    }
+    if (Leader() && step_ % o_.tensorboard_log_interval == 0) {
+      SRUNWAY_RETURN_IF_ERROR(WriteEvents({{"learning-rate", static_cast<float>(lr)},
+                                           {"batch-size", static_cast<float>(o_.global_batch_size)},
+                                           {"lm loss", static_cast<float>(loss)},
+                                           {"grad-norm", static_cast<float>(norm)}}));
     }
     if (window_steps > 0 && (step_ % o_.log_interval == 0 || step_ == o_.train_steps)) {
       window_ms = 0;

@@ -50,6 +50,9 @@ struct TrainOptions {
   // Megatron's --finetune: only the parameters come from --load; step, data position, optimizer state and random
   // state start afresh. Where --save holds a checkpoint already (a requeued job), that one resumes in full.
   bool finetune = false;
+  // Megatron's --exit-on-missing-checkpoint: a --load that holds no checkpoint ends the run (a mistyped path)
+  // instead of training from scratch.
+  bool exit_on_missing_checkpoint = false;
   // Megatron's --skip-train: no step; the validation loss of the parameters (--load's, or the initialisation's),
   // then --export and --sample. Nothing is saved.
   bool skip_train = false;
@@ -59,6 +62,12 @@ struct TrainOptions {
   int64_t eval_interval = 0;   // 0: no evaluation
   int64_t eval_iters = 10;
   std::string metrics_file;
+  // Megatron's --tensorboard-dir: its scalars under its tag names, every tensorboard_log_interval steps (rank 0).
+  std::string tensorboard_dir;
+  int64_t tensorboard_log_interval = 1;
+  bool log_timers_to_tensorboard = false;  // iteration-time, and with log_throughput the TFLOP/s per GPU
+  bool log_throughput = false;
+  bool log_validation_ppl_to_tensorboard = false;
   std::string export_safetensors;
   std::string export_hf;       // a directory: model.safetensors and config.json in Hugging Face's form
   StoredDtype export_dtype = StoredDtype::kF32;  // of both exports' weights

@@ -233,7 +233,9 @@ grep -q "warning: $kWork/ckpt/iter_0000010 was written by a run of 80 samples, t
 tune=("${run[@]}" --overfit-batch --lr-decay-style constant --warmup-steps 0)
 "${tune[@]}" --load "$kWork/ckpt/iter_0000010" --train-steps 12 --metrics-file "$kWork/tune-resumed.jsonl" \
   >/dev/null 2>>"$kWork/log" || fail "resuming with --overfit-batch"
+# Megatron's scripts often add --no-load-optim --no-load-rng, what --finetune does anyway; alone they are refused.
 "${tune[@]}" --load "$kWork/ckpt/iter_0000010" --finetune --save "$kWork/tuned" --train-steps 2 \
+  --no-load-optim --no-load-rng \
   --metrics-file "$kWork/tuned.jsonl" >/dev/null 2>"$kWork/err" || fail "--finetune: $(cat "$kWork/err")"
 grep -q "info: fine-tuning from $kWork/ckpt/iter_0000010 (saved at step 10): its parameters" "$kWork/err" ||
   fail "--finetune: $(cat "$kWork/err")"
@@ -256,8 +258,14 @@ expect_exit 2 "--finetune --load $kWork/ckpt/ is in the --save directory" \
 expect_exit 2 "--finetune --load $kWork/ckpt/iter_0000010 is in the --save directory" \
   "${tune[@]}" --finetune --load "$kWork/ckpt/iter_0000010" --save "$kWork/./ckpt"
 expect_exit 2 "--finetune requires --load" "${tune[@]}" --finetune
+expect_exit 2 "error: --no-load-optim: srunway-train resumes a checkpoint whole, or with --finetune takes its parameters alone" \
+  "${tune[@]}" --load "$kWork/ckpt/iter_0000010" --no-load-optim
 mkdir "$kWork/empty"
 expect_exit 1 "error: --finetune: $kWork/empty: no checkpoint yet" "${tune[@]}" --finetune --load "$kWork/empty"
+# Megatron's --exit-on-missing-checkpoint: a --load with no checkpoint ends the run (it started from scratch).
+expect_exit 1 "error: --load $kWork/empty: no checkpoint there, and --exit-on-missing-checkpoint" \
+  "${tune[@]}" --load "$kWork/empty" --save "$kWork/empty" --exit-on-missing-checkpoint
+grep -q '^step' "$kWork/out" && fail "--exit-on-missing-checkpoint trained: $(cat "$kWork/out")"
 echo "ok: --finetune starts from a checkpoint's parameters alone and resumes its own checkpoints when requeued"
 
 # --skip-train (Megatron's): a checkpoint's validation loss, the one its run measured at that step, bit for bit;
@@ -513,12 +521,28 @@ tokens=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))'
 expect_exit 2 "--vocab-file $kWork/data.vocab.json holds $tokens tokens, more than the model's vocabulary of 64: give --vocab-size $(((tokens + 127) / 128 * 128))" \
   "$kTrain" "${common[@]}" --mock-data --vocab-size 64 --vocab-file "$kWork/data.vocab.json" --merge-file "$kWork/data.merges.txt"
 grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the model trained: $(cat "$kWork/out")"
+# With them, Megatron's choices among implementations of the same model (each was an unknown argument).
 "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 2 --tensor-model-parallel-size 1 \
   --pipeline-model-parallel-size 1 --context-parallel-size 1 --bf16 --tokenizer-type GPT2BPETokenizer \
   --vocab-file "$kWork/data.vocab.json" \
-  --merge-file "$kWork/data.merges.txt" >"$kWork/out" 2>"$kWork/err" ||
+  --merge-file "$kWork/data.merges.txt" --use-mcore-models --transformer-impl transformer_engine --use-flash-attn \
+  --attention-backend auto --distributed-backend nccl --overlap-grad-reduce --sequence-parallel --openai-gelu \
+  --attention-softmax-in-fp32 --accumulate-allreduce-grads-in-fp32 --no-masked-softmax-fusion \
+  --no-bias-dropout-fusion --no-gradient-accumulation-fusion --no-persist-layer-norm --no-rope-fusion \
+  --log-throughput --tensorboard-queue-size 1000 >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
+grep -q '^step      2/2' "$kWork/out" || fail "Megatron's flags: no step lines: $(cat "$kWork/out")"
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
+# Megatron computes the exact (erf) GELU without its bias-GELU fusion; srunway-train's GPT has the tanh one only.
+expect_exit 2 "^srunway-train\\[.*\\] error: --no-bias-gelu-fusion: Megatron then computes the exact \\(erf\\) GELU, and srunway-train's GPT computes the tanh form" \
+  "$kTrain" "${common[@]}" --mock-data --no-bias-gelu-fusion
+"$kTrain" --preset llama-tiny --seq-length 32 --no-bias-gelu-fusion --dry-run >"$kWork/out" 2>&1 ||
+  fail "--no-bias-gelu-fusion of a Llama (no GELU): $(cat "$kWork/out")"
+expect_exit 2 "--overlap-param-gather requires --use-distributed-optimizer" \
+  "$kTrain" "${common[@]}" --mock-data --overlap-param-gather
+expect_exit 2 "--no-overlap-grad-reduce excludes --overlap-grad-reduce" \
+  "$kTrain" "${common[@]}" --mock-data --overlap-grad-reduce --no-overlap-grad-reduce
+expect_exit 2 "--transformer-impl: inference not in" "$kTrain" "${common[@]}" --mock-data --transformer-impl inference
 # Without --preset or --vocab-size the vocabulary is the tokenizer's, padded to --make-vocab-size-divisible-by (128),
 # as Megatron takes it; such a run trains on the data.
 for multiple in 128 64; do
