@@ -170,9 +170,21 @@ int main(int argc, char** argv) {
   app.add_option("--attention-dropout", o.attention_dropout, "dropout on the attention probabilities")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "initialisation and data order")->capture_default_str();
-  app.add_option("--data-path", o.data_path, "PREFIX (Megatron .bin/.idx or llm.c shards) or a blend 'W1 P1 W2 P2'");
+  CLI::Option* data_path =
+      app.add_option("--data-path", o.data_path, "PREFIX (Megatron .bin/.idx or llm.c shards) or a blend 'W1 P1 W2 P2'");
+  // Megatron's per-split paths, in place of --data-path and --split.
+  CLI::Option* train_path = app.add_option("--train-data-path", o.train_data_path,
+                                           "the training data whole (a prefix or a blend), in place of --data-path "
+                                           "and --split (Megatron's)")->excludes(data_path);
+  app.add_option("--valid-data-path", o.valid_data_path, "the validation data whole, with --train-data-path")
+      ->needs(train_path);
+  std::vector<std::string> test_path;
+  app.add_option("--test-data-path", test_path,
+                 "Megatron's: taken with --train-data-path and not read (srunway-train runs no test evaluation)")
+      ->needs(train_path);
   app.add_flag("--mock-data", o.mock_data, "deterministic random tokens instead of a dataset");
   app.add_option("--split", o.split, "train,valid,test shares of the documents")->capture_default_str();
+  train_path->excludes("--mock-data")->excludes("--split");
   app.add_option("--data-cache-path", o.data_cache_path,
                  "directory for the sample index: built once (by each node's first rank), mapped by the node's ranks");
   app.add_option("--save", o.save, "checkpoint directory");
@@ -413,6 +425,10 @@ int main(int argc, char** argv) {
                               "(--use-distributed-optimizer shards the optimizer state over the ranks): give 1 or "
                               "leave it out", flag, size);
     return srunway::trainer::kExitUsage;
+  }
+  if (!test_path.empty()) {
+    srunway::common::LogInfo("--test-data-path: not read: srunway-train runs no test evaluation at the end of "
+                             "training (Megatron's test run); its validation reads --valid-data-path");
   }
   for (const auto& [flag, given_flag] : {std::pair{"--no-load-optim", no_load_optim}, {"--no-load-rng", no_load_rng}}) {
     if (!given_flag || o.finetune) continue;

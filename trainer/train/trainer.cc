@@ -197,7 +197,7 @@ common::Status FillBatch(SampleSource& source, int64_t first_sample, int B, int 
 // dataset.
 common::StatusOr<std::pair<std::string, std::string>> TokenizerPaths(const TrainOptions& o) {
   if (!o.vocab_file.empty() || !o.merge_file.empty()) return std::pair{o.vocab_file, o.merge_file};
-  auto paths = ParseDataPath(o.data_path);
+  auto paths = ParseDataPath(o.train_data_path.empty() ? o.data_path : o.train_data_path);
   if (!paths.ok()) return paths.status();
   const std::string& prefix = paths->front().prefix;
   return std::pair{prefix + ".vocab.json", prefix + ".merges.txt"};
@@ -586,7 +586,9 @@ common::Status Trainer::Setup() {
                                            std::tuple{"--threads", int64_t{o_.threads}, int64_t{0}}}) {
     if (value < least) return common::InvalidArgument("{} must be at least {}, not {}", flag, least, value);
   }
-  if (!o_.mock_data && o_.data_path.empty()) return common::InvalidArgument("give --data-path or --mock-data");
+  if (!o_.mock_data && o_.data_path.empty() && o_.train_data_path.empty()) {
+    return common::InvalidArgument("give --data-path, --train-data-path or --mock-data");
+  }
   if (o_.skip_train && o_.eval_iters == 0 && o_.export_safetensors.empty() && o_.export_hf.empty() &&
       o_.sample_tokens == 0) {
     return common::InvalidArgument("--skip-train has nothing to do: --eval-iters 0, and no --export, --export-hf or "
@@ -671,11 +673,24 @@ common::Status Trainer::Setup() {
   // The index from --data-path holds every document of every epoch the run reaches into, in this rank's memory
   // or, with --data-cache-path, once in its node's: a run of a billion samples died in the allocator
   // (std::bad_alloc, exit 134) or of the OOM killer.
-  const bool evaluates = (o_.eval_interval > 0 || o_.skip_train) && o_.eval_iters > 0;
-  SRUNWAY_ASSIGN_OR_RETURN(SamplePlan train_plan, PlanSamples(data, Split::kTrain, o_.train_steps * gbs));
+  // Megatron's per-split paths: each split's datasets whole, as if --split gave it every document.
+  const bool per_split = !o_.train_data_path.empty();
+  DataConfig train_data = data, valid_data = data;
+  if (per_split) {
+    train_data.data_path = o_.train_data_path;
+    train_data.split = "1,0,0";
+    valid_data.data_path = o_.valid_data_path;
+    valid_data.split = "0,1,0";
+  }
+  const bool wants_validation = (o_.eval_interval > 0 || o_.skip_train) && o_.eval_iters > 0;
+  const bool evaluates = wants_validation && (!per_split || !o_.valid_data_path.empty());
+  if (wants_validation && !evaluates && Leader()) {
+    common::LogInfo("--train-data-path without --valid-data-path: no validation runs (as Megatron's)");
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(SamplePlan train_plan, PlanSamples(train_data, Split::kTrain, o_.train_steps * gbs));
   std::optional<SamplePlan> valid_plan;
   if (evaluates) {
-    SRUNWAY_ASSIGN_OR_RETURN(valid_plan, PlanSamples(data, Split::kValid, o_.eval_iters * B_));
+    SRUNWAY_ASSIGN_OR_RETURN(valid_plan, PlanSamples(valid_data, Split::kValid, o_.eval_iters * B_));
   }
   const double index_bytes = train_plan.bytes() + (valid_plan ? valid_plan->bytes() : 0.0);
   // With --data-cache-path the index is one copy a node, in its page cache.
@@ -964,6 +979,7 @@ void Trainer::KeepTimedChoices(const common::Json& extra, const std::string& fro
 common::Json Trainer::RunSettings() {
   return {{"seq_length", T_}, {"global_batch_size", o_.global_batch_size}, {"seed", o_.seed},
           {"data_path", o_.data_path}, {"mock_data", o_.mock_data}, {"split", o_.split},
+          {"train_data_path", o_.train_data_path}, {"valid_data_path", o_.valid_data_path},
           {"data_parallel_size", world_}, {"distributed_optimizer", o_.distributed_optimizer},
           {"train_samples", o_.train_steps * o_.global_batch_size}, {"next_sample", NextSample()}};
 }
@@ -1003,6 +1019,7 @@ common::Status Trainer::AgreeOnConfig() {
                          {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
                          {"dropout", {o_.hidden_dropout, o_.attention_dropout}},
                          {"seed", o_.seed}, {"data_path", o_.data_path}, {"mock", o_.mock_data}, {"split", o_.split},
+                         {"train_data_path", o_.train_data_path}, {"valid_data_path", o_.valid_data_path},
                          {"save", o_.save}, {"load", o_.load}, {"finetune", o_.finetune},
                          {"skip_train", o_.skip_train}, {"save_interval", o_.save_interval},
                          {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce},

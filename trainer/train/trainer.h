@@ -41,6 +41,9 @@ struct TrainOptions {
   float attention_dropout = 0.0f;  // Megatron's --attention-dropout
   uint64_t seed = 1234;
   std::vector<std::string> data_path;
+  // Megatron's --train-data-path and --valid-data-path, in place of --data-path and --split: each split's datasets
+  // (a prefix or a blend), whole. No validation runs without the second.
+  std::vector<std::string> train_data_path, valid_data_path;
   bool mock_data = false;
   std::string split = "969,30,1";
   // Megatron's --data-cache-path: the sample index kept there as a file each node's ranks map (see CachedSamples).

@@ -533,6 +533,29 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
 grep -q '^step      2/2' "$kWork/out" || fail "Megatron's flags: no step lines: $(cat "$kWork/out")"
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
+# Megatron's --train-data-path and --valid-data-path, in place of --data-path and --split: each split's data whole.
+# Training is that of --data-path D --split 1,0,0 step for step, the validation reads the other dataset (its loss
+# is not D's), and without --valid-data-path no validation runs, which is said. Each was an unknown argument.
+for i in $(seq 1 100); do echo "another text $i: delta epsilon $((i % 5)) zeta"; done >"$kWork/valid.txt"
+"$kPrep" --input "$kWork/valid.txt" --output-prefix "$kWork/valid" --vocab-file "$kWork/data.vocab.json" \
+  --merge-file "$kWork/data.merges.txt" --quiet >/dev/null || fail "srunway-prep of the validation text"
+per_split=("$kTrain" "${common[@]}" --train-steps 4 --eval-interval 4 --eval-iters 2)
+"${per_split[@]}" --train-data-path "$kWork/data" --valid-data-path "$kWork/valid" >"$kWork/per-split" 2>&1 ||
+  fail "--train-data-path: $(cat "$kWork/per-split")"
+"${per_split[@]}" --data-path "$kWork/data" --split 1,0,0 --eval-interval 0 >"$kWork/whole" 2>&1 ||
+  fail "--split 1,0,0: $(cat "$kWork/whole")"
+"${per_split[@]}" --train-data-path "$kWork/data" --valid-data-path "$kWork/data" >"$kWork/valid-d" 2>&1 ||
+  fail "--valid-data-path D: $(cat "$kWork/valid-d")"
+diff <(grep '^step' "$kWork/per-split" | cut -d'|' -f1-4) <(grep '^step' "$kWork/whole" | cut -d'|' -f1-4) ||
+  fail "--train-data-path D did not train as --data-path D --split 1,0,0"
+valid_loss() { sed -n 's/^validation at step 4 | loss //p' "$1"; }
+[[ -n $(valid_loss "$kWork/per-split") && $(valid_loss "$kWork/per-split") != "$(valid_loss "$kWork/valid-d")" ]] ||
+  fail "the validation did not read --valid-data-path: $(valid_loss "$kWork/per-split") vs $(valid_loss "$kWork/valid-d")"
+"${per_split[@]}" --train-data-path "$kWork/data" >"$kWork/out" 2>&1 || fail "$(cat "$kWork/out")"
+grep -q "info: --train-data-path without --valid-data-path: no validation runs" "$kWork/out" &&
+  ! grep -q '^validation' "$kWork/out" || fail "validation without --valid-data-path: $(cat "$kWork/out")"
+expect_exit 2 "--train-data-path excludes --split" "${per_split[@]}" --train-data-path "$kWork/data" --split 1,1,0
+expect_exit 2 "--valid-data-path requires --train-data-path" "${per_split[@]}" --mock-data --valid-data-path x
 # Megatron computes the exact (erf) GELU without its bias-GELU fusion; srunway-train's GPT has the tanh one only.
 expect_exit 2 "^srunway-train\\[.*\\] error: --no-bias-gelu-fusion: Megatron then computes the exact \\(erf\\) GELU, and srunway-train's GPT computes the tanh form" \
   "$kTrain" "${common[@]}" --mock-data --no-bias-gelu-fusion
