@@ -226,6 +226,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   const std::string unqueued = "Megatron's: taken (each event is written to the file as it comes, nothing is queued)";
   app.add_option("--tensorboard-queue-size", unqueued)->check(CLI::PositiveNumber);
+  const std::string always = "Megatron's: taken (batch-size is always written)";
+  app.add_flag("--log-batch-size-to-tensorboard", always);
+  app.add_flag("--log-world-size-to-tensorboard", o.log_world_size_to_tensorboard,
+               "TensorBoard: world-size, the number of ranks");
   app.add_flag("--log-timers-to-tensorboard", o.log_timers_to_tensorboard,
                "TensorBoard: iteration-time (s) at each log step, and throughput with --log-throughput");
   app.add_flag("--log-throughput", o.log_throughput,
@@ -331,6 +335,18 @@ int main(int argc, char** argv) {
   taken_option("--distributed-backend",
                "Megatron's: taken (collectives run over NCCL between GPUs and over MPI between CPU ranks)")
       ->check(CLI::IsMember({"nccl", "gloo"}));
+  taken_option("--num-workers", "Megatron's: taken (samples are read from the mapped index in the training process)")
+      ->check(srunway::common::NonNegative());
+  taken_flag("--no-mmap-bin-files", "Megatron's: taken (the same tokens, whichever way the .bin is read)");
+  taken_flag("--exit-signal-handler",
+             "Megatron's: taken (SIGTERM, SIGINT and SIGUSR1 always save a checkpoint and exit 4)");
+  taken_option("--dataloader-type", "Megatron's: single only (the samples in order, resuming where they stopped)")
+      ->check(CLI::IsMember({"single"}));
+  int kv_channels = 0;
+  app.add_option("--kv-channels", kv_channels, "Megatron's: the head size, which is --hidden-size / --num-attention-heads")
+      ->check(CLI::PositiveNumber);
+  double rotary_percent = 1.0;
+  app.add_option("--rotary-percent", rotary_percent, "Megatron's: 1.0 only (RoPE over the whole head)");
   taken_flag("--overlap-grad-reduce",
              "Megatron's: taken (what srunway-train does unless --no-overlap-grad-reduce)")
       ->excludes("--no-overlap-grad-reduce");
@@ -362,6 +378,21 @@ int main(int argc, char** argv) {
   app.add_flag("--recompute-activations", recompute,
                "keep only each layer's input and run its forward again in the backward: one layer's activations "
                "in memory, for a third more compute (the same results)");
+  // Megatron's recomputation flags: its full recomputation of each layer from its input is srunway-train's; its
+  // selective one recomputes the attention's score matrix, which fused attention keeps none of.
+  std::string recompute_granularity, recompute_method = "uniform";
+  int recompute_layers = 1;
+  CLI::Option* granularity =
+      app.add_option("--recompute-granularity", recompute_granularity,
+                     "Megatron's: full is --recompute-activations; selective is taken and recomputes nothing (fused "
+                     "attention keeps no score matrix to recompute)")
+          ->check(CLI::IsMember({"full", "selective"}));
+  app.add_option("--recompute-method", recompute_method,
+                 "Megatron's, with --recompute-granularity full: uniform (each layer from its input)")
+      ->check(CLI::IsMember({"uniform", "block"}))->needs(granularity);
+  app.add_option("--recompute-num-layers", recompute_layers,
+                 "Megatron's, with --recompute-granularity full: 1 (each layer from its own input)")
+      ->check(CLI::PositiveNumber)->needs(granularity);
   app.add_option("--exit-duration-in-mins", o.exit_duration_min,
                  "after this many minutes of training, save and exit 4 (before the job's time limit; 0: none)")
       ->capture_default_str()->check(srunway::common::NonNegative());
@@ -413,6 +444,12 @@ int main(int argc, char** argv) {
   srunway::common::RefuseIntegersOutOfRange(app);
   try {
     app.parse(args);
+  } catch (const CLI::ExtrasError&) {
+    // CLI11 names them in the order of the word vector, which runs last first here: "--rampup-batch-size 16 16
+    // 5859375" read "not expected: 5859375 16 16 --rampup-batch-size".
+    std::vector<std::string> extras = app.remaining();
+    std::reverse(extras.begin(), extras.end());
+    return app.exit(CLI::ExtrasError(extras)) == 0 ? 0 : srunway::trainer::kExitUsage;
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : srunway::trainer::kExitUsage;
   }
@@ -520,11 +557,31 @@ int main(int argc, char** argv) {
                               "bias-GELU, and its --openai-gelu): leave it out");
     return srunway::trainer::kExitUsage;
   }
+  if (kv_channels != 0 && kv_channels * o.model.n_head != o.model.d_model) {
+    srunway::common::LogError("--kv-channels {}: srunway-train's heads are --hidden-size / --num-attention-heads = {} "
+                              "wide: give {} or leave it out", kv_channels, o.model.head_dim(), o.model.head_dim());
+    return srunway::trainer::kExitUsage;
+  }
+  if (rotary_percent != 1.0) {
+    srunway::common::LogError("--rotary-percent {}: srunway-train's RoPE turns the whole head: give 1.0 or leave it "
+                              "out", rotary_percent);
+    return srunway::trainer::kExitUsage;
+  }
   if (auto status = srunway::trainer::Validate(o.model); !status.ok()) {
     srunway::common::LogError("{}", status.message());
     return srunway::trainer::kExitUsage;
   }
   o.overlap_grad_reduce = !no_overlap;
+  if (recompute_granularity == "full") {
+    const bool all_layers = recompute_method == "uniform" ? recompute_layers == 1 : recompute_layers >= o.model.n_layer;
+    if (!all_layers) {
+      srunway::common::LogError("--recompute-method {} --recompute-num-layers {}: srunway-train recomputes every "
+                                "layer from its own input (--recompute-method uniform --recompute-num-layers 1, "
+                                "or block over all {} layers)", recompute_method, recompute_layers, o.model.n_layer);
+      return srunway::trainer::kExitUsage;
+    }
+    recompute = true;
+  }
   if (dry_run) {
     plan.model = o.model;
     plan.seq_length = o.seq_length;

@@ -1426,10 +1426,12 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       SRUNWAY_RETURN_IF_ERROR(events_.Write(step_, timers));
     }
     if (Leader() && step_ % o_.tensorboard_log_interval == 0) {
-      SRUNWAY_RETURN_IF_ERROR(WriteEvents({{"learning-rate", static_cast<float>(lr)},
-                                           {"batch-size", static_cast<float>(o_.global_batch_size)},
-                                           {"lm loss", static_cast<float>(loss)},
-                                           {"grad-norm", static_cast<float>(norm)}}));
+      std::vector<Scalar> scalars = {{"learning-rate", static_cast<float>(lr)},
+                                     {"batch-size", static_cast<float>(o_.global_batch_size)},
+                                     {"lm loss", static_cast<float>(loss)},
+                                     {"grad-norm", static_cast<float>(norm)}};
+      if (o_.log_world_size_to_tensorboard) scalars.push_back({"world-size", static_cast<float>(world_)});
+      SRUNWAY_RETURN_IF_ERROR(WriteEvents(std::move(scalars)));
     }
     if (window_steps > 0 && (step_ % o_.log_interval == 0 || step_ == o_.train_steps)) {
       window_ms = 0;

@@ -71,6 +71,7 @@ struct TrainOptions {
   bool log_timers_to_tensorboard = false;  // iteration-time, and with log_throughput the TFLOP/s per GPU
   bool log_throughput = false;
   bool log_validation_ppl_to_tensorboard = false;
+  bool log_world_size_to_tensorboard = false;
   std::string export_safetensors;
   std::string export_hf;       // a directory: model.safetensors and config.json in Hugging Face's form
   StoredDtype export_dtype = StoredDtype::kF32;  // of both exports' weights

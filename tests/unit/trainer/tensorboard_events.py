@@ -117,7 +117,8 @@ tb, ckpt, metrics = f"{WORK}/tb", f"{WORK}/ckpt", f"{WORK}/metrics.jsonl"
 common = ["--preset", "gpt-tiny", "--seq-length", "32", "--micro-batch-size", "2", "--global-batch-size", "4",
           "--mock-data", "--peak-tflops", "1", "--log-interval", "2", "--eval-interval", "3", "--eval-iters", "1",
           "--tensorboard-dir", tb, "--log-timers-to-tensorboard", "--log-throughput",
-          "--log-validation-ppl-to-tensorboard", "--metrics-file", metrics, "--save", ckpt, "--load", ckpt]
+          "--log-validation-ppl-to-tensorboard", "--log-world-size-to-tensorboard", "--metrics-file", metrics,
+          "--save", ckpt, "--load", ckpt]
 run(*common, "--train-iters", "6")
 files = sorted(glob.glob(f"{tb}/events.out.tfevents.*"))
 check(len(files) == 1, f"one event file, not {files}")
@@ -136,6 +137,7 @@ for tag, key in [("lm loss", "loss"), ("learning-rate", "lr"), ("grad-norm", "gr
     by_samples = got.get(tag + " vs samples", {})
     check(by_samples == {4 * step: v for step, v in got[tag].items()}, f"{tag} vs samples: {by_samples}")
 check(set(got.get("batch-size", {}).values()) == {4.0}, f"batch-size: {got.get('batch-size')}")
+check(got.get("world-size") == {step: 1.0 for step in range(1, 7)}, f"world-size: {got.get('world-size')}")
 for step, loss in valid.items():
     check(got.get("lm loss validation", {}).get(step) == f32(loss), f"lm loss validation at {step}: {got}")
     check(got.get("lm loss validation vs samples", {}).get(4 * step) == f32(loss), "lm loss validation vs samples")

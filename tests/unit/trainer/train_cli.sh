@@ -529,7 +529,9 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
   --attention-backend auto --distributed-backend nccl --overlap-grad-reduce --sequence-parallel --openai-gelu \
   --attention-softmax-in-fp32 --accumulate-allreduce-grads-in-fp32 --no-masked-softmax-fusion \
   --no-bias-dropout-fusion --no-gradient-accumulation-fusion --no-persist-layer-norm --no-rope-fusion \
-  --log-throughput --tensorboard-queue-size 1000 >"$kWork/out" 2>"$kWork/err" ||
+  --log-throughput --tensorboard-queue-size 1000 --num-workers 2 --no-mmap-bin-files --exit-signal-handler \
+  --dataloader-type single --kv-channels 16 --rotary-percent 1.0 --log-batch-size-to-tensorboard \
+  >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
 grep -q '^step      2/2' "$kWork/out" || fail "Megatron's flags: no step lines: $(cat "$kWork/out")"
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
@@ -556,6 +558,26 @@ grep -q "info: --train-data-path without --valid-data-path: no validation runs" 
   ! grep -q '^validation' "$kWork/out" || fail "validation without --valid-data-path: $(cat "$kWork/out")"
 expect_exit 2 "--train-data-path excludes --split" "${per_split[@]}" --train-data-path "$kWork/data" --split 1,1,0
 expect_exit 2 "--valid-data-path requires --train-data-path" "${per_split[@]}" --mock-data --valid-data-path x
+# Megatron's full recomputation of every layer is --recompute-activations; its selective one recomputes the attention
+# scores, which fused attention keeps none of; partial recomputation is refused.
+for flags_held in "--recompute-granularity full:1.61" \
+    "--recompute-granularity full --recompute-method block --recompute-num-layers 24:1.61" \
+    "--recompute-granularity selective:27.38"; do
+  read -ra words <<<"${flags_held%%:*}"
+  "$kTrain" --preset gpt3-5b --dry-run --micro-batch-size 4 --gpu-memory-gb 1000 "${words[@]}" >"$kWork/out" 2>&1 ||
+    fail "${words[*]}: $(cat "$kWork/out")"
+  grep -q "^  activations *${flags_held##*:} GB" "$kWork/out" || fail "${words[*]}: $(grep activations "$kWork/out")"
+done
+expect_exit 2 "--recompute-method uniform --recompute-num-layers 2: srunway-train recomputes every layer from its own input" \
+  "$kTrain" "${common[@]}" --mock-data --recompute-granularity full --recompute-method uniform --recompute-num-layers 2
+expect_exit 2 "--kv-channels 32: srunway-train's heads are --hidden-size / --num-attention-heads = 16 wide" \
+  "$kTrain" "${common[@]}" --mock-data --kv-channels 32
+expect_exit 2 "--rotary-percent 0.5: srunway-train's RoPE turns the whole head" \
+  "$kTrain" "${common[@]}" --mock-data --rotary-percent 0.5
+expect_exit 2 "--dataloader-type: cyclic not in \{single\}" "$kTrain" "${common[@]}" --mock-data --dataloader-type cyclic
+# What it does not take is named in the order given (CLI11 named the words last first: "5859375 16 16 --rampup...").
+expect_exit 2 "^srunway-train: The following arguments were not expected: --rampup-batch-size 16 16 5859375 \(see --help\)$" \
+  "$kTrain" "${common[@]}" --mock-data --rampup-batch-size 16 16 5859375
 # Megatron computes the exact (erf) GELU without its bias-GELU fusion; srunway-train's GPT has the tanh one only.
 expect_exit 2 "^srunway-train\\[.*\\] error: --no-bias-gelu-fusion: Megatron then computes the exact \\(erf\\) GELU, and srunway-train's GPT computes the tanh form" \
   "$kTrain" "${common[@]}" --mock-data --no-bias-gelu-fusion
