@@ -36,6 +36,7 @@ int ExitCode(srunway::trainer::TrainResult::Ending ending) {
     case srunway::trainer::TrainResult::Ending::kDiverged: return srunway::trainer::kExitDiverged;
     case srunway::trainer::TrainResult::Ending::kSignalled: return srunway::trainer::kExitSignalled;
     case srunway::trainer::TrainResult::Ending::kTimeLimit: return srunway::trainer::kExitSignalled;
+    case srunway::trainer::TrainResult::Ending::kExitInterval: return srunway::trainer::kExitSignalled;
   }
   return srunway::trainer::kExitError;
 }
@@ -396,6 +397,9 @@ int main(int argc, char** argv) {
   app.add_option("--exit-duration-in-mins", o.exit_duration_min,
                  "after this many minutes of training, save and exit 4 (before the job's time limit; 0: none)")
       ->capture_default_str()->check(srunway::common::NonNegative());
+  app.add_option("--exit-interval", o.exit_interval,
+                 "stop after a step that is a multiple of N, saving as on a signal, and exit 4 (Megatron's; 0: "
+                 "never)")->capture_default_str()->check(srunway::common::NonNegative());
   app.add_option("--exit-save-budget", o.exit_save_budget_s,
                  "on a signal, skip the save when the last one took longer than what is left of this many seconds")
       ->capture_default_str()->check(srunway::common::NonNegative());
@@ -639,6 +643,11 @@ int main(int argc, char** argv) {
       srunway::common::LogError("stopped after step {}: --exit-duration-in-mins {} has passed{}", result.step,
                                 o.exit_duration_min,
                                 o.save.empty() ? " (no --save: nothing kept)" : "; resume with --load " + o.save);
+      break;
+    case srunway::trainer::TrainResult::Ending::kExitInterval:
+      srunway::common::LogInfo("stopped after step {}, a multiple of --exit-interval {}{}", result.step,
+                               o.exit_interval,
+                               o.save.empty() ? " (no --save: nothing kept)" : "; resume with --load " + o.save);
       break;
   }
   return ExitCode(result.ending);

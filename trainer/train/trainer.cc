@@ -293,6 +293,7 @@ struct RankStep {
   int32_t pad = 0;
 };
 constexpr int32_t kTimeUp = -1;  // --exit-duration-in-mins has passed on this rank
+constexpr int32_t kExitInterval = -2;  // --exit-interval: every rank reaches it at the same step
 
 class Trainer {
  public:
@@ -1368,6 +1369,9 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       loss += s.loss;
       if (s.signal != 0 && signal <= 0) signal = s.signal;  // a real signal before a time limit
     }
+    if (signal == 0 && o_.exit_interval > 0 && (step_ + 1) % o_.exit_interval == 0 && step_ + 1 < o_.train_steps) {
+      signal = kExitInterval;
+    }
     double norm = 0;
     Ops& ops = model_->ops();
     if (o_.distributed_optimizer) {
@@ -1465,12 +1469,15 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
       SRUNWAY_RETURN_IF_ERROR(Save(signal > 0                   ? "stopping on a signal"
                                    : signal == kTimeUp       ? "--exit-duration-in-mins"
+                                   : signal == kExitInterval ? "--exit-interval"
                                    : step_ == o_.train_steps ? "final"
                                                              : "interval"));
       last_save_s_ = std::chrono::duration<double>(Clock::now() - save_start).count();
       result.saved = !o_.save.empty();
       if (signal != 0) {
-        result.ending = signal == kTimeUp ? TrainResult::Ending::kTimeLimit : TrainResult::Ending::kSignalled;
+        result.ending = signal == kTimeUp         ? TrainResult::Ending::kTimeLimit
+                        : signal == kExitInterval ? TrainResult::Ending::kExitInterval
+                                                  : TrainResult::Ending::kSignalled;
         result.signal = std::max(signal, 0);
         result.step = step_;
         return result;

@@ -56,6 +56,9 @@ struct TrainOptions {
   // Megatron's --exit-on-missing-checkpoint: a --load that holds no checkpoint ends the run (a mistyped path)
   // instead of training from scratch.
   bool exit_on_missing_checkpoint = false;
+  // Megatron's --exit-interval: stop (saving, with --save) after every step that is a multiple of this, before the
+  // last; 0: never.
+  int64_t exit_interval = 0;
   // Megatron's --skip-train: no step; the validation loss of the parameters (--load's, or the initialisation's),
   // then --export and --sample. Nothing is saved.
   bool skip_train = false;
@@ -103,7 +106,7 @@ struct TrainOptions {
 
 // How a training run ended (errors are returned as a Status instead).
 struct TrainResult {
-  enum class Ending { kFinished, kSignalled, kTimeLimit, kDiverged };
+  enum class Ending { kFinished, kSignalled, kTimeLimit, kExitInterval, kDiverged };
   Ending ending = Ending::kFinished;
   int64_t step = 0;  // steps done when it ended
   int signal = 0;    // kSignalled: the signal any rank received
@@ -129,7 +132,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;       // bad input, unreadable data, a failed write
 inline constexpr int kExitUsage = 2;       // bad command line or config file
 inline constexpr int kExitDiverged = 3;    // the loss or the gradient norm became NaN or infinite
-inline constexpr int kExitSignalled = 4;   // SIGTERM/SIGINT/SIGUSR1 or --exit-duration-in-mins: stopped early
+inline constexpr int kExitSignalled = 4;   // SIGTERM/SIGINT/SIGUSR1, --exit-duration-in-mins or --exit-interval: stopped early
 
 // Runs the whole training on every rank of the step. `stop_signal` (set by the program's signal handler, 0 when
 // none) is read once per step; ranks agree on it, so they all stop after the same step, save and return

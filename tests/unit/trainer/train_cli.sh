@@ -669,6 +669,19 @@ expect_exit 2 "--seq-length: Value 0 not in range 1 to 16777216" "$kTrain" "${co
 expect_exit 2 "--init-std: 0 is not above 0" "$kTrain" "${common[@]}" --mock-data --init-method-std 0
 expect_exit 2 "--exit-duration-in-mins: -1 is not at least 0" \
   "$kTrain" "${common[@]}" --mock-data --exit-duration-in-mins -1
+# Megatron's --exit-interval: a run stops after each multiple of it, saved, exit 4 (a chain of jobs resumes it), and
+# the chain trains the steps of one straight run bit for bit.
+interval=("$kTrain" "${common[@]}" --mock-data --train-steps 10 --save "$kWork/interval" --load "$kWork/interval")
+for want in 4 4 0; do
+  rc=0
+  "${interval[@]}" --exit-interval 4 >>"$kWork/chained" 2>"$kWork/err" || rc=$?
+  [[ $rc == "$want" ]] || fail "--exit-interval 4: exit $rc, want $want: $(cat "$kWork/err")"
+  [[ $want == 0 ]] || grep -q "info: stopped after step [48], a multiple of --exit-interval 4; resume with --load $kWork/interval" \
+    "$kWork/err" || fail "--exit-interval: $(cat "$kWork/err")"
+done
+"$kTrain" "${common[@]}" --mock-data --train-steps 10 >"$kWork/straight" 2>/dev/null || fail "10 steps straight"
+diff <(grep '^step' "$kWork/chained" | cut -d'|' -f1-4) <(grep '^step' "$kWork/straight" | cut -d'|' -f1-4) ||
+  fail "--exit-interval's chain of runs did not train the straight run's steps"
 # --threads 100000 crashed in OpenMP's thread start (SIGSEGV); --threads 0 read as "not given". OMP_NUM_THREADS is
 # read within the same bounds.
 expect_exit 2 "--threads: Value 100000 not in range 1 to 4096" "$kTrain" "${common[@]}" --mock-data --threads 100000
