@@ -229,6 +229,9 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard-queue-size", unqueued)->check(CLI::PositiveNumber);
   const std::string always = "Megatron's: taken (batch-size is always written)";
   app.add_flag("--log-batch-size-to-tensorboard", always);
+  app.add_flag("--log-params-norm", o.log_params_norm,
+               "the L2 norm of the parameters on each log line, in --metrics-file (params_norm) and TensorBoard "
+               "(params-norm) (Megatron's)");
   app.add_flag("--log-world-size-to-tensorboard", o.log_world_size_to_tensorboard,
                "TensorBoard: world-size, the number of ranks");
   app.add_flag("--log-timers-to-tensorboard", o.log_timers_to_tensorboard,

@@ -341,6 +341,9 @@ class Trainer {
   // --tensorboard-dir: the scalars at this step, and again under "TAG vs samples" at the samples consumed.
   common::Status WriteEvents(std::vector<Scalar> scalars);
   common::StatusOr<double> SumOverRanks(double mine);
+  // The L2 norm of the fp32 parameters (Megatron's --log-params-norm); a collective under ZeRO-1 on GPUs, where
+  // each rank holds its slices of them.
+  common::StatusOr<double> ParamsNorm();
   common::StatusOr<TrainResult> Loop();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
   void WatchStragglers(const std::vector<RankStep>& steps, common::Json& line);
@@ -1212,6 +1215,14 @@ common::Status Trainer::Validation() {
   return WriteEvents(scalars);
 }
 
+common::StatusOr<double> Trainer::ParamsNorm() {
+  const std::span<const float> params = model_->params();
+  const double mine = model_->ops().SumOfSquares(params.data(), static_cast<int64_t>(params.size()));
+  if (model_->masters().empty()) return std::sqrt(mine);  // every rank holds them all
+  SRUNWAY_ASSIGN_OR_RETURN(double total, SumOverRanks(mine));
+  return std::sqrt(total);
+}
+
 common::Status Trainer::WriteEvents(std::vector<Scalar> scalars) {
   SRUNWAY_RETURN_IF_ERROR(events_.Write(step_, scalars));
   for (Scalar& scalar : scalars) scalar.tag += " vs samples";
@@ -1407,13 +1418,22 @@ common::StatusOr<TrainResult> Trainer::Loop() {
 
     common::Json line = {{"step", step_}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}};
     WatchStragglers(steps, line);
-    if (Leader() && (step_ % o_.log_interval == 0 || step_ == o_.train_steps)) {
+    const bool log_step = step_ % o_.log_interval == 0 || step_ == o_.train_steps;
+    const bool event_step = !o_.tensorboard_dir.empty() && step_ % o_.tensorboard_log_interval == 0;
+    std::optional<double> params_norm;
+    if (o_.log_params_norm && (log_step || event_step)) {  // on every rank: a collective under ZeRO-1
+      SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
+      SRUNWAY_ASSIGN_OR_RETURN(params_norm, ParamsNorm());
+      line["params_norm"] = *params_norm;
+    }
+    if (Leader() && log_step) {
       const double ms = window_ms / static_cast<double>(window_steps);
       const double tokens_per_s = static_cast<double>(tokens_per_step) / (ms / 1e3);
       // No peak known (a GPU outside GpuPeakFlops' table, without --peak-tflops): no MFU, rather than "inf%".
       const double mfu = peak_flops_ > 0 ? tokens_per_s * flops_per_token / (peak_flops_ * world_) : 0;
-      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f} | {:.1f} ms | {:.0f} tok/s{}\n",
-                        step_, o_.train_steps, loss, lr, norm, ms, tokens_per_s,
+      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{} | {:.1f} ms | {:.0f} tok/s{}\n",
+                        step_, o_.train_steps, loss, lr, norm,
+                        params_norm ? fmt::format(" | params norm {:.3f}", *params_norm) : "", ms, tokens_per_s,
                         peak_flops_ > 0 ? fmt::format(" | MFU {:.1f}%", 100 * mfu) : ""));
       line["ms"] = ms;
       line["tokens_per_s"] = tokens_per_s;
@@ -1435,6 +1455,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
                                      {"lm loss", static_cast<float>(loss)},
                                      {"grad-norm", static_cast<float>(norm)}};
       if (o_.log_world_size_to_tensorboard) scalars.push_back({"world-size", static_cast<float>(world_)});
+      if (params_norm) scalars.push_back({"params-norm", static_cast<float>(*params_norm)});
       SRUNWAY_RETURN_IF_ERROR(WriteEvents(std::move(scalars)));
     }
     if (window_steps > 0 && (step_ % o_.log_interval == 0 || step_ == o_.train_steps)) {

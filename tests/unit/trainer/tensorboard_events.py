@@ -117,7 +117,7 @@ tb, ckpt, metrics = f"{WORK}/tb", f"{WORK}/ckpt", f"{WORK}/metrics.jsonl"
 common = ["--preset", "gpt-tiny", "--seq-length", "32", "--micro-batch-size", "2", "--global-batch-size", "4",
           "--mock-data", "--peak-tflops", "1", "--log-interval", "2", "--eval-interval", "3", "--eval-iters", "1",
           "--tensorboard-dir", tb, "--log-timers-to-tensorboard", "--log-throughput",
-          "--log-validation-ppl-to-tensorboard", "--log-world-size-to-tensorboard", "--metrics-file", metrics,
+          "--log-validation-ppl-to-tensorboard", "--log-world-size-to-tensorboard", "--log-params-norm", "--metrics-file", metrics,
           "--save", ckpt, "--load", ckpt]
 run(*common, "--train-iters", "6")
 files = sorted(glob.glob(f"{tb}/events.out.tfevents.*"))
@@ -129,7 +129,8 @@ lines = [json.loads(line) for line in open(metrics)]
 steps = {line["step"]: line for line in lines if "loss" in line}
 valid = {line["step"]: line["valid_loss"] for line in lines if "valid_loss" in line}
 check(sorted(steps) == [2, 4, 6] and sorted(valid) == [3, 6], f"metrics lines: {lines}")
-for tag, key in [("lm loss", "loss"), ("learning-rate", "lr"), ("grad-norm", "grad_norm")]:
+for tag, key in [("lm loss", "loss"), ("learning-rate", "lr"), ("grad-norm", "grad_norm"),
+                 ("params-norm", "params_norm")]:
     check(sorted(got.get(tag, {})) == [1, 2, 3, 4, 5, 6], f"{tag} at every step: {got.get(tag)}")
     for step, line in steps.items():
         check(got[tag].get(step) == f32(line[key]), f"{tag} at step {step}: {got[tag].get(step)}, metrics {line[key]}")

@@ -669,6 +669,24 @@ expect_exit 2 "--seq-length: Value 0 not in range 1 to 16777216" "$kTrain" "${co
 expect_exit 2 "--init-std: 0 is not above 0" "$kTrain" "${common[@]}" --mock-data --init-method-std 0
 expect_exit 2 "--exit-duration-in-mins: -1 is not at least 0" \
   "$kTrain" "${common[@]}" --mock-data --exit-duration-in-mins -1
+# Megatron's --log-params-norm: the L2 norm of the parameters, on the log line and in the metrics, is that of the
+# weights --export writes after the same step.
+"$kTrain" "${common[@]}" --mock-data --train-steps 3 --log-params-norm --export "$kWork/norm.safetensors" \
+  --metrics-file "$kWork/norm.jsonl" >"$kWork/out" 2>"$kWork/err" || fail "--log-params-norm: $(cat "$kWork/err")"
+grep -q '^step      3/3 | .* | grad norm [0-9.]* | params norm [0-9.]* | ' "$kWork/out" ||
+  fail "no params norm on the log line: $(cat "$kWork/out")"
+python3 - "$kWork/norm.safetensors" "$kWork/norm.jsonl" <<'PY' || fail "--log-params-norm is not the weights' norm"
+import array, json, math, struct, sys
+data = open(sys.argv[1], "rb").read()
+size = struct.unpack("<Q", data[:8])[0]
+squares = 0.0
+for name, tensor in json.loads(data[8:8 + size]).items():
+    if name != "__metadata__":
+        begin, end = tensor["data_offsets"]
+        squares += sum(x * x for x in array.array("f", data[8 + size + begin:8 + size + end]))
+logged = [json.loads(line) for line in open(sys.argv[2])][-1]["params_norm"]
+assert math.isclose(math.sqrt(squares), logged, rel_tol=1e-6), (math.sqrt(squares), logged)
+PY
 # Megatron's --exit-interval: a run stops after each multiple of it, saved, exit 4 (a chain of jobs resumes it), and
 # the chain trains the steps of one straight run bit for bit.
 interval=("$kTrain" "${common[@]}" --mock-data --train-steps 10 --save "$kWork/interval" --load "$kWork/interval")
