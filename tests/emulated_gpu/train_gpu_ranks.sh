@@ -29,7 +29,7 @@ unset SLURM_PROCID SLURM_JOB_ID SLURM_STEP_ID PMIX_RANK PMIX_NAMESPACE RANK WORL
 export FAKE_CUDA_DEVICES=2 FAKE_NCCL_SHARED=1 FAKE_NCCL_TIMEOUT=120
 common=(--preset gpt-tiny --seq-length 32 --micro-batch-size 2 --global-batch-size 4 --mock-data --lr 3e-3
         --warmup-steps 2 --train-steps 6 --log-interval 1 --peak-tflops 1 --bucket-size-mb 0.05 --device cuda
-        --hidden-dropout 0.1 --attention-dropout 0.1)
+        --hidden-dropout 0.1 --attention-dropout 0.1 --log-params-norm)
 
 # ranks NAME FLAGS...: two ranks of one job; rank 0 writes $work/NAME.jsonl, each rank's stderr is NAME.RANK.err.
 # rank_env[R]: VAR=value words added to rank R's environment.
@@ -59,8 +59,8 @@ one() {
   "$train" "${common[@]}" --metrics-file "$work/$name.jsonl" "$@" >"$work/$name.out" 2>"$work/$name.err" ||
     fail "$name: exit $?: $(cat "$work/$name.err")"
 }
-# same NAME EXPECTED.jsonl GOT.jsonl [FIRST_STEP]: GOT's losses and gradient norms from FIRST_STEP on are
-# EXPECTED's within 1e-4 relative.
+# same NAME EXPECTED.jsonl GOT.jsonl [FIRST_STEP]: GOT's losses, gradient norms and parameter norms (under ZeRO-1
+# each rank's slices summed over the ranks) from FIRST_STEP on are EXPECTED's within 1e-4 relative.
 same() {
   python3 - "$@" <<'PY'
 import json, sys
@@ -69,11 +69,12 @@ first = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 read = lambda p: {r["step"]: r for r in map(json.loads, open(p)) if "loss" in r and r["step"] >= first}
 expected, got = read(expected_path), read(got_path)
 assert expected and sorted(expected) == sorted(got), f"{name}: steps {sorted(got)}, expected {sorted(expected)}"
-worst = max(abs(got[s][k] - expected[s][k]) / abs(expected[s][k]) for s in expected for k in ("loss", "grad_norm"))
+worst = max(abs(got[s][k] - expected[s][k]) / abs(expected[s][k])
+            for s in expected for k in ("loss", "grad_norm", "params_norm"))
 last = max(expected)
 print(f"{name}: steps {first}-{last}, last loss {got[last]['loss']:.6f} (expected {expected[last]['loss']:.6f}), "
       f"worst relative gap {worst:.2e} (allowed 1e-4)")
-assert worst <= 1e-4, f"{name}: {worst:.2e} from the expected losses and gradient norms"
+assert worst <= 1e-4, f"{name}: {worst:.2e} from the expected losses, gradient and parameter norms"
 PY
 }
 
