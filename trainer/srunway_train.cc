@@ -229,6 +229,9 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard-queue-size", unqueued)->check(CLI::PositiveNumber);
   const std::string always = "Megatron's: taken (batch-size is always written)";
   app.add_flag("--log-batch-size-to-tensorboard", always);
+  app.add_flag("--log-memory-to-tensorboard", o.log_memory_to_tensorboard,
+               "TensorBoard: mem-allocated-bytes, mem-max-allocated-bytes and mem-allocated-count of the device "
+               "(Megatron's; no mem-reserved-bytes: no caching allocator holds more)");
   app.add_flag("--log-params-norm", o.log_params_norm,
                "the L2 norm of the parameters on each log line, in --metrics-file (params_norm) and TensorBoard "
                "(params-norm) (Megatron's)");

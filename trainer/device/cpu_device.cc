@@ -69,6 +69,7 @@ class CpuDevice : public Device {
     }
   }
   size_t peak_allocated() const override { return tally_.peak(); }
+  AllocationStats allocations() const override { return tally_.Stats(); }
 
   Stream& main_stream() override { return main_; }
   void* native(Stream&) const override { return nullptr; }

@@ -76,6 +76,7 @@ class CudaDevice : public Device {
     if (gpu_->MakeCurrent().ok()) api_.mem_free(reinterpret_cast<CUdeviceptr>(data));
   }
   size_t peak_allocated() const override { return tally_.peak(); }
+  AllocationStats allocations() const override { return tally_.Stats(); }
 
   Stream& main_stream() override { return *main_; }
   void* native(Stream& stream) const override {

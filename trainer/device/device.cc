@@ -104,6 +104,11 @@ size_t AllocationTally::current() const {
   return current_;
 }
 
+AllocationStats AllocationTally::Stats() const {
+  std::lock_guard lock(mutex_);
+  return {current_, peak_, live_.size()};
+}
+
 common::Status Grow(Buffer& buffer, Device& device, DType dtype, size_t count, Stream& stream) {
   if (buffer.dtype() == dtype && buffer.count() >= count) return common::Status::Ok();
   if (buffer.data() != nullptr) {

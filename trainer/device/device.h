@@ -38,6 +38,12 @@ class Event {
   virtual ~Event() = default;
 };
 
+// What a device holds allocated: bytes now and at most (PyTorch's memory_allocated and max_memory_allocated), and
+// the allocations held now.
+struct AllocationStats {
+  size_t bytes = 0, peak_bytes = 0, count = 0;
+};
+
 // Bytes a device has handed out, now and at most (what PyTorch calls max_memory_allocated).
 class AllocationTally {
  public:
@@ -46,6 +52,7 @@ class AllocationTally {
   size_t Remove(void* data);
   size_t peak() const;
   size_t current() const;
+  AllocationStats Stats() const;
 
  private:
   mutable std::mutex mutex_;
@@ -68,6 +75,7 @@ class Device {
   virtual void Free(void* data) noexcept = 0;
   // The most memory this device's allocations have held at once, in bytes.
   virtual size_t peak_allocated() const = 0;
+  virtual AllocationStats allocations() const = 0;
 
   // The stream that compute runs on; others (for collectives, for copies) come from NewStream.
   virtual Stream& main_stream() = 0;

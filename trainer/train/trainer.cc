@@ -1456,6 +1456,12 @@ common::StatusOr<TrainResult> Trainer::Loop() {
                                      {"grad-norm", static_cast<float>(norm)}};
       if (o_.log_world_size_to_tensorboard) scalars.push_back({"world-size", static_cast<float>(world_)});
       if (params_norm) scalars.push_back({"params-norm", static_cast<float>(*params_norm)});
+      if (o_.log_memory_to_tensorboard) {  // Megatron's names for PyTorch's memory_stats() of the same
+        const AllocationStats memory = device_->allocations();
+        scalars.push_back({"mem-allocated-bytes", static_cast<float>(memory.bytes)});
+        scalars.push_back({"mem-max-allocated-bytes", static_cast<float>(memory.peak_bytes)});
+        scalars.push_back({"mem-allocated-count", static_cast<float>(memory.count)});
+      }
       SRUNWAY_RETURN_IF_ERROR(WriteEvents(std::move(scalars)));
     }
     if (window_steps > 0 && (step_ % o_.log_interval == 0 || step_ == o_.train_steps)) {

@@ -75,6 +75,7 @@ struct TrainOptions {
   bool log_throughput = false;
   bool log_validation_ppl_to_tensorboard = false;
   bool log_world_size_to_tensorboard = false;
+  bool log_memory_to_tensorboard = false;  // the device's bytes allocated, now and at most, and the allocations
   bool log_params_norm = false;  // Megatron's: the parameters' L2 norm on the log lines and in TensorBoard
   std::string export_safetensors;
   std::string export_hf;       // a directory: model.safetensors and config.json in Hugging Face's form

@@ -210,6 +210,7 @@ class Journaled : public Device {
     cpu_->Free(data);
   }
   size_t peak_allocated() const override { return cpu_->peak_allocated(); }
+  AllocationStats allocations() const override { return cpu_->allocations(); }
   Stream& main_stream() override { return cpu_->main_stream(); }
   void* native(Stream& stream) const override { return cpu_->native(stream); }
   common::StatusOr<std::unique_ptr<Stream>> NewStream() override { return cpu_->NewStream(); }

@@ -117,7 +117,8 @@ tb, ckpt, metrics = f"{WORK}/tb", f"{WORK}/ckpt", f"{WORK}/metrics.jsonl"
 common = ["--preset", "gpt-tiny", "--seq-length", "32", "--micro-batch-size", "2", "--global-batch-size", "4",
           "--mock-data", "--peak-tflops", "1", "--log-interval", "2", "--eval-interval", "3", "--eval-iters", "1",
           "--tensorboard-dir", tb, "--log-timers-to-tensorboard", "--log-throughput",
-          "--log-validation-ppl-to-tensorboard", "--log-world-size-to-tensorboard", "--log-params-norm", "--metrics-file", metrics,
+          "--log-validation-ppl-to-tensorboard", "--log-world-size-to-tensorboard", "--log-params-norm", "--log-memory-to-tensorboard",
+          "--metrics-file", metrics,
           "--save", ckpt, "--load", ckpt]
 run(*common, "--train-iters", "6")
 files = sorted(glob.glob(f"{tb}/events.out.tfevents.*"))
@@ -139,6 +140,11 @@ for tag, key in [("lm loss", "loss"), ("learning-rate", "lr"), ("grad-norm", "gr
     check(by_samples == {4 * step: v for step, v in got[tag].items()}, f"{tag} vs samples: {by_samples}")
 check(set(got.get("batch-size", {}).values()) == {4.0}, f"batch-size: {got.get('batch-size')}")
 check(got.get("world-size") == {step: 1.0 for step in range(1, 7)}, f"world-size: {got.get('world-size')}")
+# The device's memory: the peak the metrics give (GiB there), never below what is held now, which holds the model.
+for step, line in steps.items():
+    held, peak = got["mem-allocated-bytes"][step], got["mem-max-allocated-bytes"][step]
+    check(math.isclose(peak, f32(line["peak_memory_gib"] * 2**30), rel_tol=1e-6), f"mem-max-allocated-bytes {peak}")
+    check(0 < held <= peak and got["mem-allocated-count"][step] >= 1, f"memory at step {step}: {held}, {peak}")
 for step, loss in valid.items():
     check(got.get("lm loss validation", {}).get(step) == f32(loss), f"lm loss validation at {step}: {got}")
     check(got.get("lm loss validation vs samples", {}).get(4 * step) == f32(loss), "lm loss validation vs samples")
