@@ -77,6 +77,9 @@ def read_events(path):
     events, data, at = [], open(path, "rb").read(), 0
     while at < len(data):
         header = data[at:at + 8]
+        if len(data) - at < 16 or len(data) - at < 16 + struct.unpack("<Q", header)[0]:
+            check(False, f"{path}@{at}: a record cut short ({len(data) - at} bytes left)")
+            break
         (length,), (length_crc,) = struct.unpack("<Q", header), struct.unpack("<I", data[at + 8:at + 12])
         body = data[at + 12:at + 12 + length]
         (body_crc,) = struct.unpack("<I", data[at + 12 + length:at + 16 + length])
@@ -175,6 +178,23 @@ done = run("--preset", "gpt-tiny", "--seq-length", "32", "--mock-data", "--train
 errors = [line for line in done.stderr.splitlines() if "error" in line]
 check(len(errors) == 1 and f"--tensorboard-dir {WORK}/file/tb" in errors[0], f"one error line: {done.stderr}")
 check("step" not in done.stdout, f"trained without its event file: {done.stdout}")
+
+# A full disk (a 12 KiB tmpfs, where unshare may mount one): one error line, exit 1, and the file whole records
+# only, the one that did not fit cut back out.
+full = f"{WORK}/full"
+os.makedirs(full)
+script = 'mount -t tmpfs -o size=12k tmpfs "$1" || exit 99; shift; "$@"; rc=$?; cp "$0"/tb/* "$0"/../full.events; exit $rc'
+done = subprocess.run(["unshare", "-m", "bash", "-c", script, full, full, TRAIN, "--preset", "gpt-tiny",
+                       "--seq-length", "32", "--mock-data", "--train-iters", "300", "--tensorboard-dir", f"{full}/tb"],
+                      capture_output=True, text=True) if shutil.which("unshare") else None
+if done is None or done.returncode == 99 or "unshare" in done.stderr:
+    print("skipped: no tmpfs can be mounted here for the full disk")
+else:
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    check(done.returncode == 1 and len(errors) == 1 and "No space left on device" in errors[0],
+          f"a full disk: exit {done.returncode}: {done.stderr}")
+    events = read_events(f"{WORK}/full.events")
+    check(len(events) > 10 and events[0].file_version == "brain.Event:2", f"{len(events)} events before the disk filled")
 
 if failures:
     sys.exit(1)
