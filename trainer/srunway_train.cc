@@ -240,8 +240,8 @@ int main(int argc, char** argv) {
   app.add_flag("--log-timers-to-tensorboard", o.log_timers_to_tensorboard,
                "TensorBoard: iteration-time (s) at each log step, and throughput with --log-throughput");
   app.add_flag("--log-throughput", o.log_throughput,
-               "TensorBoard, with --log-timers-to-tensorboard: throughput, TFLOP/s per GPU (every log line gives "
-               "tokens/s and MFU)");
+               "TFLOP/s per GPU on each log line, and in TensorBoard (throughput) with --log-timers-to-tensorboard "
+               "(Megatron's)");
   app.add_flag("--log-validation-ppl-to-tensorboard", o.log_validation_ppl_to_tensorboard,
                "TensorBoard: lm loss validation ppl, exp of the validation loss (at most exp 20, as Megatron's)");
   app.add_option("--export", o.export_safetensors, "after training, write the weights as safetensors to this file");

@@ -1431,9 +1431,12 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       const double tokens_per_s = static_cast<double>(tokens_per_step) / (ms / 1e3);
       // No peak known (a GPU outside GpuPeakFlops' table, without --peak-tflops): no MFU, rather than "inf%".
       const double mfu = peak_flops_ > 0 ? tokens_per_s * flops_per_token / (peak_flops_ * world_) : 0;
-      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{} | {:.1f} ms | {:.0f} tok/s{}\n",
+      // Megatron's --log-throughput: TFLOP/s per GPU (rank), the MFU formula's FLOPs.
+      const double tflops = tokens_per_s * flops_per_token / world_ / 1e12;
+      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{} | {:.1f} ms | {:.0f} tok/s{}{}\n",
                         step_, o_.train_steps, loss, lr, norm,
                         params_norm ? fmt::format(" | params norm {:.3f}", *params_norm) : "", ms, tokens_per_s,
+                        o_.log_throughput ? fmt::format(" | {:.3g} TFLOP/s per GPU", tflops) : "",
                         peak_flops_ > 0 ? fmt::format(" | MFU {:.1f}%", 100 * mfu) : ""));
       line["ms"] = ms;
       line["tokens_per_s"] = tokens_per_s;
@@ -1444,9 +1447,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       // Megatron writes these two at its log lines, without "vs samples".
       std::vector<Scalar> timers;
       if (o_.log_timers_to_tensorboard) timers.push_back({"iteration-time", static_cast<float>(ms / 1e3)});
-      if (o_.log_timers_to_tensorboard && o_.log_throughput) {
-        timers.push_back({"throughput", static_cast<float>(tokens_per_s * flops_per_token / world_ / 1e12)});
-      }
+      if (o_.log_timers_to_tensorboard && o_.log_throughput) timers.push_back({"throughput", static_cast<float>(tflops)});
       SRUNWAY_RETURN_IF_ERROR(events_.Write(step_, timers));
     }
     if (Leader() && step_ % o_.tensorboard_log_interval == 0) {

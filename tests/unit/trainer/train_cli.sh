@@ -533,7 +533,8 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
   --dataloader-type single --kv-channels 16 --rotary-percent 1.0 --log-batch-size-to-tensorboard \
   >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
-grep -q '^step      2/2' "$kWork/out" || fail "Megatron's flags: no step lines: $(cat "$kWork/out")"
+grep -q '^step      2/2 | .* tok/s | [0-9.e+-]* TFLOP/s per GPU | MFU' "$kWork/out" ||
+  fail "Megatron's flags: no step line with --log-throughput's TFLOP/s: $(cat "$kWork/out")"
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
 # Megatron's --train-data-path and --valid-data-path, in place of --data-path and --split: each split's data whole.
 # Training is that of --data-path D --split 1,0,0 step for step, the validation reads the other dataset (its loss
