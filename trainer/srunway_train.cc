@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -229,21 +230,24 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard-queue-size", unqueued)->check(CLI::PositiveNumber);
   const std::string always = "Megatron's: taken (batch-size is always written)";
   app.add_flag("--log-batch-size-to-tensorboard", always);
-  app.add_flag("--log-memory-to-tensorboard", o.log_memory_to_tensorboard,
-               "TensorBoard: mem-allocated-bytes, mem-max-allocated-bytes and mem-allocated-count of the device "
-               "(Megatron's; no mem-reserved-bytes: no caching allocator holds more)");
-  app.add_flag("--log-params-norm", o.log_params_norm,
-               "the L2 norm of the parameters on each log line, in --metrics-file (params_norm) and TensorBoard "
-               "(params-norm) (Megatron's)");
-  app.add_flag("--log-world-size-to-tensorboard", o.log_world_size_to_tensorboard,
-               "TensorBoard: world-size, the number of ranks");
-  app.add_flag("--log-timers-to-tensorboard", o.log_timers_to_tensorboard,
-               "TensorBoard: iteration-time (s) at each log step, and throughput with --log-throughput");
-  app.add_flag("--log-throughput", o.log_throughput,
-               "TFLOP/s per GPU on each log line, and in TensorBoard (throughput) with --log-timers-to-tensorboard "
-               "(Megatron's)");
-  app.add_flag("--log-validation-ppl-to-tensorboard", o.log_validation_ppl_to_tensorboard,
-               "TensorBoard: lm loss validation ppl, exp of the validation loss (at most exp 20, as Megatron's)");
+  for (const auto& [flag, target, help] : std::initializer_list<std::tuple<const char*, bool*, const char*>>{
+           {"--log-memory-to-tensorboard", &o.log_memory_to_tensorboard,
+            "TensorBoard: mem-allocated-bytes, mem-max-allocated-bytes and mem-allocated-count of the device "
+            "(Megatron's; no mem-reserved-bytes: no caching allocator holds more)"},
+           {"--log-params-norm", &o.log_params_norm,
+            "the L2 norm of the parameters on each log line, in --metrics-file (params_norm) and TensorBoard "
+            "(params-norm) (Megatron's)"},
+           {"--log-world-size-to-tensorboard", &o.log_world_size_to_tensorboard,
+            "TensorBoard: world-size, the number of ranks"},
+           {"--log-timers-to-tensorboard", &o.log_timers_to_tensorboard,
+            "TensorBoard: iteration-time (s) at each log step, and throughput with --log-throughput"},
+           {"--log-throughput", &o.log_throughput,
+            "TFLOP/s per GPU on each log line, and in TensorBoard (throughput) with --log-timers-to-tensorboard "
+            "(Megatron's)"},
+           {"--log-validation-ppl-to-tensorboard", &o.log_validation_ppl_to_tensorboard,
+            "TensorBoard: lm loss validation ppl, exp of the validation loss (at most exp 20, as Megatron's)"}}) {
+    app.add_flag(flag, *target, help);
+  }
   app.add_option("--export", o.export_safetensors, "after training, write the weights as safetensors to this file");
   CLI::Option* export_hf = app.add_option("--export-hf", o.export_hf,
                                            "after training, write DIR/model.safetensors and DIR/config.json in "
