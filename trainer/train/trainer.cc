@@ -1450,7 +1450,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       if (o_.log_timers_to_tensorboard && o_.log_throughput) timers.push_back({"throughput", static_cast<float>(tflops)});
       SRUNWAY_RETURN_IF_ERROR(events_.Write(step_, timers));
     }
-    if (Leader() && step_ % o_.tensorboard_log_interval == 0) {
+    if (Leader() && event_step) {
       std::vector<Scalar> scalars = {{"learning-rate", static_cast<float>(lr)},
                                      {"batch-size", static_cast<float>(o_.global_batch_size)},
                                      {"lm loss", static_cast<float>(loss)},
@@ -1465,7 +1465,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       }
       SRUNWAY_RETURN_IF_ERROR(WriteEvents(std::move(scalars)));
     }
-    if (window_steps > 0 && (step_ % o_.log_interval == 0 || step_ == o_.train_steps)) {
+    if (window_steps > 0 && log_step) {
       window_ms = 0;
       window_steps = 0;
     }
