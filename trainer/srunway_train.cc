@@ -350,7 +350,8 @@ int main(int argc, char** argv) {
       ->check(srunway::common::NonNegative());
   taken_flag("--no-mmap-bin-files", "Megatron's: taken (the same tokens, whichever way the .bin is read)");
   taken_flag("--exit-signal-handler",
-             "Megatron's: taken (SIGTERM, SIGINT and SIGUSR1 always save a checkpoint and exit 4)");
+             "Megatron's: taken (SIGTERM, SIGINT and SIGUSR1 always end the run after its step, saved with --save, "
+             "exit 4)");
   taken_option("--dataloader-type", "Megatron's: single only (the samples in order, resuming where they stopped)")
       ->check(CLI::IsMember({"single"}));
   int kv_channels = 0;
