@@ -158,6 +158,10 @@ int main(int argc, char** argv) {
       ->check(samples)->excludes(decay_steps);
   app.add_option("--lr-warmup-samples", o.lr_warmup_samples, "--warmup-steps in samples (rounded to whole steps)")
       ->check(samples)->excludes(warmup_steps)->excludes(warmup_fraction);
+  app.add_option("--rampup-batch-size", o.rampup_batch_size,
+                 "START INCREMENT SAMPLES: the global batch grows from START by INCREMENT to --global-batch-size "
+                 "over SAMPLES samples (Megatron's; with --train-samples the schedule counts samples)")
+      ->expected(3)->check(samples);
   app.add_option("--lr-decay-style", o.lr_decay_style, "cosine, linear or constant")->capture_default_str();
   app.add_option("--constant-steps", o.constant_steps,
                  "hold --min-lr for the last N steps of the schedule, with NeMo's warmup (CosineAnnealing's "
@@ -460,8 +464,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(args);
   } catch (const CLI::ExtrasError&) {
-    // CLI11 names them in the order of the word vector, which runs last first here: "--rampup-batch-size 16 16
-    // 5859375" read "not expected: 5859375 16 16 --rampup-batch-size".
+    // CLI11 names them in the order of the word vector, which runs last first here: "--timing-log-level 2
+    // --wandb-project demo" read "not expected: demo --wandb-project 2 --timing-log-level".
     std::vector<std::string> extras = app.remaining();
     std::reverse(extras.begin(), extras.end());
     return app.exit(CLI::ExtrasError(extras)) == 0 ? 0 : srunway::trainer::kExitUsage;

@@ -114,6 +114,26 @@ expect_eq "overlap off against on (loss, parameters)" "$loss_diff $param_diff" "
 grep -q "reduced after the backward" "$workdir/no_overlap.log" || fail "$(cat "$workdir/no_overlap.log")"
 echo "ok: --no-overlap-grad-reduce gives the same bits"
 
+# --rampup-batch-size on 4 ranks: each rank takes its share of each step's batch (8, 8, then 16: 1 and then 2
+# micro-batches each), and the losses are those of 1 rank taking it all.
+ramp=(--preset gpt-tiny --mock-data --seq-length 32 --micro-batch-size 2 --global-batch-size 16 --peak-tflops 1
+      --rampup-batch-size 8 8 16 --train-samples 80 --bucket-size-mb 0.05 --log-interval 1)
+for shape in "1 1" "2 2"; do
+  read -r nodes tasks <<<"$shape"
+  srun --mpi=pmix -N "$nodes" --ntasks-per-node="$tasks" -c 1 env OMP_NUM_THREADS=1 "$train" "${ramp[@]}" \
+    --metrics-file "$workdir/ramp_$nodes.jsonl" >"$workdir/ramp_$nodes.log" 2>&1 ||
+    fail "the ramp on $nodes x $tasks: $(cat "$workdir/ramp_$nodes.log")"
+done
+python3 - "$workdir/ramp_1.jsonl" "$workdir/ramp_2.jsonl" <<'PY' ||
+import json, sys
+one, four = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert [l["global_batch_size"] for l in one] == [l["global_batch_size"] for l in four] == [8, 8, 16, 16, 16, 16]
+worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(one, four))
+assert worst <= 1e-6, worst
+PY
+  fail "the ramp on 4 ranks against 1: $(cat "$workdir/ramp_1.jsonl" "$workdir/ramp_2.jsonl")"
+echo "ok: --rampup-batch-size on 2 nodes x 2 ranks = 1 rank"
+
 run dp_threads 2 2 2
 read -r loss_diff param_diff <<<"$(compare dp dp_threads)"
 expect_eq "2 threads per rank against 1 (loss, parameters)" "$loss_diff $param_diff" "0.0 0.0"

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "trainer/ops/cpu/ordered_sum.h"
 
@@ -29,8 +32,9 @@ double Decayed(DecayStyle style, double lr, double min_lr, double ratio) {
 
 }  // namespace
 
-float LrSchedule::At(int64_t step) const {
-  if (constant_steps > 0) {
+float LrSchedule::At(int64_t done, int64_t batch) const {
+  if (constant_steps > 0) {  // NeMo's, in steps
+    const int64_t step = done;
     const int64_t decay = std::max<int64_t>(1, decay_steps - constant_steps - warmup_steps);
     if (warmup_steps > 0 && step <= warmup_steps) {
       return static_cast<float>(static_cast<double>(lr) * static_cast<double>(step) / static_cast<double>(warmup_steps));
@@ -38,11 +42,69 @@ float LrSchedule::At(int64_t step) const {
     if (step > warmup_steps + decay) return style == DecayStyle::kConstant ? lr : min_lr;
     return static_cast<float>(Decayed(style, lr, min_lr, static_cast<double>(step - warmup_steps) / static_cast<double>(decay)));
   }
-  if (step < warmup_steps) return lr * static_cast<float>(step + 1) / static_cast<float>(warmup_steps);
+  if (done + batch <= warmup_steps) return lr * static_cast<float>(done + batch) / static_cast<float>(warmup_steps);
   if (style == DecayStyle::kConstant) return lr;
-  if (step >= decay_steps) return min_lr;
-  const double ratio = static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps - warmup_steps);
+  if (done >= decay_steps) return min_lr;
+  if (decay_steps <= warmup_steps) return lr;  // a step of samples across the end of both
+  // A step of samples across the warmup's end starts the decay at its top.
+  const double ratio = std::max<double>(0, static_cast<double>(done - warmup_steps)) /
+                       static_cast<double>(decay_steps - warmup_steps);
   return static_cast<float>(Decayed(style, lr, min_lr, ratio));
+}
+
+// The ramp's steps are walked one by one (Megatron's update_train_iters does so too); this many at most.
+constexpr int64_t kMostRampSteps = 100'000'000;
+
+common::StatusOr<BatchRamp> BatchRamp::Make(int64_t start, int64_t increment, int64_t samples, int64_t global,
+                                            int64_t micro, int64_t ranks) {
+  const std::string given = fmt::format("--rampup-batch-size {} {} {}", start, increment, samples);
+  if (start < 1 || increment < 1 || samples < 1) {
+    return common::InvalidArgument("{}: the start batch, its increment and the ramp's samples must each be at least 1",
+                                   given);
+  }
+  if (start > global || (global - start) % increment != 0) {
+    return common::InvalidArgument("{}: --global-batch-size {} is not the start batch plus a whole number of "
+                                   "increments", given, global);
+  }
+  const int64_t unit = micro * ranks;
+  if (const int64_t odd = start % unit != 0 ? start : start + increment; start < global && odd % unit != 0) {
+    return common::InvalidArgument("{}: its batch of {} is not a multiple of --micro-batch-size {} x {} "
+                                   "data-parallel rank{}", given, odd, micro, ranks, ranks == 1 ? "" : "s");
+  }
+  if (samples / start >= kMostRampSteps) {
+    return common::InvalidArgument("{}: the ramp takes more than {} steps", given, kMostRampSteps);
+  }
+  BatchRamp ramp(global);
+  if (start == global) return ramp;  // no increment to make (Megatron divides by zero)
+  ramp.start_ = start;
+  ramp.increment_ = increment;
+  ramp.samples_ = samples;
+  ramp.samples_per_increment_ = static_cast<double>(samples) / static_cast<double>((global - start) / increment);
+  while (ramp.ramp_consumed_ <= samples) {
+    ramp.ramp_consumed_ += ramp.At(ramp.ramp_consumed_);
+    ++ramp.ramp_steps_;
+  }
+  return ramp;
+}
+
+int64_t BatchRamp::At(int64_t consumed) const {
+  if (!ramps() || consumed > samples_) return global_;
+  const auto increments = static_cast<int64_t>(static_cast<double>(consumed) / samples_per_increment_);
+  return std::min(global_, start_ + increments * increment_);
+}
+
+int64_t BatchRamp::StepsIn(int64_t samples) const {
+  if (samples >= ramp_consumed_) return ramp_steps_ + (samples - ramp_consumed_) / global_;
+  int64_t steps = 0;
+  for (int64_t done = 0; done + At(done) <= samples; done += At(done)) ++steps;
+  return steps;
+}
+
+int64_t BatchRamp::SamplesOf(int64_t steps) const {
+  if (steps >= ramp_steps_) return ramp_consumed_ + (steps - ramp_steps_) * global_;
+  int64_t done = 0;
+  for (int64_t step = 0; step < steps; ++step) done += At(done);
+  return done;
 }
 
 double SumOfSquares(std::span<const float> values) {

@@ -14,6 +14,9 @@ common::StatusOr<DecayStyle> ParseDecayStyle(std::string_view name);
 
 // Linear warmup from lr / warmup_steps to lr over warmup_steps, then decay to min_lr at decay_steps (cosine,
 // linear, or none), min_lr after. `step` counts from 0.
+// Counted in samples (Megatron's with a batch ramp: warmup_steps and decay_steps are samples), At(done, batch)
+// is the rate of the step of `batch` samples after `done`: in the warmup the one its end reaches (as At(step) is
+// step + 1's), after it the one its start has, as Megatron's.
 // With constant_steps > 0, NeMo's CosineAnnealing with constant_steps (Megatron's warmup, then a constant tail):
 // lr * step / warmup_steps up to step warmup_steps, the decay over decay_steps - constant_steps - warmup_steps
 // steps, then min_lr for the last constant_steps.
@@ -25,7 +28,38 @@ struct LrSchedule {
   DecayStyle style = DecayStyle::kCosine;
   int64_t constant_steps = 0;
 
-  float At(int64_t step) const;
+  float At(int64_t step) const { return At(step, 1); }
+  float At(int64_t done, int64_t batch) const;
+};
+
+// Megatron's --rampup-batch-size START INCREMENT SAMPLES: the global batch starts at START and grows by INCREMENT
+// every SAMPLES / ((GLOBAL - START) / INCREMENT) samples consumed, to GLOBAL once SAMPLES are consumed. The step
+// after `consumed` samples takes START + INCREMENT x int(consumed / that share) (its
+// RampupBatchsizeNumMicroBatchesCalculator, whose double division this repeats, so that each increase falls on
+// the step it falls on there). Without a ramp every step takes GLOBAL.
+class BatchRamp {
+ public:
+  explicit BatchRamp(int64_t global = 1) : start_(global), global_(global) {}
+  // Megatron's conditions on the three numbers, and that every batch of the ramp is whole micro-batches of the
+  // data-parallel ranks (`micro` x `ranks`).
+  static common::StatusOr<BatchRamp> Make(int64_t start, int64_t increment, int64_t samples, int64_t global,
+                                          int64_t micro, int64_t ranks);
+
+  bool ramps() const { return start_ < global_; }
+  int64_t start() const { return start_; }
+  int64_t increment() const { return increment_; }
+  int64_t samples() const { return samples_; }
+  // The global batch of the step that starts after `consumed` samples.
+  int64_t At(int64_t consumed) const;
+  // The steps whose samples all fit in `samples` (a partial last batch is not trained, as Megatron's).
+  int64_t StepsIn(int64_t samples) const;
+  // The samples the first `steps` steps take.
+  int64_t SamplesOf(int64_t steps) const;
+
+ private:
+  int64_t start_, increment_ = 0, samples_ = 0, global_;
+  double samples_per_increment_ = 0;
+  int64_t ramp_steps_ = 0, ramp_consumed_ = 0;  // the steps before the batch is GLOBAL, and their samples
 };
 
 // The L2 norm of all gradients together (double accumulation).

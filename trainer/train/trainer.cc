@@ -335,6 +335,7 @@ class Trainer {
   // that saved them did; a line where they cannot be taken.
   void KeepTimedChoices(const common::Json& extra, const std::string& from);
   std::string NextSample();  // XXH3-64 of sample consumed_ in hex ("" if it cannot be read)
+  int64_t TrainSamples() const { return ramp_.SamplesOf(o_.train_steps); }  // the samples of --train-steps
   common::StatusOr<double> Evaluate();
   // Evaluate, then its line on stdout and in --metrics-file (rank 0).
   common::Status Validation();
@@ -368,12 +369,14 @@ class Trainer {
   bool peers_know_ = false;              // this rank's failure was agreed on (AgreeOnOutcome): the peers end too
   std::optional<Tokenizer> sample_tokenizer_;  // --sample's, loaded at start (rank 0)
   std::vector<int32_t> sample_context_;        // its prompt, encoded
-  int B_ = 0, T_ = 0, accum_ = 1;        // accum_: micro-batches per step on this rank
+  int B_ = 0, T_ = 0, accum_ = 1;        // accum_: micro-batches per step on this rank (at the whole batch)
+  BatchRamp ramp_;  // the global batch of each step (--rampup-batch-size)
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> adam_;
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<SampleSource> train_, valid_;
   LrSchedule schedule_;
+  bool schedule_in_samples_ = false;  // its warmup and decay are samples (o_.warmup_steps and lr_decay_steps too)
   Rng rng_;
   int64_t step_ = 0, consumed_ = 0;
   double peak_flops_ = 0;
@@ -550,24 +553,47 @@ common::Status Trainer::Setup() {
   }
   o_.global_batch_size = gbs;
   accum_ = gbs / (B_ * world_);
-  // Megatron's sample counts as steps of this global batch.
-  auto rounded_steps = [gbs](int64_t samples) { return samples / gbs + (samples % gbs >= (gbs + 1) / 2 ? 1 : 0); };
-  if (o_.train_samples > 0) {
-    o_.train_steps = o_.train_samples / gbs;
-    if (o_.train_steps < 1) {
-      return common::InvalidArgument("--train-samples {} is less than one global batch of {}", o_.train_samples, gbs);
+  if (!o_.rampup_batch_size.empty()) {
+    const std::vector<int64_t>& r = o_.rampup_batch_size;
+    SRUNWAY_ASSIGN_OR_RETURN(ramp_, BatchRamp::Make(r[0], r[1], r[2], gbs, B_, world_));
+  } else {
+    ramp_ = BatchRamp(gbs);
+  }
+  // Megatron's sample-based run with a batch ramp counts its schedule in samples, as Megatron does; otherwise the
+  // sample counts become steps of the global batch.
+  schedule_in_samples_ = ramp_.ramps() && o_.train_samples > 0;
+  if (schedule_in_samples_) {
+    for (const auto& [flag, given] : {std::pair{"--warmup-steps", o_.warmup_steps > 0},
+                                      std::pair{"--lr-decay-steps", o_.lr_decay_steps > 0},
+                                      std::pair{"--constant-steps", o_.constant_steps > 0}}) {
+      if (given) {
+        return common::InvalidArgument("{} counts steps, and --rampup-batch-size with --train-samples counts the "
+                                       "schedule in samples: give --lr-warmup-samples or --lr-decay-samples (as "
+                                       "Megatron asks)", flag);
+      }
     }
   }
-  if (o_.lr_decay_samples > 0) o_.lr_decay_steps = std::max<int64_t>(1, rounded_steps(o_.lr_decay_samples));
-  if (o_.lr_warmup_samples > 0) o_.warmup_steps = rounded_steps(o_.lr_warmup_samples);
+  auto in_units = [gbs, this](int64_t samples) {
+    return schedule_in_samples_ ? samples : samples / gbs + (samples % gbs >= (gbs + 1) / 2 ? 1 : 0);
+  };
+  if (o_.train_samples > 0) {
+    o_.train_steps = ramp_.StepsIn(o_.train_samples);
+    if (o_.train_steps < 1) {
+      return common::InvalidArgument("--train-samples {} is less than one global batch of {}", o_.train_samples,
+                                     ramp_.At(0));
+    }
+  }
+  if (o_.lr_decay_samples > 0) o_.lr_decay_steps = std::max<int64_t>(1, in_units(o_.lr_decay_samples));
+  if (o_.lr_warmup_samples > 0) o_.warmup_steps = in_units(o_.lr_warmup_samples);
   if (o_.warmup_fraction > 1) {
     return common::InvalidArgument("--lr-warmup-fraction {} is more than the whole decay (at most 1)",
                                    o_.warmup_fraction);
   }
-  if (o_.warmup_fraction >= 0) {
-    const int64_t decay = o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps;
-    o_.warmup_steps = std::llround(o_.warmup_fraction * static_cast<double>(decay));
-  }
+  const int64_t decay_units = o_.lr_decay_steps > 0     ? o_.lr_decay_steps
+                              : schedule_in_samples_ ? o_.train_samples
+                                                     : o_.train_steps;
+  if (o_.warmup_fraction >= 0) o_.warmup_steps = std::llround(o_.warmup_fraction * static_cast<double>(decay_units));
+  o_.lr_decay_steps = decay_units;
   if (o_.train_steps < 1) return common::InvalidArgument("--train-steps must be at least 1");
   // Samples and their tokens are counted in 64 bits: an absurd --train-steps or --eval-iters overflowed them.
   const int64_t most_samples = INT64_MAX / (int64_t{T_} + 1);
@@ -691,7 +717,7 @@ common::Status Trainer::Setup() {
   if (wants_validation && !evaluates && Leader()) {
     common::LogInfo("--train-data-path without --valid-data-path: no validation runs (as Megatron's)");
   }
-  SRUNWAY_ASSIGN_OR_RETURN(SamplePlan train_plan, PlanSamples(train_data, Split::kTrain, o_.train_steps * gbs));
+  SRUNWAY_ASSIGN_OR_RETURN(SamplePlan train_plan, PlanSamples(train_data, Split::kTrain, TrainSamples()));
   std::optional<SamplePlan> valid_plan;
   if (evaluates) {
     SRUNWAY_ASSIGN_OR_RETURN(valid_plan, PlanSamples(valid_data, Split::kValid, o_.eval_iters * B_));
@@ -705,7 +731,7 @@ common::Status Trainer::Setup() {
     return common::ResourceExhausted(
         "--train-steps {} x global batch {} = {} samples{}: their index from --data-path needs {:.2f} GiB of host "
         "memory, more than the {:.2f} GiB {} may hold ({}); train fewer steps (--exit-duration-in-mins ends a "
-        "long run on time)", o_.train_steps, gbs, o_.train_steps * gbs,
+        "long run on time)", o_.train_steps, ramp_.ramps() ? "(ramped)" : std::to_string(gbs), TrainSamples(),
         evaluates ? fmt::format(" and --eval-iters {} x micro-batch {}", o_.eval_iters, B_) : "",
         Gib(index_bytes), Gib(host.bytes), cached ? "this node" : "this rank", host.why);
   }
@@ -752,8 +778,7 @@ common::Status Trainer::Setup() {
 
   SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(BuildModel(), common::StatusCode::kResourceExhausted, "build the model"));
   SRUNWAY_ASSIGN_OR_RETURN(DecayStyle style, ParseDecayStyle(o_.lr_decay_style));
-  schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps > 0 ? o_.lr_decay_steps : o_.train_steps, style,
-               o_.constant_steps};
+  schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps, style, o_.constant_steps};
   SRUNWAY_RETURN_IF_ERROR(InitOrLoad());
   const std::optional<int64_t> resumed_at =
       o_.load.empty() || step_ == 0 || o_.skip_train ? std::nullopt : std::optional<int64_t>(step_);
@@ -808,6 +833,12 @@ common::Status Trainer::Setup() {
             : fmt::format("{} thread{} per rank", threads, threads == 1 ? "" : "s"),
         reducer_->bucket_count(), reducer_->bucket_count() == 1 ? "" : "s",
         o_.overlap_grad_reduce ? " overlapped with the backward" : ", reduced after the backward", mfu_basis);
+    if (ramp_.ramps()) {
+      common::LogInfo("the global batch ramps from {} by {} to {} over {} samples (--rampup-batch-size): {} steps "
+                      "of {} samples, the learning rate's schedule counted in {}", ramp_.start(),
+                      ramp_.increment(), gbs, ramp_.samples(), o_.train_steps, TrainSamples(),
+                      schedule_in_samples_ ? "samples (with --train-samples, as Megatron's)" : "steps");
+    }
   }
   return common::Status::Ok();
 }
@@ -927,7 +958,7 @@ common::Status Trainer::InitOrLoad() {
       // part-way is a recipe), but said; it went unremarked. The saved run recorded the next sample it would draw.
       // A run of more or fewer steps over the same epochs of its data draws the same; one over other epochs
       // shuffles their samples anew (as Megatron's index does).
-      const int64_t samples = o_.train_steps * o_.global_batch_size;
+      const int64_t samples = TrainSamples();
       const int64_t saved_samples = state->extra.value("train_samples", samples);
       const std::string saved_next = state->extra.value("next_sample", std::string());
       const bool same_length = state->extra.value("seq_length", int64_t{T_}) == T_;  // else said above
@@ -985,7 +1016,8 @@ common::Json Trainer::RunSettings() {
           {"data_path", o_.data_path}, {"mock_data", o_.mock_data}, {"split", o_.split},
           {"train_data_path", o_.train_data_path}, {"valid_data_path", o_.valid_data_path},
           {"data_parallel_size", world_}, {"distributed_optimizer", o_.distributed_optimizer},
-          {"train_samples", o_.train_steps * o_.global_batch_size}, {"next_sample", NextSample()}};
+          {"rampup_batch_size", o_.rampup_batch_size}, {"train_samples", TrainSamples()},
+          {"next_sample", NextSample()}};
 }
 
 std::string Trainer::NextSample() {
@@ -1019,6 +1051,7 @@ common::Status Trainer::AgreeOnConfig() {
   common::Json config = {{"model", ToJson(o_.model)}, {"micro_batch_size", B_}, {"global_batch_size", o_.global_batch_size},
                          {"seq_length", T_}, {"lr", o_.lr}, {"min_lr", o_.min_lr}, {"warmup", o_.warmup_steps},
                          {"train_steps", o_.train_steps}, {"decay", o_.lr_decay_steps},
+                         {"rampup", o_.rampup_batch_size},
                          {"decay_style", o_.lr_decay_style}, {"constant_steps", o_.constant_steps}, {"wd", o_.weight_decay},
                          {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
                          {"dropout", {o_.hidden_dropout, o_.attention_dropout}},
@@ -1030,7 +1063,7 @@ common::Status Trainer::AgreeOnConfig() {
                          {"zero1", o_.distributed_optimizer}};
   std::vector<int32_t> first, last;
   SRUNWAY_RETURN_IF_ERROR(train_->Sample(0, first));
-  SRUNWAY_RETURN_IF_ERROR(train_->Sample(o_.train_steps * o_.global_batch_size - 1, last));
+  SRUNWAY_RETURN_IF_ERROR(train_->Sample(TrainSamples() - 1, last));
   const std::string text = config.dump() + "|" +
                            std::string(reinterpret_cast<const char*>(first.data()), first.size() * sizeof(int32_t)) +
                            std::string(reinterpret_cast<const char*>(last.data()), last.size() * sizeof(int32_t));
@@ -1325,12 +1358,10 @@ void Trainer::WatchStragglers(const std::vector<RankStep>& steps, common::Json& 
 // Trains to --train-steps; an error is returned, every other ending is a result.
 common::StatusOr<TrainResult> Trainer::Loop() {
   const double flops_per_token = TrainingFlopsPerToken(o_.model, T_);
-  const int64_t tokens_per_step = int64_t{o_.global_batch_size} * T_;
-  const int64_t per_rank = int64_t{B_} * accum_;  // this rank's share of a step's samples
-  const float loss_scale = 1.0f / static_cast<float>(accum_ * world_);
   Batch batch;
   double window_ms = 0;
-  int64_t window_steps = 0;
+  int64_t window_steps = 0, window_tokens = 0;
+  int64_t last_batch = ramp_.At(consumed_);
   TrainResult result;
   result.rank = rank_;
   if (o_.skip_train) {
@@ -1342,10 +1373,18 @@ common::StatusOr<TrainResult> Trainer::Loop() {
   while (step_ < o_.train_steps) {
     if (step_ + 1 == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(true));
     const auto start = Clock::now();
-    const float lr = schedule_.At(step_);
+    const int64_t global_batch = ramp_.At(consumed_);
+    if (global_batch != last_batch && Leader()) {
+      common::LogInfo("step {}: the global batch ramps up from {} to {}", step_ + 1, last_batch, global_batch);
+    }
+    last_batch = global_batch;
+    const int accum = static_cast<int>(global_batch / (int64_t{B_} * world_));
+    const int64_t per_rank = int64_t{B_} * accum;  // this rank's share of the step's samples
+    const float loss_scale = 1.0f / static_cast<float>(accum * world_);
+    const float lr = schedule_in_samples_ ? schedule_.At(consumed_, global_batch) : schedule_.At(step_);
     model_->ZeroGrad();
     RankStep mine;
-    for (int micro = 0; micro < accum_; ++micro) {
+    for (int micro = 0; micro < accum; ++micro) {
       // Rank r takes the r-th slice of the step's samples, so any world size sees the same samples per step.
       const int64_t first = (o_.overfit_batch ? 0 : consumed_) + rank_ * per_rank + int64_t{micro} * B_;
       SRUNWAY_RETURN_IF_ERROR(FillBatch(*train_, first, B_, T_, batch));
@@ -1361,7 +1400,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
                                    o_.distributed_optimizer ? need : nullptr, loss_scale) *
                    loss_scale;
       SRUNWAY_RETURN_IF_ERROR(gathered);
-      const bool last = micro + 1 == accum_;
+      const bool last = micro + 1 == accum;
       if (last) reducer_->Arm();
       model_->Backward(loss_scale, last ? ready : nullptr);
     }
@@ -1411,10 +1450,11 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     // fp32 slices) travel while the next forward runs; it waits for each part as it gets there.
     if (o_.distributed_optimizer) SRUNWAY_RETURN_IF_ERROR(reducer_->StartGather(model_->weights()));
     ++step_;
-    consumed_ += o_.global_batch_size;
+    consumed_ += global_batch;
     if (step_ == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(false));
     window_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     ++window_steps;
+    window_tokens += global_batch * T_;
 
     common::Json line = {{"step", step_}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}};
     WatchStragglers(steps, line);
@@ -1428,17 +1468,19 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     if (Leader() && log_step) {
       const double ms = window_ms / static_cast<double>(window_steps);
-      const double tokens_per_s = static_cast<double>(tokens_per_step) / (ms / 1e3);
+      const double tokens_per_s = static_cast<double>(window_tokens) / (window_ms / 1e3);
       // No peak known (a GPU outside GpuPeakFlops' table, without --peak-tflops): no MFU, rather than "inf%".
       const double mfu = peak_flops_ > 0 ? tokens_per_s * flops_per_token / (peak_flops_ * world_) : 0;
       // Megatron's --log-throughput: TFLOP/s per GPU (rank), the MFU formula's FLOPs.
       const double tflops = tokens_per_s * flops_per_token / world_ / 1e12;
-      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{} | {:.1f} ms | {:.0f} tok/s{}{}\n",
+      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{}{} | {:.1f} ms | {:.0f} tok/s{}{}\n",
                         step_, o_.train_steps, loss, lr, norm,
+                        ramp_.ramps() ? fmt::format(" | batch {}", global_batch) : "",
                         params_norm ? fmt::format(" | params norm {:.3f}", *params_norm) : "", ms, tokens_per_s,
                         o_.log_throughput ? fmt::format(" | {:.3g} TFLOP/s per GPU", tflops) : "",
                         peak_flops_ > 0 ? fmt::format(" | MFU {:.1f}%", 100 * mfu) : ""));
       line["ms"] = ms;
+      line["global_batch_size"] = global_batch;
       line["tokens_per_s"] = tokens_per_s;
       if (peak_flops_ > 0) line["mfu"] = mfu;
       line["ranks"] = world_;
@@ -1452,7 +1494,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     if (Leader() && event_step) {
       std::vector<Scalar> scalars = {{"learning-rate", static_cast<float>(lr)},
-                                     {"batch-size", static_cast<float>(o_.global_batch_size)},
+                                     {"batch-size", static_cast<float>(global_batch)},
                                      {"lm loss", static_cast<float>(loss)},
                                      {"grad-norm", static_cast<float>(norm)}};
       if (o_.log_world_size_to_tensorboard) scalars.push_back({"world-size", static_cast<float>(world_)});
@@ -1468,6 +1510,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     if (window_steps > 0 && log_step) {
       window_ms = 0;
       window_steps = 0;
+      window_tokens = 0;
     }
     if (valid_ && step_ % o_.eval_interval == 0) {
       SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());

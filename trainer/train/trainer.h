@@ -29,6 +29,9 @@ struct TrainOptions {
   // Megatron's counts in samples, made steps of the global batch once it is known (0: not given): --train-samples
   // (rounded down, as Megatron does), --lr-decay-samples and --lr-warmup-samples (rounded).
   int64_t train_samples = 0, lr_decay_samples = 0, lr_warmup_samples = 0;
+  // Megatron's --rampup-batch-size START INCREMENT SAMPLES (empty: none). With --train-samples the steps and the
+  // learning-rate schedule count samples, as Megatron's; with --train-steps (NeMo's way) they count steps.
+  std::vector<int64_t> rampup_batch_size;
   double warmup_fraction = -1;  // Megatron's --lr-warmup-fraction of the decay's steps, rounded (< 0: not given)
   std::string lr_decay_style = "cosine";  // cosine, linear or constant
   int64_t constant_steps = 0;  // NeMo's constant tail at min_lr (its warmup and decay then follow NeMo's)

@@ -1,5 +1,6 @@
 // Checkpoints: round trip, the latest pointer, another model's checkpoint, corruption and truncation.
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -656,6 +657,74 @@ TEST(ScheduleTest, NemoCosineWithAConstantTail) {
   EXPECT_FLOAT_EQ(s.At(62500), 1.6e-5f);  // the end of the decay
   EXPECT_FLOAT_EQ(s.At(62501), 1.6e-5f);  // the constant tail
   EXPECT_FLOAT_EQ(s.At(74999), 1.6e-5f);
+}
+
+// Counted in samples (a batch ramp's): the warmup step reaches the rate of its end, the step across the warmup's
+// end starts the decay at its top, later steps take the rate of their start, as Megatron's.
+TEST(ScheduleTest, InSamplesOfStepsOfManySizes) {
+  LrSchedule s{1.0f, 0.0f, 6, 40};
+  EXPECT_FLOAT_EQ(s.At(0, 2), 2.0f / 6);
+  EXPECT_FLOAT_EQ(s.At(2, 2), 4.0f / 6);
+  EXPECT_FLOAT_EQ(s.At(4, 4), 1.0f);  // samples 4 to 8, across the warmup's end at 6
+  EXPECT_NEAR(s.At(8, 6), 0.5 * (1 + std::cos(M_PI * 2 / 34)), 1e-7);
+  EXPECT_FLOAT_EQ(s.At(40, 8), 0.0f);
+  EXPECT_FLOAT_EQ((LrSchedule{1.0f, 0.0f, 6, 6}.At(4, 4)), 1.0f);  // across the end of both
+  // In steps, At(step) is At(step, 1).
+  LrSchedule steps{1.0f, 0.1f, 10, 110};
+  for (int64_t step : {0, 5, 9, 10, 60, 109, 110, 200}) EXPECT_EQ(steps.At(step), steps.At(step, 1)) << step;
+}
+
+// Megatron's ramp worked by hand: --rampup-batch-size 2 2 12 to a global batch of 8 makes 3 increments of 2, one
+// every 12 / 3 = 4 samples; the step after c samples takes 2 + 2 x int(c / 4), and 8 once c is past 12.
+TEST(BatchRampTest, GrowsAsMegatronsCalculator) {
+  auto ramp = BatchRamp::Make(2, 2, 12, 8, 2, 1);
+  ASSERT_TRUE(ramp.ok()) << ramp.status().message();
+  EXPECT_TRUE(ramp->ramps());
+  std::vector<int64_t> batches;
+  for (int64_t done = 0, step = 0; step < 7; ++step, done += batches.back()) batches.push_back(ramp->At(done));
+  EXPECT_EQ(batches, (std::vector<int64_t>{2, 2, 4, 6, 8, 8, 8}));
+  EXPECT_EQ(ramp->At(12), 8);  // 12 is not past the ramp: 2 + 2 x int(12 / 4)
+  // Megatron's update_train_iters: the ramp's 4 steps take 14 samples, then (40 - 14) / 8 whole steps more.
+  EXPECT_EQ(ramp->StepsIn(40), 7);
+  EXPECT_EQ(ramp->SamplesOf(7), 38);
+  EXPECT_EQ(ramp->StepsIn(13), 3);  // 2 + 2 + 4; the fourth step's 6 do not fit
+  EXPECT_EQ(ramp->SamplesOf(3), 8);
+  EXPECT_EQ(ramp->StepsIn(1), 0);
+  const BatchRamp constant(8);
+  EXPECT_FALSE(constant.ramps());
+  EXPECT_EQ(constant.StepsIn(40), 5);
+  EXPECT_EQ(constant.SamplesOf(5), 40);
+  EXPECT_EQ(constant.At(123), 8);
+}
+
+// Megatron divides in doubles: 9 samples over 7 increments, and at 9 consumed 9 / (9 / 7.0) is 6.999..., so its
+// batch is 1 + 6, where exact arithmetic would say 1 + 7. The increases fall where Megatron's do.
+TEST(BatchRampTest, RoundsAsMegatronsDoubles) {
+  auto ramp = BatchRamp::Make(1, 1, 9, 8, 1, 1);
+  ASSERT_TRUE(ramp.ok());
+  EXPECT_EQ(ramp->At(9), 7);
+  EXPECT_EQ(ramp->At(10), 8);
+}
+
+TEST(BatchRampTest, RefusesWhatMegatronRefuses) {
+  using ::testing::HasSubstr;
+  auto message = [](int64_t start, int64_t increment, int64_t samples, int64_t global, int64_t micro, int64_t ranks) {
+    return std::string(BatchRamp::Make(start, increment, samples, global, micro, ranks).status().message());
+  };
+  EXPECT_THAT(message(0, 2, 12, 8, 2, 1), HasSubstr("must each be at least 1"));
+  EXPECT_THAT(message(10, 2, 12, 8, 2, 1), HasSubstr("--global-batch-size 8 is not the start batch plus a whole"));
+  EXPECT_THAT(message(2, 4, 12, 8, 2, 1), HasSubstr("not the start batch plus a whole number of increments"));
+  // Every batch of the ramp splits into the ranks' micro-batches: 2 ranks of 2 take 4, 8, 12, not 6.
+  EXPECT_THAT(message(2, 2, 12, 8, 2, 2), HasSubstr("its batch of 2 is not a multiple of --micro-batch-size 2 x 2 data-parallel "
+                                                         "ranks"));
+  EXPECT_THAT(message(4, 2, 12, 8, 2, 2), HasSubstr("its batch of 6 is not a multiple"));
+  EXPECT_TRUE(BatchRamp::Make(4, 4, 12, 12, 2, 2).ok());
+  EXPECT_THAT(message(1, 1, 1'000'000'000, 8, 1, 1), HasSubstr("more than 100000000 steps"));
+  // A start at the whole batch ramps nothing (Megatron divides by zero there).
+  auto flat = BatchRamp::Make(8, 2, 12, 8, 2, 1);
+  ASSERT_TRUE(flat.ok());
+  EXPECT_FALSE(flat->ramps());
+  EXPECT_EQ(flat->StepsIn(40), 5);
 }
 
 TEST(ClipTest, ScalesOnlyAboveTheLimit) {

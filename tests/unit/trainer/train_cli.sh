@@ -331,6 +331,70 @@ expect_exit 2 "--train-samples 3 is less than one global batch of 4" "$kTrain" "
   --train-samples 3 --global-batch-size 4
 echo "ok: --lr-warmup-fraction and the schedule in samples give their share of whole steps"
 
+# --rampup-batch-size (Megatron's): 2 2 12 to a global batch of 8 gives steps of 2, 2, 4, 6, 8, 8, 8 in 40
+# samples (Megatron's calculator, worked by hand in checkpoint_test). Each step trains as a step of that batch
+# from the same state does: a chain of constant-batch runs, each loading the last one's checkpoint with the next
+# batch, gives the ramp's losses and gradient norms bit for bit.
+ramp=(--global-batch-size 8 --rampup-batch-size 2 2 12 --train-samples 40 --log-interval 1)
+"$kTrain" "${common[@]}" --mock-data "${ramp[@]}" --lr-decay-style constant --metrics-file "$kWork/ramp.jsonl" \
+  >"$kWork/out" 2>"$kWork/err" || fail "--rampup-batch-size: $(cat "$kWork/err")"
+grep -q "info: the global batch ramps from 2 by 2 to 8 over 12 samples (--rampup-batch-size): 7 steps of 38 samples" \
+  "$kWork/err" && grep -q "info: step 3: the global batch ramps up from 2 to 4" "$kWork/err" &&
+  grep -q "^step      4/7 | .* | batch 6 |" "$kWork/out" || fail "the ramp's lines: $(cat "$kWork/err" "$kWork/out")"
+for batch_steps in 2:2 4:3 6:4 8:7; do
+  "$kTrain" "${common[@]}" --mock-data --global-batch-size "${batch_steps%:*}" --train-steps "${batch_steps#*:}" \
+    --lr-decay-style constant --log-interval 1 --load "$kWork/chain" --save "$kWork/chain" \
+    --metrics-file "$kWork/chain.jsonl" >/dev/null 2>>"$kWork/log" || fail "the chain at batch:steps $batch_steps"
+done
+python3 - "$kWork/ramp.jsonl" "$kWork/chain.jsonl" <<'PY' ||
+import json, sys
+ramp, chain = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert [l["global_batch_size"] for l in ramp] == [2, 2, 4, 6, 8, 8, 8], ramp
+assert [l["global_batch_size"] for l in chain] == [2, 2, 4, 6, 8, 8, 8], chain
+for key in "loss", "grad_norm":
+    assert [l[key] for l in ramp] == [l[key] for l in chain], (key, ramp, chain)
+PY
+  fail "the ramp's steps are not those of constant batches: $(cat "$kWork/ramp.jsonl" "$kWork/chain.jsonl")"
+# With --train-samples the learning rate counts samples, as Megatron's: a warmup over 6 samples reaches its top in
+# step 3 (samples 4 to 8), then the cosine to --min-lr over the 40 samples from the sample each step starts at.
+# And a run cut short mid-ramp (--exit-interval 2) and resumed trains the straight run's steps bit for bit.
+schedule=(--lr 1e-3 --min-lr 1e-4 --lr-warmup-samples 6)
+"$kTrain" "${common[@]}" --mock-data "${ramp[@]}" "${schedule[@]}" --metrics-file "$kWork/ramp_lr.jsonl" \
+  >/dev/null 2>>"$kWork/log" || fail "the ramp with a schedule in samples"
+rc=4
+for _ in 1 2 3 4 5; do
+  [[ $rc == 4 ]] || break
+  rc=0
+  "$kTrain" "${common[@]}" --mock-data "${ramp[@]}" "${schedule[@]}" --exit-interval 2 --load "$kWork/cut" \
+    --save "$kWork/cut" --metrics-file "$kWork/cut.jsonl" >/dev/null 2>>"$kWork/log" || rc=$?
+done
+[[ $rc == 0 ]] || fail "the ramp cut by --exit-interval 2 ended with exit $rc"
+python3 - "$kWork/ramp_lr.jsonl" "$kWork/cut.jsonl" <<'PY' ||
+import json, math, sys
+ramp, cut = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+starts = [0, 2, 4, 8, 14, 22, 30]
+want = [1e-3 * 2 / 6, 1e-3 * 4 / 6] + [1e-4 + 0.5 * (1 + math.cos(math.pi * max(0, s - 6) / 34)) * 9e-4
+                                       for s in starts[2:]]
+assert len(ramp) == 7 and all(abs(l["lr"] - w) <= 1e-6 * w for l, w in zip(ramp, want)), ([l["lr"] for l in ramp], want)
+for key in "loss", "grad_norm", "lr", "global_batch_size":
+    assert [l[key] for l in ramp] == [l[key] for l in cut], (key, ramp, cut)
+PY
+  fail "the ramp's learning rates, or its resumed run: $(cat "$kWork/ramp_lr.jsonl" "$kWork/cut.jsonl")"
+# With --train-steps (NeMo's way, which counts steps) the steps are given and the schedule counts them.
+"$kTrain" "${common[@]}" --mock-data --global-batch-size 8 --rampup-batch-size 2 2 12 --train-steps 5 \
+  --warmup-steps 2 >"$kWork/out" 2>"$kWork/err" || fail "the ramp over --train-steps: $(cat "$kWork/err")"
+grep -q "5 steps of 22 samples, the learning rate's schedule counted in steps" "$kWork/err" ||
+  fail "the ramp over --train-steps: $(cat "$kWork/err")"
+expect_exit 2 "error: --warmup-steps counts steps, and --rampup-batch-size with --train-samples counts the schedule in samples" \
+  "$kTrain" "${common[@]}" --mock-data "${ramp[@]}" --warmup-steps 2
+expect_exit 2 "error: --rampup-batch-size 4 1 12: its batch of 5 is not a multiple of --micro-batch-size 2 x 1 data-parallel rank$" \
+  "$kTrain" "${common[@]}" --mock-data --global-batch-size 8 --rampup-batch-size 4 1 12
+expect_exit 2 "error: --rampup-batch-size 2 4 12: --global-batch-size 8 is not the start batch plus a whole number of increments" \
+  "$kTrain" "${common[@]}" --mock-data --global-batch-size 8 --rampup-batch-size 2 4 12
+expect_exit 2 "--rampup-batch-size: At least 3 required but received 2" \
+  "$kTrain" "${common[@]}" --mock-data --rampup-batch-size 2 2
+echo "ok: --rampup-batch-size ramps the batch as Megatron's, each step as a step of its batch, resumable mid-ramp"
+
 # 2b. --recompute-activations: the same losses and gradient norms bit for bit (dropout on: the masks recomputed
 # must be the ones drawn), in less memory.
 for preset in gpt-tiny llama-tiny; do
@@ -576,9 +640,9 @@ expect_exit 2 "--kv-channels 32: srunway-train's heads are --hidden-size / --num
 expect_exit 2 "--rotary-percent 0.5: srunway-train's RoPE turns the whole head" \
   "$kTrain" "${common[@]}" --mock-data --rotary-percent 0.5
 expect_exit 2 "--dataloader-type: cyclic not in \{single\}" "$kTrain" "${common[@]}" --mock-data --dataloader-type cyclic
-# What it does not take is named in the order given (CLI11 named the words last first: "5859375 16 16 --rampup...").
-expect_exit 2 "^srunway-train: The following arguments were not expected: --rampup-batch-size 16 16 5859375 \(see --help\)$" \
-  "$kTrain" "${common[@]}" --mock-data --rampup-batch-size 16 16 5859375
+# What it does not take is named in the order given (CLI11 named the words last first: "demo --wandb-project 2...").
+expect_exit 2 "^srunway-train: The following arguments were not expected: --timing-log-level 2 --wandb-project demo \(see --help\)$" \
+  "$kTrain" "${common[@]}" --mock-data --timing-log-level 2 --wandb-project demo
 # Megatron computes the exact (erf) GELU without its bias-GELU fusion; srunway-train's GPT has the tanh one only.
 expect_exit 2 "^srunway-train\\[.*\\] error: --no-bias-gelu-fusion: Megatron then computes the exact \\(erf\\) GELU, and srunway-train's GPT computes the tanh form" \
   "$kTrain" "${common[@]}" --mock-data --no-bias-gelu-fusion
