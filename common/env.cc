@@ -1,6 +1,9 @@
 // Environment helpers: typed reads with errors that name the variable, and checks for values we export.
 #include "common/env.h"
 
+#include <unistd.h>
+
+#include <array>
 #include <cctype>
 #include <cstdlib>
 
@@ -16,6 +19,12 @@ std::optional<std::string> GetEnv(std::string_view name) {
 
 std::string GetEnvOr(std::string_view name, std::string_view fallback) {
   return GetEnv(name).value_or(std::string(fallback));
+}
+
+std::optional<std::string> HostName() {
+  std::array<char, 256> name{};  // one byte more than a name may have: always terminated
+  if (::gethostname(name.data(), name.size() - 1) != 0) return std::nullopt;
+  return std::string(name.data());
 }
 
 StatusOr<int64_t> GetEnvInt(std::string_view name, int64_t min, int64_t max) {

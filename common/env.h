@@ -13,6 +13,9 @@ namespace srunway::common {
 std::optional<std::string> GetEnv(std::string_view name);
 std::string GetEnvOr(std::string_view name, std::string_view fallback);
 
+// This machine's name as the kernel has it (gethostname); nullopt where it cannot be read.
+std::optional<std::string> HostName();
+
 // NotFound when unset; InvalidArgument naming the variable when malformed.
 StatusOr<int64_t> GetEnvInt(std::string_view name, int64_t min = INT64_MIN, int64_t max = INT64_MAX);
 StatusOr<bool> GetEnvBool(std::string_view name);

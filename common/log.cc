@@ -34,9 +34,7 @@ struct LogState {
 
 std::string DetectHost() {
   if (auto node = GetEnv("SLURMD_NODENAME")) return *node;
-  std::array<char, 256> name{};
-  if (gethostname(name.data(), name.size() - 1) != 0) return "unknown-host";
-  return name.data();
+  return HostName().value_or("unknown-host");
 }
 
 int DetectRank() {

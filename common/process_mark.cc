@@ -7,13 +7,15 @@
 #include <cerrno>
 #include <csignal>
 
+#include "common/env.h"
+
 namespace srunway::common {
 
 std::optional<ProcessMark> ThisProcessMark() {
-  char host[256] = {};
+  const std::optional<std::string> host = HostName();
   struct stat ns {};
-  if (::gethostname(host, sizeof host - 1) != 0 || ::stat("/proc/self/ns/pid", &ns) != 0) return std::nullopt;
-  return ProcessMark{host, static_cast<uint64_t>(ns.st_ino), ::getpid()};
+  if (!host || ::stat("/proc/self/ns/pid", &ns) != 0) return std::nullopt;
+  return ProcessMark{*host, static_cast<uint64_t>(ns.st_ino), ::getpid()};
 }
 
 bool ProcessGone(const ProcessMark& mark) {

@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include <array>
 #include <optional>
 
 #include "common/env.h"
@@ -195,9 +194,8 @@ StatusOr<std::string> SlurmNodeAddress(const std::string& node) {
 }
 
 std::string LocalAddress() {
-  std::array<char, 256> name{};
-  if (::gethostname(name.data(), name.size() - 1) == 0) {
-    if (auto address = ResolveIpv4(name.data())) return *address;
+  if (const std::optional<std::string> name = common::HostName()) {
+    if (auto address = ResolveIpv4(*name)) return *address;
   }
   return "127.0.0.1";
 }
@@ -262,9 +260,7 @@ StatusOr<std::unique_ptr<Bootstrap>> CreateEnvBootstrap(std::chrono::millisecond
     id.node_id = id.rank / id.local_size;
   }
   id.node_count = (id.size + id.local_size - 1) / id.local_size;
-  std::array<char, 256> name{};
-  ::gethostname(name.data(), name.size() - 1);
-  id.host = common::GetEnvOr("SLURMD_NODENAME", name.data());
+  id.host = common::GetEnvOr("SLURMD_NODENAME", common::HostName().value_or(""));
   std::string master = common::GetEnvOr("MASTER_ADDR", id.size == 1 ? "127.0.0.1" : "");
   if (master.empty()) return common::NotFound("env bootstrap: MASTER_ADDR is not set");
   int master_port = 29500;
@@ -286,9 +282,7 @@ StatusOr<std::unique_ptr<Bootstrap>> CreateEnvBootstrap(std::chrono::millisecond
 
 std::unique_ptr<Bootstrap> CreateSingleBootstrap() {
   Identity id;
-  std::array<char, 256> name{};
-  ::gethostname(name.data(), name.size() - 1);
-  id.host = name.data();
+  id.host = common::HostName().value_or("");
   return std::make_unique<TcpBootstrap>(BootstrapKind::kEnv, id, std::chrono::milliseconds(0));
 }
 

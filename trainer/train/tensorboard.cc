@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "common/env.h"
 #include "common/parse.h"
 
 namespace srunway::trainer {
@@ -131,8 +132,7 @@ std::string SessionStartRecord(double wall_time_s, int64_t step) {
 common::Status EventFile::Open(const std::string& dir, std::optional<int64_t> resumed_at) {
   if (dir.empty()) return common::Status::Ok();
   SRUNWAY_RETURN_IF_ERROR(common::PrepareWritableDir(dir, "--tensorboard-dir"));
-  std::array<char, 256> host{};
-  const std::string host_name = ::gethostname(host.data(), host.size() - 1) == 0 ? host.data() : "localhost";
+  const std::string host_name = common::HostName().value_or("localhost");
   const double now = Now();
   // After every file there: a run resumed within the second its predecessor started in (a requeue that failed at
   // once) would otherwise sort by its process id, perhaps before it, and TensorBoard would read the two backwards.

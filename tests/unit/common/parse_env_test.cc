@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <string>
 
 #include "common/env.h"
 #include "common/parse.h"
@@ -114,6 +116,14 @@ TEST(Env, TypedReads) {
   EXPECT_EQ(GetEnvOr("SRUNWAY_TEST_UNSET", "fallback"), "fallback");
   EXPECT_EQ(*GetEnv("SRUNWAY_TEST_INT"), "12");
   EXPECT_FALSE(GetEnv("SRUNWAY_TEST_UNSET").has_value());
+}
+
+// The kernel's name for this machine, as /proc has it (the UTS namespace's).
+TEST(Env, HostName) {
+  std::ifstream proc("/proc/sys/kernel/hostname");
+  std::string kernel;
+  ASSERT_TRUE(std::getline(proc, kernel));
+  EXPECT_EQ(HostName(), kernel);
 }
 
 TEST(Env, ValidateAssignment) {
