@@ -225,4 +225,11 @@ double TrainingFlopsPerToken(const ModelConfig& c, int seq_len) {
   return 6.0 * matmul_params + 12.0 * c.n_layer * seq_len * c.d_model;
 }
 
+double MegatronFlopsPerToken(const ModelConfig& c, int seq_len) {
+  const double d = c.d_model, q = c.d_model, kv = static_cast<double>(c.n_kv_head) * c.head_dim();
+  const double mlp = d * c.d_ff * (c.arch == Arch::kLlama ? 3 : 2);
+  const double layer = mlp + d * (q + 2 * kv) + q * d + q * seq_len;
+  return 6.0 * (c.n_layer * layer + d * c.vocab);
+}
+
 }  // namespace srunway::trainer

@@ -66,4 +66,13 @@ int PaddedVocabSize(int64_t tokens, int multiple = 128);
 // the formula of the PaLM paper's appendix B, which nanoGPT and llm.c use for MFU too.
 double TrainingFlopsPerToken(const ModelConfig& config, int seq_len);
 
+// Megatron-LM's count behind its "throughput per GPU (TFLOP/s/GPU)" (num_floating_point_operations of its main
+// branch, 2026), per token of a `seq_len` sequence: 3 (forward and backward) x 2 (a multiply-add) x
+//   per layer: d x ffn x (3 for SwiGLU, else 2) + d x (q + 2 kv) + q x d + q x seq_len
+//   and the output layer: d x vocab
+// with q = heads x head size and kv = key-value heads x head size; the last term of a layer is its attention
+// scores and values with half of them masked (causal). Norms, biases and embedding lookups count nothing. Earlier
+// Megatron (the formula of Narayanan et al. 2021) counted the scores whole, as TrainingFlopsPerToken does.
+double MegatronFlopsPerToken(const ModelConfig& config, int seq_len);
+
 }  // namespace srunway::trainer

@@ -1358,6 +1358,7 @@ void Trainer::WatchStragglers(const std::vector<RankStep>& steps, common::Json& 
 // Trains to --train-steps; an error is returned, every other ending is a result.
 common::StatusOr<TrainResult> Trainer::Loop() {
   const double flops_per_token = TrainingFlopsPerToken(o_.model, T_);
+  const double megatron_flops_per_token = MegatronFlopsPerToken(o_.model, T_);
   Batch batch;
   double window_ms = 0;
   int64_t window_steps = 0, window_tokens = 0;
@@ -1471,8 +1472,9 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       const double tokens_per_s = static_cast<double>(window_tokens) / (window_ms / 1e3);
       // No peak known (a GPU outside GpuPeakFlops' table, without --peak-tflops): no MFU, rather than "inf%".
       const double mfu = peak_flops_ > 0 ? tokens_per_s * flops_per_token / (peak_flops_ * world_) : 0;
-      // Megatron's --log-throughput: TFLOP/s per GPU (rank), the MFU formula's FLOPs.
-      const double tflops = tokens_per_s * flops_per_token / world_ / 1e12;
+      // Megatron's --log-throughput: TFLOP/s per GPU (rank) by Megatron's count, so that the figure is Megatron's
+      // for the same speed (MFU keeps the PaLM formula of the benchmarks).
+      const double tflops = tokens_per_s * megatron_flops_per_token / world_ / 1e12;
       Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{}{} | {:.1f} ms | {:.0f} tok/s{}{}\n",
                         step_, o_.train_steps, loss, lr, norm,
                         ramp_.ramps() ? fmt::format(" | batch {}", global_batch) : "",
@@ -1483,6 +1485,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       line["global_batch_size"] = global_batch;
       line["tokens_per_s"] = tokens_per_s;
       if (peak_flops_ > 0) line["mfu"] = mfu;
+      if (o_.log_throughput) line["tflops_per_gpu"] = tflops;
       line["ranks"] = world_;
       line["peak_memory_gib"] = static_cast<double>(device_->peak_allocated()) / (1 << 30);
       SRUNWAY_RETURN_IF_ERROR(metrics_.Write(line));

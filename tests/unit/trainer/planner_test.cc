@@ -18,6 +18,19 @@ PlanInput FiveB() {
   return in;
 }
 
+// Megatron's count worked by hand at 32 tokens a sequence (d 64, 2 layers, vocabulary 512). gpt-tiny (4 heads, FFN
+// 256, GELU): a layer has 64 x 256 x 2 + 64 x 192 + 64 x 64 + 64 x 32 = 51,200, the output layer 64 x 512 = 32,768:
+// 6 x (2 x 51,200 + 32,768). llama-tiny (2 of 4 heads for keys and values, so kv 32; SwiGLU of 176): 64 x 176 x 3
+// + 64 x 128 + 4,096 + 2,048 = 48,128 a layer: 6 x (2 x 48,128 + 32,768). The PaLM formula counts the scores
+// twice as much (12 L T d against Megatron's 6 L T d) and the parameters of the norms and biases too.
+TEST(Planner, MegatronsFlopsByHand) {
+  EXPECT_DOUBLE_EQ(MegatronFlopsPerToken(*Preset("gpt-tiny"), 32), 6.0 * (2 * 51'200 + 32'768));
+  EXPECT_DOUBLE_EQ(MegatronFlopsPerToken(*Preset("llama-tiny"), 32), 6.0 * (2 * 48'128 + 32'768));
+  // The 5B: per layer 2 x 4096 x 16384 + 4096 x 12288 + 4096^2 + 4096 x 2048 = 12 h^2 + h T = 209,715,200, 24 of
+  // them, and 4096 x 50304.
+  EXPECT_DOUBLE_EQ(MegatronFlopsPerToken(*Preset("gpt3-5b"), 2048), 6.0 * (24.0 * 209'715'200 + 4096.0 * 50'304));
+}
+
 TEST(Planner, FiveBillionByHand) {
   auto plan = MakePlan(FiveB());
   ASSERT_TRUE(plan.ok()) << plan.status().message();
