@@ -295,6 +295,9 @@ int main(int argc, char** argv) {
                  "TFLOP/s that MFU is against (default: the GPU's dense bf16 peak, or the CPU's measured sgemm rate)")
       ->check(srunway::common::Positive());
   app.add_flag("--overfit-batch", o.overfit_batch, "train on the first batch every step (debugging)");
+  app.add_flag("--eod-mask-loss", o.eod_mask_loss,
+               "Megatron's: no loss where the input token is the tokenizer's end of document (predicting the next "
+               "document's first token); the mean over the other positions");
   app.add_option("--threads", o.threads,
                  "CPU threads (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the task's CPUs)")
       ->check(CLI::Range(1, srunway::trainer::kMaxThreads));

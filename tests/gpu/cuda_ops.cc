@@ -268,13 +268,14 @@ void Dropout(Gpu& gpu) {
 }
 
 // GPT-2's vocabulary (50257: the one-value-at-a-time kernels), a small one, and the padded 50304 (16 bytes at a time);
-// the two kernels, and the one that does both.
+// the two kernels, and the one that does both. Every fifth row has no loss (a negative target): 0, and no gradient.
 void Classifier(Gpu& gpu, int N, int V) {
   const size_t n = static_cast<size_t>(N) * static_cast<size_t>(V);
   auto logits = Rounded(Random(n, 3.0f));
   std::uniform_int_distribution<int32_t> target(0, V - 1);
   std::vector<int32_t> targets(static_cast<size_t>(N));
   for (int32_t& t : targets) t = target(g_rng);
+  for (size_t i = 0; i < targets.size(); i += 5) targets[i] = -1;  // rows without loss (--eod-mask-loss)
   const float dloss = 1.0f / static_cast<float>(N);
   Buffer glogits = gpu.Bf16(logits), glosses = gpu.F32(std::vector<float>(static_cast<size_t>(N)));
   Buffer glse = gpu.F32(std::vector<float>(static_cast<size_t>(N)));

@@ -145,14 +145,23 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   dlogits_scale_.reset();
   if (!have_targets_) return 0.0;
   (void)device_->CopyFromHost(targets_.data(), targets, sizeof(int32_t) * static_cast<size_t>(N), stream);
+  // The loss is the mean over the positions that have one (a negative target has none: --eod-mask-loss), as
+  // Megatron's loss mask divides by its sum; a batch with none has no loss and no gradient.
+  counted_ = static_cast<int>(std::count_if(targets, targets + N, [](int32_t t) { return t >= 0; }));
+  auto over_counted = [&](double mean_over_n) {
+    if (counted_ == N) return mean_over_n;
+    return counted_ == 0 ? 0.0 : mean_over_n * N / counted_;
+  };
   if (!backward_loss_scale) {
-    return ops_->ClassifierForward(logits_.data(), losses_.as<float>(), targets_.as<int32_t>(), N, c.vocab);
+    return over_counted(ops_->ClassifierForward(logits_.data(), losses_.as<float>(), targets_.as<int32_t>(), N,
+                                                c.vocab));
   }
   dlogits_scale_ = backward_loss_scale;
-  // The loss is the mean over N positions.
-  return ops_->ClassifierForwardBackward(logits_.data(), losses_.as<float>(), targets_.as<int32_t>(), N, c.vocab,
-                                         *backward_loss_scale / N);
+  return over_counted(ops_->ClassifierForwardBackward(logits_.data(), losses_.as<float>(), targets_.as<int32_t>(), N,
+                                                      c.vocab, DlossPerRow(*backward_loss_scale)));
 }
+
+float Model::DlossPerRow(float loss_scale) const { return counted_ == 0 ? 0.0f : loss_scale / counted_; }
 
 void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   const ModelConfig& c = config_;
@@ -225,10 +234,12 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     return d_drop_.data();
   };
 
-  // The loss is the mean over N positions. The gradients may have come with the losses (Forward's
+  // The loss is the mean over the counted positions. The gradients may have come with the losses (Forward's
   // backward_loss_scale).
   assert(!dlogits_scale_ || *dlogits_scale_ == loss_scale);
-  if (!dlogits_scale_) ops_->ClassifierBackward(logits_.data(), targets_.as<int32_t>(), N, c.vocab, loss_scale / N);
+  if (!dlogits_scale_) {
+    ops_->ClassifierBackward(logits_.data(), targets_.as<int32_t>(), N, c.vocab, DlossPerRow(loss_scale));
+  }
   dlogits_scale_.reset();
   // The first Backward since ZeroGrad writes the weight matrices' gradients, which ZeroGrad left as they were.
   const WeightGrad dw_mode = write_weight_grads_ ? WeightGrad::kWrite : WeightGrad::kAdd;

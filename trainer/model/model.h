@@ -68,7 +68,8 @@ class Model {
   common::Status SetParams(std::span<const float> whole);
 
   // Runs B sequences of T tokens (B <= max_batch, T <= seq_len). With targets, returns the mean cross-entropy
-  // and keeps what Backward needs; without, leaves the logits of every position readable through Logits().
+  // over the positions whose target is not negative (a negative one has no loss: --eod-mask-loss) and keeps what
+  // Backward needs; without, leaves the logits of every position readable through Logits().
   // With `dropout` (training), hidden and attention dropout apply as set_dropout() says; without (evaluation,
   // sampling), nothing is dropped. With `backward_loss_scale` (training, with targets), the classifier's gradients
   // for the Backward that follows, which must be given the same loss_scale, are made with the losses, in the same
@@ -149,6 +150,9 @@ class Model {
   Buffer d_res_, d_norm_, d_qkv_, d_attn_, d_fc_, d_act_;
   int B_ = 0, T_ = 0;
   bool have_targets_ = false;
+  int counted_ = 0;  // the last Forward's positions with a loss (a target that is not negative)
+  // d(mean loss)/d(row loss) for the counted rows, scaled by loss_scale.
+  float DlossPerRow(float loss_scale) const;
   std::optional<float> dlogits_scale_;  // the loss_scale the logits' gradients were made for by Forward
   float hidden_dropout_ = 0, attention_dropout_ = 0;
   std::optional<DropoutContext> dropout_;  // of the last Forward, for the Backward

@@ -99,7 +99,8 @@ class Ops {
   virtual void Dropout(void* x, int64_t n, const DropoutSite& site) = 0;
   // Each row's cross-entropy into losses [N] (fp32, device memory) and their mean, which waits for the device.
   // Afterwards `logits` holds what ClassifierBackward needs (the probabilities on the host, the logits untouched
-  // on the GPU), which turns it into d(loss)/d(logits) with d(total)/d(row loss) = dloss.
+  // on the GPU), which turns it into d(loss)/d(logits) with d(total)/d(row loss) = dloss. A negative target is a
+  // position without loss (Megatron's --eod-mask-loss): its loss is 0, its gradients 0, and it counts in the mean.
   virtual double ClassifierForward(void* logits, float* losses, const int32_t* targets, int N, int V) = 0;
   virtual void ClassifierBackward(void* logits, const int32_t* targets, int N, int V, float dloss) = 0;
   // ClassifierForward then ClassifierBackward, as training's step calls them; the GPU's do both in one pass.

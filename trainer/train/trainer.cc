@@ -181,7 +181,9 @@ struct Batch {
   std::vector<int32_t> tokens, targets;
 };
 
-common::Status FillBatch(SampleSource& source, int64_t first_sample, int B, int T, Batch& batch) {
+// `unscored` (not negative: --eod-mask-loss's end-of-document token): positions whose input token it is get the
+// target -1, no loss.
+common::Status FillBatch(SampleSource& source, int64_t first_sample, int B, int T, Batch& batch, int32_t unscored) {
   batch.tokens.resize(static_cast<size_t>(B) * T);
   batch.targets.resize(static_cast<size_t>(B) * T);
   std::vector<int32_t> sample;
@@ -189,6 +191,11 @@ common::Status FillBatch(SampleSource& source, int64_t first_sample, int B, int 
     SRUNWAY_RETURN_IF_ERROR(source.Sample(first_sample + b, sample));
     std::copy(sample.begin(), sample.begin() + T, batch.tokens.begin() + static_cast<int64_t>(b) * T);
     std::copy(sample.begin() + 1, sample.begin() + T + 1, batch.targets.begin() + static_cast<int64_t>(b) * T);
+  }
+  if (unscored >= 0) {
+    for (size_t i = 0; i < batch.tokens.size(); ++i) {
+      if (batch.tokens[i] == unscored) batch.targets[i] = -1;
+    }
   }
   return common::Status::Ok();
 }
@@ -371,6 +378,7 @@ class Trainer {
   std::vector<int32_t> sample_context_;        // its prompt, encoded
   int B_ = 0, T_ = 0, accum_ = 1;        // accum_: micro-batches per step on this rank (at the whole batch)
   BatchRamp ramp_;  // the global batch of each step (--rampup-batch-size)
+  int32_t unscored_ = -1;  // --eod-mask-loss: the end-of-document token, whose positions have no loss
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> adam_;
   std::unique_ptr<GradReducer> reducer_;
@@ -665,6 +673,22 @@ common::Status Trainer::Setup() {
   if (!(o_.straggler_threshold > 1) || o_.straggler_window < 1) {
     return common::InvalidArgument("--straggler-threshold {} must be above 1 and --straggler-window {} at least 1",
                                    o_.straggler_threshold, o_.straggler_window);
+  }
+  if (o_.eod_mask_loss) {  // every rank masks its own batches: each reads the tokenizer for its token
+    if (o_.mock_data && o_.vocab_file.empty()) {
+      return common::InvalidArgument("--eod-mask-loss needs the tokenizer's end-of-document token: --mock-data has "
+                                     "no tokenizer; give --vocab-file and --merge-file");
+    }
+    auto tokenizer = FindTokenizer(o_);
+    if (!tokenizer.ok()) {
+      return common::Status(tokenizer.status().code(), fmt::format("--eod-mask-loss needs the tokenizer's "
+                                                                   "end-of-document token: {}",
+                                                                   tokenizer.status().message()));
+    }
+    if (tokenizer->eod() < 0) {
+      return common::InvalidArgument("--eod-mask-loss: the tokenizer has no {} token", kEndOfText);
+    }
+    unscored_ = tokenizer->eod();
   }
   setup_error_everywhere_ = false;
 
@@ -1051,7 +1075,7 @@ common::Status Trainer::AgreeOnConfig() {
   common::Json config = {{"model", ToJson(o_.model)}, {"micro_batch_size", B_}, {"global_batch_size", o_.global_batch_size},
                          {"seq_length", T_}, {"lr", o_.lr}, {"min_lr", o_.min_lr}, {"warmup", o_.warmup_steps},
                          {"train_steps", o_.train_steps}, {"decay", o_.lr_decay_steps},
-                         {"rampup", o_.rampup_batch_size},
+                         {"rampup", o_.rampup_batch_size}, {"eod_mask_loss", o_.eod_mask_loss},
                          {"decay_style", o_.lr_decay_style}, {"constant_steps", o_.constant_steps}, {"wd", o_.weight_decay},
                          {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
                          {"dropout", {o_.hidden_dropout, o_.attention_dropout}},
@@ -1228,7 +1252,7 @@ common::StatusOr<double> Trainer::Evaluate() {
   Batch batch;
   double mine = 0;
   for (int64_t i = rank_; i < o_.eval_iters; i += world_) {
-    SRUNWAY_RETURN_IF_ERROR(FillBatch(*valid_, i * B_, B_, T_, batch));
+    SRUNWAY_RETURN_IF_ERROR(FillBatch(*valid_, i * B_, B_, T_, batch, unscored_));
     mine += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_);
   }
   SRUNWAY_RETURN_IF_ERROR(DeviceStatus());
@@ -1388,7 +1412,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     for (int micro = 0; micro < accum; ++micro) {
       // Rank r takes the r-th slice of the step's samples, so any world size sees the same samples per step.
       const int64_t first = (o_.overfit_batch ? 0 : consumed_) + rank_ * per_rank + int64_t{micro} * B_;
-      SRUNWAY_RETURN_IF_ERROR(FillBatch(*train_, first, B_, T_, batch));
+      SRUNWAY_RETURN_IF_ERROR(FillBatch(*train_, first, B_, T_, batch, unscored_));
       if (slow_rank_ms_ && slow_rank_ms_->first == rank_) {
         std::this_thread::sleep_for(std::chrono::milliseconds(slow_rank_ms_->second));
       }

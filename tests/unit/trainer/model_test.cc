@@ -92,6 +92,40 @@ TEST_P(ZeroGradTest, OnlyTheFirstBackwardAfterZeroGradWrites) {
   }
 }
 
+// --eod-mask-loss's negative targets: attention is causal, so a batch whose last position has no loss trains as the
+// same batch one position shorter: the same loss (the mean over the positions that have one) and the same
+// gradients. A batch with no loss anywhere has no gradient.
+TEST_P(ZeroGradTest, APositionWithoutLossIsAsIfItWereNotThere) {
+  constexpr int B = 2, T = 8;
+  std::vector<int32_t> targets(B * T), short_tokens, short_targets;
+  for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<int32_t>((i * 17 + 5) % config_.vocab);
+  for (int b = 0; b < B; ++b) {
+    targets[b * T + T - 1] = -1;
+    short_tokens.insert(short_tokens.end(), tokens_.begin() + b * T, tokens_.begin() + b * T + T - 1);
+    short_targets.insert(short_targets.end(), targets.begin() + b * T, targets.begin() + b * T + T - 1);
+  }
+  model_.ZeroGrad();
+  const double masked = model_.Forward(tokens_.data(), targets.data(), B, T);
+  model_.Backward(1.0f);
+  const std::vector<float> masked_grads(model_.grads().begin(), model_.grads().end());
+  model_.ZeroGrad();
+  const double shorter = model_.Forward(short_tokens.data(), short_targets.data(), B, T - 1);
+  model_.Backward(1.0f);
+  EXPECT_NEAR(masked, shorter, 1e-6 * shorter);
+  float largest = 0;
+  for (float g : masked_grads) largest = std::max(largest, std::fabs(g));
+  ASSERT_GT(largest, 0.0f);
+  for (size_t i = 0; i < masked_grads.size(); ++i) {
+    ASSERT_NEAR(masked_grads[i], model_.grads()[i], 1e-5 * largest) << "gradient " << i;
+  }
+
+  std::fill(targets.begin(), targets.end(), -1);
+  model_.ZeroGrad();
+  EXPECT_EQ(model_.Forward(tokens_.data(), targets.data(), B, T), 0.0);
+  model_.Backward(1.0f);
+  EXPECT_TRUE(std::all_of(model_.grads().begin(), model_.grads().end(), [](float g) { return g == 0.0f; }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, ZeroGradTest, ::testing::Values("gpt-tiny", "llama-tiny"));
 
 }  // namespace

@@ -4,6 +4,8 @@
 # AdamW, constant learning rate and clipping. Every step's loss must match within 1e-4 (observed: within 4e-6 up
 # to step 100; past about step 120 the two fp32 runs start to drift apart by rounding alone, so the check stops at
 # 100). This is what the gpu suite's train_vs_torch does on a GPU in bf16 over 200 steps, with the same helpers.
+# Then again with --eod-mask-loss, PyTorch taking the mean loss over the positions whose input token is not the
+# tokenizer's <|endoftext|>, as Megatron's loss mask does.
 # Usage: steps_vs_torch.sh SRUNWAY_TRAIN SRUNWAY_PREP TRAINER_TRAIN_DUMP [PYTHON]
 set -euo pipefail
 train=$1 prep=$2 dump=$3 python=${4:-/usr/bin/python3}
@@ -15,25 +17,50 @@ unset SLURM_PROCID SLURM_JOB_ID PMIX_RANK RANK WORLD_SIZE
 readonly kSteps=100 kBatch=8 kSeq=128 kLr=1e-3 kSeed=1234
 
 "$python" "$here/grammar_corpus.py" "$work/corpus.txt"
-"$prep" --input "$work/corpus.txt" --output-prefix "$work/data" --train-vocab 512 --quiet >/dev/null
-"$train" --preset gpt-tiny --device cpu --data-path "$work/data" --split 1 --seq-length "$kSeq" \
-  --micro-batch-size "$kBatch" --train-steps "$kSteps" --lr "$kLr" --lr-decay-style constant --warmup-steps 0 \
-  --weight-decay 0.01 --clip-grad 1.0 --seed "$kSeed" --log-interval 1 --peak-tflops 1 \
-  --metrics-file "$work/ours.jsonl" >/dev/null 2>"$work/ours.err" || fail "srunway-train: $(cat "$work/ours.err")"
-mkdir "$work/dump"
-"$dump" gpt-tiny "$work/data" "$kSeq" "$kBatch" "$kSteps" "$kSeed" "$work/dump"
-"$python" "$here/torch_train_steps.py" "$work/dump" "$kSteps" "$kBatch" "$kSeq" "$kLr" fp32 cpu >"$work/torch.txt" \
-  || fail "PyTorch"
-"$python" - "$work/ours.jsonl" "$work/torch.txt" <<'PY' || fail "srunway-train and PyTorch disagree"
+# For --eod-mask-loss each line a document of its own (srunway-prep's documents end at a blank line; the corpus
+# is one): about 15 tokens each, so that every sample holds several ends of documents to mask.
+sed G "$work/corpus.txt" >"$work/documents.txt"
+for mode in plain eod; do
+  "$prep" --input "$work/$([[ $mode == eod ]] && echo documents || echo corpus).txt" --output-prefix "$work/$mode" \
+    --train-vocab 512 --quiet >/dev/null
+  mkdir "$work/dump.$mode"
+  "$dump" gpt-tiny "$work/$mode" "$kSeq" "$kBatch" "$kSteps" "$kSeed" "$work/dump.$mode"
+done
+eod=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["<|endoftext|>"])' "$work/eod.vocab.json")
+
+# against MODE: srunway-train (with --eod-mask-loss for MODE eod) and PyTorch, step by step.
+against() {
+  local mode=$1
+  "$train" --preset gpt-tiny --device cpu --data-path "$work/$mode" --split 1 --seq-length "$kSeq" \
+    --micro-batch-size "$kBatch" --train-steps "$kSteps" --lr "$kLr" --lr-decay-style constant --warmup-steps 0 \
+    --weight-decay 0.01 --clip-grad 1.0 --seed "$kSeed" --log-interval 1 --peak-tflops 1 \
+    $([[ $mode == eod ]] && echo --eod-mask-loss) --metrics-file "$work/ours.$mode.jsonl" >/dev/null \
+    2>"$work/ours.err" || fail "srunway-train ($mode): $(cat "$work/ours.err")"
+  "$python" "$here/torch_train_steps.py" "$work/dump.$mode" "$kSteps" "$kBatch" "$kSeq" "$kLr" fp32 cpu \
+    $([[ $mode == eod ]] && echo "$eod") >"$work/torch.$mode.txt" || fail "PyTorch ($mode)"
+  "$python" - "$work/ours.$mode.jsonl" "$work/torch.$mode.txt" "$mode" <<'PY' || fail "srunway-train and PyTorch disagree ($mode)"
 import json, sys
 ours = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l]
 torch = [float(l.split()[1]) for l in open(sys.argv[2])]
 assert len(ours) == len(torch) == 100, (len(ours), len(torch))
 gaps = [abs(a - b) for a, b in zip(ours, torch)]
 worst = max(range(len(gaps)), key=gaps.__getitem__)
-print(f"loss: step 1 {ours[0]:.4f}, step 100 {ours[-1]:.4f} (PyTorch {torch[-1]:.4f}); largest gap {gaps[worst]:.2e} "
-      f"at step {worst + 1} (allowed 1e-4)")
+print(f"{sys.argv[3]}: loss: step 1 {ours[0]:.4f}, step 100 {ours[-1]:.4f} (PyTorch {torch[-1]:.4f}); largest gap "
+      f"{gaps[worst]:.2e} at step {worst + 1} (allowed 1e-4)")
 assert ours[-1] < 0.5 * ours[0], "the loss should fall"
 sys.exit(0 if gaps[worst] <= 1e-4 else 1)
 PY
-echo "ok: 100 steps of srunway-train and PyTorch agree"
+}
+against plain
+against eod
+# PyTorch without the mask, on the same documents: another loss (the ends of documents are in every sample).
+"$python" "$here/torch_train_steps.py" "$work/dump.eod" "$kSteps" "$kBatch" "$kSeq" "$kLr" fp32 cpu \
+  >"$work/torch.unmasked.txt"
+"$python" - "$work/ours.eod.jsonl" "$work/torch.unmasked.txt" <<'PY' || fail "--eod-mask-loss changed no loss"
+import json, sys
+masked = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l][-1]
+unmasked = float(open(sys.argv[2]).readlines()[-1].split()[1])
+print(f"eod: step 100 {masked:.4f}, PyTorch without the mask {unmasked:.4f}")
+assert abs(masked - unmasked) > 100 * 1e-4, (masked, unmasked)
+PY
+echo "ok: 100 steps of srunway-train and PyTorch agree, with and without --eod-mask-loss"

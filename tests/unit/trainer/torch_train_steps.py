@@ -4,9 +4,10 @@ srunway-train trains, from the parameters it started from and on the samples it 
 init.safetensors and tokens.bin), with the same optimizer (AdamW, decay only where srunway-train decays, constant
 learning rate, clipping at the global norm), and prints one loss per step.
 
-Usage: torch_train_steps.py DUMP_DIR STEPS BATCH SEQ LR PRECISION DEVICE
+Usage: torch_train_steps.py DUMP_DIR STEPS BATCH SEQ LR PRECISION DEVICE [EOD]
   PRECISION bf16: autocast to bfloat16 over fp32 parameters (what srunway-train does on a GPU); fp32: none
   DEVICE    cuda or cpu
+  EOD       Megatron's --eod-mask-loss: no loss where the input token is EOD; the mean over the other positions
 """
 import json
 import struct
@@ -39,7 +40,7 @@ def attention(q, k, v):
     return scores.masked_fill(causal, float("-inf")).softmax(dim=-1) @ v
 
 
-def loss_of(p, config, tokens, targets):
+def loss_of(p, config, tokens, targets, eod=None):
     B, T = tokens.shape
     C, H, eps = config["d_model"], config["n_head"], config["norm_eps"]
     x = p["wte"][tokens] + p["wpe"][:T][None]
@@ -55,12 +56,18 @@ def loss_of(p, config, tokens, targets):
         x = x + F.linear(h, p[pre + "out.weight"], p[pre + "out.bias"])
     x = F.layer_norm(x, (C,), p["norm_f.weight"], p["norm_f.bias"], eps)
     logits = F.linear(x, p["wte"])
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+    if eod is None:
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+    # Megatron's loss mask: sum(losses * mask) / sum(mask).
+    losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="none")
+    mask = (tokens.reshape(-1) != eod).float()
+    return (losses * mask).sum() / mask.sum()
 
 
 def main():
     dump, steps, batch, seq, lr, precision, where = (sys.argv[1], *map(int, sys.argv[2:5]), float(sys.argv[5]),
                                                      sys.argv[6], sys.argv[7])
+    eod = int(sys.argv[8]) if len(sys.argv) > 8 else None
     tensors, meta = load(f"{dump}/init.safetensors")
     config = json.loads(meta["config"])
     decay = json.loads(meta["decay"])
@@ -74,10 +81,10 @@ def main():
          {"params": [t for n, t in p.items() if not decay[n]], "weight_decay": 0.0}],
         lr=lr, betas=(0.9, 0.999), eps=1e-8)
     samples = torch.frombuffer(bytearray(open(f"{dump}/tokens.bin", "rb").read()), dtype=torch.int32)
-    samples = samples.reshape(steps, batch, seq + 1).to(device).long()
+    samples = samples[: steps * batch * (seq + 1)].reshape(steps, batch, seq + 1).to(device).long()  # the first steps
     for step in range(steps):
         with torch.autocast(where, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            loss = loss_of(p, config, samples[step, :, :-1], samples[step, :, 1:])
+            loss = loss_of(p, config, samples[step, :, :-1], samples[step, :, 1:], eod)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)

@@ -395,6 +395,18 @@ expect_exit 2 "--rampup-batch-size: At least 3 required but received 2" \
   "$kTrain" "${common[@]}" --mock-data --rampup-batch-size 2 2
 echo "ok: --rampup-batch-size ramps the batch as Megatron's, each step as a step of its batch, resumable mid-ramp"
 
+# --eod-mask-loss (its losses against PyTorch's are in steps_vs_torch) needs the tokenizer's end-of-document token:
+# one line where there is none.
+expect_exit 2 "error: --eod-mask-loss needs the tokenizer's end-of-document token: --mock-data has no tokenizer; give --vocab-file and --merge-file" \
+  "$kTrain" "${common[@]}" --mock-data --eod-mask-loss
+expect_exit 1 "error: --eod-mask-loss needs the tokenizer's end-of-document token: .*$kWork/none.vocab.json" \
+  "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --eod-mask-loss --vocab-file "$kWork/none.vocab.json" \
+  --merge-file "$kWork/data.merges.txt"
+"$kTrain" "${common[@]}" --mock-data --eod-mask-loss --vocab-file "$kWork/data.vocab.json" \
+  --merge-file "$kWork/data.merges.txt" --train-steps 2 >/dev/null 2>>"$kWork/log" ||
+  fail "--eod-mask-loss over --mock-data with --vocab-file"
+echo "ok: --eod-mask-loss without a tokenizer is one line"
+
 # 2b. --recompute-activations: the same losses and gradient norms bit for bit (dropout on: the masks recomputed
 # must be the ones drawn), in less memory.
 for preset in gpt-tiny llama-tiny; do

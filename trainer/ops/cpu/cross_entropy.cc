@@ -12,7 +12,8 @@ double SoftmaxCrossEntropyForward(float* logits_to_probs, float* losses, const i
     float max_logit = -INFINITY;
     for (int v = 0; v < V; ++v) max_logit = std::max(max_logit, p[v]);
     // -log p[target] = log(sum) - (logit[target] - max), exact even where p[target] underflows to 0.
-    const float target_shifted = p[targets[n]] - max_logit;
+    const bool counted = targets[n] >= 0;  // a negative target: a position without loss (--eod-mask-loss)
+    const float target_shifted = counted ? p[targets[n]] - max_logit : 0.0f;
     double sum = 0;
     for (int v = 0; v < V; ++v) {
       p[v] = std::exp(p[v] - max_logit);
@@ -20,8 +21,7 @@ double SoftmaxCrossEntropyForward(float* logits_to_probs, float* losses, const i
     }
     const float inv = static_cast<float>(1.0 / sum);
     for (int v = 0; v < V; ++v) p[v] *= inv;
-    const float loss = static_cast<float>(std::log(sum)) - target_shifted;
-    losses[n] = loss;
+    losses[n] = counted ? static_cast<float>(std::log(sum)) - target_shifted : 0.0f;
   }
   double total = 0;  // in row order, whatever the thread count
   for (int n = 0; n < N; ++n) total += losses[n];
@@ -32,8 +32,9 @@ void SoftmaxCrossEntropyBackward(float* probs_to_dlogits, const int32_t* targets
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
     float* p = probs_to_dlogits + int64_t{n} * V;
-    for (int v = 0; v < V; ++v) p[v] *= dloss;
-    p[targets[n]] -= dloss;
+    const float scale = targets[n] >= 0 ? dloss : 0.0f;
+    for (int v = 0; v < V; ++v) p[v] *= scale;
+    if (targets[n] >= 0) p[targets[n]] -= dloss;
   }
 }
 

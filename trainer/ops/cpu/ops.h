@@ -73,7 +73,8 @@ void ResidualForward(float* out, const float* a, const float* b, int64_t n);
 void ResidualBackward(float* da, float* db, const float* dout, int64_t n);
 
 // cross_entropy.cc: turns logits [N, V] into probabilities in place and returns the mean loss over the N rows;
-// losses[N] receives each row's loss. A target outside [0, V) is the caller's bug (checked by the data layer).
+// losses[N] receives each row's loss. A negative target is a row without loss (0, and no gradient: --eod-mask-loss);
+// one at V or above is the caller's bug (checked by the data layer).
 double SoftmaxCrossEntropyForward(float* logits_to_probs, float* losses, const int32_t* targets, int N, int V);
 // Turns probabilities into gradients in place: d logit = (p - onehot) * dloss, dloss being d(total)/d(row loss).
 void SoftmaxCrossEntropyBackward(float* probs_to_dlogits, const int32_t* targets, int N, int V, float dloss);

@@ -89,9 +89,11 @@ __device__ MaxSum RowState(const bf16* logits, int64_t base, int V) {
   return BlockCombine(mine);
 }
 
-// The row's logits turned into their gradients in place, (softmax - onehot) * dloss.
+// The row's logits turned into their gradients in place, (softmax - onehot) * dloss; zeros for a row without
+// loss (a negative target).
 template <bool kVector>
 __device__ void WriteGradients(bf16* logits, int64_t base, int V, float row_lse, int target, float dloss) {
+  if (target < 0) dloss = 0.0f;
   auto gradient = [&](float x, int v) { return (expf(x - row_lse) - (v == target ? 1.0f : 0.0f)) * dloss; };
   if constexpr (kVector) {
     uint4* row = reinterpret_cast<uint4*>(logits + base);
@@ -116,7 +118,8 @@ __global__ void LossesKernel(float* losses, float* lse, const bf16* logits, cons
   if (threadIdx.x == 0) {
     const float row_lse = row.max + logf(row.sum);
     lse[blockIdx.x] = row_lse;
-    losses[blockIdx.x] = row_lse - Load(logits, base + targets[blockIdx.x]);
+    const int target = targets[blockIdx.x];
+    losses[blockIdx.x] = target < 0 ? 0.0f : row_lse - Load(logits, base + target);
   }
 }
 
@@ -133,12 +136,12 @@ __global__ void LossesAndGradientsKernel(float* losses, float* lse, bf16* logits
                                          float dloss) {
   const int64_t base = int64_t{blockIdx.x} * V;
   const int target = targets[blockIdx.x];
-  const float target_logit = threadIdx.x == 0 ? Load(logits, base + target) : 0.0f;
+  const float target_logit = threadIdx.x == 0 && target >= 0 ? Load(logits, base + target) : 0.0f;
   const MaxSum row = RowState<kVector>(logits, base, V);
   const float row_lse = row.max + logf(row.sum);
   if (threadIdx.x == 0) {
     lse[blockIdx.x] = row_lse;
-    losses[blockIdx.x] = row_lse - target_logit;
+    losses[blockIdx.x] = target < 0 ? 0.0f : row_lse - target_logit;
   }
   WriteGradients<kVector>(logits, base, V, row_lse, target, dloss);
 }
