@@ -298,6 +298,12 @@ int main(int argc, char** argv) {
   app.add_flag("--eod-mask-loss", o.eod_mask_loss,
                "Megatron's: no loss where the input token is the tokenizer's end of document (predicting the next "
                "document's first token); the mean over the other positions");
+  app.add_flag("--reset-position-ids", o.reset_position_ids,
+               "Megatron's: a sample's documents each start again at position 0 (after each end-of-document token "
+               "of the tokenizer), for the position embeddings and RoPE");
+  app.add_flag("--reset-attention-mask", o.reset_attention_mask,
+               "Megatron's: each token of a sample attends to its own document's tokens only (documents end after "
+               "each end-of-document token)");
   app.add_option("--threads", o.threads,
                  "CPU threads (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the task's CPUs)")
       ->check(CLI::Range(1, srunway::trainer::kMaxThreads));

@@ -1,11 +1,12 @@
 // GPU suite: one training step of the whole model on the GPU (trainer/ops/cuda through the ops table) against
 // the same step on the CPU (ops/cpu, fp32), from the same parameters (rounded to bf16, so both start equal) and
 // batch: gpt-tiny and llama-tiny, without and with dropout 0.1 (with it, the GPU's classifier makes its gradients
-// with the losses, as training does). The GPU keeps activations in bf16, so the two
+// with the losses, as training does), and with several documents in each sequence (--reset-position-ids and
+// --reset-attention-mask: on the GPU attention's own kernels, whatever SRUNWAY_ATTENTION says). The GPU keeps activations in bf16, so the two
 // differ by bf16 rounding along the network: the loss within 1e-2 relative, and each gradient tensor within 5e-2
 // of its largest element on the CPU (every tensor's worst is printed); then the global norm and one clipped AdamW
-// update through the same ops table (see Step). Arguments name the cases to run (gpt-tiny, llama-tiny,
-// gpt-tiny-dropout, llama-tiny-dropout; all four without any). Exits 77 where there is no GPU.
+// update through the same ops table (see Step). Arguments name the cases to run (gpt-tiny, llama-tiny, each also
+// with -dropout and -documents; all of them without any). Exits 77 where there is no GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -37,7 +38,7 @@ void Check(const srunway::common::Status& status, const char* what) {
   std::exit(EXIT_FAILURE);
 }
 
-void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float dropout) {
+void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float dropout, bool documents) {
   auto config = srunway::trainer::Preset(preset);
   Check(config.status(), "Preset");
   const int B = 4, T = config->seq_len;
@@ -51,12 +52,15 @@ void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float 
   gpu.RefreshWeights();
   cpu.set_dropout(dropout, dropout);
   gpu.set_dropout(dropout, dropout);
+  constexpr int32_t kEod = 0;  // with `documents`, about one token in 40 ends a document
+  cpu.set_documents(kEod, documents, documents);
+  gpu.set_documents(kEod, documents, documents);
 
   std::mt19937 gen(7);
   std::uniform_int_distribution<int32_t> token(0, config->vocab - 1);
   std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = token(gen);
+    tokens[i] = documents && token(gen) % 40 == 0 ? kEod : token(gen);
     targets[i] = token(gen);
   }
   const srunway::trainer::DropoutContext context{1234, 1, 0};
@@ -76,8 +80,9 @@ void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float 
   Check(device.Synchronize(device.main_stream()), "Synchronize");
 
   const double loss_error = std::fabs(gpu_loss - cpu_loss) / std::fabs(cpu_loss);
-  std::printf("  %s dropout %.1f%s: loss cpu %.6f gpu %.6f (relative %.2e) %s\n", preset, static_cast<double>(dropout),
-              fused ? " (classifier fused)" : "", cpu_loss, gpu_loss, loss_error, loss_error <= 1e-2 ? "ok" : "FAIL");
+  std::printf("  %s dropout %.1f%s%s: loss cpu %.6f gpu %.6f (relative %.2e) %s\n", preset,
+              static_cast<double>(dropout), fused ? " (classifier fused)" : "", documents ? " documents" : "",
+              cpu_loss, gpu_loss, loss_error, loss_error <= 1e-2 ? "ok" : "FAIL");
   if (!(loss_error <= 1e-2)) ++g_failures;
   for (const auto& tensor : cpu.layout().tensors()) {
     double largest = 0, worst = 0;
@@ -142,15 +147,19 @@ int main(int argc, char** argv) {
     const char* name;
     const char* preset;
     float dropout;
+    bool documents;
   };
-  constexpr Case kCases[] = {{"gpt-tiny", "gpt-tiny", 0.0f},
-                             {"gpt-tiny-dropout", "gpt-tiny", 0.1f},
-                             {"llama-tiny", "llama-tiny", 0.0f},
-                             {"llama-tiny-dropout", "llama-tiny", 0.1f}};
+  constexpr Case kCases[] = {{"gpt-tiny", "gpt-tiny", 0.0f, false},
+                             {"gpt-tiny-dropout", "gpt-tiny", 0.1f, false},
+                             {"gpt-tiny-documents", "gpt-tiny", 0.0f, true},
+                             {"llama-tiny", "llama-tiny", 0.0f, false},
+                             {"llama-tiny-dropout", "llama-tiny", 0.1f, false},
+                             {"llama-tiny-documents", "llama-tiny", 0.0f, true}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
-      std::fprintf(stderr, "cuda_model: no case %s (gpt-tiny, llama-tiny, each also with -dropout)\n", name.c_str());
+      std::fprintf(stderr, "cuda_model: no case %s (gpt-tiny, llama-tiny, each also with -dropout and -documents)\n",
+                   name.c_str());
       return EXIT_FAILURE;
     }
   }
@@ -159,7 +168,7 @@ int main(int argc, char** argv) {
   Check(ops.status(), "NewCudaOps");
   std::printf("cuda_model: %s\n", device->name().c_str());
   for (const Case& c : kCases) {
-    if (chosen.empty() || chosen.contains(c.name)) Step(*device, **ops, c.preset, c.dropout);
+    if (chosen.empty() || chosen.contains(c.name)) Step(*device, **ops, c.preset, c.dropout, c.documents);
   }
   std::printf("cuda_model: %s\n", g_failures == 0 ? "the GPU step matches the CPU step" : "MISMATCHES above");
   return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

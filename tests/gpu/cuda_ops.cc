@@ -78,6 +78,30 @@ void Compare(const std::string& what, const std::vector<float>& got, const std::
   }
 }
 
+// Several documents in each of B sequences (--reset-attention-mask), of 1 to 90 tokens: some within a 64-row tile,
+// some across one or two. starts[b, t]: where t's document begins.
+std::vector<int32_t> RandomDocumentStarts(int B, int T) {
+  std::uniform_int_distribution<int> length(1, 90);
+  std::vector<int32_t> starts(static_cast<size_t>(B) * T);
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0, start = 0, end = length(g_rng); t < T; ++t) {
+      if (t == end) {
+        start = t;
+        end = t + length(g_rng);
+      }
+      starts[static_cast<size_t>(b) * T + t] = start;
+    }
+  }
+  return starts;
+}
+
+// Each token's position in its document (--reset-position-ids).
+std::vector<int32_t> PositionsIn(const std::vector<int32_t>& starts, int T) {
+  std::vector<int32_t> positions(starts.size());
+  for (size_t i = 0; i < starts.size(); ++i) positions[i] = static_cast<int32_t>(i % T) - starts[i];
+  return positions;
+}
+
 void Residual(Gpu& gpu) {
   const size_t n = 100003;
   auto a = Rounded(Random(n)), b = Rounded(Random(n)), dout = Rounded(Random(n));
@@ -110,7 +134,9 @@ void Gelu(Gpu& gpu) {
   Compare("gelu backward", gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
 }
 
-void Embedding(Gpu& gpu) {
+// With `documents`, each token's learned position embedding is that of its place in its document, whose rows of
+// dwpe collect adds from every document.
+void Embedding(Gpu& gpu, bool documents) {
   const int B = 4, T = 64, C = 256, V = 512;
   std::uniform_int_distribution<int32_t> token(0, 31);  // few tokens, so rows of dwte collect many adds
   std::vector<int32_t> tokens(B * T);
@@ -120,16 +146,23 @@ void Embedding(Gpu& gpu) {
   auto dwte = Random(size_t{V} * C), dwpe = Random(size_t{T} * C);
   Buffer gtokens = gpu.I32(tokens), gwte = gpu.Bf16(wte), gwpe = gpu.Bf16(wpe), gdout = gpu.Bf16(dout);
   Buffer gout = gpu.Bf16(std::vector<float>(size_t{B} * T * C)), gdwte = gpu.F32(dwte), gdwpe = gpu.F32(dwpe);
-  gpu.Launched(cuda::EmbeddingForward(gout.as<uint16_t>(), gtokens.as<int32_t>(), gwte.as<uint16_t>(), gwpe.as<uint16_t>(),
-                                  B, T, C, gpu.stream()), "EmbeddingForward");
+  const std::vector<int32_t> positions = PositionsIn(RandomDocumentStarts(B, T), T);
+  Buffer gpositions = gpu.I32(positions);
+  const int32_t* gpu_positions = documents ? gpositions.as<int32_t>() : nullptr;
+  gpu.Launched(cuda::EmbeddingForward(gout.as<uint16_t>(), gtokens.as<int32_t>(), gpu_positions, gwte.as<uint16_t>(),
+                                      gwpe.as<uint16_t>(), B, T, C, gpu.stream()),
+               "EmbeddingForward");
   gpu.Launched(cuda::EmbeddingBackward(gdwte.as<float>(), gdwpe.as<float>(), gdout.as<uint16_t>(), gtokens.as<int32_t>(),
-                                   B, T, C, gpu.stream()), "EmbeddingBackward");
+                                       gpu_positions, B, T, C, gpu.stream()),
+               "EmbeddingBackward");
   std::vector<float> out(size_t{B} * T * C);
-  cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
-  cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C);
-  Compare("embedding forward", gpu.Read(gout), out, kBf16Rtol, 1e-3f);
-  Compare("embedding backward dwte", gpu.Read(gdwte), dwte, 1e-4f, 1e-4f);
-  Compare("embedding backward dwpe", gpu.Read(gdwpe), dwpe, 1e-4f, 1e-4f);
+  const cpu::Documents docs{documents ? positions.data() : nullptr, nullptr};
+  cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, docs);
+  cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C, docs);
+  const std::string which = documents ? " (documents)" : "";
+  Compare("embedding forward" + which, gpu.Read(gout), out, kBf16Rtol, 1e-3f);
+  Compare("embedding backward dwte" + which, gpu.Read(gdwte), dwte, 1e-4f, 1e-4f);
+  Compare("embedding backward dwpe" + which, gpu.Read(gdwpe), dwpe, 1e-4f, 1e-4f);
 }
 
 // C = 8192 needs 64 KiB of shared memory in the backward, above the default 48 KiB.
@@ -231,19 +264,26 @@ void Swiglu(Gpu& gpu) {
   Compare("swiglu backward", gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
 }
 
-// Llama-style grouped heads (H 8, KV 2, head dim 64) over positions up to 511; forward then backward (the
-// backward of a rotation turns gradients back).
-void Rope(Gpu& gpu) {
+// Llama-style grouped heads (H 8, KV 2, head dim 64) over positions up to 511 (with `documents`, each token's
+// place in its document); forward then backward (the backward of a rotation turns gradients back).
+void Rope(Gpu& gpu, bool documents) {
   const int B = 2, T = 512, H = 8, KV = 2, hd = 64;
   const size_t n = static_cast<size_t>(B) * T * (H + 2 * KV) * hd;
   auto qkv = Rounded(Random(n)), dqkv = Rounded(Random(n));
   Buffer gqkv = gpu.Bf16(qkv), gdqkv = gpu.Bf16(dqkv);
-  gpu.Launched(cuda::RopeForward(gqkv.as<uint16_t>(), B, T, H, KV, hd, 10000.0f, gpu.stream()), "RopeForward");
-  gpu.Launched(cuda::RopeBackward(gdqkv.as<uint16_t>(), B, T, H, KV, hd, 10000.0f, gpu.stream()), "RopeBackward");
-  cpu::RopeForward(qkv.data(), B, T, H, KV, hd, 10000.0f);
-  cpu::RopeBackward(dqkv.data(), B, T, H, KV, hd, 10000.0f);
-  Compare("rope forward", gpu.Read(gqkv), qkv, kBf16Rtol, 8e-3f);
-  Compare("rope backward", gpu.Read(gdqkv), dqkv, kBf16Rtol, 8e-3f);
+  const std::vector<int32_t> positions = PositionsIn(RandomDocumentStarts(B, T), T);
+  Buffer gpositions = gpu.I32(positions);
+  const int32_t* gpu_positions = documents ? gpositions.as<int32_t>() : nullptr;
+  gpu.Launched(cuda::RopeForward(gqkv.as<uint16_t>(), gpu_positions, B, T, H, KV, hd, 10000.0f, gpu.stream()),
+               "RopeForward");
+  gpu.Launched(cuda::RopeBackward(gdqkv.as<uint16_t>(), gpu_positions, B, T, H, KV, hd, 10000.0f, gpu.stream()),
+               "RopeBackward");
+  const cpu::Documents docs{documents ? positions.data() : nullptr, nullptr};
+  cpu::RopeForward(qkv.data(), B, T, H, KV, hd, 10000.0f, docs);
+  cpu::RopeBackward(dqkv.data(), B, T, H, KV, hd, 10000.0f, docs);
+  const std::string which = documents ? " (documents)" : "";
+  Compare("rope forward" + which, gpu.Read(gqkv), qkv, kBf16Rtol, 8e-3f);
+  Compare("rope backward" + which, gpu.Read(gdqkv), dqkv, kBf16Rtol, 8e-3f);
 }
 
 // The same elements dropped as on the CPU, from a site in the middle of a global batch.
@@ -307,8 +347,10 @@ void Classifier(Gpu& gpu, int N, int V) {
 // Causal attention against ops/cpu/attention.cc: grouped-query heads with and without attention dropout, plain
 // multi-head attention with head dim 128, and head dims 16 (gpt-tiny's and llama-tiny's), 32 and 96 at lengths that
 // end mid-tile. The CPU keeps the probabilities, the GPU their log-sum-exp.
-// With `cudnn`, its fused attention instead of the kernels (which must not fall back to them).
-void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::CudnnAttention* cudnn = nullptr) {
+// With `cudnn`, its fused attention instead of the kernels (which must not fall back to them). With `documents`,
+// several in each sequence (RandomDocumentStarts), each query attending to its own document's keys alone.
+void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::CudnnAttention* cudnn = nullptr,
+               bool documents = false) {
   if (cudnn == nullptr &&
       cuda::AttentionKernelName(hd) == nullptr) {  // SRUNWAY_ATTENTION=simple takes multiples of 32 only
     const char* choice = std::getenv("SRUNWAY_ATTENTION");
@@ -322,6 +364,9 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::Cud
   Buffer gqkv = gpu.Bf16(qkv), gout = gpu.Bf16(std::vector<float>(n_out)), gdout = gpu.Bf16(dout);
   Buffer glse = gpu.F32(std::vector<float>(static_cast<size_t>(B) * H * T)), gdqkv = gpu.Bf16(dqkv_start);
   Buffer scratch = gpu.F32(std::vector<float>(static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H, KV, hd))));
+  const std::vector<int32_t> starts = RandomDocumentStarts(B, T);
+  Buffer gstarts = gpu.I32(starts);
+  const int32_t* gpu_starts = documents ? gstarts.as<int32_t>() : nullptr;
   if (cudnn != nullptr) {
     srunway::trainer::Stream& stream = gpu.device().main_stream();
     gpu.Check(cudnn->Forward(gout.data(), glse.as<float>(), gqkv.data(), {B, T, H, KV, hd}, stream),
@@ -331,19 +376,20 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::Cud
               "cuDNN attention backward");
   } else {
     gpu.Launched(cuda::AttentionForward(gout.as<uint16_t>(), glse.as<float>(), gqkv.as<uint16_t>(), B, T, H, KV, hd, p,
-                                        dropout.key, dropout.first_index, gpu.stream()),
+                                        dropout.key, dropout.first_index, gpu_starts, gpu.stream()),
                  "AttentionForward");
     gpu.Launched(cuda::AttentionBackward(gdqkv.as<uint16_t>(), scratch.as<float>(), gdout.as<uint16_t>(),
                                          gout.as<uint16_t>(), gqkv.as<uint16_t>(), glse.as<float>(), B, T, H, KV, hd, p,
-                                         dropout.key, dropout.first_index, gpu.stream()),
+                                         dropout.key, dropout.first_index, gpu_starts, gpu.stream()),
                  "AttentionBackward");
   }
   std::vector<float> out(n_out), att(static_cast<size_t>(B) * H * T * T), dqkv = dqkv_start;
-  cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, H, KV, hd, dropout);
-  cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, H, KV, hd, dropout);
+  const cpu::Documents docs{nullptr, documents ? starts.data() : nullptr};
+  cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, H, KV, hd, dropout, docs);
+  cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, H, KV, hd, dropout, docs);
   const std::string shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) + " KV" +
                             std::to_string(KV) + " hd" + std::to_string(hd) + (p > 0 ? " dropout" : "") +
-                            (cudnn != nullptr ? " cuDNN" : "");
+                            (cudnn != nullptr ? " cuDNN" : "") + (documents ? " documents" : "");
   Compare("attention forward " + shape, gpu.Read(gout), out, kBf16Rtol, 1e-2f);
   // The first keys' gradients sum hundreds of terms made of bf16 probabilities and of D = rowsum(dO o O) from the
   // bf16 output; the emulated GPU's WMMA kernels were 0.029 off at hd 96 with dropout (tests/emulated_gpu).
@@ -715,7 +761,8 @@ int main(int argc, char** argv) {
   if (wanted("kernels")) {
     Residual(gpu);
     Gelu(gpu);
-    Embedding(gpu);
+    Embedding(gpu, false);
+    Embedding(gpu, true);
     LayerNorm(gpu, 512, 768);
     LayerNorm(gpu, 64, 8192);
     LayerNorm(gpu, 100, 300);  // a last block of rows part full, a last slab of columns part full, idle lanes
@@ -736,7 +783,8 @@ int main(int argc, char** argv) {
     ResidualNorm(gpu, 16, 2056);  // 16-byte columns, too wide for registers
     ResidualNorm(gpu, 30, 300);   // 2-byte columns
     Swiglu(gpu);
-    Rope(gpu);
+    Rope(gpu, false);
+    Rope(gpu, true);
     Dropout(gpu);
     Classifier(gpu, 64, 50257);
     Classifier(gpu, 100, 512);
@@ -750,6 +798,12 @@ int main(int argc, char** argv) {
     Attention(gpu, 2, 130, 6, 2, 96, 0.1f);
     Attention(gpu, 2, 100, 4, 2, 16, 0.1f);  // the tiny presets' head size
     Attention(gpu, 2, 130, 3, 3, 64, 0.1f);  // a k/v head per query head: dK and dV stored by their block
+    // Several documents in a sequence (--reset-attention-mask): forward walks that start past the first key tile,
+    // backward walks that stop before the last query tile.
+    Attention(gpu, 2, 260, 4, 2, 64, 0.1f, nullptr, /*documents=*/true);
+    Attention(gpu, 2, 150, 3, 3, 16, 0.0f, nullptr, /*documents=*/true);
+    Attention(gpu, 1, 200, 2, 1, 128, 0.0f, nullptr, /*documents=*/true);
+    Attention(gpu, 2, 100, 2, 2, 96, 0.0f, nullptr, /*documents=*/true);
   }
   if (wanted("cudnn")) {
     auto cudnn = cuda::CudnnAttention::Open(gpu.device());

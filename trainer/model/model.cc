@@ -11,6 +11,17 @@
 
 namespace srunway::trainer {
 
+void DocumentStarts(const int32_t* tokens, int B, int T, int32_t eod, int32_t* starts) {
+  for (int b = 0; b < B; ++b) {
+    int start = 0;
+    for (int t = 0; t < T; ++t) {
+      const int64_t at = int64_t{b} * T + t;
+      starts[at] = start;
+      if (tokens[at] == eod) start = t + 1;
+    }
+  }
+}
+
 Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops, bool recompute,
              std::vector<ParamRange> masters)
     : config_(config), layout_(config), max_batch_(max_batch), placement_(device, ops),
@@ -74,6 +85,19 @@ Buffer Model::Act(int64_t n) const { return ZeroedOrThrow(*device_, ops_->act_dt
 Buffer Model::Floats(int64_t n) const { return ZeroedOrThrow(*device_, DType::kFloat32, static_cast<size_t>(n)); }
 Buffer Model::Ints(int64_t n) const { return ZeroedOrThrow(*device_, DType::kInt32, static_cast<size_t>(n)); }
 
+void Model::set_documents(int32_t eod, bool positions, bool attention) {
+  eod_ = positions || attention ? eod : -1;
+  reset_positions_ = positions;
+  reset_attention_ = attention;
+  const int64_t N = int64_t{max_batch_} * config_.seq_len;
+  if (eod_ >= 0 && positions_.data() == nullptr) {
+    positions_ = Ints(N);
+    starts_ = Ints(N);
+    host_positions_.resize(static_cast<size_t>(N));
+    host_starts_.resize(static_cast<size_t>(N));
+  }
+}
+
 void Model::Zero(Buffer& buffer, int64_t n) {
   (void)device_->Zero(buffer.data(), static_cast<size_t>(n) * DTypeSize(buffer.dtype()), device_->main_stream());
 }
@@ -128,9 +152,23 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   const int64_t NC = int64_t{N} * C;
   Stream& stream = device_->main_stream();
   (void)device_->CopyFromHost(tokens_.data(), tokens, sizeof(int32_t) * static_cast<size_t>(N), stream);
+  docs_ = {};
+  if (eod_ >= 0) {
+    DocumentStarts(tokens, B, T, eod_, host_starts_.data());
+    const size_t bytes = sizeof(int32_t) * static_cast<size_t>(N);
+    if (reset_positions_) {
+      for (int i = 0; i < N; ++i) host_positions_[i] = i % T - host_starts_[i];
+      (void)device_->CopyFromHost(positions_.data(), host_positions_.data(), bytes, stream);
+      docs_.positions = positions_.as<int32_t>();
+    }
+    if (reset_attention_) {
+      (void)device_->CopyFromHost(starts_.data(), host_starts_.data(), bytes, stream);
+      docs_.starts = starts_.as<int32_t>();
+    }
+  }
 
   needs(layout_.Embeddings());
-  ops_->EmbeddingForward(inputs_[0].data(), tokens_.as<int32_t>(), w_.wte, w_.wpe, B, T, C);
+  ops_->EmbeddingForward(inputs_[0].data(), tokens_.as<int32_t>(), w_.wte, w_.wpe, B, T, C, docs_);
   ops_->Dropout(inputs_[0].data(), NC, Site(0));
   for (int l = 0; l < c.n_layer; ++l) {
     needs(layout_.Layer(l));
@@ -173,8 +211,8 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   const BasicLayerViews<void>& w = w_.layers[l];
   NormForward(a.norm1.data(), a.mean1.as<float>(), a.rstd1.as<float>(), input, w.norm1_w, w.norm1_b, N);
   ops_->MatmulForward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, N, C, QKV);
-  if (!gpt) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope_theta);
-  ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l));
+  if (!gpt) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope_theta, docs_);
+  ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l), docs_);
   ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, C, C);  // scratch: projection out
   ops_->Dropout(d_attn_.data(), NC, Site(1 + 3 * l));
   ResidualNormForward(a.mid.data(), a.norm2.data(), a.mean2.as<float>(), a.rstd2.as<float>(), input, d_attn_.data(),
@@ -285,8 +323,8 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
                          w.proj_w, N, C, C, dw_mode);
     done(layout_.LayerPart(l, "proj."));
     ops_->AttentionBackward(d_qkv_.data(), d_attn_.data(), a.attn.data(), a.qkv.data(), a.att.as<float>(), B, T, H, KV,
-                            hd, Site(2 + 3 * l));
-    if (!gpt) ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope_theta);
+                            hd, Site(2 + 3 * l), docs_);
+    if (!gpt) ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope_theta, docs_);
     ops_->MatmulBackward(d_norm_.data(), dw.qkv_w, dw.qkv_b, d_qkv_.data(), a.norm1.data(), w.qkv_w, N, C, QKV,
                          dw_mode);
     done(layout_.LayerPart(l, "qkv."));
@@ -295,7 +333,7 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     done(layout_.LayerPart(l, "norm1."));
   }
   ops_->Dropout(d_res_.data(), NC, Site(0));
-  ops_->EmbeddingBackward(g_.wte, g_.wpe, d_res_.data(), tokens_.as<int32_t>(), B, T, C);
+  ops_->EmbeddingBackward(g_.wte, g_.wpe, d_res_.data(), tokens_.as<int32_t>(), B, T, C, docs_);
   done(layout_.Embeddings());
 }
 

@@ -24,6 +24,11 @@ struct DropoutContext {
   int64_t first_sample = 0;  // the global index of the micro-batch's first sample
 };
 
+// Several documents in each of B sequences of T tokens (Megatron's get_ltor_masks_and_position_ids): a document
+// ends after each `eod` token, which is the last of its own; starts[b, t] receives the position in sequence b
+// where t's document begins (0 before the first eod).
+void DocumentStarts(const int32_t* tokens, int B, int T, int32_t eod, int32_t* starts);
+
 class Model {
  public:
   // Told each range of grads() as soon as the backward has finished with it, from the end of the buffer to its
@@ -82,6 +87,11 @@ class Model {
     hidden_dropout_ = hidden;
     attention_dropout_ = attention;
   }
+  // Megatron's --reset-position-ids (`positions`: each document's first token at position 0, for the learned
+  // position embeddings and RoPE) and --reset-attention-mask (`attention`: each token attends to its own
+  // document's tokens alone), documents ending after each `eod` token of a Forward's input (DocumentStarts).
+  // Throws DeviceFull when the device cannot hold the two [max_batch, seq_len] tables.
+  void set_documents(int32_t eod, bool positions, bool attention);
   // Logits [V] of sequence b at position t after a Forward without targets, copied to the host as fp32.
   common::StatusOr<std::vector<float>> Logits(int b, int t);
 
@@ -146,6 +156,13 @@ class Model {
   std::vector<LayerActs> acts_;  // one per layer, or one in all when recomputing
   Buffer out_, norm_f_, mean_f_, rstd_f_, logits_, losses_;
   Buffer tokens_, targets_;
+  // set_documents: the end-of-document token (-1: none), what it resets, and the tables of the last Forward (on
+  // the device, and as made on the host), which docs_ points to where they apply.
+  int32_t eod_ = -1;
+  bool reset_positions_ = false, reset_attention_ = false;
+  Buffer positions_, starts_;
+  std::vector<int32_t> host_positions_, host_starts_;
+  Documents docs_;
   // Gradients of activations, reused layer after layer.
   Buffer d_res_, d_norm_, d_qkv_, d_attn_, d_fc_, d_act_;
   int B_ = 0, T_ = 0;

@@ -18,6 +18,7 @@
 
 namespace srunway::trainer {
 
+using cpu::Documents;
 using cpu::DropoutSite;
 
 // Whether a Linear layer's backward adds its weight gradient into the buffer or writes it over what is there: the
@@ -29,9 +30,9 @@ class Ops {
  public:
   virtual ~Ops() = default;
   virtual DType act_dtype() const = 0;
-  // Which implementations do the work, for the start-up log (attention at head size head_dim; `gelu`: the model
-  // has GELU and biases, as GPT's, not Llama's).
-  virtual std::string Describe(int head_dim, bool gelu) const = 0;
+  // Which implementations do the work, for the start-up log (attention at head size head_dim, masked by
+  // `documents` where that is set; `gelu`: the model has GELU and biases, as GPT's, not Llama's).
+  virtual std::string Describe(int head_dim, bool gelu, bool documents) const = 0;
   // Ok when attention takes head size head_dim here; else why, and what it takes.
   virtual common::Status CheckHeadSize(int head_dim) const = 0;
   // The first failure since the last call, or Ok.
@@ -43,10 +44,11 @@ class Ops {
   virtual common::Json TimedChoices() const { return nullptr; }
   virtual common::Status KeepTimedChoices(const common::Json& /*choices*/) { return common::Status::Ok(); }
 
+  // `docs` (ops/cpu/ops.h's Documents: several documents in a sequence) in device memory, as the tokens are.
   virtual void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
-                                int C) = 0;
+                                int C, const Documents& docs) = 0;
   virtual void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
-                                 int C) = 0;
+                                 int C, const Documents& docs) = 0;
   virtual void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
                                 const void* bias, int N, int C, float eps) = 0;
   virtual void LayerNormBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
@@ -85,11 +87,12 @@ class Ops {
   // the host, each query row's log-sum-exp [B, H, T] on the GPU.
   virtual int64_t AttentionSaved(int B, int H, int T) const = 0;
   virtual void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H, int KV, int hd,
-                                const DropoutSite& dropout) = 0;
+                                const DropoutSite& dropout, const Documents& docs) = 0;
   virtual void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved,
-                                 int B, int T, int H, int KV, int hd, const DropoutSite& dropout) = 0;
-  virtual void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, float theta) = 0;
-  virtual void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, float theta) = 0;
+                                 int B, int T, int H, int KV, int hd, const DropoutSite& dropout,
+                                 const Documents& docs) = 0;
+  virtual void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) = 0;
+  virtual void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) = 0;
   virtual void GeluForward(void* out, const void* inp, int64_t n) = 0;
   virtual void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) = 0;
   virtual void SwigluForward(void* out, const void* inp, int N, int F) = 0;

@@ -378,6 +378,7 @@ class Trainer {
   std::vector<int32_t> sample_context_;        // its prompt, encoded
   int B_ = 0, T_ = 0, accum_ = 1;        // accum_: micro-batches per step on this rank (at the whole batch)
   BatchRamp ramp_;  // the global batch of each step (--rampup-batch-size)
+  int32_t eod_ = -1;       // the tokenizer's end of document, where a flag needs it
   int32_t unscored_ = -1;  // --eod-mask-loss: the end-of-document token, whose positions have no loss
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> adam_;
@@ -674,21 +675,35 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--straggler-threshold {} must be above 1 and --straggler-window {} at least 1",
                                    o_.straggler_threshold, o_.straggler_window);
   }
-  if (o_.eod_mask_loss) {  // every rank masks its own batches: each reads the tokenizer for its token
+  // Every rank masks and splits its own batches: each reads the tokenizer for its end-of-document token.
+  std::vector<std::string> need_eod;
+  for (const auto& [flag, on] : {std::pair{"--eod-mask-loss", o_.eod_mask_loss},
+                                 std::pair{"--reset-position-ids", o_.reset_position_ids},
+                                 std::pair{"--reset-attention-mask", o_.reset_attention_mask}}) {
+    if (on) need_eod.emplace_back(flag);
+  }
+  if (!need_eod.empty()) {
+    const std::string flags = fmt::format("{}", fmt::join(need_eod, " and "));
+    const char* needs = need_eod.size() > 1 ? "need" : "needs";
     if (o_.mock_data && o_.vocab_file.empty()) {
-      return common::InvalidArgument("--eod-mask-loss needs the tokenizer's end-of-document token: --mock-data has "
-                                     "no tokenizer; give --vocab-file and --merge-file");
+      return common::InvalidArgument("{} {} the tokenizer's end-of-document token: --mock-data has no tokenizer; "
+                                     "give --vocab-file and --merge-file", flags, needs);
     }
     auto tokenizer = FindTokenizer(o_);
     if (!tokenizer.ok()) {
-      return common::Status(tokenizer.status().code(), fmt::format("--eod-mask-loss needs the tokenizer's "
-                                                                   "end-of-document token: {}",
-                                                                   tokenizer.status().message()));
+      return common::Status(tokenizer.status().code(), fmt::format("{} {} the tokenizer's end-of-document token: {}",
+                                                                   flags, needs, tokenizer.status().message()));
     }
-    if (tokenizer->eod() < 0) {
-      return common::InvalidArgument("--eod-mask-loss: the tokenizer has no {} token", kEndOfText);
+    if (tokenizer->eod() < 0) return common::InvalidArgument("{}: the tokenizer has no {} token", flags, kEndOfText);
+    eod_ = tokenizer->eod();
+    if (o_.eod_mask_loss) unscored_ = eod_;
+    if (Leader() && (o_.reset_position_ids || o_.reset_attention_mask)) {
+      common::LogInfo("documents: each ends after token {} ({}); {}", eod_, kEndOfText,
+                      o_.reset_position_ids && o_.reset_attention_mask
+                          ? "each starts again at position 0 and attends to its own tokens only"
+                      : o_.reset_position_ids ? "each starts again at position 0 (attention still spans the sample)"
+                                              : "each attends to its own tokens only (positions still count the sample)");
     }
-    unscored_ = tokenizer->eod();
   }
   setup_error_everywhere_ = false;
 
@@ -819,7 +834,10 @@ common::Status Trainer::Setup() {
   } else {
     SRUNWAY_ASSIGN_OR_RETURN(peak_flops_, MeasureCpuPeak());
   }
-  if (gpu && Leader()) common::LogInfo("GPU operations: {}", ops_->Describe(m.head_dim(), m.arch == Arch::kGpt));
+  if (gpu && Leader()) {
+    common::LogInfo("GPU operations: {}",
+                    ops_->Describe(m.head_dim(), m.arch == Arch::kGpt, o_.reset_attention_mask));
+  }
   if (o_.recompute_activations && Leader()) {
     common::LogInfo("activations: only each layer's input is kept; its forward runs again in its backward "
                     "(--recompute-activations)");
@@ -879,6 +897,7 @@ common::Status Trainer::BuildModel() {
         o_.distributed_optimizer ? OwnedRanges(buckets, rank_) : std::vector<ParamRange>{};
     model_ = std::make_unique<Model>(m, B_, device_.get(), ops_.get(), o_.recompute_activations, owned);
     model_->set_dropout(o_.hidden_dropout, o_.attention_dropout);
+    model_->set_documents(eod_, o_.reset_position_ids, o_.reset_attention_mask);
     AdamWConfig adam;
     adam.beta1 = o_.adam_beta1;
     adam.beta2 = o_.adam_beta2;
@@ -1076,6 +1095,7 @@ common::Status Trainer::AgreeOnConfig() {
                          {"seq_length", T_}, {"lr", o_.lr}, {"min_lr", o_.min_lr}, {"warmup", o_.warmup_steps},
                          {"train_steps", o_.train_steps}, {"decay", o_.lr_decay_steps},
                          {"rampup", o_.rampup_batch_size}, {"eod_mask_loss", o_.eod_mask_loss},
+                         {"documents", {o_.reset_position_ids, o_.reset_attention_mask}},
                          {"decay_style", o_.lr_decay_style}, {"constant_steps", o_.constant_steps}, {"wd", o_.weight_decay},
                          {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
                          {"dropout", {o_.hidden_dropout, o_.attention_dropout}},

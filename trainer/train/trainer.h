@@ -91,10 +91,14 @@ struct TrainOptions {
   double peak_tflops = 0;      // 0: the GPU's dense bf16 peak where known, or this CPU's measured sgemm rate
   std::string device = "auto";  // auto (the rank's GPU where there is one, else the CPU), cpu or cuda
   int threads = 0;  // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else this task's CPUs; kMaxThreads at most
-  bool overfit_batch = false;
+  bool overfit_batch = false;  // every step trains on the first batch again (a debugging aid, as in llm.c)
   // Megatron's --eod-mask-loss: positions whose input token is the tokenizer's end of document have no loss (in
   // training and validation); each micro-batch's loss is the mean over the others.
-  bool eod_mask_loss = false;  // every step trains on the first batch again (a debugging aid, as in llm.c)
+  bool eod_mask_loss = false;
+  // Megatron's --reset-position-ids and --reset-attention-mask: a sample holds several documents, each ending
+  // with the tokenizer's end of document; each starts again at position 0, and attends to its own tokens only.
+  bool reset_position_ids = false;
+  bool reset_attention_mask = false;
   // Data parallelism: every rank of the step (srun, torchrun or srunway-launch) is one replica.
   double bucket_size_mb = 25;       // gradient all-reduce buckets (PyTorch DDP's default)
   bool overlap_grad_reduce = true;  // start each bucket's all-reduce while the backward goes on

@@ -1,6 +1,7 @@
 // Model::ZeroGrad and the first backward after it: ZeroGrad zeroes all but the Linear layers' weight matrices,
 // whose gradients that backward writes rather than adds, so a step's gradients are the same whatever the buffer
-// held before it.
+// held before it. Positions without loss (--eod-mask-loss), and several documents in a sequence
+// (--reset-position-ids, --reset-attention-mask).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "trainer/model/model.h"
 #include "trainer/model/rng.h"
+#include "trainer/ops/cpu/ops.h"
 
 namespace srunway::trainer {
 namespace {
@@ -127,6 +129,101 @@ TEST_P(ZeroGradTest, APositionWithoutLossIsAsIfItWereNotThere) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ZeroGradTest, ::testing::Values("gpt-tiny", "llama-tiny"));
+
+// Megatron's get_ltor_masks_and_position_ids: a document ends after each end-of-document token, which stays in the
+// document it ends; two in a row make a document of one token.
+TEST(DocumentStartsTest, ADocumentEndsAfterEachEndOfDocument) {
+  constexpr int32_t E = 7;
+  const std::vector<int32_t> tokens = {1, E, 2, 3, E, E, 4, /* sequence 2 */ E, 5, 6, 1, 2, 3, 4};
+  std::vector<int32_t> starts(tokens.size());
+  DocumentStarts(tokens.data(), 2, 7, E, starts.data());
+  EXPECT_EQ(starts, (std::vector<int32_t>{0, 0, 2, 2, 2, 5, 6, /* sequence 2 */ 0, 1, 1, 1, 1, 1, 1}));
+}
+
+// --reset-position-ids with --reset-attention-mask: each document of a sequence is trained as if it were alone,
+// at positions from 0 on, so the sequence's loss (the mean over its positions) and gradients are the documents'
+// own, weighted by their lengths. Without the flags the documents see each other and it differs.
+class DocumentsTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  static constexpr int32_t kEod = 0;
+  static constexpr int kFirst = 6, kT = 16;  // the first document's length, with its end; then the second's
+
+  DocumentsTest() : config_(*Preset(GetParam())), model_(config_, 1) {
+    Rng rng(5);
+    InitParams(config_, model_.layout(), rng, model_.params());
+    for (int t = 0; t < kT; ++t) {
+      tokens_.push_back(t == kFirst - 1 ? kEod : 1 + (t * 29 + 3) % (config_.vocab - 1));
+      targets_.push_back((t * 13 + 1) % config_.vocab);
+    }
+  }
+  // The mean loss and gradients of `count` tokens from `first` on, as one sequence.
+  std::pair<double, std::vector<float>> Step(int first, int count) {
+    model_.ZeroGrad();
+    const double loss = model_.Forward(tokens_.data() + first, targets_.data() + first, 1, count);
+    model_.Backward(1.0f);
+    return {loss, {model_.grads().begin(), model_.grads().end()}};
+  }
+
+  ModelConfig config_;
+  Model model_;
+  std::vector<int32_t> tokens_, targets_;
+};
+
+TEST_P(DocumentsTest, EachDocumentTrainsAsIfItWereAlone) {
+  model_.set_documents(kEod, true, true);
+  const auto [first_loss, first_grads] = Step(0, kFirst);
+  const auto [second_loss, second_grads] = Step(kFirst, kT - kFirst);
+  const auto [both_loss, both_grads] = Step(0, kT);
+  const double want = (first_loss * kFirst + second_loss * (kT - kFirst)) / kT;
+  EXPECT_NEAR(both_loss, want, 1e-6 * want);
+  float largest = 0;
+  for (float g : both_grads) largest = std::max(largest, std::fabs(g));
+  ASSERT_GT(largest, 0.0f);
+  for (size_t i = 0; i < both_grads.size(); ++i) {
+    const float from_each = (first_grads[i] * kFirst + second_grads[i] * (kT - kFirst)) / kT;
+    ASSERT_NEAR(both_grads[i], from_each, 1e-5f * largest) << "gradient " << i;
+  }
+
+  model_.set_documents(kEod, false, false);
+  EXPECT_GT(std::fabs(Step(0, kT).first - want), 1e-4 * want) << "one document in all should train otherwise";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, DocumentsTest, ::testing::Values("gpt-tiny", "llama-tiny"));
+
+// RoPE and the learned position embeddings at a document's positions: row t of a sequence whose document starts
+// at 3 turns (or is embedded) as row t - 3 of the plain sequence does.
+TEST(DocumentPositionsTest, StartAgainInEachDocument) {
+  constexpr int T = 9, H = 2, KV = 1, hd = 8, C = 4, kStart = 3;
+  constexpr int row = (H + 2 * KV) * hd;
+  std::vector<int32_t> positions(T);
+  for (int t = 0; t < T; ++t) positions[t] = t < kStart ? t : t - kStart;
+  const cpu::Documents docs{positions.data(), nullptr};
+  std::vector<float> qkv(T * row);
+  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = std::sin(0.37f * static_cast<float>(i));
+  std::vector<float> plain = qkv, turned = qkv;
+  cpu::RopeForward(plain.data(), 1, T, H, KV, hd, 10000.0f);
+  cpu::RopeForward(turned.data(), 1, T, H, KV, hd, 10000.0f, docs);
+  // The same input rows from kStart on, at positions from 0: the plain sequence's first rows of that input.
+  std::vector<float> shifted(qkv.begin() + kStart * row, qkv.end());
+  cpu::RopeForward(shifted.data(), 1, T - kStart, H, KV, hd, 10000.0f);
+  for (int t = 0; t < T; ++t) {
+    for (int i = 0; i < row; ++i) {
+      const float want = t < kStart ? plain[t * row + i] : shifted[(t - kStart) * row + i];
+      ASSERT_NEAR(turned[t * row + i], want, 1e-6f) << "row " << t << ", element " << i;
+    }
+  }
+  // Embeddings: token t's row of wte plus wpe's row at its position; the backward adds there.
+  std::vector<int32_t> tokens(T, 1);
+  std::vector<float> wte(2 * C, 0.0f), wpe(T * C), out(T * C), dwte(2 * C, 0.0f), dwpe(T * C, 0.0f), dout(T * C, 1.0f);
+  for (size_t i = 0; i < wpe.size(); ++i) wpe[i] = static_cast<float>(i);
+  cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), 1, T, C, docs);
+  cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), 1, T, C, docs);
+  for (int t = 0; t < T; ++t) EXPECT_EQ(out[t * C], static_cast<float>(positions[t] * C)) << "row " << t;
+  for (int p = 0; p < T; ++p) {
+    const int uses = (p < kStart ? 1 : 0) + (p < T - kStart ? 1 : 0);
+    EXPECT_EQ(dwpe[p * C], static_cast<float>(uses)) << "position " << p;
+  }
+}
 
 }  // namespace
 }  // namespace srunway::trainer

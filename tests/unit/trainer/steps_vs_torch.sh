@@ -5,7 +5,8 @@
 # to step 100; past about step 120 the two fp32 runs start to drift apart by rounding alone, so the check stops at
 # 100). This is what the gpu suite's train_vs_torch does on a GPU in bf16 over 200 steps, with the same helpers.
 # Then again with --eod-mask-loss, PyTorch taking the mean loss over the positions whose input token is not the
-# tokenizer's <|endoftext|>, as Megatron's loss mask does.
+# tokenizer's <|endoftext|>, as Megatron's loss mask does; and with --reset-position-ids --reset-attention-mask,
+# PyTorch's position ids and attention mask made as Megatron's get_ltor_masks_and_position_ids makes them.
 # Usage: steps_vs_torch.sh SRUNWAY_TRAIN SRUNWAY_PREP TRAINER_TRAIN_DUMP [PYTHON]
 set -euo pipefail
 train=$1 prep=$2 dump=$3 python=${4:-/usr/bin/python3}
@@ -28,16 +29,21 @@ for mode in plain eod; do
 done
 eod=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["<|endoftext|>"])' "$work/eod.vocab.json")
 
-# against MODE: srunway-train (with --eod-mask-loss for MODE eod) and PyTorch, step by step.
+# against MODE: srunway-train and PyTorch, step by step: plain; eod, --eod-mask-loss; docs, --reset-position-ids
+# and --reset-attention-mask (on eod's documents).
 against() {
-  local mode=$1
-  "$train" --preset gpt-tiny --device cpu --data-path "$work/$mode" --split 1 --seq-length "$kSeq" \
+  local mode=$1 data=$1 flags=() uses=()
+  case $mode in
+    eod) flags=(--eod-mask-loss) uses=("$eod" mask-loss) ;;
+    docs) data=eod flags=(--reset-position-ids --reset-attention-mask) uses=("$eod" reset-positions,reset-attention) ;;
+  esac
+  "$train" --preset gpt-tiny --device cpu --data-path "$work/$data" --split 1 --seq-length "$kSeq" \
     --micro-batch-size "$kBatch" --train-steps "$kSteps" --lr "$kLr" --lr-decay-style constant --warmup-steps 0 \
     --weight-decay 0.01 --clip-grad 1.0 --seed "$kSeed" --log-interval 1 --peak-tflops 1 \
-    $([[ $mode == eod ]] && echo --eod-mask-loss) --metrics-file "$work/ours.$mode.jsonl" >/dev/null \
+    "${flags[@]}" --metrics-file "$work/ours.$mode.jsonl" >/dev/null \
     2>"$work/ours.err" || fail "srunway-train ($mode): $(cat "$work/ours.err")"
-  "$python" "$here/torch_train_steps.py" "$work/dump.$mode" "$kSteps" "$kBatch" "$kSeq" "$kLr" fp32 cpu \
-    $([[ $mode == eod ]] && echo "$eod") >"$work/torch.$mode.txt" || fail "PyTorch ($mode)"
+  "$python" "$here/torch_train_steps.py" "$work/dump.$data" "$kSteps" "$kBatch" "$kSeq" "$kLr" fp32 cpu \
+    "${uses[@]}" >"$work/torch.$mode.txt" || fail "PyTorch ($mode)"
   "$python" - "$work/ours.$mode.jsonl" "$work/torch.$mode.txt" "$mode" <<'PY' || fail "srunway-train and PyTorch disagree ($mode)"
 import json, sys
 ours = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l]
@@ -53,6 +59,7 @@ PY
 }
 against plain
 against eod
+against docs
 # PyTorch without the mask, on the same documents: another loss (the ends of documents are in every sample).
 "$python" "$here/torch_train_steps.py" "$work/dump.eod" "$kSteps" "$kBatch" "$kSeq" "$kLr" fp32 cpu \
   >"$work/torch.unmasked.txt"
@@ -63,4 +70,12 @@ unmasked = float(open(sys.argv[2]).readlines()[-1].split()[1])
 print(f"eod: step 100 {masked:.4f}, PyTorch without the mask {unmasked:.4f}")
 assert abs(masked - unmasked) > 100 * 1e-4, (masked, unmasked)
 PY
-echo "ok: 100 steps of srunway-train and PyTorch agree, with and without --eod-mask-loss"
+# And without the documents' resets: another loss (every sample holds several documents).
+"$python" - "$work/ours.docs.jsonl" "$work/torch.unmasked.txt" <<'PY' || fail "the documents' resets changed no loss"
+import json, sys
+reset = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l][-1]
+one = float(open(sys.argv[2]).readlines()[-1].split()[1])
+print(f"docs: step 100 {reset:.4f}, PyTorch with one document per sample {one:.4f}")
+assert abs(reset - one) > 100 * 1e-4, (reset, one)
+PY
+echo "ok: 100 steps of srunway-train and PyTorch agree, plain, with --eod-mask-loss, and with the documents' resets"

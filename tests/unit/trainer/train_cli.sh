@@ -405,7 +405,12 @@ expect_exit 1 "error: --eod-mask-loss needs the tokenizer's end-of-document toke
 "$kTrain" "${common[@]}" --mock-data --eod-mask-loss --vocab-file "$kWork/data.vocab.json" \
   --merge-file "$kWork/data.merges.txt" --train-steps 2 >/dev/null 2>>"$kWork/log" ||
   fail "--eod-mask-loss over --mock-data with --vocab-file"
-echo "ok: --eod-mask-loss without a tokenizer is one line"
+expect_exit 2 "error: --reset-position-ids and --reset-attention-mask need the tokenizer's end-of-document token: --mock-data has no tokenizer; give --vocab-file and --merge-file" \
+  "$kTrain" "${common[@]}" --mock-data --reset-position-ids --reset-attention-mask
+expect_exit 1 "error: --reset-attention-mask needs the tokenizer's end-of-document token: .*$kWork/none.vocab.json" \
+  "$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --reset-attention-mask \
+  --vocab-file "$kWork/none.vocab.json" --merge-file "$kWork/data.merges.txt"
+echo "ok: --eod-mask-loss, --reset-position-ids and --reset-attention-mask without a tokenizer are one line"
 
 # 2b. --recompute-activations: the same losses and gradient norms bit for bit (dropout on: the masks recomputed
 # must be the ones drawn), in less memory.

@@ -1,4 +1,5 @@
-// Causal multi-head attention with grouped-query heads: softmax(q k^T / sqrt(hd)) v, row by row.
+// Causal multi-head attention with grouped-query heads: softmax(q k^T / sqrt(hd)) v, row by row; with documents,
+// each query row over the keys of its own document only.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -18,7 +19,7 @@ float Dot(const float* a, const float* b, int n) {
 }  // namespace
 
 void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd,
-                      const DropoutSite& dropout) {
+                      const DropoutSite& dropout, const Documents& docs) {
   const float keep_scale = dropout.p > 0 ? 1.0f / (1.0f - dropout.p) : 1.0f;
   const int row = (H + 2 * KV) * hd;
   const int group = H / KV;
@@ -31,24 +32,26 @@ void AttentionForward(float* out, float* att, const float* qkv, int B, int T, in
         const float* q = base + int64_t{t} * row + h * hd;
         const int kv = h / group;
         float* a = att + ((int64_t{b} * H + h) * T + t) * T;
+        const int first = docs.starts != nullptr ? docs.starts[int64_t{b} * T + t] : 0;
         float max_score = -INFINITY;
-        for (int t2 = 0; t2 <= t; ++t2) {
+        for (int t2 = 0; t2 < first; ++t2) a[t2] = 0.0f;
+        for (int t2 = first; t2 <= t; ++t2) {
           const float* k = base + int64_t{t2} * row + (H + kv) * hd;
           a[t2] = Dot(q, k, hd) * scale;
           max_score = std::max(max_score, a[t2]);
         }
         float sum = 0;
-        for (int t2 = 0; t2 <= t; ++t2) {
+        for (int t2 = first; t2 <= t; ++t2) {
           a[t2] = std::exp(a[t2] - max_score);
           sum += a[t2];
         }
         const float inv = 1.0f / sum;
-        for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
+        for (int t2 = first; t2 <= t; ++t2) a[t2] *= inv;
         for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0.0f;
         float* o = out + (int64_t{b} * T + t) * H * hd + h * hd;
         for (int i = 0; i < hd; ++i) o[i] = 0.0f;
         const int64_t index = ((int64_t{b} * H + h) * T + t) * T;
-        for (int t2 = 0; t2 <= t; ++t2) {
+        for (int t2 = first; t2 <= t; ++t2) {
           const float* v = base + int64_t{t2} * row + (H + KV + kv) * hd;
           float w = a[t2];
           if (dropout.p > 0) {
@@ -64,7 +67,7 @@ void AttentionForward(float* out, float* att, const float* qkv, int B, int T, in
 }
 
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int H, int KV,
-                       int hd, const DropoutSite& dropout) {
+                       int hd, const DropoutSite& dropout, const Documents& docs) {
   const float keep_scale = dropout.p > 0 ? 1.0f / (1.0f - dropout.p) : 1.0f;
   const int row = (H + 2 * KV) * hd;
   const int group = H / KV;
@@ -92,8 +95,9 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
             const float* d = dout + (int64_t{b} * T + t) * H * hd + h * hd;
             // Through out = m a v (m: the dropout mask and scale): dv += m a d and d a = m (v . d).
             const int64_t index = ((int64_t{b} * H + h) * T + t) * T;
+            const int first = docs.starts != nullptr ? docs.starts[int64_t{b} * T + t] : 0;
             float weighted = 0;
-            for (int t2 = 0; t2 <= t; ++t2) {
+            for (int t2 = first; t2 <= t; ++t2) {
               const float* v = base + int64_t{t2} * row + (H + KV + kv) * hd;
               float* dv = dbase + int64_t{t2} * row + (H + KV + kv) * hd;
               float m = 1.0f;
@@ -110,7 +114,7 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
             // Through the softmax, then the scaled q k^T.
             const float* q = base + int64_t{t} * row + h * hd;
             float* dq = dbase + int64_t{t} * row + h * hd;
-            for (int t2 = 0; t2 <= t; ++t2) {
+            for (int t2 = first; t2 <= t; ++t2) {
               const float dscore = a[t2] * (datt[t2] - weighted) * scale;
               const float* k = base + int64_t{t2} * row + (H + kv) * hd;
               float* dk = dbase + int64_t{t2} * row + (H + kv) * hd;

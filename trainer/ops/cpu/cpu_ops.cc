@@ -13,17 +13,17 @@ const float* F(const void* p) { return static_cast<const float*>(p); }
 class CpuOps : public Ops {
  public:
   DType act_dtype() const override { return DType::kFloat32; }
-  std::string Describe(int, bool) const override { return "the host's fp32 operations (ops/cpu)"; }
+  std::string Describe(int, bool, bool) const override { return "the host's fp32 operations (ops/cpu)"; }
   common::Status CheckHeadSize(int) const override { return common::Status::Ok(); }
   common::Status TakeError() override { return common::Status::Ok(); }
 
-  void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
-                        int C) override {
-    cpu::EmbeddingForward(F(out), tokens, F(wte), F(wpe), B, T, C);
+  void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T, int C,
+                        const Documents& docs) override {
+    cpu::EmbeddingForward(F(out), tokens, F(wte), F(wpe), B, T, C, docs);
   }
-  void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
-                         int C) override {
-    cpu::EmbeddingBackward(dwte, dwpe, F(dout), tokens, B, T, C);
+  void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T, int C,
+                         const Documents& docs) override {
+    cpu::EmbeddingBackward(dwte, dwpe, F(dout), tokens, B, T, C, docs);
   }
   void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
                         int N, int C, float eps) override {
@@ -78,18 +78,18 @@ class CpuOps : public Ops {
   }
   int64_t AttentionSaved(int B, int H, int T) const override { return int64_t{B} * H * T * T; }
   void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H, int KV, int hd,
-                        const DropoutSite& dropout) override {
-    cpu::AttentionForward(F(out), saved, F(qkv), B, T, H, KV, hd, dropout);
+                        const DropoutSite& dropout, const Documents& docs) override {
+    cpu::AttentionForward(F(out), saved, F(qkv), B, T, H, KV, hd, dropout, docs);
   }
   void AttentionBackward(void* dqkv, const void* dout, const void*, const void* qkv, const float* saved, int B, int T,
-                         int H, int KV, int hd, const DropoutSite& dropout) override {
-    cpu::AttentionBackward(F(dqkv), F(dout), F(qkv), saved, B, T, H, KV, hd, dropout);
+                         int H, int KV, int hd, const DropoutSite& dropout, const Documents& docs) override {
+    cpu::AttentionBackward(F(dqkv), F(dout), F(qkv), saved, B, T, H, KV, hd, dropout, docs);
   }
-  void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, float theta) override {
-    cpu::RopeForward(F(qkv), B, T, H, KV, hd, theta);
+  void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) override {
+    cpu::RopeForward(F(qkv), B, T, H, KV, hd, theta, docs);
   }
-  void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, float theta) override {
-    cpu::RopeBackward(F(dqkv), B, T, H, KV, hd, theta);
+  void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) override {
+    cpu::RopeBackward(F(dqkv), B, T, H, KV, hd, theta, docs);
   }
   void GeluForward(void* out, const void* inp, int64_t n) override { cpu::GeluForward(F(out), F(inp), n); }
   void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {

@@ -5,7 +5,8 @@
 
 namespace srunway::trainer::cpu {
 
-void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) {
+void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
+                      const Documents& docs) {
 #pragma omp parallel for
   for (int64_t bt = 0; bt < int64_t{B} * T; ++bt) {
     float* o = out + bt * C;
@@ -14,12 +15,13 @@ void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, const
       std::memcpy(o, e, sizeof(float) * C);
       continue;
     }
-    const float* p = wpe + (bt % T) * C;
+    const float* p = wpe + (docs.positions != nullptr ? docs.positions[bt] : bt % T) * C;
     for (int c = 0; c < C; ++c) o[c] = e[c] + p[c];
   }
 }
 
-void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) {
+void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C,
+                       const Documents& docs) {
   // Rows of dwte are shared by repeated tokens: split the channels between threads instead of the rows.
 #pragma omp parallel
   {
@@ -27,7 +29,12 @@ void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_
     for (int c = 0; c < C; ++c) {
       for (int64_t bt = 0; bt < int64_t{B} * T; ++bt) dwte[int64_t{tokens[bt]} * C + c] += dout[bt * C + c];
     }
-    if (dwpe != nullptr) {
+    if (dwpe != nullptr && docs.positions != nullptr) {  // rows of dwpe shared as those of dwte are
+#pragma omp for
+      for (int c = 0; c < C; ++c) {
+        for (int64_t bt = 0; bt < int64_t{B} * T; ++bt) dwpe[int64_t{docs.positions[bt]} * C + c] += dout[bt * C + c];
+      }
+    } else if (dwpe != nullptr) {
 #pragma omp for
       for (int t = 0; t < T; ++t) {
         for (int b = 0; b < B; ++b) {

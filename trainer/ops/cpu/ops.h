@@ -9,9 +9,20 @@
 
 namespace srunway::trainer::cpu {
 
-// embedding.cc: out[b,t,:] = wte[token] (+ wpe[t] when wpe is not null).
-void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C);
-void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C);
+// Several documents in one sequence (Megatron's --reset-position-ids and --reset-attention-mask), each [B, T] in
+// the memory of the tensors they go with: `positions`, each token's position in its own document (where learned
+// position embeddings and RoPE take it); `starts`, the first position of each token's document in its sequence,
+// which bounds the keys it attends to from below. A null pointer is one document per sequence: positions t, starts 0.
+struct Documents {
+  const int32_t* positions = nullptr;
+  const int32_t* starts = nullptr;
+};
+
+// embedding.cc: out[b,t,:] = wte[token] (+ wpe[position] when wpe is not null; position t, or docs.positions').
+void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
+                      const Documents& docs = {});
+void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C,
+                       const Documents& docs = {});
 
 // layernorm.cc: LayerNorm over the last dimension; mean and rstd ([N]) are saved for the backward.
 void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
@@ -49,16 +60,18 @@ void DropoutBackward(float* dx, int64_t n, const DropoutSite& site);  // in plac
 // attention.cc: causal softmax attention with grouped-query heads. qkv rows are [q heads | k heads | v heads]
 // (H, KV and KV heads of hd values); query head h reads kv head h / (H / KV). att [B, H, T, T] keeps the
 // probabilities (zero above the diagonal) for the backward; out is [B, T, H * hd]. `dropout` (attention dropout)
-// applies to the probabilities as they weight the values; its indices are those of att.
+// applies to the probabilities as they weight the values; its indices are those of att. With docs.starts, query t
+// attends to keys starts[t]..t alone (its probabilities before them are 0).
 void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd,
-                      const DropoutSite& dropout = {});
+                      const DropoutSite& dropout = {}, const Documents& docs = {});
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int H, int KV,
-                       int hd, const DropoutSite& dropout = {});
+                       int hd, const DropoutSite& dropout = {}, const Documents& docs = {});
 
 // rope.cc: rotary position embedding on the q and k heads of qkv, in place, "rotate half" convention (GPT-NeoX,
-// Hugging Face Llama): pairs (i, i + hd/2) turn by t * theta^(-2i/hd). The backward turns gradients back.
-void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, float theta);
-void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, float theta);
+// Hugging Face Llama): pairs (i, i + hd/2) turn by position * theta^(-2i/hd), position t or docs.positions'. The
+// backward turns gradients back.
+void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs = {});
+void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs = {});
 
 // gelu.cc: GELU, tanh approximation (GPT-2; PyTorch's gelu(approximate="tanh")).
 void GeluForward(float* out, const float* inp, int64_t n);

@@ -8,7 +8,7 @@ namespace srunway::trainer::cpu {
 namespace {
 
 // direction +1 rotates (forward), -1 rotates back (backward: the transpose of a rotation is its inverse).
-void Rotate(float* qkv, int B, int T, int H, int KV, int hd, float theta, float direction) {
+void Rotate(float* qkv, int B, int T, int H, int KV, int hd, float theta, float direction, const Documents& docs) {
   const int row = (H + 2 * KV) * hd;
   const int half = hd / 2;
   std::vector<float> inv_freq(half);
@@ -16,9 +16,11 @@ void Rotate(float* qkv, int B, int T, int H, int KV, int hd, float theta, float 
 #pragma omp parallel for collapse(2)
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {
-      float* r = qkv + (int64_t{b} * T + t) * row;
+      const int64_t bt = int64_t{b} * T + t;
+      float* r = qkv + bt * row;
+      const int position = docs.positions != nullptr ? docs.positions[bt] : t;
       for (int i = 0; i < half; ++i) {
-        const float angle = static_cast<float>(t) * inv_freq[i];
+        const float angle = static_cast<float>(position) * inv_freq[i];
         const float cos = std::cos(angle);
         const float sin = direction * std::sin(angle);
         for (int head = 0; head < H + KV; ++head) {  // q heads then k heads; v is not rotated
@@ -34,12 +36,12 @@ void Rotate(float* qkv, int B, int T, int H, int KV, int hd, float theta, float 
 
 }  // namespace
 
-void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, float theta) {
-  Rotate(qkv, B, T, H, KV, hd, theta, 1.0f);
+void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) {
+  Rotate(qkv, B, T, H, KV, hd, theta, 1.0f, docs);
 }
 
-void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, float theta) {
-  Rotate(dqkv, B, T, H, KV, hd, theta, -1.0f);
+void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) {
+  Rotate(dqkv, B, T, H, KV, hd, theta, -1.0f, docs);
 }
 
 }  // namespace srunway::trainer::cpu

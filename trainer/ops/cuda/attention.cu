@@ -15,6 +15,7 @@ struct Shape {
   float p, keep_scale;
   uint64_t key;
   int64_t first_index;
+  const int32_t* starts;  // [B, T]: each query's first key; null: 0
 };
 
 __device__ __forceinline__ int64_t Rows(const Shape& s) { return int64_t{s.B} * s.H * s.T; }
@@ -42,6 +43,10 @@ __device__ __forceinline__ QueryRow Locate(int64_t r, const Shape& s, int hd) {
   return q;
 }
 
+__device__ __forceinline__ int FirstKey(const QueryRow& q, const Shape& s) {
+  return s.starts != nullptr ? s.starts[q.b * s.T + q.t] : 0;
+}
+
 template <int kPer>
 __global__ void AttentionForwardKernel(bf16* out, float* lse, const bf16* qkv, Shape s) {
   constexpr int hd = kPer * kWarp;
@@ -55,7 +60,7 @@ __global__ void AttentionForwardKernel(bf16* out, float* lse, const bf16* qkv, S
       o[j] = 0;
     }
     float max_score = -FLT_MAX, sum = 0;
-    for (int t2 = 0; t2 <= row.t; ++t2) {
+    for (int t2 = FirstKey(row, s); t2 <= row.t; ++t2) {
       const int64_t k_at = row.base + t2 * row.row_stride + int64_t{s.H + row.kv} * hd;
       const int64_t v_at = k_at + int64_t{s.KV} * hd;
       float dot = 0;
@@ -93,7 +98,7 @@ __global__ void AttentionBackwardKernel(bf16* dqkv, float* dk, float* dv, const 
     }
     d_dot_out = WarpSum(d_dot_out);
     const float row_lse = lse[r];
-    for (int t2 = 0; t2 <= row.t; ++t2) {
+    for (int t2 = FirstKey(row, s); t2 <= row.t; ++t2) {
       const int64_t k_at = row.base + t2 * row.row_stride + int64_t{s.H + row.kv} * hd;
       const int64_t v_at = k_at + int64_t{s.KV} * hd;
       float qk = 0, vd = 0;
@@ -134,8 +139,10 @@ bool Supported(int H, int KV, int hd) {
   return hd > 0 && hd % kWarp == 0 && hd <= 8 * kWarp && KV > 0 && H % KV == 0;
 }
 
-Shape MakeShape(int B, int T, int H, int KV, int hd, float p, uint64_t key, int64_t first_index) {
-  return {B, T, H, KV, 1.0f / sqrtf(static_cast<float>(hd)), p, p > 0 ? 1.0f / (1.0f - p) : 1.0f, key, first_index};
+Shape MakeShape(int B, int T, int H, int KV, int hd, float p, uint64_t key, int64_t first_index,
+                const int32_t* starts) {
+  return {B,   T,   H, KV, 1.0f / sqrtf(static_cast<float>(hd)), p, p > 0 ? 1.0f / (1.0f - p) : 1.0f,
+          key, first_index, starts};
 }
 
 unsigned RowWarpBlocks(int64_t rows) {
@@ -162,19 +169,20 @@ int ForHeadSize(int hd, Launch launch) {
 
 }  // namespace
 
-const char* AttentionKernelName(int hd) {
+const char* AttentionKernelName(int hd, bool documents) {
   alignas(16) static const char kAligned[16] = {};
-  if (FlashAttentionSupported(hd, kAligned, kAligned, kAligned, kAligned)) return FlashAttentionKernelName();
+  if (FlashAttentionSupported(hd, kAligned, kAligned, kAligned, kAligned)) return FlashAttentionKernelName(documents);
   return Supported(1, 1, hd) ? "one warp per query row" : nullptr;
 }
 
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
-                     uint64_t dropout_key, int64_t dropout_first_index, Stream stream) {
+                     uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts, Stream stream) {
   if (FlashAttentionSupported(hd, qkv, out, nullptr, nullptr)) {
-    return FlashAttentionForward(out, lse, qkv, B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, stream);
+    return FlashAttentionForward(out, lse, qkv, B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts,
+                                 stream);
   }
   if (!Supported(H, KV, hd)) return static_cast<int>(cudaErrorInvalidValue);
-  const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index);
+  const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts);
   const int64_t rows = int64_t{B} * H * T;
   if (rows <= 0) return 0;
   return ForHeadSize(hd, [&](auto per) {
@@ -185,13 +193,13 @@ int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H
 
 int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
                       int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
-                      int64_t dropout_first_index, Stream stream) {
+                      int64_t dropout_first_index, const int32_t* starts, Stream stream) {
   if (FlashAttentionSupported(hd, qkv, out, dout, dqkv)) {
     return FlashAttentionBackward(dqkv, scratch, dout, out, qkv, lse, B, T, H, KV, hd, dropout_p, dropout_key,
-                                  dropout_first_index, stream);
+                                  dropout_first_index, starts, stream);
   }
   if (!Supported(H, KV, hd)) return static_cast<int>(cudaErrorInvalidValue);
-  const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index);
+  const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts);
   const int64_t rows = int64_t{B} * H * T, kv_elements = int64_t{B} * T * KV * hd;
   if (rows <= 0) return 0;
   float* dk = scratch;

@@ -34,11 +34,12 @@ class CudaOps : public Ops {
         no_cudnn_(std::move(no_cudnn)) {}
 
   DType act_dtype() const override { return DType::kBFloat16; }
-  std::string Describe(int head_dim, bool gelu) const override {
-    const char* kernels = AttentionKernelName(head_dim);
+  std::string Describe(int head_dim, bool gelu, bool documents) const override {
+    const char* kernels = AttentionKernelName(head_dim, documents);
     const std::string attention =
-        cudnn_ == nullptr
-            ? (kernels != nullptr ? kernels : "nothing")
+        cudnn_ == nullptr || documents
+            ? fmt::format("{}{}", kernels != nullptr ? kernels : "nothing",
+                          cudnn_ != nullptr ? " (documents: cuDNN's graphs here take no document mask)" : "")
             : fmt::format("cuDNN {} from {} ({} {})", cudnn_->version(), cudnn_->library_path(),
                           AttentionIs("auto") ? "or, where faster," : "else", kernels != nullptr ? kernels : "nothing");
     const std::string epilogues =
@@ -60,13 +61,15 @@ class CudaOps : public Ops {
   common::Json TimedChoices() const override { return matmul_->Choices(); }
   Status KeepTimedChoices(const common::Json& choices) override { return matmul_->KeepChoices(choices); }
 
-  void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
-                        int C) override {
-    Check(cuda::EmbeddingForward(H(out), tokens, H(wte), H(wpe), B, T, C, stream_), "embedding forward");
+  void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T, int C,
+                        const Documents& docs) override {
+    Check(cuda::EmbeddingForward(H(out), tokens, docs.positions, H(wte), H(wpe), B, T, C, stream_),
+          "embedding forward");
   }
-  void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
-                         int C) override {
-    Check(cuda::EmbeddingBackward(dwte, dwpe, H(dout), tokens, B, T, C, stream_), "embedding backward");
+  void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T, int C,
+                         const Documents& docs) override {
+    Check(cuda::EmbeddingBackward(dwte, dwpe, H(dout), tokens, docs.positions, B, T, C, stream_),
+          "embedding backward");
   }
   void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
                         int N, int C, float eps) override {
@@ -121,15 +124,16 @@ class CudaOps : public Ops {
   }
   int64_t AttentionSaved(int B, int H_, int T) const override { return int64_t{B} * H_ * T; }
   void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H_, int KV, int hd,
-                        const DropoutSite& dropout) override {
+                        const DropoutSite& dropout, const Documents& docs) override {
     auto kernels = [&] {
       Check(cuda::AttentionForward(H(out), saved, H(qkv), B, T, H_, KV, hd, dropout.p, dropout.key, dropout.first_index,
-                                   stream_),
+                                   docs.starts, stream_),
             "attention forward");
     };
-    // cuDNN draws its own dropout masks, not the CPU twin's: attention dropout stays on the kernels.
+    // cuDNN draws its own dropout masks, not the CPU twin's: attention dropout stays on the kernels, as do
+    // documents, which our graphs do not mask.
     const AttentionShape shape{B, T, H_, KV, hd};
-    if (dropout.p == 0 &&
+    if (dropout.p == 0 && docs.starts == nullptr &&
         OnCudnn(
             false, shape, [&] { return cudnn_->Forward(out, saved, qkv, shape, device_.main_stream()); }, kernels)) {
       return;
@@ -137,16 +141,16 @@ class CudaOps : public Ops {
     kernels();
   }
   void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved, int B,
-                         int T, int H_, int KV, int hd, const DropoutSite& dropout) override {
+                         int T, int H_, int KV, int hd, const DropoutSite& dropout, const Documents& docs) override {
     auto kernels = [&] {
       const size_t scratch = static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H_, KV, hd));
       if (!Reserve(scratch_, scratch, "attention backward scratch")) return;
       Check(cuda::AttentionBackward(H(dqkv), scratch_.as<float>(), H(dout), H(out), H(qkv), saved, B, T, H_, KV, hd,
-                                    dropout.p, dropout.key, dropout.first_index, stream_),
+                                    dropout.p, dropout.key, dropout.first_index, docs.starts, stream_),
             "attention backward");
     };
     const AttentionShape shape{B, T, H_, KV, hd};
-    if (dropout.p == 0 &&
+    if (dropout.p == 0 && docs.starts == nullptr &&
         OnCudnn(
             true, shape, [&] { return cudnn_->Backward(dqkv, dout, out, qkv, saved, shape, device_.main_stream()); },
             kernels)) {
@@ -154,11 +158,11 @@ class CudaOps : public Ops {
     }
     kernels();
   }
-  void RopeForward(void* qkv, int B, int T, int H_, int KV, int hd, float theta) override {
-    Check(cuda::RopeForward(H(qkv), B, T, H_, KV, hd, theta, stream_), "rope forward");
+  void RopeForward(void* qkv, int B, int T, int H_, int KV, int hd, float theta, const Documents& docs) override {
+    Check(cuda::RopeForward(H(qkv), docs.positions, B, T, H_, KV, hd, theta, stream_), "rope forward");
   }
-  void RopeBackward(void* dqkv, int B, int T, int H_, int KV, int hd, float theta) override {
-    Check(cuda::RopeBackward(H(dqkv), B, T, H_, KV, hd, theta, stream_), "rope backward");
+  void RopeBackward(void* dqkv, int B, int T, int H_, int KV, int hd, float theta, const Documents& docs) override {
+    Check(cuda::RopeBackward(H(dqkv), docs.positions, B, T, H_, KV, hd, theta, stream_), "rope backward");
   }
   void GeluForward(void* out, const void* inp, int64_t n) override {
     Check(cuda::GeluForward(H(out), H(inp), n, stream_), "gelu forward");

@@ -294,6 +294,9 @@ __global__ void StoreQkvGradients(bf16* dqkv, const float* dq, const float* dk, 
 
 bool Aligned(const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; }
 
+// The mma.sync kernels run a call unless SRUNWAY_ATTENTION=wmma; the WMMA ones take no documents.
+bool OnMma(bool documents) { return !AttentionIs("wmma") || documents; }
+
 }  // namespace
 
 bool AttentionIs(const char* name) {
@@ -310,18 +313,21 @@ bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const voi
          (dqkv == nullptr || Aligned(dqkv));
 }
 
-const char* FlashAttentionKernelName() { return AttentionIs("wmma") ? "WMMA tiles" : "mma.sync tiles"; }
+const char* FlashAttentionKernelName(bool documents) {
+  return OnMma(documents) ? "mma.sync tiles" : "WMMA tiles";
+}
 
 int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd) {
   return int64_t{B} * T * (H + 2 * KV) * hd + int64_t{B} * H * T;
 }
 
 int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
-                          float dropout_p, uint64_t dropout_key, int64_t dropout_first_index, Stream stream) {
+                          float dropout_p, uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts,
+                          Stream stream) {
   if (KV <= 0 || H % KV != 0) return static_cast<int>(cudaErrorInvalidValue);
   if (int64_t{B} * H * T == 0) return 0;
-  const Dims d = MakeDims(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index);
-  if (!AttentionIs("wmma")) return MmaForward(out, lse, qkv, d, hd, AsStream(stream));
+  const Dims d = MakeDims(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts);
+  if (OnMma(starts != nullptr)) return MmaForward(out, lse, qkv, d, hd, AsStream(stream));
   const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kTile - 1) / kTile));
   return ForTiledHeadSize(hd, [&](auto size) {
     constexpr int kHd = decltype(size)::value;
@@ -334,11 +340,11 @@ int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, 
 
 int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv,
                            const float* lse, int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
-                           int64_t dropout_first_index, Stream stream) {
+                           int64_t dropout_first_index, const int32_t* starts, Stream stream) {
   if (KV <= 0 || H % KV != 0) return static_cast<int>(cudaErrorInvalidValue);
   const int64_t tokens = int64_t{B} * T;
   if (tokens * H == 0) return 0;
-  const Dims d = MakeDims(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index);
+  const Dims d = MakeDims(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts);
   float* dq = scratch;
   float* dk = dq + tokens * H * hd;
   float* dv = dk + tokens * KV * hd;
@@ -346,7 +352,7 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
   // With a k/v head per query head the mma.sync kernel's blocks each own their keys and store dK and dV in dqkv
   // themselves: only dQ, which every block of a head adds to, goes through the fp32 sums (a third of the zeroing
   // and of the final store).
-  const bool own_keys = KV == H && !AttentionIs("wmma");
+  const bool own_keys = KV == H && OnMma(starts != nullptr);
   const int summed_heads = own_keys ? H : H + 2 * KV;
   if (cudaError_t rc = cudaMemsetAsync(scratch, 0, sizeof(float) * static_cast<size_t>(tokens * summed_heads * hd),
                                        AsStream(stream));
@@ -359,7 +365,7 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
                kThreads, 0, AsStream(stream), D, dout, out, B, T, H, hd);
   if (int rc = Launched(); rc != 0) return rc;
   const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kTile - 1) / kTile));
-  if (!AttentionIs("wmma")) {
+  if (OnMma(starts != nullptr)) {
     if (int rc = MmaBackward(dq, dk, dv, own_keys ? dqkv : nullptr, dout, qkv, lse, D, d, hd, AsStream(stream));
         rc != 0) {
       return rc;

@@ -17,7 +17,10 @@
 // Backward: a block takes 64 keys of one head and walks the query tiles from its first key on. Each warp owns 16
 // keys: S^T = K Q^T and dP^T = V dO^T, P^T from the saved log-sum-exp, dS^T = P^T o (M o dP^T - D); dV += (P o
 // M)^T dO and dK += dS^T Q stay in registers across the walk; dS^T goes through shared memory so that each warp
-// can add its 16 queries' dQ += dS K to the fp32 scratch. Dropout (M) as flash_attention.cu's.
+// can add its 16 queries' dQ += dS K to the fp32 scratch. Dropout (M) as flash_attention.cu's. With documents
+// (Dims::starts), a forward block's walk starts at the key tile of its first query's document, a query's scores
+// before its document's start are masked as those after it are, and a backward block's walk stops at the first
+// query tile that begins after its keys' documents have ended.
 // The tiles the walks read come by cp.async into two stages of shared memory: the next tile's copies are issued
 // as soon as the barrier at the top of a step says every warp is done with its stage, and land while the block
 // works on this one (one barrier less per step than loading in place, and no load waited for in turn).
@@ -113,6 +116,8 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
   const int64_t stride = int64_t{d.H + 2 * d.KV} * hd;
   const Half* base = reinterpret_cast<const Half*>(qkv) + int64_t{b} * d.T * stride;
   const int last_key = min(d.T, q0 + kTile) - 1;
+  // Starts do not decrease along a sequence: no row of the block sees a key before its first row's document.
+  const int first_key = d.starts != nullptr ? d.starts[int64_t{b} * d.T + q0] / kTile * kTile : 0;
   auto copy_keys = [&](int stage, int k0) {  // K and V of keys [k0, k0 + kTile), one commit group
     Half* k = key_tiles + 2 * stage * kTile * kLd<hd>;
     CopyTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);
@@ -121,7 +126,7 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
   };
   CopyTile<hd>(q, base + int64_t{h} * hd, stride, q0, d.T);
   CommitCopies();
-  copy_keys(0, 0);
+  copy_keys(0, first_key);
   WaitCopies<1>();  // the queries; the first keys may still be on their way
   __syncthreads();
   uint32_t qa[hd / 16][4];
@@ -129,10 +134,15 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
   for (int c = 0; c < hd / 16; ++c) LoadA(qa[c], q + warp * 16 * kLd<hd>, kLd<hd>, c * 16, lane);
 
   const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};  // the two query rows this lane holds
-  const float scale = d.scale * kLog2e;                              // scores in base 2
+  int row_starts[2] = {0, 0};                                         // and the first key each of them sees
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (d.starts != nullptr && rows[r] < d.T) row_starts[r] = d.starts[int64_t{b} * d.T + rows[r]];
+  }
+  const float scale = d.scale * kLog2e;  // scores in base 2
   float o[hd / 8][4] = {};
   float max_score[2] = {-INFINITY, -INFINITY}, sum[2] = {0.0f, 0.0f};  // sum: this lane's part of the row
-  for (int k0 = 0, stage = 0; k0 <= last_key; k0 += kTile, stage ^= 1) {
+  for (int k0 = first_key, stage = 0; k0 <= last_key; k0 += kTile, stage ^= 1) {
     WaitCopies<0>();  // this thread's copies of the tile
     __syncthreads();  // everyone's; and every warp is done with the other stage, which the next tile fills
     if (k0 + kTile <= last_key) copy_keys(stage ^ 1, k0 + kTile);
@@ -155,7 +165,7 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
       #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = k0 + j * 8 + 2 * t + e % 2;
-        s[j][e] = key <= rows[e / 2] && key < d.T ? s[j][e] * scale : -INFINITY;
+        s[j][e] = key <= rows[e / 2] && key >= row_starts[e / 2] && key < d.T ? s[j][e] * scale : -INFINITY;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
       }
     }
@@ -254,10 +264,14 @@ __global__ void __launch_bounds__(kTileThreads)
   const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};  // the two key rows this lane holds
   const float scale = d.scale * kLog2e;
   float dk_acc[hd / 8][4] = {}, dv_acc[hd / 8][4] = {};
-  for (int q0 = k0, stage = 0; q0 < d.T; q0 += kTile, stage ^= 1) {
+  const int32_t* starts = d.starts != nullptr ? d.starts + int64_t{b} * d.T : nullptr;
+  // The query tiles that see any of the block's keys: up to the first whose first query's document starts after
+  // them (the first tile, the keys' own, always does).
+  auto sees_keys = [&](int q0) { return q0 < d.T && (starts == nullptr || starts[q0] < k0 + kTile); };
+  for (int q0 = k0, stage = 0; sees_keys(q0); q0 += kTile, stage ^= 1) {
     WaitCopies<0>();  // this thread's copies of the tile
     __syncthreads();  // everyone's; and every warp is done with the other stage, which the next tile fills, and dS^T
-    if (q0 + kTile < d.T) copy_queries(stage ^ 1, q0 + kTile);
+    if (sees_keys(q0 + kTile)) copy_queries(stage ^ 1, q0 + kTile);
     const Half* q = query_tiles + 2 * stage * kTile * kLd<hd>;
     const Half* go = q + kTile * kLd<hd>;               // dO
     const float* tile_lse = stats + 2 * stage * kTile;  // natural log
@@ -286,8 +300,8 @@ __global__ void __launch_bounds__(kTileThreads)
       #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = j * 8 + 2 * t + e % 2, query = q0 + i, key = keys[e / 2];
-        const float p =
-            query >= key && query < d.T && key < d.T ? exp2f(st[j][e] * scale - tile_lse[i] * kLog2e) : 0.0f;
+        const bool seen = query >= key && query < d.T && key < d.T && (starts == nullptr || key >= starts[query]);
+        const float p = seen ? exp2f(st[j][e] * scale - tile_lse[i] * kLog2e) : 0.0f;
         float mask = 1.0f;
         if (d.p > 0 && p != 0.0f) mask = Keeps(d, bh, query, key) ? d.keep_scale : 0.0f;
         st[j][e] = p * mask;

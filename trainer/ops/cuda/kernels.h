@@ -30,12 +30,13 @@ constexpr int64_t kSumOfSquaresBlock = 4096;
 inline int64_t SumOfSquaresBlocks(int64_t n) { return (n + kSumOfSquaresBlock - 1) / kSumOfSquaresBlock; }
 int SumOfSquares(double* total, double* partials, const float* values, int64_t n, Stream stream);
 
-// embedding.cu: out[b,t,:] = wte[token] (+ wpe[t] when wpe is not null); the backward adds into fp32 dwte
-// (atomically: rows of repeated tokens meet in any order) and dwpe (in batch order).
-int EmbeddingForward(bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int T, int C,
-                     Stream stream);
-int EmbeddingBackward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, int B, int T, int C,
-                      Stream stream);
+// embedding.cu: out[b,t,:] = wte[token] (+ wpe[position] when wpe is not null; position t, or positions[b,t] where
+// it is not null: several documents in a sequence, ops/cpu/ops.h's Documents); the backward adds into fp32 dwte
+// (atomically: rows of repeated tokens meet in any order) and dwpe (in batch order; atomically with positions).
+int EmbeddingForward(bf16* out, const int32_t* tokens, const int32_t* positions, const bf16* wte, const bf16* wpe,
+                     int B, int T, int C, Stream stream);
+int EmbeddingBackward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, const int32_t* positions,
+                      int B, int T, int C, Stream stream);
 
 // gelu.cu: GELU, tanh approximation; the backward writes dinp.
 int GeluForward(bf16* out, const bf16* inp, int64_t n, Stream stream);
@@ -70,9 +71,10 @@ int SwigluForward(bf16* out, const bf16* inp, int N, int F, Stream stream);
 int SwigluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, Stream stream);
 
 // rope.cu: rotary position embedding of the q and k heads of qkv rows [(H + 2 KV) * hd], in place, "rotate
-// half" pairing; the backward rotates gradients back.
-int RopeForward(bf16* qkv, int B, int T, int H, int KV, int hd, float theta, Stream stream);
-int RopeBackward(bf16* dqkv, int B, int T, int H, int KV, int hd, float theta, Stream stream);
+// half" pairing, at position t (or positions[b,t] where not null); the backward rotates gradients back.
+int RopeForward(bf16* qkv, const int32_t* positions, int B, int T, int H, int KV, int hd, float theta, Stream stream);
+int RopeBackward(bf16* dqkv, const int32_t* positions, int B, int T, int H, int KV, int hd, float theta,
+                 Stream stream);
 
 // dropout.cu: inverted dropout in place with the CPU's mask (the same hash of key and global element index, the
 // same 24-bit comparison), so a GPU run drops exactly the elements a CPU run drops. p <= 0 does nothing.
@@ -100,16 +102,18 @@ int ToBf16(bf16* out, const float* in, int64_t n, Stream stream);
 // registers), or under SRUNWAY_ATTENTION=wmma flash_attention.cu's; others (a multiple of 32 up to 256), or every
 // size under SRUNWAY_ATTENTION=simple, one warp per query row with an online softmax (correct, slow). Attention
 // dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix after first_index).
+// With `starts` ([B, T], not null: several documents in a sequence), query t attends to keys starts[b,t]..t alone,
+// on the mma.sync kernels (whatever SRUNWAY_ATTENTION=wmma says) or the one warp per row.
 // The backward writes dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
 int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd);
-// Which kernels attention runs at head size hd (for 16-byte aligned tensors): "mma.sync tiles", "WMMA tiles" or
-// "one warp per query row"; null when none takes it.
-const char* AttentionKernelName(int hd);
+// Which kernels attention runs at head size hd (for 16-byte aligned tensors; with `documents`, starts given):
+// "mma.sync tiles", "WMMA tiles" or "one warp per query row"; null when none takes it.
+const char* AttentionKernelName(int hd, bool documents = false);
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
-                     uint64_t dropout_key, int64_t dropout_first_index, Stream stream);
+                     uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts, Stream stream);
 int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
                       int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
-                      int64_t dropout_first_index, Stream stream);
+                      int64_t dropout_first_index, const int32_t* starts, Stream stream);
 
 // SRUNWAY_ATTENTION, read once, is `name`: "simple", "wmma", "mma" (the mma.sync kernels alone), "cudnn"
 // (cudnn_attention.h, else the mma.sync kernels), "auto" (cuDNN or the mma.sync kernels, whichever is faster, timed
@@ -119,12 +123,13 @@ bool AttentionIs(const char* name);
 // flash_attention.cu: the tiled kernels behind AttentionForward/Backward, whether they take a call (dout and dqkv
 // null for the forward), and which of them SRUNWAY_ATTENTION picks.
 bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const void* dout, const void* dqkv);
-const char* FlashAttentionKernelName();
+const char* FlashAttentionKernelName(bool documents);
 int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
-                          float dropout_p, uint64_t dropout_key, int64_t dropout_first_index, Stream stream);
+                          float dropout_p, uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts,
+                          Stream stream);
 int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv,
                            const float* lse, int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
-                           int64_t dropout_first_index, Stream stream);
+                           int64_t dropout_first_index, const int32_t* starts, Stream stream);
 
 // bias_grad.cu: dbias[OC] += the column sums of dout [N, OC], summed by chunks of rows into `scratch` (at least OC
 // floats; more chunks run side by side with more) and then in chunk order, so the same every call; the bias
