@@ -47,11 +47,26 @@ void OnStopSignal(int signal) { g_stop_signal = signal; }
 struct MegatronArch {
   std::string normalization, position_embedding;  // "" when not given
   bool swiglu = false, untie = false, disable_bias = false;
+  // Megatron's older spellings: --use-rotary-position-embeddings is --position-embedding-type rope, and
+  // --no-position-embedding, which it takes only with RoPE, says what RoPE already means.
+  bool use_rotary = false, no_position_embedding = false;
 };
 
 // The architecture Megatron's flags ask for, if any: Llama's five together, or GPT's explicit LayerNorm or learned
 // positions. srunway-train builds these two, so a part of Llama's set is refused, naming what is missing.
-srunway::common::StatusOr<std::optional<srunway::trainer::Arch>> ArchFromFlags(const MegatronArch& m) {
+srunway::common::StatusOr<std::optional<srunway::trainer::Arch>> ArchFromFlags(MegatronArch m) {
+  if (m.use_rotary) {
+    if (m.position_embedding == "learned_absolute") {
+      return srunway::common::InvalidArgument("--use-rotary-position-embeddings asks for RoPE, --position-embedding-type "
+                                              "learned_absolute for learned positions: give one");
+    }
+    m.position_embedding = "rope";
+  }
+  if (m.no_position_embedding && m.position_embedding != "rope") {
+    return srunway::common::InvalidArgument("--no-position-embedding is Megatron's deprecated flag, taken with RoPE "
+                                            "only (--position-embedding-type rope): for a model without learned "
+                                            "positions give that");
+  }
   const std::vector<std::pair<bool, const char*>> llama = {
       {m.normalization == "RMSNorm", "--normalization RMSNorm"},
       {m.swiglu, "--swiglu"},
@@ -108,6 +123,10 @@ int main(int argc, char** argv) {
   app.add_option("--position-embedding-type", megatron_arch.position_embedding,
                  "Megatron's: learned_absolute (GPT's) or rope (Llama's)")
       ->check(CLI::IsMember({"learned_absolute", "rope"}));
+  app.add_flag("--use-rotary-position-embeddings", megatron_arch.use_rotary,
+               "Megatron's older spelling of --position-embedding-type rope");
+  app.add_flag("--no-position-embedding", megatron_arch.no_position_embedding,
+               "Megatron's: taken with RoPE, whose model has no learned positions (Megatron refuses it otherwise)");
   app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie,
                "Megatron's: an output layer of its own (Llama's)");
   app.add_flag("--disable-bias-linear", megatron_arch.disable_bias, "Megatron's: no biases (Llama's)");
@@ -349,7 +368,15 @@ int main(int argc, char** argv) {
            {"--no-bias-swiglu-fusion", fusion},
            {"--no-gradient-accumulation-fusion", fusion},
            {"--no-persist-layer-norm", fusion},
-           {"--no-rope-fusion", fusion}}) {
+           {"--no-rope-fusion", fusion},
+           {"--no-async-tensor-model-parallel-allreduce",
+            "Megatron's: taken (it overlaps tensor-parallel all-reduces, of which a tensor-parallel size of 1 has "
+            "none)"},
+           {"--apply-query-key-layer-scaling",
+            "Megatron's: taken (it divides attention's scores by the layer number and its softmax multiplies them "
+            "back, for fp16's range: the same model)"},
+           {"--manual-gc", "Megatron's: taken (it times Python's garbage collector; srunway-train has none)"},
+           {"--use-legacy-models", "Megatron's: taken (one implementation of the model)"}}) {
     taken_flag(flag, what);
   }
   taken_option("--transformer-impl", "Megatron's: taken (one implementation of the model)")

@@ -494,6 +494,14 @@ grep -q "^model llama (2 layers, hidden 256, heads 8, FFN 640, vocab 512, seq 12
 grep -q "^model gpt (2 layers, hidden 64" "$kWork/out" || fail "Megatron's GPT flags: $(head -1 "$kWork/out")"
 expect_exit 2 "error: srunway-train builds GPT \\(LayerNorm, GELU, learned positions, tied output layer, biases\\) or Llama \\(RMSNorm, SwiGLU, RoPE, untied output layer, no biases\\): --swiglu asks for Llama's, which also needs --normalization RMSNorm, --position-embedding-type rope, --untie-embeddings-and-output-weights, --disable-bias-linear$" \
   "$kTrain" --mock-data --swiglu
+# Megatron's older spellings of RoPE: --use-rotary-position-embeddings, and --no-position-embedding beside it.
+"$kTrain" --normalization RMSNorm --swiglu --use-rotary-position-embeddings --no-position-embedding \
+  --untie-embeddings-and-output-weights --disable-bias-linear --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama (2 layers, hidden 64" "$kWork/out" || fail "Megatron's older RoPE flags: $(head -1 "$kWork/out")"
+expect_exit 2 "error: --no-position-embedding is Megatron's deprecated flag, taken with RoPE only \(--position-embedding-type rope\): for a model without learned positions give that$" \
+  "$kTrain" --mock-data --no-position-embedding
+expect_exit 2 "error: --use-rotary-position-embeddings asks for RoPE, --position-embedding-type learned_absolute for learned positions: give one$" \
+  "$kTrain" --mock-data --use-rotary-position-embeddings --position-embedding-type learned_absolute
 expect_exit 2 "error: --preset gpt2-124m is a gpt model, but Megatron's flags given ask for a llama one$" \
   "$kTrain" --mock-data --preset gpt2-124m "${llama[@]}"
 expect_exit 2 "error: --preset llama-tiny is a llama model, but Megatron's flags given ask for a gpt one$" \
@@ -612,6 +620,7 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
   --no-bias-dropout-fusion --no-gradient-accumulation-fusion --no-persist-layer-norm --no-rope-fusion \
   --log-throughput --tensorboard-queue-size 1000 --num-workers 2 --no-mmap-bin-files --exit-signal-handler \
   --dataloader-type single --kv-channels 16 --rotary-percent 1.0 --log-batch-size-to-tensorboard \
+  --no-async-tensor-model-parallel-allreduce --apply-query-key-layer-scaling --manual-gc --use-legacy-models \
   >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
 grep -q '^step      2/2 | .* tok/s | [0-9.e+-]* TFLOP/s per GPU | MFU' "$kWork/out" ||
