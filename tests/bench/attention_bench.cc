@@ -2,7 +2,9 @@
 // AttentionBackward, with the kernels SRUNWAY_ATTENTION selects, or under SRUNWAY_ATTENTION=cudnn cuDNN's fused
 // attention as cudnn_attention.cc builds it, which must have an engine for the shape) at one shape on this machine's
 // GPU, from random bf16 inputs, after three warm-up calls, and prints one line: forward_ms=F backward_ms=B (the mean of
-// each). Usage: attention_bench B T H KV HEAD_DIM [ITERATIONS]. Exits 77 where there is no GPU, 2 on a bad argument.
+// each). Usage: attention_bench B T H KV HEAD_DIM [ITERATIONS [DOCUMENT]]: with DOCUMENT, each sequence holds
+// documents of that many tokens (--reset-attention-mask), each token attending within its own (on the kernels,
+// which alone take documents). Exits 77 where there is no GPU, 2 on a bad argument.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -29,8 +31,8 @@ std::vector<float> Random(size_t n, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 6 || argc > 7) {
-    std::fprintf(stderr, "usage: attention_bench B T H KV HEAD_DIM [ITERATIONS]\n");
+  if (argc < 6 || argc > 8) {
+    std::fprintf(stderr, "usage: attention_bench B T H KV HEAD_DIM [ITERATIONS [DOCUMENT]]\n");
     return 2;
   }
   int shape[5];
@@ -42,9 +44,14 @@ int main(int argc, char** argv) {
     }
   }
   const auto [B, T, H, KV, hd] = shape;
-  const int iterations = argc == 7 ? std::atoi(argv[6]) : 20;
-  if (iterations <= 0 || H % KV != 0) {
-    std::fprintf(stderr, "attention_bench: ITERATIONS must be positive and KV divide H\n");
+  const int iterations = argc >= 7 ? std::atoi(argv[6]) : 20;
+  const int document = argc == 8 ? std::atoi(argv[7]) : 0;
+  if (iterations <= 0 || H % KV != 0 || (argc == 8 && document <= 0)) {
+    std::fprintf(stderr, "attention_bench: ITERATIONS and DOCUMENT must be positive and KV divide H\n");
+    return 2;
+  }
+  if (document > 0 && cuda::AttentionIs("cudnn")) {
+    std::fprintf(stderr, "attention_bench: cuDNN's graphs take no documents\n");
     return 2;
   }
   srunway::gpu_tests::Gpu gpu("attention_bench");
@@ -55,6 +62,13 @@ int main(int argc, char** argv) {
   auto out = gpu.Bf16(std::vector<float>(out_count)), dqkv = gpu.Bf16(std::vector<float>(qkv_count));
   auto lse = gpu.F32(std::vector<float>(static_cast<size_t>(B) * H * T));
   auto scratch = gpu.F32(std::vector<float>(static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H, KV, hd))));
+  std::vector<int32_t> document_starts(tokens);
+  for (size_t i = 0; i < tokens; ++i) {
+    const int t = static_cast<int>(i % static_cast<size_t>(T));
+    document_starts[i] = document > 0 ? t - t % document : 0;
+  }
+  auto starts_buffer = gpu.I32(document_starts);
+  const int32_t* starts = document > 0 ? starts_buffer.as<int32_t>() : nullptr;
   std::unique_ptr<cuda::CudnnAttention> cudnn;
   if (cuda::AttentionIs("cudnn")) {
     auto opened = cuda::CudnnAttention::Open(gpu.device());
@@ -68,7 +82,7 @@ int main(int argc, char** argv) {
       return;
     }
     gpu.Launched(cuda::AttentionForward(out.as<uint16_t>(), lse.as<float>(), qkv.as<uint16_t>(), B, T, H, KV, hd,
-                                        0.0f, 0, 0, nullptr, gpu.stream()), "AttentionForward");
+                                        0.0f, 0, 0, starts, gpu.stream()), "AttentionForward");
   };
   auto backward = [&] {
     if (cudnn != nullptr) {
@@ -79,7 +93,7 @@ int main(int argc, char** argv) {
     }
     gpu.Launched(cuda::AttentionBackward(dqkv.as<uint16_t>(), scratch.as<float>(), dout.as<uint16_t>(),
                                          out.as<uint16_t>(), qkv.as<uint16_t>(), lse.as<float>(), B, T, H, KV, hd, 0.0f,
-                                         0, 0, nullptr, gpu.stream()), "AttentionBackward");
+                                         0, 0, starts, gpu.stream()), "AttentionBackward");
   };
   // Mean milliseconds of `iterations` calls of fn, the device drained before and after.
   srunway::trainer::Device& device = gpu.device();

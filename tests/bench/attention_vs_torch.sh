@@ -5,7 +5,9 @@
 # heads of 128), bf16: mean milliseconds and TFLOP/s of the forward and the backward, and the ratio of each
 # PyTorch backend's forward + backward time to ours (above 1: ours is faster). FLOPs as FlashAttention's own
 # benchmarks count them: forward 4 B H T^2 hd / 2 (causal), backward 2.5 times the forward. Asserts nothing about
-# time; exits 77 without a GPU or without PyTorch with CUDA.
+# time; exits 77 without a GPU or without PyTorch with CUDA. Then at the 1.3B's shape with documents of 512 tokens
+# (--reset-attention-mask): our kernels, the only ones of ours that take documents, against PyTorch's SDPA given
+# the mask (FLOPs those of the causal attention, for comparison with the rows above, not the documents' fewer).
 #   SRUNWAY_ATTENTION_BENCH  tests/bench/attention_bench (built with the CUDA kernels)
 #   SRUNWAY_BENCH_STEPS      calls timed per kernel (default 20)
 #   SRUNWAY_BENCH_TORCH      python with PyTorch (default python3)
@@ -28,13 +30,16 @@ report() {  # report NAME FORWARD_MS BACKWARD_MS FORWARD_FLOPS OURS_TOTAL_MS
     print line }'
 }
 
-for shape in "16 1024 12 12 64" "8 2048 16 16 128"; do
-  read -r B T H KV hd <<<"$shape"
+for shape in "16 1024 12 12 64" "8 2048 16 16 128" "8 2048 16 16 128 512"; do
+  read -r B T H KV hd document <<<"$shape"
   flops=$(awk -v B="$B" -v T="$T" -v H="$H" -v hd="$hd" 'BEGIN {printf "%.0f", 2 * B * H * T * T * hd}')
-  echo "causal attention B ${B} T ${T} H ${H} KV ${KV} head dim ${hd}, bf16, ${iterations} calls each"
+  echo "causal attention B ${B} T ${T} H ${H} KV ${KV} head dim ${hd}${document:+, documents of $document tokens}," \
+    "bf16, ${iterations} calls each"
   ours_total=0
-  for kernel in mma wmma cudnn; do
-    line=$(SRUNWAY_ATTENTION=$kernel "$bench" "$B" "$T" "$H" "$KV" "$hd" "$iterations") || {
+  kernels=(mma wmma cudnn)
+  [[ -n $document ]] && kernels=(mma)
+  for kernel in "${kernels[@]}"; do
+    line=$(SRUNWAY_ATTENTION=$kernel "$bench" "$B" "$T" "$H" "$KV" "$hd" "$iterations" $document) || {
       rc=$?; ((rc == 77)) && { echo "SKIP: no GPU for attention_bench"; exit 77; }
       echo "  srunway $kernel: attention_bench failed (exit $rc)"; continue; }
     f=$(field forward_ms "$line") b=$(field backward_ms "$line")
@@ -48,5 +53,5 @@ for shape in "16 1024 12 12 64" "8 2048 16 16 128"; do
       continue
     fi
     report "$name" "$(field forward_ms "$line")" "$(field backward_ms "$line")" "$flops" "$ours_total"
-  done < <("$python" "$here/attention_torch.py" "$B" "$T" "$H" "$KV" "$hd" "$iterations")
+  done < <("$python" "$here/attention_torch.py" "$B" "$T" "$H" "$KV" "$hd" "$iterations" $document)
 done
