@@ -40,11 +40,42 @@ int main(int argc, char** argv) {
       app.add_flag("--append-eod", options.append_eod, "end every document with <|endoftext|> (default)");
   app.add_flag("--no-append-eod", no_eod, "do not")->excludes(eod);
   app.add_flag("--quiet", quiet, "no progress");
+  // Megatron's tools/preprocess_data.py flags, as its scripts pass them: what srunway-prep does is taken, the rest
+  // refused by name, so that a pasted command does not make another dataset than it says.
+  std::string tokenizer_type, dataset_impl, lang;
+  int partitions = 1, log_interval = 1000;
+  bool keep_sequential = false, split_sentences = false, keep_newlines = false;
+  app.add_option("--tokenizer-type", tokenizer_type,
+                 "Megatron's: GPT2BPETokenizer only (GPT-2's byte-level BPE: --vocab-file and --merge-file, or the "
+                 "one --train-vocab learns)");
+  app.add_option("--dataset-impl", dataset_impl, "Megatron's (older): mmap only, the indexed dataset written here")
+      ->check(CLI::IsMember({"mmap"}));
+  app.add_option("--partitions", partitions,
+                 "Megatron's: taken (the input is shared out over --workers threads; one dataset either way)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--log-interval", log_interval, "Megatron's: taken (progress shows as srunway-prep shows it)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--keep-sequential-samples", keep_sequential,
+               "Megatron's: taken (documents always keep the input's order)");
+  app.add_flag("--split-sentences", split_sentences,
+               "Megatron's: refused (each document is one sequence here; no sentence splitting)");
+  app.add_flag("--keep-newlines", keep_newlines, "Megatron's: taken (it acts only with --split-sentences)");
+  app.add_option("--lang", lang, "Megatron's: taken (it acts only with --split-sentences)");
   srunway::common::RefuseIntegersOutOfRange(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer") {
+    srunway::common::LogError("--tokenizer-type {}: srunway-prep writes GPT-2's byte-level BPE (GPT2BPETokenizer: "
+                              "--vocab-file and --merge-file, or --train-vocab) only", tokenizer_type);
+    return 2;
+  }
+  if (split_sentences) {
+    srunway::common::LogError("--split-sentences: srunway-prep does not split documents into sentences (Megatron "
+                              "does it for BERT's sentence-order data); leave it out for GPT pretraining");
+    return 2;
   }
   // Options that cannot go together are a command-line error (exit 2), not bad input.
   if (auto checked = srunway::trainer::CheckPrepOptions(options); !checked.ok()) {

@@ -70,6 +70,24 @@ expect_exit 2 "--append-eod excludes --no-append-eod" \
 for i in $(seq 1 300); do echo "line $i of a small corpus, with words that repeat: alpha beta gamma $((i % 7))"; done \
   >"$kWork/corpus.txt"
 "$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/data" --train-vocab 400 --quiet >/dev/null
+# Megatron's preprocess_data.py flags, as its scripts pass them, make the same dataset bit for bit; the rest are
+# one line each (each was an unknown argument).
+"$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/ours" --vocab-file "$kWork/data.vocab.json" \
+  --merge-file "$kWork/data.merges.txt" --quiet >/dev/null || fail "srunway-prep with the data's tokenizer"
+"$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/megatron" --vocab-file "$kWork/data.vocab.json" \
+  --merge-file "$kWork/data.merges.txt" --tokenizer-type GPT2BPETokenizer --dataset-impl mmap --append-eod \
+  --workers 2 --partitions 2 --log-interval 100 --keep-sequential-samples --keep-newlines --lang english \
+  --quiet >/dev/null || fail "srunway-prep with Megatron's flags"
+cmp -s "$kWork/ours.bin" "$kWork/megatron.bin" && cmp -s "$kWork/ours.idx" "$kWork/megatron.idx" ||
+  fail "Megatron's preprocessing flags changed the dataset"
+expect_exit 2 "error: --tokenizer-type HuggingFaceTokenizer: srunway-prep writes GPT-2's byte-level BPE \(GPT2BPETokenizer: --vocab-file and --merge-file, or --train-vocab\) only" \
+  "$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/megatron" --train-vocab 300 \
+  --tokenizer-type HuggingFaceTokenizer
+expect_exit 2 "error: --split-sentences: srunway-prep does not split documents into sentences" \
+  "$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/megatron" --train-vocab 300 --split-sentences
+expect_exit 2 "--dataset-impl: lazy not in \{mmap\}" \
+  "$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/megatron" --train-vocab 300 --dataset-impl lazy
+echo "ok: srunway-prep takes Megatron's preprocessing flags and refuses the rest by name"
 # A signal while it encodes: srunway-prep stops between batches, removes its temporaries (as large as the
 # dataset) and exits 128 + the signal (it died and left PREFIX.bin.tmp.* behind).
 python3 -c "import sys; sys.stdout.write(('alpha beta gamma delta ' * 40 + '\n\n') * 60000)" >"$kWork/big.txt"
