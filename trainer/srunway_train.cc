@@ -298,13 +298,15 @@ int main(int argc, char** argv) {
   vocab_file->needs("--merge-file");
   std::string tokenizer_type;
   app.add_option("--tokenizer-type", tokenizer_type,
-                 "Megatron's: GPT2BPETokenizer only (GPT-2's byte-level BPE, --vocab-file and --merge-file)")
-      ->needs(vocab_file);
+                 "Megatron's: GPT2BPETokenizer (GPT-2's byte-level BPE, --vocab-file and --merge-file) or "
+                 "NullTokenizer (with --vocab-size N: data of token ids below N, N the end of document; the model's "
+                 "vocabulary N + 1, padded)");
   int vocab_multiple = 128;
-  app.add_option("--make-vocab-size-divisible-by", vocab_multiple,
-                 "Megatron's: with --vocab-file and neither --preset nor --vocab-size, the vocabulary is the "
-                 "tokenizer's padded to a multiple of this")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20))->needs(vocab_file);
+  CLI::Option* vocab_multiple_option =
+      app.add_option("--make-vocab-size-divisible-by", vocab_multiple,
+                     "Megatron's: with --vocab-file and neither --preset nor --vocab-size, or NullTokenizer, the "
+                     "vocabulary is the tokenizer's padded to a multiple of this")
+          ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app.add_option("--device", o.device,
                  "auto: the rank's GPU where there is one, else the CPU (with a line saying why); cuda: the GPU or "
                  "exit 1; cpu")
@@ -529,9 +531,26 @@ int main(int argc, char** argv) {
                               "or leave it out", flag);
     return srunway::trainer::kExitUsage;
   }
-  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer") {
+  const bool null_tokenizer = tokenizer_type == "NullTokenizer";
+  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && !null_tokenizer) {
     srunway::common::LogError("--tokenizer-type {}: srunway-train reads GPT-2's byte-level BPE (GPT2BPETokenizer: "
-                              "--vocab-file and --merge-file) only", tokenizer_type);
+                              "--vocab-file and --merge-file) or token ids (NullTokenizer) only", tokenizer_type);
+    return srunway::trainer::kExitUsage;
+  }
+  // Megatron's NullTokenizer: the data are token ids below --vocab-size N, and N is the end of document.
+  if (null_tokenizer && (vocab == 0 || !o.vocab_file.empty())) {
+    srunway::common::LogError("--tokenizer-type NullTokenizer {}", vocab == 0
+                                  ? "needs --vocab-size N (token ids below N; N is the end of document)"
+                                  : "reads no --vocab-file: its tokens are the data's ids");
+    return srunway::trainer::kExitUsage;
+  }
+  if (tokenizer_type == "GPT2BPETokenizer" && o.vocab_file.empty()) {
+    srunway::common::LogError("--tokenizer-type GPT2BPETokenizer requires --vocab-file (and --merge-file)");
+    return srunway::trainer::kExitUsage;
+  }
+  if (vocab_multiple_option->count() > 0 && o.vocab_file.empty() && !null_tokenizer) {
+    srunway::common::LogError("--make-vocab-size-divisible-by requires --vocab-file or --tokenizer-type "
+                              "NullTokenizer");
     return srunway::trainer::kExitUsage;
   }
   if (fp16) {
@@ -585,6 +604,10 @@ int main(int argc, char** argv) {
   if (ffn) o.model.d_ff = ffn;
   if (max_positions) o.model.seq_len = max_positions;
   if (vocab) o.model.vocab = vocab;
+  if (null_tokenizer) {  // as Megatron's: N ids and the end of document, padded
+    o.null_tokenizer_vocab = vocab;
+    o.model.vocab = srunway::trainer::PaddedVocabSize(int64_t{vocab} + 1, vocab_multiple);
+  }
   // Megatron's flags alone take the vocabulary from the data's tokenizer, padded, as Megatron does.
   if (!o.vocab_file.empty() && !vocab && !preset_given) {
     auto tokenizer = srunway::trainer::Tokenizer::Load(o.vocab_file, o.merge_file);

@@ -235,8 +235,8 @@ common::StatusOr<std::vector<float>> DownloadRanges(Device& device, std::span<co
 // --export-hf's tokenizer: the run's files as they are (srunway-prep's BPE is GPT-2's format), each read once; or
 // none, and `none` says why for the log line (mock data, no files beside the dataset, or what is wrong with them).
 std::optional<HfTokenizer> ExportTokenizer(const TrainOptions& o, std::string& none) {
-  if (o.mock_data) {
-    none = "--mock-data";
+  if (o.mock_data || o.null_tokenizer_vocab > 0) {
+    none = o.mock_data ? "--mock-data" : "--tokenizer-type NullTokenizer";
     return std::nullopt;
   }
   auto paths = TokenizerPaths(o);
@@ -682,7 +682,10 @@ common::Status Trainer::Setup() {
                                  std::pair{"--reset-attention-mask", o_.reset_attention_mask}}) {
     if (on) need_eod.emplace_back(flag);
   }
-  if (!need_eod.empty()) {
+  if (!need_eod.empty() && o_.null_tokenizer_vocab > 0) {
+    eod_ = o_.null_tokenizer_vocab;  // NullTokenizer's
+    if (o_.eod_mask_loss) unscored_ = eod_;
+  } else if (!need_eod.empty()) {
     const std::string flags = fmt::format("{}", fmt::join(need_eod, " and "));
     const char* needs = need_eod.size() > 1 ? "need" : "needs";
     if (o_.mock_data && o_.vocab_file.empty()) {
@@ -697,13 +700,14 @@ common::Status Trainer::Setup() {
     if (tokenizer->eod() < 0) return common::InvalidArgument("{}: the tokenizer has no {} token", flags, kEndOfText);
     eod_ = tokenizer->eod();
     if (o_.eod_mask_loss) unscored_ = eod_;
-    if (Leader() && (o_.reset_position_ids || o_.reset_attention_mask)) {
-      common::LogInfo("documents: each ends after token {} ({}); {}", eod_, kEndOfText,
-                      o_.reset_position_ids && o_.reset_attention_mask
-                          ? "each starts again at position 0 and attends to its own tokens only"
-                      : o_.reset_position_ids ? "each starts again at position 0 (attention still spans the sample)"
-                                              : "each attends to its own tokens only (positions still count the sample)");
-    }
+  }
+  if (Leader() && (o_.reset_position_ids || o_.reset_attention_mask)) {
+    common::LogInfo("documents: each ends after token {} ({}); {}", eod_,
+                    o_.null_tokenizer_vocab > 0 ? "NullTokenizer's end of document" : kEndOfText,
+                    o_.reset_position_ids && o_.reset_attention_mask
+                        ? "each starts again at position 0 and attends to its own tokens only"
+                    : o_.reset_position_ids ? "each starts again at position 0 (attention still spans the sample)"
+                                            : "each attends to its own tokens only (positions still count the sample)");
   }
   setup_error_everywhere_ = false;
 
@@ -1325,6 +1329,10 @@ common::Status Trainer::CheckEndOutputs() {
   // --vocab-file and --merge-file (Megatron's flags for the data's tokenizer) must load, and the model's vocabulary
   // hold the tokenizer's, as Megatron's would: its vocabulary is the tokenizer's, padded.
   const bool given = !o_.vocab_file.empty();
+  if (o_.sample_tokens > 0 && o_.null_tokenizer_vocab > 0) {
+    return common::InvalidArgument("--sample: --tokenizer-type NullTokenizer has no text to prompt with or decode "
+                                   "into");
+  }
   if (o_.sample_tokens == 0 && !given) return common::Status::Ok();
   auto found = FindTokenizer(o_);
   if (!found.ok()) {

@@ -88,6 +88,9 @@ struct TrainOptions {
   int sample_top_k = 1;        // 1: greedy
   std::string sample_prompt;
   std::string vocab_file, merge_file;
+  // Megatron's --tokenizer-type NullTokenizer with --vocab-size N: the data are token ids below N, N is the end of
+  // document, and there is no text (0: the tokenizer is vocab_file's, or the one beside the data).
+  int null_tokenizer_vocab = 0;
   double peak_tflops = 0;      // 0: the GPU's dense bf16 peak where known, or this CPU's measured sgemm rate
   std::string device = "auto";  // auto (the rank's GPU where there is one, else the CPU), cpu or cuda
   int threads = 0;  // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else this task's CPUs; kMaxThreads at most

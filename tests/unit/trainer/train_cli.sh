@@ -710,7 +710,30 @@ done
   fail "a run whose vocabulary is its tokenizer's: $(cat "$kWork/err")"
 expect_exit 2 "--make-vocab-size-divisible-by requires --vocab-file" \
   "$kTrain" "${common[@]}" --mock-data --make-vocab-size-divisible-by 64
-expect_exit 2 "--tokenizer-type HuggingFaceTokenizer: srunway-train reads GPT-2's byte-level BPE \\(GPT2BPETokenizer: --vocab-file and --merge-file\\) only" \
+# Megatron's NullTokenizer (its mock-data scripts' --tokenizer-type NullTokenizer --vocab-size N): token ids below
+# N, N the end of document, the model's vocabulary N + 1 padded; it trains, and its end of document is the one the
+# document flags use. Without --vocab-size, with a --vocab-file, or with --sample (no text) it is one line.
+for multiple in 128 1; do
+  "$kTrain" --mock-data --seq-length 32 --tokenizer-type NullTokenizer --vocab-size 1000 \
+    --make-vocab-size-divisible-by $multiple --dry-run >"$kWork/out" 2>&1
+  grep -q "vocab $(((1001 + multiple - 1) / multiple * multiple)), seq 32)" "$kWork/out" ||
+    fail "NullTokenizer's 1000 ids and its end of document padded to a multiple of $multiple: $(head -1 "$kWork/out")"
+done
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --tokenizer-type NullTokenizer --vocab-size 500 \
+  --eod-mask-loss --reset-position-ids --reset-attention-mask >"$kWork/out" 2>"$kWork/err" ||
+  fail "NullTokenizer with the document flags: $(cat "$kWork/err")"
+grep -q "info: documents: each ends after token 500 (NullTokenizer's end of document)" "$kWork/err" ||
+  fail "NullTokenizer's end of document: $(cat "$kWork/err")"
+expect_exit 2 "error: --tokenizer-type NullTokenizer needs --vocab-size N \(token ids below N; N is the end of document\)" \
+  "$kTrain" "${common[@]}" --mock-data --tokenizer-type NullTokenizer
+expect_exit 2 "error: --tokenizer-type NullTokenizer reads no --vocab-file: its tokens are the data's ids" \
+  "$kTrain" "${common[@]}" --mock-data --tokenizer-type NullTokenizer --vocab-size 500 \
+  --vocab-file "$kWork/data.vocab.json" --merge-file "$kWork/data.merges.txt"
+expect_exit 2 "error: --sample: --tokenizer-type NullTokenizer has no text to prompt with or decode into" \
+  "$kTrain" "${common[@]}" --mock-data --tokenizer-type NullTokenizer --vocab-size 500 --sample 4
+expect_exit 2 "error: --tokenizer-type GPT2BPETokenizer requires --vocab-file \(and --merge-file\)" \
+  "$kTrain" "${common[@]}" --mock-data --tokenizer-type GPT2BPETokenizer
+expect_exit 2 "--tokenizer-type HuggingFaceTokenizer: srunway-train reads GPT-2's byte-level BPE \\(GPT2BPETokenizer: --vocab-file and --merge-file\\) or token ids \\(NullTokenizer\\) only" \
   "$kTrain" "${common[@]}" --mock-data --tokenizer-type HuggingFaceTokenizer --vocab-file "$kWork/data.vocab.json" \
   --merge-file "$kWork/data.merges.txt"
 expect_exit 2 "--keep-checkpoints must be at least 0, not -1" \
