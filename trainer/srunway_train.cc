@@ -328,7 +328,13 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads,
                  "CPU threads (default: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the task's CPUs)")
       ->check(CLI::Range(1, srunway::trainer::kMaxThreads));
+  int64_t ddp_bucket_size = 0;
+  CLI::Option* ddp_bucket = app.add_option("--ddp-bucket-size", ddp_bucket_size,
+                                           "Megatron's: the gradient buckets in parameters (fp32: 4 bytes each), "
+                                           "--bucket-size-mb in its units")
+                                ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--bucket-size-mb", o.bucket_size_mb, "data parallel: gradient all-reduce bucket size")
+      ->excludes(ddp_bucket)
       ->capture_default_str();
   bool no_overlap = false;
   app.add_flag("--no-overlap-grad-reduce", no_overlap,
@@ -378,7 +384,16 @@ int main(int argc, char** argv) {
             "Megatron's: taken (it divides attention's scores by the layer number and its softmax multiplies them "
             "back, for fp16's range: the same model)"},
            {"--manual-gc", "Megatron's: taken (it times Python's garbage collector; srunway-train has none)"},
-           {"--use-legacy-models", "Megatron's: taken (one implementation of the model)"}}) {
+           {"--use-legacy-models", "Megatron's: taken (one implementation of the model)"},
+           {"--legacy-tokenizer", "Megatron's: taken (one implementation of GPT-2's tokenizer)"},
+           {"--cross-entropy-loss-fusion", fusion},
+           {"--ddp-average-in-collective",
+            "Megatron's: taken (the gradients' mean over the ranks, whether divided before the sum or in it)"},
+           {"--check-for-nan-in-loss-and-grad",
+            "Megatron's: taken (a loss or gradient norm that is not finite always ends the run, exit 3)"},
+           {"--no-check-for-nan-in-loss-and-grad",
+            "Megatron's: taken, and the check stays (a loss or gradient norm that is not finite ends the run, exit "
+            "3, where Megatron would train on)"}}) {
     taken_flag(flag, what);
   }
   taken_option("--transformer-impl", "Megatron's: taken (one implementation of the model)")
@@ -396,6 +411,12 @@ int main(int argc, char** argv) {
              "exit 4)");
   taken_option("--dataloader-type", "Megatron's: single only (the samples in order, resuming where they stopped)")
       ->check(CLI::IsMember({"single"}));
+  taken_option("--optimizer", "Megatron's: adam only (AdamW: Adam with decoupled weight decay, as Megatron's adam)")
+      ->check(CLI::IsMember({"adam"}));
+  bool no_attention_mask = false;
+  app.add_flag("--no-create-attention-mask-in-dataloader", no_attention_mask,
+               "Megatron's: taken (attention is causal by its kernels; with --reset-attention-mask, refused, as "
+               "Megatron then masks no documents)");
   int kv_channels = 0;
   app.add_option("--kv-channels", kv_channels, "Megatron's: the head size, which is --hidden-size / --num-attention-heads")
       ->check(CLI::PositiveNumber);
@@ -553,6 +574,12 @@ int main(int argc, char** argv) {
                               "NullTokenizer");
     return srunway::trainer::kExitUsage;
   }
+  if (no_attention_mask && o.reset_attention_mask) {
+    srunway::common::LogError("--no-create-attention-mask-in-dataloader with --reset-attention-mask: Megatron then "
+                              "masks no documents (its attention is causal alone); give one of them");
+    return srunway::trainer::kExitUsage;
+  }
+  if (ddp_bucket_size > 0) o.bucket_size_mb = static_cast<double>(ddp_bucket_size) * sizeof(float) / (1 << 20);
   if (fp16) {
     srunway::common::LogError("--fp16: fp16 training with loss scaling is not supported: srunway-train trains in "
                               "bf16 on GPUs (Megatron's --bf16) and in fp32 on CPUs");

@@ -639,6 +639,8 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
   --log-throughput --tensorboard-queue-size 1000 --num-workers 2 --no-mmap-bin-files --exit-signal-handler \
   --dataloader-type single --kv-channels 16 --rotary-percent 1.0 --log-batch-size-to-tensorboard \
   --no-async-tensor-model-parallel-allreduce --apply-query-key-layer-scaling --manual-gc --use-legacy-models \
+  --legacy-tokenizer --cross-entropy-loss-fusion --ddp-average-in-collective --check-for-nan-in-loss-and-grad \
+  --optimizer adam --no-create-attention-mask-in-dataloader \
   >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
 grep -q '^step      2/2 | .* tok/s | [0-9.e+-]* TFLOP/s per GPU | MFU' "$kWork/out" ||
@@ -708,6 +710,20 @@ done
 "$kTrain" --data-path "$kWork/data" --split 1 --seq-length 32 --micro-batch-size 2 --train-steps 2 \
   --vocab-file "$kWork/data.vocab.json" --merge-file "$kWork/data.merges.txt" >"$kWork/out" 2>"$kWork/err" ||
   fail "a run whose vocabulary is its tokenizer's: $(cat "$kWork/err")"
+# Megatron's --ddp-bucket-size counts parameters: the buckets of --bucket-size-mb at 4 bytes each.
+"$kTrain" "${common[@]}" --mock-data --train-steps 1 --ddp-bucket-size 10000 >"$kWork/ddp" 2>&1 ||
+  fail "--ddp-bucket-size: $(cat "$kWork/ddp")"
+"$kTrain" "${common[@]}" --mock-data --train-steps 1 --bucket-size-mb 0.03814697265625 >"$kWork/mb" 2>&1 ||
+  fail "--bucket-size-mb"
+buckets=$(grep -o "gradients in [0-9]* buckets" "$kWork/ddp" || true)
+[[ -n $buckets && $buckets != "gradients in 1 buckets" && $buckets == "$(grep -o "gradients in [0-9]* buckets" "$kWork/mb")" ]] ||
+  fail "--ddp-bucket-size 10000 is not --bucket-size-mb at 4 bytes a parameter: $(cat "$kWork/ddp")"
+expect_exit 2 "--ddp-bucket-size excludes --bucket-size-mb" \
+  "$kTrain" "${common[@]}" --mock-data --ddp-bucket-size 10000 --bucket-size-mb 1
+expect_exit 2 "--optimizer: sgd not in \\{adam\\}" "$kTrain" "${common[@]}" --mock-data --optimizer sgd
+expect_exit 2 "error: --no-create-attention-mask-in-dataloader with --reset-attention-mask: Megatron then masks no documents" \
+  "$kTrain" "${common[@]}" --mock-data --tokenizer-type NullTokenizer --vocab-size 500 --reset-attention-mask \
+  --no-create-attention-mask-in-dataloader
 expect_exit 2 "--make-vocab-size-divisible-by requires --vocab-file" \
   "$kTrain" "${common[@]}" --mock-data --make-vocab-size-divisible-by 64
 # Megatron's NullTokenizer (its mock-data scripts' --tokenizer-type NullTokenizer --vocab-size N): token ids below
