@@ -2,7 +2,8 @@
 # scripts/examples/megatron-llama.sbatch, a Megatron-LM script with Megatron's own flags, as a user submits it: the
 # job trains the Llama those flags describe (RMSNorm, SwiGLU, RoPE, untied output, no biases, 2 query groups) over
 # 2 nodes x 2 ranks with the optimizer sharded, its vocabulary the tokenizer's padded to 128 as Megatron's, and
-# completes with its validation runs, checkpoints and TensorBoard events; the loss falls.
+# completes with its validation runs, checkpoints and TensorBoard events; the loss falls. Its samples' documents
+# (about 20 tokens each in samples of 64) train each on its own, with the tokenizer's end of document.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 export SRUNWAY_TRAIN=${SRUNWAY_TRAIN:?} SRUNWAY_LAUNCH=${SRUNWAY_LAUNCH:?}
@@ -22,6 +23,9 @@ log=$(cat "$work/job.out")
 grep -q "model llama (2 layers, hidden 128, heads 4/2, vocab $(((tokens + 127) / 128 * 128))): " <<<"$log" ||
   fail "not the Llama of Megatron's flags with the tokenizer's $tokens tokens padded: $log"
 grep -q "batch 16 x 64 tokens = 4 ranks x 2 micro-batches of 2" <<<"$log" || fail "$log"
+eod=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["<|endoftext|>"])' "$work/data.vocab.json")
+grep -q "info: documents: each ends after token $eod (<|endoftext|>); each starts again at position 0 and attends to its own tokens only" <<<"$log" ||
+  fail "no documents line: $log"
 grep -q "optimizer state .* per rank (ZeRO-1: 1/4 of it)" <<<"$log" || fail "no ZeRO-1: $log"
 expect_eq "step lines" "$(grep -c '^step' <<<"$log")" 4
 expect_eq "validation lines" "$(grep -c '^validation at step' <<<"$log")" 2
