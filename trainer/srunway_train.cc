@@ -253,6 +253,12 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard-queue-size", unqueued)->check(CLI::PositiveNumber);
   const std::string always = "Megatron's: taken (batch-size is always written)";
   app.add_flag("--log-batch-size-to-tensorboard", always);
+  app.add_option("--timing-log-level", o.timing_log_level,
+                 "Megatron's: 1 prints, at each log step, the (min, max) over the ranks of each step's "
+                 "forward-backward, all-grads-sync and optimizer ms (the device drained at each one's end); 2 also "
+                 "batch-generator, forward-compute, backward-compute, optimizer-clip-main-grad and "
+                 "optimizer-inner-step; 0 none")
+      ->capture_default_str()->check(CLI::Range(0, 2));
   for (const auto& [flag, target, help] : std::initializer_list<std::tuple<const char*, bool*, const char*>>{
            {"--log-memory-to-tensorboard", &o.log_memory_to_tensorboard,
             "TensorBoard: mem-allocated-bytes, mem-max-allocated-bytes and mem-allocated-count of the device "
@@ -263,7 +269,8 @@ int main(int argc, char** argv) {
            {"--log-world-size-to-tensorboard", &o.log_world_size_to_tensorboard,
             "TensorBoard: world-size, the number of ranks"},
            {"--log-timers-to-tensorboard", &o.log_timers_to_tensorboard,
-            "TensorBoard: iteration-time (s) at each log step, and throughput with --log-throughput"},
+            "TensorBoard: iteration-time (s) at each log step, throughput with --log-throughput, and "
+            "--timing-log-level's timers (NAME-time, the slowest rank's, s)"},
            {"--log-throughput", &o.log_throughput,
             "TFLOP/s per GPU on each log line, and in TensorBoard (throughput) with --log-timers-to-tensorboard "
             "(Megatron's)"},
@@ -523,8 +530,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(args);
   } catch (const CLI::ExtrasError&) {
-    // CLI11 names them in the order of the word vector, which runs last first here: "--timing-log-level 2
-    // --wandb-project demo" read "not expected: demo --wandb-project 2 --timing-log-level".
+    // CLI11 names them in the order of the word vector, which runs last first here: "--num-experts 8
+    // --wandb-project demo" read "not expected: demo --wandb-project 8 --num-experts".
     std::vector<std::string> extras = app.remaining();
     std::reverse(extras.begin(), extras.end());
     return app.exit(CLI::ExtrasError(extras)) == 0 ? 0 : srunway::trainer::kExitUsage;

@@ -28,6 +28,14 @@ grep -q "info: documents: each ends after token $eod (<|endoftext|>); each start
   fail "no documents line: $log"
 grep -q "optimizer state .* per rank (ZeRO-1: 1/4 of it)" <<<"$log" || fail "no ZeRO-1: $log"
 expect_eq "step lines" "$(grep -c '^step' <<<"$log")" 4
+# --timing-log-level 1: at each log step Megatron's three timers over the 4 ranks, min <= max.
+expect_eq "timer blocks" "$(grep -c '^(min, max) time across ranks (ms):$' <<<"$log")" 4
+python3 - "$work/job.out" <<'PY' || fail "timers: $log"
+import re, sys
+found = re.findall(r"^    ([a-z-]+) \.+: \(([0-9.]+), ([0-9.]+)\)$", open(sys.argv[1]).read(), re.M)
+assert sorted({name for name, _, _ in found}) == ["all-grads-sync", "forward-backward", "optimizer"], found
+assert len(found) == 12 and all(float(low) <= float(high) for _, low, high in found), found
+PY
 expect_eq "validation lines" "$(grep -c '^validation at step' <<<"$log")" 2
 expect_eq "latest checkpoint" "$(cat "$work/run/checkpoints/latest_checkpointed_iteration.txt")" 40
 python3 - "$work/run/metrics.jsonl" <<'PY' || fail "metrics: $(cat "$work/run/metrics.jsonl")"

@@ -300,6 +300,17 @@ struct RankStep {
   int32_t pad = 0;
 };
 constexpr int32_t kTimeUp = -1;  // --exit-duration-in-mins has passed on this rank
+
+// --timing-log-level's timers, Megatron's names, in the order it prints them, each with the level that shows it.
+enum Timer { kForwardBackward, kForwardCompute, kBackwardCompute, kBatchGenerator, kAllGradsSync, kClipMainGrad,
+             kInnerStep, kOptimizer, kTimers };
+constexpr std::pair<const char*, int> kTimerNames[kTimers] = {
+    {"forward-backward", 1},        {"forward-compute", 2},      {"backward-compute", 2}, {"batch-generator", 2},
+    {"all-grads-sync", 1},          {"optimizer-clip-main-grad", 2}, {"optimizer-inner-step", 2}, {"optimizer", 1}};
+// Milliseconds each timer has run on this rank since the last log step.
+struct Timers {
+  double ms[kTimers] = {};
+};
 constexpr int32_t kExitInterval = -2;  // --exit-interval: every rank reaches it at the same step
 
 class Trainer {
@@ -315,6 +326,11 @@ class Trainer {
   // Host values exchanged through the communicator, whose buffers may be GPU memory: `bytes` from each rank into
   // `all` (ranks x bytes), and one int32 from `root`.
   common::Status HostAllGather(const void* mine, void* all, size_t bytes);
+  // --timing-log-level: the time since `since` into timer `t`, the device drained first where the level shows it.
+  void Time(Timers& timers, Timer t, Clock::time_point since);
+  // At a log step, on every rank: the ranks' timers, as (min, max) of their mean per step; printed by the leader,
+  // and written to TensorBoard with --log-timers-to-tensorboard.
+  common::Status LogTimers(const Timers& timers, int64_t steps);
   common::Status HostBroadcast(int32_t& value, int root);
   // MFU's peak on CPUs: the ranks' sgemm rates, measured by all of them at once, as they train (ranks that share a
   // node share its cores here too), averaged over the ranks, so that peak x ranks is what the machines can do. One
@@ -503,6 +519,32 @@ common::Status Trainer::HostAllGather(const void* mine, void* all, size_t bytes)
   SRUNWAY_RETURN_IF_ERROR(comm_->Upload(send, mine, bytes));
   SRUNWAY_RETURN_IF_ERROR(comm_->AllGather(send, exchange_.data(), bytes, launcher::DataType::kUInt8));
   return comm_->Download(all, exchange_.data(), bytes * static_cast<size_t>(world_));
+}
+
+void Trainer::Time(Timers& timers, Timer t, Clock::time_point since) {
+  if (o_.timing_log_level < kTimerNames[t].second) return;
+  (void)device_->Synchronize(device_->main_stream());  // a failure surfaces at the step's DeviceStatus
+  timers.ms[t] += std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+}
+
+common::Status Trainer::LogTimers(const Timers& timers, int64_t steps) {
+  std::vector<Timers> all(static_cast<size_t>(world_));
+  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&timers, all.data(), sizeof timers));
+  if (!Leader()) return common::Status::Ok();
+  std::string text = "(min, max) time across ranks (ms):";
+  std::vector<Scalar> scalars;
+  for (int t = 0; t < kTimers; ++t) {
+    if (o_.timing_log_level < kTimerNames[t].second) continue;
+    double low = INFINITY, high = 0;
+    for (const Timers& rank : all) {
+      low = std::min(low, rank.ms[t] / static_cast<double>(steps));
+      high = std::max(high, rank.ms[t] / static_cast<double>(steps));
+    }
+    text += fmt::format("\n    {:.<48}: ({:.2f}, {:.2f})", std::string(kTimerNames[t].first) + " ", low, high);
+    scalars.push_back({std::string(kTimerNames[t].first) + "-time", static_cast<float>(high / 1e3)});
+  }
+  Print(text + "\n");
+  return o_.log_timers_to_tensorboard ? events_.Write(step_, scalars) : common::Status::Ok();
 }
 
 common::Status Trainer::HostBroadcast(int32_t& value, int root) {
@@ -1415,6 +1457,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
   double window_ms = 0;
   int64_t window_steps = 0, window_tokens = 0;
   int64_t last_batch = ramp_.At(consumed_);
+  Timers step_timers;  // --timing-log-level's, since the last log step
   TrainResult result;
   result.rank = rank_;
   if (o_.skip_train) {
@@ -1440,7 +1483,9 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     for (int micro = 0; micro < accum; ++micro) {
       // Rank r takes the r-th slice of the step's samples, so any world size sees the same samples per step.
       const int64_t first = (o_.overfit_batch ? 0 : consumed_) + rank_ * per_rank + int64_t{micro} * B_;
+      auto phase = Clock::now();
       SRUNWAY_RETURN_IF_ERROR(FillBatch(*train_, first, B_, T_, batch, unscored_));
+      Time(step_timers, kBatchGenerator, phase);
       if (slow_rank_ms_ && slow_rank_ms_->first == rank_) {
         std::this_thread::sleep_for(std::chrono::milliseconds(slow_rank_ms_->second));
       }
@@ -1449,16 +1494,22 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       Model::ParamsNeeded need = [&](ParamRange range) {
         if (gathered.ok()) gathered = reducer_->Need(range);
       };
+      phase = Clock::now();
       mine.loss += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_, &dropout,
                                    o_.distributed_optimizer ? need : nullptr, loss_scale) *
                    loss_scale;
       SRUNWAY_RETURN_IF_ERROR(gathered);
+      Time(step_timers, kForwardCompute, phase);
       const bool last = micro + 1 == accum;
       if (last) reducer_->Arm();
+      phase = Clock::now();
       model_->Backward(loss_scale, last ? ready : nullptr);
+      Time(step_timers, kBackwardCompute, phase);
     }
+    Time(step_timers, kForwardBackward, start);
     const auto computed = Clock::now();
     SRUNWAY_RETURN_IF_ERROR(reducer_->Finish());
+    Time(step_timers, kAllGradsSync, computed);
     mine.compute_ms = std::chrono::duration<double, std::milli>(computed - start).count();
     mine.comm_ms = reducer_->wait_ms();
     mine.signal = stop_signal_ != nullptr ? *stop_signal_ : 0;
@@ -1477,6 +1528,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     double norm = 0;
     Ops& ops = model_->ops();
+    const auto optimizer_start = Clock::now();
     if (o_.distributed_optimizer) {
       // Each rank has the reduced gradients of its slices only: the norm from the slices' sums of squares.
       double squares = 0;
@@ -1488,6 +1540,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     } else {
       norm = std::sqrt(ops.SumOfSquares(model_->grads().data(), static_cast<int64_t>(model_->grads().size())));
     }
+    Time(step_timers, kClipMainGrad, optimizer_start);
     // A GPU's failures surface here, where the step has waited for the device.
     SRUNWAY_RETURN_IF_ERROR(DeviceStatus());
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
@@ -1498,10 +1551,13 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       return result;
     }
     // Clipping scales the gradients as AdamW reads them, so they stay as the reduction left them.
+    const auto inner_start = Clock::now();
     adam_->Step(model_->params(), model_->grads(), lr, step_ + 1, ClipScale(norm, o_.clip_grad), model_->weights());
+    Time(step_timers, kInnerStep, inner_start);
     // ZeRO-1: the updated slices of the weights the ops read (the GPU's bf16 copy, which AdamW wrote beside its
     // fp32 slices) travel while the next forward runs; it waits for each part as it gets there.
     if (o_.distributed_optimizer) SRUNWAY_RETURN_IF_ERROR(reducer_->StartGather(model_->weights()));
+    Time(step_timers, kOptimizer, optimizer_start);
     ++step_;
     consumed_ += global_batch;
     if (step_ == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(false));
@@ -1561,6 +1617,10 @@ common::StatusOr<TrainResult> Trainer::Loop() {
         scalars.push_back({"mem-allocated-count", static_cast<float>(memory.count)});
       }
       SRUNWAY_RETURN_IF_ERROR(WriteEvents(std::move(scalars)));
+    }
+    if (o_.timing_log_level > 0 && log_step) {  // on every rank: the timers are gathered
+      SRUNWAY_RETURN_IF_ERROR(LogTimers(step_timers, window_steps));
+      step_timers = {};
     }
     if (window_steps > 0 && log_step) {
       window_ms = 0;

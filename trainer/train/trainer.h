@@ -75,6 +75,12 @@ struct TrainOptions {
   std::string tensorboard_dir;
   int64_t tensorboard_log_interval = 1;
   bool log_timers_to_tensorboard = false;  // iteration-time, and with log_throughput the TFLOP/s per GPU
+  // Megatron's --timing-log-level: 0 none; 1 forward-backward, all-grads-sync and optimizer; 2 also
+  // batch-generator, forward-compute, backward-compute, optimizer-clip-main-grad and optimizer-inner-step. Each is
+  // printed at the log steps as (min, max) over the ranks of its mean ms per step since the last, the device
+  // drained at its end (as Megatron's timers drain it), and written to TensorBoard (NAME-time, the max, in s) with
+  // log_timers_to_tensorboard.
+  int timing_log_level = 0;
   bool log_throughput = false;
   bool log_validation_ppl_to_tensorboard = false;
   bool log_world_size_to_tensorboard = false;

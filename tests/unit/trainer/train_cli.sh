@@ -687,8 +687,8 @@ expect_exit 2 "--rotary-percent 0.5: srunway-train's RoPE turns the whole head" 
   "$kTrain" "${common[@]}" --mock-data --rotary-percent 0.5
 expect_exit 2 "--dataloader-type: cyclic not in \{single\}" "$kTrain" "${common[@]}" --mock-data --dataloader-type cyclic
 # What it does not take is named in the order given (CLI11 named the words last first: "demo --wandb-project 2...").
-expect_exit 2 "^srunway-train: The following arguments were not expected: --timing-log-level 2 --wandb-project demo \(see --help\)$" \
-  "$kTrain" "${common[@]}" --mock-data --timing-log-level 2 --wandb-project demo
+expect_exit 2 "^srunway-train: The following arguments were not expected: --num-experts 8 --wandb-project demo \(see --help\)$" \
+  "$kTrain" "${common[@]}" --mock-data --num-experts 8 --wandb-project demo
 # Megatron computes the exact (erf) GELU without its bias-GELU fusion; srunway-train's GPT has the tanh one only.
 expect_exit 2 "^srunway-train\\[.*\\] error: --no-bias-gelu-fusion: Megatron then computes the exact \\(erf\\) GELU, and srunway-train's GPT computes the tanh form" \
   "$kTrain" "${common[@]}" --mock-data --no-bias-gelu-fusion
@@ -710,6 +710,28 @@ done
 "$kTrain" --data-path "$kWork/data" --split 1 --seq-length 32 --micro-batch-size 2 --train-steps 2 \
   --vocab-file "$kWork/data.vocab.json" --merge-file "$kWork/data.merges.txt" >"$kWork/out" 2>"$kWork/err" ||
   fail "a run whose vocabulary is its tokenizer's: $(cat "$kWork/err")"
+# Megatron's --timing-log-level: at each log step the (min, max) over the ranks of each timer's mean ms per step,
+# Megatron's names and layout; level 1 three timers, level 2 eight; with --log-timers-to-tensorboard each timer's
+# NAME-time too.
+for level in 1 2; do
+  rm -rf "$kWork/timers-tb"
+  "$kTrain" "${common[@]}" --mock-data --train-steps 4 --log-interval 2 --timing-log-level $level \
+    --tensorboard-dir "$kWork/timers-tb" --log-timers-to-tensorboard >"$kWork/timers" 2>"$kWork/err" ||
+    fail "--timing-log-level $level: $(cat "$kWork/err")"
+  blocks=$(grep -c '^(min, max) time across ranks (ms):$' "$kWork/timers" || true)
+  ((blocks == 2)) || fail "level $level: $blocks timer blocks in 4 steps logged every 2: $(cat "$kWork/timers")"
+  names=(forward-backward all-grads-sync optimizer)
+  ((level == 2)) && names+=(forward-compute backward-compute batch-generator optimizer-clip-main-grad optimizer-inner-step)
+  lines=$(grep -cE '^    [a-z-]+ \.+: \([0-9.]+, [0-9.]+\)$' "$kWork/timers" || true)
+  ((lines == 2 * ${#names[@]})) || fail "level $level: $lines timer lines, not 2 x ${#names[@]}: $(cat "$kWork/timers")"
+  for name in "${names[@]}"; do
+    grep -qE "^    $name \.+: \([0-9.]+, [0-9.]+\)$" "$kWork/timers" || fail "no $name timer: $(cat "$kWork/timers")"
+    grep -qa -- "$name-time" "$kWork/timers-tb"/events.out.tfevents.* || fail "no $name-time in TensorBoard's events"
+  done
+done
+grep -q "forward-compute" "$kWork/timers" || fail "level 2 without forward-compute"
+expect_exit 2 "--timing-log-level: Value 3 not in range 0 to 2" "$kTrain" "${common[@]}" --mock-data --timing-log-level 3
+echo "ok: --timing-log-level prints Megatron's timers, and writes them to TensorBoard"
 # Megatron's --ddp-bucket-size counts parameters: the buckets of --bucket-size-mb at 4 bytes each.
 "$kTrain" "${common[@]}" --mock-data --train-steps 1 --ddp-bucket-size 10000 >"$kWork/ddp" 2>&1 ||
   fail "--ddp-bucket-size: $(cat "$kWork/ddp")"
