@@ -18,9 +18,10 @@
 // keys: S^T = K Q^T and dP^T = V dO^T, P^T from the saved log-sum-exp, dS^T = P^T o (M o dP^T - D); dV += (P o
 // M)^T dO and dK += dS^T Q stay in registers across the walk; dS^T goes through shared memory so that each warp
 // can add its 16 queries' dQ += dS K to the fp32 scratch. Dropout (M) as flash_attention.cu's. With documents
-// (Dims::starts), a forward block's walk starts at the key tile of its first query's document, a query's scores
-// before its document's start are masked as those after it are, and a backward block's walk stops at the first
-// query tile that begins after its keys' documents have ended.
+// (Dims::starts; kernels of their own, kDocuments, so that those without keep their registers), a forward block's
+// walk starts at the key tile of its first query's document, a query's scores before its document's start are
+// masked as those after it are, a backward lane's keys are seen by the queries before their documents' ends only,
+// and a backward block's walk stops at the first query tile that begins after its keys' documents have ended.
 // The tiles the walks read come by cp.async into two stages of shared memory: the next tile's copies are issued
 // as soon as the barrier at the top of a step says every warp is done with its stage, and land while the block
 // works on this one (one barrier less per step than loading in place, and no load waited for in turn).
@@ -104,7 +105,22 @@ constexpr size_t ForwardShared() {
   return sizeof(Half) * 5 * kTile * kLd<hd>;
 }
 
-template <int hd>
+// The end of the document that holds `key` in a sequence whose documents start at starts[0, T): the first
+// position whose document starts after it (starts do not decrease; starts[key] <= key), T if none.
+__device__ __forceinline__ int DocumentEnd(const int32_t* starts, int key, int T) {
+  int low = key + 1, high = T;
+  while (low < high) {
+    const int middle = (low + high) / 2;
+    if (starts[middle] > key) {
+      high = middle;
+    } else {
+      low = middle + 1;
+    }
+  }
+  return low;
+}
+
+template <int hd, bool kDocuments>
 __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* lse, const bf16* qkv, Dims d) {
   unsigned char* shared = DynamicShared<unsigned char>();
   Half* q = reinterpret_cast<Half*>(shared);
@@ -117,7 +133,7 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
   const Half* base = reinterpret_cast<const Half*>(qkv) + int64_t{b} * d.T * stride;
   const int last_key = min(d.T, q0 + kTile) - 1;
   // Starts do not decrease along a sequence: no row of the block sees a key before its first row's document.
-  const int first_key = d.starts != nullptr ? d.starts[int64_t{b} * d.T + q0] / kTile * kTile : 0;
+  const int first_key = kDocuments ? d.starts[int64_t{b} * d.T + q0] / kTile * kTile : 0;
   auto copy_keys = [&](int stage, int k0) {  // K and V of keys [k0, k0 + kTile), one commit group
     Half* k = key_tiles + 2 * stage * kTile * kLd<hd>;
     CopyTile<hd>(k, base + int64_t{d.H + kv} * hd, stride, k0, d.T);
@@ -135,9 +151,11 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
 
   const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};  // the two query rows this lane holds
   int row_starts[2] = {0, 0};                                         // and the first key each of them sees
-  #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (d.starts != nullptr && rows[r] < d.T) row_starts[r] = d.starts[int64_t{b} * d.T + rows[r]];
+  if constexpr (kDocuments) {
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (rows[r] < d.T) row_starts[r] = d.starts[int64_t{b} * d.T + rows[r]];
+    }
   }
   const float scale = d.scale * kLog2e;  // scores in base 2
   float o[hd / 8][4] = {};
@@ -165,7 +183,8 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
       #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = k0 + j * 8 + 2 * t + e % 2;
-        s[j][e] = key <= rows[e / 2] && key >= row_starts[e / 2] && key < d.T ? s[j][e] * scale : -INFINITY;
+        const bool seen = key <= rows[e / 2] && key < d.T && (!kDocuments || key >= row_starts[e / 2]);
+        s[j][e] = seen ? s[j][e] * scale : -INFINITY;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
       }
     }
@@ -227,7 +246,7 @@ static_assert(2 * (BackwardShared<128>() + 1024) <= 228 * 1024, "two backward bl
 
 // kOwnKeys (one k/v head per query head): the block is the only one to sum its keys' dK and dV, which it stores
 // into dqkv's k and v columns in bf16 itself; otherwise it adds them into the fp32 sums dk and dv.
-template <int hd, bool kOwnKeys>
+template <int hd, bool kOwnKeys, bool kDocuments>
 __global__ void __launch_bounds__(kTileThreads)
     BackwardKernel(float* dq, float* dk, float* dv, bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
                    const float* D, Dims d) {
@@ -264,10 +283,17 @@ __global__ void __launch_bounds__(kTileThreads)
   const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};  // the two key rows this lane holds
   const float scale = d.scale * kLog2e;
   float dk_acc[hd / 8][4] = {}, dv_acc[hd / 8][4] = {};
-  const int32_t* starts = d.starts != nullptr ? d.starts + int64_t{b} * d.T : nullptr;
-  // The query tiles that see any of the block's keys: up to the first whose first query's document starts after
-  // them (the first tile, the keys' own, always does).
-  auto sees_keys = [&](int q0) { return q0 < d.T && (starts == nullptr || starts[q0] < k0 + kTile); };
+  const int32_t* starts = kDocuments ? d.starts + int64_t{b} * d.T : nullptr;
+  // The queries that see this lane's two keys end where the keys' documents do; the query tiles that see any of
+  // the block's keys, up to the first whose first query's document starts after them (the keys' own tile does).
+  int key_ends[2] = {d.T, d.T};
+  if constexpr (kDocuments) {
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (keys[r] < d.T) key_ends[r] = DocumentEnd(starts, keys[r], d.T);
+    }
+  }
+  auto sees_keys = [&](int q0) { return q0 < d.T && (!kDocuments || starts[q0] < k0 + kTile); };
   for (int q0 = k0, stage = 0; sees_keys(q0); q0 += kTile, stage ^= 1) {
     WaitCopies<0>();  // this thread's copies of the tile
     __syncthreads();  // everyone's; and every warp is done with the other stage, which the next tile fills, and dS^T
@@ -300,7 +326,7 @@ __global__ void __launch_bounds__(kTileThreads)
       #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = j * 8 + 2 * t + e % 2, query = q0 + i, key = keys[e / 2];
-        const bool seen = query >= key && query < d.T && key < d.T && (starts == nullptr || key >= starts[query]);
+        const bool seen = query >= key && query < d.T && key < d.T && (!kDocuments || query < key_ends[e / 2]);
         const float p = seen ? exp2f(st[j][e] * scale - tile_lse[i] * kLog2e) : 0.0f;
         float mask = 1.0f;
         if (d.p > 0 && p != 0.0f) mask = Keeps(d, bh, query, key) ? d.keep_scale : 0.0f;
@@ -376,8 +402,9 @@ int MmaForward(bf16* out, float* lse, const bf16* qkv, const Dims& d, int hd, cu
   return ForTiledHeadSize(hd, [&](auto size) {
     constexpr int kHd = decltype(size)::value;
     constexpr size_t bytes = ForwardShared<kHd>();
-    if (int rc = AllowSharedMemory(ForwardKernel<kHd>, bytes); rc != 0) return rc;
-    LaunchKernel(ForwardKernel<kHd>, grid, kTileThreads, bytes, stream, out, lse, qkv, d);
+    auto kernel = d.starts != nullptr ? ForwardKernel<kHd, true> : ForwardKernel<kHd, false>;
+    if (int rc = AllowSharedMemory(kernel, bytes); rc != 0) return rc;
+    LaunchKernel(kernel, grid, kTileThreads, bytes, stream, out, lse, qkv, d);
     return Launched();
   });
 }
@@ -388,7 +415,8 @@ int MmaBackward(float* dq, float* dk, float* dv, bf16* dqkv, const bf16* dout, c
   return ForTiledHeadSize(hd, [&](auto size) {
     constexpr int kHd = decltype(size)::value;
     constexpr size_t bytes = BackwardShared<kHd>();
-    auto kernel = dqkv != nullptr ? BackwardKernel<kHd, true> : BackwardKernel<kHd, false>;
+    auto kernel = d.starts != nullptr ? (dqkv != nullptr ? BackwardKernel<kHd, true, true> : BackwardKernel<kHd, false, true>)
+                                      : (dqkv != nullptr ? BackwardKernel<kHd, true, false> : BackwardKernel<kHd, false, false>);
     if (int rc = AllowSharedMemory(kernel, bytes); rc != 0) return rc;
     LaunchKernel(kernel, grid, kTileThreads, bytes, stream, dq, dk, dv, dqkv, dout, qkv, lse, D, d);
     return Launched();
