@@ -266,6 +266,9 @@ int main(int argc, char** argv) {
            {"--log-params-norm", &o.log_params_norm,
             "the L2 norm of the parameters on each log line, in --metrics-file (params_norm) and TensorBoard "
             "(params-norm) (Megatron's)"},
+           {"--log-num-zeros-in-grad", &o.log_num_zeros_in_grad,
+            "how many of the step's reduced gradients are zero, on each log line, in --metrics-file (num_zeros) and "
+            "TensorBoard (num-zeros) (Megatron's)"},
            {"--log-world-size-to-tensorboard", &o.log_world_size_to_tensorboard,
             "TensorBoard: world-size, the number of ranks"},
            {"--log-timers-to-tensorboard", &o.log_timers_to_tensorboard,

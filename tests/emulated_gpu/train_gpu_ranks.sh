@@ -29,7 +29,7 @@ unset SLURM_PROCID SLURM_JOB_ID SLURM_STEP_ID PMIX_RANK PMIX_NAMESPACE RANK WORL
 export FAKE_CUDA_DEVICES=2 FAKE_NCCL_SHARED=1 FAKE_NCCL_TIMEOUT=120
 common=(--preset gpt-tiny --seq-length 32 --micro-batch-size 2 --global-batch-size 4 --mock-data --lr 3e-3
         --warmup-steps 2 --train-steps 6 --log-interval 1 --peak-tflops 1 --bucket-size-mb 0.05 --device cuda
-        --hidden-dropout 0.1 --attention-dropout 0.1 --log-params-norm)
+        --hidden-dropout 0.1 --attention-dropout 0.1 --log-params-norm --log-num-zeros-in-grad)
 
 # ranks NAME FLAGS...: two ranks of one job; rank 0 writes $work/NAME.jsonl, each rank's stderr is NAME.RANK.err.
 # rank_env[R]: VAR=value words added to rank R's environment.
@@ -60,7 +60,8 @@ one() {
     fail "$name: exit $?: $(cat "$work/$name.err")"
 }
 # same NAME EXPECTED.jsonl GOT.jsonl [FIRST_STEP]: GOT's losses, gradient norms and parameter norms (under ZeRO-1
-# each rank's slices summed over the ranks) from FIRST_STEP on are EXPECTED's within 1e-4 relative.
+# each rank's slices summed over the ranks) from FIRST_STEP on are EXPECTED's within 1e-4 relative, and its counts
+# of zero gradients the same.
 same() {
   python3 - "$@" <<'PY'
 import json, sys
@@ -75,6 +76,11 @@ last = max(expected)
 print(f"{name}: steps {first}-{last}, last loss {got[last]['loss']:.6f} (expected {expected[last]['loss']:.6f}), "
       f"worst relative gap {worst:.2e} (allowed 1e-4)")
 assert worst <= 1e-4, f"{name}: {worst:.2e} from the expected losses, gradient and parameter norms"
+# --log-num-zeros-in-grad: gpt-tiny's 128 learned positions, 32 used, leave 96 x 64 gradients zero at every step;
+# under ZeRO-1 the ranks' slices' counts summed: the same count as one rank's.
+for s in expected:
+    assert got[s]["num_zeros"] == expected[s]["num_zeros"] >= 96 * 64, (name, s, got[s]["num_zeros"],
+                                                                        expected[s]["num_zeros"])
 PY
 }
 

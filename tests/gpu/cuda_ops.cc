@@ -6,6 +6,7 @@
 // products: 1e-2); fp32 outputs that sum in another order (embedding, LayerNorm and matmul weight gradients,
 // LayerNorm statistics) rtol 1e-4 with atol 1e-4 (matmul: 1e-3); AdamW rtol 1e-5, atol 1e-7 (nvcc fuses
 // multiply-adds). Prints the worst element of each comparison. Exits 77 (skip) where there is no driver or GPU.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -705,6 +706,20 @@ void SumOfSquares(Gpu& gpu) {
   std::printf("  %-34s %s   gpu %.17g cpu %.17g (relative %.1e)\n", "sum of squares", error <= 1e-12 ? "ok  " : "FAIL",
               got, want, error);
   if (!(error <= 1e-12)) ++g_failures;
+
+  // The zeros among them (--log-num-zeros-in-grad), -0 too: exactly the host's count.
+  auto sparse = values;
+  for (size_t i = 0; i < sparse.size(); i += 3) sparse[i] = i % 2 == 0 ? 0.0f : -0.0f;
+  Buffer gsparse = gpu.F32(sparse);
+  gpu.Launched(cuda::CountZeros(total.as<double>(), partials.as<double>(), gsparse.as<float>(), n, gpu.stream()),
+               "CountZeros");
+  const std::vector<float> count_bits = gpu.Read(total);
+  double zeros = 0;
+  std::memcpy(&zeros, count_bits.data(), sizeof(zeros));
+  const auto want_zeros = static_cast<double>(std::count(sparse.begin(), sparse.end(), 0.0f));
+  std::printf("  %-34s %s   gpu %.0f cpu %.0f\n", "count of zeros", zeros == want_zeros ? "ok  " : "FAIL", zeros,
+              want_zeros);
+  if (zeros != want_zeros) ++g_failures;
 }
 
 // Runs that the vector kernel cannot take whole, against the host's update: one that starts off a 16-byte boundary

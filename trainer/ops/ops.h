@@ -123,6 +123,8 @@ class Ops {
   // The sum of squares of n fp32 values in fixed blocks added in order (the same for any thread count), which
   // waits for the device.
   virtual double SumOfSquares(const float* values, int64_t n) = 0;
+  // How many of n fp32 values are zero (Megatron's --log-num-zeros-in-grad), which waits for the device.
+  virtual int64_t CountZeros(const float* values, int64_t n) = 0;
 };
 
 // The host's operations: ops/cpu, fp32.

@@ -368,6 +368,9 @@ class Trainer {
   // The L2 norm of the fp32 parameters (Megatron's --log-params-norm); a collective under ZeRO-1 on GPUs, where
   // each rank holds its slices of them.
   common::StatusOr<double> ParamsNorm();
+  // How many of the step's reduced gradients are zero (--log-num-zeros-in-grad), on every rank: under ZeRO-1 each
+  // rank's slices, summed over the ranks.
+  common::StatusOr<int64_t> ZerosInGrad();
   common::StatusOr<TrainResult> Loop();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
   void WatchStragglers(const std::vector<RankStep>& steps, common::Json& line);
@@ -1346,6 +1349,17 @@ common::StatusOr<double> Trainer::ParamsNorm() {
   return std::sqrt(total);
 }
 
+common::StatusOr<int64_t> Trainer::ZerosInGrad() {
+  Ops& ops = model_->ops();
+  if (!o_.distributed_optimizer) {
+    return ops.CountZeros(model_->grads().data(), static_cast<int64_t>(model_->grads().size()));
+  }
+  int64_t mine = 0;
+  for (const ParamRange& slice : adam_->owned()) mine += ops.CountZeros(model_->grads().data() + slice.offset, slice.count);
+  SRUNWAY_ASSIGN_OR_RETURN(double total, SumOverRanks(static_cast<double>(mine)));  // exact below 2^53
+  return static_cast<int64_t>(total);
+}
+
 common::Status Trainer::WriteEvents(std::vector<Scalar> scalars) {
   SRUNWAY_RETURN_IF_ERROR(events_.Write(step_, scalars));
   for (Scalar& scalar : scalars) scalar.tag += " vs samples";
@@ -1575,6 +1589,11 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       SRUNWAY_ASSIGN_OR_RETURN(params_norm, ParamsNorm());
       line["params_norm"] = *params_norm;
     }
+    std::optional<int64_t> zeros;
+    if (o_.log_num_zeros_in_grad && (log_step || event_step)) {  // on every rank: a collective under ZeRO-1
+      SRUNWAY_ASSIGN_OR_RETURN(zeros, ZerosInGrad());
+      line["num_zeros"] = *zeros;
+    }
     if (Leader() && log_step) {
       const double ms = window_ms / static_cast<double>(window_steps);
       const double tokens_per_s = static_cast<double>(window_tokens) / (window_ms / 1e3);
@@ -1583,10 +1602,11 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       // Megatron's --log-throughput: TFLOP/s per GPU (rank) by Megatron's count, so that the figure is Megatron's
       // for the same speed (MFU keeps the PaLM formula of the benchmarks).
       const double tflops = tokens_per_s * megatron_flops_per_token / world_ / 1e12;
-      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{}{} | {:.1f} ms | {:.0f} tok/s{}{}\n",
+      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{}{}{} | {:.1f} ms | {:.0f} tok/s{}{}\n",
                         step_, o_.train_steps, loss, lr, norm,
                         ramp_.ramps() ? fmt::format(" | batch {}", global_batch) : "",
-                        params_norm ? fmt::format(" | params norm {:.3f}", *params_norm) : "", ms, tokens_per_s,
+                        params_norm ? fmt::format(" | params norm {:.3f}", *params_norm) : "",
+                        zeros ? fmt::format(" | num zeros {}", *zeros) : "", ms, tokens_per_s,
                         o_.log_throughput ? fmt::format(" | {:.3g} TFLOP/s per GPU", tflops) : "",
                         peak_flops_ > 0 ? fmt::format(" | MFU {:.1f}%", 100 * mfu) : ""));
       line["ms"] = ms;
@@ -1610,6 +1630,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
                                      {"grad-norm", static_cast<float>(norm)}};
       if (o_.log_world_size_to_tensorboard) scalars.push_back({"world-size", static_cast<float>(world_)});
       if (params_norm) scalars.push_back({"params-norm", static_cast<float>(*params_norm)});
+      if (zeros) scalars.push_back({"num-zeros", static_cast<float>(*zeros)});
       if (o_.log_memory_to_tensorboard) {  // Megatron's names for PyTorch's memory_stats() of the same
         const AllocationStats memory = device_->allocations();
         scalars.push_back({"mem-allocated-bytes", static_cast<float>(memory.bytes)});

@@ -86,6 +86,7 @@ struct TrainOptions {
   bool log_world_size_to_tensorboard = false;
   bool log_memory_to_tensorboard = false;  // the device's bytes allocated, now and at most, and the allocations
   bool log_params_norm = false;  // Megatron's: the parameters' L2 norm on the log lines and in TensorBoard
+  bool log_num_zeros_in_grad = false;  // Megatron's: how many of the step's reduced gradients are zero, likewise
   std::string export_safetensors;
   std::string export_hf;       // a directory: model.safetensors and config.json in Hugging Face's form
   StoredDtype export_dtype = StoredDtype::kF32;  // of both exports' weights

@@ -857,6 +857,13 @@ for name, tensor in json.loads(data[8:8 + size]).items():
 logged = [json.loads(line) for line in open(sys.argv[2])][-1]["params_norm"]
 assert math.isclose(math.sqrt(squares), logged, rel_tol=1e-6), (math.sqrt(squares), logged)
 PY
+# Megatron's --log-num-zeros-in-grad: gpt-tiny's learned positions number 128 and its samples 32 long here, so the
+# last 96 rows of wpe (96 x 64) get no gradient at any step; no other of its gradients is exactly zero.
+"$kTrain" "${common[@]}" --seq-length 32 --mock-data --train-steps 3 --log-interval 1 --log-num-zeros-in-grad \
+  --metrics-file "$kWork/zeros.jsonl" >"$kWork/out" 2>"$kWork/err" || fail "--log-num-zeros-in-grad: $(cat "$kWork/err")"
+[[ $(grep -c '^step .* | grad norm [0-9.]* | num zeros 6144 | ' "$kWork/out") == 3 ]] ||
+  fail "--log-num-zeros-in-grad: not 6144 zeros at each step: $(cat "$kWork/out")"
+grep -q '"num_zeros":6144' "$kWork/zeros.jsonl" || fail "no num_zeros in the metrics: $(cat "$kWork/zeros.jsonl")"
 # Megatron's --exit-interval: a run stops after each multiple of it, saved, exit 4 (a chain of jobs resumes it), and
 # the chain trains the steps of one straight run bit for bit.
 interval=("$kTrain" "${common[@]}" --mock-data --train-steps 10 --save "$kWork/interval" --load "$kWork/interval")

@@ -1,4 +1,5 @@
 // The host's Ops: ops/cpu's functions, every tensor fp32.
+#include <algorithm>
 #include <cstring>
 
 #include "trainer/ops/ops.h"
@@ -115,6 +116,9 @@ class CpuOps : public Ops {
   void AdamW(float* params, void*, const float* grads, float* m, float* v, int64_t n,
              const cpu::AdamWArgs& args) override {
     cpu::AdamWUpdate(params, grads, m, v, n, args);
+  }
+  int64_t CountZeros(const float* values, int64_t n) override {
+    return static_cast<int64_t>(std::count(values, values + n, 0.0f));
   }
   double SumOfSquares(const float* values, int64_t n) override {
     return trainer::SumOfSquares({values, static_cast<size_t>(n)});

@@ -207,18 +207,27 @@ class CudaOps : public Ops {
                       args.step_size, args.bias2_sqrt, args.grad_scale, stream_), "adamw");
   }
   double SumOfSquares(const float* values, int64_t n) override {
+    return BlockSums(cuda::SumOfSquares, values, n, "sum of squares");
+  }
+  int64_t CountZeros(const float* values, int64_t n) override {
+    return static_cast<int64_t>(BlockSums(cuda::CountZeros, values, n, "count of zeros"));
+  }
+
+ private:
+  // norm.cu's `sums` (SumOfSquares, CountZeros) of n values, its partials in partials_, read back (waits).
+  double BlockSums(int (*sums)(double*, double*, const float*, int64_t, Stream), const float* values, int64_t n,
+                   const char* what) {
     const size_t blocks = static_cast<size_t>(SumOfSquaresBlocks(n));
     if (blocks == 0) return 0;
-    if (!Reserve(partials_, 2 * (blocks + 1), "sum of squares")) return 0;  // doubles, in floats: the total last
+    if (!Reserve(partials_, 2 * (blocks + 1), what)) return 0;  // doubles, in floats: the total last
     auto* partials = static_cast<double*>(partials_.data());
-    Check(cuda::SumOfSquares(partials + blocks, partials, values, n, stream_), "sum of squares");
+    Check(sums(partials + blocks, partials, values, n, stream_), what);
     double total = 0;
     Keep(device_.CopyToHost(&total, partials + blocks, sizeof(double), device_.main_stream()));
     Keep(device_.Synchronize(device_.main_stream()));
     return total;
   }
 
- private:
   // The mean of the N losses, read back (waits for the device), summed in row order as on the host.
   double MeanLoss(const float* losses, int N) {
     std::vector<float> host(static_cast<size_t>(N));

@@ -29,6 +29,8 @@ int AdamW(float* p, bf16* p_bf16, const float* g, float* m, float* v, int64_t n,
 constexpr int64_t kSumOfSquaresBlock = 4096;
 inline int64_t SumOfSquaresBlocks(int64_t n) { return (n + kSumOfSquaresBlock - 1) / kSumOfSquaresBlock; }
 int SumOfSquares(double* total, double* partials, const float* values, int64_t n, Stream stream);
+// norm.cu: *total = how many of n values are zero (+0 or -0), counted as SumOfSquares sums (into as many partials).
+int CountZeros(double* total, double* partials, const float* values, int64_t n, Stream stream);
 
 // embedding.cu: out[b,t,:] = wte[token] (+ wpe[position] when wpe is not null; position t, or positions[b,t] where
 // it is not null: several documents in a sequence, ops/cpu/ops.h's Documents); the backward adds into fp32 dwte

@@ -1,4 +1,5 @@
-// Sums of squares by fixed blocks of 4096 values, then of the blocks' sums, for the global gradient norm.
+// Sums of squares by fixed blocks of 4096 values, then of the blocks' sums, for the global gradient norm; and the
+// same walk counting zeros (Megatron's --log-num-zeros-in-grad).
 #include "trainer/ops/cuda/common.cuh"
 
 namespace srunway::trainer::cuda {
@@ -16,14 +17,18 @@ __device__ __forceinline__ double BlockSum(double sum, double* warps) {
   return total;
 }
 
-// One thread block per block of values: each thread sums a stride of it in double, then the warp sums and the
-// block's warps are added in order.
-__global__ void SumOfSquaresKernel(double* partials, const float* values, int64_t n) {
+// One thread block per block of values: each thread sums a stride of it in double (the squares, or with
+// kCountZeros one for each zero: exact, as integers below 2^53 are), then the warp sums and the block's warps are
+// added in order.
+template <bool kCountZeros>
+__global__ void BlockSumsKernel(double* partials, const float* values, int64_t n) {
   __shared__ double warps[kThreads / kWarp];
   const int64_t begin = int64_t{blockIdx.x} * kSumOfSquaresBlock;
   const int64_t end = begin + kSumOfSquaresBlock < n ? begin + kSumOfSquaresBlock : n;
   double sum = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) sum += static_cast<double>(values[i]) * values[i];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    sum += kCountZeros ? (values[i] == 0.0f ? 1.0 : 0.0) : static_cast<double>(values[i]) * values[i];
+  }
   sum = BlockSum(sum, warps);
   if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
@@ -42,15 +47,25 @@ __global__ void SumOfPartialsKernel(double* total, const double* partials, int64
   if (threadIdx.x == 0) *total = sum;
 }
 
-}  // namespace
-
-int SumOfSquares(double* total, double* partials, const float* values, int64_t n, Stream stream) {
+template <bool kCountZeros>
+int BlockSums(double* total, double* partials, const float* values, int64_t n, Stream stream) {
   if (n <= 0) return static_cast<int>(cudaMemsetAsync(total, 0, sizeof(double), AsStream(stream)));
   const int64_t blocks = SumOfSquaresBlocks(n);
-  LaunchKernel(SumOfSquaresKernel, static_cast<unsigned>(blocks), kThreads, 0, AsStream(stream), partials, values, n);
+  LaunchKernel(BlockSumsKernel<kCountZeros>, static_cast<unsigned>(blocks), kThreads, 0, AsStream(stream), partials,
+               values, n);
   if (int rc = Launched(); rc != 0) return rc;
   LaunchKernel(SumOfPartialsKernel, 1, kTotalThreads, 0, AsStream(stream), total, partials, blocks);
   return Launched();
+}
+
+}  // namespace
+
+int SumOfSquares(double* total, double* partials, const float* values, int64_t n, Stream stream) {
+  return BlockSums<false>(total, partials, values, n, stream);
+}
+
+int CountZeros(double* total, double* partials, const float* values, int64_t n, Stream stream) {
+  return BlockSums<true>(total, partials, values, n, stream);
 }
 
 }  // namespace srunway::trainer::cuda
