@@ -300,18 +300,18 @@ struct RankStep {
   int32_t pad = 0;
 };
 constexpr int32_t kTimeUp = -1;  // --exit-duration-in-mins has passed on this rank
+constexpr int32_t kExitInterval = -2;  // --exit-interval: every rank reaches it at the same step
 
 // --timing-log-level's timers, Megatron's names, in the order it prints them, each with the level that shows it.
 enum Timer { kForwardBackward, kForwardCompute, kBackwardCompute, kBatchGenerator, kAllGradsSync, kClipMainGrad,
              kInnerStep, kOptimizer, kTimers };
 constexpr std::pair<const char*, int> kTimerNames[kTimers] = {
-    {"forward-backward", 1},        {"forward-compute", 2},      {"backward-compute", 2}, {"batch-generator", 2},
-    {"all-grads-sync", 1},          {"optimizer-clip-main-grad", 2}, {"optimizer-inner-step", 2}, {"optimizer", 1}};
+    {"forward-backward", 1}, {"forward-compute", 2},          {"backward-compute", 2},     {"batch-generator", 2},
+    {"all-grads-sync", 1},   {"optimizer-clip-main-grad", 2}, {"optimizer-inner-step", 2}, {"optimizer", 1}};
 // Milliseconds each timer has run on this rank since the last log step.
 struct Timers {
   double ms[kTimers] = {};
 };
-constexpr int32_t kExitInterval = -2;  // --exit-interval: every rank reaches it at the same step
 
 class Trainer {
  public:
@@ -368,9 +368,10 @@ class Trainer {
   // The L2 norm of the fp32 parameters (Megatron's --log-params-norm); a collective under ZeRO-1 on GPUs, where
   // each rank holds its slices of them.
   common::StatusOr<double> ParamsNorm();
-  // How many of the step's reduced gradients are zero (--log-num-zeros-in-grad), on every rank: under ZeRO-1 each
-  // rank's slices, summed over the ranks.
-  common::StatusOr<int64_t> ZerosInGrad();
+  // `of` (an Ops sum: SumOfSquares, CountZeros) over the step's reduced gradients, on every rank: the whole buffer,
+  // or under ZeRO-1, where each rank has reduced its slices alone, theirs summed over the ranks.
+  template <typename Of>
+  common::StatusOr<double> OverReducedGrads(Of of);
   common::StatusOr<TrainResult> Loop();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
   void WatchStragglers(const std::vector<RankStep>& steps, common::Json& line);
@@ -1349,15 +1350,13 @@ common::StatusOr<double> Trainer::ParamsNorm() {
   return std::sqrt(total);
 }
 
-common::StatusOr<int64_t> Trainer::ZerosInGrad() {
-  Ops& ops = model_->ops();
-  if (!o_.distributed_optimizer) {
-    return ops.CountZeros(model_->grads().data(), static_cast<int64_t>(model_->grads().size()));
-  }
-  int64_t mine = 0;
-  for (const ParamRange& slice : adam_->owned()) mine += ops.CountZeros(model_->grads().data() + slice.offset, slice.count);
-  SRUNWAY_ASSIGN_OR_RETURN(double total, SumOverRanks(static_cast<double>(mine)));  // exact below 2^53
-  return static_cast<int64_t>(total);
+template <typename Of>
+common::StatusOr<double> Trainer::OverReducedGrads(Of of) {
+  const float* grads = model_->grads().data();
+  if (!o_.distributed_optimizer) return static_cast<double>(of(grads, static_cast<int64_t>(model_->grads().size())));
+  double mine = 0;
+  for (const ParamRange& slice : adam_->owned()) mine += static_cast<double>(of(grads + slice.offset, slice.count));
+  return SumOverRanks(mine);
 }
 
 common::Status Trainer::WriteEvents(std::vector<Scalar> scalars) {
@@ -1540,20 +1539,12 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     if (signal == 0 && o_.exit_interval > 0 && (step_ + 1) % o_.exit_interval == 0 && step_ + 1 < o_.train_steps) {
       signal = kExitInterval;
     }
-    double norm = 0;
     Ops& ops = model_->ops();
     const auto optimizer_start = Clock::now();
-    if (o_.distributed_optimizer) {
-      // Each rank has the reduced gradients of its slices only: the norm from the slices' sums of squares.
-      double squares = 0;
-      for (const ParamRange& slice : adam_->owned()) {
-        squares += ops.SumOfSquares(model_->grads().data() + slice.offset, slice.count);
-      }
-      SRUNWAY_ASSIGN_OR_RETURN(double total, SumOverRanks(squares));
-      norm = std::sqrt(total);
-    } else {
-      norm = std::sqrt(ops.SumOfSquares(model_->grads().data(), static_cast<int64_t>(model_->grads().size())));
-    }
+    SRUNWAY_ASSIGN_OR_RETURN(const double squares, OverReducedGrads([&](const float* values, int64_t n) {
+                               return ops.SumOfSquares(values, n);
+                             }));
+    const double norm = std::sqrt(squares);
     Time(step_timers, kClipMainGrad, optimizer_start);
     // A GPU's failures surface here, where the step has waited for the device.
     SRUNWAY_RETURN_IF_ERROR(DeviceStatus());
@@ -1591,7 +1582,10 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     std::optional<int64_t> zeros;
     if (o_.log_num_zeros_in_grad && (log_step || event_step)) {  // on every rank: a collective under ZeRO-1
-      SRUNWAY_ASSIGN_OR_RETURN(zeros, ZerosInGrad());
+      SRUNWAY_ASSIGN_OR_RETURN(const double counted, OverReducedGrads([&](const float* values, int64_t n) {
+                                 return ops.CountZeros(values, n);
+                               }));
+      zeros = static_cast<int64_t>(counted);  // exact: counts below 2^53
       line["num_zeros"] = *zeros;
     }
     if (Leader() && log_step) {
