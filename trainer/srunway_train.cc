@@ -329,6 +329,10 @@ int main(int argc, char** argv) {
   app.add_flag("--eod-mask-loss", o.eod_mask_loss,
                "Megatron's: no loss where the input token is the tokenizer's end of document (predicting the next "
                "document's first token); the mean over the other positions");
+  app.add_flag("--calculate-per-token-loss", o.per_token_loss,
+               "Megatron's: the step's loss is the mean over all its positions with a loss, on every rank, instead "
+               "of the mean of its micro-batches' means (they differ where --eod-mask-loss scores micro-batches "
+               "unevenly); validation's likewise");
   app.add_flag("--reset-position-ids", o.reset_position_ids,
                "Megatron's: a sample's documents each start again at position 0 (after each end-of-document token "
                "of the tokenizer), for the position embeddings and RoPE");

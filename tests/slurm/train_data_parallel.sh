@@ -3,7 +3,7 @@
 # parameters of 1 rank with the same global batch, with and without dropout; ZeRO-1 gives those of plain data
 # parallelism with a quarter of the optimizer state per rank, and its checkpoint resumes on 1 and on 2 ranks;
 # overlap on and off, and any OMP_NUM_THREADS, change nothing;
-# the straggler warning names the injected slow rank (200 ms a step; the threshold is 4x, well above the jitter of
+# --calculate-per-token-loss over 4 ranks is that of 1 rank; the straggler warning names the injected slow rank (200 ms a step; the threshold is 4x, well above the jitter of
 # 4 ranks on 2 cores) and nobody else; bad input is one line from rank 0 and every rank exits; a rank failing alone
 # mid-run ends them all at once, a hung one at the others' MPI deadline; a node's ranks share its memory and their
 # cgroup's limit, and one rank unable to build the model ends them all.
@@ -133,6 +133,29 @@ assert worst <= 1e-6, worst
 PY
   fail "the ramp on 4 ranks against 1: $(cat "$workdir/ramp_1.jsonl" "$workdir/ramp_2.jsonl")"
 echo "ok: --rampup-batch-size on 2 nodes x 2 ranks = 1 rank"
+
+# --calculate-per-token-loss on 4 ranks: the step's loss and gradients are over the positions that all ranks scored,
+# as on 1 rank. The documents (--eod-mask-loss) make each micro-batch score another count, so a rank dividing by
+# its own count (or the loss its own positions' mean) would report another loss.
+for i in $(seq 1 300); do
+  printf 'Note %d: the %s cat sat on the mat %d times.\n\n' "$i" "$( ((i % 3)) && echo black || echo grey)" "$((i % 5))"
+done >"$workdir/notes.txt"
+"${SRUNWAY_PREP:?}" --input "$workdir/notes.txt" --output-prefix "$workdir/notes" --train-vocab 300 --quiet >/dev/null ||
+  fail "srunway-prep of the notes failed"
+per_token=(--preset gpt-tiny --data-path "$workdir/notes" --split 1 --seq-length 32 --micro-batch-size 2
+           --global-batch-size 8 --train-steps 10 --peak-tflops 1 --bucket-size-mb 0.05 --eod-mask-loss
+           --calculate-per-token-loss)
+for shape in "1 1" "2 2"; do
+  read -r nodes tasks <<<"$shape"
+  srun --mpi=pmix -N "$nodes" --ntasks-per-node="$tasks" -c 1 env OMP_NUM_THREADS=1 "$train" "${per_token[@]}" \
+    --metrics-file "$workdir/per_token_$nodes.jsonl" --export "$workdir/per_token_$nodes.safetensors" \
+    >"$workdir/per_token_$nodes.log" 2>&1 || fail "per-token loss on $nodes x $tasks: $(cat "$workdir/per_token_$nodes.log")"
+done
+read -r loss_diff param_diff <<<"$(compare per_token_1 per_token_2)"
+python3 -c "import sys; sys.exit(0 if $loss_diff <= 1e-6 and $param_diff <= 1e-5 else 1)" ||
+  fail "per-token loss on 2x2 ranks against 1: losses differ by $loss_diff (relative), parameters by $param_diff"
+echo "ok: --calculate-per-token-loss on 2 nodes x 2 ranks = 1 rank: losses within $loss_diff, parameters within" \
+  "$param_diff"
 
 run dp_threads 2 2 2
 read -r loss_diff param_diff <<<"$(compare dp dp_threads)"

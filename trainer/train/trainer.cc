@@ -179,6 +179,7 @@ class MetricsFile {
 
 struct Batch {
   std::vector<int32_t> tokens, targets;
+  int64_t scored = 0;  // the positions with a loss (a target)
 };
 
 // `unscored` (not negative: --eod-mask-loss's end-of-document token): positions whose input token it is get the
@@ -197,6 +198,7 @@ common::Status FillBatch(SampleSource& source, int64_t first_sample, int B, int 
       if (batch.tokens[i] == unscored) batch.targets[i] = -1;
     }
   }
+  batch.scored = std::count_if(batch.targets.begin(), batch.targets.end(), [](int32_t t) { return t >= 0; });
   return common::Status::Ok();
 }
 
@@ -293,7 +295,8 @@ common::StatusOr<std::vector<int32_t>> Generate(Model& model, std::vector<int32_
 // What each rank tells the others after every step: its share of the loss, where its time went, and whether a
 // signal reached it. Gathered as bytes; every rank reads them in rank order, so sums come out the same everywhere.
 struct RankStep {
-  double loss = 0;        // this rank's micro-batch losses / micro-batches on all ranks
+  double loss = 0;        // this rank's micro-batch losses / micro-batches on all ranks (per token: their sum)
+  double scored = 0;      // the positions with a loss in this rank's micro-batches
   double compute_ms = 0;  // forward and backward
   double comm_ms = 0;     // waiting for gradient reductions after the backward
   int32_t signal = 0;      // a signal this rank has seen, or kTimeUp
@@ -1145,6 +1148,7 @@ common::Status Trainer::AgreeOnConfig() {
                          {"seq_length", T_}, {"lr", o_.lr}, {"min_lr", o_.min_lr}, {"warmup", o_.warmup_steps},
                          {"train_steps", o_.train_steps}, {"decay", o_.lr_decay_steps},
                          {"rampup", o_.rampup_batch_size}, {"eod_mask_loss", o_.eod_mask_loss},
+                         {"per_token_loss", o_.per_token_loss},
                          {"documents", {o_.reset_position_ids, o_.reset_attention_mask}},
                          {"decay_style", o_.lr_decay_style}, {"constant_steps", o_.constant_steps}, {"wd", o_.weight_decay},
                          {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
@@ -1320,14 +1324,18 @@ common::Status Trainer::Save(const char* why) {
 // The validation loss over --eval-iters micro-batches, shared out between the ranks.
 common::StatusOr<double> Trainer::Evaluate() {
   Batch batch;
-  double mine = 0;
+  double mine = 0, scored = 0;
   for (int64_t i = rank_; i < o_.eval_iters; i += world_) {
     SRUNWAY_RETURN_IF_ERROR(FillBatch(*valid_, i * B_, B_, T_, batch, unscored_));
-    mine += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_);
+    const double weight = o_.per_token_loss ? static_cast<double>(batch.scored) : 1.0;
+    mine += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_) * weight;
+    scored += weight;
   }
   SRUNWAY_RETURN_IF_ERROR(DeviceStatus());
   SRUNWAY_ASSIGN_OR_RETURN(double total, SumOverRanks(mine));
-  return total / static_cast<double>(o_.eval_iters);
+  if (!o_.per_token_loss) return total / static_cast<double>(o_.eval_iters);
+  SRUNWAY_ASSIGN_OR_RETURN(double positions, SumOverRanks(scored));  // per token: the mean over every position
+  return positions > 0 ? total / positions : 0.0;
 }
 
 common::Status Trainer::Validation() {
@@ -1508,15 +1516,19 @@ common::StatusOr<TrainResult> Trainer::Loop() {
         if (gathered.ok()) gathered = reducer_->Need(range);
       };
       phase = Clock::now();
+      // --calculate-per-token-loss: the micro-batch's loss is the sum over its positions (its mean times their
+      // count), and the step divides the reduced gradients by the count over all ranks.
+      const float scale = o_.per_token_loss ? static_cast<float>(batch.scored) : loss_scale;
       mine.loss += model_->Forward(batch.tokens.data(), batch.targets.data(), B_, T_, &dropout,
-                                   o_.distributed_optimizer ? need : nullptr, loss_scale) *
-                   loss_scale;
+                                   o_.distributed_optimizer ? need : nullptr, scale) *
+                   scale;
+      mine.scored += static_cast<double>(batch.scored);
       SRUNWAY_RETURN_IF_ERROR(gathered);
       Time(step_timers, kForwardCompute, phase);
       const bool last = micro + 1 == accum;
       if (last) reducer_->Arm();
       phase = Clock::now();
-      model_->Backward(loss_scale, last ? ready : nullptr);
+      model_->Backward(scale, last ? ready : nullptr);
       Time(step_timers, kBackwardCompute, phase);
     }
     Time(step_timers, kForwardBackward, start);
@@ -1530,12 +1542,17 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     const double minutes = std::chrono::duration<double>(Clock::now() - started_).count() / 60;
     if (mine.signal == 0 && o_.exit_duration_min > 0 && minutes >= o_.exit_duration_min) mine.signal = kTimeUp;
     SRUNWAY_ASSIGN_OR_RETURN(std::vector<RankStep> steps, ExchangeStep(mine));
-    double loss = 0;
+    double loss = 0, scored = 0;
     int signal = 0;
     for (const RankStep& s : steps) {
       loss += s.loss;
+      scored += s.scored;
       if (s.signal != 0 && signal <= 0) signal = s.signal;  // a real signal before a time limit
     }
+    // The gradients are sums over the positions: AdamW reads them divided by the count, the norm is theirs (a step
+    // without a position to score has no loss and no gradient, as a micro-batch without one has by default).
+    const double per_position = !o_.per_token_loss ? 1.0 : scored > 0 ? 1.0 / scored : 0.0;
+    loss *= per_position;
     if (signal == 0 && o_.exit_interval > 0 && (step_ + 1) % o_.exit_interval == 0 && step_ + 1 < o_.train_steps) {
       signal = kExitInterval;
     }
@@ -1544,7 +1561,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     SRUNWAY_ASSIGN_OR_RETURN(const double squares, OverReducedGrads([&](const float* values, int64_t n) {
                                return ops.SumOfSquares(values, n);
                              }));
-    const double norm = std::sqrt(squares);
+    const double norm = std::sqrt(squares) * per_position;
     Time(step_timers, kClipMainGrad, optimizer_start);
     // A GPU's failures surface here, where the step has waited for the device.
     SRUNWAY_RETURN_IF_ERROR(DeviceStatus());
@@ -1557,7 +1574,8 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     // Clipping scales the gradients as AdamW reads them, so they stay as the reduction left them.
     const auto inner_start = Clock::now();
-    adam_->Step(model_->params(), model_->grads(), lr, step_ + 1, ClipScale(norm, o_.clip_grad), model_->weights());
+    adam_->Step(model_->params(), model_->grads(), lr, step_ + 1,
+                ClipScale(norm, o_.clip_grad) * static_cast<float>(per_position), model_->weights());
     Time(step_timers, kInnerStep, inner_start);
     // ZeRO-1: the updated slices of the weights the ops read (the GPU's bf16 copy, which AdamW wrote beside its
     // fp32 slices) travel while the next forward runs; it waits for each part as it gets there.

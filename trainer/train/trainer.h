@@ -105,6 +105,9 @@ struct TrainOptions {
   // Megatron's --eod-mask-loss: positions whose input token is the tokenizer's end of document have no loss (in
   // training and validation); each micro-batch's loss is the mean over the others.
   bool eod_mask_loss = false;
+  // Megatron's --calculate-per-token-loss: the step's loss is the mean over all its positions on all ranks, rather
+  // than the mean of each micro-batch's mean (the same where every micro-batch scores as many positions).
+  bool per_token_loss = false;
   // Megatron's --reset-position-ids and --reset-attention-mask: a sample holds several documents, each ending
   // with the tokenizer's end of document; each starts again at position 0, and attends to its own tokens only.
   bool reset_position_ids = false;

@@ -6,7 +6,10 @@
 # 100). This is what the gpu suite's train_vs_torch does on a GPU in bf16 over 200 steps, with the same helpers.
 # Then again with --eod-mask-loss, PyTorch taking the mean loss over the positions whose input token is not the
 # tokenizer's <|endoftext|>, as Megatron's loss mask does; and with --reset-position-ids --reset-attention-mask,
-# PyTorch's position ids and attention mask made as Megatron's get_ltor_masks_and_position_ids makes them.
+# PyTorch's position ids and attention mask made as Megatron's get_ltor_masks_and_position_ids makes them. And
+# --calculate-per-token-loss with 4 micro-batches of 2 per step: the same loss and steps as PyTorch's one batch of
+# 8 with --eod-mask-loss, the mean over every scored position of the step (without the flag, each step's loss is
+# the mean of 4 micro-batch means, which score unevenly: 1.5e-3 from PyTorch's at step 64).
 # Usage: steps_vs_torch.sh SRUNWAY_TRAIN SRUNWAY_PREP TRAINER_TRAIN_DUMP [PYTHON]
 set -euo pipefail
 train=$1 prep=$2 dump=$3 python=${4:-/usr/bin/python3}
@@ -30,21 +33,24 @@ done
 eod=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["<|endoftext|>"])' "$work/eod.vocab.json")
 
 # against MODE: srunway-train and PyTorch, step by step: plain; eod, --eod-mask-loss; docs, --reset-position-ids
-# and --reset-attention-mask (on eod's documents).
+# and --reset-attention-mask (on eod's documents); per-token, --calculate-per-token-loss against PyTorch's eod.
 against() {
-  local mode=$1 data=$1 flags=() uses=()
+  local mode=$1 data=$1 flags=() uses=() micro=$kBatch peer=$1
   case $mode in
     eod) flags=(--eod-mask-loss) uses=("$eod" mask-loss) ;;
     docs) data=eod flags=(--reset-position-ids --reset-attention-mask) uses=("$eod" reset-positions,reset-attention) ;;
+    per-token) data=eod peer=eod micro=2 flags=(--eod-mask-loss --calculate-per-token-loss --global-batch-size "$kBatch")
+      uses=("$eod" mask-loss) ;;
   esac
   "$train" --preset gpt-tiny --device cpu --data-path "$work/$data" --split 1 --seq-length "$kSeq" \
-    --micro-batch-size "$kBatch" --train-steps "$kSteps" --lr "$kLr" --lr-decay-style constant --warmup-steps 0 \
+    --micro-batch-size "$micro" --train-steps "$kSteps" --lr "$kLr" --lr-decay-style constant --warmup-steps 0 \
     --weight-decay 0.01 --clip-grad 1.0 --seed "$kSeed" --log-interval 1 --peak-tflops 1 \
     "${flags[@]}" --metrics-file "$work/ours.$mode.jsonl" >/dev/null \
     2>"$work/ours.err" || fail "srunway-train ($mode): $(cat "$work/ours.err")"
-  "$python" "$here/torch_train_steps.py" "$work/dump.$data" "$kSteps" "$kBatch" "$kSeq" "$kLr" fp32 cpu \
-    "${uses[@]}" >"$work/torch.$mode.txt" || fail "PyTorch ($mode)"
-  "$python" - "$work/ours.$mode.jsonl" "$work/torch.$mode.txt" "$mode" <<'PY' || fail "srunway-train and PyTorch disagree ($mode)"
+  [[ -e $work/torch.$peer.txt ]] ||
+    "$python" "$here/torch_train_steps.py" "$work/dump.$data" "$kSteps" "$kBatch" "$kSeq" "$kLr" fp32 cpu \
+      "${uses[@]}" >"$work/torch.$peer.txt" || fail "PyTorch ($mode)"
+  "$python" - "$work/ours.$mode.jsonl" "$work/torch.$peer.txt" "$mode" <<'PY' || fail "srunway-train and PyTorch disagree ($mode)"
 import json, sys
 ours = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l]
 torch = [float(l.split()[1]) for l in open(sys.argv[2])]
@@ -60,6 +66,7 @@ PY
 against plain
 against eod
 against docs
+against per-token
 # PyTorch without the mask, on the same documents: another loss (the ends of documents are in every sample).
 "$python" "$here/torch_train_steps.py" "$work/dump.eod" "$kSteps" "$kBatch" "$kSeq" "$kLr" fp32 cpu \
   >"$work/torch.unmasked.txt"
@@ -78,4 +85,5 @@ one = float(open(sys.argv[2]).readlines()[-1].split()[1])
 print(f"docs: step 100 {reset:.4f}, PyTorch with one document per sample {one:.4f}")
 assert abs(reset - one) > 100 * 1e-4, (reset, one)
 PY
-echo "ok: 100 steps of srunway-train and PyTorch agree, plain, with --eod-mask-loss, and with the documents' resets"
+echo "ok: 100 steps of srunway-train and PyTorch agree, plain, with --eod-mask-loss, with the documents' resets," \
+  "and with --calculate-per-token-loss over 4 micro-batches"
