@@ -224,9 +224,12 @@ int main(int argc, char** argv) {
                "a --load that holds no checkpoint ends the run, exit 1, instead of training from scratch "
                "(Megatron's)")->needs(load);
   // Megatron's --finetune loads neither the optimizer nor the random state; its scripts often say so again.
-  bool no_load_optim = false, no_load_rng = false;
-  app.add_flag("--no-load-optim", no_load_optim, "Megatron's: taken with --finetune, which loads no optimizer state");
-  app.add_flag("--no-load-rng", no_load_rng, "Megatron's: taken with --finetune, which loads no random state");
+  app.add_flag("--no-load-optim", o.no_load_optim,
+               "Megatron's: resume --load's step, data position and schedule with AdamW's moments at zero (its bias "
+               "correction from its first step again); with --finetune, what it does anyway");
+  app.add_flag("--no-load-rng", o.no_load_rng,
+               "Megatron's: resume without --load's random state (which only drew the initial parameters: dropout's "
+               "masks are a function of --seed, the step and the sample); with --finetune, what it does anyway");
   bool checkpoint_args = false;
   CLI::Option* use_checkpoint_args =
       app.add_flag("--use-checkpoint-args", checkpoint_args,
@@ -558,13 +561,6 @@ int main(int argc, char** argv) {
   if (!test_path.empty()) {
     srunway::common::LogInfo("--test-data-path: not read: srunway-train runs no test evaluation at the end of "
                              "training (Megatron's test run); its validation reads --valid-data-path");
-  }
-  for (const auto& [flag, given_flag] : {std::pair{"--no-load-optim", no_load_optim}, {"--no-load-rng", no_load_rng}}) {
-    if (!given_flag || o.finetune) continue;
-    srunway::common::LogError("{}: srunway-train resumes a checkpoint whole, or with --finetune takes its "
-                              "parameters alone (no optimizer or random state, and from step 0): give --finetune "
-                              "or leave it out", flag);
-    return srunway::trainer::kExitUsage;
   }
   const bool null_tokenizer = tokenizer_type == "NullTokenizer";
   if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && !null_tokenizer) {

@@ -202,6 +202,40 @@ common::Status FillBatch(SampleSource& source, int64_t first_sample, int B, int 
   return common::Status::Ok();
 }
 
+// What a checkpoint's run kept of its settings beside its state (TrainingState::extra), each value checked: the
+// header is JSON that anyone may have edited, and a value of another type threw out of nlohmann's value(), which
+// ended srunway-train with an abort instead of a line.
+struct SavedSettings {
+  int64_t global_batch = 0, seq_length = 0;  // 0: not kept
+  std::optional<int64_t> train_samples;
+  int64_t adam_steps = 0;
+  std::string next_sample;  // empty: not kept
+};
+
+common::StatusOr<SavedSettings> ReadSavedSettings(const common::Json& extra, int64_t step, const std::string& from) {
+  const std::string where = from + ": the run's settings";
+  auto read = [&]() -> common::StatusOr<SavedSettings> {
+    SavedSettings saved;
+    SRUNWAY_ASSIGN_OR_RETURN(saved.global_batch, common::JsonFieldOr<int64_t>(extra, "global_batch_size", 0, where));
+    SRUNWAY_ASSIGN_OR_RETURN(saved.seq_length, common::JsonFieldOr<int64_t>(extra, "seq_length", 0, where));
+    if (extra.contains("train_samples")) {
+      SRUNWAY_ASSIGN_OR_RETURN(saved.train_samples, common::JsonField<int64_t>(extra, "train_samples", where));
+    }
+    // Written before AdamW's own count was kept: its moments were as old as the run.
+    SRUNWAY_ASSIGN_OR_RETURN(saved.adam_steps, common::JsonFieldOr<int64_t>(extra, "adam_steps", step, where));
+    if (saved.adam_steps < 0 || saved.adam_steps > step) {
+      return common::InvalidArgument("{}: adam_steps {} is not in [0, the step {}]", where, saved.adam_steps, step);
+    }
+    if (extra.contains("next_sample")) {
+      SRUNWAY_ASSIGN_OR_RETURN(saved.next_sample, common::JsonField<std::string>(extra, "next_sample", where));
+    }
+    return saved;
+  };
+  auto saved = read();
+  if (!saved.ok()) return common::DataLoss("{}", saved.status().message());  // a damaged file, not a usage error
+  return saved;
+}
+
 // The tokenizer's files (vocab.json, merges.txt): the flags, else those srunway-prep wrote beside the (first)
 // dataset.
 common::StatusOr<std::pair<std::string, std::string>> TokenizerPaths(const TrainOptions& o) {
@@ -411,6 +445,7 @@ class Trainer {
   bool schedule_in_samples_ = false;  // its warmup and decay are samples (o_.warmup_steps and lr_decay_steps too)
   Rng rng_;
   int64_t step_ = 0, consumed_ = 0;
+  int64_t adam_steps_ = 0;  // AdamW's steps since its moments were zero: step_ unless --no-load-optim reset them
   double peak_flops_ = 0;
   MetricsFile metrics_;
   EventFile events_;  // --tensorboard-dir
@@ -682,10 +717,15 @@ common::Status Trainer::Setup() {
     return common::InvalidArgument("--skip-train has nothing to do: --eval-iters 0, and no --export, --export-hf or "
                                    "--sample");
   }
-  if (o_.finetune && (o_.load.empty() || SameOrEntryOf(o_.load, o_.save))) {
-    if (o_.load.empty()) return common::InvalidArgument("--finetune needs --load, the checkpoint to start from");
-    return common::InvalidArgument("--finetune --load {} is in the --save directory: a requeued job could not tell "
-                                   "its own checkpoints from the one it started from; --save elsewhere", o_.load);
+  if (o_.finetune && o_.load.empty()) {
+    return common::InvalidArgument("--finetune needs --load, the checkpoint to start from");
+  }
+  // Without --load, --no-load-optim has nothing to leave out (a pasted script that always passes it trains from
+  // scratch, as it says).
+  const char* fresh_start = o_.finetune ? "--finetune" : o_.no_load_optim ? "--no-load-optim" : nullptr;
+  if (fresh_start != nullptr && !o_.load.empty() && SameOrEntryOf(o_.load, o_.save)) {
+    return common::InvalidArgument("{} --load {} is in the --save directory: a requeued job could not tell its own "
+                                   "checkpoints from the one it started from; --save elsewhere", fresh_start, o_.load);
   }
   if (WeightsFile(o_.load) && !o_.finetune && !o_.skip_train) {
     return common::InvalidArgument("--load {} holds weights alone (no step, optimizer state or data position) to "
@@ -989,13 +1029,15 @@ common::Status Trainer::InitOrLoad() {
   rng_.Seed(o_.seed);
   InitParams(m, model_->layout(), rng_, params);
   common::Status loaded = common::Status::Ok();
-  // --finetune takes the parameters alone from --load, unless --save holds this run's own checkpoint already (the
-  // job was requeued after a save): that one resumes in full, as any run does.
+  // --finetune takes the parameters alone from --load, and --no-load-optim all but AdamW's moments, unless --save
+  // holds this run's own checkpoint already (the job was requeued after a save): that one resumes in full, as any
+  // run does.
+  static const std::vector<ParamRange> kNoMoments;
   std::filesystem::path source = o_.load;
-  bool finetune = o_.finetune;
-  if (finetune && !o_.save.empty() && HasCheckpoint(o_.save)) {
+  bool finetune = o_.finetune, fresh_optimizer = o_.no_load_optim && !o_.finetune;
+  if ((finetune || fresh_optimizer) && !o_.save.empty() && HasCheckpoint(o_.save)) {
     source = o_.save;
-    finetune = false;
+    finetune = fresh_optimizer = false;
   }
   const std::string from = source.string();
   if (const auto weights = WeightsFile(source)) {
@@ -1012,7 +1054,6 @@ common::Status Trainer::InitOrLoad() {
     }
   } else if (finetune) {
     const auto start = Clock::now();
-    static const std::vector<ParamRange> kNoMoments;
     auto state = LoadCheckpoint(source, m, CheckpointBuffers{params, {}, {}, &kNoMoments});
     loaded = state.status();
     if (state.status().code() == common::StatusCode::kNotFound) {
@@ -1034,30 +1075,33 @@ common::Status Trainer::InitOrLoad() {
     // Under ZeRO-1 the moments are read straight into this rank's slices.
     CheckpointBuffers buffers{params, m_state.host(), v_state.host(),
                               o_.distributed_optimizer ? &adam_->owned() : nullptr, rank_, world_};
+    if (fresh_optimizer) buffers = {params, {}, {}, &kNoMoments, rank_, world_};  // the moments stay zero
     auto state = LoadCheckpoint(from, m, buffers);
-    loaded = state.status();
-    if (state.ok()) {
-      for (const auto& [key, what, now] :
-           {std::tuple{"global_batch_size", "global batch", int64_t{o_.global_batch_size}},
-            std::tuple{"seq_length", "sequence length", int64_t{T_}}}) {
-        const int64_t saved = state->extra.value(key, int64_t{0});
-        if (saved != 0 && saved != now && Leader() && !o_.skip_train) {
+    auto saved = state.ok() ? ReadSavedSettings(state->extra, state->step, from)
+                            : common::StatusOr<SavedSettings>(state.status());
+    loaded = saved.status();
+    if (saved.ok()) {
+      for (const auto& [what, before, now] :
+           {std::tuple{"global batch", saved->global_batch, int64_t{o_.global_batch_size}},
+            std::tuple{"sequence length", saved->seq_length, int64_t{T_}}}) {
+        if (before != 0 && before != now && Leader() && !o_.skip_train) {
           common::LogWarn("{} was written with {} {}, this run uses {}: the data order continues by samples", from,
-                          what, saved, now);
+                          what, before, now);
         }
       }
       step_ = state->step;
       consumed_ = state->consumed_samples;
-      rng_.set_state(state->rng);
+      adam_steps_ = fresh_optimizer ? 0 : saved->adam_steps;
+      if (!o_.no_load_rng) rng_.set_state(state->rng);
       KeepTimedChoices(state->extra, from);
       // Other data, split or seed (which shuffles it) draws other samples from here on: allowed (a new data mix
       // part-way is a recipe), but said; it went unremarked. The saved run recorded the next sample it would draw.
       // A run of more or fewer steps over the same epochs of its data draws the same; one over other epochs
       // shuffles their samples anew (as Megatron's index does).
       const int64_t samples = TrainSamples();
-      const int64_t saved_samples = state->extra.value("train_samples", samples);
-      const std::string saved_next = state->extra.value("next_sample", std::string());
-      const bool same_length = state->extra.value("seq_length", int64_t{T_}) == T_;  // else said above
+      const int64_t saved_samples = saved->train_samples.value_or(samples);
+      const std::string& saved_next = saved->next_sample;
+      const bool same_length = saved->seq_length == 0 || saved->seq_length == T_;  // else said above
       if (Leader() && !o_.skip_train && same_length && !saved_next.empty() && NextSample() != saved_next) {
         if (saved_samples != samples) {
           common::LogWarn("{} was written by a run of {} samples, this one draws {} over another number of epochs "
@@ -1068,11 +1112,14 @@ common::Status Trainer::InitOrLoad() {
                           "from sample {} on than the run that saved it", from, consumed_);
         }
       }
-      SRUNWAY_RETURN_IF_ERROR(m_state.Upload());
-      SRUNWAY_RETURN_IF_ERROR(v_state.Upload());
+      if (!fresh_optimizer) {
+        SRUNWAY_RETURN_IF_ERROR(m_state.Upload());
+        SRUNWAY_RETURN_IF_ERROR(v_state.Upload());
+      }
       if (Leader()) {
-        common::LogInfo("resumed from {} at step {} ({} samples consumed; read in {:.2f} s)", from, step_,
-                        consumed_, std::chrono::duration<double>(Clock::now() - start).count());
+        common::LogInfo("resumed from {} at step {} ({} samples consumed; read in {:.2f} s){}", from, step_,
+                        consumed_, std::chrono::duration<double>(Clock::now() - start).count(),
+                        fresh_optimizer ? "; AdamW's moments start afresh (--no-load-optim)" : "");
       }
       if (step_ >= o_.train_steps && Leader() && !o_.skip_train) {
         common::LogInfo("already at step {} of --train-steps {}: nothing left to train", step_, o_.train_steps);
@@ -1113,7 +1160,7 @@ common::Json Trainer::RunSettings() {
           {"train_data_path", o_.train_data_path}, {"valid_data_path", o_.valid_data_path},
           {"data_parallel_size", world_}, {"distributed_optimizer", o_.distributed_optimizer},
           {"rampup_batch_size", o_.rampup_batch_size}, {"train_samples", TrainSamples()},
-          {"next_sample", NextSample()}};
+          {"next_sample", NextSample()}, {"adam_steps", adam_steps_}};
 }
 
 std::string Trainer::NextSample() {
@@ -1574,7 +1621,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     // Clipping scales the gradients as AdamW reads them, so they stay as the reduction left them.
     const auto inner_start = Clock::now();
-    adam_->Step(model_->params(), model_->grads(), lr, step_ + 1,
+    adam_->Step(model_->params(), model_->grads(), lr, ++adam_steps_,
                 ClipScale(norm, o_.clip_grad) * static_cast<float>(per_position), model_->weights());
     Time(step_timers, kInnerStep, inner_start);
     // ZeRO-1: the updated slices of the weights the ops read (the GPU's bf16 copy, which AdamW wrote beside its

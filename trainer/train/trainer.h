@@ -56,6 +56,11 @@ struct TrainOptions {
   // Megatron's --finetune: only the parameters come from --load; step, data position, optimizer state and random
   // state start afresh. Where --save holds a checkpoint already (a requeued job), that one resumes in full.
   bool finetune = false;
+  // Megatron's --no-load-optim without --finetune: resume the step, data position and schedule, with AdamW's moments
+  // at zero and its bias correction counting from its first step again; --no-load-rng: not the random state.
+  // Where --save holds a checkpoint already (a requeued job), that one resumes in full, as with --finetune.
+  bool no_load_optim = false;
+  bool no_load_rng = false;
   // Megatron's --exit-on-missing-checkpoint: a --load that holds no checkpoint ends the run (a mistyped path)
   // instead of training from scratch.
   bool exit_on_missing_checkpoint = false;

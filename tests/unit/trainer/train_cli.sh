@@ -251,7 +251,7 @@ grep -q "warning: $kWork/ckpt/iter_0000010 was written by a run of 80 samples, t
 tune=("${run[@]}" --overfit-batch --lr-decay-style constant --warmup-steps 0)
 "${tune[@]}" --load "$kWork/ckpt/iter_0000010" --train-steps 12 --metrics-file "$kWork/tune-resumed.jsonl" \
   >/dev/null 2>>"$kWork/log" || fail "resuming with --overfit-batch"
-# Megatron's scripts often add --no-load-optim --no-load-rng, what --finetune does anyway; alone they are refused.
+# Megatron's scripts often add --no-load-optim --no-load-rng, what --finetune does anyway.
 "${tune[@]}" --load "$kWork/ckpt/iter_0000010" --finetune --save "$kWork/tuned" --train-steps 2 \
   --no-load-optim --no-load-rng \
   --metrics-file "$kWork/tuned.jsonl" >/dev/null 2>"$kWork/err" || fail "--finetune: $(cat "$kWork/err")"
@@ -276,8 +276,6 @@ expect_exit 2 "--finetune --load $kWork/ckpt/ is in the --save directory" \
 expect_exit 2 "--finetune --load $kWork/ckpt/iter_0000010 is in the --save directory" \
   "${tune[@]}" --finetune --load "$kWork/ckpt/iter_0000010" --save "$kWork/./ckpt"
 expect_exit 2 "--finetune requires --load" "${tune[@]}" --finetune
-expect_exit 2 "error: --no-load-optim: srunway-train resumes a checkpoint whole, or with --finetune takes its parameters alone" \
-  "${tune[@]}" --load "$kWork/ckpt/iter_0000010" --no-load-optim
 mkdir "$kWork/empty"
 expect_exit 1 "error: --finetune: $kWork/empty: no checkpoint yet" "${tune[@]}" --finetune --load "$kWork/empty"
 # Megatron's --exit-on-missing-checkpoint: a --load with no checkpoint ends the run (it started from scratch).
@@ -285,6 +283,53 @@ expect_exit 1 "error: --load $kWork/empty: no checkpoint there, and --exit-on-mi
   "${tune[@]}" --load "$kWork/empty" --save "$kWork/empty" --exit-on-missing-checkpoint
 grep -q '^step' "$kWork/out" && fail "--exit-on-missing-checkpoint trained: $(cat "$kWork/out")"
 echo "ok: --finetune starts from a checkpoint's parameters alone and resumes its own checkpoints when requeued"
+
+# --no-load-optim without --finetune (Megatron's): the checkpoint's step, data position and schedule, with AdamW's
+# moments at zero and its bias correction counting from its first step again. With the first batch every step and
+# a constant lr, that is --finetune's AdamW from the same parameters: steps 11 and 12 are --finetune's steps 1 and
+# 2 bit for bit (with the moments loaded, or the count at 11, step 12 is another). Requeued after its save at step
+# 12, the job resumes its own checkpoint whole, AdamW's count going on from 2: step 14 is that of the run that went
+# on without a stop. --no-load-rng leaves the random state, which drew the initial parameters and nothing since.
+"${tune[@]}" --load "$kWork/ckpt/iter_0000010" --no-load-optim --no-load-rng --save "$kWork/fresh" --train-steps 12 \
+  --metrics-file "$kWork/fresh.jsonl" >/dev/null 2>"$kWork/err" || fail "--no-load-optim: $(cat "$kWork/err")"
+grep -q "info: resumed from $kWork/ckpt/iter_0000010 at step 10 (.*); AdamW's moments start afresh (--no-load-optim)$" \
+  "$kWork/err" || fail "--no-load-optim: $(cat "$kWork/err")"
+"${tune[@]}" --load "$kWork/ckpt/iter_0000010" --no-load-optim --save "$kWork/fresh" --train-steps 14 \
+  --metrics-file "$kWork/fresh.jsonl" >/dev/null 2>"$kWork/err" || fail "--no-load-optim requeued: $(cat "$kWork/err")"
+grep -q "info: resumed from $kWork/fresh at step 12 (.*read in [0-9.]* s)$" "$kWork/err" ||
+  fail "--no-load-optim requeued did not resume its own checkpoint whole: $(cat "$kWork/err")"
+"${tune[@]}" --load "$kWork/ckpt/iter_0000010" --no-load-optim --train-steps 14 \
+  --metrics-file "$kWork/fresh-whole.jsonl" >/dev/null 2>"$kWork/err" || fail "--no-load-optim: $(cat "$kWork/err")"
+python3 - "$kWork/tuned.jsonl" "$kWork/fresh.jsonl" "$kWork/fresh-whole.jsonl" "$kWork/tune-resumed.jsonl" <<'PY' ||
+import json, sys
+tuned, fresh, whole, resumed = ({r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
+                                for p in sys.argv[1:5])
+assert list(fresh) == [11, 12, 13, 14], fresh
+assert [fresh[11], fresh[12]] == [tuned[1], tuned[2]], ("not --finetune's AdamW", fresh, tuned)
+assert fresh[12] != resumed[12], ("the moments came too", fresh, resumed)
+assert fresh == whole, ("AdamW's count across the requeue", fresh, whole)
+PY
+  fail "--no-load-optim did not resume with AdamW afresh"
+expect_exit 2 "--no-load-optim --load $kWork/ckpt/ is in the --save directory" \
+  "${tune[@]}" --no-load-optim --load "$kWork/ckpt/" --save "$kWork/ckpt"
+# A pasted script that always passes them, without --load, trains from scratch.
+"${tune[@]}" --no-load-optim --no-load-rng --train-steps 1 >/dev/null 2>"$kWork/err" ||
+  fail "--no-load-optim without --load: $(cat "$kWork/err")"
+echo "ok: --no-load-optim resumes with AdamW afresh, and its requeued job resumes its own checkpoint whole"
+
+# A checkpoint's run settings of another type (an edited header) are one line naming the file and the key; a
+# string where a number was threw out of nlohmann's value() (exit 134).
+cp -r "$kWork/ckpt/iter_0000010" "$kWork/edited"
+python3 - "$kWork/edited"/shard_*.ckpt <<'PY'
+import sys
+for path in sys.argv[1:]:
+    data = open(path, "rb").read()
+    assert data.count(b'"seq_length":32') == 1, path
+    open(path, "wb").write(data.replace(b'"seq_length":32', b'"seq_length":{}'))  # as long: the layout stays
+PY
+expect_exit 1 "error: $kWork/edited: the run's settings: key 'seq_length' has the wrong type \(object\)" \
+  "${tune[@]}" --load "$kWork/edited"
+echo "ok: a checkpoint whose run settings have another type is one line"
 
 # --skip-train (Megatron's): a checkpoint's validation loss, the one its run measured at that step, bit for bit;
 # no step, nothing saved, and its --metrics-file line appended (the run's lines, later steps too, stay).
