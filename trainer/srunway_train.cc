@@ -256,6 +256,11 @@ int main(int argc, char** argv) {
   app.add_option("--tensorboard-queue-size", unqueued)->check(CLI::PositiveNumber);
   const std::string always = "Megatron's: taken (batch-size is always written)";
   app.add_flag("--log-batch-size-to-tensorboard", always);
+  bool no_learning_rate = false;
+  app.add_flag("--no-log-learning-rate-to-tensorboard", no_learning_rate,
+               "Megatron's: TensorBoard without learning-rate (and its vs samples)");
+  const std::string no_loss_scale = "Megatron's: taken (no loss scale to write: bf16, not fp16 with loss scaling)";
+  app.add_flag("--no-log-loss-scale-to-tensorboard", no_loss_scale);
   app.add_option("--timing-log-level", o.timing_log_level,
                  "Megatron's: 1 prints, at each log step, the (min, max) over the ranks of each step's "
                  "forward-backward, all-grads-sync and optimizer ms (the device drained at each one's end); 2 also "
@@ -376,6 +381,9 @@ int main(int argc, char** argv) {
   // choice each names (or, with one rank per model, one that changes nothing), so they are taken as its scripts
   // pass them. The fusions of kernels change the order of rounding, not the model.
   const std::string fusion = "Megatron's: taken (a kernel fusion on or off computes the same model)";
+  const std::string parallel_checkpoint =
+      "Megatron's: taken (how its distributed checkpoints spread over the ranks; srunway-train's each rank writes "
+      "its own shard of, and any number of ranks loads)";
   auto taken_flag = [&app](const char* flag, const std::string& help) { return app.add_flag(flag, help); };
   auto taken_option = [&app](const char* flag, const std::string& help) { return app.add_option(flag, help); };
   for (const auto& [flag, what] : std::initializer_list<std::pair<const char*, std::string>>{
@@ -410,7 +418,23 @@ int main(int argc, char** argv) {
             "Megatron's: taken (a loss or gradient norm that is not finite always ends the run, exit 3)"},
            {"--no-check-for-nan-in-loss-and-grad",
             "Megatron's: taken, and the check stays (a loss or gradient norm that is not finite ends the run, exit "
-            "3, where Megatron would train on)"}}) {
+            "3, where Megatron would train on)"},
+           {"--async-save",
+            "Megatron's: taken (every rank writes its shard of a save before the next step: the same checkpoint, "
+            "written in the run's time instead of beside it)"},
+           {"--ckpt-fully-parallel-save", parallel_checkpoint},
+           {"--no-ckpt-fully-parallel-save", parallel_checkpoint},
+           {"--ckpt-fully-parallel-load", parallel_checkpoint},
+           {"--ckpt-assume-constant-structure", parallel_checkpoint},
+           {"--auto-detect-ckpt-format",
+            "Megatron's: taken (what --load holds, a checkpoint, its shards or weights alone, is always found out)"},
+           {"--override-opt_param-scheduler",
+            "Megatron's: taken (the learning-rate schedule always comes from the flags, never from --load)"},
+           {"--use-cpu-initialization",
+            "Megatron's: taken (the initial parameters are drawn on the host and then copied to the device)"},
+           {"--no-barrier-with-level-1-timing",
+            "Megatron's: taken (--timing-log-level's timers are each rank's own, and start without a barrier)"},
+           {"--mmap-bin-files", "Megatron's: taken (the same tokens, whichever way the .bin is read)"}}) {
     taken_flag(flag, what);
   }
   taken_option("--transformer-impl", "Megatron's: taken (one implementation of the model)")
@@ -423,6 +447,16 @@ int main(int argc, char** argv) {
   taken_option("--num-workers", "Megatron's: taken (samples are read from the mapped index in the training process)")
       ->check(srunway::common::NonNegative());
   taken_flag("--no-mmap-bin-files", "Megatron's: taken (the same tokens, whichever way the .bin is read)");
+  taken_option("--num-dataset-builder-threads",
+               "Megatron's: taken (each node's first rank builds the sample index, on one thread)")
+      ->check(CLI::PositiveNumber);
+  taken_option("--empty-unused-memory-level",
+               "Megatron's: taken (it empties PyTorch's allocator cache; srunway-train allocates once, at start-up)")
+      ->check(CLI::Range(0, 2));
+  for (const char* flag : {"--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype"}) {
+    taken_option(flag, "Megatron's: fp32 only (the gradients, master weights and AdamW's moments are fp32)")
+        ->check(CLI::IsMember({"fp32"}));
+  }
   taken_flag("--exit-signal-handler",
              "Megatron's: taken (SIGTERM, SIGINT and SIGUSR1 always end the run after its step, saved with --save, "
              "exit 4)");
@@ -558,6 +592,7 @@ int main(int argc, char** argv) {
                               "leave it out", flag, size);
     return srunway::trainer::kExitUsage;
   }
+  o.log_learning_rate_to_tensorboard = !no_learning_rate;
   if (!test_path.empty()) {
     srunway::common::LogInfo("--test-data-path: not read: srunway-train runs no test evaluation at the end of "
                              "training (Megatron's test run); its validation reads --valid-data-path");

@@ -1683,10 +1683,10 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       SRUNWAY_RETURN_IF_ERROR(events_.Write(step_, timers));
     }
     if (Leader() && event_step) {
-      std::vector<Scalar> scalars = {{"learning-rate", static_cast<float>(lr)},
-                                     {"batch-size", static_cast<float>(global_batch)},
+      std::vector<Scalar> scalars = {{"batch-size", static_cast<float>(global_batch)},
                                      {"lm loss", static_cast<float>(loss)},
                                      {"grad-norm", static_cast<float>(norm)}};
+      if (o_.log_learning_rate_to_tensorboard) scalars.insert(scalars.begin(), {"learning-rate", static_cast<float>(lr)});
       if (o_.log_world_size_to_tensorboard) scalars.push_back({"world-size", static_cast<float>(world_)});
       if (params_norm) scalars.push_back({"params-norm", static_cast<float>(*params_norm)});
       if (zeros) scalars.push_back({"num-zeros", static_cast<float>(*zeros)});

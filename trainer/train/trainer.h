@@ -89,6 +89,7 @@ struct TrainOptions {
   bool log_throughput = false;
   bool log_validation_ppl_to_tensorboard = false;
   bool log_world_size_to_tensorboard = false;
+  bool log_learning_rate_to_tensorboard = true;  // Megatron's --no-log-learning-rate-to-tensorboard turns it off
   bool log_memory_to_tensorboard = false;  // the device's bytes allocated, now and at most, and the allocations
   bool log_params_norm = false;  // Megatron's: the parameters' L2 norm on the log lines and in TensorBoard
   bool log_num_zeros_in_grad = false;  // Megatron's: how many of the step's reduced gradients are zero, likewise

@@ -685,12 +685,27 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
   --dataloader-type single --kv-channels 16 --rotary-percent 1.0 --log-batch-size-to-tensorboard \
   --no-async-tensor-model-parallel-allreduce --apply-query-key-layer-scaling --manual-gc --use-legacy-models \
   --legacy-tokenizer --cross-entropy-loss-fusion --ddp-average-in-collective --check-for-nan-in-loss-and-grad \
-  --optimizer adam --no-create-attention-mask-in-dataloader \
+  --optimizer adam --no-create-attention-mask-in-dataloader --async-save --ckpt-fully-parallel-save \
+  --no-ckpt-fully-parallel-save --ckpt-fully-parallel-load --ckpt-assume-constant-structure --auto-detect-ckpt-format \
+  --override-opt_param-scheduler --use-cpu-initialization --no-barrier-with-level-1-timing --mmap-bin-files \
+  --num-dataset-builder-threads 4 --empty-unused-memory-level 0 --main-grads-dtype fp32 --main-params-dtype fp32 \
+  --exp-avg-dtype fp32 --exp-avg-sq-dtype fp32 --no-log-loss-scale-to-tensorboard \
   >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
 grep -q '^step      2/2 | .* tok/s | [0-9.e+-]* TFLOP/s per GPU | MFU' "$kWork/out" ||
   fail "Megatron's flags: no step line with --log-throughput's TFLOP/s: $(cat "$kWork/out")"
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
+# Those that name another implementation than srunway-train's are refused, with what it takes.
+expect_exit 2 "--exp-avg-dtype: bf16 not in \{fp32\}" "$kTrain" "${common[@]}" --mock-data --exp-avg-dtype bf16
+# --no-log-learning-rate-to-tensorboard: TensorBoard's scalars without learning-rate.
+for lr_tag in with without; do
+  "$kTrain" "${common[@]}" --mock-data --train-steps 2 --tensorboard-dir "$kWork/tb-$lr_tag" \
+    $([[ $lr_tag == without ]] && echo --no-log-learning-rate-to-tensorboard) >/dev/null 2>"$kWork/err" ||
+    fail "TensorBoard $lr_tag learning-rate: $(cat "$kWork/err")"
+done
+grep -qa "learning-rate" "$kWork"/tb-with/events.* || fail "no learning-rate in TensorBoard's events"
+grep -qa "learning-rate" "$kWork"/tb-without/events.* && fail "--no-log-learning-rate-to-tensorboard wrote learning-rate"
+grep -qa "lm loss" "$kWork"/tb-without/events.* || fail "--no-log-learning-rate-to-tensorboard wrote no lm loss"
 # Megatron's --train-data-path and --valid-data-path, in place of --data-path and --split: each split's data whole.
 # Training is that of --data-path D --split 1,0,0 step for step, the validation reads the other dataset (its loss
 # is not D's), and without --valid-data-path no validation runs, which is said. Each was an unknown argument.
