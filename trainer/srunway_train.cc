@@ -181,7 +181,19 @@ int main(int argc, char** argv) {
                  "START INCREMENT SAMPLES: the global batch grows from START by INCREMENT to --global-batch-size "
                  "over SAMPLES samples (Megatron's; with --train-samples the schedule counts samples)")
       ->expected(3)->check(samples);
-  app.add_option("--lr-decay-style", o.lr_decay_style, "cosine, linear or constant")->capture_default_str();
+  app.add_option("--lr-decay-style", o.lr_decay_style,
+                 "cosine, linear, constant, inverse-square-root or WSD (Megatron's: --lr-warmup-iters' rate until "
+                 "the last --lr-wsd-decay-iters steps of the decay, then down to --min-lr)")
+      ->capture_default_str();
+  CLI::Option* wsd_steps = app.add_option("--lr-wsd-decay-iters", o.lr_wsd_decay_steps,
+                                          "--lr-decay-style WSD: the steps of its final decay (Megatron's)")
+                               ->check(srunway::common::Positive());
+  app.add_option("--lr-wsd-decay-samples", o.lr_wsd_decay_samples, "--lr-wsd-decay-iters in samples (Megatron's)")
+      ->check(samples)->excludes(wsd_steps);
+  app.add_option("--lr-wsd-decay-style", o.lr_wsd_decay_style,
+                 "--lr-decay-style WSD: how its final decay falls: exponential, linear, cosine or minus_sqrt "
+                 "(Megatron's)")
+      ->capture_default_str()->check(CLI::IsMember({"exponential", "linear", "cosine", "minus_sqrt"}));
   app.add_option("--constant-steps", o.constant_steps,
                  "hold --min-lr for the last N steps of the schedule, with NeMo's warmup (CosineAnnealing's "
                  "constant_steps)")->capture_default_str();

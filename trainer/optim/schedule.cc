@@ -15,7 +15,18 @@ common::StatusOr<DecayStyle> ParseDecayStyle(std::string_view name) {
   if (name == "cosine") return DecayStyle::kCosine;
   if (name == "linear") return DecayStyle::kLinear;
   if (name == "constant") return DecayStyle::kConstant;
-  return common::InvalidArgument("--lr-decay-style {}: expected cosine, linear or constant", name);
+  if (name == "inverse-square-root") return DecayStyle::kInverseSquareRoot;
+  if (name == "WSD") return DecayStyle::kWsd;
+  return common::InvalidArgument("--lr-decay-style {}: expected cosine, linear, constant, inverse-square-root or WSD",
+                                 name);
+}
+
+common::StatusOr<WsdDecay> ParseWsdDecay(std::string_view name) {
+  if (name == "exponential") return WsdDecay::kExponential;
+  if (name == "linear") return WsdDecay::kLinear;
+  if (name == "cosine") return WsdDecay::kCosine;
+  if (name == "minus_sqrt") return WsdDecay::kMinusSqrt;
+  return common::InvalidArgument("--lr-wsd-decay-style {}: expected exponential, linear, cosine or minus_sqrt", name);
 }
 
 namespace {
@@ -25,9 +36,19 @@ double Decayed(DecayStyle style, double lr, double min_lr, double ratio) {
   switch (style) {
     case DecayStyle::kCosine: return min_lr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (lr - min_lr);
     case DecayStyle::kLinear: return min_lr + (1.0 - ratio) * (lr - min_lr);
-    case DecayStyle::kConstant: return lr;
+    default: return lr;
   }
-  return lr;
+}
+
+// WSD's fraction of the way from min_lr to lr at `ratio` (0 to 1) of its final decay.
+double WsdCoefficient(WsdDecay wsd, double ratio) {
+  switch (wsd) {
+    case WsdDecay::kExponential: return 2.0 * std::pow(0.5, ratio) - 1.0;
+    case WsdDecay::kLinear: return 1.0 - ratio;
+    case WsdDecay::kCosine: return 0.5 * (1.0 + std::cos(M_PI * ratio));
+    case WsdDecay::kMinusSqrt: return 1.0 - std::sqrt(ratio);
+  }
+  return 1.0;
 }
 
 }  // namespace
@@ -44,7 +65,19 @@ float LrSchedule::At(int64_t done, int64_t batch) const {
   }
   if (done + batch <= warmup_steps) return lr * static_cast<float>(done + batch) / static_cast<float>(warmup_steps);
   if (style == DecayStyle::kConstant) return lr;
+  if (style == DecayStyle::kInverseSquareRoot) {  // Megatron's min_lr starts past decay_steps here
+    if (done > decay_steps) return min_lr;
+    const double warmup = static_cast<double>(std::max<int64_t>(warmup_steps, 1));
+    const double now = static_cast<double>(std::max<int64_t>(done, 1));
+    return std::max(min_lr, static_cast<float>(static_cast<double>(lr) * std::sqrt(warmup / now)));
+  }
   if (done >= decay_steps) return min_lr;
+  if (style == DecayStyle::kWsd) {  // counted from the start, not from the warmup's end, as Megatron's
+    const int64_t anneal_start = decay_steps - wsd_decay_steps;
+    if (done <= anneal_start) return lr;
+    const double ratio = static_cast<double>(done - anneal_start) / static_cast<double>(wsd_decay_steps);
+    return static_cast<float>(min_lr + WsdCoefficient(wsd, ratio) * (static_cast<double>(lr) - min_lr));
+  }
   if (decay_steps <= warmup_steps) return lr;  // a step of samples across the end of both
   // A step of samples across the warmup's end starts the decay at its top.
   const double ratio = std::max<double>(0, static_cast<double>(done - warmup_steps)) /

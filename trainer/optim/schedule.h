@@ -9,8 +9,12 @@
 
 namespace srunway::trainer {
 
-enum class DecayStyle { kCosine, kLinear, kConstant };  // --lr-decay-style, Megatron's names
+// --lr-decay-style, Megatron's names: cosine, linear, constant, inverse-square-root and WSD.
+enum class DecayStyle { kCosine, kLinear, kConstant, kInverseSquareRoot, kWsd };
 common::StatusOr<DecayStyle> ParseDecayStyle(std::string_view name);
+// --lr-wsd-decay-style: how WSD's final decay falls, Megatron's exponential, linear, cosine and minus_sqrt.
+enum class WsdDecay { kExponential, kLinear, kCosine, kMinusSqrt };
+common::StatusOr<WsdDecay> ParseWsdDecay(std::string_view name);
 
 // Linear warmup from lr / warmup_steps to lr over warmup_steps, then decay to min_lr at decay_steps (cosine,
 // linear, or none), min_lr after. `step` counts from 0.
@@ -20,6 +24,9 @@ common::StatusOr<DecayStyle> ParseDecayStyle(std::string_view name);
 // With constant_steps > 0, NeMo's CosineAnnealing with constant_steps (Megatron's warmup, then a constant tail):
 // lr * step / warmup_steps up to step warmup_steps, the decay over decay_steps - constant_steps - warmup_steps
 // steps, then min_lr for the last constant_steps.
+// After the warmup, as Megatron's OptimizerParamScheduler: inverse-square-root is lr x sqrt(warmup / step) (each
+// at least 1), not below min_lr, and min_lr past decay_steps; WSD holds lr until its last wsd_decay_steps before
+// decay_steps, and falls to min_lr over them as `wsd` says.
 struct LrSchedule {
   float lr = 3e-4f;
   float min_lr = 0.0f;
@@ -27,6 +34,8 @@ struct LrSchedule {
   int64_t decay_steps = 1;
   DecayStyle style = DecayStyle::kCosine;
   int64_t constant_steps = 0;
+  int64_t wsd_decay_steps = 0;  // WSD: its final decay, ending at decay_steps (1 to decay_steps)
+  WsdDecay wsd = WsdDecay::kExponential;
 
   float At(int64_t step) const { return At(step, 1); }
   float At(int64_t done, int64_t batch) const;

@@ -658,6 +658,7 @@ common::Status Trainer::Setup() {
   if (schedule_in_samples_) {
     for (const auto& [flag, given] : {std::pair{"--warmup-steps", o_.warmup_steps > 0},
                                       std::pair{"--lr-decay-steps", o_.lr_decay_steps > 0},
+                                      std::pair{"--lr-wsd-decay-iters", o_.lr_wsd_decay_steps > 0},
                                       std::pair{"--constant-steps", o_.constant_steps > 0}}) {
       if (given) {
         return common::InvalidArgument("{} counts steps, and --rampup-batch-size with --train-samples counts the "
@@ -678,6 +679,7 @@ common::Status Trainer::Setup() {
   }
   if (o_.lr_decay_samples > 0) o_.lr_decay_steps = std::max<int64_t>(1, in_units(o_.lr_decay_samples));
   if (o_.lr_warmup_samples > 0) o_.warmup_steps = in_units(o_.lr_warmup_samples);
+  if (o_.lr_wsd_decay_samples > 0) o_.lr_wsd_decay_steps = std::max<int64_t>(1, in_units(o_.lr_wsd_decay_samples));
   if (o_.warmup_fraction > 1) {
     return common::InvalidArgument("--lr-warmup-fraction {} is more than the whole decay (at most 1)",
                                    o_.warmup_fraction);
@@ -687,6 +689,23 @@ common::Status Trainer::Setup() {
                                                      : o_.train_steps;
   if (o_.warmup_fraction >= 0) o_.warmup_steps = std::llround(o_.warmup_fraction * static_cast<double>(decay_units));
   o_.lr_decay_steps = decay_units;
+  // WSD's final decay: given with it (Megatron asserts so), and within the decay; nowhere else taken and ignored.
+  const bool wsd = o_.lr_decay_style == "WSD";
+  const char* wsd_flag = o_.lr_wsd_decay_samples > 0 ? "--lr-wsd-decay-samples" : "--lr-wsd-decay-iters";
+  if (wsd && o_.lr_wsd_decay_steps == 0) {
+    return common::InvalidArgument("--lr-decay-style WSD needs --lr-wsd-decay-iters or --lr-wsd-decay-samples, the "
+                                   "length of its final decay");
+  }
+  if (!wsd && o_.lr_wsd_decay_steps > 0) return common::InvalidArgument("{} needs --lr-decay-style WSD", wsd_flag);
+  if (wsd && o_.lr_wsd_decay_steps > decay_units) {
+    return common::InvalidArgument("{} is {} {}, more than the decay's {} (--lr-decay-iters, or --train-iters)",
+                                   wsd_flag, o_.lr_wsd_decay_steps, schedule_in_samples_ ? "samples" : "steps",
+                                   decay_units);
+  }
+  if (o_.constant_steps > 0 && (wsd || o_.lr_decay_style == "inverse-square-root")) {
+    return common::InvalidArgument("--constant-steps is NeMo's tail after a cosine or linear decay, not "
+                                   "--lr-decay-style {}'s", o_.lr_decay_style);
+  }
   if (o_.train_steps < 1) return common::InvalidArgument("--train-steps must be at least 1");
   // Samples and their tokens are counted in 64 bits: an absurd --train-steps or --eval-iters overflowed them.
   const int64_t most_samples = INT64_MAX / (int64_t{T_} + 1);
@@ -910,7 +929,9 @@ common::Status Trainer::Setup() {
 
   SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(BuildModel(), common::StatusCode::kResourceExhausted, "build the model"));
   SRUNWAY_ASSIGN_OR_RETURN(DecayStyle style, ParseDecayStyle(o_.lr_decay_style));
-  schedule_ = {o_.lr, o_.min_lr, o_.warmup_steps, o_.lr_decay_steps, style, o_.constant_steps};
+  SRUNWAY_ASSIGN_OR_RETURN(WsdDecay wsd_decay, ParseWsdDecay(o_.lr_wsd_decay_style));
+  schedule_ = {o_.lr,  o_.min_lr,        o_.warmup_steps,        o_.lr_decay_steps,
+               style, o_.constant_steps, o_.lr_wsd_decay_steps, wsd_decay};
   SRUNWAY_RETURN_IF_ERROR(InitOrLoad());
   const std::optional<int64_t> resumed_at =
       o_.load.empty() || step_ == 0 || o_.skip_train ? std::nullopt : std::optional<int64_t>(step_);
@@ -1198,6 +1219,7 @@ common::Status Trainer::AgreeOnConfig() {
                          {"per_token_loss", o_.per_token_loss},
                          {"documents", {o_.reset_position_ids, o_.reset_attention_mask}},
                          {"decay_style", o_.lr_decay_style}, {"constant_steps", o_.constant_steps}, {"wd", o_.weight_decay},
+                         {"wsd", {o_.lr_wsd_decay_steps, o_.lr_wsd_decay_style}},
                          {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
                          {"dropout", {o_.hidden_dropout, o_.attention_dropout}},
                          {"seed", o_.seed}, {"data_path", o_.data_path}, {"mock", o_.mock_data}, {"split", o_.split},

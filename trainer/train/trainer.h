@@ -33,7 +33,10 @@ struct TrainOptions {
   // learning-rate schedule count samples, as Megatron's; with --train-steps (NeMo's way) they count steps.
   std::vector<int64_t> rampup_batch_size;
   double warmup_fraction = -1;  // Megatron's --lr-warmup-fraction of the decay's steps, rounded (< 0: not given)
-  std::string lr_decay_style = "cosine";  // cosine, linear or constant
+  std::string lr_decay_style = "cosine";  // cosine, linear, constant, inverse-square-root or WSD
+  // WSD's final decay (Megatron's --lr-wsd-decay-iters or -samples) and its shape (--lr-wsd-decay-style).
+  int64_t lr_wsd_decay_steps = 0, lr_wsd_decay_samples = 0;
+  std::string lr_wsd_decay_style = "exponential";
   int64_t constant_steps = 0;  // NeMo's constant tail at min_lr (its warmup and decay then follow NeMo's)
   float weight_decay = 0.01f;
   float adam_beta1 = 0.9f;

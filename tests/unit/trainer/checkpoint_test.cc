@@ -643,6 +643,40 @@ TEST(ScheduleTest, LinearAndConstantStyles) {
   EXPECT_FALSE(ParseDecayStyle("exponential").ok());
 }
 
+// Megatron's WSD, worked by hand: the rate holds at 1 until the last 20 steps before step 110 (from step 90), then
+// falls to 0.1 as the shape says; at half of those steps linear and cosine are half way (0.55), exponential at
+// 2 x 0.5^0.5 - 1 of the way, and minus_sqrt is half way at a quarter of them.
+TEST(ScheduleTest, WarmupStableDecay) {
+  auto wsd = [](WsdDecay shape) { return LrSchedule{1.0f, 0.1f, 10, 110, DecayStyle::kWsd, 0, 20, shape}; };
+  const LrSchedule linear = wsd(WsdDecay::kLinear);
+  EXPECT_FLOAT_EQ(linear.At(4), 0.5f);  // the warmup
+  for (int64_t step : {10, 50, 90}) EXPECT_FLOAT_EQ(linear.At(step), 1.0f) << step;
+  EXPECT_NEAR(linear.At(100), 0.55f, 1e-6);
+  EXPECT_NEAR(linear.At(91), 0.1 + 0.9 * 19 / 20, 1e-6);
+  EXPECT_FLOAT_EQ(linear.At(110), 0.1f);
+  EXPECT_FLOAT_EQ(linear.At(500), 0.1f);
+  EXPECT_NEAR(wsd(WsdDecay::kCosine).At(100), 0.55f, 1e-6);
+  EXPECT_NEAR(wsd(WsdDecay::kExponential).At(100), 0.1 + 0.9 * (2 * std::sqrt(0.5) - 1), 1e-6);
+  EXPECT_NEAR(wsd(WsdDecay::kMinusSqrt).At(95), 0.55f, 1e-6);
+  EXPECT_TRUE(ParseDecayStyle("WSD").ok());
+  EXPECT_FALSE(ParseDecayStyle("wsd").ok());  // Megatron's name, as it spells it
+  EXPECT_TRUE(ParseWsdDecay("minus_sqrt").ok());
+  EXPECT_FALSE(ParseWsdDecay("1-sqrt").ok());
+}
+
+// Megatron's inverse-square-root: lr x sqrt(warmup / step) after the warmup of 16, not below min_lr, and min_lr
+// once past the decay's 1000 steps.
+TEST(ScheduleTest, InverseSquareRoot) {
+  const LrSchedule s{1.0f, 0.1f, 16, 1000, DecayStyle::kInverseSquareRoot};
+  EXPECT_FLOAT_EQ(s.At(7), 0.5f);  // the warmup
+  EXPECT_FLOAT_EQ(s.At(16), 1.0f);
+  EXPECT_FLOAT_EQ(s.At(64), 0.5f);
+  EXPECT_FLOAT_EQ(s.At(400), 0.2f);
+  EXPECT_NEAR(s.At(1000), std::sqrt(16.0 / 1000), 1e-7);  // Megatron's min_lr starts after the decay's last step
+  EXPECT_FLOAT_EQ(s.At(1001), 0.1f);
+  EXPECT_FLOAT_EQ((LrSchedule{1.0f, 0.3f, 16, 1000, DecayStyle::kInverseSquareRoot}.At(400)), 0.3f);
+}
+
 // NeMo's CosineAnnealing with the 5B recipe's warmup_steps 115 and constant_steps 12500, here with max_steps
 // 75000, as its _linear_warmup_with_cosine_annealing computes it, worked by hand: the decay lasts 75000 - 12500 -
 // 115 = 62385 steps.

@@ -394,6 +394,26 @@ expect_exit 2 "--train-samples 3 is less than one global batch of 4" "$kTrain" "
   --train-samples 3 --global-batch-size 4
 echo "ok: --lr-warmup-fraction and the schedule in samples give their share of whole steps"
 
+# Megatron's WSD: the rate holds until the last --lr-wsd-decay-iters steps (its values are worked by hand in
+# checkpoint_test), which --lr-wsd-decay-samples gives in samples of the global batch; each of its flags without
+# it, and it without its final decay, is one line.
+wsd=(--train-steps 8 --lr 1e-3 --min-lr 1e-4 --lr-decay-style WSD --lr-wsd-decay-style linear)
+got=$(lrs "${wsd[@]}" --lr-wsd-decay-iters 4 | tr '\n' ' ')
+[[ $got == "lr 1.000e-03 lr 1.000e-03 lr 1.000e-03 lr 1.000e-03 lr 1.000e-03 lr 7.750e-04 lr 5.500e-04 lr 3.250e-04 " ]] ||
+  fail "WSD over the last 4 of 8 steps: $got"
+[[ $(lrs "${wsd[@]}" --lr-wsd-decay-samples 15 | tr '\n' ' ') == "$got" ]] || fail "15 samples of 4 are not 4 steps"
+expect_exit 2 "--lr-decay-style WSD needs --lr-wsd-decay-iters or --lr-wsd-decay-samples" "$kTrain" "${common[@]}" \
+  --mock-data --lr-decay-style WSD
+expect_exit 2 "--lr-wsd-decay-iters needs --lr-decay-style WSD" "$kTrain" "${common[@]}" --mock-data \
+  --lr-wsd-decay-iters 3
+expect_exit 2 "--lr-wsd-decay-iters is 9 steps, more than the decay's 8" "$kTrain" "${common[@]}" --mock-data \
+  "${wsd[@]}" --lr-wsd-decay-iters 9
+expect_exit 2 "--constant-steps is NeMo's tail after a cosine or linear decay, not --lr-decay-style WSD's" \
+  "$kTrain" "${common[@]}" --mock-data "${wsd[@]}" --lr-wsd-decay-iters 2 --constant-steps 2
+expect_exit 2 "--lr-wsd-decay-style: 1-sqrt not in" "$kTrain" "${common[@]}" --mock-data "${wsd[@]}" \
+  --lr-wsd-decay-iters 2 --lr-wsd-decay-style 1-sqrt
+echo "ok: --lr-decay-style WSD holds the rate until its final decay, given in steps or samples"
+
 # --rampup-batch-size (Megatron's): 2 2 12 to a global batch of 8 gives steps of 2, 2, 4, 6, 8, 8, 8 in 40
 # samples (Megatron's calculator, worked by hand in checkpoint_test). Each step trains as a step of that batch
 # from the same state does: a chain of constant-batch runs, each loading the last one's checkpoint with the next
