@@ -198,6 +198,12 @@ int main(int argc, char** argv) {
                  "hold --min-lr for the last N steps of the schedule, with NeMo's warmup (CosineAnnealing's "
                  "constant_steps)")->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay (not on norms and biases)")->capture_default_str();
+  app.add_option("--weight-decay-incr-style", o.weight_decay_incr_style,
+                 "Megatron's: constant (--weight-decay), or linear or cosine from --start-weight-decay to "
+                 "--end-weight-decay over the run")
+      ->capture_default_str()->check(CLI::IsMember({"constant", "linear", "cosine"}));
+  app.add_option("--start-weight-decay", o.start_weight_decay, "Megatron's: --weight-decay-incr-style's first");
+  app.add_option("--end-weight-decay", o.end_weight_decay, "Megatron's: --weight-decay-incr-style's last");
   app.add_option("--adam-beta1", o.adam_beta1)->capture_default_str();
   app.add_option("--adam-beta2", o.adam_beta2)->capture_default_str();
   app.add_option("--adam-eps", o.adam_eps)->capture_default_str();

@@ -37,6 +37,8 @@ class AdamW {
   void Step(std::span<float> params, std::span<const float> grads, float lr, int64_t step, float grad_scale = 1.0f,
             void* weights = nullptr);
 
+  // The weight decay of the next steps (--weight-decay-incr-style's, which changes it as the run goes).
+  void set_weight_decay(float weight_decay) { config_.weight_decay = weight_decay; }
   const std::vector<ParamRange>& owned() const { return owned_; }
   // The updates (the ops' AdamW calls) one Step makes: one per run of owned elements, adjacent in the buffer and
   // in the moments, whose tensors share their weight decay.

@@ -85,6 +85,21 @@ float LrSchedule::At(int64_t done, int64_t batch) const {
   return static_cast<float>(Decayed(style, lr, min_lr, ratio));
 }
 
+common::StatusOr<WeightDecayStyle> ParseWeightDecayStyle(std::string_view name) {
+  if (name == "constant") return WeightDecayStyle::kConstant;
+  if (name == "linear") return WeightDecayStyle::kLinear;
+  if (name == "cosine") return WeightDecayStyle::kCosine;
+  return common::InvalidArgument("--weight-decay-incr-style {}: expected constant, linear or cosine", name);
+}
+
+float WeightDecaySchedule::At(int64_t done) const {
+  if (style == WeightDecayStyle::kConstant) return start;
+  if (done > steps) return end;
+  const double ratio = static_cast<double>(done) / static_cast<double>(std::max<int64_t>(steps, 1));
+  const double coeff = style == WeightDecayStyle::kLinear ? ratio : 0.5 * (std::cos(M_PI * (1.0 - ratio)) + 1.0);
+  return static_cast<float>(start + coeff * (static_cast<double>(end) - start));
+}
+
 // The ramp's steps are walked one by one (Megatron's update_train_iters does so too); this many at most.
 constexpr int64_t kMostRampSteps = 100'000'000;
 

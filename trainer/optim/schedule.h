@@ -41,6 +41,20 @@ struct LrSchedule {
   float At(int64_t done, int64_t batch) const;
 };
 
+// Megatron's --weight-decay-incr-style, --start-weight-decay and --end-weight-decay: from start to end over the
+// run's `steps` (its steps, or its samples where the schedule counts samples), linearly or along a half cosine
+// (Megatron's get_wd); constant is start throughout. `done` counts from 0, as LrSchedule's.
+enum class WeightDecayStyle { kConstant, kLinear, kCosine };
+common::StatusOr<WeightDecayStyle> ParseWeightDecayStyle(std::string_view name);
+struct WeightDecaySchedule {
+  float start = 0.01f;
+  float end = 0.01f;
+  int64_t steps = 1;
+  WeightDecayStyle style = WeightDecayStyle::kConstant;
+
+  float At(int64_t done) const;
+};
+
 // Megatron's --rampup-batch-size START INCREMENT SAMPLES: the global batch starts at START and grows by INCREMENT
 // every SAMPLES / ((GLOBAL - START) / INCREMENT) samples consumed, to GLOBAL once SAMPLES are consumed. The step
 // after `consumed` samples takes START + INCREMENT x int(consumed / that share) (its

@@ -442,6 +442,7 @@ class Trainer {
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<SampleSource> train_, valid_;
   LrSchedule schedule_;
+  WeightDecaySchedule weight_decay_;  // --weight-decay-incr-style's
   bool schedule_in_samples_ = false;  // its warmup and decay are samples (o_.warmup_steps and lr_decay_steps too)
   Rng rng_;
   int64_t step_ = 0, consumed_ = 0;
@@ -771,6 +772,19 @@ common::Status Trainer::Setup() {
   if (!(o_.weight_decay >= 0 && std::isfinite(o_.weight_decay))) {
     return common::InvalidArgument("--weight-decay {} must be finite and not negative", o_.weight_decay);
   }
+  // Megatron's: constant takes --weight-decay, the others both ends (and its asserts say so).
+  const bool wd_changes = o_.weight_decay_incr_style != "constant";
+  for (const auto& [flag, value] : {std::pair{"--start-weight-decay", o_.start_weight_decay},
+                                    std::pair{"--end-weight-decay", o_.end_weight_decay}}) {
+    if (!wd_changes && value >= 0) {
+      return common::InvalidArgument("{} needs --weight-decay-incr-style linear or cosine (constant takes "
+                                     "--weight-decay)", flag);
+    }
+    if (wd_changes && !(value >= 0 && std::isfinite(value))) {
+      return common::InvalidArgument("--weight-decay-incr-style {} needs {}, finite and not negative",
+                                     o_.weight_decay_incr_style, flag);
+    }
+  }
   if (!(o_.clip_grad >= 0)) return common::InvalidArgument("--clip-grad {} must not be negative", o_.clip_grad);
   for (const auto& [flag, value] : {std::pair{"--hidden-dropout", o_.hidden_dropout},
                                     std::pair{"--attention-dropout", o_.attention_dropout}}) {
@@ -930,6 +944,12 @@ common::Status Trainer::Setup() {
   SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(BuildModel(), common::StatusCode::kResourceExhausted, "build the model"));
   SRUNWAY_ASSIGN_OR_RETURN(DecayStyle style, ParseDecayStyle(o_.lr_decay_style));
   SRUNWAY_ASSIGN_OR_RETURN(WsdDecay wsd_decay, ParseWsdDecay(o_.lr_wsd_decay_style));
+  SRUNWAY_ASSIGN_OR_RETURN(WeightDecayStyle wd_style, ParseWeightDecayStyle(o_.weight_decay_incr_style));
+  weight_decay_ = {o_.weight_decay, o_.weight_decay, 1, wd_style};
+  if (wd_style != WeightDecayStyle::kConstant) {
+    weight_decay_ = {o_.start_weight_decay, o_.end_weight_decay,
+                     schedule_in_samples_ ? o_.train_samples : o_.train_steps, wd_style};
+  }
   schedule_ = {o_.lr,  o_.min_lr,        o_.warmup_steps,        o_.lr_decay_steps,
                style, o_.constant_steps, o_.lr_wsd_decay_steps, wsd_decay};
   SRUNWAY_RETURN_IF_ERROR(InitOrLoad());
@@ -1219,6 +1239,7 @@ common::Status Trainer::AgreeOnConfig() {
                          {"per_token_loss", o_.per_token_loss},
                          {"documents", {o_.reset_position_ids, o_.reset_attention_mask}},
                          {"decay_style", o_.lr_decay_style}, {"constant_steps", o_.constant_steps}, {"wd", o_.weight_decay},
+                         {"wd_incr", {o_.weight_decay_incr_style, o_.start_weight_decay, o_.end_weight_decay}},
                          {"wsd", {o_.lr_wsd_decay_steps, o_.lr_wsd_decay_style}},
                          {"betas", {o_.adam_beta1, o_.adam_beta2, o_.adam_eps}}, {"clip", o_.clip_grad},
                          {"dropout", {o_.hidden_dropout, o_.attention_dropout}},
@@ -1643,6 +1664,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     // Clipping scales the gradients as AdamW reads them, so they stay as the reduction left them.
     const auto inner_start = Clock::now();
+    adam_->set_weight_decay(weight_decay_.At(schedule_in_samples_ ? consumed_ : step_));
     adam_->Step(model_->params(), model_->grads(), lr, ++adam_steps_,
                 ClipScale(norm, o_.clip_grad) * static_cast<float>(per_position), model_->weights());
     Time(step_timers, kInnerStep, inner_start);

@@ -39,6 +39,10 @@ struct TrainOptions {
   std::string lr_wsd_decay_style = "exponential";
   int64_t constant_steps = 0;  // NeMo's constant tail at min_lr (its warmup and decay then follow NeMo's)
   float weight_decay = 0.01f;
+  // Megatron's --weight-decay-incr-style (constant: --weight-decay throughout) from --start-weight-decay to
+  // --end-weight-decay over the run (negative: not given).
+  std::string weight_decay_incr_style = "constant";
+  float start_weight_decay = -1, end_weight_decay = -1;
   float adam_beta1 = 0.9f;
   float adam_beta2 = 0.999f;
   float adam_eps = 1e-8f;

@@ -677,6 +677,22 @@ TEST(ScheduleTest, InverseSquareRoot) {
   EXPECT_FLOAT_EQ((LrSchedule{1.0f, 0.3f, 16, 1000, DecayStyle::kInverseSquareRoot}.At(400)), 0.3f);
 }
 
+// Megatron's get_wd, worked by hand: from 0 to 0.1 over 10 steps, linearly or along the half cosine 0.5 x (cos(pi x
+// (1 - ratio)) + 1), which at a fifth of the way is 0.5 x (1 - cos(pi / 5)) = 0.0954915 of it.
+TEST(ScheduleTest, WeightDecayIncrements) {
+  const WeightDecaySchedule linear{0.0f, 0.1f, 10, WeightDecayStyle::kLinear};
+  EXPECT_FLOAT_EQ(linear.At(0), 0.0f);
+  EXPECT_FLOAT_EQ(linear.At(5), 0.05f);
+  EXPECT_FLOAT_EQ(linear.At(10), 0.1f);
+  EXPECT_FLOAT_EQ(linear.At(11), 0.1f);
+  const WeightDecaySchedule cosine{0.0f, 0.1f, 10, WeightDecayStyle::kCosine};
+  EXPECT_NEAR(cosine.At(2), 0.1 * 0.5 * (1 - std::cos(M_PI / 5)), 1e-8);
+  EXPECT_NEAR(cosine.At(5), 0.05f, 1e-8);
+  EXPECT_FLOAT_EQ(cosine.At(10), 0.1f);
+  EXPECT_FLOAT_EQ((WeightDecaySchedule{0.3f, 0.3f, 10, WeightDecayStyle::kConstant}.At(7)), 0.3f);
+  EXPECT_FALSE(ParseWeightDecayStyle("exponential").ok());
+}
+
 // NeMo's CosineAnnealing with the 5B recipe's warmup_steps 115 and constant_steps 12500, here with max_steps
 // 75000, as its _linear_warmup_with_cosine_annealing computes it, worked by hand: the decay lasts 75000 - 12500 -
 // 115 = 62385 steps.

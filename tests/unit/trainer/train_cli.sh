@@ -414,6 +414,26 @@ expect_exit 2 "--lr-wsd-decay-style: 1-sqrt not in" "$kTrain" "${common[@]}" --m
   --lr-wsd-decay-iters 2 --lr-wsd-decay-style 1-sqrt
 echo "ok: --lr-decay-style WSD holds the rate until its final decay, given in steps or samples"
 
+# Megatron's --weight-decay-incr-style (its values worked by hand in checkpoint_test): from 0, step 1's update has
+# no decay and step 2's a quarter of the end's, so the losses of steps 1 and 2 are those of --weight-decay 0 and
+# step 3's is not. Its ends without it, and it without them, are one line.
+for name in none linear; do
+  "$kTrain" "${common[@]}" --mock-data --train-steps 4 --lr 1e-2 --metrics-file "$kWork/wd-$name.jsonl" \
+    $([[ $name == none ]] && echo --weight-decay 0 ||
+      echo --weight-decay-incr-style linear --start-weight-decay 0 --end-weight-decay 0.5) >/dev/null 2>"$kWork/err" ||
+    fail "weight decay $name: $(cat "$kWork/err")"
+done
+python3 - "$kWork/wd-none.jsonl" "$kWork/wd-linear.jsonl" <<'PY' || fail "--weight-decay-incr-style linear from 0"
+import json, sys
+none, linear = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:3])
+assert none[:2] == linear[:2] and none[2] != linear[2], (none, linear)
+PY
+expect_exit 2 "--start-weight-decay needs --weight-decay-incr-style linear or cosine" "$kTrain" "${common[@]}" \
+  --mock-data --start-weight-decay 0.1
+expect_exit 2 "--weight-decay-incr-style cosine needs --end-weight-decay" "$kTrain" "${common[@]}" --mock-data \
+  --weight-decay-incr-style cosine --start-weight-decay 0.1
+echo "ok: --weight-decay-incr-style changes the decay over the run"
+
 # --rampup-batch-size (Megatron's): 2 2 12 to a global batch of 8 gives steps of 2, 2, 4, 6, 8, 8, 8 in 40
 # samples (Megatron's calculator, worked by hand in checkpoint_test). Each step trains as a step of that batch
 # from the same state does: a chain of constant-batch runs, each loading the last one's checkpoint with the next
