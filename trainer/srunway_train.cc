@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
   app.add_flag("--exit-on-missing-checkpoint", o.exit_on_missing_checkpoint,
                "a --load that holds no checkpoint ends the run, exit 1, instead of training from scratch "
                "(Megatron's)")->needs(load);
-  // Megatron's --finetune loads neither the optimizer nor the random state; its scripts often say so again.
+  // Megatron's: with --finetune (which loads neither) its scripts often pass them again; alone, a resume without them.
   app.add_flag("--no-load-optim", o.no_load_optim,
                "Megatron's: resume --load's step, data position and schedule with AdamW's moments at zero (its bias "
                "correction from its first step again); with --finetune, what it does anyway");
