@@ -285,6 +285,10 @@ int main(int argc, char** argv) {
                  "batch-generator, forward-compute, backward-compute, optimizer-clip-main-grad and "
                  "optimizer-inner-step; 0 none")
       ->capture_default_str()->check(CLI::Range(0, 2));
+  app.add_option("--timing-log-option", o.timing_log_option,
+                 "Megatron's: --timing-log-level's timers as (min, max) over the ranks (minmax), the max alone "
+                 "(max), or every rank's (all)")
+      ->capture_default_str()->check(CLI::IsMember({"max", "minmax", "all"}));
   for (const auto& [flag, target, help] : std::initializer_list<std::tuple<const char*, bool*, const char*>>{
            {"--log-memory-to-tensorboard", &o.log_memory_to_tensorboard,
             "TensorBoard: mem-allocated-bytes, mem-max-allocated-bytes and mem-allocated-count of the device "

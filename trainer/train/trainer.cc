@@ -574,17 +574,27 @@ common::Status Trainer::LogTimers(const Timers& timers, int64_t steps) {
   std::vector<Timers> all(static_cast<size_t>(world_));
   SRUNWAY_RETURN_IF_ERROR(HostAllGather(&timers, all.data(), sizeof timers));
   if (!Leader()) return common::Status::Ok();
-  std::string text = "(min, max) time across ranks (ms):";
+  // --timing-log-option, in Megatron's layouts: minmax and max one line a timer, all a line a rank under each.
+  const std::string& option = o_.timing_log_option;
+  std::string text = option == "all"   ? "times across ranks (ms):"
+                     : option == "max" ? "max time across ranks (ms):"
+                                       : "(min, max) time across ranks (ms):";
   std::vector<Scalar> scalars;
   for (int t = 0; t < kTimers; ++t) {
     if (o_.timing_log_level < kTimerNames[t].second) continue;
+    const std::string name = kTimerNames[t].first;
     double low = INFINITY, high = 0;
-    for (const Timers& rank : all) {
-      low = std::min(low, rank.ms[t] / static_cast<double>(steps));
-      high = std::max(high, rank.ms[t] / static_cast<double>(steps));
+    std::string ranks;  // all: as Megatron's, the ranks that timed it, and the timer only if any did
+    for (size_t r = 0; r < all.size(); ++r) {
+      const double ms = all[r].ms[t] / static_cast<double>(steps);
+      low = std::min(low, ms);
+      high = std::max(high, ms);
+      if (ms > 0) ranks += fmt::format("\n     rank {:2d}: {:.2f}", r, ms);
     }
-    text += fmt::format("\n    {:.<48}: ({:.2f}, {:.2f})", std::string(kTimerNames[t].first) + " ", low, high);
-    scalars.push_back({std::string(kTimerNames[t].first) + "-time", static_cast<float>(high / 1e3)});
+    if (option == "all" && !ranks.empty()) text += fmt::format("\n  {}:{}", name, ranks);
+    if (option == "max") text += fmt::format("\n    {:.<48}: {:.2f}", name + " ", high);
+    if (option == "minmax") text += fmt::format("\n    {:.<48}: ({:.2f}, {:.2f})", name + " ", low, high);
+    scalars.push_back({name + "-time", static_cast<float>(high / 1e3)});
   }
   Print(text + "\n");
   return o_.log_timers_to_tensorboard ? events_.Write(step_, scalars) : common::Status::Ok();

@@ -93,6 +93,7 @@ struct TrainOptions {
   // drained at its end (as Megatron's timers drain it), and written to TensorBoard (NAME-time, the max, in s) with
   // log_timers_to_tensorboard.
   int timing_log_level = 0;
+  std::string timing_log_option = "minmax";  // Megatron's --timing-log-option: max, minmax, or all (every rank's)
   bool log_throughput = false;
   bool log_validation_ppl_to_tensorboard = false;
   bool log_world_size_to_tensorboard = false;

@@ -831,6 +831,15 @@ for level in 1 2; do
 done
 grep -q "forward-compute" "$kWork/timers" || fail "level 2 without forward-compute"
 expect_exit 2 "--timing-log-level: Value 3 not in range 0 to 2" "$kTrain" "${common[@]}" --mock-data --timing-log-level 3
+# --timing-log-option (Megatron's): max, the max alone; all, each rank's under each timer.
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --log-interval 2 --timing-log-level 1 --timing-log-option max \
+  >"$kWork/timers" 2>"$kWork/err" || fail "--timing-log-option max: $(cat "$kWork/err")"
+grep -qx 'max time across ranks (ms):' "$kWork/timers" && (($(grep -cE '^    [a-z-]+ \.+: [0-9.]+$' "$kWork/timers") == 3)) ||
+  fail "--timing-log-option max: $(cat "$kWork/timers")"
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --log-interval 2 --timing-log-level 1 --timing-log-option all \
+  >"$kWork/timers" 2>"$kWork/err" || fail "--timing-log-option all: $(cat "$kWork/err")"
+grep -qx 'times across ranks (ms):' "$kWork/timers" && grep -qx '  optimizer:' "$kWork/timers" &&
+  (($(grep -cE '^     rank  0: [0-9.]+$' "$kWork/timers") == 3)) || fail "--timing-log-option all: $(cat "$kWork/timers")"
 echo "ok: --timing-log-level prints Megatron's timers, and writes them to TensorBoard"
 # Megatron's --ddp-bucket-size counts parameters: the buckets of --bucket-size-mb at 4 bytes each.
 "$kTrain" "${common[@]}" --mock-data --train-steps 1 --ddp-bucket-size 10000 >"$kWork/ddp" 2>&1 ||
