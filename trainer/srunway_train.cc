@@ -256,8 +256,13 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-train", o.skip_train,
                "train no step: the validation loss (--eval-iters) of --load's parameters, then --export, "
                "--export-hf and --sample; nothing is saved (Megatron's)");
-  app.add_option("--keep-checkpoints", o.keep_checkpoints,
-                 "keep the newest N complete checkpoints, deleting older ones (0: keep all)")->capture_default_str();
+  CLI::Option* keep = app.add_option("--keep-checkpoints", o.keep_checkpoints,
+                                     "keep the newest N complete checkpoints, deleting older ones (0: keep all)")
+                          ->capture_default_str();
+  app.add_option("--save-retain-interval", o.save_retain_interval,
+                 "Megatron's: keep the checkpoints of the steps that are multiples of N (a multiple of "
+                 "--save-interval) and the newest, deleting the others as the run saves")
+      ->excludes(keep);
   app.add_option("--save-interval", o.save_interval, "steps between checkpoints (0: at the end only)")->capture_default_str();
   app.add_option("--log-interval", o.log_interval, "steps between log lines")->capture_default_str();
   app.add_option("--eval-interval", o.eval_interval, "steps between validation runs (0: none)")

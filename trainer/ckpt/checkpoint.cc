@@ -262,22 +262,40 @@ common::StatusOr<std::vector<RemovedSave>> RemoveUnfinishedSaves(const std::file
   return removed;
 }
 
-common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesystem::path& dir, int keep) {
+namespace {
+
+// Deletes the complete checkpoints in `dir` older than the one `latest` names that `drop(index, count, step)`
+// picks (index counts the `count` complete ones oldest first).
+template <typename Drop>
+common::StatusOr<std::vector<std::string>> DeleteOlder(const std::filesystem::path& dir, Drop drop) {
   std::vector<std::string> deleted;
-  if (keep <= 0) return deleted;
   auto read = ReadLatest(dir);
   if (!read.ok() && read.status().code() != common::StatusCode::kInvalidArgument) return deleted;  // none to keep
   SRUNWAY_ASSIGN_OR_RETURN(int64_t latest, std::move(read));
   SRUNWAY_ASSIGN_OR_RETURN(auto complete, CompleteCheckpoints(dir));
   std::error_code ec;
-  const int64_t excess = static_cast<int64_t>(complete.size()) - keep;
-  for (int64_t i = 0; i < excess; ++i) {
-    if (complete[static_cast<size_t>(i)].first >= latest) continue;  // never the newest complete one
-    std::filesystem::remove_all(complete[static_cast<size_t>(i)].second, ec);
-    if (ec) return common::Unavailable("delete {}: {}", complete[static_cast<size_t>(i)].second.string(), ec.message());
-    deleted.push_back(complete[static_cast<size_t>(i)].second.string());
+  for (size_t i = 0; i < complete.size(); ++i) {
+    const auto& [step, path] = complete[i];
+    if (step >= latest || !drop(i, complete.size(), step)) continue;  // never the newest complete one
+    std::filesystem::remove_all(path, ec);
+    if (ec) return common::Unavailable("delete {}: {}", path.string(), ec.message());
+    deleted.push_back(path.string());
   }
   return deleted;
+}
+
+}  // namespace
+
+common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesystem::path& dir, int keep) {
+  if (keep <= 0) return std::vector<std::string>{};
+  return DeleteOlder(dir, [keep](size_t index, size_t count, int64_t) {
+    return static_cast<int64_t>(index) < static_cast<int64_t>(count) - keep;
+  });
+}
+
+common::StatusOr<std::vector<std::string>> PruneUnretained(const std::filesystem::path& dir, int64_t interval) {
+  if (interval <= 0) return std::vector<std::string>{};
+  return DeleteOlder(dir, [interval](size_t, size_t, int64_t step) { return step % interval != 0; });
 }
 
 std::string LastCompleteCheckpoint(const std::filesystem::path& dir) {

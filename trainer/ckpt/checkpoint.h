@@ -102,6 +102,9 @@ common::StatusOr<std::vector<RemovedSave>> RemoveUnfinishedSaves(const std::file
 // --keep-checkpoints: deletes all but the newest `keep` complete checkpoints in `dir` (never the one `latest`
 // names); returns what it deleted.
 common::StatusOr<std::vector<std::string>> PruneCheckpoints(const std::filesystem::path& dir, int keep);
+// Megatron's --save-retain-interval: deletes every complete checkpoint in `dir` whose step is not a multiple of
+// `interval`, except the one `latest` names; returns what it deleted.
+common::StatusOr<std::vector<std::string>> PruneUnretained(const std::filesystem::path& dir, int64_t interval);
 // What a failed or skipped save leaves in charge, for its error line: "the last complete checkpoint in DIR stays
 // (step N)", or "there is no complete checkpoint in DIR yet".
 std::string LastCompleteCheckpoint(const std::filesystem::path& dir);

@@ -736,8 +736,14 @@ common::Status Trainer::Setup() {
                                            std::tuple{"--sample", int64_t{o_.sample_tokens}, int64_t{0}},
                                            std::tuple{"--sample-top-k", int64_t{o_.sample_top_k}, int64_t{1}},
                                            std::tuple{"--keep-checkpoints", int64_t{o_.keep_checkpoints}, int64_t{0}},
+                                           std::tuple{"--save-retain-interval", o_.save_retain_interval, int64_t{0}},
                                            std::tuple{"--threads", int64_t{o_.threads}, int64_t{0}}}) {
     if (value < least) return common::InvalidArgument("{} must be at least {}, not {}", flag, least, value);
+  }
+  // Megatron asserts as much: else the checkpoints it keeps would never be written.
+  if (o_.save_retain_interval > 0 && (o_.save_interval == 0 || o_.save_retain_interval % o_.save_interval != 0)) {
+    return common::InvalidArgument("--save-retain-interval {} is not a multiple of --save-interval {}",
+                                   o_.save_retain_interval, o_.save_interval);
   }
   if (!o_.mock_data && o_.data_path.empty() && o_.train_data_path.empty()) {
     return common::InvalidArgument("give --data-path, --train-data-path or --mock-data");
@@ -1404,10 +1410,14 @@ common::Status Trainer::Save(const char* why) {
     if (committed.ok()) {
       common::LogInfo("saved checkpoint {} ({}, {} shard{} in {:.2f} s)", ShardDir(o_.save, step_).string(), why,
                       world_, world_ == 1 ? "" : "s", std::chrono::duration<double>(Clock::now() - start).count());
-      auto pruned = PruneCheckpoints(o_.save, o_.keep_checkpoints);
-      if (!pruned.ok()) common::LogWarn("--keep-checkpoints: {}", pruned.status().message());
+      const bool retain = o_.save_retain_interval > 0;
+      const std::string rule = retain ? fmt::format("--save-retain-interval {}", o_.save_retain_interval)
+                                      : fmt::format("--keep-checkpoints {}", o_.keep_checkpoints);
+      auto pruned = retain ? PruneUnretained(o_.save, o_.save_retain_interval)
+                           : PruneCheckpoints(o_.save, o_.keep_checkpoints);
+      if (!pruned.ok()) common::LogWarn("{}: {}", rule, pruned.status().message());
       for (const std::string& path : pruned.ok() ? *pruned : std::vector<std::string>{}) {
-        common::LogInfo("deleted checkpoint {} (--keep-checkpoints {})", path, o_.keep_checkpoints);
+        common::LogInfo("deleted checkpoint {} ({})", path, rule);
       }
     }
   }

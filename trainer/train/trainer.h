@@ -79,6 +79,7 @@ struct TrainOptions {
   bool skip_train = false;
   int64_t save_interval = 0;   // 0: only at the end
   int keep_checkpoints = 0;    // keep this many complete checkpoints, deleting older ones (0: all)
+  int64_t save_retain_interval = 0;  // Megatron's: keep those at multiples of this and the newest (0: all)
   int64_t log_interval = 1;
   int64_t eval_interval = 0;   // 0: no evaluation
   int64_t eval_iters = 10;

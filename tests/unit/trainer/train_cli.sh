@@ -885,6 +885,18 @@ expect_exit 2 "--tokenizer-type HuggingFaceTokenizer: srunway-train reads GPT-2'
   --merge-file "$kWork/data.merges.txt"
 expect_exit 2 "--keep-checkpoints must be at least 0, not -1" \
   "$kTrain" "${common[@]}" --mock-data --keep-checkpoints -1
+# Megatron's --save-retain-interval 4 with a save every 2 steps of 10: steps 2 and 6 are deleted as the next saves
+# land, 4, 8 and the newest, 10, stay.
+"$kTrain" "${common[@]}" --mock-data --train-steps 10 --save "$kWork/retain" --save-interval 2 \
+  --save-retain-interval 4 >/dev/null 2>"$kWork/err" || fail "--save-retain-interval: $(cat "$kWork/err")"
+[[ $(cd "$kWork/retain" && echo iter_*) == "iter_0000004 iter_0000008 iter_0000010" ]] ||
+  fail "--save-retain-interval 4 kept $(ls "$kWork/retain"): $(cat "$kWork/err")"
+grep -q "info: deleted checkpoint $kWork/retain/iter_0000006 (--save-retain-interval 4)" "$kWork/err" ||
+  fail "$(cat "$kWork/err")"
+expect_exit 2 "--save-retain-interval 3 is not a multiple of --save-interval 2" \
+  "$kTrain" "${common[@]}" --mock-data --save "$kWork/retain3" --save-interval 2 --save-retain-interval 3
+expect_exit 2 "--keep-checkpoints excludes --save-retain-interval" \
+  "$kTrain" "${common[@]}" --mock-data --save-retain-interval 4 --keep-checkpoints 2
 expect_exit 1 "/dev/full: No space left on device" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
 # A metrics file whose disk fills mid-run kept the first part of the line that did not fit, and a resumed run's
