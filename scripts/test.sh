@@ -23,6 +23,11 @@ fuzz_build_pid=$!
 
 # The slurm suite fails instead of skipping if the cluster went away.
 export SRUNWAY_REQUIRE_CLUSTER=1
+# The tests' OpenMP threads (srunway-train's, OpenBLAS's, PyTorch's) sleep while they wait instead of spinning: meson
+# runs two tests at a time on CI's 2 cores, and spinning threads took the cores from each other. On 2026-12-03
+# train_cli took 297 s beside three other tests and 28 s with this, steps_vs_torch 308 s and 72 s, and the unit
+# suite 6.5 minutes (15 in an earlier run here). The wait policy changes no result.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 meson test -C "$kBuild" --print-errorlogs
 main_rc=$?
 logs=("$kBuild/meson-logs/testlog.json")
