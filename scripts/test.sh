@@ -28,23 +28,42 @@ export SRUNWAY_REQUIRE_CLUSTER=1
 # train_cli took 297 s beside three other tests and 28 s with this, steps_vs_torch 308 s and 72 s, and the unit
 # suite 6.5 minutes (15 in an earlier run here). The wait policy changes no result.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-meson test -C "$kBuild" --print-errorlogs
-main_rc=$?
-logs=("$kBuild/meson-logs/testlog.json")
+# The unit and gpu suites first, two tests at a time.
+meson test -C "$kBuild" --suite unit --suite gpu --print-errorlogs --logbase testlog-unit
+unit_rc=$?
+logs=("$kBuild/meson-logs/testlog-unit.json")
+
+# The unit tests again, built with AddressSanitizer and UBSan (absent where the compiler cannot build them), run at
+# a lower priority beside the slurm suite: that suite runs one test at a time and mostly waits on its jobs, so
+# the sanitized tests (4 minutes of both of CI's cores alone) fill the idle core instead of adding to the run.
+# Their output goes to a log, shown after the slurm suite's. The list is read whole: `meson test --list | grep -q`
+# under pipefail failed whenever grep's early exit made meson die of a broken pipe (4 times in 10 on a busy
+# machine), which skipped this suite without a word.
 asan_rc=0
-# The unit tests again, built with AddressSanitizer and UBSan (absent where the compiler cannot build them). The
-# list is read whole: `meson test --list | grep -q` under pipefail failed whenever grep's early exit made meson
-# die of a broken pipe (4 times in 10 on a busy machine), which skipped this suite without a word.
+asan_pid=
+asan_log=$(mktemp)
 if ! asan_tests=$(meson test -C "$kBuild" --setup asan --list 2>&1); then
   echo "test: meson could not list the asan setup's tests: $(tail -n 1 <<<"$asan_tests")" >&2
   asan_rc=1
 elif grep -q 'asan' <<<"$asan_tests"; then
-  meson test -C "$kBuild" --setup asan --print-errorlogs
-  asan_rc=$?
+  nice -n 10 meson test -C "$kBuild" --setup asan --no-rebuild --print-errorlogs --logbase testlog-asan \
+    >"$asan_log" 2>&1 &
+  asan_pid=$!
   logs+=("$kBuild/meson-logs/testlog-asan.json")
 else
   echo "test: this build has no ASan/UBSan unit tests (the compiler cannot build them); that suite is skipped"
 fi
+
+meson test -C "$kBuild" --suite slurm --no-rebuild --print-errorlogs --logbase testlog-slurm
+slurm_rc=$?
+logs+=("$kBuild/meson-logs/testlog-slurm.json")
+if [[ -n $asan_pid ]]; then
+  wait "$asan_pid"
+  asan_rc=$?
+  echo "test: the asan suite (run beside the slurm suite):"
+  cat "$asan_log"
+fi
+rm -f "$asan_log"
 
 # The libFuzzer targets, built with clang, for a bounded time each, two side by side (a crash fails the run): 20 s
 # each keeps the whole run under 35 minutes on CI's two cores (30 s each made it 35.9 at 931c359).
@@ -72,4 +91,4 @@ for path in sys.argv[1:]:
             counts["failed"] += 1
 print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
 PY
-((main_rc == 0 && asan_rc == 0 && fuzz_rc == 0))
+((unit_rc == 0 && slurm_rc == 0 && asan_rc == 0 && fuzz_rc == 0))
