@@ -248,6 +248,12 @@ int main(int argc, char** argv) {
   app.add_flag("--no-load-rng", o.no_load_rng,
                "Megatron's: resume without --load's random state (which only drew the initial parameters: dropout's "
                "masks are a function of --seed, the step and the sample); with --finetune, what it does anyway");
+  app.add_flag("--no-save-optim", o.no_save_optim,
+               "Megatron's: --save's checkpoints hold the parameters without AdamW's moments (a third of the bytes); "
+               "a run resumes from one only with --no-load-optim or --finetune");
+  app.add_flag("--no-save-rng", o.no_save_rng,
+               "Megatron's: --save's checkpoints hold no random state (a run resumed from one draws from --seed, "
+               "as with --no-load-rng)");
   bool checkpoint_args = false;
   CLI::Option* use_checkpoint_args =
       app.add_flag("--use-checkpoint-args", checkpoint_args,
@@ -721,7 +727,11 @@ int main(int argc, char** argv) {
   if (rotary_base > 0) o.model.rope_theta = rotary_base;
   if (checkpoint_args) {
     const auto weights = srunway::trainer::WeightsFile(o.load);
-    auto saved = weights ? srunway::trainer::WeightsModel(*weights) : srunway::trainer::CheckpointModel(o.load);
+    auto saved = [&]() -> srunway::common::StatusOr<srunway::trainer::ModelConfig> {
+      if (weights) return srunway::trainer::WeightsModel(*weights);
+      SRUNWAY_ASSIGN_OR_RETURN(auto summary, srunway::trainer::ReadCheckpointSummary(o.load));
+      return summary.model;
+    }();
     if (!saved.ok()) {
       srunway::common::LogError("--use-checkpoint-args: {}", saved.status().message());
       return srunway::trainer::kExitError;

@@ -38,8 +38,10 @@ uint64_t Fnv1a(uint64_t hash, std::span<const uint8_t> bytes) {
 }
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
 
-// The trailer after the tensors: their checksums, then the end marker.
-size_t TrailerBytes(uint32_t version) { return (version == kVersionFnv ? 1 : 3) * sizeof(uint64_t) + sizeof kEndMagic; }
+// The trailer after the `tensors` tensors: their checksums, then the end marker.
+size_t TrailerBytes(uint32_t version, size_t tensors) {
+  return (version == kVersionFnv ? 1 : tensors) * sizeof(uint64_t) + sizeof kEndMagic;
+}
 
 // The elements `ranges` hold, each checked to lie within `numel` parameters (InvalidArgument naming the `what`
 // range that does not).
@@ -93,20 +95,20 @@ common::StatusOr<std::vector<std::pair<int64_t, std::filesystem::path>>> Complet
 
 namespace {
 
-// One checkpoint file: the header (the state, the tensors' sizes, `ranges` for a shard), the three tensors, the
-// checksum and the end marker; written to a temporary name, fsynced and renamed.
-// Each tensor is written as its pieces, one after another.
+// One checkpoint file: the header (the state, the tensors' sizes, `ranges` for a shard), the tensors (the
+// parameters, then the moments unless they are left out), their checksums and the end marker; written to a
+// temporary name, fsynced and renamed. Each tensor is written as its pieces, one after another.
 using Pieces = std::vector<std::span<const float>>;
 
 common::Status WriteCheckpointFile(const std::filesystem::path& path, const TrainingState& state,
-                                   const std::vector<ParamRange>* ranges, const std::array<Pieces, 3>& tensors) {
+                                   const std::vector<ParamRange>* ranges, const std::vector<Pieces>& tensors) {
   common::Json header;
   header["format"] = "srunway-checkpoint";
   header["version"] = kVersion;
   header["model"] = ToJson(state.model);
   header["step"] = state.step;
   header["consumed_samples"] = state.consumed_samples;
-  header["rng"] = state.rng;
+  if (state.rng) header["rng"] = *state.rng;
   header["extra"] = state.extra;
   if (ranges != nullptr) {
     header["ranges"] = common::Json::array();
@@ -156,7 +158,7 @@ common::StatusOr<std::filesystem::path> SaveCheckpoint(const std::filesystem::pa
   if (ec) return common::FailedPrecondition("create checkpoint directory {}: {}", dir.string(), ec.message());
   const std::filesystem::path path = dir / fmt::format("iter_{:07d}.ckpt", state.step);
   SRUNWAY_RETURN_IF_ERROR(
-      WriteCheckpointFile(path, state, nullptr, {Pieces{buffers.params}, Pieces{buffers.adam_m}, Pieces{buffers.adam_v}}));
+      WriteCheckpointFile(path, state, nullptr, {{buffers.params}, {buffers.adam_m}, {buffers.adam_v}}));
   // The pointer last: until it is replaced, a reader loads the previous complete checkpoint.
   SRUNWAY_RETURN_IF_ERROR(common::WriteFileAtomic(dir / kLatest, fmt::format("{}\n", state.step)));
   return path;
@@ -173,7 +175,8 @@ std::filesystem::path StagingDir(const std::filesystem::path& dir, int64_t step)
 std::string ShardName(int rank, int ranks) { return fmt::format("shard_{:05d}_of_{:05d}.ckpt", rank, ranks); }
 
 common::Status WriteShard(const std::filesystem::path& dir, const TrainingState& state, int rank, int ranks,
-                          const std::vector<ParamRange>& ranges, const std::array<ShardTensor, 3>& tensors) {
+                          const std::vector<ParamRange>& ranges, const std::array<ShardTensor, 3>& tensors,
+                          bool moments) {
   const std::filesystem::path shard_dir = StagingDir(dir, state.step);
   std::error_code ec;
   std::filesystem::create_directories(shard_dir, ec);
@@ -181,8 +184,8 @@ common::Status WriteShard(const std::filesystem::path& dir, const TrainingState&
   const int64_t numel = ParamLayout(state.model).numel();
   SRUNWAY_ASSIGN_OR_RETURN(const int64_t held, CountWithin(ranges, numel, "shard"));
   const char* names[] = {"parameters", "first moments", "second moments"};
-  std::array<Pieces, 3> pieces;
-  for (size_t i = 0; i < tensors.size(); ++i) {
+  std::vector<Pieces> pieces(moments ? tensors.size() : 1);
+  for (size_t i = 0; i < pieces.size(); ++i) {
     const ShardTensor& t = tensors[i];
     const int64_t want = t.whole ? numel : held;
     if (static_cast<int64_t>(t.data.size()) != want) {
@@ -304,7 +307,16 @@ std::string LastCompleteCheckpoint(const std::filesystem::path& dir) {
   return fmt::format("the last complete checkpoint in {} stays (step {})", dir.string(), *step);
 }
 
-common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name) {
+namespace {
+
+// A missing key (JsonField's NotFound) or a bad value in a checkpoint's header or manifest is corrupt data: as
+// NotFound it read as "no checkpoint yet", and a resume started from scratch and saved over the checkpoints.
+common::Status AsDataLoss(const common::Status& status) {
+  return status.ok() || status.code() == common::StatusCode::kDataLoss ? status
+                                                                         : common::DataLoss("{}", status.message());
+}
+
+common::StatusOr<CheckpointHeader> ParseCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name) {
   if (bytes.size() < 24 || std::memcmp(bytes.data(), kMagic, 8) != 0) {
     // A safetensors file (--export's) starts with its header's length, then the JSON header.
     if (bytes.size() > 8 && bytes[8] == '{') {
@@ -335,12 +347,30 @@ common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t>
     return common::DataLoss("{}: step {} and consumed_samples {} cannot be negative", name, state.step,
                             state.consumed_samples);
   }
-  SRUNWAY_ASSIGN_OR_RETURN(common::Json rng, common::JsonField<common::Json>(header, "rng", name));
-  if (!rng.is_array() || rng.size() != state.rng.size()) {
-    return common::DataLoss("{}: rng is not an array of {} numbers", name, state.rng.size());
+  if (!header.contains("rng")) {
+    state.rng.reset();  // saved with --no-save-rng
+  } else {
+    const common::Json& rng = header["rng"];
+    if (!rng.is_array() || rng.size() != state.rng->size()) {
+      return common::DataLoss("{}: rng is not an array of {} numbers", name, state.rng->size());
+    }
+    for (size_t i = 0; i < state.rng->size(); ++i) {
+      SRUNWAY_ASSIGN_OR_RETURN((*state.rng)[i],
+                               common::JsonInteger<uint64_t>(rng[i], fmt::format("{}: rng[{}]", name, i)));
+    }
   }
-  for (size_t i = 0; i < state.rng.size(); ++i) {
-    SRUNWAY_ASSIGN_OR_RETURN(state.rng[i], common::JsonInteger<uint64_t>(rng[i], fmt::format("{}: rng[{}]", name, i)));
+  // The tensors the file holds: all three, or the parameters alone (--no-save-optim). Version 1 did not list them.
+  if (header.contains("tensors")) {
+    const common::Json& tensors = header["tensors"];
+    if (!tensors.is_array() || (tensors.size() != 1 && tensors.size() != 3)) {
+      return common::DataLoss("{}: tensors is not a list of 1 or 3 tensors", name);
+    }
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const std::string where = fmt::format("{}: tensors[{}]", name, i);
+      SRUNWAY_ASSIGN_OR_RETURN(std::string tensor, common::JsonField<std::string>(tensors[i], "name", where));
+      if (tensor != kTensorNames[i]) return common::DataLoss("{} is {}, not {}", where, tensor, kTensorNames[i]);
+    }
+    read.moments = tensors.size() == 3;
   }
   state.extra = header.value("extra", common::Json::object());
   if (!state.extra.is_object()) return common::DataLoss("{}: extra is not an object", name);
@@ -358,6 +388,14 @@ common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t>
   }
   read.data_offset = 24 + length;
   read.data_offset += (64 - read.data_offset % 64) % 64;
+  return read;
+}
+
+}  // namespace
+
+common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name) {
+  auto read = ParseCheckpointHeader(bytes, name);
+  if (!read.ok()) return AsDataLoss(read.status());
   return read;
 }
 
@@ -429,9 +467,16 @@ common::StatusOr<TrainingState> ReadCheckpointFile(const std::filesystem::path& 
       held += count;
     }
   }
+  // A rank's moment slices may lie outside this shard: its moments are then neither checked nor read from disk.
+  const bool moments_here = buffers.moment_ranges == nullptr || Overlap(ranges, *buffers.moment_ranges);
+  if (moments_here && !read.moments) {
+    return common::FailedPrecondition("{}: saved without optimizer state (--no-save-optim): resume from it with "
+                                      "--no-load-optim (AdamW's moments start at zero) or --finetune", name);
+  }
+  const size_t tensors = read.moments ? 3 : 1;
   size_t offset = read.data_offset;
   const size_t section = static_cast<size_t>(held) * sizeof(float);
-  const size_t need = offset + 3 * section, trailer = TrailerBytes(read.version);
+  const size_t need = offset + tensors * section, trailer = TrailerBytes(read.version, tensors);
   if (bytes.size() != need + trailer) {
     return common::DataLoss("{}: {} bytes, expected {} for this model (truncated or not this model's)", name,
                             bytes.size(), need + trailer);
@@ -452,9 +497,7 @@ common::StatusOr<TrainingState> ReadCheckpointFile(const std::filesystem::path& 
       return common::DataLoss("{}: checksum mismatch: the tensors are corrupt", name);
     }
     const std::array<std::span<float>, 3> targets = {buffers.params, buffers.adam_m, buffers.adam_v};
-    // A rank's moment slices may lie outside this shard: its moments are then neither checked nor read from disk.
-    const bool moments_here = buffers.moment_ranges == nullptr || Overlap(ranges, *buffers.moment_ranges);
-    for (size_t t = 0; t < targets.size(); ++t, offset += section) {
+    for (size_t t = 0; t < tensors; ++t, offset += section) {
       const bool packed = t > 0 && buffers.moment_ranges != nullptr;
       if (t > 0 && !moments_here) continue;
       if (read.version != kVersionFnv && XXH3_64bits(bytes.data() + offset, section) != stored_hash(t)) {
@@ -484,7 +527,7 @@ struct Manifest {
   std::vector<std::filesystem::path> shards;  // at least one
 };
 
-common::StatusOr<Manifest> ReadManifest(const std::filesystem::path& shard_dir) {
+common::StatusOr<Manifest> ParseManifest(const std::filesystem::path& shard_dir) {
   Manifest read;
   read.path = shard_dir / "manifest.json";
   const std::string name = read.path.string();
@@ -500,6 +543,12 @@ common::StatusOr<Manifest> ReadManifest(const std::filesystem::path& shard_dir) 
     }
     read.shards.push_back(shard_dir / file);
   }
+  return read;
+}
+
+common::StatusOr<Manifest> ReadManifest(const std::filesystem::path& shard_dir) {
+  auto read = ParseManifest(shard_dir);
+  if (!read.ok()) return AsDataLoss(read.status());
   return read;
 }
 
@@ -611,18 +660,18 @@ common::StatusOr<TrainingState> LoadFrom(const std::filesystem::path& where, con
 
 }  // namespace
 
-common::StatusOr<ModelConfig> CheckpointModel(const std::filesystem::path& where) {
+common::StatusOr<CheckpointSummary> ReadCheckpointSummary(const std::filesystem::path& where) {
   SRUNWAY_ASSIGN_OR_RETURN(std::filesystem::path path, Resolve(where, /*warn=*/false));
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    // Every shard holds the model's config: the manifest's first.
+    // Every shard holds the model's config, and every shard or none the moments: the manifest's first.
     SRUNWAY_ASSIGN_OR_RETURN(const Manifest manifest, ReadManifest(path));
     path = manifest.shards.front();
   }
   SRUNWAY_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
   SRUNWAY_ASSIGN_OR_RETURN(const std::vector<uint8_t> head, HeaderBytes(mapped->bytes()));
   SRUNWAY_ASSIGN_OR_RETURN(CheckpointHeader header, ReadCheckpointHeader(head, path.string()));
-  return header.state.model;
+  return CheckpointSummary{header.state.model, header.moments};
 }
 
 common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& where, const ModelConfig& expected,

@@ -1,10 +1,11 @@
 // Training checkpoints: one file per save (DIR/iter_NNNNNNN.ckpt) holding the model config, step, data position,
-// RNG state, parameters and AdamW moments, written atomically (temporary name, fsync, rename), then
+// RNG state, parameters and AdamW moments (a shard saved with --no-save-optim: parameters alone), written atomically (temporary name, fsync, rename), then
 // DIR/latest_checkpointed_iteration.txt naming it (Megatron's file name), so a crash mid-save leaves the previous
 // checkpoint in charge.
 //
 // Layout: "SRWYCKPT", u32 version (2), u32 0, u64 header length, JSON header, zero padding to 64 bytes, then the
-// three tensors listed in the header (fp32), then the u64 XXH3-64 of each tensor's bytes and "SRWYEND\0". A reader
+// tensors listed in the header (fp32: params, adam_m, adam_v; params alone without optimizer state), then the u64
+// XXH3-64 of each tensor's bytes and "SRWYEND\0". The header's rng is absent where it was not saved. A reader
 // checks and reads only the tensors it needs (a ZeRO-1 rank skips the moments of shards outside its slices).
 // Version 1 (read, not written) ended with one u64 FNV-1a of all three tensors' bytes instead.
 #pragma once
@@ -29,7 +30,7 @@ struct TrainingState {
   ModelConfig model;
   int64_t step = 0;              // optimizer steps done
   int64_t consumed_samples = 0;  // training samples drawn so far (the data position)
-  std::array<uint64_t, 4> rng{};
+  std::optional<std::array<uint64_t, 4>> rng = std::array<uint64_t, 4>{};  // none: not saved (--no-save-rng)
   common::Json extra = common::Json::object();  // anything else worth keeping (data settings, optimizer settings)
 };
 
@@ -58,6 +59,7 @@ struct CheckpointHeader {
   size_t data_offset = 0;
   uint32_t version = 0;
   std::optional<std::vector<std::pair<int64_t, int64_t>>> ranges;  // a shard's (offset, count) ranges
+  bool moments = true;  // false: the parameters alone, saved without AdamW's moments (--no-save-optim)
 };
 // Every field is checked (types, integer ranges, the header inside the file); `name` names the file in errors.
 common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name);
@@ -82,9 +84,11 @@ struct ShardTensor {
   bool whole = false;
 };
 // This rank's shard: `ranges` of the flat buffers (within the model's `state.model` parameters), from the
-// parameters and the moments. A buffer of the wrong size is InvalidArgument.
+// parameters and the moments; with `moments` false (--no-save-optim), from the parameters alone (the moments'
+// tensors are not read). A buffer of the wrong size is InvalidArgument.
 common::Status WriteShard(const std::filesystem::path& dir, const TrainingState& state, int rank, int ranks,
-                          const std::vector<ParamRange>& ranges, const std::array<ShardTensor, 3>& tensors);
+                          const std::vector<ParamRange>& ranges, const std::array<ShardTensor, 3>& tensors,
+                          bool moments = true);
 // Rank 0, after every rank's WriteShard succeeded: checks that the shards are there, removes any other file in the
 // staging directory (an earlier attempt's), writes the manifest, puts the directory in place of ShardDir (an
 // earlier checkpoint of the step is replaced whole), then points latest_checkpointed_iteration.txt at `step`.
@@ -109,9 +113,14 @@ common::StatusOr<std::vector<std::string>> PruneUnretained(const std::filesystem
 // (step N)", or "there is no complete checkpoint in DIR yet".
 std::string LastCompleteCheckpoint(const std::filesystem::path& dir);
 
-// The model config a checkpoint was saved with (`path` as LoadCheckpoint takes it), from one file's header, for
-// --use-checkpoint-args. NotFound when a directory has no checkpoint yet.
-common::StatusOr<ModelConfig> CheckpointModel(const std::filesystem::path& path);
+// What a checkpoint holds (`path` as LoadCheckpoint takes it), from one file's header: the model config it was
+// saved with (--use-checkpoint-args) and whether it has AdamW's moments. NotFound when a directory has no
+// checkpoint yet.
+struct CheckpointSummary {
+  ModelConfig model;
+  bool moments = true;
+};
+common::StatusOr<CheckpointSummary> ReadCheckpointSummary(const std::filesystem::path& path);
 
 // Whether `dir` holds a checkpoint's pointer (latest_checkpointed_iteration.txt): a run has saved there.
 bool HasCheckpoint(const std::filesystem::path& dir);
@@ -120,7 +129,8 @@ bool HasCheckpoint(const std::filesystem::path& dir);
 // latest_checkpointed_iteration.txt (pointing at either kind). NotFound when a directory has no checkpoint yet.
 // The stored model config must equal `expected` (the error names every difference); the buffers are the whole
 // buffers, of the sizes that config implies (moments: none read for empty `moment_ranges` and empty spans). A
-// missing, corrupt or foreign shard is an error naming the file.
+// missing, corrupt or foreign shard is an error naming the file; moments asked of a checkpoint saved without them
+// (--no-save-optim) are FailedPrecondition, naming the file and --no-load-optim.
 common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& path, const ModelConfig& expected,
                                                const CheckpointBuffers& buffers);
 

@@ -1096,6 +1096,16 @@ common::Status Trainer::InitOrLoad() {
     source = o_.save;
     finetune = fresh_optimizer = false;
   }
+  // A run that saves without AdamW's moments resumes its own checkpoints (a requeued job, --load DIR --save DIR)
+  // with them at zero: it asked for no more.
+  const char* fresh_why = "--no-load-optim";
+  if (!finetune && !fresh_optimizer && o_.no_save_optim && !source.empty() && SamePath(source, o_.save)) {
+    auto summary = ReadCheckpointSummary(source);
+    if (summary.ok() && !summary->moments) {
+      fresh_optimizer = true;
+      fresh_why = "saved with --no-save-optim";
+    }
+  }
   const std::string from = source.string();
   if (const auto weights = WeightsFile(source)) {
     // Weights alone (srunway's --export, a Hugging Face model): --finetune or --skip-train, checked in Setup.
@@ -1149,7 +1159,7 @@ common::Status Trainer::InitOrLoad() {
       step_ = state->step;
       consumed_ = state->consumed_samples;
       adam_steps_ = fresh_optimizer ? 0 : saved->adam_steps;
-      if (!o_.no_load_rng) rng_.set_state(state->rng);
+      if (!o_.no_load_rng && state->rng) rng_.set_state(*state->rng);
       KeepTimedChoices(state->extra, from);
       // Other data, split or seed (which shuffles it) draws other samples from here on: allowed (a new data mix
       // part-way is a recipe), but said; it went unremarked. The saved run recorded the next sample it would draw.
@@ -1176,7 +1186,7 @@ common::Status Trainer::InitOrLoad() {
       if (Leader()) {
         common::LogInfo("resumed from {} at step {} ({} samples consumed; read in {:.2f} s){}", from, step_,
                         consumed_, std::chrono::duration<double>(Clock::now() - start).count(),
-                        fresh_optimizer ? "; AdamW's moments start afresh (--no-load-optim)" : "");
+                        fresh_optimizer ? fmt::format("; AdamW's moments start afresh ({})", fresh_why) : "");
       }
       if (step_ >= o_.train_steps && Leader() && !o_.skip_train) {
         common::LogInfo("already at step {} of --train-steps {}: nothing left to train", step_, o_.train_steps);
@@ -1353,6 +1363,7 @@ common::Status Trainer::Save(const char* why) {
   state.step = step_;
   state.consumed_samples = consumed_;
   state.rng = rng_.state();
+  if (o_.no_save_rng) state.rng.reset();
   state.extra = RunSettings();
   // What this rank chose by timing (its GEMMs' algorithms), so that a run resumed from here computes as this one.
   if (common::Json choices = ops_->TimedChoices(); !choices.is_null()) state.extra["timed_choices"] = choices;
@@ -1370,7 +1381,8 @@ common::Status Trainer::Save(const char* why) {
       std::pair{model_->params(), model_->masters().empty()}, std::pair{adam_->m(), !o_.distributed_optimizer},
       std::pair{adam_->v(), !o_.distributed_optimizer}};
   common::Status written = common::Status::Ok();
-  for (size_t i = 0; i < buffers.size() && written.ok(); ++i) {
+  const size_t saved = o_.no_save_optim ? 1 : buffers.size();  // the parameters alone, or the moments too
+  for (size_t i = 0; i < saved && written.ok(); ++i) {
     const auto [buffer, whole] = buffers[i];
     if (device_->kind() == DeviceKind::kCpu) {
       tensors[i] = {buffer, whole};
@@ -1383,7 +1395,7 @@ common::Status Trainer::Save(const char* why) {
     if (copy.ok()) copies[i] = *std::move(copy);
     tensors[i] = {copies[i], false};
   }
-  if (written.ok()) written = WriteShard(o_.save, state, rank_, world_, ranges, tensors);
+  if (written.ok()) written = WriteShard(o_.save, state, rank_, world_, ranges, tensors, !o_.no_save_optim);
   std::vector<int32_t> failed(static_cast<size_t>(world_));
   const int32_t mine = written.ok() ? 0 : 1;
   SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, failed.data(), sizeof mine));

@@ -68,6 +68,10 @@ struct TrainOptions {
   // Where --save holds a checkpoint already (a requeued job), that one resumes in full, as with --finetune.
   bool no_load_optim = false;
   bool no_load_rng = false;
+  // Megatron's --no-save-optim: checkpoints hold the parameters without AdamW's moments (a third of the bytes),
+  // and so resume only with --no-load-optim or --finetune; --no-save-rng: without the random state.
+  bool no_save_optim = false;
+  bool no_save_rng = false;
   // Megatron's --exit-on-missing-checkpoint: a --load that holds no checkpoint ends the run (a mistyped path)
   // instead of training from scratch.
   bool exit_on_missing_checkpoint = false;

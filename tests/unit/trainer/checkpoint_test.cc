@@ -239,6 +239,23 @@ TEST_F(CheckpointTest, HeaderNumbersOutOfRangeAreRefusedNamingTheField) {
   EXPECT_EQ(with_header([](common::Json& h) { h["rng"][0] = -1; }),
             "c.ckpt: rng[0]=-1 is not an integer in [0, 18446744073709551615]");
   EXPECT_EQ(with_header([](common::Json& h) { h["rng"] = {1, 2}; }), "c.ckpt: rng is not an array of 4 numbers");
+  // The tensors it lists: all three or the parameters alone, in that order.
+  EXPECT_EQ(with_header([](common::Json& h) { h["tensors"].erase(2); }),
+            "c.ckpt: tensors is not a list of 1 or 3 tensors");
+  EXPECT_EQ(with_header([](common::Json& h) { h["tensors"] = {h["tensors"][1]}; }),
+            "c.ckpt: tensors[0] is adam_m, not params");
+  EXPECT_EQ(with_header([](common::Json& h) { h["tensors"][2].erase("name"); }),
+            "c.ckpt: tensors[2]: missing key 'name'");
+  // A key missing is corrupt data, never NotFound, which a resume takes for "no checkpoint yet: start from scratch"
+  // (and then saves over the checkpoints there).
+  std::string bytes = good;
+  const size_t at = bytes.find("\"step\"");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 1] = 'X';
+  ASSERT_TRUE(common::WriteFileAtomic(*path, bytes).ok());
+  const auto loaded = LoadCheckpoint(dir_, config_, {params_, m_, v_});
+  EXPECT_EQ(loaded.status().code(), common::StatusCode::kDataLoss) << loaded.status().ToString();
+  EXPECT_NE(loaded.status().message().find("missing key 'step'"), std::string::npos) << loaded.status().ToString();
 }
 
 TEST_F(CheckpointTest, SafetensorsHeaderReadBackAndEveryRuleChecked) {
@@ -377,10 +394,15 @@ TEST_F(ShardedCheckpointTest, AManifestWithoutItsShardsIsAnErrorAndUncommittedSh
 TEST_F(ShardedCheckpointTest, AManifestThatDoesNotParseIsDataLoss) {
   WriteAll(7);
   ASSERT_TRUE(common::WriteFileAtomic(ShardDir(dir_, 7) / "manifest.json", "{\n").ok());
-  const common::Status loaded = Load();
+  common::Status loaded = Load();
   EXPECT_EQ(loaded.code(), common::StatusCode::kDataLoss) << loaded.ToString();
   EXPECT_NE(loaded.message().find("iter_0000007/manifest.json:2:1: syntax error"), std::string::npos)
       << loaded.message();
+  // A key missing: corrupt too, not NotFound (a resume's "no checkpoint yet").
+  ASSERT_TRUE(common::WriteFileAtomic(ShardDir(dir_, 7) / "manifest.json", "{\"step\": 7}\n").ok());
+  loaded = Load();
+  EXPECT_EQ(loaded.code(), common::StatusCode::kDataLoss) << loaded.ToString();
+  EXPECT_NE(loaded.message().find("missing key 'shards'"), std::string::npos) << loaded.message();
 }
 
 TEST_F(ShardedCheckpointTest, AShardWrittenFromTheWholeBuffersIsTheOneWrittenFromPackedRanges) {
@@ -394,6 +416,53 @@ TEST_F(ShardedCheckpointTest, AShardWrittenFromTheWholeBuffersIsTheOneWrittenFro
   ASSERT_TRUE(CommitShards(dir_, 5, kRanks).ok());
   const common::Status loaded = Load();
   EXPECT_TRUE(loaded.ok()) << loaded.ToString();
+}
+
+// --no-save-optim and --no-save-rng: shards of the parameters alone, a third of the bytes, that load without the
+// moments and refuse to give them.
+TEST_F(ShardedCheckpointTest, ShardsSavedWithoutTheMomentsOrTheRandomStateLoadTheParametersAlone) {
+  const std::vector<float> none;
+  for (int r = 0; r < kRanks; ++r) {
+    TrainingState state = State(7);
+    state.rng.reset();
+    // The moments' tensors are not read: empty spans of the wrong size are no error.
+    ASSERT_TRUE(WriteShard(dir_, state, r, kRanks, Ranges(r),
+                           {ShardTensor{params_, true}, ShardTensor{none, false}, ShardTensor{none, true}},
+                           /*moments=*/false).ok());
+  }
+  ASSERT_TRUE(CommitShards(dir_, 7, kRanks).ok());
+  int64_t held = 0;
+  for (const ParamRange& range : Ranges(0)) held += range.count;
+  EXPECT_LT(fs::file_size(Shard(7, 0)), 4096 + static_cast<uintmax_t>(held) * sizeof(float));
+  auto summary = ReadCheckpointSummary(dir_);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_FALSE(summary->moments);
+  EXPECT_TRUE(summary->model == config_);
+
+  std::vector<float> p(params_.size());
+  static const std::vector<ParamRange> kNoMoments;
+  auto state = LoadCheckpoint(dir_, config_, {p, {}, {}, &kNoMoments});
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  EXPECT_EQ(p, params_);
+  EXPECT_EQ(state->step, 7);
+  EXPECT_FALSE(state->rng.has_value());
+
+  // Asked for the moments (a resume without --no-load-optim): one line naming the shard and the flag.
+  const common::Status loaded = Load();
+  EXPECT_EQ(loaded.code(), common::StatusCode::kFailedPrecondition);
+  EXPECT_NE(loaded.message().find(Shard(7, 0).string() + ": saved without optimizer state (--no-save-optim): resume "
+                                  "from it with --no-load-optim"), std::string::npos) << loaded.message();
+  // A ZeRO-1 rank's slices of the moments, likewise.
+  std::vector<ParamRange> slice = {{10, 20}};
+  std::vector<float> m(20), v(20);
+  EXPECT_EQ(LoadCheckpoint(dir_, config_, {p, m, v, &slice}).status().code(), common::StatusCode::kFailedPrecondition);
+
+  // A full save says it has the moments; its rng comes back.
+  WriteAll(8);
+  summary = ReadCheckpointSummary(dir_);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_TRUE(summary->moments);
+  EXPECT_TRUE(Load().ok());
 }
 
 TEST_F(ShardedCheckpointTest, BuffersMustMatchTheRangesOrTheModel) {

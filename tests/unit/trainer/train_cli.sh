@@ -317,6 +317,45 @@ expect_exit 2 "--no-load-optim --load $kWork/ckpt/ is in the --save directory" \
   fail "--no-load-optim without --load: $(cat "$kWork/err")"
 echo "ok: --no-load-optim resumes with AdamW afresh, and its requeued job resumes its own checkpoint whole"
 
+# --no-save-optim and --no-save-rng (Megatron's): checkpoints of the parameters alone, a third of the bytes, without
+# the random state. A resume from one needs --no-load-optim (one line naming it, exit 1, otherwise); with it, steps
+# 11-12 are --no-load-optim's from the full checkpoint of the same run bit for bit. A job that saves so and is
+# requeued (--load DIR --save DIR) resumes its own checkpoint with the moments afresh, which is all it kept.
+rc=0
+"${run[@]}" --save "$kWork/lean" --save-interval 10 --train-steps 20 --exit-interval 10 --no-save-optim \
+  --no-save-rng >/dev/null 2>"$kWork/err" || rc=$?
+[[ $rc == 4 ]] || fail "--no-save-optim: exit $rc: $(cat "$kWork/err")"
+lean_shard=$(echo "$kWork"/lean/iter_0000010/shard_*.ckpt)
+full_shard=$(echo "$kWork"/ckpt/iter_0000010/shard_*.ckpt)
+(($(stat -c %s "$lean_shard") * 5 < $(stat -c %s "$full_shard") * 2)) ||
+  fail "--no-save-optim: $(stat -c %s "$lean_shard") bytes, the full checkpoint $(stat -c %s "$full_shard")"
+grep -q '"rng"' "$full_shard" && ! grep -q '"rng"' "$lean_shard" || fail "--no-save-rng saved the random state"
+expect_exit 1 "error: $lean_shard: saved without optimizer state \(--no-save-optim\): resume from it with --no-load-optim" \
+  "${tune[@]}" --load "$kWork/lean/iter_0000010" --train-steps 12
+"${tune[@]}" --load "$kWork/lean/iter_0000010" --no-load-optim --train-steps 12 --metrics-file "$kWork/lean.jsonl" \
+  >/dev/null 2>"$kWork/err" || fail "--no-load-optim from --no-save-optim: $(cat "$kWork/err")"
+diff <(losses "$kWork/fresh.jsonl" | head -n 2) <(losses "$kWork/lean.jsonl") ||
+  fail "--no-load-optim from a --no-save-optim checkpoint is not --no-load-optim from the full one"
+"${tune[@]}" --load "$kWork/lean" --save "$kWork/lean" --train-steps 12 --no-save-optim >/dev/null 2>"$kWork/err" ||
+  fail "--no-save-optim requeued: $(cat "$kWork/err")"
+grep -q "info: resumed from $kWork/lean at step 10 (.*); AdamW's moments start afresh (saved with --no-save-optim)$" \
+  "$kWork/err" || fail "--no-save-optim requeued: $(cat "$kWork/err")"
+echo "ok: --no-save-optim saves the parameters alone, which resume with --no-load-optim or a requeue"
+
+# A checkpoint's header with a key missing (edited, or written by something else) is one line, exit 1: its
+# NotFound read as "no checkpoint yet", and the run started from scratch and saved over the checkpoints there.
+cp -r "$kWork/ckpt" "$kWork/keyless"
+python3 - "$kWork/keyless"/iter_0000020/shard_*.ckpt <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+assert data.count(b'"step":20') == 1
+open(sys.argv[1], "wb").write(data.replace(b'"step":20', b'"stXp":20'))
+PY
+expect_exit 1 "error: $kWork/keyless/iter_0000020/shard_00000_of_00001.ckpt: missing key 'step'" \
+  "${run[@]}" --load "$kWork/keyless" --save "$kWork/keyless" --train-steps 21
+[[ $(cat "$kWork/keyless/latest_checkpointed_iteration.txt") == 20 ]] || fail "a run over a corrupt checkpoint saved"
+echo "ok: a checkpoint header without a key is one line, and nothing is saved over it"
+
 # A checkpoint's run settings of another type (an edited header) are one line naming the file and the key; a
 # string where a number was threw out of nlohmann's value() (exit 134).
 cp -r "$kWork/ckpt/iter_0000010" "$kWork/edited"
