@@ -311,9 +311,10 @@ namespace {
 
 // A missing key (JsonField's NotFound) or a bad value in a checkpoint's header or manifest is corrupt data: as
 // NotFound it read as "no checkpoint yet", and a resume started from scratch and saved over the checkpoints.
-common::Status AsDataLoss(const common::Status& status) {
-  return status.ok() || status.code() == common::StatusCode::kDataLoss ? status
-                                                                         : common::DataLoss("{}", status.message());
+template <typename T>
+common::StatusOr<T> AsDataLoss(common::StatusOr<T> read) {
+  if (read.ok() || read.status().code() == common::StatusCode::kDataLoss) return read;
+  return common::DataLoss("{}", read.status().message());
 }
 
 common::StatusOr<CheckpointHeader> ParseCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name) {
@@ -394,9 +395,7 @@ common::StatusOr<CheckpointHeader> ParseCheckpointHeader(std::span<const uint8_t
 }  // namespace
 
 common::StatusOr<CheckpointHeader> ReadCheckpointHeader(std::span<const uint8_t> bytes, const std::string& name) {
-  auto read = ParseCheckpointHeader(bytes, name);
-  if (!read.ok()) return AsDataLoss(read.status());
-  return read;
+  return AsDataLoss(ParseCheckpointHeader(bytes, name));
 }
 
 namespace {
@@ -547,9 +546,7 @@ common::StatusOr<Manifest> ParseManifest(const std::filesystem::path& shard_dir)
 }
 
 common::StatusOr<Manifest> ReadManifest(const std::filesystem::path& shard_dir) {
-  auto read = ParseManifest(shard_dir);
-  if (!read.ok()) return AsDataLoss(read.status());
-  return read;
+  return AsDataLoss(ParseManifest(shard_dir));
 }
 
 // A sharded checkpoint's directory: the manifest, then every shard it lists, which must tile the buffers.

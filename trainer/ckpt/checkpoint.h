@@ -1,7 +1,7 @@
 // Training checkpoints: one file per save (DIR/iter_NNNNNNN.ckpt) holding the model config, step, data position,
-// RNG state, parameters and AdamW moments (a shard saved with --no-save-optim: parameters alone), written atomically (temporary name, fsync, rename), then
-// DIR/latest_checkpointed_iteration.txt naming it (Megatron's file name), so a crash mid-save leaves the previous
-// checkpoint in charge.
+// RNG state, parameters and AdamW moments (a shard saved with --no-save-optim: the parameters alone), written
+// atomically (temporary name, fsync, rename), then DIR/latest_checkpointed_iteration.txt naming it (Megatron's file
+// name), so a crash mid-save leaves the previous checkpoint in charge.
 //
 // Layout: "SRWYCKPT", u32 version (2), u32 0, u64 header length, JSON header, zero padding to 64 bytes, then the
 // tensors listed in the header (fp32: params, adam_m, adam_v; params alone without optimizer state), then the u64
