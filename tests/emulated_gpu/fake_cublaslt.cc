@@ -11,7 +11,7 @@
 // heuristic), as a cuBLASLt without them would answer; NAME:F32, none for that one with an fp32 bias type (as
 // cuBLASLt 13 on an H100 answered DGELU_BGRAD's). The heuristic offers up to three algorithms, all computing
 // the same (FAKE_CUBLASLT_ALGORITHMS: how many); FAKE_CUBLASLT_SLOW_ALGORITHM=i (or a comma-separated list) makes the
-// i-th of them take twice as long and 2 ms more per call, for the tuning of matmul.cc to avoid; with
+// i-th of them take four times as long and 10 ms more per call, for the tuning of matmul.cc to avoid; with
 // FAKE_CUBLASLT_DISTINCT_ALGORITHMS=1 algorithm i's products are (1 + i 2^-20) times the first's, standing in for
 // the last bits by which real algorithms (another split of k) differ; a call with an algorithm the heuristic never
 // offered fails. cublasLtGetVersion says 130100.
@@ -223,13 +223,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
     const char* distinct = std::getenv("FAKE_CUBLASLT_DISTINCT_ALGORITHMS");
     if (distinct != nullptr && std::strcmp(distinct, "1") == 0) scale = 1.0f + static_cast<float>(index) * 0x1p-20f;
   }
-  // The slow algorithm takes twice as long, and 2 ms more.
+  // The slow algorithm takes four times as long, and 10 ms more: tuning times each candidate by the host's clock,
+  // and beside other tests (the asan suite runs at nice 10 beside the slurm suite) a fast candidate's run can be
+  // held off the CPU for a while; twice and 2 ms more let one of 47 products keep the slow one.
   const auto start = std::chrono::steady_clock::now();
   struct Slow {
     bool on;
     std::chrono::steady_clock::time_point start;
     ~Slow() {
-      if (on) std::this_thread::sleep_for(std::chrono::steady_clock::now() - start + std::chrono::milliseconds(2));
+      using std::chrono::steady_clock;
+      if (on) std::this_thread::sleep_for(3 * (steady_clock::now() - start) + std::chrono::milliseconds(10));
     }
   } slow_down{slow, start};
   const auto& desc = *reinterpret_cast<const Desc*>(opaque);
