@@ -318,6 +318,10 @@ int main(int argc, char** argv) {
            {"--log-throughput", &o.log_throughput,
             "TFLOP/s per GPU on each log line, and in TensorBoard (throughput) with --log-timers-to-tensorboard "
             "(Megatron's)"},
+           {"--log-progress", &o.log_progress,
+            "append to --save's progress.txt \"Starting job\" at the start and, after each checkpoint, the job's "
+            "and the cumulative throughput (TFLOP/s/GPU), the floating-point operations and the tokens so far "
+            "(Megatron's)"},
            {"--log-validation-ppl-to-tensorboard", &o.log_validation_ppl_to_tensorboard,
             "TensorBoard: lm loss validation ppl, exp of the validation loss (at most exp 20, as Megatron's)"}}) {
     app.add_flag(flag, *target, help);

@@ -2,8 +2,9 @@
 # scripts/examples/megatron-llama.sbatch, a Megatron-LM script with Megatron's own flags, as a user submits it: the
 # job trains the Llama those flags describe (RMSNorm, SwiGLU, RoPE, untied output, no biases, 2 query groups) over
 # 2 nodes x 2 ranks with the optimizer sharded, its vocabulary the tokenizer's padded to 128 as Megatron's, and
-# completes with its validation runs, checkpoints and TensorBoard events; the loss falls. Its samples' documents
-# (about 20 tokens each in samples of 64) train each on its own, with the tokenizer's end of document.
+# completes with its validation runs, checkpoints, TensorBoard events and progress.txt; the loss falls. Its
+# samples' documents (about 20 tokens each in samples of 64) train each on its own, with the tokenizer's end of
+# document.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 export SRUNWAY_TRAIN=${SRUNWAY_TRAIN:?} SRUNWAY_LAUNCH=${SRUNWAY_LAUNCH:?}
@@ -43,6 +44,24 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
 assert [r["step"] for r in rows] == [10, 20, 30, 40], rows
 assert rows[-1]["loss"] < rows[0]["loss"] - 0.5, (rows[0]["loss"], rows[-1]["loss"])
+PY
+# --log-progress: the job's start and its two checkpoints in progress.txt, under its Slurm job id and 4 ranks, the
+# second at twice the first's floating-point operations (the same batch at every step).
+progress=$work/run/checkpoints/progress.txt
+python3 - "$progress" "${out%%;*}" <<'PY' || fail "progress.txt: $(cat "$progress")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+job = sys.argv[2]
+assert len(lines) == 3, lines
+assert re.fullmatch(rf"[0-9-]+ [0-9:]+\tJob ID: {job}\t# GPUs: 4\tStarting job", lines[0]), lines[0]
+flops = []
+for line, step in zip(lines[1:], (20, 40)):
+    m = re.fullmatch(rf"[0-9-]+ [0-9:]+\tJob ID: {job}\t# GPUs: 4\tSaved checkpoint\tIteration: {step}\t"
+                     r"Job throughput: [0-9.]+ TFLOP/s/GPU\tCumulative throughput: [0-9.]+ TFLOP/s/GPU\t"
+                     r"Floating-point operations: ([0-9.e+]+)\tTokens \(in billions\): 0\.00", line)
+    assert m, line
+    flops.append(float(m.group(1)))
+assert abs(flops[1] / flops[0] - 2) < 0.01, flops
 PY
 # Rank 0 alone writes TensorBoard's events: one file, 40 steps of lm loss.
 events=("$work/run/tensorboard"/events.out.tfevents.*)

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <ctime>
 #include <optional>
 #include <cstdio>
 #include <cstring>
@@ -52,6 +53,7 @@
 #include "trainer/ops/cpu/ops.h"
 #include "trainer/optim/schedule.h"
 #include "trainer/train/grad_reducer.h"
+#include "trainer/train/progress_log.h"
 #include "trainer/train/tensorboard.h"
 
 namespace srunway::trainer {
@@ -210,6 +212,7 @@ struct SavedSettings {
   std::optional<int64_t> train_samples;
   int64_t adam_steps = 0;
   std::string next_sample;  // empty: not kept
+  std::optional<double> flops;  // the floating-point operations done, by Megatron's count (--log-progress)
 };
 
 common::StatusOr<SavedSettings> ReadSavedSettings(const common::Json& extra, int64_t step, const std::string& from) {
@@ -228,6 +231,9 @@ common::StatusOr<SavedSettings> ReadSavedSettings(const common::Json& extra, int
     }
     if (extra.contains("next_sample")) {
       SRUNWAY_ASSIGN_OR_RETURN(saved.next_sample, common::JsonField<std::string>(extra, "next_sample", where));
+    }
+    if (extra.contains("floating_point_operations")) {
+      SRUNWAY_ASSIGN_OR_RETURN(saved.flops, common::JsonField<double>(extra, "floating_point_operations", where));
     }
     return saved;
   };
@@ -388,6 +394,9 @@ class Trainer {
   // A start-up step every rank takes: they agree on it before anyone goes on, `mine` being this rank's outcome.
   common::Status AgreeOnOutcome(common::Status mine, common::StatusCode code, std::string_view could_not);
   common::Status Save(const char* why);
+  // --log-progress (rank 0): `event` appended to --save's progress.txt; a failure is said, and training goes on.
+  void LogProgress(std::string_view event);
+  void LogSavedProgress();  // the "Saved checkpoint" line, with the throughputs
   // What a checkpoint records of the run beside the state: the data and how it is batched and sharded, and a
   // fingerprint of the next sample the run would draw.
   common::Json RunSettings();
@@ -448,12 +457,16 @@ class Trainer {
   int64_t step_ = 0, consumed_ = 0;
   int64_t adam_steps_ = 0;  // AdamW's steps since its moments were zero: step_ unless --no-load-optim reset them
   double peak_flops_ = 0;
+  // The floating-point operations trained so far by Megatron's count, the jobs this one resumed from included
+  // (Megatron's num_floating_point_operations_so_far), and the count when this job started.
+  double flops_ = 0, flops_at_start_ = 0;
   MetricsFile metrics_;
   EventFile events_;  // --tensorboard-dir
   std::optional<common::Heartbeat> heartbeat_ = common::Heartbeat::FromEnvironment();
   std::unique_ptr<SaveLease> lease_;  // rank 0's, on --save while this run trains
   std::vector<int> straggler_streak_;
   Clock::time_point started_ = Clock::now();
+  std::time_t job_started_ = std::time(nullptr);
   std::optional<Clock::time_point> signal_seen_;  // when this rank first saw a stop signal
   double last_save_s_ = 0;                        // how long the last save took
   bool stdout_lost_ = false;                      // a write to stdout failed: Print writes no more
@@ -953,6 +966,13 @@ common::Status Trainer::Setup() {
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
   // At start-up, so that a --save that cannot work ends the run before its first step, not at its first save.
   if (!o_.save.empty()) SRUNWAY_RETURN_IF_ERROR(CheckSaveDir());
+  if (o_.log_progress && Leader() && !o_.skip_train) {
+    if (o_.save.empty()) {
+      common::LogInfo("--log-progress: no --save, so no progress.txt (it is written in --save's directory)");
+    } else {
+      LogProgress("Starting job");
+    }
+  }
   // Rank 0's own checks are agreed on, so that its failure ends every rank rather than leaving them waiting.
   SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(Leader() ? CheckEndOutputs() : common::Status::Ok(),
                                          common::StatusCode::kFailedPrecondition, "write where its outputs go"));
@@ -1158,6 +1178,10 @@ common::Status Trainer::InitOrLoad() {
       }
       step_ = state->step;
       consumed_ = state->consumed_samples;
+      // Saved before the count was kept: the samples trained at the length they were saved with, by this model.
+      const int saved_length = saved->seq_length > 0 ? static_cast<int>(saved->seq_length) : T_;
+      flops_ = saved->flops.value_or(static_cast<double>(consumed_) * saved_length *
+                                     MegatronFlopsPerToken(o_.model, saved_length));
       adam_steps_ = fresh_optimizer ? 0 : saved->adam_steps;
       if (!o_.no_load_rng && state->rng) rng_.set_state(*state->rng);
       KeepTimedChoices(state->extra, from);
@@ -1221,13 +1245,46 @@ void Trainer::KeepTimedChoices(const common::Json& extra, const std::string& fro
   }
 }
 
+void Trainer::LogProgress(std::string_view event) {
+  const std::filesystem::path path = std::filesystem::path(o_.save) / "progress.txt";
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const common::Status written =
+      AppendProgress(path, ProgressLine(std::time(nullptr), job != nullptr ? job : "", world_, event));
+  if (!written.ok()) common::LogWarn("--log-progress: {}; training goes on", written.message());
+}
+
+// Megatron's figures: the job's from its start, and the cumulative from the start of the jobs before it with as
+// many ranks, read from progress.txt (this job's start where it has none: its line could not be written).
+void Trainer::LogSavedProgress() {
+  const double world = static_cast<double>(world_);
+  const double job_s = std::chrono::duration<double>(Clock::now() - started_).count();
+  const double job_tflops = (flops_ - flops_at_start_) / (job_s * 1e12 * world);
+  const std::filesystem::path path = std::filesystem::path(o_.save) / "progress.txt";
+  ProgressStart start{job_started_, flops_at_start_};
+  // A file that cannot be read cannot be written either, as the line appended below says.
+  if (auto text = common::ReadFile(path); text.ok()) {
+    auto found = FindProgressStart(*text, world_);
+    if (found.ok() && *found) start = **found;
+    if (!found.ok()) {
+      common::LogWarn("--log-progress: {}: {}; the cumulative throughput is this job's", path.string(),
+                      found.status().message());
+    }
+  }
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double cumulative_s = now - static_cast<double>(start.time);
+  const double cumulative_tflops =
+      cumulative_s > 0 ? (flops_ - start.flops) / (cumulative_s * 1e12 * world) : job_tflops;
+  LogProgress(SavedCheckpointEvent(step_, job_tflops, cumulative_tflops, flops_,
+                                   static_cast<double>(consumed_) * static_cast<double>(T_)));
+}
+
 common::Json Trainer::RunSettings() {
   return {{"seq_length", T_}, {"global_batch_size", o_.global_batch_size}, {"seed", o_.seed},
           {"data_path", o_.data_path}, {"mock_data", o_.mock_data}, {"split", o_.split},
           {"train_data_path", o_.train_data_path}, {"valid_data_path", o_.valid_data_path},
           {"data_parallel_size", world_}, {"distributed_optimizer", o_.distributed_optimizer},
           {"rampup_batch_size", o_.rampup_batch_size}, {"train_samples", TrainSamples()},
-          {"next_sample", NextSample()}, {"adam_steps", adam_steps_}};
+          {"next_sample", NextSample()}, {"adam_steps", adam_steps_}, {"floating_point_operations", flops_}};
 }
 
 std::string Trainer::NextSample() {
@@ -1422,6 +1479,7 @@ common::Status Trainer::Save(const char* why) {
     if (committed.ok()) {
       common::LogInfo("saved checkpoint {} ({}, {} shard{} in {:.2f} s)", ShardDir(o_.save, step_).string(), why,
                       world_, world_ == 1 ? "" : "s", std::chrono::duration<double>(Clock::now() - start).count());
+      if (o_.log_progress) LogSavedProgress();
       const bool retain = o_.save_retain_interval > 0;
       const std::string rule = retain ? fmt::format("--save-retain-interval {}", o_.save_retain_interval)
                                       : fmt::format("--keep-checkpoints {}", o_.keep_checkpoints);
@@ -1608,6 +1666,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     result.step = step_;
     return result;
   }
+  flops_at_start_ = flops_;
   Model::GradsReady ready = [this](ParamRange range) { reducer_->Ready(range); };
   while (step_ < o_.train_steps) {
     if (step_ + 1 == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(true));
@@ -1706,6 +1765,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     Time(step_timers, kOptimizer, optimizer_start);
     ++step_;
     consumed_ += global_batch;
+    flops_ += static_cast<double>(global_batch * T_) * megatron_flops_per_token;
     if (step_ == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(false));
     window_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     ++window_steps;

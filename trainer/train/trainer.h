@@ -100,6 +100,9 @@ struct TrainOptions {
   int timing_log_level = 0;
   std::string timing_log_option = "minmax";  // Megatron's --timing-log-option: max, minmax, or all (every rank's)
   bool log_throughput = false;
+  // Megatron's --log-progress: rank 0 appends "Starting job" and, after each checkpoint, the job's and the
+  // cumulative throughput to --save's progress.txt (progress_log.h).
+  bool log_progress = false;
   bool log_validation_ppl_to_tensorboard = false;
   bool log_world_size_to_tensorboard = false;
   bool log_learning_rate_to_tensorboard = true;  // Megatron's --no-log-learning-rate-to-tensorboard turns it off

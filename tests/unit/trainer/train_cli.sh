@@ -342,6 +342,55 @@ grep -q "info: resumed from $kWork/lean at step 10 (.*); AdamW's moments start a
   "$kWork/err" || fail "--no-save-optim requeued: $(cat "$kWork/err")"
 echo "ok: --no-save-optim saves the parameters alone, which resume with --no-load-optim or a requeue"
 
+# --log-progress (Megatron's): each job appends "Starting job" to --save's progress.txt, and after each checkpoint
+# the iteration, its throughputs, the floating-point operations by Megatron's count (gpt-tiny at 32 tokens: 811,008
+# a token, 4 x 32 tokens a step) and the tokens. A requeued job goes on from its checkpoint's count; so does one
+# from a checkpoint saved before the count was kept (the key renamed here), from the samples consumed. A
+# progress.txt that cannot be written is one warning, and the run trains on.
+rc=0
+SLURM_JOB_ID=41 "${run[@]}" --save "$kWork/progress" --save-interval 5 --train-steps 10 --exit-interval 5 \
+  --log-progress >/dev/null 2>"$kWork/err" || rc=$?
+[[ $rc == 4 ]] || fail "--log-progress: exit $rc: $(cat "$kWork/err")"
+cp -r "$kWork/progress" "$kWork/progress-old"
+python3 - "$kWork/progress-old"/iter_0000005/shard_*.ckpt <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+assert data.count(b'"floating_point_operations"') == 1
+open(sys.argv[1], "wb").write(data.replace(b'"floating_point_operations"', b'"floating_point_operationz"'))
+PY
+for dir in progress progress-old; do
+  SLURM_JOB_ID=42 "${run[@]}" --load "$kWork/$dir" --save "$kWork/$dir" --save-interval 5 --train-steps 10 \
+    --log-progress >/dev/null 2>"$kWork/err" || fail "--log-progress requeued ($dir): $(cat "$kWork/err")"
+  python3 - "$kWork/$dir/progress.txt" <<'PY' || fail "$dir/progress.txt: $(cat "$kWork/$dir/progress.txt")"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+def saved(step):
+    return (rf"{stamp}\tJob ID: 4[12]\t# GPUs: 1\tSaved checkpoint\tIteration: {step}\t"
+            rf"Job throughput: \d+\.\d TFLOP/s/GPU\tCumulative throughput: \d+\.\d TFLOP/s/GPU\t"
+            rf"Floating-point operations: {re.escape(f'{step * 4 * 32 * 811008:.2e}')}\tTokens \(in billions\): 0\.00")
+want = [rf"{stamp}\tJob ID: 41\t# GPUs: 1\tStarting job", saved(5),
+        rf"{stamp}\tJob ID: 42\t# GPUs: 1\tStarting job", saved(10)]
+assert len(lines) == len(want), lines
+for line, pattern in zip(lines, want):
+    assert re.fullmatch(pattern, line), (line, pattern)
+PY
+done
+mkdir "$kWork/unwritten" "$kWork/unwritten/progress.txt"
+"${run[@]}" --save "$kWork/unwritten" --save-interval 5 --train-steps 5 --log-progress >/dev/null 2>"$kWork/err" ||
+  fail "--log-progress unwritable: $(cat "$kWork/err")"
+grep -q "warning: --log-progress: open $kWork/unwritten/progress.txt: Is a directory; training goes on$" \
+  "$kWork/err" || fail "--log-progress unwritable: $(cat "$kWork/err")"
+[[ $(cat "$kWork/unwritten/latest_checkpointed_iteration.txt") == 5 ]] || fail "--log-progress unwritable: not saved"
+mkdir "$kWork/garbled"
+echo "not a progress line" >"$kWork/garbled/progress.txt"
+"${run[@]}" --save "$kWork/garbled" --save-interval 5 --train-steps 5 --log-progress >/dev/null 2>"$kWork/err" ||
+  fail "--log-progress garbled: $(cat "$kWork/err")"
+grep -q "warning: --log-progress: $kWork/garbled/progress.txt: line 1: fewer than 4 tab-separated fields (\`not a progress line\`); the cumulative throughput is this job's$" \
+  "$kWork/err" || fail "--log-progress garbled: $(cat "$kWork/err")"
+[[ $(grep -c "Saved checkpoint" "$kWork/garbled/progress.txt") == 1 ]] || fail "--log-progress garbled: no line"
+echo "ok: --log-progress writes Megatron's progress.txt, counting on across requeues"
+
 # A checkpoint's header with a key missing (edited, or written by something else) is one line, exit 1: its
 # NotFound read as "no checkpoint yet", and the run started from scratch and saved over the checkpoints there.
 cp -r "$kWork/ckpt" "$kWork/keyless"
