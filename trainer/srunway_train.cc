@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <set>
@@ -270,6 +271,19 @@ int main(int argc, char** argv) {
                  "--save-interval) and the newest, deleting the others as the run saves")
       ->excludes(keep);
   app.add_option("--save-interval", o.save_interval, "steps between checkpoints (0: at the end only)")->capture_default_str();
+  std::string non_persistent_type, non_persistent_global_dir;
+  CLI::Option* non_persistent_interval =
+      app.add_option("--non-persistent-save-interval", o.non_persistent_save_interval,
+                     "Megatron's: steps between non-persistent checkpoints, of which only the newest is kept "
+                     "(with --non-persistent-ckpt-type global)")
+          ->check(CLI::PositiveNumber);
+  app.add_option("--non-persistent-ckpt-type", non_persistent_type,
+                 "Megatron's: global (checkpoints like the others, in --non-persistent-global-ckpt-dir); a resume "
+                 "takes the newest of them and --load's")
+      ->check(CLI::IsMember({"global", "local", "in_memory"}));
+  app.add_option("--non-persistent-global-ckpt-dir", non_persistent_global_dir,
+                 "Megatron's: where the non-persistent checkpoints go (default: --save/non_persistent; on a resume, "
+                 "--load/non_persistent)");
   app.add_option("--log-interval", o.log_interval, "steps between log lines")->capture_default_str();
   app.add_option("--eval-interval", o.eval_interval, "steps between validation runs (0: none)")
       ->capture_default_str()->check(srunway::common::NonNegative());
@@ -662,6 +676,31 @@ int main(int argc, char** argv) {
     return srunway::trainer::kExitUsage;
   }
   if (ddp_bucket_size > 0) o.bucket_size_mb = static_cast<double>(ddp_bucket_size) * sizeof(float) / (1 << 20);
+  if (!non_persistent_type.empty() && non_persistent_type != "global") {
+    srunway::common::LogError("--non-persistent-ckpt-type {}: srunway-train's non-persistent checkpoints are "
+                              "global ones (every rank's shard in a directory that every node shares, as its other "
+                              "checkpoints): give global", non_persistent_type);
+    return srunway::trainer::kExitUsage;
+  }
+  if (non_persistent_interval->count() > 0 && non_persistent_type.empty()) {
+    srunway::common::LogError("--non-persistent-save-interval needs --non-persistent-ckpt-type global (Megatron's "
+                              "choice of where they go)");
+    return srunway::trainer::kExitUsage;
+  }
+  if (non_persistent_interval->count() > 0 && o.save.empty() && non_persistent_global_dir.empty()) {
+    srunway::common::LogError("--non-persistent-save-interval needs --save or --non-persistent-global-ckpt-dir "
+                              "(where they are written)");
+    return srunway::trainer::kExitUsage;
+  }
+  if (non_persistent_type == "global") {
+    auto within = [&](const std::string& dir) {
+      return dir.empty() ? std::string() : (std::filesystem::path(dir) / "non_persistent").string();
+    };
+    o.non_persistent_load_dir = non_persistent_global_dir.empty() ? within(o.load) : non_persistent_global_dir;
+    if (o.non_persistent_save_interval > 0) {
+      o.non_persistent_dir = non_persistent_global_dir.empty() ? within(o.save) : non_persistent_global_dir;
+    }
+  }
   if (fp16) {
     srunway::common::LogError("--fp16: fp16 training with loss scaling is not supported: srunway-train trains in "
                               "bf16 on GPUs (Megatron's --bf16) and in fp32 on CPUs");

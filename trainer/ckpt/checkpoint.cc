@@ -595,6 +595,11 @@ bool HasCheckpoint(const std::filesystem::path& dir) {
   return std::filesystem::exists(dir / kLatest, ec);
 }
 
+common::StatusOr<int64_t> LatestStep(const std::filesystem::path& dir) {
+  if (!HasCheckpoint(dir)) return common::NotFound("{}: no checkpoint yet (no {})", dir.string(), kLatest);
+  return ReadLatest(dir);
+}
+
 namespace {
 
 // What `where` names, to read: a checkpoint file, or a sharded checkpoint's directory; through the pointer when it

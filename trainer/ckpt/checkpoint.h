@@ -124,6 +124,8 @@ common::StatusOr<CheckpointSummary> ReadCheckpointSummary(const std::filesystem:
 
 // Whether `dir` holds a checkpoint's pointer (latest_checkpointed_iteration.txt): a run has saved there.
 bool HasCheckpoint(const std::filesystem::path& dir);
+// The step that pointer names; NotFound without one.
+common::StatusOr<int64_t> LatestStep(const std::filesystem::path& dir);
 
 // `path` is a checkpoint file, a sharded checkpoint's directory, or a directory with
 // latest_checkpointed_iteration.txt (pointing at either kind). NotFound when a directory has no checkpoint yet.

@@ -393,7 +393,8 @@ class Trainer {
   common::Status CheckSaveDir();
   // A start-up step every rank takes: they agree on it before anyone goes on, `mine` being this rank's outcome.
   common::Status AgreeOnOutcome(common::Status mine, common::StatusCode code, std::string_view could_not);
-  common::Status Save(const char* why);
+  // A checkpoint in --save, or with `non_persistent` in the non-persistent checkpoints' directory.
+  common::Status Save(const char* why, bool non_persistent = false);
   // --log-progress (rank 0): `event` appended to --save's progress.txt; a failure is said, and training goes on.
   void LogProgress(std::string_view event);
   void LogSavedProgress();  // the "Saved checkpoint" line, with the throughputs
@@ -966,6 +967,11 @@ common::Status Trainer::Setup() {
   SRUNWAY_RETURN_IF_ERROR(AgreeOnConfig());
   // At start-up, so that a --save that cannot work ends the run before its first step, not at its first save.
   if (!o_.save.empty()) SRUNWAY_RETURN_IF_ERROR(CheckSaveDir());
+  if (!o_.non_persistent_dir.empty() && !o_.skip_train) {
+    SRUNWAY_RETURN_IF_ERROR(AgreeOnOutcome(
+        common::PrepareWritableDir(o_.non_persistent_dir, "--non-persistent-save-interval's directory"),
+        common::StatusCode::kFailedPrecondition, "write in the non-persistent checkpoints' directory"));
+  }
   if (o_.log_progress && Leader() && !o_.skip_train) {
     if (o_.save.empty()) {
       common::LogInfo("--log-progress: no --save, so no progress.txt (it is written in --save's directory)");
@@ -1111,15 +1117,30 @@ common::Status Trainer::InitOrLoad() {
   // run does.
   static const std::vector<ParamRange> kNoMoments;
   std::filesystem::path source = o_.load;
+  std::filesystem::path non_persistent = o_.non_persistent_load_dir;
   bool finetune = o_.finetune, fresh_optimizer = o_.no_load_optim && !o_.finetune;
-  if ((finetune || fresh_optimizer) && !o_.save.empty() && HasCheckpoint(o_.save)) {
+  const bool saved_here = !o_.save.empty() && (HasCheckpoint(o_.save) || (!o_.non_persistent_dir.empty() &&
+                                                                          HasCheckpoint(o_.non_persistent_dir)));
+  if ((finetune || fresh_optimizer) && saved_here) {
     source = o_.save;
+    non_persistent = o_.non_persistent_dir;
     finetune = fresh_optimizer = false;
   }
+  // Megatron's non-persistent checkpoints: the newest of them is resumed from where it is as new as the newest in
+  // a run's directory given to resume (not a checkpoint of its own), or newer, or where that has none.
+  std::error_code ec;
+  if (!non_persistent.empty() && !source.empty() && !WeightsFile(source) &&
+      !std::filesystem::is_regular_file(source, ec) && !std::filesystem::exists(source / "manifest.json", ec)) {
+    const auto newest = LatestStep(non_persistent);
+    const auto persistent = LatestStep(source);
+    if (newest.ok() && (!persistent.ok() || *newest >= *persistent)) source = non_persistent;
+  }
+  const bool own = !source.empty() && (SamePath(source, o_.save) || (!o_.non_persistent_dir.empty() &&
+                                                                      SamePath(source, o_.non_persistent_dir)));
   // A run that saves without AdamW's moments resumes its own checkpoints (a requeued job, --load DIR --save DIR)
   // with them at zero: it asked for no more.
   const char* fresh_why = "--no-load-optim";
-  if (!finetune && !fresh_optimizer && o_.no_save_optim && !source.empty() && SamePath(source, o_.save)) {
+  if (!finetune && !fresh_optimizer && o_.no_save_optim && own) {
     auto summary = ReadCheckpointSummary(source);
     if (summary.ok() && !summary->moments) {
       fresh_optimizer = true;
@@ -1394,8 +1415,9 @@ common::Status Trainer::CheckSaveDir() {
       boot_->NameRank(first), blind == 1 ? "" : fmt::format(" (and {} more rank{})", blind - 1, blind == 2 ? "" : "s"));
 }
 
-common::Status Trainer::Save(const char* why) {
-  if (o_.save.empty()) return common::Status::Ok();
+common::Status Trainer::Save(const char* why, bool non_persistent) {
+  const std::string& dir = non_persistent ? o_.non_persistent_dir : o_.save;
+  if (dir.empty()) return common::Status::Ok();
   // Every rank writes its shard at once: its ZeRO-1 slices, or without ZeRO-1 the same slices of its replica, so
   // the shards always hold the state once. Rank 0 commits the checkpoint (manifest, then the latest pointer) only
   // when every rank has its shard on disk. Before any rank writes, rank 0 checks that the directory is still this
@@ -1403,8 +1425,8 @@ common::Status Trainer::Save(const char* why) {
   // removes what saves that never finished left behind (this step's earlier attempt too), so their space is free.
   common::Status leased = Leader() && lease_ ? lease_->Check() : common::Status::Ok();
   if (Leader() && leased.ok()) {
-    auto removed = RemoveUnfinishedSaves(o_.save);
-    if (!removed.ok()) common::LogWarn("--save: {}", removed.status().message());
+    auto removed = RemoveUnfinishedSaves(dir);
+    if (!removed.ok()) common::LogWarn("{}: {}", dir, removed.status().message());
     for (const RemovedSave& save : removed.ok() ? *removed : std::vector<RemovedSave>{}) {
       common::LogInfo("removed {} ({}): a save that did not finish", save.path.string(), common::ByteSize(save.bytes));
     }
@@ -1452,7 +1474,7 @@ common::Status Trainer::Save(const char* why) {
     if (copy.ok()) copies[i] = *std::move(copy);
     tensors[i] = {copies[i], false};
   }
-  if (written.ok()) written = WriteShard(o_.save, state, rank_, world_, ranges, tensors, !o_.no_save_optim);
+  if (written.ok()) written = WriteShard(dir, state, rank_, world_, ranges, tensors, !o_.no_save_optim);
   std::vector<int32_t> failed(static_cast<size_t>(world_));
   const int32_t mine = written.ok() ? 0 : 1;
   SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, failed.data(), sizeof mine));
@@ -1460,7 +1482,7 @@ common::Status Trainer::Save(const char* why) {
   if (failures > 0 && Leader()) {
     // Never committed, never read: what the ranks that succeeded wrote goes too.
     std::error_code ec;
-    std::filesystem::remove_all(StagingDir(o_.save, step_), ec);
+    std::filesystem::remove_all(StagingDir(dir, step_), ec);
   }
   if (failures > 0) {
     // One line for the job, from rank 0: the first failing rank's own error, with how many others failed too.
@@ -1471,20 +1493,22 @@ common::Status Trainer::Save(const char* why) {
     const std::string others =
         failures == 1 ? "" : fmt::format(" (and {} more rank{})", failures - 1, failures == 2 ? "" : "s");
     return common::Unavailable("{}{}{}; {}", world_ == 1 ? "" : boot_->NameRank(first) + ": ",
-                               errors[static_cast<size_t>(first)], others, LastCompleteCheckpoint(o_.save));
+                               errors[static_cast<size_t>(first)], others, LastCompleteCheckpoint(dir));
   }
   common::Status committed = common::Status::Ok();
   if (Leader()) {
-    committed = CommitShards(o_.save, step_, world_);
+    committed = CommitShards(dir, step_, world_);
     if (committed.ok()) {
-      common::LogInfo("saved checkpoint {} ({}, {} shard{} in {:.2f} s)", ShardDir(o_.save, step_).string(), why,
+      common::LogInfo("saved checkpoint {} ({}, {} shard{} in {:.2f} s)", ShardDir(dir, step_).string(), why,
                       world_, world_ == 1 ? "" : "s", std::chrono::duration<double>(Clock::now() - start).count());
       if (o_.log_progress) LogSavedProgress();
-      const bool retain = o_.save_retain_interval > 0;
-      const std::string rule = retain ? fmt::format("--save-retain-interval {}", o_.save_retain_interval)
-                                      : fmt::format("--keep-checkpoints {}", o_.keep_checkpoints);
-      auto pruned = retain ? PruneUnretained(o_.save, o_.save_retain_interval)
-                           : PruneCheckpoints(o_.save, o_.keep_checkpoints);
+      // Of the non-persistent checkpoints only the newest stays.
+      const bool retain = o_.save_retain_interval > 0 && !non_persistent;
+      const std::string rule = non_persistent ? "non-persistent: the newest kept"
+                               : retain       ? fmt::format("--save-retain-interval {}", o_.save_retain_interval)
+                                              : fmt::format("--keep-checkpoints {}", o_.keep_checkpoints);
+      auto pruned = retain ? PruneUnretained(dir, o_.save_retain_interval)
+                           : PruneCheckpoints(dir, non_persistent ? 1 : o_.keep_checkpoints);
       if (!pruned.ok()) common::LogWarn("{}: {}", rule, pruned.status().message());
       for (const std::string& path : pruned.ok() ? *pruned : std::vector<std::string>{}) {
         common::LogInfo("deleted checkpoint {} ({})", path, rule);
@@ -1496,7 +1520,7 @@ common::Status Trainer::Save(const char* why) {
   if (!committed.ok()) return committed;
   if (ok == 0) {
     error_said_elsewhere_ = true;
-    return common::Unavailable("rank 0 could not commit the checkpoint of step {} in {}", step_, o_.save);
+    return common::Unavailable("rank 0 could not commit the checkpoint of step {} in {}", step_, dir);
   }
   return common::Status::Ok();
 }
@@ -1884,6 +1908,11 @@ common::StatusOr<TrainResult> Trainer::Loop() {
         result.step = step_;
         return result;
       }
+    } else if (o_.non_persistent_save_interval > 0 && step_ % o_.non_persistent_save_interval == 0) {
+      const auto save_start = Clock::now();
+      SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
+      SRUNWAY_RETURN_IF_ERROR(Save("non-persistent", /*non_persistent=*/true));
+      last_save_s_ = std::chrono::duration<double>(Clock::now() - save_start).count();
     }
   }
   result.step = step_;

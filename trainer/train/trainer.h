@@ -82,6 +82,13 @@ struct TrainOptions {
   // then --export and --sample. Nothing is saved.
   bool skip_train = false;
   int64_t save_interval = 0;   // 0: only at the end
+  // Megatron's non-persistent checkpoints (--non-persistent-ckpt-type global): every non_persistent_save_interval
+  // steps that is no other save, a checkpoint in non_persistent_dir (--non-persistent-global-ckpt-dir, else
+  // --save/non_persistent), which keeps only the newest; a resume takes it where it is as new as --load's newest
+  // or newer (in --non-persistent-global-ckpt-dir, else --load/non_persistent). Empty: none.
+  int64_t non_persistent_save_interval = 0;
+  std::string non_persistent_dir;       // where they are saved
+  std::string non_persistent_load_dir;  // where a resume looks for them
   int keep_checkpoints = 0;    // keep this many complete checkpoints, deleting older ones (0: all)
   int64_t save_retain_interval = 0;  // Megatron's: keep those at multiples of this and the newest (0: all)
   int64_t log_interval = 1;

@@ -112,6 +112,17 @@ TEST_F(CheckpointTest, LastCompleteCheckpointNamesTheStepOrThatThereIsNone) {
             fmt::format("the last complete checkpoint in {} stays (step 5)", dir_.string()));
 }
 
+// Which of two directories holds the newer checkpoint (non-persistent checkpoints beside --load's) is read off
+// their pointers; a directory without one has none.
+TEST_F(CheckpointTest, LatestStepIsThePointersStep) {
+  EXPECT_EQ(LatestStep(dir_).status().code(), common::StatusCode::kNotFound);
+  ASSERT_TRUE(SaveCheckpoint(dir_, State(5), {params_, m_, v_}).ok());
+  ASSERT_TRUE(SaveCheckpoint(dir_, State(7), {params_, m_, v_}).ok());
+  auto step = LatestStep(dir_);
+  ASSERT_TRUE(step.ok()) << step.status().message();
+  EXPECT_EQ(*step, 7);
+}
+
 TEST_F(CheckpointTest, AnotherModelIsRefusedNamingTheDifference) {
   ASSERT_TRUE(SaveCheckpoint(dir_, State(5), {params_, m_, v_}).ok());
   ModelConfig other = config_;

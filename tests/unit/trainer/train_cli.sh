@@ -391,6 +391,37 @@ grep -q "warning: --log-progress: $kWork/garbled/progress.txt: line 1: fewer tha
 [[ $(grep -c "Saved checkpoint" "$kWork/garbled/progress.txt") == 1 ]] || fail "--log-progress garbled: no line"
 echo "ok: --log-progress writes Megatron's progress.txt, counting on across requeues"
 
+# Megatron's non-persistent checkpoints (--non-persistent-ckpt-type global): every 3 steps that are no other save,
+# in --save/non_persistent, which keeps only the newest. A job killed after step 7 (--save's newest then step 4:
+# its step 8 removed and the pointer set back, as the kill would have left them) resumes from the non-persistent
+# step 6, and trains steps 7-8 as the job that was not killed did, bit for bit. With --save's checkpoint the newer
+# again (step 8), a resume takes that one. Megatron's other kinds (local, in_memory) are refused by name.
+np_flags=(--save-interval 4 --non-persistent-save-interval 3 --non-persistent-ckpt-type global)
+"${run[@]}" --save "$kWork/np" --train-steps 8 "${np_flags[@]}" --metrics-file "$kWork/np-first.jsonl" \
+  >/dev/null 2>"$kWork/err" || fail "non-persistent: $(cat "$kWork/err")"
+[[ $(ls "$kWork/np/non_persistent" | grep '^iter_') == iter_0000006 ]] ||
+  fail "non-persistent: $(ls "$kWork/np/non_persistent")"
+grep -q "info: saved checkpoint $kWork/np/non_persistent/iter_0000006 (non-persistent, 1 shard in" "$kWork/err" &&
+  grep -q "info: deleted checkpoint $kWork/np/non_persistent/iter_0000003 (non-persistent: the newest kept)" \
+    "$kWork/err" || fail "non-persistent: $(cat "$kWork/err")"
+rm -r "$kWork/np/iter_0000008"
+echo 4 >"$kWork/np/latest_checkpointed_iteration.txt"
+"${run[@]}" --load "$kWork/np" --save "$kWork/np" --train-steps 8 "${np_flags[@]}" \
+  --metrics-file "$kWork/np-resumed.jsonl" >/dev/null 2>"$kWork/err" || fail "non-persistent: $(cat "$kWork/err")"
+grep -q "info: resumed from $kWork/np/non_persistent at step 6 " "$kWork/err" || fail "non-persistent: $(cat "$kWork/err")"
+diff <(losses "$kWork/np-first.jsonl" | tail -n 2) <(losses "$kWork/np-resumed.jsonl") ||
+  fail "steps 7-8 resumed from the non-persistent checkpoint differ"
+"${run[@]}" --load "$kWork/np" --save "$kWork/np" --train-steps 9 "${np_flags[@]}" >/dev/null 2>"$kWork/err" ||
+  fail "non-persistent: $(cat "$kWork/err")"
+grep -q "info: resumed from $kWork/np at step 8 " "$kWork/err" || fail "non-persistent older: $(cat "$kWork/err")"
+expect_exit 2 "--non-persistent-ckpt-type local: srunway-train's non-persistent checkpoints are global ones" \
+  "${run[@]}" --save "$kWork/np" --non-persistent-save-interval 3 --non-persistent-ckpt-type local
+expect_exit 2 "--non-persistent-save-interval needs --non-persistent-ckpt-type global" \
+  "${run[@]}" --save "$kWork/np" --non-persistent-save-interval 3
+expect_exit 2 "--non-persistent-save-interval needs --save or --non-persistent-global-ckpt-dir" \
+  "${run[@]}" --non-persistent-save-interval 3 --non-persistent-ckpt-type global
+echo "ok: non-persistent checkpoints keep the newest, which a killed job resumes from"
+
 # A checkpoint's header with a key missing (edited, or written by something else) is one line, exit 1: its
 # NotFound read as "no checkpoint yet", and the run started from scratch and saved over the checkpoints there.
 cp -r "$kWork/ckpt" "$kWork/keyless"
