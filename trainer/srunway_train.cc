@@ -480,7 +480,8 @@ int main(int argc, char** argv) {
            {"--auto-detect-ckpt-format",
             "Megatron's: taken (what --load holds, a checkpoint, its shards or weights alone, is always found out)"},
            {"--override-opt_param-scheduler",
-            "Megatron's: taken (the learning-rate schedule always comes from the flags, never from --load)"},
+            "Megatron's: taken (the learning-rate schedule comes from the flags, not from --load, unless "
+            "--use-checkpoint-opt_param-scheduler)"},
            {"--use-cpu-initialization",
             "Megatron's: taken (the initial parameters are drawn on the host and then copied to the device)"},
            {"--no-barrier-with-level-1-timing",
@@ -488,6 +489,9 @@ int main(int argc, char** argv) {
            {"--mmap-bin-files", "Megatron's: taken (the same tokens, whichever way the .bin is read)"}}) {
     taken_flag(flag, what);
   }
+  app.add_flag("--use-checkpoint-opt_param-scheduler", o.use_checkpoint_schedule,
+               "Megatron's: the learning-rate and weight-decay schedule of the checkpoint resumed, not the flags'")
+      ->excludes("--override-opt_param-scheduler");
   taken_option("--transformer-impl", "Megatron's: taken (one implementation of the model)")
       ->check(CLI::IsMember({"transformer_engine", "local"}));
   taken_option("--attention-backend", "Megatron's: taken (on GPUs attention is cuDNN's fused flash attention)")

@@ -401,6 +401,11 @@ class Trainer {
   // What a checkpoint records of the run beside the state: the data and how it is batched and sharded, and a
   // fingerprint of the next sample the run would draw.
   common::Json RunSettings();
+  // The learning-rate and weight-decay schedules as a checkpoint keeps them, under Megatron's names.
+  common::Json ScheduleJson() const;
+  // --use-checkpoint-opt_param-scheduler: the schedules a checkpoint's `extra` kept replace the flags'; one line
+  // says what of them differs.
+  common::Status TakeSchedule(const common::Json& extra, const std::string& from);
   // A checkpoint's timed choices (its `extra`) given back to the ops, so that the resumed run computes as the run
   // that saved them did; a line where they cannot be taken.
   void KeepTimedChoices(const common::Json& extra, const std::string& from);
@@ -1187,6 +1192,12 @@ common::Status Trainer::InitOrLoad() {
     auto state = LoadCheckpoint(from, m, buffers);
     auto saved = state.ok() ? ReadSavedSettings(state->extra, state->step, from)
                             : common::StatusOr<SavedSettings>(state.status());
+    // As Megatron's: the schedule comes with the optimizer state, so not with --no-load-optim.
+    if (saved.ok() && o_.use_checkpoint_schedule && !fresh_optimizer) {
+      if (common::Status taken = TakeSchedule(state->extra, from); !taken.ok()) {
+        saved = common::StatusOr<SavedSettings>(std::move(taken));
+      }
+    }
     loaded = saved.status();
     if (saved.ok()) {
       for (const auto& [what, before, now] :
@@ -1305,7 +1316,84 @@ common::Json Trainer::RunSettings() {
           {"train_data_path", o_.train_data_path}, {"valid_data_path", o_.valid_data_path},
           {"data_parallel_size", world_}, {"distributed_optimizer", o_.distributed_optimizer},
           {"rampup_batch_size", o_.rampup_batch_size}, {"train_samples", TrainSamples()},
-          {"next_sample", NextSample()}, {"adam_steps", adam_steps_}, {"floating_point_operations", flops_}};
+          {"next_sample", NextSample()}, {"adam_steps", adam_steps_}, {"floating_point_operations", flops_},
+          {"opt_param_scheduler", ScheduleJson()}};
+}
+
+// A schedule's value for a log line: its rates as the floats they are (0.003, not 0.003000000026077032).
+std::string Shown(const common::Json& value) {
+  if (value.is_number_float()) return fmt::format("{}", static_cast<float>(value.get<double>()));
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+common::Json Trainer::ScheduleJson() const {
+  return {{"max_lr", schedule_.lr}, {"min_lr", schedule_.min_lr}, {"lr_warmup_steps", schedule_.warmup_steps},
+          {"lr_decay_steps", schedule_.decay_steps}, {"lr_decay_style", o_.lr_decay_style},
+          {"constant_steps", schedule_.constant_steps}, {"lr_wsd_decay_steps", schedule_.wsd_decay_steps},
+          {"lr_wsd_decay_style", o_.lr_wsd_decay_style}, {"start_wd", weight_decay_.start},
+          {"end_wd", weight_decay_.end}, {"wd_incr_steps", weight_decay_.steps},
+          {"wd_incr_style", o_.weight_decay_incr_style}, {"in_samples", schedule_in_samples_}};
+}
+
+common::Status Trainer::TakeSchedule(const common::Json& extra, const std::string& from) {
+  const auto kept = extra.find("opt_param_scheduler");
+  if (kept == extra.end()) {
+    return common::FailedPrecondition("{} was saved without its schedule (by a srunway-train that kept none): give "
+                                      "the schedule's flags instead of --use-checkpoint-opt_param-scheduler", from);
+  }
+  const std::string where = from + ": opt_param_scheduler";
+  const common::Json flags = ScheduleJson();
+  TrainOptions taken = o_;
+  LrSchedule lr;
+  WeightDecaySchedule wd;
+  bool in_samples = false;
+  auto read = [&]() -> common::Status {
+    SRUNWAY_ASSIGN_OR_RETURN(lr.lr, common::JsonField<float>(*kept, "max_lr", where));
+    SRUNWAY_ASSIGN_OR_RETURN(lr.min_lr, common::JsonField<float>(*kept, "min_lr", where));
+    SRUNWAY_ASSIGN_OR_RETURN(lr.warmup_steps, common::JsonField<int64_t>(*kept, "lr_warmup_steps", where));
+    SRUNWAY_ASSIGN_OR_RETURN(lr.decay_steps, common::JsonField<int64_t>(*kept, "lr_decay_steps", where));
+    SRUNWAY_ASSIGN_OR_RETURN(lr.constant_steps, common::JsonField<int64_t>(*kept, "constant_steps", where));
+    SRUNWAY_ASSIGN_OR_RETURN(lr.wsd_decay_steps, common::JsonField<int64_t>(*kept, "lr_wsd_decay_steps", where));
+    SRUNWAY_ASSIGN_OR_RETURN(taken.lr_decay_style, common::JsonField<std::string>(*kept, "lr_decay_style", where));
+    SRUNWAY_ASSIGN_OR_RETURN(taken.lr_wsd_decay_style,
+                             common::JsonField<std::string>(*kept, "lr_wsd_decay_style", where));
+    SRUNWAY_ASSIGN_OR_RETURN(wd.start, common::JsonField<float>(*kept, "start_wd", where));
+    SRUNWAY_ASSIGN_OR_RETURN(wd.end, common::JsonField<float>(*kept, "end_wd", where));
+    SRUNWAY_ASSIGN_OR_RETURN(wd.steps, common::JsonField<int64_t>(*kept, "wd_incr_steps", where));
+    SRUNWAY_ASSIGN_OR_RETURN(taken.weight_decay_incr_style,
+                             common::JsonField<std::string>(*kept, "wd_incr_style", where));
+    SRUNWAY_ASSIGN_OR_RETURN(in_samples, common::JsonField<bool>(*kept, "in_samples", where));
+    SRUNWAY_ASSIGN_OR_RETURN(lr.style, ParseDecayStyle(taken.lr_decay_style));
+    SRUNWAY_ASSIGN_OR_RETURN(lr.wsd, ParseWsdDecay(taken.lr_wsd_decay_style));
+    SRUNWAY_ASSIGN_OR_RETURN(wd.style, ParseWeightDecayStyle(taken.weight_decay_incr_style));
+    if (lr.warmup_steps < 0 || lr.decay_steps < 1 || lr.constant_steps < 0 || lr.wsd_decay_steps < 0 ||
+        wd.steps < 1) {
+      return common::InvalidArgument("{}: a step count out of range", where);
+    }
+    return common::Status::Ok();
+  };
+  if (common::Status status = read(); !status.ok()) return common::DataLoss("{}: {}", where, status.message());
+  if (in_samples != schedule_in_samples_) {
+    return common::FailedPrecondition("{}'s schedule counts {} and this run's counts {} (a batch ramp with "
+                                      "--train-samples counts samples): give the schedule's flags instead of "
+                                      "--use-checkpoint-opt_param-scheduler", from, in_samples ? "samples" : "steps",
+                                      schedule_in_samples_ ? "samples" : "steps");
+  }
+  o_.lr_decay_style = taken.lr_decay_style;
+  o_.lr_wsd_decay_style = taken.lr_wsd_decay_style;
+  o_.weight_decay_incr_style = taken.weight_decay_incr_style;
+  schedule_ = lr;
+  weight_decay_ = wd;
+  if (!Leader()) return common::Status::Ok();
+  std::string differ;
+  const common::Json now = ScheduleJson();
+  for (const auto& [key, value] : now.items()) {
+    if (flags[key] == value) continue;
+    differ += fmt::format("{}{} {} (the flags': {})", differ.empty() ? "" : ", ", key, Shown(value), Shown(flags[key]));
+  }
+  common::LogInfo("the schedule {} kept (--use-checkpoint-opt_param-scheduler): {}", from,
+                  differ.empty() ? "the flags' own" : differ);
+  return common::Status::Ok();
 }
 
 std::string Trainer::NextSample() {

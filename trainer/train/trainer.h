@@ -68,6 +68,9 @@ struct TrainOptions {
   // Where --save holds a checkpoint already (a requeued job), that one resumes in full, as with --finetune.
   bool no_load_optim = false;
   bool no_load_rng = false;
+  // Megatron's --use-checkpoint-opt_param-scheduler: a resume takes the learning-rate and weight-decay schedule
+  // that its checkpoint was trained with (rates, warmup, decay and their styles), not the flags'.
+  bool use_checkpoint_schedule = false;
   // Megatron's --no-save-optim: checkpoints hold the parameters without AdamW's moments (a third of the bytes),
   // and so resume only with --no-load-optim or --finetune; --no-save-rng: without the random state.
   bool no_save_optim = false;

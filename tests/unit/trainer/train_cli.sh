@@ -422,6 +422,34 @@ expect_exit 2 "--non-persistent-save-interval needs --save or --non-persistent-g
   "${run[@]}" --non-persistent-save-interval 3 --non-persistent-ckpt-type global
 echo "ok: non-persistent checkpoints keep the newest, which a killed job resumes from"
 
+# --use-checkpoint-opt_param-scheduler (Megatron's): a resume takes the schedule its checkpoint kept, not the
+# flags': from step 10 with another --lr and warmup, steps 11-20 are the uninterrupted run's bit for bit, and one
+# line names what differs. It goes with the optimizer state, so --no-load-optim takes the flags'. A checkpoint that
+# kept no schedule (the key renamed) is one line, exit 1; with --override-opt_param-scheduler, exit 2.
+"${run[@]}" --load "$kWork/ckpt/iter_0000010" --lr 1e-3 --warmup-steps 2 --use-checkpoint-opt_param-scheduler \
+  --metrics-file "$kWork/schedule.jsonl" >/dev/null 2>"$kWork/err" || fail "schedule: $(cat "$kWork/err")"
+diff <(losses "$kWork/straight.jsonl" | tail -n 10) <(losses "$kWork/schedule.jsonl") ||
+  fail "steps 11-20 on the checkpoint's schedule are not the uninterrupted run's"
+grep -q "info: the schedule $kWork/ckpt/iter_0000010 kept (--use-checkpoint-opt_param-scheduler): max_lr 0.003 (the flags': 0.001), lr_warmup_steps 4 (the flags': 2)$" \
+  "$kWork/err" || fail "schedule: $(cat "$kWork/err")"
+"${run[@]}" --load "$kWork/ckpt/iter_0000010" --lr 1e-3 --use-checkpoint-opt_param-scheduler --no-load-optim \
+  --train-steps 11 --metrics-file "$kWork/schedule-fresh.jsonl" >/dev/null 2>"$kWork/err" ||
+  fail "schedule --no-load-optim: $(cat "$kWork/err")"
+python3 -c "import json,sys; lr=[json.loads(l)['lr'] for l in open(sys.argv[1]) if 'loss' in l]; sys.exit(lr[0] > 1.01e-3)" \
+  "$kWork/schedule-fresh.jsonl" || fail "--no-load-optim took the checkpoint's schedule: $(cat "$kWork/schedule-fresh.jsonl")"
+cp -r "$kWork/ckpt/iter_0000010" "$kWork/unscheduled"
+python3 - "$kWork/unscheduled"/shard_*.ckpt <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+assert data.count(b'"opt_param_scheduler"') == 1
+open(sys.argv[1], "wb").write(data.replace(b'"opt_param_scheduler"', b'"opt_param_schedulez"'))
+PY
+expect_exit 1 "error: $kWork/unscheduled was saved without its schedule \(by a srunway-train that kept none\)" \
+  "${run[@]}" --load "$kWork/unscheduled" --use-checkpoint-opt_param-scheduler
+expect_exit 2 "--override-opt_param-scheduler excludes --use-checkpoint-opt_param-scheduler" \
+  "${run[@]}" --load "$kWork/unscheduled" --use-checkpoint-opt_param-scheduler --override-opt_param-scheduler
+echo "ok: --use-checkpoint-opt_param-scheduler resumes on the checkpoint's schedule"
+
 # A checkpoint's header with a key missing (edited, or written by something else) is one line, exit 1: its
 # NotFound read as "no checkpoint yet", and the run started from scratch and saved over the checkpoints there.
 cp -r "$kWork/ckpt" "$kWork/keyless"
