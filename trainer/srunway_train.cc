@@ -428,6 +428,16 @@ int main(int argc, char** argv) {
                "Megatron's: bf16 with fp32 master weights and optimizer state, what a GPU run does anyway (the CPU "
                "path computes in fp32)");
   app.add_flag("--fp16", fp16, "Megatron's: refused (no fp16 with loss scaling; --bf16 is what there is)");
+  // Megatron's flags for what srunway-train does otherwise, refused with what it does instead.
+  std::string ckpt_format;
+  CLI::Option* ckpt_format_option =
+      app.add_option("--ckpt-format", ckpt_format,
+                     "Megatron's: refused (srunway-train's checkpoints are its own, one shard per rank)");
+  std::vector<std::pair<CLI::Option*, std::string>> wandb;
+  for (const char* flag : {"--wandb-project", "--wandb-exp-name", "--wandb-save-dir", "--wandb-entity"}) {
+    wandb.emplace_back(app.add_option(flag, "Megatron's: refused (no Weights & Biases client; --tensorboard-dir)"),
+                       flag);
+  }
   // Megatron's choices among implementations that compute the same model: srunway-train has one, which makes the
   // choice each names (or, with one rank per model, one that changes nothing), so they are taken as its scripts
   // pass them. The fusions of kernels change the order of rounding, not the model.
@@ -460,6 +470,7 @@ int main(int argc, char** argv) {
             "Megatron's: taken (it divides attention's scores by the layer number and its softmax multiplies them "
             "back, for fp16's range: the same model)"},
            {"--manual-gc", "Megatron's: taken (it times Python's garbage collector; srunway-train has none)"},
+           {"--no-manual-gc-eval", "Megatron's: taken (Python's garbage collector; srunway-train has none)"},
            {"--use-legacy-models", "Megatron's: taken (one implementation of the model)"},
            {"--legacy-tokenizer", "Megatron's: taken (one implementation of GPT-2's tokenizer)"},
            {"--cross-entropy-loss-fusion", fusion},
@@ -492,6 +503,8 @@ int main(int argc, char** argv) {
   app.add_flag("--use-checkpoint-opt_param-scheduler", o.use_checkpoint_schedule,
                "Megatron's: the learning-rate and weight-decay schedule of the checkpoint resumed, not the flags'")
       ->excludes("--override-opt_param-scheduler");
+  taken_option("--manual-gc-interval", "Megatron's: taken (Python's garbage collector; srunway-train has none)")
+      ->check(srunway::common::NonNegative());
   taken_option("--transformer-impl", "Megatron's: taken (one implementation of the model)")
       ->check(CLI::IsMember({"transformer_engine", "local"}));
   taken_option("--attention-backend", "Megatron's: taken (on GPUs attention is cuDNN's fused flash attention)")
@@ -630,7 +643,7 @@ int main(int argc, char** argv) {
     app.parse(args);
   } catch (const CLI::ExtrasError&) {
     // CLI11 names them in the order of the word vector, which runs last first here: "--num-experts 8
-    // --wandb-project demo" read "not expected: demo --wandb-project 8 --num-experts".
+    // --moe-router-topk 2" read "not expected: 2 --moe-router-topk 8 --num-experts".
     std::vector<std::string> extras = app.remaining();
     std::reverse(extras.begin(), extras.end());
     return app.exit(CLI::ExtrasError(extras)) == 0 ? 0 : srunway::trainer::kExitUsage;
@@ -704,6 +717,20 @@ int main(int argc, char** argv) {
     if (o.non_persistent_save_interval > 0) {
       o.non_persistent_dir = non_persistent_global_dir.empty() ? within(o.save) : non_persistent_global_dir;
     }
+  }
+  if (ckpt_format_option->count() > 0) {
+    srunway::common::LogError("--ckpt-format {}: srunway-train neither reads nor writes Megatron's checkpoint "
+                              "formats; its own checkpoints hold one shard per rank and load on any number of "
+                              "ranks: leave --ckpt-format out (--export-hf writes the weights for Hugging Face)",
+                              ckpt_format);
+    return srunway::trainer::kExitUsage;
+  }
+  for (const auto& [option, flag] : wandb) {
+    if (option->count() == 0) continue;
+    srunway::common::LogError("{}: srunway-train has no Weights & Biases client; its scalars go to "
+                              "--tensorboard-dir (Megatron's tags, which W&B's TensorBoard import reads) and "
+                              "--metrics-file (JSON lines): leave the --wandb-* flags out", flag);
+    return srunway::trainer::kExitUsage;
   }
   if (fp16) {
     srunway::common::LogError("--fp16: fp16 training with loss scaling is not supported: srunway-train trains in "

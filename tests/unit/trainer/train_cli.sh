@@ -933,9 +933,17 @@ expect_exit 2 "--kv-channels 32: srunway-train's heads are --hidden-size / --num
 expect_exit 2 "--rotary-percent 0.5: srunway-train's RoPE turns the whole head" \
   "$kTrain" "${common[@]}" --mock-data --rotary-percent 0.5
 expect_exit 2 "--dataloader-type: cyclic not in \{single\}" "$kTrain" "${common[@]}" --mock-data --dataloader-type cyclic
-# What it does not take is named in the order given (CLI11 named the words last first: "demo --wandb-project 2...").
-expect_exit 2 "^srunway-train: The following arguments were not expected: --num-experts 8 --wandb-project demo \(see --help\)$" \
-  "$kTrain" "${common[@]}" --mock-data --num-experts 8 --wandb-project demo
+# What it does not take is named in the order given (CLI11 named the words last first: "2 --moe-router-topk 8...").
+expect_exit 2 "^srunway-train: The following arguments were not expected: --num-experts 8 --moe-router-topk 2 \(see --help\)$" \
+  "$kTrain" "${common[@]}" --mock-data --num-experts 8 --moe-router-topk 2
+# Megatron's flags for what srunway-train does otherwise are refused saying what it does instead; its garbage
+# collector's are taken (there is none).
+expect_exit 2 "^srunway-train\\[.*\\] error: --ckpt-format torch_dist: srunway-train neither reads nor writes Megatron's checkpoint formats" \
+  "$kTrain" "${common[@]}" --mock-data --ckpt-format torch_dist
+expect_exit 2 "^srunway-train\\[.*\\] error: --wandb-exp-name: srunway-train has no Weights & Biases client; its scalars go to --tensorboard-dir" \
+  "$kTrain" "${common[@]}" --mock-data --wandb-exp-name run1
+"$kTrain" "${common[@]}" --mock-data --train-steps 1 --manual-gc --manual-gc-interval 100 --no-manual-gc-eval \
+  >/dev/null 2>"$kWork/err" || fail "Megatron's garbage collector flags: $(cat "$kWork/err")"
 # Megatron computes the exact (erf) GELU without its bias-GELU fusion; srunway-train's GPT has the tanh one only.
 expect_exit 2 "^srunway-train\\[.*\\] error: --no-bias-gelu-fusion: Megatron then computes the exact \\(erf\\) GELU, and srunway-train's GPT computes the tanh form" \
   "$kTrain" "${common[@]}" --mock-data --no-bias-gelu-fusion
