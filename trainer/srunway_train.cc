@@ -599,9 +599,23 @@ int main(int argc, char** argv) {
   app.add_option("--straggler-threshold", o.straggler_threshold,
                  "name a rank whose compute time is this many times the median...")->capture_default_str();
   app.add_option("--straggler-window", o.straggler_window, "...for this many steps in a row")->capture_default_str();
-  app.add_option("--profile-step", o.profile_step,
-                 "on a GPU, only step N inside the CUDA profiler's capture range (cuProfilerStart/Stop), for "
-                 "nsys profile --capture-range=cudaProfilerApi or ncu --profile-from-start off");
+  CLI::Option* profile_step =
+      app.add_option("--profile-step", o.profile_step,
+                     "on a GPU, only step N inside the CUDA profiler's capture range (cuProfilerStart/Stop), for "
+                     "nsys profile --capture-range=cudaProfilerApi or ncu --profile-from-start off");
+  bool profile = false;
+  int64_t profile_start = 10, profile_end = 12;
+  std::vector<int> profile_ranks = {0};
+  app.add_flag("--profile", profile,
+               "Megatron's: steps --profile-step-start + 1 to --profile-step-end inside the CUDA profiler's capture "
+               "range, on the ranks of --profile-ranks")
+      ->excludes(profile_step);
+  app.add_option("--profile-step-start", profile_start, "Megatron's: --profile's capture starts after this step")
+      ->capture_default_str()->check(srunway::common::NonNegative());
+  app.add_option("--profile-step-end", profile_end, "Megatron's: --profile's capture ends after this step")
+      ->capture_default_str()->check(srunway::common::Positive());
+  app.add_option("--profile-ranks", profile_ranks, "Megatron's: the ranks --profile captures")
+      ->capture_default_str()->check(srunway::common::NonNegative());
 
   for (const char* name : {"--preset", "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups",
                            "--ffn-hidden-size", "--max-position-embeddings", "--vocab-size", "--init-std",
@@ -717,6 +731,16 @@ int main(int argc, char** argv) {
     if (o.non_persistent_save_interval > 0) {
       o.non_persistent_dir = non_persistent_global_dir.empty() ? within(o.save) : non_persistent_global_dir;
     }
+  }
+  if (profile) {
+    if (profile_end <= profile_start) {
+      srunway::common::LogError("--profile-step-end {} is not after --profile-step-start {}: the capture holds the "
+                                "steps after the start, to the end", profile_end, profile_start);
+      return srunway::trainer::kExitUsage;
+    }
+    o.profile_step = profile_start + 1;
+    o.profile_last_step = profile_end;
+    o.profile_ranks = profile_ranks;
   }
   if (ckpt_format_option->count() > 0) {
     srunway::common::LogError("--ckpt-format {}: srunway-train neither reads nor writes Megatron's checkpoint "

@@ -788,9 +788,15 @@ common::Status Trainer::Setup() {
                                    o_.load);
   }
   if (!ParseDecayStyle(o_.lr_decay_style).ok()) return ParseDecayStyle(o_.lr_decay_style).status();
-  if (o_.profile_step < 0 || o_.profile_step > o_.train_steps) {
+  if (o_.profile_last_step == 0 && (o_.profile_step < 0 || o_.profile_step > o_.train_steps)) {
     return common::InvalidArgument("--profile-step {} is not a step of this run (1 to --train-steps {})",
                                    o_.profile_step, o_.train_steps);
+  }
+  if (o_.profile_last_step > 0 && (o_.profile_step < 1 || o_.profile_last_step < o_.profile_step ||
+                                   o_.profile_last_step > o_.train_steps)) {
+    return common::InvalidArgument("--profile: steps {} to {} (--profile-step-start {} --profile-step-end {}) are "
+                                   "not steps of this run (1 to --train-steps {})", o_.profile_step,
+                                   o_.profile_last_step, o_.profile_step - 1, o_.profile_last_step, o_.train_steps);
   }
   // The optimizer's numbers (NaN fails every comparison, so it is refused too). Megatron likewise asserts
   // 0 <= --min-lr <= --lr.
@@ -1024,11 +1030,15 @@ common::Status Trainer::Setup() {
                     "(--recompute-activations)");
   }
   if (o_.profile_step > 0 && Leader()) {
-    common::LogInfo("{}", gpu ? fmt::format("--profile-step {}: the CUDA profiler's capture range holds that step "
-                                            "(nsys profile --capture-range=cudaProfilerApi, ncu --profile-from-start "
-                                            "off)", o_.profile_step)
-                              : fmt::format("--profile-step {}: the CPU has no CUDA profiler; nothing to capture",
-                                            o_.profile_step));
+    const std::string what =
+        o_.profile_last_step == 0
+            ? fmt::format("--profile-step {}", o_.profile_step)
+            : fmt::format("--profile (steps {} to {}{})", o_.profile_step, o_.profile_last_step,
+                          o_.profile_ranks.empty() ? "" : fmt::format(" on rank {}", fmt::join(o_.profile_ranks, ", ")));
+    common::LogInfo("{}", gpu ? fmt::format("{}: the CUDA profiler's capture range holds {} (nsys profile "
+                                            "--capture-range=cudaProfilerApi, ncu --profile-from-start off)",
+                                            what, o_.profile_last_step == 0 ? "that step" : "those steps")
+                              : fmt::format("{}: the CPU has no CUDA profiler; nothing to capture", what));
   }
   if (peak_flops_ <= 0 && Leader()) {
     common::LogInfo("MFU is not shown: no dense bf16 peak is known for {}; give --peak-tflops", device_->name());
@@ -1779,9 +1789,11 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     return result;
   }
   flops_at_start_ = flops_;
+  const bool profiled = o_.profile_ranks.empty() ||
+                        std::find(o_.profile_ranks.begin(), o_.profile_ranks.end(), rank_) != o_.profile_ranks.end();
   Model::GradsReady ready = [this](ParamRange range) { reducer_->Ready(range); };
   while (step_ < o_.train_steps) {
-    if (step_ + 1 == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(true));
+    if (step_ + 1 == o_.profile_step && profiled) SRUNWAY_RETURN_IF_ERROR(device_->Profile(true));
     const auto start = Clock::now();
     const int64_t global_batch = ramp_.At(consumed_);
     if (global_batch != last_batch && Leader()) {
@@ -1878,7 +1890,9 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     ++step_;
     consumed_ += global_batch;
     flops_ += static_cast<double>(global_batch * T_) * megatron_flops_per_token;
-    if (step_ == o_.profile_step) SRUNWAY_RETURN_IF_ERROR(device_->Profile(false));
+    if (step_ == std::max(o_.profile_step, o_.profile_last_step) && profiled) {
+      SRUNWAY_RETURN_IF_ERROR(device_->Profile(false));
+    }
     window_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     ++window_steps;
     window_tokens += global_batch * T_;

@@ -158,7 +158,12 @@ struct TrainOptions {
   double exit_save_budget_s = 25;
   double straggler_threshold = 1.2;  // a rank whose compute time is this many times the median...
   int straggler_window = 5;          // ...for this many steps in a row is named
-  int64_t profile_step = 0;  // the step inside the CUDA profiler's capture range (0: none)
+  // The steps inside the CUDA profiler's capture range: profile_step to profile_last_step (0: profile_step alone),
+  // on the ranks of profile_ranks (empty: every rank). --profile-step N is N alone on every rank; Megatron's
+  // --profile --profile-step-start S --profile-step-end E --profile-ranks R... is S + 1 to E on R.
+  int64_t profile_step = 0;  // 0: none
+  int64_t profile_last_step = 0;
+  std::vector<int> profile_ranks;
 };
 
 // How a training run ended (errors are returned as a Status instead).

@@ -1190,6 +1190,16 @@ expect_exit 2 "SRUNWAY_BGRADB=no: not one of 0, 1" \
   env SRUNWAY_BGRADB=no "$kTrain" "${common[@]}" --mock-data --train-steps 2
 expect_exit 2 "--profile-step 5 is not a step of this run \\(1 to --train-steps 2\\)" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --profile-step 5
+# Megatron's --profile: steps --profile-step-start + 1 to --profile-step-end (10 and 12 by default).
+expect_exit 2 "--profile: steps 11 to 12 \\(--profile-step-start 10 --profile-step-end 12\\) are not steps of this run \\(1 to --train-steps 2\\)" \
+  "$kTrain" "${common[@]}" --mock-data --train-steps 2 --profile
+expect_exit 2 "--profile-step-end 3 is not after --profile-step-start 3" \
+  "$kTrain" "${common[@]}" --mock-data --train-steps 4 --profile --profile-step-start 3 --profile-step-end 3
+expect_exit 2 "--profile-step excludes --profile" "$kTrain" "${common[@]}" --mock-data --profile --profile-step 1
+"$kTrain" "${common[@]}" --mock-data --train-steps 4 --profile --profile-step-start 1 --profile-step-end 3 \
+  --profile-ranks 0 1 >/dev/null 2>"$kWork/err" || fail "--profile: $(cat "$kWork/err")"
+grep -q "info: --profile (steps 2 to 3 on rank 0, 1): the CPU has no CUDA profiler; nothing to capture$" "$kWork/err" ||
+  fail "--profile: $(cat "$kWork/err")"
 # No CUDA driver (one loaded from a path that does not exist, whatever this machine has): --device cuda fails
 # naming the library and where it looked; --device auto trains on the CPU and says why once.
 no_driver=(env "SRUNWAY_CUDA_DRIVER=$kWork/libcuda-missing.so.1")

@@ -166,6 +166,36 @@ TEST_P(TrainDevice, ProfilerCapturesTheStepAsked) {
       << run.log;
 }
 
+TEST_P(TrainDevice, ProfilerCapturesMegatronsRange) {
+  if (std::string_view(GetParam()) != "plain") GTEST_SKIP() << "the capture does not depend on the mode";
+  // Megatron's --profile --profile-step-start 1 --profile-step-end 4 --profile-ranks 0: steps 2 to 4, the
+  // capture starting after step 1's line and stopping after step 4's work, once; --profile-ranks without this
+  // rank: no capture.
+  for (const int rank : {0, 1}) {
+    TrainOptions o = Options("cuda", "profiled-range-" + std::to_string(rank));
+    o.profile_step = 2;
+    o.profile_last_step = 4;
+    o.profile_ranks = {rank};
+    testing::internal::CaptureStdout();
+    const Outcome run = Train(o);
+    const std::string out = testing::internal::GetCapturedStdout();
+    ASSERT_EQ(run.steps.size(), 6u) << run.log;
+    const size_t start = out.find("fake CUDA profiler: start"), stop = out.find("fake CUDA profiler: stop");
+    if (rank == 1) {
+      EXPECT_EQ(out.find("fake CUDA profiler"), std::string::npos) << "rank 0 captured:\n" << out;
+      continue;
+    }
+    const size_t step1 = out.find("step      1/6"), step3 = out.find("step      3/6"), step4 = out.find("step      4/6");
+    ASSERT_NE(step1, std::string::npos) << out;
+    ASSERT_NE(step4, std::string::npos) << out;
+    EXPECT_TRUE(step1 < start && start < step3 && step3 < stop && stop < step4) << out;
+    EXPECT_EQ(out.find("fake CUDA profiler", stop + 1), std::string::npos) << "captured more than once:\n" << out;
+    EXPECT_NE(run.log.find("--profile (steps 2 to 4 on rank 0): the CUDA profiler's capture range holds those steps"),
+              std::string::npos)
+        << run.log;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, TrainDevice, ::testing::Values("plain", "zero1", "recompute"));
 
 }  // namespace
