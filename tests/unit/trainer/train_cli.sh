@@ -414,6 +414,14 @@ diff <(losses "$kWork/np-first.jsonl" | tail -n 2) <(losses "$kWork/np-resumed.j
 "${run[@]}" --load "$kWork/np" --save "$kWork/np" --train-steps 9 "${np_flags[@]}" >/dev/null 2>"$kWork/err" ||
   fail "non-persistent: $(cat "$kWork/err")"
 grep -q "info: resumed from $kWork/np at step 8 " "$kWork/err" || fail "non-persistent older: $(cat "$kWork/err")"
+# A --finetune job requeued before its first persistent save resumes its own non-persistent checkpoint, rather than
+# fine-tuning from --load afresh.
+ft=(--load "$kWork/ckpt/iter_0000010" --finetune --save "$kWork/np-ft" --train-steps 8 "${np_flags[@]}")
+"${run[@]}" "${ft[@]}" >/dev/null 2>"$kWork/err" || fail "non-persistent --finetune: $(cat "$kWork/err")"
+rm -r "$kWork/np-ft/iter_0000004" "$kWork/np-ft/iter_0000008" "$kWork/np-ft/latest_checkpointed_iteration.txt"
+"${run[@]}" "${ft[@]}" >/dev/null 2>"$kWork/err" || fail "non-persistent --finetune requeued: $(cat "$kWork/err")"
+grep -q "info: resumed from $kWork/np-ft/non_persistent at step 6 " "$kWork/err" ||
+  fail "non-persistent --finetune requeued: $(cat "$kWork/err")"
 expect_exit 2 "--non-persistent-ckpt-type local: srunway-train's non-persistent checkpoints are global ones" \
   "${run[@]}" --save "$kWork/np" --non-persistent-save-interval 3 --non-persistent-ckpt-type local
 expect_exit 2 "--non-persistent-save-interval needs --non-persistent-ckpt-type global" \
