@@ -428,6 +428,10 @@ expect_exit 2 "--non-persistent-save-interval needs --non-persistent-ckpt-type g
   "${run[@]}" --save "$kWork/np" --non-persistent-save-interval 3
 expect_exit 2 "--non-persistent-save-interval needs --save or --non-persistent-global-ckpt-dir" \
   "${run[@]}" --non-persistent-save-interval 3 --non-persistent-ckpt-type global
+# It keeps only its newest: --save's own directory would lose its checkpoints.
+expect_exit 2 "--non-persistent-global-ckpt-dir $kWork/np/ is --save's directory: it keeps only its newest checkpoint" \
+  "${run[@]}" --save "$kWork/np" --non-persistent-global-ckpt-dir "$kWork/np/" "${np_flags[@]}"
+[[ -d $kWork/np/iter_0000008 ]] || fail "--non-persistent-global-ckpt-dir as --save deleted a checkpoint"
 echo "ok: non-persistent checkpoints keep the newest, which a killed job resumes from"
 
 # --use-checkpoint-opt_param-scheduler (Megatron's): a resume takes the schedule its checkpoint kept, not the
