@@ -788,13 +788,10 @@ common::Status Trainer::Setup() {
                                    o_.load);
   }
   if (!ParseDecayStyle(o_.lr_decay_style).ok()) return ParseDecayStyle(o_.lr_decay_style).status();
-  // The non-persistent checkpoints' directory keeps only its newest: --save's or --load's would lose the others.
-  for (const auto& [flag, dir] : {std::pair{"--save", o_.save}, std::pair{"--load", o_.load}}) {
-    if (SamePath(o_.non_persistent_dir, dir)) {
-      return common::InvalidArgument("--non-persistent-global-ckpt-dir {} is {}'s directory: it keeps only its "
-                                     "newest checkpoint, so it needs a directory of its own", o_.non_persistent_dir,
-                                     flag);
-    }
+  // The non-persistent checkpoints' directory keeps only its newest: --save's would lose the others.
+  if (SamePath(o_.non_persistent_dir, o_.save)) {
+    return common::InvalidArgument("--non-persistent-global-ckpt-dir {} is --save's directory: it keeps only its "
+                                   "newest checkpoint, so it needs a directory of its own", o_.non_persistent_dir);
   }
   if (o_.profile_last_step == 0 && (o_.profile_step < 0 || o_.profile_step > o_.train_steps)) {
     return common::InvalidArgument("--profile-step {} is not a step of this run (1 to --train-steps {})",
