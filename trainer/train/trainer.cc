@@ -393,11 +393,14 @@ class Trainer {
   common::Status CheckSaveDir();
   // A start-up step every rank takes: they agree on it before anyone goes on, `mine` being this rank's outcome.
   common::Status AgreeOnOutcome(common::Status mine, common::StatusCode code, std::string_view could_not);
-  // A checkpoint in --save, or with `non_persistent` in the non-persistent checkpoints' directory.
+  // A checkpoint in --save, or with `non_persistent` in the non-persistent checkpoints' directory, once ZeRO-1's
+  // gather of the weights in flight has arrived; how long it took is kept (last_save_s_).
   common::Status Save(const char* why, bool non_persistent = false);
+  common::Status WriteCheckpoint(const char* why, bool non_persistent);
   // --log-progress (rank 0): `event` appended to --save's progress.txt; a failure is said, and training goes on.
   void LogProgress(std::string_view event);
   void LogSavedProgress();  // the "Saved checkpoint" line, with the throughputs
+  std::filesystem::path ProgressPath() const;  // --save's progress.txt
   // What a checkpoint records of the run beside the state: the data and how it is batched and sharded, and a
   // fingerprint of the next sample the run would draw.
   common::Json RunSettings();
@@ -1039,7 +1042,8 @@ common::Status Trainer::Setup() {
         o_.profile_last_step == 0
             ? fmt::format("--profile-step {}", o_.profile_step)
             : fmt::format("--profile (steps {} to {}{})", o_.profile_step, o_.profile_last_step,
-                          o_.profile_ranks.empty() ? "" : fmt::format(" on rank {}", fmt::join(o_.profile_ranks, ", ")));
+                          o_.profile_ranks.empty() ? ""
+                                                   : fmt::format(" on rank {}", fmt::join(o_.profile_ranks, ", ")));
     common::LogInfo("{}", gpu ? fmt::format("{}: the CUDA profiler's capture range holds {} (nsys profile "
                                             "--capture-range=cudaProfilerApi, ncu --profile-from-start off)",
                                             what, o_.profile_last_step == 0 ? "that step" : "those steps")
@@ -1292,8 +1296,10 @@ void Trainer::KeepTimedChoices(const common::Json& extra, const std::string& fro
   }
 }
 
+std::filesystem::path Trainer::ProgressPath() const { return std::filesystem::path(o_.save) / "progress.txt"; }
+
 void Trainer::LogProgress(std::string_view event) {
-  const std::filesystem::path path = std::filesystem::path(o_.save) / "progress.txt";
+  const std::filesystem::path path = ProgressPath();
   const char* job = std::getenv("SLURM_JOB_ID");
   const common::Status written =
       AppendProgress(path, ProgressLine(std::time(nullptr), job != nullptr ? job : "", world_, event));
@@ -1306,7 +1312,7 @@ void Trainer::LogSavedProgress() {
   const double world = static_cast<double>(world_);
   const double job_s = std::chrono::duration<double>(Clock::now() - started_).count();
   const double job_tflops = (flops_ - flops_at_start_) / (job_s * 1e12 * world);
-  const std::filesystem::path path = std::filesystem::path(o_.save) / "progress.txt";
+  const std::filesystem::path path = ProgressPath();
   ProgressStart start{job_started_, flops_at_start_};
   // A file that cannot be read cannot be written either, as the line appended below says.
   if (auto text = common::ReadFile(path); text.ok()) {
@@ -1358,7 +1364,7 @@ common::Status Trainer::TakeSchedule(const common::Json& extra, const std::strin
   }
   const std::string where = from + ": opt_param_scheduler";
   const common::Json flags = ScheduleJson();
-  TrainOptions taken = o_;
+  std::string decay_style, wsd_style, wd_style;
   LrSchedule lr;
   WeightDecaySchedule wd;
   bool in_samples = false;
@@ -1369,18 +1375,16 @@ common::Status Trainer::TakeSchedule(const common::Json& extra, const std::strin
     SRUNWAY_ASSIGN_OR_RETURN(lr.decay_steps, common::JsonField<int64_t>(*kept, "lr_decay_steps", where));
     SRUNWAY_ASSIGN_OR_RETURN(lr.constant_steps, common::JsonField<int64_t>(*kept, "constant_steps", where));
     SRUNWAY_ASSIGN_OR_RETURN(lr.wsd_decay_steps, common::JsonField<int64_t>(*kept, "lr_wsd_decay_steps", where));
-    SRUNWAY_ASSIGN_OR_RETURN(taken.lr_decay_style, common::JsonField<std::string>(*kept, "lr_decay_style", where));
-    SRUNWAY_ASSIGN_OR_RETURN(taken.lr_wsd_decay_style,
-                             common::JsonField<std::string>(*kept, "lr_wsd_decay_style", where));
+    SRUNWAY_ASSIGN_OR_RETURN(decay_style, common::JsonField<std::string>(*kept, "lr_decay_style", where));
+    SRUNWAY_ASSIGN_OR_RETURN(wsd_style, common::JsonField<std::string>(*kept, "lr_wsd_decay_style", where));
     SRUNWAY_ASSIGN_OR_RETURN(wd.start, common::JsonField<float>(*kept, "start_wd", where));
     SRUNWAY_ASSIGN_OR_RETURN(wd.end, common::JsonField<float>(*kept, "end_wd", where));
     SRUNWAY_ASSIGN_OR_RETURN(wd.steps, common::JsonField<int64_t>(*kept, "wd_incr_steps", where));
-    SRUNWAY_ASSIGN_OR_RETURN(taken.weight_decay_incr_style,
-                             common::JsonField<std::string>(*kept, "wd_incr_style", where));
+    SRUNWAY_ASSIGN_OR_RETURN(wd_style, common::JsonField<std::string>(*kept, "wd_incr_style", where));
     SRUNWAY_ASSIGN_OR_RETURN(in_samples, common::JsonField<bool>(*kept, "in_samples", where));
-    SRUNWAY_ASSIGN_OR_RETURN(lr.style, ParseDecayStyle(taken.lr_decay_style));
-    SRUNWAY_ASSIGN_OR_RETURN(lr.wsd, ParseWsdDecay(taken.lr_wsd_decay_style));
-    SRUNWAY_ASSIGN_OR_RETURN(wd.style, ParseWeightDecayStyle(taken.weight_decay_incr_style));
+    SRUNWAY_ASSIGN_OR_RETURN(lr.style, ParseDecayStyle(decay_style));
+    SRUNWAY_ASSIGN_OR_RETURN(lr.wsd, ParseWsdDecay(wsd_style));
+    SRUNWAY_ASSIGN_OR_RETURN(wd.style, ParseWeightDecayStyle(wd_style));
     if (lr.warmup_steps < 0 || lr.decay_steps < 1 || lr.constant_steps < 0 || lr.wsd_decay_steps < 0 ||
         wd.steps < 1) {
       return common::InvalidArgument("{}: a step count out of range", where);
@@ -1394,9 +1398,9 @@ common::Status Trainer::TakeSchedule(const common::Json& extra, const std::strin
                                       "--use-checkpoint-opt_param-scheduler", from, in_samples ? "samples" : "steps",
                                       schedule_in_samples_ ? "samples" : "steps");
   }
-  o_.lr_decay_style = taken.lr_decay_style;
-  o_.lr_wsd_decay_style = taken.lr_wsd_decay_style;
-  o_.weight_decay_incr_style = taken.weight_decay_incr_style;
+  o_.lr_decay_style = std::move(decay_style);
+  o_.lr_wsd_decay_style = std::move(wsd_style);
+  o_.weight_decay_incr_style = std::move(wd_style);
   schedule_ = lr;
   weight_decay_ = wd;
   if (!Leader()) return common::Status::Ok();
@@ -1404,7 +1408,8 @@ common::Status Trainer::TakeSchedule(const common::Json& extra, const std::strin
   const common::Json now = ScheduleJson();
   for (const auto& [key, value] : now.items()) {
     if (flags[key] == value) continue;
-    differ += fmt::format("{}{} {} (the flags': {})", differ.empty() ? "" : ", ", key, Shown(value), Shown(flags[key]));
+    differ += fmt::format("{}{} {} (the flags': {})", differ.empty() ? "" : ", ", key, Shown(value),
+                          Shown(flags[key]));
   }
   common::LogInfo("the schedule {} kept (--use-checkpoint-opt_param-scheduler): {}", from,
                   differ.empty() ? "the flags' own" : differ);
@@ -1519,6 +1524,14 @@ common::Status Trainer::CheckSaveDir() {
 }
 
 common::Status Trainer::Save(const char* why, bool non_persistent) {
+  const auto start = Clock::now();
+  SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
+  SRUNWAY_RETURN_IF_ERROR(WriteCheckpoint(why, non_persistent));
+  last_save_s_ = std::chrono::duration<double>(Clock::now() - start).count();
+  return common::Status::Ok();
+}
+
+common::Status Trainer::WriteCheckpoint(const char* why, bool non_persistent) {
   const std::string& dir = non_persistent ? o_.non_persistent_dir : o_.save;
   if (dir.empty()) return common::Status::Ok();
   // Every rank writes its shard at once: its ZeRO-1 slices, or without ZeRO-1 the same slices of its replica, so
@@ -1998,14 +2011,11 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       }
     }
     if (signal != 0 || interval_save || step_ == o_.train_steps) {
-      const auto save_start = Clock::now();
-      SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
       SRUNWAY_RETURN_IF_ERROR(Save(signal > 0                   ? "stopping on a signal"
                                    : signal == kTimeUp       ? "--exit-duration-in-mins"
                                    : signal == kExitInterval ? "--exit-interval"
                                    : step_ == o_.train_steps ? "final"
                                                              : "interval"));
-      last_save_s_ = std::chrono::duration<double>(Clock::now() - save_start).count();
       result.saved = !o_.save.empty();
       if (signal != 0) {
         result.ending = signal == kTimeUp         ? TrainResult::Ending::kTimeLimit
@@ -2016,10 +2026,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
         return result;
       }
     } else if (o_.non_persistent_save_interval > 0 && step_ % o_.non_persistent_save_interval == 0) {
-      const auto save_start = Clock::now();
-      SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
       SRUNWAY_RETURN_IF_ERROR(Save("non-persistent", /*non_persistent=*/true));
-      last_save_s_ = std::chrono::duration<double>(Clock::now() - save_start).count();
     }
   }
   result.step = step_;
