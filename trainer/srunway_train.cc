@@ -137,6 +137,14 @@ int main(int argc, char** argv) {
       ->check(srunway::common::Positive());
   app.add_option("--rotary-base", rotary_base, "RoPE's theta (Llama; default: the preset's)")
       ->check(srunway::common::Positive());
+  bool use_rope_scaling = false;
+  float rope_scaling_factor = 8.0f;
+  CLI::Option* rope_scaling =
+      app.add_flag("--use-rope-scaling", use_rope_scaling,
+                   "Megatron's: Llama 3.1's RoPE scaling (Llama): wavelengths past 8192 positions turn "
+                   "--rope-scaling-factor times slower, those under 2048 stay, those between are interpolated");
+  app.add_option("--rope-scaling-factor", rope_scaling_factor, "Megatron's: --use-rope-scaling's factor")
+      ->capture_default_str()->check(srunway::common::Positive())->needs(rope_scaling);
   // A size given is at least 1 (0 would otherwise read as "the preset's", silently); so are the other numbers
   // whose 0 stands for "not given".
   const CLI::Range size_range(1, 1 << 24);
@@ -823,6 +831,12 @@ int main(int argc, char** argv) {
   if (init_std > 0) o.model.init_std = init_std;
   if (norm_eps > 0) o.model.norm_eps = norm_eps;
   if (rotary_base > 0) o.model.rope_theta = rotary_base;
+  if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's
+    o.model.rope_scaling_factor = rope_scaling_factor;
+    o.model.rope_low_freq_factor = 1.0f;
+    o.model.rope_high_freq_factor = 4.0f;
+    o.model.rope_original_positions = 8192;
+  }
   if (checkpoint_args) {
     const auto weights = srunway::trainer::WeightsFile(o.load);
     auto saved = [&]() -> srunway::common::StatusOr<srunway::trainer::ModelConfig> {

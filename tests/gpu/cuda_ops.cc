@@ -35,6 +35,7 @@ using srunway::gpu_tests::Gpu;
 using srunway::trainer::Buffer;
 using srunway::trainer::Device;
 using srunway::trainer::DType;
+using srunway::trainer::RopeFrequencies;
 namespace cpu = srunway::trainer::cpu;
 namespace cuda = srunway::trainer::cuda;
 
@@ -266,8 +267,9 @@ void Swiglu(Gpu& gpu) {
 }
 
 // Llama-style grouped heads (H 8, KV 2, head dim 64) over positions up to 511 (with `documents`, each token's
-// place in its document); forward then backward (the backward of a rotation turns gradients back).
-void Rope(Gpu& gpu, bool documents) {
+// place in its document); forward then backward (the backward of a rotation turns gradients back). `rope`: its
+// frequencies (scaled, Llama 3.1's scaling).
+void Rope(Gpu& gpu, bool documents, const RopeFrequencies& rope = {}) {
   const int B = 2, T = 512, H = 8, KV = 2, hd = 64;
   const size_t n = static_cast<size_t>(B) * T * (H + 2 * KV) * hd;
   auto qkv = Rounded(Random(n)), dqkv = Rounded(Random(n));
@@ -275,14 +277,15 @@ void Rope(Gpu& gpu, bool documents) {
   const std::vector<int32_t> positions = PositionsIn(RandomDocumentStarts(B, T), T);
   Buffer gpositions = gpu.I32(positions);
   const int32_t* gpu_positions = documents ? gpositions.as<int32_t>() : nullptr;
-  gpu.Launched(cuda::RopeForward(gqkv.as<uint16_t>(), gpu_positions, B, T, H, KV, hd, 10000.0f, gpu.stream()),
+  gpu.Launched(cuda::RopeForward(gqkv.as<uint16_t>(), gpu_positions, B, T, H, KV, hd, rope, gpu.stream()),
                "RopeForward");
-  gpu.Launched(cuda::RopeBackward(gdqkv.as<uint16_t>(), gpu_positions, B, T, H, KV, hd, 10000.0f, gpu.stream()),
+  gpu.Launched(cuda::RopeBackward(gdqkv.as<uint16_t>(), gpu_positions, B, T, H, KV, hd, rope, gpu.stream()),
                "RopeBackward");
   const cpu::Documents docs{documents ? positions.data() : nullptr, nullptr};
-  cpu::RopeForward(qkv.data(), B, T, H, KV, hd, 10000.0f, docs);
-  cpu::RopeBackward(dqkv.data(), B, T, H, KV, hd, 10000.0f, docs);
-  const std::string which = documents ? " (documents)" : "";
+  cpu::RopeForward(qkv.data(), B, T, H, KV, hd, rope, docs);
+  cpu::RopeBackward(dqkv.data(), B, T, H, KV, hd, rope, docs);
+  const std::string which =
+      std::string(documents ? " (documents)" : "") + (rope.scaling_factor > 0 ? " (scaled)" : "");
   Compare("rope forward" + which, gpu.Read(gqkv), qkv, kBf16Rtol, 8e-3f);
   Compare("rope backward" + which, gpu.Read(gdqkv), dqkv, kBf16Rtol, 8e-3f);
 }
@@ -800,6 +803,8 @@ int main(int argc, char** argv) {
     Swiglu(gpu);
     Rope(gpu, false);
     Rope(gpu, true);
+    // Wavelengths past 64 positions slowed 8 times, under 16 kept, between interpolated: all three kinds of pair.
+    Rope(gpu, false, {500000.0f, 8.0f, 1.0f, 4.0f, 64.0f});
     Dropout(gpu);
     Classifier(gpu, 64, 50257);
     Classifier(gpu, 100, 512);

@@ -408,6 +408,28 @@ namespace {
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
+// config.json's rope_scaling: null, rope_type default (none) or llama3 (Llama 3.1's, which ModelConfig holds); the
+// type's key was "type" before transformers 4.43.
+common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::string& where, ModelConfig& c) {
+  if (!json.contains("rope_scaling") || json["rope_scaling"].is_null()) return common::Status::Ok();
+  const common::Json& r = json["rope_scaling"];
+  const std::string at = where + ": rope_scaling";
+  const char* type_key = r.is_object() && !r.contains("rope_type") && r.contains("type") ? "type" : "rope_type";
+  SRUNWAY_ASSIGN_OR_RETURN(std::string type, common::JsonField<std::string>(r, type_key, at));
+  if (type == "default") return common::Status::Ok();
+  if (type != "llama3") {
+    return common::FailedPrecondition("{}: rope_type '{}': srunway-train's llama scales RoPE as Llama 3.1 does "
+                                      "(llama3) or not at all", at, type);
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(c.rope_scaling_factor, common::JsonField<float>(r, "factor", at));
+  SRUNWAY_ASSIGN_OR_RETURN(c.rope_low_freq_factor, common::JsonField<float>(r, "low_freq_factor", at));
+  SRUNWAY_ASSIGN_OR_RETURN(c.rope_high_freq_factor, common::JsonField<float>(r, "high_freq_factor", at));
+  SRUNWAY_ASSIGN_OR_RETURN(c.rope_original_positions,
+                           common::JsonField<int>(r, "original_max_position_embeddings", at));
+  if (c.rope_scaling_factor == 0) return common::FailedPrecondition("{}: factor must be positive, got 0", at);
+  return common::Status::Ok();
+}
+
 }  // namespace
 
 common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where) {
@@ -454,7 +476,7 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, number("rms_norm_eps", 1e-6));  // LlamaConfig's defaults
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_theta, number("rope_theta", 10000.0));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "silu"));
-    SRUNWAY_RETURN_IF_ERROR(refuse_unless("rope_scaling", nullptr));
+    SRUNWAY_RETURN_IF_ERROR(RopeScalingFromHuggingFace(json, where, c));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
     if (c.n_head > 0 && c.d_model % c.n_head == 0) {
@@ -480,12 +502,20 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
             {"activation_function", "gelu_new"}, {"initializer_range", Shortest(c.init_std)},
             {"torch_dtype", torch_dtype}};
   }
+  common::Json rope_scaling = nullptr;
+  if (c.rope_scaling_factor != 0) {
+    rope_scaling = {{"rope_type", "llama3"}, {"factor", Shortest(c.rope_scaling_factor)},
+                    {"low_freq_factor", Shortest(c.rope_low_freq_factor)},
+                    {"high_freq_factor", Shortest(c.rope_high_freq_factor)},
+                    {"original_max_position_embeddings", c.rope_original_positions}};
+  }
   return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"num_hidden_layers", c.n_layer},
           {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head}, {"num_key_value_heads", c.n_kv_head},
           {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.seq_len}, {"vocab_size", c.vocab},
-          {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)}, {"hidden_act", "silu"},
-          {"tie_word_embeddings", false}, {"attention_bias", false}, {"mlp_bias", false},
-          {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
+          {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)},
+          {"rope_scaling", rope_scaling}, {"hidden_act", "silu"}, {"tie_word_embeddings", false},
+          {"attention_bias", false}, {"mlp_bias", false}, {"initializer_range", Shortest(c.init_std)},
+          {"torch_dtype", torch_dtype}};
 }
 
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,

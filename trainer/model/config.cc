@@ -137,6 +137,28 @@ common::Status Validate(const ModelConfig& c) {
       return common::InvalidArgument("init_std, norm_eps and rope_theta must be positive and finite");
     }
   }
+  if (c.rope_scaling_factor == 0) return common::Status::Ok();
+  if (c.arch != Arch::kLlama) {
+    return common::InvalidArgument("RoPE scaling (--use-rope-scaling) needs RoPE, which GPT's learned positions are "
+                                   "not: a Llama model");
+  }
+  const std::pair<const char*, float> scaling[] = {{"factor (--rope-scaling-factor)", c.rope_scaling_factor},
+                                                   {"low_freq_factor", c.rope_low_freq_factor},
+                                                   {"high_freq_factor", c.rope_high_freq_factor}};
+  for (const auto& [name, value] : scaling) {
+    if (!(value > 0 && std::isfinite(value))) {
+      return common::InvalidArgument("RoPE scaling's {} must be positive and finite, got {}", name, value);
+    }
+  }
+  // The wavelengths between the two bounds are interpolated over high - low, which must not be 0 (nor turn them).
+  if (!(c.rope_high_freq_factor > c.rope_low_freq_factor)) {
+    return common::InvalidArgument("RoPE scaling's high_freq_factor {} must be larger than its low_freq_factor {}",
+                                   c.rope_high_freq_factor, c.rope_low_freq_factor);
+  }
+  if (c.rope_original_positions <= 0) {
+    return common::InvalidArgument("RoPE scaling's original_max_position_embeddings must be positive, got {}",
+                                   c.rope_original_positions);
+  }
   return common::Status::Ok();
 }
 
@@ -153,6 +175,14 @@ common::Json ToJson(const ModelConfig& c) {
   json["init_std"] = c.init_std;
   json["norm_eps"] = c.norm_eps;
   json["rope_theta"] = c.rope_theta;
+  // Hugging Face's names, as its config.json's rope_scaling holds them; null (written always, so that
+  // DescribeDifference names it either way) where there is none.
+  json["rope_scaling"] = nullptr;
+  if (c.rope_scaling_factor != 0) {
+    json["rope_scaling"] = {{"factor", c.rope_scaling_factor}, {"low_freq_factor", c.rope_low_freq_factor},
+                            {"high_freq_factor", c.rope_high_freq_factor},
+                            {"original_max_position_embeddings", c.rope_original_positions}};
+  }
   return json;
 }
 
@@ -176,6 +206,17 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, common::JsonField<float>(json, "init_std", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, common::JsonField<float>(json, "norm_eps", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.rope_theta, common::JsonField<float>(json, "rope_theta", where));
+  // Checkpoints before 2026-12-04 have no rope_scaling: none.
+  if (json.contains("rope_scaling") && !json["rope_scaling"].is_null()) {
+    const std::string scaling = std::string(where) + ": rope_scaling";
+    const common::Json& r = json["rope_scaling"];
+    SRUNWAY_ASSIGN_OR_RETURN(c.rope_scaling_factor, common::JsonField<float>(r, "factor", scaling));
+    SRUNWAY_ASSIGN_OR_RETURN(c.rope_low_freq_factor, common::JsonField<float>(r, "low_freq_factor", scaling));
+    SRUNWAY_ASSIGN_OR_RETURN(c.rope_high_freq_factor, common::JsonField<float>(r, "high_freq_factor", scaling));
+    SRUNWAY_ASSIGN_OR_RETURN(c.rope_original_positions,
+                             common::JsonField<int>(r, "original_max_position_embeddings", scaling));
+    if (c.rope_scaling_factor == 0) return common::InvalidArgument("{}: factor must be positive, got 0", scaling);
+  }
   SRUNWAY_RETURN_IF_ERROR(Validate(c).WithContext(where));
   return c;
 }

@@ -8,6 +8,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "trainer/ops/rope_frequency.h"
 
 namespace srunway::trainer {
 
@@ -27,8 +28,18 @@ struct ModelConfig {
   float init_std = 0.02f;
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;  // Llama only
+  // Llama 3.1's RoPE scaling (Llama only; --use-rope-scaling, Hugging Face's rope_scaling of rope_type llama3):
+  // factor 0 is none. The other three are Megatron's fixed values unless a Hugging Face config gives others.
+  float rope_scaling_factor = 0.0f;
+  float rope_low_freq_factor = 1.0f;
+  float rope_high_freq_factor = 4.0f;
+  int rope_original_positions = 8192;
 
   int head_dim() const { return d_model / n_head; }
+  RopeFrequencies rope() const {
+    return {rope_theta, rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
+            static_cast<float>(rope_original_positions)};
+  }
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT ties the output layer to the token embedding; Llama has its own.
   bool tied_embeddings() const { return arch == Arch::kGpt; }

@@ -211,7 +211,7 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   const BasicLayerViews<void>& w = w_.layers[l];
   NormForward(a.norm1.data(), a.mean1.as<float>(), a.rstd1.as<float>(), input, w.norm1_w, w.norm1_b, N);
   ops_->MatmulForward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, N, C, QKV);
-  if (!gpt) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope_theta, docs_);
+  if (!gpt) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope(), docs_);
   ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l), docs_);
   ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, C, C);  // scratch: projection out
   ops_->Dropout(d_attn_.data(), NC, Site(1 + 3 * l));
@@ -324,7 +324,7 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     done(layout_.LayerPart(l, "proj."));
     ops_->AttentionBackward(d_qkv_.data(), d_attn_.data(), a.attn.data(), a.qkv.data(), a.att.as<float>(), B, T, H, KV,
                             hd, Site(2 + 3 * l), docs_);
-    if (!gpt) ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope_theta, docs_);
+    if (!gpt) ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope(), docs_);
     ops_->MatmulBackward(d_norm_.data(), dw.qkv_w, dw.qkv_b, d_qkv_.data(), a.norm1.data(), w.qkv_w, N, C, QKV,
                          dw_mode);
     done(layout_.LayerPart(l, "qkv."));

@@ -91,8 +91,10 @@ class Ops {
   virtual void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved,
                                  int B, int T, int H, int KV, int hd, const DropoutSite& dropout,
                                  const Documents& docs) = 0;
-  virtual void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) = 0;
-  virtual void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) = 0;
+  virtual void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+                           const Documents& docs) = 0;
+  virtual void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+                            const Documents& docs) = 0;
   virtual void GeluForward(void* out, const void* inp, int64_t n) = 0;
   virtual void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) = 0;
   virtual void SwigluForward(void* out, const void* inp, int N, int F) = 0;

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import load, model_loss  # noqa: E402
+from torch_reference import llama3_inv_freq, load, model_loss  # noqa: E402
 
 failures = []
 TRAIN, PREP, WORK = sys.argv[1:4]
@@ -114,8 +114,9 @@ def llama_weights(gen, tied=False):
     return sd
 
 
-def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5):
-    """LlamaForCausalLM's forward: rotate_half RoPE on q and k, grouped KV heads repeated, SwiGLU, RMSNorm."""
+def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
+    """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling of
+    rope_type llama3), grouped KV heads repeated, SwiGLU, RMSNorm."""
     B, T = tokens.shape
     hd = C // HEADS
 
@@ -126,6 +127,8 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5):
         return torch.cat([-x[..., hd // 2:], x[..., : hd // 2]], dim=-1)
 
     inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    if scaling is not None:
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
     cos, sin = emb.cos()[None, None], emb.sin()[None, None]
@@ -165,7 +168,7 @@ def check(what, ok, detail="", always=False):
         failures.append(what)
 
 
-def exported_loss(path, preset_args, tokens, targets, llama):
+def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
     """Loads `path` into srunway-train, exports it, and returns the export's loss in our layout."""
     out = os.path.join(WORK, "export.safetensors")
     if os.path.exists(out):
@@ -175,11 +178,12 @@ def exported_loss(path, preset_args, tokens, targets, llama):
         check(f"srunway-train --skip-train --load {os.path.basename(path)}", False, err.strip()[-400:])
         return None
     ours = load(out)
-    return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, 10000.0).item(), err
+    return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, 10000.0,
+                      scaling=scaling).item(), err
 
 
-def compare(what, path, preset_args, reference, tokens, targets, llama):
-    got = exported_loss(path, preset_args, tokens, targets, llama)
+def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=None):
+    got = exported_loss(path, preset_args, tokens, targets, llama, scaling)
     if got is None:
         return None
     loss, log = got
@@ -275,13 +279,61 @@ def main():
         got = [re.sub(r"\| [0-9.]+ ms.*", "", line) for line in out.splitlines() if line.startswith("step")]
         check(f"--use-checkpoint-args --load {os.path.relpath(path, WORK)}", rc == 0 and got == steps[0],
               f"exit {rc}, {got} vs {steps[0]} {err.strip()[-300:]}")
-    with open(os.path.join(with_config, "config.json"), "w") as f:
-        json.dump({**config, "model_type": "llama", "num_hidden_layers": LAYERS, "hidden_size": C,
-                   "num_attention_heads": HEADS, "intermediate_size": FFN, "max_position_embeddings": SEQ,
-                   "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, f)
-    expect_error("a config.json with RoPE scaling", ["--use-checkpoint-args", "--load",
-                 os.path.join(with_config, "model.safetensors"), "--finetune"], 1,
-                 r"config\.json: rope_scaling is .*llama3.*: srunway-train's llama has null")
+    # Llama 3.1's RoPE scaling from config.json, its bounds small (wavelengths past 64 positions slowed, under 16
+    # kept) so that it changes the loss of 32 positions: Hugging Face's forward with it is the loaded model's.
+    llama_dir = os.path.join(WORK, "llama-scaled")
+    os.makedirs(llama_dir, exist_ok=True)
+    save(os.path.join(llama_dir, "model.safetensors"), sd_l)
+    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 64}
+    llama_config = {"model_type": "llama", "num_hidden_layers": LAYERS, "hidden_size": C,
+                    "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
+                    "max_position_embeddings": SEQ, "vocab_size": VOCAB, "rms_norm_eps": 1e-5,
+                    "rope_scaling": scaling}
+    with open(os.path.join(llama_dir, "config.json"), "w") as f:
+        json.dump(llama_config, f)
+    scaled, unscaled = (llama_loss(sd_l, tokens, targets, scaling=r).item() for r in (scaling, None))
+    check("RoPE scaling changes Hugging Face's loss here", abs(scaled - unscaled) > 1e-3,
+          f"{scaled:.6f} with it, {unscaled:.6f} without", always=True)
+    compare("Llama with config.json's rope_scaling (llama3)", llama_dir, ["--use-checkpoint-args"], scaled, tokens,
+            targets, True, scaling)
+    with open(os.path.join(llama_dir, "config.json"), "w") as f:
+        json.dump({**llama_config, "rope_scaling": {"type": "linear", "factor": 2.0}}, f)
+    expect_error("a config.json with linear RoPE scaling", ["--use-checkpoint-args", "--load", llama_dir,
+                 "--finetune"], 1,
+                 r"config\.json: rope_scaling: rope_type 'linear': srunway-train's llama scales RoPE as Llama 3\.1")
+    with open(os.path.join(llama_dir, "config.json"), "w") as f:
+        json.dump({**llama_config, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, f)
+    expect_error("a config.json with llama3 RoPE scaling lacking its bounds", ["--use-checkpoint-args", "--load",
+                 llama_dir, "--finetune"], 1, r"config\.json: rope_scaling: missing key 'low_freq_factor'")
+    # And out again: --export-hf writes the scaling into config.json, and what it wrote loads back with it.
+    with open(os.path.join(llama_dir, "config.json"), "w") as f:
+        json.dump(llama_config, f)
+    scaled_out = os.path.join(WORK, "hf-llama-scaled")
+    rc, _, err = train("--use-checkpoint-args", "--load", llama_dir, "--skip-train", "--eval-iters", "0",
+                       "--export-hf", scaled_out)
+    written = {}
+    if rc == 0:
+        with open(os.path.join(scaled_out, "config.json")) as f:
+            written = json.load(f).get("rope_scaling")
+    check("--export-hf of a scaled Llama: config.json's rope_scaling", rc == 0 and written == scaling,
+          f"exit {rc}, {written} {err.strip()[-300:]}")
+    if rc == 0:
+        loss = llama_loss(load(os.path.join(scaled_out, "model.safetensors")), tokens, targets,
+                          scaling=written).item()
+        check("--export-hf of a scaled Llama: Hugging Face's loss", abs(loss - scaled) <= 1e-5,
+              f"{loss:.6f} vs {scaled:.6f}")
+        back = os.path.join(WORK, "back-scaled.safetensors")
+        rc, _, err = train("--use-checkpoint-args", "--load", scaled_out, "--skip-train", "--eval-iters", "0",
+                           "--export", back)
+        header = {}
+        if rc == 0:
+            with open(back, "rb") as f:
+                header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+        model = json.loads(header.get("__metadata__", {}).get("srunway_model", "{}"))
+        want = {k: v for k, v in scaling.items() if k != "rope_type"}
+        check("--export-hf of a scaled Llama loaded back keeps the scaling", model.get("rope_scaling") == want,
+              f"exit {rc}, {model} {err.strip()[-300:]}")
 
     with open(os.path.join(with_config, "config.json"), "w") as f:
         json.dump({"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_positions": SEQ,

@@ -201,11 +201,11 @@ TEST(DocumentPositionsTest, StartAgainInEachDocument) {
   std::vector<float> qkv(T * row);
   for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = std::sin(0.37f * static_cast<float>(i));
   std::vector<float> plain = qkv, turned = qkv;
-  cpu::RopeForward(plain.data(), 1, T, H, KV, hd, 10000.0f);
-  cpu::RopeForward(turned.data(), 1, T, H, KV, hd, 10000.0f, docs);
+  cpu::RopeForward(plain.data(), 1, T, H, KV, hd, RopeFrequencies{});
+  cpu::RopeForward(turned.data(), 1, T, H, KV, hd, RopeFrequencies{}, docs);
   // The same input rows from kStart on, at positions from 0: the plain sequence's first rows of that input.
   std::vector<float> shifted(qkv.begin() + kStart * row, qkv.end());
-  cpu::RopeForward(shifted.data(), 1, T - kStart, H, KV, hd, 10000.0f);
+  cpu::RopeForward(shifted.data(), 1, T - kStart, H, KV, hd, RopeFrequencies{});
   for (int t = 0; t < T; ++t) {
     for (int i = 0; i < row; ++i) {
       const float want = t < kStart ? plain[t * row + i] : shifted[(t - kStart) * row + i];

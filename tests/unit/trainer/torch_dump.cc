@@ -138,9 +138,25 @@ void DumpOps(const fs::path& dir) {
     auto& dinp = c.Zeros("dinp", {B, T, row});
     out = inp;
     dinp = dout;
-    cpu::RopeForward(out.data(), B, T, H, KV, hd, 10000.0f);
-    cpu::RopeBackward(dinp.data(), B, T, H, KV, hd, 10000.0f);
+    cpu::RopeForward(out.data(), B, T, H, KV, hd, RopeFrequencies{});
+    cpu::RopeBackward(dinp.data(), B, T, H, KV, hd, RopeFrequencies{});
     c.Write(dir / "rope.safetensors");
+  }
+  {
+    // Llama 3.1's scaling, its bounds made small (wavelengths past 64 positions slowed, under 16 kept) so that the
+    // head's four pairs hold all three cases; positions up to 99.
+    Case c;
+    const int B = 1, T = 100, H = 2, KV = 1, hd = 8, row = (H + 2 * KV) * hd;
+    const RopeFrequencies rope{10000.0f, 8.0f, 1.0f, 4.0f, 64.0f};
+    auto& inp = c.Random("inp", {B, T, row}, rng);
+    auto& dout = c.Random("dout", {B, T, row}, rng);
+    auto& out = c.Zeros("out", {B, T, row});
+    auto& dinp = c.Zeros("dinp", {B, T, row});
+    out = inp;
+    dinp = dout;
+    cpu::RopeForward(out.data(), B, T, H, KV, hd, rope);
+    cpu::RopeBackward(dinp.data(), B, T, H, KV, hd, rope);
+    c.Write(dir / "rope_scaled.safetensors");
   }
   {
     Case c;

@@ -78,21 +78,36 @@ def causal_attention(qkv, H, KV, hd, att_mask=None):
     return (weights @ v).transpose(1, 2).reshape(B, T, H * hd), att
 
 
-def rope(x, theta):
-    """x: [B, T, heads, hd]; rotate-half pairing (i, i + hd/2)."""
+def llama3_inv_freq(inv_freq, scaling):
+    """Llama 3.1's RoPE scaling as Hugging Face's _compute_llama3_parameters computes it (`scaling`: its
+    rope_scaling dict)."""
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old / high) * ~(wavelen > old / low)
+    return torch.where(medium, smoothed, scaled)
+
+
+def rope(x, theta, scaling=None):
+    """x: [B, T, heads, hd]; rotate-half pairing (i, i + hd/2); `scaling`: Llama 3.1's (a rope_scaling dict)."""
     T, hd = x.shape[1], x.shape[-1]
     inv_freq = theta ** (-torch.arange(0, hd // 2, dtype=torch.float32) * 2 / hd)
+    if scaling is not None:
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     angles = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq[None, :]
     cos, sin = angles.cos()[None, :, None, :], angles.sin()[None, :, None, :]
     x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def rope_qkv(qkv, H, KV, hd, theta):
+def rope_qkv(qkv, H, KV, hd, theta, scaling=None):
     B, T, _ = qkv.shape
     q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
-    q = rope(q.reshape(B, T, H, hd), theta).reshape(B, T, H * hd)
-    k = rope(k.reshape(B, T, KV, hd), theta).reshape(B, T, KV * hd)
+    q = rope(q.reshape(B, T, H, hd), theta, scaling).reshape(B, T, H * hd)
+    k = rope(k.reshape(B, T, KV, hd), theta, scaling).reshape(B, T, KV * hd)
     return torch.cat([q, k, v], dim=-1)
 
 
@@ -116,6 +131,10 @@ def check_ops(d):
              ["out", "att"], [("dqkv", "qkv")])
     t = load(f"{d}/rope.safetensors")
     check_op("rope", t, ["inp"], lambda p: rope_qkv(p["inp"], 4, 2, 8, 10000.0), ["out"], [("dinp", "inp")])
+    t = load(f"{d}/rope_scaled.safetensors")
+    scaling = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    check_op("rope scaled", t, ["inp"], lambda p: rope_qkv(p["inp"], 2, 1, 8, 10000.0, scaling), ["out"],
+             [("dinp", "inp")])
     t = load(f"{d}/gelu.safetensors")
     check_op("gelu", t, ["inp"], lambda p: F.gelu(p["inp"], approximate="tanh"), ["out"], [("dinp", "inp")])
     t = load(f"{d}/swiglu.safetensors")
@@ -141,8 +160,9 @@ def check_ops(d):
     check("cross_entropy dlogits", t["dlogits"], logits.grad, 1e-5, 1e-4)
 
 
-def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None):
-    """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout."""
+def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None):
+    """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
+    scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None."""
     B, T = tokens.shape
     C = p["wte"].shape[1]
     hd = C // H
@@ -167,7 +187,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
         pre = f"layers.{l}."
         qkv = linear(norm(x, pre + "norm1"), pre + "qkv")
         if llama:
-            qkv = rope_qkv(qkv, H, KV, hd, theta)
+            qkv = rope_qkv(qkv, H, KV, hd, theta, scaling)
         y, _ = causal_attention(qkv, H, KV, hd, None if masks is None else masks[2 + 3 * l])
         x = x + drop(linear(y, pre + "proj"), 1 + 3 * l)
         h = linear(norm(x, pre + "norm2"), pre + "fc")

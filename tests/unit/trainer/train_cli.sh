@@ -776,6 +776,26 @@ expect_exit 2 "error: --preset llama-tiny is a llama model, but Megatron's flags
 grep -q "rope_theta is 500000.0 in the checkpoint and 10000.0 here" "$kWork/err" ||
   fail "the RoPE base should be in the checkpoint: $(cat "$kWork/err")"
 rm -rf "$kWork/megatron-llama"
+# Llama 3.1's RoPE scaling (Megatron's --use-rope-scaling): it changes the model (its losses differ from the same
+# run's without it), its checkpoint keeps it, and a resume without it is refused naming it.
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --use-rope-scaling \
+  --rope-scaling-factor 32 --metrics-file "$kWork/scaled.jsonl" --save "$kWork/scaled" >"$kWork/out" \
+  2>"$kWork/err" || fail "--use-rope-scaling: $(cat "$kWork/err")"
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 \
+  --metrics-file "$kWork/unscaled.jsonl" >"$kWork/out" 2>"$kWork/err" || fail "Megatron's Llama: $(cat "$kWork/err")"
+[[ $(losses "$kWork/scaled.jsonl") != "$(losses "$kWork/unscaled.jsonl")" ]] ||
+  fail "--use-rope-scaling trained the model without it: $(losses "$kWork/scaled.jsonl")"
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 \
+  --load "$kWork/scaled" >"$kWork/out" 2>"$kWork/err" && fail "a resume without the RoPE scaling ran"
+grep -q 'rope_scaling is {"factor":32.0,"low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192} in the checkpoint and null here' "$kWork/err" ||
+  fail "the RoPE scaling should be in the checkpoint: $(cat "$kWork/err")"
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --use-rope-scaling \
+  --rope-scaling-factor 32 --load "$kWork/scaled" >"$kWork/out" 2>"$kWork/err" ||
+  fail "a resume with the RoPE scaling: $(cat "$kWork/err")"
+rm -rf "$kWork/scaled" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl"
+expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
+  "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling
+expect_exit 2 "--rope-scaling-factor requires --use-rope-scaling" "$kTrain" --mock-data "${llama[@]}" --rope-scaling-factor 8
 # A model that cannot be built names the flags that shape it (it said only "d_model 100", "n_head 3").
 expect_exit 2 "error: d_model \\(--hidden-size\\) 100 is not a multiple of n_head \\(--num-attention-heads\\) 3$" \
   "$kTrain" --preset gpt-tiny --mock-data --hidden-size 100 --num-attention-heads 3

@@ -86,11 +86,13 @@ class CpuOps : public Ops {
                          int H, int KV, int hd, const DropoutSite& dropout, const Documents& docs) override {
     cpu::AttentionBackward(F(dqkv), F(dout), F(qkv), saved, B, T, H, KV, hd, dropout, docs);
   }
-  void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) override {
-    cpu::RopeForward(F(qkv), B, T, H, KV, hd, theta, docs);
+  void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+                   const Documents& docs) override {
+    cpu::RopeForward(F(qkv), B, T, H, KV, hd, rope, docs);
   }
-  void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) override {
-    cpu::RopeBackward(F(dqkv), B, T, H, KV, hd, theta, docs);
+  void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+                    const Documents& docs) override {
+    cpu::RopeBackward(F(dqkv), B, T, H, KV, hd, rope, docs);
   }
   void GeluForward(void* out, const void* inp, int64_t n) override { cpu::GeluForward(F(out), F(inp), n); }
   void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "trainer/ops/rope_frequency.h"
+
 namespace srunway::trainer::cpu {
 
 // Several documents in one sequence (Megatron's --reset-position-ids and --reset-attention-mask), each [B, T] in
@@ -68,10 +70,12 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
                        int hd, const DropoutSite& dropout = {}, const Documents& docs = {});
 
 // rope.cc: rotary position embedding on the q and k heads of qkv, in place, "rotate half" convention (GPT-NeoX,
-// Hugging Face Llama): pairs (i, i + hd/2) turn by position * theta^(-2i/hd), position t or docs.positions'. The
-// backward turns gradients back.
-void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs = {});
-void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs = {});
+// Hugging Face Llama): pairs (i, i + hd/2) turn by position * RopeInverseFrequency(rope, i, hd), position t or
+// docs.positions'. The backward turns gradients back.
+void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+                 const Documents& docs = {});
+void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+                  const Documents& docs = {});
 
 // gelu.cc: GELU, tanh approximation (GPT-2; PyTorch's gelu(approximate="tanh")).
 void GeluForward(float* out, const float* inp, int64_t n);

@@ -1,5 +1,4 @@
 // Rotary position embedding (Llama), "rotate half" pairing, applied in place to the q and k heads of qkv.
-#include <cmath>
 #include <vector>
 
 #include "trainer/ops/cpu/ops.h"
@@ -8,11 +7,12 @@ namespace srunway::trainer::cpu {
 namespace {
 
 // direction +1 rotates (forward), -1 rotates back (backward: the transpose of a rotation is its inverse).
-void Rotate(float* qkv, int B, int T, int H, int KV, int hd, float theta, float direction, const Documents& docs) {
+void Rotate(float* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope, float direction,
+            const Documents& docs) {
   const int row = (H + 2 * KV) * hd;
   const int half = hd / 2;
   std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(theta, -2.0f * i / hd);
+  for (int i = 0; i < half; ++i) inv_freq[i] = RopeInverseFrequency(rope, i, hd);
 #pragma omp parallel for collapse(2)
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {
@@ -36,12 +36,14 @@ void Rotate(float* qkv, int B, int T, int H, int KV, int hd, float theta, float 
 
 }  // namespace
 
-void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) {
-  Rotate(qkv, B, T, H, KV, hd, theta, 1.0f, docs);
+void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+                 const Documents& docs) {
+  Rotate(qkv, B, T, H, KV, hd, rope, 1.0f, docs);
 }
 
-void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, float theta, const Documents& docs) {
-  Rotate(dqkv, B, T, H, KV, hd, theta, -1.0f, docs);
+void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+                  const Documents& docs) {
+  Rotate(dqkv, B, T, H, KV, hd, rope, -1.0f, docs);
 }
 
 }  // namespace srunway::trainer::cpu

@@ -158,11 +158,13 @@ class CudaOps : public Ops {
     }
     kernels();
   }
-  void RopeForward(void* qkv, int B, int T, int H_, int KV, int hd, float theta, const Documents& docs) override {
-    Check(cuda::RopeForward(H(qkv), docs.positions, B, T, H_, KV, hd, theta, stream_), "rope forward");
+  void RopeForward(void* qkv, int B, int T, int H_, int KV, int hd, const RopeFrequencies& rope,
+                   const Documents& docs) override {
+    Check(cuda::RopeForward(H(qkv), docs.positions, B, T, H_, KV, hd, rope, stream_), "rope forward");
   }
-  void RopeBackward(void* dqkv, int B, int T, int H_, int KV, int hd, float theta, const Documents& docs) override {
-    Check(cuda::RopeBackward(H(dqkv), docs.positions, B, T, H_, KV, hd, theta, stream_), "rope backward");
+  void RopeBackward(void* dqkv, int B, int T, int H_, int KV, int hd, const RopeFrequencies& rope,
+                    const Documents& docs) override {
+    Check(cuda::RopeBackward(H(dqkv), docs.positions, B, T, H_, KV, hd, rope, stream_), "rope backward");
   }
   void GeluForward(void* out, const void* inp, int64_t n) override {
     Check(cuda::GeluForward(H(out), H(inp), n, stream_), "gelu forward");

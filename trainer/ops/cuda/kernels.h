@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "trainer/ops/rope_frequency.h"
+
 namespace srunway::trainer::cuda {
 
 using bf16 = uint16_t;  // the bits of a __nv_bfloat16 (common::FloatToBFloat16 on the host)
@@ -73,10 +75,12 @@ int SwigluForward(bf16* out, const bf16* inp, int N, int F, Stream stream);
 int SwigluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, Stream stream);
 
 // rope.cu: rotary position embedding of the q and k heads of qkv rows [(H + 2 KV) * hd], in place, "rotate
-// half" pairing, at position t (or positions[b,t] where not null); the backward rotates gradients back.
-int RopeForward(bf16* qkv, const int32_t* positions, int B, int T, int H, int KV, int hd, float theta, Stream stream);
-int RopeBackward(bf16* dqkv, const int32_t* positions, int B, int T, int H, int KV, int hd, float theta,
-                 Stream stream);
+// half" pairing, at position t (or positions[b,t] where not null), by ops/rope_frequency.h's frequencies as the
+// CPU's; the backward rotates gradients back.
+int RopeForward(bf16* qkv, const int32_t* positions, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+                Stream stream);
+int RopeBackward(bf16* dqkv, const int32_t* positions, int B, int T, int H, int KV, int hd,
+                 const RopeFrequencies& rope, Stream stream);
 
 // dropout.cu: inverted dropout in place with the CPU's mask (the same hash of key and global element index, the
 // same 24-bit comparison), so a GPU run drops exactly the elements a CPU run drops. p <= 0 does nothing.

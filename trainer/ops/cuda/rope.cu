@@ -6,7 +6,7 @@ namespace srunway::trainer::cuda {
 namespace {
 
 // direction +1 rotates (forward), -1 rotates back (backward).
-__global__ void RopeKernel(bf16* qkv, const int32_t* positions, int T, int H, int KV, int hd, float theta,
+__global__ void RopeKernel(bf16* qkv, const int32_t* positions, int T, int H, int KV, int hd, RopeFrequencies rope,
                            float direction, int64_t n) {
   const int half = hd / 2;
   const int heads = H + KV;  // q heads then k heads; v is not rotated
@@ -15,7 +15,7 @@ __global__ void RopeKernel(bf16* qkv, const int32_t* positions, int T, int H, in
     const int head = static_cast<int>(j / half % heads);
     const int64_t row = j / half / heads;  // b * T + t
     const int position = positions != nullptr ? positions[row] : static_cast<int>(row % T);
-    const float angle = static_cast<float>(position) * powf(theta, -2.0f * i / hd);
+    const float angle = static_cast<float>(position) * RopeInverseFrequency(rope, i, hd);
     const float cos = cosf(angle), sin = direction * sinf(angle);
     const int64_t at = row * (H + 2 * KV) * hd + int64_t{head} * hd + i;
     const float x1 = Load(qkv, at), x2 = Load(qkv, at + half);
@@ -24,24 +24,25 @@ __global__ void RopeKernel(bf16* qkv, const int32_t* positions, int T, int H, in
   }
 }
 
-int Rope(bf16* qkv, const int32_t* positions, int B, int T, int H, int KV, int hd, float theta, float direction,
-         Stream stream) {
+int Rope(bf16* qkv, const int32_t* positions, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+         float direction, Stream stream) {
   const int64_t n = int64_t{B} * T * (H + KV) * (hd / 2);
   if (n <= 0) return 0;
-  LaunchKernel(RopeKernel, Blocks(n), kThreads, 0, AsStream(stream), qkv, positions, T, H, KV, hd, theta, direction,
+  LaunchKernel(RopeKernel, Blocks(n), kThreads, 0, AsStream(stream), qkv, positions, T, H, KV, hd, rope, direction,
                n);
   return Launched();
 }
 
 }  // namespace
 
-int RopeForward(bf16* qkv, const int32_t* positions, int B, int T, int H, int KV, int hd, float theta, Stream stream) {
-  return Rope(qkv, positions, B, T, H, KV, hd, theta, 1.0f, stream);
+int RopeForward(bf16* qkv, const int32_t* positions, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
+                Stream stream) {
+  return Rope(qkv, positions, B, T, H, KV, hd, rope, 1.0f, stream);
 }
 
-int RopeBackward(bf16* dqkv, const int32_t* positions, int B, int T, int H, int KV, int hd, float theta,
-                 Stream stream) {
-  return Rope(dqkv, positions, B, T, H, KV, hd, theta, -1.0f, stream);
+int RopeBackward(bf16* dqkv, const int32_t* positions, int B, int T, int H, int KV, int hd,
+                 const RopeFrequencies& rope, Stream stream) {
+  return Rope(dqkv, positions, B, T, H, KV, hd, rope, -1.0f, stream);
 }
 
 }  // namespace srunway::trainer::cuda

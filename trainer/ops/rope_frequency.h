@@ -1,0 +1,39 @@
+// RoPE's frequencies, one formula for the CPU operation and the CUDA kernel: theta^(-2i/hd) for pair i of a head
+// of hd values, with Llama 3.1's scaling of the long wavelengths where scaling_factor is set.
+#pragma once
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define SRUNWAY_HOST_DEVICE __host__ __device__
+#else
+#define SRUNWAY_HOST_DEVICE
+#endif
+
+namespace srunway::trainer {
+
+struct RopeFrequencies {
+  float theta = 10000.0f;
+  // Llama 3.1's scaling (Megatron's --use-rope-scaling, Hugging Face's rope_type llama3); 0: none. Wavelengths
+  // longer than original_positions / low_freq_factor turn scaling_factor times slower, those shorter than
+  // original_positions / high_freq_factor stay, and those between move from one to the other smoothly.
+  float scaling_factor = 0.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  float original_positions = 8192.0f;
+};
+
+// Pair i's angle per position. The scaling is Hugging Face's _compute_llama3_parameters (and Megatron's
+// _apply_scaling) in fp32, as both compute it.
+SRUNWAY_HOST_DEVICE inline float RopeInverseFrequency(const RopeFrequencies& rope, int i, int hd) {
+  const float inv_freq = powf(rope.theta, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
+  if (rope.scaling_factor <= 0.0f) return inv_freq;
+  const float wavelength = 6.283185307179586f / inv_freq;
+  if (wavelength < rope.original_positions / rope.high_freq_factor) return inv_freq;
+  if (wavelength > rope.original_positions / rope.low_freq_factor) return inv_freq / rope.scaling_factor;
+  const float smooth = (rope.original_positions / wavelength - rope.low_freq_factor) /
+                       (rope.high_freq_factor - rope.low_freq_factor);
+  return (1.0f - smooth) * inv_freq / rope.scaling_factor + smooth * inv_freq;
+}
+
+}  // namespace srunway::trainer
