@@ -131,6 +131,9 @@ int main(int argc, char** argv) {
   app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie,
                "Megatron's: an output layer of its own (Llama's)");
   app.add_flag("--disable-bias-linear", megatron_arch.disable_bias, "Megatron's: no biases (Llama's)");
+  bool add_qkv_bias = false;
+  app.add_flag("--add-qkv-bias", add_qkv_bias,
+               "Megatron's: biases on q, k and v alone (a Llama's, as Qwen2's; a GPT has every bias anyway)");
   app.add_flag("--group-query-attention", group_query_attention,
                "Megatron's: --num-query-groups sets the key-value heads here, with or without it");
   app.add_option("--norm-epsilon", norm_eps, "the norms' epsilon (default: the preset's, 1e-5)")
@@ -629,7 +632,7 @@ int main(int argc, char** argv) {
                            "--ffn-hidden-size", "--max-position-embeddings", "--vocab-size", "--init-std",
                            "--normalization", "--swiglu", "--position-embedding-type",
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
-                           "--rotary-base"}) {
+                           "--rotary-base", "--use-rope-scaling", "--add-qkv-bias"}) {
     use_checkpoint_args->excludes(name);
   }
   for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--lr", "--min-lr", "--weight-decay",
@@ -831,6 +834,7 @@ int main(int argc, char** argv) {
   if (init_std > 0) o.model.init_std = init_std;
   if (norm_eps > 0) o.model.norm_eps = norm_eps;
   if (rotary_base > 0) o.model.rope_theta = rotary_base;
+  o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama;
   if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's
     o.model.rope_scaling_factor = rope_scaling_factor;
     o.model.rope_low_freq_factor = 1.0f;

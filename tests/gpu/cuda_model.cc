@@ -1,12 +1,13 @@
 // GPU suite: one training step of the whole model on the GPU (trainer/ops/cuda through the ops table) against
 // the same step on the CPU (ops/cpu, fp32), from the same parameters (rounded to bf16, so both start equal) and
-// batch: gpt-tiny and llama-tiny, without and with dropout 0.1 (with it, the GPU's classifier makes its gradients
+// batch: gpt-tiny and llama-tiny (also with --add-qkv-bias's biases), without and with dropout 0.1 (with it, the GPU's classifier makes its gradients
 // with the losses, as training does), and with several documents in each sequence (--reset-position-ids and
 // --reset-attention-mask: on the GPU attention's own kernels, whatever SRUNWAY_ATTENTION says). The GPU keeps activations in bf16, so the two
 // differ by bf16 rounding along the network: the loss within 1e-2 relative, and each gradient tensor within 5e-2
 // of its largest element on the CPU (every tensor's worst is printed); then the global norm and one clipped AdamW
 // update through the same ops table (see Step). Arguments name the cases to run (gpt-tiny, llama-tiny, each also
-// with -dropout and -documents; all of them without any). Exits 77 where there is no GPU.
+// with -dropout and -documents; llama-tiny-qkv-bias, whose q, k and v have biases; all of them without any). Exits 77
+// where there is no GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -38,13 +39,19 @@ void Check(const srunway::common::Status& status, const char* what) {
   std::exit(EXIT_FAILURE);
 }
 
-void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float dropout, bool documents) {
+void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float dropout, bool documents,
+          bool qkv_bias) {
   auto config = srunway::trainer::Preset(preset);
   Check(config.status(), "Preset");
+  config->qkv_bias = qkv_bias;
   const int B = 4, T = config->seq_len;
   Model cpu(*config, B);
   srunway::trainer::Rng rng(42);
   srunway::trainer::InitParams(*config, cpu.layout(), rng, cpu.params());
+  for (int l = 0; qkv_bias && l < config->n_layer; ++l) {  // not their initial zeros, so that the forward adds them
+    const auto& bias = *cpu.layout().Find("layers." + std::to_string(l) + ".qkv.bias");
+    for (int64_t i = 0; i < bias.numel; ++i) cpu.params()[bias.offset + i] = static_cast<float>(rng.Normal() * 0.1);
+  }
   for (float& p : cpu.params()) p = srunway::common::BFloat16ToFloat(srunway::common::FloatToBFloat16(p));
   Model gpu(*config, B, &device, &ops);
   Check(device.CopyFromHost(gpu.params().data(), cpu.params().data(), cpu.params().size_bytes(), device.main_stream()),
@@ -148,17 +155,20 @@ int main(int argc, char** argv) {
     const char* preset;
     float dropout;
     bool documents;
+    bool qkv_bias = false;
   };
   constexpr Case kCases[] = {{"gpt-tiny", "gpt-tiny", 0.0f, false},
                              {"gpt-tiny-dropout", "gpt-tiny", 0.1f, false},
                              {"gpt-tiny-documents", "gpt-tiny", 0.0f, true},
                              {"llama-tiny", "llama-tiny", 0.0f, false},
                              {"llama-tiny-dropout", "llama-tiny", 0.1f, false},
-                             {"llama-tiny-documents", "llama-tiny", 0.0f, true}};
+                             {"llama-tiny-documents", "llama-tiny", 0.0f, true},
+                             {"llama-tiny-qkv-bias", "llama-tiny", 0.0f, false, true}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
-      std::fprintf(stderr, "cuda_model: no case %s (gpt-tiny, llama-tiny, each also with -dropout and -documents)\n",
+      std::fprintf(stderr, "cuda_model: no case %s (gpt-tiny, llama-tiny, each also with -dropout and -documents; "
+                           "llama-tiny-qkv-bias)\n",
                    name.c_str());
       return EXIT_FAILURE;
     }
@@ -168,7 +178,7 @@ int main(int argc, char** argv) {
   Check(ops.status(), "NewCudaOps");
   std::printf("cuda_model: %s\n", device->name().c_str());
   for (const Case& c : kCases) {
-    if (chosen.empty() || chosen.contains(c.name)) Step(*device, **ops, c.preset, c.dropout, c.documents);
+    if (chosen.empty() || chosen.contains(c.name)) Step(*device, **ops, c.preset, c.dropout, c.documents, c.qkv_bias);
   }
   std::printf("cuda_model: %s\n", g_failures == 0 ? "the GPU step matches the CPU step" : "MISMATCHES above");
   return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

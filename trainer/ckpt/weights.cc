@@ -204,6 +204,11 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
       map(ours + "qkv.weight", {{attn + "q_proj.weight", false, config.n_head * hd},
                                 {attn + "k_proj.weight", false, config.n_kv_head * hd},
                                 {attn + "v_proj.weight", false, config.n_kv_head * hd}});
+      if (config.qkv_bias) {  // Qwen2's
+        map(ours + "qkv.bias", {{attn + "q_proj.bias", false, config.n_head * hd},
+                                {attn + "k_proj.bias", false, config.n_kv_head * hd},
+                                {attn + "v_proj.bias", false, config.n_kv_head * hd}});
+      }
       map(ours + "proj.weight", {{attn + "o_proj.weight"}});
       map(ours + "norm2.weight", {{layer + "post_attention_layernorm.weight"}});
       map(ours + "fc.weight",
@@ -465,8 +470,10 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
     // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("tie_word_embeddings", true));
-  } else if (type == "llama") {
+  } else if (type == "llama" || type == "qwen2") {
+    // Qwen2 is Llama with biases on q, k and v (and no other): its config.json has Llama's keys but attention_bias.
     c.arch = Arch::kLlama;
+    c.qkv_bias = type == "qwen2";
     SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "hidden_size", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "num_attention_heads", where));
@@ -477,14 +484,15 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_theta, number("rope_theta", 10000.0));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "silu"));
     SRUNWAY_RETURN_IF_ERROR(RopeScalingFromHuggingFace(json, where, c));
-    SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));  // Llama's: o_proj's bias too
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));  // Qwen2's
     if (c.n_head > 0 && c.d_model % c.n_head == 0) {
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("head_dim", c.d_model / c.n_head));
     }
   } else {
-    return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2) and Llama (llama) "
-                                      "models", where, type);
+    return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama) and "
+                                      "Qwen2 (qwen2) models", where, type);
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab_size", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, number("initializer_range", 0.02));
@@ -496,7 +504,7 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
                             : dtype == StoredDtype::kF16 ? "float16"
                                                          : "float32";
   if (c.arch == Arch::kGpt) {
-    return {{"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"n_layer", c.n_layer},
+    return {{"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", "gpt2"}, {"n_layer", c.n_layer},
             {"n_embd", c.d_model}, {"n_head", c.n_head}, {"n_inner", c.d_ff}, {"n_positions", c.seq_len},
             {"vocab_size", c.vocab}, {"layer_norm_epsilon", Shortest(c.norm_eps)},
             {"activation_function", "gelu_new"}, {"initializer_range", Shortest(c.init_std)},
@@ -509,13 +517,26 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
                     {"high_freq_factor", Shortest(c.rope_high_freq_factor)},
                     {"original_max_position_embeddings", c.rope_original_positions}};
   }
-  return {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"num_hidden_layers", c.n_layer},
-          {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head}, {"num_key_value_heads", c.n_kv_head},
-          {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.seq_len}, {"vocab_size", c.vocab},
-          {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)},
-          {"rope_scaling", rope_scaling}, {"hidden_act", "silu"}, {"tie_word_embeddings", false},
-          {"attention_bias", false}, {"mlp_bias", false}, {"initializer_range", Shortest(c.init_std)},
-          {"torch_dtype", torch_dtype}};
+  common::Json config = {
+      {"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", c.qkv_bias ? "qwen2" : "llama"},
+      {"num_hidden_layers", c.n_layer}, {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head},
+      {"num_key_value_heads", c.n_kv_head}, {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.seq_len},
+      {"vocab_size", c.vocab}, {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)},
+      {"rope_scaling", rope_scaling}, {"hidden_act", "silu"}, {"tie_word_embeddings", false},
+      {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
+  // Qwen2's config has no bias keys (its q, k and v have them, nothing else) and a sliding window, off.
+  if (c.qkv_bias) {
+    config["use_sliding_window"] = false;
+  } else {
+    config["attention_bias"] = false;
+    config["mlp_bias"] = false;
+  }
+  return config;
+}
+
+std::string HuggingFaceArchitecture(const ModelConfig& c) {
+  if (c.arch == Arch::kGpt) return "GPT2LMHeadModel";
+  return c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
 }
 
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,

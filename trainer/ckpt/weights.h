@@ -12,7 +12,7 @@
 //   lm_head                                  must equal wte.weight (GPT-2's head is tied to the embedding)
 //   Llama
 //   model.embed_tokens                       wte
-//   model.layers.L.self_attn.{q,k,v}_proj    layers.L.qkv (stacked: q, then k, then v)
+//   model.layers.L.self_attn.{q,k,v}_proj    layers.L.qkv (stacked: q, then k, then v; Qwen2's biases likewise)
 //   model.layers.L.self_attn.o_proj          layers.L.proj
 //   model.layers.L.mlp.{gate,up}_proj        layers.L.fc (stacked: gate, then up)
 //   model.layers.L.mlp.down_proj             layers.L.out
@@ -53,7 +53,7 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
                                                 std::span<float> params);
 
 // --export-hf: DIR/model.safetensors in Hugging Face's names and layouts (as `dtype`) and DIR/config.json, for
-// transformers' GPT2LMHeadModel or LlamaForCausalLM .from_pretrained(DIR), from the model's whole fp32 parameters.
+// transformers' GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM .from_pretrained(DIR), from the model's whole fp32 parameters.
 // With `tokenizer`, also its vocab.json and merges.txt and a tokenizer_config.json (GPT2Tokenizer, whose format
 // srunway-prep's byte-level BPE has), and config.json names its end-of-text token.
 struct HfTokenizer {
@@ -75,9 +75,12 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
 // Hugging Face's config.json of a GPT-2 or Llama model as our ModelConfig (not yet Validate()d); a setting our
 // model does not have is refused, naming it and `where`.
 common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where);
-// Our model as Hugging Face's config.json describes it (GPT2LMHeadModel or LlamaForCausalLM, its torch_dtype
-// that of the weights), for --export-hf; FromHuggingFaceConfig reads it back as the same model.
+// Our model as Hugging Face's config.json describes it (GPT2LMHeadModel, LlamaForCausalLM, or Qwen2ForCausalLM for
+// a Llama with qkv_bias; its torch_dtype that of the weights), for --export-hf; FromHuggingFaceConfig reads it back
+// as the same model.
 common::Json HuggingFaceConfig(const ModelConfig& config, StoredDtype dtype = StoredDtype::kF32);
+// Its class in transformers: config.json's architectures.
+std::string HuggingFaceArchitecture(const ModelConfig& config);
 
 // The model the weights are of, for --use-checkpoint-args: what srunway-train's --export recorded in the header,
 // else the config.json beside a Hugging Face file (GPT-2 or Llama; a setting our model lacks, such as RoPE

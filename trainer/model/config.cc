@@ -137,6 +137,9 @@ common::Status Validate(const ModelConfig& c) {
       return common::InvalidArgument("init_std, norm_eps and rope_theta must be positive and finite");
     }
   }
+  if (c.qkv_bias && c.arch != Arch::kLlama) {
+    return common::InvalidArgument("qkv_bias (--add-qkv-bias) is for a Llama model: GPT's layers have every bias");
+  }
   if (c.rope_scaling_factor == 0) return common::Status::Ok();
   if (c.arch != Arch::kLlama) {
     return common::InvalidArgument("RoPE scaling (--use-rope-scaling) needs RoPE, which GPT's learned positions are "
@@ -183,6 +186,7 @@ common::Json ToJson(const ModelConfig& c) {
                             {"high_freq_factor", c.rope_high_freq_factor},
                             {"original_max_position_embeddings", c.rope_original_positions}};
   }
+  json["qkv_bias"] = c.qkv_bias;
   return json;
 }
 
@@ -217,6 +221,10 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
                              common::JsonField<int>(r, "original_max_position_embeddings", scaling));
     if (c.rope_scaling_factor == 0) return common::InvalidArgument("{}: factor must be positive, got 0", scaling);
   }
+  // Checkpoints before 2026-12-05 have no qkv_bias: none.
+  if (json.contains("qkv_bias")) {
+    SRUNWAY_ASSIGN_OR_RETURN(c.qkv_bias, common::JsonField<bool>(json, "qkv_bias", where));
+  }
   SRUNWAY_RETURN_IF_ERROR(Validate(c).WithContext(where));
   return c;
 }
@@ -248,8 +256,8 @@ int64_t ParameterCount(const ModelConfig& c) {
     per_layer = 2 * d + (d * (d + 2 * kv) + d + 2 * kv) + (d * d + d) + 2 * d + (d * f + f) + (f * d + d);
     total += int64_t{c.seq_len} * d + 2 * d;
   } else {
-    // attn norm, qkv, proj, mlp norm, gate+up, down
-    per_layer = d + d * (d + 2 * kv) + d * d + d + 2 * f * d + f * d;
+    // attn norm, qkv (+ its bias), proj, mlp norm, gate+up, down
+    per_layer = d + d * (d + 2 * kv) + (c.qkv_bias ? d + 2 * kv : 0) + d * d + d + 2 * f * d + f * d;
     total += d + int64_t{c.vocab} * d;
   }
   return total + per_layer * c.n_layer;

@@ -34,6 +34,8 @@ struct ModelConfig {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int rope_original_positions = 8192;
+  // Biases on q, k and v alone (Llama only: GPT has every bias): Megatron's --add-qkv-bias, Qwen2's attention.
+  bool qkv_bias = false;
 
   int head_dim() const { return d_model / n_head; }
   RopeFrequencies rope() const {

@@ -17,7 +17,7 @@ enum class Slot { kNorm1W, kNorm1B, kQkvW, kQkvB, kProjW, kProjB, kNorm2W, kNorm
 struct SlotInfo {
   Slot slot;
   const char* name;
-  bool gpt_only;
+  bool bias;  // Llama's layers have none but qkv's with ModelConfig::qkv_bias
 };
 
 constexpr SlotInfo kLayerSlots[] = {
@@ -45,6 +45,10 @@ std::vector<int64_t> SlotShape(const ModelConfig& c, Slot slot) {
   return {};
 }
 
+bool HasSlot(const ModelConfig& c, const SlotInfo& info) {
+  return !info.bias || c.arch == Arch::kGpt || (info.slot == Slot::kQkvB && c.qkv_bias);
+}
+
 bool IsOutputProjection(std::string_view name) {
   return name.ends_with(".proj.weight") || name.ends_with(".out.weight");
 }
@@ -63,7 +67,7 @@ ParamLayout::ParamLayout(const ModelConfig& config) : config_(config) {
   if (gpt) add("wpe", {config.seq_len, config.d_model}, true);
   for (int l = 0; l < config.n_layer; ++l) {
     for (const SlotInfo& info : kLayerSlots) {
-      if (info.gpt_only && !gpt) continue;
+      if (!HasSlot(config, info)) continue;
       std::vector<int64_t> shape = SlotShape(config, info.slot);
       add(fmt::format("layers.{}.{}", l, info.name), shape, shape.size() > 1);
     }

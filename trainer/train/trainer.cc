@@ -2059,7 +2059,7 @@ common::Status Trainer::Export() {
       return common::Status(written.code(), fmt::format("--export-hf {}: {}", o_.export_hf, written.message()));
     }
     common::LogInfo("exported the model to {} for transformers' from_pretrained ({}, {}; {})", o_.export_hf,
-                    o_.model.arch == Arch::kGpt ? "GPT2LMHeadModel" : "LlamaForCausalLM", DtypeName(o_.export_dtype),
+                    HuggingFaceArchitecture(o_.model), DtypeName(o_.export_dtype),
                     tokenizer ? "with the tokenizer, GPT2Tokenizer" : "no tokenizer: " + none);
   }
   if (o_.export_safetensors.empty()) return common::Status::Ok();

@@ -886,5 +886,40 @@ TEST(PresetTest, KnownSizes) {
   EXPECT_NE(Validate(bad).message().find("not a multiple of n_head"), std::string::npos);
 }
 
+// Megatron's --add-qkv-bias (Qwen2's attention): a Llama whose layers hold one more tensor, qkv's bias, and no other.
+TEST(QkvBiasTest, OneBiasPerLayerKeptInTheCheckpointsConfig) {
+  ModelConfig c = *Preset("llama-tiny");
+  const int64_t without = ParamLayout(c).numel();
+  c.qkv_bias = true;
+  const ParamLayout layout(c);
+  std::vector<std::string> biases;
+  for (const TensorSpec& spec : layout.tensors()) {
+    if (spec.name.ends_with(".bias")) biases.push_back(spec.name);
+  }
+  EXPECT_THAT(biases, ::testing::ElementsAre("layers.0.qkv.bias", "layers.1.qkv.bias"));
+  const TensorSpec& bias = *layout.Find("layers.1.qkv.bias");
+  EXPECT_EQ(bias.shape, std::vector<int64_t>{c.qkv_dim()});
+  EXPECT_FALSE(bias.decay);
+  EXPECT_EQ(layout.numel(), without + c.n_layer * c.qkv_dim());
+  EXPECT_EQ(ParameterCount(c), layout.numel());
+  // The layer's backward finishes its qkv tensors together.
+  const ParamRange qkv = layout.LayerPart(1, "qkv.");
+  EXPECT_EQ(qkv.offset + qkv.count, bias.offset + bias.numel);
+
+  auto back = FromJson(ToJson(c), "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, c);
+  EXPECT_EQ(DescribeDifference(c, *Preset("llama-tiny")), "qkv_bias is true in the checkpoint and false here");
+  common::Json old = ToJson(*Preset("llama-tiny"));
+  old.erase("qkv_bias");  // a checkpoint written before the key
+  back = FromJson(old, "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_FALSE(back->qkv_bias);
+
+  ModelConfig gpt = *Preset("gpt-tiny");
+  gpt.qkv_bias = true;
+  EXPECT_THAT(Validate(gpt).message(), ::testing::HasSubstr("qkv_bias (--add-qkv-bias) is for a Llama model"));
+}
+
 }  // namespace
 }  // namespace srunway::trainer

@@ -95,7 +95,8 @@ def gpt2_loss(sd, tokens, targets, layers=LAYERS):
     return F.cross_entropy((x @ sd["wte.weight"].T).reshape(-1, VOCAB), targets.reshape(-1))
 
 
-def llama_weights(gen, tied=False):
+def llama_weights(gen, tied=False, qkv_bias=False):
+    """A Llama's state dict; with `qkv_bias`, a Qwen2's (biases on q, k and v)."""
     r = lambda *shape: torch.randn(*shape, generator=gen) * 0.2  # noqa: E731
     hd = C // HEADS
     sd = {"model.embed_tokens.weight": r(VOCAB, C)}
@@ -108,6 +109,9 @@ def llama_weights(gen, tied=False):
                    p + "post_attention_layernorm.weight": 1 + r(C),
                    p + "mlp.gate_proj.weight": r(FFN, C), p + "mlp.up_proj.weight": r(FFN, C),
                    p + "mlp.down_proj.weight": r(C, FFN)})
+        if qkv_bias:
+            sd.update({p + "self_attn.q_proj.bias": r(HEADS * hd), p + "self_attn.k_proj.bias": r(KV * hd),
+                       p + "self_attn.v_proj.bias": r(KV * hd)})
     sd["model.norm.weight"] = 1 + r(C)
     if not tied:
         sd["lm_head.weight"] = r(VOCAB, C)
@@ -116,7 +120,8 @@ def llama_weights(gen, tied=False):
 
 def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling of
-    rope_type llama3), grouped KV heads repeated, SwiGLU, RMSNorm."""
+    rope_type llama3), grouped KV heads repeated, SwiGLU, RMSNorm; Qwen2ForCausalLM's where q, k and v have
+    biases."""
     B, T = tokens.shape
     hd = C // HEADS
 
@@ -137,9 +142,8 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
     for l in range(LAYERS):
         p = f"model.layers.{l}."
         a = rms(x, sd[p + "input_layernorm.weight"])
-        q = (a @ sd[p + "self_attn.q_proj.weight"].T).view(B, T, HEADS, hd).transpose(1, 2)
-        k = (a @ sd[p + "self_attn.k_proj.weight"].T).view(B, T, KV, hd).transpose(1, 2)
-        v = (a @ sd[p + "self_attn.v_proj.weight"].T).view(B, T, KV, hd).transpose(1, 2)
+        q, k, v = (F.linear(a, sd[f"{p}self_attn.{n}_proj.weight"], sd.get(f"{p}self_attn.{n}_proj.bias"))
+                   .view(B, T, heads, hd).transpose(1, 2) for n, heads in (("q", HEADS), ("k", KV), ("v", KV)))
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(HEADS // KV, dim=1), v.repeat_interleave(HEADS // KV, dim=1)
         att = ((q @ k.transpose(-1, -2)) / math.sqrt(hd)).masked_fill(~causal, float("-inf")).softmax(-1)
@@ -201,6 +205,35 @@ def expect_error(what, args, code, pattern):
     lines = error_lines(err)
     check(what, rc == code and len(lines) == 1 and re.search(pattern, lines[0]) is not None,
           f"exit {rc}, error lines {lines}")
+
+
+def check_qwen2(gen, tokens, targets, llama):
+    """Qwen2 (Llama with biases on q, k and v): its files take --add-qkv-bias, or config.json's model_type qwen2."""
+    sd = llama_weights(gen, tied=True, qkv_bias=True)  # as Qwen2's smaller models, the head tied
+    folder = os.path.join(WORK, "qwen2")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.safetensors")
+    save(path, sd)
+    reference = llama_loss(sd, tokens, targets).item()
+    no_bias = llama_loss({k: v for k, v in sd.items() if not k.endswith(".bias")}, tokens, targets).item()
+    check("the biases change Hugging Face's loss here", abs(reference - no_bias) > 1e-3,
+          f"{reference:.6f} with them, {no_bias:.6f} without", always=True)
+    compare("Qwen2 with --add-qkv-bias", path, [*llama, "--add-qkv-bias"], reference, tokens, targets, True)
+    expect_error("Qwen2's weights without --add-qkv-bias", [*llama, "--load", path, "--finetune"], 1,
+                 r"6 tensors the model has no place for \(model\.layers\.0\.self_attn\.k_proj\.bias, ")
+    config = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": LAYERS,
+              "hidden_size": C, "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
+              "max_position_embeddings": SEQ, "vocab_size": VOCAB, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "hidden_act": "silu", "tie_word_embeddings": True, "use_sliding_window": False,
+              "sliding_window": 4096, "max_window_layers": 21, "attention_dropout": 0.0}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    compare("Qwen2 from its config.json (--use-checkpoint-args)", folder, ["--use-checkpoint-args"], reference, tokens,
+            targets, True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**config, "use_sliding_window": True}, f)
+    expect_error("a Qwen2 config.json with a sliding window", ["--use-checkpoint-args", "--load", folder,
+                 "--finetune"], 1, r"config\.json: use_sliding_window is true: srunway-train's qwen2 has false")
 
 
 def main():
@@ -335,6 +368,8 @@ def main():
         check("--export-hf of a scaled Llama loaded back keeps the scaling", model.get("rope_scaling") == want,
               f"exit {rc}, {model} {err.strip()[-300:]}")
 
+    check_qwen2(gen, tokens, targets, llama)
+
     with open(os.path.join(with_config, "config.json"), "w") as f:
         json.dump({"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_positions": SEQ,
                    "vocab_size": VOCAB, "tie_word_embeddings": False}, f)
@@ -344,10 +379,13 @@ def main():
 
     # --export-hf writes what Hugging Face's forward computes our model's loss from, and config.json for it; and
     # back through --use-checkpoint-args, the same weights bit for bit.
-    for preset, is_llama, hf_loss in (("gpt-tiny", False, gpt2_loss), ("llama-tiny", True, llama_loss)):
+    # A Llama with --add-qkv-bias is a Qwen2 there (its biases trained away from their initial zeros).
+    for preset, args, is_llama, hf_loss in (("gpt-tiny", [], False, gpt2_loss), ("llama-tiny", [], True, llama_loss),
+                                            ("qwen2", ["--add-qkv-bias"], True, llama_loss)):
         out_dir = os.path.join(WORK, f"hf-{preset}")
         ours_path = os.path.join(WORK, f"ours-{preset}.safetensors")
-        rc, _, err = train("--preset", preset, "--train-steps", "2", "--export-hf", out_dir, "--export", ours_path)
+        rc, _, err = train("--preset", "gpt-tiny" if not is_llama else "llama-tiny", *args, "--train-steps", "2",
+                           "--export-hf", out_dir, "--export", ours_path)
         if rc != 0:
             check(f"--export-hf of {preset}", False, err.strip()[-400:])
             continue
@@ -359,13 +397,18 @@ def main():
               f"Hugging Face's forward {loss:.6f}, srunway {reference:.6f}", always=True)
         with open(os.path.join(out_dir, "config.json")) as f:
             config = json.load(f)
-        want = ({"model_type": "llama", "num_hidden_layers": LAYERS, "hidden_size": C, "num_attention_heads": HEADS,
-                 "num_key_value_heads": KV, "intermediate_size": FFN, "vocab_size": VOCAB, "rms_norm_eps": 1e-5,
-                 "tie_word_embeddings": False} if is_llama else
+        want = ({"model_type": "qwen2" if args else "llama", "num_hidden_layers": LAYERS, "hidden_size": C,
+                 "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
+                 "vocab_size": VOCAB, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+                 "architectures": ["Qwen2ForCausalLM" if args else "LlamaForCausalLM"]} if is_llama else
                 {"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_inner": 4 * C,
                  "n_positions": SEQ, "vocab_size": VOCAB, "layer_norm_epsilon": 1e-5})
         check(f"--export-hf of {preset}: config.json", all(config.get(k) == v for k, v in want.items()),
               json.dumps(config))
+        if args:
+            biases = sorted(k for k in load(os.path.join(out_dir, "model.safetensors")) if k.endswith(".bias"))
+            check("--export-hf of a Llama with --add-qkv-bias: q, k and v's biases, nothing else", biases == sorted(
+                f"model.layers.{l}.self_attn.{n}_proj.bias" for l in range(LAYERS) for n in "qkv"), f"{biases}")
         back = os.path.join(WORK, "back.safetensors")
         rc, _, err = train("--use-checkpoint-args", "--load", os.path.join(out_dir, "model.safetensors"),
                            "--skip-train", "--eval-iters", "0", "--export", back)

@@ -244,16 +244,22 @@ std::vector<std::vector<float>> DropoutMasks(const ModelConfig& c, const Dropout
 }
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
-// with `dropout` > 0 both hidden and attention dropout, their masks written beside the step.
-void DumpStep(const fs::path& dir, const std::string& preset, float dropout) {
+// with `dropout` > 0 both hidden and attention dropout, their masks written beside the step. With `qkv_bias` the
+// Llama has biases on q, k and v (--add-qkv-bias), drawn at random so that the forward uses them.
+void DumpStep(const fs::path& dir, const std::string& preset, float dropout, bool qkv_bias = false) {
   ModelConfig config = *Preset(preset);
+  config.qkv_bias = qkv_bias;
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
   const DropoutContext context{99, 3, 5};
-  const std::string name_of_run = dropout > 0 ? preset + "-dropout" : preset;
+  const std::string name_of_run = preset + (qkv_bias ? "-qkv-bias" : "") + (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
+  for (int l = 0; qkv_bias && l < config.n_layer; ++l) {
+    const TensorSpec& bias = *model.layout().Find(fmt::format("layers.{}.qkv.bias", l));
+    for (int64_t i = 0; i < bias.numel; ++i) model.params()[bias.offset + i] = static_cast<float>(rng.Normal() * 0.1);
+  }
   std::vector<float> token_values(B * (T + 1));
   std::vector<int32_t> stream = Tokens(token_values, rng, config.vocab);
   std::vector<int32_t> tokens, targets;
@@ -310,5 +316,6 @@ int main(int argc, char** argv) {
     srunway::trainer::DumpStep(argv[1], "gpt-tiny", dropout);
     srunway::trainer::DumpStep(argv[1], "llama-tiny", dropout);
   }
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, /*qkv_bias=*/true);
   return 0;
 }

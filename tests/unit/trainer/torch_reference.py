@@ -243,10 +243,13 @@ def main():
     # The same steps with hidden and attention dropout 0.1, PyTorch applying the masks srunway-train drew.
     check_step(work, "gpt-tiny-dropout", False, 2, 4, 4)
     check_step(work, "llama-tiny-dropout", True, 2, 4, 2)
+    # Llama with biases on q, k and v (--add-qkv-bias, Qwen2's), drawn at random.
+    check_step(work, "llama-tiny-qkv-bias", True, 2, 4, 2)
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the four training steps (GPT and Llama, with and without dropout) match PyTorch")
+    print("every op and the five training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+          "biases) match PyTorch")
 
 
 if __name__ == "__main__":

@@ -796,6 +796,29 @@ rm -rf "$kWork/scaled" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl"
 expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling
 expect_exit 2 "--rope-scaling-factor requires --use-rope-scaling" "$kTrain" --mock-data "${llama[@]}" --rope-scaling-factor 8
+# Megatron's --add-qkv-bias (Qwen2's attention): the Llama's q, k and v biases train (its losses differ from the same
+# run's without them, whose zero biases would stay zero only without them), its checkpoint keeps them, and a resume
+# without the flag is refused naming it. A GPT has those biases anyway: the flag changes nothing there.
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --add-qkv-bias \
+  --metrics-file "$kWork/biased.jsonl" --save "$kWork/biased" >"$kWork/out" 2>"$kWork/err" ||
+  fail "--add-qkv-bias: $(cat "$kWork/err")"
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 \
+  --metrics-file "$kWork/unbiased.jsonl" >"$kWork/out" 2>"$kWork/err" || fail "Megatron's Llama: $(cat "$kWork/err")"
+[[ $(losses "$kWork/biased.jsonl" | tail -n 1) != "$(losses "$kWork/unbiased.jsonl" | tail -n 1)" ]] ||
+  fail "--add-qkv-bias trained the model without the biases: $(losses "$kWork/biased.jsonl")"
+expect_exit 1 "qkv_bias is true in the checkpoint and false here" \
+  "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 4 --load "$kWork/biased"
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 4 --add-qkv-bias \
+  --load "$kWork/biased" >"$kWork/out" 2>"$kWork/err" || fail "a resume with --add-qkv-bias: $(cat "$kWork/err")"
+expect_exit 2 "--add-qkv-bias excludes --use-checkpoint-args" \
+  "$kTrain" --mock-data --use-checkpoint-args --load "$kWork/biased" --add-qkv-bias
+for bias in "" --add-qkv-bias; do
+  "$kTrain" --preset gpt-tiny --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 $bias \
+    --metrics-file "$kWork/gpt$bias.jsonl" >"$kWork/out" 2>"$kWork/err" || fail "gpt-tiny $bias: $(cat "$kWork/err")"
+done
+diff <(losses "$kWork/gpt.jsonl") <(losses "$kWork/gpt--add-qkv-bias.jsonl") >/dev/null ||
+  fail "--add-qkv-bias changed a GPT, which has those biases anyway"
+rm -rf "$kWork/biased" "$kWork"/{biased,unbiased,gpt,gpt--add-qkv-bias}.jsonl
 # A model that cannot be built names the flags that shape it (it said only "d_model 100", "n_head 3").
 expect_exit 2 "error: d_model \\(--hidden-size\\) 100 is not a multiple of n_head \\(--num-attention-heads\\) 3$" \
   "$kTrain" --preset gpt-tiny --mock-data --hidden-size 100 --num-attention-heads 3
