@@ -426,13 +426,7 @@ common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::s
     return common::FailedPrecondition("{}: rope_type '{}': srunway-train's llama scales RoPE as Llama 3.1 does "
                                       "(llama3) or not at all", at, type);
   }
-  SRUNWAY_ASSIGN_OR_RETURN(c.rope_scaling_factor, common::JsonField<float>(r, "factor", at));
-  SRUNWAY_ASSIGN_OR_RETURN(c.rope_low_freq_factor, common::JsonField<float>(r, "low_freq_factor", at));
-  SRUNWAY_ASSIGN_OR_RETURN(c.rope_high_freq_factor, common::JsonField<float>(r, "high_freq_factor", at));
-  SRUNWAY_ASSIGN_OR_RETURN(c.rope_original_positions,
-                           common::JsonField<int>(r, "original_max_position_embeddings", at));
-  if (c.rope_scaling_factor == 0) return common::FailedPrecondition("{}: factor must be positive, got 0", at);
-  return common::Status::Ok();
+  return RopeScalingFromJson(r, at, c);
 }
 
 }  // namespace
@@ -510,12 +504,12 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
             {"activation_function", "gelu_new"}, {"initializer_range", Shortest(c.init_std)},
             {"torch_dtype", torch_dtype}};
   }
-  common::Json rope_scaling = nullptr;
-  if (c.rope_scaling_factor != 0) {
-    rope_scaling = {{"rope_type", "llama3"}, {"factor", Shortest(c.rope_scaling_factor)},
-                    {"low_freq_factor", Shortest(c.rope_low_freq_factor)},
-                    {"high_freq_factor", Shortest(c.rope_high_freq_factor)},
-                    {"original_max_position_embeddings", c.rope_original_positions}};
+  common::Json rope_scaling = RopeScalingToJson(c);
+  if (rope_scaling.is_object()) {
+    for (const char* key : {"factor", "low_freq_factor", "high_freq_factor"}) {
+      rope_scaling[key] = Shortest(rope_scaling[key].get<float>());
+    }
+    rope_scaling["rope_type"] = "llama3";
   }
   common::Json config = {
       {"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", c.qkv_bias ? "qwen2" : "llama"},

@@ -178,14 +178,8 @@ common::Json ToJson(const ModelConfig& c) {
   json["init_std"] = c.init_std;
   json["norm_eps"] = c.norm_eps;
   json["rope_theta"] = c.rope_theta;
-  // Hugging Face's names, as its config.json's rope_scaling holds them; null (written always, so that
-  // DescribeDifference names it either way) where there is none.
-  json["rope_scaling"] = nullptr;
-  if (c.rope_scaling_factor != 0) {
-    json["rope_scaling"] = {{"factor", c.rope_scaling_factor}, {"low_freq_factor", c.rope_low_freq_factor},
-                            {"high_freq_factor", c.rope_high_freq_factor},
-                            {"original_max_position_embeddings", c.rope_original_positions}};
-  }
+  // Written always, null where there is none, so that DescribeDifference names it either way.
+  json["rope_scaling"] = RopeScalingToJson(c);
   json["qkv_bias"] = c.qkv_bias;
   return json;
 }
@@ -212,14 +206,7 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   SRUNWAY_ASSIGN_OR_RETURN(c.rope_theta, common::JsonField<float>(json, "rope_theta", where));
   // Checkpoints before 2026-12-04 have no rope_scaling: none.
   if (json.contains("rope_scaling") && !json["rope_scaling"].is_null()) {
-    const std::string scaling = std::string(where) + ": rope_scaling";
-    const common::Json& r = json["rope_scaling"];
-    SRUNWAY_ASSIGN_OR_RETURN(c.rope_scaling_factor, common::JsonField<float>(r, "factor", scaling));
-    SRUNWAY_ASSIGN_OR_RETURN(c.rope_low_freq_factor, common::JsonField<float>(r, "low_freq_factor", scaling));
-    SRUNWAY_ASSIGN_OR_RETURN(c.rope_high_freq_factor, common::JsonField<float>(r, "high_freq_factor", scaling));
-    SRUNWAY_ASSIGN_OR_RETURN(c.rope_original_positions,
-                             common::JsonField<int>(r, "original_max_position_embeddings", scaling));
-    if (c.rope_scaling_factor == 0) return common::InvalidArgument("{}: factor must be positive, got 0", scaling);
+    SRUNWAY_RETURN_IF_ERROR(RopeScalingFromJson(json["rope_scaling"], std::string(where) + ": rope_scaling", c));
   }
   // Checkpoints before 2026-12-05 have no qkv_bias: none.
   if (json.contains("qkv_bias")) {
@@ -227,6 +214,24 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   }
   SRUNWAY_RETURN_IF_ERROR(Validate(c).WithContext(where));
   return c;
+}
+
+common::Json RopeScalingToJson(const ModelConfig& c) {
+  if (c.rope_scaling_factor == 0) return nullptr;
+  return {{"factor", c.rope_scaling_factor}, {"low_freq_factor", c.rope_low_freq_factor},
+          {"high_freq_factor", c.rope_high_freq_factor},
+          {"original_max_position_embeddings", c.rope_original_positions}};
+}
+
+common::Status RopeScalingFromJson(const common::Json& json, std::string_view where, ModelConfig& c) {
+  SRUNWAY_ASSIGN_OR_RETURN(c.rope_scaling_factor, common::JsonField<float>(json, "factor", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.rope_low_freq_factor, common::JsonField<float>(json, "low_freq_factor", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.rope_high_freq_factor, common::JsonField<float>(json, "high_freq_factor", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.rope_original_positions,
+                           common::JsonField<int>(json, "original_max_position_embeddings", where));
+  // Factor 0 stands for no scaling, which a rope_scaling given does not mean (Validate checks the rest).
+  if (c.rope_scaling_factor == 0) return common::InvalidArgument("{}: factor must be positive, got 0", where);
+  return common::Status::Ok();
 }
 
 std::string DescribeDifference(const ModelConfig& stored, const ModelConfig& wanted) {

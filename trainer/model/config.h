@@ -61,6 +61,12 @@ common::Status Validate(const ModelConfig& config);
 common::Json ToJson(const ModelConfig& config);
 common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_view where);
 
+// Llama 3.1's RoPE scaling as Hugging Face's rope_scaling names its numbers (factor, low_freq_factor,
+// high_freq_factor, original_max_position_embeddings), without its rope_type; null where there is none. The reader
+// fills those four fields of `config` from such an object.
+common::Json RopeScalingToJson(const ModelConfig& config);
+common::Status RopeScalingFromJson(const common::Json& json, std::string_view where, ModelConfig& config);
+
 // "n_layer is 2 in the checkpoint and 4 here; d_model ..." or empty when equal.
 std::string DescribeDifference(const ModelConfig& stored, const ModelConfig& wanted);
 

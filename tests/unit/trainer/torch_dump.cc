@@ -129,25 +129,9 @@ void DumpOps(const fs::path& dir) {
     cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, H, KV, hd);
     c.Write(dir / "attention.safetensors");
   }
-  {
+  auto rope_case = [&](const char* file, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope) {
     Case c;
-    const int B = 2, T = 7, H = 4, KV = 2, hd = 8, row = (H + 2 * KV) * hd;
-    auto& inp = c.Random("inp", {B, T, row}, rng);
-    auto& dout = c.Random("dout", {B, T, row}, rng);
-    auto& out = c.Zeros("out", {B, T, row});
-    auto& dinp = c.Zeros("dinp", {B, T, row});
-    out = inp;
-    dinp = dout;
-    cpu::RopeForward(out.data(), B, T, H, KV, hd, RopeFrequencies{});
-    cpu::RopeBackward(dinp.data(), B, T, H, KV, hd, RopeFrequencies{});
-    c.Write(dir / "rope.safetensors");
-  }
-  {
-    // Llama 3.1's scaling, its bounds made small (wavelengths past 64 positions slowed, under 16 kept) so that the
-    // head's four pairs hold all three cases; positions up to 99.
-    Case c;
-    const int B = 1, T = 100, H = 2, KV = 1, hd = 8, row = (H + 2 * KV) * hd;
-    const RopeFrequencies rope{10000.0f, 8.0f, 1.0f, 4.0f, 64.0f};
+    const int row = (H + 2 * KV) * hd;
     auto& inp = c.Random("inp", {B, T, row}, rng);
     auto& dout = c.Random("dout", {B, T, row}, rng);
     auto& out = c.Zeros("out", {B, T, row});
@@ -156,8 +140,12 @@ void DumpOps(const fs::path& dir) {
     dinp = dout;
     cpu::RopeForward(out.data(), B, T, H, KV, hd, rope);
     cpu::RopeBackward(dinp.data(), B, T, H, KV, hd, rope);
-    c.Write(dir / "rope_scaled.safetensors");
-  }
+    c.Write(dir / file);
+  };
+  rope_case("rope.safetensors", 2, 7, 4, 2, 8, RopeFrequencies{});
+  // Llama 3.1's scaling, its bounds made small (wavelengths past 64 positions slowed, under 16 kept) so that the
+  // head's four pairs hold all three cases; positions up to 99.
+  rope_case("rope_scaled.safetensors", 1, 100, 2, 1, 8, RopeFrequencies{10000.0f, 8.0f, 1.0f, 4.0f, 64.0f});
   {
     Case c;
     const int n = 200;
