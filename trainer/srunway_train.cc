@@ -131,7 +131,9 @@ int main(int argc, char** argv) {
   app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie,
                "Megatron's: an output layer of its own (Llama's)");
   app.add_flag("--disable-bias-linear", megatron_arch.disable_bias, "Megatron's: no biases (Llama's)");
-  bool add_qkv_bias = false;
+  bool add_qkv_bias = false, squared_relu = false;
+  app.add_flag("--squared-relu", squared_relu,
+               "Megatron's: the FFN's activation relu(x)^2 instead of GELU (a GPT's; a Llama's FFN is SwiGLU)");
   app.add_flag("--add-qkv-bias", add_qkv_bias,
                "Megatron's: biases on q, k and v alone (a Llama's, as Qwen2's; a GPT has every bias anyway)");
   app.add_flag("--group-query-attention", group_query_attention,
@@ -557,7 +559,7 @@ int main(int argc, char** argv) {
       ->excludes("--no-overlap-grad-reduce");
   bool exact_gelu = false;
   app.add_flag("--no-bias-gelu-fusion", exact_gelu,
-               "Megatron's: refused for a GPT, for which Megatron then computes the exact (erf) GELU: "
+               "Megatron's: refused for a GPT with GELU, for which Megatron then computes the exact (erf) GELU: "
                "srunway-train's is the tanh form, Megatron's default (its fused bias-GELU)");
   bool dry_run = false, distributed_optimizer = false, recompute = false;
   srunway::trainer::PlanInput plan;
@@ -632,7 +634,7 @@ int main(int argc, char** argv) {
                            "--ffn-hidden-size", "--max-position-embeddings", "--vocab-size", "--init-std",
                            "--normalization", "--swiglu", "--position-embedding-type",
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
-                           "--rotary-base", "--use-rope-scaling", "--add-qkv-bias"}) {
+                           "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu"}) {
     use_checkpoint_args->excludes(name);
   }
   for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--lr", "--min-lr", "--weight-decay",
@@ -835,6 +837,7 @@ int main(int argc, char** argv) {
   if (norm_eps > 0) o.model.norm_eps = norm_eps;
   if (rotary_base > 0) o.model.rope_theta = rotary_base;
   o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama;
+  o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
   if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's
     o.model.rope_scaling_factor = rope_scaling_factor;
     o.model.rope_low_freq_factor = 1.0f;
@@ -854,7 +857,7 @@ int main(int argc, char** argv) {
     }
     o.model = *saved;
   }
-  if (exact_gelu && o.model.arch == srunway::trainer::Arch::kGpt) {
+  if (exact_gelu && o.model.gelu()) {
     srunway::common::LogError("--no-bias-gelu-fusion: Megatron then computes the exact (erf) GELU, and "
                               "srunway-train's GPT computes the tanh form (Megatron's default, with its fused "
                               "bias-GELU, and its --openai-gelu): leave it out");

@@ -1,13 +1,14 @@
 // GPU suite: one training step of the whole model on the GPU (trainer/ops/cuda through the ops table) against
 // the same step on the CPU (ops/cpu, fp32), from the same parameters (rounded to bf16, so both start equal) and
-// batch: gpt-tiny and llama-tiny (also with --add-qkv-bias's biases), without and with dropout 0.1 (with it, the GPU's classifier makes its gradients
+// batch: gpt-tiny (also with --squared-relu) and llama-tiny (also with --add-qkv-bias's biases), without and with
+// dropout 0.1 (with it, the GPU's classifier makes its gradients
 // with the losses, as training does), and with several documents in each sequence (--reset-position-ids and
 // --reset-attention-mask: on the GPU attention's own kernels, whatever SRUNWAY_ATTENTION says). The GPU keeps activations in bf16, so the two
 // differ by bf16 rounding along the network: the loss within 1e-2 relative, and each gradient tensor within 5e-2
 // of its largest element on the CPU (every tensor's worst is printed); then the global norm and one clipped AdamW
 // update through the same ops table (see Step). Arguments name the cases to run (gpt-tiny, llama-tiny, each also
-// with -dropout and -documents; llama-tiny-qkv-bias, whose q, k and v have biases; all of them without any). Exits 77
-// where there is no GPU.
+// with -dropout and -documents; llama-tiny-qkv-bias, whose q, k and v have biases; gpt-tiny-squared-relu, whose FFN
+// is relu(x)^2; all of them without any). Exits 77 where there is no GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -40,10 +41,11 @@ void Check(const srunway::common::Status& status, const char* what) {
 }
 
 void Step(Device& device, srunway::trainer::Ops& ops, const char* preset, float dropout, bool documents,
-          bool qkv_bias) {
+          bool qkv_bias, bool squared_relu) {
   auto config = srunway::trainer::Preset(preset);
   Check(config.status(), "Preset");
   config->qkv_bias = qkv_bias;
+  config->squared_relu = squared_relu;
   const int B = 4, T = config->seq_len;
   Model cpu(*config, B);
   srunway::trainer::Rng rng(42);
@@ -156,6 +158,7 @@ int main(int argc, char** argv) {
     float dropout;
     bool documents;
     bool qkv_bias = false;
+    bool squared_relu = false;
   };
   constexpr Case kCases[] = {{"gpt-tiny", "gpt-tiny", 0.0f, false},
                              {"gpt-tiny-dropout", "gpt-tiny", 0.1f, false},
@@ -163,12 +166,13 @@ int main(int argc, char** argv) {
                              {"llama-tiny", "llama-tiny", 0.0f, false},
                              {"llama-tiny-dropout", "llama-tiny", 0.1f, false},
                              {"llama-tiny-documents", "llama-tiny", 0.0f, true},
-                             {"llama-tiny-qkv-bias", "llama-tiny", 0.0f, false, true}};
+                             {"llama-tiny-qkv-bias", "llama-tiny", 0.0f, false, true},
+                             {"gpt-tiny-squared-relu", "gpt-tiny", 0.0f, false, false, true}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
       std::fprintf(stderr, "cuda_model: no case %s (gpt-tiny, llama-tiny, each also with -dropout and -documents; "
-                           "llama-tiny-qkv-bias)\n",
+                           "llama-tiny-qkv-bias, gpt-tiny-squared-relu)\n",
                    name.c_str());
       return EXIT_FAILURE;
     }
@@ -178,7 +182,7 @@ int main(int argc, char** argv) {
   Check(ops.status(), "NewCudaOps");
   std::printf("cuda_model: %s\n", device->name().c_str());
   for (const Case& c : kCases) {
-    if (chosen.empty() || chosen.contains(c.name)) Step(*device, **ops, c.preset, c.dropout, c.documents, c.qkv_bias);
+    if (chosen.empty() || chosen.contains(c.name)) Step(*device, **ops, c.preset, c.dropout, c.documents, c.qkv_bias, c.squared_relu);
   }
   std::printf("cuda_model: %s\n", g_failures == 0 ? "the GPU step matches the CPU step" : "MISMATCHES above");
   return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

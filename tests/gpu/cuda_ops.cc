@@ -122,18 +122,23 @@ void Residual(Gpu& gpu) {
   Compare("residual backward db", gpu.Read(gdb), db, kBf16Rtol, 1e-3f);
 }
 
-void Gelu(Gpu& gpu) {
+// An elementwise activation (GELU, squared ReLU) and its backward, kernels against their CPU twins.
+using GpuActivation = int (*)(uint16_t*, const uint16_t*, int64_t, cuda::Stream);
+using GpuActivationBackward = int (*)(uint16_t*, const uint16_t*, const uint16_t*, int64_t, cuda::Stream);
+void Activation(Gpu& gpu, const std::string& name, GpuActivation gpu_forward, GpuActivationBackward gpu_backward,
+                void (*cpu_forward)(float*, const float*, int64_t),
+                void (*cpu_backward)(float*, const float*, const float*, int64_t)) {
   const size_t n = 100003;
   auto x = Rounded(Random(n, 2.0f)), dout = Rounded(Random(n)), dinp = Rounded(Random(n));
   Buffer gx = gpu.Bf16(x), gout = gpu.Bf16(std::vector<float>(n)), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp);
-  gpu.Launched(cuda::GeluForward(gout.as<uint16_t>(), gx.as<uint16_t>(), n, gpu.stream()), "GeluForward");
-  gpu.Launched(cuda::GeluBackward(gdinp.as<uint16_t>(), gx.as<uint16_t>(), gdout.as<uint16_t>(), n, gpu.stream()),
-           "GeluBackward");
+  gpu.Launched(gpu_forward(gout.as<uint16_t>(), gx.as<uint16_t>(), n, gpu.stream()), (name + " forward").c_str());
+  gpu.Launched(gpu_backward(gdinp.as<uint16_t>(), gx.as<uint16_t>(), gdout.as<uint16_t>(), n, gpu.stream()),
+               (name + " backward").c_str());
   std::vector<float> out(n);
-  cpu::GeluForward(out.data(), x.data(), n);
-  cpu::GeluBackward(dinp.data(), x.data(), dout.data(), n);
-  Compare("gelu forward", gpu.Read(gout), out, kBf16Rtol, 8e-3f);
-  Compare("gelu backward", gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
+  cpu_forward(out.data(), x.data(), n);
+  cpu_backward(dinp.data(), x.data(), dout.data(), n);
+  Compare(name + " forward", gpu.Read(gout), out, kBf16Rtol, 8e-3f);
+  Compare(name + " backward", gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
 }
 
 // With `documents`, each token's learned position embedding is that of its place in its document, whose rows of
@@ -778,7 +783,9 @@ int main(int argc, char** argv) {
   std::printf("cuda_ops: %s\n", gpu.device().name().c_str());
   if (wanted("kernels")) {
     Residual(gpu);
-    Gelu(gpu);
+    Activation(gpu, "gelu", cuda::GeluForward, cuda::GeluBackward, cpu::GeluForward, cpu::GeluBackward);
+    Activation(gpu, "squared relu", cuda::SquaredReluForward, cuda::SquaredReluBackward, cpu::SquaredReluForward,
+               cpu::SquaredReluBackward);
     Embedding(gpu, false);
     Embedding(gpu, true);
     LayerNorm(gpu, 512, 768);

@@ -458,8 +458,10 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
     SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "n_positions", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, number("layer_norm_epsilon", 1e-5));
-    // Both names are the tanh approximation, which our GELU is.
-    if (!json.contains("activation_function") || json["activation_function"] != "gelu_pytorch_tanh") {
+    // Both GELU names are the tanh approximation, which our GELU is; relu2 is squared ReLU.
+    c.squared_relu = json.contains("activation_function") && json["activation_function"] == "relu2";
+    if (!c.squared_relu &&
+        (!json.contains("activation_function") || json["activation_function"] != "gelu_pytorch_tanh")) {
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("activation_function", "gelu_new"));
     }
     // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
@@ -501,8 +503,8 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
     return {{"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", "gpt2"}, {"n_layer", c.n_layer},
             {"n_embd", c.d_model}, {"n_head", c.n_head}, {"n_inner", c.d_ff}, {"n_positions", c.seq_len},
             {"vocab_size", c.vocab}, {"layer_norm_epsilon", Shortest(c.norm_eps)},
-            {"activation_function", "gelu_new"}, {"initializer_range", Shortest(c.init_std)},
-            {"torch_dtype", torch_dtype}};
+            {"activation_function", c.squared_relu ? "relu2" : "gelu_new"},
+            {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
   }
   common::Json rope_scaling = RopeScalingToJson(c);
   if (rope_scaling.is_object()) {

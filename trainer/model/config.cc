@@ -137,6 +137,9 @@ common::Status Validate(const ModelConfig& c) {
       return common::InvalidArgument("init_std, norm_eps and rope_theta must be positive and finite");
     }
   }
+  if (c.squared_relu && c.arch != Arch::kGpt) {
+    return common::InvalidArgument("squared_relu (--squared-relu) is for a GPT model: a Llama's FFN is SwiGLU");
+  }
   if (c.qkv_bias && c.arch != Arch::kLlama) {
     return common::InvalidArgument("qkv_bias (--add-qkv-bias) is for a Llama model: GPT's layers have every bias");
   }
@@ -181,6 +184,7 @@ common::Json ToJson(const ModelConfig& c) {
   // Written always, null where there is none, so that DescribeDifference names it either way.
   json["rope_scaling"] = RopeScalingToJson(c);
   json["qkv_bias"] = c.qkv_bias;
+  json["squared_relu"] = c.squared_relu;
   return json;
 }
 
@@ -208,9 +212,11 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   if (json.contains("rope_scaling") && !json["rope_scaling"].is_null()) {
     SRUNWAY_RETURN_IF_ERROR(RopeScalingFromJson(json["rope_scaling"], std::string(where) + ": rope_scaling", c));
   }
-  // Checkpoints before 2026-12-05 have no qkv_bias: none.
-  if (json.contains("qkv_bias")) {
-    SRUNWAY_ASSIGN_OR_RETURN(c.qkv_bias, common::JsonField<bool>(json, "qkv_bias", where));
+  // Checkpoints before 2026-12-05 have neither: no such biases, GELU.
+  for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu}}) {
+    if (json.contains(key)) {
+      SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));
+    }
   }
   SRUNWAY_RETURN_IF_ERROR(Validate(c).WithContext(where));
   return c;

@@ -36,6 +36,8 @@ struct ModelConfig {
   int rope_original_positions = 8192;
   // Biases on q, k and v alone (Llama only: GPT has every bias): Megatron's --add-qkv-bias, Qwen2's attention.
   bool qkv_bias = false;
+  // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
+  bool squared_relu = false;
 
   int head_dim() const { return d_model / n_head; }
   RopeFrequencies rope() const {
@@ -45,6 +47,8 @@ struct ModelConfig {
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT ties the output layer to the token embedding; Llama has its own.
   bool tied_embeddings() const { return arch == Arch::kGpt; }
+  // GPT's GELU, whose Linear layer computes it in the GEMM's epilogue (MatmulGeluForward).
+  bool gelu() const { return arch == Arch::kGpt && !squared_relu; }
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };

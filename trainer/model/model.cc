@@ -76,7 +76,7 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops,
   d_qkv_ = Act(N * config.qkv_dim());
   d_attn_ = Act(N * C);
   d_fc_ = Act(N * fc);
-  if (config.arch != Arch::kGpt) d_act_ = Act(N * F);  // GPT's GELU backward goes straight into d_fc_
+  if (!config.gelu()) d_act_ = Act(N * F);  // GELU's backward goes straight into d_fc_
   d_drop_ = Act(N * C);
 }
 
@@ -217,8 +217,11 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   ops_->Dropout(d_attn_.data(), NC, Site(1 + 3 * l));
   ResidualNormForward(a.mid.data(), a.norm2.data(), a.mean2.as<float>(), a.rstd2.as<float>(), input, d_attn_.data(),
                       w.norm2_w, w.norm2_b, N);
-  if (gpt) {
+  if (c.gelu()) {
     ops_->MatmulGeluForward(a.act.data(), a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, F);
+  } else if (gpt) {  // squared ReLU
+    ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, F);
+    ops_->SquaredReluForward(a.act.data(), a.fc.data(), int64_t{N} * F);
   } else {
     ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, nullptr, N, C, 2 * F);
     ops_->SwigluForward(a.act.data(), a.fc.data(), N, F);
@@ -302,7 +305,7 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     // FFN branch: d_res is d(layer output), which is also d(FFN output) and part of d(mid).
     const int fc_dim = gpt ? F : 2 * F;
     const void* d_out = Masked(d_res_, Site(3 + 3 * l));
-    if (gpt) {
+    if (c.gelu()) {
       // fc's bias gradient too: on the GPU the column sums of d(fc) come out of the same product.
       ops_->MatmulGeluBackward(d_fc_.data(), dw.fc_b, dw.out_w, dw.out_b, d_out, a.act.data(), a.fc.data(), w.out_w, N,
                                F, C, dw_mode);
@@ -310,10 +313,14 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     } else {
       ops_->MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, d_out, a.act.data(), w.out_w, N, F, C, dw_mode);
       done(layout_.LayerPart(l, "out."));
-      ops_->SwigluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), N, F);
+      if (gpt) {
+        ops_->SquaredReluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), int64_t{N} * F);
+      } else {
+        ops_->SwigluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), N, F);
+      }
     }
-    ops_->MatmulBackward(d_norm_.data(), dw.fc_w, gpt ? nullptr : dw.fc_b, d_fc_.data(), a.norm2.data(), w.fc_w, N, C,
-                         fc_dim, dw_mode);
+    ops_->MatmulBackward(d_norm_.data(), dw.fc_w, c.gelu() ? nullptr : dw.fc_b, d_fc_.data(), a.norm2.data(), w.fc_w,
+                         N, C, fc_dim, dw_mode);
     done(layout_.LayerPart(l, "fc."));
     NormBackward(d_res_.data(), dw.norm2_w, dw.norm2_b, d_norm_.data(), a.mid.data(), w.norm2_w, a.mean2.as<float>(),
                  a.rstd2.as<float>(), N);

@@ -97,6 +97,8 @@ class Ops {
                             const Documents& docs) = 0;
   virtual void GeluForward(void* out, const void* inp, int64_t n) = 0;
   virtual void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) = 0;
+  virtual void SquaredReluForward(void* out, const void* inp, int64_t n) = 0;
+  virtual void SquaredReluBackward(void* dinp, const void* inp, const void* dout, int64_t n) = 0;
   virtual void SwigluForward(void* out, const void* inp, int N, int F) = 0;
   virtual void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F) = 0;
   virtual void ResidualForward(void* out, const void* a, const void* b, int64_t n) = 0;

@@ -921,5 +921,27 @@ TEST(QkvBiasTest, OneBiasPerLayerKeptInTheCheckpointsConfig) {
   EXPECT_THAT(Validate(gpt).message(), ::testing::HasSubstr("qkv_bias (--add-qkv-bias) is for a Llama model"));
 }
 
+// Megatron's --squared-relu: a GPT's FFN activation, no parameter of its own, kept in the checkpoint's config.
+TEST(SquaredReluTest, KeptInTheCheckpointsConfigForAGptOnly) {
+  ModelConfig c = *Preset("gpt-tiny");
+  c.squared_relu = true;
+  EXPECT_FALSE(c.gelu());
+  EXPECT_EQ(ParamLayout(c).numel(), ParamLayout(*Preset("gpt-tiny")).numel());
+  auto back = FromJson(ToJson(c), "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, c);
+  EXPECT_EQ(DescribeDifference(c, *Preset("gpt-tiny")), "squared_relu is true in the checkpoint and false here");
+  common::Json old = ToJson(*Preset("gpt-tiny"));
+  old.erase("squared_relu");  // a checkpoint written before the key
+  back = FromJson(old, "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_FALSE(back->squared_relu);
+  EXPECT_TRUE(back->gelu());
+
+  ModelConfig llama = *Preset("llama-tiny");
+  llama.squared_relu = true;
+  EXPECT_THAT(Validate(llama).message(), ::testing::HasSubstr("squared_relu (--squared-relu) is for a GPT model"));
+}
+
 }  // namespace
 }  // namespace srunway::trainer

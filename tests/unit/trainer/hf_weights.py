@@ -12,6 +12,7 @@ from the Hugging Face file gives the step lines of training from our own export 
 config.json (--use-checkpoint-args); what --export-hf writes gives our model's loss through the same Hugging Face
 forwards, and loads back bit for bit; and bad files or flags are one error line with the documented exit code.
 """
+import functools
 import json
 import math
 import os
@@ -74,8 +75,9 @@ def gpt2_weights(gen, layers=LAYERS, positions=SEQ, prefix=""):
     return {prefix + k: v for k, v in sd.items()}
 
 
-def gpt2_loss(sd, tokens, targets, layers=LAYERS):
-    """GPT2LMHeadModel's forward: Conv1D is x @ W + b, heads split q | k | v, tanh GELU, head tied to wte."""
+def gpt2_loss(sd, tokens, targets, layers=LAYERS, relu2=False):
+    """GPT2LMHeadModel's forward: Conv1D is x @ W + b, heads split q | k | v, tanh GELU (relu(x)^2 with `relu2`,
+    its activation_function relu2), head tied to wte."""
     B, T = tokens.shape
     hd = C // HEADS
     x = sd["wte.weight"][tokens] + sd["wpe.weight"][:T][None]
@@ -89,7 +91,8 @@ def gpt2_loss(sd, tokens, targets, layers=LAYERS):
         y = (att @ v).transpose(1, 2).reshape(B, T, C)
         x = x + y @ sd[h + "attn.c_proj.weight"] + sd[h + "attn.c_proj.bias"]
         m = F.layer_norm(x, (C,), sd[h + "ln_2.weight"], sd[h + "ln_2.bias"], 1e-5)
-        m = F.gelu(m @ sd[h + "mlp.c_fc.weight"] + sd[h + "mlp.c_fc.bias"], approximate="tanh")
+        m = m @ sd[h + "mlp.c_fc.weight"] + sd[h + "mlp.c_fc.bias"]
+        m = F.relu(m) ** 2 if relu2 else F.gelu(m, approximate="tanh")
         x = x + m @ sd[h + "mlp.c_proj.weight"] + sd[h + "mlp.c_proj.bias"]
     x = F.layer_norm(x, (C,), sd["ln_f.weight"], sd["ln_f.bias"], 1e-5)
     return F.cross_entropy((x @ sd["wte.weight"].T).reshape(-1, VOCAB), targets.reshape(-1))
@@ -205,6 +208,13 @@ def expect_error(what, args, code, pattern):
     lines = error_lines(err)
     check(what, rc == code and len(lines) == 1 and re.search(pattern, lines[0]) is not None,
           f"exit {rc}, error lines {lines}")
+
+
+def exported_model(path):
+    """The model that --export's header records."""
+    with open(path, "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    return json.loads(header.get("__metadata__", {}).get("srunway_model", "{}"))
 
 
 def check_qwen2(gen, tokens, targets, llama):
@@ -359,11 +369,7 @@ def main():
         back = os.path.join(WORK, "back-scaled.safetensors")
         rc, _, err = train("--use-checkpoint-args", "--load", scaled_out, "--skip-train", "--eval-iters", "0",
                            "--export", back)
-        header = {}
-        if rc == 0:
-            with open(back, "rb") as f:
-                header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
-        model = json.loads(header.get("__metadata__", {}).get("srunway_model", "{}"))
+        model = exported_model(back) if rc == 0 else {}
         want = {k: v for k, v in scaling.items() if k != "rope_type"}
         check("--export-hf of a scaled Llama loaded back keeps the scaling", model.get("rope_scaling") == want,
               f"exit {rc}, {model} {err.strip()[-300:]}")
@@ -379,9 +385,12 @@ def main():
 
     # --export-hf writes what Hugging Face's forward computes our model's loss from, and config.json for it; and
     # back through --use-checkpoint-args, the same weights bit for bit.
-    # A Llama with --add-qkv-bias is a Qwen2 there (its biases trained away from their initial zeros).
+    # A Llama with --add-qkv-bias is a Qwen2 there (its biases trained away from their initial zeros), a GPT with
+    # --squared-relu a GPT-2 whose activation_function is relu2.
+    relu2_loss = functools.partial(gpt2_loss, relu2=True)
     for preset, args, is_llama, hf_loss in (("gpt-tiny", [], False, gpt2_loss), ("llama-tiny", [], True, llama_loss),
-                                            ("qwen2", ["--add-qkv-bias"], True, llama_loss)):
+                                            ("qwen2", ["--add-qkv-bias"], True, llama_loss),
+                                            ("gpt-relu2", ["--squared-relu"], False, relu2_loss)):
         out_dir = os.path.join(WORK, f"hf-{preset}")
         ours_path = os.path.join(WORK, f"ours-{preset}.safetensors")
         rc, _, err = train("--preset", "gpt-tiny" if not is_llama else "llama-tiny", *args, "--train-steps", "2",
@@ -391,21 +400,23 @@ def main():
             continue
         ours = load(ours_path)
         reference = model_loss(ours, tokens, targets, is_llama, LAYERS, HEADS, KV if is_llama else HEADS, 1e-5,
-                               10000.0).item()
+                               10000.0, squared_relu="--squared-relu" in args).item()
         loss = hf_loss(load(os.path.join(out_dir, "model.safetensors")), tokens, targets).item()
         check(f"--export-hf of {preset}", abs(loss - reference) <= 1e-5,
               f"Hugging Face's forward {loss:.6f}, srunway {reference:.6f}", always=True)
         with open(os.path.join(out_dir, "config.json")) as f:
             config = json.load(f)
-        want = ({"model_type": "qwen2" if args else "llama", "num_hidden_layers": LAYERS, "hidden_size": C,
+        qwen2 = "--add-qkv-bias" in args
+        want = ({"model_type": "qwen2" if qwen2 else "llama", "num_hidden_layers": LAYERS, "hidden_size": C,
                  "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
                  "vocab_size": VOCAB, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
-                 "architectures": ["Qwen2ForCausalLM" if args else "LlamaForCausalLM"]} if is_llama else
+                 "architectures": ["Qwen2ForCausalLM" if qwen2 else "LlamaForCausalLM"]} if is_llama else
                 {"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_inner": 4 * C,
-                 "n_positions": SEQ, "vocab_size": VOCAB, "layer_norm_epsilon": 1e-5})
+                 "n_positions": SEQ, "vocab_size": VOCAB, "layer_norm_epsilon": 1e-5,
+                 "activation_function": "relu2" if "--squared-relu" in args else "gelu_new"})
         check(f"--export-hf of {preset}: config.json", all(config.get(k) == v for k, v in want.items()),
               json.dumps(config))
-        if args:
+        if qwen2:
             biases = sorted(k for k in load(os.path.join(out_dir, "model.safetensors")) if k.endswith(".bias"))
             check("--export-hf of a Llama with --add-qkv-bias: q, k and v's biases, nothing else", biases == sorted(
                 f"model.layers.{l}.self_attn.{n}_proj.bias" for l in range(LAYERS) for n in "qkv"), f"{biases}")
@@ -414,6 +425,8 @@ def main():
                            "--skip-train", "--eval-iters", "0", "--export", back)
         same = rc == 0 and all(torch.equal(t, load(back)[k]) for k, t in ours.items())
         check(f"--export-hf of {preset} loaded back", same, err.strip()[-400:])
+        models = [exported_model(path) for path in (ours_path, back)] if rc == 0 else []
+        check(f"--export-hf of {preset} loaded back: the same model", rc == 0 and models[0] == models[1], f"{models}")
     f32_ours = load(os.path.join(WORK, "ours-llama-tiny.safetensors"))
     f32_hf = load(os.path.join(WORK, "hf-llama-tiny", "model.safetensors"))
     # Past --export-hf-max-shard-gb the weights are save_pretrained's shards and index (a tensor past the limit

@@ -146,17 +146,20 @@ void DumpOps(const fs::path& dir) {
   // Llama 3.1's scaling, its bounds made small (wavelengths past 64 positions slowed, under 16 kept) so that the
   // head's four pairs hold all three cases; positions up to 99.
   rope_case("rope_scaled.safetensors", 1, 100, 2, 1, 8, RopeFrequencies{10000.0f, 8.0f, 1.0f, 4.0f, 64.0f});
-  {
+  // An elementwise activation and its backward.
+  auto activation_case = [&](const char* file, auto forward, auto backward) {
     Case c;
     const int n = 200;
     auto& inp = c.Random("inp", {n}, rng, 3.0);
     auto& dout = c.Random("dout", {n}, rng);
     auto& out = c.Zeros("out", {n});
     auto& dinp = c.Stale("dinp", {n});
-    cpu::GeluForward(out.data(), inp.data(), n);
-    cpu::GeluBackward(dinp.data(), inp.data(), dout.data(), n);
-    c.Write(dir / "gelu.safetensors");
-  }
+    forward(out.data(), inp.data(), n);
+    backward(dinp.data(), inp.data(), dout.data(), n);
+    c.Write(dir / file);
+  };
+  activation_case("gelu.safetensors", cpu::GeluForward, cpu::GeluBackward);
+  activation_case("squared_relu.safetensors", cpu::SquaredReluForward, cpu::SquaredReluBackward);
   {
     Case c;
     const int F = 16;
@@ -233,15 +236,19 @@ std::vector<std::vector<float>> DropoutMasks(const ModelConfig& c, const Dropout
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
 // with `dropout` > 0 both hidden and attention dropout, their masks written beside the step. With `qkv_bias` the
-// Llama has biases on q, k and v (--add-qkv-bias), drawn at random so that the forward uses them.
-void DumpStep(const fs::path& dir, const std::string& preset, float dropout, bool qkv_bias = false) {
+// Llama has biases on q, k and v (--add-qkv-bias), drawn at random so that the forward uses them; with
+// `squared_relu` the GPT's FFN is relu(x)^2 (--squared-relu).
+void DumpStep(const fs::path& dir, const std::string& preset, float dropout, bool qkv_bias = false,
+              bool squared_relu = false) {
   ModelConfig config = *Preset(preset);
   config.qkv_bias = qkv_bias;
+  config.squared_relu = squared_relu;
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
   const DropoutContext context{99, 3, 5};
-  const std::string name_of_run = preset + (qkv_bias ? "-qkv-bias" : "") + (dropout > 0 ? "-dropout" : "");
+  const std::string name_of_run =
+      preset + (qkv_bias ? "-qkv-bias" : "") + (squared_relu ? "-squared-relu" : "") + (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
   for (int l = 0; qkv_bias && l < config.n_layer; ++l) {
@@ -305,5 +312,6 @@ int main(int argc, char** argv) {
     srunway::trainer::DumpStep(argv[1], "llama-tiny", dropout);
   }
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, /*qkv_bias=*/true);
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, false, /*squared_relu=*/true);
   return 0;
 }

@@ -137,6 +137,8 @@ def check_ops(d):
              [("dinp", "inp")])
     t = load(f"{d}/gelu.safetensors")
     check_op("gelu", t, ["inp"], lambda p: F.gelu(p["inp"], approximate="tanh"), ["out"], [("dinp", "inp")])
+    t = load(f"{d}/squared_relu.safetensors")
+    check_op("squared_relu", t, ["inp"], lambda p: F.relu(p["inp"]) ** 2, ["out"], [("dinp", "inp")])
     t = load(f"{d}/swiglu.safetensors")
 
     def swiglu(p):
@@ -160,9 +162,9 @@ def check_ops(d):
     check("cross_entropy dlogits", t["dlogits"], logits.grad, 1e-5, 1e-4)
 
 
-def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None):
+def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
-    scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None."""
+    scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU."""
     B, T = tokens.shape
     C = p["wte"].shape[1]
     hd = C // H
@@ -195,21 +197,21 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
             gate, up = h.chunk(2, dim=-1)
             h = F.silu(gate) * up
         else:
-            h = F.gelu(h, approximate="tanh")
+            h = F.relu(h) ** 2 if squared_relu else F.gelu(h, approximate="tanh")
         x = x + drop(linear(h, pre + "out"), 3 + 3 * l)
     x = norm(x, "norm_f")
     logits = F.linear(x, p["lm_head.weight"] if llama else p["wte"])
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def check_step(d, preset, llama, n_layer, H, KV):
+def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
     tokens, targets = before.pop("_tokens").long(), before.pop("_targets").long()
     masks = {int(k.split(".")[1]): before.pop(k) for k in list(before) if k.startswith("_mask.")} or None
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
-    loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks)
+    loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, squared_relu=squared_relu)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -245,11 +247,13 @@ def main():
     check_step(work, "llama-tiny-dropout", True, 2, 4, 2)
     # Llama with biases on q, k and v (--add-qkv-bias, Qwen2's), drawn at random.
     check_step(work, "llama-tiny-qkv-bias", True, 2, 4, 2)
+    # GPT with Megatron's --squared-relu.
+    check_step(work, "gpt-tiny-squared-relu", False, 2, 4, 4, squared_relu=True)
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the five training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
-          "biases) match PyTorch")
+    print("every op and the six training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+          "biases; GPT with squared ReLU) match PyTorch")
 
 
 if __name__ == "__main__":

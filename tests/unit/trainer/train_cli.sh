@@ -818,7 +818,21 @@ for bias in "" --add-qkv-bias; do
 done
 diff <(losses "$kWork/gpt.jsonl") <(losses "$kWork/gpt--add-qkv-bias.jsonl") >/dev/null ||
   fail "--add-qkv-bias changed a GPT, which has those biases anyway"
-rm -rf "$kWork/biased" "$kWork"/{biased,unbiased,gpt,gpt--add-qkv-bias}.jsonl
+# Megatron's --squared-relu: a GPT's FFN is relu(x)^2 (its losses differ from GELU's), kept in the checkpoint (a
+# resume without it is refused naming it); a Llama's FFN is SwiGLU, refused; --no-bias-gelu-fusion, refused with
+# GELU, is taken with it.
+"$kTrain" --preset gpt-tiny --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --squared-relu \
+  --no-bias-gelu-fusion --metrics-file "$kWork/relu2.jsonl" --save "$kWork/relu2" >"$kWork/out" 2>"$kWork/err" ||
+  fail "--squared-relu: $(cat "$kWork/err")"
+[[ $(losses "$kWork/relu2.jsonl") != "$(losses "$kWork/gpt.jsonl")" ]] ||
+  fail "--squared-relu trained GELU's model: $(losses "$kWork/relu2.jsonl")"
+expect_exit 1 "squared_relu is true in the checkpoint and false here" \
+  "$kTrain" --preset gpt-tiny --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/relu2"
+"$kTrain" --preset gpt-tiny --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --squared-relu \
+  --load "$kWork/relu2" >"$kWork/out" 2>"$kWork/err" || fail "a resume with --squared-relu: $(cat "$kWork/err")"
+expect_exit 2 "error: squared_relu \(--squared-relu\) is for a GPT model: a Llama's FFN is SwiGLU$" \
+  "$kTrain" "${llama[@]}" --mock-data --squared-relu
+rm -rf "$kWork/biased" "$kWork/relu2" "$kWork"/{biased,unbiased,gpt,gpt--add-qkv-bias,relu2}.jsonl
 # A model that cannot be built names the flags that shape it (it said only "d_model 100", "n_head 3").
 expect_exit 2 "error: d_model \\(--hidden-size\\) 100 is not a multiple of n_head \\(--num-attention-heads\\) 3$" \
   "$kTrain" --preset gpt-tiny --mock-data --hidden-size 100 --num-attention-heads 3

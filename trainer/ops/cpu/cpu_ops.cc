@@ -98,6 +98,12 @@ class CpuOps : public Ops {
   void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {
     cpu::GeluBackward(F(dinp), F(inp), F(dout), n);
   }
+  void SquaredReluForward(void* out, const void* inp, int64_t n) override {
+    cpu::SquaredReluForward(F(out), F(inp), n);
+  }
+  void SquaredReluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {
+    cpu::SquaredReluBackward(F(dinp), F(inp), F(dout), n);
+  }
   void SwigluForward(void* out, const void* inp, int N, int F_) override { cpu::SwigluForward(F(out), F(inp), N, F_); }
   void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F_) override {
     cpu::SwigluBackward(F(dinp), F(inp), F(dout), N, F_);

@@ -81,6 +81,10 @@ void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, const RopeFr
 void GeluForward(float* out, const float* inp, int64_t n);
 void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n);
 
+// squared_relu.cc: relu(x)^2 (Megatron's --squared-relu; Hugging Face's relu2).
+void SquaredReluForward(float* out, const float* inp, int64_t n);
+void SquaredReluBackward(float* dinp, const float* inp, const float* dout, int64_t n);
+
 // swiglu.cc: out[N, F] = silu(inp[:, :F]) * inp[:, F:] for inp [N, 2F] (gate, then up).
 void SwigluForward(float* out, const float* inp, int N, int F);
 void SwigluBackward(float* dinp, const float* inp, const float* dout, int N, int F);

@@ -172,6 +172,12 @@ class CudaOps : public Ops {
   void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {
     Check(cuda::GeluBackward(H(dinp), H(inp), H(dout), n, stream_), "gelu backward");
   }
+  void SquaredReluForward(void* out, const void* inp, int64_t n) override {
+    Check(cuda::SquaredReluForward(H(out), H(inp), n, stream_), "squared relu forward");
+  }
+  void SquaredReluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {
+    Check(cuda::SquaredReluBackward(H(dinp), H(inp), H(dout), n, stream_), "squared relu backward");
+  }
   void SwigluForward(void* out, const void* inp, int N, int F) override {
     Check(cuda::SwigluForward(H(out), H(inp), N, F, stream_), "swiglu forward");
   }
