@@ -886,6 +886,20 @@ TEST(PresetTest, KnownSizes) {
   EXPECT_NE(Validate(bad).message().find("not a multiple of n_head"), std::string::npos);
 }
 
+// `c`, which is `plain` with the switch `key` on, reads back from a checkpoint header as itself, a difference from
+// `plain` names the key, and a header written before the key existed reads as `plain`.
+void ExpectKeptInHeader(const ModelConfig& c, const ModelConfig& plain, const std::string& key) {
+  auto back = FromJson(ToJson(c), "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, c);
+  EXPECT_EQ(DescribeDifference(c, plain), key + " is true in the checkpoint and false here");
+  common::Json old = ToJson(plain);
+  old.erase(key);
+  back = FromJson(old, "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, plain);
+}
+
 // Megatron's --add-qkv-bias (Qwen2's attention): a Llama whose layers hold one more tensor, qkv's bias, and no other.
 TEST(QkvBiasTest, OneBiasPerLayerKeptInTheCheckpointsConfig) {
   ModelConfig c = *Preset("llama-tiny");
@@ -906,15 +920,7 @@ TEST(QkvBiasTest, OneBiasPerLayerKeptInTheCheckpointsConfig) {
   const ParamRange qkv = layout.LayerPart(1, "qkv.");
   EXPECT_EQ(qkv.offset + qkv.count, bias.offset + bias.numel);
 
-  auto back = FromJson(ToJson(c), "header");
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(*back, c);
-  EXPECT_EQ(DescribeDifference(c, *Preset("llama-tiny")), "qkv_bias is true in the checkpoint and false here");
-  common::Json old = ToJson(*Preset("llama-tiny"));
-  old.erase("qkv_bias");  // a checkpoint written before the key
-  back = FromJson(old, "header");
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_FALSE(back->qkv_bias);
+  ExpectKeptInHeader(c, *Preset("llama-tiny"), "qkv_bias");
 
   ModelConfig gpt = *Preset("gpt-tiny");
   gpt.qkv_bias = true;
@@ -927,16 +933,7 @@ TEST(SquaredReluTest, KeptInTheCheckpointsConfigForAGptOnly) {
   c.squared_relu = true;
   EXPECT_FALSE(c.gelu());
   EXPECT_EQ(ParamLayout(c).numel(), ParamLayout(*Preset("gpt-tiny")).numel());
-  auto back = FromJson(ToJson(c), "header");
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(*back, c);
-  EXPECT_EQ(DescribeDifference(c, *Preset("gpt-tiny")), "squared_relu is true in the checkpoint and false here");
-  common::Json old = ToJson(*Preset("gpt-tiny"));
-  old.erase("squared_relu");  // a checkpoint written before the key
-  back = FromJson(old, "header");
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_FALSE(back->squared_relu);
-  EXPECT_TRUE(back->gelu());
+  ExpectKeptInHeader(c, *Preset("gpt-tiny"), "squared_relu");
 
   ModelConfig llama = *Preset("llama-tiny");
   llama.squared_relu = true;
