@@ -53,7 +53,8 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
                                                 std::span<float> params);
 
 // --export-hf: DIR/model.safetensors in Hugging Face's names and layouts (as `dtype`) and DIR/config.json, for
-// transformers' GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM .from_pretrained(DIR), from the model's whole fp32 parameters.
+// transformers' GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM .from_pretrained(DIR), from the model's whole
+// fp32 parameters.
 // With `tokenizer`, also its vocab.json and merges.txt and a tokenizer_config.json (GPT2Tokenizer, whose format
 // srunway-prep's byte-level BPE has), and config.json names its end-of-text token.
 struct HfTokenizer {
