@@ -150,6 +150,10 @@ int main(int argc, char** argv) {
                    "--rope-scaling-factor times slower, those under 2048 stay, those between are interpolated");
   app.add_option("--rope-scaling-factor", rope_scaling_factor, "Megatron's: --use-rope-scaling's factor")
       ->capture_default_str()->check(srunway::common::Positive())->needs(rope_scaling);
+  float interpolation_factor = 1.0f;
+  app.add_option("--rotary-seq-len-interpolation-factor", interpolation_factor,
+                 "Megatron's: linear RoPE scaling (Llama): positions this many times nearer, every wavelength that "
+                 "many times longer")->check(srunway::common::Positive());
   // A size given is at least 1 (0 would otherwise read as "the preset's", silently); so are the other numbers
   // whose 0 stands for "not given".
   const CLI::Range size_range(1, 1 << 24);
@@ -634,10 +638,11 @@ int main(int argc, char** argv) {
                            "--ffn-hidden-size", "--max-position-embeddings", "--vocab-size", "--init-std",
                            "--normalization", "--swiglu", "--position-embedding-type",
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
-                           "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu"}) {
+                           "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu",
+                           "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
-  for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--lr", "--min-lr", "--weight-decay",
+  for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--rotary-seq-len-interpolation-factor", "--lr", "--min-lr", "--weight-decay",
                            "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad", "--hidden-dropout",
                            "--attention-dropout"}) {
     app.get_option(name)->check(srunway::common::FitsFloat());  // the options held in floats
@@ -838,6 +843,7 @@ int main(int argc, char** argv) {
   if (rotary_base > 0) o.model.rope_theta = rotary_base;
   o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama;
   o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
+  o.model.rope_linear_factor = interpolation_factor;  // and this for a GPT
   if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's
     o.model.rope_scaling_factor = rope_scaling_factor;
     o.model.rope_low_freq_factor = 1.0f;

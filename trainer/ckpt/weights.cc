@@ -413,8 +413,8 @@ namespace {
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
-// config.json's rope_scaling: null, rope_type default (none) or llama3 (Llama 3.1's, which ModelConfig holds); the
-// type's key was "type" before transformers 4.43.
+// config.json's rope_scaling: null, rope_type default (none), linear (one factor) or llama3 (Llama 3.1's), which
+// ModelConfig holds; the type's key was "type" before transformers 4.43.
 common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::string& where, ModelConfig& c) {
   if (!json.contains("rope_scaling") || json["rope_scaling"].is_null()) return common::Status::Ok();
   const common::Json& r = json["rope_scaling"];
@@ -422,9 +422,13 @@ common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::s
   const char* type_key = r.is_object() && !r.contains("rope_type") && r.contains("type") ? "type" : "rope_type";
   SRUNWAY_ASSIGN_OR_RETURN(std::string type, common::JsonField<std::string>(r, type_key, at));
   if (type == "default") return common::Status::Ok();
+  if (type == "linear") {
+    SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(r, "factor", at));
+    return common::Status::Ok();
+  }
   if (type != "llama3") {
-    return common::FailedPrecondition("{}: rope_type '{}': srunway-train's llama scales RoPE as Llama 3.1 does "
-                                      "(llama3) or not at all", at, type);
+    return common::FailedPrecondition("{}: rope_type '{}': srunway-train's llama scales RoPE linearly (linear), as "
+                                      "Llama 3.1 does (llama3), or not at all", at, type);
   }
   return RopeScalingFromJson(r, at, c);
 }
@@ -512,6 +516,8 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
       rope_scaling[key] = Shortest(rope_scaling[key].get<float>());
     }
     rope_scaling["rope_type"] = "llama3";
+  } else if (c.rope_linear_factor != 1.0f) {
+    rope_scaling = {{"rope_type", "linear"}, {"factor", Shortest(c.rope_linear_factor)}};
   }
   common::Json config = {
       {"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", c.qkv_bias ? "qwen2" : "llama"},

@@ -143,6 +143,20 @@ common::Status Validate(const ModelConfig& c) {
   if (c.qkv_bias && c.arch != Arch::kLlama) {
     return common::InvalidArgument("qkv_bias (--add-qkv-bias) is for a Llama model: GPT's layers have every bias");
   }
+  if (c.rope_linear_factor != 1.0f) {
+    if (c.arch != Arch::kLlama) {
+      return common::InvalidArgument("linear RoPE scaling (--rotary-seq-len-interpolation-factor) needs RoPE, which "
+                                     "GPT's learned positions are not: a Llama model");
+    }
+    if (!(c.rope_linear_factor > 0 && std::isfinite(c.rope_linear_factor))) {
+      return common::InvalidArgument("linear RoPE scaling's factor (--rotary-seq-len-interpolation-factor) must be "
+                                     "positive and finite, got {}", c.rope_linear_factor);
+    }
+    if (c.rope_scaling_factor != 0) {
+      return common::InvalidArgument("RoPE scaling: Llama 3.1's (--use-rope-scaling) or linear "
+                                     "(--rotary-seq-len-interpolation-factor), not both");
+    }
+  }
   if (c.rope_scaling_factor == 0) return common::Status::Ok();
   if (c.arch != Arch::kLlama) {
     return common::InvalidArgument("RoPE scaling (--use-rope-scaling) needs RoPE, which GPT's learned positions are "
@@ -183,6 +197,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["rope_theta"] = c.rope_theta;
   // Written always, null where there is none, so that DescribeDifference names it either way.
   json["rope_scaling"] = RopeScalingToJson(c);
+  json["rope_linear_factor"] = c.rope_linear_factor;
   json["qkv_bias"] = c.qkv_bias;
   json["squared_relu"] = c.squared_relu;
   return json;
@@ -212,7 +227,10 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   if (json.contains("rope_scaling") && !json["rope_scaling"].is_null()) {
     SRUNWAY_RETURN_IF_ERROR(RopeScalingFromJson(json["rope_scaling"], std::string(where) + ": rope_scaling", c));
   }
-  // Checkpoints before 2026-12-05 have neither: no such biases, GELU.
+  // Checkpoints before 2026-12-05 have none of these three: no linear RoPE scaling, no such biases, GELU.
+  if (json.contains("rope_linear_factor")) {
+    SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(json, "rope_linear_factor", where));
+  }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu}}) {
     if (json.contains(key)) {
       SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));

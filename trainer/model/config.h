@@ -34,6 +34,9 @@ struct ModelConfig {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int rope_original_positions = 8192;
+  // Linear RoPE scaling (Llama only; not with the above): Megatron's --rotary-seq-len-interpolation-factor, Hugging
+  // Face's rope_scaling of rope_type linear. 1 is none.
+  float rope_linear_factor = 1.0f;
   // Biases on q, k and v alone (Llama only: GPT has every bias): Megatron's --add-qkv-bias, Qwen2's attention.
   bool qkv_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
@@ -42,7 +45,7 @@ struct ModelConfig {
   int head_dim() const { return d_model / n_head; }
   RopeFrequencies rope() const {
     return {rope_theta, rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
-            static_cast<float>(rope_original_positions)};
+            static_cast<float>(rope_original_positions), rope_linear_factor};
   }
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT ties the output layer to the token embedding; Llama has its own.

@@ -1,5 +1,6 @@
 // RoPE's frequencies, one formula for the CPU operation and the CUDA kernel: theta^(-2i/hd) for pair i of a head
-// of hd values, with Llama 3.1's scaling of the long wavelengths where scaling_factor is set.
+// of hd values, with Llama 3.1's scaling of the long wavelengths where scaling_factor is set, or every wavelength
+// linear_factor times longer (positions interpolated).
 #pragma once
 
 #include <math.h>
@@ -21,13 +22,16 @@ struct RopeFrequencies {
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   float original_positions = 8192.0f;
+  // Linear scaling (Megatron's --rotary-seq-len-interpolation-factor, Hugging Face's rope_type linear): every
+  // frequency divided by it, as if each position were that many times nearer; 1: none. Not with the above.
+  float linear_factor = 1.0f;
 };
 
 // Pair i's angle per position. The scaling is Hugging Face's _compute_llama3_parameters (and Megatron's
 // _apply_scaling) in fp32, as both compute it.
 SRUNWAY_HOST_DEVICE inline float RopeInverseFrequency(const RopeFrequencies& rope, int i, int hd) {
   const float inv_freq = powf(rope.theta, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
-  if (rope.scaling_factor <= 0.0f) return inv_freq;
+  if (rope.scaling_factor <= 0.0f) return inv_freq / rope.linear_factor;
   const float wavelength = 6.283185307179586f / inv_freq;
   if (wavelength < rope.original_positions / rope.high_freq_factor) return inv_freq;
   if (wavelength > rope.original_positions / rope.low_freq_factor) return inv_freq / rope.scaling_factor;

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import llama3_inv_freq, load, model_loss  # noqa: E402
+from torch_reference import load, model_loss, scaled_inv_freq  # noqa: E402
 
 failures = []
 TRAIN, PREP, WORK = sys.argv[1:4]
@@ -122,8 +122,8 @@ def llama_weights(gen, tied=False, qkv_bias=False):
 
 
 def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
-    """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling of
-    rope_type llama3), grouped KV heads repeated, SwiGLU, RMSNorm; Qwen2ForCausalLM's where q, k and v have
+    """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
+    llama3 or linear), grouped KV heads repeated, SwiGLU, RMSNorm; Qwen2ForCausalLM's where q, k and v have
     biases."""
     B, T = tokens.shape
     hd = C // HEADS
@@ -136,7 +136,7 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
 
     inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
     if scaling is not None:
-        inv_freq = llama3_inv_freq(inv_freq, scaling)
+        inv_freq = scaled_inv_freq(inv_freq, scaling)
     freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
     cos, sin = emb.cos()[None, None], emb.sin()[None, None]
@@ -340,11 +340,29 @@ def main():
           f"{scaled:.6f} with it, {unscaled:.6f} without", always=True)
     compare("Llama with config.json's rope_scaling (llama3)", llama_dir, ["--use-checkpoint-args"], scaled, tokens,
             targets, True, scaling)
+    # Linear scaling (transformers' older "type" key), in and out again.
+    linear = {"type": "linear", "factor": 2.0}
     with open(os.path.join(llama_dir, "config.json"), "w") as f:
-        json.dump({**llama_config, "rope_scaling": {"type": "linear", "factor": 2.0}}, f)
-    expect_error("a config.json with linear RoPE scaling", ["--use-checkpoint-args", "--load", llama_dir,
+        json.dump({**llama_config, "rope_scaling": linear}, f)
+    stretched = llama_loss(sd_l, tokens, targets, scaling=linear).item()
+    check("linear RoPE scaling changes Hugging Face's loss here", abs(stretched - unscaled) > 1e-3,
+          f"{stretched:.6f} with it, {unscaled:.6f} without", always=True)
+    compare("Llama with config.json's rope_scaling (linear)", llama_dir, ["--use-checkpoint-args"], stretched, tokens,
+            targets, True, linear)
+    linear_out = os.path.join(WORK, "hf-llama-linear")
+    rc, _, err = train("--use-checkpoint-args", "--load", llama_dir, "--skip-train", "--eval-iters", "0",
+                       "--export-hf", linear_out)
+    written = None
+    if rc == 0:
+        with open(os.path.join(linear_out, "config.json")) as f:
+            written = json.load(f).get("rope_scaling")
+    check("--export-hf of a linearly scaled Llama: config.json's rope_scaling",
+          written == {"rope_type": "linear", "factor": 2.0}, f"exit {rc}, {written} {err.strip()[-300:]}")
+    with open(os.path.join(llama_dir, "config.json"), "w") as f:
+        json.dump({**llama_config, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, f)
+    expect_error("a config.json with dynamic RoPE scaling", ["--use-checkpoint-args", "--load", llama_dir,
                  "--finetune"], 1,
-                 r"config\.json: rope_scaling: rope_type 'linear': srunway-train's llama scales RoPE as Llama 3\.1")
+                 r"config\.json: rope_scaling: rope_type 'dynamic': srunway-train's llama scales RoPE linearly")
     with open(os.path.join(llama_dir, "config.json"), "w") as f:
         json.dump({**llama_config, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, f)
     expect_error("a config.json with llama3 RoPE scaling lacking its bounds", ["--use-checkpoint-args", "--load",

@@ -146,6 +146,8 @@ void DumpOps(const fs::path& dir) {
   // Llama 3.1's scaling, its bounds made small (wavelengths past 64 positions slowed, under 16 kept) so that the
   // head's four pairs hold all three cases; positions up to 99.
   rope_case("rope_scaled.safetensors", 1, 100, 2, 1, 8, RopeFrequencies{10000.0f, 8.0f, 1.0f, 4.0f, 64.0f});
+  // Linear scaling: every wavelength 4 times longer.
+  rope_case("rope_linear.safetensors", 1, 100, 2, 1, 8, RopeFrequencies{10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 4.0f});
   // An elementwise activation and its backward.
   auto activation_case = [&](const char* file, auto forward, auto backward) {
     Case c;

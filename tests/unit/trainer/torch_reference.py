@@ -91,12 +91,20 @@ def llama3_inv_freq(inv_freq, scaling):
     return torch.where(medium, smoothed, scaled)
 
 
+def scaled_inv_freq(inv_freq, scaling):
+    """A rope_scaling dict applied as Hugging Face applies it: rope_type linear divides every frequency by its factor
+    (_compute_linear_scaling_rope_parameters); llama3, the default here, is Llama 3.1's."""
+    if scaling.get("rope_type", scaling.get("type")) == "linear":
+        return inv_freq / scaling["factor"]
+    return llama3_inv_freq(inv_freq, scaling)
+
+
 def rope(x, theta, scaling=None):
-    """x: [B, T, heads, hd]; rotate-half pairing (i, i + hd/2); `scaling`: Llama 3.1's (a rope_scaling dict)."""
+    """x: [B, T, heads, hd]; rotate-half pairing (i, i + hd/2); `scaling`: a rope_scaling dict (scaled_inv_freq)."""
     T, hd = x.shape[1], x.shape[-1]
     inv_freq = theta ** (-torch.arange(0, hd // 2, dtype=torch.float32) * 2 / hd)
     if scaling is not None:
-        inv_freq = llama3_inv_freq(inv_freq, scaling)
+        inv_freq = scaled_inv_freq(inv_freq, scaling)
     angles = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq[None, :]
     cos, sin = angles.cos()[None, :, None, :], angles.sin()[None, :, None, :]
     x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
@@ -134,6 +142,10 @@ def check_ops(d):
     t = load(f"{d}/rope_scaled.safetensors")
     scaling = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
     check_op("rope scaled", t, ["inp"], lambda p: rope_qkv(p["inp"], 2, 1, 8, 10000.0, scaling), ["out"],
+             [("dinp", "inp")])
+    t = load(f"{d}/rope_linear.safetensors")
+    linear = {"rope_type": "linear", "factor": 4.0}
+    check_op("rope linear", t, ["inp"], lambda p: rope_qkv(p["inp"], 2, 1, 8, 10000.0, linear), ["out"],
              [("dinp", "inp")])
     t = load(f"{d}/gelu.safetensors")
     check_op("gelu", t, ["inp"], lambda p: F.gelu(p["inp"], approximate="tanh"), ["out"], [("dinp", "inp")])

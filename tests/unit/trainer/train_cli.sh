@@ -792,7 +792,20 @@ grep -q 'rope_scaling is {"factor":32.0,"low_freq_factor":1.0,"high_freq_factor"
 "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --use-rope-scaling \
   --rope-scaling-factor 32 --load "$kWork/scaled" >"$kWork/out" 2>"$kWork/err" ||
   fail "a resume with the RoPE scaling: $(cat "$kWork/err")"
-rm -rf "$kWork/scaled" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl"
+# Linear RoPE scaling (Megatron's --rotary-seq-len-interpolation-factor): it changes the model, its checkpoint keeps
+# it, a resume without it is refused naming it; a GPT, and both scalings at once, are refused.
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 \
+  --rotary-seq-len-interpolation-factor 4 --metrics-file "$kWork/linear.jsonl" --save "$kWork/linear" \
+  >"$kWork/out" 2>"$kWork/err" || fail "--rotary-seq-len-interpolation-factor: $(cat "$kWork/err")"
+[[ $(losses "$kWork/linear.jsonl") != "$(losses "$kWork/unscaled.jsonl")" ]] ||
+  fail "--rotary-seq-len-interpolation-factor trained the model without it: $(losses "$kWork/linear.jsonl")"
+expect_exit 1 "rope_linear_factor is 4.0 in the checkpoint and 1.0 here" \
+  "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/linear"
+expect_exit 2 "error: linear RoPE scaling \(--rotary-seq-len-interpolation-factor\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
+  "$kTrain" --mock-data --preset gpt-tiny --rotary-seq-len-interpolation-factor 2
+expect_exit 2 "error: RoPE scaling: Llama 3.1's \(--use-rope-scaling\) or linear \(--rotary-seq-len-interpolation-factor\), not both$" \
+  "$kTrain" --mock-data "${llama[@]}" --use-rope-scaling --rotary-seq-len-interpolation-factor 2
+rm -rf "$kWork/scaled" "$kWork/linear" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" "$kWork/linear.jsonl"
 expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling
 expect_exit 2 "--rope-scaling-factor requires --use-rope-scaling" "$kTrain" --mock-data "${llama[@]}" --rope-scaling-factor 8
