@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "common/cli.h"
 #include "common/env.h"
@@ -31,10 +32,14 @@ using namespace srunway::launcher;
 // What Slurm sends a step's tasks (scancel, the time limit, --signal), forwarded to the supervised program.
 constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT};
 
-// One line on stderr per process, even when the main thread and the watchdog notice the same death.
+// One line on stderr per process, even when the main thread and the watchdog notice the same death. The one that
+// comes second waits until the line is written: it may be about to _Exit, which would take an unwritten line along.
 void Report(const std::string& line) {
-  static std::atomic<bool> reported{false};
-  if (!reported.exchange(true)) fmt::print(stderr, "srunway-launch: {}\n", line);
+  static std::mutex mutex;
+  static bool reported = false;  // under mutex
+  std::lock_guard lock(mutex);
+  if (std::exchange(reported, true)) return;
+  fmt::print(stderr, "srunway-launch: {}\n", line);
 }
 
 // Messages from a failed bootstrap already say which rank saw them; later ones get the prefix here.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # srunway-launch --check --comm nccl with two ranks on this host (torchrun's environment), against the stand-in
 # CUDA driver and NCCL (fake_gpu.cc), which give every rank the same GPU: the failures that end communicator init
-# end both ranks with exit 4 and one line each, the rank that saw the failure and the rank it told alike.
+# end both ranks with exit 4 and one line each, the rank that saw the failure and the rank it told alike, however
+# slowly the line is written (slow_stderr.cc).
 #   nccl_check_cli.sh SRUNWAY_LAUNCH FAKE_LIBRARY_DIR
 set -euo pipefail
 launch=${1:?usage: nccl_check_cli.sh SRUNWAY_LAUNCH FAKE_LIBRARY_DIR} fakes=${2:?}
@@ -37,6 +38,16 @@ for r in 0 1; do
     "$work/shared.$r" || fail "rank $r: no clear line: $(cat "$work/shared.$r")"
   (($(wc -l <"$work/shared.$r") == 1)) || fail "rank $r: more than one line"
 done
+
+echo "== rank 1 slow to write its line, told of rank 0's failure meanwhile: the line still comes out"
+# Rank 1's main thread has taken the one line it may print when rank 0's abort reaches its watchdog thread, which
+# ends the process: that end must wait for the line.
+codes=$(two_ranks slow -- LD_PRELOAD="$fakes/libslow_stderr.so" SLOW_STDERR_MS=1000)
+cat "$work/slow.1"
+[[ $codes == "4 4" ]] || fail "slow stderr: exit codes $codes, want 4 4"
+grep -q "^srunway-launch: rank 1 on .*: communicator init: rank 0 on .* and rank 1 would share GPU .*: NCCL needs" \
+  "$work/slow.1" || fail "rank 1 ended with its line unwritten: $(cat "$work/slow.1")"
+(($(wc -l <"$work/slow.1") == 1)) || fail "rank 1: more than one line: $(cat "$work/slow.1")"
 
 echo "== SRUNWAY_NCCL_RANKS_PER_ID that is not a count: one line on each rank, before any NCCL call"
 codes=$(two_ranks per_id SRUNWAY_NCCL_RANKS_PER_ID=abc -- SRUNWAY_NCCL_RANKS_PER_ID=abc)
