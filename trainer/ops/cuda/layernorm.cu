@@ -5,8 +5,6 @@
 namespace srunway::trainer::cuda {
 namespace {
 
-constexpr int kRowsPerBlock = kThreads / kWarp;
-
 // kResidual: `inp` is first written with a + b (rounded to bf16, as ResidualForward writes it), then normalised:
 // the residual add fused in, one pass over the row fewer. Each lane takes 8 columns of every slab of 256
 // (norm_backward.cuh's NormColumn), 16 bytes at a time where kVector.
@@ -15,7 +13,7 @@ __global__ void LayerNormForwardKernel(bf16* out, float* mean, float* rstd, bf16
                                        const bf16* weight, const bf16* bias, int N, int C, float eps) {
   const int lane = threadIdx.x % kWarp;
   float x[kNormColumnsPerLane], y[kNormColumnsPerLane];
-  for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
+  for (int row = blockIdx.x * kNormForwardRows + threadIdx.x / kWarp; row < N; row += gridDim.x * kNormForwardRows) {
     const int64_t base = int64_t{row} * C;
     if constexpr (kResidual) StoreResidualRow<kVector>(inp + base, a + base, b + base, lane, C);
     float sum = 0;
@@ -57,7 +55,7 @@ __global__ void LayerNormRowsKernel(bf16* out, float* mean, float* rstd, bf16* i
                                     const bf16* a, const bf16* b, const bf16* weight, const bf16* bias, int N, int C,
                                     float eps) {
   const int lane = threadIdx.x % kWarp;
-  for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
+  for (int row = blockIdx.x * kNormForwardRows + threadIdx.x / kWarp; row < N; row += gridDim.x * kNormForwardRows) {
     Pack8 x[kSlabs];
     LoadNormRow<kResidual>(x, inp, a, b, row, lane, C);
     const float m = WarpSum(LaneSum(x, lane, C, [](float v) { return v; })) / C;
@@ -120,7 +118,7 @@ int LayerNormForward(bf16* out, float* mean, float* rstd, const bf16* inp, const
 int ResidualLayerNormForward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
                              const bf16* weight, const bf16* bias, int N, int C, float eps, Stream stream) {
   if (N <= 0) return 0;
-  const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  const unsigned blocks = static_cast<unsigned>((N + kNormForwardRows - 1) / kNormForwardRows);
   const bool vector = Vectorizable(out, C) && Vectorizable(residual, C) && Vectorizable(weight, C) &&
                       Vectorizable(bias, C) && (a == nullptr || (Vectorizable(a, C) && Vectorizable(b, C)));
   auto launch = [&](auto kernel) {

@@ -23,6 +23,7 @@
 namespace srunway::trainer::cuda {
 
 inline constexpr int kNormWarps = kThreads / kWarp;
+inline constexpr int kNormForwardRows = kNormWarps;  // a forward block's rows: one per warp
 inline constexpr int kNormRowsPerWarp = 8;
 inline constexpr int kNormBlockRows = kNormWarps * kNormRowsPerWarp;
 inline constexpr int kNormColumnsPerLane = kPack;

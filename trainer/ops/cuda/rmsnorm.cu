@@ -5,8 +5,6 @@
 namespace srunway::trainer::cuda {
 namespace {
 
-constexpr int kRowsPerBlock = kThreads / kWarp;
-
 // kResidual: `inp` is first written with a + b (rounded to bf16, as ResidualForward writes it), then normalised.
 // Each lane takes 8 columns of every slab of 256 (norm_backward.cuh's NormColumn), 16 bytes at a time where kVector.
 template <bool kResidual, bool kVector>
@@ -14,7 +12,7 @@ __global__ void RmsNormForwardKernel(bf16* out, float* rstd, bf16* inp, const bf
                                      const bf16* weight, int N, int C, float eps) {
   const int lane = threadIdx.x % kWarp;
   float x[kNormColumnsPerLane], y[kNormColumnsPerLane];
-  for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
+  for (int row = blockIdx.x * kNormForwardRows + threadIdx.x / kWarp; row < N; row += gridDim.x * kNormForwardRows) {
     const int64_t base = int64_t{row} * C;
     if constexpr (kResidual) StoreResidualRow<kVector>(inp + base, a + base, b + base, lane, C);
     float sum_sq = 0;
@@ -39,7 +37,7 @@ template <bool kResidual, int kSlabs>
 __global__ void RmsNormRowsKernel(bf16* out, float* rstd, bf16* inp, const bf16* a,
                                   const bf16* b, const bf16* weight, int N, int C, float eps) {
   const int lane = threadIdx.x % kWarp;
-  for (int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp; row < N; row += gridDim.x * kRowsPerBlock) {
+  for (int row = blockIdx.x * kNormForwardRows + threadIdx.x / kWarp; row < N; row += gridDim.x * kNormForwardRows) {
     Pack8 x[kSlabs];
     LoadNormRow<kResidual>(x, inp, a, b, row, lane, C);
     const float r = rsqrtf(WarpSum(LaneSum(x, lane, C, [](float v) { return v * v; })) / C + eps);
@@ -86,7 +84,7 @@ int RmsNormForward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, 
 int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a, const bf16* b, const bf16* weight,
                            int N, int C, float eps, Stream stream) {
   if (N <= 0) return 0;
-  const unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  const unsigned blocks = static_cast<unsigned>((N + kNormForwardRows - 1) / kNormForwardRows);
   const bool vector = Vectorizable(out, C) && Vectorizable(residual, C) && Vectorizable(weight, C) &&
                       (a == nullptr || (Vectorizable(a, C) && Vectorizable(b, C)));
   auto launch = [&](auto kernel) {
