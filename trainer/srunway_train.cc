@@ -131,11 +131,14 @@ int main(int argc, char** argv) {
   app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie,
                "Megatron's: an output layer of its own (Llama's)");
   app.add_flag("--disable-bias-linear", megatron_arch.disable_bias, "Megatron's: no biases (Llama's)");
-  bool add_qkv_bias = false, squared_relu = false;
+  bool add_qkv_bias = false, squared_relu = false, qk_layernorm = false;
   app.add_flag("--squared-relu", squared_relu,
                "Megatron's: the FFN's activation relu(x)^2 instead of GELU (a GPT's; a Llama's FFN is SwiGLU)");
   app.add_flag("--add-qkv-bias", add_qkv_bias,
                "Megatron's: biases on q, k and v alone (a Llama's, as Qwen2's; a GPT has every bias anyway)");
+  app.add_flag("--qk-layernorm", qk_layernorm,
+               "Megatron's: each head's q and k through the model's norm (LayerNorm or RMSNorm) over its head "
+               "dimension, before RoPE, with weights of their own (Qwen3's q_norm and k_norm)");
   app.add_flag("--group-query-attention", group_query_attention,
                "Megatron's: --num-query-groups sets the key-value heads here, with or without it");
   app.add_option("--norm-epsilon", norm_eps, "the norms' epsilon (default: the preset's, 1e-5)")
@@ -638,7 +641,7 @@ int main(int argc, char** argv) {
                            "--ffn-hidden-size", "--max-position-embeddings", "--vocab-size", "--init-std",
                            "--normalization", "--swiglu", "--position-embedding-type",
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
-                           "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu",
+                           "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu", "--qk-layernorm",
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
@@ -843,6 +846,7 @@ int main(int argc, char** argv) {
   if (rotary_base > 0) o.model.rope_theta = rotary_base;
   o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama;
   o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
+  o.model.qk_norm = qk_layernorm;
   o.model.rope_linear_factor = interpolation_factor;  // and this for a GPT
   if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's
     o.model.rope_scaling_factor = rope_scaling_factor;

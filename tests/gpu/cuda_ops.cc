@@ -122,6 +122,18 @@ void Residual(Gpu& gpu) {
   Compare("residual backward db", gpu.Read(gdb), db, kBf16Rtol, 1e-3f);
 }
 
+// The q and k heads out of qkv rows into rows of their own and back (--qk-layernorm): a copy, so exact.
+void CopyRows(Gpu& gpu) {
+  const int64_t rows = 1000, cols = 96, src_ld = 160, dst_ld = 100;
+  auto src = Rounded(Random(static_cast<size_t>(rows * src_ld)));
+  auto dst = Rounded(Random(static_cast<size_t>(rows * dst_ld)));
+  Buffer gsrc = gpu.Bf16(src), gdst = gpu.Bf16(dst);
+  gpu.Launched(cuda::CopyRows(gdst.as<uint16_t>(), dst_ld, gsrc.as<uint16_t>(), src_ld, rows, cols, gpu.stream()),
+               "CopyRows");
+  cpu::CopyRows(dst.data(), dst_ld, src.data(), src_ld, rows, cols);
+  Compare("copy rows", gpu.Read(gdst), dst, 0.0f, 0.0f);
+}
+
 // An elementwise activation (GELU, squared ReLU) and its backward, kernels against their CPU twins.
 using GpuActivation = int (*)(uint16_t*, const uint16_t*, int64_t, cuda::Stream);
 using GpuActivationBackward = int (*)(uint16_t*, const uint16_t*, const uint16_t*, int64_t, cuda::Stream);
@@ -784,6 +796,7 @@ int main(int argc, char** argv) {
   std::printf("cuda_ops: %s\n", gpu.device().name().c_str());
   if (wanted("kernels")) {
     Residual(gpu);
+    CopyRows(gpu);
     Activation(gpu, "gelu", cuda::GeluForward, cuda::GeluBackward, cpu::GeluForward, cpu::GeluBackward);
     Activation(gpu, "squared relu", cuda::SquaredReluForward, cuda::SquaredReluBackward, cpu::SquaredReluForward,
                cpu::SquaredReluBackward);
@@ -795,6 +808,8 @@ int main(int argc, char** argv) {
     LayerNorm(gpu, 70, 520);   // 16-byte columns, a last slab of them part full
     LayerNorm(gpu, 40, 2048);  // the widest rows a warp holds in registers (the 1.3B's)
     LayerNorm(gpu, 2200, 264);  // more rows than the resident warps: a warp takes several
+    LayerNorm(gpu, 3000, 16);   // the q and k norms' (--qk-layernorm) rows of a head: the tiny presets'
+    LayerNorm(gpu, 3000, 128);  // and the larger models'
     AdamW(gpu);
     AdamWAlignments(gpu);
     SumOfSquares(gpu);
@@ -804,6 +819,8 @@ int main(int argc, char** argv) {
     RmsNorm(gpu, 33, 264);
     RmsNorm(gpu, 24, 2048);
     RmsNorm(gpu, 2200, 264);
+    RmsNorm(gpu, 3000, 16);
+    RmsNorm(gpu, 3000, 128);
     ResidualNorm(gpu, 512, 768);
     ResidualNorm(gpu, 40, 2048);  // the widest rows held in registers
     ResidualNorm(gpu, 16, 2056);  // 16-byte columns, too wide for registers

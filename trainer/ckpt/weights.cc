@@ -209,6 +209,10 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
                                 {attn + "k_proj.bias", false, config.n_kv_head * hd},
                                 {attn + "v_proj.bias", false, config.n_kv_head * hd}});
       }
+      if (config.qk_norm) {  // Qwen3's
+        map(ours + "q_norm.weight", {{attn + "q_norm.weight"}});
+        map(ours + "k_norm.weight", {{attn + "k_norm.weight"}});
+      }
       map(ours + "proj.weight", {{attn + "o_proj.weight"}});
       map(ours + "norm2.weight", {{layer + "post_attention_layernorm.weight"}});
       map(ours + "fc.weight",
@@ -470,10 +474,13 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
     // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("tie_word_embeddings", true));
-  } else if (type == "llama" || type == "qwen2") {
+  } else if (type == "llama" || type == "qwen2" || type == "qwen3") {
     // Qwen2 is Llama with biases on q, k and v (and no other): its config.json has Llama's keys but attention_bias.
+    // Qwen3 is Llama with an RMSNorm on each head's q and k (q_norm, k_norm); its attention_bias would bias o_proj
+    // too, as Llama's.
     c.arch = Arch::kLlama;
     c.qkv_bias = type == "qwen2";
+    c.qk_norm = type == "qwen3";
     SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "hidden_size", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "num_attention_heads", where));
@@ -486,13 +493,13 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     SRUNWAY_RETURN_IF_ERROR(RopeScalingFromHuggingFace(json, where, c));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));  // Llama's: o_proj's bias too
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
-    SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));  // Qwen2's
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));  // Qwen2's and Qwen3's
     if (c.n_head > 0 && c.d_model % c.n_head == 0) {
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("head_dim", c.d_model / c.n_head));
     }
   } else {
-    return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama) and "
-                                      "Qwen2 (qwen2) models", where, type);
+    return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama), Qwen2 "
+                                      "(qwen2) and Qwen3 (qwen3) models", where, type);
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab_size", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, number("initializer_range", 0.02));
@@ -520,14 +527,20 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
     rope_scaling = {{"rope_type", "linear"}, {"factor", Shortest(c.rope_linear_factor)}};
   }
   common::Json config = {
-      {"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", c.qkv_bias ? "qwen2" : "llama"},
+      {"architectures", {HuggingFaceArchitecture(c)}},
+      {"model_type", c.qk_norm ? "qwen3" : c.qkv_bias ? "qwen2" : "llama"},
       {"num_hidden_layers", c.n_layer}, {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head},
       {"num_key_value_heads", c.n_kv_head}, {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.seq_len},
       {"vocab_size", c.vocab}, {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)},
       {"rope_scaling", rope_scaling}, {"hidden_act", "silu"}, {"tie_word_embeddings", false},
       {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
-  // Qwen2's config has no bias keys (its q, k and v have them, nothing else) and a sliding window, off.
-  if (c.qkv_bias) {
+  // Qwen2's config has no bias keys (its q, k and v have them, nothing else) and a sliding window, off; Qwen3's has
+  // attention_bias and the window, and its head_dim, which it does not derive.
+  if (c.qk_norm) {
+    config["attention_bias"] = false;
+    config["use_sliding_window"] = false;
+    config["head_dim"] = c.head_dim();
+  } else if (c.qkv_bias) {
     config["use_sliding_window"] = false;
   } else {
     config["attention_bias"] = false;
@@ -536,14 +549,29 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   return config;
 }
 
+common::Status HuggingFaceExportable(const ModelConfig& c) {
+  if (!c.qk_norm) return common::Status::Ok();
+  if (c.arch == Arch::kGpt) {
+    return common::FailedPrecondition("transformers' GPT-2 has no q and k norms (--qk-layernorm): a GPT with them has "
+                                      "no Hugging Face class; --export writes its weights");
+  }
+  if (c.qkv_bias) {
+    return common::FailedPrecondition("transformers' Qwen3, a Llama with q and k norms (--qk-layernorm), biases "
+                                      "o_proj too when it biases q, k and v (--add-qkv-bias): this model has no "
+                                      "Hugging Face class; --export writes its weights");
+  }
+  return common::Status::Ok();
+}
+
 std::string HuggingFaceArchitecture(const ModelConfig& c) {
   if (c.arch == Arch::kGpt) return "GPT2LMHeadModel";
-  return c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  return c.qk_norm ? "Qwen3ForCausalLM" : c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
 }
 
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
                                  std::span<const float> params, const std::optional<HfTokenizer>& tokenizer,
                                  const HfExport& how) {
+  SRUNWAY_RETURN_IF_ERROR(HuggingFaceExportable(config));
   const ParamLayout layout(config);
   if (params.size() != static_cast<size_t>(layout.numel())) {
     return common::InvalidArgument("{} parameters given for a model of {}", params.size(), layout.numel());

@@ -76,10 +76,13 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
 // Hugging Face's config.json of a GPT-2 or Llama model as our ModelConfig (not yet Validate()d); a setting our
 // model does not have is refused, naming it and `where`.
 common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where);
-// Our model as Hugging Face's config.json describes it (GPT2LMHeadModel, LlamaForCausalLM, or Qwen2ForCausalLM for
-// a Llama with qkv_bias; its torch_dtype that of the weights), for --export-hf; FromHuggingFaceConfig reads it back
-// as the same model.
+// Our model as Hugging Face's config.json describes it (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM for
+// a Llama with qkv_bias, Qwen3ForCausalLM for one with qk_norm; its torch_dtype that of the weights), for
+// --export-hf; FromHuggingFaceConfig reads it back as the same model.
 common::Json HuggingFaceConfig(const ModelConfig& config, StoredDtype dtype = StoredDtype::kF32);
+// Ok when transformers has a class for the model (not for a GPT with qk_norm, nor a Llama with qk_norm and
+// qkv_bias); else why not. ExportHuggingFace checks it first.
+common::Status HuggingFaceExportable(const ModelConfig& config);
 // Its class in transformers: config.json's architectures.
 std::string HuggingFaceArchitecture(const ModelConfig& config);
 

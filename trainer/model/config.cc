@@ -200,6 +200,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["rope_linear_factor"] = c.rope_linear_factor;
   json["qkv_bias"] = c.qkv_bias;
   json["squared_relu"] = c.squared_relu;
+  json["qk_layernorm"] = c.qk_norm;
   return json;
 }
 
@@ -227,11 +228,13 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   if (json.contains("rope_scaling") && !json["rope_scaling"].is_null()) {
     SRUNWAY_RETURN_IF_ERROR(RopeScalingFromJson(json["rope_scaling"], std::string(where) + ": rope_scaling", c));
   }
-  // Checkpoints before 2026-12-05 have none of these three: no linear RoPE scaling, no such biases, GELU.
+  // Checkpoints before 2026-12-05 have none of these four, and some of that day's no qk_layernorm: no linear RoPE
+  // scaling, no such biases, GELU, no q and k norms.
   if (json.contains("rope_linear_factor")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(json, "rope_linear_factor", where));
   }
-  for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu}}) {
+  for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
+                            std::pair{"qk_layernorm", &c.qk_norm}}) {
     if (json.contains(key)) {
       SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));
     }
@@ -289,6 +292,8 @@ int64_t ParameterCount(const ModelConfig& c) {
     per_layer = d + d * (d + 2 * kv) + (c.qkv_bias ? d + 2 * kv : 0) + d * d + d + 2 * f * d + f * d;
     total += d + int64_t{c.vocab} * d;
   }
+  // q's and k's norms: a weight each, and a bias each for GPT's LayerNorm.
+  if (c.qk_norm) per_layer += (c.arch == Arch::kGpt ? 4 : 2) * int64_t{c.head_dim()};
   return total + per_layer * c.n_layer;
 }
 

@@ -41,6 +41,9 @@ struct ModelConfig {
   bool qkv_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
   bool squared_relu = false;
+  // Each head's q and k through the model's norm (GPT's LayerNorm, Llama's RMSNorm) over its head_dim values,
+  // with weights of their own shared by the heads, before RoPE: Megatron's --qk-layernorm, Qwen3's q_norm and k_norm.
+  bool qk_norm = false;
 
   int head_dim() const { return d_model / n_head; }
   RopeFrequencies rope() const {

@@ -54,6 +54,12 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops,
     a.mean1 = Floats(N);
     a.rstd1 = Floats(N);
     a.qkv = Act(N * config.qkv_dim());
+    if (config.qk_norm) {
+      const int64_t heads = config.n_head + config.n_kv_head;
+      a.qk_pre = Act(N * heads * config.head_dim());
+      a.qk_mean = Floats(N * heads);
+      a.qk_rstd = Floats(N * heads);
+    }
     a.att = Floats(att);
     a.attn = Act(N * C);
     a.mid = Act(N * C);
@@ -98,6 +104,10 @@ void Model::set_documents(int32_t eod, bool positions, bool attention) {
   }
 }
 
+void* Model::At(const Buffer& buffer, int64_t at) {
+  return static_cast<std::byte*>(buffer.data()) + at * static_cast<int64_t>(DTypeSize(buffer.dtype()));
+}
+
 void Model::Zero(Buffer& buffer, int64_t n) {
   (void)device_->Zero(buffer.data(), static_cast<size_t>(n) * DTypeSize(buffer.dtype()), device_->main_stream());
 }
@@ -111,11 +121,12 @@ DropoutSite Model::Site(int site) const {
   return {p, cpu::DropoutKey(dropout_->seed, dropout_->step, site), dropout_->first_sample * per_sample};
 }
 
-void Model::NormForward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b, int N) {
+void Model::NormForward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b, int N,
+                        int C) {
   if (config_.arch == Arch::kGpt) {
-    ops_->LayerNormForward(out, mean, rstd, inp, w, b, N, config_.d_model, config_.norm_eps);
+    ops_->LayerNormForward(out, mean, rstd, inp, w, b, N, C, config_.norm_eps);
   } else {
-    ops_->RmsNormForward(out, rstd, inp, w, N, config_.d_model, config_.norm_eps);
+    ops_->RmsNormForward(out, rstd, inp, w, N, C, config_.norm_eps);
   }
 }
 
@@ -129,11 +140,63 @@ void Model::ResidualNormForward(void* residual, void* out, float* mean, float* r
 }
 
 void Model::NormBackward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const void* w,
-                         const float* mean, const float* rstd, int N) {
+                         const float* mean, const float* rstd, int N, int C) {
   if (config_.arch == Arch::kGpt) {
-    ops_->LayerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd, N, config_.d_model);
+    ops_->LayerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   } else {
-    ops_->RmsNormBackward(dinp, dw, dout, inp, w, rstd, N, config_.d_model);
+    ops_->RmsNormBackward(dinp, dw, dout, inp, w, rstd, N, C);
+  }
+}
+
+namespace {
+
+// q's heads or k's, for their norms: where they start in a qkv row, how many, and their norm's weights (and
+// gradients, for the backward).
+struct QkPart {
+  int64_t column, heads;
+  const void* weight;
+  const void* bias;
+  float* dweight = nullptr;
+  float* dbias = nullptr;
+};
+
+}  // namespace
+
+// q's heads (N x H rows of hd) and k's (N x KV) are gathered out of qkv into a.qk_pre, normed from there into the
+// scratch d_qkv_ (free during the forward, and when recomputing until the layer's attention backward), and put
+// back into qkv.
+void Model::QkNormForward(LayerActs& a, const BasicLayerViews<void>& w) {
+  const int64_t N = int64_t{B_} * T_, H = config_.n_head, KV = config_.n_kv_head, hd = config_.head_dim();
+  const int64_t QKV = config_.qkv_dim();
+  int64_t row = 0;  // q's rows, then k's
+  for (const QkPart& part : {QkPart{0, H, w.q_norm_w, w.q_norm_b}, QkPart{H * hd, KV, w.k_norm_w, w.k_norm_b}}) {
+    const int64_t width = part.heads * hd;
+    void* heads = At(a.qkv, part.column);
+    ops_->CopyRows(At(a.qk_pre, row * hd), width, heads, QKV, N, width);
+    NormForward(At(d_qkv_, 0), a.qk_mean.as<float>() + row, a.qk_rstd.as<float>() + row, At(a.qk_pre, row * hd),
+                part.weight, part.bias, static_cast<int>(N * part.heads), static_cast<int>(hd));
+    ops_->CopyRows(heads, QKV, At(d_qkv_, 0), width, N, width);
+    row += N * part.heads;
+  }
+}
+
+// The same gathered from d_qkv_ into the scratch d_attn_ (free after the attention's backward), the norms'
+// backward into d_norm_ (free until qkv's backward writes it), and back into d_qkv_.
+void Model::QkNormBackward(LayerActs& a, const BasicLayerViews<void>& w, const LayerViews& dw) {
+  const int64_t N = int64_t{B_} * T_, H = config_.n_head, KV = config_.n_kv_head, hd = config_.head_dim();
+  const int64_t QKV = config_.qkv_dim();
+  int64_t row = 0;
+  for (const QkPart& part : {QkPart{0, H, w.q_norm_w, w.q_norm_b, dw.q_norm_w, dw.q_norm_b},
+                             QkPart{H * hd, KV, w.k_norm_w, w.k_norm_b, dw.k_norm_w, dw.k_norm_b}}) {
+    const int64_t width = part.heads * hd;
+    void* heads = At(d_qkv_, part.column);
+    ops_->CopyRows(At(d_attn_, 0), width, heads, QKV, N, width);
+    Zero(d_norm_, N * width);  // the norms' backward adds into its input's gradient
+    NormBackward(At(d_norm_, 0), part.dweight, part.dbias, At(d_attn_, 0), At(a.qk_pre, row * hd), part.weight,
+                 a.qk_mean.as<float>() + row, a.qk_rstd.as<float>() + row, static_cast<int>(N * part.heads),
+                 static_cast<int>(hd));
+    ops_->CopyRows(heads, QKV, At(d_norm_, 0), width, N, width);
+    row += N * part.heads;
   }
 }
 
@@ -176,7 +239,7 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   }
   needs(layout_.FinalNorm());
   needs(layout_.Head());
-  NormForward(norm_f_.data(), mean_f_.as<float>(), rstd_f_.as<float>(), out_.data(), w_.norm_f_w, w_.norm_f_b, N);
+  NormForward(norm_f_.data(), mean_f_.as<float>(), rstd_f_.as<float>(), out_.data(), w_.norm_f_w, w_.norm_f_b, N, C);
   ops_->MatmulForward(logits_.data(), norm_f_.data(), w_.lm_head, nullptr, N, C, c.vocab);
 
   have_targets_ = targets != nullptr;
@@ -209,8 +272,9 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   const int64_t NC = int64_t{N} * C;
   const bool gpt = c.arch == Arch::kGpt;
   const BasicLayerViews<void>& w = w_.layers[l];
-  NormForward(a.norm1.data(), a.mean1.as<float>(), a.rstd1.as<float>(), input, w.norm1_w, w.norm1_b, N);
+  NormForward(a.norm1.data(), a.mean1.as<float>(), a.rstd1.as<float>(), input, w.norm1_w, w.norm1_b, N, C);
   ops_->MatmulForward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, N, C, QKV);
+  if (c.qk_norm) QkNormForward(a, w);
   if (!gpt) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope(), docs_);
   ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l), docs_);
   ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, C, C);  // scratch: projection out
@@ -291,7 +355,7 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
   done(layout_.Head());  // untied (Llama); tied to wte, it is final with the embeddings
   Zero(d_res_, NC);
   NormBackward(d_res_.data(), g_.norm_f_w, g_.norm_f_b, d_norm_.data(), out_.data(), w_.norm_f_w, mean_f_.as<float>(),
-               rstd_f_.as<float>(), N);
+               rstd_f_.as<float>(), N, C);
   done(layout_.FinalNorm());
   have_targets_ = false;  // the logits became gradients
 
@@ -323,7 +387,7 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
                          N, C, fc_dim, dw_mode);
     done(layout_.LayerPart(l, "fc."));
     NormBackward(d_res_.data(), dw.norm2_w, dw.norm2_b, d_norm_.data(), a.mid.data(), w.norm2_w, a.mean2.as<float>(),
-                 a.rstd2.as<float>(), N);
+                 a.rstd2.as<float>(), N, C);
     done(layout_.LayerPart(l, "norm2."));
     // Attention branch: d_res is now d(mid), also d(attention projection output) and part of d(input).
     ops_->MatmulBackward(d_attn_.data(), dw.proj_w, dw.proj_b, Masked(d_res_, Site(1 + 3 * l)), a.attn.data(),
@@ -332,11 +396,16 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     ops_->AttentionBackward(d_qkv_.data(), d_attn_.data(), a.attn.data(), a.qkv.data(), a.att.as<float>(), B, T, H, KV,
                             hd, Site(2 + 3 * l), docs_);
     if (!gpt) ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope(), docs_);
+    if (c.qk_norm) {
+      QkNormBackward(a, w, dw);
+      done(layout_.LayerPart(l, "k_norm."));
+      done(layout_.LayerPart(l, "q_norm."));
+    }
     ops_->MatmulBackward(d_norm_.data(), dw.qkv_w, dw.qkv_b, d_qkv_.data(), a.norm1.data(), w.qkv_w, N, C, QKV,
                          dw_mode);
     done(layout_.LayerPart(l, "qkv."));
     NormBackward(d_res_.data(), dw.norm1_w, dw.norm1_b, d_norm_.data(), inputs_[l].data(), w.norm1_w,
-                 a.mean1.as<float>(), a.rstd1.as<float>(), N);
+                 a.mean1.as<float>(), a.rstd1.as<float>(), N, C);
     done(layout_.LayerPart(l, "norm1."));
   }
   ops_->Dropout(d_res_.data(), NC, Site(0));

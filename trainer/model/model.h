@@ -110,7 +110,10 @@ class Model {
   // What a layer's backward reads of its forward, besides the layer's input (inputs_).
   struct LayerActs {
     Buffer norm1, mean1, rstd1;
-    Buffer qkv;    // after RoPE for Llama
+    Buffer qkv;    // after the q and k norms (qk_norm) and RoPE (Llama)
+    // With qk_norm: q's and k's heads before their norms, as rows of hd (q's N x H rows, then k's N x KV), and the
+    // rows' statistics.
+    Buffer qk_pre, qk_mean, qk_rstd;
     Buffer att;    // what attention keeps for its backward (Ops::AttentionSaved)
     Buffer attn;   // attention output before the projection [N, C]
     Buffer mid;    // residual after attention [N, C]
@@ -121,6 +124,9 @@ class Model {
 
   // One layer's forward from `input` into `output` ([N, C] each), keeping in `a` what its backward reads.
   void LayerForward(int l, LayerActs& a, const void* input, void* output);
+  // qk_norm: q's and k's heads of a.qkv through their norms, in place; the backward does the same to d_qkv_.
+  void QkNormForward(LayerActs& a, const BasicLayerViews<void>& w);
+  void QkNormBackward(LayerActs& a, const BasicLayerViews<void>& w, const LayerViews& dw);
   // The activations of layer l: its own, or (recomputing) the one set every layer shares.
   LayerActs& Acts(int l) { return acts_[recompute_ ? 0 : l]; }
 
@@ -128,14 +134,17 @@ class Model {
   Buffer Floats(int64_t n) const;
   Buffer Ints(int64_t n) const;
   void Zero(Buffer& buffer, int64_t n);
+  // The address of `buffer`'s element `at`.
+  static void* At(const Buffer& buffer, int64_t at);
   // The runs of grads() between the weight matrices the Linear layers' backwards write: what ZeroGrad zeroes.
   std::vector<ParamRange> UnwrittenRuns() const;
-  void NormForward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b, int N);
+  // The model's norm over rows of C values (d_model, or head_dim for the q and k norms).
+  void NormForward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b, int N, int C);
   // residual = a + b, then its norm into out, fused.
   void ResidualNormForward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
                            const void* w, const void* bias, int N);
   void NormBackward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const void* w,
-                    const float* mean, const float* rstd, int N);
+                    const float* mean, const float* rstd, int N, int C);
 
   ModelConfig config_;
   ParamLayout layout_;

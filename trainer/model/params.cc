@@ -12,17 +12,24 @@ namespace srunway::trainer {
 namespace {
 
 // Each layer's tensors in order; the same order is used for layout, views and safetensors export.
-enum class Slot { kNorm1W, kNorm1B, kQkvW, kQkvB, kProjW, kProjB, kNorm2W, kNorm2B, kFcW, kFcB, kOutW, kOutB };
+// q's and k's norms sit between qkv and proj: the backward finishes them after proj and before qkv.
+enum class Slot {
+  kNorm1W, kNorm1B, kQkvW, kQkvB, kQNormW, kQNormB, kKNormW, kKNormB, kProjW, kProjB, kNorm2W, kNorm2B, kFcW, kFcB,
+  kOutW, kOutB
+};
 
 struct SlotInfo {
   Slot slot;
   const char* name;
   bool bias;  // Llama's layers have none but qkv's with ModelConfig::qkv_bias
+  bool qk_norm = false;  // only with ModelConfig::qk_norm
 };
 
 constexpr SlotInfo kLayerSlots[] = {
     {Slot::kNorm1W, "norm1.weight", false}, {Slot::kNorm1B, "norm1.bias", true},
     {Slot::kQkvW, "qkv.weight", false},     {Slot::kQkvB, "qkv.bias", true},
+    {Slot::kQNormW, "q_norm.weight", false, true}, {Slot::kQNormB, "q_norm.bias", true, true},
+    {Slot::kKNormW, "k_norm.weight", false, true}, {Slot::kKNormB, "k_norm.bias", true, true},
     {Slot::kProjW, "proj.weight", false},   {Slot::kProjB, "proj.bias", true},
     {Slot::kNorm2W, "norm2.weight", false}, {Slot::kNorm2B, "norm2.bias", true},
     {Slot::kFcW, "fc.weight", false},       {Slot::kFcB, "fc.bias", true},
@@ -37,6 +44,7 @@ std::vector<int64_t> SlotShape(const ModelConfig& c, Slot slot) {
     case Slot::kOutB: return {d};
     case Slot::kQkvW: return {c.qkv_dim(), d};
     case Slot::kQkvB: return {c.qkv_dim()};
+    case Slot::kQNormW: case Slot::kQNormB: case Slot::kKNormW: case Slot::kKNormB: return {c.head_dim()};
     case Slot::kProjW: return {d, d};
     case Slot::kFcW: return {f, d};
     case Slot::kFcB: return {f};
@@ -46,6 +54,7 @@ std::vector<int64_t> SlotShape(const ModelConfig& c, Slot slot) {
 }
 
 bool HasSlot(const ModelConfig& c, const SlotInfo& info) {
+  if (info.qk_norm && !c.qk_norm) return false;
   return !info.bias || c.arch == Arch::kGpt || (info.slot == Slot::kQkvB && c.qkv_bias);
 }
 
@@ -127,6 +136,10 @@ BasicModelViews<T> ParamLayout::Build(const At& at) const {
     layer.norm1_b = layer_at("norm1.bias");
     layer.qkv_w = layer_at("qkv.weight");
     layer.qkv_b = layer_at("qkv.bias");
+    layer.q_norm_w = layer_at("q_norm.weight");
+    layer.q_norm_b = layer_at("q_norm.bias");
+    layer.k_norm_w = layer_at("k_norm.weight");
+    layer.k_norm_b = layer_at("k_norm.bias");
     layer.proj_w = layer_at("proj.weight");
     layer.proj_b = layer_at("proj.bias");
     layer.norm2_w = layer_at("norm2.weight");

@@ -18,7 +18,8 @@ struct TensorSpec {
   bool decay = true;           // AdamW weight decay: matrices and embeddings yes, norms and biases no
 };
 
-// Views of one layer. GPT uses every field; Llama has no biases (nullptr) and its fc holds gate then up ([2F, C]).
+// Views of one layer. GPT uses every field (the q and k norms' with ModelConfig::qk_norm); Llama has no biases
+// (nullptr) and its fc holds gate then up ([2F, C]).
 // T is float for the fp32 parameters and gradients, void for a copy of another type (the GPU's bf16 weights).
 template <typename T>
 struct BasicLayerViews {
@@ -26,6 +27,10 @@ struct BasicLayerViews {
   T* norm1_b = nullptr;
   T* qkv_w = nullptr;  // [(H + 2 KV) * hd, C]: q heads, then k heads, then v heads
   T* qkv_b = nullptr;
+  T* q_norm_w = nullptr;  // [hd], with ModelConfig::qk_norm; the biases GPT only
+  T* q_norm_b = nullptr;
+  T* k_norm_w = nullptr;
+  T* k_norm_b = nullptr;
   T* proj_w = nullptr;  // [C, C]
   T* proj_b = nullptr;
   T* norm2_w = nullptr;
@@ -72,7 +77,8 @@ class ParamLayout {
   // buffer to its start: the untied head (Llama), the final norm, each layer from last to first, the embeddings.
   ParamRange Embeddings() const;  // wte (+ wpe)
   ParamRange Layer(int l) const;
-  // The tensors of layer l whose names continue with `part` ("out.", "fc.", "norm2.", "proj.", "qkv.", "norm1."):
+  // The tensors of layer l whose names continue with `part` ("out.", "fc.", "norm2.", "proj.", "k_norm.", "q_norm.",
+  // "qkv.", "norm1."):
   // a layer's backward finishes them in that order, which is the layout's backwards.
   ParamRange LayerPart(int l, std::string_view part) const;
   ParamRange FinalNorm() const;

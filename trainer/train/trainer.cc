@@ -1702,13 +1702,16 @@ common::StatusOr<double> Trainer::SumOverRanks(double mine) {
 }
 
 // What the run writes once training has finished, checked before the first step so that a typo costs seconds and
-// not the run: --export's directory must take a new file, and --sample's tokenizer must load and encode the
-// prompt within the model's vocabulary.
+// not the run: --export's directory must take a new file, --export-hf's model must have a Hugging Face class, and
+// --sample's tokenizer must load and encode the prompt within the model's vocabulary.
 common::Status Trainer::CheckEndOutputs() {
   if (!o_.export_safetensors.empty()) {
     SRUNWAY_RETURN_IF_ERROR(common::CheckWritableFile(o_.export_safetensors, "--export"));
   }
-  if (!o_.export_hf.empty()) SRUNWAY_RETURN_IF_ERROR(common::PrepareWritableDir(o_.export_hf, "--export-hf"));
+  if (!o_.export_hf.empty()) {
+    SRUNWAY_RETURN_IF_ERROR(HuggingFaceExportable(o_.model).WithContext("--export-hf"));
+    SRUNWAY_RETURN_IF_ERROR(common::PrepareWritableDir(o_.export_hf, "--export-hf"));
+  }
   // --vocab-file and --merge-file (Megatron's flags for the data's tokenizer) must load, and the model's vocabulary
   // hold the tokenizer's, as Megatron's would: its vocabulary is the tokenizer's, padded.
   const bool given = !o_.vocab_file.empty();

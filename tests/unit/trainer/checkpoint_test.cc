@@ -19,6 +19,7 @@
 #include "trainer/ckpt/weights.h"
 #include "trainer/data/indexed_dataset.h"
 #include "trainer/model/params.h"
+#include "trainer/model/rng.h"
 #include "trainer/optim/schedule.h"
 
 namespace srunway::trainer {
@@ -938,6 +939,52 @@ TEST(SquaredReluTest, KeptInTheCheckpointsConfigForAGptOnly) {
   ModelConfig llama = *Preset("llama-tiny");
   llama.squared_relu = true;
   EXPECT_THAT(Validate(llama).message(), ::testing::HasSubstr("squared_relu (--squared-relu) is for a GPT model"));
+}
+
+// Megatron's --qk-layernorm (Qwen3's q_norm and k_norm): two norms of head_dim values per layer (with biases for
+// GPT's LayerNorm), between qkv and proj in the layout, which is the order the backward finishes them in, each part
+// ending where the next begins; initialised as the other norms; kept in the checkpoint's config.
+TEST(QkNormTest, TwoNormsPerLayerBetweenQkvAndProj) {
+  for (const char* preset : {"llama-tiny", "gpt-tiny"}) {
+    SCOPED_TRACE(preset);
+    ModelConfig c = *Preset(preset);
+    const int64_t without = ParamLayout(c).numel();
+    c.qk_norm = true;
+    const bool gpt = c.arch == Arch::kGpt;
+    const ParamLayout layout(c);
+    std::vector<std::string> layer;
+    for (const TensorSpec& spec : layout.tensors()) {
+      if (spec.name.starts_with("layers.1.")) layer.push_back(spec.name.substr(std::string_view("layers.1.").size()));
+    }
+    if (gpt) {
+      EXPECT_THAT(layer, ::testing::ElementsAre("norm1.weight", "norm1.bias", "qkv.weight", "qkv.bias", "q_norm.weight",
+                                                "q_norm.bias", "k_norm.weight", "k_norm.bias", "proj.weight",
+                                                "proj.bias", "norm2.weight", "norm2.bias", "fc.weight", "fc.bias",
+                                                "out.weight", "out.bias"));
+    } else {
+      EXPECT_THAT(layer, ::testing::ElementsAre("norm1.weight", "qkv.weight", "q_norm.weight", "k_norm.weight",
+                                                "proj.weight", "norm2.weight", "fc.weight", "out.weight"));
+    }
+    const TensorSpec& weight = *layout.Find("layers.1.k_norm.weight");
+    EXPECT_EQ(weight.shape, std::vector<int64_t>{c.head_dim()});
+    EXPECT_FALSE(weight.decay);
+    EXPECT_EQ(layout.numel(), without + c.n_layer * (gpt ? 4 : 2) * c.head_dim());
+    EXPECT_EQ(ParameterCount(c), layout.numel());
+    const ParamRange qkv = layout.LayerPart(1, "qkv."), q = layout.LayerPart(1, "q_norm.");
+    const ParamRange k = layout.LayerPart(1, "k_norm."), proj = layout.LayerPart(1, "proj.");
+    EXPECT_EQ(qkv.offset + qkv.count, q.offset);
+    EXPECT_EQ(q.offset + q.count, k.offset);
+    EXPECT_EQ(k.offset + k.count, proj.offset);
+    std::vector<float> params(static_cast<size_t>(layout.numel()));
+    Rng rng(1);
+    InitParams(c, layout, rng, params);
+    EXPECT_EQ(params[static_cast<size_t>(weight.offset)], 1.0f);
+    if (gpt) {
+      EXPECT_EQ(params[static_cast<size_t>(layout.Find("layers.1.q_norm.bias")->offset)], 0.0f);
+    }
+
+    ExpectKeptInHeader(c, *Preset(preset), "qk_layernorm");
+  }
 }
 
 }  // namespace

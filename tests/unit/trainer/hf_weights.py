@@ -98,8 +98,9 @@ def gpt2_loss(sd, tokens, targets, layers=LAYERS, relu2=False):
     return F.cross_entropy((x @ sd["wte.weight"].T).reshape(-1, VOCAB), targets.reshape(-1))
 
 
-def llama_weights(gen, tied=False, qkv_bias=False):
-    """A Llama's state dict; with `qkv_bias`, a Qwen2's (biases on q, k and v)."""
+def llama_weights(gen, tied=False, qkv_bias=False, qk_norm=False):
+    """A Llama's state dict; with `qkv_bias`, a Qwen2's (biases on q, k and v); with `qk_norm`, a Qwen3's (an
+    RMSNorm on each head's q and k)."""
     r = lambda *shape: torch.randn(*shape, generator=gen) * 0.2  # noqa: E731
     hd = C // HEADS
     sd = {"model.embed_tokens.weight": r(VOCAB, C)}
@@ -115,6 +116,8 @@ def llama_weights(gen, tied=False, qkv_bias=False):
         if qkv_bias:
             sd.update({p + "self_attn.q_proj.bias": r(HEADS * hd), p + "self_attn.k_proj.bias": r(KV * hd),
                        p + "self_attn.v_proj.bias": r(KV * hd)})
+        if qk_norm:
+            sd.update({p + "self_attn.q_norm.weight": 1 + r(hd), p + "self_attn.k_norm.weight": 1 + r(hd)})
     sd["model.norm.weight"] = 1 + r(C)
     if not tied:
         sd["lm_head.weight"] = r(VOCAB, C)
@@ -124,7 +127,7 @@ def llama_weights(gen, tied=False, qkv_bias=False):
 def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
     llama3 or linear), grouped KV heads repeated, SwiGLU, RMSNorm; Qwen2ForCausalLM's where q, k and v have
-    biases."""
+    biases; Qwen3ForCausalLM's where q_norm and k_norm are (each head's q and k RMS-normed, before RoPE)."""
     B, T = tokens.shape
     hd = C // HEADS
 
@@ -147,6 +150,8 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
         a = rms(x, sd[p + "input_layernorm.weight"])
         q, k, v = (F.linear(a, sd[f"{p}self_attn.{n}_proj.weight"], sd.get(f"{p}self_attn.{n}_proj.bias"))
                    .view(B, T, heads, hd).transpose(1, 2) for n, heads in (("q", HEADS), ("k", KV), ("v", KV)))
+        if p + "self_attn.q_norm.weight" in sd:
+            q, k = rms(q, sd[p + "self_attn.q_norm.weight"]), rms(k, sd[p + "self_attn.k_norm.weight"])
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(HEADS // KV, dim=1), v.repeat_interleave(HEADS // KV, dim=1)
         att = ((q @ k.transpose(-1, -2)) / math.sqrt(hd)).masked_fill(~causal, float("-inf")).softmax(-1)
@@ -217,33 +222,72 @@ def exported_model(path):
     return json.loads(header.get("__metadata__", {}).get("srunway_model", "{}"))
 
 
-def check_qwen2(gen, tokens, targets, llama):
-    """Qwen2 (Llama with biases on q, k and v): its files take --add-qkv-bias, or config.json's model_type qwen2."""
-    sd = llama_weights(gen, tied=True, qkv_bias=True)  # as Qwen2's smaller models, the head tied
-    folder = os.path.join(WORK, "qwen2")
+def check_llama_variant(name, sd, flag, own, missing, config, tokens, targets, llama):
+    """A Llama variant's file (Qwen2's, Qwen3's) whose tensors that `own` (a test on names) picks a plain Llama lacks:
+    they change Hugging Face's loss here; with `flag` the file loads to the same loss, and without it is refused
+    (`missing`: a pattern of the error); with `config` as its config.json it loads to the same loss alone
+    (--use-checkpoint-args). Returns the folder of the file."""
+    folder = os.path.join(WORK, name.lower())
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "model.safetensors")
     save(path, sd)
     reference = llama_loss(sd, tokens, targets).item()
-    no_bias = llama_loss({k: v for k, v in sd.items() if not k.endswith(".bias")}, tokens, targets).item()
-    check("the biases change Hugging Face's loss here", abs(reference - no_bias) > 1e-3,
-          f"{reference:.6f} with them, {no_bias:.6f} without", always=True)
-    compare("Qwen2 with --add-qkv-bias", path, [*llama, "--add-qkv-bias"], reference, tokens, targets, True)
-    expect_error("Qwen2's weights without --add-qkv-bias", [*llama, "--load", path, "--finetune"], 1,
-                 r"6 tensors the model has no place for \(model\.layers\.0\.self_attn\.k_proj\.bias, ")
+    without = llama_loss({k: v for k, v in sd.items() if not own(k)}, tokens, targets).item()
+    check(f"{name}'s own tensors change Hugging Face's loss here", abs(reference - without) > 1e-3,
+          f"{reference:.6f} with them, {without:.6f} without", always=True)
+    compare(f"{name} with {flag}", path, [*llama, flag], reference, tokens, targets, True)
+    expect_error(f"{name}'s weights without {flag}", [*llama, "--load", path, "--finetune"], 1, missing)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    compare(f"{name} from its config.json (--use-checkpoint-args)", folder, ["--use-checkpoint-args"], reference,
+            tokens, targets, True)
+    return folder
+
+
+def refused_config(name, folder, config, key, value, pattern):
+    """`config` with `key` set to `value` as the config.json in `folder` is refused: `pattern`."""
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**config, key: value}, f)
+    expect_error(f"a {name} config.json with {key} {value}", ["--use-checkpoint-args", "--load", folder, "--finetune"],
+                 1, r"config\.json: " + pattern)
+
+
+def check_qwen2(gen, tokens, targets, llama):
+    """Qwen2 (Llama with biases on q, k and v): its files take --add-qkv-bias, or config.json's model_type qwen2."""
+    sd = llama_weights(gen, tied=True, qkv_bias=True)  # as Qwen2's smaller models, the head tied
     config = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": LAYERS,
               "hidden_size": C, "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
               "max_position_embeddings": SEQ, "vocab_size": VOCAB, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
               "hidden_act": "silu", "tie_word_embeddings": True, "use_sliding_window": False,
               "sliding_window": 4096, "max_window_layers": 21, "attention_dropout": 0.0}
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump(config, f)
-    compare("Qwen2 from its config.json (--use-checkpoint-args)", folder, ["--use-checkpoint-args"], reference, tokens,
-            targets, True)
-    with open(os.path.join(folder, "config.json"), "w") as f:
-        json.dump({**config, "use_sliding_window": True}, f)
-    expect_error("a Qwen2 config.json with a sliding window", ["--use-checkpoint-args", "--load", folder,
-                 "--finetune"], 1, r"config\.json: use_sliding_window is true: srunway-train's qwen2 has false")
+    missing = r"6 tensors the model has no place for \(model\.layers\.0\.self_attn\.k_proj\.bias, "
+    folder = check_llama_variant("Qwen2", sd, "--add-qkv-bias", lambda k: k.endswith(".bias"), missing, config, tokens,
+                                 targets, llama)
+    refused_config("Qwen2", folder, config, "use_sliding_window", True,
+                   r"use_sliding_window is true: srunway-train's qwen2 has false")
+
+
+def check_qwen3(gen, tokens, targets, llama):
+    """Qwen3 (Llama with an RMSNorm on each head's q and k): its files take --qk-layernorm, or config.json's
+    model_type qwen3."""
+    sd = llama_weights(gen, tied=True, qk_norm=True)
+    config = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": LAYERS,
+              "hidden_size": C, "num_attention_heads": HEADS, "num_key_value_heads": KV, "head_dim": C // HEADS,
+              "intermediate_size": FFN, "max_position_embeddings": SEQ, "vocab_size": VOCAB, "rms_norm_eps": 1e-5,
+              "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": True, "attention_bias": False,
+              "use_sliding_window": False, "sliding_window": None, "max_window_layers": 28, "attention_dropout": 0.0}
+    missing = r"4 tensors the model has no place for \(model\.layers\.0\.self_attn\.k_norm\.weight, "
+    folder = check_llama_variant("Qwen3", sd, "--qk-layernorm", lambda k: "_norm." in k, missing, config, tokens,
+                                 targets, llama)
+    refused_config("Qwen3", folder, config, "attention_bias", True,
+                   r"attention_bias is true: srunway-train's qwen3 has false")
+    refused_config("Qwen3", folder, config, "head_dim", 2 * C // HEADS, r"head_dim is 32: srunway-train's qwen3 has 16")
+    # transformers has no class for these two: refused before the first step.
+    expect_error("--export-hf of a GPT with --qk-layernorm", ["--preset", "gpt-tiny", "--qk-layernorm", "--export-hf",
+                 os.path.join(WORK, "hf-gpt-qk")], 1, r"--export-hf: transformers' GPT-2 has no q and k norms")
+    expect_error("--export-hf of a Llama with --qk-layernorm and --add-qkv-bias",
+                 [*llama, "--qk-layernorm", "--add-qkv-bias", "--export-hf", os.path.join(WORK, "hf-qk-bias")], 1,
+                 r"--export-hf: transformers' Qwen3, .* biases o_proj too")
 
 
 def main():
@@ -393,6 +437,7 @@ def main():
               f"exit {rc}, {model} {err.strip()[-300:]}")
 
     check_qwen2(gen, tokens, targets, llama)
+    check_qwen3(gen, tokens, targets, llama)
 
     with open(os.path.join(with_config, "config.json"), "w") as f:
         json.dump({"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_positions": SEQ,
@@ -403,11 +448,12 @@ def main():
 
     # --export-hf writes what Hugging Face's forward computes our model's loss from, and config.json for it; and
     # back through --use-checkpoint-args, the same weights bit for bit.
-    # A Llama with --add-qkv-bias is a Qwen2 there (its biases trained away from their initial zeros), a GPT with
-    # --squared-relu a GPT-2 whose activation_function is relu2.
+    # A Llama with --add-qkv-bias is a Qwen2 there (its biases trained away from their initial zeros), one with
+    # --qk-layernorm a Qwen3, a GPT with --squared-relu a GPT-2 whose activation_function is relu2.
     relu2_loss = functools.partial(gpt2_loss, relu2=True)
     for preset, args, is_llama, hf_loss in (("gpt-tiny", [], False, gpt2_loss), ("llama-tiny", [], True, llama_loss),
                                             ("qwen2", ["--add-qkv-bias"], True, llama_loss),
+                                            ("qwen3", ["--qk-layernorm"], True, llama_loss),
                                             ("gpt-relu2", ["--squared-relu"], False, relu2_loss)):
         out_dir = os.path.join(WORK, f"hf-{preset}")
         ours_path = os.path.join(WORK, f"ours-{preset}.safetensors")
@@ -425,13 +471,17 @@ def main():
         with open(os.path.join(out_dir, "config.json")) as f:
             config = json.load(f)
         qwen2 = "--add-qkv-bias" in args
-        want = ({"model_type": "qwen2" if qwen2 else "llama", "num_hidden_layers": LAYERS, "hidden_size": C,
+        llama_type = "qwen3" if "--qk-layernorm" in args else "qwen2" if qwen2 else "llama"
+        architecture = {"qwen3": "Qwen3ForCausalLM", "qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
+        want = ({"model_type": llama_type, "num_hidden_layers": LAYERS, "hidden_size": C,
                  "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
                  "vocab_size": VOCAB, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
-                 "architectures": ["Qwen2ForCausalLM" if qwen2 else "LlamaForCausalLM"]} if is_llama else
+                 "architectures": [architecture[llama_type]]} if is_llama else
                 {"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_inner": 4 * C,
                  "n_positions": SEQ, "vocab_size": VOCAB, "layer_norm_epsilon": 1e-5,
                  "activation_function": "relu2" if "--squared-relu" in args else "gelu_new"})
+        if llama_type == "qwen3":  # which Qwen3Config does not derive from the hidden size
+            want["head_dim"] = C // HEADS
         check(f"--export-hf of {preset}: config.json", all(config.get(k) == v for k, v in want.items()),
               json.dumps(config))
         if qwen2:

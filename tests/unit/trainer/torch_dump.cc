@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/variant_params.h"
 #include "trainer/ckpt/safetensors.h"
 #include "trainer/model/model.h"
 #include "trainer/model/rng.h"
@@ -236,27 +237,31 @@ std::vector<std::vector<float>> DropoutMasks(const ModelConfig& c, const Dropout
   return masks;
 }
 
+// What a step's model has beside its preset; the step's files are named after it.
+struct Variant {
+  bool qkv_bias = false;      // a Llama's biases on q, k and v (--add-qkv-bias)
+  bool squared_relu = false;  // a GPT's FFN as relu(x)^2 (--squared-relu)
+  bool qk_norm = false;       // norms on each head's q and k (--qk-layernorm)
+};
+
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
-// with `dropout` > 0 both hidden and attention dropout, their masks written beside the step. With `qkv_bias` the
-// Llama has biases on q, k and v (--add-qkv-bias), drawn at random so that the forward uses them; with
-// `squared_relu` the GPT's FFN is relu(x)^2 (--squared-relu).
-void DumpStep(const fs::path& dir, const std::string& preset, float dropout, bool qkv_bias = false,
-              bool squared_relu = false) {
+// with `dropout` > 0 both hidden and attention dropout, their masks written beside the step. The parameters of a
+// variant are drawn at random (RandomizeVariantParams).
+void DumpStep(const fs::path& dir, const std::string& preset, float dropout, const Variant& variant = {}) {
   ModelConfig config = *Preset(preset);
-  config.qkv_bias = qkv_bias;
-  config.squared_relu = squared_relu;
+  config.qkv_bias = variant.qkv_bias;
+  config.squared_relu = variant.squared_relu;
+  config.qk_norm = variant.qk_norm;
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
   const DropoutContext context{99, 3, 5};
-  const std::string name_of_run =
-      preset + (qkv_bias ? "-qkv-bias" : "") + (squared_relu ? "-squared-relu" : "") + (dropout > 0 ? "-dropout" : "");
+  const std::string name_of_run = preset + (variant.qkv_bias ? "-qkv-bias" : "") +
+                                  (variant.squared_relu ? "-squared-relu" : "") + (variant.qk_norm ? "-qk-norm" : "") +
+                                  (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
-  for (int l = 0; qkv_bias && l < config.n_layer; ++l) {
-    const TensorSpec& bias = *model.layout().Find(fmt::format("layers.{}.qkv.bias", l));
-    for (int64_t i = 0; i < bias.numel; ++i) model.params()[bias.offset + i] = static_cast<float>(rng.Normal() * 0.1);
-  }
+  RandomizeVariantParams(model.layout(), rng, model.params());
   std::vector<float> token_values(B * (T + 1));
   std::vector<int32_t> stream = Tokens(token_values, rng, config.vocab);
   std::vector<int32_t> tokens, targets;
@@ -313,7 +318,9 @@ int main(int argc, char** argv) {
     srunway::trainer::DumpStep(argv[1], "gpt-tiny", dropout);
     srunway::trainer::DumpStep(argv[1], "llama-tiny", dropout);
   }
-  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, /*qkv_bias=*/true);
-  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, false, /*squared_relu=*/true);
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qkv_bias = true});
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.squared_relu = true});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true});
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.qk_norm = true});
   return 0;
 }

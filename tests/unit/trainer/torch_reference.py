@@ -176,7 +176,9 @@ def check_ops(d):
 
 def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
-    scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU."""
+    scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU.
+    Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
+    RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
     C = p["wte"].shape[1]
     hd = C // H
@@ -192,7 +194,13 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     def norm(x, prefix):
         if llama:
             return rms_norm(x, p[prefix + ".weight"], eps)
-        return F.layer_norm(x, (C,), p[prefix + ".weight"], p[prefix + ".bias"], eps)
+        return F.layer_norm(x, (x.shape[-1],), p[prefix + ".weight"], p[prefix + ".bias"], eps)
+
+    def qk_norm(qkv, pre):
+        q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
+        q = norm(q.unflatten(-1, (H, hd)), pre + "q_norm").flatten(-2)
+        k = norm(k.unflatten(-1, (KV, hd)), pre + "k_norm").flatten(-2)
+        return torch.cat([q, k, v], dim=-1)
 
     def linear(x, prefix):
         return F.linear(x, p[prefix + ".weight"], p.get(prefix + ".bias"))
@@ -200,6 +208,8 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     for l in range(n_layer):
         pre = f"layers.{l}."
         qkv = linear(norm(x, pre + "norm1"), pre + "qkv")
+        if pre + "q_norm.weight" in p:
+            qkv = qk_norm(qkv, pre)
         if llama:
             qkv = rope_qkv(qkv, H, KV, hd, theta, scaling)
         y, _ = causal_attention(qkv, H, KV, hd, None if masks is None else masks[2 + 3 * l])
@@ -261,11 +271,14 @@ def main():
     check_step(work, "llama-tiny-qkv-bias", True, 2, 4, 2)
     # GPT with Megatron's --squared-relu.
     check_step(work, "gpt-tiny-squared-relu", False, 2, 4, 4, squared_relu=True)
+    # Megatron's --qk-layernorm: RMSNorm on each head's q and k for the Llama (Qwen3's), LayerNorm for the GPT.
+    check_step(work, "llama-tiny-qk-norm", True, 2, 4, 2)
+    check_step(work, "gpt-tiny-qk-norm", False, 2, 4, 4)
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the six training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
-          "biases; GPT with squared ReLU) match PyTorch")
+    print("every op and the eight training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+          "biases; GPT with squared ReLU; both with q and k norms) match PyTorch")
 
 
 if __name__ == "__main__":

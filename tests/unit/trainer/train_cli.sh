@@ -846,6 +846,25 @@ expect_exit 1 "squared_relu is true in the checkpoint and false here" \
 expect_exit 2 "error: squared_relu \(--squared-relu\) is for a GPT model: a Llama's FFN is SwiGLU$" \
   "$kTrain" "${llama[@]}" --mock-data --squared-relu
 rm -rf "$kWork/biased" "$kWork/relu2" "$kWork"/{biased,unbiased,gpt,gpt--add-qkv-bias,relu2}.jsonl
+# Megatron's --qk-layernorm (Qwen3's q_norm and k_norm), a Llama's or a GPT's: the norms train (the losses differ
+# from the run's without them) and the checkpoint keeps them (a resume without the flag is refused naming it).
+for preset in llama-tiny gpt-tiny; do
+  for qk in "" --qk-layernorm; do
+    "$kTrain" --preset $preset --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 $qk \
+      --metrics-file "$kWork/qk$qk.jsonl" --save "$kWork/qk$qk" >"$kWork/out" 2>"$kWork/err" ||
+      fail "$preset $qk: $(cat "$kWork/err")"
+  done
+  [[ $(losses "$kWork/qk--qk-layernorm.jsonl") != "$(losses "$kWork/qk.jsonl")" ]] ||
+    fail "--qk-layernorm trained $preset without the norms: $(losses "$kWork/qk.jsonl")"
+  expect_exit 1 "qk_layernorm is true in the checkpoint and false here" "$kTrain" --preset $preset --seq-length 32 \
+    --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/qk--qk-layernorm"
+  "$kTrain" --preset $preset --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --qk-layernorm \
+    --load "$kWork/qk--qk-layernorm" >"$kWork/out" 2>"$kWork/err" ||
+    fail "a resume with --qk-layernorm: $(cat "$kWork/err")"
+  rm -rf "$kWork"/qk{,--qk-layernorm}{,.jsonl}
+done
+expect_exit 2 "--qk-layernorm excludes --use-checkpoint-args" \
+  "$kTrain" --mock-data --use-checkpoint-args --load "$kWork/none" --qk-layernorm
 # A model that cannot be built names the flags that shape it (it said only "d_model 100", "n_head 3").
 expect_exit 2 "error: d_model \\(--hidden-size\\) 100 is not a multiple of n_head \\(--num-attention-heads\\) 3$" \
   "$kTrain" --preset gpt-tiny --mock-data --hidden-size 100 --num-attention-heads 3

@@ -77,6 +77,9 @@ void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, const RopeFreq
 void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
                   const Documents& docs = {});
 
+// copy_rows.cc: rows x cols values from rows `src_ld` apart into rows `dst_ld` apart (the regions do not overlap).
+void CopyRows(float* dst, int64_t dst_ld, const float* src, int64_t src_ld, int64_t rows, int64_t cols);
+
 // gelu.cc: GELU, tanh approximation (GPT-2; PyTorch's gelu(approximate="tanh")).
 void GeluForward(float* out, const float* inp, int64_t n);
 void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n);

@@ -166,6 +166,9 @@ class CudaOps : public Ops {
                     const Documents& docs) override {
     Check(cuda::RopeBackward(H(dqkv), docs.positions, B, T, H_, KV, hd, rope, stream_), "rope backward");
   }
+  void CopyRows(void* dst, int64_t dst_ld, const void* src, int64_t src_ld, int64_t rows, int64_t cols) override {
+    Check(cuda::CopyRows(H(dst), dst_ld, H(src), src_ld, rows, cols, stream_), "copy rows");
+  }
   void GeluForward(void* out, const void* inp, int64_t n) override {
     Check(cuda::GeluForward(H(out), H(inp), n, stream_), "gelu forward");
   }

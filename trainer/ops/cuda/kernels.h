@@ -70,6 +70,10 @@ int RmsNormBackward(bf16* dinp, float* dweight, const bf16* dout, const bf16* in
 int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a, const bf16* b, const bf16* weight,
                            int N, int C, float eps, Stream stream);
 
+// copy_rows.cu: rows x cols values from rows `src_ld` apart into rows `dst_ld` apart.
+int CopyRows(bf16* dst, int64_t dst_ld, const bf16* src, int64_t src_ld, int64_t rows, int64_t cols,
+             Stream stream);
+
 // squared_relu.cu: relu(x)^2, and its backward 2 relu(x) dout.
 int SquaredReluForward(bf16* out, const bf16* inp, int64_t n, Stream stream);
 int SquaredReluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t n, Stream stream);
