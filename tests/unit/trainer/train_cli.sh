@@ -847,21 +847,24 @@ expect_exit 2 "error: squared_relu \(--squared-relu\) is for a GPT model: a Llam
   "$kTrain" "${llama[@]}" --mock-data --squared-relu
 rm -rf "$kWork/biased" "$kWork/relu2" "$kWork"/{biased,unbiased,gpt,gpt--add-qkv-bias,relu2}.jsonl
 # Megatron's --qk-layernorm (Qwen3's q_norm and k_norm), a Llama's or a GPT's: the norms train (the losses differ
-# from the run's without them) and the checkpoint keeps them (a resume without the flag is refused naming it).
+# from the run's without them, and are those of the run that recomputes the layers), and the checkpoint keeps them
+# (a resume without the flag is refused naming it).
+declare -A qk_args=([plain]="" [qk]=--qk-layernorm [recomputed]="--qk-layernorm --recompute-activations")
 for preset in llama-tiny gpt-tiny; do
-  for qk in "" --qk-layernorm; do
-    "$kTrain" --preset $preset --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 $qk \
-      --metrics-file "$kWork/qk$qk.jsonl" --save "$kWork/qk$qk" >"$kWork/out" 2>"$kWork/err" ||
-      fail "$preset $qk: $(cat "$kWork/err")"
+  for variant in plain qk recomputed; do
+    "$kTrain" --preset $preset --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 ${qk_args[$variant]} \
+      --metrics-file "$kWork/$variant.jsonl" --save "$kWork/$variant" >"$kWork/out" 2>"$kWork/err" ||
+      fail "$preset ${qk_args[$variant]}: $(cat "$kWork/err")"
   done
-  [[ $(losses "$kWork/qk--qk-layernorm.jsonl") != "$(losses "$kWork/qk.jsonl")" ]] ||
+  [[ $(losses "$kWork/qk.jsonl") != "$(losses "$kWork/plain.jsonl")" ]] ||
     fail "--qk-layernorm trained $preset without the norms: $(losses "$kWork/qk.jsonl")"
+  diff <(losses "$kWork/qk.jsonl") <(losses "$kWork/recomputed.jsonl") ||
+    fail "--qk-layernorm: $preset's losses differ with --recompute-activations"
   expect_exit 1 "qk_layernorm is true in the checkpoint and false here" "$kTrain" --preset $preset --seq-length 32 \
-    --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/qk--qk-layernorm"
+    --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/qk"
   "$kTrain" --preset $preset --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --qk-layernorm \
-    --load "$kWork/qk--qk-layernorm" >"$kWork/out" 2>"$kWork/err" ||
-    fail "a resume with --qk-layernorm: $(cat "$kWork/err")"
-  rm -rf "$kWork"/qk{,--qk-layernorm}{,.jsonl}
+    --load "$kWork/qk" >"$kWork/out" 2>"$kWork/err" || fail "a resume with --qk-layernorm: $(cat "$kWork/err")"
+  rm -rf "$kWork"/{plain,qk,recomputed}{,.jsonl}
 done
 expect_exit 2 "--qk-layernorm excludes --use-checkpoint-args" \
   "$kTrain" --mock-data --use-checkpoint-args --load "$kWork/none" --qk-layernorm
