@@ -557,7 +557,9 @@ int main(int argc, char** argv) {
                "Megatron's: taken (attention is causal by its kernels; with --reset-attention-mask, refused, as "
                "Megatron then masks no documents)");
   int kv_channels = 0;
-  app.add_option("--kv-channels", kv_channels, "Megatron's: the head size, which is --hidden-size / --num-attention-heads")
+  app.add_option("--kv-channels", kv_channels,
+                 "Megatron's: each head's width (default --hidden-size / --num-attention-heads); the attention's width "
+                 "is that times the heads")
       ->check(CLI::PositiveNumber);
   double rotary_percent = 1.0;
   app.add_option("--rotary-percent", rotary_percent, "Megatron's: 1.0 only (RoPE over the whole head)");
@@ -828,6 +830,7 @@ int main(int argc, char** argv) {
   if (ffn) o.model.d_ff = ffn;
   if (max_positions) o.model.seq_len = max_positions;
   if (vocab) o.model.vocab = vocab;
+  if (kv_channels != 0) srunway::trainer::SetHeadDim(o.model, kv_channels);
   if (null_tokenizer) {  // as Megatron's: N ids and the end of document, padded
     o.null_tokenizer_vocab = vocab;
     o.model.vocab = srunway::trainer::PaddedVocabSize(int64_t{vocab} + 1, vocab_multiple);
@@ -873,9 +876,9 @@ int main(int argc, char** argv) {
                               "bias-GELU, and its --openai-gelu): leave it out");
     return srunway::trainer::kExitUsage;
   }
-  if (kv_channels != 0 && kv_channels * o.model.n_head != o.model.d_model) {
-    srunway::common::LogError("--kv-channels {}: srunway-train's heads are --hidden-size / --num-attention-heads = {} "
-                              "wide: give {} or leave it out", kv_channels, o.model.head_dim(), o.model.head_dim());
+  if (checkpoint_args && kv_channels != 0 && kv_channels != o.model.head_dim()) {
+    srunway::common::LogError("--kv-channels {}: the checkpoint's heads (--use-checkpoint-args) are {} wide: give {} "
+                              "or leave it out", kv_channels, o.model.head_dim(), o.model.head_dim());
     return srunway::trainer::kExitUsage;
   }
   if (rotary_percent != 1.0) {

@@ -494,8 +494,11 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));  // Llama's: o_proj's bias too
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));  // Qwen2's and Qwen3's
-    if (c.n_head > 0 && c.d_model % c.n_head == 0) {
-      SRUNWAY_RETURN_IF_ERROR(refuse_unless("head_dim", c.d_model / c.n_head));
+    // The heads' width where it is not hidden_size / num_attention_heads (Qwen3's smaller models, Gemma's).
+    if (json.contains("head_dim") && !json["head_dim"].is_null()) {
+      SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, common::JsonField<int>(json, "head_dim", where));
+      if (head_dim <= 0) return common::FailedPrecondition("{}: head_dim must be positive, got {}", where, head_dim);
+      SetHeadDim(c, head_dim);
     }
   } else {
     return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama), Qwen2 "
@@ -535,11 +538,11 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
       {"rope_scaling", rope_scaling}, {"hidden_act", "silu"}, {"tie_word_embeddings", false},
       {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
   // Qwen2's config has no bias keys (its q, k and v have them, nothing else) and a sliding window, off; Qwen3's has
-  // attention_bias and the window, and its head_dim, which it does not derive.
+  // attention_bias and the window, and its head_dim, which it does not derive (Llama's and Qwen2's do, unless given).
+  if (c.qk_norm || c.kv_channels != 0) config["head_dim"] = c.head_dim();
   if (c.qk_norm) {
     config["attention_bias"] = false;
     config["use_sliding_window"] = false;
-    config["head_dim"] = c.head_dim();
   } else if (c.qkv_bias) {
     config["use_sliding_window"] = false;
   } else {
@@ -550,6 +553,11 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
 }
 
 common::Status HuggingFaceExportable(const ModelConfig& c) {
+  if (c.arch == Arch::kGpt && c.kv_channels != 0) {
+    return common::FailedPrecondition("transformers' GPT-2 has heads n_embd / n_head wide, and this model's are {} "
+                                      "(--kv-channels): it has no Hugging Face class; --export writes its weights",
+                                      c.head_dim());
+  }
   if (!c.qk_norm) return common::Status::Ok();
   if (c.arch == Arch::kGpt) {
     return common::FailedPrecondition("transformers' GPT-2 has no q and k norms (--qk-layernorm): a GPT with them has "

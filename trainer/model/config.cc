@@ -117,9 +117,17 @@ common::Status Validate(const ModelConfig& c) {
       return common::InvalidArgument("{} {} is larger than srunway supports ({})", Field(name), value, most);
     }
   }
-  if (c.d_model % c.n_head != 0) {
+  if (c.kv_channels < 0) {
+    return common::InvalidArgument("kv_channels (--kv-channels) must be positive, got {}", c.kv_channels);
+  }
+  if (c.kv_channels == 0 && c.d_model % c.n_head != 0) {
     return common::InvalidArgument("{} {} is not a multiple of {} {}", Field("d_model"), c.d_model,
                                    Field("n_head"), c.n_head);
+  }
+  // The attention's width is bounded as d_model is.
+  if (int64_t{c.n_head} * c.head_dim() > (1 << 17)) {
+    return common::InvalidArgument("{} {} x head size {} is larger than srunway supports ({})", Field("n_head"),
+                                   c.n_head, c.head_dim(), 1 << 17);
   }
   if (c.n_head % c.n_kv_head != 0) {
     return common::InvalidArgument("{} {} is not a multiple of {} {}", Field("n_head"), c.n_head,
@@ -182,6 +190,11 @@ common::Status Validate(const ModelConfig& c) {
   return common::Status::Ok();
 }
 
+void SetHeadDim(ModelConfig& c, int head_dim) {
+  const bool derived = c.n_head > 0 && c.d_model % c.n_head == 0 && int64_t{head_dim} * c.n_head == c.d_model;
+  c.kv_channels = derived ? 0 : head_dim;
+}
+
 common::Json ToJson(const ModelConfig& c) {
   common::Json json;
   json["arch"] = ArchName(c.arch);
@@ -201,6 +214,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["qkv_bias"] = c.qkv_bias;
   json["squared_relu"] = c.squared_relu;
   json["qk_layernorm"] = c.qk_norm;
+  json["kv_channels"] = c.kv_channels;
   return json;
 }
 
@@ -232,6 +246,9 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   // scaling, no such biases, GELU, no q and k norms.
   if (json.contains("rope_linear_factor")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(json, "rope_linear_factor", where));
+  }
+  if (json.contains("kv_channels")) {  // nor, before 2026-12-05, kv_channels: d_model / n_head
+    SRUNWAY_ASSIGN_OR_RETURN(c.kv_channels, common::JsonField<int>(json, "kv_channels", where));
   }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
                             std::pair{"qk_layernorm", &c.qk_norm}}) {
@@ -278,18 +295,18 @@ int PaddedVocabSize(int64_t tokens, int multiple) {
 }
 
 int64_t ParameterCount(const ModelConfig& c) {
-  const int64_t d = c.d_model;
+  const int64_t d = c.d_model, q = c.q_dim();
   const int64_t kv = int64_t{c.n_kv_head} * c.head_dim();
   const int64_t f = c.d_ff;
   int64_t per_layer = 0;
   int64_t total = int64_t{c.vocab} * d;
   if (c.arch == Arch::kGpt) {
     // ln1 (w,b), qkv (w,b), proj (w,b), ln2 (w,b), fc (w,b), fc proj (w,b)
-    per_layer = 2 * d + (d * (d + 2 * kv) + d + 2 * kv) + (d * d + d) + 2 * d + (d * f + f) + (f * d + d);
+    per_layer = 2 * d + (d * (q + 2 * kv) + q + 2 * kv) + (q * d + d) + 2 * d + (d * f + f) + (f * d + d);
     total += int64_t{c.seq_len} * d + 2 * d;
   } else {
     // attn norm, qkv (+ its bias), proj, mlp norm, gate+up, down
-    per_layer = d + d * (d + 2 * kv) + (c.qkv_bias ? d + 2 * kv : 0) + d * d + d + 2 * f * d + f * d;
+    per_layer = d + d * (q + 2 * kv) + (c.qkv_bias ? q + 2 * kv : 0) + q * d + d + 2 * f * d + f * d;
     total += d + int64_t{c.vocab} * d;
   }
   // q's and k's norms: a weight each, and a bias each for GPT's LayerNorm.
@@ -305,11 +322,11 @@ double TrainingFlopsPerToken(const ModelConfig& c, int seq_len) {
   } else {
     matmul_params -= static_cast<double>(c.vocab) * c.d_model;   // input embedding (the output layer stays)
   }
-  return 6.0 * matmul_params + 12.0 * c.n_layer * seq_len * c.d_model;
+  return 6.0 * matmul_params + 12.0 * c.n_layer * seq_len * c.q_dim();
 }
 
 double MegatronFlopsPerToken(const ModelConfig& c, int seq_len) {
-  const double d = c.d_model, q = c.d_model, kv = static_cast<double>(c.n_kv_head) * c.head_dim();
+  const double d = c.d_model, q = c.q_dim(), kv = static_cast<double>(c.n_kv_head) * c.head_dim();
   const double mlp = d * c.d_ff * (c.arch == Arch::kLlama ? 3 : 2);
   const double layer = mlp + d * (q + 2 * kv) + q * d + q * seq_len;
   return 6.0 * (c.n_layer * layer + d * c.vocab);

@@ -45,7 +45,14 @@ struct ModelConfig {
   // with weights of their own shared by the heads, before RoPE: Megatron's --qk-layernorm, Qwen3's q_norm and k_norm.
   bool qk_norm = false;
 
-  int head_dim() const { return d_model / n_head; }
+  // Each head's width where it is not d_model / n_head (Megatron's --kv-channels, Hugging Face's head_dim); 0 where
+  // it is, which is how every entry point stores that case, so that a model reads the same whichever way it is told.
+  int kv_channels = 0;
+
+  int head_dim() const { return kv_channels > 0 ? kv_channels : d_model / n_head; }
+  // The attention's width, the query heads' values side by side (d_model unless kv_channels says otherwise): what the
+  // output projection takes in.
+  int q_dim() const { return n_head * head_dim(); }
   RopeFrequencies rope() const {
     return {rope_theta, rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
             static_cast<float>(rope_original_positions), rope_linear_factor};
@@ -58,6 +65,9 @@ struct ModelConfig {
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
+
+// Heads head_dim wide: kv_channels is 0 where that is d_model / n_head, else head_dim.
+void SetHeadDim(ModelConfig& config, int head_dim);
 
 // Names accepted by --preset, in the order `srunway-train --help` lists them.
 const std::vector<std::string>& PresetNames();
@@ -88,11 +98,12 @@ int64_t ParameterCount(const ModelConfig& config);
 int PaddedVocabSize(int64_t tokens, int multiple = 128);
 
 // Training FLOPs per token, forward and backward, for a sequence of `seq_len` tokens:
-//   6 * N  +  12 * n_layer * seq_len * d_model
-// where N is ParameterCount less the tables only looked up (GPT's position table, Llama's input embedding;
-// the output layer, tied or not, is a matrix product and counts) and the second term is the attention score and value products (QK^T and PV, each
-// 2 * seq_len * d_model FLOPs per token forward with causal masking ignored, times 3 for forward + backward):
-// the formula of the PaLM paper's appendix B, which nanoGPT and llm.c use for MFU too.
+//   6 * N  +  12 * n_layer * seq_len * q_dim
+// where N is ParameterCount less the tables only looked up (GPT's position table, Llama's input embedding; the
+// output layer, tied or not, is a matrix product and counts) and the second term is the attention score and value
+// products (QK^T and PV, each 2 * seq_len * q_dim FLOPs per token forward with causal masking ignored, times 3 for
+// forward + backward; q_dim is d_model unless kv_channels says otherwise): the formula of the PaLM paper's appendix
+// B, which nanoGPT and llm.c use for MFU too.
 double TrainingFlopsPerToken(const ModelConfig& config, int seq_len);
 
 // Megatron-LM's count behind its "throughput per GPU (TFLOP/s/GPU)" (num_floating_point_operations of its main

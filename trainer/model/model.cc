@@ -43,7 +43,7 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops,
   zeroed_by_zero_grad_ = UnwrittenRuns();
 
   const int64_t N = int64_t{max_batch} * config.seq_len;
-  const int64_t C = config.d_model;
+  const int64_t C = config.d_model, Q = config.q_dim();
   const int64_t F = config.d_ff;
   const int64_t fc = config.arch == Arch::kGpt ? F : 2 * F;
   const int64_t att = ops_->AttentionSaved(max_batch, config.n_head, config.seq_len);
@@ -61,7 +61,7 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops,
       a.qk_rstd = Floats(N * heads);
     }
     a.att = Floats(att);
-    a.attn = Act(N * C);
+    a.attn = Act(N * Q);
     a.mid = Act(N * C);
     a.norm2 = Act(N * C);
     a.mean2 = Floats(N);
@@ -78,9 +78,10 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops,
   tokens_ = Ints(N);
   targets_ = Ints(N);
   d_res_ = Act(N * C);
-  d_norm_ = Act(N * C);
+  // Also the scratch of the q and k norms' backward (N x H x hd), as d_attn_ is: see QkNormBackward.
+  d_norm_ = Act(N * std::max(C, Q));
   d_qkv_ = Act(N * config.qkv_dim());
-  d_attn_ = Act(N * C);
+  d_attn_ = Act(N * std::max(C, Q));
   d_fc_ = Act(N * fc);
   if (!config.gelu()) d_act_ = Act(N * F);  // GELU's backward goes straight into d_fc_
   d_drop_ = Act(N * C);
@@ -277,7 +278,7 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   if (c.qk_norm) QkNormForward(a, w);
   if (!gpt) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope(), docs_);
   ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l), docs_);
-  ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, C, C);  // scratch: projection out
+  ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, c.q_dim(), C);  // scratch: its output
   ops_->Dropout(d_attn_.data(), NC, Site(1 + 3 * l));
   ResidualNormForward(a.mid.data(), a.norm2.data(), a.mean2.as<float>(), a.rstd2.as<float>(), input, d_attn_.data(),
                       w.norm2_w, w.norm2_b, N);
@@ -391,7 +392,7 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     done(layout_.LayerPart(l, "norm2."));
     // Attention branch: d_res is now d(mid), also d(attention projection output) and part of d(input).
     ops_->MatmulBackward(d_attn_.data(), dw.proj_w, dw.proj_b, Masked(d_res_, Site(1 + 3 * l)), a.attn.data(),
-                         w.proj_w, N, C, C, dw_mode);
+                         w.proj_w, N, c.q_dim(), C, dw_mode);
     done(layout_.LayerPart(l, "proj."));
     ops_->AttentionBackward(d_qkv_.data(), d_attn_.data(), a.attn.data(), a.qkv.data(), a.att.as<float>(), B, T, H, KV,
                             hd, Site(2 + 3 * l), docs_);

@@ -115,7 +115,7 @@ class Model {
     // rows' statistics.
     Buffer qk_pre, qk_mean, qk_rstd;
     Buffer att;    // what attention keeps for its backward (Ops::AttentionSaved)
-    Buffer attn;   // attention output before the projection [N, C]
+    Buffer attn;   // attention output before the projection [N, H * hd]
     Buffer mid;    // residual after attention [N, C]
     Buffer norm2, mean2, rstd2;
     Buffer fc;   // [N, F] (GPT) or [N, 2F] (Llama)

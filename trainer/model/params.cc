@@ -45,7 +45,7 @@ std::vector<int64_t> SlotShape(const ModelConfig& c, Slot slot) {
     case Slot::kQkvW: return {c.qkv_dim(), d};
     case Slot::kQkvB: return {c.qkv_dim()};
     case Slot::kQNormW: case Slot::kQNormB: case Slot::kKNormW: case Slot::kKNormB: return {c.head_dim()};
-    case Slot::kProjW: return {d, d};
+    case Slot::kProjW: return {d, c.q_dim()};
     case Slot::kFcW: return {f, d};
     case Slot::kFcB: return {f};
     case Slot::kOutW: return {d, c.d_ff};

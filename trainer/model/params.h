@@ -31,7 +31,7 @@ struct BasicLayerViews {
   T* q_norm_b = nullptr;
   T* k_norm_w = nullptr;
   T* k_norm_b = nullptr;
-  T* proj_w = nullptr;  // [C, C]
+  T* proj_w = nullptr;  // [C, H * hd]
   T* proj_b = nullptr;
   T* norm2_w = nullptr;
   T* norm2_b = nullptr;

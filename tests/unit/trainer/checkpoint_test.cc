@@ -887,13 +887,15 @@ TEST(PresetTest, KnownSizes) {
   EXPECT_NE(Validate(bad).message().find("not a multiple of n_head"), std::string::npos);
 }
 
-// `c`, which is `plain` with the switch `key` on, reads back from a checkpoint header as itself, a difference from
-// `plain` names the key, and a header written before the key existed reads as `plain`.
-void ExpectKeptInHeader(const ModelConfig& c, const ModelConfig& plain, const std::string& key) {
+// `c`, which is `plain` with the setting `key` changed (a switch turned on, unless `difference` says otherwise), reads
+// back from a checkpoint header as itself, a difference from `plain` names the key, and a header written before the
+// key existed reads as `plain`.
+void ExpectKeptInHeader(const ModelConfig& c, const ModelConfig& plain, const std::string& key,
+                        const std::string& difference = "is true in the checkpoint and false here") {
   auto back = FromJson(ToJson(c), "header");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, c);
-  EXPECT_EQ(DescribeDifference(c, plain), key + " is true in the checkpoint and false here");
+  EXPECT_EQ(DescribeDifference(c, plain), key + " " + difference);
   common::Json old = ToJson(plain);
   old.erase(key);
   back = FromJson(old, "header");
@@ -985,6 +987,35 @@ TEST(QkNormTest, TwoNormsPerLayerBetweenQkvAndProj) {
 
     ExpectKeptInHeader(c, *Preset(preset), "qk_layernorm");
   }
+}
+
+// Megatron's --kv-channels (Hugging Face's head_dim): heads of another width than d_model / n_head make q, k and v
+// and the projection's input that many times the heads; told the derived width, the model is the plain one.
+TEST(KvChannelsTest, HeadsOfAnotherWidthShapeTheAttention) {
+  for (const char* preset : {"llama-tiny", "gpt-tiny"}) {
+    SCOPED_TRACE(preset);
+    const ModelConfig plain = *Preset(preset);
+    ModelConfig same = plain;
+    SetHeadDim(same, plain.d_model / plain.n_head);
+    EXPECT_EQ(same, plain);
+    ModelConfig c = plain;
+    SetHeadDim(c, 32);
+    ASSERT_TRUE(Validate(c).ok()) << Validate(c).message();
+    EXPECT_EQ(c.head_dim(), 32);
+    EXPECT_EQ(c.q_dim(), c.n_head * 32);
+    const ParamLayout layout(c);
+    EXPECT_EQ(layout.Find("layers.0.qkv.weight")->shape,
+              (std::vector<int64_t>{(c.n_head + 2 * c.n_kv_head) * 32, c.d_model}));
+    EXPECT_EQ(layout.Find("layers.0.proj.weight")->shape, (std::vector<int64_t>{c.d_model, c.n_head * 32}));
+    EXPECT_EQ(ParameterCount(c), layout.numel());
+    ExpectKeptInHeader(c, plain, "kv_channels", "is 32 in the checkpoint and 0 here");
+  }
+  ModelConfig negative = *Preset("llama-tiny");
+  negative.kv_channels = -4;
+  EXPECT_THAT(Validate(negative).message(), ::testing::HasSubstr("kv_channels (--kv-channels) must be positive"));
+  ModelConfig wide = *Preset("llama-tiny");
+  SetHeadDim(wide, 1 << 16);
+  EXPECT_THAT(Validate(wide).message(), ::testing::HasSubstr("is larger than srunway supports"));
 }
 
 }  // namespace

@@ -98,17 +98,16 @@ def gpt2_loss(sd, tokens, targets, layers=LAYERS, relu2=False):
     return F.cross_entropy((x @ sd["wte.weight"].T).reshape(-1, VOCAB), targets.reshape(-1))
 
 
-def llama_weights(gen, tied=False, qkv_bias=False, qk_norm=False):
+def llama_weights(gen, tied=False, qkv_bias=False, qk_norm=False, hd=C // HEADS):
     """A Llama's state dict; with `qkv_bias`, a Qwen2's (biases on q, k and v); with `qk_norm`, a Qwen3's (an
-    RMSNorm on each head's q and k)."""
+    RMSNorm on each head's q and k); its heads `hd` wide."""
     r = lambda *shape: torch.randn(*shape, generator=gen) * 0.2  # noqa: E731
-    hd = C // HEADS
     sd = {"model.embed_tokens.weight": r(VOCAB, C)}
     for l in range(LAYERS):
         p = f"model.layers.{l}."
         sd.update({p + "input_layernorm.weight": 1 + r(C),
                    p + "self_attn.q_proj.weight": r(HEADS * hd, C), p + "self_attn.k_proj.weight": r(KV * hd, C),
-                   p + "self_attn.v_proj.weight": r(KV * hd, C), p + "self_attn.o_proj.weight": r(C, C),
+                   p + "self_attn.v_proj.weight": r(KV * hd, C), p + "self_attn.o_proj.weight": r(C, HEADS * hd),
                    p + "self_attn.rotary_emb.inv_freq": torch.ones(hd // 2),
                    p + "post_attention_layernorm.weight": 1 + r(C),
                    p + "mlp.gate_proj.weight": r(FFN, C), p + "mlp.up_proj.weight": r(FFN, C),
@@ -129,7 +128,7 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
     llama3 or linear), grouped KV heads repeated, SwiGLU, RMSNorm; Qwen2ForCausalLM's where q, k and v have
     biases; Qwen3ForCausalLM's where q_norm and k_norm are (each head's q and k RMS-normed, before RoPE)."""
     B, T = tokens.shape
-    hd = C // HEADS
+    hd = sd["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEADS  # head_dim
 
     def rms(x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
@@ -155,7 +154,7 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(HEADS // KV, dim=1), v.repeat_interleave(HEADS // KV, dim=1)
         att = ((q @ k.transpose(-1, -2)) / math.sqrt(hd)).masked_fill(~causal, float("-inf")).softmax(-1)
-        x = x + (att @ v).transpose(1, 2).reshape(B, T, C) @ sd[p + "self_attn.o_proj.weight"].T
+        x = x + (att @ v).transpose(1, 2).reshape(B, T, HEADS * hd) @ sd[p + "self_attn.o_proj.weight"].T
         m = rms(x, sd[p + "post_attention_layernorm.weight"])
         m = F.silu(m @ sd[p + "mlp.gate_proj.weight"].T) * (m @ sd[p + "mlp.up_proj.weight"].T)
         x = x + m @ sd[p + "mlp.down_proj.weight"].T
@@ -281,8 +280,23 @@ def check_qwen3(gen, tokens, targets, llama):
                                  targets, llama)
     refused_config("Qwen3", folder, config, "attention_bias", True,
                    r"attention_bias is true: srunway-train's qwen3 has false")
-    refused_config("Qwen3", folder, config, "head_dim", 2 * C // HEADS, r"head_dim is 32: srunway-train's qwen3 has 16")
-    # transformers has no class for these two: refused before the first step.
+    # Heads wider than hidden / heads, as Qwen3-0.6B's (head_dim 128 beside 1024 / 16): --kv-channels, or head_dim.
+    wide = llama_weights(gen, tied=True, qk_norm=True, hd=2 * C // HEADS)
+    wide_folder = os.path.join(WORK, "qwen3-wide")
+    os.makedirs(wide_folder, exist_ok=True)
+    save(os.path.join(wide_folder, "model.safetensors"), wide)
+    reference = llama_loss(wide, tokens, targets).item()
+    compare("Qwen3 with heads 32 wide (--kv-channels 32)", os.path.join(wide_folder, "model.safetensors"),
+            [*llama, "--qk-layernorm", "--kv-channels", "32"], reference, tokens, targets, True)
+    with open(os.path.join(wide_folder, "config.json"), "w") as f:
+        json.dump({**config, "head_dim": 2 * C // HEADS}, f)
+    compare("Qwen3 with heads 32 wide from its config.json", wide_folder, ["--use-checkpoint-args"], reference, tokens,
+            targets, True)
+    refused_config("Qwen3", folder, config, "head_dim", 0, r"head_dim must be positive, got 0")
+    # transformers has no class for these three: refused before the first step.
+    expect_error("--export-hf of a GPT with --kv-channels", ["--preset", "gpt-tiny", "--kv-channels", "32",
+                 "--export-hf", os.path.join(WORK, "hf-gpt-kv")], 1,
+                 r"--export-hf: transformers' GPT-2 has heads n_embd / n_head wide, and this model's are 32")
     expect_error("--export-hf of a GPT with --qk-layernorm", ["--preset", "gpt-tiny", "--qk-layernorm", "--export-hf",
                  os.path.join(WORK, "hf-gpt-qk")], 1, r"--export-hf: transformers' GPT-2 has no q and k norms")
     expect_error("--export-hf of a Llama with --qk-layernorm and --add-qkv-bias",
@@ -454,6 +468,8 @@ def main():
     for preset, args, is_llama, hf_loss in (("gpt-tiny", [], False, gpt2_loss), ("llama-tiny", [], True, llama_loss),
                                             ("qwen2", ["--add-qkv-bias"], True, llama_loss),
                                             ("qwen3", ["--qk-layernorm"], True, llama_loss),
+                                            ("qwen3-wide", ["--qk-layernorm", "--kv-channels", "32"], True,
+                                             llama_loss),
                                             ("gpt-relu2", ["--squared-relu"], False, relu2_loss)):
         out_dir = os.path.join(WORK, f"hf-{preset}")
         ours_path = os.path.join(WORK, f"ours-{preset}.safetensors")
@@ -481,7 +497,7 @@ def main():
                  "n_positions": SEQ, "vocab_size": VOCAB, "layer_norm_epsilon": 1e-5,
                  "activation_function": "relu2" if "--squared-relu" in args else "gelu_new"})
         if llama_type == "qwen3":  # which Qwen3Config does not derive from the hidden size
-            want["head_dim"] = C // HEADS
+            want["head_dim"] = 32 if "--kv-channels" in args else C // HEADS
         check(f"--export-hf of {preset}: config.json", all(config.get(k) == v for k, v in want.items()),
               json.dumps(config))
         if qwen2:

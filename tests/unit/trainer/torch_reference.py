@@ -181,7 +181,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
     C = p["wte"].shape[1]
-    hd = C // H
+    hd = p["layers.0.qkv.weight"].shape[0] // (H + 2 * KV)  # C // H, unless --kv-channels says otherwise
 
     def drop(x, site):
         return x if masks is None else x * masks[site]
@@ -274,11 +274,14 @@ def main():
     # Megatron's --qk-layernorm: RMSNorm on each head's q and k for the Llama (Qwen3's), LayerNorm for the GPT.
     check_step(work, "llama-tiny-qk-norm", True, 2, 4, 2)
     check_step(work, "gpt-tiny-qk-norm", False, 2, 4, 4)
+    # Megatron's --kv-channels: heads wider than hidden / heads (with the norms, as Qwen3-0.6B's), and narrower.
+    check_step(work, "llama-tiny-qk-norm-kv32", True, 2, 4, 2)
+    check_step(work, "gpt-tiny-kv8", False, 2, 4, 4)
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the eight training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
-          "biases; GPT with squared ReLU; both with q and k norms) match PyTorch")
+    print("every op and the ten training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+          "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width) match PyTorch")
 
 
 if __name__ == "__main__":
