@@ -242,12 +242,12 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   if (json.contains("rope_scaling") && !json["rope_scaling"].is_null()) {
     SRUNWAY_RETURN_IF_ERROR(RopeScalingFromJson(json["rope_scaling"], std::string(where) + ": rope_scaling", c));
   }
-  // Checkpoints before 2026-12-05 have none of these four, and some of that day's no qk_layernorm: no linear RoPE
-  // scaling, no such biases, GELU, no q and k norms.
+  // Checkpoints before 2026-12-05 have none of these, and some of that day's lack kv_channels and qk_layernorm: no
+  // linear RoPE scaling, heads d_model / n_head wide, no such biases, GELU, no q and k norms.
   if (json.contains("rope_linear_factor")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(json, "rope_linear_factor", where));
   }
-  if (json.contains("kv_channels")) {  // nor, before 2026-12-05, kv_channels: d_model / n_head
+  if (json.contains("kv_channels")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.kv_channels, common::JsonField<int>(json, "kv_channels", where));
   }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
