@@ -34,11 +34,13 @@ constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, 
 
 // One line on stderr per process, even when the main thread and the watchdog notice the same death. The one that
 // comes second waits until the line is written: it may be about to _Exit, which would take an unwritten line along.
+// It waits two seconds at most, so that a write that never ends (stderr a full pipe nobody reads) cannot keep it
+// from ending the process.
 void Report(const std::string& line) {
-  static std::mutex mutex;
+  static std::timed_mutex mutex;
   static bool reported = false;  // under mutex
-  std::lock_guard lock(mutex);
-  if (std::exchange(reported, true)) return;
+  std::unique_lock lock(mutex, std::chrono::seconds(2));
+  if (!lock.owns_lock() || std::exchange(reported, true)) return;
   fmt::print(stderr, "srunway-launch: {}\n", line);
 }
 

@@ -49,6 +49,12 @@ grep -q "^srunway-launch: rank 1 on .*: communicator init: rank 0 on .* and rank
   "$work/slow.1" || fail "rank 1 ended with its line unwritten: $(cat "$work/slow.1")"
 (($(wc -l <"$work/slow.1") == 1)) || fail "rank 1: more than one line: $(cat "$work/slow.1")"
 
+echo "== rank 1's stderr stalled for good: told of rank 0's failure, it still ends, without its line"
+# The watchdog thread waits for the main thread's line two seconds at most; waiting for good would leave the rank
+# hanging until timeout's 60 s (exit 124).
+codes=$(two_ranks stalled -- LD_PRELOAD="$fakes/libslow_stderr.so" SLOW_STDERR_MS=100000)
+[[ $codes == "4 4" ]] || fail "stalled stderr: exit codes $codes, want 4 4 (124: left hanging)"
+
 echo "== SRUNWAY_NCCL_RANKS_PER_ID that is not a count: one line on each rank, before any NCCL call"
 codes=$(two_ranks per_id SRUNWAY_NCCL_RANKS_PER_ID=abc -- SRUNWAY_NCCL_RANKS_PER_ID=abc)
 [[ $codes == "4 4" ]] || fail "SRUNWAY_NCCL_RANKS_PER_ID=abc: exit codes $codes, want 4 4"
