@@ -9,8 +9,8 @@
 // of its largest element on the CPU (every tensor's worst is printed); then the global norm and one clipped AdamW
 // update through the same ops table (see Step). Arguments name the cases to run (gpt-tiny, llama-tiny, each also
 // with -dropout and -documents; llama-tiny-qkv-bias, whose q, k and v have biases; gpt-tiny-squared-relu, whose FFN
-// is relu(x)^2; llama-tiny-qk-norm and gpt-tiny-qk-norm, whose heads' q and k have norms; llama-tiny-qk-norm-kv32
-// and gpt-tiny-kv32, whose heads are 32 wide (--kv-channels) instead of 16; all of them without any).
+// is relu(x)^2; llama-tiny-qk-norm-kv32 and gpt-tiny-qk-norm-kv32, whose heads' q and k have norms
+// (--qk-layernorm) and are 32 wide (--kv-channels) instead of 16; all of them without any).
 // Exits 77 where there is no GPU.
 #include <algorithm>
 #include <cmath>
@@ -190,16 +190,14 @@ int main(int argc, char** argv) {
                              {"llama-tiny-documents", "llama-tiny", 0.0f, true},
                              {"llama-tiny-qkv-bias", "llama-tiny", 0.0f, false, true},
                              {"gpt-tiny-squared-relu", "gpt-tiny", 0.0f, false, false, true},
-                             {"llama-tiny-qk-norm", "llama-tiny", 0.0f, false, false, false, true},
-                             {"gpt-tiny-qk-norm", "gpt-tiny", 0.0f, false, false, false, true},
                              {"llama-tiny-qk-norm-kv32", "llama-tiny", 0.0f, false, false, false, true, 32},
-                             {"gpt-tiny-kv32", "gpt-tiny", 0.0f, false, false, false, false, 32}};
+                             {"gpt-tiny-qk-norm-kv32", "gpt-tiny", 0.0f, false, false, false, true, 32}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
       std::fprintf(stderr, "cuda_model: no case %s (gpt-tiny, llama-tiny, each also with -dropout and -documents; "
-                           "llama-tiny-qkv-bias, gpt-tiny-squared-relu, llama-tiny-qk-norm, gpt-tiny-qk-norm, "
-                           "llama-tiny-qk-norm-kv32, gpt-tiny-kv32)\n",
+                           "llama-tiny-qkv-bias, gpt-tiny-squared-relu, llama-tiny-qk-norm-kv32, "
+                           "gpt-tiny-qk-norm-kv32)\n",
                    name.c_str());
       return EXIT_FAILURE;
     }

@@ -808,8 +808,8 @@ int main(int argc, char** argv) {
     LayerNorm(gpu, 70, 520);   // 16-byte columns, a last slab of them part full
     LayerNorm(gpu, 40, 2048);  // the widest rows a warp holds in registers (the 1.3B's)
     LayerNorm(gpu, 2200, 264);  // more rows than the resident warps: a warp takes several
-    LayerNorm(gpu, 3000, 16);   // the q and k norms' (--qk-layernorm) rows of a head: the tiny presets'
-    LayerNorm(gpu, 3000, 128);  // and the larger models'
+    LayerNorm(gpu, 300, 16);   // the q and k norms' (--qk-layernorm) rows of a head: the tiny presets'
+    LayerNorm(gpu, 300, 128);  // and the larger models'
     AdamW(gpu);
     AdamWAlignments(gpu);
     SumOfSquares(gpu);
@@ -819,8 +819,8 @@ int main(int argc, char** argv) {
     RmsNorm(gpu, 33, 264);
     RmsNorm(gpu, 24, 2048);
     RmsNorm(gpu, 2200, 264);
-    RmsNorm(gpu, 3000, 16);
-    RmsNorm(gpu, 3000, 128);
+    RmsNorm(gpu, 300, 16);
+    RmsNorm(gpu, 300, 128);
     ResidualNorm(gpu, 512, 768);
     ResidualNorm(gpu, 40, 2048);  // the widest rows held in registers
     ResidualNorm(gpu, 16, 2056);  // 16-byte columns, too wide for registers
