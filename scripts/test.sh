@@ -12,18 +12,25 @@ cd "$kRepo"
 "$kRepo/scripts/build.sh" -Dwerror=true -Dcpp_args=-g1 || exit 1
 
 "$kRepo/scripts/local-cluster.sh" up || exit 1
-trap '"$kRepo/scripts/local-cluster.sh" down >/dev/null || echo "test: local-cluster.sh down failed" >&2' EXIT
+side=$(mktemp -d)  # the logs and exit codes of the jobs that run beside the suites
+finish() {
+  rm -rf "$side"
+  "$kRepo/scripts/local-cluster.sh" down >/dev/null || echo "test: local-cluster.sh down failed" >&2
+}
+trap finish EXIT
 
 # The libFuzzer targets are built with clang beside the suites, at the lowest priority: the slurm suite runs one
 # test at a time and mostly waits on its jobs, so the build (3.4 minutes on CI's two cores) fills the idle core
-# instead of adding to the run. Its output goes to a log shown only if it fails. meson starts each test in a session
-# of its own, which the kernel's autogroup scheduling weighs as an equal of this script's whole session, whatever
-# the nice values: the build (nice 19) took a third of the cores from the unit suite (389 s instead of 236). So
-# it runs in a session of its own whose autogroup is at nice 19 too, where the kernel has autogroups.
-fuzz_build_log=$(mktemp)
-setsid --wait bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$0" --build-only' \
-  "$kRepo/scripts/fuzz.sh" >"$fuzz_build_log" 2>&1 &
-fuzz_build_pid=$!
+# instead of adding to the run. Its output goes to a log shown only if it fails, and its exit code to a file that
+# the side chain below waits for. meson starts each test in a session of its own, which the kernel's autogroup
+# scheduling weighs as an equal of this script's whole session, whatever the nice values: the build (nice 19) took a
+# third of the cores from the unit suite (389 s instead of 236). So it runs in a session of its own whose autogroup
+# is at nice 19 too, where the kernel has autogroups.
+lowest() { setsid --wait bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' lowest "$@"; }
+{
+  lowest "$kRepo/scripts/fuzz.sh" --build-only >"$side/fuzz-build.log" 2>&1
+  echo $? >"$side/fuzz-build.rc"
+} &
 
 # The slurm suite fails instead of skipping if the cluster went away.
 export SRUNWAY_REQUIRE_CLUSTER=1
@@ -42,48 +49,55 @@ meson test -C "$kBuild" --suite slurm-build --no-rebuild --print-errorlogs --log
 slurm_rc=$?
 logs+=("$kBuild/meson-logs/testlog-slurm-build.json")
 
-# The unit tests again, built with AddressSanitizer and UBSan (absent where the compiler cannot build them), at a
-# lower priority beside the rest of the slurm suite, which runs one test at a time and mostly waits on its jobs:
-# the sanitized tests (4 minutes of both of CI's cores alone) fill the idle core instead of adding to the run.
-# Their output goes to a log, shown after the slurm suite's. The list is read whole: `meson test --list | grep -q`
-# under pipefail failed whenever grep's early exit made meson die of a broken pipe (4 times in 10 on a busy
-# machine), which skipped this suite without a word.
-asan_rc=0
-asan_pid=
-asan_log=$(mktemp)
+# The side chain, beside the rest of the slurm suite, which runs one test at a time and mostly waits on its jobs:
+# the unit tests again, built with AddressSanitizer and UBSan (absent where the compiler cannot build them; 4
+# minutes of both of CI's cores alone), at a lower priority; then, once their build is done, the libFuzzer targets
+# for a bounded time each, two side by side, at the lowest (a crash fails the run). Both fill the idle core instead
+# of adding to the run: at 50600faf the fuzzers ran after the slurm suite and added 3.2 of CI's 35 minutes, while
+# the asan suite ended 4 minutes before the slurm suite. Their output goes to logs, shown after the slurm suite's.
+# The asan list is read whole: `meson test --list | grep -q` under pipefail failed whenever grep's early exit made
+# meson die of a broken pipe (4 times in 10 on a busy machine), which skipped that suite without a word.
+run_asan=0
 if ! asan_tests=$(meson test -C "$kBuild" --setup asan --list 2>&1); then
   echo "test: meson could not list the asan setup's tests: $(tail -n 1 <<<"$asan_tests")" >&2
-  asan_rc=1
+  echo 1 >"$side/asan.rc"
 elif grep -q 'asan' <<<"$asan_tests"; then
-  # Its log is testlog-asan.json (meson adds the setup's name).
-  nice -n 10 meson test -C "$kBuild" --setup asan --no-rebuild --print-errorlogs >"$asan_log" 2>&1 &
-  asan_pid=$!
-  logs+=("$kBuild/meson-logs/testlog-asan.json")
+  run_asan=1
+  logs+=("$kBuild/meson-logs/testlog-asan.json")  # meson adds the setup's name
 else
   echo "test: this build has no ASan/UBSan unit tests (the compiler cannot build them); that suite is skipped"
+  echo 0 >"$side/asan.rc"
 fi
+{
+  if ((run_asan)); then
+    nice -n 10 meson test -C "$kBuild" --setup asan --no-rebuild --print-errorlogs >"$side/asan.log" 2>&1
+    echo $? >"$side/asan.rc"
+  fi
+  until [[ -s $side/fuzz-build.rc ]]; do sleep 1; done
+  if [[ $(<"$side/fuzz-build.rc") == 0 ]]; then
+    lowest "$kRepo/scripts/fuzz.sh" -j 2 "${SRUNWAY_FUZZ_SECONDS:-20}" >"$side/fuzz.log" 2>&1
+    echo $? >"$side/fuzz.rc"
+  fi
+} &
+side_pid=$!
 
 meson test -C "$kBuild" --suite slurm --no-suite slurm-build --no-rebuild --print-errorlogs --logbase testlog-slurm
 ((slurm_rc |= $?))
 logs+=("$kBuild/meson-logs/testlog-slurm.json")
-if [[ -n $asan_pid ]]; then
-  wait "$asan_pid"
-  asan_rc=$?
+wait "$side_pid"
+if ((run_asan)); then
   echo "test: the asan suite (run beside the slurm suite):"
-  cat "$asan_log"
+  cat "$side/asan.log"
 fi
-rm -f "$asan_log"
-
-# The libFuzzer targets, built with clang, for a bounded time each, two side by side (a crash fails the run): 20 s
-# each keeps the whole run under 35 minutes on CI's two cores (30 s each made it 35.9 at 931c359).
-fuzz_rc=0
-if ! wait "$fuzz_build_pid"; then
-  cat "$fuzz_build_log" >&2
-  fuzz_rc=1
-elif ! "$kRepo/scripts/fuzz.sh" -j 2 "${SRUNWAY_FUZZ_SECONDS:-20}"; then
-  fuzz_rc=1
+asan_rc=$(<"$side/asan.rc")
+fuzz_rc=1
+if [[ $(<"$side/fuzz-build.rc") != 0 ]]; then
+  cat "$side/fuzz-build.log" >&2
+else
+  echo "test: the fuzzers (run beside the slurm suite):"
+  cat "$side/fuzz.log"
+  fuzz_rc=$(<"$side/fuzz.rc")
 fi
-rm -f "$fuzz_build_log"
 
 # One plain closing line over both runs, for people and for CI.
 python3 - "${logs[@]}" <<'PY'
