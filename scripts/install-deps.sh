@@ -9,7 +9,7 @@ readonly kPackages=(
   meson ninja-build pkg-config g++ clang libclang-rt-14-dev
   # libraries
   libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libhwloc-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libxxhash-dev libpcre2-dev libutf8proc-dev
   # Slurm, PMIx and MPI
   slurm-wlm slurmd slurmctld slurm-client munge libslurm-dev libpmix-dev
   libopenmpi-dev openmpi-bin
@@ -19,6 +19,8 @@ readonly kPackages=(
   python3-torch python3-numpy
   # srunway-train --tensorboard-dir's test reads the event files with them (protobuf, CRC-32C)
   python3-protobuf python3-crcmod
+  # the Hugging Face tokenizer's test re-encodes with an independent BPE in Python over the same patterns
+  python3-regex
   # run-nccl-tests --report draws the bus bandwidth plot with it
   gnuplot-nox
   # the demo's training text: Debian's fortune cookie files (plain text, one document per '%' line)
@@ -28,7 +30,7 @@ readonly kPackages=(
 readonly kBuildPackages=(
   ninja-build pkg-config g++
   libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libhwloc-dev libopenblas-dev libxxhash-dev
-  libpmix-dev libopenmpi-dev python3
+  libpcre2-dev libutf8proc-dev libpmix-dev libopenmpi-dev python3
 )
 
 die() { echo "install-deps: $*" >&2; exit 1; }

@@ -1,9 +1,13 @@
-// Byte-level BPE: pre-tokenizer, encoder, decoder, trainer, GPT-2 file formats.
+// Byte-level BPE: pre-tokenizer, encoder, decoder, trainer, GPT-2 file formats, Hugging Face's tokenizer.json.
 #include "trainer/data/tokenizer.h"
 
 #include <fmt/format.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <utf8proc.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -78,6 +82,64 @@ std::string BytesToUnicode(std::string_view bytes) {
 
 }  // namespace
 
+struct Tokenizer::Regex {
+  pcre2_code* code = nullptr;
+  ~Regex() { pcre2_code_free(code); }
+};
+
+namespace {
+
+// GPT-2's pattern, as Hugging Face's ByteLevel pre-tokenizer applies it with use_regex.
+constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// The pattern compiled for UTF-8 text with Unicode properties (\s, \p{L} as Hugging Face's Oniguruma reads them);
+// invalid UTF-8 matches nothing, and becomes pieces of its own instead of an error.
+common::StatusOr<std::shared_ptr<const Tokenizer::Regex>> CompileSplit(std::string_view pattern,
+                                                                       std::string_view where) {
+  int code = 0;
+  PCRE2_SIZE offset = 0;
+  auto regex = std::make_shared<Tokenizer::Regex>();
+  regex->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &offset, nullptr);
+  if (regex->code == nullptr) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(code, message, sizeof(message));
+    return common::DataLoss("{}: pre-tokenizer pattern '{}': {} at offset {}", where, common::Printable(pattern),
+                            reinterpret_cast<const char*>(message), offset);
+  }
+  pcre2_jit_compile(regex->code, PCRE2_JIT_COMPLETE);  // faster where the JIT is there; the interpreter otherwise
+  return std::shared_ptr<const Tokenizer::Regex>(std::move(regex));
+}
+
+// One JSON value's string, or an object's "content" (tokenizer_config.json's tokens come in both forms).
+std::string TokenText(const common::Json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_object() && value.contains("content") && value["content"].is_string()) {
+    return value["content"].get<std::string>();
+  }
+  return {};
+}
+
+std::string_view TypeOf(const common::Json& value) {
+  if (!value.is_object() || !value.contains("type") || !value["type"].is_string()) return "";
+  return value["type"].get_ref<const std::string&>();
+}
+
+bool FlagOf(const common::Json& value, const char* key) {
+  return value.contains(key) && value[key].is_boolean() && value[key].get<bool>();
+}
+
+// A tokenizer.json's config: tokenizer_config.json beside it, or PREFIX.tokenizer_config.json beside
+// PREFIX.tokenizer.json (srunway-prep's copies beside a dataset).
+std::filesystem::path ConfigBeside(const std::filesystem::path& json) {
+  const std::string name = json.filename().string();
+  return json.parent_path() / (name.ends_with("tokenizer.json") ? name.substr(0, name.size() - 5) + "_config.json"
+                                                                  : std::string("tokenizer_config.json"));
+}
+
+}  // namespace
+
 void SplitWords(std::string_view text, const std::function<void(std::string_view)>& emit) {
   static constexpr std::string_view kContractions[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"};
   const size_t n = text.size();
@@ -132,11 +194,14 @@ void Tokenizer::IndexTokens() {
 }
 
 void Tokenizer::IndexMerges() {
-  for (int b = 0; b < 256; ++b) byte_ids_[b] = ids_.at(std::string(1, static_cast<char>(b)));
+  for (int b = 0; b < 256; ++b) {
+    auto it = ids_.find(std::string(1, static_cast<char>(b)));
+    byte_ids_[b] = it == ids_.end() ? -1 : it->second;
+  }
   merge_rank_.clear();
   for (size_t rank = 0; rank < merges_.size(); ++rank) {
     const auto [a, b] = merges_[rank];
-    merge_rank_[PairKey(a, b)] = {static_cast<int32_t>(rank), ids_.at(tokens_[a] + tokens_[b])};
+    merge_rank_.emplace(PairKey(a, b), std::pair{static_cast<int32_t>(rank), ids_.at(tokens_[a] + tokens_[b])});
   }
   auto eod = ids_.find(std::string(kEndOfText));
   eod_ = eod == ids_.end() ? -1 : eod->second;
@@ -201,6 +266,273 @@ common::StatusOr<Tokenizer> Tokenizer::Parse(std::string_view vocab_text, const 
     tok.merges_.push_back({ia->second, ib->second});
   }
   tok.IndexMerges();
+  return tok;
+}
+
+common::StatusOr<std::vector<common::AtomicFile>> Tokenizer::StageBeside(const std::string& prefix) const {
+  if (!hugging_face()) return Stage(prefix + ".vocab.json", prefix + ".merges.txt");
+  std::vector<common::AtomicFile> files;
+  SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile json, common::StageFile(prefix + ".tokenizer.json", hf_json_));
+  files.push_back(std::move(json));
+  if (!hf_config_.empty()) {
+    SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile config,
+                             common::StageFile(prefix + ".tokenizer_config.json", hf_config_));
+    files.push_back(std::move(config));
+  }
+  return files;
+}
+
+common::StatusOr<Tokenizer> Tokenizer::LoadHuggingFace(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::path json = std::filesystem::is_directory(path, ec) ? path / "tokenizer.json" : path;
+  SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(json));
+  auto config = common::ReadFile(ConfigBeside(json));
+  if (!config.ok() && config.status().code() != common::StatusCode::kNotFound) return config.status();
+  return ParseHuggingFace(text, config.ok() ? *config : "", json);
+}
+
+namespace {
+
+// A Hugging Face tokenizer's ids stay below this, so that a file cannot make the table of tokens (one per id up to
+// the largest) as large as it likes. Qwen3's largest is 151668.
+constexpr int64_t kMaxHuggingFaceId = int64_t{1} << 24;
+
+}  // namespace
+
+common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokenizer_json, std::string_view config,
+                                                        const std::filesystem::path& where) {
+  const std::string file = where.string();
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(tokenizer_json, file));
+  if (!json.is_object() || !json.contains("model") || !json["model"].is_object()) {
+    return common::DataLoss("{}: expected a tokenizer.json object with a \"model\"", file);
+  }
+  const common::Json& model = json["model"];
+  const std::string_view type = TypeOf(model);
+  if (type != "BPE" && !(type.empty() && model.contains("merges"))) {
+    return common::InvalidArgument("{}: model {}: srunway reads byte-level BPE tokenizers only (GPT-2's, Llama 3's, "
+                                   "Qwen2's and Qwen3's)", file, type.empty() ? "without a type" : type);
+  }
+  if (FlagOf(model, "byte_fallback")) {
+    return common::InvalidArgument("{}: model.byte_fallback: a SentencePiece-style BPE (Llama 2's, Mistral's), not "
+                                   "byte-level BPE", file);
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(key) && model[key].is_string() && !model[key].get_ref<const std::string&>().empty()) {
+      return common::InvalidArgument("{}: model.{} '{}': not a byte-level BPE's", file, key,
+                                     common::Printable(model[key].get_ref<const std::string&>()));
+    }
+  }
+  if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0) {
+    return common::InvalidArgument("{}: model.dropout: BPE dropout samples other tokens each time; data are "
+                                   "tokenized without it", file);
+  }
+  if (!model.contains("vocab") || !model["vocab"].is_object()) {
+    return common::DataLoss("{}: model.vocab: expected an object of token -> id", file);
+  }
+  const common::Json& vocab = model["vocab"];
+  const common::Json empty = common::Json::array();
+  const common::Json& added = json.contains("added_tokens") && !json["added_tokens"].is_null() ? json["added_tokens"]
+                                                                                               : empty;
+  if (!added.is_array()) return common::DataLoss("{}: added_tokens: expected an array", file);
+
+  Tokenizer tok;
+  tok.hf_json_ = std::string(tokenizer_json);
+  tok.hf_config_ = std::string(config);
+  std::vector<bool> seen;
+  auto place = [&](int64_t id, std::string bytes, std::string_view text) -> common::Status {
+    if (id < 0 || id >= kMaxHuggingFaceId) {
+      return common::DataLoss("{}: id {} of '{}' is out of range (0 to {})", file, id, common::Printable(text),
+                              kMaxHuggingFaceId - 1);
+    }
+    if (id >= static_cast<int64_t>(tok.tokens_.size())) {
+      tok.tokens_.resize(static_cast<size_t>(id) + 1);
+      seen.resize(static_cast<size_t>(id) + 1);
+    }
+    if (seen[id] && tok.tokens_[id] != bytes) {
+      return common::DataLoss("{}: id {} is both '{}' and '{}'", file, id, common::Printable(tok.tokens_[id]),
+                              common::Printable(text));
+    }
+    seen[id] = true;
+    tok.tokens_[id] = std::move(bytes);
+    return common::Status::Ok();
+  };
+  for (const auto& [text, id] : vocab.items()) {
+    if (!id.is_number_integer()) {
+      return common::DataLoss("{}: model.vocab: id of '{}' is not an integer", file, common::Printable(text));
+    }
+    // A token outside GPT-2's byte alphabet (a special token kept in the vocabulary) stands for its own text.
+    auto bytes = UnicodeToBytes(text, file);
+    SRUNWAY_RETURN_IF_ERROR(place(id.get<int64_t>(), bytes.ok() ? std::move(*bytes) : text, text));
+  }
+  for (size_t i = 0; i < added.size(); ++i) {
+    const common::Json& token = added[i];
+    const std::string content = token.is_object() ? TokenText(token) : "";
+    if (content.empty() || !token.contains("id") || !token["id"].is_number_integer()) {
+      return common::DataLoss("{}: added_tokens[{}]: expected an id and a non-empty content", file, i);
+    }
+    for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
+      if (FlagOf(token, flag)) {
+        return common::InvalidArgument("{}: added token '{}' has {}, which srunway does not apply", file,
+                                       common::Printable(content), flag);
+      }
+    }
+    SRUNWAY_RETURN_IF_ERROR(place(token["id"].get<int64_t>(), content, content));
+    tok.added_.emplace_back(content, static_cast<int32_t>(token["id"].get<int64_t>()));
+    tok.added_first_[static_cast<unsigned char>(content[0])] = true;
+  }
+  std::stable_sort(tok.added_.begin(), tok.added_.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  tok.IndexTokens();
+
+  // Merges: "a b" (the older form) or ["a", "b"], of tokens in the vocabulary, the pair's text one too.
+  const common::Json& merges = model.contains("merges") ? model["merges"] : empty;
+  if (!merges.is_array()) return common::DataLoss("{}: model.merges: expected an array", file);
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const common::Json& merge = merges[rank];
+    std::string a, b;
+    if (merge.is_string()) {
+      const std::string& line = merge.get_ref<const std::string&>();
+      const size_t space = line.find(' ');
+      if (space == std::string::npos) {
+        return common::DataLoss("{}: model.merges[{}] '{}': expected two tokens separated by a space", file, rank,
+                                common::Printable(line));
+      }
+      a = line.substr(0, space);
+      b = line.substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+      a = merge[0].get<std::string>();
+      b = merge[1].get<std::string>();
+    } else {
+      return common::DataLoss("{}: model.merges[{}]: expected \"a b\" or [\"a\", \"b\"]", file, rank);
+    }
+    auto ia = vocab.find(a), ib = vocab.find(b), iab = vocab.find(a + b);
+    if (ia == vocab.end() || ib == vocab.end() || iab == vocab.end()) {
+      return common::DataLoss("{}: model.merges[{}] '{} {}' uses or makes a token that is not in model.vocab", file,
+                              rank, common::Printable(a), common::Printable(b));
+    }
+    // Both halves in GPT-2's byte alphabet, as the pair then is: a merge of other tokens could never apply.
+    if (!UnicodeToBytes(a, file).ok() || !UnicodeToBytes(b, file).ok()) continue;
+    tok.merges_.push_back({ia->get<int32_t>(), ib->get<int32_t>()});
+  }
+  tok.ignore_merges_ = FlagOf(model, "ignore_merges");
+
+  if (json.contains("normalizer") && !json["normalizer"].is_null()) {
+    const common::Json& normalizer = json["normalizer"];
+    if (TypeOf(normalizer) != "NFC") {
+      return common::InvalidArgument("{}: normalizer {}: srunway applies NFC (Qwen2's) or none", file,
+                                     TypeOf(normalizer).empty() ? normalizer.dump() : TypeOf(normalizer));
+    }
+    tok.nfc_ = true;
+  }
+
+  // The pre-tokenizer: Split patterns (Isolated) and ByteLevel last, alone or in a Sequence.
+  bool byte_level = false;
+  std::function<common::Status(const common::Json&)> add = [&](const common::Json& stage) -> common::Status {
+    const std::string_view kind = TypeOf(stage);
+    if (byte_level) {
+      return common::InvalidArgument("{}: pre_tokenizer: {} after ByteLevel; srunway reads ByteLevel last", file,
+                                     kind);
+    }
+    if (kind == "Sequence" && stage.contains("pretokenizers") && stage["pretokenizers"].is_array()) {
+      for (const common::Json& inner : stage["pretokenizers"]) SRUNWAY_RETURN_IF_ERROR(add(inner));
+      return common::Status::Ok();
+    }
+    if (kind == "ByteLevel") {
+      byte_level = true;
+      tok.prefix_space_ = FlagOf(stage, "add_prefix_space");
+      if (!stage.contains("use_regex") || FlagOf(stage, "use_regex")) {
+        SRUNWAY_ASSIGN_OR_RETURN(auto regex, CompileSplit(kGpt2Pattern, file));
+        tok.splits_.push_back(std::move(regex));
+      }
+      return common::Status::Ok();
+    }
+    if (kind == "Split") {
+      const bool regex = stage.contains("pattern") && stage["pattern"].is_object() &&
+                         stage["pattern"].contains("Regex") && stage["pattern"]["Regex"].is_string();
+      const bool isolated = stage.contains("behavior") && stage["behavior"] == "Isolated";
+      if (!regex || !isolated || FlagOf(stage, "invert")) {
+        return common::InvalidArgument("{}: pre_tokenizer Split: srunway reads a Regex pattern whose matches are "
+                                       "Isolated, not inverted (as Llama 3's and Qwen2's)", file);
+      }
+      SRUNWAY_ASSIGN_OR_RETURN(auto compiled, CompileSplit(stage["pattern"]["Regex"].get<std::string>(), file));
+      tok.splits_.push_back(std::move(compiled));
+      return common::Status::Ok();
+    }
+    return common::InvalidArgument("{}: pre_tokenizer {}: srunway reads byte-level BPE's (ByteLevel, Split, a "
+                                   "Sequence of them)", file, kind.empty() ? stage.dump() : kind);
+  };
+  if (json.contains("pre_tokenizer") && !json["pre_tokenizer"].is_null()) {
+    SRUNWAY_RETURN_IF_ERROR(add(json["pre_tokenizer"]));
+  }
+  if (!byte_level) {
+    return common::InvalidArgument("{}: no ByteLevel pre-tokenizer: not a byte-level BPE (srunway reads GPT-2's, "
+                                   "Llama 3's, Qwen2's and Qwen3's kind)", file);
+  }
+
+  // The post-processor's special tokens around the document, as transformers' tokenizer(text) adds them.
+  std::function<common::Status(const common::Json&)> wrap = [&](const common::Json& processor) -> common::Status {
+    const std::string_view kind = TypeOf(processor);
+    if (kind == "ByteLevel") return common::Status::Ok();  // offsets only
+    if (kind == "Sequence" && processor.contains("processors") && processor["processors"].is_array()) {
+      for (const common::Json& inner : processor["processors"]) SRUNWAY_RETURN_IF_ERROR(wrap(inner));
+      return common::Status::Ok();
+    }
+    if (kind != "TemplateProcessing" || !processor.contains("single") || !processor["single"].is_array()) {
+      return common::InvalidArgument("{}: post_processor {}: srunway reads ByteLevel and TemplateProcessing", file,
+                                     kind.empty() ? processor.dump() : kind);
+    }
+    const common::Json& specials = processor.contains("special_tokens") ? processor["special_tokens"] : empty;
+    bool after = false;
+    for (const common::Json& item : processor["single"]) {
+      if (item.is_object() && item.contains("Sequence")) {
+        after = true;
+        continue;
+      }
+      const std::string name = item.is_object() && item.contains("SpecialToken") && item["SpecialToken"].is_object()
+                                   ? TokenText(item["SpecialToken"].value("id", common::Json()))
+                                   : "";
+      if (name.empty() || !specials.is_object() || !specials.contains(name) || !specials[name].contains("ids") ||
+          !specials[name]["ids"].is_array()) {
+        return common::DataLoss("{}: post_processor: template item {} names no special token with ids", file,
+                                item.dump());
+      }
+      for (const common::Json& id : specials[name]["ids"]) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tok.vocab_size()) {
+          return common::DataLoss("{}: post_processor: special token '{}' has id {}, not one of the vocabulary's",
+                                  file, common::Printable(name), id.dump());
+        }
+        (after ? tok.after_ : tok.before_).push_back(id.get<int32_t>());
+      }
+    }
+    return common::Status::Ok();
+  };
+  if (json.contains("post_processor") && !json["post_processor"].is_null()) {
+    SRUNWAY_RETURN_IF_ERROR(wrap(json["post_processor"]));
+  }
+
+  tok.IndexMerges();
+  // The end of document (Megatron's eod, transformers' eos_token_id) and the beginning: tokenizer_config.json's.
+  tok.eod_ = -1;
+  tok.eod_text_.clear();
+  if (!config.empty()) {
+    const std::string config_file = ConfigBeside(where).string();
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json settings, common::ParseJson(config, config_file));
+    auto id_of = [&](const char* key, int32_t& id, std::string* text) -> common::Status {
+      if (!settings.is_object() || !settings.contains(key)) return common::Status::Ok();
+      const std::string token = TokenText(settings[key]);
+      if (token.empty()) return common::Status::Ok();  // null: none
+      auto named = std::find_if(tok.added_.begin(), tok.added_.end(), [&](const auto& a) { return a.first == token; });
+      auto in_vocab = vocab.find(token);
+      if (named == tok.added_.end() && in_vocab == vocab.end()) {
+        return common::DataLoss("{}: {} '{}' is not a token of {}", config_file, key, common::Printable(token), file);
+      }
+      id = named != tok.added_.end() ? named->second : in_vocab->get<int32_t>();
+      if (text != nullptr) *text = token;
+      return common::Status::Ok();
+    };
+    SRUNWAY_RETURN_IF_ERROR(id_of("eos_token", tok.eod_, &tok.eod_text_));
+    SRUNWAY_RETURN_IF_ERROR(id_of("bos_token", tok.bos_, nullptr));
+  }
   return tok;
 }
 
@@ -296,9 +628,17 @@ common::Status Tokenizer::Save(const std::filesystem::path& vocab_json, const st
 }
 
 void Tokenizer::EncodeWord(std::string_view word, std::vector<int32_t>& out) const {
+  if (ignore_merges_) {
+    if (auto whole = ids_.find(std::string(word)); whole != ids_.end()) {
+      out.push_back(whole->second);
+      return;
+    }
+  }
   std::vector<int32_t> symbols;
   symbols.reserve(word.size());
-  for (unsigned char c : word) symbols.push_back(byte_ids_[c]);
+  for (unsigned char c : word) {
+    if (byte_ids_[c] >= 0) symbols.push_back(byte_ids_[c]);
+  }
   while (symbols.size() > 1) {
     int32_t best_rank = INT32_MAX, best_id = -1;
     for (size_t i = 0; i + 1 < symbols.size(); ++i) {
@@ -326,8 +666,86 @@ void Tokenizer::EncodeWord(std::string_view word, std::vector<int32_t>& out) con
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
   std::vector<int32_t> out;
-  SplitWords(text, [&](std::string_view word) { EncodeWord(word, out); });
+  if (!hugging_face()) {
+    SplitWords(text, [&](std::string_view word) { EncodeWord(word, out); });
+    return out;
+  }
+  out = before_;
+  size_t start = 0;  // where the text not yet encoded begins
+  for (size_t i = 0; i < text.size();) {
+    const std::pair<std::string, int32_t>* found = nullptr;
+    if (added_first_[static_cast<unsigned char>(text[i])]) {
+      for (const auto& added : added_) {
+        if (text.substr(i).starts_with(added.first)) {
+          found = &added;
+          break;
+        }
+      }
+    }
+    if (found == nullptr) {
+      ++i;
+      continue;
+    }
+    EncodeSegment(text.substr(start, i - start), out);
+    out.push_back(found->second);
+    i += found->first.size();
+    start = i;
+  }
+  EncodeSegment(text.substr(start), out);
+  out.insert(out.end(), after_.begin(), after_.end());
   return out;
+}
+
+void Tokenizer::EncodeSegment(std::string_view text, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  std::string normalized;
+  if (nfc_) {
+    utf8proc_uint8_t* nfc = nullptr;
+    const utf8proc_ssize_t length =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                     &nfc, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    if (length >= 0) {  // invalid UTF-8 stays as it is: Hugging Face's tokenizers take none to normalize
+      normalized.assign(reinterpret_cast<const char*>(nfc), static_cast<size_t>(length));
+      text = normalized;
+    }
+    std::free(nfc);
+  }
+  std::string spaced;
+  if (prefix_space_ && text.front() != ' ') {
+    spaced = " " + std::string(text);
+    text = spaced;
+  }
+  SplitPieces(text, 0, [&](std::string_view piece) { EncodeWord(piece, out); });
+}
+
+void Tokenizer::SplitPieces(std::string_view text, size_t stage,
+                            const std::function<void(std::string_view)>& emit) const {
+  if (stage == splits_.size()) {
+    emit(text);
+    return;
+  }
+  pcre2_code* code = splits_[stage]->code;
+  std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> match(
+      pcre2_match_data_create_from_pattern(code, nullptr), pcre2_match_data_free);
+  auto next = [&](size_t from, size_t to) {
+    if (to > from) SplitPieces(text.substr(from, to - from), stage + 1, emit);
+  };
+  // Split's "Isolated": each match is a piece, and so is each stretch between matches.
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t done = 0, from = 0;
+  while (match != nullptr && from < text.size()) {
+    if (pcre2_match(code, subject, text.size(), from, 0, match.get(), nullptr) < 0) break;
+    const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
+    if (span[1] == span[0]) {  // an empty match makes no piece: search again from the next character
+      from = span[0] + 1;
+      while (from < text.size() && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) ++from;
+      continue;
+    }
+    next(done, span[0]);
+    next(span[0], span[1]);
+    done = from = span[1];
+  }
+  next(done, text.size());
 }
 
 std::string Tokenizer::Decode(const std::vector<int32_t>& tokens) const {

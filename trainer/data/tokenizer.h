@@ -2,11 +2,19 @@
 // non-ASCII character counted as a letter), each word's bytes are merged pair by pair in the order of the merge
 // list. Vocabularies load from and save to GPT-2's vocab.json + merges.txt, so a trained tokenizer also works
 // with Megatron's and Hugging Face's GPT-2 tokenizer code.
+//
+// The same BPE also reads a Hugging Face tokenizer.json of byte-level BPE (GPT-2's, Llama 3's, Qwen2's and
+// Qwen3's), as Megatron's HuggingFaceTokenizer uses it: its added tokens are split out of the text first, the rest
+// NFC-normalized where it says so, split by its pre-tokenizer's patterns (PCRE2, with Unicode properties), each
+// piece merged (whole where `ignore_merges` finds it in the vocabulary), and its post-processor's special tokens
+// (Llama 3's <|begin_of_text|>) put around the document. The end of document is tokenizer_config.json's
+// eos_token, as Megatron's eod is transformers' eos_token_id.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -21,11 +29,21 @@ inline constexpr std::string_view kEndOfText = "<|endoftext|>";
 
 class Tokenizer {
  public:
+  struct Regex;  // a compiled PCRE2 pattern (tokenizer.cc)
+
   static common::StatusOr<Tokenizer> Load(const std::filesystem::path& vocab_json,
                                           const std::filesystem::path& merges_txt);
   // The two files' contents, read already; the paths name them in errors.
   static common::StatusOr<Tokenizer> Parse(std::string_view vocab_text, const std::filesystem::path& vocab_json,
                                            std::string_view merges, const std::filesystem::path& merges_txt);
+  // A Hugging Face tokenizer: `path` is tokenizer.json or the directory holding it (a model's directory);
+  // tokenizer_config.json beside it, if there, names the end-of-document token. Anything but byte-level BPE
+  // (WordPiece, Unigram, SentencePiece's byte fallback, a pre-tokenizer or post-processor other than those byte-level
+  // tokenizers use) is refused, naming what it found.
+  static common::StatusOr<Tokenizer> LoadHuggingFace(const std::filesystem::path& path);
+  // The files' contents, read already (`config` empty where there is none); `where` names tokenizer.json in errors.
+  static common::StatusOr<Tokenizer> ParseHuggingFace(std::string_view tokenizer_json, std::string_view config,
+                                                      const std::filesystem::path& where);
   // Learns merges from word counts until the vocabulary (256 bytes + merges + <|endoftext|>) has vocab_size
   // entries or no pair occurs twice. `progress` is called now and then with (merges done, merges wanted); when it
   // returns false, training stops there (Aborted).
@@ -36,23 +54,51 @@ class Tokenizer {
   common::StatusOr<std::vector<common::AtomicFile>> Stage(const std::filesystem::path& vocab_json,
                                                           const std::filesystem::path& merges_txt) const;
 
+  // The files that describe it beside a dataset PREFIX, written under temporary names for CommitTogether:
+  // PREFIX.vocab.json and PREFIX.merges.txt (GPT-2's), or a Hugging Face tokenizer's PREFIX.tokenizer.json and
+  // PREFIX.tokenizer_config.json, as they were read.
+  common::StatusOr<std::vector<common::AtomicFile>> StageBeside(const std::string& prefix) const;
+
   std::vector<int32_t> Encode(std::string_view text) const;
   std::string Decode(const std::vector<int32_t>& tokens) const;
+  // The highest id + 1 (transformers' len(tokenizer) where the ids leave no gap).
   int vocab_size() const { return static_cast<int>(tokens_.size()); }
   int32_t eod() const { return eod_; }
+  // The end of document's text: <|endoftext|>, or a Hugging Face tokenizer's eos_token.
+  const std::string& eod_text() const { return eod_text_; }
+  // A Hugging Face tokenizer's: its bos_token's id (-1: none), and its files' contents.
+  int32_t bos() const { return bos_; }
+  bool hugging_face() const { return !hf_json_.empty(); }
+  const std::string& hf_json() const { return hf_json_; }
+  const std::string& hf_config() const { return hf_config_; }
 
  private:
   // ids_ from tokens_; then byte_ids_, merge_rank_ and eod_, which need ids_ and merges_.
   void IndexTokens();
   void IndexMerges();
   void EncodeWord(std::string_view word, std::vector<int32_t>& out) const;
+  // A Hugging Face tokenizer's text between added tokens: normalized, split, merged.
+  void EncodeSegment(std::string_view text, std::vector<int32_t>& out) const;
+  void SplitPieces(std::string_view text, size_t stage, const std::function<void(std::string_view)>& emit) const;
 
   std::vector<std::string> tokens_;  // id -> bytes
   std::unordered_map<std::string, int32_t> ids_;
   std::vector<std::pair<int32_t, int32_t>> merges_;  // in rank order
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merge_rank_;  // (a, b) -> (rank, merged id)
-  int32_t byte_ids_[256] = {};
+  int32_t byte_ids_[256] = {};  // -1: a Hugging Face vocabulary without that byte (the byte is dropped, as there)
   int32_t eod_ = -1;
+  std::string eod_text_{kEndOfText};
+
+  // A Hugging Face tokenizer's parts (hf_json_ empty: GPT-2's, split by SplitWords).
+  std::string hf_json_, hf_config_;
+  std::vector<std::shared_ptr<const Regex>> splits_;  // applied one after another, each to the last one's pieces
+  bool nfc_ = false;
+  bool prefix_space_ = false;   // ByteLevel's add_prefix_space
+  bool ignore_merges_ = false;  // a piece that is a token of the vocabulary is that token
+  std::vector<std::pair<std::string, int32_t>> added_;  // split out of the text first, longest first
+  bool added_first_[256] = {};                          // the bytes an added token starts with
+  std::vector<int32_t> before_, after_;  // the post-processor's special tokens around a document
+  int32_t bos_ = -1;
 };
 
 // GPT-2's pre-tokenizer: contractions, " ?letters", " ?digits", " ?other", whitespace runs.

@@ -1,9 +1,12 @@
-// Byte-level BPE: GPT-2's word split, training, lossless round trips, GPT-2 file formats, bad files.
+// Byte-level BPE: GPT-2's word split, training, lossless round trips, GPT-2 file formats, bad files; Hugging Face's
+// tokenizer.json (patterns, ignore_merges, added tokens, templates, NFC, refusals).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "common/fs.h"
+#include "common/json.h"
+#include "common/parse.h"
 #include "tests/unit/temp_dir.h"
 #include "trainer/data/tokenizer.h"
 #include "trainer/model/rng.h"
@@ -95,6 +98,273 @@ TEST_F(TokenizerFileTest, BadFilesNameTheProblem) {
   ASSERT_FALSE(no_bytes.ok());
   EXPECT_NE(no_bytes.status().message().find("all 256"), std::string::npos);
   EXPECT_FALSE(Tokenizer::Load(dir_ / "missing.json", dir_ / "merges.txt").ok());
+}
+
+// Hugging Face's tokenizer.json, built here from a vocabulary trained on kCorpus (GPT-2's files as Save writes them).
+constexpr char kLlama3Pattern[] =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
+    R"(\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr char kQwen2Pattern[] =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|)"
+    R"(\s+(?!\S)|\s+)";
+
+common::Json ByteLevel(bool use_regex) {
+  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
+}
+
+common::Json SplitThenByteLevel(std::string_view pattern) {
+  const common::Json split = {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"},
+                              {"invert", false}};
+  return {{"type", "Sequence"}, {"pretokenizers", {split, ByteLevel(false)}}};
+}
+
+class HuggingFaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto trained = Tokenizer::Train(Count(kCorpus), 300);
+    ASSERT_TRUE(trained.ok());
+    gpt2_ = std::move(*trained);
+    next_id_ = gpt2_.vocab_size();
+    ASSERT_TRUE(gpt2_.Save(dir_ / "vocab.json", dir_ / "merges.txt").ok());
+    vocab_ = *common::ParseJson(*common::ReadFile(dir_ / "vocab.json"), "vocab.json");
+    const std::string merges = *common::ReadFile(dir_ / "merges.txt");
+    merges_ = common::Json::array();
+    for (size_t at = merges.find('\n') + 1; at < merges.size();) {
+      const size_t end = merges.find('\n', at);
+      merges_.push_back(merges.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+
+  // GPT-2's tokenizer.json for the trained vocabulary: ByteLevel with GPT-2's pattern, <|endoftext|> added.
+  common::Json File() const {
+    const common::Json model = {{"type", "BPE"},        {"dropout", nullptr},       {"unk_token", nullptr},
+                                {"continuing_subword_prefix", nullptr},          {"end_of_word_suffix", nullptr},
+                                {"fuse_unk", false},    {"byte_fallback", false},   {"ignore_merges", false},
+                                {"vocab", vocab_},      {"merges", merges_}};
+    const common::Json eot = {{"id", gpt2_.eod()}, {"content", "<|endoftext|>"}, {"single_word", false},
+                              {"lstrip", false},   {"rstrip", false},            {"normalized", true},
+                              {"special", true}};
+    return {{"version", "1.0"},        {"truncation", nullptr},     {"padding", nullptr},
+            {"added_tokens", {eot}},   {"normalizer", nullptr},     {"pre_tokenizer", ByteLevel(true)},
+            {"post_processor", ByteLevel(true)}, {"decoder", ByteLevel(true)}, {"model", model}};
+  }
+
+  static Tokenizer Parse(const common::Json& file, std::string_view config = "") {
+    auto tok = Tokenizer::ParseHuggingFace(file.dump(), config, "tokenizer.json");
+    EXPECT_TRUE(tok.ok()) << tok.status().ToString();
+    return tok.ok() ? std::move(*tok) : Tokenizer();
+  }
+
+  // Adds `text` (GPT-2's byte alphabet) to the vocabulary under the next id, and returns the id.
+  int32_t AddToVocab(common::Json& file, const std::string& text) {
+    const int32_t id = next_id_++;
+    file["model"]["vocab"][text] = id;
+    return id;
+  }
+
+  testing::TempDir temp_{"srunway-hf-tok-test"};
+  const fs::path& dir_ = temp_.path();
+  Tokenizer gpt2_;
+  common::Json vocab_, merges_;
+  int32_t next_id_ = 0;
+};
+
+TEST_F(HuggingFaceTest, Gpt2FileEncodesAsItsVocabAndMerges) {
+  const Tokenizer hf = Parse(File());
+  common::Json pairs = File();
+  for (common::Json& merge : pairs["model"]["merges"]) {  // the newer form, ["a", "b"]
+    const std::string text = merge.get<std::string>();
+    merge = {text.substr(0, text.find(' ')), text.substr(text.find(' ') + 1)};
+  }
+  const Tokenizer hf_pairs = Parse(pairs);
+  EXPECT_EQ(hf.vocab_size(), gpt2_.vocab_size());
+  EXPECT_EQ(hf.eod(), -1) << "without tokenizer_config.json there is no eos_token";
+  Rng rng(11);
+  std::vector<std::string> texts = {kCorpus, "the cat's 1234 mat!!  \n\n  sat", ""};
+  const std::string alphabet = "the cat sat on mat 0123456789 .,;!?'\n\t  ABCxyz";
+  for (int round = 0; round < 40; ++round) {
+    std::string text(rng.Below(80), ' ');
+    for (char& c : text) c = alphabet[rng.Below(alphabet.size())];
+    texts.push_back(text);
+  }
+  for (const std::string& text : texts) {  // ASCII, where SplitWords is GPT-2's pattern exactly
+    EXPECT_EQ(hf.Encode(text), gpt2_.Encode(text)) << common::Printable(text);
+    EXPECT_EQ(hf_pairs.Encode(text), gpt2_.Encode(text)) << common::Printable(text);
+    EXPECT_EQ(hf.Decode(hf.Encode(text)), text);
+  }
+}
+
+TEST_F(HuggingFaceTest, SplitsAsLlama3AndQwen2PatternsWithIgnoreMerges) {
+  // No merges: a piece is one token only where ignore_merges finds it whole in the vocabulary, else its bytes.
+  common::Json file = File();
+  file["model"]["merges"] = common::Json::array();
+  file["model"]["ignore_merges"] = true;
+  const int32_t n123 = AddToVocab(file, "123"), n45 = AddToVocab(file, "45");
+  const int32_t dollar_hello = AddToVocab(file, "$hello"), world = AddToVocab(file, "\u0120world");
+  const int32_t accented = AddToVocab(file, "h\u00c3\u00a9llo");  // "héllo": é is the bytes C3 A9
+  const int32_t newlines = AddToVocab(file, "\u010a\u010a");       // "\n\n"
+  auto byte = [&](char c) { return gpt2_.Encode(std::string(1, c)).at(0); };
+  common::Json llama3 = file, qwen2 = file;
+  llama3["pre_tokenizer"] = SplitThenByteLevel(kLlama3Pattern);
+  qwen2["pre_tokenizer"] = SplitThenByteLevel(kQwen2Pattern);
+  const Tokenizer l = Parse(llama3), q = Parse(qwen2), g = Parse(file);
+  // Digits: in threes (Llama 3), one by one (Qwen2), as one run (GPT-2).
+  EXPECT_EQ(l.Encode("12345"), (std::vector<int32_t>{n123, n45}));
+  EXPECT_EQ(q.Encode("12345"), (std::vector<int32_t>{byte('1'), byte('2'), byte('3'), byte('4'), byte('5')}));
+  EXPECT_EQ(g.Encode("12345").size(), 5u);
+  // One character that is neither letter nor digit joins the letters after it; GPT-2 splits them.
+  EXPECT_EQ(l.Encode("$hello"), (std::vector<int32_t>{dollar_hello}));
+  EXPECT_EQ(q.Encode("$hello"), (std::vector<int32_t>{dollar_hello}));
+  EXPECT_NE(g.Encode("$hello"), (std::vector<int32_t>{dollar_hello}));
+  EXPECT_EQ(l.Encode(" world"), (std::vector<int32_t>{world}));
+  EXPECT_EQ(l.Encode("h\xc3\xa9llo"), (std::vector<int32_t>{accented})) << "é is a letter (\\p{L})";
+  EXPECT_EQ(l.Encode("x\n\n"), (std::vector<int32_t>{byte('x'), newlines}));
+  // Without ignore_merges the whole word is not looked up.
+  file["model"]["ignore_merges"] = false;
+  llama3["model"]["ignore_merges"] = false;
+  EXPECT_EQ(Parse(llama3).Encode("45"), (std::vector<int32_t>{byte('4'), byte('5')}));
+  // Any bytes: invalid UTF-8 becomes pieces of its own, and every byte comes back.
+  Rng rng(3);
+  for (int round = 0; round < 50; ++round) {
+    std::string bytes(rng.Below(48), '\0');
+    for (char& c : bytes) c = static_cast<char>(rng.Below(256));
+    EXPECT_EQ(l.Decode(l.Encode(bytes)), bytes);
+    EXPECT_EQ(q.Decode(q.Encode(bytes)), bytes);
+  }
+}
+
+TEST_F(HuggingFaceTest, AddedTokensTemplateAndConfig) {
+  common::Json file = File();
+  file["pre_tokenizer"] = SplitThenByteLevel(kLlama3Pattern);
+  const int32_t start = next_id_, end = start + 1, bos = start + 2, prefix = start + 3;
+  auto added = [](int32_t id, std::string content) {
+    return common::Json{{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                        {"rstrip", false}, {"normalized", false}, {"special", true}};
+  };
+  // "<|im" first: the file's order does not decide which of two added tokens at one place is taken.
+  file["added_tokens"] = {added(prefix, "<|im"), added(start, "<|im_start|>"), added(end, "<|im_end|>"),
+                          added(bos, "<|begin_of_text|>")};
+  const common::Json begin = {{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}};
+  const common::Json text = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  const common::Json special = {{"id", "<|begin_of_text|>"}, {"ids", {bos}}, {"tokens", {"<|begin_of_text|>"}}};
+  const common::Json single = {begin, text}, pair = {begin, text, begin, text};
+  const common::Json templated = {{"type", "TemplateProcessing"}, {"single", single}, {"pair", pair},
+                                  {"special_tokens", {{"<|begin_of_text|>", special}}}};
+  file["post_processor"] = {{"type", "Sequence"}, {"processors", {ByteLevel(false), templated}}};
+  const std::string config = R"({"bos_token": {"content": "<|begin_of_text|>"}, "eos_token": "<|im_end|>"})";
+  const Tokenizer tok = Parse(file, config);
+  EXPECT_EQ(tok.vocab_size(), prefix + 1);
+  EXPECT_EQ(tok.eod(), end);
+  EXPECT_EQ(tok.eod_text(), "<|im_end|>");
+  EXPECT_EQ(tok.bos(), bos);
+  const Tokenizer plain = Parse([&] {
+    common::Json same = file;
+    same["added_tokens"] = common::Json::array();
+    same["post_processor"] = nullptr;
+    return same;
+  }());
+  std::vector<int32_t> expected = {bos, start};
+  for (int32_t id : plain.Encode("user hi")) expected.push_back(id);
+  expected.push_back(end);
+  for (int32_t id : plain.Encode(" <|i")) expected.push_back(id);
+  expected.push_back(prefix);
+  // The longest added token wins where two start at the same place; the text between is encoded as usual.
+  const std::string document = "<|im_start|>user hi<|im_end|> <|i<|im";
+  EXPECT_EQ(tok.Encode(document), expected);
+  EXPECT_EQ(tok.Decode(tok.Encode(document)), "<|begin_of_text|>" + document);
+  EXPECT_EQ(tok.Encode(""), (std::vector<int32_t>{bos}));
+}
+
+TEST_F(HuggingFaceTest, NfcAndPrefixSpace) {
+  common::Json file = File();
+  file["pre_tokenizer"] = SplitThenByteLevel(kQwen2Pattern);
+  const Tokenizer raw = Parse(file);
+  file["normalizer"] = {{"type", "NFC"}};
+  const Tokenizer nfc = Parse(file);
+  const std::string composed = "caf\xc3\xa9 na\xc3\xafve", decomposed = "cafe\xcc\x81 nai\xcc\x88ve";
+  EXPECT_EQ(nfc.Encode(decomposed), nfc.Encode(composed));
+  EXPECT_EQ(nfc.Encode(composed), raw.Encode(composed));
+  EXPECT_NE(raw.Encode(decomposed), raw.Encode(composed));
+  EXPECT_EQ(nfc.Decode(nfc.Encode("\xff\xfe ok")), "\xff\xfe ok") << "invalid UTF-8 is left as it is";
+
+  common::Json spaced = File();
+  spaced["pre_tokenizer"]["add_prefix_space"] = true;
+  const Tokenizer prefix = Parse(spaced);
+  EXPECT_EQ(prefix.Encode("the cat"), gpt2_.Encode(" the cat"));
+  EXPECT_EQ(prefix.Encode(" the cat"), gpt2_.Encode(" the cat"));
+}
+
+TEST_F(HuggingFaceTest, BytesMissingFromTheVocabularyAreDropped) {
+  common::Json file = File();
+  file["model"]["merges"] = common::Json::array();
+  file["model"]["vocab"].erase("z");
+  const Tokenizer tok = Parse(file);
+  EXPECT_EQ(tok.Encode("azb"), tok.Encode("ab"));
+}
+
+TEST_F(HuggingFaceTest, RefusalsNameWhatTheyFound) {
+  const std::vector<std::pair<std::function<void(common::Json&)>, std::string>> cases = {
+      {[](common::Json& f) { f["model"]["type"] = "WordPiece"; }, "model WordPiece: srunway reads byte-level BPE"},
+      {[](common::Json& f) { f["model"]["byte_fallback"] = true; }, "model.byte_fallback"},
+      {[](common::Json& f) { f["model"]["continuing_subword_prefix"] = "##"; }, "continuing_subword_prefix '##'"},
+      {[](common::Json& f) { f["normalizer"] = {{"type", "Lowercase"}}; }, "normalizer Lowercase"},
+      {[](common::Json& f) { f["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer Metaspace"},
+      {[](common::Json& f) { f["pre_tokenizer"] = nullptr; }, "no ByteLevel pre-tokenizer"},
+      {[](common::Json& f) {
+         f["pre_tokenizer"] = SplitThenByteLevel("x");
+         f["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", " "}};
+       },
+       "Split: srunway reads a Regex pattern"},
+      {[](common::Json& f) { f["pre_tokenizer"] = SplitThenByteLevel("(\\p{L}"); }, "pre-tokenizer pattern"},
+      {[](common::Json& f) {
+         f["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {ByteLevel(false), ByteLevel(false)}}};
+       },
+       "after ByteLevel"},
+      {[](common::Json& f) { f["post_processor"] = {{"type", "BertProcessing"}}; }, "post_processor BertProcessing"},
+      {[](common::Json& f) { f["added_tokens"][0]["lstrip"] = true; }, "'<|endoftext|>' has lstrip"},
+      {[](common::Json& f) { f["model"]["merges"][0] = "zzq qqz"; }, "model.merges[0] 'zzq qqz'"},
+      {[](common::Json& f) { f["model"]["vocab"]["big"] = 1 << 30; }, "id 1073741824 of 'big' is out of range"},
+      {[](common::Json& f) { f["model"]["vocab"]["dup"] = 5; }, "id 5 is both"},
+  };
+  for (const auto& [change, message] : cases) {
+    common::Json file = File();
+    change(file);
+    auto tok = Tokenizer::ParseHuggingFace(file.dump(), "", "dir/tokenizer.json");
+    ASSERT_FALSE(tok.ok()) << message;
+    EXPECT_NE(tok.status().message().find("dir/tokenizer.json"), std::string::npos) << tok.status().message();
+    EXPECT_NE(tok.status().message().find(message), std::string::npos) << tok.status().message();
+  }
+  auto eos = Tokenizer::ParseHuggingFace(File().dump(), R"({"eos_token": "<nope>"})", "dir/tokenizer.json");
+  ASSERT_FALSE(eos.ok());
+  EXPECT_NE(eos.status().message().find("dir/tokenizer_config.json: eos_token '<nope>' is not a token of "
+                                        "dir/tokenizer.json"), std::string::npos) << eos.status().message();
+  EXPECT_FALSE(Tokenizer::ParseHuggingFace("{not json", "", "dir/tokenizer.json").ok());
+}
+
+TEST_F(HuggingFaceTest, LoadsFromItsDirectoryAndBesideADataset) {
+  fs::create_directories(dir_ / "model");
+  const std::string json = File().dump(), config = R"({"eos_token": "<|endoftext|>"})";
+  ASSERT_TRUE(common::WriteFileAtomic(dir_ / "model" / "tokenizer.json", json).ok());
+  ASSERT_TRUE(common::WriteFileAtomic(dir_ / "model" / "tokenizer_config.json", config).ok());
+  for (const fs::path& path : {dir_ / "model", dir_ / "model" / "tokenizer.json"}) {
+    auto tok = Tokenizer::LoadHuggingFace(path);
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    EXPECT_EQ(tok->eod(), gpt2_.eod());
+    EXPECT_EQ(tok->Encode(kCorpus), gpt2_.Encode(kCorpus));
+  }
+  auto tok = Tokenizer::LoadHuggingFace(dir_ / "model");
+  auto staged = tok->StageBeside((dir_ / "corpus").string());
+  ASSERT_TRUE(staged.ok());
+  ASSERT_TRUE(common::CommitTogether(*staged).ok());
+  EXPECT_EQ(*common::ReadFile(dir_ / "corpus.tokenizer.json"), json);
+  EXPECT_EQ(*common::ReadFile(dir_ / "corpus.tokenizer_config.json"), config);
+  auto beside = Tokenizer::LoadHuggingFace(dir_ / "corpus.tokenizer.json");
+  ASSERT_TRUE(beside.ok());
+  EXPECT_EQ(beside->eod(), gpt2_.eod()) << "PREFIX.tokenizer_config.json goes with PREFIX.tokenizer.json";
+  auto missing = Tokenizer::LoadHuggingFace(dir_ / "nowhere");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("nowhere"), std::string::npos);
 }
 
 }  // namespace
