@@ -31,13 +31,17 @@ int main(int argc, char** argv) {
   app.add_option("--json-keys", options.json_keys, "JSONL keys whose values form the document")->capture_default_str();
   app.add_option("--vocab-file", options.vocab_file, "GPT-2 vocab.json to encode with");
   app.add_option("--merge-file", options.merge_file, "GPT-2 merges.txt to encode with");
+  app.add_option("--tokenizer-model", options.tokenizer_model,
+                 "a Hugging Face tokenizer.json of byte-level BPE (GPT-2's, Llama 3's, Qwen2's, Qwen3's) or the "
+                 "model directory holding it, with --tokenizer-type HuggingFaceTokenizer (Megatron's pair)");
   app.add_option("--train-vocab", options.train_vocab, "train a byte-level BPE of N tokens on the input instead")
       ->check(CLI::Range(257, 1 << 24));
   app.add_option("--workers", options.workers, "threads")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--document-separator", options.document_separator,
                  "text input: a line equal to this ends a document (default: a blank line)");
-  CLI::Option* eod =
-      app.add_flag("--append-eod", options.append_eod, "end every document with <|endoftext|> (default)");
+  CLI::Option* eod = app.add_flag("--append-eod", options.append_eod,
+                                  "end every document with <|endoftext|> (a Hugging Face tokenizer's eos_token) "
+                                  "(default)");
   app.add_flag("--no-append-eod", no_eod, "do not")->excludes(eod);
   app.add_flag("--quiet", quiet, "no progress");
   // Megatron's tools/preprocess_data.py flags, as its scripts pass them: what srunway-prep does is taken, the rest
@@ -46,8 +50,8 @@ int main(int argc, char** argv) {
   int partitions = 1, log_interval = 1000;
   bool keep_sequential = false, split_sentences = false, keep_newlines = false;
   app.add_option("--tokenizer-type", tokenizer_type,
-                 "Megatron's: GPT2BPETokenizer only (GPT-2's byte-level BPE: --vocab-file and --merge-file, or the "
-                 "one --train-vocab learns)");
+                 "Megatron's: GPT2BPETokenizer (GPT-2's byte-level BPE: --vocab-file and --merge-file, or the one "
+                 "--train-vocab learns) or HuggingFaceTokenizer (with --tokenizer-model)");
   app.add_option("--dataset-impl", dataset_impl, "Megatron's (older): mmap only, the indexed dataset written here")
       ->check(CLI::IsMember({"mmap"}));
   app.add_option("--partitions", partitions,
@@ -67,9 +71,17 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer") {
-    srunway::common::LogError("--tokenizer-type {}: srunway-prep writes GPT-2's byte-level BPE (GPT2BPETokenizer: "
-                              "--vocab-file and --merge-file, or --train-vocab) only", tokenizer_type);
+  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && tokenizer_type != "HuggingFaceTokenizer") {
+    srunway::common::LogError("--tokenizer-type {}: srunway-prep reads byte-level BPE only: GPT2BPETokenizer "
+                              "(--vocab-file and --merge-file, or --train-vocab) or HuggingFaceTokenizer "
+                              "(--tokenizer-model)", tokenizer_type);
+    return 2;
+  }
+  if ((tokenizer_type == "HuggingFaceTokenizer") != !options.tokenizer_model.empty() && !tokenizer_type.empty()) {
+    srunway::common::LogError("--tokenizer-type {} {}", tokenizer_type, options.tokenizer_model.empty()
+                                  ? "needs --tokenizer-model (a tokenizer.json or the model directory holding it)"
+                                  : "reads --vocab-file and --merge-file; --tokenizer-model goes with "
+                                    "HuggingFaceTokenizer");
     return 2;
   }
   if (split_sentences) {

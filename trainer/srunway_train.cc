@@ -385,11 +385,16 @@ int main(int argc, char** argv) {
       "--export-hf (default: beside the first --data-path)");
   app.add_option("--merge-file", o.merge_file, "its merges.txt")->needs(vocab_file);
   vocab_file->needs("--merge-file");
+  app.add_option("--tokenizer-model", o.tokenizer_model,
+                 "a Hugging Face tokenizer.json of byte-level BPE (Llama 3's, Qwen2's, Qwen3's) or the model "
+                 "directory holding it, instead of --vocab-file (default: PREFIX.tokenizer.json beside the first "
+                 "--data-path, where srunway-prep put it)")
+      ->excludes(vocab_file);
   std::string tokenizer_type;
   app.add_option("--tokenizer-type", tokenizer_type,
-                 "Megatron's: GPT2BPETokenizer (GPT-2's byte-level BPE, --vocab-file and --merge-file) or "
-                 "NullTokenizer (with --vocab-size N: data of token ids below N, N the end of document; the model's "
-                 "vocabulary N + 1, padded)");
+                 "Megatron's: GPT2BPETokenizer (GPT-2's byte-level BPE, --vocab-file and --merge-file), "
+                 "HuggingFaceTokenizer (--tokenizer-model) or NullTokenizer (with --vocab-size N: data of token ids "
+                 "below N, N the end of document; the model's vocabulary N + 1, padded)");
   int vocab_multiple = 128;
   CLI::Option* vocab_multiple_option =
       app.add_option("--make-vocab-size-divisible-by", vocab_multiple,
@@ -703,25 +708,33 @@ int main(int argc, char** argv) {
                              "training (Megatron's test run); its validation reads --valid-data-path");
   }
   const bool null_tokenizer = tokenizer_type == "NullTokenizer";
-  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && !null_tokenizer) {
-    srunway::common::LogError("--tokenizer-type {}: srunway-train reads GPT-2's byte-level BPE (GPT2BPETokenizer: "
-                              "--vocab-file and --merge-file) or token ids (NullTokenizer) only", tokenizer_type);
+  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && tokenizer_type != "HuggingFaceTokenizer" &&
+      !null_tokenizer) {
+    srunway::common::LogError("--tokenizer-type {}: srunway-train reads byte-level BPE (GPT2BPETokenizer: "
+                              "--vocab-file and --merge-file; HuggingFaceTokenizer: --tokenizer-model) or token ids "
+                              "(NullTokenizer) only", tokenizer_type);
     return srunway::trainer::kExitUsage;
   }
   // Megatron's NullTokenizer: the data are token ids below --vocab-size N, and N is the end of document.
-  if (null_tokenizer && (vocab == 0 || !o.vocab_file.empty())) {
+  if (null_tokenizer && (vocab == 0 || !o.vocab_file.empty() || !o.tokenizer_model.empty())) {
     srunway::common::LogError("--tokenizer-type NullTokenizer {}", vocab == 0
                                   ? "needs --vocab-size N (token ids below N; N is the end of document)"
-                                  : "reads no --vocab-file: its tokens are the data's ids");
+                                  : o.vocab_file.empty() ? "reads no --tokenizer-model: its tokens are the data's ids"
+                                                         : "reads no --vocab-file: its tokens are the data's ids");
     return srunway::trainer::kExitUsage;
   }
   if (tokenizer_type == "GPT2BPETokenizer" && o.vocab_file.empty()) {
     srunway::common::LogError("--tokenizer-type GPT2BPETokenizer requires --vocab-file (and --merge-file)");
     return srunway::trainer::kExitUsage;
   }
-  if (vocab_multiple_option->count() > 0 && o.vocab_file.empty() && !null_tokenizer) {
-    srunway::common::LogError("--make-vocab-size-divisible-by requires --vocab-file or --tokenizer-type "
-                              "NullTokenizer");
+  if (tokenizer_type == "HuggingFaceTokenizer" && o.tokenizer_model.empty()) {
+    srunway::common::LogError("--tokenizer-type HuggingFaceTokenizer requires --tokenizer-model (a tokenizer.json or "
+                              "the model directory holding it)");
+    return srunway::trainer::kExitUsage;
+  }
+  if (vocab_multiple_option->count() > 0 && o.vocab_file.empty() && o.tokenizer_model.empty() && !null_tokenizer) {
+    srunway::common::LogError("--make-vocab-size-divisible-by requires --vocab-file, --tokenizer-model or "
+                              "--tokenizer-type NullTokenizer");
     return srunway::trainer::kExitUsage;
   }
   if (no_attention_mask && o.reset_attention_mask) {
@@ -836,10 +849,13 @@ int main(int argc, char** argv) {
     o.model.vocab = srunway::trainer::PaddedVocabSize(int64_t{vocab} + 1, vocab_multiple);
   }
   // Megatron's flags alone take the vocabulary from the data's tokenizer, padded, as Megatron does.
-  if (!o.vocab_file.empty() && !vocab && !preset_given) {
-    auto tokenizer = srunway::trainer::Tokenizer::Load(o.vocab_file, o.merge_file);
+  if ((!o.vocab_file.empty() || !o.tokenizer_model.empty()) && !vocab && !preset_given) {
+    auto tokenizer = o.tokenizer_model.empty() ? srunway::trainer::Tokenizer::Load(o.vocab_file, o.merge_file)
+                                               : srunway::trainer::Tokenizer::LoadHuggingFace(o.tokenizer_model);
     if (!tokenizer.ok()) {
-      srunway::common::LogError("--vocab-file and --merge-file: {}", tokenizer.status().message());
+      srunway::common::LogError("{}: {}", o.tokenizer_model.empty() ? "--vocab-file and --merge-file"
+                                                                    : "--tokenizer-model",
+                                tokenizer.status().message());
       return srunway::trainer::kExitError;
     }
     o.model.vocab = srunway::trainer::PaddedVocabSize(tokenizer->vocab_size(), vocab_multiple);

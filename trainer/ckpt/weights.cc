@@ -641,8 +641,16 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
     SRUNWAY_RETURN_IF_ERROR(WriteSafetensors(dir / weights[i], shards[i], {{"format", "pt"}}, how.dtype));
   }
   common::Json json = HuggingFaceConfig(config, how.dtype);
-  if (tokenizer) {
-    json["bos_token_id"] = tokenizer->eos;  // GPT-2's convention: <|endoftext|> begins and ends
+  // The other kind's tokenizer files, left by an earlier export (removed below with its stale weights).
+  std::vector<std::string> stale;
+  if (tokenizer && !tokenizer->tokenizer_json.empty()) {  // a Hugging Face tokenizer, as it was read
+    if (tokenizer->bos >= 0) json["bos_token_id"] = tokenizer->bos;
+    if (tokenizer->eos >= 0) json["eos_token_id"] = tokenizer->eos;
+    files["tokenizer.json"] = tokenizer->tokenizer_json;
+    if (!tokenizer->tokenizer_config.empty()) files["tokenizer_config.json"] = tokenizer->tokenizer_config;
+    stale = {"vocab.json", "merges.txt"};
+  } else if (tokenizer) {
+    json["bos_token_id"] = tokenizer->bos;
     json["eos_token_id"] = tokenizer->eos;
     files["vocab.json"] = tokenizer->vocab_json;
     files["merges.txt"] = tokenizer->merges_txt;
@@ -650,16 +658,19 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
         {"tokenizer_class", "GPT2Tokenizer"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"},
         {"unk_token", "<|endoftext|>"}, {"add_prefix_space", false}, {"model_max_length", config.seq_len}};
     files["tokenizer_config.json"] = tokenizer_config.dump(2) + "\n";
+    stale = {"tokenizer.json"};
   }
   files["config.json"] = json.dump(2) + "\n";
   SRUNWAY_RETURN_IF_ERROR(common::WriteFilesAtomic(dir, files));
   // An earlier export's weights of the other form (or of another shard count) go: from_pretrained takes
   // model.safetensors before an index, and stale shards would be read as the model by anyone listing the files.
+  // So does its tokenizer of the other kind: AutoTokenizer would take tokenizer.json before vocab.json.
   static const std::regex kWeightFile(R"(model(-\d{5}-of-\d{5})?\.safetensors(\.index\.json)?)");
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::filesystem::directory_entry& entry = *it;
     const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, kWeightFile) && !files.contains(name) &&
+    const bool other_tokenizer = std::find(stale.begin(), stale.end(), name) != stale.end();
+    if ((other_tokenizer || std::regex_match(name, kWeightFile)) && !files.contains(name) &&
         std::find(weights.begin(), weights.end(), name) == weights.end()) {
       std::error_code removed;
       if (!std::filesystem::remove(entry.path(), removed) && removed) {

@@ -56,10 +56,12 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
 // transformers' GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM .from_pretrained(DIR), from the model's whole
 // fp32 parameters.
 // With `tokenizer`, also its vocab.json and merges.txt and a tokenizer_config.json (GPT2Tokenizer, whose format
-// srunway-prep's byte-level BPE has), and config.json names its end-of-text token.
+// srunway-prep's byte-level BPE has), or a Hugging Face tokenizer's tokenizer.json and tokenizer_config.json as they
+// were read; config.json names its begin and end tokens.
 struct HfTokenizer {
-  std::string vocab_json, merges_txt;  // the files' contents
-  int32_t eos = -1;                    // <|endoftext|>
+  std::string vocab_json, merges_txt;  // GPT-2's files' contents, or:
+  std::string tokenizer_json, tokenizer_config;  // a Hugging Face tokenizer's (the config may be empty: none)
+  int32_t bos = -1, eos = -1;  // -1: none
 };
 // How the weights are stored: their dtype, and the largest file (save_pretrained's max_shard_size, 5 GB, as its
 // default): a model past it is written as model-0000K-of-0000N.safetensors files (a tensor larger than that alone

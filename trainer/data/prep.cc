@@ -223,7 +223,8 @@ common::Status CheckPrepOptions(const PrepOptions& options) {
     return common::InvalidArgument("--output-prefix {}: cannot write in {}: {}", options.output_prefix, dir.string(),
                                    std::strerror(errno));
   }
-  for (const char* suffix : {".bin", ".idx", ".vocab.json", ".merges.txt"}) {
+  for (const char* suffix :
+       {".bin", ".idx", ".vocab.json", ".merges.txt", ".tokenizer.json", ".tokenizer_config.json"}) {
     if (std::filesystem::is_directory(options.output_prefix + suffix, error)) {
       return common::InvalidArgument("--output-prefix {}: {}{} is a directory, where the output goes",
                                      options.output_prefix, options.output_prefix, suffix);
@@ -231,8 +232,10 @@ common::Status CheckPrepOptions(const PrepOptions& options) {
   }
   if (options.workers < 1) return common::InvalidArgument("--workers must be at least 1, got {}", options.workers);
   const bool load = !options.vocab_file.empty() || !options.merge_file.empty();
-  if (load == (options.train_vocab > 0)) {
-    return common::InvalidArgument("give either --vocab-file and --merge-file, or --train-vocab N");
+  const bool hugging_face = !options.tokenizer_model.empty();
+  if (int{load} + int{hugging_face} + int{options.train_vocab > 0} != 1) {
+    return common::InvalidArgument("give one tokenizer: --vocab-file and --merge-file, --tokenizer-model (a Hugging "
+                                   "Face tokenizer.json or its directory), or --train-vocab N");
   }
   if (load && (options.vocab_file.empty() || options.merge_file.empty())) {
     return common::InvalidArgument("--vocab-file and --merge-file go together");
@@ -240,7 +243,7 @@ common::Status CheckPrepOptions(const PrepOptions& options) {
   // Learning a vocabulary reads the input once and encoding reads it again; a pipe (`--input /dev/stdin`,
   // `<(zcat ...)`) gives nothing the second time, and the run ended in "no documents" after the whole vocabulary.
   struct stat input {};
-  if (!load && ::stat(options.input.c_str(), &input) == 0 &&
+  if (options.train_vocab > 0 && ::stat(options.input.c_str(), &input) == 0 &&
       (S_ISFIFO(input.st_mode) || S_ISCHR(input.st_mode) || S_ISSOCK(input.st_mode))) {
     return common::InvalidArgument("--train-vocab reads --input twice (to learn the vocabulary, then to encode), and "
                                    "{} is a pipe or a device, read once: write it to a file first, or encode it "
@@ -268,11 +271,20 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
   if (load) {
     SRUNWAY_ASSIGN_OR_RETURN(Tokenizer loaded, Tokenizer::Load(options.vocab_file, options.merge_file));
     tokenizer = std::make_unique<Tokenizer>(std::move(loaded));
+  } else if (!options.tokenizer_model.empty()) {
+    auto loaded = Tokenizer::LoadHuggingFace(options.tokenizer_model);
+    if (!loaded.ok()) return loaded.status().WithContext("--tokenizer-model");
+    tokenizer = std::make_unique<Tokenizer>(std::move(*loaded));
   } else {
     SRUNWAY_ASSIGN_OR_RETURN(Tokenizer trained, TrainTokenizer(options));
     tokenizer = std::make_unique<Tokenizer>(std::move(trained));
   }
   if (options.append_eod && tokenizer->eod() < 0) {
+    if (tokenizer->hugging_face()) {
+      return common::InvalidArgument("--tokenizer-model {}: no eos_token (tokenizer_config.json beside tokenizer.json "
+                                     "names it) to end each document with; give one, or --no-append-eod",
+                                     options.tokenizer_model);
+    }
     return common::InvalidArgument("{}: the vocabulary has no {} token for --append-eod", options.vocab_file, kEndOfText);
   }
 
@@ -307,8 +319,18 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
   // The dataset and its tokenizer are one set: committed together, or none of them (a new .bin beside an earlier
   // run's .idx and vocabulary trained without a word of error).
   SRUNWAY_ASSIGN_OR_RETURN(std::vector<common::AtomicFile> tokenizer_files,
-                           tokenizer->Stage(options.output_prefix + ".vocab.json", options.output_prefix + ".merges.txt"));
+                           tokenizer->StageBeside(options.output_prefix));
   SRUNWAY_RETURN_IF_ERROR(writer.Finish(std::move(tokenizer_files)));
+  // An earlier run's tokenizer of the other kind goes: srunway-train would take PREFIX.tokenizer.json first.
+  std::error_code error;
+  for (const char* suffix : tokenizer->hugging_face()
+                                ? std::vector<const char*>{".vocab.json", ".merges.txt"}
+                                : std::vector<const char*>{".tokenizer.json", ".tokenizer_config.json"}) {
+    std::filesystem::remove(options.output_prefix + suffix, error);
+  }
+  if (tokenizer->hugging_face() && tokenizer->hf_config().empty()) {
+    std::filesystem::remove(options.output_prefix + ".tokenizer_config.json", error);
+  }
   return stats;
 }
 

@@ -14,12 +14,14 @@ namespace srunway::trainer {
 struct PrepOptions {
   std::string input;                     // text or JSONL
   std::string input_format = "auto";     // "text", "jsonl", or "auto": JSONL when the name ends in .jsonl or .json
-  std::string output_prefix;             // writes PREFIX.bin, PREFIX.idx, PREFIX.vocab.json, PREFIX.merges.txt
+  std::string output_prefix;             // writes PREFIX.bin, PREFIX.idx and the tokenizer's files beside them
+                                         // (Tokenizer::StageBeside)
   std::vector<std::string> json_keys = {"text"};
   std::string vocab_file, merge_file;    // GPT-2 tokenizer files, or:
+  std::string tokenizer_model;           // a Hugging Face tokenizer.json (or its directory), or:
   int train_vocab = 0;                   // learn a byte-level BPE of this many tokens from the input
   int workers = 1;
-  bool append_eod = true;                // an <|endoftext|> after every document
+  bool append_eod = true;                // the end of document (<|endoftext|>, or the eos_token) after each one
   std::string document_separator;        // text input: a line equal to this ends a document ("": a blank line)
   bool progress = true;                  // progress on stderr
   // Set (to the signal's number) by a handler to stop between batches: the output's temporary files are removed
@@ -38,8 +40,8 @@ struct PrepStats {
 // or .json (a pipe, `<(zcat x.jsonl.gz)`, needs --input-format jsonl).
 bool IsJsonlInput(const PrepOptions& options);
 // The options alone, before any file is read (a command-line error: srunway-prep exits 2): the input and output
-// given, at least one worker, one tokenizer (--vocab-file with --merge-file, or --train-vocab), and no option of
-// the other input kind (--json-keys for text, --document-separator for JSONL).
+// given, at least one worker, one tokenizer (--vocab-file with --merge-file, --tokenizer-model, or --train-vocab),
+// and no option of the other input kind (--json-keys for text, --document-separator for JSONL).
 common::Status CheckPrepOptions(const PrepOptions& options);
 // Checks the options (CheckPrepOptions), then tokenizes the input into the output's files.
 common::StatusOr<PrepStats> RunPrep(const PrepOptions& options);

@@ -242,21 +242,29 @@ common::StatusOr<SavedSettings> ReadSavedSettings(const common::Json& extra, int
   return saved;
 }
 
-// The tokenizer's files (vocab.json, merges.txt): the flags, else those srunway-prep wrote beside the (first)
-// dataset.
+// The tokenizer's files: --tokenizer-model's tokenizer.json (a Hugging Face tokenizer: .second empty), or
+// --vocab-file and --merge-file; else those srunway-prep wrote beside the (first) dataset, PREFIX.tokenizer.json
+// where it is there, else PREFIX.vocab.json and PREFIX.merges.txt.
 common::StatusOr<std::pair<std::string, std::string>> TokenizerPaths(const TrainOptions& o) {
+  if (!o.tokenizer_model.empty()) return std::pair{o.tokenizer_model, std::string()};
   if (!o.vocab_file.empty() || !o.merge_file.empty()) return std::pair{o.vocab_file, o.merge_file};
   auto paths = ParseDataPath(o.train_data_path.empty() ? o.data_path : o.train_data_path);
   if (!paths.ok()) return paths.status();
   const std::string& prefix = paths->front().prefix;
+  std::error_code ec;
+  if (std::filesystem::exists(prefix + ".tokenizer.json", ec)) {
+    return std::pair{prefix + ".tokenizer.json", std::string()};
+  }
   return std::pair{prefix + ".vocab.json", prefix + ".merges.txt"};
 }
 
-// The tokenizer for --sample.
+// The tokenizer for --sample, the end of document, the model's vocabulary.
 common::StatusOr<Tokenizer> FindTokenizer(const TrainOptions& o) {
   SRUNWAY_ASSIGN_OR_RETURN(auto paths, TokenizerPaths(o));
+  if (paths.second.empty()) return Tokenizer::LoadHuggingFace(paths.first);
   return Tokenizer::Load(paths.first, paths.second);
 }
+
 
 // `parts` of a buffer on a GPU, brought to the host one after another.
 common::StatusOr<std::vector<float>> DownloadRanges(Device& device, std::span<const float> buffer,
@@ -286,6 +294,19 @@ std::optional<HfTokenizer> ExportTokenizer(const TrainOptions& o, std::string& n
     none = paths.status().message();
     return std::nullopt;
   }
+  if (paths->second.empty()) {  // a Hugging Face tokenizer: its tokenizer.json and tokenizer_config.json as read
+    auto tokenizer = Tokenizer::LoadHuggingFace(paths->first);
+    if (!tokenizer.ok()) {
+      none = tokenizer.status().message();
+      return std::nullopt;
+    }
+    HfTokenizer files;
+    files.tokenizer_json = tokenizer->hf_json();
+    files.tokenizer_config = tokenizer->hf_config();
+    files.bos = tokenizer->bos();
+    files.eos = tokenizer->eod();
+    return files;
+  }
   auto vocab = common::ReadFile(paths->first);
   auto merges = common::ReadFile(paths->second);
   for (const auto* read : {&vocab, &merges}) {
@@ -299,7 +320,11 @@ std::optional<HfTokenizer> ExportTokenizer(const TrainOptions& o, std::string& n
     none = tokenizer.status().message();
     return std::nullopt;
   }
-  return HfTokenizer{std::move(*vocab), std::move(*merges), tokenizer->eod()};
+  HfTokenizer files;
+  files.vocab_json = std::move(*vocab);
+  files.merges_txt = std::move(*merges);
+  files.bos = files.eos = tokenizer->eod();  // GPT-2's convention: <|endoftext|> begins and ends
+  return files;
 }
 
 common::StatusOr<std::vector<int32_t>> Generate(Model& model, std::vector<int32_t> context, int count, int top_k,
@@ -853,13 +878,14 @@ common::Status Trainer::Setup() {
                                  std::pair{"--reset-attention-mask", o_.reset_attention_mask}}) {
     if (on) need_eod.emplace_back(flag);
   }
+  std::string eod_text = "NullTokenizer's end of document";
   if (!need_eod.empty() && o_.null_tokenizer_vocab > 0) {
     eod_ = o_.null_tokenizer_vocab;  // NullTokenizer's
     if (o_.eod_mask_loss) unscored_ = eod_;
   } else if (!need_eod.empty()) {
     const std::string flags = fmt::format("{}", fmt::join(need_eod, " and "));
     const char* needs = need_eod.size() > 1 ? "need" : "needs";
-    if (o_.mock_data && o_.vocab_file.empty()) {
+    if (o_.mock_data && o_.vocab_file.empty() && o_.tokenizer_model.empty()) {
       return common::InvalidArgument("{} {} the tokenizer's end-of-document token: --mock-data has no tokenizer; "
                                      "give --vocab-file and --merge-file", flags, needs);
     }
@@ -868,13 +894,17 @@ common::Status Trainer::Setup() {
       return common::Status(tokenizer.status().code(), fmt::format("{} {} the tokenizer's end-of-document token: {}",
                                                                    flags, needs, tokenizer.status().message()));
     }
-    if (tokenizer->eod() < 0) return common::InvalidArgument("{}: the tokenizer has no {} token", flags, kEndOfText);
+    if (tokenizer->eod() < 0) {
+      return common::InvalidArgument("{}: the tokenizer has no {}", flags, tokenizer->hugging_face()
+                                         ? "eos_token (tokenizer_config.json beside tokenizer.json names it)"
+                                         : fmt::format("{} token", kEndOfText));
+    }
     eod_ = tokenizer->eod();
+    eod_text = tokenizer->eod_text();
     if (o_.eod_mask_loss) unscored_ = eod_;
   }
   if (Leader() && (o_.reset_position_ids || o_.reset_attention_mask)) {
-    common::LogInfo("documents: each ends after token {} ({}); {}", eod_,
-                    o_.null_tokenizer_vocab > 0 ? "NullTokenizer's end of document" : kEndOfText,
+    common::LogInfo("documents: each ends after token {} ({}); {}", eod_, eod_text,
                     o_.reset_position_ids && o_.reset_attention_mask
                         ? "each starts again at position 0 and attends to its own tokens only"
                     : o_.reset_position_ids ? "each starts again at position 0 (attention still spans the sample)"
@@ -1712,9 +1742,9 @@ common::Status Trainer::CheckEndOutputs() {
     SRUNWAY_RETURN_IF_ERROR(HuggingFaceExportable(o_.model).WithContext("--export-hf"));
     SRUNWAY_RETURN_IF_ERROR(common::PrepareWritableDir(o_.export_hf, "--export-hf"));
   }
-  // --vocab-file and --merge-file (Megatron's flags for the data's tokenizer) must load, and the model's vocabulary
-  // hold the tokenizer's, as Megatron's would: its vocabulary is the tokenizer's, padded.
-  const bool given = !o_.vocab_file.empty();
+  // --vocab-file and --merge-file, or --tokenizer-model (Megatron's flags for the data's tokenizer) must load, and
+  // the model's vocabulary hold the tokenizer's, as Megatron's would: its vocabulary is the tokenizer's, padded.
+  const bool given = !o_.vocab_file.empty() || !o_.tokenizer_model.empty();
   if (o_.sample_tokens > 0 && o_.null_tokenizer_vocab > 0) {
     return common::InvalidArgument("--sample: --tokenizer-type NullTokenizer has no text to prompt with or decode "
                                    "into");
@@ -1723,14 +1753,18 @@ common::Status Trainer::CheckEndOutputs() {
   auto found = FindTokenizer(o_);
   if (!found.ok()) {
     return common::Status(found.status().code(), fmt::format("{}: {}",
-                          given ? "--vocab-file and --merge-file" : "--sample needs the dataset's tokenizer",
+                          !given                       ? "--sample needs the dataset's tokenizer"
+                          : o_.tokenizer_model.empty() ? "--vocab-file and --merge-file"
+                                                       : "--tokenizer-model",
                           found.status().message()));
   }
   if (given && found->vocab_size() > o_.model.vocab) {
-    return common::InvalidArgument("--vocab-file {} holds {} tokens, more than the model's vocabulary of {}: give "
+    return common::InvalidArgument("{} {} holds {} tokens, more than the model's vocabulary of {}: give "
                                    "--vocab-size {} (the tokenizer's, padded to a multiple of 128 as Megatron pads "
-                                   "it) or a --preset that holds it", o_.vocab_file, found->vocab_size(),
-                                   o_.model.vocab, PaddedVocabSize(found->vocab_size()));
+                                   "it) or a --preset that holds it",
+                                   o_.tokenizer_model.empty() ? "--vocab-file" : "--tokenizer-model",
+                                   o_.tokenizer_model.empty() ? o_.vocab_file : o_.tokenizer_model,
+                                   found->vocab_size(), o_.model.vocab, PaddedVocabSize(found->vocab_size()));
   }
   if (o_.sample_tokens == 0) return common::Status::Ok();
   sample_context_ = found->Encode(o_.sample_prompt);
@@ -2063,7 +2097,9 @@ common::Status Trainer::Export() {
     }
     common::LogInfo("exported the model to {} for transformers' from_pretrained ({}, {}; {})", o_.export_hf,
                     HuggingFaceArchitecture(o_.model), DtypeName(o_.export_dtype),
-                    tokenizer ? "with the tokenizer, GPT2Tokenizer" : "no tokenizer: " + none);
+                    !tokenizer                         ? "no tokenizer: " + none
+                    : tokenizer->tokenizer_json.empty() ? "with the tokenizer, GPT2Tokenizer"
+                                                        : "with the tokenizer, its tokenizer.json");
   }
   if (o_.export_safetensors.empty()) return common::Status::Ok();
   std::vector<NamedTensor> tensors;

@@ -1,0 +1,33 @@
+// libFuzzer target: any tokenizer.json and tokenizer_config.json (srunway-prep's and srunway-train's
+// --tokenizer-model, the tokenizer beside a dataset) are refused with a message, or give a tokenizer whose tokens
+// of any text are ids of its vocabulary and decode without fault; its end of document and beginning are ids of the
+// vocabulary or -1. The input is tokenizer.json, a NUL, tokenizer_config.json, a NUL, the text.
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "trainer/data/tokenizer.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using srunway::trainer::Tokenizer;
+  std::string_view input(reinterpret_cast<const char*>(data), size);
+  const size_t first = input.find('\0');
+  if (first == std::string_view::npos) return 0;
+  const size_t second = input.find('\0', first + 1);
+  if (second == std::string_view::npos) return 0;
+  const std::string_view config = input.substr(first + 1, second - first - 1);
+  auto tokenizer = Tokenizer::ParseHuggingFace(input.substr(0, first), config, "tokenizer.json");
+  if (!tokenizer.ok()) {
+    if (tokenizer.status().message().empty()) std::abort();
+    return 0;
+  }
+  for (int32_t id : {tokenizer->eod(), tokenizer->bos()}) {
+    if (id < -1 || id >= tokenizer->vocab_size()) std::abort();
+  }
+  const std::vector<int32_t> ids = tokenizer->Encode(input.substr(second + 1));
+  for (int32_t id : ids) {
+    if (id < 0 || id >= tokenizer->vocab_size()) std::abort();
+  }
+  (void)tokenizer->Decode(ids);
+  return 0;
+}

@@ -1,0 +1,291 @@
+#!/usr/bin/python3
+"""srunway-prep and srunway-train with a Hugging Face tokenizer.json (--tokenizer-type HuggingFaceTokenizer
+--tokenizer-model DIR), against an encoder written here from the tokenizers library's documented behaviour: added
+tokens split out of the text first (the longest where two start at one place), NFC where the normalizer says, the
+Split pattern's matches and the stretches between them as pieces (Python's `regex` module, with Unicode properties,
+instead of srunway's PCRE2), each piece's bytes in GPT-2's alphabet, whole where ignore_merges finds it in the
+vocabulary, else merged by rank; the template's special tokens around each document and the eos_token after it, as
+Megatron's preprocess_data.py (transformers' tokenizer(text).input_ids, then eod) writes them.
+
+Two tokenizers are built from a byte-level BPE that srunway-prep learns here: one as Llama 3's (its pattern,
+ignore_merges, <|begin_of_text|> before each document, merges as pairs) and one as Qwen2's and Qwen3's (NFC, its
+pattern, merges as "a b" strings).
+
+Usage: hf_tokenizer_reference.py SRUNWAY_PREP SRUNWAY_TRAIN WORK_DIR
+Exits 77 (skipped) where Python's regex module is not installed (Debian's python3-regex).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unicodedata
+
+try:
+    import regex
+except ImportError:
+    print("skip: Python's regex module (python3-regex) is not installed")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prep_reference import bytes_to_unicode, read_megatron  # noqa: E402 (GPT-2's byte alphabet, the .idx/.bin)
+
+LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+          r"\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+         r"\s*[\r\n]+|\s+(?!\S)|\s+")
+
+DOCS = [
+    "Hello world! It's 2026: 1234567 tokens, 3.14159 and 42.",
+    "caf\u00e9 na\u00efve \u2014 and the same decomposed: cafe\u0301 nai\u0308ve.",
+    "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3068\u4e2d\u6587\u3002 \uc548\ub155\ud558\uc138\uc694",
+    "\u0928\u092e\u0938\u094d\u0924\u0947 \u0926\u0941\u0928\u093f\u092f\u093e and \u0645\u0631\u062d\u0628\u0627",
+    "emoji \U0001F600\U0001F44D\U0001F3FD and symbols \u20ac20 \u00bd \u00b2\u00b3 $money",
+    "tabs\tand\n\nblank lines\r\n  indented   words   ",
+    "<|im_start|>user\nWhat is BPE?<|im_end|>\n<|im_start|>assistant\nByte pairs.<|im_end|>",
+    "DON'T YOU'LL We'Re they've I'd it's -- punctuation!!! ??? (parens) [brackets]",
+    "the language model reads the language of the tokenizer the language way",
+] * 3 + ["a last one without a newline"]
+
+
+BYTE_CHARS = bytes_to_unicode()
+
+
+class Reference:
+    """The tokenizers library's byte-level BPE, for one tokenizer.json and tokenizer_config.json."""
+
+    def __init__(self, spec, config):
+        model = spec["model"]
+        self.vocab = model["vocab"]
+        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+        self.ranks = {pair: rank for rank, pair in enumerate(merges)}
+        self.ignore_merges = model.get("ignore_merges", False)
+        self.nfc = (spec.get("normalizer") or {}).get("type") == "NFC"
+        stages = spec["pre_tokenizer"]["pretokenizers"]
+        self.pattern = regex.compile(stages[0]["pattern"]["Regex"])
+        self.added = sorted(((t["content"], t["id"]) for t in spec["added_tokens"]), key=lambda t: -len(t[0]))
+        self.before = []
+        for processor in (spec.get("post_processor") or {}).get("processors", []):
+            if processor["type"] == "TemplateProcessing":
+                for item in processor["single"]:
+                    if "Sequence" in item:
+                        break
+                    self.before += processor["special_tokens"][item["SpecialToken"]["id"]]["ids"]
+        eos = config["eos_token"]
+        self.eos = dict(self.added)[eos["content"] if isinstance(eos, dict) else eos]
+
+    def pieces(self, text):
+        done = 0
+        for match in self.pattern.finditer(text):
+            if match.start() > done:
+                yield text[done:match.start()]
+            if match.end() > match.start():
+                yield match.group()
+            done = match.end()
+        if done < len(text):
+            yield text[done:]
+
+    def bpe(self, piece):
+        word = "".join(BYTE_CHARS[b] for b in piece.encode("utf-8"))
+        if self.ignore_merges and word in self.vocab:
+            return [self.vocab[word]]
+        symbols = list(word)
+        while len(symbols) > 1:
+            pairs = [(self.ranks.get((symbols[i], symbols[i + 1]), 1 << 30), i) for i in range(len(symbols) - 1)]
+            rank, at = min(pairs)
+            if rank == 1 << 30:
+                break
+            symbols[at:at + 2] = [symbols[at] + symbols[at + 1]]
+        return [self.vocab[s] for s in symbols]
+
+    def segment(self, text):
+        if self.nfc:
+            text = unicodedata.normalize("NFC", text)
+        return [i for piece in self.pieces(text) for i in self.bpe(piece)]
+
+    def encode(self, text):
+        ids, start, i = list(self.before), 0, 0
+        while i < len(text):
+            found = next(((c, t) for c, t in self.added if text.startswith(c, i)), None)
+            if found is None:
+                i += 1
+                continue
+            ids += self.segment(text[start:i]) + [found[1]]
+            i += len(found[0])
+            start = i
+        return ids + self.segment(text[start:])
+
+
+failures = []
+
+
+def check(what, ok, detail=""):
+    print(f"{'ok  ' if ok else 'FAIL'} {what}{': ' + detail if detail and not ok else ''}")
+    if not ok:
+        failures.append(what)
+
+
+def run(*args, expect=0):
+    result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if result.returncode != expect:
+        sys.exit(f"{' '.join(args)}: exit {result.returncode}, expected {expect}: {result.stderr.strip()[-600:]}")
+    return result
+
+
+def write_tokenizer(directory, spec, config):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(spec, f, ensure_ascii=False)
+    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+
+
+def highest(tokenizer):
+    return max(max(tokenizer["model"]["vocab"].values()), max(t["id"] for t in tokenizer["added_tokens"]))
+
+
+def added(token_id, content):
+    return {"id": token_id, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+            "normalized": False, "special": True}
+
+
+def main():
+    prep, train, work = sys.argv[1:4]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    jsonl = os.path.join(work, "corpus.jsonl")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        for doc in DOCS:
+            f.write(json.dumps({"text": doc}) + "\n")
+    base = os.path.join(work, "base")
+    # Few merges, so that most words stay several tokens: the merges, not whole words, decide the encoding.
+    run(prep, "--input", jsonl, "--output-prefix", base, "--train-vocab", "400", "--quiet")
+    with open(base + ".vocab.json", encoding="utf-8") as f:
+        vocab = json.load(f)
+    with open(base + ".merges.txt", encoding="utf-8") as f:
+        merges = [line for line in f.read().split("\n")[1:] if line]
+    size = len(vocab)
+
+    def spec(pattern, merge_form, extra_vocab, added_tokens, **parts):
+        words = dict(vocab)
+        for word in extra_vocab:  # whole words the merges do not make, which only ignore_merges finds
+            text = "".join(BYTE_CHARS[b] for b in word.encode("utf-8"))
+            words.setdefault(text, len(words) + len(added_tokens))
+        model = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                 "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                 "ignore_merges": parts.pop("ignore_merges", False), "vocab": words,
+                 "merges": [merge_form(m) for m in merges]}
+        split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+        byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+        return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added_tokens,
+                "normalizer": parts.get("normalizer"),
+                "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split, byte_level]},
+                "post_processor": parts.get("post_processor"), "decoder": byte_level, "model": model}
+
+    # As Llama 3's: special tokens after the vocabulary, <|begin_of_text|> before each document.
+    llama_added = [added(size + i, t) for i, t in enumerate(["<|begin_of_text|>", "<|end_of_text|>",
+                                                             "<|im_start|>", "<|im_end|>"])]
+    bos = {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}
+    seq = {"Sequence": {"id": "A", "type_id": 0}}
+    template = {"type": "TemplateProcessing", "single": [bos, seq], "pair": [bos, seq, bos, seq],
+                "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [size],
+                                                        "tokens": ["<|begin_of_text|>"]}}}
+    cjk = "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3068\u4e2d\u6587"  # one piece of letters
+    llama = spec(LLAMA3, lambda m: m.split(" ", 1), [" language", cjk],
+                 llama_added, ignore_merges=True,
+                 post_processor={"type": "Sequence", "processors": [
+                     {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+                     template]})
+    llama_config = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"}
+    # As Qwen2's and Qwen3's: NFC, digits one by one, <|endoftext|> (the vocabulary's own) the end of document.
+    qwen_added = [added(vocab["<|endoftext|>"], "<|endoftext|>"), added(size, "<|im_start|>"),
+                  added(size + 1, "<|im_end|>")]
+    qwen = spec(QWEN2, lambda m: m, [], qwen_added, normalizer={"type": "NFC"},
+                post_processor={"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                                "use_regex": False})
+    qwen_config = {"bos_token": None, "eos_token": {"content": "<|endoftext|>", "special": True}}
+
+    for name, tokenizer, config in (("llama3", llama, llama_config), ("qwen2", qwen, qwen_config)):
+        directory = os.path.join(work, name)
+        write_tokenizer(directory, tokenizer, config)
+        reference = Reference(tokenizer, config)
+        prefix = os.path.join(work, "data-" + name)
+        # An earlier dataset of GPT-2's files at the same prefix: its tokenizer goes.
+        run(prep, "--input", jsonl, "--output-prefix", prefix, "--vocab-file", base + ".vocab.json",
+            "--merge-file", base + ".merges.txt", "--quiet")
+        out = run(prep, "--input", jsonl, "--output-prefix", prefix, "--tokenizer-type", "HuggingFaceTokenizer",
+                  "--tokenizer-model", directory, "--workers", "2", "--quiet").stdout
+        got = read_megatron(prefix)
+        want = [reference.encode(doc) + [reference.eos] for doc in DOCS]
+        differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+        check(f"{name}: srunway-prep's {len(got)} documents are the reference encoder's token for token",
+              len(got) == len(want) and not differ,
+              f"{len(got)} documents; first differing {differ[:1]}: srunway {got[differ[0]][:24] if differ else ''}"
+              f" reference {want[differ[0]][:24] if differ else ''}")
+        check(f"{name}: the vocabulary is the tokenizer's highest id + 1",
+              re.search(rf"vocabulary {highest(tokenizer) + 1}\b", out) is not None, out)
+        same = all(open(os.path.join(directory, n), "rb").read() == open(f"{prefix}.{n}", "rb").read()
+                   for n in ("tokenizer.json", "tokenizer_config.json"))
+        check(f"{name}: tokenizer.json and tokenizer_config.json beside the dataset, as they were; GPT-2's files gone",
+              same and not os.path.exists(prefix + ".vocab.json") and not os.path.exists(prefix + ".merges.txt"))
+    whole = llama["model"]["vocab"]["".join(BYTE_CHARS[b] for b in cjk.encode("utf-8"))]
+    check("the reference itself: ignore_merges takes a whole word the merges do not make",
+          Reference(llama, llama_config).encode(cjk) == [size, whole] and
+          len(Reference({**llama, "model": {**llama["model"], "ignore_merges": False}}, llama_config).encode(cjk)) > 2)
+    check("the reference itself: NFC makes the decomposed and composed forms one",
+          Reference(qwen, qwen_config).encode("cafe\u0301") == Reference(qwen, qwen_config).encode("caf\u00e9"))
+
+    # srunway-train: the tokenizer beside the dataset names the end of document and decodes the sample; the model's
+    # vocabulary is the tokenizer's, padded (Megatron's flags alone); --export-hf takes tokenizer.json along.
+    llama_dir, prefix = os.path.join(work, "llama3"), os.path.join(work, "data-llama3")
+    export = os.path.join(work, "export")
+    common = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+              "--max-position-embeddings", "32", "--micro-batch-size", "2", "--peak-tflops", "1", "--threads", "1",
+              "--lr", "1e-3", "--eval-iters", "0"]
+    tokens = highest(llama) + 1
+    result = run(train, *common, "--train-iters", "2", "--data-path", prefix, "--tokenizer-type",
+                 "HuggingFaceTokenizer", "--tokenizer-model", llama_dir, "--reset-position-ids", "--eod-mask-loss",
+                 "--export-hf", export, "--sample", "4", "--sample-prompt", "Hello world")
+    log = result.stdout + result.stderr
+    eos = size + 1
+    check("srunway-train: the end of document is the eos_token",
+          f"each ends after token {eos} (<|end_of_text|>)" in log, log[-800:])
+    check("srunway-train: the sample decodes with the tokenizer",
+          re.search(r"sample \(4 tokens, greedy\):\nHello world", log) is not None, log[-800:])
+    files = sorted(os.listdir(export)) if os.path.isdir(export) else []
+    with open(os.path.join(export, "config.json")) as f:
+        config = json.load(f)
+    check("--export-hf: tokenizer.json and tokenizer_config.json as read, config.json's bos and eos ids",
+          files == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"] and
+          open(os.path.join(export, "tokenizer.json"), "rb").read() ==
+          open(os.path.join(llama_dir, "tokenizer.json"), "rb").read() and
+          config.get("bos_token_id") == size and config.get("eos_token_id") == eos and
+          config.get("vocab_size") == (tokens + 127) // 128 * 128, f"{files} {config}")
+    # A model too small for the tokenizer is refused, naming both sizes; without flags the tokenizer is the one
+    # beside the dataset (PREFIX.tokenizer.json).
+    result = run(train, *common, "--train-iters", "1", "--mock-data", "--vocab-size", "300",
+                 "--tokenizer-model", llama_dir, expect=2)
+    check("--tokenizer-model larger than the model's vocabulary: one line naming both",
+          re.search(rf"--tokenizer-model {re.escape(llama_dir)} holds {tokens} tokens, more than the model's "
+                    rf"vocabulary of 300", result.stderr) is not None, result.stderr.strip())
+    result = run(train, *common, "--train-iters", "1", "--data-path", prefix, "--reset-position-ids")
+    check("srunway-train: the dataset's own PREFIX.tokenizer.json, without flags",
+          f"each ends after token {eos} (<|end_of_text|>)" in result.stderr, result.stderr.strip()[-400:])
+
+    # What it cannot read is refused in one line naming the file and what it found.
+    wordpiece = os.path.join(work, "wordpiece")
+    write_tokenizer(wordpiece, {**llama, "model": {"type": "WordPiece", "vocab": {"a": 0}}}, llama_config)
+    result = run(prep, "--input", jsonl, "--output-prefix", os.path.join(work, "x"), "--tokenizer-type",
+                 "HuggingFaceTokenizer", "--tokenizer-model", wordpiece, expect=1)
+    lines = result.stderr.strip().splitlines()
+    check("a WordPiece tokenizer.json: one line naming the file and the model",
+          len(lines) == 1 and re.search(r"error: --tokenizer-model: .*wordpiece/tokenizer\.json: model WordPiece: "
+                                        r"srunway reads byte-level BPE tokenizers only", lines[0]) is not None,
+          result.stderr.strip())
+    if failures:
+        sys.exit(f"{len(failures)} failed: {failures}")
+
+
+if __name__ == "__main__":
+    main()
