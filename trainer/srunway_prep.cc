@@ -71,13 +71,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && tokenizer_type != "HuggingFaceTokenizer") {
+  const bool hugging_face = tokenizer_type == "HuggingFaceTokenizer";
+  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && !hugging_face) {
     srunway::common::LogError("--tokenizer-type {}: srunway-prep reads byte-level BPE only: GPT2BPETokenizer "
                               "(--vocab-file and --merge-file, or --train-vocab) or HuggingFaceTokenizer "
                               "(--tokenizer-model)", tokenizer_type);
     return 2;
   }
-  if ((tokenizer_type == "HuggingFaceTokenizer") != !options.tokenizer_model.empty() && !tokenizer_type.empty()) {
+  if (!tokenizer_type.empty() && hugging_face == options.tokenizer_model.empty()) {
     srunway::common::LogError("--tokenizer-type {} {}", tokenizer_type, options.tokenizer_model.empty()
                                   ? "needs --tokenizer-model (a tokenizer.json or the model directory holding it)"
                                   : "reads --vocab-file and --merge-file; --tokenizer-model goes with "

@@ -265,7 +265,6 @@ common::StatusOr<Tokenizer> FindTokenizer(const TrainOptions& o) {
   return Tokenizer::Load(paths.first, paths.second);
 }
 
-
 // `parts` of a buffer on a GPU, brought to the host one after another.
 common::StatusOr<std::vector<float>> DownloadRanges(Device& device, std::span<const float> buffer,
                                                     const std::vector<ParamRange>& parts) {
