@@ -295,6 +295,15 @@ TEST_F(HuggingFaceTest, NfcAndPrefixSpace) {
   EXPECT_EQ(prefix.Encode(" the cat"), gpt2_.Encode(" the cat"));
 }
 
+TEST_F(HuggingFaceTest, IdsMayLeaveGaps) {
+  common::Json file = File();
+  file["added_tokens"].push_back({{"id", next_id_ + 5}, {"content", "<|far|>"}, {"special", true}});
+  const Tokenizer tok = Parse(file);
+  EXPECT_EQ(tok.vocab_size(), next_id_ + 6);
+  EXPECT_EQ(tok.Encode("a<|far|>"), (std::vector<int32_t>{gpt2_.Encode("a").at(0), next_id_ + 5}));
+  EXPECT_EQ(tok.Decode({next_id_ + 1, next_id_ + 5}), "<|far|>") << "a gap decodes to nothing";
+}
+
 TEST_F(HuggingFaceTest, BytesMissingFromTheVocabularyAreDropped) {
   common::Json file = File();
   file["model"]["merges"] = common::Json::array();
@@ -325,6 +334,7 @@ TEST_F(HuggingFaceTest, RefusalsNameWhatTheyFound) {
       {[](common::Json& f) { f["added_tokens"][0]["lstrip"] = true; }, "'<|endoftext|>' has lstrip"},
       {[](common::Json& f) { f["model"]["merges"][0] = "zzq qqz"; }, "model.merges[0] 'zzq qqz'"},
       {[](common::Json& f) { f["model"]["vocab"]["big"] = 1 << 30; }, "id 1073741824 of 'big' is out of range"},
+      {[](common::Json& f) { f["model"]["vocab"]["far"] = 70000; }, "id 70000 of 'far' is out of range: "},
       {[](common::Json& f) { f["model"]["vocab"]["dup"] = 5; }, "id 5 is both"},
   };
   for (const auto& [change, message] : cases) {
