@@ -859,6 +859,7 @@ int main(int argc, char** argv) {
       return srunway::trainer::kExitError;
     }
     o.model.vocab = srunway::trainer::PaddedVocabSize(tokenizer->vocab_size(), vocab_multiple);
+    o.tokenizer = std::make_shared<const srunway::trainer::Tokenizer>(std::move(*tokenizer));  // loaded once
   }
   if (init_std > 0) o.model.init_std = init_std;
   if (norm_eps > 0) o.model.norm_eps = norm_eps;

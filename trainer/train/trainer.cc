@@ -258,11 +258,17 @@ common::StatusOr<std::pair<std::string, std::string>> TokenizerPaths(const Train
   return std::pair{prefix + ".vocab.json", prefix + ".merges.txt"};
 }
 
-// The tokenizer for --sample, the end of document, the model's vocabulary.
-common::StatusOr<Tokenizer> FindTokenizer(const TrainOptions& o) {
+using TokenizerRef = std::shared_ptr<const Tokenizer>;
+
+// The tokenizer for --sample, the end of document, the model's vocabulary and --export-hf: the one srunway-train's
+// flags loaded, else TokenizerPaths' files.
+common::StatusOr<TokenizerRef> FindTokenizer(const TrainOptions& o) {
+  if (o.tokenizer) return o.tokenizer;
   SRUNWAY_ASSIGN_OR_RETURN(auto paths, TokenizerPaths(o));
-  if (paths.second.empty()) return Tokenizer::LoadHuggingFace(paths.first);
-  return Tokenizer::Load(paths.first, paths.second);
+  auto loaded = paths.second.empty() ? Tokenizer::LoadHuggingFace(paths.first)
+                                     : Tokenizer::Load(paths.first, paths.second);
+  if (!loaded.ok()) return loaded.status();
+  return std::make_shared<const Tokenizer>(std::move(*loaded));
 }
 
 // `parts` of a buffer on a GPU, brought to the host one after another.
@@ -279,51 +285,6 @@ common::StatusOr<std::vector<float>> DownloadRanges(Device& device, std::span<co
   }
   SRUNWAY_RETURN_IF_ERROR(device.Synchronize(device.main_stream()));
   return host;
-}
-
-// --export-hf's tokenizer: the run's files as they are (srunway-prep's BPE is GPT-2's format), each read once; or
-// none, and `none` says why for the log line (mock data, no files beside the dataset, or what is wrong with them).
-std::optional<HfTokenizer> ExportTokenizer(const TrainOptions& o, std::string& none) {
-  if (o.mock_data || o.null_tokenizer_vocab > 0) {
-    none = o.mock_data ? "--mock-data" : "--tokenizer-type NullTokenizer";
-    return std::nullopt;
-  }
-  auto paths = TokenizerPaths(o);
-  if (!paths.ok()) {
-    none = paths.status().message();
-    return std::nullopt;
-  }
-  if (paths->second.empty()) {  // a Hugging Face tokenizer: its tokenizer.json and tokenizer_config.json as read
-    auto tokenizer = Tokenizer::LoadHuggingFace(paths->first);
-    if (!tokenizer.ok()) {
-      none = tokenizer.status().message();
-      return std::nullopt;
-    }
-    HfTokenizer files;
-    files.tokenizer_json = tokenizer->hf_json();
-    files.tokenizer_config = tokenizer->hf_config();
-    files.bos = tokenizer->bos();
-    files.eos = tokenizer->eod();
-    return files;
-  }
-  auto vocab = common::ReadFile(paths->first);
-  auto merges = common::ReadFile(paths->second);
-  for (const auto* read : {&vocab, &merges}) {
-    if (read->ok()) continue;
-    none = read->status().code() == common::StatusCode::kNotFound ? "none beside --data-path"
-                                                                   : read->status().message();
-    return std::nullopt;
-  }
-  auto tokenizer = Tokenizer::Parse(*vocab, paths->first, *merges, paths->second);
-  if (!tokenizer.ok()) {
-    none = tokenizer.status().message();
-    return std::nullopt;
-  }
-  HfTokenizer files;
-  files.vocab_json = std::move(*vocab);
-  files.merges_txt = std::move(*merges);
-  files.bos = files.eos = tokenizer->eod();  // GPT-2's convention: <|endoftext|> begins and ends
-  return files;
 }
 
 common::StatusOr<std::vector<int32_t>> Generate(Model& model, std::vector<int32_t> context, int count, int top_k,
@@ -473,8 +434,11 @@ class Trainer {
   bool setup_error_everywhere_ = false;  // the error came from the flags, which every rank has
   bool error_said_elsewhere_ = false;    // another rank's failure, which that rank reports
   bool peers_know_ = false;              // this rank's failure was agreed on (AgreeOnOutcome): the peers end too
-  std::optional<Tokenizer> sample_tokenizer_;  // --sample's, loaded at start (rank 0)
-  std::vector<int32_t> sample_context_;        // its prompt, encoded
+  // The data's tokenizer (FindTokenizer's), or why there is none: loaded the first time a flag needs it, and kept.
+  const common::StatusOr<TokenizerRef>& DataTokenizer();
+  std::optional<HfTokenizer> ExportTokenizer(std::string& none);
+  std::optional<common::StatusOr<TokenizerRef>> tokenizer_;
+  std::vector<int32_t> sample_context_;  // --sample's prompt, encoded
   int B_ = 0, T_ = 0, accum_ = 1;        // accum_: micro-batches per step on this rank (at the whole batch)
   BatchRamp ramp_;  // the global batch of each step (--rampup-batch-size)
   int32_t eod_ = -1;       // the tokenizer's end of document, where a flag needs it
@@ -888,18 +852,19 @@ common::Status Trainer::Setup() {
       return common::InvalidArgument("{} {} the tokenizer's end-of-document token: --mock-data has no tokenizer; "
                                      "give --vocab-file and --merge-file", flags, needs);
     }
-    auto tokenizer = FindTokenizer(o_);
-    if (!tokenizer.ok()) {
-      return common::Status(tokenizer.status().code(), fmt::format("{} {} the tokenizer's end-of-document token: {}",
-                                                                   flags, needs, tokenizer.status().message()));
+    const auto& found = DataTokenizer();
+    if (!found.ok()) {
+      return common::Status(found.status().code(), fmt::format("{} {} the tokenizer's end-of-document token: {}",
+                                                               flags, needs, found.status().message()));
     }
-    if (tokenizer->eod() < 0) {
-      return common::InvalidArgument("{}: the tokenizer has no {}", flags, tokenizer->hugging_face()
+    const Tokenizer& tokenizer = **found;
+    if (tokenizer.eod() < 0) {
+      return common::InvalidArgument("{}: the tokenizer has no {}", flags, tokenizer.hugging_face()
                                          ? "eos_token (tokenizer_config.json beside tokenizer.json names it)"
                                          : fmt::format("{} token", kEndOfText));
     }
-    eod_ = tokenizer->eod();
-    eod_text = tokenizer->eod_text();
+    eod_ = tokenizer.eod();
+    eod_text = tokenizer.eod_text();
     if (o_.eod_mask_loss) unscored_ = eod_;
   }
   if (Leader() && (o_.reset_position_ids || o_.reset_attention_mask)) {
@@ -1749,7 +1714,7 @@ common::Status Trainer::CheckEndOutputs() {
                                    "into");
   }
   if (o_.sample_tokens == 0 && !given) return common::Status::Ok();
-  auto found = FindTokenizer(o_);
+  const auto& found = DataTokenizer();
   if (!found.ok()) {
     return common::Status(found.status().code(), fmt::format("{}: {}",
                           !given                       ? "--sample needs the dataset's tokenizer"
@@ -1757,30 +1722,75 @@ common::Status Trainer::CheckEndOutputs() {
                                                        : "--tokenizer-model",
                           found.status().message()));
   }
-  if (given && found->vocab_size() > o_.model.vocab) {
+  const Tokenizer& tokenizer = **found;
+  if (given && tokenizer.vocab_size() > o_.model.vocab) {
     return common::InvalidArgument("{} {} holds {} tokens, more than the model's vocabulary of {}: give "
                                    "--vocab-size {} (the tokenizer's, padded to a multiple of 128 as Megatron pads "
                                    "it) or a --preset that holds it",
                                    o_.tokenizer_model.empty() ? "--vocab-file" : "--tokenizer-model",
                                    o_.tokenizer_model.empty() ? o_.vocab_file : o_.tokenizer_model,
-                                   found->vocab_size(), o_.model.vocab, PaddedVocabSize(found->vocab_size()));
+                                   tokenizer.vocab_size(), o_.model.vocab, PaddedVocabSize(tokenizer.vocab_size()));
   }
   if (o_.sample_tokens == 0) return common::Status::Ok();
-  sample_context_ = found->Encode(o_.sample_prompt);
-  if (sample_context_.empty()) sample_context_.push_back(found->eod() >= 0 ? found->eod() : 0);
+  sample_context_ = tokenizer.Encode(o_.sample_prompt);
+  if (sample_context_.empty()) sample_context_.push_back(tokenizer.eod() >= 0 ? tokenizer.eod() : 0);
   for (int32_t token : sample_context_) {
     if (token >= o_.model.vocab) {
       return common::InvalidArgument("--sample: the tokenizer's token {} is outside the model's vocabulary {}", token,
                                      o_.model.vocab);
     }
   }
-  sample_tokenizer_.emplace(std::move(*found));
   return common::Status::Ok();
 }
 
+const common::StatusOr<TokenizerRef>& Trainer::DataTokenizer() {
+  if (!tokenizer_) tokenizer_.emplace(FindTokenizer(o_));
+  return *tokenizer_;
+}
+
+// --export-hf's tokenizer: the run's files as they are (srunway-prep's BPE is GPT-2's format); or none, and `none`
+// says why for the log line (mock data, no files beside the dataset, or what is wrong with them).
+std::optional<HfTokenizer> Trainer::ExportTokenizer(std::string& none) {
+  if (o_.mock_data || o_.null_tokenizer_vocab > 0) {
+    none = o_.mock_data ? "--mock-data" : "--tokenizer-type NullTokenizer";
+    return std::nullopt;
+  }
+  const auto& loaded = DataTokenizer();
+  if (!loaded.ok()) {
+    none = loaded.status().code() == common::StatusCode::kNotFound ? "none beside --data-path"
+                                                                   : loaded.status().message();
+    return std::nullopt;
+  }
+  const Tokenizer& tokenizer = **loaded;
+  HfTokenizer files;
+  if (tokenizer.hugging_face()) {  // its tokenizer.json and tokenizer_config.json as read
+    files.tokenizer_json = tokenizer.hf_json();
+    files.tokenizer_config = tokenizer.hf_config();
+    files.bos = tokenizer.bos();
+    files.eos = tokenizer.eod();
+    return files;
+  }
+  auto paths = TokenizerPaths(o_);
+  if (!paths.ok()) {
+    none = paths.status().message();
+    return std::nullopt;
+  }
+  auto vocab = common::ReadFile(paths->first);
+  auto merges = common::ReadFile(paths->second);
+  for (const auto* read : {&vocab, &merges}) {
+    if (read->ok()) continue;
+    none = read->status().message();
+    return std::nullopt;
+  }
+  files.vocab_json = std::move(*vocab);
+  files.merges_txt = std::move(*merges);
+  files.bos = files.eos = tokenizer.eod();  // GPT-2's convention: <|endoftext|> begins and ends
+  return files;
+}
+
 common::Status Trainer::Sample() {
-  assert(sample_tokenizer_);
-  const Tokenizer& tokenizer = *sample_tokenizer_;
+  assert(DataTokenizer().ok());  // CheckEndOutputs loaded it
+  const Tokenizer& tokenizer = **DataTokenizer();
   std::vector<int32_t> context = sample_context_;
   const size_t prompt = context.size();
   Rng rng(o_.seed + 17);
@@ -2087,7 +2097,7 @@ common::Status Trainer::Export() {
   if (!o_.export_hf.empty()) {
     const std::span<const float> all(whole, static_cast<size_t>(model_->layout().numel()));
     std::string none;
-    const std::optional<HfTokenizer> tokenizer = ExportTokenizer(o_, none);
+    const std::optional<HfTokenizer> tokenizer = ExportTokenizer(none);
     if (common::Status written = ExportHuggingFace(
             o_.export_hf, o_.model, all, tokenizer,
             HfExport{o_.export_dtype, static_cast<uint64_t>(o_.export_hf_max_shard_gb * 1e9)});

@@ -16,6 +16,8 @@
 
 namespace srunway::trainer {
 
+class Tokenizer;
+
 struct TrainOptions {
   ModelConfig model;
   int micro_batch_size = 4;
@@ -131,6 +133,9 @@ struct TrainOptions {
   // Megatron's --tokenizer-type NullTokenizer with --vocab-size N: the data are token ids below N, N is the end of
   // document, and there is no text (0: the tokenizer is vocab_file's, or the one beside the data).
   int null_tokenizer_vocab = 0;
+  // The data's tokenizer where srunway-train's flags loaded it already (for the vocabulary it pads); else the
+  // trainer loads it once, the first time a flag needs it (a Hugging Face tokenizer.json can be 11 MB to parse).
+  std::shared_ptr<const Tokenizer> tokenizer;
   double peak_tflops = 0;      // 0: the GPU's dense bf16 peak where known, or this CPU's measured sgemm rate
   std::string device = "auto";  // auto (the rank's GPU where there is one, else the CPU), cpu or cuda
   int threads = 0;  // 0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else this task's CPUs; kMaxThreads at most

@@ -244,9 +244,22 @@ def main():
               "--max-position-embeddings", "32", "--micro-batch-size", "2", "--peak-tflops", "1", "--threads", "1",
               "--lr", "1e-3", "--eval-iters", "0"]
     tokens = highest(llama) + 1
-    result = run(train, *common, "--train-iters", "2", "--data-path", prefix, "--tokenizer-type",
-                 "HuggingFaceTokenizer", "--tokenizer-model", llama_dir, "--reset-position-ids", "--eod-mask-loss",
-                 "--export-hf", export, "--sample", "4", "--sample-prompt", "Hello world")
+    # Under strace where it can trace: each flag that needs the tokenizer (the vocabulary, the end of document,
+    # --sample, --export-hf) uses the one load.
+    opens = os.path.join(work, "opens")
+    strace = ["strace", "-f", "-e", "trace=openat,open", "-o", opens]
+    traced = shutil.which("strace") is not None and subprocess.run(
+        strace + ["true"], capture_output=True).returncode == 0
+    result = run(*(strace if traced else []), train, *common, "--train-iters", "2", "--data-path", prefix,
+                 "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", llama_dir, "--reset-position-ids",
+                 "--eod-mask-loss", "--export-hf", export, "--sample", "4", "--sample-prompt", "Hello world")
+    if traced:
+        with open(opens) as f:
+            reads = [line for line in f if "llama3/tokenizer.json" in line]
+        check("srunway-train reads tokenizer.json once for the vocabulary, the end of document, --sample and "
+              "--export-hf", len(reads) == 1, "".join(reads))
+    else:
+        print("skip: strace cannot trace here; how often srunway-train reads tokenizer.json is not checked")
     log = result.stdout + result.stderr
     eos = size + 1
     check("srunway-train: the end of document is the eos_token",
