@@ -13,7 +13,21 @@ cd "$kRepo"
 
 "$kRepo/scripts/local-cluster.sh" up || exit 1
 side=$(mktemp -d)  # the logs and exit codes of the jobs that run beside the suites
+# Every process this script started that is still there, parents before children (ps's parent links, which setsid
+# keeps): at the end, the jobs beside the suites and their tests, which a signal to this script alone (a CI runner's
+# SIGTERM) or a Ctrl-C (which meson's tests, each in a session of its own, and the background jobs do not get)
+# would leave running.
+descendants() {
+  local child
+  for child in $(pgrep -P "$1"); do
+    echo "$child"
+    descendants "$child"
+  done
+}
 finish() {
+  local left
+  left=$(descendants $$)
+  [[ -z $left ]] || kill $left 2>/dev/null
   rm -rf "$side"
   "$kRepo/scripts/local-cluster.sh" down >/dev/null || echo "test: local-cluster.sh down failed" >&2
 }
@@ -76,7 +90,7 @@ fi
     nice -n 10 meson test -C "$kBuild" --setup asan --no-rebuild --print-errorlogs >"$side/asan.log" 2>&1
     echo $? >"$side/asan.rc"
   fi
-  until [[ -s $side/fuzz-build.rc ]]; do sleep 1; done
+  until [[ -s $side/fuzz-build.rc || ! -d $side ]]; do sleep 1; done
   if [[ $(<"$side/fuzz-build.rc") == 0 ]]; then
     lowest "$kRepo/scripts/fuzz.sh" -j 2 "${SRUNWAY_FUZZ_SECONDS:-12}" >"$side/fuzz.log" 2>&1
     echo $? >"$side/fuzz.rc"
