@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "common/cli.h"
@@ -34,14 +36,21 @@ constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, 
 
 // One line on stderr per process, even when the main thread and the watchdog notice the same death. The one that
 // comes second waits until the line is written: it may be about to _Exit, which would take an unwritten line along.
-// It waits two seconds at most, so that a write that never ends (stderr a full pipe nobody reads) cannot keep it
-// from ending the process.
+// Neither waits more than two seconds, so that a write that never ends (stderr a full pipe nobody reads) cannot keep
+// either from ending the process: the line is written on a thread of its own, left behind if it is stuck.
 void Report(const std::string& line) {
+  constexpr auto kLimit = std::chrono::seconds(2);
   static std::timed_mutex mutex;
   static bool reported = false;  // under mutex
-  std::unique_lock lock(mutex, std::chrono::seconds(2));
+  std::unique_lock lock(mutex, kLimit);
   if (!lock.owns_lock() || std::exchange(reported, true)) return;
-  fmt::print(stderr, "srunway-launch: {}\n", line);
+  auto written = std::make_shared<std::promise<void>>();
+  std::future<void> done = written->get_future();
+  std::thread([text = fmt::format("srunway-launch: {}\n", line), written] {
+    fmt::print(stderr, "{}", text);
+    written->set_value();
+  }).detach();
+  done.wait_for(kLimit);
 }
 
 // Messages from a failed bootstrap already say which rank saw them; later ones get the prefix here.

@@ -55,6 +55,15 @@ echo "== rank 1's stderr stalled for good: told of rank 0's failure, it still en
 codes=$(two_ranks stalled -- LD_PRELOAD="$fakes/libslow_stderr.so" SLOW_STDERR_MS=100000)
 [[ $codes == "4 4" ]] || fail "stalled stderr: exit codes $codes, want 4 4 (124: left hanging)"
 
+echo "== rank 1 told of rank 0's failure while stuck elsewhere, its stderr stalled for good: it still ends"
+# The watchdog thread is the first to write a line here, and the write never ends: it gives up after two seconds
+# and ends the process. It wrote with no time limit until 2026-12-05, and the rank hung until timeout's 60 s; the
+# same could happen in the case above when rank 0's abort came before rank 1's own failure (seen once, on a busy
+# machine), with the main thread then waiting for the watchdog thread to end.
+codes=$(two_ranks told FAKE_NCCL_INIT_NEVER_FINISHES=1 -- SLURMD_NODENAME=elsewhere SRUNWAY_FAULT_STALL_RANK=1 \
+  SRUNWAY_FAULT_STALL_PHASE="communicator init" LD_PRELOAD="$fakes/libslow_stderr.so" SLOW_STDERR_MS=100000)
+[[ $codes == "4 4" ]] || fail "told while stuck, stderr stalled: exit codes $codes, want 4 4 (124: left hanging)"
+
 echo "== SRUNWAY_NCCL_RANKS_PER_ID that is not a count: one line on each rank, before any NCCL call"
 codes=$(two_ranks per_id SRUNWAY_NCCL_RANKS_PER_ID=abc -- SRUNWAY_NCCL_RANKS_PER_ID=abc)
 [[ $codes == "4 4" ]] || fail "SRUNWAY_NCCL_RANKS_PER_ID=abc: exit codes $codes, want 4 4"
