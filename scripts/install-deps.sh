@@ -19,9 +19,9 @@ readonly kPackages=(
   python3-torch python3-numpy
   # srunway-train --tensorboard-dir's test reads the event files with them (protobuf, CRC-32C)
   python3-protobuf python3-crcmod
-  # the Hugging Face tokenizer's test re-encodes with an independent BPE in Python over the same patterns, and
-  # counts srunway-train's reads of tokenizer.json with strace
-  python3-regex strace
+  # the Hugging Face tokenizer's test re-encodes with an independent BPE in Python over the same patterns, checks
+  # SentencePiece-style files against the SentencePiece library, and counts srunway-train's reads with strace
+  python3-regex python3-sentencepiece strace
   # run-nccl-tests --report draws the bus bandwidth plot with it
   gnuplot-nox
   # the demo's training text: Debian's fortune cookie files (plain text, one document per '%' line)

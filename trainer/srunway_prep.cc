@@ -73,9 +73,10 @@ int main(int argc, char** argv) {
   }
   const bool hugging_face = tokenizer_type == "HuggingFaceTokenizer";
   if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && !hugging_face) {
-    srunway::common::LogError("--tokenizer-type {}: srunway-prep reads byte-level BPE only: GPT2BPETokenizer "
-                              "(--vocab-file and --merge-file, or --train-vocab) or HuggingFaceTokenizer "
-                              "(--tokenizer-model)", tokenizer_type);
+    srunway::common::LogError("--tokenizer-type {}: srunway-prep reads BPE only: GPT2BPETokenizer (--vocab-file and "
+                              "--merge-file, or --train-vocab) or HuggingFaceTokenizer (--tokenizer-model: a "
+                              "tokenizer.json, which Llama 2's and Mistral's directories hold beside "
+                              "tokenizer.model)", tokenizer_type);
     return 2;
   }
   if (!tokenizer_type.empty() && hugging_face == options.tokenizer_model.empty()) {

@@ -710,8 +710,9 @@ int main(int argc, char** argv) {
   const bool null_tokenizer = tokenizer_type == "NullTokenizer";
   if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && tokenizer_type != "HuggingFaceTokenizer" &&
       !null_tokenizer) {
-    srunway::common::LogError("--tokenizer-type {}: srunway-train reads byte-level BPE (GPT2BPETokenizer: "
-                              "--vocab-file and --merge-file; HuggingFaceTokenizer: --tokenizer-model) or token ids "
+    srunway::common::LogError("--tokenizer-type {}: srunway-train reads BPE (GPT2BPETokenizer: --vocab-file and "
+                              "--merge-file; HuggingFaceTokenizer: --tokenizer-model, a tokenizer.json, which Llama "
+                              "2's and Mistral's directories hold beside tokenizer.model) or token ids "
                               "(NullTokenizer) only", tokenizer_type);
     return srunway::trainer::kExitUsage;
   }

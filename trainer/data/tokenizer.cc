@@ -7,8 +7,11 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <queue>
+#include <tuple>
 #include <set>
 
 #include "common/fs.h"
@@ -128,6 +131,37 @@ std::string_view TypeOf(const common::Json& value) {
 
 bool FlagOf(const common::Json& value, const char* key) {
   return value.contains(key) && value[key].is_boolean() && value[key].get<bool>();
+}
+
+// Whether a pre-tokenizer is of `type` or a Sequence that holds one.
+bool HoldsType(const common::Json& stage, std::string_view type) {
+  if (TypeOf(stage) == type) return true;
+  if (TypeOf(stage) != "Sequence" || !stage.contains("pretokenizers") || !stage["pretokenizers"].is_array()) {
+    return false;
+  }
+  return std::any_of(stage["pretokenizers"].begin(), stage["pretokenizers"].end(),
+                     [&](const common::Json& inner) { return HoldsType(inner, type); });
+}
+
+// Every `from` in `text` replaced by `to`.
+std::string ReplaceAll(std::string_view text, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0;;) {
+    const size_t found = text.find(from, at);
+    out.append(text.substr(at, found == std::string_view::npos ? std::string_view::npos : found - at));
+    if (found == std::string_view::npos) return out;
+    out.append(to);
+    at = found + from.size();
+  }
+}
+
+// The length of the UTF-8 character that `text` starts with (1 for a byte that starts none).
+size_t CharLength(std::string_view text) {
+  utf8proc_int32_t code_point = 0;
+  const utf8proc_ssize_t length = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                                   static_cast<utf8proc_ssize_t>(text.size()), &code_point);
+  return length > 0 ? static_cast<size_t>(length) : 1;
 }
 
 // A tokenizer.json's config: tokenizer_config.json beside it, or PREFIX.tokenizer_config.json beside
@@ -312,12 +346,18 @@ common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokeniz
   const common::Json& model = json["model"];
   const std::string_view type = TypeOf(model);
   if (type != "BPE" && !(type.empty() && model.contains("merges"))) {
-    return common::InvalidArgument("{}: model {}: srunway reads byte-level BPE tokenizers only (GPT-2's, Llama 3's, "
-                                   "Qwen2's and Qwen3's)", file, type.empty() ? "without a type" : type);
+    return common::InvalidArgument("{}: model {}: srunway reads BPE tokenizers only (byte-level: GPT-2's, Llama 3's, "
+                                   "Qwen2's and Qwen3's; SentencePiece-style: Llama 2's, Mistral's)", file,
+                                   type.empty() ? "without a type" : type);
   }
-  if (FlagOf(model, "byte_fallback")) {
-    return common::InvalidArgument("{}: model.byte_fallback: a SentencePiece-style BPE (Llama 2's, Mistral's), not "
-                                   "byte-level BPE", file);
+  // Byte-level BPE (a ByteLevel pre-tokenizer: the vocabulary spells bytes in GPT-2's alphabet), or else
+  // SentencePiece-style BPE over characters, which the checks below require to write spaces as a metaspace.
+  const common::Json null_json;
+  const common::Json& pre_tokenizer = json.contains("pre_tokenizer") ? json["pre_tokenizer"] : null_json;
+  const bool characters = !HoldsType(pre_tokenizer, "ByteLevel");
+  if (!characters && FlagOf(model, "byte_fallback")) {
+    return common::InvalidArgument("{}: model.byte_fallback with a ByteLevel pre-tokenizer: byte-level BPE has every "
+                                   "byte already", file);
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (model.contains(key) && model[key].is_string() && !model[key].get_ref<const std::string&>().empty()) {
@@ -341,6 +381,7 @@ common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokeniz
   Tokenizer tok;
   tok.hf_json_ = std::string(tokenizer_json);
   tok.hf_config_ = std::string(config);
+  tok.characters_ = characters;
   std::vector<bool> seen;
   const int64_t limit = HuggingFaceIdLimit(vocab.size() + added.size());
   auto place = [&](int64_t id, std::string bytes, std::string_view text) -> common::Status {
@@ -364,8 +405,9 @@ common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokeniz
     if (!id.is_number_integer()) {
       return common::DataLoss("{}: model.vocab: id of '{}' is not an integer", file, common::Printable(text));
     }
-    // A token outside GPT-2's byte alphabet (a special token kept in the vocabulary) stands for its own text.
-    auto bytes = UnicodeToBytes(text, file);
+    // A token outside GPT-2's byte alphabet (a special token kept in the vocabulary) stands for its own text; so
+    // does every token of a SentencePiece-style vocabulary.
+    auto bytes = characters ? common::StatusOr<std::string>(text) : UnicodeToBytes(text, file);
     SRUNWAY_RETURN_IF_ERROR(place(id.get<int64_t>(), bytes.ok() ? std::move(*bytes) : text, text));
   }
   for (size_t i = 0; i < added.size(); ++i) {
@@ -415,18 +457,55 @@ common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokeniz
                               rank, common::Printable(a), common::Printable(b));
     }
     // Both halves in GPT-2's byte alphabet, as the pair then is: a merge of other tokens could never apply.
-    if (!UnicodeToBytes(a, file).ok() || !UnicodeToBytes(b, file).ok()) continue;
+    if (!characters && (!UnicodeToBytes(a, file).ok() || !UnicodeToBytes(b, file).ok())) continue;
     tok.merges_.push_back({ia->get<int32_t>(), ib->get<int32_t>()});
   }
   tok.ignore_merges_ = FlagOf(model, "ignore_merges");
-
-  if (json.contains("normalizer") && !json["normalizer"].is_null()) {
-    const common::Json& normalizer = json["normalizer"];
-    if (TypeOf(normalizer) != "NFC") {
-      return common::InvalidArgument("{}: normalizer {}: srunway applies NFC (Qwen2's) or none", file,
-                                     TypeOf(normalizer).empty() ? normalizer.dump() : TypeOf(normalizer));
+  if (characters) {
+    tok.byte_fallback_ = FlagOf(model, "byte_fallback");
+    tok.fuse_unk_ = FlagOf(model, "fuse_unk");
+    const std::string unk = model.contains("unk_token") ? TokenText(model["unk_token"]) : "";
+    if (!unk.empty()) {
+      auto found = tok.ids_.find(unk);
+      if (found == tok.ids_.end()) {
+        return common::DataLoss("{}: model.unk_token '{}' is not in model.vocab", file, common::Printable(unk));
+      }
+      tok.unk_ = found->second;
     }
-    tok.nfc_ = true;
+    for (int b = 0; b < 256; ++b) {
+      auto found = tok.ids_.find(fmt::format("<0x{:02X}>", b));
+      tok.byte_tokens_[b] = found == tok.ids_.end() ? -1 : found->second;
+    }
+  }
+
+  // The normalizer: NFC (Qwen2's), Prepend and Replace of a string (Llama 2's), alone or in a Sequence, in order.
+  std::function<common::Status(const common::Json&)> normalize = [&](const common::Json& step) -> common::Status {
+    const std::string_view kind = TypeOf(step);
+    if (kind == "Sequence" && step.contains("normalizers") && step["normalizers"].is_array()) {
+      for (const common::Json& inner : step["normalizers"]) SRUNWAY_RETURN_IF_ERROR(normalize(inner));
+      return common::Status::Ok();
+    }
+    if (kind == "NFC") {
+      tok.normalizers_.push_back({Normalizer::Kind::kNfc, "", ""});
+      return common::Status::Ok();
+    }
+    if (kind == "Prepend" && step.contains("prepend") && step["prepend"].is_string()) {
+      tok.normalizers_.push_back({Normalizer::Kind::kPrepend, "", step["prepend"].get<std::string>()});
+      return common::Status::Ok();
+    }
+    const bool string_pattern = step.contains("pattern") && step["pattern"].is_object() &&
+                                step["pattern"].contains("String") && step["pattern"]["String"].is_string() &&
+                                !step["pattern"]["String"].get_ref<const std::string&>().empty();
+    if (kind == "Replace" && string_pattern && step.contains("content") && step["content"].is_string()) {
+      tok.normalizers_.push_back({Normalizer::Kind::kReplace, step["pattern"]["String"].get<std::string>(),
+                                  step["content"].get<std::string>()});
+      return common::Status::Ok();
+    }
+    return common::InvalidArgument("{}: normalizer {}: srunway applies NFC (Qwen2's), Prepend and Replace of a "
+                                   "string (Llama 2's), or none", file, kind.empty() ? step.dump() : kind);
+  };
+  if (json.contains("normalizer") && !json["normalizer"].is_null()) {
+    SRUNWAY_RETURN_IF_ERROR(normalize(json["normalizer"]));
   }
 
   // The pre-tokenizer: Split patterns (Isolated) and ByteLevel last, alone or in a Sequence.
@@ -441,6 +520,31 @@ common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokeniz
       for (const common::Json& inner : stage["pretokenizers"]) SRUNWAY_RETURN_IF_ERROR(add(inner));
       return common::Status::Ok();
     }
+    if (characters && kind == "Metaspace" && !tok.metaspace_) {
+      tok.metaspace_ = true;
+      if (stage.contains("replacement") && stage["replacement"].is_string()) {
+        tok.meta_ = stage["replacement"].get<std::string>();
+      }
+      if (tok.meta_.empty() || CharLength(tok.meta_) != tok.meta_.size()) {
+        return common::DataLoss("{}: pre_tokenizer Metaspace: replacement '{}' is not one character", file,
+                                common::Printable(tok.meta_));
+      }
+      // prepend_scheme, or the older add_prefix_space (true: always); always where neither is there.
+      std::string scheme = stage.contains("add_prefix_space") && !FlagOf(stage, "add_prefix_space") ? "never"
+                                                                                                     : "always";
+      if (stage.contains("prepend_scheme") && stage["prepend_scheme"].is_string()) {
+        scheme = stage["prepend_scheme"].get<std::string>();
+      }
+      if (scheme != "always" && scheme != "first" && scheme != "never") {
+        return common::DataLoss("{}: pre_tokenizer Metaspace: prepend_scheme '{}' is not always, first or never",
+                                file, common::Printable(scheme));
+      }
+      tok.meta_prepend_ = scheme == "always" ? MetaPrepend::kAlways
+                          : scheme == "first" ? MetaPrepend::kFirst
+                                              : MetaPrepend::kNever;
+      tok.meta_split_ = !stage.contains("split") || FlagOf(stage, "split");
+      return common::Status::Ok();
+    }
     if (kind == "ByteLevel") {
       byte_level = true;
       tok.prefix_space_ = FlagOf(stage, "add_prefix_space");
@@ -450,7 +554,7 @@ common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokeniz
       }
       return common::Status::Ok();
     }
-    if (kind == "Split") {
+    if (kind == "Split" && !characters) {
       const bool regex = stage.contains("pattern") && stage["pattern"].is_object() &&
                          stage["pattern"].contains("Regex") && stage["pattern"]["Regex"].is_string();
       const bool isolated = stage.contains("behavior") && stage["behavior"] == "Isolated";
@@ -463,15 +567,20 @@ common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokeniz
       return common::Status::Ok();
     }
     return common::InvalidArgument("{}: pre_tokenizer {}: srunway reads byte-level BPE's (ByteLevel, Split, a "
-                                   "Sequence of them)", file, kind.empty() ? stage.dump() : kind);
+                                   "Sequence of them) and SentencePiece-style BPE's (one Metaspace, or none)", file,
+                                   kind.empty() ? stage.dump() : kind);
   };
-  if (json.contains("pre_tokenizer") && !json["pre_tokenizer"].is_null()) {
-    SRUNWAY_RETURN_IF_ERROR(add(json["pre_tokenizer"]));
+  if (!pre_tokenizer.is_null()) SRUNWAY_RETURN_IF_ERROR(add(pre_tokenizer));
+  // SentencePiece-style BPE: spaces are a metaspace, from the pre-tokenizer or (Llama 2's) a normalizer's Replace.
+  const auto replace_space = std::find_if(tok.normalizers_.begin(), tok.normalizers_.end(), [](const Normalizer& n) {
+    return n.kind == Normalizer::Kind::kReplace && n.from == " ";
+  });
+  if (characters && !tok.metaspace_ && replace_space == tok.normalizers_.end()) {
+    return common::InvalidArgument("{}: neither a ByteLevel pre-tokenizer (byte-level BPE: GPT-2's, Llama 3's, "
+                                   "Qwen2's) nor a Metaspace one or a normalizer that replaces spaces "
+                                   "(SentencePiece-style BPE: Llama 2's, Mistral's)", file);
   }
-  if (!byte_level) {
-    return common::InvalidArgument("{}: no ByteLevel pre-tokenizer: not a byte-level BPE (srunway reads GPT-2's, "
-                                   "Llama 3's, Qwen2's and Qwen3's kind)", file);
-  }
+  if (characters && !tok.metaspace_) tok.meta_ = replace_space->to;
 
   // The post-processor's special tokens around the document, as transformers' tokenizer(text) adds them.
   std::function<common::Status(const common::Json&)> wrap = [&](const common::Json& processor) -> common::Status {
@@ -640,32 +749,91 @@ void Tokenizer::EncodeWord(std::string_view word, std::vector<int32_t>& out) con
   }
   std::vector<int32_t> symbols;
   symbols.reserve(word.size());
-  for (unsigned char c : word) {
-    if (byte_ids_[c] >= 0) symbols.push_back(byte_ids_[c]);
+  if (characters_) {
+    CharacterSymbols(word, symbols);
+  } else {
+    for (unsigned char c : word) {
+      if (byte_ids_[c] >= 0) symbols.push_back(byte_ids_[c]);
+    }
   }
-  while (symbols.size() > 1) {
-    int32_t best_rank = INT32_MAX, best_id = -1;
+  Merge(symbols);
+  out.insert(out.end(), symbols.begin(), symbols.end());
+}
+
+void Tokenizer::CharacterSymbols(std::string_view word, std::vector<int32_t>& symbols) const {
+  bool unknown = false;  // the last symbol is the unknown token, for fuse_unk
+  std::string character;
+  for (size_t at = 0; at < word.size();) {
+    const size_t length = CharLength(word.substr(at));
+    character.assign(word.substr(at, length));
+    at += length;
+    if (auto found = ids_.find(character); found != ids_.end()) {
+      symbols.push_back(found->second);
+      unknown = false;
+      continue;
+    }
+    if (byte_fallback_ && std::all_of(character.begin(), character.end(), [&](char c) {
+          return byte_tokens_[static_cast<unsigned char>(c)] >= 0;
+        })) {
+      for (char c : character) symbols.push_back(byte_tokens_[static_cast<unsigned char>(c)]);
+      unknown = false;
+      continue;
+    }
+    if (unk_ >= 0 && !(fuse_unk_ && unknown)) symbols.push_back(unk_);
+    unknown = unk_ >= 0;
+  }
+}
+
+void Tokenizer::Merge(std::vector<int32_t>& symbols) const {
+  // A short word (a byte-level BPE's, split by its pattern): a scan for the best pair per merge, which costs less
+  // than the queue below where there are a few symbols (srunway-prep, 4.9M tokens of English words, one worker:
+  // 1.7 s against 2.6).
+  constexpr size_t kShort = 48;
+  while (symbols.size() > 1 && symbols.size() <= kShort) {
+    int32_t best_rank = INT32_MAX, merged = -1;
+    size_t best = 0;
     for (size_t i = 0; i + 1 < symbols.size(); ++i) {
       auto it = merge_rank_.find(PairKey(symbols[i], symbols[i + 1]));
-      if (it != merge_rank_.end() && it->second.first < best_rank) {
-        best_rank = it->second.first;
-        best_id = it->second.second;
+      if (it != merge_rank_.end() && it->second.first < best_rank) {  // the leftmost of equal ranks
+        std::tie(best_rank, merged) = it->second;
+        best = i;
       }
     }
-    if (best_id < 0) break;
-    const auto [a, b] = merges_[best_rank];
-    size_t out_i = 0;
-    for (size_t i = 0; i < symbols.size(); ++i) {
-      if (i + 1 < symbols.size() && symbols[i] == a && symbols[i + 1] == b) {
-        symbols[out_i++] = best_id;
-        ++i;
-      } else {
-        symbols[out_i++] = symbols[i];
-      }
-    }
-    symbols.resize(out_i);
+    if (merged < 0) return;
+    symbols[best] = merged;
+    symbols.erase(symbols.begin() + static_cast<ptrdiff_t>(best) + 1);
   }
-  out.insert(out.end(), symbols.begin(), symbols.end());
+  if (symbols.size() <= kShort) return;
+  // A list of the symbols (a merged one's right half becomes -1) and a queue of the pairs that merge: O(n log n),
+  // where a SentencePiece-style document without a splitting pre-tokenizer is one word of thousands of characters.
+  const auto count = static_cast<int32_t>(symbols.size());
+  std::vector<int32_t> next(symbols.size()), previous(symbols.size());
+  for (int32_t i = 0; i < count; ++i) {
+    next[i] = i + 1 < count ? i + 1 : -1;
+    previous[i] = i - 1;
+  }
+  using Candidate = std::pair<int32_t, int32_t>;  // (rank, position of the left symbol)
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  auto offer = [&](int32_t at) {
+    if (at < 0 || next[at] < 0) return;
+    auto it = merge_rank_.find(PairKey(symbols[at], symbols[next[at]]));
+    if (it != merge_rank_.end()) queue.emplace(it->second.first, at);
+  };
+  for (int32_t i = 0; i + 1 < count; ++i) offer(i);
+  while (!queue.empty()) {
+    const auto [rank, at] = queue.top();
+    queue.pop();
+    const auto [a, b] = merges_[rank];
+    const int32_t right = symbols[at] < 0 ? -1 : next[at];
+    if (right < 0 || symbols[at] != a || symbols[right] != b) continue;  // merged or changed since it was offered
+    symbols[at] = merge_rank_.at(PairKey(a, b)).second;
+    symbols[right] = -1;
+    next[at] = next[right];
+    if (next[at] >= 0) previous[next[at]] = at;
+    offer(previous[at]);
+    offer(at);
+  }
+  std::erase(symbols, -1);
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
@@ -690,36 +858,62 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
       ++i;
       continue;
     }
-    EncodeSegment(text.substr(start, i - start), out);
+    EncodeSegment(text.substr(start, i - start), start == 0, out);
     out.push_back(found->second);
     i += found->first.size();
     start = i;
   }
-  EncodeSegment(text.substr(start), out);
+  EncodeSegment(text.substr(start), start == 0, out);
   out.insert(out.end(), after_.begin(), after_.end());
   return out;
 }
 
-void Tokenizer::EncodeSegment(std::string_view text, std::vector<int32_t>& out) const {
+void Tokenizer::EncodeSegment(std::string_view text, bool first, std::vector<int32_t>& out) const {
   if (text.empty()) return;
-  std::string normalized;
-  if (nfc_) {
-    utf8proc_uint8_t* nfc = nullptr;
-    const utf8proc_ssize_t length =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
-                     &nfc, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-    if (length >= 0) {  // invalid UTF-8 stays as it is: Hugging Face's tokenizers take none to normalize
-      normalized.assign(reinterpret_cast<const char*>(nfc), static_cast<size_t>(length));
-      text = normalized;
+  std::string changed;  // the text as the normalizers and the pre-tokenizer leave it, where they change it
+  for (const Normalizer& step : normalizers_) {
+    switch (step.kind) {
+      case Normalizer::Kind::kNfc: {
+        utf8proc_uint8_t* nfc = nullptr;
+        const utf8proc_ssize_t length = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                                     static_cast<utf8proc_ssize_t>(text.size()), &nfc,
+                                                     static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+        // Invalid UTF-8 stays as it is: Hugging Face's tokenizers take none to normalize.
+        changed = length >= 0 ? std::string(reinterpret_cast<const char*>(nfc), static_cast<size_t>(length))
+                              : std::string(text);
+        std::free(nfc);
+        break;
+      }
+      case Normalizer::Kind::kPrepend: changed = text.empty() ? std::string() : step.to + std::string(text); break;
+      case Normalizer::Kind::kReplace: changed = ReplaceAll(text, step.from, step.to); break;
     }
-    std::free(nfc);
+    text = changed;
   }
-  std::string spaced;
+  if (metaspace_) {
+    changed = ReplaceAll(text, " ", meta_);
+    const bool prepend = meta_prepend_ == MetaPrepend::kAlways || (meta_prepend_ == MetaPrepend::kFirst && first);
+    if (prepend && !std::string_view(changed).starts_with(meta_)) changed.insert(0, meta_);
+    text = changed;
+  }
   if (prefix_space_ && text.front() != ' ') {
-    spaced = " " + std::string(text);
-    text = spaced;
+    changed = " " + std::string(text);
+    text = changed;
   }
-  SplitPieces(text, 0, [&](std::string_view piece) { EncodeWord(piece, out); });
+  if (!characters_) {
+    SplitPieces(text, 0, [&](std::string_view piece) { EncodeWord(piece, out); });
+    return;
+  }
+  if (!(metaspace_ && meta_split_)) {
+    EncodeWord(text, out);
+    return;
+  }
+  // Metaspace's split: each piece starts at a metaspace (the first one where the text does not).
+  size_t start = 0;
+  for (size_t at = text.find(meta_, 1); at != std::string_view::npos; at = text.find(meta_, at + 1)) {
+    EncodeWord(text.substr(start, at - start), out);
+    start = at;
+  }
+  EncodeWord(text.substr(start), out);
 }
 
 void Tokenizer::SplitPieces(std::string_view text, size_t stage,
@@ -755,7 +949,20 @@ void Tokenizer::SplitPieces(std::string_view text, size_t stage,
 std::string Tokenizer::Decode(const std::vector<int32_t>& tokens) const {
   std::string text;
   for (int32_t id : tokens) {
-    if (id >= 0 && id < static_cast<int32_t>(tokens_.size())) text += tokens_[id];
+    if (id < 0 || id >= static_cast<int32_t>(tokens_.size())) continue;
+    if (!characters_) {
+      text += tokens_[id];
+      continue;
+    }
+    // A SentencePiece-style token: <0xXX> is that byte, a metaspace a space.
+    const std::string& token = tokens_[id];
+    unsigned int byte = 0;
+    if (token.size() == 6 && token.starts_with("<0x") && token.ends_with('>') &&
+        std::sscanf(token.c_str(), "<0x%2X>", &byte) == 1 && byte_tokens_[byte & 0xFF] == id) {
+      text += static_cast<char>(byte);
+    } else {
+      text += ReplaceAll(token, meta_, " ");
+    }
   }
   return text;
 }

@@ -9,6 +9,10 @@
 // piece merged (whole where `ignore_merges` finds it in the vocabulary), and its post-processor's special tokens
 // (Llama 3's <|begin_of_text|>) put around the document. The end of document is tokenizer_config.json's
 // eos_token, as Megatron's eod is transformers' eos_token_id.
+//
+// And a tokenizer.json of SentencePiece-style BPE (Llama 2's, Mistral's): spaces written as ▁ by Llama 2's
+// normalizer or the Metaspace pre-tokenizer, characters (not bytes) merged, a character outside the vocabulary
+// its bytes' <0xXX> tokens (byte fallback) or the unknown token.
 #pragma once
 
 #include <cstdint>
@@ -37,9 +41,9 @@ class Tokenizer {
   static common::StatusOr<Tokenizer> Parse(std::string_view vocab_text, const std::filesystem::path& vocab_json,
                                            std::string_view merges, const std::filesystem::path& merges_txt);
   // A Hugging Face tokenizer: `path` is tokenizer.json or the directory holding it (a model's directory);
-  // tokenizer_config.json beside it, if there, names the end-of-document token. Anything but byte-level BPE
-  // (WordPiece, Unigram, SentencePiece's byte fallback, a pre-tokenizer or post-processor other than those byte-level
-  // tokenizers use) is refused, naming what it found.
+  // tokenizer_config.json beside it, if there, names the end-of-document token. Anything but BPE as those
+  // tokenizers use it (WordPiece, Unigram, a normalizer, pre-tokenizer or post-processor of other kinds) is refused,
+  // naming what it found.
   static common::StatusOr<Tokenizer> LoadHuggingFace(const std::filesystem::path& path);
   // The files' contents, read already (`config` empty where there is none); `where` names tokenizer.json in errors.
   static common::StatusOr<Tokenizer> ParseHuggingFace(std::string_view tokenizer_json, std::string_view config,
@@ -77,8 +81,14 @@ class Tokenizer {
   void IndexTokens();
   void IndexMerges();
   void EncodeWord(std::string_view word, std::vector<int32_t>& out) const;
-  // A Hugging Face tokenizer's text between added tokens: normalized, split, merged.
-  void EncodeSegment(std::string_view text, std::vector<int32_t>& out) const;
+  // A SentencePiece-style BPE's first symbols: the word's characters, each a token of the vocabulary, else its
+  // bytes' <0xXX> tokens (byte fallback), else the unknown token.
+  void CharacterSymbols(std::string_view word, std::vector<int32_t>& symbols) const;
+  // Merges the symbols' pairs, the lowest rank first and the leftmost of equal ones, as Hugging Face's BPE does.
+  void Merge(std::vector<int32_t>& symbols) const;
+  // A Hugging Face tokenizer's text between added tokens (`first`: it begins the document): normalized, split,
+  // merged.
+  void EncodeSegment(std::string_view text, bool first, std::vector<int32_t>& out) const;
   void SplitPieces(std::string_view text, size_t stage, const std::function<void(std::string_view)>& emit) const;
 
   std::vector<std::string> tokens_;  // id -> bytes
@@ -92,8 +102,24 @@ class Tokenizer {
   // A Hugging Face tokenizer's parts (hf_json_ empty: GPT-2's, split by SplitWords).
   std::string hf_json_, hf_config_;
   std::vector<std::shared_ptr<const Regex>> splits_;  // applied one after another, each to the last one's pieces
-  bool nfc_ = false;
+  struct Normalizer {
+    enum class Kind { kNfc, kPrepend, kReplace } kind;
+    std::string from, to;  // kReplace: every `from` becomes `to`; kPrepend: `to` goes before a non-empty text
+  };
+  std::vector<Normalizer> normalizers_;  // in order
   bool prefix_space_ = false;   // ByteLevel's add_prefix_space
+  // A SentencePiece-style BPE (Llama 2's, Mistral's): its symbols are characters, spaces are written as `meta_`
+  // (the Metaspace pre-tokenizer's, or a normalizer's Replace), a character outside the vocabulary is its bytes'
+  // <0xXX> tokens (byte fallback) or the unknown token.
+  bool characters_ = false;
+  bool metaspace_ = false;  // the Metaspace pre-tokenizer: spaces become meta_, one goes before the text where...
+  enum class MetaPrepend { kAlways, kFirst, kNever } meta_prepend_ = MetaPrepend::kAlways;  // ...this says so
+  bool meta_split_ = true;  // ...and each piece then starts at a meta_
+  std::string meta_ = "\u2581";  // ▁
+  bool byte_fallback_ = false;
+  int32_t byte_tokens_[256] = {};  // <0x00> to <0xFF>: -1 where the vocabulary lacks one
+  int32_t unk_ = -1;
+  bool fuse_unk_ = false;  // a run of unknown characters is one unknown token
   bool ignore_merges_ = false;  // a piece that is a token of the vocabulary is that token
   std::vector<std::pair<std::string, int32_t>> added_;  // split out of the text first, longest first
   bool added_first_[256] = {};                          // the bytes an added token starts with

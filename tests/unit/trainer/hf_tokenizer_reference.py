@@ -11,8 +11,15 @@ Two tokenizers are built from a byte-level BPE that srunway-prep learns here: on
 ignore_merges, <|begin_of_text|> before each document, merges as pairs) and one as Qwen2's and Qwen3's (NFC, its
 pattern, merges as "a b" strings).
 
+SentencePiece-style BPE (Llama 2's, Mistral's) is checked against the SentencePiece library itself, which Llama 2's
+tokenizer.model runs on: a BPE model with byte fallback is trained here on part of the documents (the rest, in other
+scripts, go through byte fallback), written as tokenizer.json as transformers' LlamaConverter writes one (Llama 2's
+normalizer; and the Metaspace pre-tokenizer of its non-legacy form), and srunway-prep's datasets compared with
+<s> + SentencePiece's encoding + </s>.
+
 Usage: hf_tokenizer_reference.py SRUNWAY_PREP SRUNWAY_TRAIN WORK_DIR
-Exits 77 (skipped) where Python's regex module is not installed (Debian's python3-regex).
+Exits 77 (skipped) where Python's regex or sentencepiece module is not installed (Debian's python3-regex,
+python3-sentencepiece).
 """
 import json
 import os
@@ -24,8 +31,9 @@ import unicodedata
 
 try:
     import regex
-except ImportError:
-    print("skip: Python's regex module (python3-regex) is not installed")
+    import sentencepiece
+except ImportError as missing:
+    print(f"skip: Python's {missing.name} module (python3-{missing.name}) is not installed")
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -150,6 +158,66 @@ def added(token_id, content):
             "normalized": False, "special": True}
 
 
+METASPACE = "\u2581"
+
+
+def sentencepiece_file(sp, legacy):
+    """tokenizer.json for a SentencePiece BPE model as transformers' LlamaConverter writes it: every piece under its
+    id; the merges every split of a piece into two pieces, the pieces by score (the highest first), a piece's splits
+    by their halves' ids; byte fallback; Llama 2's normalizer (legacy), or the Metaspace pre-tokenizer."""
+    vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    merges = []
+    for piece in sorted(vocab, key=lambda p: -sp.get_score(vocab[p])):  # stable: ties keep the ids' order
+        merges += sorted(((piece[:i], piece[i:]) for i in range(1, len(piece))
+                          if piece[:i] in vocab and piece[i:] in vocab), key=lambda m: (vocab[m[0]], vocab[m[1]]))
+    bos = {"SpecialToken": {"id": "<s>", "type_id": 0}}
+    seq = {"Sequence": {"id": "A", "type_id": 0}}
+    normalizer = {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": METASPACE},
+        {"type": "Replace", "pattern": {"String": " "}, "content": METASPACE}]}
+    metaspace = {"type": "Metaspace", "replacement": METASPACE, "prepend_scheme": "first", "split": False}
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [added(0, "<unk>"), added(1, "<s>"), added(2, "</s>")],
+            "normalizer": normalizer if legacy else None, "pre_tokenizer": None if legacy else metaspace,
+            "post_processor": {"type": "TemplateProcessing", "single": [bos, seq], "pair": [bos, seq, bos, seq],
+                               "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+            "decoder": None,
+            "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                      "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
+
+
+def check_sentencepiece(prep, work, jsonl):
+    # Trained on the documents in Latin script only: the others' characters are not pieces, and fall back to bytes.
+    text = os.path.join(work, "sentencepiece.txt")
+    with open(text, "w", encoding="utf-8") as f:
+        for doc in DOCS:
+            if all(ord(c) < 0x250 for c in doc):
+                f.write(doc.replace("\n", " ") + "\n")
+    model = os.path.join(work, "sentencepiece")
+    sentencepiece.SentencePieceTrainer.train(
+        input=text, model_prefix=model, model_type="bpe", vocab_size=400, hard_vocab_limit=False,
+        byte_fallback=True, normalization_rule_name="identity", remove_extra_whitespaces=False,
+        add_dummy_prefix=True, split_digits=True, allow_whitespace_only_pieces=True, character_coverage=1.0,
+        minloglevel=2)
+    sp = sentencepiece.SentencePieceProcessor(model_file=model + ".model")
+    want = [[sp.bos_id()] + sp.encode(doc) + [sp.eos_id()] for doc in DOCS]
+    fallback = sum(sp.is_byte(t) for doc in want for t in doc)
+    for name, legacy in (("llama2", True), ("metaspace", False)):
+        directory = os.path.join(work, name)
+        write_tokenizer(directory, sentencepiece_file(sp, legacy), {"bos_token": "<s>", "eos_token": "</s>"})
+        prefix = os.path.join(work, "data-" + name)
+        run(prep, "--input", jsonl, "--output-prefix", prefix, "--tokenizer-type", "HuggingFaceTokenizer",
+            "--tokenizer-model", directory, "--quiet")
+        got = read_megatron(prefix)
+        differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+        check(f"{name}: srunway-prep's {len(got)} documents are SentencePiece's, <s> and </s> around, token for "
+              f"token ({fallback} byte-fallback tokens among them)",
+              len(got) == len(want) and not differ and fallback > 0,
+              f"{len(got)} documents, {fallback} byte tokens; first differing {differ[:1]}: srunway "
+              f"{got[differ[0]][:24] if differ else ''} SentencePiece {want[differ[0]][:24] if differ else ''}")
+
+
 def main():
     prep, train, work = sys.argv[1:4]
     shutil.rmtree(work, ignore_errors=True)
@@ -236,6 +304,8 @@ def main():
     check("the reference itself: NFC makes the decomposed and composed forms one",
           Reference(qwen, qwen_config).encode("cafe\u0301") == Reference(qwen, qwen_config).encode("caf\u00e9"))
 
+    check_sentencepiece(prep, work, jsonl)
+
     # srunway-train: the tokenizer beside the dataset names the end of document and decodes the sample; the model's
     # vocabulary is the tokenizer's, padded (Megatron's flags alone); --export-hf takes tokenizer.json along.
     llama_dir, prefix = os.path.join(work, "llama3"), os.path.join(work, "data-llama3")
@@ -294,7 +364,7 @@ def main():
     lines = result.stderr.strip().splitlines()
     check("a WordPiece tokenizer.json: one line naming the file and the model",
           len(lines) == 1 and re.search(r"error: --tokenizer-model: .*wordpiece/tokenizer\.json: model WordPiece: "
-                                        r"srunway reads byte-level BPE tokenizers only", lines[0]) is not None,
+                                        r"srunway reads BPE tokenizers only", lines[0]) is not None,
           result.stderr.strip())
     if failures:
         sys.exit(f"{len(failures)} failed: {failures}")

@@ -312,14 +312,127 @@ TEST_F(HuggingFaceTest, BytesMissingFromTheVocabularyAreDropped) {
   EXPECT_EQ(tok.Encode("azb"), tok.Encode("ab"));
 }
 
+// A SentencePiece-style BPE as transformers writes Llama 2's tokenizer.json: <unk> <s> </s>, the 256 byte tokens,
+// then characters and merged pieces, spaces written as \u2581 (▁); Llama 2's (legacy) normalizer, <s> before each
+// document.
+common::Json SentencePieceFile() {
+  common::Json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) vocab[fmt::format("<0x{:02X}>", b)] = 3 + b;
+  int32_t id = 259;
+  for (const char* piece : {"\u2581", "t", "h", "e", "a", "\u2581t", "he", "\u2581the", "a\u2581"}) vocab[piece] = id++;
+  const common::Json merges = {"a \u2581", "\u2581 t", "h e", "\u2581t he"};
+  auto special = [](int32_t token, const char* content) {
+    return common::Json{{"id", token}, {"content", content}, {"special", true}, {"normalized", false}};
+  };
+  const common::Json bos = {{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}};
+  const common::Json sequence = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  return {{"version", "1.0"},
+          {"added_tokens", {special(0, "<unk>"), special(1, "<s>"), special(2, "</s>")}},
+          {"normalizer",
+           {{"type", "Sequence"},
+            {"normalizers",
+             {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}},
+          {"pre_tokenizer", nullptr},
+          {"post_processor",
+           {{"type", "TemplateProcessing"},
+            {"single", {bos, sequence}},
+            {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+          {"model",
+           {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true},
+            {"vocab", vocab}, {"merges", merges}}}};
+}
+
+TEST_F(HuggingFaceTest, SentencePieceStyleBpe) {
+  constexpr int32_t kBos = 1, kSpace = 259, kT = 260, kA = 263, kHe = 265, kThe = 266, kASpace = 267;
+  auto byte = [](unsigned char b) { return 3 + static_cast<int32_t>(b); };
+  // Llama 2's: a metaspace before every text between added tokens, even one that starts with a space.
+  const Tokenizer legacy = Parse(SentencePieceFile(), R"({"bos_token": "<s>", "eos_token": "</s>"})");
+  EXPECT_EQ(legacy.vocab_size(), 268);
+  EXPECT_EQ(legacy.eod(), 2);
+  EXPECT_EQ(legacy.bos(), kBos);
+  EXPECT_EQ(legacy.Encode("the the"), (std::vector<int32_t>{kBos, kThe, kThe}));
+  EXPECT_EQ(legacy.Encode(" the"), (std::vector<int32_t>{kBos, kSpace, kThe}));
+  // A character outside the vocabulary is its UTF-8 bytes' tokens; decoding gives it back, ▁ as a space.
+  const std::vector<int32_t> cjk = legacy.Encode("the\u65e5");
+  EXPECT_EQ(cjk, (std::vector<int32_t>{kBos, kThe, byte(0xE6), byte(0x97), byte(0xA5)}));
+  EXPECT_EQ(legacy.Decode({cjk.begin() + 1, cjk.end()}), " the\u65e5");
+  EXPECT_EQ(legacy.Decode({kThe, kThe}), " the the");
+  // Without byte fallback: the unknown token, one for a run of them with fuse_unk.
+  common::Json unk = SentencePieceFile();
+  unk["model"]["byte_fallback"] = false;
+  EXPECT_EQ(Parse(unk).Encode("the\u65e5\u672c"), (std::vector<int32_t>{kBos, kThe, 0}));
+  unk["model"]["fuse_unk"] = false;
+  EXPECT_EQ(Parse(unk).Encode("the\u65e5\u672c"), (std::vector<int32_t>{kBos, kThe, 0, 0}));
+
+  // The Metaspace pre-tokenizer (Mistral's; Llama 2's with legacy off): spaces become ▁, one goes before the text
+  // unless it starts with one; "first" only before the document's own start, not after an added token.
+  common::Json meta = SentencePieceFile();
+  meta["normalizer"] = nullptr;
+  meta["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"},
+                           {"split", false}};
+  const Tokenizer first = Parse(meta);
+  EXPECT_EQ(first.Encode("the"), (std::vector<int32_t>{kBos, kThe}));
+  EXPECT_EQ(first.Encode(" the"), (std::vector<int32_t>{kBos, kThe}));
+  EXPECT_EQ(first.Encode("<s>the"), (std::vector<int32_t>{kBos, kBos, kT, kHe}));
+  meta["pre_tokenizer"]["prepend_scheme"] = "always";
+  EXPECT_EQ(Parse(meta).Encode("<s>the"), (std::vector<int32_t>{kBos, kBos, kThe}));
+  // Unsplit, the merge "a ▁" (rank 0) joins across the space; split at each ▁, it cannot.
+  EXPECT_EQ(Parse(meta).Encode("a the"), (std::vector<int32_t>{kBos, kSpace, kASpace, kT, kHe}));
+  meta["pre_tokenizer"]["split"] = true;
+  EXPECT_EQ(Parse(meta).Encode("a the"), (std::vector<int32_t>{kBos, kSpace, kA, kThe}));
+  meta["pre_tokenizer"]["prepend_scheme"] = "never";
+  EXPECT_EQ(Parse(meta).Encode("the"), (std::vector<int32_t>{kBos, kT, kHe}));
+
+  // A long word (here a whole document) merges through a queue, a short one by scanning: the same tokens. Without
+  // the merge across a space, each piece split at ▁ encodes as it does within the whole.
+  std::string many;
+  std::vector<int32_t> want = {kBos};
+  for (int i = 0; i < 100; ++i, many += "the ") want.push_back(kThe);
+  want.push_back(kSpace);
+  EXPECT_EQ(legacy.Encode(many), want);
+  meta["model"]["merges"].erase(0);
+  meta["pre_tokenizer"]["prepend_scheme"] = "always";
+  common::Json split = meta, whole = meta;
+  split["pre_tokenizer"]["split"] = true;
+  whole["pre_tokenizer"]["split"] = false;
+  const Tokenizer by_piece = Parse(split), at_once = Parse(whole);
+  Rng rng(5);
+  const std::vector<std::string> alphabet = {"t", "h", "e", "a", " ", "\u65e5"};
+  for (int round = 0; round < 30; ++round) {
+    std::string text;
+    for (uint64_t n = 60 + rng.Below(400); n > 0; --n) text += alphabet[rng.Below(alphabet.size())];
+    EXPECT_EQ(at_once.Encode(text), by_piece.Encode(text)) << text;
+    const std::vector<int32_t> tokens = at_once.Encode(text);
+    EXPECT_EQ(at_once.Decode({tokens.begin() + 1, tokens.end()}), text.starts_with(' ') ? text : " " + text);
+  }
+}
+
 TEST_F(HuggingFaceTest, RefusalsNameWhatTheyFound) {
   const std::vector<std::pair<std::function<void(common::Json&)>, std::string>> cases = {
-      {[](common::Json& f) { f["model"]["type"] = "WordPiece"; }, "model WordPiece: srunway reads byte-level BPE"},
-      {[](common::Json& f) { f["model"]["byte_fallback"] = true; }, "model.byte_fallback"},
+      {[](common::Json& f) { f["model"]["type"] = "WordPiece"; }, "model WordPiece: srunway reads BPE tokenizers"},
+      {[](common::Json& f) { f["model"]["byte_fallback"] = true; }, "model.byte_fallback with a ByteLevel"},
       {[](common::Json& f) { f["model"]["continuing_subword_prefix"] = "##"; }, "continuing_subword_prefix '##'"},
       {[](common::Json& f) { f["normalizer"] = {{"type", "Lowercase"}}; }, "normalizer Lowercase"},
-      {[](common::Json& f) { f["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer Metaspace"},
-      {[](common::Json& f) { f["pre_tokenizer"] = nullptr; }, "no ByteLevel pre-tokenizer"},
+      {[](common::Json& f) {
+         f["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Metaspace"}}, ByteLevel(false)}}};
+       },
+       "pre_tokenizer Metaspace"},
+      {[](common::Json& f) { f["pre_tokenizer"] = nullptr; }, "neither a ByteLevel pre-tokenizer"},
+      {[](common::Json& f) { f["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}}; },
+       "replacement 'ab' is not one character"},
+      {[](common::Json& f) { f["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "twice"}}; },
+       "prepend_scheme 'twice'"},
+      {[](common::Json& f) {
+         f["pre_tokenizer"] = {{"type", "Metaspace"}};
+         f["model"]["unk_token"] = "<nope>";
+       },
+       "model.unk_token '<nope>' is not in model.vocab"},
+      {[](common::Json& f) {
+         f["pre_tokenizer"] = nullptr;
+         f["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "x"}};
+       },
+       "normalizer Replace"},
       {[](common::Json& f) {
          f["pre_tokenizer"] = SplitThenByteLevel("x");
          f["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", " "}};
