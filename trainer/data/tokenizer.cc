@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <map>
 #include <queue>
-#include <tuple>
 #include <set>
+#include <tuple>
 
 #include "common/fs.h"
 #include "common/json.h"
@@ -889,6 +889,7 @@ void Tokenizer::EncodeSegment(std::string_view text, bool first, std::vector<int
     }
     text = changed;
   }
+  if (text.empty()) return;  // a Replace took all of it
   if (metaspace_) {
     changed = ReplaceAll(text, " ", meta_);
     const bool prepend = meta_prepend_ == MetaPrepend::kAlways || (meta_prepend_ == MetaPrepend::kFirst && first);

@@ -293,6 +293,9 @@ TEST_F(HuggingFaceTest, NfcAndPrefixSpace) {
   const Tokenizer prefix = Parse(spaced);
   EXPECT_EQ(prefix.Encode("the cat"), gpt2_.Encode(" the cat"));
   EXPECT_EQ(prefix.Encode(" the cat"), gpt2_.Encode(" the cat"));
+  // A Replace that leaves nothing leaves nothing to put a space before.
+  spaced["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", ""}};
+  EXPECT_TRUE(Parse(spaced).Encode("aaa").empty());
 }
 
 TEST_F(HuggingFaceTest, IdsMayLeaveGaps) {
