@@ -187,7 +187,7 @@ def sentencepiece_file(sp, legacy):
                       "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
 
 
-def check_sentencepiece(prep, work, jsonl):
+def check_sentencepiece(prep, train, work, jsonl, common):
     # Trained on the documents in Latin script only: the others' characters are not pieces, and fall back to bytes.
     text = os.path.join(work, "sentencepiece.txt")
     with open(text, "w", encoding="utf-8") as f:
@@ -216,6 +216,22 @@ def check_sentencepiece(prep, work, jsonl):
               len(got) == len(want) and not differ and fallback > 0,
               f"{len(got)} documents, {fallback} byte tokens; first differing {differ[:1]}: srunway "
               f"{got[differ[0]][:24] if differ else ''} SentencePiece {want[differ[0]][:24] if differ else ''}")
+    # srunway-train on that dataset with its tokenizer beside it: </s> ends the documents, the sample decodes (▁ as
+    # spaces), --export-hf takes the files along with <s> and </s> as bos and eos.
+    export = os.path.join(work, "export-llama2")
+    result = run(train, *common, "--train-iters", "1", "--data-path", os.path.join(work, "data-llama2"),
+                 "--reset-position-ids", "--sample", "4", "--sample-prompt", "the language", "--export-hf", export)
+    log = result.stdout + result.stderr
+    with open(os.path.join(export, "config.json")) as f:
+        config = json.load(f)
+    check("srunway-train with a SentencePiece-style tokenizer: </s> ends documents, the sample decodes, --export-hf "
+          "takes tokenizer.json and <s>/</s> ids",
+          f"each ends after token {sp.eos_id()} (</s>)" in log and
+          re.search(r"sample \(4 tokens, greedy\):\nthe language", log) is not None and
+          open(os.path.join(export, "tokenizer.json"), "rb").read() ==
+          open(os.path.join(work, "llama2", "tokenizer.json"), "rb").read() and
+          config.get("bos_token_id") == sp.bos_id() and config.get("eos_token_id") == sp.eos_id(),
+          log[-800:] + f" {config}")
 
 
 def main():
@@ -304,8 +320,6 @@ def main():
     check("the reference itself: NFC makes the decomposed and composed forms one",
           Reference(qwen, qwen_config).encode("cafe\u0301") == Reference(qwen, qwen_config).encode("caf\u00e9"))
 
-    check_sentencepiece(prep, work, jsonl)
-
     # srunway-train: the tokenizer beside the dataset names the end of document and decodes the sample; the model's
     # vocabulary is the tokenizer's, padded (Megatron's flags alone); --export-hf takes tokenizer.json along.
     llama_dir, prefix = os.path.join(work, "llama3"), os.path.join(work, "data-llama3")
@@ -314,6 +328,7 @@ def main():
               "--max-position-embeddings", "32", "--micro-batch-size", "2", "--peak-tflops", "1", "--threads", "1",
               "--lr", "1e-3", "--eval-iters", "0"]
     tokens = highest(llama) + 1
+    check_sentencepiece(prep, train, work, jsonl, common)
     # Under strace where it can trace: each flag that needs the tokenizer (the vocabulary, the end of document,
     # --sample, --export-hf) uses the one load.
     opens = os.path.join(work, "opens")
