@@ -5,22 +5,19 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "tests/fuzz/nul_parts.h"
 #include "trainer/data/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using srunway::trainer::Tokenizer;
-  std::string_view input(reinterpret_cast<const char*>(data), size);
-  const size_t first = input.find('\0');
-  if (first == std::string_view::npos) return 0;
-  const size_t second = input.find('\0', first + 1);
-  if (second == std::string_view::npos) return 0;
-  auto tokenizer = Tokenizer::Parse(input.substr(0, first), "vocab.json", input.substr(first + 1, second - first - 1),
-                                    "merges.txt");
+  const auto parts = srunway::fuzz::NulParts(std::string_view(reinterpret_cast<const char*>(data), size));
+  if (!parts) return 0;
+  const auto [vocab, merges, text] = *parts;
+  auto tokenizer = Tokenizer::Parse(vocab, "vocab.json", merges, "merges.txt");
   if (!tokenizer.ok()) {
     if (tokenizer.status().message().empty()) std::abort();
     return 0;
   }
-  const std::string_view text = input.substr(second + 1);
   const std::vector<int32_t> ids = tokenizer->Encode(text);
   for (int32_t id : ids) {
     if (id < 0 || id >= tokenizer->vocab_size()) std::abort();
