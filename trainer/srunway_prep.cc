@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "trainer/data/prep.h"
+#include "trainer/data/tokenizer.h"
 
 int main(int argc, char** argv) {
   using srunway::trainer::PrepOptions;
@@ -19,8 +20,9 @@ int main(int argc, char** argv) {
   PrepOptions options;
   options.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool no_eod = false, quiet = false;
-  CLI::App app{"Tokenize text or JSONL into a Megatron indexed dataset (PREFIX.bin, PREFIX.idx) with a byte-level "
-               "BPE tokenizer saved beside it (PREFIX.vocab.json, PREFIX.merges.txt)."};
+  CLI::App app{"Tokenize text or JSONL into a Megatron indexed dataset (PREFIX.bin, PREFIX.idx) with a BPE tokenizer "
+               "saved beside it (PREFIX.vocab.json and PREFIX.merges.txt, or a Hugging Face tokenizer's "
+               "PREFIX.tokenizer.json)."};
   srunway::common::SetUpProgram(app, "srunway-prep");
   app.add_option("--input", options.input, "text file (documents separated by blank lines or --document-separator) "
                  "or JSONL file (.jsonl/.json, one object per line)")->required();
@@ -32,8 +34,10 @@ int main(int argc, char** argv) {
   app.add_option("--vocab-file", options.vocab_file, "GPT-2 vocab.json to encode with");
   app.add_option("--merge-file", options.merge_file, "GPT-2 merges.txt to encode with");
   app.add_option("--tokenizer-model", options.tokenizer_model,
-                 "a Hugging Face tokenizer.json of byte-level BPE (GPT-2's, Llama 3's, Qwen2's, Qwen3's) or the "
-                 "model directory holding it, with --tokenizer-type HuggingFaceTokenizer (Megatron's pair)");
+                 "a Hugging Face tokenizer.json of BPE (byte-level: GPT-2's, Llama 3's, Qwen2's, Qwen3's; "
+                 "SentencePiece-style: Llama 2's, Mistral's) with --tokenizer-type HuggingFaceTokenizer, or a "
+                 "SentencePiece BPE model (Llama 2's tokenizer.model) with Llama2Tokenizer or "
+                 "GPTSentencePieceTokenizer (Megatron's pairs); or the model directory holding it");
   app.add_option("--train-vocab", options.train_vocab, "train a byte-level BPE of N tokens on the input instead")
       ->check(CLI::Range(257, 1 << 24));
   app.add_option("--workers", options.workers, "threads")->capture_default_str()->check(CLI::Range(1, 1024));
@@ -51,7 +55,8 @@ int main(int argc, char** argv) {
   bool keep_sequential = false, split_sentences = false, keep_newlines = false;
   app.add_option("--tokenizer-type", tokenizer_type,
                  "Megatron's: GPT2BPETokenizer (GPT-2's byte-level BPE: --vocab-file and --merge-file, or the one "
-                 "--train-vocab learns) or HuggingFaceTokenizer (with --tokenizer-model)");
+                 "--train-vocab learns), or with --tokenizer-model HuggingFaceTokenizer, Llama2Tokenizer (<s> before "
+                 "each document) or GPTSentencePieceTokenizer");
   app.add_option("--dataset-impl", dataset_impl, "Megatron's (older): mmap only, the indexed dataset written here")
       ->check(CLI::IsMember({"mmap"}));
   app.add_option("--partitions", partitions,
@@ -71,21 +76,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  const bool hugging_face = tokenizer_type == "HuggingFaceTokenizer";
-  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && !hugging_face) {
+  const bool model_type =
+      tokenizer_type == "HuggingFaceTokenizer" || srunway::trainer::Tokenizer::SentencePieceType(tokenizer_type);
+  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && !model_type) {
     srunway::common::LogError("--tokenizer-type {}: srunway-prep reads BPE only: GPT2BPETokenizer (--vocab-file and "
-                              "--merge-file, or --train-vocab) or HuggingFaceTokenizer (--tokenizer-model: a "
-                              "tokenizer.json, which Llama 2's and Mistral's directories hold beside "
-                              "tokenizer.model)", tokenizer_type);
+                              "--merge-file, or --train-vocab), HuggingFaceTokenizer (--tokenizer-model: a "
+                              "tokenizer.json), Llama2Tokenizer or GPTSentencePieceTokenizer (--tokenizer-model: a "
+                              "SentencePiece BPE model)", tokenizer_type);
     return 2;
   }
-  if (!tokenizer_type.empty() && hugging_face == options.tokenizer_model.empty()) {
+  if (!tokenizer_type.empty() && model_type == options.tokenizer_model.empty()) {
     srunway::common::LogError("--tokenizer-type {} {}", tokenizer_type, options.tokenizer_model.empty()
-                                  ? "needs --tokenizer-model (a tokenizer.json or the model directory holding it)"
+                                  ? "needs --tokenizer-model (the tokenizer's file or the model directory holding it)"
                                   : "reads --vocab-file and --merge-file; --tokenizer-model goes with "
-                                    "HuggingFaceTokenizer");
+                                    "HuggingFaceTokenizer, Llama2Tokenizer or GPTSentencePieceTokenizer");
     return 2;
   }
+  if (model_type) options.tokenizer_type = tokenizer_type;
   if (split_sentences) {
     srunway::common::LogError("--split-sentences: srunway-prep does not split documents into sentences (Megatron "
                               "does it for BERT's sentence-order data); leave it out for GPT pretraining");

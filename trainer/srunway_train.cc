@@ -386,14 +386,16 @@ int main(int argc, char** argv) {
   app.add_option("--merge-file", o.merge_file, "its merges.txt")->needs(vocab_file);
   vocab_file->needs("--merge-file");
   app.add_option("--tokenizer-model", o.tokenizer_model,
-                 "a Hugging Face tokenizer.json of byte-level BPE (Llama 3's, Qwen2's, Qwen3's) or the model "
-                 "directory holding it, instead of --vocab-file (default: PREFIX.tokenizer.json beside the first "
-                 "--data-path, where srunway-prep put it)")
+                 "a Hugging Face tokenizer.json of BPE (byte-level: Llama 3's, Qwen2's, Qwen3's; SentencePiece-style: "
+                 "Llama 2's, Mistral's) or a SentencePiece BPE model (Llama 2's tokenizer.model), or the model "
+                 "directory holding it, instead of --vocab-file (default: PREFIX.tokenizer.json or "
+                 "PREFIX.tokenizer.model beside the first --data-path, where srunway-prep put it)")
       ->excludes(vocab_file);
   std::string tokenizer_type;
   app.add_option("--tokenizer-type", tokenizer_type,
                  "Megatron's: GPT2BPETokenizer (GPT-2's byte-level BPE, --vocab-file and --merge-file), "
-                 "HuggingFaceTokenizer (--tokenizer-model) or NullTokenizer (with --vocab-size N: data of token ids "
+                 "HuggingFaceTokenizer, Llama2Tokenizer or GPTSentencePieceTokenizer (--tokenizer-model) or "
+                 "NullTokenizer (with --vocab-size N: data of token ids "
                  "below N, N the end of document; the model's vocabulary N + 1, padded)");
   int vocab_multiple = 128;
   CLI::Option* vocab_multiple_option =
@@ -708,14 +710,16 @@ int main(int argc, char** argv) {
                              "training (Megatron's test run); its validation reads --valid-data-path");
   }
   const bool null_tokenizer = tokenizer_type == "NullTokenizer";
-  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && tokenizer_type != "HuggingFaceTokenizer" &&
-      !null_tokenizer) {
+  const bool model_type =
+      tokenizer_type == "HuggingFaceTokenizer" || srunway::trainer::Tokenizer::SentencePieceType(tokenizer_type);
+  if (!tokenizer_type.empty() && tokenizer_type != "GPT2BPETokenizer" && !model_type && !null_tokenizer) {
     srunway::common::LogError("--tokenizer-type {}: srunway-train reads BPE (GPT2BPETokenizer: --vocab-file and "
-                              "--merge-file; HuggingFaceTokenizer: --tokenizer-model, a tokenizer.json, which Llama "
-                              "2's and Mistral's directories hold beside tokenizer.model) or token ids "
-                              "(NullTokenizer) only", tokenizer_type);
+                              "--merge-file; HuggingFaceTokenizer: --tokenizer-model, a tokenizer.json; "
+                              "Llama2Tokenizer, GPTSentencePieceTokenizer: --tokenizer-model, a SentencePiece BPE "
+                              "model) or token ids (NullTokenizer) only", tokenizer_type);
     return srunway::trainer::kExitUsage;
   }
+  if (model_type) o.tokenizer_type = tokenizer_type;
   // Megatron's NullTokenizer: the data are token ids below --vocab-size N, and N is the end of document.
   if (null_tokenizer && (vocab == 0 || !o.vocab_file.empty() || !o.tokenizer_model.empty())) {
     srunway::common::LogError("--tokenizer-type NullTokenizer {}", vocab == 0
@@ -728,9 +732,9 @@ int main(int argc, char** argv) {
     srunway::common::LogError("--tokenizer-type GPT2BPETokenizer requires --vocab-file (and --merge-file)");
     return srunway::trainer::kExitUsage;
   }
-  if (tokenizer_type == "HuggingFaceTokenizer" && o.tokenizer_model.empty()) {
-    srunway::common::LogError("--tokenizer-type HuggingFaceTokenizer requires --tokenizer-model (a tokenizer.json or "
-                              "the model directory holding it)");
+  if (model_type && o.tokenizer_model.empty()) {
+    srunway::common::LogError("--tokenizer-type {} requires --tokenizer-model (the tokenizer's file or the model "
+                              "directory holding it)", tokenizer_type);
     return srunway::trainer::kExitUsage;
   }
   if (vocab_multiple_option->count() > 0 && o.vocab_file.empty() && o.tokenizer_model.empty() && !null_tokenizer) {
@@ -851,8 +855,9 @@ int main(int argc, char** argv) {
   }
   // Megatron's flags alone take the vocabulary from the data's tokenizer, padded, as Megatron does.
   if ((!o.vocab_file.empty() || !o.tokenizer_model.empty()) && !vocab && !preset_given) {
-    auto tokenizer = o.tokenizer_model.empty() ? srunway::trainer::Tokenizer::Load(o.vocab_file, o.merge_file)
-                                               : srunway::trainer::Tokenizer::LoadHuggingFace(o.tokenizer_model);
+    auto tokenizer = o.tokenizer_model.empty()
+                         ? srunway::trainer::Tokenizer::Load(o.vocab_file, o.merge_file)
+                         : srunway::trainer::Tokenizer::LoadModel(o.tokenizer_model, o.tokenizer_type);
     if (!tokenizer.ok()) {
       srunway::common::LogError("{}: {}", o.tokenizer_model.empty() ? "--vocab-file and --merge-file"
                                                                     : "--tokenizer-model",

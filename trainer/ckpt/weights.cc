@@ -643,12 +643,18 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
   common::Json json = HuggingFaceConfig(config, how.dtype);
   // The other kind's tokenizer files, left by an earlier export (removed below with its stale weights).
   std::vector<std::string> stale;
-  if (tokenizer && !tokenizer->tokenizer_json.empty()) {  // a Hugging Face tokenizer, as it was read
+  if (tokenizer && (!tokenizer->tokenizer_json.empty() || !tokenizer->tokenizer_model.empty())) {
+    // A Hugging Face tokenizer as it was read, or a SentencePiece model (LlamaTokenizer reads it).
     if (tokenizer->bos >= 0) json["bos_token_id"] = tokenizer->bos;
     if (tokenizer->eos >= 0) json["eos_token_id"] = tokenizer->eos;
-    files["tokenizer.json"] = tokenizer->tokenizer_json;
+    const bool model = !tokenizer->tokenizer_model.empty();
+    if (model) {
+      files["tokenizer.model"] = tokenizer->tokenizer_model;
+    } else {
+      files["tokenizer.json"] = tokenizer->tokenizer_json;
+    }
     if (!tokenizer->tokenizer_config.empty()) files["tokenizer_config.json"] = tokenizer->tokenizer_config;
-    stale = {"vocab.json", "merges.txt"};
+    stale = {"vocab.json", "merges.txt", model ? "tokenizer.json" : "tokenizer.model"};
   } else if (tokenizer) {
     json["bos_token_id"] = tokenizer->bos;
     json["eos_token_id"] = tokenizer->eos;
@@ -658,7 +664,7 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
         {"tokenizer_class", "GPT2Tokenizer"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"},
         {"unk_token", "<|endoftext|>"}, {"add_prefix_space", false}, {"model_max_length", config.seq_len}};
     files["tokenizer_config.json"] = tokenizer_config.dump(2) + "\n";
-    stale = {"tokenizer.json"};
+    stale = {"tokenizer.json", "tokenizer.model"};
   }
   files["config.json"] = json.dump(2) + "\n";
   SRUNWAY_RETURN_IF_ERROR(common::WriteFilesAtomic(dir, files));

@@ -60,7 +60,8 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
 // were read; config.json names its begin and end tokens.
 struct HfTokenizer {
   std::string vocab_json, merges_txt;  // GPT-2's files' contents, or:
-  std::string tokenizer_json, tokenizer_config;  // a Hugging Face tokenizer's (the config may be empty: none)
+  std::string tokenizer_json, tokenizer_config;  // a Hugging Face tokenizer's (the config may be empty: none), or
+  std::string tokenizer_model;                   // a SentencePiece model's, with tokenizer_config (LlamaTokenizer)
   int32_t bos = -1, eos = -1;  // -1: none
 };
 // How the weights are stored: their dtype, and the largest file (save_pretrained's max_shard_size, 5 GB, as its

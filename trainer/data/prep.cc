@@ -223,8 +223,8 @@ common::Status CheckPrepOptions(const PrepOptions& options) {
     return common::InvalidArgument("--output-prefix {}: cannot write in {}: {}", options.output_prefix, dir.string(),
                                    std::strerror(errno));
   }
-  for (const char* suffix :
-       {".bin", ".idx", ".vocab.json", ".merges.txt", ".tokenizer.json", ".tokenizer_config.json"}) {
+  for (const char* suffix : {".bin", ".idx", ".vocab.json", ".merges.txt", ".tokenizer.json", ".tokenizer.model",
+                             ".tokenizer_config.json"}) {
     if (std::filesystem::is_directory(options.output_prefix + suffix, error)) {
       return common::InvalidArgument("--output-prefix {}: {}{} is a directory, where the output goes",
                                      options.output_prefix, options.output_prefix, suffix);
@@ -235,7 +235,8 @@ common::Status CheckPrepOptions(const PrepOptions& options) {
   const bool hugging_face = !options.tokenizer_model.empty();
   if (int{load} + int{hugging_face} + int{options.train_vocab > 0} != 1) {
     return common::InvalidArgument("give one tokenizer: --vocab-file and --merge-file, --tokenizer-model (a Hugging "
-                                   "Face tokenizer.json or its directory), or --train-vocab N");
+                                   "Face tokenizer.json or a SentencePiece model, or its directory), or --train-vocab "
+                                   "N");
   }
   if (load && (options.vocab_file.empty() || options.merge_file.empty())) {
     return common::InvalidArgument("--vocab-file and --merge-file go together");
@@ -272,7 +273,7 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
     SRUNWAY_ASSIGN_OR_RETURN(Tokenizer loaded, Tokenizer::Load(options.vocab_file, options.merge_file));
     tokenizer = std::make_unique<Tokenizer>(std::move(loaded));
   } else if (!options.tokenizer_model.empty()) {
-    auto loaded = Tokenizer::LoadHuggingFace(options.tokenizer_model);
+    auto loaded = Tokenizer::LoadModel(options.tokenizer_model, options.tokenizer_type);
     if (!loaded.ok()) return loaded.status().WithContext("--tokenizer-model");
     tokenizer = std::make_unique<Tokenizer>(std::move(*loaded));
   } else {
@@ -280,6 +281,10 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
     tokenizer = std::make_unique<Tokenizer>(std::move(trained));
   }
   if (options.append_eod && tokenizer->eod() < 0) {
+    if (tokenizer->sentencepiece()) {
+      return common::InvalidArgument("--tokenizer-model {}: no end-of-document token (the model's eos_id is -1) to "
+                                     "end each document with; --no-append-eod writes none", options.tokenizer_model);
+    }
     if (tokenizer->hugging_face()) {
       return common::InvalidArgument("--tokenizer-model {}: no eos_token (tokenizer_config.json beside tokenizer.json "
                                      "names it) to end each document with; give one, or --no-append-eod",
@@ -321,15 +326,18 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
   SRUNWAY_ASSIGN_OR_RETURN(std::vector<common::AtomicFile> tokenizer_files,
                            tokenizer->StageBeside(options.output_prefix));
   SRUNWAY_RETURN_IF_ERROR(writer.Finish(std::move(tokenizer_files)));
-  // An earlier run's tokenizer of the other kind goes: srunway-train would take PREFIX.tokenizer.json first.
+  // An earlier run's tokenizer of another kind goes: srunway-train would take PREFIX.tokenizer.json first, then
+  // PREFIX.tokenizer.model.
+  std::vector<std::string> written = {".vocab.json", ".merges.txt"};
+  if (tokenizer->sentencepiece()) written = {".tokenizer.model", ".tokenizer_config.json"};
+  if (tokenizer->hugging_face()) written = {".tokenizer.json"};
+  if (tokenizer->hugging_face() && !tokenizer->hf_config().empty()) written.push_back(".tokenizer_config.json");
   std::error_code error;
-  for (const char* suffix : tokenizer->hugging_face()
-                                ? std::vector<const char*>{".vocab.json", ".merges.txt"}
-                                : std::vector<const char*>{".tokenizer.json", ".tokenizer_config.json"}) {
-    std::filesystem::remove(options.output_prefix + suffix, error);
-  }
-  if (tokenizer->hugging_face() && tokenizer->hf_config().empty()) {
-    std::filesystem::remove(options.output_prefix + ".tokenizer_config.json", error);
+  for (const char* suffix :
+       {".vocab.json", ".merges.txt", ".tokenizer.json", ".tokenizer.model", ".tokenizer_config.json"}) {
+    if (std::find(written.begin(), written.end(), suffix) == written.end()) {
+      std::filesystem::remove(options.output_prefix + suffix, error);
+    }
   }
   return stats;
 }

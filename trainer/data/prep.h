@@ -18,7 +18,8 @@ struct PrepOptions {
                                          // (Tokenizer::StageBeside)
   std::vector<std::string> json_keys = {"text"};
   std::string vocab_file, merge_file;    // GPT-2 tokenizer files, or:
-  std::string tokenizer_model;           // a Hugging Face tokenizer.json (or its directory), or:
+  std::string tokenizer_model;           // a Hugging Face tokenizer.json or SentencePiece model (or its directory)
+  std::string tokenizer_type;            // ...as Tokenizer::LoadModel reads it (Megatron's --tokenizer-type), or:
   int train_vocab = 0;                   // learn a byte-level BPE of this many tokens from the input
   int workers = 1;
   bool append_eod = true;                // the end of document (<|endoftext|>, or the eos_token) after each one

@@ -7,9 +7,11 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <numeric>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -156,6 +158,18 @@ std::string ReplaceAll(std::string_view text, std::string_view from, std::string
   }
 }
 
+// Whether `text` is UTF-8 throughout.
+bool IsUtf8(std::string_view text) {
+  utf8proc_int32_t code_point = 0;
+  for (size_t at = 0; at < text.size();) {
+    const utf8proc_ssize_t length = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data() + at),
+                                                     static_cast<utf8proc_ssize_t>(text.size() - at), &code_point);
+    if (length <= 0) return false;
+    at += static_cast<size_t>(length);
+  }
+  return true;
+}
+
 // The length of the UTF-8 character that `text` starts with (1 for a byte that starts none).
 size_t CharLength(std::string_view text) {
   utf8proc_int32_t code_point = 0;
@@ -164,12 +178,65 @@ size_t CharLength(std::string_view text) {
   return length > 0 ? static_cast<size_t>(length) : 1;
 }
 
-// A tokenizer.json's config: tokenizer_config.json beside it, or PREFIX.tokenizer_config.json beside
-// PREFIX.tokenizer.json (srunway-prep's copies beside a dataset).
-std::filesystem::path ConfigBeside(const std::filesystem::path& json) {
-  const std::string name = json.filename().string();
-  return json.parent_path() / (name.ends_with("tokenizer.json") ? name.substr(0, name.size() - 5) + "_config.json"
-                                                                  : std::string("tokenizer_config.json"));
+// A tokenizer.json's or tokenizer.model's config: tokenizer_config.json beside it, or PREFIX.tokenizer_config.json
+// beside PREFIX.tokenizer.json or PREFIX.tokenizer.model (srunway-prep's copies beside a dataset).
+std::filesystem::path ConfigBeside(const std::filesystem::path& file) {
+  const std::string name = file.filename().string();
+  const bool named = name.ends_with("tokenizer.json") || name.ends_with("tokenizer.model");
+  return file.parent_path() / (named ? name.substr(0, name.rfind('.')) + "_config.json"
+                                     : std::string("tokenizer_config.json"));
+}
+
+// Protobuf's wire format, read (a SentencePiece model is a ModelProto): each field of one message in turn, its
+// number and its value, a varint, or the bytes of a length-delimited field (a string or a message), or the 4 or 8
+// bytes of a fixed-size one. `where` names the file in errors.
+struct WireField {
+  uint32_t number = 0;
+  int type = 0;  // 0 varint, 1 fixed 64, 2 length-delimited, 5 fixed 32
+  uint64_t varint = 0;
+  std::string_view bytes;
+};
+
+common::Status ReadFields(std::string_view message, const std::string& where,
+                          const std::function<common::Status(const WireField&)>& visit) {
+  size_t at = 0;
+  auto varint = [&](uint64_t& value) -> bool {
+    value = 0;
+    for (int shift = 0; shift < 64 && at < message.size(); shift += 7) {
+      const auto byte = static_cast<unsigned char>(message[at++]);
+      value |= static_cast<uint64_t>(byte & 0x7F) << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  };
+  while (at < message.size()) {
+    const size_t start = at;
+    uint64_t key = 0;
+    WireField field;
+    if (!varint(key)) return common::DataLoss("{}: not a SentencePiece model: a cut field at byte {}", where, start);
+    field.number = static_cast<uint32_t>(key >> 3);
+    field.type = static_cast<int>(key & 7);
+    const size_t width = field.type == 1 ? 8 : field.type == 5 ? 4 : 0;
+    bool whole = true;
+    if (field.type == 0) {
+      whole = varint(field.varint);
+    } else if (field.type == 2) {
+      uint64_t length = 0;
+      whole = varint(length) && length <= message.size() - at;
+      if (whole) field.bytes = message.substr(at, static_cast<size_t>(length));
+      at += whole ? static_cast<size_t>(length) : 0;
+    } else if (width > 0) {
+      whole = width <= message.size() - at;
+      if (whole) field.bytes = message.substr(at, width);
+      at += whole ? width : 0;
+    } else {
+      return common::DataLoss("{}: not a SentencePiece model: field {} of wire type {} at byte {}", where,
+                              field.number, field.type, start);
+    }
+    if (!whole) return common::DataLoss("{}: not a SentencePiece model: a cut field at byte {}", where, start);
+    SRUNWAY_RETURN_IF_ERROR(visit(field));
+  }
+  return common::Status::Ok();
 }
 
 }  // namespace
@@ -306,9 +373,11 @@ common::StatusOr<Tokenizer> Tokenizer::Parse(std::string_view vocab_text, const 
 }
 
 common::StatusOr<std::vector<common::AtomicFile>> Tokenizer::StageBeside(const std::string& prefix) const {
-  if (!hugging_face()) return Stage(prefix + ".vocab.json", prefix + ".merges.txt");
+  if (!hugging_face() && !sentencepiece()) return Stage(prefix + ".vocab.json", prefix + ".merges.txt");
   std::vector<common::AtomicFile> files;
-  SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile json, common::StageFile(prefix + ".tokenizer.json", hf_json_));
+  SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile json,
+                           sentencepiece() ? common::StageFile(prefix + ".tokenizer.model", sp_model_)
+                                           : common::StageFile(prefix + ".tokenizer.json", hf_json_));
   files.push_back(std::move(json));
   if (!hf_config_.empty()) {
     SRUNWAY_ASSIGN_OR_RETURN(common::AtomicFile config,
@@ -318,13 +387,206 @@ common::StatusOr<std::vector<common::AtomicFile>> Tokenizer::StageBeside(const s
   return files;
 }
 
-common::StatusOr<Tokenizer> Tokenizer::LoadHuggingFace(const std::filesystem::path& path) {
+namespace {
+
+// A tokenizer's file (`path`, or `name` in the directory `path`), and tokenizer_config.json beside it ("": none).
+struct TokenizerFiles {
+  std::filesystem::path path;
+  std::string text, config;
+};
+
+common::StatusOr<TokenizerFiles> ReadTokenizerFiles(const std::filesystem::path& path, const char* name) {
   std::error_code ec;
-  const std::filesystem::path json = std::filesystem::is_directory(path, ec) ? path / "tokenizer.json" : path;
-  SRUNWAY_ASSIGN_OR_RETURN(std::string text, common::ReadFile(json));
-  auto config = common::ReadFile(ConfigBeside(json));
+  TokenizerFiles files;
+  files.path = std::filesystem::is_directory(path, ec) ? path / name : path;
+  SRUNWAY_ASSIGN_OR_RETURN(files.text, common::ReadFile(files.path));
+  auto config = common::ReadFile(ConfigBeside(files.path));
   if (!config.ok() && config.status().code() != common::StatusCode::kNotFound) return config.status();
-  return ParseHuggingFace(text, config.ok() ? *config : "", json);
+  if (config.ok()) files.config = std::move(*config);
+  return files;
+}
+
+}  // namespace
+
+common::StatusOr<Tokenizer> Tokenizer::LoadHuggingFace(const std::filesystem::path& path) {
+  SRUNWAY_ASSIGN_OR_RETURN(TokenizerFiles files, ReadTokenizerFiles(path, "tokenizer.json"));
+  return ParseHuggingFace(files.text, files.config, files.path);
+}
+
+common::StatusOr<Tokenizer> Tokenizer::LoadSentencePiece(const std::filesystem::path& path,
+                                                         std::optional<bool> add_bos) {
+  SRUNWAY_ASSIGN_OR_RETURN(TokenizerFiles files, ReadTokenizerFiles(path, "tokenizer.model"));
+  return ParseSentencePiece(files.text, files.config, files.path, add_bos);
+}
+
+common::StatusOr<Tokenizer> Tokenizer::LoadModel(const std::filesystem::path& path, std::string_view type) {
+  if (SentencePieceType(type)) return LoadSentencePiece(path, type == "Llama2Tokenizer");
+  std::error_code ec;
+  const bool model = std::filesystem::is_directory(path, ec)
+                         ? !std::filesystem::exists(path / "tokenizer.json", ec) &&
+                               std::filesystem::exists(path / "tokenizer.model", ec)
+                         : path.extension() == ".model";
+  if (type.empty() && model) return LoadSentencePiece(path);
+  return LoadHuggingFace(path);
+}
+
+namespace {
+
+// A SentencePiece model's piece (ModelProto.SentencePiece) and its types.
+enum PieceType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+struct Piece {
+  std::string text;
+  float score = 0;
+  int64_t type = kNormal;
+};
+
+}  // namespace
+
+common::StatusOr<Tokenizer> Tokenizer::ParseSentencePiece(std::string_view model, std::string_view config,
+                                                          const std::filesystem::path& where,
+                                                          std::optional<bool> add_bos) {
+  const std::string file = where.string();
+  // ModelProto: pieces (1), trainer_spec (2), normalizer_spec (3), with the defaults of sentencepiece_model.proto.
+  std::vector<Piece> pieces;
+  uint64_t model_type = 1;  // UNIGRAM
+  bool byte_fallback = false, suffix = false, dummy_prefix = true, strip = true, escape = true;
+  int64_t unk_id = 0, bos_id = 1, eos_id = 2;
+  std::string normalizer_name;
+  size_t charsmap = 0;
+  const common::Status read = ReadFields(model, file, [&](const WireField& field) -> common::Status {
+    if (field.number == 1 && field.type == 2) {
+      Piece& piece = pieces.emplace_back();
+      return ReadFields(field.bytes, file, [&](const WireField& part) -> common::Status {
+        if (part.number == 1 && part.type == 2) piece.text = std::string(part.bytes);
+        if (part.number == 2 && part.type == 5) {
+          uint32_t bits = 0;
+          for (int i = 3; i >= 0; --i) bits = (bits << 8) | static_cast<unsigned char>(part.bytes[i]);
+          piece.score = std::bit_cast<float>(bits);
+        }
+        if (part.number == 3 && part.type == 0) piece.type = static_cast<int64_t>(part.varint);
+        return common::Status::Ok();
+      });
+    }
+    if (field.number == 2 && field.type == 2) {  // TrainerSpec
+      return ReadFields(field.bytes, file, [&](const WireField& spec) -> common::Status {
+        const auto int32 = static_cast<int64_t>(static_cast<int32_t>(spec.varint));  // negatives are 10 bytes
+        if (spec.type != 0) return common::Status::Ok();
+        if (spec.number == 3) model_type = spec.varint;
+        if (spec.number == 24) suffix = spec.varint != 0;
+        if (spec.number == 35) byte_fallback = spec.varint != 0;
+        if (spec.number == 40) unk_id = int32;
+        if (spec.number == 41) bos_id = int32;
+        if (spec.number == 42) eos_id = int32;
+        return common::Status::Ok();
+      });
+    }
+    if (field.number == 3 && field.type == 2) {  // NormalizerSpec
+      return ReadFields(field.bytes, file, [&](const WireField& spec) -> common::Status {
+        if (spec.number == 1 && spec.type == 2) normalizer_name = std::string(spec.bytes);
+        if (spec.number == 2 && spec.type == 2) charsmap = spec.bytes.size();
+        if (spec.number == 3 && spec.type == 0) dummy_prefix = spec.varint != 0;
+        if (spec.number == 4 && spec.type == 0) strip = spec.varint != 0;
+        if (spec.number == 5 && spec.type == 0) escape = spec.varint != 0;
+        return common::Status::Ok();
+      });
+    }
+    return common::Status::Ok();
+  });
+  SRUNWAY_RETURN_IF_ERROR(read);
+  if (pieces.empty()) return common::DataLoss("{}: not a SentencePiece model: no pieces", file);
+  if (model_type != 2) {
+    return common::InvalidArgument("{}: a SentencePiece {} model: srunway reads BPE models only (Llama 2's)", file,
+                                   model_type == 1   ? "Unigram"
+                                   : model_type == 3 ? "word"
+                                   : model_type == 4 ? "character"
+                                                     : fmt::format("type {}", model_type));
+  }
+  if (charsmap > 0) {
+    return common::InvalidArgument("{}: normalizer '{}' (a compiled character map): srunway applies SentencePiece's "
+                                   "identity normalizer only (Llama 2's)", file, common::Printable(normalizer_name));
+  }
+  if (!escape || suffix) {
+    return common::InvalidArgument("{}: {}: srunway reads models that write a space as \u2581 before a word (Llama "
+                                   "2's)", file, suffix ? "treat_whitespace_as_suffix" : "escape_whitespaces off");
+  }
+  const auto count = static_cast<int64_t>(pieces.size());
+  if (count >= (int64_t{1} << 24)) return common::DataLoss("{}: {} pieces: too many", file, count);
+  for (const auto& [name, id, none] : {std::tuple{"unk_id", unk_id, false}, std::tuple{"bos_id", bos_id, true},
+                                       std::tuple{"eos_id", eos_id, true}}) {
+    if (!(id >= 0 && id < count) && !(none && id == -1)) {
+      return common::DataLoss("{}: trainer_spec.{} {} is not the id of one of its {} pieces", file, name, id, count);
+    }
+  }
+
+  Tokenizer tok;
+  tok.sp_model_ = std::string(model);
+  tok.characters_ = true;
+  tok.normalize_first_ = true;
+  tok.byte_fallback_ = byte_fallback;
+  tok.fuse_unk_ = true;
+  tok.unk_ = static_cast<int32_t>(unk_id);
+  for (int64_t id = 0; id < count; ++id) {
+    const Piece& piece = pieces[id];
+    if (piece.text.empty() || !IsUtf8(piece.text) || piece.type < kNormal || piece.type > kByte) {
+      return common::DataLoss("{}: piece {} is {}", file, id,
+                              piece.text.empty()      ? "empty"
+                              : !IsUtf8(piece.text) ? fmt::format("'{}', not UTF-8", common::Printable(piece.text))
+                                                      : fmt::format("of an unknown type {}", piece.type));
+    }
+    tok.tokens_.push_back(piece.text);
+    if (piece.type == kUserDefined) {  // matched in the text as they are, as added tokens
+      tok.added_.emplace_back(piece.text, static_cast<int32_t>(id));
+      tok.added_first_[static_cast<unsigned char>(piece.text[0])] = true;
+    }
+  }
+  std::stable_sort(tok.added_.begin(), tok.added_.end(),
+                   [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  tok.IndexTokens();
+  for (int b = 0; b < 256; ++b) {
+    auto found = tok.ids_.find(fmt::format("<0x{:02X}>", b));
+    tok.byte_tokens_[b] = found != tok.ids_.end() && pieces[found->second].type == kByte ? found->second : -1;
+  }
+  // Merges as transformers' converter writes them: each normal piece's splits into two pieces, the pieces by score,
+  // the highest first (ties in the order of their ids), a piece's splits by their halves' ids.
+  std::vector<int32_t> order(pieces.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return pieces[a].score > pieces[b].score; });
+  for (int32_t id : order) {
+    if (pieces[id].type != kNormal) continue;
+    const std::string_view text = pieces[id].text;
+    std::vector<std::pair<int32_t, int32_t>> splits;
+    for (size_t cut = CharLength(text); cut < text.size(); cut += CharLength(text.substr(cut))) {
+      auto left = tok.ids_.find(std::string(text.substr(0, cut))), right = tok.ids_.find(std::string(text.substr(cut)));
+      if (left != tok.ids_.end() && right != tok.ids_.end()) splits.emplace_back(left->second, right->second);
+    }
+    std::sort(splits.begin(), splits.end());
+    tok.merges_.insert(tok.merges_.end(), splits.begin(), splits.end());
+  }
+  tok.IndexMerges();
+  // Normalized as SentencePiece does, the whole text before the user's pieces are found in it.
+  if (strip) tok.normalizers_.push_back({Normalizer::Kind::kStrip, "", ""});
+  if (dummy_prefix) tok.normalizers_.push_back({Normalizer::Kind::kPrepend, "", tok.meta_});
+  tok.normalizers_.push_back({Normalizer::Kind::kReplace, " ", tok.meta_});
+
+  // <s> before each document: the flag's choice, else tokenizer_config.json's add_bos_token (true without it).
+  bool bos = add_bos.value_or(true);
+  if (!add_bos && !config.empty()) {
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json settings, common::ParseJson(config, ConfigBeside(where).string()));
+    if (settings.is_object() && settings.contains("add_bos_token") && settings["add_bos_token"].is_boolean()) {
+      bos = settings["add_bos_token"].get<bool>();
+    }
+  }
+  tok.bos_ = static_cast<int32_t>(bos_id);
+  if (bos && bos_id >= 0) tok.before_ = {tok.bos_};
+  tok.eod_ = static_cast<int32_t>(eos_id);
+  tok.eod_text_ = eos_id >= 0 ? pieces[eos_id].text : "";
+  // tokenizer_config.json as transformers' LlamaTokenizer reads it beside the model.
+  common::Json settings = {{"tokenizer_class", "LlamaTokenizer"}, {"add_bos_token", bos}, {"add_eos_token", false},
+                           {"unk_token", pieces[unk_id].text}, {"legacy", true}};
+  settings["bos_token"] = bos_id >= 0 ? common::Json(pieces[bos_id].text) : common::Json();
+  settings["eos_token"] = eos_id >= 0 ? common::Json(pieces[eos_id].text) : common::Json();
+  tok.hf_config_ = settings.dump(2) + "\n";
+  return tok;
 }
 
 namespace {
@@ -838,9 +1100,14 @@ void Tokenizer::Merge(std::vector<int32_t>& symbols) const {
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
   std::vector<int32_t> out;
-  if (!hugging_face()) {
+  if (!hugging_face() && !sentencepiece()) {
     SplitWords(text, [&](std::string_view word) { EncodeWord(word, out); });
     return out;
+  }
+  std::string normalized;
+  if (normalize_first_) {
+    normalized = Normalize(text);
+    text = normalized;
   }
   out = before_;
   size_t start = 0;  // where the text not yet encoded begins
@@ -868,16 +1135,15 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
   return out;
 }
 
-void Tokenizer::EncodeSegment(std::string_view text, bool first, std::vector<int32_t>& out) const {
-  if (text.empty()) return;
-  std::string changed;  // the text as the normalizers and the pre-tokenizer leave it, where they change it
+std::string Tokenizer::Normalize(std::string_view text) const {
+  std::string changed(text);
   for (const Normalizer& step : normalizers_) {
     switch (step.kind) {
       case Normalizer::Kind::kNfc: {
         utf8proc_uint8_t* nfc = nullptr;
+        const auto options = static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE);
         const utf8proc_ssize_t length = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                                     static_cast<utf8proc_ssize_t>(text.size()), &nfc,
-                                                     static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+                                                     static_cast<utf8proc_ssize_t>(text.size()), &nfc, options);
         // Invalid UTF-8 stays as it is: Hugging Face's tokenizers take none to normalize.
         changed = length >= 0 ? std::string(reinterpret_cast<const char*>(nfc), static_cast<size_t>(length))
                               : std::string(text);
@@ -886,10 +1152,30 @@ void Tokenizer::EncodeSegment(std::string_view text, bool first, std::vector<int
       }
       case Normalizer::Kind::kPrepend: changed = text.empty() ? std::string() : step.to + std::string(text); break;
       case Normalizer::Kind::kReplace: changed = ReplaceAll(text, step.from, step.to); break;
+      case Normalizer::Kind::kStrip: {
+        std::string stripped;
+        bool space = true;  // drops the spaces before the first character, and each after another
+        for (char c : text) {
+          if (c != ' ' || !space) stripped.push_back(c);
+          space = c == ' ';
+        }
+        if (!stripped.empty() && stripped.back() == ' ') stripped.pop_back();
+        changed = std::move(stripped);
+        break;
+      }
     }
     text = changed;
   }
-  if (text.empty()) return;  // a Replace took all of it
+  return changed;
+}
+
+void Tokenizer::EncodeSegment(std::string_view text, bool first, std::vector<int32_t>& out) const {
+  std::string changed;  // the text as the normalizers and the pre-tokenizer leave it, where they change it
+  if (!normalize_first_) {
+    changed = Normalize(text);
+    text = changed;
+  }
+  if (text.empty()) return;  // also where a Replace took all of it
   if (metaspace_) {
     changed = ReplaceAll(text, " ", meta_);
     const bool prepend = meta_prepend_ == MetaPrepend::kAlways || (meta_prepend_ == MetaPrepend::kFirst && first);

@@ -12,13 +12,16 @@
 //
 // And a tokenizer.json of SentencePiece-style BPE (Llama 2's, Mistral's): spaces written as ▁ by Llama 2's
 // normalizer or the Metaspace pre-tokenizer, characters (not bytes) merged, a character outside the vocabulary
-// its bytes' <0xXX> tokens (byte fallback) or the unknown token.
+// its bytes' <0xXX> tokens (byte fallback) or the unknown token. A SentencePiece BPE model itself (Llama 2's
+// tokenizer.model, Megatron's Llama2Tokenizer and GPTSentencePieceTokenizer) becomes the same: its pieces the
+// vocabulary, its merges each piece's splits into two pieces by the piece's score, as transformers converts it.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -48,6 +51,24 @@ class Tokenizer {
   // The files' contents, read already (`config` empty where there is none); `where` names tokenizer.json in errors.
   static common::StatusOr<Tokenizer> ParseHuggingFace(std::string_view tokenizer_json, std::string_view config,
                                                       const std::filesystem::path& where);
+  // A SentencePiece model: `path` is tokenizer.model or the directory holding it. `add_bos`: <s> before each
+  // document (Megatron's Llama2Tokenizer), or not (GPTSentencePieceTokenizer); unset, tokenizer_config.json beside
+  // it says (add_bos_token, true where it is not there, as transformers' LlamaTokenizer). BPE models with
+  // SentencePiece's identity normalizer only (Llama 2's); a Unigram model or a compiled normalizer is refused.
+  static common::StatusOr<Tokenizer> LoadSentencePiece(const std::filesystem::path& path,
+                                                       std::optional<bool> add_bos = std::nullopt);
+  // The model's bytes, read already; `config` (tokenizer_config.json's text) may be empty.
+  static common::StatusOr<Tokenizer> ParseSentencePiece(std::string_view model, std::string_view config,
+                                                        const std::filesystem::path& where,
+                                                        std::optional<bool> add_bos = std::nullopt);
+  // --tokenizer-model PATH of Megatron's --tokenizer-type: HuggingFaceTokenizer a tokenizer.json, Llama2Tokenizer
+  // and GPTSentencePieceTokenizer a SentencePiece model, with and without <s> before each document. No type: a file
+  // named *.model (or a directory with tokenizer.model and no tokenizer.json) is a SentencePiece model, else a
+  // tokenizer.json.
+  static common::StatusOr<Tokenizer> LoadModel(const std::filesystem::path& path, std::string_view type);
+  static bool SentencePieceType(std::string_view type) {
+    return type == "Llama2Tokenizer" || type == "GPTSentencePieceTokenizer";
+  }
   // Learns merges from word counts until the vocabulary (256 bytes + merges + <|endoftext|>) has vocab_size
   // entries or no pair occurs twice. `progress` is called now and then with (merges done, merges wanted); when it
   // returns false, training stops there (Aborted).
@@ -60,7 +81,8 @@ class Tokenizer {
 
   // The files that describe it beside a dataset PREFIX, written under temporary names for CommitTogether:
   // PREFIX.vocab.json and PREFIX.merges.txt (GPT-2's), or a Hugging Face tokenizer's PREFIX.tokenizer.json and
-  // PREFIX.tokenizer_config.json, as they were read.
+  // PREFIX.tokenizer_config.json, as they were read; or a SentencePiece model's PREFIX.tokenizer.model and a
+  // PREFIX.tokenizer_config.json that says whether <s> begins each document.
   common::StatusOr<std::vector<common::AtomicFile>> StageBeside(const std::string& prefix) const;
 
   std::vector<int32_t> Encode(std::string_view text) const;
@@ -74,7 +96,11 @@ class Tokenizer {
   int32_t bos() const { return bos_; }
   bool hugging_face() const { return !hf_json_.empty(); }
   const std::string& hf_json() const { return hf_json_; }
+  // tokenizer_config.json: a Hugging Face tokenizer's as read, or a SentencePiece model's (LlamaTokenizer's form).
   const std::string& hf_config() const { return hf_config_; }
+  // A SentencePiece model's bytes (empty: not one).
+  bool sentencepiece() const { return !sp_model_.empty(); }
+  const std::string& sp_model() const { return sp_model_; }
 
  private:
   // ids_ from tokens_; then byte_ids_, merge_rank_ and eod_, which need ids_ and merges_.
@@ -86,8 +112,10 @@ class Tokenizer {
   void CharacterSymbols(std::string_view word, std::vector<int32_t>& symbols) const;
   // Merges the symbols' pairs, the lowest rank first and the leftmost of equal ones, as Hugging Face's BPE does.
   void Merge(std::vector<int32_t>& symbols) const;
-  // A Hugging Face tokenizer's text between added tokens (`first`: it begins the document): normalized, split,
-  // merged.
+  // The text after normalizers_.
+  std::string Normalize(std::string_view text) const;
+  // A Hugging Face tokenizer's text between added tokens (`first`: it begins the document): normalized (unless
+  // normalize_first_), split, merged.
   void EncodeSegment(std::string_view text, bool first, std::vector<int32_t>& out) const;
   void SplitPieces(std::string_view text, size_t stage, const std::function<void(std::string_view)>& emit) const;
 
@@ -101,9 +129,12 @@ class Tokenizer {
 
   // A Hugging Face tokenizer's parts (hf_json_ empty: GPT-2's, split by SplitWords).
   std::string hf_json_, hf_config_;
+  std::string sp_model_;
+  bool normalize_first_ = false;  // SentencePiece's order: the whole text normalized, then added tokens split out
   std::vector<std::shared_ptr<const Regex>> splits_;  // applied one after another, each to the last one's pieces
   struct Normalizer {
-    enum class Kind { kNfc, kPrepend, kReplace } kind;
+    // kStrip: SentencePiece's remove_extra_whitespaces (no space at either end, one for a run of them).
+    enum class Kind { kNfc, kPrepend, kReplace, kStrip } kind;
     std::string from, to;  // kReplace: every `from` becomes `to`; kPrepend: `to` goes before a non-empty text
   };
   std::vector<Normalizer> normalizers_;  // in order

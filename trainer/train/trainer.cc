@@ -242,20 +242,27 @@ common::StatusOr<SavedSettings> ReadSavedSettings(const common::Json& extra, int
   return saved;
 }
 
-// The tokenizer's files: --tokenizer-model's tokenizer.json (a Hugging Face tokenizer: .second empty), or
-// --vocab-file and --merge-file; else those srunway-prep wrote beside the (first) dataset, PREFIX.tokenizer.json
-// where it is there, else PREFIX.vocab.json and PREFIX.merges.txt.
-common::StatusOr<std::pair<std::string, std::string>> TokenizerPaths(const TrainOptions& o) {
-  if (!o.tokenizer_model.empty()) return std::pair{o.tokenizer_model, std::string()};
-  if (!o.vocab_file.empty() || !o.merge_file.empty()) return std::pair{o.vocab_file, o.merge_file};
+// The tokenizer's files: --tokenizer-model's, or --vocab-file and --merge-file; else those srunway-prep wrote
+// beside the (first) dataset: PREFIX.tokenizer.json, else PREFIX.tokenizer.model, else PREFIX.vocab.json and
+// PREFIX.merges.txt.
+struct TokenizerSource {
+  std::string model, type;    // a tokenizer.json or SentencePiece model, as Tokenizer::LoadModel reads it, or
+  std::string vocab, merges;  // GPT-2's files
+};
+
+common::StatusOr<TokenizerSource> TokenizerPaths(const TrainOptions& o) {
+  if (!o.tokenizer_model.empty()) return TokenizerSource{o.tokenizer_model, o.tokenizer_type, "", ""};
+  if (!o.vocab_file.empty() || !o.merge_file.empty()) {
+    return TokenizerSource{"", "", o.vocab_file, o.merge_file};
+  }
   auto paths = ParseDataPath(o.train_data_path.empty() ? o.data_path : o.train_data_path);
   if (!paths.ok()) return paths.status();
   const std::string& prefix = paths->front().prefix;
   std::error_code ec;
-  if (std::filesystem::exists(prefix + ".tokenizer.json", ec)) {
-    return std::pair{prefix + ".tokenizer.json", std::string()};
+  for (const char* beside : {".tokenizer.json", ".tokenizer.model"}) {
+    if (std::filesystem::exists(prefix + beside, ec)) return TokenizerSource{prefix + beside, "", "", ""};
   }
-  return std::pair{prefix + ".vocab.json", prefix + ".merges.txt"};
+  return TokenizerSource{"", "", prefix + ".vocab.json", prefix + ".merges.txt"};
 }
 
 using TokenizerRef = std::shared_ptr<const Tokenizer>;
@@ -264,9 +271,9 @@ using TokenizerRef = std::shared_ptr<const Tokenizer>;
 // flags loaded, else TokenizerPaths' files.
 common::StatusOr<TokenizerRef> FindTokenizer(const TrainOptions& o) {
   if (o.tokenizer) return o.tokenizer;
-  SRUNWAY_ASSIGN_OR_RETURN(auto paths, TokenizerPaths(o));
-  auto loaded = paths.second.empty() ? Tokenizer::LoadHuggingFace(paths.first)
-                                     : Tokenizer::Load(paths.first, paths.second);
+  SRUNWAY_ASSIGN_OR_RETURN(TokenizerSource source, TokenizerPaths(o));
+  auto loaded = source.model.empty() ? Tokenizer::Load(source.vocab, source.merges)
+                                     : Tokenizer::LoadModel(source.model, source.type);
   if (!loaded.ok()) return loaded.status();
   return std::make_shared<const Tokenizer>(std::move(*loaded));
 }
@@ -417,6 +424,9 @@ class Trainer {
   void WatchStragglers(const std::vector<RankStep>& steps, common::Json& line);
   void Print(std::string_view text);
   common::Status CheckEndOutputs();
+  // The data's tokenizer (FindTokenizer's), or why there is none: loaded the first time a flag needs it, and kept.
+  const common::StatusOr<TokenizerRef>& DataTokenizer();
+  std::optional<HfTokenizer> ExportTokenizer(std::string& none);
   common::Status Export();
   common::Status Sample();
   std::string Host(int rank) const;
@@ -434,10 +444,7 @@ class Trainer {
   bool setup_error_everywhere_ = false;  // the error came from the flags, which every rank has
   bool error_said_elsewhere_ = false;    // another rank's failure, which that rank reports
   bool peers_know_ = false;              // this rank's failure was agreed on (AgreeOnOutcome): the peers end too
-  // The data's tokenizer (FindTokenizer's), or why there is none: loaded the first time a flag needs it, and kept.
-  const common::StatusOr<TokenizerRef>& DataTokenizer();
-  std::optional<HfTokenizer> ExportTokenizer(std::string& none);
-  std::optional<common::StatusOr<TokenizerRef>> tokenizer_;
+  std::optional<common::StatusOr<TokenizerRef>> tokenizer_;  // DataTokenizer's
   std::vector<int32_t> sample_context_;  // --sample's prompt, encoded
   int B_ = 0, T_ = 0, accum_ = 1;        // accum_: micro-batches per step on this rank (at the whole batch)
   BatchRamp ramp_;  // the global batch of each step (--rampup-batch-size)
@@ -859,9 +866,11 @@ common::Status Trainer::Setup() {
     }
     const Tokenizer& tokenizer = **found;
     if (tokenizer.eod() < 0) {
-      return common::InvalidArgument("{}: the tokenizer has no {}", flags, tokenizer.hugging_face()
-                                         ? "eos_token (tokenizer_config.json beside tokenizer.json names it)"
-                                         : fmt::format("{} token", kEndOfText));
+      const std::string missing = tokenizer.sentencepiece() ? "eos_id (the SentencePiece model's is -1)"
+                                  : tokenizer.hugging_face()
+                                      ? "eos_token (tokenizer_config.json beside tokenizer.json names it)"
+                                      : fmt::format("{} token", kEndOfText);
+      return common::InvalidArgument("{}: the tokenizer has no {}", flags, missing);
     }
     eod_ = tokenizer.eod();
     eod_text = tokenizer.eod_text();
@@ -1763,8 +1772,9 @@ std::optional<HfTokenizer> Trainer::ExportTokenizer(std::string& none) {
   }
   const Tokenizer& tokenizer = **loaded;
   HfTokenizer files;
-  if (tokenizer.hugging_face()) {  // its tokenizer.json and tokenizer_config.json as read
+  if (tokenizer.hugging_face() || tokenizer.sentencepiece()) {  // tokenizer.json or .model, and its config
     files.tokenizer_json = tokenizer.hf_json();
+    files.tokenizer_model = tokenizer.sp_model();
     files.tokenizer_config = tokenizer.hf_config();
     files.bos = tokenizer.bos();
     files.eos = tokenizer.eod();
@@ -1775,8 +1785,8 @@ std::optional<HfTokenizer> Trainer::ExportTokenizer(std::string& none) {
     none = paths.status().message();
     return std::nullopt;
   }
-  auto vocab = common::ReadFile(paths->first);
-  auto merges = common::ReadFile(paths->second);
+  auto vocab = common::ReadFile(paths->vocab);
+  auto merges = common::ReadFile(paths->merges);
   for (const auto* read : {&vocab, &merges}) {
     if (read->ok()) continue;
     none = read->status().message();
@@ -2106,9 +2116,10 @@ common::Status Trainer::Export() {
     }
     common::LogInfo("exported the model to {} for transformers' from_pretrained ({}, {}; {})", o_.export_hf,
                     HuggingFaceArchitecture(o_.model), DtypeName(o_.export_dtype),
-                    !tokenizer                         ? "no tokenizer: " + none
-                    : tokenizer->tokenizer_json.empty() ? "with the tokenizer, GPT2Tokenizer"
-                                                        : "with the tokenizer, its tokenizer.json");
+                    !tokenizer                            ? "no tokenizer: " + none
+                    : !tokenizer->tokenizer_model.empty() ? "with the tokenizer, its tokenizer.model (LlamaTokenizer)"
+                    : tokenizer->tokenizer_json.empty()   ? "with the tokenizer, GPT2Tokenizer"
+                                                          : "with the tokenizer, its tokenizer.json");
   }
   if (o_.export_safetensors.empty()) return common::Status::Ok();
   std::vector<NamedTensor> tensors;

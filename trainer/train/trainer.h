@@ -129,7 +129,8 @@ struct TrainOptions {
   int sample_top_k = 1;        // 1: greedy
   std::string sample_prompt;
   std::string vocab_file, merge_file;
-  std::string tokenizer_model;  // a Hugging Face tokenizer.json or its directory (--tokenizer-model), or:
+  std::string tokenizer_model;  // a Hugging Face tokenizer.json or SentencePiece model, or its directory, read as
+  std::string tokenizer_type;   // ...Tokenizer::LoadModel reads it (Megatron's --tokenizer-type); or:
   // Megatron's --tokenizer-type NullTokenizer with --vocab-size N: the data are token ids below N, N is the end of
   // document, and there is no text (0: the tokenizer is vocab_file's, or the one beside the data).
   int null_tokenizer_vocab = 0;

@@ -15,7 +15,9 @@ SentencePiece-style BPE (Llama 2's, Mistral's) is checked against the SentencePi
 tokenizer.model runs on: a BPE model with byte fallback is trained here on part of the documents (the rest, in other
 scripts, go through byte fallback), written as tokenizer.json as transformers' LlamaConverter writes one (Llama 2's
 normalizer; and the Metaspace pre-tokenizer of its non-legacy form), and srunway-prep's datasets compared with
-<s> + SentencePiece's encoding + </s>.
+<s> + SentencePiece's encoding + </s>. The model file itself is read too (Megatron's Llama2Tokenizer and
+GPTSentencePieceTokenizer), and a second model with SentencePiece's default whitespace handling, no byte fallback and
+user-defined pieces; a Unigram model and a compiled normalizer are refused.
 
 Usage: hf_tokenizer_reference.py SRUNWAY_PREP SRUNWAY_TRAIN WORK_DIR
 Exits 77 (skipped) where Python's regex or sentencepiece module is not installed (Debian's python3-regex,
@@ -187,6 +189,22 @@ def sentencepiece_file(sp, legacy):
                       "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
 
 
+def make_compare(prep, work, jsonl):
+    """A check that srunway-prep's dataset with --tokenizer-type TYPE --tokenizer-model PATH is `want`, and that
+    `also` holds for it."""
+    def compare(what, tokenizer_type, path, want, also=lambda got: True):
+        prefix = os.path.join(work, "data-" + tokenizer_type)
+        run(prep, "--input", jsonl, "--output-prefix", prefix, "--tokenizer-type", tokenizer_type,
+            "--tokenizer-model", path, "--quiet")
+        got = read_megatron(prefix)
+        differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+        check(f"{what}: srunway-prep's {len(got)} documents are SentencePiece's token for token",
+              len(got) == len(want) and not differ and also(got),
+              f"{len(got)} documents; first differing {differ[:1]}: srunway {got[differ[0]][:24] if differ else ''}"
+              f" SentencePiece {want[differ[0]][:24] if differ else ''}")
+    return compare
+
+
 def check_sentencepiece(prep, train, work, jsonl, common):
     # Trained on the documents in Latin script only: the others' characters are not pieces, and fall back to bytes.
     text = os.path.join(work, "sentencepiece.txt")
@@ -203,6 +221,33 @@ def check_sentencepiece(prep, train, work, jsonl, common):
     sp = sentencepiece.SentencePieceProcessor(model_file=model + ".model")
     want = [[sp.bos_id()] + sp.encode(doc) + [sp.eos_id()] for doc in DOCS]
     fallback = sum(sp.is_byte(t) for doc in want for t in doc)
+    compare = make_compare(prep, work, jsonl)
+    for tokenizer_type, bos in (("Llama2Tokenizer", [sp.bos_id()]), ("GPTSentencePieceTokenizer", [])):
+        compare(f"{tokenizer_type} with the model file", tokenizer_type, model + ".model",
+                [bos + sp.encode(doc) + [sp.eos_id()] for doc in DOCS])
+    # SentencePiece's defaults for the spaces (no space at either end, one for a run), no byte fallback (a run of
+    # unknown characters is one <unk>), pieces of the user's that are matched whole.
+    plain = os.path.join(work, "sentencepiece-plain")
+    sentencepiece.SentencePieceTrainer.train(
+        input=text, model_prefix=plain, model_type="bpe", vocab_size=300, hard_vocab_limit=False,
+        normalization_rule_name="identity", user_defined_symbols=["<|im_start|>", "<|im_end|>"], minloglevel=2)
+    plain_sp = sentencepiece.SentencePieceProcessor(model_file=plain + ".model")
+    compare("GPTSentencePieceTokenizer, SentencePiece's whitespace rules, <unk>, user-defined pieces",
+            "GPTSentencePieceTokenizer", plain + ".model", [plain_sp.encode(doc) + [plain_sp.eos_id()] for doc in DOCS],
+            lambda got: any(plain_sp.unk_id() in doc for doc in got) and
+            any(plain_sp.piece_to_id("<|im_end|>") in doc for doc in got))
+    for kind, options in (("Unigram", {"model_type": "unigram"}), ("nmt_nfkc", {"model_type": "bpe"})):
+        refused = os.path.join(work, "sentencepiece-" + kind)
+        sentencepiece.SentencePieceTrainer.train(input=text, model_prefix=refused, vocab_size=200,
+                                                 hard_vocab_limit=False, minloglevel=2, **options)
+        result = run(prep, "--input", jsonl, "--output-prefix", os.path.join(work, "x"), "--tokenizer-type",
+                     "GPTSentencePieceTokenizer", "--tokenizer-model", refused + ".model", expect=1)
+        lines = result.stderr.strip().splitlines()
+        want_line = ("a SentencePiece Unigram model: srunway reads BPE models only" if kind == "Unigram" else
+                     r"normalizer 'nmt_nfkc' \(a compiled character map\)")
+        check(f"a {kind} SentencePiece model: refused in one line naming the file",
+              len(lines) == 1 and re.search(rf"error: --tokenizer-model: .*{kind}\.model: {want_line}", lines[0])
+              is not None, result.stderr.strip())
     for name, legacy in (("llama2", True), ("metaspace", False)):
         directory = os.path.join(work, name)
         write_tokenizer(directory, sentencepiece_file(sp, legacy), {"bos_token": "<s>", "eos_token": "</s>"})
@@ -216,19 +261,34 @@ def check_sentencepiece(prep, train, work, jsonl, common):
               len(got) == len(want) and not differ and fallback > 0,
               f"{len(got)} documents, {fallback} byte tokens; first differing {differ[:1]}: srunway "
               f"{got[differ[0]][:24] if differ else ''} SentencePiece {want[differ[0]][:24] if differ else ''}")
-    # srunway-train on that dataset with its tokenizer beside it: </s> ends the documents, the sample decodes (▁ as
-    # spaces), --export-hf takes the files along with <s> and </s> as bos and eos.
-    export = os.path.join(work, "export-llama2")
-    result = run(train, *common, "--train-iters", "1", "--data-path", os.path.join(work, "data-llama2"),
-                 "--reset-position-ids", "--sample", "4", "--sample-prompt", "the language", "--export-hf", export)
-    log = result.stdout + result.stderr
+    def train_with(dataset):
+        """srunway-train on data-DATASET with the tokenizer beside it: the log, the --export-hf directory, and whether
+        </s> ends the documents and the sample decodes (▁ as spaces)."""
+        export = os.path.join(work, "export-" + dataset)
+        result = run(train, *common, "--train-iters", "1", "--data-path", os.path.join(work, "data-" + dataset),
+                     "--reset-position-ids", "--sample", "4", "--sample-prompt", "the language", "--export-hf", export)
+        log = result.stdout + result.stderr
+        return log, export, (f"each ends after token {sp.eos_id()} (</s>)" in log and
+                             re.search(r"sample \(4 tokens, greedy\):\nthe language", log) is not None)
+
+    # The model file's dataset (PREFIX.tokenizer.model beside it): --export-hf takes tokenizer.model and a
+    # tokenizer_config.json for transformers' LlamaTokenizer.
+    log, export, decoded = train_with("Llama2Tokenizer")
+    with open(os.path.join(export, "tokenizer_config.json")) as f:
+        settings = json.load(f)
+    check("srunway-train with a SentencePiece model beside the data: </s> ends documents, the sample decodes, "
+          "--export-hf writes tokenizer.model and LlamaTokenizer's config",
+          decoded and open(os.path.join(export, "tokenizer.model"), "rb").read() == open(model + ".model", "rb").read()
+          and settings.get("tokenizer_class") == "LlamaTokenizer" and settings.get("add_bos_token") is True and
+          settings.get("eos_token") == "</s>" and "with the tokenizer, its tokenizer.model" in log,
+          log[-800:] + f" {settings}")
+    # The tokenizer.json's dataset: --export-hf takes the file along with <s> and </s> as bos and eos.
+    log, export, decoded = train_with("llama2")
     with open(os.path.join(export, "config.json")) as f:
         config = json.load(f)
     check("srunway-train with a SentencePiece-style tokenizer: </s> ends documents, the sample decodes, --export-hf "
           "takes tokenizer.json and <s>/</s> ids",
-          f"each ends after token {sp.eos_id()} (</s>)" in log and
-          re.search(r"sample \(4 tokens, greedy\):\nthe language", log) is not None and
-          open(os.path.join(export, "tokenizer.json"), "rb").read() ==
+          decoded and open(os.path.join(export, "tokenizer.json"), "rb").read() ==
           open(os.path.join(work, "llama2", "tokenizer.json"), "rb").read() and
           config.get("bos_token_id") == sp.bos_id() and config.get("eos_token_id") == sp.eos_id(),
           log[-800:] + f" {config}")

@@ -1,8 +1,12 @@
 // Byte-level BPE: GPT-2's word split, training, lossless round trips, GPT-2 file formats, bad files; Hugging Face's
-// tokenizer.json (patterns, ignore_merges, added tokens, templates, NFC, refusals).
+// tokenizer.json (patterns, ignore_merges, added tokens, templates, NFC, SentencePiece-style files, refusals); a
+// SentencePiece model file.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <filesystem>
+#include <tuple>
 
 #include "common/fs.h"
 #include "common/json.h"
@@ -409,6 +413,93 @@ TEST_F(HuggingFaceTest, SentencePieceStyleBpe) {
     const std::vector<int32_t> tokens = at_once.Encode(text);
     EXPECT_EQ(at_once.Decode({tokens.begin() + 1, tokens.end()}), text.starts_with(' ') ? text : " " + text);
   }
+}
+
+// A SentencePiece model file, written field by field in protobuf's wire format (ModelProto): pieces (text, score,
+// type), then the trainer's and the normalizer's specs as `trainer` and `normalizer` give them, already encoded.
+std::string Varint(uint64_t value) {
+  std::string out;
+  for (; value >= 0x80; value >>= 7) out.push_back(static_cast<char>((value & 0x7F) | 0x80));
+  out.push_back(static_cast<char>(value));
+  return out;
+}
+std::string Field(int number, std::string_view bytes) {  // length-delimited
+  return Varint(static_cast<uint64_t>(number) << 3 | 2) + Varint(bytes.size()) + std::string(bytes);
+}
+std::string VarintField(int number, uint64_t value) {
+  return Varint(static_cast<uint64_t>(number) << 3) + Varint(value);
+}
+std::string SentencePieceModel(const std::vector<std::tuple<std::string, float, int>>& pieces, std::string trainer,
+                               std::string normalizer) {
+  std::string model;
+  for (const auto& [text, score, type] : pieces) {
+    std::string piece = Field(1, text) + Varint(2 << 3 | 5);
+    const auto bits = std::bit_cast<uint32_t>(score);
+    for (int i = 0; i < 4; ++i) piece.push_back(static_cast<char>(bits >> (8 * i)));
+    model += Field(1, piece + VarintField(3, static_cast<uint64_t>(type)));
+  }
+  return model + Field(2, trainer) + Field(3, normalizer);
+}
+
+TEST(SentencePieceModelTest, ReadsABpeModelAndRefusesWhatItCannotRead) {
+  const std::vector<std::tuple<std::string, float, int>> pieces = {
+      {"<unk>", 0, 2}, {"<s>", 0, 3}, {"</s>", 0, 3}, {"\u2581", -5, 1}, {"t", -6, 1}, {"h", -7, 1}, {"e", -8, 1},
+      {"\u2581t", -1, 1}, {"he", -2, 1}, {"\u2581the", -3, 1}, {"<x>", 0, 4}};
+  const std::string bpe = VarintField(3, 2), identity = Field(1, "identity") + VarintField(4, 0);
+  auto tok = Tokenizer::ParseSentencePiece(SentencePieceModel(pieces, bpe, identity), "", "m.model");
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_TRUE(tok->sentencepiece());
+  EXPECT_EQ(tok->vocab_size(), 11);
+  EXPECT_EQ(tok->eod(), 2);
+  EXPECT_EQ(tok->bos(), 1);
+  // <s> first (LlamaTokenizer's add_bos_token), the dummy prefix once for the whole text, <x> matched whole.
+  EXPECT_EQ(tok->Encode("the the<x>"), (std::vector<int32_t>{1, 9, 9, 10}));
+  EXPECT_EQ(tok->Encode(" the"), (std::vector<int32_t>{1, 3, 9})) << "no whitespace removal: the space stays";
+  EXPECT_EQ(tok->Encode("theq"), (std::vector<int32_t>{1, 9, 0})) << "no byte fallback: <unk>";
+  auto plain = Tokenizer::ParseSentencePiece(SentencePieceModel(pieces, bpe, identity),
+                                             R"({"add_bos_token": false})", "m.model");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->Encode("the"), (std::vector<int32_t>{9})) << "tokenizer_config.json's add_bos_token";
+  auto llama2 = Tokenizer::ParseSentencePiece(SentencePieceModel(pieces, bpe, identity), R"({"add_bos_token": false})",
+                                              "m.model", true);
+  ASSERT_TRUE(llama2.ok());
+  EXPECT_EQ(llama2->Encode("the"), (std::vector<int32_t>{1, 9})) << "Llama2Tokenizer's <s> over the config";
+  // SentencePiece's default: no space at either end, one for a run of them.
+  auto stripped = Tokenizer::ParseSentencePiece(SentencePieceModel(pieces, bpe, Field(1, "identity")), "", "m.model",
+                                                false);
+  ASSERT_TRUE(stripped.ok());
+  EXPECT_EQ(stripped->Encode("  the   the  "), (std::vector<int32_t>{9, 9}));
+  // No <s> where bos_id is -1 (a negative int32 is a 10-byte varint).
+  auto no_bos = Tokenizer::ParseSentencePiece(
+      SentencePieceModel(pieces, bpe + VarintField(41, static_cast<uint64_t>(int64_t{-1})), identity), "", "m.model");
+  ASSERT_TRUE(no_bos.ok()) << no_bos.status().ToString();
+  EXPECT_EQ(no_bos->bos(), -1);
+  EXPECT_EQ(no_bos->Encode("the"), (std::vector<int32_t>{9}));
+
+  const std::string whole = SentencePieceModel(pieces, bpe, identity);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {whole.substr(0, whole.size() - 3), "not a SentencePiece model: a cut field at byte"},
+      {whole + Varint(7 << 3 | 3), "not a SentencePiece model: field 7 of wire type 3"},
+      {Field(2, bpe), "not a SentencePiece model: no pieces"},
+      {SentencePieceModel(pieces, "", identity), "a SentencePiece Unigram model: srunway reads BPE models only"},
+      {SentencePieceModel(pieces, bpe, Field(1, "nmt_nfkc") + Field(2, "\x01\x02")),
+       "normalizer 'nmt_nfkc' (a compiled character map)"},
+      {SentencePieceModel(pieces, bpe + VarintField(42, 11), identity), "trainer_spec.eos_id 11 is not the id"},
+      {SentencePieceModel(pieces, bpe + VarintField(24, 1), identity), "treat_whitespace_as_suffix"},
+      {SentencePieceModel({{"", 0, 2}, {"<s>", 0, 3}, {"</s>", 0, 3}}, bpe, identity), "piece 0 is empty"},
+  };
+  for (const auto& [model, message] : refused) {
+    auto bad = Tokenizer::ParseSentencePiece(model, "", "dir/m.model");
+    ASSERT_FALSE(bad.ok()) << message;
+    EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("dir/m.model: " + message));
+  }
+  // A piece that is not UTF-8 (the fuzzer's: tokenizer_config.json could not be written from it).
+  auto latin1 = Tokenizer::ParseSentencePiece(
+      SentencePieceModel({{"<unk>", 0, 2}, {"<s>", 0, 3}, {"</s>", 0, 3}, {"caf\xe9", 0, 1}}, bpe, identity), "",
+      "dir/m.model");
+  ASSERT_FALSE(latin1.ok());
+  EXPECT_THAT(latin1.status().message(), ::testing::AllOf(::testing::HasSubstr("dir/m.model: piece 3 is 'caf"),
+                                                          ::testing::HasSubstr("', not UTF-8")));
 }
 
 TEST_F(HuggingFaceTest, RefusalsNameWhatTheyFound) {

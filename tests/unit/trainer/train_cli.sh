@@ -40,7 +40,7 @@ echo "ok: one batch overfits: $last"
 # srunway-prep's exit codes: 2 for a command line without one tokenizer (or half of one), 1 for bad input (a malformed JSONL line
 # named by file:line; an input that is not there).
 printf '{"text": "one"}\n{"text": \n' >"$kWork/bad.jsonl"
-expect_exit 2 "give one tokenizer: --vocab-file and --merge-file, --tokenizer-model \(a Hugging Face tokenizer.json or its directory\), or --train-vocab N" \
+expect_exit 2 "give one tokenizer: --vocab-file and --merge-file, --tokenizer-model \(a Hugging Face tokenizer.json or a SentencePiece model, or its directory\), or --train-vocab N" \
   "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep"
 expect_exit 2 "--vocab-file and --merge-file go together" \
   "$kPrep" --input "$kWork/bad.jsonl" --output-prefix "$kWork/prep" --vocab-file x.json
@@ -80,7 +80,7 @@ for i in $(seq 1 300); do echo "line $i of a small corpus, with words that repea
   --quiet >/dev/null || fail "srunway-prep with Megatron's flags"
 cmp -s "$kWork/ours.bin" "$kWork/megatron.bin" && cmp -s "$kWork/ours.idx" "$kWork/megatron.idx" ||
   fail "Megatron's preprocessing flags changed the dataset"
-expect_exit 2 "error: --tokenizer-type SentencePieceTokenizer: srunway-prep reads BPE only: GPT2BPETokenizer \(--vocab-file and --merge-file, or --train-vocab\) or HuggingFaceTokenizer \(--tokenizer-model: a tokenizer.json, which Llama 2's and Mistral's directories hold beside tokenizer.model\)" \
+expect_exit 2 "error: --tokenizer-type SentencePieceTokenizer: srunway-prep reads BPE only: GPT2BPETokenizer \(--vocab-file and --merge-file, or --train-vocab\), HuggingFaceTokenizer \(--tokenizer-model: a tokenizer.json\), Llama2Tokenizer or GPTSentencePieceTokenizer \(--tokenizer-model: a SentencePiece BPE model\)" \
   "$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/megatron" --train-vocab 300 \
   --tokenizer-type SentencePieceTokenizer
 expect_exit 2 "error: --tokenizer-type HuggingFaceTokenizer needs --tokenizer-model" \
@@ -1160,7 +1160,7 @@ expect_exit 2 "error: --sample: --tokenizer-type NullTokenizer has no text to pr
   "$kTrain" "${common[@]}" --mock-data --tokenizer-type NullTokenizer --vocab-size 500 --sample 4
 expect_exit 2 "error: --tokenizer-type GPT2BPETokenizer requires --vocab-file \(and --merge-file\)" \
   "$kTrain" "${common[@]}" --mock-data --tokenizer-type GPT2BPETokenizer
-expect_exit 2 "--tokenizer-type SentencePieceTokenizer: srunway-train reads BPE \\(GPT2BPETokenizer: --vocab-file and --merge-file; HuggingFaceTokenizer: --tokenizer-model, a tokenizer.json, which Llama 2's and Mistral's directories hold beside tokenizer.model\\) or token ids \\(NullTokenizer\\) only" \
+expect_exit 2 "--tokenizer-type SentencePieceTokenizer: srunway-train reads BPE \\(GPT2BPETokenizer: --vocab-file and --merge-file; HuggingFaceTokenizer: --tokenizer-model, a tokenizer.json; Llama2Tokenizer, GPTSentencePieceTokenizer: --tokenizer-model, a SentencePiece BPE model\\) or token ids \\(NullTokenizer\\) only" \
   "$kTrain" "${common[@]}" --mock-data --tokenizer-type SentencePieceTokenizer
 expect_exit 2 "error: --tokenizer-type HuggingFaceTokenizer requires --tokenizer-model" \
   "$kTrain" "${common[@]}" --mock-data --tokenizer-type HuggingFaceTokenizer --vocab-file "$kWork/data.vocab.json" \
