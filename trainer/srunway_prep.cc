@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
   options.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool no_eod = false, quiet = false;
   CLI::App app{"Tokenize text or JSONL into a Megatron indexed dataset (PREFIX.bin, PREFIX.idx) with a BPE tokenizer "
-               "saved beside it (PREFIX.vocab.json and PREFIX.merges.txt, or a Hugging Face tokenizer's "
-               "PREFIX.tokenizer.json)."};
+               "saved beside it (PREFIX.vocab.json and PREFIX.merges.txt, a Hugging Face tokenizer's "
+               "PREFIX.tokenizer.json, or a SentencePiece model's PREFIX.tokenizer.model)."};
   srunway::common::SetUpProgram(app, "srunway-prep");
   app.add_option("--input", options.input, "text file (documents separated by blank lines or --document-separator) "
                  "or JSONL file (.jsonl/.json, one object per line)")->required();

@@ -641,7 +641,7 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
     SRUNWAY_RETURN_IF_ERROR(WriteSafetensors(dir / weights[i], shards[i], {{"format", "pt"}}, how.dtype));
   }
   common::Json json = HuggingFaceConfig(config, how.dtype);
-  // The other kind's tokenizer files, left by an earlier export (removed below with its stale weights).
+  // Other kinds' tokenizer files, left by an earlier export (removed below with its stale weights).
   std::vector<std::string> stale;
   if (tokenizer && (!tokenizer->tokenizer_json.empty() || !tokenizer->tokenizer_model.empty())) {
     // A Hugging Face tokenizer as it was read, or a SentencePiece model (LlamaTokenizer reads it).

@@ -57,7 +57,8 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
 // fp32 parameters.
 // With `tokenizer`, also its vocab.json and merges.txt and a tokenizer_config.json (GPT2Tokenizer, whose format
 // srunway-prep's byte-level BPE has), or a Hugging Face tokenizer's tokenizer.json and tokenizer_config.json as they
-// were read; config.json names its begin and end tokens.
+// were read, or a SentencePiece model's tokenizer.model and a tokenizer_config.json (LlamaTokenizer); config.json
+// names its begin and end tokens.
 struct HfTokenizer {
   std::string vocab_json, merges_txt;  // GPT-2's files' contents, or:
   std::string tokenizer_json, tokenizer_config;  // a Hugging Face tokenizer's (the config may be empty: none), or

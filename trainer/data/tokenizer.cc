@@ -145,8 +145,10 @@ bool HoldsType(const common::Json& stage, std::string_view type) {
                      [&](const common::Json& inner) { return HoldsType(inner, type); });
 }
 
-// Every `from` in `text` replaced by `to`.
+// Every `from` in `text` replaced by `to` (nothing, where `from` is empty: a Replace of " " by "" makes the
+// metaspace empty).
 std::string ReplaceAll(std::string_view text, std::string_view from, std::string_view to) {
+  if (from.empty()) return std::string(text);
   std::string out;
   out.reserve(text.size());
   for (size_t at = 0;;) {

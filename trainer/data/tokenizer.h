@@ -119,7 +119,7 @@ class Tokenizer {
   void EncodeSegment(std::string_view text, bool first, std::vector<int32_t>& out) const;
   void SplitPieces(std::string_view text, size_t stage, const std::function<void(std::string_view)>& emit) const;
 
-  std::vector<std::string> tokens_;  // id -> bytes
+  std::vector<std::string> tokens_;  // id -> bytes (a SentencePiece-style token's: its text, ▁ and all)
   std::unordered_map<std::string, int32_t> ids_;
   std::vector<std::pair<int32_t, int32_t>> merges_;  // in rank order
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merge_rank_;  // (a, b) -> (rank, merged id)
@@ -127,9 +127,9 @@ class Tokenizer {
   int32_t eod_ = -1;
   std::string eod_text_{kEndOfText};
 
-  // A Hugging Face tokenizer's parts (hf_json_ empty: GPT-2's, split by SplitWords).
+  // A Hugging Face tokenizer's parts, or a SentencePiece model's (both empty: GPT-2's, split by SplitWords).
   std::string hf_json_, hf_config_;
-  std::string sp_model_;
+  std::string sp_model_;  // the model file's bytes
   bool normalize_first_ = false;  // SentencePiece's order: the whole text normalized, then added tokens split out
   std::vector<std::shared_ptr<const Regex>> splits_;  // applied one after another, each to the last one's pieces
   struct Normalizer {

@@ -390,6 +390,12 @@ TEST_F(HuggingFaceTest, SentencePieceStyleBpe) {
   EXPECT_EQ(Parse(meta).Encode("a the"), (std::vector<int32_t>{kBos, kSpace, kA, kThe}));
   meta["pre_tokenizer"]["prepend_scheme"] = "never";
   EXPECT_EQ(Parse(meta).Encode("the"), (std::vector<int32_t>{kBos, kT, kHe}));
+  // Spaces replaced by nothing: no metaspace to decode (this looped forever in Decode).
+  common::Json no_space = SentencePieceFile();
+  no_space["normalizer"]["normalizers"][1]["content"] = "";
+  const Tokenizer spaceless = Parse(no_space);
+  EXPECT_EQ(spaceless.Encode("the the"), (std::vector<int32_t>{kBos, kThe, kT, kHe}));
+  EXPECT_EQ(spaceless.Decode({kSpace, kThe}), "\u2581\u2581the");
 
   // A long word (here a whole document) merges through a queue, a short one by scanning: the same tokens. Without
   // the merge across a space, each piece split at ▁ encodes as it does within the whole.
