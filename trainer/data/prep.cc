@@ -325,19 +325,16 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
   // run's .idx and vocabulary trained without a word of error).
   SRUNWAY_ASSIGN_OR_RETURN(std::vector<common::AtomicFile> tokenizer_files,
                            tokenizer->StageBeside(options.output_prefix));
+  std::vector<std::filesystem::path> written;
+  for (const common::AtomicFile& file : tokenizer_files) written.push_back(file.path());
   SRUNWAY_RETURN_IF_ERROR(writer.Finish(std::move(tokenizer_files)));
-  // An earlier run's tokenizer of another kind goes: srunway-train would take PREFIX.tokenizer.json first, then
+  // An earlier run's tokenizer files of another kind go: srunway-train would take PREFIX.tokenizer.json first, then
   // PREFIX.tokenizer.model.
-  std::vector<std::string> written = {".vocab.json", ".merges.txt"};
-  if (tokenizer->sentencepiece()) written = {".tokenizer.model", ".tokenizer_config.json"};
-  if (tokenizer->hugging_face()) written = {".tokenizer.json"};
-  if (tokenizer->hugging_face() && !tokenizer->hf_config().empty()) written.push_back(".tokenizer_config.json");
   std::error_code error;
   for (const char* suffix :
        {".vocab.json", ".merges.txt", ".tokenizer.json", ".tokenizer.model", ".tokenizer_config.json"}) {
-    if (std::find(written.begin(), written.end(), suffix) == written.end()) {
-      std::filesystem::remove(options.output_prefix + suffix, error);
-    }
+    const std::filesystem::path file = options.output_prefix + suffix;
+    if (std::find(written.begin(), written.end(), file) == written.end()) std::filesystem::remove(file, error);
   }
   return stats;
 }

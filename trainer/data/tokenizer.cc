@@ -298,6 +298,13 @@ void Tokenizer::IndexTokens() {
   }
 }
 
+void Tokenizer::IndexByteTokens(const std::function<bool(int32_t)>& is_byte) {
+  for (int b = 0; b < 256; ++b) {
+    auto found = ids_.find(fmt::format("<0x{:02X}>", b));
+    byte_tokens_[b] = found != ids_.end() && (!is_byte || is_byte(found->second)) ? found->second : -1;
+  }
+}
+
 void Tokenizer::IndexMerges() {
   for (int b = 0; b < 256; ++b) {
     auto it = ids_.find(std::string(1, static_cast<char>(b)));
@@ -544,10 +551,7 @@ common::StatusOr<Tokenizer> Tokenizer::ParseSentencePiece(std::string_view model
   std::stable_sort(tok.added_.begin(), tok.added_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   tok.IndexTokens();
-  for (int b = 0; b < 256; ++b) {
-    auto found = tok.ids_.find(fmt::format("<0x{:02X}>", b));
-    tok.byte_tokens_[b] = found != tok.ids_.end() && pieces[found->second].type == kByte ? found->second : -1;
-  }
+  tok.IndexByteTokens([&](int32_t id) { return pieces[id].type == kByte; });
   // Merges as transformers' converter writes them: each normal piece's splits into two pieces, the pieces by score,
   // the highest first (ties in the order of their ids), a piece's splits by their halves' ids.
   std::vector<int32_t> order(pieces.size());
@@ -736,10 +740,7 @@ common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokeniz
       }
       tok.unk_ = found->second;
     }
-    for (int b = 0; b < 256; ++b) {
-      auto found = tok.ids_.find(fmt::format("<0x{:02X}>", b));
-      tok.byte_tokens_[b] = found == tok.ids_.end() ? -1 : found->second;
-    }
+    tok.IndexByteTokens();
   }
 
   // The normalizer: NFC (Qwen2's), Prepend and Replace of a string (Llama 2's), alone or in a Sequence, in order.

@@ -106,6 +106,8 @@ class Tokenizer {
   // ids_ from tokens_; then byte_ids_, merge_rank_ and eod_, which need ids_ and merges_.
   void IndexTokens();
   void IndexMerges();
+  // byte_tokens_ from ids_: the tokens <0x00> to <0xFF>, where `is_byte` (if given) takes them for bytes.
+  void IndexByteTokens(const std::function<bool(int32_t)>& is_byte = {});
   void EncodeWord(std::string_view word, std::vector<int32_t>& out) const;
   // A SentencePiece-style BPE's first symbols: the word's characters, each a token of the vocabulary, else its
   // bytes' <0xXX> tokens (byte fallback), else the unknown token.
