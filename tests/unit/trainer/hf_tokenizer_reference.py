@@ -190,10 +190,10 @@ def sentencepiece_file(sp, legacy):
 
 
 def make_compare(prep, work, jsonl):
-    """A check that srunway-prep's dataset with --tokenizer-type TYPE --tokenizer-model PATH is `want`, and that
-    `also` holds for it."""
-    def compare(what, tokenizer_type, path, want, also=lambda got: True):
-        prefix = os.path.join(work, "data-" + tokenizer_type)
+    """A check that srunway-prep's dataset (data-NAME, by default data-TYPE) with --tokenizer-type TYPE
+    --tokenizer-model PATH is `want`, and that `also` holds for it."""
+    def compare(what, tokenizer_type, path, want, also=lambda got: True, name=None):
+        prefix = os.path.join(work, "data-" + (name or tokenizer_type))
         run(prep, "--input", jsonl, "--output-prefix", prefix, "--tokenizer-type", tokenizer_type,
             "--tokenizer-model", path, "--quiet")
         got = read_megatron(prefix)
@@ -251,16 +251,9 @@ def check_sentencepiece(prep, train, work, jsonl, common):
     for name, legacy in (("llama2", True), ("metaspace", False)):
         directory = os.path.join(work, name)
         write_tokenizer(directory, sentencepiece_file(sp, legacy), {"bos_token": "<s>", "eos_token": "</s>"})
-        prefix = os.path.join(work, "data-" + name)
-        run(prep, "--input", jsonl, "--output-prefix", prefix, "--tokenizer-type", "HuggingFaceTokenizer",
-            "--tokenizer-model", directory, "--quiet")
-        got = read_megatron(prefix)
-        differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
-        check(f"{name}: srunway-prep's {len(got)} documents are SentencePiece's, <s> and </s> around, token for "
-              f"token ({fallback} byte-fallback tokens among them)",
-              len(got) == len(want) and not differ and fallback > 0,
-              f"{len(got)} documents, {fallback} byte tokens; first differing {differ[:1]}: srunway "
-              f"{got[differ[0]][:24] if differ else ''} SentencePiece {want[differ[0]][:24] if differ else ''}")
+        compare(f"{name} tokenizer.json, <s> and </s> around ({fallback} byte-fallback tokens)",
+                "HuggingFaceTokenizer", directory, want, lambda got: fallback > 0, name=name)
+
     def train_with(dataset):
         """srunway-train on data-DATASET with the tokenizer beside it: the log, the --export-hf directory, and whether
         </s> ends the documents and the sample decodes (▁ as spaces)."""
