@@ -90,11 +90,14 @@ expect_eq "term: programs that got SIGTERM" "$(grep -cE '^ *[0-3]: got TERM [0-3
 grep -q '^srun exit 7$' "$work/term.out" || fail "term: $(cat "$work/term.out" "$work/term.err")"
 ! grep -q srunway-launch "$work/term.err" || fail "term: a program's answer to the signal was named as a failure: $(cat "$work/term.err")"
 # Programs without a handler die of the TERM: that is the cancellation working, which Slurm reports; a line from
-# each rank's launcher ("was killed by SIGTERM", one per rank of the step) only buried it. A USR1 meant as a
-# warning that kills the program is named on every rank.
-signalled untrapped TERM 'echo ready \$RANK; while :; do sleep 1; done'
+# each rank's launcher ("was killed by SIGTERM", one per rank of the step) only buried it. Nor is what survives the
+# TERM worth a warning (a loop's next sleep, started between its last one's signal and the shell's, as in CI; here a
+# loop that ignores it): it is ended with the step. A USR1 meant as a warning that kills the program is named on
+# every rank.
+signalled untrapped TERM '(trap "" TERM; while :; do sleep 1.2345; done) & echo ready \$RANK; while :; do sleep 1; done'
 grep -q '^srun exit 143$' "$work/untrapped.out" || fail "untrapped: $(cat "$work/untrapped.out" "$work/untrapped.err")"
 ! grep -q srunway-launch "$work/untrapped.err" || fail "untrapped: a death by scancel's TERM was reported: $(cat "$work/untrapped.err")"
+! pgrep -f 'sleep 1.2345' >/dev/null || fail "untrapped: what ignored the TERM still runs"
 signalled usr1 USR1 'echo ready \$RANK; while :; do sleep 1; done'
 grep -q '^srun exit 138$' "$work/usr1.out" || fail "usr1: $(cat "$work/usr1.out" "$work/usr1.err")"
 # Each rank names its own program's death, or a peer's where that rank's word came first (its launcher may get
