@@ -252,8 +252,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
   }
   if (NeedsBias(desc.epilogue) && desc.bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
-  // op(A) as rows of k and op(B) as columns of k, both contiguous in k, widened to fp32 (exactly, from bf16).
-  std::vector<float> rows(m * k), cols(n * k), sums(n * m);
+  // op(A) as rows of k and op(B) as columns of k, both contiguous in k, widened to fp32 (exactly, from bf16). Kept
+  // from call to call: under ThreadSanitizer (cuda_ops_emulated-tsan) each free of these megabytes rewrote their
+  // shadow memory, page by page, and that was most of the matmul group's two minutes.
+  thread_local std::vector<float> kept_rows, kept_cols, kept_sums;
+  std::vector<float>&rows = kept_rows, &cols = kept_cols, &sums = kept_sums;
+  rows.resize(m * k);
+  cols.resize(n * k);
+  sums.resize(n * m);
   for (uint64_t i = 0; i < m; ++i) {
     for (uint64_t p = 0; p < k; ++p) rows[i * k + p] = Read(a, la.type, ta ? p + i * la.ld : i + p * la.ld);
   }
