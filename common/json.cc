@@ -7,9 +7,12 @@
 
 namespace srunway::common {
 
-StatusOr<Json> ParseJson(std::string_view text, std::string_view source) {
+namespace {
+
+template <typename J>
+StatusOr<J> Parse(std::string_view text, std::string_view source) {
   try {
-    return Json::parse(text.begin(), text.end());
+    return J::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& error) {
     // error.byte is 1-based and may point one past the end of the text.
     size_t offset = std::min(error.byte > 0 ? error.byte - 1 : 0, text.size());
@@ -24,6 +27,14 @@ StatusOr<Json> ParseJson(std::string_view text, std::string_view source) {
   } catch (const nlohmann::json::exception& error) {
     return InvalidArgument("{}: {}", source, error.what());
   }
+}
+
+}  // namespace
+
+StatusOr<Json> ParseJson(std::string_view text, std::string_view source) { return Parse<Json>(text, source); }
+
+StatusOr<SortedJson> ParseSortedJson(std::string_view text, std::string_view source) {
+  return Parse<SortedJson>(text, source);
 }
 
 StatusOr<Json> ReadJsonFile(const std::filesystem::path& path) {

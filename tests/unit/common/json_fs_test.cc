@@ -53,6 +53,18 @@ TEST(ParseJson, KeepsKeyOrder) {
   EXPECT_EQ(value->dump(), R"({"z":1,"a":2})");
 }
 
+// For large objects (a tokenizer's vocabulary): keys sorted, a duplicate's last value kept as ParseJson keeps it,
+// errors placed the same way.
+TEST(ParseSortedJson, SortsKeysAndPlacesErrors) {
+  auto value = ParseSortedJson(R"({"z": 1, "a": 2, "z": 3})", "s");
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(value->dump(), R"({"a":2,"z":3})");
+  EXPECT_EQ(ParseJson(R"({"z": 1, "a": 2, "z": 3})", "s")->dump(), R"({"z":3,"a":2})");
+  auto bad = ParseSortedJson("{\n  \"a\": 1,\n  \"b\": ]\n}", "tokenizer.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.status().message().starts_with("tokenizer.json:3:8: ")) << bad.status().message();
+}
+
 TEST(JsonField, TypedAccessNamesTheKey) {
   Json object = {{"step", 10}, {"loss", 2.5}, {"name", "gpt"}};
   EXPECT_EQ(*JsonField<int>(object, "step", "metrics"), 10);
