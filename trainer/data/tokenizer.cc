@@ -25,15 +25,6 @@ namespace {
 
 uint64_t PairKey(int32_t a, int32_t b) { return (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b); }
 
-enum class CharClass { kLetter, kDigit, kSpace, kOther };
-
-CharClass Classify(unsigned char c) {
-  if (c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return CharClass::kLetter;
-  if (c >= '0' && c <= '9') return CharClass::kDigit;
-  if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') return CharClass::kSpace;
-  return CharClass::kOther;
-}
-
 // GPT-2 maps each byte to a printable character so vocab.json and merges.txt hold text: printable Latin-1 bytes
 // stand for themselves, the other 68 bytes for U+0100 onwards, in order.
 const std::vector<std::string>& ByteToUnicode() {
@@ -244,54 +235,39 @@ common::Status ReadFields(std::string_view message, const std::string& where,
   return common::Status::Ok();
 }
 
-}  // namespace
-
-void SplitWords(std::string_view text, const std::function<void(std::string_view)>& emit) {
-  static constexpr std::string_view kContractions[] = {"'s", "'t", "'re", "'ve", "'m", "'ll", "'d"};
-  const size_t n = text.size();
-  size_t i = 0;
-  auto run_end = [&](size_t from, CharClass cls) {
-    while (from < n && Classify(text[from]) == cls) ++from;
-    return from;
+// Split's "Isolated" behaviour: each match of `code` in `text` is a piece, and so is each stretch between matches.
+void ForEachSplit(pcre2_code* code, std::string_view text, const std::function<void(std::string_view)>& emit) {
+  std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> match(
+      pcre2_match_data_create_from_pattern(code, nullptr), pcre2_match_data_free);
+  auto next = [&](size_t from, size_t to) {
+    if (to > from) emit(text.substr(from, to - from));
   };
-  while (i < n) {
-    if (text[i] == '\'') {
-      bool matched = false;
-      for (std::string_view c : kContractions) {
-        if (text.substr(i, c.size()) == c) {
-          emit(text.substr(i, c.size()));
-          i += c.size();
-          matched = true;
-          break;
-        }
-      }
-      if (matched) continue;
-    }
-    const CharClass cls = Classify(text[i]);
-    if (cls != CharClass::kSpace) {
-      const size_t end = run_end(i, cls);
-      emit(text.substr(i, end - i));
-      i = end;
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t done = 0, from = 0;
+  while (match != nullptr && from < text.size()) {
+    if (pcre2_match(code, subject, text.size(), from, 0, match.get(), nullptr) < 0) break;
+    const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
+    if (span[1] == span[0]) {  // an empty match makes no piece: search again from the next character
+      from = span[0] + 1;
+      while (from < text.size() && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) ++from;
       continue;
     }
-    const size_t end = run_end(i, CharClass::kSpace);
-    if (end == n) {
-      emit(text.substr(i));
-      break;
-    }
-    // Whitespace before a word: all but the last character form one token; a last ' ' joins the word.
-    if (end - i > 1) emit(text.substr(i, end - 1 - i));
-    const size_t last = end - 1;
-    if (text[last] == ' ') {
-      const CharClass next = Classify(text[end]);
-      const size_t word_end = run_end(end, next);
-      emit(text.substr(last, word_end - last));
-      i = word_end;
-    } else {
-      emit(text.substr(last, 1));
-      i = end;
-    }
+    next(done, span[0]);
+    next(span[0], span[1]);
+    done = from = span[1];
   }
+  next(done, text.size());
+}
+
+}  // namespace
+
+// GPT-2's own pattern with Unicode's classes, as OpenAI's encoder, Megatron's GPT2BPETokenizer and Hugging Face's
+// ByteLevel apply it. Until 2026-12-05 a hand-written splitter took every byte >= 0x80 for a letter: a space before
+// a no-break space (U+00A0) joined it ("foo \u00a0bar" gave 21943 5624 5657 with GPT-2's files, not 21943 220 1849
+// 5657), and merges learned from its words could cross GPT-2's boundaries.
+void SplitWords(std::string_view text, const std::function<void(std::string_view)>& emit) {
+  static const std::shared_ptr<const Tokenizer::Regex> kGpt2 = *CompileSplit(kGpt2Pattern, "GPT-2's pattern");
+  ForEachSplit(kGpt2->code, text, emit);
 }
 
 void Tokenizer::IndexTokens() {
@@ -1219,28 +1195,7 @@ void Tokenizer::SplitPieces(std::string_view text, size_t stage,
     emit(text);
     return;
   }
-  pcre2_code* code = splits_[stage]->code;
-  std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> match(
-      pcre2_match_data_create_from_pattern(code, nullptr), pcre2_match_data_free);
-  auto next = [&](size_t from, size_t to) {
-    if (to > from) SplitPieces(text.substr(from, to - from), stage + 1, emit);
-  };
-  // Split's "Isolated": each match is a piece, and so is each stretch between matches.
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t done = 0, from = 0;
-  while (match != nullptr && from < text.size()) {
-    if (pcre2_match(code, subject, text.size(), from, 0, match.get(), nullptr) < 0) break;
-    const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
-    if (span[1] == span[0]) {  // an empty match makes no piece: search again from the next character
-      from = span[0] + 1;
-      while (from < text.size() && (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) ++from;
-      continue;
-    }
-    next(done, span[0]);
-    next(span[0], span[1]);
-    done = from = span[1];
-  }
-  next(done, text.size());
+  ForEachSplit(splits_[stage]->code, text, [&](std::string_view piece) { SplitPieces(piece, stage + 1, emit); });
 }
 
 std::string Tokenizer::Decode(const std::vector<int32_t>& tokens) const {

@@ -160,7 +160,8 @@ class Tokenizer {
   int32_t bos_ = -1;
 };
 
-// GPT-2's pre-tokenizer: contractions, " ?letters", " ?digits", " ?other", whitespace runs.
+// GPT-2's pre-tokenizer, its pattern with Unicode's classes: contractions, " ?letters", " ?digits", " ?other",
+// whitespace runs; bytes that are not UTF-8 are pieces of their own.
 void SplitWords(std::string_view text, const std::function<void(std::string_view)>& emit);
 
 }  // namespace srunway::trainer

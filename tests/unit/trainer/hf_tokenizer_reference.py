@@ -189,14 +189,15 @@ FORTUNES = "/usr/share/games/fortunes"
 def check_real_files(prep, work):
     """srunway-prep with real models' tokenizer.json files against the tokenizers library, on "Hello world", DOCS and
     3000 of Debian's fortune cookies (English prose, verse, code, ASCII art)."""
-    documents = ["Hello world"] + DOCS
+    # No-break spaces after a space, and leading: GPT-2's vocab.json and merges.txt split them as its pattern does.
+    documents = ["Hello world", "foo \u00a0bar", "\u00a0\u00a0lead"] + DOCS
     if os.path.isdir(FORTUNES):
         for name in sorted(os.listdir(FORTUNES)):
             path = os.path.join(FORTUNES, name)
             if os.path.isfile(path) and not name.endswith((".dat", ".u8")):
                 with open(path, encoding="utf-8", errors="replace") as f:
                     documents += [d.strip("\n") for d in f.read().split("\n%\n") if d.strip()]
-    documents = documents[:3000 + 1 + len(DOCS)]
+    documents = documents[:3000 + 3 + len(DOCS)]
     jsonl = os.path.join(work, "real.jsonl")
     with open(jsonl, "w", encoding="utf-8") as f:
         for doc in documents:
@@ -216,6 +217,20 @@ def check_real_files(prep, work):
             "--tokenizer-model", directory, "--workers", "2", "--quiet")
         check_same(f"{what} tokenizer.json ({sum(map(len, ids))} tokens)", read_megatron(prefix),
                    [i + [eos] for i in ids], "the tokenizers library")
+        if package.endswith("gpt2"):
+            # The same vocabulary as GPT-2's vocab.json and merges.txt (Megatron's GPT2BPETokenizer).
+            with open(os.path.join(directory, "tokenizer.json"), encoding="utf-8") as f:
+                model = json.load(f)["model"]
+            files = os.path.join(work, "gpt2-files")
+            with open(files + ".vocab.json", "w", encoding="utf-8") as f:
+                json.dump(model["vocab"], f, ensure_ascii=False)
+            with open(files + ".merges.txt", "w", encoding="utf-8") as f:
+                f.write("#version: 0.2\n" + "".join((m if isinstance(m, str) else " ".join(m)) + "\n"
+                                                    for m in model["merges"]))
+            run(prep, "--input", jsonl, "--output-prefix", prefix + "-files", "--vocab-file", files + ".vocab.json",
+                "--merge-file", files + ".merges.txt", "--quiet")
+            check_same(f"{what} vocab.json and merges.txt", read_megatron(prefix + "-files"),
+                       [i + [eos] for i in ids], "the tokenizers library")
 
 
 def run(*args, expect=0):

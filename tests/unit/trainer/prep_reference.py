@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """srunway-prep against independent references: the Megatron .idx/.bin read with numpy by the published layout,
-the tokens re-encoded with the GPT-2 BPE algorithm (OpenAI's encoder.py, rewritten here with the same
-pre-tokenizer pattern as srunway's: every byte >= 0x80 counts as a letter) from the vocab.json/merges.txt that
+the tokens re-encoded with the GPT-2 BPE algorithm (OpenAI's encoder.py, rewritten here, with GPT-2's pattern over
+Unicode's classes through Python's regex module, as encoder.py has it) from the vocab.json/merges.txt that
 srunway-prep saved. Then the same input encoded with those files (--vocab-file/--merge-file) must give the
 identical .bin, and JSONL input must give what the text gave.
 
@@ -9,13 +9,13 @@ Usage: prep_reference.py SRUNWAY_PREP WORK_DIR
 """
 import json
 import os
-import re
 import shutil
 import struct
 import subprocess
 import sys
 
 import numpy as np
+import regex
 
 DOCS = [
     "The quick brown fox jumps over the lazy dog. It's 12:45 and we're late!",
@@ -23,6 +23,9 @@ DOCS = [
     "Unicode: caf\u00e9, na\u00efve, \u65e5\u672c\u8a9e, emoji \U0001F600 and numbers 3.14159 2718.",
     "don't won't they'll I'd you've she's -- punctuation!!! ??? (parens) [brackets] {braces}",
     "repeat repeat repeat the the the cat cat cat sat sat sat on on on the mat mat mat",
+    # No-break spaces: whitespace to GPT-2's pattern, so a space before one stays a piece of its own (srunway took
+    # their bytes for letters until 2026-12-05, and learned merges across that boundary).
+    "foo \u00a0bar and \u00a0\u00a0lead, 10\u00a0000 \u00a0items \u00a0\u00a0more \u00a0and \u00a0so",
 ] * 3 + ["a single line without a newline at the end"]
 
 
@@ -39,16 +42,14 @@ def bytes_to_unicode():
     return dict(zip(bs, map(chr, cs)))
 
 
-# GPT-2's pattern over Latin-1 characters, one per byte; letters are ASCII letters and every byte >= 0x80.
-LETTER = "A-Za-z\x80-\xff"
-PATTERN = re.compile(
-    rf"""'s|'t|'re|'ve|'m|'ll|'d| ?[{LETTER}]+| ?[0-9]+| ?[^\s{LETTER}0-9]+|\s+(?!\S)|\s+""")
+# GPT-2's pattern (encoder.py's).
+PATTERN = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 
 
 def bpe_encode(text, encoder, ranks, byte_encoder):
     ids = []
-    for word in PATTERN.findall(text.encode("utf-8").decode("latin-1")):
-        symbols = [byte_encoder[ord(c)] for c in word]
+    for word in PATTERN.findall(text):
+        symbols = [byte_encoder[b] for b in word.encode("utf-8")]
         while len(symbols) > 1:
             pairs = [(ranks.get((symbols[i], symbols[i + 1]), 1 << 30), i) for i in range(len(symbols) - 1)]
             rank, _ = min(pairs)
