@@ -235,6 +235,12 @@ common::Status ReadFields(std::string_view message, const std::string& where,
   return common::Status::Ok();
 }
 
+// GPT-2's pattern compiled once, for GPT-2's files, --train-vocab and a ByteLevel pre-tokenizer's use_regex.
+const std::shared_ptr<const Tokenizer::Regex>& Gpt2Split() {
+  static const std::shared_ptr<const Tokenizer::Regex> kGpt2 = *CompileSplit(kGpt2Pattern, "GPT-2's pattern");
+  return kGpt2;
+}
+
 // Split's "Isolated" behaviour: each match of `code` in `text` is a piece, and so is each stretch between matches.
 void ForEachSplit(pcre2_code* code, std::string_view text, const std::function<void(std::string_view)>& emit) {
   std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> match(
@@ -266,8 +272,7 @@ void ForEachSplit(pcre2_code* code, std::string_view text, const std::function<v
 // a no-break space (U+00A0) joined it ("foo \u00a0bar" gave 21943 5624 5657 with GPT-2's files, not 21943 220 1849
 // 5657), and merges learned from its words could cross GPT-2's boundaries.
 void SplitWords(std::string_view text, const std::function<void(std::string_view)>& emit) {
-  static const std::shared_ptr<const Tokenizer::Regex> kGpt2 = *CompileSplit(kGpt2Pattern, "GPT-2's pattern");
-  ForEachSplit(kGpt2->code, text, emit);
+  ForEachSplit(Gpt2Split()->code, text, emit);
 }
 
 void Tokenizer::IndexTokens() {
@@ -793,8 +798,7 @@ common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokeniz
       byte_level = true;
       tok.prefix_space_ = FlagOf(stage, "add_prefix_space");
       if (!stage.contains("use_regex") || FlagOf(stage, "use_regex")) {
-        SRUNWAY_ASSIGN_OR_RETURN(auto regex, CompileSplit(kGpt2Pattern, file));
-        tok.splits_.push_back(std::move(regex));
+        tok.splits_.push_back(Gpt2Split());
       }
       return common::Status::Ok();
     }
