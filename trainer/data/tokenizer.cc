@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -15,6 +16,7 @@
 #include <queue>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "common/fs.h"
 #include "common/json.h"
@@ -557,6 +559,8 @@ common::StatusOr<Tokenizer> Tokenizer::ParseSentencePiece(std::string_view model
   if (strip) tok.normalizers_.push_back({Normalizer::Kind::kStrip, "", ""});
   if (dummy_prefix) tok.normalizers_.push_back({Normalizer::Kind::kPrepend, "", tok.meta_});
   tok.normalizers_.push_back({Normalizer::Kind::kReplace, " ", tok.meta_});
+  // SentencePiece's decoder takes the dummy prefix off again (transformers' converted Llama tokenizer: Strip).
+  if (dummy_prefix) tok.strip_.start = 1;
 
   // <s> before each document: the flag's choice, else tokenizer_config.json's add_bos_token (true without it).
   bool bos = add_bos.value_or(true);
@@ -870,6 +874,39 @@ common::StatusOr<Tokenizer> Tokenizer::ParseHuggingFace(std::string_view tokeniz
   if (json.contains("post_processor") && !json["post_processor"].is_null()) {
     SRUNWAY_RETURN_IF_ERROR(wrap(json["post_processor"]));
   }
+
+  // The decoder: only what it does at a text's ends is read; how tokens become text follows from the model's kind
+  // (bytes, or characters with metaspaces and <0xXX> tokens), whatever decoders say so.
+  std::function<common::Status(const ReadJson&)> decode = [&](const ReadJson& stage) -> common::Status {
+    const std::string_view kind = TypeOf(stage);
+    if (kind == "Sequence" && stage.contains("decoders") && stage["decoders"].is_array()) {
+      for (const ReadJson& inner : stage["decoders"]) SRUNWAY_RETURN_IF_ERROR(decode(inner));
+    } else if (kind == "Strip") {
+      if (stage.contains("content")) {
+        const ReadJson& content = stage["content"];
+        if (!content.is_string() || content.get_ref<const std::string&>().empty() ||
+            CharLength(content.get_ref<const std::string&>()) != content.get_ref<const std::string&>().size()) {
+          return common::DataLoss("{}: decoder Strip: content {} is not one character", file, content.dump());
+        }
+        tok.strip_.content = content.get<std::string>();
+      }
+      for (const auto& [key, count] : {std::pair{"start", &tok.strip_.start}, std::pair{"stop", &tok.strip_.stop}}) {
+        if (!stage.contains(key)) continue;
+        if (!stage[key].is_number_unsigned()) {
+          return common::DataLoss("{}: decoder Strip: {} {} is not a count", file, key, stage[key].dump());
+        }
+        *count = static_cast<int64_t>(std::min<uint64_t>(stage[key].get<uint64_t>(), INT64_MAX));
+      }
+    } else if (kind == "Metaspace" && characters) {
+      // prepend_scheme, or the older add_prefix_space, as the pre-tokenizer reads them: anything but never drops.
+      tok.meta_first_dropped_ = !(stage.contains("add_prefix_space") && !FlagOf(stage, "add_prefix_space"));
+      if (stage.contains("prepend_scheme") && stage["prepend_scheme"].is_string()) {
+        tok.meta_first_dropped_ = stage["prepend_scheme"].get_ref<const std::string&>() != "never";
+      }
+    }
+    return common::Status::Ok();
+  };
+  if (json.contains("decoder") && !json["decoder"].is_null()) SRUNWAY_RETURN_IF_ERROR(decode(json["decoder"]));
 
   tok.IndexMerges();
   // The end of document (Megatron's eod, transformers' eos_token_id) and the beginning: tokenizer_config.json's.
@@ -1202,25 +1239,32 @@ void Tokenizer::SplitPieces(std::string_view text, size_t stage,
   ForEachSplit(splits_[stage]->code, text, [&](std::string_view piece) { SplitPieces(piece, stage + 1, emit); });
 }
 
-std::string Tokenizer::Decode(const std::vector<int32_t>& tokens) const {
+std::string Tokenizer::Decode(const std::vector<int32_t>& tokens, bool continues) const {
   std::string text;
+  bool first = !continues;
   for (int32_t id : tokens) {
     if (id < 0 || id >= static_cast<int32_t>(tokens_.size())) continue;
+    const bool at_start = std::exchange(first, false);
     if (!characters_) {
       text += tokens_[id];
       continue;
     }
-    // A SentencePiece-style token: <0xXX> is that byte, a metaspace a space.
+    // A SentencePiece-style token: <0xXX> is that byte, a metaspace a space (none in a Metaspace decoder's first).
     const std::string& token = tokens_[id];
     unsigned int byte = 0;
     if (token.size() == 6 && token.starts_with("<0x") && token.ends_with('>') &&
         std::sscanf(token.c_str(), "<0x%2X>", &byte) == 1 && byte_tokens_[byte & 0xFF] == id) {
       text += static_cast<char>(byte);
     } else {
-      text += ReplaceAll(token, meta_, " ");
+      text += ReplaceAll(token, meta_, at_start && meta_first_dropped_ ? "" : " ");
     }
   }
-  return text;
+  // The decoder's Strip, on the whole text (it comes after Fuse in the decoders that have it).
+  const std::string_view strip = strip_.content;
+  std::string_view kept = text;
+  for (int64_t n = continues ? 0 : strip_.start; n > 0 && kept.starts_with(strip); --n) kept.remove_prefix(strip.size());
+  for (int64_t n = strip_.stop; n > 0 && kept.ends_with(strip); --n) kept.remove_suffix(strip.size());
+  return std::string(kept);
 }
 
 }  // namespace srunway::trainer

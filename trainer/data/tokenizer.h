@@ -1,5 +1,5 @@
-// Byte-level BPE as GPT-2 defines it: text is split into words (GPT-2's pre-tokenizer pattern, with every
-// non-ASCII character counted as a letter), each word's bytes are merged pair by pair in the order of the merge
+// Byte-level BPE as GPT-2 defines it: text is split into words (GPT-2's pre-tokenizer pattern, with Unicode's
+// letter and number classes), each word's bytes are merged pair by pair in the order of the merge
 // list. Vocabularies load from and save to GPT-2's vocab.json + merges.txt, so a trained tokenizer also works
 // with Megatron's and Hugging Face's GPT-2 tokenizer code.
 //
@@ -86,7 +86,10 @@ class Tokenizer {
   common::StatusOr<std::vector<common::AtomicFile>> StageBeside(const std::string& prefix) const;
 
   std::vector<int32_t> Encode(std::string_view text) const;
-  std::string Decode(const std::vector<int32_t>& tokens) const;
+  // The tokens' text as transformers' decode gives it (special tokens kept): where the tokenizer puts a space before
+  // a text, its decoder takes it off again (Llama 2's Strip, a Metaspace decoder, a SentencePiece model's dummy
+  // prefix). `continues`: the tokens go on from a text before them (a prompt's), so nothing comes off their start.
+  std::string Decode(const std::vector<int32_t>& tokens, bool continues = false) const;
   // The highest id + 1 (transformers' len(tokenizer) where the ids leave no gap).
   int vocab_size() const { return static_cast<int>(tokens_.size()); }
   int32_t eod() const { return eod_; }
@@ -149,6 +152,13 @@ class Tokenizer {
   enum class MetaPrepend { kAlways, kFirst, kNever } meta_prepend_ = MetaPrepend::kAlways;  // ...this says so
   bool meta_split_ = true;  // ...and each piece then starts at a meta_
   std::string meta_ = "\u2581";  // ▁
+  // The decoder's ends of a text: a Strip decoder's (content, start, stop: up to that many `content` characters come
+  // off the start and the end), and a Metaspace decoder that drops the first token's metaspaces.
+  struct Strip {
+    std::string content = " ";
+    int64_t start = 0, stop = 0;
+  } strip_;
+  bool meta_first_dropped_ = false;
   bool byte_fallback_ = false;
   int32_t byte_tokens_[256] = {};  // <0x00> to <0xFF>: -1 where the vocabulary lacks one
   int32_t unk_ = -1;

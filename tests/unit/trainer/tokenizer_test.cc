@@ -345,6 +345,13 @@ common::Json SentencePieceFile() {
            {{"type", "TemplateProcessing"},
             {"single", {bos, sequence}},
             {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+          {"decoder",
+           {{"type", "Sequence"},
+            {"decoders",
+             {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+              {{"type", "ByteFallback"}},
+              {{"type", "Fuse"}},
+              {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
           {"model",
            {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true},
             {"vocab", vocab}, {"merges", merges}}}};
@@ -363,8 +370,8 @@ TEST_F(HuggingFaceTest, SentencePieceStyleBpe) {
   // A character outside the vocabulary is its UTF-8 bytes' tokens; decoding gives it back, ▁ as a space.
   const std::vector<int32_t> cjk = legacy.Encode("the\u65e5");
   EXPECT_EQ(cjk, (std::vector<int32_t>{kBos, kThe, byte(0xE6), byte(0x97), byte(0xA5)}));
-  EXPECT_EQ(legacy.Decode({cjk.begin() + 1, cjk.end()}), " the\u65e5");
-  EXPECT_EQ(legacy.Decode({kThe, kThe}), " the the");
+  EXPECT_EQ(legacy.Decode({cjk.begin() + 1, cjk.end()}), "the\u65e5");
+  EXPECT_EQ(legacy.Decode({kThe, kThe}), "the the");
   // Without byte fallback: the unknown token, one for a run of them with fuse_unk.
   common::Json unk = SentencePieceFile();
   unk["model"]["byte_fallback"] = false;
@@ -417,8 +424,60 @@ TEST_F(HuggingFaceTest, SentencePieceStyleBpe) {
     for (uint64_t n = 60 + rng.Below(400); n > 0; --n) text += alphabet[rng.Below(alphabet.size())];
     EXPECT_EQ(at_once.Encode(text), by_piece.Encode(text)) << text;
     const std::vector<int32_t> tokens = at_once.Encode(text);
-    EXPECT_EQ(at_once.Decode({tokens.begin() + 1, tokens.end()}), text.starts_with(' ') ? text : " " + text);
+    EXPECT_EQ(at_once.Decode({tokens.begin() + 1, tokens.end()}), text.starts_with(' ') ? text.substr(1) : text);
   }
+}
+
+// What the decoder takes off a text's ends, as Hugging Face's tokenizers library (0.23.2) decodes Llama 2's
+// tokenizer.json and the same file with the other decoders (transformers' decode, special tokens kept).
+TEST_F(HuggingFaceTest, DecoderTakesThePrefixSpaceOff) {
+  constexpr int32_t kBos = 1, kSpace = 259, kThe = 266, kA = 263;
+  const Tokenizer llama2 = Parse(SentencePieceFile(), R"({"bos_token": "<s>", "eos_token": "</s>"})");
+  EXPECT_EQ(llama2.Decode({kBos, kThe, kThe}), "<s> the the") << "Strip finds '<', not a space";
+  EXPECT_EQ(llama2.Decode({kThe, kThe}), "the the");
+  EXPECT_EQ(llama2.Decode({kSpace, kThe}), " the") << "one space only";
+  EXPECT_EQ(llama2.Decode({kThe, kThe}, true), " the the") << "going on from a prompt: nothing comes off";
+  EXPECT_EQ(llama2.Decode({kA, kSpace}), "a ");
+
+  common::Json file = SentencePieceFile();
+  file["decoder"]["decoders"][3]["start"] = 2;
+  file["decoder"]["decoders"][3]["stop"] = 1;
+  const Tokenizer both = Parse(file);
+  EXPECT_EQ(both.Decode({kSpace, kSpace, kThe}), " the");
+  EXPECT_EQ(both.Decode({kA, kSpace, kSpace}), "a ");
+  EXPECT_EQ(both.Decode({kA, kSpace, kSpace}, true), "a ") << "the end comes off either way";
+
+  // A Metaspace decoder drops the first token's metaspaces (not a space: the first token's alone), unless its
+  // prepend_scheme is never.
+  file = SentencePieceFile();
+  file["normalizer"] = nullptr;
+  file["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"},
+                           {"split", false}};
+  file["decoder"] = file["pre_tokenizer"];
+  const Tokenizer first = Parse(file);
+  EXPECT_EQ(first.Decode({kSpace, kSpace, kThe}), "  the");
+  EXPECT_EQ(first.Decode({kThe, kThe}), "the the");
+  EXPECT_EQ(first.Decode({kBos, kThe}), "<s> the");
+  EXPECT_EQ(first.Decode({kThe}, true), " the");
+  file["decoder"]["prepend_scheme"] = "never";
+  EXPECT_EQ(Parse(file).Decode({kSpace, kThe}), "  the");
+  file["decoder"] = {{"type", "Metaspace"}, {"add_prefix_space", false}};
+  EXPECT_EQ(Parse(file).Decode({kThe}), " the") << "the older add_prefix_space";
+
+  // Byte-level BPE: the text is the tokens' bytes, a leading space and all (GPT-2's and Llama 3's ByteLevel).
+  const Tokenizer gpt2 = Parse(File());
+  EXPECT_EQ(gpt2.Decode(gpt2.Encode(" the the")), " the the");
+
+  file = SentencePieceFile();
+  file["decoder"]["decoders"][3]["content"] = "ab";
+  auto bad = Tokenizer::ParseHuggingFace(file.dump(), "", "dir/tokenizer.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "dir/tokenizer.json: decoder Strip: content \"ab\" is not one character");
+  file["decoder"]["decoders"][3]["content"] = " ";
+  file["decoder"]["decoders"][3]["start"] = -1;
+  bad = Tokenizer::ParseHuggingFace(file.dump(), "", "dir/tokenizer.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "dir/tokenizer.json: decoder Strip: start -1 is not a count");
 }
 
 // A SentencePiece model file, written field by field in protobuf's wire format (ModelProto): pieces (text, score,
@@ -462,6 +521,12 @@ TEST(SentencePieceModelTest, ReadsABpeModelAndRefusesWhatItCannotRead) {
   EXPECT_EQ(tok->Encode("the the<x>"), (std::vector<int32_t>{1, 9, 9, 10}));
   EXPECT_EQ(tok->Encode(" the"), (std::vector<int32_t>{1, 3, 9})) << "no whitespace removal: the space stays";
   EXPECT_EQ(tok->Encode("theq"), (std::vector<int32_t>{1, 9, 0})) << "no byte fallback: <unk>";
+  EXPECT_EQ(tok->Decode({9, 9}), "the the") << "the dummy prefix comes off again";
+  auto no_prefix = Tokenizer::ParseSentencePiece(SentencePieceModel(pieces, bpe, identity + VarintField(3, 0)), "",
+                                                 "m.model");
+  ASSERT_TRUE(no_prefix.ok());
+  EXPECT_EQ(no_prefix->Encode("the"), (std::vector<int32_t>{1, 4, 8})) << "add_dummy_prefix off";
+  EXPECT_EQ(no_prefix->Decode({9, 9}), " the the");
   auto plain = Tokenizer::ParseSentencePiece(SentencePieceModel(pieces, bpe, identity),
                                              R"({"add_bos_token": false})", "m.model");
   ASSERT_TRUE(plain.ok());
