@@ -1,10 +1,14 @@
 // srunway-prep: text or JSONL -> Megatron indexed dataset (PREFIX.bin + PREFIX.idx) and its tokenizer files.
+// srunway-prep --decode PREFIX: the dataset back to JSONL on stdout.
 // Exit codes: 0 done, 1 bad input or a failed write (nothing half-written is left), 2 bad command line, 128 + the
 // signal when stopped by SIGINT, SIGTERM or SIGHUP (its temporary files removed).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <string_view>
 #include <thread>
 
 #include "common/cli.h"
@@ -24,13 +28,27 @@ int main(int argc, char** argv) {
                "saved beside it (PREFIX.vocab.json and PREFIX.merges.txt, a Hugging Face tokenizer's "
                "PREFIX.tokenizer.json, or a SentencePiece model's PREFIX.tokenizer.model)."};
   srunway::common::SetUpProgram(app, "srunway-prep");
-  app.add_option("--input", options.input, "text file (documents separated by blank lines or --document-separator) "
-                 "or JSONL file (.jsonl/.json, one object per line)")->required();
-  app.add_option("--input-format", options.input_format,
-                 "text, jsonl, or auto: JSONL when --input ends in .jsonl or .json (a pipe needs jsonl)")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "text", "jsonl"}));
-  app.add_option("--output-prefix", options.output_prefix, "writes PREFIX.bin and PREFIX.idx")->required();
-  app.add_option("--json-keys", options.json_keys, "JSONL keys whose values form the document")->capture_default_str();
+  // --decode reads a dataset instead of writing one: --input and --output-prefix are required only without it.
+  const bool decoding = std::any_of(argv + 1, argv + argc, [](std::string_view arg) {
+    return arg == "--decode" || arg.starts_with("--decode=");
+  });
+  srunway::trainer::DecodeOptions decode;
+  CLI::Option* decode_option =
+      app.add_option("--decode", decode.prefix,
+                     "instead: print the dataset PREFIX (PREFIX.bin, PREFIX.idx) back as JSONL, a {\"text\": ...} line "
+                     "per document, decoded with the tokenizer beside it (or the one given)");
+  std::vector<CLI::Option*> encoding;
+  encoding.push_back(app.add_option("--input", options.input, "text file (documents separated by blank lines or "
+                                    "--document-separator) or JSONL file (.jsonl/.json, one object per line)")
+                         ->required(!decoding));
+  encoding.push_back(app.add_option("--input-format", options.input_format,
+                                    "text, jsonl, or auto: JSONL when --input ends in .jsonl or .json (a pipe needs "
+                                    "jsonl)")
+                         ->capture_default_str()->check(CLI::IsMember({"auto", "text", "jsonl"})));
+  encoding.push_back(app.add_option("--output-prefix", options.output_prefix, "writes PREFIX.bin and PREFIX.idx")
+                         ->required(!decoding));
+  encoding.push_back(app.add_option("--json-keys", options.json_keys, "JSONL keys whose values form the document")
+                         ->capture_default_str());
   app.add_option("--vocab-file", options.vocab_file, "GPT-2 vocab.json to encode with");
   app.add_option("--merge-file", options.merge_file, "GPT-2 merges.txt to encode with");
   app.add_option("--tokenizer-model", options.tokenizer_model,
@@ -38,15 +56,18 @@ int main(int argc, char** argv) {
                  "SentencePiece-style: Llama 2's, Mistral's) with --tokenizer-type HuggingFaceTokenizer, or a "
                  "SentencePiece BPE model (Llama 2's tokenizer.model) with Llama2Tokenizer or "
                  "GPTSentencePieceTokenizer (Megatron's pairs); or the model directory holding it");
-  app.add_option("--train-vocab", options.train_vocab, "train a byte-level BPE of N tokens on the input instead")
-      ->check(CLI::Range(257, 1 << 24));
+  encoding.push_back(app.add_option("--train-vocab", options.train_vocab,
+                                    "train a byte-level BPE of N tokens on the input instead")
+                         ->check(CLI::Range(257, 1 << 24)));
   app.add_option("--workers", options.workers, "threads")->capture_default_str()->check(CLI::Range(1, 1024));
-  app.add_option("--document-separator", options.document_separator,
-                 "text input: a line equal to this ends a document (default: a blank line)");
+  encoding.push_back(app.add_option("--document-separator", options.document_separator,
+                                    "text input: a line equal to this ends a document (default: a blank line)"));
   CLI::Option* eod = app.add_flag("--append-eod", options.append_eod,
                                   "end every document with <|endoftext|> (a Hugging Face tokenizer's eos_token) "
                                   "(default)");
-  app.add_flag("--no-append-eod", no_eod, "do not")->excludes(eod);
+  encoding.push_back(eod);
+  encoding.push_back(app.add_flag("--no-append-eod", no_eod, "do not")->excludes(eod));
+  for (CLI::Option* option : encoding) decode_option->excludes(option);
   app.add_flag("--quiet", quiet, "no progress");
   // Megatron's tools/preprocess_data.py flags, as its scripts pass them: what srunway-prep does is taken, the rest
   // refused by name, so that a pasted command does not make another dataset than it says.
@@ -93,6 +114,28 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (model_type) options.tokenizer_type = tokenizer_type;
+  if (decoding) {
+    decode.vocab_file = options.vocab_file;
+    decode.merge_file = options.merge_file;
+    decode.tokenizer_model = options.tokenizer_model;
+    decode.tokenizer_type = options.tokenizer_type;
+    if (decode.vocab_file.empty() != decode.merge_file.empty()) {
+      srunway::common::LogError("--vocab-file and --merge-file go together");
+      return 2;
+    }
+    decode.stop = srunway::common::StopOnSignals();
+    srunway::common::ExitIfStdoutLost(0);  // a failed write is this one line, below
+    auto decoded = srunway::trainer::DecodeDataset(decode, [](std::string_view line) {
+      srunway::common::PrintText(line);
+      return std::ferror(stdout) ? srunway::common::FlushStdout() : srunway::common::Status::Ok();
+    });
+    const srunway::common::Status done = decoded.ok() ? srunway::common::FlushStdout() : decoded.status();
+    if (!done.ok()) {
+      srunway::common::LogError("{}{}", done.message(), std::ferror(stdout) ? "; the output is incomplete" : "");
+      return *decode.stop != 0 ? 128 + *decode.stop : 1;
+    }
+    return 0;
+  }
   if (split_sentences) {
     srunway::common::LogError("--split-sentences: srunway-prep does not split documents into sentences (Megatron "
                               "does it for BERT's sentence-order data); leave it out for GPT pretraining");

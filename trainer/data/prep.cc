@@ -339,4 +339,33 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
   return stats;
 }
 
+common::StatusOr<int64_t> DecodeDataset(const DecodeOptions& options,
+                                        const std::function<common::Status(std::string_view line)>& emit) {
+  SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> dataset, OpenIndexedDataset(options.prefix));
+  const bool given = !options.tokenizer_model.empty() || !options.vocab_file.empty() || !options.merge_file.empty();
+  const TokenizerSource source = !options.tokenizer_model.empty()
+                                     ? TokenizerSource{options.tokenizer_model, options.tokenizer_type, "", ""}
+                                 : given ? TokenizerSource{"", "", options.vocab_file, options.merge_file}
+                                         : TokenizerBeside(options.prefix);
+  auto tokenizer = source.Load();
+  if (!tokenizer.ok() && !given && tokenizer.status().code() == common::StatusCode::kNotFound) {
+    return common::NotFound("{}: no tokenizer beside the dataset ({}.tokenizer.json, .tokenizer.model, or .vocab.json "
+                            "and .merges.txt, as srunway-prep writes them): give --vocab-file and --merge-file or "
+                            "--tokenizer-model ({})", options.prefix, options.prefix, tokenizer.status().message());
+  }
+  if (!tokenizer.ok()) return tokenizer.status();
+  std::vector<int32_t> tokens;
+  for (int64_t i = 0; i < dataset->size(); ++i) {
+    if (options.stop != nullptr && *options.stop != 0) {
+      return common::Aborted("stopped by {} after {} of {} documents", common::SignalName(*options.stop), i,
+                             dataset->size());
+    }
+    tokens.clear();
+    SRUNWAY_RETURN_IF_ERROR(dataset->Read(i, 0, dataset->length(i), tokens));
+    const common::Json line = {{"text", tokenizer->DecodeDocument(tokens)}};
+    SRUNWAY_RETURN_IF_ERROR(emit(line.dump(-1, ' ', false, common::Json::error_handler_t::replace) + '\n'));
+  }
+  return dataset->size();
+}
+
 }  // namespace srunway::trainer

@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,20 @@ bool IsJsonlInput(const PrepOptions& options);
 common::Status CheckPrepOptions(const PrepOptions& options);
 // Checks the options (CheckPrepOptions), then tokenizes the input into the output's files.
 common::StatusOr<PrepStats> RunPrep(const PrepOptions& options);
+
+struct DecodeOptions {
+  std::string prefix;                 // the dataset: PREFIX.bin and PREFIX.idx
+  std::string vocab_file, merge_file;  // the tokenizer's files, or:
+  std::string tokenizer_model, tokenizer_type;
+  // (none: the tokenizer srunway-prep wrote beside PREFIX, as srunway-train finds it)
+  const volatile std::sig_atomic_t* stop = nullptr;  // as PrepOptions'
+};
+
+// srunway-prep --decode: every sequence of a dataset (a document, as srunway-prep and Megatron's preprocess_data.py
+// write them) back to text, each as a JSONL line {"text": ...} (Tokenizer::DecodeDocument; bytes that are not UTF-8
+// become U+FFFD) passed to `emit`, which may stop the walk with an error (a write that failed). Returns how many.
+common::StatusOr<int64_t> DecodeDataset(const DecodeOptions& options,
+                                        const std::function<common::Status(std::string_view line)>& emit);
 
 // One JSONL line's document: the string values of `keys`, concatenated. `where` ("input.jsonl:12") names the line
 // in errors: not JSON, not an object, a key missing or not a string.

@@ -414,6 +414,18 @@ common::StatusOr<Tokenizer> Tokenizer::LoadSentencePiece(const std::filesystem::
   return ParseSentencePiece(files.text, files.config, files.path, add_bos);
 }
 
+common::StatusOr<Tokenizer> TokenizerSource::Load() const {
+  return model.empty() ? Tokenizer::Load(vocab, merges) : Tokenizer::LoadModel(model, type);
+}
+
+TokenizerSource TokenizerBeside(const std::string& prefix) {
+  std::error_code ec;
+  for (const char* beside : {".tokenizer.json", ".tokenizer.model"}) {
+    if (std::filesystem::exists(prefix + beside, ec)) return TokenizerSource{prefix + beside, "", "", ""};
+  }
+  return TokenizerSource{"", "", prefix + ".vocab.json", prefix + ".merges.txt"};
+}
+
 common::StatusOr<Tokenizer> Tokenizer::LoadModel(const std::filesystem::path& path, std::string_view type) {
   if (SentencePieceType(type)) return LoadSentencePiece(path, type == "Llama2Tokenizer");
   std::error_code ec;
@@ -1265,6 +1277,17 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& tokens, bool continues
   for (int64_t n = continues ? 0 : strip_.start; n > 0 && kept.starts_with(strip); --n) kept.remove_prefix(strip.size());
   for (int64_t n = strip_.stop; n > 0 && kept.ends_with(strip); --n) kept.remove_suffix(strip.size());
   return std::string(kept);
+}
+
+std::string Tokenizer::DecodeDocument(std::span<const int32_t> tokens) const {
+  if (!tokens.empty() && eod_ >= 0 && tokens.back() == eod_) tokens = tokens.first(tokens.size() - 1);
+  if (tokens.size() >= after_.size() && std::equal(after_.rbegin(), after_.rend(), tokens.rbegin())) {
+    tokens = tokens.first(tokens.size() - after_.size());
+  }
+  if (tokens.size() >= before_.size() && std::equal(before_.begin(), before_.end(), tokens.begin())) {
+    tokens = tokens.subspan(before_.size());
+  }
+  return Decode(std::vector<int32_t>(tokens.begin(), tokens.end()));
 }
 
 }  // namespace srunway::trainer

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -90,6 +91,10 @@ class Tokenizer {
   // a text, its decoder takes it off again (Llama 2's Strip, a Metaspace decoder, a SentencePiece model's dummy
   // prefix). `continues`: the tokens go on from a text before them (a prompt's), so nothing comes off their start.
   std::string Decode(const std::vector<int32_t>& tokens, bool continues = false) const;
+  // A document as srunway-prep wrote it back to its text: the special tokens Encode puts around a text (the
+  // post-processor's, <s>) and the end of document after it taken off, the rest decoded (special tokens inside the
+  // text kept, as they were written there).
+  std::string DecodeDocument(std::span<const int32_t> tokens) const;
   // The highest id + 1 (transformers' len(tokenizer) where the ids leave no gap).
   int vocab_size() const { return static_cast<int>(tokens_.size()); }
   int32_t eod() const { return eod_; }
@@ -169,6 +174,18 @@ class Tokenizer {
   std::vector<int32_t> before_, after_;  // the post-processor's special tokens around a document
   int32_t bos_ = -1;
 };
+
+// Where a tokenizer's files are: a tokenizer.json or SentencePiece model (`model`, read as Tokenizer::LoadModel reads
+// it with `type`, Megatron's --tokenizer-type), or GPT-2's vocab.json and merges.txt.
+struct TokenizerSource {
+  std::string model, type;
+  std::string vocab, merges;
+
+  common::StatusOr<Tokenizer> Load() const;
+};
+// The files srunway-prep writes beside a dataset PREFIX (Tokenizer::StageBeside), as srunway-train looks for them:
+// PREFIX.tokenizer.json, else PREFIX.tokenizer.model, else PREFIX.vocab.json and PREFIX.merges.txt.
+TokenizerSource TokenizerBeside(const std::string& prefix);
 
 // GPT-2's pre-tokenizer, its pattern with Unicode's classes: contractions, " ?letters", " ?digits", " ?other",
 // whitespace runs; bytes that are not UTF-8 are pieces of their own.

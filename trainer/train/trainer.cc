@@ -243,13 +243,7 @@ common::StatusOr<SavedSettings> ReadSavedSettings(const common::Json& extra, int
 }
 
 // The tokenizer's files: --tokenizer-model's, or --vocab-file and --merge-file; else those srunway-prep wrote
-// beside the (first) dataset: PREFIX.tokenizer.json, else PREFIX.tokenizer.model, else PREFIX.vocab.json and
-// PREFIX.merges.txt.
-struct TokenizerSource {
-  std::string model, type;    // a tokenizer.json or SentencePiece model, as Tokenizer::LoadModel reads it, or
-  std::string vocab, merges;  // GPT-2's files
-};
-
+// beside the (first) dataset.
 common::StatusOr<TokenizerSource> TokenizerPaths(const TrainOptions& o) {
   if (!o.tokenizer_model.empty()) return TokenizerSource{o.tokenizer_model, o.tokenizer_type, "", ""};
   if (!o.vocab_file.empty() || !o.merge_file.empty()) {
@@ -257,12 +251,7 @@ common::StatusOr<TokenizerSource> TokenizerPaths(const TrainOptions& o) {
   }
   auto paths = ParseDataPath(o.train_data_path.empty() ? o.data_path : o.train_data_path);
   if (!paths.ok()) return paths.status();
-  const std::string& prefix = paths->front().prefix;
-  std::error_code ec;
-  for (const char* beside : {".tokenizer.json", ".tokenizer.model"}) {
-    if (std::filesystem::exists(prefix + beside, ec)) return TokenizerSource{prefix + beside, "", "", ""};
-  }
-  return TokenizerSource{"", "", prefix + ".vocab.json", prefix + ".merges.txt"};
+  return TokenizerBeside(paths->front().prefix);
 }
 
 using TokenizerRef = std::shared_ptr<const Tokenizer>;
@@ -272,8 +261,7 @@ using TokenizerRef = std::shared_ptr<const Tokenizer>;
 common::StatusOr<TokenizerRef> FindTokenizer(const TrainOptions& o) {
   if (o.tokenizer) return o.tokenizer;
   SRUNWAY_ASSIGN_OR_RETURN(TokenizerSource source, TokenizerPaths(o));
-  auto loaded = source.model.empty() ? Tokenizer::Load(source.vocab, source.merges)
-                                     : Tokenizer::LoadModel(source.model, source.type);
+  auto loaded = source.Load();
   if (!loaded.ok()) return loaded.status();
   return std::make_shared<const Tokenizer>(std::move(*loaded));
 }

@@ -150,15 +150,16 @@ def check_same(what, got, want, theirs):
 NODE_MODULES = os.environ.get("SRUNWAY_NODE_MODULES", "/usr/local/lib/srunway-npm/node_modules")
 
 
-def library_encode(what, path, documents):
+def library_encode(what, path, documents, decode=False):
     """Hugging Face's tokenizers library's ids for `documents` with the tokenizer.json at `path` (special tokens as
-    its template adds them); None, with a skip line, where the library is not installed."""
+    its template adds them), or with `decode` each document's text as the library decodes its ids without the
+    template's tokens; None, with a skip line, where the library is not installed."""
     if shutil.which("node") is None or not os.path.isdir(os.path.join(NODE_MODULES, "tokenizers")):
         print(f"skip: {what}: Hugging Face's tokenizers library is not in {NODE_MODULES} (scripts/install-deps.sh)")
         return None
     encoder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_tokenizers_encode.js")
-    result = subprocess.run(["node", encoder, path], input=json.dumps(documents), capture_output=True, text=True,
-                            timeout=300, env={**os.environ, "NODE_PATH": NODE_MODULES})
+    result = subprocess.run(["node", encoder, path] + (["--decode"] if decode else []), input=json.dumps(documents),
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "NODE_PATH": NODE_MODULES})
     if result.returncode != 0:
         check(f"{what}: the tokenizers library reads it", False, result.stderr.strip()[-600:])
         return None
@@ -217,6 +218,9 @@ def check_real_files(prep, work):
             "--tokenizer-model", directory, "--workers", "2", "--quiet")
         check_same(f"{what} tokenizer.json ({sum(map(len, ids))} tokens)", read_megatron(prefix),
                    [i + [eos] for i in ids], "the tokenizers library")
+        texts = library_encode(f"{what} tokenizer.json", os.path.join(directory, "tokenizer.json"), documents, True)
+        if texts is not None:
+            check_decoded(f"{what} tokenizer.json", prep, prefix, texts, "the tokenizers library")
         if package.endswith("gpt2"):
             # The same vocabulary as GPT-2's vocab.json and merges.txt (Megatron's GPT2BPETokenizer).
             with open(os.path.join(directory, "tokenizer.json"), encoding="utf-8") as f:
@@ -231,6 +235,17 @@ def check_real_files(prep, work):
                 "--merge-file", files + ".merges.txt", "--quiet")
             check_same(f"{what} vocab.json and merges.txt", read_megatron(prefix + "-files"),
                        [i + [eos] for i in ids], "the tokenizers library")
+
+
+def check_decoded(what, prep, prefix, want, theirs):
+    """A check that `srunway-prep --decode PREFIX` gives back `want`, the documents' texts as `theirs` decodes them."""
+    lines = run(prep, "--decode", prefix).stdout.splitlines()
+    got = [json.loads(line)["text"] for line in lines]
+    differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    check(f"{what}: srunway-prep --decode gives {len(got)} documents back as {theirs} decodes them",
+          len(got) == len(want) and not differ,
+          f"{len(got)} documents, {len(want)} wanted; first differing {differ[:1]}: srunway "
+          f"{got[differ[0]][:60]!r} {theirs} {want[differ[0]][:60]!r}" if differ else f"{len(got)} of {len(want)}")
 
 
 def run(*args, expect=0):
@@ -321,6 +336,8 @@ def check_sentencepiece(prep, train, work, jsonl, common):
     for tokenizer_type, bos in (("Llama2Tokenizer", [sp.bos_id()]), ("GPTSentencePieceTokenizer", [])):
         compare(f"{tokenizer_type} with the model file", tokenizer_type, model + ".model",
                 [bos + sp.encode(doc) + [sp.eos_id()] for doc in DOCS])
+    check_decoded("Llama2Tokenizer with the model file", prep, os.path.join(work, "data-Llama2Tokenizer"),
+                  [sp.decode(sp.encode(doc)) for doc in DOCS], "SentencePiece")
     # SentencePiece's defaults for the spaces (no space at either end, one for a run), no byte fallback (a run of
     # unknown characters is one <unk>), pieces of the user's that are matched whole.
     plain = os.path.join(work, "sentencepiece-plain")

@@ -94,6 +94,31 @@ expect_exit 2 "error: --split-sentences: srunway-prep does not split documents i
 expect_exit 2 "--dataset-impl: lazy not in \{mmap\}" \
   "$kPrep" --input "$kWork/corpus.txt" --output-prefix "$kWork/megatron" --train-vocab 300 --dataset-impl lazy
 echo "ok: srunway-prep takes Megatron's preprocessing flags and refuses the rest by name"
+# --decode: a dataset back to its documents as JSONL, with the tokenizer beside it or the one given (the Hugging
+# Face files' decoding is hf_tokenizer_reference's); bad uses are one line each.
+python3 -c "
+import json
+for doc in ['alpha beta', ' two  spaces\nand a line', 'caf\u00e9 \u65e5\u672c \u00a0nbsp', '']:
+    print(json.dumps({'text': doc}))" >"$kWork/docs.jsonl"
+"$kPrep" --input "$kWork/docs.jsonl" --output-prefix "$kWork/docs" --train-vocab 300 --quiet >/dev/null
+"$kPrep" --decode "$kWork/docs" >"$kWork/decoded.jsonl" || fail "srunway-prep --decode"
+"$kPrep" --decode "$kWork/docs" --vocab-file "$kWork/docs.vocab.json" --merge-file "$kWork/docs.merges.txt" |
+  cmp -s - "$kWork/decoded.jsonl" || fail "srunway-prep --decode with the tokenizer given decoded otherwise"
+python3 -c "
+import json, sys
+want = [json.loads(line)['text'] for line in open(sys.argv[1])]
+got = [json.loads(line)['text'] for line in open(sys.argv[2])]
+sys.exit(0 if got == want else f'decoded {got}, want {want}')" "$kWork/docs.jsonl" "$kWork/decoded.jsonl" ||
+  fail "srunway-prep --decode did not give the documents back"
+expect_exit 2 "--decode excludes --input" "$kPrep" --decode "$kWork/docs" --input "$kWork/docs.jsonl"
+expect_exit 1 "error: open $kWork/missing.idx: No such file or directory" "$kPrep" --decode "$kWork/missing"
+cp "$kWork/docs.bin" "$kWork/bare.bin" && cp "$kWork/docs.idx" "$kWork/bare.idx"
+expect_exit 1 "error: $kWork/bare: no tokenizer beside the dataset" "$kPrep" --decode "$kWork/bare"
+rc=0
+"$kPrep" --decode "$kWork/docs" >/dev/full 2>"$kWork/err" || rc=$?
+[[ $rc == 1 && $(cat "$kWork/err") == *"error: cannot write to stdout: No space left on device; the output is incomplete" &&
+   $(wc -l <"$kWork/err") == 1 ]] || fail "srunway-prep --decode >/dev/full: exit $rc: $(cat "$kWork/err")"
+echo "ok: srunway-prep --decode gives the documents back"
 # A signal while it encodes: srunway-prep stops between batches, removes its temporaries (as large as the
 # dataset) and exits 128 + the signal (it died and left PREFIX.bin.tmp.* behind).
 python3 -c "import sys; sys.stdout.write(('alpha beta gamma delta ' * 40 + '\n\n') * 60000)" >"$kWork/big.txt"
