@@ -25,6 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (id < 0 || id >= tokenizer->vocab_size()) std::abort();
     }
     (void)tokenizer->Decode(ids);
+    (void)tokenizer->Decode(ids, /*continues=*/true);
+    (void)tokenizer->DecodeDocument(ids);
   }
   return 0;
 }
