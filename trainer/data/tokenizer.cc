@@ -168,6 +168,8 @@ bool IsUtf8(std::string_view text) {
   return true;
 }
 
+constexpr std::string_view kReplacementCharacter = "\uFFFD";
+
 // The length of the UTF-8 character that `text` starts with (1 for a byte that starts none).
 size_t CharLength(std::string_view text) {
   utf8proc_int32_t code_point = 0;
@@ -1251,9 +1253,18 @@ void Tokenizer::SplitPieces(std::string_view text, size_t stage,
   ForEachSplit(splits_[stage]->code, text, [&](std::string_view piece) { SplitPieces(piece, stage + 1, emit); });
 }
 
-std::string Tokenizer::Decode(const std::vector<int32_t>& tokens, bool continues) const {
+std::string Tokenizer::Decode(const std::vector<int32_t>& tokens, bool continues, bool valid) const {
   std::string text;
   bool first = !continues;
+  std::string bytes;  // a SentencePiece-style run of <0xXX> tokens
+  auto end_bytes = [&] {
+    if (valid && !IsUtf8(bytes)) {
+      for (size_t i = 0; i < bytes.size(); ++i) text += kReplacementCharacter;
+    } else {
+      text += bytes;
+    }
+    bytes.clear();
+  };
   for (int32_t id : tokens) {
     if (id < 0 || id >= static_cast<int32_t>(tokens_.size())) continue;
     const bool at_start = std::exchange(first, false);
@@ -1266,17 +1277,46 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& tokens, bool continues
     unsigned int byte = 0;
     if (token.size() == 6 && token.starts_with("<0x") && token.ends_with('>') &&
         std::sscanf(token.c_str(), "<0x%2X>", &byte) == 1 && byte_tokens_[byte & 0xFF] == id) {
-      text += static_cast<char>(byte);
+      bytes += static_cast<char>(byte);
     } else {
+      end_bytes();
       text += ReplaceAll(token, meta_, at_start && meta_first_dropped_ ? "" : " ");
     }
   }
+  end_bytes();
+  if (valid && !characters_) text = ValidUtf8(text);
   // The decoder's Strip, on the whole text (it comes after Fuse in the decoders that have it).
   const std::string_view strip = strip_.content;
   std::string_view kept = text;
   for (int64_t n = continues ? 0 : strip_.start; n > 0 && kept.starts_with(strip); --n) kept.remove_prefix(strip.size());
   for (int64_t n = strip_.stop; n > 0 && kept.ends_with(strip); --n) kept.remove_suffix(strip.size());
   return std::string(kept);
+}
+
+std::string ValidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0; at < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[at]);
+    // The sequence's length and its second byte's range (Unicode's table of well-formed UTF-8).
+    const int length = lead < 0x80 ? 1 : lead >= 0xC2 && lead <= 0xDF ? 2 : lead >= 0xE0 && lead <= 0xEF ? 3
+                                      : lead >= 0xF0 && lead <= 0xF4 ? 4 : 0;
+    const unsigned char low = lead == 0xE0 ? 0xA0 : lead == 0xF0 ? 0x90 : 0x80;
+    const unsigned char high = lead == 0xED ? 0x9F : lead == 0xF4 ? 0x8F : 0xBF;
+    int good = length == 0 ? 0 : 1;  // bytes of a well-formed start
+    while (good > 0 && good < length && at + good < text.size()) {
+      const auto next = static_cast<unsigned char>(text[at + good]);
+      if (next < (good == 1 ? low : 0x80) || next > (good == 1 ? high : 0xBF)) break;
+      ++good;
+    }
+    if (length > 0 && good == length) {
+      out.append(text.substr(at, static_cast<size_t>(length)));
+    } else {
+      out.append(kReplacementCharacter);
+    }
+    at += static_cast<size_t>(std::max(good, 1));
+  }
+  return out;
 }
 
 std::string Tokenizer::DecodeDocument(std::span<const int32_t> tokens) const {
@@ -1287,7 +1327,7 @@ std::string Tokenizer::DecodeDocument(std::span<const int32_t> tokens) const {
   if (tokens.size() >= before_.size() && std::equal(before_.begin(), before_.end(), tokens.begin())) {
     tokens = tokens.subspan(before_.size());
   }
-  return Decode(std::vector<int32_t>(tokens.begin(), tokens.end()));
+  return DecodeText(std::vector<int32_t>(tokens.begin(), tokens.end()));
 }
 
 }  // namespace srunway::trainer

@@ -90,10 +90,18 @@ class Tokenizer {
   // The tokens' text as transformers' decode gives it (special tokens kept): where the tokenizer puts a space before
   // a text, its decoder takes it off again (Llama 2's Strip, a Metaspace decoder, a SentencePiece model's dummy
   // prefix). `continues`: the tokens go on from a text before them (a prompt's), so nothing comes off their start.
-  std::string Decode(const std::vector<int32_t>& tokens, bool continues = false) const;
-  // A document as srunway-prep wrote it back to its text: the special tokens Encode puts around a text (the
-  // post-processor's, <s>) and the end of document after it taken off, the rest decoded (special tokens inside the
-  // text kept, as they were written there).
+  // Bytes that are not UTF-8 stay as they are (Decode(Encode(text)) is the text).
+  std::string Decode(const std::vector<int32_t>& tokens, bool continues = false) const {
+    return Decode(tokens, continues, false);
+  }
+  // The same as text to show: UTF-8 throughout, where the bytes are not, U+FFFD as the library's decoders put it
+  // (ByteLevel: one for each maximal invalid part, as Python's and Rust's lossy decoding; ByteFallback: one for each
+  // byte of a run of <0xXX> tokens that is not UTF-8 as a whole).
+  std::string DecodeText(const std::vector<int32_t>& tokens, bool continues = false) const {
+    return Decode(tokens, continues, true);
+  }
+  // A document as srunway-prep wrote it back to its text (DecodeText): the special tokens Encode puts around a text
+  // (the post-processor's, <s>) and the end of document after it taken off, those inside the text kept.
   std::string DecodeDocument(std::span<const int32_t> tokens) const;
   // The highest id + 1 (transformers' len(tokenizer) where the ids leave no gap).
   int vocab_size() const { return static_cast<int>(tokens_.size()); }
@@ -128,6 +136,7 @@ class Tokenizer {
   // normalize_first_), split, merged.
   void EncodeSegment(std::string_view text, bool first, std::vector<int32_t>& out) const;
   void SplitPieces(std::string_view text, size_t stage, const std::function<void(std::string_view)>& emit) const;
+  std::string Decode(const std::vector<int32_t>& tokens, bool continues, bool valid) const;
 
   std::vector<std::string> tokens_;  // id -> bytes (a SentencePiece-style token's: its text, ▁ and all)
   std::unordered_map<std::string, int32_t> ids_;
@@ -186,6 +195,10 @@ struct TokenizerSource {
 // The files srunway-prep writes beside a dataset PREFIX (Tokenizer::StageBeside), as srunway-train looks for them:
 // PREFIX.tokenizer.json, else PREFIX.tokenizer.model, else PREFIX.vocab.json and PREFIX.merges.txt.
 TokenizerSource TokenizerBeside(const std::string& prefix);
+
+// `text` with each maximal part that is not UTF-8 (the longest start of a well-formed sequence, else one byte)
+// replaced by U+FFFD, as Rust's String::from_utf8_lossy and Python's decode(errors="replace") do.
+std::string ValidUtf8(std::string_view text);
 
 // GPT-2's pre-tokenizer, its pattern with Unicode's classes: contractions, " ?letters", " ?digits", " ?other",
 // whitespace runs; bytes that are not UTF-8 are pieces of their own.

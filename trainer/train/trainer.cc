@@ -1796,7 +1796,7 @@ common::Status Trainer::Sample() {
   std::vector<int32_t> generated(out.begin() + static_cast<int64_t>(prompt), out.end());
   Print(fmt::format("sample ({} tokens, {}):\n{}{}\n", o_.sample_tokens,
                     o_.sample_top_k > 1 ? fmt::format("top-{}", o_.sample_top_k) : "greedy", o_.sample_prompt,
-                    tokenizer.Decode(generated, /*continues=*/!o_.sample_prompt.empty())));
+                    tokenizer.DecodeText(generated, /*continues=*/!o_.sample_prompt.empty())));
   return common::Status::Ok();
 }
 

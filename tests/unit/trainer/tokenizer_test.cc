@@ -468,6 +468,24 @@ TEST_F(HuggingFaceTest, DecoderTakesThePrefixSpaceOff) {
   const Tokenizer gpt2 = Parse(File());
   EXPECT_EQ(gpt2.Decode(gpt2.Encode(" the the")), " the the");
 
+  // Text to show: bytes that are not UTF-8 become U+FFFD as the library's ByteFallback puts it, one for each byte of
+  // a run of <0xXX> tokens that is not UTF-8 as a whole (its 'A' too), and as its ByteLevel does, one for each
+  // maximal invalid part (Rust's from_utf8_lossy; here GPT-2's files, whose split keeps bytes that are not UTF-8);
+  // Decode keeps the bytes.
+  auto byte = [](unsigned char b) { return 3 + static_cast<int32_t>(b); };
+  const std::string kBad = "\uFFFD";
+  EXPECT_EQ(llama2.DecodeText({byte(0xE6), byte(0x97)}), kBad + kBad);
+  EXPECT_EQ(llama2.DecodeText({byte(0x41), byte(0xE6), kThe, byte(0x97)}), kBad + kBad + " the" + kBad);
+  EXPECT_EQ(llama2.DecodeText({byte(0xE6), byte(0x97), byte(0xA5)}), "\u65e5");
+  EXPECT_EQ(llama2.Decode({byte(0x41), byte(0xE6), kThe, byte(0x97)}), "A\xe6 the\x97");
+  for (const auto& [bytes, text] : std::vector<std::pair<std::string, std::string>>{
+           {"\xe6\x97", kBad}, {"\xe6\x97\xa5\xff", "\u65e5" + kBad}, {"A\xe6\x41\x97", "A" + kBad + "A" + kBad},
+           {"\xf0\x9f\x41", kBad + "A"}, {"\xed\xa0\x80", kBad + kBad + kBad}, {"\xc0\xaf", kBad + kBad},
+           {"\xf4\x90\x80\x80", kBad + kBad + kBad + kBad}, {"\xf0\x9f\x98\x80 ok", "\U0001F600 ok"}}) {
+    EXPECT_EQ(gpt2_.DecodeText(gpt2_.Encode(bytes)), text) << common::Printable(bytes);
+    EXPECT_EQ(gpt2_.Decode(gpt2_.Encode(bytes)), bytes);
+  }
+
   file = SentencePieceFile();
   file["decoder"]["decoders"][3]["content"] = "ab";
   auto bad = Tokenizer::ParseHuggingFace(file.dump(), "", "dir/tokenizer.json");
