@@ -1,6 +1,7 @@
 // libFuzzer target: any vocab.json and merges.txt (srunway-prep's --vocab-file and --merge-file, the tokenizer
 // beside a dataset) are refused with a message or give a tokenizer whose tokens of any text are ids of its
-// vocabulary and decode back to that text (as text to show: UTF-8 throughout). The input is the vocabulary, a NUL, the merges, a NUL, the text.
+// vocabulary and decode back to that text (as text to show: UTF-8 throughout). The input is the vocabulary, a NUL,
+// the merges, a NUL, the text.
 #include <cstdint>
 #include <cstdlib>
 #include <string>

@@ -1288,7 +1288,9 @@ std::string Tokenizer::Decode(const std::vector<int32_t>& tokens, bool continues
   // The decoder's Strip, on the whole text (it comes after Fuse in the decoders that have it).
   const std::string_view strip = strip_.content;
   std::string_view kept = text;
-  for (int64_t n = continues ? 0 : strip_.start; n > 0 && kept.starts_with(strip); --n) kept.remove_prefix(strip.size());
+  for (int64_t n = continues ? 0 : strip_.start; n > 0 && kept.starts_with(strip); --n) {
+    kept.remove_prefix(strip.size());
+  }
   for (int64_t n = strip_.stop; n > 0 && kept.ends_with(strip); --n) kept.remove_suffix(strip.size());
   return std::string(kept);
 }
