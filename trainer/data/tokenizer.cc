@@ -461,7 +461,7 @@ common::StatusOr<Tokenizer> Tokenizer::ParseSentencePiece(std::string_view model
   bool byte_fallback = false, suffix = false, dummy_prefix = true, strip = true, escape = true;
   int64_t unk_id = 0, bos_id = 1, eos_id = 2;
   std::string normalizer_name;
-  size_t charsmap = 0;
+  std::string_view charsmap;
   const common::Status read = ReadFields(model, file, [&](const WireField& field) -> common::Status {
     if (field.number == 1 && field.type == 2) {
       Piece& piece = pieces.emplace_back();
@@ -492,7 +492,7 @@ common::StatusOr<Tokenizer> Tokenizer::ParseSentencePiece(std::string_view model
     if (field.number == 3 && field.type == 2) {  // NormalizerSpec
       return ReadFields(field.bytes, file, [&](const WireField& spec) -> common::Status {
         if (spec.number == 1 && spec.type == 2) normalizer_name = std::string(spec.bytes);
-        if (spec.number == 2 && spec.type == 2) charsmap = spec.bytes.size();
+        if (spec.number == 2 && spec.type == 2) charsmap = spec.bytes;
         if (spec.number == 3 && spec.type == 0) dummy_prefix = spec.varint != 0;
         if (spec.number == 4 && spec.type == 0) strip = spec.varint != 0;
         if (spec.number == 5 && spec.type == 0) escape = spec.varint != 0;
@@ -510,9 +510,25 @@ common::StatusOr<Tokenizer> Tokenizer::ParseSentencePiece(std::string_view model
                                    : model_type == 4 ? "character"
                                                      : fmt::format("type {}", model_type));
   }
-  if (charsmap > 0) {
-    return common::InvalidArgument("{}: normalizer '{}' (a compiled character map): srunway applies SentencePiece's "
-                                   "identity normalizer only (Llama 2's)", file, common::Printable(normalizer_name));
+  // The compiled map: the double array's size in bytes (4, little-endian), the array, the texts it maps to.
+  auto map = std::make_shared<Charsmap>();
+  if (!charsmap.empty()) {
+    uint32_t trie_bytes = 0;
+    for (int i = std::min<int>(3, static_cast<int>(charsmap.size()) - 1); i >= 0; --i) {
+      trie_bytes = (trie_bytes << 8) | static_cast<unsigned char>(charsmap[static_cast<size_t>(i)]);
+    }
+    if (charsmap.size() < 4 || trie_bytes % 4 != 0 || trie_bytes == 0 || trie_bytes > charsmap.size() - 4) {
+      return common::DataLoss("{}: normalizer '{}': its compiled character map of {} bytes is damaged (a double "
+                              "array of {} bytes)", file, common::Printable(normalizer_name), charsmap.size(),
+                              trie_bytes);
+    }
+    map->units.resize(trie_bytes / 4);
+    for (size_t i = 0; i < map->units.size(); ++i) {
+      for (int b = 3; b >= 0; --b) {
+        map->units[i] = (map->units[i] << 8) | static_cast<unsigned char>(charsmap[4 + 4 * i + static_cast<size_t>(b)]);
+      }
+    }
+    map->strings = std::string(charsmap.substr(4 + trie_bytes));
   }
   if (!escape || suffix) {
     return common::InvalidArgument("{}: {}: srunway reads models that write a space as \u2581 before a word (Llama "
@@ -570,6 +586,8 @@ common::StatusOr<Tokenizer> Tokenizer::ParseSentencePiece(std::string_view model
   }
   tok.IndexMerges();
   // Normalized as SentencePiece does, the whole text before the user's pieces are found in it.
+  tok.charsmap_ = std::move(map);
+  tok.normalizers_.push_back({Normalizer::Kind::kCharsmap, "", ""});
   if (strip) tok.normalizers_.push_back({Normalizer::Kind::kStrip, "", ""});
   if (dummy_prefix) tok.normalizers_.push_back({Normalizer::Kind::kPrepend, "", tok.meta_});
   tok.normalizers_.push_back({Normalizer::Kind::kReplace, " ", tok.meta_});
@@ -1176,6 +1194,58 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
   return out;
 }
 
+std::string Tokenizer::MapCharacters(std::string_view text) const {
+  const std::vector<uint32_t>& units = charsmap_->units;
+  // Darts-clone's unit: a leaf flag (bit 8), a label (the low byte, and bit 31 set on a leaf, so no label matches
+  // one), an offset to the children, a leaf's value (its low 31 bits).
+  auto offset = [](uint32_t unit) { return (unit >> 10) << ((unit & (1U << 9)) >> 6); };
+  if (units.empty() && IsUtf8(text)) return std::string(text);  // the identity's map: nothing to change
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0; at < text.size();) {
+    const std::string_view rest = text.substr(at);
+    const auto user = !added_first_[static_cast<unsigned char>(rest[0])]
+                          ? added_.end()
+                          : std::find_if(added_.begin(), added_.end(),
+                                         [&](const auto& a) { return rest.starts_with(a.first); });
+    if (user != added_.end()) {  // longest first
+      out.append(user->first);
+      at += user->first.size();
+      continue;
+    }
+    size_t longest = 0, value = 0;
+    size_t node = units.empty() ? 0 : offset(units[0]);
+    for (size_t i = 0; i < rest.size() && !units.empty(); ++i) {
+      const auto label = static_cast<unsigned char>(rest[i]);
+      node ^= label;
+      if (node >= units.size() || (units[node] & ((1U << 31) | 0xFF)) != label) break;
+      const bool leaf = (units[node] >> 8) & 1;
+      node ^= offset(units[node]);
+      if (node >= units.size()) break;
+      if (leaf) {
+        longest = i + 1;
+        value = units[node] & ((1U << 31) - 1);
+      }
+    }
+    if (longest > 0 && value < charsmap_->strings.size()) {
+      const std::string_view strings = charsmap_->strings;
+      const size_t end = strings.find('\0', value);
+      out.append(strings.substr(value, end == std::string_view::npos ? std::string_view::npos : end - value));
+      at += longest;
+    } else if (static_cast<unsigned char>(rest[0]) < 0x80) {
+      out.push_back(rest[0]);
+      ++at;
+    } else if (const size_t length = CharLength(rest); IsUtf8(rest.substr(0, length))) {
+      out.append(rest.substr(0, length));
+      at += length;
+    } else {
+      out.append(kReplacementCharacter);
+      ++at;
+    }
+  }
+  return out;
+}
+
 std::string Tokenizer::Normalize(std::string_view text) const {
   std::string changed(text);
   for (const Normalizer& step : normalizers_) {
@@ -1193,6 +1263,7 @@ std::string Tokenizer::Normalize(std::string_view text) const {
       }
       case Normalizer::Kind::kPrepend: changed = text.empty() ? std::string() : step.to + std::string(text); break;
       case Normalizer::Kind::kReplace: changed = ReplaceAll(text, step.from, step.to); break;
+      case Normalizer::Kind::kCharsmap: changed = MapCharacters(text); break;
       case Normalizer::Kind::kStrip: {
         std::string stripped;
         bool space = true;  // drops the spaces before the first character, and each after another

@@ -54,8 +54,9 @@ class Tokenizer {
                                                       const std::filesystem::path& where);
   // A SentencePiece model: `path` is tokenizer.model or the directory holding it. `add_bos`: <s> before each
   // document (Megatron's Llama2Tokenizer), or not (GPTSentencePieceTokenizer); unset, tokenizer_config.json beside
-  // it says (add_bos_token, true where it is not there, as transformers' LlamaTokenizer). BPE models with
-  // SentencePiece's identity normalizer only (Llama 2's); a Unigram model or a compiled normalizer is refused.
+  // it says (add_bos_token, true where it is not there, as transformers' LlamaTokenizer). BPE models only, with any
+  // normalizer (the identity, Llama 2's, or a compiled character map, nmt_nfkc's and the like); a Unigram model is
+  // refused.
   static common::StatusOr<Tokenizer> LoadSentencePiece(const std::filesystem::path& path,
                                                        std::optional<bool> add_bos = std::nullopt);
   // The model's bytes, read already; `config` (tokenizer_config.json's text) may be empty.
@@ -153,10 +154,22 @@ class Tokenizer {
   std::vector<std::shared_ptr<const Regex>> splits_;  // applied one after another, each to the last one's pieces
   struct Normalizer {
     // kStrip: SentencePiece's remove_extra_whitespaces (no space at either end, one for a run of them).
-    enum class Kind { kNfc, kPrepend, kReplace, kStrip } kind;
+    // kCharsmap: SentencePiece's character by character normalization (MapCharacters), with its compiled
+    // character map where it has one (charsmap_: nmt_nfkc, nfkc, a rule file's).
+    enum class Kind { kNfc, kPrepend, kReplace, kStrip, kCharsmap } kind;
     std::string from, to;  // kReplace: every `from` becomes `to`; kPrepend: `to` goes before a non-empty text
   };
   std::vector<Normalizer> normalizers_;  // in order
+  // A SentencePiece model's precompiled_charsmap (none: the identity normalizer): a double array (Darts-clone's
+  // units) of the texts it changes, each leaf's value the offset of what it becomes in `strings` (NUL-terminated).
+  struct Charsmap {
+    std::vector<uint32_t> units;
+    std::string strings;
+  };
+  std::shared_ptr<const Charsmap> charsmap_;
+  // kCharsmap: at each place the longest text the map holds becomes what it maps to; a user-defined piece stays as
+  // it is, any other character too, a byte that starts none U+FFFD (SentencePiece's NormalizePrefix).
+  std::string MapCharacters(std::string_view text) const;
   bool prefix_space_ = false;   // ByteLevel's add_prefix_space
   // A SentencePiece-style BPE (Llama 2's, Mistral's): its symbols are characters, spaces are written as `meta_`
   // (the Metaspace pre-tokenizer's, or a normalizer's Replace), a character outside the vocabulary is its bytes'

@@ -19,7 +19,8 @@ scripts, go through byte fallback), written as tokenizer.json as transformers' L
 normalizer; and the Metaspace pre-tokenizer of its non-legacy form), and srunway-prep's datasets compared with
 <s> + SentencePiece's encoding + </s>. The model file itself is read too (Megatron's Llama2Tokenizer and
 GPTSentencePieceTokenizer), and a second model with SentencePiece's default whitespace handling, no byte fallback and
-user-defined pieces; a Unigram model and a compiled normalizer are refused.
+user-defined pieces; models with compiled character maps (nmt_nfkc, nfkc_cf, a rule file's); a Unigram model is
+refused.
 
 Usage: hf_tokenizer_reference.py SRUNWAY_PREP SRUNWAY_TRAIN WORK_DIR
 Exits 77 (skipped) where Python's regex or sentencepiece module is not installed (Debian's python3-regex,
@@ -239,7 +240,7 @@ def check_real_files(prep, work):
 
 def check_decoded(what, prep, prefix, want, theirs):
     """A check that `srunway-prep --decode PREFIX` gives back `want`, the documents' texts as `theirs` decodes them."""
-    lines = run(prep, "--decode", prefix).stdout.splitlines()
+    lines = run(prep, "--decode", prefix).stdout.split("\n")[:-1]  # not splitlines: U+2028 is in a JSON string
     got = [json.loads(line)["text"] for line in lines]
     differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
     check(f"{what}: srunway-prep --decode gives {len(got)} documents back as {theirs} decodes them",
@@ -338,6 +339,16 @@ def check_sentencepiece(prep, train, work, jsonl, common):
                 [bos + sp.encode(doc) + [sp.eos_id()] for doc in DOCS])
     check_decoded("Llama2Tokenizer with the model file", prep, os.path.join(work, "data-Llama2Tokenizer"),
                   [sp.decode(sp.encode(doc)) for doc in DOCS], "SentencePiece")
+    # Bytes that start no UTF-8 character (a text file's): SentencePiece's normalizer makes each U+FFFD, even without
+    # a compiled map, and byte fallback then writes that character's bytes.
+    invalid = [b"ab\xffcd\n", b"\xe6\x97 half a character\n", b"\xed\xa0\x80 a surrogate\n", b"ok \xe6\x97\xa5\n"]
+    with open(os.path.join(work, "invalid.txt"), "wb") as f:
+        f.write(b"\n".join(invalid))
+    run(prep, "--input", os.path.join(work, "invalid.txt"), "--output-prefix", os.path.join(work, "invalid"),
+        "--tokenizer-type", "Llama2Tokenizer", "--tokenizer-model", model + ".model", "--quiet")
+    check_same("Llama2Tokenizer with the model file, text that is not UTF-8",
+               read_megatron(os.path.join(work, "invalid")),
+               [[sp.bos_id()] + sp.encode(doc) + [sp.eos_id()] for doc in invalid], "SentencePiece")
     # SentencePiece's defaults for the spaces (no space at either end, one for a run), no byte fallback (a run of
     # unknown characters is one <unk>), pieces of the user's that are matched whole.
     plain = os.path.join(work, "sentencepiece-plain")
@@ -349,18 +360,43 @@ def check_sentencepiece(prep, train, work, jsonl, common):
             "GPTSentencePieceTokenizer", plain + ".model", [plain_sp.encode(doc) + [plain_sp.eos_id()] for doc in DOCS],
             lambda got: any(plain_sp.unk_id() in doc for doc in got) and
             any(plain_sp.piece_to_id("<|im_end|>") in doc for doc in got))
-    for kind, options in (("Unigram", {"model_type": "unigram"}), ("nmt_nfkc", {"model_type": "bpe"})):
-        refused = os.path.join(work, "sentencepiece-" + kind)
-        sentencepiece.SentencePieceTrainer.train(input=text, model_prefix=refused, vocab_size=200,
-                                                 hard_vocab_limit=False, minloglevel=2, **options)
-        result = run(prep, "--input", jsonl, "--output-prefix", os.path.join(work, "x"), "--tokenizer-type",
-                     "GPTSentencePieceTokenizer", "--tokenizer-model", refused + ".model", expect=1)
-        lines = result.stderr.strip().splitlines()
-        want_line = ("a SentencePiece Unigram model: srunway reads BPE models only" if kind == "Unigram" else
-                     r"normalizer 'nmt_nfkc' \(a compiled character map\)")
-        check(f"a {kind} SentencePiece model: refused in one line naming the file",
-              len(lines) == 1 and re.search(rf"error: --tokenizer-model: .*{kind}\.model: {want_line}", lines[0])
-              is not None, result.stderr.strip())
+    refused = os.path.join(work, "sentencepiece-Unigram")
+    sentencepiece.SentencePieceTrainer.train(input=text, model_prefix=refused, vocab_size=200, hard_vocab_limit=False,
+                                             minloglevel=2, model_type="unigram")
+    result = run(prep, "--input", jsonl, "--output-prefix", os.path.join(work, "x"), "--tokenizer-type",
+                 "GPTSentencePieceTokenizer", "--tokenizer-model", refused + ".model", expect=1)
+    lines = result.stderr.strip().splitlines()
+    check("a Unigram SentencePiece model: refused in one line naming the file",
+          len(lines) == 1 and re.search(r"error: --tokenizer-model: .*Unigram\.model: a SentencePiece Unigram model: "
+                                        r"srunway reads BPE models only", lines[0]) is not None, result.stderr.strip())
+    # SentencePiece's default normalizer, a compiled character map (NFKC and NMT's rules: width, ligatures,
+    # compatibility forms, spaces and control characters), and its named ones, on text that each rule changes.
+    mapped_docs = DOCS + ["ABBA Aab hello all \uff21\uff21B",
+                          "\ufb01ne \uff21\uff22\uff23\uff01 \u2460\u2461 \u3000wide\u3000space \u337b \u2026 x\u00b2",
+                          "ctrl\u0007chars\u200bzero\u00a0width\u2028line \u1e9b\u0323 \ufe37 \u2126 \u212b",
+                          "\u30ac\u30ac \uff76\uff9e \u2163 \u00c5 A\u030a \ud55c \u1112\u1161\u11ab \u24b6"]
+    mapped_jsonl = os.path.join(work, "mapped.jsonl")
+    with open(mapped_jsonl, "w", encoding="utf-8") as f:
+        for doc in mapped_docs:
+            f.write(json.dumps({"text": doc}) + "\n")
+    mapped_compare = make_compare(prep, work, mapped_jsonl)
+    # And a rule file's map, whose keys overlap ("AB" and "A": the longest wins) and whose outputs are not mapped again.
+    rules = os.path.join(work, "rules.tsv")
+    with open(rules, "w") as f:
+        f.write("41 42\t78 79\n41\t61\nFF21\t41\n3000\t20\n6C 6C\t4C\n")
+    for rule in ("nmt_nfkc", "nfkc_cf", "rules"):
+        mapped = os.path.join(work, "sentencepiece-" + rule)
+        normalizer = {"normalization_rule_tsv": rules} if rule == "rules" else {"normalization_rule_name": rule}
+        sentencepiece.SentencePieceTrainer.train(
+            input=text, model_prefix=mapped, model_type="bpe", vocab_size=500, hard_vocab_limit=False,
+            byte_fallback=True, user_defined_symbols=["<|im_end|>"], minloglevel=2, **normalizer)
+        mapped_sp = sentencepiece.SentencePieceProcessor(model_file=mapped + ".model")
+        mapped_compare(f"a BPE model with SentencePiece's {rule} normalizer", "Llama2Tokenizer", mapped + ".model",
+                       [[mapped_sp.bos_id()] + mapped_sp.encode(doc) + [mapped_sp.eos_id()] for doc in mapped_docs],
+                       name="Llama2Tokenizer-" + rule)
+        check_decoded(f"a BPE model with SentencePiece's {rule} normalizer", prep,
+                      os.path.join(work, "data-Llama2Tokenizer-" + rule),
+                      [mapped_sp.decode(mapped_sp.encode(doc)) for doc in mapped_docs], "SentencePiece")
     for name, legacy in (("llama2", True), ("metaspace", False)):
         directory = os.path.join(work, name)
         write_tokenizer(directory, sentencepiece_file(sp, legacy), {"bos_token": "<s>", "eos_token": "</s>"})
