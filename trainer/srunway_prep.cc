@@ -119,8 +119,10 @@ int main(int argc, char** argv) {
     decode.merge_file = options.merge_file;
     decode.tokenizer_model = options.tokenizer_model;
     decode.tokenizer_type = options.tokenizer_type;
-    if (decode.vocab_file.empty() != decode.merge_file.empty()) {
-      srunway::common::LogError("--vocab-file and --merge-file go together");
+    if (decode.vocab_file.empty() != decode.merge_file.empty() ||
+        (!decode.vocab_file.empty() && !decode.tokenizer_model.empty())) {
+      srunway::common::LogError("--decode: give one tokenizer, --vocab-file and --merge-file or --tokenizer-model, "
+                                "or none for the one beside the dataset");
       return 2;
     }
     decode.stop = srunway::common::StopOnSignals();

@@ -153,8 +153,8 @@ NODE_MODULES = os.environ.get("SRUNWAY_NODE_MODULES", "/usr/local/lib/srunway-np
 
 def library_encode(what, path, documents, decode=False):
     """Hugging Face's tokenizers library's ids for `documents` with the tokenizer.json at `path` (special tokens as
-    its template adds them), or with `decode` each document's text as the library decodes its ids without the
-    template's tokens; None, with a skip line, where the library is not installed."""
+    its template adds them), with `decode` (ids, texts): also each document's text as the library decodes its ids
+    without the template's tokens; None, with a skip line, where the library is not installed."""
     if shutil.which("node") is None or not os.path.isdir(os.path.join(NODE_MODULES, "tokenizers")):
         print(f"skip: {what}: Hugging Face's tokenizers library is not in {NODE_MODULES} (scripts/install-deps.sh)")
         return None
@@ -209,9 +209,10 @@ def check_real_files(prep, work):
         if not os.path.isfile(os.path.join(directory, "tokenizer.json")):
             print(f"skip: {what} tokenizer.json: {package} is not in {NODE_MODULES} (scripts/install-deps.sh)")
             continue
-        ids = library_encode(f"{what} tokenizer.json", os.path.join(directory, "tokenizer.json"), documents)
-        if ids is None:
+        both = library_encode(f"{what} tokenizer.json", os.path.join(directory, "tokenizer.json"), documents, True)
+        if both is None:
             continue
+        ids, texts = both
         if hello is not None:
             check(f"{package}: its file is {what} (\"Hello world\" is {hello})", ids[0] == hello, f"{ids[0]}")
         prefix = os.path.join(work, "real-" + package.split("-")[-1])
@@ -219,9 +220,7 @@ def check_real_files(prep, work):
             "--tokenizer-model", directory, "--workers", "2", "--quiet")
         check_same(f"{what} tokenizer.json ({sum(map(len, ids))} tokens)", read_megatron(prefix),
                    [i + [eos] for i in ids], "the tokenizers library")
-        texts = library_encode(f"{what} tokenizer.json", os.path.join(directory, "tokenizer.json"), documents, True)
-        if texts is not None:
-            check_decoded(f"{what} tokenizer.json", prep, prefix, texts, "the tokenizers library")
+        check_decoded(f"{what} tokenizer.json", prep, prefix, texts, "the tokenizers library")
         if package.endswith("gpt2"):
             # The same vocabulary as GPT-2's vocab.json and merges.txt (Megatron's GPT2BPETokenizer).
             with open(os.path.join(directory, "tokenizer.json"), encoding="utf-8") as f:

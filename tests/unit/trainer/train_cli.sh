@@ -111,6 +111,8 @@ got = [json.loads(line)['text'] for line in open(sys.argv[2])]
 sys.exit(0 if got == want else f'decoded {got}, want {want}')" "$kWork/docs.jsonl" "$kWork/decoded.jsonl" ||
   fail "srunway-prep --decode did not give the documents back"
 expect_exit 2 "--decode excludes --input" "$kPrep" --decode "$kWork/docs" --input "$kWork/docs.jsonl"
+expect_exit 2 "error: --decode: give one tokenizer, --vocab-file and --merge-file or --tokenizer-model" \
+  "$kPrep" --decode "$kWork/docs" --vocab-file "$kWork/docs.vocab.json"
 expect_exit 1 "error: open $kWork/missing.idx: No such file or directory" "$kPrep" --decode "$kWork/missing"
 cp "$kWork/docs.bin" "$kWork/bare.bin" && cp "$kWork/docs.idx" "$kWork/bare.idx"
 expect_exit 1 "error: $kWork/bare: no tokenizer beside the dataset" "$kPrep" --decode "$kWork/bare"
