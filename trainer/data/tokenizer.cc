@@ -170,6 +170,15 @@ bool IsUtf8(std::string_view text) {
 
 constexpr std::string_view kReplacementCharacter = "\uFFFD";
 
+// The little-endian number in `bytes`' first four (or fewer) bytes: a protobuf fixed32, a SentencePiece map's.
+uint32_t LittleEndian32(std::string_view bytes) {
+  uint32_t value = 0;
+  for (size_t i = std::min<size_t>(4, bytes.size()); i > 0; --i) {
+    value = (value << 8) | static_cast<unsigned char>(bytes[i - 1]);
+  }
+  return value;
+}
+
 // The length of the UTF-8 character that `text` starts with (1 for a byte that starts none).
 size_t CharLength(std::string_view text) {
   utf8proc_int32_t code_point = 0;
@@ -468,9 +477,7 @@ common::StatusOr<Tokenizer> Tokenizer::ParseSentencePiece(std::string_view model
       return ReadFields(field.bytes, file, [&](const WireField& part) -> common::Status {
         if (part.number == 1 && part.type == 2) piece.text = std::string(part.bytes);
         if (part.number == 2 && part.type == 5) {
-          uint32_t bits = 0;
-          for (int i = 3; i >= 0; --i) bits = (bits << 8) | static_cast<unsigned char>(part.bytes[i]);
-          piece.score = std::bit_cast<float>(bits);
+          piece.score = std::bit_cast<float>(LittleEndian32(part.bytes));
         }
         if (part.number == 3 && part.type == 0) piece.type = static_cast<int64_t>(part.varint);
         return common::Status::Ok();
@@ -513,21 +520,14 @@ common::StatusOr<Tokenizer> Tokenizer::ParseSentencePiece(std::string_view model
   // The compiled map: the double array's size in bytes (4, little-endian), the array, the texts it maps to.
   auto map = std::make_shared<Charsmap>();
   if (!charsmap.empty()) {
-    uint32_t trie_bytes = 0;
-    for (int i = std::min<int>(3, static_cast<int>(charsmap.size()) - 1); i >= 0; --i) {
-      trie_bytes = (trie_bytes << 8) | static_cast<unsigned char>(charsmap[static_cast<size_t>(i)]);
-    }
+    const uint32_t trie_bytes = LittleEndian32(charsmap);
     if (charsmap.size() < 4 || trie_bytes % 4 != 0 || trie_bytes == 0 || trie_bytes > charsmap.size() - 4) {
       return common::DataLoss("{}: normalizer '{}': its compiled character map of {} bytes is damaged (a double "
                               "array of {} bytes)", file, common::Printable(normalizer_name), charsmap.size(),
                               trie_bytes);
     }
     map->units.resize(trie_bytes / 4);
-    for (size_t i = 0; i < map->units.size(); ++i) {
-      for (int b = 3; b >= 0; --b) {
-        map->units[i] = (map->units[i] << 8) | static_cast<unsigned char>(charsmap[4 + 4 * i + static_cast<size_t>(b)]);
-      }
-    }
+    for (size_t i = 0; i < map->units.size(); ++i) map->units[i] = LittleEndian32(charsmap.substr(4 + 4 * i));
     map->strings = std::string(charsmap.substr(4 + trie_bytes));
   }
   if (!escape || suffix) {
@@ -1235,7 +1235,7 @@ std::string Tokenizer::MapCharacters(std::string_view text) const {
     } else if (static_cast<unsigned char>(rest[0]) < 0x80) {
       out.push_back(rest[0]);
       ++at;
-    } else if (const size_t length = CharLength(rest); IsUtf8(rest.substr(0, length))) {
+    } else if (const size_t length = CharLength(rest); length > 1) {  // 1: the lead byte starts no character
       out.append(rest.substr(0, length));
       at += length;
     } else {
