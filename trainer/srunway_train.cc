@@ -855,9 +855,8 @@ int main(int argc, char** argv) {
   }
   // Megatron's flags alone take the vocabulary from the data's tokenizer, padded, as Megatron does.
   if ((!o.vocab_file.empty() || !o.tokenizer_model.empty()) && !vocab && !preset_given) {
-    auto tokenizer = o.tokenizer_model.empty()
-                         ? srunway::trainer::Tokenizer::Load(o.vocab_file, o.merge_file)
-                         : srunway::trainer::Tokenizer::LoadModel(o.tokenizer_model, o.tokenizer_type);
+    auto tokenizer = srunway::trainer::TokenizerSource::Given(o.tokenizer_model, o.tokenizer_type, o.vocab_file,
+                                                              o.merge_file)->Load();
     if (!tokenizer.ok()) {
       srunway::common::LogError("{}: {}", o.tokenizer_model.empty() ? "--vocab-file and --merge-file"
                                                                     : "--tokenizer-model",

@@ -342,12 +342,9 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
 common::StatusOr<int64_t> DecodeDataset(const DecodeOptions& options,
                                         const std::function<common::Status(std::string_view line)>& emit) {
   SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> dataset, OpenIndexedDataset(options.prefix));
-  const bool given = !options.tokenizer_model.empty() || !options.vocab_file.empty() || !options.merge_file.empty();
-  const TokenizerSource source = !options.tokenizer_model.empty()
-                                     ? TokenizerSource{options.tokenizer_model, options.tokenizer_type, "", ""}
-                                 : given ? TokenizerSource{"", "", options.vocab_file, options.merge_file}
-                                         : TokenizerBeside(options.prefix);
-  auto tokenizer = source.Load();
+  const auto given =
+      TokenizerSource::Given(options.tokenizer_model, options.tokenizer_type, options.vocab_file, options.merge_file);
+  auto tokenizer = (given ? *given : TokenizerBeside(options.prefix)).Load();
   if (!tokenizer.ok() && !given && tokenizer.status().code() == common::StatusCode::kNotFound) {
     return common::NotFound("{}: no tokenizer beside the dataset ({}.tokenizer.json, .tokenizer.model, or .vocab.json "
                             "and .merges.txt, as srunway-prep writes them): give --vocab-file and --merge-file or "

@@ -429,6 +429,13 @@ common::StatusOr<Tokenizer> TokenizerSource::Load() const {
   return model.empty() ? Tokenizer::Load(vocab, merges) : Tokenizer::LoadModel(model, type);
 }
 
+std::optional<TokenizerSource> TokenizerSource::Given(const std::string& model, const std::string& type,
+                                                      const std::string& vocab, const std::string& merges) {
+  if (!model.empty()) return TokenizerSource{model, type, "", ""};
+  if (!vocab.empty() || !merges.empty()) return TokenizerSource{"", "", vocab, merges};
+  return std::nullopt;
+}
+
 TokenizerSource TokenizerBeside(const std::string& prefix) {
   std::error_code ec;
   for (const char* beside : {".tokenizer.json", ".tokenizer.model"}) {

@@ -204,6 +204,10 @@ struct TokenizerSource {
   std::string vocab, merges;
 
   common::StatusOr<Tokenizer> Load() const;
+  // The flags' (Megatron's): --tokenizer-model's with --tokenizer-type, else --vocab-file's and --merge-file's;
+  // none where neither is given.
+  static std::optional<TokenizerSource> Given(const std::string& model, const std::string& type,
+                                              const std::string& vocab, const std::string& merges);
 };
 // The files srunway-prep writes beside a dataset PREFIX (Tokenizer::StageBeside), as srunway-train looks for them:
 // PREFIX.tokenizer.json, else PREFIX.tokenizer.model, else PREFIX.vocab.json and PREFIX.merges.txt.

@@ -245,9 +245,8 @@ common::StatusOr<SavedSettings> ReadSavedSettings(const common::Json& extra, int
 // The tokenizer's files: --tokenizer-model's, or --vocab-file and --merge-file; else those srunway-prep wrote
 // beside the (first) dataset.
 common::StatusOr<TokenizerSource> TokenizerPaths(const TrainOptions& o) {
-  if (!o.tokenizer_model.empty()) return TokenizerSource{o.tokenizer_model, o.tokenizer_type, "", ""};
-  if (!o.vocab_file.empty() || !o.merge_file.empty()) {
-    return TokenizerSource{"", "", o.vocab_file, o.merge_file};
+  if (auto given = TokenizerSource::Given(o.tokenizer_model, o.tokenizer_type, o.vocab_file, o.merge_file)) {
+    return *given;
   }
   auto paths = ParseDataPath(o.train_data_path.empty() ? o.data_path : o.train_data_path);
   if (!paths.ok()) return paths.status();
