@@ -6,12 +6,23 @@ readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly kBuild=${SRUNWAY_BUILD_DIR:-$kRepo/build}
 cd "$kRepo"
 
+# How long each part took, in the closing lines: CI's budget is 35 minutes on 2 cores, and these say where it goes.
+times=()
+phase_start=$SECONDS
+took() {
+  times+=("$1 $((SECONDS - phase_start)) s")
+  phase_start=$SECONDS
+}
+
 "$kRepo/scripts/install-deps.sh" || exit 1
+took "dependencies"
 # -g1: line tables (all that backtraces and sanitizer reports need) instead of full debug information: an eighth
 # less compile time for the plain build.
 "$kRepo/scripts/build.sh" -Dwerror=true -Dcpp_args=-g1 || exit 1
+took "build"
 
 "$kRepo/scripts/local-cluster.sh" up || exit 1
+took "cluster start"
 side=$(mktemp -d)  # the logs and exit codes of the jobs that run beside the suites
 # Every process this script started that is still there, parents before children (ps's parent links, which setsid
 # keeps): at the end, the jobs beside the suites and their tests, which a signal to this script alone (a CI runner's
@@ -44,6 +55,7 @@ lowest() { setsid --wait bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exe
 {
   lowest "$kRepo/scripts/fuzz.sh" --build-only >"$side/fuzz-build.log" 2>&1
   echo $? >"$side/fuzz-build.rc"
+  echo "$SECONDS" >"$side/fuzz-build.end"
 } &
 
 # The slurm suite fails instead of skipping if the cluster went away.
@@ -56,11 +68,13 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 # The unit and gpu suites first, two tests at a time.
 meson test -C "$kBuild" --suite unit --suite gpu --print-errorlogs --logbase testlog-unit
 unit_rc=$?
+took "unit and gpu suites"
 logs=("$kBuild/meson-logs/testlog-unit.json")
 
 # The slurm suite's one test that compiles (site_install builds the plugin twice) first, alone.
 meson test -C "$kBuild" --suite slurm-build --no-rebuild --print-errorlogs --logbase testlog-slurm-build
 slurm_rc=$?
+took "site_install"
 logs+=("$kBuild/meson-logs/testlog-slurm-build.json")
 
 # The side chain, beside the rest of the slurm suite, which runs one test at a time and mostly waits on its jobs:
@@ -90,18 +104,23 @@ fi
     nice -n 10 meson test -C "$kBuild" --setup asan --no-rebuild --print-errorlogs >"$side/asan.log" 2>&1
     echo $? >"$side/asan.rc"
   fi
-  until [[ -s $side/fuzz-build.rc || ! -d $side ]]; do sleep 1; done
+  echo "asan suite $((SECONDS - phase_start)) s" >"$side/times"
+  until [[ -s $side/fuzz-build.end || ! -d $side ]]; do sleep 1; done
   if [[ $(<"$side/fuzz-build.rc") == 0 ]]; then
+    fuzz_start=$SECONDS
     lowest "$kRepo/scripts/fuzz.sh" -j 2 "${SRUNWAY_FUZZ_SECONDS:-12}" >"$side/fuzz.log" 2>&1
     echo $? >"$side/fuzz.rc"
+    echo "fuzzers $((SECONDS - fuzz_start)) s (their build done $(<"$side/fuzz-build.end") s into the run)" >>"$side/times"
   fi
 } &
 side_pid=$!
 
 meson test -C "$kBuild" --suite slurm --no-suite slurm-build --no-rebuild --print-errorlogs --logbase testlog-slurm
 ((slurm_rc |= $?))
+took "slurm suite"
 logs+=("$kBuild/meson-logs/testlog-slurm.json")
 wait "$side_pid"
+took "the rest beside it"
 if ((run_asan)); then
   echo "test: the asan suite (run beside the slurm suite):"
   cat "$side/asan.log"
@@ -133,4 +152,5 @@ for path in sys.argv[1:]:
             counts["failed"] += 1
 print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
 PY
+echo "test: took ${times[*]/%/,} in all $SECONDS s; beside the slurm suite: $(paste -sd, "$side/times" | sed 's/,/, /g')"
 ((unit_rc == 0 && slurm_rc == 0 && asan_rc == 0 && fuzz_rc == 0))
