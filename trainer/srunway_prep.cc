@@ -35,8 +35,9 @@ int main(int argc, char** argv) {
   srunway::trainer::DecodeOptions decode;
   CLI::Option* decode_option =
       app.add_option("--decode", decode.prefix,
-                     "instead: print the dataset PREFIX (PREFIX.bin, PREFIX.idx) back as JSONL, a {\"text\": ...} line "
-                     "per document, decoded with the tokenizer beside it (or the one given)");
+                     "instead: print the dataset PREFIX (PREFIX.bin, PREFIX.idx, or llm.c shards: a glob) back as "
+                     "JSONL, a {\"text\": ...} line per document, decoded with the tokenizer beside it (or the one "
+                     "given)");
   std::vector<CLI::Option*> encoding;
   encoding.push_back(app.add_option("--input", options.input, "text file (documents separated by blank lines or "
                                     "--document-separator) or JSONL file (.jsonl/.json, one object per line)")

@@ -89,6 +89,7 @@ class LlmcShards : public TokenSource {
     return shards_.size() == 1 ? shards_[0]->path().string()
                                : fmt::format("{} (+{} more shards)", shards_[0]->path().string(), shards_.size() - 1);
   }
+  bool sequences_are_documents() const override { return false; }
 
  private:
   std::vector<std::unique_ptr<MappedFile>> shards_;

@@ -61,6 +61,9 @@ class TokenSource {
   // Appends tokens [offset, offset + count) of sequence i to `out`.
   virtual common::Status Read(int64_t i, int64_t offset, int64_t count, std::vector<int32_t>& out) const = 0;
   virtual std::string name() const = 0;  // for error messages: the file(s)
+  // Whether each sequence is one document (a Megatron dataset's); llm.c's shards are one stream of documents, each
+  // after an end of document.
+  virtual bool sequences_are_documents() const { return true; }
 };
 
 // Opens PREFIX.idx and PREFIX.bin and checks that every offset and length lies inside .bin.

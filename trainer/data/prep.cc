@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/signals.h"
 #include "trainer/data/indexed_dataset.h"
+#include "trainer/data/samples.h"
 #include "trainer/data/tokenizer.h"
 
 namespace srunway::trainer {
@@ -341,28 +342,72 @@ common::StatusOr<PrepStats> RunPrep(const PrepOptions& options) {
 
 common::StatusOr<int64_t> DecodeDataset(const DecodeOptions& options,
                                         const std::function<common::Status(std::string_view line)>& emit) {
-  SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> dataset, OpenIndexedDataset(options.prefix));
+  SRUNWAY_ASSIGN_OR_RETURN(std::unique_ptr<TokenSource> dataset, OpenTokenSource(options.prefix));
   const auto given =
       TokenizerSource::Given(options.tokenizer_model, options.tokenizer_type, options.vocab_file, options.merge_file);
   auto tokenizer = (given ? *given : TokenizerBeside(options.prefix)).Load();
+  const bool whole = dataset->sequences_are_documents();
+  if (!tokenizer.ok() && !given && tokenizer.status().code() == common::StatusCode::kNotFound && !whole) {
+    return common::NotFound("{}: llm.c shards carry no tokenizer: give --vocab-file and --merge-file (GPT-2's, which "
+                            "llm.c's data scripts use) or --tokenizer-model", options.prefix);
+  }
   if (!tokenizer.ok() && !given && tokenizer.status().code() == common::StatusCode::kNotFound) {
     return common::NotFound("{}: no tokenizer beside the dataset ({}.tokenizer.json, .tokenizer.model, or .vocab.json "
                             "and .merges.txt, as srunway-prep writes them): give --vocab-file and --merge-file or "
                             "--tokenizer-model ({})", options.prefix, options.prefix, tokenizer.status().message());
   }
   if (!tokenizer.ok()) return tokenizer.status();
-  std::vector<int32_t> tokens;
-  for (int64_t i = 0; i < dataset->size(); ++i) {
+  int64_t documents = 0;
+  auto line = [&](const std::vector<int32_t>& tokens) -> common::Status {
     if (options.stop != nullptr && *options.stop != 0) {
-      return common::Aborted("stopped by {} after {} of {} documents", common::SignalName(*options.stop), i,
-                             dataset->size());
+      return common::Aborted("stopped by {} after {} {}documents", common::SignalName(*options.stop), documents,
+                             whole ? fmt::format("of {} ", dataset->size()) : "");
     }
-    tokens.clear();
-    SRUNWAY_RETURN_IF_ERROR(dataset->Read(i, 0, dataset->length(i), tokens));
-    const common::Json line = {{"text", tokenizer->DecodeDocument(tokens)}};
-    SRUNWAY_RETURN_IF_ERROR(emit(line.dump(-1, ' ', false, common::Json::error_handler_t::replace) + '\n'));
+    ++documents;
+    const common::Json text = {{"text", whole ? tokenizer->DecodeDocument(tokens) : tokenizer->DecodeText(tokens)}};
+    return emit(text.dump(-1, ' ', false, common::Json::error_handler_t::replace) + '\n');
+  };
+  // llm.c's shards hold one stream of documents, each after an end of document (its fineweb.py and
+  // tinyshakespeare.py put <|endoftext|> before each), the shards in order, a document that did not fit one going
+  // on in the next; a Megatron dataset holds a document a sequence.
+  std::vector<int32_t> document;
+  bool open = false;  // a document has begun (at an end of document, or at tokens before the first)
+  std::vector<int32_t> chunk;
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  for (int64_t i = 0; i < dataset->size(); ++i) {
+    for (int64_t at = 0, length = dataset->length(i); at < length; at += kChunk) {
+      chunk.clear();
+      const int64_t count = std::min(kChunk, length - at);
+      SRUNWAY_RETURN_IF_ERROR(GuardMappedReads([&] { return dataset->Read(i, at, count, chunk); }));
+      for (int64_t j = 0; j < count; ++j) {
+        if (chunk[j] < 0 || chunk[j] >= tokenizer->vocab_size()) {
+          return common::DataLoss("{}: token {} ({}, token {}) is outside the tokenizer's vocabulary of {}: not the "
+                                  "tokenizer it was made with?", options.prefix, chunk[j],
+                                  whole ? fmt::format("document {}", i)
+                                        : fmt::format("shard {} of {}", i + 1, dataset->size()),
+                                  at + j, tokenizer->vocab_size());
+        }
+      }
+      if (whole) {
+        document.insert(document.end(), chunk.begin(), chunk.end());
+        continue;
+      }
+      for (int32_t token : chunk) {
+        if (token == tokenizer->eod() && open) {
+          SRUNWAY_RETURN_IF_ERROR(line(document));
+          document.clear();
+        }
+        if (token != tokenizer->eod()) document.push_back(token);
+        open = true;
+      }
+    }
+    if (whole) {
+      SRUNWAY_RETURN_IF_ERROR(line(document));
+      document.clear();
+    }
   }
-  return dataset->size();
+  if (open) SRUNWAY_RETURN_IF_ERROR(line(document));
+  return documents;
 }
 
 }  // namespace srunway::trainer

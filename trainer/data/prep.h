@@ -49,16 +49,18 @@ common::Status CheckPrepOptions(const PrepOptions& options);
 common::StatusOr<PrepStats> RunPrep(const PrepOptions& options);
 
 struct DecodeOptions {
-  std::string prefix;                 // the dataset: PREFIX.bin and PREFIX.idx
+  std::string prefix;                 // the dataset: PREFIX.bin and PREFIX.idx, or llm.c shards (a glob)
   std::string vocab_file, merge_file;  // the tokenizer's files, or:
   std::string tokenizer_model, tokenizer_type;
   // (none: the tokenizer srunway-prep wrote beside PREFIX, as srunway-train finds it)
   const volatile std::sig_atomic_t* stop = nullptr;  // as PrepOptions'
 };
 
-// srunway-prep --decode: every sequence of a dataset (a document, as srunway-prep and Megatron's preprocess_data.py
-// write them) back to text, each as a JSONL line {"text": ...} (Tokenizer::DecodeDocument; bytes that are not UTF-8
-// become U+FFFD) passed to `emit`, which may stop the walk with an error (a write that failed). Returns how many.
+// srunway-prep --decode: every document of a dataset back to text, each as a JSONL line {"text": ...} passed to
+// `emit`, which may stop the walk with an error (a write that failed). Returns how many. A Megatron dataset's
+// document is a sequence, as srunway-prep and Megatron's preprocess_data.py write them (Tokenizer::DecodeDocument);
+// llm.c's shards hold one stream of documents, each after an end of document (Tokenizer::DecodeText). Bytes that
+// are not UTF-8 become U+FFFD; a token outside the tokenizer's vocabulary (another tokenizer's dataset) is an error.
 common::StatusOr<int64_t> DecodeDataset(const DecodeOptions& options,
                                         const std::function<common::Status(std::string_view line)>& emit);
 

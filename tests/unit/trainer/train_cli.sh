@@ -113,14 +113,47 @@ sys.exit(0 if got == want else f'decoded {got}, want {want}')" "$kWork/docs.json
 expect_exit 2 "--decode excludes --input" "$kPrep" --decode "$kWork/docs" --input "$kWork/docs.jsonl"
 expect_exit 2 "error: --decode: give one tokenizer, --vocab-file and --merge-file or --tokenizer-model" \
   "$kPrep" --decode "$kWork/docs" --vocab-file "$kWork/docs.vocab.json"
-expect_exit 1 "error: open $kWork/missing.idx: No such file or directory" "$kPrep" --decode "$kWork/missing"
+expect_exit 1 "error: $kWork/missing: no such dataset \\(looked for $kWork/missing.bin \\+ $kWork/missing.idx and" \
+  "$kPrep" --decode "$kWork/missing"
 cp "$kWork/docs.bin" "$kWork/bare.bin" && cp "$kWork/docs.idx" "$kWork/bare.idx"
 expect_exit 1 "error: $kWork/bare: no tokenizer beside the dataset" "$kPrep" --decode "$kWork/bare"
 rc=0
 "$kPrep" --decode "$kWork/docs" >/dev/full 2>"$kWork/err" || rc=$?
 [[ $rc == 1 && $(cat "$kWork/err") == *"error: cannot write to stdout: No space left on device; the output is incomplete" &&
    $(wc -l <"$kWork/err") == 1 ]] || fail "srunway-prep --decode >/dev/full: exit $rc: $(cat "$kWork/err")"
-echo "ok: srunway-prep --decode gives the documents back"
+# Tokens the tokenizer does not have: another tokenizer than the dataset's (one of 257 tokens has no 257, the
+# end of document of docs' 258).
+echo '{"text": "a"}' >"$kWork/one.jsonl"
+"$kPrep" --input "$kWork/one.jsonl" --output-prefix "$kWork/one" --train-vocab 257 --quiet >/dev/null
+expect_exit 1 "error: $kWork/docs: token 257 \\(document 0, token 10\\) is outside the tokenizer's vocabulary of 257" \
+  "$kPrep" --decode "$kWork/docs" --vocab-file "$kWork/one.vocab.json" --merge-file "$kWork/one.merges.txt"
+# llm.c's shards: the same documents as one stream, the end of document before each (as llm.c's fineweb.py
+# writes them), the second document cut by the end of the first shard; and a shard with a token past the vocabulary.
+python3 - "$kWork/docs" "$kWork/shard" <<'PY'
+import struct, sys
+idx = open(sys.argv[1] + '.idx', 'rb').read()
+count = struct.unpack_from('<Q', idx, 18)[0]
+assert idx[17] == 8, 'not uint16 tokens'
+lengths = struct.unpack_from(f'<{count}i', idx, 34)
+pointers = struct.unpack_from(f'<{count}q', idx, 34 + 4 * count)
+tokens = open(sys.argv[1] + '.bin', 'rb').read()
+stream = []
+for n, at in zip(lengths, pointers):
+    document = list(struct.unpack_from(f'<{n}H', tokens, at))
+    stream += document[-1:] + document[:-1]  # srunway-prep puts the end of document after a document
+cut = stream.index(stream[0], 1) + 2
+shards = {'000000': stream[:cut], '000001': stream[cut:], 'bad': [stream[0], 60000]}
+for name, part in shards.items():
+    with open(f'{sys.argv[2]}_{name}.bin', 'wb') as f:
+        f.write(struct.pack('<3i', 20240520, 1, len(part)) + bytes(1012) + struct.pack(f'<{len(part)}H', *part))
+PY
+"$kPrep" --decode "$kWork/shard_0*.bin" --vocab-file "$kWork/docs.vocab.json" --merge-file "$kWork/docs.merges.txt" |
+  cmp -s - "$kWork/decoded.jsonl" || fail "srunway-prep --decode of llm.c shards did not give the documents back"
+expect_exit 1 "error: $kWork/shard_0\\*.bin: llm.c shards carry no tokenizer: give --vocab-file and --merge-file" \
+  "$kPrep" --decode "$kWork/shard_0*.bin"
+expect_exit 1 "error: $kWork/shard_bad.bin: token 60000 \\(shard 1 of 1, token 1\\) is outside the tokenizer's" \
+  "$kPrep" --decode "$kWork/shard_bad.bin" --vocab-file "$kWork/docs.vocab.json" --merge-file "$kWork/docs.merges.txt"
+echo "ok: srunway-prep --decode gives the documents back (a Megatron dataset, llm.c shards)"
 # A signal while it encodes: srunway-prep stops between batches, removes its temporaries (as large as the
 # dataset) and exits 128 + the signal (it died and left PREFIX.bin.tmp.* behind).
 python3 -c "import sys; sys.stdout.write(('alpha beta gamma delta ' * 40 + '\n\n') * 60000)" >"$kWork/big.txt"
