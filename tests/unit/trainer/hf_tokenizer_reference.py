@@ -139,13 +139,19 @@ def check(what, ok, detail=""):
         failures.append(what)
 
 
+def check_documents(claim, got, want, theirs, show):
+    """check(claim) that srunway's documents `got` are `want` (`theirs`), naming the first that differs (each side as
+    `show` gives it)."""
+    differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
+    first = f"; first differing {differ[0]}: srunway {show(got[differ[0]])} {theirs} {show(want[differ[0]])}" \
+        if differ else ""
+    check(claim, len(got) == len(want) and not differ, f"{len(got)} documents, {len(want)} wanted{first}")
+
+
 def check_same(what, got, want, theirs):
     """A check that srunway's documents `got` are `want` (`theirs`, the encoder that made them), token for token."""
-    differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
-    check(f"{what}: srunway-prep's {len(got)} documents are {theirs}'s token for token",
-          len(got) == len(want) and not differ,
-          f"{len(got)} documents, {len(want)} wanted; first differing {differ[:1]}: srunway "
-          f"{got[differ[0]][:24] if differ else ''} {theirs} {want[differ[0]][:24] if differ else ''}")
+    check_documents(f"{what}: srunway-prep's {len(got)} documents are {theirs}'s token for token", got, want, theirs,
+                    lambda tokens: tokens[:24])
 
 
 NODE_MODULES = os.environ.get("SRUNWAY_NODE_MODULES", "/usr/local/lib/srunway-npm/node_modules")
@@ -241,11 +247,8 @@ def check_decoded(what, prep, prefix, want, theirs):
     """A check that `srunway-prep --decode PREFIX` gives back `want`, the documents' texts as `theirs` decodes them."""
     lines = run(prep, "--decode", prefix).stdout.split("\n")[:-1]  # not splitlines: U+2028 is in a JSON string
     got = [json.loads(line)["text"] for line in lines]
-    differ = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
-    check(f"{what}: srunway-prep --decode gives {len(got)} documents back as {theirs} decodes them",
-          len(got) == len(want) and not differ,
-          f"{len(got)} documents, {len(want)} wanted; first differing {differ[:1]}: srunway "
-          f"{got[differ[0]][:60]!r} {theirs} {want[differ[0]][:60]!r}" if differ else f"{len(got)} of {len(want)}")
+    check_documents(f"{what}: srunway-prep --decode gives {len(got)} documents back as {theirs} decodes them", got,
+                    want, theirs, lambda text: repr(text[:60]))
 
 
 def run(*args, expect=0):
