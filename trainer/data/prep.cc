@@ -347,11 +347,11 @@ common::StatusOr<int64_t> DecodeDataset(const DecodeOptions& options,
       TokenizerSource::Given(options.tokenizer_model, options.tokenizer_type, options.vocab_file, options.merge_file);
   auto tokenizer = (given ? *given : TokenizerBeside(options.prefix)).Load();
   const bool whole = dataset->sequences_are_documents();
-  if (!tokenizer.ok() && !given && tokenizer.status().code() == common::StatusCode::kNotFound && !whole) {
-    return common::NotFound("{}: llm.c shards carry no tokenizer: give --vocab-file and --merge-file (GPT-2's, which "
-                            "llm.c's data scripts use) or --tokenizer-model", options.prefix);
-  }
   if (!tokenizer.ok() && !given && tokenizer.status().code() == common::StatusCode::kNotFound) {
+    if (!whole) {
+      return common::NotFound("{}: llm.c shards carry no tokenizer: give --vocab-file and --merge-file (GPT-2's, "
+                              "which llm.c's data scripts use) or --tokenizer-model", options.prefix);
+    }
     return common::NotFound("{}: no tokenizer beside the dataset ({}.tokenizer.json, .tokenizer.model, or .vocab.json "
                             "and .merges.txt, as srunway-prep writes them): give --vocab-file and --merge-file or "
                             "--tokenizer-model ({})", options.prefix, options.prefix, tokenizer.status().message());
