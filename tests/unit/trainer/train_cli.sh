@@ -155,8 +155,8 @@ expect_exit 1 "error: $kWork/shard_bad.bin: token 60000 \\(shard 1 of 1, token 1
   "$kPrep" --decode "$kWork/shard_bad.bin" --vocab-file "$kWork/docs.vocab.json" --merge-file "$kWork/docs.merges.txt"
 # A signal while it decodes stops it. Between documents it says after how many, its lines whole (by hand: `stopped
 # by SIGINT after 348163 of 400000 documents`); while a write waits on a slow reader (here a FIFO read only after
-# the signal), it says so, and what came out is the start of the documents' lines. It said "cannot write to stdout:
-# Interrupted system call", as if the disk had failed.
+# the signal; /proc/PID/wchan says (anon_)pipe_write while it waits), it says so, and what came out is the start of
+# the documents' lines. It said "cannot write to stdout: Interrupted system call", as if the disk had failed.
 python3 -c "
 import json
 for i in range(3000):
@@ -168,7 +168,7 @@ mkfifo "$kWork/decode.fifo"
 "$kPrep" --decode "$kWork/many" >"$kWork/decode.fifo" 2>"$kWork/decode.err" &
 pid=$!
 exec 3<"$kWork/decode.fifo"
-for _ in $(seq 200); do [[ $(cat "/proc/$pid/wchan" 2>/dev/null) == pipe_write* ]] && break; sleep 0.05; done
+for _ in $(seq 200); do [[ $(cat "/proc/$pid/wchan" 2>/dev/null) == *pipe_write ]] && break; sleep 0.05; done
 kill -INT "$pid"
 cat <&3 >"$kWork/partial.jsonl"
 exec 3<&-
