@@ -134,12 +134,14 @@ int main(int argc, char** argv) {
     });
     const srunway::common::Status done = decoded.ok() ? srunway::common::FlushStdout() : decoded.status();
     if (!done.ok()) {
+      const bool incomplete = std::ferror(stdout);
       // A signal that came while a write waited (on a slow reader) fails that write with EINTR: it stopped the run.
-      const bool interrupted = *decode.stop != 0 && done.code() == srunway::common::StatusCode::kAborted;
-      srunway::common::LogError("{}{}", interrupted && std::ferror(stdout) ?
-                                    fmt::format("stopped by {} while writing to stdout",
-                                                srunway::common::SignalName(*decode.stop)) : done.message(),
-                                std::ferror(stdout) ? "; the output is incomplete" : "");
+      const bool interrupted =
+          incomplete && *decode.stop != 0 && done.code() == srunway::common::StatusCode::kAborted;
+      srunway::common::LogError("{}{}", interrupted ? fmt::format("stopped by {} while writing to stdout",
+                                                                  srunway::common::SignalName(*decode.stop))
+                                                    : done.message(),
+                                incomplete ? "; the output is incomplete" : "");
       return *decode.stop != 0 ? 128 + *decode.stop : 1;
     }
     return 0;
