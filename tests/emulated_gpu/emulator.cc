@@ -17,7 +17,9 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "common/sanitizers.h"
+
+#ifdef SRUNWAY_ASAN
 #include <sanitizer/common_interface_defs.h>
 #define SRUNWAY_EMULATED_ASAN 1
 #endif

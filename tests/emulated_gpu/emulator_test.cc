@@ -11,6 +11,7 @@
 #include <numeric>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "cuda_runtime.h"
 #include "trainer/ops/cuda/hardware.cuh"
 
@@ -90,7 +91,7 @@ __global__ void NextWarp(float* out, bool barrier) {
 }
 
 TEST(EmulatedGpu, AMissingBarrierShowsInOneOfTheTwoBlockOrders) {
-#ifdef __SANITIZE_THREAD__
+#ifdef SRUNWAY_TSAN
   GTEST_SKIP() << "the race check reports the race itself (EmulatedGpuRaceDeathTest)";
 #endif
   for (bool barrier : {true, false}) {
@@ -158,7 +159,7 @@ TEST(EmulatedGpu, AReadBeforeTheWaitShowsInOneOfTheTwoWarpOrders) {
 }
 
 TEST(EmulatedGpu, ACopyOverATileStillReadShowsInOneOfTheTwoWarpOrders) {
-#ifdef __SANITIZE_THREAD__
+#ifdef SRUNWAY_TSAN
   GTEST_SKIP() << "the race check reports the race itself (EmulatedGpuRaceDeathTest)";
 #endif
   std::vector<float> in(64);
@@ -289,7 +290,7 @@ TEST(EmulatedGpuDeathTest, AMisalignedAsyncCopyEndsTheProgram) {
                "cp.async: an address not aligned to the copy's size");
 }
 
-#ifdef __SANITIZE_THREAD__
+#ifdef SRUNWAY_TSAN
 // Each lane writes its slot and reads its neighbour's: a race unless __syncwarp orders the warp's lanes (since
 // Volta, lanes of a warp are not in lockstep).
 __global__ void NextLane(float* out, bool sync) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/sanitizers.h"
 #include "trainer/device/device.h"
 #include "trainer/device/host_memory.h"
 
@@ -16,7 +17,7 @@ namespace {
 constexpr size_t kAlignment = 256;
 // Buffers from this size on are mappings of their own: fresh zero pages, committed only as they are written, and
 // returned to the system whole when freed. Not under AddressSanitizer, which checks heap buffers' bounds only.
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef SRUNWAY_ASAN
 constexpr size_t kMapFrom = SIZE_MAX;
 #else
 constexpr size_t kMapFrom = size_t{1} << 20;

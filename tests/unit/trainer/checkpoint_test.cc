@@ -254,7 +254,7 @@ TEST_F(CheckpointTest, HeaderNumbersOutOfRangeAreRefusedNamingTheField) {
   // The tensors it lists: all three or the parameters alone, in that order.
   EXPECT_EQ(with_header([](common::Json& h) { h["tensors"].erase(2); }),
             "c.ckpt: tensors is not a list of 1 or 3 tensors");
-  EXPECT_EQ(with_header([](common::Json& h) { h["tensors"] = {h["tensors"][1]}; }),
+  EXPECT_EQ(with_header([](common::Json& h) { h["tensors"] = common::Json::array({h["tensors"][1]}); }),
             "c.ckpt: tensors[0] is adam_m, not params");
   EXPECT_EQ(with_header([](common::Json& h) { h["tensors"][2].erase("name"); }),
             "c.ckpt: tensors[2]: missing key 'name'");

@@ -13,7 +13,9 @@
 #include <numeric>
 #include <thread>
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "common/sanitizers.h"
+
+#ifdef SRUNWAY_ASAN
 extern "C" size_t __sanitizer_get_current_allocated_bytes();  // sanitizer/allocator_interface.h, not packaged here
 #else
 #include <malloc.h>
@@ -31,7 +33,7 @@ namespace fs = std::filesystem;
 
 // Bytes the allocator has handed out and not had back.
 int64_t HeapBytes() {
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef SRUNWAY_ASAN
   return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
 #else
   const struct mallinfo2 info = mallinfo2();

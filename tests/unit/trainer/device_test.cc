@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "trainer/device/host_memory.h"
 
 namespace srunway::trainer {
@@ -117,7 +118,7 @@ TEST(Device, Cpu) {
 // them (--max-position-embeddings 16000000). What this device already holds counts, against what the rank may
 // hold (host_memory_test.cc: the machine, what was free, the cgroup's limit).
 TEST(Device, CpuRefusesWhatTheMachineCannotHoldAltogether) {
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef SRUNWAY_ASAN
   GTEST_SKIP() << "AddressSanitizer writes the shadow of half the machine's memory (20 s); the plain build checks it";
 #endif
   const size_t budget = HostMemoryBudget().bytes;
@@ -150,7 +151,7 @@ int64_t ResidentBytes() {
 // all of it (RSS 23 of 23.5 GB, two minutes into srunway-train --max-position-embeddings 16000000). A large zeroed
 // buffer is fresh pages, committed only as it is written.
 TEST(Device, CpuZeroedBuffersAreCommittedOnlyWhenWritten) {
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef SRUNWAY_ASAN
   GTEST_SKIP() << "under AddressSanitizer every buffer comes from its heap, whose bounds it checks";
 #endif
   auto cpu = NewCpuDevice();
