@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang in build-fuzz/ and runs each for a bounded time over its seed corpus.
+# Builds the libFuzzer targets with clang in build-fuzz/ (scripts/build-sanitized.sh) and runs each for a bounded
+# time over its seed corpus.
 # Usage: scripts/fuzz.sh [--long | --build-only] [-j JOBS] [SECONDS_PER_TARGET] [TARGET...]
-#   SECONDS_PER_TARGET  default 20 (scripts/test.sh runs 12); TARGET names as in kTargets, default all of them.
+#   SECONDS_PER_TARGET  default 20 (scripts/test.sh runs 6); TARGET names as in kTargets, default all of them.
 #   --long              600 s per target unless SECONDS is given, a 30 s limit per input instead of 10 (a busy
 #                       machine must not pass for a slow input), and the inputs that reach new code are merged
 #                       into tests/fuzz/corpus/TARGET (commit them). Each target's run count goes to
 #                       build-fuzz/fuzz-summary.txt with the date.
-#   --build-only        builds the targets and runs none (scripts/test.sh builds them during the slurm suite)
+#   --build-only        builds the targets and runs none
 #   -j JOBS             targets run side by side (default 1)
 # Exits 1 on any crash, leak, timeout or sanitizer report, 2 on a bad argument.
 set -euo pipefail
@@ -48,21 +49,7 @@ for target in "${targets[@]}"; do
   fi
 done
 
-# -g1: line tables, all that a crash report's stack needs, for less compile time than full debug information.
-if [[ ! -f $kBuild/build.ninja ]]; then
-  CC=clang CXX=clang++ meson setup "$kBuild" "$kRepo" -Dfuzz=enabled -Dcuda=disabled -Dsanitized_tests=disabled \
-    -Dbuildtype=debugoptimized -Dcpp_args=-g1 >"$kRepo/.meson-fuzz-setup.log" 2>&1 || {
-    tail -n 20 "$kRepo/.meson-fuzz-setup.log" >&2
-    echo "fuzz: meson setup with clang failed" >&2
-    exit 1
-  }
-  rm -f "$kRepo/.meson-fuzz-setup.log"
-fi
-ninja -C "$kBuild" $(printf 'tests/fuzz/%s_fuzzer ' "${targets[@]}") >"$kBuild/ninja-fuzz.log" 2>&1 || {
-  grep -E 'error' -A 5 "$kBuild/ninja-fuzz.log" | head -n 40 >&2
-  echo "fuzz: build failed (log: $kBuild/ninja-fuzz.log)" >&2
-  exit 1
-}
+"$kRepo/scripts/build-sanitized.sh" $(printf 'tests/fuzz/%s_fuzzer ' "${targets[@]}") || exit 1
 ((build_only)) && exit 0
 
 # Runs one target; its result lines go to stdout/stderr, its exit code says whether it stayed clean.

@@ -85,7 +85,8 @@ require_meson
 say "building against Slurm $headers's headers in $slurm_include (running: $running), prefix $prefix"
 log=$(mktemp "${TMPDIR:-/tmp}/srunway-install-site.XXXXXX.log")
 build_srunway "$kSource" "$build_dir" "$plugin_only" "$log" --prefix "$prefix" --buildtype=release \
-  -Dslurm=enabled "-Dslurm_include_dir=$slurm_include" -Dsanitized_tests=disabled "-Dcuda=$cuda" \
+  -Dslurm=enabled "-Dslurm_include_dir=$slurm_include" -Dsanitized_tests=disabled -Dthread_sanitized_tests=disabled \
+  "-Dcuda=$cuda" \
   ${cuda_home:+"-Dgpu_include_dir=$cuda_home/include"}
 # A mistyped plugin argument would fail every job step once the drop-in names it: checked as the plugin checks
 # them, before anything is installed.

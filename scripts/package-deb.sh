@@ -50,7 +50,7 @@ stage=$(mktemp -d "${TMPDIR:-/tmp}/srunway-deb.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 chmod 0755 "$stage"  # the package's ./ entry
 build_srunway "$kSource" "$build_dir" "$plugin_only" "$log" --prefix /usr --buildtype=release \
-  -Dslurm=enabled "-Dslurm_include_dir=$slurm_include" -Dsanitized_tests=disabled \
+  -Dslurm=enabled "-Dslurm_include_dir=$slurm_include" -Dsanitized_tests=disabled -Dthread_sanitized_tests=disabled \
   ${cuda_home:+"-Dgpu_include_dir=$cuda_home/include"}
 DESTDIR="$stage" install_srunway "$build_dir" "$plugin_only" "$log" >/dev/null
 plugin=$(cd "$stage" && find . -name srunway.so -printf '/%P\n' | head -n 1)

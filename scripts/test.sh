@@ -4,6 +4,7 @@ set -uo pipefail
 
 readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly kBuild=${SRUNWAY_BUILD_DIR:-$kRepo/build}
+readonly kFuzzBuild=${SRUNWAY_FUZZ_BUILD_DIR:-$kRepo/build-fuzz}  # the clang build: scripts/build-sanitized.sh
 cd "$kRepo"
 
 # How long each part took, in the closing lines: CI's budget is 35 minutes on 2 cores, and these say where it goes.
@@ -16,14 +17,9 @@ took() {
 
 "$kRepo/scripts/install-deps.sh" || exit 1
 took "dependencies"
-# -g1: line tables (all that backtraces and sanitizer reports need) instead of full debug information: an eighth
-# less compile time for the plain build.
-"$kRepo/scripts/build.sh" -Dwerror=true -Dcpp_args=-g1 || exit 1
-took "build"
 
-"$kRepo/scripts/local-cluster.sh" up || exit 1
-took "cluster start"
-side=$(mktemp -d)  # the logs and exit codes of the jobs that run beside the suites
+side=$(mktemp -d)  # the logs and exit codes of the jobs that run beside the build and the suites
+cluster_up=0
 # Every process this script started that is still there, parents before children (ps's parent links, which setsid
 # keeps): at the end, the jobs beside the suites and their tests, which a signal to this script alone (a CI runner's
 # SIGTERM) or a Ctrl-C (which meson's tests, each in a session of its own, and the background jobs do not get)
@@ -40,23 +36,38 @@ finish() {
   left=$(descendants $$)
   [[ -z $left ]] || kill $left 2>/dev/null
   rm -rf "$side"
-  "$kRepo/scripts/local-cluster.sh" down >/dev/null || echo "test: local-cluster.sh down failed" >&2
+  if ((cluster_up)); then
+    "$kRepo/scripts/local-cluster.sh" down >/dev/null || echo "test: local-cluster.sh down failed" >&2
+  fi
 }
 trap finish EXIT
 
-# The libFuzzer targets are built with clang beside the suites, at the lowest priority: the slurm suite runs one
-# test at a time and mostly waits on its jobs, so the build (3.4 minutes on CI's two cores) fills the idle core
-# instead of adding to the run. Its output goes to a log shown only if it fails, and its exit code to a file that
-# the side chain below waits for. meson starts each test in a session of its own, which the kernel's autogroup
-# scheduling weighs as an equal of this script's whole session, whatever the nice values: the build (nice 19) took a
-# third of the cores from the unit suite (389 s instead of 236). So it runs in a session of its own whose autogroup
-# is at nice 19 too, where the kernel has autogroups.
+# The clang build (build-fuzz/: its libraries carry ASan, UBSan and libFuzzer's coverage; the asan suite's programs
+# and the libFuzzer targets link them) runs beside everything from here on, at the lowest priority: it takes what
+# build/'s compile and then the suites leave of the cores, and the slurm suite, which runs one test at a time and
+# mostly waits on its jobs, leaves one. The asan suite's programs first, then the fuzzers'. Their output goes to logs
+# shown only if they fail, their exit codes to files that the side chain below waits for. meson starts each test
+# in a session of its own, which the kernel's autogroup scheduling weighs as an equal of this script's whole
+# session, whatever the nice values: a build at nice 19 took a third of the cores from the unit suite (389 s
+# instead of 236). So it runs in a session of its own whose autogroup is at nice 19 too, where the kernel has
+# autogroups.
 lowest() { setsid --wait bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' lowest "$@"; }
 {
-  lowest "$kRepo/scripts/fuzz.sh" --build-only >"$side/fuzz-build.log" 2>&1
-  echo $? >"$side/fuzz-build.rc"
-  echo "$SECONDS" >"$side/fuzz-build.end"
+  for part in asan-tests fuzzers; do
+    lowest "$kRepo/scripts/build-sanitized.sh" "$part" >"$side/$part.log" 2>&1
+    echo $? >"$side/$part.rc"
+    echo "$SECONDS" >"$side/$part.end"
+  done
 } &
+
+# -g1: line tables (all that backtraces and sanitizer reports need) instead of full debug information: an eighth
+# less compile time for the plain build. No ASan copies here: the clang build has them.
+"$kRepo/scripts/build.sh" -Dwerror=true -Dcpp_args=-g1 -Dsanitized_tests=disabled || exit 1
+took "build"
+
+cluster_up=1
+"$kRepo/scripts/local-cluster.sh" up || exit 1
+took "cluster start"
 
 # The slurm suite fails instead of skipping if the cluster went away.
 export SRUNWAY_REQUIRE_CLUSTER=1
@@ -78,42 +89,50 @@ took "site_install"
 logs+=("$kBuild/meson-logs/testlog-slurm-build.json")
 
 # The side chain, beside the rest of the slurm suite, which runs one test at a time and mostly waits on its jobs:
-# the unit tests again, built with AddressSanitizer and UBSan (absent where the compiler cannot build them; 4
-# minutes of both of CI's cores alone), at a lower priority; then, once their build is done, the libFuzzer targets
-# for a bounded time each, two side by side, at the lowest (a crash fails the run). They fill the idle core instead
-# of adding to the run where the machine leaves time for it. On this project's 2-core machine it does not: at
-# 00ebf76 the fuzzers' build, which takes what the asan suite leaves, ended 28 s after the slurm suite, and the
-# fuzzers ran after it as they did when they came after the slurm suite (3.5 of the run's 36.9 minutes, at 20 s a
-# target). So each target runs 12 s, not 20: about a minute less. On 2026-12-05 the fuzzers' build was done 22 s
-# after the slurm suite and their 122 s at 12 s a target ended the run (a clean clone, 2129 s): now 6 s a target.
-# Each run replays its whole committed corpus first, however long that takes (blueprint_validate's 975 inputs
-# take about 12 s), so a target's seconds are what is left of them for new inputs. Their output goes to logs,
-# shown after the slurm suite's.
-# The asan list is read whole: `meson test --list | grep -q` under pipefail failed whenever grep's early exit made
-# meson die of a broken pipe (4 times in 10 on a busy machine), which skipped that suite without a word.
-run_asan=0
-if ! asan_tests=$(meson test -C "$kBuild" --setup asan --list 2>&1); then
-  echo "test: meson could not list the asan setup's tests: $(tail -n 1 <<<"$asan_tests")" >&2
-  echo 1 >"$side/asan.rc"
-elif grep -q 'asan' <<<"$asan_tests"; then
-  run_asan=1
-  logs+=("$kBuild/meson-logs/testlog-asan.json")  # meson adds the setup's name
-else
-  echo "test: this build has no ASan/UBSan unit tests (the compiler cannot build them); that suite is skipped"
-  echo 0 >"$side/asan.rc"
-fi
-{
-  if ((run_asan)); then
-    nice -n 10 meson test -C "$kBuild" --setup asan --no-rebuild --print-errorlogs >"$side/asan.log" 2>&1
-    echo $? >"$side/asan.rc"
+# the unit tests again with sanitizers at a lower priority, first build/'s ThreadSanitizer copies, then, once the
+# clang build has them, its ASan/UBSan copies; then, once their build is done, the libFuzzer targets for a bounded
+# time each, two side by side, at the lowest (a crash fails the run). They fill the idle core instead of adding to
+# the run where the machine leaves time for it. On this project's 2-core machine it does not quite: on 2026-12-05
+# the fuzzers' build was done 22 s after the slurm suite and their 122 s at 12 s a target ended the run (a clean
+# clone, 2129 s): now 6 s a target. Each run replays its whole committed corpus first, however long that takes
+# (blueprint_validate's 975 inputs take about 12 s), so a target's seconds are what is left of them for new inputs.
+# Their output goes to logs, shown after the slurm suite's.
+# sanitized_suite NAME BUILD_DIR NOTE [ARGS]: the asan setup's tests of BUILD_DIR that ARGS choose, at nice 10;
+# NOTE follows its time in the closing line.
+# The list is read whole: `meson test --list | grep -q` under pipefail failed whenever grep's early exit made meson
+# die of a broken pipe (4 times in 10 on a busy machine), which skipped that suite without a word.
+sanitized_suite() {
+  local name=$1 build=$2 note=$3 list start=$SECONDS
+  shift 3
+  if ! list=$(meson test -C "$build" --setup asan --no-rebuild --list "$@" 2>&1); then
+    echo "test: meson could not list the $name suite's tests in $build: $(tail -n 1 <<<"$list")" >"$side/$name.log"
+    echo 1 >"$side/$name.rc"
+  elif ! grep -q -e "-$name\$" <<<"$list"; then
+    echo "test: $build has no $name copies of the unit tests (the compiler cannot build them); that suite is" \
+      "skipped" >"$side/$name.log"
+    echo 0 >"$side/$name.rc"
+  else
+    nice -n 10 meson test -C "$build" --setup asan --no-rebuild --print-errorlogs "$@" >"$side/$name.log" 2>&1
+    echo $? >"$side/$name.rc"
+    echo "$build/meson-logs/testlog-asan.json" >>"$side/testlogs"  # meson adds the setup's name
   fi
-  echo "asan suite $((SECONDS - phase_start)) s" >"$side/times"
-  until [[ -s $side/fuzz-build.end || ! -d $side ]]; do sleep 1; done
-  if [[ $(<"$side/fuzz-build.rc") == 0 ]]; then
+  echo "$name suite $((SECONDS - start)) s$note" >>"$side/times"
+}
+# Waits for a part of the clang build; true if it was built.
+built() {
+  until [[ -s $side/$1.end || ! -d $side ]]; do sleep 1; done
+  [[ $(<"$side/$1.rc") == 0 ]]
+}
+{
+  sanitized_suite tsan "$kBuild" "" --suite tsan
+  if built asan-tests; then
+    sanitized_suite asan "$kFuzzBuild" " (its build done $(<"$side/asan-tests.end") s into the run)"
+  fi
+  if built fuzzers; then
     fuzz_start=$SECONDS
     lowest "$kRepo/scripts/fuzz.sh" -j 2 "${SRUNWAY_FUZZ_SECONDS:-6}" >"$side/fuzz.log" 2>&1
     echo $? >"$side/fuzz.rc"
-    echo "fuzzers $((SECONDS - fuzz_start)) s (their build done $(<"$side/fuzz-build.end") s into the run)" >>"$side/times"
+    echo "fuzzers $((SECONDS - fuzz_start)) s (their build done $(<"$side/fuzzers.end") s into the run)" >>"$side/times"
   fi
 } &
 side_pid=$!
@@ -124,15 +143,23 @@ took "slurm suite"
 logs+=("$kBuild/meson-logs/testlog-slurm.json")
 wait "$side_pid"
 took "the rest beside it"
-if ((run_asan)); then
-  echo "test: the asan suite (run beside the slurm suite):"
-  cat "$side/asan.log"
-fi
-asan_rc=$(<"$side/asan.rc")
+sanitized_rc=0
+for name in tsan asan; do
+  if [[ -f $side/$name.log ]]; then
+    echo "test: the $name suite (run beside the slurm suite):"
+    cat "$side/$name.log"
+    [[ $(<"$side/$name.rc") == 0 ]] || sanitized_rc=1
+  fi
+done
+[[ ! -f $side/testlogs ]] || mapfile -t -O "${#logs[@]}" logs <"$side/testlogs"
+for part in asan-tests fuzzers; do
+  if [[ $(<"$side/$part.rc") != 0 ]]; then
+    cat "$side/$part.log" >&2
+    sanitized_rc=1
+  fi
+done
 fuzz_rc=1
-if [[ $(<"$side/fuzz-build.rc") != 0 ]]; then
-  cat "$side/fuzz-build.log" >&2
-else
+if [[ -f $side/fuzz.rc ]]; then
   echo "test: the fuzzers (run beside the slurm suite):"
   cat "$side/fuzz.log"
   fuzz_rc=$(<"$side/fuzz.rc")
@@ -156,4 +183,4 @@ for path in sys.argv[1:]:
 print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
 PY
 echo "test: took ${times[*]/%/,} in all $SECONDS s; beside the slurm suite: $(paste -sd, "$side/times" | sed 's/,/, /g')"
-((unit_rc == 0 && slurm_rc == 0 && asan_rc == 0 && fuzz_rc == 0))
+((unit_rc == 0 && slurm_rc == 0 && sanitized_rc == 0 && fuzz_rc == 0))
