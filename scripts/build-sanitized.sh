@@ -13,6 +13,11 @@ readonly kBuild=${SRUNWAY_FUZZ_BUILD_DIR:-$kRepo/build-fuzz}
 
 (($#)) || { echo "build-sanitized: name the targets to build (asan-tests, fuzzers)" >&2; exit 2; }
 
+option_value() {  # NAME: the value of a meson option in the build
+  meson introspect --buildoptions "$kBuild" 2>/dev/null | python3 -c \
+    'import json, sys; print(*(o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]))' "$1"
+}
+
 # -g1: line tables, all that a sanitizer report's stack needs, for less compile time than full debug information.
 # ThreadSanitizer's copies are build/'s: gcc's, as they always were.
 if [[ ! -f $kBuild/build.ninja ]]; then
@@ -24,6 +29,9 @@ if [[ ! -f $kBuild/build.ninja ]]; then
     exit 1
   }
   rm -f "$kRepo/.meson-fuzz-setup.log"
+elif [[ $(option_value sanitized_tests) == disabled ]]; then
+  # A build-fuzz/ that fuzz.sh configured before 2026-12-06 has no ASan copies of the tests (no asan-tests).
+  meson configure "$kBuild" -Dsanitized_tests=auto >/dev/null
 fi
 log=$kBuild/ninja-${1//\//-}.log
 ninja -C "$kBuild" "$@" >"$log" 2>&1 || {
