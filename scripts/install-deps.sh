@@ -6,7 +6,7 @@ set -euo pipefail
 
 readonly kPackages=(
   # build
-  meson ninja-build pkg-config g++ clang libclang-rt-14-dev
+  meson ninja-build pkg-config g++ clang libclang-rt-14-dev libomp-dev  # clang: the sanitizer build, with OpenMP
   # libraries
   libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libhwloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libxxhash-dev libpcre2-dev libutf8proc-dev
