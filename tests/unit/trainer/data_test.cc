@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();  // sanitizer/alloc
 #include "common/fs.h"
 #include "tests/unit/temp_dir.h"
 #include "trainer/data/indexed_dataset.h"
+#include "trainer/data/prep.h"
 #include "trainer/data/samples.h"
 
 namespace srunway::trainer {
@@ -651,6 +653,35 @@ TEST_F(DataTest, LlmcShardsReadAndCorruptOnesAreRefused) {
   auto short_source = OpenTokenSource((dir_ / "short.bin").string());
   ASSERT_FALSE(short_source.ok());
   EXPECT_NE(short_source.status().message().find("header says 40 tokens"), std::string::npos);
+}
+
+// srunway-prep --decode stopped by a signal between documents: the lines given so far are whole, and it says after
+// how many of how many (a stop while a write waits is train_cli.sh's).
+TEST_F(DataTest, DecodeStoppedBetweenDocumentsSaysAfterHowMany) {
+  std::string jsonl;
+  for (int d = 0; d < 5; ++d) jsonl += fmt::format("{{\"text\": \"document {} of five\"}}\n", d);
+  Put((dir_ / "docs.jsonl").string(), jsonl);
+  PrepOptions prep;
+  prep.input = (dir_ / "docs.jsonl").string();
+  prep.output_prefix = (dir_ / "docs").string();
+  prep.train_vocab = 300;
+  prep.progress = false;
+  ASSERT_TRUE(RunPrep(prep).ok());
+  volatile std::sig_atomic_t stop = 0;
+  DecodeOptions decode;
+  decode.prefix = prep.output_prefix;
+  decode.stop = &stop;
+  std::vector<std::string> lines;
+  auto decoded = DecodeDataset(decode, [&](std::string_view line) {
+    lines.emplace_back(line);
+    if (lines.size() == 2) stop = SIGINT;  // as the handler sets it while the second line is written
+    return common::Status::Ok();
+  });
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), common::StatusCode::kAborted);
+  EXPECT_EQ(decoded.status().message(), "stopped by SIGINT after 2 of 5 documents");
+  EXPECT_EQ(lines, (std::vector<std::string>{"{\"text\":\"document 0 of five\"}\n",
+                                             "{\"text\":\"document 1 of five\"}\n"}));
 }
 
 }  // namespace

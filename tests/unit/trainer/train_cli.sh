@@ -153,8 +153,8 @@ expect_exit 1 "error: $kWork/shard_0\\*.bin: llm.c shards carry no tokenizer: gi
   "$kPrep" --decode "$kWork/shard_0*.bin"
 expect_exit 1 "error: $kWork/shard_bad.bin: token 60000 \\(shard 1 of 1, token 1\\) is outside the tokenizer's" \
   "$kPrep" --decode "$kWork/shard_bad.bin" --vocab-file "$kWork/docs.vocab.json" --merge-file "$kWork/docs.merges.txt"
-# A signal while it decodes stops it. Between documents it says after how many, its lines whole (by hand: `stopped
-# by SIGINT after 348163 of 400000 documents`); while a write waits on a slow reader (here a FIFO read only after
+# A signal while it decodes stops it. Between documents it says after how many, its lines whole (data_test's
+# DecodeStoppedBetweenDocumentsSaysAfterHowMany); while a write waits on a slow reader (here a FIFO read only after
 # the signal; /proc/PID/wchan says (anon_)pipe_write while it waits), it says so, and what came out is the start of
 # the documents' lines. It said "cannot write to stdout: Interrupted system call", as if the disk had failed.
 python3 -c "
