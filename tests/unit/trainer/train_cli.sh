@@ -37,6 +37,22 @@ for key in step loss lr grad_norm ms tokens_per_s mfu; do
 done
 echo "ok: one batch overfits: $last"
 
+# OpenMP threads that wait sleep at once unless the user chose otherwise: libgomp's default spin (3 ms at each
+# barrier) made a step 15 times slower beside one busy process. GOMP_SPINCOUNT is what tells the policies apart in
+# libgomp's report (OMP_WAIT_POLICY reads PASSIVE unset too). Only where libgomp is linked into the program.
+spin() { env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$@" OMP_DISPLAY_ENV=verbose "$kTrain" --version 2>&1 |
+           sed -n "s/^ *GOMP_SPINCOUNT = '\(.*\)'/\1/p"; }
+if ldd "$kTrain" 2>/dev/null | grep -q libgomp; then
+  echo "skipped: $kTrain links libgomp as a shared library, which reads its policy before the program can set one"
+elif [[ -z $(spin) ]]; then
+  echo "skipped: $kTrain has no libgomp (built without OpenMP)"
+else
+  [[ $(spin) == 0 && $(spin OMP_WAIT_POLICY=active) == 30000000000 && $(spin GOMP_SPINCOUNT=1000) == 1000 ]] ||
+    fail "OpenMP's spin count: $(spin) by default (want 0), $(spin OMP_WAIT_POLICY=active) with" \
+      "OMP_WAIT_POLICY=active, $(spin GOMP_SPINCOUNT=1000) with GOMP_SPINCOUNT=1000"
+  echo "ok: OpenMP's waiting threads sleep unless OMP_WAIT_POLICY or GOMP_SPINCOUNT says otherwise"
+fi
+
 # srunway-prep's exit codes: 2 for a command line without one tokenizer (or half of one), 1 for bad input (a malformed JSONL line
 # named by file:line; an input that is not there).
 printf '{"text": "one"}\n{"text": \n' >"$kWork/bad.jsonl"
