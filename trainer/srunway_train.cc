@@ -36,10 +36,10 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 // OpenMP threads that wait for work sleep at once (OMP_WAIT_POLICY=passive) unless the user chose a policy or a
 // spin count. libgomp's default spins 3 ms at every barrier first: on a quiet machine that gains nothing
 // measurable (gpt-tiny, 2 threads: 54 to 73 ms per step either way), but beside one busy process on the same two
-// cores a step took 1270 ms instead of 86, the spinning threads taking the CPU from the one with work left.
-// libgomp reads the variable once, in its own constructor (default priority), which the linker orders after this
-// one in the static program; main takes the variable back out so that what the program
-// starts sees the environment it was given. With a shared libgomp this comes too late and changes nothing.
+// cores a step took 1206 to 1280 ms instead of 74 to 88, the spinning threads taking the CPU from the one with
+// work left. libgomp reads the variable once, in its own constructor (default priority), which the linker orders
+// after this one in the static program; main takes the variable back out, so that what the program starts sees
+// the environment it was given. With a shared libgomp this comes too late and changes nothing.
 bool g_set_wait_policy = false;
 __attribute__((constructor(101))) void PassiveOpenMpWaits() {
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
