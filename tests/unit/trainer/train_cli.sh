@@ -186,6 +186,9 @@ pid=$!
 exec 3<"$kWork/decode.fifo"
 for _ in $(seq 200); do [[ $(cat "/proc/$pid/wchan" 2>/dev/null) == *pipe_write ]] && break; sleep 0.05; done
 kill -INT "$pid"
+# Nothing is read until it has said why it stopped: a read at once could make room in the pipe before the woken
+# write looks again, and the write would finish (the stop then comes between documents, as CI once saw).
+for _ in $(seq 200); do [[ -s $kWork/decode.err ]] && break; sleep 0.05; done
 cat <&3 >"$kWork/partial.jsonl"
 exec 3<&-
 rc=0
