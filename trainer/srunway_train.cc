@@ -51,6 +51,7 @@ int ExitCode(srunway::trainer::TrainResult::Ending ending) {
   switch (ending) {
     case srunway::trainer::TrainResult::Ending::kFinished: return srunway::trainer::kExitOk;
     case srunway::trainer::TrainResult::Ending::kDiverged: return srunway::trainer::kExitDiverged;
+    case srunway::trainer::TrainResult::Ending::kReplicasDiffer: return srunway::trainer::kExitDiverged;
     case srunway::trainer::TrainResult::Ending::kSignalled: return srunway::trainer::kExitSignalled;
     case srunway::trainer::TrainResult::Ending::kTimeLimit: return srunway::trainer::kExitSignalled;
     case srunway::trainer::TrainResult::Ending::kExitInterval: return srunway::trainer::kExitSignalled;
@@ -644,6 +645,11 @@ int main(int argc, char** argv) {
   app.add_option("--straggler-threshold", o.straggler_threshold,
                  "name a rank whose compute time is this many times the median...")->capture_default_str();
   app.add_option("--straggler-window", o.straggler_window, "...for this many steps in a row")->capture_default_str();
+  app.add_option("--check-weight-hash-across-dp-replicas-interval", o.check_weight_hash_interval,
+                 "Megatron's: every N steps the ranks compare a hash of their weights, which must be the same bit for "
+                 "bit; ranks that differ (a memory or network fault) are named and the run stops without saving, "
+                 "exit 3 (0: never)")
+      ->check(srunway::common::NonNegative());
   CLI::Option* profile_step =
       app.add_option("--profile-step", o.profile_step,
                      "on a GPU, only step N inside the CUDA profiler's capture range (cuProfilerStart/Stop), for "
@@ -985,6 +991,12 @@ int main(int argc, char** argv) {
     case srunway::trainer::TrainResult::Ending::kDiverged:
       srunway::common::LogError("step {}: loss {} and gradient norm {}: training diverged; stopping without saving "
                                 "(the last good checkpoint{} is kept)", result.step, result.loss, result.grad_norm,
+                                o.save.empty() ? ", if any," : " in " + o.save);
+      break;
+    case srunway::trainer::TrainResult::Ending::kReplicasDiffer:
+      srunway::common::LogError("step {}: the ranks' weights differ, where data parallelism keeps them the same bit "
+                                "for bit: {}; a fault in a GPU's or a host's memory or on the network? Stopping "
+                                "without saving (the last good checkpoint{} is kept)", result.step, result.replicas,
                                 o.save.empty() ? ", if any," : " in " + o.save);
       break;
     case srunway::trainer::TrainResult::Ending::kSignalled:

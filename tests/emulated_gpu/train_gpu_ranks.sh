@@ -17,7 +17,9 @@
 #   5. each rank's GEMM algorithms, chosen by timing (the default), are kept in its shard and taken again on
 #      resuming, where timing would now choose others (the stand-in's algorithms made to differ in their last bits):
 #      the resumed ranks' steps are the uninterrupted ones' bit for bit, where the heuristic's first algorithm gives
-#      other losses.
+#      other losses;
+#   6. --check-weight-hash-across-dp-replicas-interval: replicas that hash alike train on; a bit flipped in one
+#      rank's weights ends both at the next check, exit 3, unsaved, rank 0 naming both ranks' hashes.
 # Usage: train_gpu_ranks.sh SRUNWAY_TRAIN (the emulated GPU's build: tests/emulated_gpu/meson.build)
 set -euo pipefail
 train=${1:?usage: train_gpu_ranks.sh SRUNWAY_TRAIN}
@@ -32,10 +34,10 @@ common=(--preset gpt-tiny --seq-length 32 --micro-batch-size 2 --global-batch-si
         --hidden-dropout 0.1 --attention-dropout 0.1 --log-params-norm --log-num-zeros-in-grad)
 
 # ranks NAME FLAGS...: two ranks of one job; rank 0 writes $work/NAME.jsonl, each rank's stderr is NAME.RANK.err.
-# rank_env[R]: VAR=value words added to rank R's environment.
+# rank_env[R]: VAR=value words added to rank R's environment; each rank must exit $want_rc (0 unless set).
 rank_env=("" "")
 ranks() {
-  local name=$1 r rc=0
+  local name=$1 r rc=0 want=${want_rc:-0} bad=0
   shift
   # MASTER_PORT and the next port (srunway's exchange) both free.
   local port
@@ -48,9 +50,11 @@ ranks() {
     pids+=($!)
   done
   for r in 0 1; do
-    wait "${pids[$r]}" || { rc=$?; echo "rank $r of $name exited $rc:" >&2; cat "$work/$name.$r.err" >&2; }
+    rc=0
+    wait "${pids[$r]}" || rc=$?
+    ((rc == want)) || { echo "rank $r of $name exited $rc, not $want:" >&2; cat "$work/$name.$r.err" >&2; bad=1; }
   done
-  ((rc == 0)) || fail "$name: a rank failed"
+  ((bad == 0)) || fail "$name: a rank exited otherwise"
 }
 # one NAME FLAGS...: one rank alone.
 one() {
@@ -161,4 +165,23 @@ print(f"resumed steps 4-6 equal the uninterrupted run's bit for bit (loss {resum
       f"algorithm gives {heuristic[6][0]!r}, as does the run that timed another GPU's choices anew")
 PY
 unset FAKE_CUBLASLT_DISTINCT_ALGORITHMS
+rank_env=("" "")
+echo "== 6. --check-weight-hash-across-dp-replicas-interval: the replicas' weights compared, a flipped bit found"
+# The GPUs' bf16 weights and fp32 parameters (ZeRO-1: the gathered bf16 weights) hash the same on both ranks at
+# every check. A bit of rank 1's fp32 parameters flipped after step 3 (SRUNWAY_TRAIN_FLIP_WEIGHT, as a memory fault
+# would) lasts to the check after it; under ZeRO-1, where each step's gather writes the weights anew, the bit
+# flipped after step 4 is there at its check. Both ranks end at step 4, exit 3, unsaved; rank 0 alone says so.
+for zero in "" --use-distributed-optimizer; do
+  ranks "hashed$zero" --check-weight-hash-across-dp-replicas-interval 1 $zero
+  same "hashed at every step $zero" "$work/single.jsonl" "$work/hashed$zero.jsonl"
+  rank_env=("" "SRUNWAY_TRAIN_FLIP_WEIGHT=1:$([[ -z $zero ]] && echo 3 || echo 4)")
+  want_rc=3 ranks "flipped$zero" --check-weight-hash-across-dp-replicas-interval 2 --save "$work/flipped$zero" \
+    --save-interval 2 $zero
+  rank_env=("" "")
+  grep -q "error: step 4: the ranks' weights differ, where data parallelism keeps them the same bit for bit: no hash is held by more than half of the ranks: rank 0 on [^ ]* has hash [0-9a-f]\{16\}; rank 1 on [^ ]* has hash [0-9a-f]\{16\}; a fault in a GPU's or a host's memory or on the network? Stopping without saving (the last good checkpoint in $work/flipped$zero is kept)" \
+    "$work/flipped$zero.0.err" || fail "no line naming both ranks' hashes at step 4 $zero: $(cat "$work/flipped$zero.0.err")"
+  ! grep -q "error" "$work/flipped$zero.1.err" || fail "rank 1 said it too: $(cat "$work/flipped$zero.1.err")"
+  [[ $(cat "$work/flipped$zero/latest_checkpointed_iteration.txt") == 2 && ! -e $work/flipped$zero/iter_0000004 ]] ||
+    fail "the checkpoint of step 2 should be the last: $(ls "$work/flipped$zero")"
+done
 echo "ok: srunway-train on two emulated GPUs"

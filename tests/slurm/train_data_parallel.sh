@@ -4,7 +4,7 @@
 # parallelism with a quarter of the optimizer state per rank, and its checkpoint resumes on 1 and on 2 ranks;
 # overlap on and off, and any OMP_NUM_THREADS, change nothing;
 # --calculate-per-token-loss over 4 ranks is that of 1 rank; the straggler warning names the injected slow rank (200 ms a step; the threshold is 4x, well above the jitter of
-# 4 ranks on 2 cores) and nobody else; bad input is one line from rank 0 and every rank exits; a rank failing alone
+# 4 ranks on 2 cores) and nobody else; the replicas' weights hash alike, and one rank's flipped bit is named; bad input is one line from rank 0 and every rank exits; a rank failing alone
 # mid-run ends them all at once, a hung one at the others' MPI deadline; a node's ranks share its memory and their
 # cgroup's limit, and one rank unable to build the model ends them all.
 source "$(dirname "$0")/lib.sh"
@@ -168,6 +168,25 @@ expect_eq "straggler warnings" "$(count_matching . "$warnings")" 1
 grep -qE "straggler: rank 3 on node2 computed" <<<"$warnings" || fail "straggler warning: $warnings"
 grep -q '"slowest_rank":3,"slowest_host":"node2"' "$workdir/slow.jsonl" || fail "metrics: $(head -2 "$workdir/slow.jsonl")"
 echo "ok: the straggler warning names rank 3 on node2, once"
+
+# --check-weight-hash-across-dp-replicas-interval over MPI: the 4 replicas hash alike at every step (MPI's
+# all-reduce gives every rank the same sums; ZeRO-1's gather the same slices), and the check changes no bit of the
+# run. A bit flipped in rank 3's parameters after step 3 (SRUNWAY_TRAIN_FLIP_WEIGHT, as a memory fault would) is
+# found at step 4's check: rank 0's one line names rank 3 on node2 against the 3 others, every rank exits 3, and the
+# checkpoint of step 2 stays the last.
+run hashed 2 2 1 --check-weight-hash-across-dp-replicas-interval 1
+expect_eq "hashed at every step against without (loss, parameters)" "$(compare dp hashed)" "0.0 0.0"
+run hashed_zero 2 2 1 --check-weight-hash-across-dp-replicas-interval 1 --use-distributed-optimizer
+rc=0
+out=$(SRUNWAY_TRAIN_FLIP_WEIGHT=3:3 srun --mpi=pmix -N2 --ntasks-per-node=2 -c1 "$train" "${common[@]}" \
+  --check-weight-hash-across-dp-replicas-interval 2 --save "$workdir/flipped" --save-interval 2 2>&1) || rc=$?
+expect_eq "exit of ranks whose weights differ" "$rc" 3
+expect_eq "error lines of weights that differ" "$(count_matching 'srunway-train.* error:' "$out")" 1
+grep -qE "error: step 4: the ranks' weights differ, where data parallelism keeps them the same bit for bit: rank 3 on node2 \(hash [0-9a-f]{16}\) holds other weights than the 3 other ranks \(hash [0-9a-f]{16}\); a fault in a GPU's or a host's memory or on the network\? Stopping without saving \(the last good checkpoint in $workdir/flipped is kept\)$" \
+  <<<"$out" || fail "$out"
+[[ $(cat "$workdir/flipped/latest_checkpointed_iteration.txt") == 2 && ! -e $workdir/flipped/iter_0000004 ]] ||
+  fail "the checkpoint of step 2 should be the last: $(ls "$workdir/flipped")"
+echo "ok: the 4 replicas' weights hash alike at every step; a bit flipped in rank 3's is named at the next check, exit 3"
 
 out=$(srun --mpi=pmix -N2 --ntasks-per-node=2 "$train" "${common[@]}" --global-batch-size 6 2>&1) && fail "batch 6 on 4 ranks ran"
 expect_eq "error lines for an indivisible batch" "$(count_matching 'srunway-train.* error:' "$out")" 1

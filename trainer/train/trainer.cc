@@ -54,6 +54,7 @@
 #include "trainer/optim/schedule.h"
 #include "trainer/train/grad_reducer.h"
 #include "trainer/train/progress_log.h"
+#include "trainer/train/replicas.h"
 #include "trainer/train/tensorboard.h"
 
 namespace srunway::trainer {
@@ -406,6 +407,14 @@ class Trainer {
   // or under ZeRO-1, where each rank has reduced its slices alone, theirs summed over the ranks.
   template <typename Of>
   common::StatusOr<double> OverReducedGrads(Of of);
+  // --check-weight-hash-across-dp-replicas-interval, on every rank: the ranks' hashes of the weights the ops read
+  // (whole on every rank once ZeRO-1's gather has arrived) and of the fp32 parameters where they are whole and
+  // apart from them, compared; empty where they agree, else DescribeReplicas'.
+  common::StatusOr<std::string> CompareReplicas();
+  // SRUNWAY_TRAIN_FLIP_WEIGHT's fault: the lowest bit of the first parameter flipped, in the fp32 parameters where
+  // the rank holds them whole (a fault that lasts), else (ZeRO-1) in the weights the ops read, which the next
+  // step's gather writes over.
+  common::Status FlipWeightBit();
   common::StatusOr<TrainResult> Loop();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
   void WatchStragglers(const std::vector<RankStep>& steps, common::Json& line);
@@ -462,6 +471,9 @@ class Trainer {
   double last_save_s_ = 0;                        // how long the last save took
   bool stdout_lost_ = false;                      // a write to stdout failed: Print writes no more
   std::optional<std::pair<int, int>> slow_rank_ms_;  // SRUNWAY_TRAIN_SLOW_RANK=RANK:MS, a test hook
+  // SRUNWAY_TRAIN_FLIP_WEIGHT=RANK:STEP, a test hook: rank RANK flips a bit of its weights after step STEP, as a
+  // fault in its memory would.
+  std::optional<std::pair<int, int64_t>> flip_weight_;
 };
 
 // The rank's place in the job: the launcher's bootstrap (PMIx under srun --mpi=pmix, Slurm's or torchrun's
@@ -499,6 +511,14 @@ common::Status Trainer::Connect() {
       auto r = common::ParseInt(parts[0], "SRUNWAY_TRAIN_SLOW_RANK rank", 0, world_ - 1);
       auto ms = common::ParseInt(parts[1], "SRUNWAY_TRAIN_SLOW_RANK milliseconds", 0, 600'000);
       if (r.ok() && ms.ok()) slow_rank_ms_ = {static_cast<int>(*r), static_cast<int>(*ms)};
+    }
+  }
+  if (auto flip = common::GetEnv("SRUNWAY_TRAIN_FLIP_WEIGHT")) {
+    auto parts = common::Split(*flip, ':');
+    if (parts.size() == 2) {
+      auto r = common::ParseInt(parts[0], "SRUNWAY_TRAIN_FLIP_WEIGHT rank", 0, world_ - 1);
+      auto step = common::ParseInt(parts[1], "SRUNWAY_TRAIN_FLIP_WEIGHT step", 1, int64_t{1} << 40);
+      if (r.ok() && step.ok()) flip_weight_ = {static_cast<int>(*r), *step};
     }
   }
   return common::Status::Ok();
@@ -1450,7 +1470,7 @@ common::Status Trainer::AgreeOnConfig() {
                          {"save", o_.save}, {"load", o_.load}, {"finetune", o_.finetune},
                          {"skip_train", o_.skip_train}, {"save_interval", o_.save_interval},
                          {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce},
-                         {"zero1", o_.distributed_optimizer}};
+                         {"zero1", o_.distributed_optimizer}, {"weight_hash", o_.check_weight_hash_interval}};
   std::vector<int32_t> first, last;
   SRUNWAY_RETURN_IF_ERROR(train_->Sample(0, first));
   SRUNWAY_RETURN_IF_ERROR(train_->Sample(TrainSamples() - 1, last));
@@ -1833,6 +1853,35 @@ void Trainer::WatchStragglers(const std::vector<RankStep>& steps, common::Json& 
   }
 }
 
+common::StatusOr<std::string> Trainer::CompareReplicas() {
+  SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
+  const auto numel = static_cast<size_t>(model_->layout().numel());
+  std::array<uint64_t, 2> hashes = {};
+  SRUNWAY_ASSIGN_OR_RETURN(hashes[0],
+                           HashDeviceBytes(*device_, model_->weights(), numel * DTypeSize(model_->weights_type())));
+  // The fp32 parameters the GPU's bf16 weights are made from at each step, where every rank holds them whole (not
+  // ZeRO-1's slices): a fault there lasts, where one in the bf16 copy is written over by the next step.
+  if (model_->masters().empty() && model_->weights() != model_->params().data()) {
+    SRUNWAY_ASSIGN_OR_RETURN(hashes[1], HashDeviceBytes(*device_, model_->params().data(), numel * sizeof(float)));
+  }
+  uint64_t mine = XXH3_64bits(hashes.data(), sizeof hashes);
+  std::vector<uint64_t> all(static_cast<size_t>(world_));
+  SRUNWAY_RETURN_IF_ERROR(HostAllGather(&mine, all.data(), sizeof mine));
+  return DescribeReplicas(all, [this](int rank) { return boot_->NameRank(rank); });
+}
+
+common::Status Trainer::FlipWeightBit() {
+  SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
+  auto* first = static_cast<std::byte*>(model_->masters().empty() ? static_cast<void*>(model_->params().data())
+                                                                   : model_->weights());
+  std::byte byte{};
+  SRUNWAY_RETURN_IF_ERROR(device_->CopyToHost(&byte, first, 1, device_->main_stream()));
+  SRUNWAY_RETURN_IF_ERROR(device_->Synchronize(device_->main_stream()));
+  byte ^= std::byte{1};
+  SRUNWAY_RETURN_IF_ERROR(device_->CopyFromHost(first, &byte, 1, device_->main_stream()));
+  return device_->Synchronize(device_->main_stream());
+}
+
 // Trains to --train-steps; an error is returned, every other ending is a result.
 common::StatusOr<TrainResult> Trainer::Loop() {
   const double flops_per_token = TrainingFlopsPerToken(o_.model, T_);
@@ -1853,6 +1902,10 @@ common::StatusOr<TrainResult> Trainer::Loop() {
   const bool profiled = o_.profile_ranks.empty() ||
                         std::find(o_.profile_ranks.begin(), o_.profile_ranks.end(), rank_) != o_.profile_ranks.end();
   Model::GradsReady ready = [this](ParamRange range) { reducer_->Ready(range); };
+  if (o_.check_weight_hash_interval > 0 && world_ == 1) {
+    common::LogInfo("--check-weight-hash-across-dp-replicas-interval: one rank, no replica to compare its weights "
+                    "with");
+  }
   while (step_ < o_.train_steps) {
     if (step_ + 1 == o_.profile_step && profiled) SRUNWAY_RETURN_IF_ERROR(device_->Profile(true));
     const auto start = Clock::now();
@@ -2029,6 +2082,20 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       window_ms = 0;
       window_steps = 0;
       window_tokens = 0;
+    }
+    if (flip_weight_ && flip_weight_->first == rank_ && flip_weight_->second == step_) {
+      SRUNWAY_RETURN_IF_ERROR(FlipWeightBit());
+    }
+    // Before anything reads the weights again (validation, a checkpoint): ranks that hold other weights than their
+    // peers would save a checkpoint whose shards do not belong together.
+    if (o_.check_weight_hash_interval > 0 && world_ > 1 && step_ % o_.check_weight_hash_interval == 0) {
+      SRUNWAY_ASSIGN_OR_RETURN(std::string differ, CompareReplicas());
+      if (!differ.empty()) {
+        result.ending = TrainResult::Ending::kReplicasDiffer;
+        result.step = step_;
+        result.replicas = std::move(differ);
+        return result;
+      }
     }
     if (valid_ && step_ % o_.eval_interval == 0) {
       SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());

@@ -165,6 +165,10 @@ struct TrainOptions {
   double exit_save_budget_s = 25;
   double straggler_threshold = 1.2;  // a rank whose compute time is this many times the median...
   int straggler_window = 5;          // ...for this many steps in a row is named
+  // Megatron's --check-weight-hash-across-dp-replicas-interval: every this many steps the ranks compare a hash of
+  // the weights the ops read, which data parallelism keeps the same bit for bit on every rank; ranks that differ
+  // (a memory, GPU or network fault) end the run unsaved (TrainResult::Ending::kReplicasDiffer). 0: never.
+  int64_t check_weight_hash_interval = 0;
   // The steps inside the CUDA profiler's capture range: profile_step to profile_last_step (0: profile_step alone),
   // on the ranks of profile_ranks (empty: every rank). --profile-step N is N alone on every rank; Megatron's
   // --profile --profile-step-start S --profile-step-end E --profile-ranks R... is S + 1 to E on R.
@@ -175,11 +179,12 @@ struct TrainOptions {
 
 // How a training run ended (errors are returned as a Status instead).
 struct TrainResult {
-  enum class Ending { kFinished, kSignalled, kTimeLimit, kExitInterval, kDiverged };
+  enum class Ending { kFinished, kSignalled, kTimeLimit, kExitInterval, kDiverged, kReplicasDiffer };
   Ending ending = Ending::kFinished;
   int64_t step = 0;  // steps done when it ended
   int signal = 0;    // kSignalled: the signal any rank received
   double loss = 0, grad_norm = 0;  // kDiverged: the values that were not finite
+  std::string replicas;  // kReplicasDiffer: which ranks hold which weights (WeightHashes)
   bool saved = false;  // a checkpoint of this step was written
   std::string not_saved;  // kSignalled without a save: why (the save would not fit --exit-save-budget)
   int rank = 0;        // every rank ends the same way; rank 0 is the one to say so
@@ -200,7 +205,8 @@ inline constexpr int kMaxThreads = 4096;
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;       // bad input, unreadable data, a failed write
 inline constexpr int kExitUsage = 2;       // bad command line or config file
-inline constexpr int kExitDiverged = 3;    // the loss or the gradient norm became NaN or infinite
+inline constexpr int kExitDiverged = 3;    // the loss or the gradient norm became NaN or infinite, or the ranks'
+                                           // weights differ (--check-weight-hash-across-dp-replicas-interval)
 inline constexpr int kExitSignalled = 4;   // SIGTERM/SIGINT/SIGUSR1, --exit-duration-in-mins or --exit-interval: stopped early
 
 // Runs the whole training on every rank of the step. `stop_signal` (set by the program's signal handler, 0 when
