@@ -472,11 +472,16 @@ int main(int argc, char** argv) {
                "Megatron's: bf16 with fp32 master weights and optimizer state, what a GPU run does anyway (the CPU "
                "path computes in fp32)");
   app.add_flag("--fp16", fp16, "Megatron's: refused (no fp16 with loss scaling; --bf16 is what there is)");
+  app.add_flag("--deterministic-mode", o.deterministic_mode,
+               "Megatron's: the same bits on every run, which the CPU path gives; refused on GPUs (their backward "
+               "adds with atomics)");
   // Megatron's flags for what srunway-train does otherwise, refused with what it does instead.
   std::string ckpt_format;
   CLI::Option* ckpt_format_option =
       app.add_option("--ckpt-format", ckpt_format,
                      "Megatron's: refused (srunway-train's checkpoints are its own, one shard per rank)");
+  const std::string dist_ckpt = "Megatron's --ckpt-format torch_dist of before: refused, as --ckpt-format";
+  CLI::Option* use_dist_ckpt = app.add_flag("--use-dist-ckpt", dist_ckpt);
   std::vector<std::pair<CLI::Option*, std::string>> wandb;
   for (const char* flag : {"--wandb-project", "--wandb-exp-name", "--wandb-save-dir", "--wandb-entity"}) {
     wandb.emplace_back(app.add_option(flag, "Megatron's: refused (no Weights & Biases client; --tensorboard-dir)"),
@@ -501,6 +506,12 @@ int main(int argc, char** argv) {
             "Megatron's: taken (it splits tensor-parallel activations; with a tensor-parallel size of 1 there are "
             "none, and Megatron turns it off too)"},
            {"--openai-gelu", "Megatron's: taken (the GPT's GELU is the tanh form)"},
+           {"--log-straggler",
+            "Megatron's: taken (stragglers are always watched: --straggler-threshold, --straggler-window, and the "
+            "metrics' slowest_rank)"},
+           {"--tp-comm-overlap",
+            "Megatron's: taken (it overlaps tensor-parallel communication with GEMMs, of which a tensor-parallel "
+            "size of 1 has none)"},
            {"--no-masked-softmax-fusion", fusion},
            {"--no-bias-dropout-fusion", fusion},
            {"--no-bias-swiglu-fusion", fusion},
@@ -805,11 +816,12 @@ int main(int argc, char** argv) {
     o.profile_last_step = profile_end;
     o.profile_ranks = profile_ranks;
   }
-  if (ckpt_format_option->count() > 0) {
-    srunway::common::LogError("--ckpt-format {}: srunway-train neither reads nor writes Megatron's checkpoint "
-                              "formats; its own checkpoints hold one shard per rank and load on any number of "
-                              "ranks: leave --ckpt-format out (--export-hf writes the weights for Hugging Face)",
-                              ckpt_format);
+  if (ckpt_format_option->count() > 0 || use_dist_ckpt->count() > 0) {
+    const std::string flag = use_dist_ckpt->count() > 0 ? "--use-dist-ckpt" : "--ckpt-format";
+    srunway::common::LogError("{}: srunway-train neither reads nor writes Megatron's checkpoint formats; its own "
+                              "checkpoints hold one shard per rank and load on any number of ranks: leave {} out "
+                              "(--export-hf writes the weights for Hugging Face)",
+                              use_dist_ckpt->count() > 0 ? flag : flag + " " + ckpt_format, flag);
     return srunway::trainer::kExitUsage;
   }
   for (const auto& [option, flag] : wandb) {

@@ -19,7 +19,8 @@
 #      the resumed ranks' steps are the uninterrupted ones' bit for bit, where the heuristic's first algorithm gives
 #      other losses;
 #   6. --check-weight-hash-across-dp-replicas-interval: replicas that hash alike train on; a bit flipped in one
-#      rank's weights ends both at the next check, exit 3, unsaved, rank 0 naming both ranks' hashes.
+#      rank's weights ends both at the next check, exit 3, unsaved, rank 0 naming both ranks' hashes; and
+#      --deterministic-mode is refused on a GPU.
 # Usage: train_gpu_ranks.sh SRUNWAY_TRAIN (the emulated GPU's build: tests/emulated_gpu/meson.build)
 set -euo pipefail
 train=${1:?usage: train_gpu_ranks.sh SRUNWAY_TRAIN}
@@ -184,4 +185,9 @@ for zero in "" --use-distributed-optimizer; do
   [[ $(cat "$work/flipped$zero/latest_checkpointed_iteration.txt") == 2 && ! -e $work/flipped$zero/iter_0000004 ]] ||
     fail "the checkpoint of step 2 should be the last: $(ls "$work/flipped$zero")"
 done
+# Megatron's --deterministic-mode, which the CPU path takes (train_cli), is refused on a GPU with why, exit 2.
+rc=0
+"$train" "${common[@]}" --deterministic-mode >"$work/deterministic.out" 2>"$work/deterministic.err" || rc=$?
+[[ $rc == 2 ]] && grep -q "error: --deterministic-mode: the GPU path adds gradients with atomics" \
+  "$work/deterministic.err" || fail "--deterministic-mode on a GPU: exit $rc: $(cat "$work/deterministic.err")"
 echo "ok: srunway-train on two emulated GPUs"

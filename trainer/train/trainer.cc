@@ -570,6 +570,12 @@ common::Status Trainer::OpenDevice() {
                                       "kind of device (--device cpu, or GPU nodes for all)", gpus, world_,
                                       boot_->NameRank(cpu));
   }
+  if (o_.deterministic_mode && gpus != 0) {
+    setup_error_everywhere_ = true;
+    return common::InvalidArgument("--deterministic-mode: the GPU path adds gradients with atomics (the embedding's "
+                                   "and attention's backward), whose order changes from run to run; --device cpu "
+                                   "gives the same bits on every run and any number of threads");
+  }
   if (Leader()) common::LogInfo("{}", note.empty() ? fmt::format("training on {}", device_->name()) : note);
   if (Leader() && o_.bf16 && device_->kind() == DeviceKind::kCpu) {
     common::LogInfo("--bf16: the CPU path computes in fp32 (bf16 is the GPU path's)");

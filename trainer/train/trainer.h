@@ -157,6 +157,9 @@ struct TrainOptions {
   bool distributed_optimizer = false;  // ZeRO-1: optimizer state sharded over the data-parallel ranks
   bool recompute_activations = false;  // Megatron's full recomputation: each layer's forward again in the backward
   bool bf16 = false;  // Megatron's --bf16: what a GPU run does; on CPUs a line says they compute in fp32
+  // Megatron's --deterministic-mode: the same bits on every run. The CPU path gives them anyway; the GPU path,
+  // whose backward adds with atomics in an order that changes from run to run, refuses it.
+  bool deterministic_mode = false;
   double distributed_timeout_min = 10;  // start-up and each collective; then the step ends with an error
   // Stopping early: after this many minutes of training every rank saves and stops (0: no limit)...
   double exit_duration_min = 0;

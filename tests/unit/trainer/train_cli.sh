@@ -1093,8 +1093,8 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
   --no-ckpt-fully-parallel-save --ckpt-fully-parallel-load --ckpt-assume-constant-structure --auto-detect-ckpt-format \
   --override-opt_param-scheduler --use-cpu-initialization --no-barrier-with-level-1-timing --mmap-bin-files \
   --num-dataset-builder-threads 4 --empty-unused-memory-level 0 --main-grads-dtype fp32 --main-params-dtype fp32 \
-  --exp-avg-dtype fp32 --exp-avg-sq-dtype fp32 --no-log-loss-scale-to-tensorboard \
-  >"$kWork/out" 2>"$kWork/err" ||
+  --exp-avg-dtype fp32 --exp-avg-sq-dtype fp32 --no-log-loss-scale-to-tensorboard --log-straggler \
+  --tp-comm-overlap --deterministic-mode >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
 grep -q '^step      2/2 | .* tok/s | [0-9.e+-]* TFLOP/s per GPU | MFU' "$kWork/out" ||
   fail "Megatron's flags: no step line with --log-throughput's TFLOP/s: $(cat "$kWork/out")"
@@ -1172,6 +1172,8 @@ expect_exit 2 "^srunway-train: The following arguments were not expected: --num-
 # collector's are taken (there is none).
 expect_exit 2 "^srunway-train\\[.*\\] error: --ckpt-format torch_dist: srunway-train neither reads nor writes Megatron's checkpoint formats" \
   "$kTrain" "${common[@]}" --mock-data --ckpt-format torch_dist
+expect_exit 2 "^srunway-train\\[.*\\] error: --use-dist-ckpt: srunway-train neither reads nor writes Megatron's checkpoint formats; .*: leave --use-dist-ckpt out" \
+  "$kTrain" "${common[@]}" --mock-data --use-dist-ckpt
 expect_exit 2 "^srunway-train\\[.*\\] error: --wandb-exp-name: srunway-train has no Weights & Biases client; its scalars go to --tensorboard-dir" \
   "$kTrain" "${common[@]}" --mock-data --wandb-exp-name run1
 "$kTrain" "${common[@]}" --mock-data --train-steps 1 --manual-gc --manual-gc-interval 100 --no-manual-gc-eval \
