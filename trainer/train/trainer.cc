@@ -60,6 +60,19 @@
 namespace srunway::trainer {
 namespace {
 
+// A test hook's RANK:VALUE in `variable`: a rank below `ranks` and a value from `low` to `high`; nullopt where the
+// variable is unset or says anything else.
+std::optional<std::pair<int, int64_t>> RankHook(const char* variable, int ranks, int64_t low, int64_t high) {
+  const auto text = common::GetEnv(variable);
+  if (!text) return std::nullopt;
+  const auto parts = common::Split(*text, ':');
+  if (parts.size() != 2) return std::nullopt;
+  const auto rank = common::ParseInt(parts[0], fmt::format("{} rank", variable), 0, ranks - 1);
+  const auto value = common::ParseInt(parts[1], fmt::format("{} value", variable), low, high);
+  if (!rank.ok() || !value.ok()) return std::nullopt;
+  return std::pair{static_cast<int>(*rank), *value};
+}
+
 using Clock = std::chrono::steady_clock;
 
 // `path` made absolute and lexically normal, without a trailing separator ("./ckpt/" -> "/home/me/ckpt").
@@ -470,7 +483,7 @@ class Trainer {
   std::optional<Clock::time_point> signal_seen_;  // when this rank first saw a stop signal
   double last_save_s_ = 0;                        // how long the last save took
   bool stdout_lost_ = false;                      // a write to stdout failed: Print writes no more
-  std::optional<std::pair<int, int>> slow_rank_ms_;  // SRUNWAY_TRAIN_SLOW_RANK=RANK:MS, a test hook
+  std::optional<std::pair<int, int64_t>> slow_rank_ms_;  // SRUNWAY_TRAIN_SLOW_RANK=RANK:MS, a test hook
   // SRUNWAY_TRAIN_FLIP_WEIGHT=RANK:STEP, a test hook: rank RANK flips a bit of its weights after step STEP, as a
   // fault in its memory would.
   std::optional<std::pair<int, int64_t>> flip_weight_;
@@ -505,22 +518,8 @@ common::Status Trainer::Connect() {
   }
   comm_ = std::move(*comm);
   straggler_streak_.assign(static_cast<size_t>(world_), 0);
-  if (auto slow = common::GetEnv("SRUNWAY_TRAIN_SLOW_RANK")) {
-    auto parts = common::Split(*slow, ':');
-    if (parts.size() == 2) {
-      auto r = common::ParseInt(parts[0], "SRUNWAY_TRAIN_SLOW_RANK rank", 0, world_ - 1);
-      auto ms = common::ParseInt(parts[1], "SRUNWAY_TRAIN_SLOW_RANK milliseconds", 0, 600'000);
-      if (r.ok() && ms.ok()) slow_rank_ms_ = {static_cast<int>(*r), static_cast<int>(*ms)};
-    }
-  }
-  if (auto flip = common::GetEnv("SRUNWAY_TRAIN_FLIP_WEIGHT")) {
-    auto parts = common::Split(*flip, ':');
-    if (parts.size() == 2) {
-      auto r = common::ParseInt(parts[0], "SRUNWAY_TRAIN_FLIP_WEIGHT rank", 0, world_ - 1);
-      auto step = common::ParseInt(parts[1], "SRUNWAY_TRAIN_FLIP_WEIGHT step", 1, int64_t{1} << 40);
-      if (r.ok() && step.ok()) flip_weight_ = {static_cast<int>(*r), *step};
-    }
-  }
+  slow_rank_ms_ = RankHook("SRUNWAY_TRAIN_SLOW_RANK", world_, 0, 600'000);
+  flip_weight_ = RankHook("SRUNWAY_TRAIN_FLIP_WEIGHT", world_, 1, int64_t{1} << 40);
   return common::Status::Ok();
 }
 
