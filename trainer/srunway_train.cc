@@ -196,6 +196,14 @@ int main(int argc, char** argv) {
   app.add_option("--seq-length", o.seq_length, "tokens per sequence (default: the model's maximum)")->check(size_range);
   app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
   app.add_option("--min-lr", o.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
+  CLI::Option* decoupled_lr =
+      app.add_option("--decoupled-lr", o.decoupled_lr,
+                     "Megatron's: the word embeddings' and the untied output layer's own peak learning rate, along "
+                     "the same warmup and decay (default: --lr)")
+          ->check(srunway::common::NonNegative());
+  app.add_option("--decoupled-min-lr", o.decoupled_min_lr,
+                 "Megatron's: their rate at the end of the decay (default: --min-lr)")
+      ->check(srunway::common::NonNegative())->needs(decoupled_lr);
   CLI::Option* warmup_steps =
       app.add_option("--warmup-steps,--lr-warmup-iters", o.warmup_steps, "linear warmup steps")->capture_default_str();
   CLI::Option* warmup_fraction =

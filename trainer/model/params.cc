@@ -66,13 +66,13 @@ bool IsOutputProjection(std::string_view name) {
 
 ParamLayout::ParamLayout(const ModelConfig& config) : config_(config) {
   const bool gpt = config.arch == Arch::kGpt;
-  auto add = [&](std::string name, std::vector<int64_t> shape, bool decay) {
+  auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, bool embedding_or_output = false) {
     int64_t numel = 1;
     for (int64_t dim : shape) numel *= dim;
-    tensors_.push_back({std::move(name), std::move(shape), numel_, numel, decay});
+    tensors_.push_back({std::move(name), std::move(shape), numel_, numel, decay, embedding_or_output});
     numel_ += numel;
   };
-  add("wte", {config.vocab, config.d_model}, true);
+  add("wte", {config.vocab, config.d_model}, true, true);
   if (gpt) add("wpe", {config.seq_len, config.d_model}, true);
   for (int l = 0; l < config.n_layer; ++l) {
     for (const SlotInfo& info : kLayerSlots) {
@@ -83,7 +83,7 @@ ParamLayout::ParamLayout(const ModelConfig& config) : config_(config) {
   }
   add("norm_f.weight", {config.d_model}, false);
   if (gpt) add("norm_f.bias", {config.d_model}, false);
-  if (!gpt) add("lm_head.weight", {config.vocab, config.d_model}, true);
+  if (!gpt) add("lm_head.weight", {config.vocab, config.d_model}, true, true);
 }
 
 const TensorSpec* ParamLayout::Find(std::string_view name) const {

@@ -16,6 +16,9 @@ struct TensorSpec {
   int64_t offset = 0;          // in floats, into the flat buffer
   int64_t numel = 0;
   bool decay = true;           // AdamW weight decay: matrices and embeddings yes, norms and biases no
+  // The word embeddings and the untied output layer, which Megatron's --decoupled-lr gives a rate of their own (its
+  // is_embedding_or_output_parameter); not the position embeddings.
+  bool embedding_or_output = false;
 };
 
 // Views of one layer. GPT uses every field (the q and k norms' with ModelConfig::qk_norm); Llama has no biases

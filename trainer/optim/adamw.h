@@ -20,6 +20,15 @@ struct AdamWConfig {
   float weight_decay = 0.01f;
 };
 
+// A step's learning rates: `lr` for every parameter but the word embeddings and the untied output layer, which take
+// `embedding_or_output` (Megatron's --decoupled-lr; the same rate where it is not given, as from a lone float).
+struct StepRates {
+  StepRates(float lr) : lr(lr), embedding_or_output(lr) {}  // NOLINT(google-explicit-constructor): one rate for all
+  StepRates(float lr, float embedding_or_output) : lr(lr), embedding_or_output(embedding_or_output) {}
+  float lr;
+  float embedding_or_output;
+};
+
 class AdamW {
  public:
   // Updates the elements of `owned` (every parameter when empty) and keeps both moments for those alone, packed
@@ -29,19 +38,19 @@ class AdamW {
   AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<ParamRange> owned = {},
         Device* device = nullptr, Ops* ops = nullptr);
 
-  // One update of the owned elements with learning rate lr; `step` counts updates from 1 (bias correction).
+  // One update of the owned elements at `rates`; `step` counts updates from 1 (bias correction).
   // `grads` is the whole buffer and `params` the whole buffer or the owned elements packed (Model::masters()), in
   // the device's memory; the gradients count times grad_scale (global-norm clipping). `weights`, when not null,
   // is the model's whole copy of the weights in the ops' type (Model::weights() where it differs from params),
   // whose owned elements are updated alongside.
-  void Step(std::span<float> params, std::span<const float> grads, float lr, int64_t step, float grad_scale = 1.0f,
-            void* weights = nullptr);
+  void Step(std::span<float> params, std::span<const float> grads, StepRates rates, int64_t step,
+            float grad_scale = 1.0f, void* weights = nullptr);
 
   // The weight decay of the next steps (--weight-decay-incr-style's, which changes it as the run goes).
   void set_weight_decay(float weight_decay) { config_.weight_decay = weight_decay; }
   const std::vector<ParamRange>& owned() const { return owned_; }
   // The updates (the ops' AdamW calls) one Step makes: one per run of owned elements, adjacent in the buffer and
-  // in the moments, whose tensors share their weight decay.
+  // in the moments, whose tensors share their weight decay and their rate.
   size_t updates_per_step() const { return segments_.size(); }
   // First and second moments of the owned elements, packed (the whole buffer's when everything is owned), in
   // the device's memory.
@@ -55,6 +64,7 @@ class AdamW {
     int64_t begin, end;  // in the buffer
     int64_t state;       // where its moments (and packed parameters) start in m_ and v_
     bool decay;
+    bool embedding_or_output;  // takes StepRates::embedding_or_output
   };
   AdamWConfig config_;
   int64_t numel_;  // of the whole buffer

@@ -53,6 +53,15 @@ double WsdCoefficient(WsdDecay wsd, double ratio) {
 
 }  // namespace
 
+LrSchedule LrSchedule::Decoupled() const {
+  if (!decoupled()) return *this;
+  LrSchedule theirs = *this;
+  theirs.lr = decoupled_lr;
+  theirs.min_lr = decoupled_min_lr >= 0 ? decoupled_min_lr : min_lr;
+  theirs.decoupled_lr = theirs.decoupled_min_lr = -1;
+  return theirs;
+}
+
 float LrSchedule::At(int64_t done, int64_t batch) const {
   if (constant_steps > 0) {  // NeMo's, in steps
     const int64_t step = done;

@@ -36,9 +36,15 @@ struct LrSchedule {
   int64_t constant_steps = 0;
   int64_t wsd_decay_steps = 0;  // WSD: its final decay, ending at decay_steps (1 to decay_steps)
   WsdDecay wsd = WsdDecay::kExponential;
+  // Megatron's --decoupled-lr and --decoupled-min-lr: the word embeddings' and the untied output layer's own peak
+  // and final rates along the same schedule (negative: not given; without the second, min_lr).
+  float decoupled_lr = -1, decoupled_min_lr = -1;
 
   float At(int64_t step) const { return At(step, 1); }
   float At(int64_t done, int64_t batch) const;
+  bool decoupled() const { return decoupled_lr >= 0; }
+  // The schedule of those parameters: this one with their rates for lr and min_lr (itself when not decoupled).
+  LrSchedule Decoupled() const;
 };
 
 // Megatron's --weight-decay-incr-style, --start-weight-decay and --end-weight-decay: from start to end over the

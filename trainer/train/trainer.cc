@@ -818,6 +818,14 @@ common::Status Trainer::Setup() {
   if (!(o_.lr >= 0 && o_.min_lr >= 0 && o_.min_lr <= o_.lr && std::isfinite(o_.lr))) {
     return common::InvalidArgument("--lr {} and --min-lr {} must satisfy 0 <= --min-lr <= --lr", o_.lr, o_.min_lr);
   }
+  if (o_.decoupled_lr >= 0) {
+    const float least = o_.decoupled_min_lr >= 0 ? o_.decoupled_min_lr : o_.min_lr;
+    if (!(least <= o_.decoupled_lr && std::isfinite(o_.decoupled_lr))) {
+      return common::InvalidArgument("--decoupled-lr {} and {} {} must satisfy 0 <= {} <= --decoupled-lr",
+                                     o_.decoupled_lr, o_.decoupled_min_lr >= 0 ? "--decoupled-min-lr" : "--min-lr",
+                                     least, o_.decoupled_min_lr >= 0 ? "--decoupled-min-lr" : "--min-lr");
+    }
+  }
   if (!(o_.adam_beta1 >= 0 && o_.adam_beta1 < 1 && o_.adam_beta2 >= 0 && o_.adam_beta2 < 1)) {
     return common::InvalidArgument("--adam-beta1 {} and --adam-beta2 {} must be in [0, 1)", o_.adam_beta1,
                                    o_.adam_beta2);
@@ -1027,7 +1035,8 @@ common::Status Trainer::Setup() {
                      schedule_in_samples_ ? o_.train_samples : o_.train_steps, wd_style};
   }
   schedule_ = {o_.lr,  o_.min_lr,        o_.warmup_steps,        o_.lr_decay_steps,
-               style, o_.constant_steps, o_.lr_wsd_decay_steps, wsd_decay};
+               style, o_.constant_steps, o_.lr_wsd_decay_steps, wsd_decay,
+               o_.decoupled_lr, o_.decoupled_min_lr};
   SRUNWAY_RETURN_IF_ERROR(InitOrLoad());
   const std::optional<int64_t> resumed_at =
       o_.load.empty() || step_ == 0 || o_.skip_train ? std::nullopt : std::optional<int64_t>(step_);
@@ -1359,6 +1368,7 @@ common::Json Trainer::RunSettings() {
 // A schedule's value for a log line: its rates as the floats they are (0.003, not 0.003000000026077032).
 std::string Shown(const common::Json& value) {
   if (value.is_number_float()) return fmt::format("{}", static_cast<float>(value.get<double>()));
+  if (value.is_null()) return "none";
   return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
@@ -1368,7 +1378,10 @@ common::Json Trainer::ScheduleJson() const {
           {"constant_steps", schedule_.constant_steps}, {"lr_wsd_decay_steps", schedule_.wsd_decay_steps},
           {"lr_wsd_decay_style", o_.lr_wsd_decay_style}, {"start_wd", weight_decay_.start},
           {"end_wd", weight_decay_.end}, {"wd_incr_steps", weight_decay_.steps},
-          {"wd_incr_style", o_.weight_decay_incr_style}, {"in_samples", schedule_in_samples_}};
+          {"wd_incr_style", o_.weight_decay_incr_style}, {"in_samples", schedule_in_samples_},
+          {"decoupled_lr", schedule_.decoupled() ? common::Json(schedule_.decoupled_lr) : common::Json()},
+          {"decoupled_min_lr", schedule_.decoupled_min_lr >= 0 ? common::Json(schedule_.decoupled_min_lr)
+                                                               : common::Json()}};
 }
 
 common::Status Trainer::TakeSchedule(const common::Json& extra, const std::string& from) {
@@ -1397,6 +1410,12 @@ common::Status Trainer::TakeSchedule(const common::Json& extra, const std::strin
     SRUNWAY_ASSIGN_OR_RETURN(wd.steps, common::JsonField<int64_t>(*kept, "wd_incr_steps", where));
     SRUNWAY_ASSIGN_OR_RETURN(wd_style, common::JsonField<std::string>(*kept, "wd_incr_style", where));
     SRUNWAY_ASSIGN_OR_RETURN(in_samples, common::JsonField<bool>(*kept, "in_samples", where));
+    // Kept since 2026-12-06; null, or absent from an older checkpoint, where there was none.
+    for (auto [key, field] : {std::pair{"decoupled_lr", &lr.decoupled_lr}, {"decoupled_min_lr", &lr.decoupled_min_lr}}) {
+      if (!kept->contains(key) || (*kept)[key].is_null()) continue;
+      SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<float>(*kept, key, where));
+      if (!(*field >= 0)) return common::InvalidArgument("{}: {} {} is negative", where, key, *field);
+    }
     SRUNWAY_ASSIGN_OR_RETURN(lr.style, ParseDecayStyle(decay_style));
     SRUNWAY_ASSIGN_OR_RETURN(lr.wsd, ParseWsdDecay(wsd_style));
     SRUNWAY_ASSIGN_OR_RETURN(wd.style, ParseWeightDecayStyle(wd_style));
@@ -1461,6 +1480,7 @@ common::Status Trainer::AgreeOnOutcome(common::Status mine, common::StatusCode c
 common::Status Trainer::AgreeOnConfig() {
   common::Json config = {{"model", ToJson(o_.model)}, {"micro_batch_size", B_}, {"global_batch_size", o_.global_batch_size},
                          {"seq_length", T_}, {"lr", o_.lr}, {"min_lr", o_.min_lr}, {"warmup", o_.warmup_steps},
+                         {"decoupled", {o_.decoupled_lr, o_.decoupled_min_lr}},
                          {"train_steps", o_.train_steps}, {"decay", o_.lr_decay_steps},
                          {"rampup", o_.rampup_batch_size}, {"eod_mask_loss", o_.eod_mask_loss},
                          {"per_token_loss", o_.per_token_loss},
@@ -1923,6 +1943,8 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     const int64_t per_rank = int64_t{B_} * accum;  // this rank's share of the step's samples
     const float loss_scale = 1.0f / static_cast<float>(accum * world_);
     const float lr = schedule_in_samples_ ? schedule_.At(consumed_, global_batch) : schedule_.At(step_);
+    const LrSchedule decoupled = schedule_.Decoupled();
+    const float embedding_lr = schedule_in_samples_ ? decoupled.At(consumed_, global_batch) : decoupled.At(step_);
     model_->ZeroGrad();
     RankStep mine;
     for (int micro = 0; micro < accum; ++micro) {
@@ -1999,7 +2021,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     // Clipping scales the gradients as AdamW reads them, so they stay as the reduction left them.
     const auto inner_start = Clock::now();
     adam_->set_weight_decay(weight_decay_.At(schedule_in_samples_ ? consumed_ : step_));
-    adam_->Step(model_->params(), model_->grads(), lr, ++adam_steps_,
+    adam_->Step(model_->params(), model_->grads(), {lr, embedding_lr}, ++adam_steps_,
                 ClipScale(norm, o_.clip_grad) * static_cast<float>(per_position), model_->weights());
     Time(step_timers, kInnerStep, inner_start);
     // ZeRO-1: the updated slices of the weights the ops read (the GPU's bf16 copy, which AdamW wrote beside its
@@ -2017,6 +2039,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     window_tokens += global_batch * T_;
 
     common::Json line = {{"step", step_}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}};
+    if (schedule_.decoupled()) line["decoupled_lr"] = embedding_lr;
     WatchStragglers(steps, line);
     const bool log_step = step_ % o_.log_interval == 0 || step_ == o_.train_steps;
     const bool event_step = !o_.tensorboard_dir.empty() && step_ % o_.tensorboard_log_interval == 0;
@@ -2042,8 +2065,9 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       // Megatron's --log-throughput: TFLOP/s per GPU (rank) by Megatron's count, so that the figure is Megatron's
       // for the same speed (MFU keeps the PaLM formula of the benchmarks).
       const double tflops = tokens_per_s * megatron_flops_per_token / world_ / 1e12;
-      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e} | grad norm {:.3f}{}{}{} | {:.1f} ms | {:.0f} tok/s{}{}\n",
-                        step_, o_.train_steps, loss, lr, norm,
+      Print(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.3e}{} | grad norm {:.3f}{}{}{} | {:.1f} ms | {:.0f} tok/s{}{}\n",
+                        step_, o_.train_steps, loss, lr,
+                        schedule_.decoupled() ? fmt::format(" | decoupled lr {:.3e}", embedding_lr) : "", norm,
                         ramp_.ramps() ? fmt::format(" | batch {}", global_batch) : "",
                         params_norm ? fmt::format(" | params norm {:.3f}", *params_norm) : "",
                         zeros ? fmt::format(" | num zeros {}", *zeros) : "", ms, tokens_per_s,
@@ -2067,7 +2091,10 @@ common::StatusOr<TrainResult> Trainer::Loop() {
       std::vector<Scalar> scalars = {{"batch-size", static_cast<float>(global_batch)},
                                      {"lm loss", static_cast<float>(loss)},
                                      {"grad-norm", static_cast<float>(norm)}};
-      if (o_.log_learning_rate_to_tensorboard) scalars.insert(scalars.begin(), {"learning-rate", static_cast<float>(lr)});
+      if (o_.log_learning_rate_to_tensorboard) {
+        scalars.insert(scalars.begin(), {"learning-rate", static_cast<float>(lr)});
+        if (schedule_.decoupled()) scalars.insert(scalars.begin() + 1, {"decoupled-learning-rate", embedding_lr});
+      }
       if (o_.log_world_size_to_tensorboard) scalars.push_back({"world-size", static_cast<float>(world_)});
       if (params_norm) scalars.push_back({"params-norm", static_cast<float>(*params_norm)});
       if (zeros) scalars.push_back({"num-zeros", static_cast<float>(*zeros)});

@@ -25,6 +25,9 @@ struct TrainOptions {
   int seq_length = 0;         // 0: the model's seq_len
   float lr = 3e-4f;
   float min_lr = 0.0f;
+  // Megatron's --decoupled-lr and --decoupled-min-lr: the word embeddings' and the untied output layer's own peak
+  // and final rates along the same schedule (negative: not given; the second then --min-lr).
+  float decoupled_lr = -1, decoupled_min_lr = -1;
   int64_t warmup_steps = 0;
   int64_t train_steps = 100;
   int64_t lr_decay_steps = 0;  // 0: train_steps

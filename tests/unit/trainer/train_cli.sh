@@ -686,6 +686,64 @@ expect_exit 2 "--lr-wsd-decay-style: 1-sqrt not in" "$kTrain" "${common[@]}" --m
   --lr-wsd-decay-iters 2 --lr-wsd-decay-style 1-sqrt
 echo "ok: --lr-decay-style WSD holds the rate until its final decay, given in steps or samples"
 
+# Megatron's --decoupled-lr and --decoupled-min-lr: the word embeddings and the untied output layer (Megatron's
+# is_embedding_or_output_parameter, not the learned positions) take their own rates along the same schedule. At 0
+# they stay as drawn (as every tensor does at --lr 0) while every other tensor trains, wpe included; their rates are
+# those of a run whose --lr and --min-lr are theirs, on the log line, in the metrics and in TensorBoard; equal to
+# --lr and --min-lr they change nothing, bit for bit; a resume with --use-checkpoint-opt_param-scheduler takes them
+# from the checkpoint. Each was an unknown argument.
+for preset in gpt-tiny llama-tiny; do
+  for run_as in frozen decoupled; do
+    "$kTrain" "${common[@]}" --preset "$preset" --mock-data --train-steps 3 \
+      $([[ $run_as == frozen ]] && echo --lr 0 --min-lr 0 || echo --lr 1e-2 --decoupled-lr 0) \
+      --export "$kWork/$run_as-$preset.safetensors" >/dev/null 2>"$kWork/err" ||
+      fail "--decoupled-lr ($preset, $run_as): $(cat "$kWork/err")"
+  done
+  python3 - "$kWork/frozen-$preset.safetensors" "$kWork/decoupled-$preset.safetensors" <<'PY' ||
+import json, struct, sys
+def tensors(path):
+    data = open(path, "rb").read()
+    size = struct.unpack("<Q", data[:8])[0]
+    return {name: data[8 + size + t["data_offsets"][0]:8 + size + t["data_offsets"][1]]
+            for name, t in json.loads(data[8:8 + size]).items() if name != "__metadata__"}
+drawn, trained = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert drawn.keys() == trained.keys()
+kept = sorted(name for name in drawn if drawn[name] == trained[name])
+want = ["lm_head.weight", "wte"] if "lm_head.weight" in drawn else ["wte"]
+assert kept == want, f"unchanged after 3 steps: {kept}, want {want}"
+PY
+    fail "--decoupled-lr 0 ($preset): the tensors it keeps as drawn are not the word embeddings and the output layer"
+done
+decoupled=("$kTrain" "${common[@]}" --mock-data --train-steps 6 --warmup-steps 2 --log-interval 1)
+rates() { "${decoupled[@]}" "$@" 2>"$kWork/err" | sed -n "s/.* | $kind \([^ ]*\) | .*/\1/p"; }
+kind="decoupled lr" got=$(rates --lr 1e-3 --min-lr 1e-4 --decoupled-lr 4e-3 --decoupled-min-lr 2e-4)
+kind=lr want=$(rates --lr 4e-3 --min-lr 2e-4)
+[[ $got == "$want" && $(wc -l <<<"$got") == 6 ]] ||
+  fail "--decoupled-lr 4e-3 --decoupled-min-lr 2e-4: $(tr '\n' ' ' <<<"$got"), want $(tr '\n' ' ' <<<"$want")"
+kind="decoupled lr" got=$(rates --lr 1e-3 --min-lr 1e-4 --decoupled-lr 4e-3)
+kind=lr want=$(rates --lr 4e-3 --min-lr 1e-4)
+[[ $got == "$want" ]] || fail "--decoupled-lr 4e-3 without --decoupled-min-lr ends at --min-lr: $(tr '\n' ' ' <<<"$got")"
+"${decoupled[@]}" --lr 1e-3 --min-lr 1e-4 --metrics-file "$kWork/undecoupled.jsonl" >/dev/null 2>"$kWork/err" ||
+  fail "$(cat "$kWork/err")"
+"${decoupled[@]}" --lr 1e-3 --min-lr 1e-4 --decoupled-lr 1e-3 --decoupled-min-lr 1e-4 --tensorboard-dir "$kWork/tb-dl" \
+  --metrics-file "$kWork/same-rates.jsonl" >/dev/null 2>"$kWork/err" || fail "$(cat "$kWork/err")"
+diff <(losses "$kWork/undecoupled.jsonl") <(losses "$kWork/same-rates.jsonl") ||
+  fail "--decoupled-lr and --decoupled-min-lr equal to --lr and --min-lr changed the losses"
+grep -q '"decoupled_lr":0.0010000000474974513,' "$kWork/same-rates.jsonl" || fail "no decoupled_lr in the metrics"
+grep -qa "decoupled-learning-rate" "$kWork"/tb-dl/events.* || fail "no decoupled-learning-rate in TensorBoard's events"
+"${decoupled[@]}" --lr 1e-3 --decoupled-lr 4e-3 --save "$kWork/dl-ckpt" --save-interval 3 \
+  --metrics-file "$kWork/dl-straight.jsonl" >/dev/null 2>"$kWork/err" || fail "$(cat "$kWork/err")"
+"${decoupled[@]}" --lr 1e-3 --load "$kWork/dl-ckpt/iter_0000003" --use-checkpoint-opt_param-scheduler \
+  --metrics-file "$kWork/dl-resumed.jsonl" >/dev/null 2>"$kWork/err" || fail "$(cat "$kWork/err")"
+diff <(losses "$kWork/dl-straight.jsonl" | tail -n 3) <(losses "$kWork/dl-resumed.jsonl") ||
+  fail "steps 4-6 resumed on the checkpoint's --decoupled-lr are not the uninterrupted run's"
+grep -q "kept (--use-checkpoint-opt_param-scheduler): decoupled_lr 0.004 (the flags': none)$" "$kWork/err" ||
+  fail "the checkpoint's --decoupled-lr: $(cat "$kWork/err")"
+expect_exit 2 "--decoupled-min-lr requires --decoupled-lr" "${decoupled[@]}" --decoupled-min-lr 1e-4
+expect_exit 2 "--decoupled-lr 1e-05 and --min-lr 0.0001 must satisfy 0 <= --min-lr <= --decoupled-lr" \
+  "${decoupled[@]}" --min-lr 1e-4 --decoupled-lr 1e-5
+echo "ok: --decoupled-lr gives the word embeddings and the output layer their own rates along the schedule"
+
 # Megatron's --weight-decay-incr-style (its values worked by hand in checkpoint_test): from 0, step 1's update has
 # no decay and step 2's a quarter of the end's, so the losses of steps 1 and 2 are those of --weight-decay 0 and
 # step 3's is not. Its ends without it, and it without them, are one line.
