@@ -206,6 +206,9 @@ int main(int argc, char** argv) {
       ->check(srunway::common::NonNegative())->needs(decoupled_lr);
   CLI::Option* warmup_steps =
       app.add_option("--warmup-steps,--lr-warmup-iters", o.warmup_steps, "linear warmup steps")->capture_default_str();
+  app.add_option("--lr-warmup-init", o.lr_warmup_init,
+                 "Megatron's: the warmup rises from this rate instead of from 0")
+      ->capture_default_str()->check(srunway::common::NonNegative());
   CLI::Option* warmup_fraction =
       app.add_option("--lr-warmup-fraction", o.warmup_fraction,
                      "warm up over this fraction of --lr-decay-steps (Megatron's; rounded to whole steps)")
@@ -480,6 +483,9 @@ int main(int argc, char** argv) {
                "Megatron's: bf16 with fp32 master weights and optimizer state, what a GPU run does anyway (the CPU "
                "path computes in fp32)");
   app.add_flag("--fp16", fp16, "Megatron's: refused (no fp16 with loss scaling; --bf16 is what there is)");
+  bool grad_reduce_bf16 = false;
+  app.add_flag("--grad-reduce-in-bf16", grad_reduce_bf16,
+               "Megatron's: refused (gradients are accumulated and reduced in fp32)");
   app.add_flag("--deterministic-mode", o.deterministic_mode,
                "Megatron's: the same bits on every run, which the CPU path gives; refused on GPUs (their backward "
                "adds with atomics)");
@@ -581,6 +587,9 @@ int main(int argc, char** argv) {
   taken_option("--num-dataset-builder-threads",
                "Megatron's: taken (each node's first rank builds the sample index, on one thread)")
       ->check(CLI::PositiveNumber);
+  taken_option("--tiktoken-pattern",
+               "Megatron's: taken (TikTokenizer's split pattern; the tokenizers srunway-train reads carry their own)")
+      ->check(CLI::IsMember({"v1", "v2"}));
   taken_option("--empty-unused-memory-level",
                "Megatron's: taken (it empties PyTorch's allocator cache; srunway-train allocates once, at start-up)")
       ->check(CLI::Range(0, 2));
@@ -695,7 +704,8 @@ int main(int argc, char** argv) {
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
-  for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--rotary-seq-len-interpolation-factor", "--lr", "--min-lr", "--weight-decay",
+  for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--rotary-seq-len-interpolation-factor", "--lr", "--min-lr", "--decoupled-lr",
+                           "--decoupled-min-lr", "--lr-warmup-init", "--weight-decay",
                            "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad", "--hidden-dropout",
                            "--attention-dropout"}) {
     app.get_option(name)->check(srunway::common::FitsFloat());  // the options held in floats
@@ -842,6 +852,12 @@ int main(int argc, char** argv) {
   if (fp16) {
     srunway::common::LogError("--fp16: fp16 training with loss scaling is not supported: srunway-train trains in "
                               "bf16 on GPUs (Megatron's --bf16) and in fp32 on CPUs");
+    return srunway::trainer::kExitUsage;
+  }
+  if (grad_reduce_bf16) {
+    srunway::common::LogError("--grad-reduce-in-bf16: srunway-train accumulates and reduces gradients in fp32 "
+                              "(Megatron's --accumulate-allreduce-grads-in-fp32), as it does --main-grads-dtype: "
+                              "leave it out");
     return srunway::trainer::kExitUsage;
   }
   if (export_dtype_option->count() > 0 && o.export_safetensors.empty() && o.export_hf.empty()) {

@@ -62,17 +62,22 @@ LrSchedule LrSchedule::Decoupled() const {
   return theirs;
 }
 
+float LrSchedule::WarmingUp(int64_t reached) const {
+  if (warmup_init == 0) return lr * static_cast<float>(reached) / static_cast<float>(warmup_steps);
+  const double init = warmup_init;
+  return static_cast<float>(init + (static_cast<double>(lr) - init) * static_cast<double>(reached) /
+                                       static_cast<double>(warmup_steps));
+}
+
 float LrSchedule::At(int64_t done, int64_t batch) const {
   if (constant_steps > 0) {  // NeMo's, in steps
     const int64_t step = done;
     const int64_t decay = std::max<int64_t>(1, decay_steps - constant_steps - warmup_steps);
-    if (warmup_steps > 0 && step <= warmup_steps) {
-      return static_cast<float>(static_cast<double>(lr) * static_cast<double>(step) / static_cast<double>(warmup_steps));
-    }
+    if (warmup_steps > 0 && step <= warmup_steps) return WarmingUp(step);
     if (step > warmup_steps + decay) return style == DecayStyle::kConstant ? lr : min_lr;
     return static_cast<float>(Decayed(style, lr, min_lr, static_cast<double>(step - warmup_steps) / static_cast<double>(decay)));
   }
-  if (done + batch <= warmup_steps) return lr * static_cast<float>(done + batch) / static_cast<float>(warmup_steps);
+  if (done + batch <= warmup_steps) return WarmingUp(done + batch);
   if (style == DecayStyle::kConstant) return lr;
   if (style == DecayStyle::kInverseSquareRoot) {  // Megatron's min_lr starts past decay_steps here
     if (done > decay_steps) return min_lr;

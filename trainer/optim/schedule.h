@@ -16,7 +16,8 @@ common::StatusOr<DecayStyle> ParseDecayStyle(std::string_view name);
 enum class WsdDecay { kExponential, kLinear, kCosine, kMinusSqrt };
 common::StatusOr<WsdDecay> ParseWsdDecay(std::string_view name);
 
-// Linear warmup from lr / warmup_steps to lr over warmup_steps, then decay to min_lr at decay_steps (cosine,
+// Linear warmup from lr / warmup_steps to lr over warmup_steps (from warmup_init + (lr - warmup_init) / warmup_steps
+// with a warmup_init), then decay to min_lr at decay_steps (cosine,
 // linear, or none), min_lr after. `step` counts from 0.
 // Counted in samples (Megatron's with a batch ramp: warmup_steps and decay_steps are samples), At(done, batch)
 // is the rate of the step of `batch` samples after `done`: in the warmup the one its end reaches (as At(step) is
@@ -39,12 +40,18 @@ struct LrSchedule {
   // Megatron's --decoupled-lr and --decoupled-min-lr: the word embeddings' and the untied output layer's own peak
   // and final rates along the same schedule (negative: not given; without the second, min_lr).
   float decoupled_lr = -1, decoupled_min_lr = -1;
+  // Megatron's --lr-warmup-init: the warmup rises from this rate to lr (and to decoupled_lr) instead of from 0.
+  float warmup_init = 0;
 
   float At(int64_t step) const { return At(step, 1); }
   float At(int64_t done, int64_t batch) const;
   bool decoupled() const { return decoupled_lr >= 0; }
   // The schedule of those parameters: this one with their rates for lr and min_lr (itself when not decoupled).
   LrSchedule Decoupled() const;
+
+ private:
+  // The warmup's rate once `reached` of its warmup_steps are done (1 to warmup_steps).
+  float WarmingUp(int64_t reached) const;
 };
 
 // Megatron's --weight-decay-incr-style, --start-weight-decay and --end-weight-decay: from start to end over the

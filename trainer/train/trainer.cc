@@ -818,6 +818,10 @@ common::Status Trainer::Setup() {
   if (!(o_.lr >= 0 && o_.min_lr >= 0 && o_.min_lr <= o_.lr && std::isfinite(o_.lr))) {
     return common::InvalidArgument("--lr {} and --min-lr {} must satisfy 0 <= --min-lr <= --lr", o_.lr, o_.min_lr);
   }
+  if (!(o_.lr_warmup_init >= 0 && o_.lr_warmup_init <= o_.lr)) {  // Megatron asserts init_lr <= max_lr too
+    return common::InvalidArgument("--lr-warmup-init {} and --lr {} must satisfy 0 <= --lr-warmup-init <= --lr",
+                                   o_.lr_warmup_init, o_.lr);
+  }
   if (o_.decoupled_lr >= 0) {
     const float least = o_.decoupled_min_lr >= 0 ? o_.decoupled_min_lr : o_.min_lr;
     if (!(least <= o_.decoupled_lr && std::isfinite(o_.decoupled_lr))) {
@@ -1036,7 +1040,7 @@ common::Status Trainer::Setup() {
   }
   schedule_ = {o_.lr,  o_.min_lr,        o_.warmup_steps,        o_.lr_decay_steps,
                style, o_.constant_steps, o_.lr_wsd_decay_steps, wsd_decay,
-               o_.decoupled_lr, o_.decoupled_min_lr};
+               o_.decoupled_lr, o_.decoupled_min_lr, o_.lr_warmup_init};
   SRUNWAY_RETURN_IF_ERROR(InitOrLoad());
   const std::optional<int64_t> resumed_at =
       o_.load.empty() || step_ == 0 || o_.skip_train ? std::nullopt : std::optional<int64_t>(step_);
@@ -1379,6 +1383,7 @@ common::Json Trainer::ScheduleJson() const {
           {"lr_wsd_decay_style", o_.lr_wsd_decay_style}, {"start_wd", weight_decay_.start},
           {"end_wd", weight_decay_.end}, {"wd_incr_steps", weight_decay_.steps},
           {"wd_incr_style", o_.weight_decay_incr_style}, {"in_samples", schedule_in_samples_},
+          {"lr_warmup_init", schedule_.warmup_init},
           {"decoupled_lr", schedule_.decoupled() ? common::Json(schedule_.decoupled_lr) : common::Json()},
           {"decoupled_min_lr", schedule_.decoupled_min_lr >= 0 ? common::Json(schedule_.decoupled_min_lr)
                                                                : common::Json()}};
@@ -1410,8 +1415,9 @@ common::Status Trainer::TakeSchedule(const common::Json& extra, const std::strin
     SRUNWAY_ASSIGN_OR_RETURN(wd.steps, common::JsonField<int64_t>(*kept, "wd_incr_steps", where));
     SRUNWAY_ASSIGN_OR_RETURN(wd_style, common::JsonField<std::string>(*kept, "wd_incr_style", where));
     SRUNWAY_ASSIGN_OR_RETURN(in_samples, common::JsonField<bool>(*kept, "in_samples", where));
-    // Kept since 2026-12-06; null, or absent from an older checkpoint, where there was none.
-    for (auto [key, field] : {std::pair{"decoupled_lr", &lr.decoupled_lr}, {"decoupled_min_lr", &lr.decoupled_min_lr}}) {
+    // Kept since 2026-12-06; null, or absent from an older checkpoint, where there was none (a warmup from 0).
+    for (auto [key, field] : {std::pair{"decoupled_lr", &lr.decoupled_lr}, {"decoupled_min_lr", &lr.decoupled_min_lr},
+                              {"lr_warmup_init", &lr.warmup_init}}) {
       if (!kept->contains(key) || (*kept)[key].is_null()) continue;
       SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<float>(*kept, key, where));
       if (!(*field >= 0)) return common::InvalidArgument("{}: {} {} is negative", where, key, *field);
@@ -1480,7 +1486,7 @@ common::Status Trainer::AgreeOnOutcome(common::Status mine, common::StatusCode c
 common::Status Trainer::AgreeOnConfig() {
   common::Json config = {{"model", ToJson(o_.model)}, {"micro_batch_size", B_}, {"global_batch_size", o_.global_batch_size},
                          {"seq_length", T_}, {"lr", o_.lr}, {"min_lr", o_.min_lr}, {"warmup", o_.warmup_steps},
-                         {"decoupled", {o_.decoupled_lr, o_.decoupled_min_lr}},
+                         {"decoupled", {o_.decoupled_lr, o_.decoupled_min_lr}}, {"warmup_init", o_.lr_warmup_init},
                          {"train_steps", o_.train_steps}, {"decay", o_.lr_decay_steps},
                          {"rampup", o_.rampup_batch_size}, {"eod_mask_loss", o_.eod_mask_loss},
                          {"per_token_loss", o_.per_token_loss},

@@ -28,6 +28,7 @@ struct TrainOptions {
   // Megatron's --decoupled-lr and --decoupled-min-lr: the word embeddings' and the untied output layer's own peak
   // and final rates along the same schedule (negative: not given; the second then --min-lr).
   float decoupled_lr = -1, decoupled_min_lr = -1;
+  float lr_warmup_init = 0;  // Megatron's --lr-warmup-init: the rate the warmup rises from
   int64_t warmup_steps = 0;
   int64_t train_steps = 100;
   int64_t lr_decay_steps = 0;  // 0: train_steps

@@ -743,6 +743,14 @@ expect_exit 2 "--decoupled-min-lr requires --decoupled-lr" "${decoupled[@]}" --d
 expect_exit 2 "--decoupled-lr 1e-05 and --min-lr 0.0001 must satisfy 0 <= --min-lr <= --decoupled-lr" \
   "${decoupled[@]}" --min-lr 1e-4 --decoupled-lr 1e-5
 echo "ok: --decoupled-lr gives the word embeddings and the output layer their own rates along the schedule"
+# Megatron's --lr-warmup-init: the warmup rises from it, for both rates (Megatron's init_lr is every group's); above
+# --lr it is one line, as Megatron asserts.
+got=$(lrs --train-steps 5 --warmup-steps 4 --lr 1e-3 --lr-warmup-init 2e-4 --decoupled-lr 3e-3 | tr '\n' ' ')
+[[ $got == "lr 4.000e-04 lr 9.000e-04 lr 6.000e-04 lr 1.600e-03 lr 8.000e-04 lr 2.300e-03 lr 1.000e-03 lr 3.000e-03 lr 1.000e-03 lr 3.000e-03 " ]] ||
+  fail "--lr-warmup-init 2e-4 over 4 steps: $got"
+expect_exit 2 "--lr-warmup-init 0.002 and --lr 0.001 must satisfy 0 <= --lr-warmup-init <= --lr" \
+  "${decoupled[@]}" --lr 1e-3 --lr-warmup-init 2e-3
+echo "ok: --lr-warmup-init starts the warmup from its rate"
 
 # Megatron's --weight-decay-incr-style (its values worked by hand in checkpoint_test): from 0, step 1's update has
 # no decay and step 2's a quarter of the end's, so the losses of steps 1 and 2 are those of --weight-decay 0 and
@@ -1152,13 +1160,15 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
   --override-opt_param-scheduler --use-cpu-initialization --no-barrier-with-level-1-timing --mmap-bin-files \
   --num-dataset-builder-threads 4 --empty-unused-memory-level 0 --main-grads-dtype fp32 --main-params-dtype fp32 \
   --exp-avg-dtype fp32 --exp-avg-sq-dtype fp32 --no-log-loss-scale-to-tensorboard --log-straggler \
-  --tp-comm-overlap --deterministic-mode >"$kWork/out" 2>"$kWork/err" ||
+  --tp-comm-overlap --deterministic-mode --tiktoken-pattern v2 >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
 grep -q '^step      2/2 | .* tok/s | [0-9.e+-]* TFLOP/s per GPU | MFU' "$kWork/out" ||
   fail "Megatron's flags: no step line with --log-throughput's TFLOP/s: $(cat "$kWork/out")"
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
 # Those that name another implementation than srunway-train's are refused, with what it takes.
 expect_exit 2 "--exp-avg-dtype: bf16 not in \{fp32\}" "$kTrain" "${common[@]}" --mock-data --exp-avg-dtype bf16
+expect_exit 2 "--grad-reduce-in-bf16: srunway-train accumulates and reduces gradients in fp32" "$kTrain" \
+  "${common[@]}" --mock-data --grad-reduce-in-bf16
 # --no-log-learning-rate-to-tensorboard: TensorBoard's scalars without learning-rate.
 for lr_tag in with without; do
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --tensorboard-dir "$kWork/tb-$lr_tag" \
