@@ -130,8 +130,12 @@ cmp -s "$work/zero.safetensors" "$work/loaded.safetensors" ||
 echo "ok: the two ranks' export equals, byte for byte, one rank's export of their final checkpoint"
 echo "== 5. each rank's timed GEMM choices come back with its shard"
 # Algorithm i of the stand-in computes (1 + i 2^-20) times algorithm 0's products, so a choice shows in the losses;
-# rank 0 times algorithm 1 fastest, rank 1 algorithm 2. Resumed, both would time algorithm 0 fastest.
-export FAKE_CUBLASLT_DISTINCT_ALGORITHMS=1
+# rank 0 times algorithm 1 fastest, rank 1 algorithm 2. Resumed, both would time algorithm 0 fastest. The emulator
+# runs every launch's blocks in order here: it alternates their order from launch to launch, which makes the
+# embedding backward's atomics add up in an order that depends on how many kernels ran before (not the same in a
+# run resumed at step 3; since AdamW's updates split at the word embeddings, 2026-12-06, it showed in the last bits
+# of the gradients' norm), and the GPU's atomics promise no order at all.
+export FAKE_CUBLASLT_DISTINCT_ALGORITHMS=1 FAKE_GPU_BLOCKS_IN_ORDER=1
 rank_env=("FAKE_CUBLASLT_SLOW_ALGORITHM=0,2" "FAKE_CUBLASLT_SLOW_ALGORITHM=0,1")
 ranks timed --save "$work/timed" --save-interval 3
 rank_env=("FAKE_CUBLASLT_SLOW_ALGORITHM=1,2" "FAKE_CUBLASLT_SLOW_ALGORITHM=1,2")
@@ -165,7 +169,7 @@ assert elsewhere == heuristic, f"another GPU's choices timed anew {elsewhere}, t
 print(f"resumed steps 4-6 equal the uninterrupted run's bit for bit (loss {resumed[6][0]!r}); the heuristic's "
       f"algorithm gives {heuristic[6][0]!r}, as does the run that timed another GPU's choices anew")
 PY
-unset FAKE_CUBLASLT_DISTINCT_ALGORITHMS
+unset FAKE_CUBLASLT_DISTINCT_ALGORITHMS FAKE_GPU_BLOCKS_IN_ORDER
 rank_env=("" "")
 echo "== 6. --check-weight-hash-across-dp-replicas-interval: the replicas' weights compared, a flipped bit found"
 # The GPUs' bf16 weights and fp32 parameters (ZeRO-1: the gathered bf16 weights) hash the same on both ranks at
