@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
   app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie,
                "Megatron's: an output layer of its own (Llama's)");
   app.add_flag("--disable-bias-linear", megatron_arch.disable_bias, "Megatron's: no biases (Llama's)");
-  bool add_qkv_bias = false, squared_relu = false, qk_layernorm = false;
+  bool add_qkv_bias = false, squared_relu = false, qk_layernorm = false, layernorm_1p = false;
   app.add_flag("--squared-relu", squared_relu,
                "Megatron's: the FFN's activation relu(x)^2 instead of GELU (a GPT's; a Llama's FFN is SwiGLU)");
   app.add_flag("--add-qkv-bias", add_qkv_bias,
@@ -156,6 +156,9 @@ int main(int argc, char** argv) {
   app.add_flag("--qk-layernorm", qk_layernorm,
                "Megatron's: each head's q and k through the model's norm (LayerNorm or RMSNorm) over its head "
                "dimension, before RoPE, with weights of their own (Qwen3's q_norm and k_norm)");
+  app.add_flag("--apply-layernorm-1p", layernorm_1p,
+               "Megatron's: the norms' weights stored as their difference from 1 (drawn as 0; the norms multiply by "
+               "1 + weight), which bf16 copies of the weights hold more finely; the same model");
   app.add_flag("--group-query-attention", group_query_attention,
                "Megatron's: --num-query-groups sets the key-value heads here, with or without it");
   app.add_option("--norm-epsilon", norm_eps, "the norms' epsilon (default: the preset's, 1e-5)")
@@ -701,6 +704,7 @@ int main(int argc, char** argv) {
                            "--normalization", "--swiglu", "--position-embedding-type",
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
                            "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu", "--qk-layernorm",
+                           "--apply-layernorm-1p",
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
@@ -930,6 +934,7 @@ int main(int argc, char** argv) {
   o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama;
   o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
   o.model.qk_norm = qk_layernorm;
+  o.model.norm_1p = layernorm_1p;
   o.model.rope_linear_factor = interpolation_factor;  // and this for a GPT
   if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's
     o.model.rope_scaling_factor = rope_scaling_factor;

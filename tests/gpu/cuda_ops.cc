@@ -184,21 +184,33 @@ void Embedding(Gpu& gpu, bool documents) {
   Compare("embedding backward dwpe" + which, gpu.Read(gdwpe), dwpe, 1e-4f, 1e-4f);
 }
 
+// With `offset` 1 the weights are stored as their difference from 1 (--apply-layernorm-1p): the kernels against the
+// CPU's norm of weights 1 + w, which the CPU's own offset must equal bit for bit.
+std::vector<float> PlusOffset(std::vector<float> w, float offset) {
+  for (float& x : w) x += offset;
+  return w;
+}
+
 // C = 8192 needs 64 KiB of shared memory in the backward, above the default 48 KiB.
-void LayerNorm(Gpu& gpu, int N, int C) {
+void LayerNorm(Gpu& gpu, int N, int C, float offset = 0) {
   const size_t rows = static_cast<size_t>(N), cols = static_cast<size_t>(C), n = rows * cols;
   auto x = Rounded(Random(n, 3.0f)), w = Rounded(Random(cols)), b = Rounded(Random(cols));
   for (size_t i = 0; i < x.size(); ++i) x[i] += static_cast<float>(i % 7);  // rows with a mean
   x = Rounded(x);
   auto dout = Rounded(Random(n)), dinp = Rounded(Random(n));
   auto dw = Random(cols), db = Random(cols);
-  std::vector<float> out(n), mean(rows), rstd(rows);
-  cpu::LayerNormForward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+  std::vector<float> out(n), mean(rows), rstd(rows), own(n);
+  const std::vector<float> whole = PlusOffset(w, offset);
+  cpu::LayerNormForward(out.data(), mean.data(), rstd.data(), x.data(), whole.data(), b.data(), N, C, 1e-5f);
+  cpu::LayerNormForward(own.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f, offset);
+  if (offset != 0) Compare("layernorm forward, the CPU's offset", own, out, 0, 0);
   Buffer gx = gpu.Bf16(x), gw = gpu.Bf16(w), gb = gpu.Bf16(b), gout = gpu.Bf16(std::vector<float>(out.size()));
   Buffer gmean = gpu.F32(std::vector<float>(rows)), grstd = gpu.F32(std::vector<float>(rows));
   gpu.Launched(cuda::LayerNormForward(gout.as<uint16_t>(), gmean.as<float>(), grstd.as<float>(), gx.as<uint16_t>(),
-                                  gw.as<uint16_t>(), gb.as<uint16_t>(), N, C, 1e-5f, gpu.stream()), "LayerNormForward");
-  const std::string shape = "N " + std::to_string(N) + " C " + std::to_string(C);
+                                  gw.as<uint16_t>(), gb.as<uint16_t>(), N, C, 1e-5f, offset, gpu.stream()),
+               "LayerNormForward");
+  const std::string shape =
+      "N " + std::to_string(N) + " C " + std::to_string(C) + (offset != 0 ? " weight offset 1" : "");
   Compare("layernorm forward " + shape, gpu.Read(gout), out, kBf16Rtol, 8e-3f);
   Compare("layernorm mean " + shape, gpu.Read(gmean), mean, 1e-4f, 1e-4f);
   Compare("layernorm rstd " + shape, gpu.Read(grstd), rstd, 1e-4f, 1e-4f);
@@ -207,37 +219,55 @@ void LayerNorm(Gpu& gpu, int N, int C) {
   Buffer gdw = gpu.F32(dw), gdb = gpu.F32(db);
   gpu.Launched(cuda::LayerNormBackward(gdinp.as<uint16_t>(), gdw.as<float>(), gdb.as<float>(), gdout.as<uint16_t>(),
                                    gx.as<uint16_t>(), gw.as<uint16_t>(), gcmean.as<float>(), gcrstd.as<float>(), N, C,
-                                   gpu.stream()), "LayerNormBackward");
-  cpu::LayerNormBackward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(), rstd.data(),
-                         N, C);
+                                   offset, gpu.stream()), "LayerNormBackward");
+  std::vector<float> own_dinp = dinp, own_dw = dw, own_db = db;
+  cpu::LayerNormBackward(dinp.data(), dw.data(), db.data(), dout.data(), x.data(), whole.data(), mean.data(),
+                         rstd.data(), N, C);
+  cpu::LayerNormBackward(own_dinp.data(), own_dw.data(), own_db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                         rstd.data(), N, C, offset);
+  if (offset != 0) {
+    Compare("layernorm backward dinp, the CPU's offset", own_dinp, dinp, 0, 0);
+    Compare("layernorm backward dweight, the CPU's offset", own_dw, dw, 0, 0);
+  }
   Compare("layernorm backward dinp " + shape, gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
   Compare("layernorm backward dweight " + shape, gpu.Read(gdw), dw, 1e-4f, 1e-3f);
   Compare("layernorm backward dbias " + shape, gpu.Read(gdb), db, 1e-4f, 1e-3f);
 }
 
-void RmsNorm(Gpu& gpu, int N, int C) {
+void RmsNorm(Gpu& gpu, int N, int C, float offset = 0) {
   const size_t rows = static_cast<size_t>(N), cols = static_cast<size_t>(C), n = rows * cols;
   auto x = Rounded(Random(n, 2.0f)), w = Rounded(Random(cols)), dout = Rounded(Random(n)), dinp = Rounded(Random(n));
   auto dw = Random(cols);
-  std::vector<float> out(n), rstd(rows);
-  cpu::RmsNormForward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+  std::vector<float> out(n), rstd(rows), own(n);
+  const std::vector<float> whole = PlusOffset(w, offset);
+  cpu::RmsNormForward(out.data(), rstd.data(), x.data(), whole.data(), N, C, 1e-5f);
+  cpu::RmsNormForward(own.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f, offset);
+  if (offset != 0) Compare("rmsnorm forward, the CPU's offset", own, out, 0, 0);
   Buffer gx = gpu.Bf16(x), gw = gpu.Bf16(w), gout = gpu.Bf16(std::vector<float>(n)), grstd = gpu.F32(std::vector<float>(rows));
   gpu.Launched(cuda::RmsNormForward(gout.as<uint16_t>(), grstd.as<float>(), gx.as<uint16_t>(), gw.as<uint16_t>(), N, C,
-                                1e-5f, gpu.stream()), "RmsNormForward");
-  const std::string shape = "N " + std::to_string(N) + " C " + std::to_string(C);
+                                1e-5f, offset, gpu.stream()), "RmsNormForward");
+  const std::string shape =
+      "N " + std::to_string(N) + " C " + std::to_string(C) + (offset != 0 ? " weight offset 1" : "");
   Compare("rmsnorm forward " + shape, gpu.Read(gout), out, kBf16Rtol, 8e-3f);
   Compare("rmsnorm rstd " + shape, gpu.Read(grstd), rstd, 1e-4f, 1e-6f);
   Buffer gcrstd = gpu.F32(rstd), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp), gdw = gpu.F32(dw);
   gpu.Launched(cuda::RmsNormBackward(gdinp.as<uint16_t>(), gdw.as<float>(), gdout.as<uint16_t>(), gx.as<uint16_t>(),
-                                 gw.as<uint16_t>(), gcrstd.as<float>(), N, C, gpu.stream()), "RmsNormBackward");
-  cpu::RmsNormBackward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+                                 gw.as<uint16_t>(), gcrstd.as<float>(), N, C, offset, gpu.stream()),
+               "RmsNormBackward");
+  std::vector<float> own_dinp = dinp, own_dw = dw;
+  cpu::RmsNormBackward(dinp.data(), dw.data(), dout.data(), x.data(), whole.data(), rstd.data(), N, C);
+  cpu::RmsNormBackward(own_dinp.data(), own_dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C, offset);
+  if (offset != 0) {
+    Compare("rmsnorm backward dinp, the CPU's offset", own_dinp, dinp, 0, 0);
+    Compare("rmsnorm backward dweight, the CPU's offset", own_dw, dw, 0, 0);
+  }
   Compare("rmsnorm backward dinp " + shape, gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
   Compare("rmsnorm backward dweight " + shape, gpu.Read(gdw), dw, 1e-4f, 1e-3f);
 }
 
 // The residual add fused into LayerNorm and RMSNorm against the two kernels one after the other: the same bits
 // (the fused kernel rounds the sum to bf16 as ResidualForward does and normalises that).
-void ResidualNorm(Gpu& gpu, int N, int C) {
+void ResidualNorm(Gpu& gpu, int N, int C, float offset = 0) {
   const size_t n = static_cast<size_t>(N) * C;
   auto a = Rounded(Random(n, 2.0f)), b = Rounded(Random(n)), w = Rounded(Random(static_cast<size_t>(C)));
   auto bias = Rounded(Random(static_cast<size_t>(C)));
@@ -246,24 +276,26 @@ void ResidualNorm(Gpu& gpu, int N, int C) {
   Buffer fused_sum = gpu.Bf16(zeros), fused_out = gpu.Bf16(zeros), fused_mean = gpu.F32(row_zeros);
   Buffer fused_rstd = gpu.F32(row_zeros), sum = gpu.Bf16(zeros), out = gpu.Bf16(zeros), mean = gpu.F32(row_zeros);
   Buffer rstd = gpu.F32(row_zeros);
-  const std::string shape = "N " + std::to_string(N) + " C " + std::to_string(C);
+  const std::string shape =
+      "N " + std::to_string(N) + " C " + std::to_string(C) + (offset != 0 ? " weight offset 1" : "");
   gpu.Launched(cuda::ResidualLayerNormForward(fused_sum.as<uint16_t>(), fused_out.as<uint16_t>(), fused_mean.as<float>(),
                                           fused_rstd.as<float>(), ga.as<uint16_t>(), gb.as<uint16_t>(),
-                                          gw.as<uint16_t>(), gbias.as<uint16_t>(), N, C, 1e-5f, gpu.stream()),
+                                          gw.as<uint16_t>(), gbias.as<uint16_t>(), N, C, 1e-5f, offset,
+                                          gpu.stream()),
            "ResidualLayerNormForward");
   gpu.Launched(cuda::ResidualForward(sum.as<uint16_t>(), ga.as<uint16_t>(), gb.as<uint16_t>(), static_cast<int64_t>(n),
                                  gpu.stream()), "ResidualForward");
   gpu.Launched(cuda::LayerNormForward(out.as<uint16_t>(), mean.as<float>(), rstd.as<float>(), sum.as<uint16_t>(),
-                                  gw.as<uint16_t>(), gbias.as<uint16_t>(), N, C, 1e-5f, gpu.stream()),
+                                  gw.as<uint16_t>(), gbias.as<uint16_t>(), N, C, 1e-5f, offset, gpu.stream()),
            "LayerNormForward");
   Compare("residual+layernorm sum " + shape, gpu.Read(fused_sum), gpu.Read(sum), 0, 0);
   Compare("residual+layernorm out " + shape, gpu.Read(fused_out), gpu.Read(out), 0, 0);
   Compare("residual+layernorm rstd " + shape, gpu.Read(fused_rstd), gpu.Read(rstd), 0, 0);
   gpu.Launched(cuda::ResidualRmsNormForward(fused_sum.as<uint16_t>(), fused_out.as<uint16_t>(), fused_rstd.as<float>(),
                                         ga.as<uint16_t>(), gb.as<uint16_t>(), gw.as<uint16_t>(), N, C, 1e-5f,
-                                        gpu.stream()), "ResidualRmsNormForward");
+                                        offset, gpu.stream()), "ResidualRmsNormForward");
   gpu.Launched(cuda::RmsNormForward(out.as<uint16_t>(), rstd.as<float>(), sum.as<uint16_t>(), gw.as<uint16_t>(), N, C,
-                                1e-5f, gpu.stream()), "RmsNormForward");
+                                1e-5f, offset, gpu.stream()), "RmsNormForward");
   Compare("residual+rmsnorm out " + shape, gpu.Read(fused_out), gpu.Read(out), 0, 0);
   Compare("residual+rmsnorm rstd " + shape, gpu.Read(fused_rstd), gpu.Read(rstd), 0, 0);
 }
@@ -810,6 +842,9 @@ int main(int argc, char** argv) {
     LayerNorm(gpu, 2200, 264);  // more rows than the resident warps: a warp takes several
     LayerNorm(gpu, 300, 16);   // the q and k norms' (--qk-layernorm) rows of a head: the tiny presets'
     LayerNorm(gpu, 300, 128);  // and the larger models'
+    LayerNorm(gpu, 512, 768, 1);  // --apply-layernorm-1p: the rows in registers, in slabs, and wider than shared
+    LayerNorm(gpu, 100, 300, 1);
+    LayerNorm(gpu, 64, 8192, 1);
     AdamW(gpu);
     AdamWAlignments(gpu);
     SumOfSquares(gpu);
@@ -821,10 +856,15 @@ int main(int argc, char** argv) {
     RmsNorm(gpu, 2200, 264);
     RmsNorm(gpu, 300, 16);
     RmsNorm(gpu, 300, 128);
+    RmsNorm(gpu, 512, 768, 1);
+    RmsNorm(gpu, 77, 300, 1);
+    RmsNorm(gpu, 32, 16384, 1);
     ResidualNorm(gpu, 512, 768);
     ResidualNorm(gpu, 40, 2048);  // the widest rows held in registers
     ResidualNorm(gpu, 16, 2056);  // 16-byte columns, too wide for registers
     ResidualNorm(gpu, 30, 300);   // 2-byte columns
+    ResidualNorm(gpu, 40, 2048, 1);
+    ResidualNorm(gpu, 30, 300, 1);
     Swiglu(gpu);
     Rope(gpu, false);
     Rope(gpu, true);

@@ -3,7 +3,7 @@
 # gradients, as it would across nodes):
 #   1. gpt-tiny overfitting one batch for 30 steps on the GPU (bf16) and on the CPU (fp32) from the same
 #      initialisation: the GPU's loss falls as the CPU's does, step by step within bf16 noise (3% of the loss, or
-#      0.05 absolute near zero), and so does llama-tiny's;
+#      0.05 absolute near zero), and so does llama-tiny's, and gpt-tiny's with --apply-layernorm-1p;
 #   2. the same with --use-distributed-optimizer and dropout (the ZeRO-1 path and the seeded masks); and
 #      --recompute-activations (dropout on: the recomputed masks must be the drawn ones) gives the kept run's losses
 #      and gradient norms (within 1e-3: attention's backward adds across blocks in any order; recomputing from
@@ -77,6 +77,13 @@ for preset in gpt-tiny llama-tiny; do
   done
   compare "$preset" "$work/$preset.cpu.jsonl" "$work/$preset.cuda.jsonl" || fail "$preset: GPU and CPU disagree"
 done
+# --apply-layernorm-1p: the norm kernels multiply by 1 + the stored weights (drawn as 0), as the CPU's norms do.
+for device in cpu cuda; do
+  "$train" --preset gpt-tiny "${common[@]}" --train-steps 30 --device "$device" --apply-layernorm-1p \
+    --metrics-file "$work/1p.$device.jsonl" >"$work/1p.$device.out" 2>&1 ||
+    fail "--apply-layernorm-1p on $device: $(tail -n 5 "$work/1p.$device.out")"
+done
+compare "gpt-tiny --apply-layernorm-1p" "$work/1p.cpu.jsonl" "$work/1p.cuda.jsonl" || fail "--apply-layernorm-1p on the GPU"
 # Llama has neither GELU nor biases: its start-up line names no epilogues for them.
 grep -qE "GPU operations: attention on $kernels_or_cudnn, cuBLASLt from " "$work/llama-tiny.cuda.out" ||
   fail "llama's operations line: $(grep 'GPU operations' "$work/llama-tiny.cuda.out")"

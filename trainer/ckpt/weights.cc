@@ -153,9 +153,12 @@ struct Source {
   bool transposed = false;
   int64_t rows = 0;
 };
+// `shift`: the file holds ours plus it (1 for a model whose norm weights are stored as their difference from 1,
+// ModelConfig::norm_1p, read from or written to a file that holds them whole).
 struct Mapping {
   std::vector<Source> sources;
   bool cut = false;
+  float shift = 0;
 };
 
 struct NameMap {
@@ -171,6 +174,12 @@ bool NotAParameter(Naming naming, std::string_view name) {
     return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight";
   }
   return naming == Naming::kHfLlama && name.ends_with(".rotary_emb.inv_freq");
+}
+
+void SetNormShift(NameMap& names, float shift) {
+  for (auto& [ours, mapping] : names.ours) {
+    if (IsNormWeight(ours)) mapping.shift = shift;
+  }
 }
 
 // The table of weights.h for `config`: GPT-2's names under `gpt2_prefix`; a Llama whose file has no lm_head
@@ -231,6 +240,8 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
     map("lm_head.weight", {{tied_head ? "model.embed_tokens.weight" : "lm_head.weight"}});
     if (tied_head) names.tied_head = "model.embed_tokens.weight";
   }
+  // Hugging Face's norms multiply by their weights as stored.
+  if (config.norm_1p) SetNormShift(names, 1);
   return names;
 }
 
@@ -254,7 +265,20 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
     return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
                                       NamingName(naming), ArchName(config.arch));
   }
-  return Names(naming, config, gpt2, naming == Naming::kHfLlama && files.Find("lm_head.weight") == nullptr);
+  NameMap names = Names(naming, config, gpt2, naming == Naming::kHfLlama && files.Find("lm_head.weight") == nullptr);
+  if (naming != Naming::kSrunway) return names;
+  // srunway-train's --export holds the parameters as its model stored them, which its header records: norm
+  // weights whole, or less 1 (apply_layernorm_1p; absent before 2026-12-06).
+  bool file_1p = false;
+  if (auto it = files.metadata().find("srunway_model"); it != files.metadata().end()) {
+    SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(it->second, files.name() + ": srunway_model"));
+    if (json.contains("apply_layernorm_1p")) {
+      SRUNWAY_ASSIGN_OR_RETURN(file_1p, common::JsonField<bool>(json, "apply_layernorm_1p",
+                                                                files.name() + ": srunway_model"));
+    }
+  }
+  SetNormShift(names, (config.norm_1p ? 1.0f : 0.0f) - (file_1p ? 1.0f : 0.0f));
+  return names;
 }
 
 // The float types a file's tensors may be stored as.
@@ -333,7 +357,7 @@ common::Status Copy(const WeightFiles& files, const TensorSpec& spec, const Mapp
   float* out = params.data() + spec.offset;
   // Under the bus-error guard: a file cut short or unreadable while it is read is a line naming it, not a silent
   // SIGBUS. Nothing here holds an object with a destructor while it reads the mapping.
-  return GuardMappedReads([&] {
+  SRUNWAY_RETURN_IF_ERROR(GuardMappedReads([&] {
     int64_t row = 0;
     for (size_t i = 0; i < parts.size() && row < rows; ++i) {
       const auto& [tensor, their_rows] = parts[i];
@@ -348,7 +372,11 @@ common::Status Copy(const WeightFiles& files, const TensorSpec& spec, const Mapp
       row += take;
     }
     return common::Status::Ok();
-  });
+  }));
+  if (mapping.shift != 0) {
+    for (int64_t i = 0; i < spec.numel; ++i) out[i] -= mapping.shift;
+  }
+  return common::Status::Ok();
 }
 
 }  // namespace
@@ -587,13 +615,20 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
   const NameMap names =
       Names(config.arch == Arch::kGpt ? Naming::kHfGpt2 : Naming::kHfLlama, config, "", /*tied_head=*/false);
   std::vector<NamedTensor> tensors;
-  std::vector<std::vector<float>> transposed;  // GPT-2's Conv1D weights, [in, out] (a moved vector keeps its buffer)
+  // GPT-2's Conv1D weights, [in, out], and norm weights stored less 1 made whole (a moved vector keeps its buffer).
+  std::vector<std::vector<float>> transposed;
   for (const TensorSpec& spec : layout.tensors()) {
     const int64_t cols = spec.shape.size() == 1 ? 1 : spec.shape[1];
+    const Mapping& mapping = names.ours.at(spec.name);
     int64_t row = 0;
-    for (const Source& source : names.ours.at(spec.name).sources) {
+    for (const Source& source : mapping.sources) {
       const int64_t rows = source.rows > 0 ? source.rows : spec.shape[0];
       const float* from = params.data() + spec.offset + row * cols;
+      if (mapping.shift != 0) {
+        std::vector<float>& whole = transposed.emplace_back(from, from + rows * cols);
+        for (float& x : whole) x += mapping.shift;
+        from = whole.data();
+      }
       if (source.transposed) {
         std::vector<float>& t = transposed.emplace_back(static_cast<size_t>(rows * cols));
         for (int64_t r = 0; r < rows; ++r) {

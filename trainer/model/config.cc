@@ -214,6 +214,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["qkv_bias"] = c.qkv_bias;
   json["squared_relu"] = c.squared_relu;
   json["qk_layernorm"] = c.qk_norm;
+  json["apply_layernorm_1p"] = c.norm_1p;
   json["kv_channels"] = c.kv_channels;
   return json;
 }
@@ -242,8 +243,9 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   if (json.contains("rope_scaling") && !json["rope_scaling"].is_null()) {
     SRUNWAY_RETURN_IF_ERROR(RopeScalingFromJson(json["rope_scaling"], std::string(where) + ": rope_scaling", c));
   }
-  // Checkpoints before 2026-12-05 have none of these, and some of that day's lack kv_channels and qk_layernorm: no
-  // linear RoPE scaling, heads d_model / n_head wide, no such biases, GELU, no q and k norms.
+  // Checkpoints before 2026-12-05 have none of these, and some of that day's lack kv_channels and qk_layernorm (and
+  // before 2026-12-06 apply_layernorm_1p): no linear RoPE scaling, heads d_model / n_head wide, no such biases, GELU,
+  // no q and k norms, norm weights stored whole.
   if (json.contains("rope_linear_factor")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(json, "rope_linear_factor", where));
   }
@@ -251,7 +253,7 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     SRUNWAY_ASSIGN_OR_RETURN(c.kv_channels, common::JsonField<int>(json, "kv_channels", where));
   }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
-                            std::pair{"qk_layernorm", &c.qk_norm}}) {
+                            std::pair{"qk_layernorm", &c.qk_norm}, std::pair{"apply_layernorm_1p", &c.norm_1p}}) {
     if (json.contains(key)) {
       SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));
     }

@@ -44,6 +44,10 @@ struct ModelConfig {
   // Each head's q and k through the model's norm (GPT's LayerNorm, Llama's RMSNorm) over its head_dim values,
   // with weights of their own shared by the heads, before RoPE: Megatron's --qk-layernorm, Qwen3's q_norm and k_norm.
   bool qk_norm = false;
+  // Megatron's --apply-layernorm-1p (its layernorm_zero_centered_gamma): every norm's weight is stored as its
+  // difference from 1, drawn as 0, and the norms multiply by 1 + weight, which a bf16 copy of the weights then holds
+  // to bf16's precision near 0 rather than near 1. The same model, trained the same way (norm weights have no decay).
+  bool norm_1p = false;
 
   // Each head's width where it is not d_model / n_head (Megatron's --kv-channels, Hugging Face's head_dim); 0 where
   // it is, which is how every entry point stores that case, so that a model reads the same whichever way it is told.

@@ -145,6 +145,8 @@ class Model {
                            const void* w, const void* bias, int N);
   void NormBackward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const void* w,
                     const float* mean, const float* rstd, int N, int C);
+  // What the norms add to their stored weights: 1 where those are their difference from 1 (ModelConfig::norm_1p).
+  float NormWeightOffset() const { return config_.norm_1p ? 1.0f : 0.0f; }
 
   ModelConfig config_;
   ParamLayout layout_;

@@ -170,13 +170,16 @@ BasicModelViews<void> ParamLayout::Views(void* base, size_t element_size) const 
   });
 }
 
+bool IsNormWeight(std::string_view name) {
+  return name.find("norm") != std::string_view::npos && name.ends_with(".weight");
+}
+
 void InitParams(const ModelConfig& config, const ParamLayout& layout, Rng& rng, std::span<float> params) {
   const double scaled_std = config.init_std / std::sqrt(2.0 * config.n_layer);
   for (const TensorSpec& spec : layout.tensors()) {
     float* data = params.data() + spec.offset;
-    const bool is_norm_weight = spec.name.find("norm") != std::string::npos && spec.name.ends_with(".weight");
-    if (is_norm_weight) {
-      std::fill(data, data + spec.numel, 1.0f);
+    if (IsNormWeight(spec.name)) {
+      std::fill(data, data + spec.numel, config.norm_1p ? 0.0f : 1.0f);
     } else if (spec.shape.size() == 1) {
       std::fill(data, data + spec.numel, 0.0f);
     } else {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainer/model/config.h"
@@ -96,8 +97,11 @@ class ParamLayout {
   int64_t numel_ = 0;
 };
 
+// Whether the tensor named so is a norm's weight ("layers.0.norm1.weight", "norm_f.weight", "layers.0.q_norm.weight").
+bool IsNormWeight(std::string_view name);
+
 // Fills `params` as Megatron does: weights ~ N(0, init_std), the two output projections of each layer (attention
-// proj and FFN out) ~ N(0, init_std / sqrt(2 * n_layer)), norm weights 1, biases 0.
+// proj and FFN out) ~ N(0, init_std / sqrt(2 * n_layer)), norm weights 1 (0 with ModelConfig::norm_1p), biases 0.
 class Rng;
 void InitParams(const ModelConfig& config, const ParamLayout& layout, Rng& rng, std::span<float> params);
 

@@ -49,21 +49,24 @@ class Ops {
                                 int C, const Documents& docs) = 0;
   virtual void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
                                  int C, const Documents& docs) = 0;
+  // The norms multiply by weight + weight_offset: 0, or 1 where the weights are stored as their difference from 1
+  // (ModelConfig::norm_1p).
   virtual void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight,
-                                const void* bias, int N, int C, float eps) = 0;
+                                const void* bias, int N, int C, float eps, float weight_offset) = 0;
   virtual void LayerNormBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                                 const void* weight, const float* mean, const float* rstd, int N, int C) = 0;
-  virtual void RmsNormForward(void* out, float* rstd, const void* inp, const void* weight, int N, int C,
-                              float eps) = 0;
+                                 const void* weight, const float* mean, const float* rstd, int N, int C,
+                                 float weight_offset) = 0;
+  virtual void RmsNormForward(void* out, float* rstd, const void* inp, const void* weight, int N, int C, float eps,
+                              float weight_offset) = 0;
   virtual void RmsNormBackward(void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
-                               const float* rstd, int N, int C) = 0;
+                               const float* rstd, int N, int C, float weight_offset) = 0;
   // residual = a + b, then the norm of residual into out: ResidualForward and the norm's forward in one pass on
   // the GPU (the same values as the two calls).
   virtual void ResidualLayerNormForward(void* residual, void* out, float* mean, float* rstd, const void* a,
                                         const void* b, const void* weight, const void* bias, int N, int C,
-                                        float eps) = 0;
+                                        float eps, float weight_offset) = 0;
   virtual void ResidualRmsNormForward(void* residual, void* out, float* rstd, const void* a, const void* b,
-                                      const void* weight, int N, int C, float eps) = 0;
+                                      const void* weight, int N, int C, float eps, float weight_offset) = 0;
   virtual void MatmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                              int OC) = 0;
   // out = residual + (inp @ weight^T + bias): MatmulForward, then ResidualForward(out, residual, out) (the same

@@ -752,6 +752,59 @@ expect_exit 2 "--lr-warmup-init 0.002 and --lr 0.001 must satisfy 0 <= --lr-warm
   "${decoupled[@]}" --lr 1e-3 --lr-warmup-init 2e-3
 echo "ok: --lr-warmup-init starts the warmup from its rate"
 
+# Megatron's --apply-layernorm-1p: the norms' weights stored as their difference from 1, drawn as 0. The same model
+# trained the same way (norm weights have no decay): 20 steps of gpt-tiny and llama-tiny take the losses of the run
+# without it within fp32's rounding of 1 + w, --export-hf writes the same weights (the norms' whole) and --export
+# holds them near 0. A checkpoint keeps it (a resume without it is refused, naming it), and weights exported either
+# way, or for Hugging Face, load into either model for the same next step. Each was an unknown argument.
+for preset in gpt-tiny llama-tiny; do
+  for form in whole 1p; do
+    "$kTrain" "${common[@]}" --preset "$preset" --data-path "$kWork/data" --split 1 --train-steps 20 --lr 3e-3 \
+      --log-interval 1 $([[ $form == 1p ]] && echo --apply-layernorm-1p) --metrics-file "$kWork/$form-$preset.jsonl" \
+      --export "$kWork/$form-$preset.safetensors" --export-hf "$kWork/$form-$preset-hf" \
+      --save "$kWork/$form-$preset-ckpt" >/dev/null 2>"$kWork/err" ||
+      fail "--apply-layernorm-1p ($preset, $form): $(cat "$kWork/err")"
+  done
+  python3 - "$kWork" "$preset" <<'PY' || fail "--apply-layernorm-1p ($preset) trained another model"
+import array, json, struct, sys
+work, preset = sys.argv[1:3]
+def tensors(path):
+    data = open(path, "rb").read()
+    size = struct.unpack("<Q", data[:8])[0]
+    return {name: array.array("f", data[8 + size + t["data_offsets"][0]:8 + size + t["data_offsets"][1]])
+            for name, t in json.loads(data[8:8 + size]).items() if name != "__metadata__"}
+def losses(form):
+    return [json.loads(line)["loss"] for line in open(f"{work}/{form}-{preset}.jsonl") if '"loss"' in line]
+whole, centred = losses("whole"), losses("1p")
+assert len(whole) == len(centred) == 20, (len(whole), len(centred))
+gap = max(abs(a - b) for a, b in zip(whole, centred))
+assert gap < 1e-4 and whole[-1] < whole[0] - 0.5, (gap, whole[0], whole[-1])
+hf = [tensors(f"{work}/{form}-{preset}-hf/model.safetensors") for form in ("whole", "1p")]
+assert hf[0].keys() == hf[1].keys()
+for name in hf[0]:
+    assert max(abs(a - b) for a, b in zip(hf[0][name], hf[1][name])) < 1e-5, name
+stored = tensors(f"{work}/1p-{preset}.safetensors")
+norms = [name for name in stored if "norm" in name and name.endswith(".weight")]
+assert norms and all(abs(sum(stored[name]) / len(stored[name])) < 0.1 for name in norms), norms
+PY
+done
+llama=("$kTrain" "${common[@]}" --preset llama-tiny --data-path "$kWork/data" --split 1 --lr 3e-3 --log-interval 1)
+expect_exit 1 "the checkpoint is of another model: apply_layernorm_1p is true in the checkpoint and false here" \
+  "${llama[@]}" --train-steps 21 --load "$kWork/1p-llama-tiny-ckpt"
+for weights in 1p-llama-tiny.safetensors whole-llama-tiny.safetensors 1p-llama-tiny-hf; do
+  for form in whole 1p; do
+    "${llama[@]}" --train-steps 1 --load "$kWork/$weights" --finetune $([[ $form == 1p ]] && echo --apply-layernorm-1p) \
+      --metrics-file "$kWork/next-$form-$weights.jsonl" >/dev/null 2>"$kWork/err" ||
+      fail "--load $weights ($form): $(cat "$kWork/err")"
+  done
+done
+python3 - "$kWork"/next-*.jsonl <<'PY' || fail "weights exported with and without --apply-layernorm-1p load as other models"
+import json, sys
+first = {path: json.loads(open(path).readline())["loss"] for path in sys.argv[1:]}
+assert len(first) == 6 and max(first.values()) - min(first.values()) < 1e-5, first
+PY
+echo "ok: --apply-layernorm-1p stores the norms' weights less 1 and trains the same model"
+
 # Megatron's --weight-decay-incr-style (its values worked by hand in checkpoint_test): from 0, step 1's update has
 # no decay and step 2's a quarter of the end's, so the losses of steps 1 and 2 are those of --weight-decay 0 and
 # step 3's is not. Its ends without it, and it without them, are one line.

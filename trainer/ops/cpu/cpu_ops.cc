@@ -27,29 +27,32 @@ class CpuOps : public Ops {
     cpu::EmbeddingBackward(dwte, dwpe, F(dout), tokens, B, T, C, docs);
   }
   void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
-                        int N, int C, float eps) override {
-    cpu::LayerNormForward(F(out), mean, rstd, F(inp), F(weight), F(bias), N, C, eps);
+                        int N, int C, float eps, float weight_offset) override {
+    cpu::LayerNormForward(F(out), mean, rstd, F(inp), F(weight), F(bias), N, C, eps, weight_offset);
   }
   void LayerNormBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                         const void* weight, const float* mean, const float* rstd, int N, int C) override {
-    cpu::LayerNormBackward(F(dinp), dweight, dbias, F(dout), F(inp), F(weight), mean, rstd, N, C);
+                         const void* weight, const float* mean, const float* rstd, int N, int C,
+                         float weight_offset) override {
+    cpu::LayerNormBackward(F(dinp), dweight, dbias, F(dout), F(inp), F(weight), mean, rstd, N, C, weight_offset);
   }
-  void RmsNormForward(void* out, float* rstd, const void* inp, const void* weight, int N, int C, float eps) override {
-    cpu::RmsNormForward(F(out), rstd, F(inp), F(weight), N, C, eps);
+  void RmsNormForward(void* out, float* rstd, const void* inp, const void* weight, int N, int C, float eps,
+                      float weight_offset) override {
+    cpu::RmsNormForward(F(out), rstd, F(inp), F(weight), N, C, eps, weight_offset);
   }
   void RmsNormBackward(void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
-                       const float* rstd, int N, int C) override {
-    cpu::RmsNormBackward(F(dinp), dweight, F(dout), F(inp), F(weight), rstd, N, C);
+                       const float* rstd, int N, int C, float weight_offset) override {
+    cpu::RmsNormBackward(F(dinp), dweight, F(dout), F(inp), F(weight), rstd, N, C, weight_offset);
   }
   void ResidualLayerNormForward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
-                                const void* weight, const void* bias, int N, int C, float eps) override {
+                                const void* weight, const void* bias, int N, int C, float eps,
+                                float weight_offset) override {
     cpu::ResidualForward(F(residual), F(a), F(b), int64_t{N} * C);
-    cpu::LayerNormForward(F(out), mean, rstd, F(residual), F(weight), F(bias), N, C, eps);
+    cpu::LayerNormForward(F(out), mean, rstd, F(residual), F(weight), F(bias), N, C, eps, weight_offset);
   }
   void ResidualRmsNormForward(void* residual, void* out, float* rstd, const void* a, const void* b,
-                              const void* weight, int N, int C, float eps) override {
+                              const void* weight, int N, int C, float eps, float weight_offset) override {
     cpu::ResidualForward(F(residual), F(a), F(b), int64_t{N} * C);
-    cpu::RmsNormForward(F(out), rstd, F(residual), F(weight), N, C, eps);
+    cpu::RmsNormForward(F(out), rstd, F(residual), F(weight), N, C, eps, weight_offset);
   }
   void MatmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,
                      int OC) override {

@@ -26,16 +26,19 @@ void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, const
 void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C,
                        const Documents& docs = {});
 
-// layernorm.cc: LayerNorm over the last dimension; mean and rstd ([N]) are saved for the backward.
+// layernorm.cc: LayerNorm over the last dimension, times weight + weight_offset (1 where the weights are stored as
+// their difference from 1, Megatron's --apply-layernorm-1p; else 0); mean and rstd ([N]) are saved for the backward.
 void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
-                      int N, int C, float eps);
+                      int N, int C, float eps, float weight_offset = 0);
 void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                       const float* weight, const float* mean, const float* rstd, int N, int C);
+                       const float* weight, const float* mean, const float* rstd, int N, int C,
+                       float weight_offset = 0);
 
-// rmsnorm.cc: RMSNorm (Llama): out = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps).
-void RmsNormForward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps);
+// rmsnorm.cc: RMSNorm (Llama): out = inp * rstd * (weight + weight_offset), rstd = 1 / sqrt(mean(inp^2) + eps).
+void RmsNormForward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps,
+                    float weight_offset = 0);
 void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                     const float* rstd, int N, int C);
+                     const float* rstd, int N, int C, float weight_offset = 0);
 
 // matmul.cc: out[N, OC] = inp[N, C] @ weight[OC, C]^T (+ bias[OC]), through BLAS.
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);

@@ -72,32 +72,37 @@ class CudaOps : public Ops {
           "embedding backward");
   }
   void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
-                        int N, int C, float eps) override {
-    Check(cuda::LayerNormForward(H(out), mean, rstd, H(inp), H(weight), H(bias), N, C, eps, stream_),
+                        int N, int C, float eps, float weight_offset) override {
+    Check(cuda::LayerNormForward(H(out), mean, rstd, H(inp), H(weight), H(bias), N, C, eps, weight_offset, stream_),
           "layernorm forward");
   }
   void LayerNormBackward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp,
-                         const void* weight, const float* mean, const float* rstd, int N, int C) override {
-    Check(cuda::LayerNormBackward(H(dinp), dweight, dbias, H(dout), H(inp), H(weight), mean, rstd, N, C, stream_),
+                         const void* weight, const float* mean, const float* rstd, int N, int C,
+                         float weight_offset) override {
+    Check(cuda::LayerNormBackward(H(dinp), dweight, dbias, H(dout), H(inp), H(weight), mean, rstd, N, C, weight_offset,
+                                  stream_),
           "layernorm backward");
   }
-  void RmsNormForward(void* out, float* rstd, const void* inp, const void* weight, int N, int C, float eps) override {
-    Check(cuda::RmsNormForward(H(out), rstd, H(inp), H(weight), N, C, eps, stream_), "rmsnorm forward");
+  void RmsNormForward(void* out, float* rstd, const void* inp, const void* weight, int N, int C, float eps,
+                      float weight_offset) override {
+    Check(cuda::RmsNormForward(H(out), rstd, H(inp), H(weight), N, C, eps, weight_offset, stream_), "rmsnorm forward");
   }
   void RmsNormBackward(void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
-                       const float* rstd, int N, int C) override {
-    Check(cuda::RmsNormBackward(H(dinp), dweight, H(dout), H(inp), H(weight), rstd, N, C, stream_),
+                       const float* rstd, int N, int C, float weight_offset) override {
+    Check(cuda::RmsNormBackward(H(dinp), dweight, H(dout), H(inp), H(weight), rstd, N, C, weight_offset, stream_),
           "rmsnorm backward");
   }
   void ResidualLayerNormForward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
-                                const void* weight, const void* bias, int N, int C, float eps) override {
+                                const void* weight, const void* bias, int N, int C, float eps,
+                                float weight_offset) override {
     Check(cuda::ResidualLayerNormForward(H(residual), H(out), mean, rstd, H(a), H(b), H(weight), H(bias), N, C, eps,
-                                         stream_),
+                                         weight_offset, stream_),
           "residual + layernorm forward");
   }
   void ResidualRmsNormForward(void* residual, void* out, float* rstd, const void* a, const void* b,
-                              const void* weight, int N, int C, float eps) override {
-    Check(cuda::ResidualRmsNormForward(H(residual), H(out), rstd, H(a), H(b), H(weight), N, C, eps, stream_),
+                              const void* weight, int N, int C, float eps, float weight_offset) override {
+    Check(cuda::ResidualRmsNormForward(H(residual), H(out), rstd, H(a), H(b), H(weight), N, C, eps, weight_offset,
+                                       stream_),
           "residual + rmsnorm forward");
   }
   void MatmulForward(void* out, const void* inp, const void* weight, const void* bias, int N, int C,

@@ -50,25 +50,27 @@ int GeluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t n, Strea
 int ResidualForward(bf16* out, const bf16* a, const bf16* b, int64_t n, Stream stream);
 int ResidualBackward(bf16* da, bf16* db, const bf16* dout, int64_t n, Stream stream);
 
-// layernorm.cu: LayerNorm over rows of C, one warp per row; mean and rstd [N] saved in fp32. The backward adds
+// layernorm.cu: LayerNorm over rows of C, one warp per row, times weight + weight_offset (1 where the weights are
+// stored as their difference from 1, added in fp32; else 0); mean and rstd [N] saved in fp32. The backward adds
 // into bf16 dinp and fp32 dweight and dbias (atomically, one add per block and channel).
 int LayerNormForward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
-                     int N, int C, float eps, Stream stream);
+                     int N, int C, float eps, float weight_offset, Stream stream);
 int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
-                      const float* mean, const float* rstd, int N, int C, Stream stream);
+                      const float* mean, const float* rstd, int N, int C, float weight_offset, Stream stream);
 // residual = a + b (as ResidualForward), then out = LayerNorm(residual), in one pass over each row.
 int ResidualLayerNormForward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
-                             const bf16* weight, const bf16* bias, int N, int C, float eps, Stream stream);
+                             const bf16* weight, const bf16* bias, int N, int C, float eps, float weight_offset,
+                             Stream stream);
 
-// rmsnorm.cu: RMSNorm (Llama), one warp per row, rstd [N] saved in fp32; the backward adds into bf16 dinp and
-// fp32 dweight (atomically, one add per block and channel).
+// rmsnorm.cu: RMSNorm (Llama), one warp per row, times weight + weight_offset as LayerNorm, rstd [N] saved in fp32;
+// the backward adds into bf16 dinp and fp32 dweight (atomically, one add per block and channel).
 int RmsNormForward(bf16* out, float* rstd, const bf16* inp, const bf16* weight, int N, int C, float eps,
-                   Stream stream);
+                   float weight_offset, Stream stream);
 int RmsNormBackward(bf16* dinp, float* dweight, const bf16* dout, const bf16* inp, const bf16* weight,
-                    const float* rstd, int N, int C, Stream stream);
+                    const float* rstd, int N, int C, float weight_offset, Stream stream);
 // residual = a + b, then out = RMSNorm(residual), in one pass over each row.
 int ResidualRmsNormForward(bf16* residual, bf16* out, float* rstd, const bf16* a, const bf16* b, const bf16* weight,
-                           int N, int C, float eps, Stream stream);
+                           int N, int C, float eps, float weight_offset, Stream stream);
 
 // copy_rows.cu: rows x cols values from rows `src_ld` apart into rows `dst_ld` apart.
 int CopyRows(bf16* dst, int64_t dst_ld, const bf16* src, int64_t src_ld, int64_t rows, int64_t cols,

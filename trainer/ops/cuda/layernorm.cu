@@ -10,7 +10,8 @@ namespace {
 // (norm_backward.cuh's NormColumn), 16 bytes at a time where kVector.
 template <bool kResidual, bool kVector>
 __global__ void LayerNormForwardKernel(bf16* out, float* mean, float* rstd, bf16* inp, const bf16* a, const bf16* b,
-                                       const bf16* weight, const bf16* bias, int N, int C, float eps) {
+                                       const bf16* weight, const bf16* bias, int N, int C, float eps,
+                                       float weight_offset) {
   const int lane = threadIdx.x % kWarp;
   float x[kNormColumnsPerLane], y[kNormColumnsPerLane];
   for (int row = blockIdx.x * kNormForwardRows + threadIdx.x / kWarp; row < N; row += gridDim.x * kNormForwardRows) {
@@ -36,7 +37,7 @@ __global__ void LayerNormForwardKernel(bf16* out, float* mean, float* rstd, bf16
       LoadNormColumns<kVector>(weight, slab, lane, C, y);
       float z[kNormColumnsPerLane];
       LoadNormColumns<kVector>(bias, slab, lane, C, z);
-      for (int j = 0; j < kNormColumnsPerLane; ++j) x[j] = (x[j] - m) * s * y[j] + z[j];
+      for (int j = 0; j < kNormColumnsPerLane; ++j) x[j] = (x[j] - m) * s * (y[j] + weight_offset) + z[j];
       StoreNormColumns<kVector>(out + base, slab, lane, C, x);
     }
     if (lane == 0) {
@@ -53,7 +54,7 @@ __global__ void LayerNormForwardKernel(bf16* out, float* mean, float* rstd, bf16
 template <bool kResidual, int kSlabs>
 __global__ void LayerNormRowsKernel(bf16* out, float* mean, float* rstd, bf16* inp,
                                     const bf16* a, const bf16* b, const bf16* weight, const bf16* bias, int N, int C,
-                                    float eps) {
+                                    float eps, float weight_offset) {
   const int lane = threadIdx.x % kWarp;
   for (int row = blockIdx.x * kNormForwardRows + threadIdx.x / kWarp; row < N; row += gridDim.x * kNormForwardRows) {
     Pack8 x[kSlabs];
@@ -68,7 +69,7 @@ __global__ void LayerNormRowsKernel(bf16* out, float* mean, float* rstd, bf16* i
       Unpack(x[s], v);
       LoadNormColumns<true>(weight, s * kNormSlab, lane, C, w);
       LoadNormColumns<true>(bias, s * kNormSlab, lane, C, z);
-      for (int j = 0; j < kPack; ++j) v[j] = (v[j] - m) * r * w[j] + z[j];
+      for (int j = 0; j < kPack; ++j) v[j] = (v[j] - m) * r * (w[j] + weight_offset) + z[j];
       StoreNormColumns<true>(out + int64_t{row} * C, s * kNormSlab, lane, C, v);
     }
     if (lane == 0) {
@@ -78,7 +79,8 @@ __global__ void LayerNormRowsKernel(bf16* out, float* mean, float* rstd, bf16* i
   }
 }
 
-// dinp += (w d - mean(w d) - norm mean(w d norm)) rstd; dweight += norm d, dbias += d (norm_backward.cuh's walk).
+// dinp += (w d - mean(w d) - norm mean(w d norm)) rstd, w the weight plus its offset; dweight += norm d, dbias += d
+// (norm_backward.cuh's walk).
 struct LayerNormGrads {
   static constexpr int kSums = 2;  // dweight, dbias
   struct Row {
@@ -86,11 +88,12 @@ struct LayerNormGrads {
   };
   const float *mean, *rstd;
   float* out[kSums];
+  float weight_offset;
 
   __device__ Row Begin(int row) const { return Row{mean[row], rstd[row], 0, 0}; }
   __device__ void Accumulate(Row& r, float x, float d, float w) const {
     const float norm = (x - r.mean) * r.rstd;
-    const float dnorm = w * d;
+    const float dnorm = (w + weight_offset) * d;
     r.dnorm_mean += dnorm;
     r.dnorm_norm_mean += dnorm * norm;
   }
@@ -102,28 +105,29 @@ struct LayerNormGrads {
     const float norm = (x - r.mean) * r.rstd;
     shares[0] += norm * d;
     shares[1] += d;
-    return (w * d - r.dnorm_mean - norm * r.dnorm_norm_mean) * r.rstd;
+    return ((w + weight_offset) * d - r.dnorm_mean - norm * r.dnorm_norm_mean) * r.rstd;
   }
 };
 
 }  // namespace
 
 int LayerNormForward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
-                     int N, int C, float eps, Stream stream) {
+                     int N, int C, float eps, float weight_offset, Stream stream) {
   return ResidualLayerNormForward(const_cast<bf16*>(inp), out, mean, rstd, nullptr, nullptr, weight, bias, N, C, eps,
-                                  stream);
+                                  weight_offset, stream);
 }
 
 // With a and b null, LayerNormForward: `residual` is the input, read only.
 int ResidualLayerNormForward(bf16* residual, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
-                             const bf16* weight, const bf16* bias, int N, int C, float eps, Stream stream) {
+                             const bf16* weight, const bf16* bias, int N, int C, float eps, float weight_offset,
+                             Stream stream) {
   if (N <= 0) return 0;
   const unsigned blocks = static_cast<unsigned>((N + kNormForwardRows - 1) / kNormForwardRows);
   const bool vector = Vectorizable(out, C) && Vectorizable(residual, C) && Vectorizable(weight, C) &&
                       Vectorizable(bias, C) && (a == nullptr || (Vectorizable(a, C) && Vectorizable(b, C)));
   auto launch = [&](auto kernel) {
     LaunchKernel(kernel, blocks, kThreads, 0, AsStream(stream), out, mean, rstd, residual, a, b, weight, bias, N, C,
-                 eps);
+                 eps, weight_offset);
     return Launched();
   };
   if (vector && C <= kNormRowSlabs * kNormSlab) {
@@ -139,8 +143,9 @@ int ResidualLayerNormForward(bf16* residual, bf16* out, float* mean, float* rstd
 }
 
 int LayerNormBackward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
-                      const float* mean, const float* rstd, int N, int C, Stream stream) {
-  return LaunchNormBackward(LayerNormGrads{mean, rstd, {dweight, dbias}}, dinp, dout, inp, weight, N, C, stream);
+                      const float* mean, const float* rstd, int N, int C, float weight_offset, Stream stream) {
+  return LaunchNormBackward(LayerNormGrads{mean, rstd, {dweight, dbias}, weight_offset}, dinp, dout, inp, weight, N, C,
+                            stream);
 }
 
 }  // namespace srunway::trainer::cuda
