@@ -4,7 +4,9 @@
 # 2 nodes x 2 ranks with the optimizer sharded, its vocabulary the tokenizer's padded to 128 as Megatron's, and
 # completes with its validation runs, checkpoints, TensorBoard events and progress.txt; the loss falls. Its
 # samples' documents (about 20 tokens each in samples of 64) train each on its own, with the tokenizer's end of
-# document.
+# document. Its norms' weights are stored less 1 (--apply-layernorm-1p, kept in the checkpoints) and its embeddings
+# and output layer follow the schedule at 5/3 of the other rates (--decoupled-lr 5e-3 --decoupled-min-lr 5e-4
+# beside --lr 3e-3 --min-lr 3e-4), over the ranks' ZeRO-1 slices.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 export SRUNWAY_TRAIN=${SRUNWAY_TRAIN:?} SRUNWAY_LAUNCH=${SRUNWAY_LAUNCH:?}
@@ -44,7 +46,10 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
 assert [r["step"] for r in rows] == [10, 20, 30, 40], rows
 assert rows[-1]["loss"] < rows[0]["loss"] - 0.5, (rows[0]["loss"], rows[-1]["loss"])
+assert all(abs(r["decoupled_lr"] / r["lr"] - 5 / 3) < 1e-5 for r in rows), rows
 PY
+grep -aq '"apply_layernorm_1p":true' "$work/run/checkpoints/iter_0000040"/shard_00000_of_00004.ckpt ||
+  fail "the checkpoint does not keep --apply-layernorm-1p"
 # --log-progress: the job's start and its two checkpoints in progress.txt, under its Slurm job id and 4 ranks, the
 # second at twice the first's floating-point operations (the same batch at every step).
 progress=$work/run/checkpoints/progress.txt
