@@ -486,6 +486,17 @@ int main(int argc, char** argv) {
                "Megatron's: bf16 with fp32 master weights and optimizer state, what a GPU run does anyway (the CPU "
                "path computes in fp32)");
   app.add_flag("--fp16", fp16, "Megatron's: refused (no fp16 with loss scaling; --bf16 is what there is)");
+  // Megatron's FP8 training (Transformer Engine's recipes), which srunway-train has not: each refused by name.
+  std::vector<std::pair<CLI::Option*, std::string>> fp8;
+  const std::string no_fp8 = "Megatron's: refused (no FP8 training: the GEMMs are bf16, --bf16)";
+  for (const char* flag : {"--fp8-format", "--fp8-recipe", "--fp8-margin", "--fp8-interval", "--fp8-amax-history-len",
+                           "--fp8-amax-compute-algo"}) {
+    fp8.emplace_back(app.add_option(flag, no_fp8), flag);
+  }
+  for (const char* flag : {"--fp8-param-gather", "--fp8-dot-product-attention", "--fp8-multi-head-attention",
+                           "--no-fp8-wgrad", "--first-last-layers-bf16"}) {
+    fp8.emplace_back(app.add_flag(flag, no_fp8), flag);
+  }
   bool grad_reduce_bf16 = false;
   app.add_flag("--grad-reduce-in-bf16", grad_reduce_bf16,
                "Megatron's: refused (gradients are accumulated and reduced in fp32)");
@@ -856,6 +867,14 @@ int main(int argc, char** argv) {
   if (fp16) {
     srunway::common::LogError("--fp16: fp16 training with loss scaling is not supported: srunway-train trains in "
                               "bf16 on GPUs (Megatron's --bf16) and in fp32 on CPUs");
+    return srunway::trainer::kExitUsage;
+  }
+  for (const auto& [option, flag] : fp8) {
+    if (option->count() == 0) continue;
+    const std::vector<std::string> values = option->results();
+    srunway::common::LogError("{}{}: srunway-train has no FP8 training (Transformer Engine's recipes): its GEMMs run in "
+                              "bf16, as Megatron's --bf16: leave the FP8 flags out", flag,
+                              option->get_expected_min() > 0 && !values.empty() ? " " + values.back() : "");
     return srunway::trainer::kExitUsage;
   }
   if (grad_reduce_bf16) {

@@ -1222,6 +1222,11 @@ grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no -
 expect_exit 2 "--exp-avg-dtype: bf16 not in \{fp32\}" "$kTrain" "${common[@]}" --mock-data --exp-avg-dtype bf16
 expect_exit 2 "--grad-reduce-in-bf16: srunway-train accumulates and reduces gradients in fp32" "$kTrain" \
   "${common[@]}" --mock-data --grad-reduce-in-bf16
+# Megatron's FP8 flags (its H100 scripts pass them), each an unknown argument before.
+expect_exit 2 "--fp8-format hybrid: srunway-train has no FP8 training \(Transformer Engine's recipes\): its GEMMs run in bf16" \
+  "$kTrain" "${common[@]}" --mock-data --fp8-format hybrid --fp8-amax-history-len 1024
+expect_exit 2 "--fp8-param-gather: srunway-train has no FP8 training" "$kTrain" "${common[@]}" --mock-data \
+  --fp8-param-gather
 # --no-log-learning-rate-to-tensorboard: TensorBoard's scalars without learning-rate.
 for lr_tag in with without; do
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --tensorboard-dir "$kWork/tb-$lr_tag" \
