@@ -63,7 +63,10 @@ LrSchedule LrSchedule::Decoupled() const {
 }
 
 float LrSchedule::WarmingUp(int64_t reached) const {
-  if (warmup_init == 0) return lr * static_cast<float>(reached) / static_cast<float>(warmup_steps);
+  // llm.c's warmup in floats; NeMo's (constant_steps) and one from warmup_init in doubles, as Python computes them.
+  if (warmup_init == 0 && constant_steps == 0) {
+    return lr * static_cast<float>(reached) / static_cast<float>(warmup_steps);
+  }
   const double init = warmup_init;
   return static_cast<float>(init + (static_cast<double>(lr) - init) * static_cast<double>(reached) /
                                        static_cast<double>(warmup_steps));

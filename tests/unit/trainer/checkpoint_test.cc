@@ -781,6 +781,9 @@ TEST(ScheduleTest, NemoCosineWithAConstantTail) {
   LrSchedule s{1.6e-4f, 1.6e-5f, 115, 75000, DecayStyle::kCosine, 12500};
   EXPECT_FLOAT_EQ(s.At(0), 0.0f);  // NeMo's warmup starts at 0
   EXPECT_FLOAT_EQ(s.At(23), 1.6e-4f * 23 / 115);
+  // In doubles, as Python's: step 7's rate in floats is one ulp below (9.739129e-06).
+  EXPECT_EQ(s.At(7), static_cast<float>(double{1.6e-4f} * 7 / 115));
+  EXPECT_NE(s.At(7), 1.6e-4f * 7.0f / 115.0f);
   EXPECT_FLOAT_EQ(s.At(115), 1.6e-4f);
   // Half way through the decay: step 115 + 62385 / 2 = 31307.5; at 31307 the ratio is 31192 / 62385.
   const double ratio = 31192.0 / 62385.0;
@@ -788,6 +791,24 @@ TEST(ScheduleTest, NemoCosineWithAConstantTail) {
   EXPECT_FLOAT_EQ(s.At(62500), 1.6e-5f);  // the end of the decay
   EXPECT_FLOAT_EQ(s.At(62501), 1.6e-5f);  // the constant tail
   EXPECT_FLOAT_EQ(s.At(74999), 1.6e-5f);
+}
+
+// Megatron's --lr-warmup-init: the warmup rises from it (in doubles, as Python's), for the decoupled rate too; past
+// the warmup it changes nothing.
+TEST(ScheduleTest, WarmupFromItsInitialRate) {
+  LrSchedule s{1e-3f, 1e-4f, 4, 20};
+  s.warmup_init = 2e-4f;
+  s.decoupled_lr = 3e-3f;
+  const double init = double{2e-4f};
+  EXPECT_EQ(s.At(0), static_cast<float>(init + (double{1e-3f} - init) * 1 / 4));
+  EXPECT_EQ(s.At(2), static_cast<float>(init + (double{1e-3f} - init) * 3 / 4));
+  EXPECT_EQ(s.Decoupled().At(0), static_cast<float>(init + (double{3e-3f} - init) * 1 / 4));
+  EXPECT_EQ(s.Decoupled().At(3), 3e-3f);
+  LrSchedule from_zero = s;
+  from_zero.warmup_init = 0;
+  for (int64_t step : {4, 7, 19, 25}) EXPECT_EQ(s.At(step), from_zero.At(step)) << step;
+  // Without it, llm.c's warmup in floats, bit for bit as before.
+  EXPECT_EQ(from_zero.At(0), 1e-3f * 1.0f / 4.0f);
 }
 
 // Counted in samples (a batch ramp's): the warmup step reaches the rate of its end, the step across the warmup's
