@@ -719,10 +719,10 @@ int main(int argc, char** argv) {
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
-  for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--rotary-seq-len-interpolation-factor", "--lr", "--min-lr", "--decoupled-lr",
-                           "--decoupled-min-lr", "--lr-warmup-init", "--weight-decay",
-                           "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad", "--hidden-dropout",
-                           "--attention-dropout"}) {
+  for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--rotary-seq-len-interpolation-factor",
+                           "--lr", "--min-lr", "--decoupled-lr", "--decoupled-min-lr", "--lr-warmup-init",
+                           "--weight-decay", "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad",
+                           "--hidden-dropout", "--attention-dropout"}) {
     app.get_option(name)->check(srunway::common::FitsFloat());  // the options held in floats
   }
   // As with most tools, a flag given twice takes its last value (lists such as --data-path keep every value).
@@ -872,8 +872,8 @@ int main(int argc, char** argv) {
   for (const auto& [option, flag] : fp8) {
     if (option->count() == 0) continue;
     const std::vector<std::string> values = option->results();
-    srunway::common::LogError("{}{}: srunway-train has no FP8 training (Transformer Engine's recipes): its GEMMs run in "
-                              "bf16, as Megatron's --bf16: leave the FP8 flags out", flag,
+    srunway::common::LogError("{}{}: srunway-train has no FP8 training (Transformer Engine's recipes): its GEMMs "
+                              "run in bf16, as Megatron's --bf16: leave the FP8 flags out", flag,
                               option->get_expected_min() > 0 && !values.empty() ? " " + values.back() : "");
     return srunway::trainer::kExitUsage;
   }

@@ -176,6 +176,15 @@ bool NotAParameter(Naming naming, std::string_view name) {
   return naming == Naming::kHfLlama && name.ends_with(".rotary_emb.inv_freq");
 }
 
+// The model srunway-train's --export recorded in the file's header, if it did (a Hugging Face file has none).
+common::StatusOr<std::optional<ModelConfig>> RecordedModel(const WeightFiles& files) {
+  const auto it = files.metadata().find("srunway_model");
+  if (it == files.metadata().end()) return std::optional<ModelConfig>();
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(it->second, files.name() + ": srunway_model"));
+  SRUNWAY_ASSIGN_OR_RETURN(ModelConfig model, FromJson(json, files.name()));
+  return std::optional<ModelConfig>(model);
+}
+
 void SetNormShift(NameMap& names, float shift) {
   for (auto& [ours, mapping] : names.ours) {
     if (IsNormWeight(ours)) mapping.shift = shift;
@@ -268,15 +277,9 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
   NameMap names = Names(naming, config, gpt2, naming == Naming::kHfLlama && files.Find("lm_head.weight") == nullptr);
   if (naming != Naming::kSrunway) return names;
   // srunway-train's --export holds the parameters as its model stored them, which its header records: norm
-  // weights whole, or less 1 (apply_layernorm_1p; absent before 2026-12-06).
-  bool file_1p = false;
-  if (auto it = files.metadata().find("srunway_model"); it != files.metadata().end()) {
-    SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(it->second, files.name() + ": srunway_model"));
-    if (json.contains("apply_layernorm_1p")) {
-      SRUNWAY_ASSIGN_OR_RETURN(file_1p, common::JsonField<bool>(json, "apply_layernorm_1p",
-                                                                files.name() + ": srunway_model"));
-    }
-  }
+  // weights whole, or less 1 (apply_layernorm_1p; absent before 2026-12-06, and with it no header at all).
+  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<ModelConfig> recorded, RecordedModel(files));
+  const bool file_1p = recorded && recorded->norm_1p;
   SetNormShift(names, (config.norm_1p ? 1.0f : 0.0f) - (file_1p ? 1.0f : 0.0f));
   return names;
 }
@@ -725,10 +728,8 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
 
 common::StatusOr<ModelConfig> WeightsModel(const std::filesystem::path& path) {
   SRUNWAY_ASSIGN_OR_RETURN(WeightFiles files, WeightFiles::Open(path));
-  if (auto it = files.metadata().find("srunway_model"); it != files.metadata().end()) {
-    SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ParseJson(it->second, path.string() + ": srunway_model"));
-    return FromJson(json, path.string());
-  }
+  SRUNWAY_ASSIGN_OR_RETURN(std::optional<ModelConfig> recorded, RecordedModel(files));
+  if (recorded) return *recorded;
   const std::filesystem::path config = path.parent_path() / "config.json";
   std::error_code ec;
   if (!std::filesystem::exists(config, ec)) {

@@ -823,11 +823,12 @@ common::Status Trainer::Setup() {
                                    o_.lr_warmup_init, o_.lr);
   }
   if (o_.decoupled_lr >= 0) {
-    const float least = o_.decoupled_min_lr >= 0 ? o_.decoupled_min_lr : o_.min_lr;
+    const bool own_min = o_.decoupled_min_lr >= 0;
+    const float least = own_min ? o_.decoupled_min_lr : o_.min_lr;
+    const char* least_flag = own_min ? "--decoupled-min-lr" : "--min-lr";
     if (!(least <= o_.decoupled_lr && std::isfinite(o_.decoupled_lr))) {
       return common::InvalidArgument("--decoupled-lr {} and {} {} must satisfy 0 <= {} <= --decoupled-lr",
-                                     o_.decoupled_lr, o_.decoupled_min_lr >= 0 ? "--decoupled-min-lr" : "--min-lr",
-                                     least, o_.decoupled_min_lr >= 0 ? "--decoupled-min-lr" : "--min-lr");
+                                     o_.decoupled_lr, least_flag, least, least_flag);
     }
   }
   if (!(o_.adam_beta1 >= 0 && o_.adam_beta1 < 1 && o_.adam_beta2 >= 0 && o_.adam_beta2 < 1)) {
@@ -1948,9 +1949,10 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     const int accum = static_cast<int>(global_batch / (int64_t{B_} * world_));
     const int64_t per_rank = int64_t{B_} * accum;  // this rank's share of the step's samples
     const float loss_scale = 1.0f / static_cast<float>(accum * world_);
-    const float lr = schedule_in_samples_ ? schedule_.At(consumed_, global_batch) : schedule_.At(step_);
-    const LrSchedule decoupled = schedule_.Decoupled();
-    const float embedding_lr = schedule_in_samples_ ? decoupled.At(consumed_, global_batch) : decoupled.At(step_);
+    auto rate = [&](const LrSchedule& schedule) {
+      return schedule_in_samples_ ? schedule.At(consumed_, global_batch) : schedule.At(step_);
+    };
+    const float lr = rate(schedule_), embedding_lr = rate(schedule_.Decoupled());
     model_->ZeroGrad();
     RankStep mine;
     for (int micro = 0; micro < accum; ++micro) {

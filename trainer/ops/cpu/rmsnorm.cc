@@ -28,7 +28,8 @@ void RmsNormBackward(float* dinp, float* dweight, const float* dout, const float
     const float* d = dout + int64_t{n} * C;
     float* dx = dinp + int64_t{n} * C;
     const float s = rstd[n];
-    // y = x * s * w (w the weight plus its offset) with s = (mean(x^2) + eps)^-1/2, so dx = s * (w*d) - x * s^3 * mean(w*d*x).
+    // y = x * s * w (w the weight plus its offset) with s = (mean(x^2) + eps)^-1/2, so
+    // dx = s * (w*d) - x * s^3 * mean(w*d*x).
     float dot = 0;
     for (int c = 0; c < C; ++c) dot += (weight[c] + weight_offset) * d[c] * x[c];
     dot /= C;
