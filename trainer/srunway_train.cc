@@ -69,9 +69,18 @@ struct MegatronArch {
   bool use_rotary = false, no_position_embedding = false;
 };
 
-// The architecture Megatron's flags ask for, if any: Llama's five together, or GPT's explicit LayerNorm or learned
-// positions. srunway-train builds these two, so a part of Llama's set is refused, naming what is missing.
-srunway::common::StatusOr<std::optional<srunway::trainer::Arch>> ArchFromFlags(MegatronArch m) {
+// The architecture and norms Megatron's flags ask for, each empty where they ask for none.
+struct ArchFlags {
+  std::optional<srunway::trainer::Arch> arch;
+  std::optional<srunway::trainer::Norm> norm;
+};
+
+// Llama's four flags together ask for a Llama, GPT's explicit learned positions for a GPT, and a part of Llama's set
+// is refused, naming what is missing. --normalization chooses the norms apart from the rest, as in Megatron, whose
+// default is LayerNorm: Llama's four without it (as Megatron's own Llama 3 scripts give them) build the Llama with
+// LayerNorms that Megatron builds, unless a --preset gives the model (its own norms, as for its other sizes).
+srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_given) {
+  using srunway::trainer::Arch, srunway::trainer::Norm;
   if (m.use_rotary) {
     if (m.position_embedding == "learned_absolute") {
       return srunway::common::InvalidArgument("--use-rotary-position-embeddings asks for RoPE, --position-embedding-type "
@@ -84,21 +93,28 @@ srunway::common::StatusOr<std::optional<srunway::trainer::Arch>> ArchFromFlags(M
                                             "only (--position-embedding-type rope): for a model without learned "
                                             "positions give that");
   }
+  ArchFlags flags;
+  if (!m.normalization.empty()) flags.norm = m.normalization == "LayerNorm" ? Norm::kLayerNorm : Norm::kRmsNorm;
   const std::vector<std::pair<bool, const char*>> llama = {
-      {m.normalization == "RMSNorm", "--normalization RMSNorm"},
       {m.swiglu, "--swiglu"},
       {m.position_embedding == "rope", "--position-embedding-type rope"},
       {m.untie, "--untie-embeddings-and-output-weights"},
       {m.disable_bias, "--disable-bias-linear"}};
   std::vector<std::string> given, missing;
   for (const auto& [on, flag] : llama) (on ? given : missing).emplace_back(flag);
-  const bool gpt = m.normalization == "LayerNorm" || m.position_embedding == "learned_absolute";
-  if (given.empty()) return gpt ? std::optional(srunway::trainer::Arch::kGpt) : std::nullopt;
-  if (missing.empty()) return std::optional(srunway::trainer::Arch::kLlama);
-  return srunway::common::InvalidArgument(
-      "srunway-train builds GPT (LayerNorm, GELU, learned positions, tied output layer, biases) or Llama (RMSNorm, "
-      "SwiGLU, RoPE, untied output layer, no biases): {} ask{} for Llama's, which also needs {}",
-      fmt::join(given, ", "), given.size() == 1 ? "s" : "", fmt::join(missing, ", "));
+  if (given.empty()) {
+    if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
+    return flags;
+  }
+  if (!missing.empty()) {
+    return srunway::common::InvalidArgument(
+        "srunway-train builds GPT (GELU, learned positions, tied output layer, biases) or Llama (SwiGLU, RoPE, "
+        "untied output layer, no biases), either with --normalization LayerNorm or RMSNorm: {} ask{} for Llama's, "
+        "which also needs {}", fmt::join(given, ", "), given.size() == 1 ? "s" : "", fmt::join(missing, ", "));
+  }
+  flags.arch = Arch::kLlama;
+  if (!flags.norm && !preset_given) flags.norm = Norm::kLayerNorm;
+  return flags;
 }
 
 }  // namespace
@@ -135,7 +151,8 @@ int main(int argc, char** argv) {
   float norm_eps = 0, rotary_base = 0;
   bool group_query_attention = false;
   app.add_option("--normalization", megatron_arch.normalization,
-                 "Megatron's: LayerNorm (GPT's) or RMSNorm (Llama's, with the four flags below)")
+                 "Megatron's: the norms, LayerNorm (GPT's; Megatron's default, also with the four flags below) or "
+                 "RMSNorm (Llama's)")
       ->check(CLI::IsMember({"LayerNorm", "RMSNorm"}));
   app.add_flag("--swiglu", megatron_arch.swiglu, "Megatron's: SwiGLU (Llama's)");
   app.add_option("--position-embedding-type", megatron_arch.position_embedding,
@@ -890,25 +907,27 @@ int main(int argc, char** argv) {
   o.export_dtype = export_dtype == "bf16"   ? srunway::trainer::StoredDtype::kBF16
                    : export_dtype == "fp16" ? srunway::trainer::StoredDtype::kF16
                                             : srunway::trainer::StoredDtype::kF32;
-  auto arch = ArchFromFlags(megatron_arch);
-  if (!arch.ok()) {
-    srunway::common::LogError("{}", arch.status().message());
-    return srunway::trainer::kExitUsage;
-  }
   // Megatron's flags alone start from the tiny model of their architecture; with a --preset they must agree with it.
   const bool preset_given = app.get_option("--preset")->count() > 0;
-  if (*arch == srunway::trainer::Arch::kLlama && !preset_given) preset = "llama-tiny";
+  auto flags = ArchFromFlags(megatron_arch, preset_given);
+  if (!flags.ok()) {
+    srunway::common::LogError("{}", flags.status().message());
+    return srunway::trainer::kExitUsage;
+  }
+  const std::optional<srunway::trainer::Arch> arch = flags->arch;
+  if (arch == srunway::trainer::Arch::kLlama && !preset_given) preset = "llama-tiny";
   auto model = srunway::trainer::Preset(preset);
   if (!model.ok()) {
     srunway::common::LogError("--preset: {}", model.status().message());
     return srunway::trainer::kExitUsage;
   }
-  if (*arch && model->arch != **arch) {
+  if (arch && model->arch != *arch) {
     srunway::common::LogError("--preset {} is a {} model, but Megatron's flags given ask for a {} one", preset,
-                              srunway::trainer::ArchName(model->arch), srunway::trainer::ArchName(**arch));
+                              srunway::trainer::ArchName(model->arch), srunway::trainer::ArchName(*arch));
     return srunway::trainer::kExitUsage;
   }
   o.model = *model;
+  if (flags->norm) srunway::trainer::SetNorm(o.model, *flags->norm);
   const bool new_width = hidden_size && hidden_size != o.model.d_model;  // not the preset's own, restated
   if (num_layers) o.model.n_layer = num_layers;
   if (hidden_size) o.model.d_model = hidden_size;

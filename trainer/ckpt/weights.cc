@@ -274,6 +274,13 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
     return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
                                       NamingName(naming), ArchName(config.arch));
   }
+  // Hugging Face's GPT-2 and Llama have their architecture's own norms.
+  if (naming != Naming::kSrunway && config.other_norm) {
+    return common::FailedPrecondition("{} holds a {} model, whose norms are {}, and this run's model is a {} "
+                                      "(--normalization)", files.name(), NamingName(naming),
+                                      NormName(file_arch == Arch::kGpt ? Norm::kLayerNorm : Norm::kRmsNorm),
+                                      ModelKind(config));
+  }
   NameMap names = Names(naming, config, gpt2, naming == Naming::kHfLlama && files.Find("lm_head.weight") == nullptr);
   if (naming != Naming::kSrunway) return names;
   // srunway-train's --export holds the parameters as its model stored them, which its header records: norm
@@ -584,6 +591,13 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
 }
 
 common::Status HuggingFaceExportable(const ModelConfig& c) {
+  if (c.other_norm) {
+    return common::FailedPrecondition("transformers' {} has {} norms, and this model's are {} (--normalization): it "
+                                      "has no Hugging Face class; --export writes its weights",
+                                      c.arch == Arch::kGpt ? "GPT-2" : "Llama",
+                                      NormName(c.arch == Arch::kGpt ? Norm::kLayerNorm : Norm::kRmsNorm),
+                                      NormName(c.norm()));
+  }
   if (c.arch == Arch::kGpt && c.kv_channels != 0) {
     return common::FailedPrecondition("transformers' GPT-2 has heads n_embd / n_head wide, and this model's are {} "
                                       "(--kv-channels): it has no Hugging Face class; --export writes its weights",

@@ -67,6 +67,18 @@ const std::vector<PresetEntry>& Presets() {
 
 std::string_view ArchName(Arch arch) { return arch == Arch::kGpt ? "gpt" : "llama"; }
 
+std::string_view NormName(Norm norm) { return norm == Norm::kLayerNorm ? "LayerNorm" : "RMSNorm"; }
+
+void SetNorm(ModelConfig& c, Norm norm) {
+  c.other_norm.reset();
+  if (c.norm() != norm) c.other_norm = norm;
+}
+
+std::string ModelKind(const ModelConfig& c) {
+  if (!c.other_norm) return std::string(ArchName(c.arch));
+  return fmt::format("{} with {}", ArchName(c.arch), NormName(*c.other_norm));
+}
+
 const std::vector<std::string>& PresetNames() {
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> names;
@@ -215,6 +227,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["squared_relu"] = c.squared_relu;
   json["qk_layernorm"] = c.qk_norm;
   json["apply_layernorm_1p"] = c.norm_1p;
+  json["normalization"] = NormName(c.norm());
   json["kv_channels"] = c.kv_channels;
   return json;
 }
@@ -244,8 +257,8 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     SRUNWAY_RETURN_IF_ERROR(RopeScalingFromJson(json["rope_scaling"], std::string(where) + ": rope_scaling", c));
   }
   // Checkpoints before 2026-12-05 have none of these, and some of that day's lack kv_channels and qk_layernorm (and
-  // before 2026-12-06 apply_layernorm_1p): no linear RoPE scaling, heads d_model / n_head wide, no such biases, GELU,
-  // no q and k norms, norm weights stored whole.
+  // before 2026-12-06 apply_layernorm_1p, before 2026-12-07 normalization): no linear RoPE scaling, heads d_model /
+  // n_head wide, no such biases, GELU, no q and k norms, norm weights stored whole, the architecture's own norms.
   if (json.contains("rope_linear_factor")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(json, "rope_linear_factor", where));
   }
@@ -257,6 +270,13 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     if (json.contains(key)) {
       SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));
     }
+  }
+  if (json.contains("normalization")) {
+    SRUNWAY_ASSIGN_OR_RETURN(const std::string norm, common::JsonField<std::string>(json, "normalization", where));
+    if (norm != NormName(Norm::kLayerNorm) && norm != NormName(Norm::kRmsNorm)) {
+      return common::InvalidArgument("{}: unknown normalization '{}' (LayerNorm or RMSNorm)", where, norm);
+    }
+    SetNorm(c, norm == NormName(Norm::kLayerNorm) ? Norm::kLayerNorm : Norm::kRmsNorm);
   }
   SRUNWAY_RETURN_IF_ERROR(Validate(c).WithContext(where));
   return c;
@@ -303,16 +323,21 @@ int64_t ParameterCount(const ModelConfig& c) {
   int64_t per_layer = 0;
   int64_t total = int64_t{c.vocab} * d;
   if (c.arch == Arch::kGpt) {
-    // ln1 (w,b), qkv (w,b), proj (w,b), ln2 (w,b), fc (w,b), fc proj (w,b)
-    per_layer = 2 * d + (d * (q + 2 * kv) + q + 2 * kv) + (q * d + d) + 2 * d + (d * f + f) + (f * d + d);
-    total += int64_t{c.seq_len} * d + 2 * d;
+    // ln1 w, qkv (w,b), proj (w,b), ln2 w, fc (w,b), fc proj (w,b)
+    per_layer = d + (d * (q + 2 * kv) + q + 2 * kv) + (q * d + d) + d + (d * f + f) + (f * d + d);
+    total += int64_t{c.seq_len} * d + d;
   } else {
     // attn norm, qkv (+ its bias), proj, mlp norm, gate+up, down
     per_layer = d + d * (q + 2 * kv) + (c.qkv_bias ? q + 2 * kv : 0) + q * d + d + 2 * f * d + f * d;
     total += d + int64_t{c.vocab} * d;
   }
-  // q's and k's norms: a weight each, and a bias each for GPT's LayerNorm.
-  if (c.qk_norm) per_layer += (c.arch == Arch::kGpt ? 4 : 2) * int64_t{c.head_dim()};
+  // q's and k's norms: a weight each.
+  if (c.qk_norm) per_layer += 2 * int64_t{c.head_dim()};
+  // LayerNorm's biases: the two norms', q's and k's, the final norm's.
+  if (c.layernorm()) {
+    per_layer += 2 * d + (c.qk_norm ? 2 * int64_t{c.head_dim()} : 0);
+    total += d;
+  }
   return total + per_layer * c.n_layer;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,11 @@ namespace srunway::trainer {
 enum class Arch { kGpt, kLlama };
 
 std::string_view ArchName(Arch arch);
+
+// The norms: LayerNorm (a weight and a bias; GPT's) or RMSNorm (a weight; Llama's), by Megatron's names.
+enum class Norm { kLayerNorm, kRmsNorm };
+
+std::string_view NormName(Norm norm);
 
 struct ModelConfig {
   Arch arch = Arch::kGpt;
@@ -41,13 +47,19 @@ struct ModelConfig {
   bool qkv_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
   bool squared_relu = false;
-  // Each head's q and k through the model's norm (GPT's LayerNorm, Llama's RMSNorm) over its head_dim values,
+  // Each head's q and k through the model's norm (norm(): GPT's LayerNorm, Llama's RMSNorm) over its head_dim values,
   // with weights of their own shared by the heads, before RoPE: Megatron's --qk-layernorm, Qwen3's q_norm and k_norm.
   bool qk_norm = false;
   // Megatron's --apply-layernorm-1p (its layernorm_zero_centered_gamma): every norm's weight is stored as its
   // difference from 1, drawn as 0, and the norms multiply by 1 + weight, which a bf16 copy of the weights then holds
   // to bf16's precision near 0 rather than near 1. The same model, trained the same way (norm weights have no decay).
   bool norm_1p = false;
+  // The norms where they are not the architecture's own (GPT's LayerNorm, Llama's RMSNorm): Megatron's
+  // --normalization, which it chooses apart from the rest. Its default LayerNorm with Llama's other flags, as
+  // Megatron's own Llama 3 scripts pass them, builds a Llama whose norms are LayerNorms, biases included; RMSNorm with
+  // GPT's, a GPT whose norms have no biases. Empty where they are the architecture's own, which is how every entry
+  // point stores that case (SetNorm), so that a model reads the same whichever way it is told.
+  std::optional<Norm> other_norm;
 
   // Each head's width where it is not d_model / n_head (Megatron's --kv-channels, Hugging Face's head_dim); 0 where
   // it is, which is how every entry point stores that case, so that a model reads the same whichever way it is told.
@@ -64,6 +76,8 @@ struct ModelConfig {
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT ties the output layer to the token embedding; Llama has its own.
   bool tied_embeddings() const { return arch == Arch::kGpt; }
+  Norm norm() const { return other_norm.value_or(arch == Arch::kGpt ? Norm::kLayerNorm : Norm::kRmsNorm); }
+  bool layernorm() const { return norm() == Norm::kLayerNorm; }
   // GPT's GELU, whose Linear layer computes it in the GEMM's epilogue (MatmulGeluForward).
   bool gelu() const { return arch == Arch::kGpt && !squared_relu; }
 
@@ -72,6 +86,10 @@ struct ModelConfig {
 
 // Heads head_dim wide: kv_channels is 0 where that is d_model / n_head, else head_dim.
 void SetHeadDim(ModelConfig& config, int head_dim);
+// Norms of this kind: other_norm is empty where that is the architecture's own, else `norm`.
+void SetNorm(ModelConfig& config, Norm norm);
+// The architecture's name, and its norms' where they are not its own: "llama", "llama with LayerNorm".
+std::string ModelKind(const ModelConfig& config);
 
 // Names accepted by --preset, in the order `srunway-train --help` lists them.
 const std::vector<std::string>& PresetNames();

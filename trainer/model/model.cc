@@ -124,7 +124,7 @@ DropoutSite Model::Site(int site) const {
 
 void Model::NormForward(void* out, float* mean, float* rstd, const void* inp, const void* w, const void* b, int N,
                         int C) {
-  if (config_.arch == Arch::kGpt) {
+  if (config_.layernorm()) {
     ops_->LayerNormForward(out, mean, rstd, inp, w, b, N, C, config_.norm_eps, NormWeightOffset());
   } else {
     ops_->RmsNormForward(out, rstd, inp, w, N, C, config_.norm_eps, NormWeightOffset());
@@ -133,7 +133,7 @@ void Model::NormForward(void* out, float* mean, float* rstd, const void* inp, co
 
 void Model::ResidualNormForward(void* residual, void* out, float* mean, float* rstd, const void* a, const void* b,
                                 const void* w, const void* bias, int N) {
-  if (config_.arch == Arch::kGpt) {
+  if (config_.layernorm()) {
     ops_->ResidualLayerNormForward(residual, out, mean, rstd, a, b, w, bias, N, config_.d_model, config_.norm_eps,
                                    NormWeightOffset());
   } else {
@@ -144,7 +144,7 @@ void Model::ResidualNormForward(void* residual, void* out, float* mean, float* r
 
 void Model::NormBackward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const void* w,
                          const float* mean, const float* rstd, int N, int C) {
-  if (config_.arch == Arch::kGpt) {
+  if (config_.layernorm()) {
     ops_->LayerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, NormWeightOffset());
   } else {
     ops_->RmsNormBackward(dinp, dw, dout, inp, w, rstd, N, C, NormWeightOffset());

@@ -21,7 +21,7 @@ enum class Slot {
 struct SlotInfo {
   Slot slot;
   const char* name;
-  bool bias;  // Llama's layers have none but qkv's with ModelConfig::qkv_bias
+  bool bias;  // Llama's layers have none but qkv's with ModelConfig::qkv_bias; a LayerNorm has its own
   bool qk_norm = false;  // only with ModelConfig::qk_norm
 };
 
@@ -55,7 +55,11 @@ std::vector<int64_t> SlotShape(const ModelConfig& c, Slot slot) {
 
 bool HasSlot(const ModelConfig& c, const SlotInfo& info) {
   if (info.qk_norm && !c.qk_norm) return false;
-  return !info.bias || c.arch == Arch::kGpt || (info.slot == Slot::kQkvB && c.qkv_bias);
+  if (!info.bias) return true;
+  const bool norm = info.slot == Slot::kNorm1B || info.slot == Slot::kNorm2B || info.slot == Slot::kQNormB ||
+                    info.slot == Slot::kKNormB;
+  if (norm) return c.layernorm();  // LayerNorm's bias, whatever the architecture's other biases
+  return c.arch == Arch::kGpt || (info.slot == Slot::kQkvB && c.qkv_bias);
 }
 
 bool IsOutputProjection(std::string_view name) {
@@ -82,7 +86,7 @@ ParamLayout::ParamLayout(const ModelConfig& config) : config_(config) {
     }
   }
   add("norm_f.weight", {config.d_model}, false);
-  if (gpt) add("norm_f.bias", {config.d_model}, false);
+  if (config.layernorm()) add("norm_f.bias", {config.d_model}, false);
   if (!gpt) add("lm_head.weight", {config.vocab, config.d_model}, true, true);
 }
 

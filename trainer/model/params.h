@@ -68,6 +68,7 @@ class ParamLayout {
  public:
   explicit ParamLayout(const ModelConfig& config);
 
+  const ModelConfig& config() const { return config_; }
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   int64_t numel() const { return numel_; }
   const TensorSpec* Find(std::string_view name) const;

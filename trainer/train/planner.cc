@@ -56,7 +56,7 @@ std::string FormatPlan(const PlanInput& in, const Plan& p) {
   const int T = in.seq_length > 0 ? in.seq_length : m.seq_len;
   std::string out;
   out += fmt::format("model {} ({} layers, hidden {}, heads {}, FFN {}, vocab {}, seq {}): {} parameters ({:.3f} B)\n",
-                     ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.d_ff, m.vocab, T, p.parameters,
+                     ModelKind(m), m.n_layer, m.d_model, m.n_head, m.d_ff, m.vocab, T, p.parameters,
                      p.parameters / 1e9);
   out += fmt::format("FLOPs per token: {:.4g} (6 N + 12 L T d, the MFU formula)\n", p.flops_per_token);
   out += fmt::format("{} GPUs ({} node{} x {}); micro-batch {}, {} accumulation step{} per GPU, global batch {}\n",

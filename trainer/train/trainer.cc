@@ -1098,7 +1098,7 @@ common::Status Trainer::Setup() {
     common::LogInfo(
         "model {} ({} layers, hidden {}, heads {}/{}, vocab {}): {:.2f} M parameters; batch {} x {} "
         "tokens = {} rank{} x {} micro-batches of {}, {}; gradients in {} bucket{}{}; {}",
-        ArchName(m.arch), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab, ParameterCount(m) / 1e6, gbs, T_,
+        ModelKind(m), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab, ParameterCount(m) / 1e6, gbs, T_,
         world_, world_ == 1 ? "" : "s", accum_, B_,
         gpu ? fmt::format("bf16 on {}", device_->name())
             : fmt::format("{} thread{} per rank", threads, threads == 1 ? "" : "s"),

@@ -1039,5 +1039,49 @@ TEST(KvChannelsTest, HeadsOfAnotherWidthShapeTheAttention) {
   EXPECT_THAT(Validate(wide).message(), ::testing::HasSubstr("is larger than srunway supports"));
 }
 
+// Megatron's --normalization apart from the architecture: a Llama with LayerNorms has their biases (the two norms',
+// the final norm's, q's and k's with --qk-layernorm) and still none of GPT's other biases; a GPT with RMSNorms has no
+// norm biases and keeps its others. Told its own norms, a model is the plain one; the header keeps the norms, and
+// one without them (before 2026-12-07) reads as the architecture's own.
+TEST(NormalizationTest, TheOtherArchitecturesNormsBringTheirBiasesOrDropThem) {
+  auto biases = [](const ModelConfig& c) {
+    std::vector<std::string> names;
+    const ParamLayout layout(c);
+    for (const TensorSpec& spec : layout.tensors()) {
+      if (spec.name.ends_with(".bias") && !spec.name.starts_with("layers.1.")) names.push_back(spec.name);
+    }
+    return names;
+  };
+  ModelConfig llama = *Preset("llama-tiny");
+  llama.qk_norm = true;
+  ModelConfig same = llama;
+  SetNorm(same, Norm::kRmsNorm);
+  EXPECT_EQ(same, llama);
+  ModelConfig c = llama;
+  SetNorm(c, Norm::kLayerNorm);
+  EXPECT_TRUE(c.layernorm());
+  EXPECT_EQ(ModelKind(c), "llama with LayerNorm");
+  EXPECT_THAT(biases(c), ::testing::ElementsAre("layers.0.norm1.bias", "layers.0.q_norm.bias", "layers.0.k_norm.bias",
+                                                "layers.0.norm2.bias", "norm_f.bias"));
+  EXPECT_EQ(ParameterCount(c), ParamLayout(c).numel());
+  EXPECT_EQ(ParamLayout(c).numel(),
+            ParamLayout(llama).numel() + c.n_layer * (2 * c.d_model + 2 * c.head_dim()) + c.d_model);
+  ExpectKeptInHeader(c, llama, "normalization", "is \"LayerNorm\" in the checkpoint and \"RMSNorm\" here");
+
+  const ModelConfig plain_gpt = *Preset("gpt-tiny");
+  ModelConfig gpt = plain_gpt;
+  SetNorm(gpt, Norm::kRmsNorm);
+  EXPECT_EQ(ModelKind(gpt), "gpt with RMSNorm");
+  EXPECT_THAT(biases(gpt), ::testing::ElementsAre("layers.0.qkv.bias", "layers.0.proj.bias", "layers.0.fc.bias",
+                                                  "layers.0.out.bias"));
+  EXPECT_EQ(ParameterCount(gpt), ParamLayout(gpt).numel());
+  ExpectKeptInHeader(gpt, plain_gpt, "normalization", "is \"RMSNorm\" in the checkpoint and \"LayerNorm\" here");
+
+  common::Json unknown = ToJson(gpt);
+  unknown["normalization"] = "ScaleNorm";
+  EXPECT_THAT(FromJson(unknown, "header").status().message(),
+              ::testing::HasSubstr("header: unknown normalization 'ScaleNorm' (LayerNorm or RMSNorm)"));
+}
+
 }  // namespace
 }  // namespace srunway::trainer

@@ -644,6 +644,18 @@ def main():
                  r"\(--vocab-size 512\)")
     expect_error("a GPT-2 file for a Llama", [*llama, "--load", hf, "--finetune"], 1,
                  r"holds a Hugging Face GPT-2 model, and this run's model is a llama")
+    # Hugging Face's GPT-2 and Llama have their architecture's own norms: a model with the other's (--normalization)
+    # takes neither's weights and has no class to export to.
+    expect_error("a GPT-2 file for a GPT with RMSNorm", [*gpt, "--normalization", "RMSNorm", "--load", hf,
+                 "--finetune"], 1, r"gpt2-F32\.safetensors holds a Hugging Face GPT-2 model, whose norms are "
+                 r"LayerNorm, and this run's model is a gpt with RMSNorm \(--normalization\)$")
+    expect_error("--export-hf of a Llama with LayerNorm", [*llama, "--normalization", "LayerNorm", "--export-hf",
+                 os.path.join(WORK, "hf-llama-layernorm")], 1,
+                 r"--export-hf: transformers' Llama has RMSNorm norms, and this model's are LayerNorm "
+                 r"\(--normalization\): it has no Hugging Face class; --export writes its weights$")
+    expect_error("--export-hf of a GPT with RMSNorm", [*gpt, "--normalization", "RMSNorm", "--export-hf",
+                 os.path.join(WORK, "hf-gpt-rmsnorm")], 1,
+                 r"--export-hf: transformers' GPT-2 has LayerNorm norms, and this model's are RMSNorm")
     deeper = os.path.join(WORK, "gpt2-3-layers.safetensors")
     save(deeper, gpt2_weights(gen, layers=3))
     expect_error("a file of more layers", [*gpt, "--load", deeper, "--finetune"], 1,

@@ -243,6 +243,7 @@ struct Variant {
   bool squared_relu = false;  // a GPT's FFN as relu(x)^2 (--squared-relu)
   bool qk_norm = false;       // norms on each head's q and k (--qk-layernorm)
   int head_dim = 0;           // heads of this width, not d_model / n_head (--kv-channels)
+  bool other_norm = false;    // the other architecture's norms (--normalization): GPT's RMSNorm, Llama's LayerNorm
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -254,6 +255,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   config.squared_relu = variant.squared_relu;
   config.qk_norm = variant.qk_norm;
   if (variant.head_dim > 0) SetHeadDim(config, variant.head_dim);
+  if (variant.other_norm) SetNorm(config, config.layernorm() ? Norm::kRmsNorm : Norm::kLayerNorm);
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
@@ -261,6 +263,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   const std::string name_of_run = preset + (variant.qkv_bias ? "-qkv-bias" : "") +
                                   (variant.squared_relu ? "-squared-relu" : "") + (variant.qk_norm ? "-qk-norm" : "") +
                                   (variant.head_dim > 0 ? fmt::format("-kv{}", variant.head_dim) : "") +
+                                  (variant.other_norm ? (config.layernorm() ? "-layernorm" : "-rmsnorm") : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -327,5 +330,7 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.qk_norm = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true, .head_dim = 32});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.head_dim = 8});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true, .other_norm = true});
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.other_norm = true});
   return 0;
 }

@@ -174,9 +174,11 @@ def check_ops(d):
     check("cross_entropy dlogits", t["dlogits"], logits.grad, 1e-5, 1e-4)
 
 
-def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False):
+def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False,
+               rmsnorm=None):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
-    scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU.
+    scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU;
+    rmsnorm: the norms are RMSNorm (None: the architecture's own, Llama's RMSNorm, GPT's LayerNorm with biases).
     Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
@@ -192,7 +194,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     x = drop(x, 0)
 
     def norm(x, prefix):
-        if llama:
+        if llama if rmsnorm is None else rmsnorm:
             return rms_norm(x, p[prefix + ".weight"], eps)
         return F.layer_norm(x, (x.shape[-1],), p[prefix + ".weight"], p[prefix + ".bias"], eps)
 
@@ -226,14 +228,15 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False):
+def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
     tokens, targets = before.pop("_tokens").long(), before.pop("_targets").long()
     masks = {int(k.split(".")[1]): before.pop(k) for k in list(before) if k.startswith("_mask.")} or None
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
-    loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, squared_relu=squared_relu)
+    loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, squared_relu=squared_relu,
+                      rmsnorm=rmsnorm)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -277,11 +280,16 @@ def main():
     # Megatron's --kv-channels: heads wider than hidden / heads (with the norms, as Qwen3-0.6B's), and narrower.
     check_step(work, "llama-tiny-qk-norm-kv32", True, 2, 4, 2)
     check_step(work, "gpt-tiny-kv8", False, 2, 4, 4)
+    # Megatron's --normalization apart from the architecture: a Llama with LayerNorms (biases included, with its q
+    # and k norms too), as Megatron's Llama 3 scripts build one, and a GPT with RMSNorms.
+    check_step(work, "llama-tiny-qk-norm-layernorm", True, 2, 4, 2, rmsnorm=False)
+    check_step(work, "gpt-tiny-rmsnorm", False, 2, 4, 4, rmsnorm=True)
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the ten training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
-          "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width) match PyTorch")
+    print("every op and the twelve training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+          "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
+          "other's norms) match PyTorch")
 
 
 if __name__ == "__main__":

@@ -976,8 +976,9 @@ grep -q "hidden 96, heads 4, FFN 300," "$kWork/out" || fail "--ffn-hidden-size 3
 grep -q "hidden 64, heads 4, FFN 176," "$kWork/out" || fail "llama-tiny's own FFN: $(head -1 "$kWork/out")"
 "$kTrain" --preset llama2-7b --hidden-size 4096 --dry-run --gpu-memory-gb 400 >"$kWork/out" 2>&1
 grep -q "hidden 4096, heads 32, FFN 11008," "$kWork/out" || fail "llama2-7b's hidden size restated: $(head -1 "$kWork/out")"
-# Megatron's architecture flags: Llama's five together build a Llama (from llama-tiny without a --preset), GPT's
-# explicit values a GPT; a part of Llama's set, or a --preset of the other architecture, is one line, exit 2.
+# Megatron's architecture flags: Llama's four together build a Llama (from llama-tiny without a --preset), GPT's
+# explicit learned positions a GPT, --normalization the norms of either; a part of Llama's set, or a --preset of the
+# other architecture, is one line, exit 2.
 llama=(--normalization RMSNorm --swiglu --position-embedding-type rope --untie-embeddings-and-output-weights
        --disable-bias-linear)
 "$kTrain" "${llama[@]}" --hidden-size 256 --num-attention-heads 8 --group-query-attention --num-query-groups 2 \
@@ -986,8 +987,20 @@ grep -q "^model llama (2 layers, hidden 256, heads 8, FFN 640, vocab 512, seq 12
   fail "Megatron's Llama flags: $(head -1 "$kWork/out")"
 "$kTrain" --normalization LayerNorm --position-embedding-type learned_absolute --dry-run >"$kWork/out" 2>&1
 grep -q "^model gpt (2 layers, hidden 64" "$kWork/out" || fail "Megatron's GPT flags: $(head -1 "$kWork/out")"
-expect_exit 2 "error: srunway-train builds GPT \\(LayerNorm, GELU, learned positions, tied output layer, biases\\) or Llama \\(RMSNorm, SwiGLU, RoPE, untied output layer, no biases\\): --swiglu asks for Llama's, which also needs --normalization RMSNorm, --position-embedding-type rope, --untie-embeddings-and-output-weights, --disable-bias-linear$" \
-  "$kTrain" --mock-data --swiglu
+expect_exit 2 "error: srunway-train builds GPT \\(GELU, learned positions, tied output layer, biases\\) or Llama \\(SwiGLU, RoPE, untied output layer, no biases\\), either with --normalization LayerNorm or RMSNorm: --swiglu asks for Llama's, which also needs --position-embedding-type rope, --untie-embeddings-and-output-weights, --disable-bias-linear$" \
+  "$kTrain" --mock-data --swiglu --normalization RMSNorm
+# Without --normalization, Llama's four build the Llama Megatron builds from them (its default LayerNorm, as its own
+# Llama 3 scripts leave it); a --preset keeps its own norms, --normalization chooses them over any.
+"$kTrain" "${llama[@]:2}" --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama with LayerNorm (2 layers, hidden 64" "$kWork/out" ||
+  fail "Megatron's Llama flags without --normalization: $(head -1 "$kWork/out")"
+"$kTrain" --preset llama-tiny "${llama[@]:2}" --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama (2 layers, hidden 64" "$kWork/out" || fail "llama-tiny's own norms: $(head -1 "$kWork/out")"
+"$kTrain" --preset llama-tiny --normalization LayerNorm --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama with LayerNorm (2 layers" "$kWork/out" ||
+  fail "--normalization over a Llama preset: $(head -1 "$kWork/out")"
+"$kTrain" --normalization RMSNorm --dry-run >"$kWork/out" 2>&1
+grep -q "^model gpt with RMSNorm (2 layers" "$kWork/out" || fail "a GPT with RMSNorm: $(head -1 "$kWork/out")"
 # Megatron's older spellings of RoPE: --use-rotary-position-embeddings, and --no-position-embedding beside it.
 "$kTrain" --normalization RMSNorm --swiglu --use-rotary-position-embeddings --no-position-embedding \
   --untie-embeddings-and-output-weights --disable-bias-linear --dry-run >"$kWork/out" 2>&1
@@ -999,7 +1012,7 @@ expect_exit 2 "error: --use-rotary-position-embeddings asks for RoPE, --position
 expect_exit 2 "error: --preset gpt2-124m is a gpt model, but Megatron's flags given ask for a llama one$" \
   "$kTrain" --mock-data --preset gpt2-124m "${llama[@]}"
 expect_exit 2 "error: --preset llama-tiny is a llama model, but Megatron's flags given ask for a gpt one$" \
-  "$kTrain" --mock-data --preset llama-tiny --normalization LayerNorm
+  "$kTrain" --mock-data --preset llama-tiny --position-embedding-type learned_absolute
 # The Llama they build trains, and its checkpoint holds the epsilon and RoPE base given.
 "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --rotary-base 500000 \
   --save "$kWork/megatron-llama" >"$kWork/out" 2>"$kWork/err" || fail "Megatron's Llama flags: $(cat "$kWork/err")"
@@ -1008,6 +1021,14 @@ expect_exit 2 "error: --preset llama-tiny is a llama model, but Megatron's flags
 grep -q "rope_theta is 500000.0 in the checkpoint and 10000.0 here" "$kWork/err" ||
   fail "the RoPE base should be in the checkpoint: $(cat "$kWork/err")"
 rm -rf "$kWork/megatron-llama"
+# The Llama with LayerNorms trains; its checkpoint keeps its norms, and a resume with others is refused naming them.
+"$kTrain" "${llama[@]:2}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --save "$kWork/llama-ln" \
+  >"$kWork/out" 2>"$kWork/err" || fail "a Llama with LayerNorm: $(cat "$kWork/err")"
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/llama-ln" \
+  >"$kWork/out" 2>"$kWork/err" && fail "a resume of a Llama with LayerNorm with RMSNorm ran"
+grep -q 'normalization is "LayerNorm" in the checkpoint and "RMSNorm" here' "$kWork/err" ||
+  fail "the norms should be in the checkpoint: $(cat "$kWork/err")"
+rm -rf "$kWork/llama-ln"
 # Llama 3.1's RoPE scaling (Megatron's --use-rope-scaling): it changes the model (its losses differ from the same
 # run's without it), its checkpoint keeps it, and a resume without it is refused naming it.
 "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --use-rope-scaling \
