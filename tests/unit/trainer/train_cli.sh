@@ -1029,6 +1029,33 @@ rm -rf "$kWork/megatron-llama"
 grep -q 'normalization is "LayerNorm" in the checkpoint and "RMSNorm" here' "$kWork/err" ||
   fail "the norms should be in the checkpoint: $(cat "$kWork/err")"
 rm -rf "$kWork/llama-ln"
+# Megatron's own Llama 3 scripts (examples/llama/train_llama3_8b_h200_bf16.sh, h100_fp8's without its FP8 flags), their
+# flags as given there, the sizes and sample counts shrunk and the flags srunway-train refuses (--ckpt-format
+# torch_dist, --grad-reduce-in-bf16, --wandb-*) left out: they train the Llama with LayerNorms that Megatron trains
+# from them (they give no --normalization), with the decoupled rate.
+"$kTrain" --use-mcore-models --num-layers 2 --hidden-size 64 --ffn-hidden-size 160 --num-attention-heads 4 \
+  --group-query-attention --num-query-groups 2 --kv-channels 16 --seq-length 32 --max-position-embeddings 32 \
+  --position-embedding-type rope --rotary-base 1000000 --rotary-percent 1.0 --attention-dropout 0.0 \
+  --hidden-dropout 0.0 --swiglu --init-method-std 0.0134 --attention-backend fused --apply-layernorm-1p \
+  --untie-embeddings-and-output-weights --disable-bias-linear \
+  --micro-batch-size 1 --global-batch-size 4 --train-samples 24 --lr-decay-samples 20 --lr-warmup-samples 4 \
+  --lr 0.00015 --min-lr 0.00001 --decoupled-lr 5.0e-4 --decoupled-min-lr 4.5e-5 --lr-decay-style cosine \
+  --clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --cross-entropy-loss-fusion \
+  --calculate-per-token-loss --manual-gc --empty-unused-memory-level 1 --exit-duration-in-mins 235 \
+  --tensor-model-parallel-size 1 --context-parallel-size 1 --sequence-parallel \
+  --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
+  --mock-data --tokenizer-type NullTokenizer --vocab-size 1000 --data-cache-path "$kWork/llama3-cache" \
+  --tiktoken-pattern v2 --split '99,1,0' --no-create-attention-mask-in-dataloader --no-mmap-bin-files \
+  --num-workers 1 --log-interval 1 --eval-iters 32 --eval-interval 100 --save-interval 1000 --log-throughput \
+  --profile --profile-step-start 4 --profile-step-end 6 --distributed-timeout-minutes 60 \
+  --save "$kWork/llama3" --load "$kWork/llama3" --tensorboard-dir "$kWork/llama3-tb" --log-params-norm \
+  --log-num-zeros-in-grad --log-timers-to-tensorboard >"$kWork/out" 2>"$kWork/err" ||
+  fail "Megatron's Llama 3 flags: $(cat "$kWork/err")"
+grep -q "model llama with LayerNorm (2 layers, hidden 64, heads 4/2, vocab 1024)" "$kWork/err" ||
+  fail "Megatron's Llama 3 flags build a Llama with LayerNorms: $(grep model "$kWork/err")"
+grep -q "^step      6/6 | loss .* | lr .* | decoupled lr " "$kWork/out" ||
+  fail "Megatron's Llama 3 flags: six steps with the decoupled rate: $(cat "$kWork/out")"
+rm -rf "$kWork/llama3" "$kWork/llama3-cache" "$kWork/llama3-tb"
 # Llama 3.1's RoPE scaling (Megatron's --use-rope-scaling): it changes the model (its losses differ from the same
 # run's without it), its checkpoint keeps it, and a resume without it is refused naming it.
 "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --use-rope-scaling \
