@@ -514,9 +514,9 @@ int main(int argc, char** argv) {
                            "--no-fp8-wgrad", "--first-last-layers-bf16"}) {
     fp8.emplace_back(app.add_flag(flag, no_fp8), flag);
   }
-  bool grad_reduce_bf16 = false;
-  app.add_flag("--grad-reduce-in-bf16", grad_reduce_bf16,
-               "Megatron's: refused (gradients are accumulated and reduced in fp32)");
+  app.add_flag("--grad-reduce-in-bf16", o.grad_reduce_bf16,
+               "Megatron's: the data-parallel reduction sums the gradients in bf16 (half the bytes); they are "
+               "accumulated over micro-batches in fp32 as ever");
   app.add_flag("--deterministic-mode", o.deterministic_mode,
                "Megatron's: the same bits on every run, which the CPU path gives; refused on GPUs (their backward "
                "adds with atomics)");
@@ -894,10 +894,9 @@ int main(int argc, char** argv) {
                               option->get_expected_min() > 0 && !values.empty() ? " " + values.back() : "");
     return srunway::trainer::kExitUsage;
   }
-  if (grad_reduce_bf16) {
-    srunway::common::LogError("--grad-reduce-in-bf16: srunway-train accumulates and reduces gradients in fp32 "
-                              "(Megatron's --accumulate-allreduce-grads-in-fp32), as it does --main-grads-dtype: "
-                              "leave it out");
+  if (o.grad_reduce_bf16 && app.get_option("--accumulate-allreduce-grads-in-fp32")->count() > 0) {
+    srunway::common::LogError("--grad-reduce-in-bf16 reduces the gradients in bf16, "
+                              "--accumulate-allreduce-grads-in-fp32 in fp32: give one");
     return srunway::trainer::kExitUsage;
   }
   if (export_dtype_option->count() > 0 && o.export_safetensors.empty() && o.export_hf.empty()) {

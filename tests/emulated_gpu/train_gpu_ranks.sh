@@ -20,7 +20,9 @@
 #      other losses;
 #   6. --check-weight-hash-across-dp-replicas-interval: replicas that hash alike train on; a bit flipped in one
 #      rank's weights ends both at the next check, exit 3, unsaved, rank 0 naming both ranks' hashes; and
-#      --deterministic-mode is refused on a GPU.
+#      --deterministic-mode is refused on a GPU;
+#   7. --grad-reduce-in-bf16: the buckets summed in bf16 train within bf16's noise of case 1, not its bits, and
+#      ZeRO-1's reduce-scatter of them gives the all-reduce's steps.
 # Usage: train_gpu_ranks.sh SRUNWAY_TRAIN (the emulated GPU's build: tests/emulated_gpu/meson.build)
 set -euo pipefail
 train=${1:?usage: train_gpu_ranks.sh SRUNWAY_TRAIN}
@@ -194,4 +196,31 @@ rc=0
 "$train" "${common[@]}" --deterministic-mode >"$work/deterministic.out" 2>"$work/deterministic.err" || rc=$?
 [[ $rc == 2 ]] && grep -q "error: --deterministic-mode: the GPU path adds gradients with atomics" \
   "$work/deterministic.err" || fail "--deterministic-mode on a GPU: exit $rc: $(cat "$work/deterministic.err")"
+echo "== 7. --grad-reduce-in-bf16: the buckets reduced in bf16"
+# Each bucket cast to bf16 on the GPU, summed in bf16 by the stand-in NCCL (rounded after each addition, as NCCL's),
+# cast back: every step's loss within bf16's noise of case 1's fp32 reduction (2e-3 relative), its gradients not the
+# same bits (rounded to bf16); the ZeRO-1 ranks' reduce-scatter of the same bf16 buckets gives case 1's all-reduce.
+ranks bf16 --grad-reduce-in-bf16
+ranks bf16-zero --grad-reduce-in-bf16 --use-distributed-optimizer
+grep -q "gradients in [0-9]* buckets overlapped with the backward in bf16" "$work/bf16.0.err" ||
+  fail "rank 0 does not say the gradients are reduced in bf16: $(cat "$work/bf16.0.err")"
+same "ZeRO-1 in bf16 against all-reduce in bf16" "$work/bf16.jsonl" "$work/bf16-zero.jsonl"
+python3 - "$work/two.jsonl" "$work/bf16.jsonl" <<'PY'
+import json, sys
+read = lambda p: {r["step"]: r for r in map(json.loads, open(p)) if "loss" in r}
+fp32, bf16 = map(read, sys.argv[1:3])
+assert sorted(fp32) == sorted(bf16), (sorted(fp32), sorted(bf16))
+gap = max(abs(bf16[s]["loss"] - fp32[s]["loss"]) / fp32[s]["loss"] for s in fp32)
+norms = [abs(bf16[s]["grad_norm"] - fp32[s]["grad_norm"]) / fp32[s]["grad_norm"] for s in fp32]
+print(f"reduced in bf16: losses within {gap:.2e} of fp32's (allowed 2e-3); gradient norms {min(norms):.2e} to "
+      f"{max(norms):.2e} from fp32's")
+assert gap <= 2e-3, f"the losses of the bf16 reduction are {gap:.2e} from fp32's"
+assert min(norms) > 0, "a gradient norm equal to fp32's: the reduction did not round to bf16"
+PY
+# Megatron's --accumulate-allreduce-grads-in-fp32 asks for the opposite: both are one line, exit 2.
+rc=0
+"$train" "${common[@]}" --grad-reduce-in-bf16 --accumulate-allreduce-grads-in-fp32 >"$work/both.out" \
+  2>"$work/both.err" || rc=$?
+[[ $rc == 2 ]] && grep -q "error: --grad-reduce-in-bf16 reduces the gradients in bf16, --accumulate-allreduce-grads-in-fp32 in fp32: give one$" \
+  "$work/both.err" || fail "--grad-reduce-in-bf16 with --accumulate-allreduce-grads-in-fp32: exit $rc: $(cat "$work/both.err")"
 echo "ok: srunway-train on two emulated GPUs"

@@ -2,7 +2,7 @@
 # srunway-train data-parallel over the local cluster's two nodes: 2 nodes x 2 ranks give the losses and the
 # parameters of 1 rank with the same global batch, with and without dropout; ZeRO-1 gives those of plain data
 # parallelism with a quarter of the optimizer state per rank, and its checkpoint resumes on 1 and on 2 ranks;
-# overlap on and off, and any OMP_NUM_THREADS, change nothing;
+# overlap on and off, and any OMP_NUM_THREADS, change nothing; the gradients reduced in bf16 stay within its noise;
 # --calculate-per-token-loss over 4 ranks is that of 1 rank; the straggler warning names the injected slow rank (200 ms a step; the threshold is 4x, well above the jitter of
 # 4 ranks on 2 cores) and nobody else; the replicas' weights hash alike, and one rank's flipped bit is named; bad input is one line from rank 0 and every rank exits; a rank failing alone
 # mid-run ends them all at once, a hung one at the others' MPI deadline; a node's ranks share its memory and their
@@ -113,6 +113,17 @@ read -r loss_diff param_diff <<<"$(compare dp no_overlap)"
 expect_eq "overlap off against on (loss, parameters)" "$loss_diff $param_diff" "0.0 0.0"
 grep -q "reduced after the backward" "$workdir/no_overlap.log" || fail "$(cat "$workdir/no_overlap.log")"
 echo "ok: --no-overlap-grad-reduce gives the same bits"
+
+# --grad-reduce-in-bf16 over MPI (bf16 elements, summed by srunway's own operation through float): the 4 ranks'
+# buckets summed in bf16, plainly and under ZeRO-1, train within bf16's noise of the fp32 reduction, not its bits.
+for name in bf16 bf16_zero; do
+  run "$name" 2 2 1 --grad-reduce-in-bf16 $([[ $name == bf16_zero ]] && echo --use-distributed-optimizer)
+  read -r loss_diff param_diff <<<"$(compare dp "$name")"
+  python3 -c "import sys; sys.exit(0 if $loss_diff <= 2e-3 and $param_diff > 0 else 1)" ||
+    fail "$name: the bf16 reduction's losses differ by $loss_diff (relative), its parameters by $param_diff"
+  grep -q "overlapped with the backward in bf16" "$workdir/$name.log" || fail "$(cat "$workdir/$name.log")"
+  echo "ok: $name: the gradients reduced in bf16 give losses within $loss_diff of fp32's, parameters $param_diff away"
+done
 
 # --rampup-batch-size on 4 ranks: each rank takes its share of each step's batch (8, 8, then 16: 1 and then 2
 # micro-batches each), and the losses are those of 1 rank taking it all.

@@ -125,6 +125,10 @@ class Ops {
   // The weights the operations read, made from the fp32 parameters: a bf16 copy on the GPU; nothing to do on the
   // host, where they are the parameters themselves.
   virtual void CastWeights(void* out, const float* params, int64_t n) = 0;
+  // The gradients' round trip through bf16 around their reduction (--grad-reduce-in-bf16), whatever the ops' type:
+  // n fp32 values to bf16 (to nearest even), and n bf16 values back to fp32.
+  virtual void GradsToBf16(void* out, const float* in, int64_t n) = 0;
+  virtual void GradsFromBf16(float* out, const void* in, int64_t n) = 0;
   // One AdamW update of n fp32 parameters, with their moments; `weights` (not null where the ops read a copy)
   // receives the updated weights in the ops' type.
   virtual void AdamW(float* params, void* weights, const float* grads, float* m, float* v, int64_t n,

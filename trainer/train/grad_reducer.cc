@@ -46,27 +46,33 @@ std::vector<ParamRange> OwnedRanges(const std::vector<Bucket>& buckets, int rank
 }
 
 GradReducer::GradReducer(launcher::Comm& comm, Device& device, std::span<float> grads, std::vector<Bucket> buckets,
-                         Mode mode, bool overlap, DType weights_type)
+                         Mode mode, bool overlap, DType weights_type, Ops* bf16_casts)
     : comm_(comm), device_(device), comm_stream_(device.Adopt(comm.native_stream())), grads_(grads),
-      buckets_(std::move(buckets)), mode_(mode), overlap_(overlap), weights_type_(weights_type), rank_(comm.rank()),
-      ranks_(comm.size()) {
+      buckets_(std::move(buckets)), mode_(mode), overlap_(overlap), weights_type_(weights_type),
+      bf16_casts_(bf16_casts), rank_(comm.rank()), ranks_(comm.size()) {
   auto event = device.NewEvent();
   if (!event.ok()) throw DeviceFull(event.status());
   computed_ = std::move(*event);
-  if (mode_ == Mode::kReduceScatter) {
-    for (const Bucket& bucket : buckets_) {
-      const bool whole = bucket.count == bucket.shard * ranks_;
-      const bool reduce_in_place = whole && comm_.kind() != launcher::CommKind::kMpi;
-      staging_.push_back(reduce_in_place
-                             ? Buffer()
-                             : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_)));
-      reduced_.push_back(reduce_in_place ? Buffer()
-                                         : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard)));
-      gathered_.push_back(whole ? Buffer()
-                                : ZeroedOrThrow(device, weights_type, static_cast<size_t>(bucket.shard * ranks_)));
+  const DType reduced = bf16_casts_ != nullptr ? DType::kBFloat16 : DType::kFloat32;
+  for (const Bucket& bucket : buckets_) {
+    if (mode_ == Mode::kAllReduce) {
+      staging_.push_back(bf16_casts_ != nullptr ? ZeroedOrThrow(device, reduced, static_cast<size_t>(bucket.count))
+                                                : Buffer());
+      continue;
     }
+    const bool whole = bucket.count == bucket.shard * ranks_;
+    const bool reduce_in_place = whole && comm_.kind() != launcher::CommKind::kMpi && bf16_casts_ == nullptr;
+    staging_.push_back(reduce_in_place ? Buffer()
+                                       : ZeroedOrThrow(device, reduced, static_cast<size_t>(bucket.shard * ranks_)));
+    reduced_.push_back(reduce_in_place ? Buffer() : ZeroedOrThrow(device, reduced, static_cast<size_t>(bucket.shard)));
+    gathered_.push_back(whole ? Buffer()
+                              : ZeroedOrThrow(device, weights_type, static_cast<size_t>(bucket.shard * ranks_)));
   }
   final_from_ = static_cast<int64_t>(grads.size());
+}
+
+launcher::DataType GradReducer::ReducedType() const {
+  return bf16_casts_ != nullptr ? launcher::DataType::kBFloat16 : launcher::DataType::kFloat32;
 }
 
 common::Status GradReducer::AfterCompute() {
@@ -104,9 +110,14 @@ common::Status GradReducer::StartUpTo(int64_t final_from) {
     float* data = grads_.data() + bucket.offset;
     launcher::Handle handle;
     if (mode_ == Mode::kAllReduce) {
+      void* reduce = data;
+      if (bf16_casts_ != nullptr) {
+        reduce = staging_[next_bucket_].data();
+        bf16_casts_->GradsToBf16(reduce, data, bucket.count);
+      }
       SRUNWAY_RETURN_IF_ERROR(AfterCompute());
-      SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IAllReduce(data, data, static_cast<size_t>(bucket.count),
-                                                        launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
+      SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IAllReduce(reduce, reduce, static_cast<size_t>(bucket.count),
+                                                        ReducedType(), launcher::ReduceOp::kSum));
     } else if (ReducesInPlace(next_bucket_)) {
       // In place: the bucket is ranks x shard floats, and this rank's slice is where the reduction goes.
       SRUNWAY_RETURN_IF_ERROR(AfterCompute());
@@ -117,13 +128,18 @@ common::Status GradReducer::StartUpTo(int64_t final_from) {
       // Equal blocks for the collective: the bucket, then zeros up to ranks x shard.
       Buffer& staging = staging_[next_bucket_];
       Stream& main = device_.main_stream();
-      const size_t bytes = static_cast<size_t>(bucket.count) * sizeof(float);
-      SRUNWAY_RETURN_IF_ERROR(device_.Copy(staging.data(), data, bytes, main));
-      SRUNWAY_RETURN_IF_ERROR(device_.Zero(staging.as<float>() + bucket.count, staging.bytes() - bytes, main));
+      const size_t bytes = static_cast<size_t>(bucket.count) * DTypeSize(staging.dtype());
+      if (bf16_casts_ != nullptr) {
+        bf16_casts_->GradsToBf16(staging.data(), data, bucket.count);
+      } else {
+        SRUNWAY_RETURN_IF_ERROR(device_.Copy(staging.data(), data, bytes, main));
+      }
+      SRUNWAY_RETURN_IF_ERROR(
+          device_.Zero(static_cast<std::byte*>(staging.data()) + bytes, staging.bytes() - bytes, main));
       SRUNWAY_RETURN_IF_ERROR(AfterCompute());
       SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IReduceScatter(staging.data(), reduced_[next_bucket_].data(),
-                                                            static_cast<size_t>(bucket.shard),
-                                                            launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
+                                                            static_cast<size_t>(bucket.shard), ReducedType(),
+                                                            launcher::ReduceOp::kSum));
     }
     in_flight_.push_back(std::move(handle));
     ++next_bucket_;
@@ -149,10 +165,19 @@ common::Status GradReducer::Finish() {
     if (status.ok()) status = done;
   }
   in_flight_.clear();
-  if (status.ok() && mode_ == Mode::kReduceScatter) {
-    for (size_t b = 0; b < buckets_.size() && status.ok(); ++b) {
-      if (ReducesInPlace(b)) continue;
-      const ParamRange slice = buckets_[b].Slice(rank_);
+  // Where the reduced gradients are not in place: the slice of each bucket (ZeRO-1), or each bucket (in bf16).
+  for (size_t b = 0; b < buckets_.size() && status.ok(); ++b) {
+    if (mode_ == Mode::kAllReduce) {
+      if (bf16_casts_ != nullptr) {
+        bf16_casts_->GradsFromBf16(grads_.data() + buckets_[b].offset, staging_[b].data(), buckets_[b].count);
+      }
+      continue;
+    }
+    if (ReducesInPlace(b)) continue;
+    const ParamRange slice = buckets_[b].Slice(rank_);
+    if (bf16_casts_ != nullptr) {
+      bf16_casts_->GradsFromBf16(grads_.data() + slice.offset, reduced_[b].data(), slice.count);
+    } else {
       status = device_.Copy(grads_.data() + slice.offset, reduced_[b].data(),
                             static_cast<size_t>(slice.count) * sizeof(float), device_.main_stream());
     }

@@ -17,6 +17,7 @@
 #include "launcher/comm.h"
 #include "trainer/device/device.h"
 #include "trainer/model/params.h"
+#include "trainer/ops/ops.h"
 
 namespace srunway::trainer {
 
@@ -44,9 +45,12 @@ class GradReducer {
   // the result is the mean. `overlap` false: nothing starts before Finish() (--no-overlap-grad-reduce). `grads`
   // is in the memory of `device` (the model's), which `comm` must be able to reduce (host memory for MPI, the
   // GPU's for NCCL). ZeRO-1 all-gathers the weights the ops read, of `weights_type` (Model::weights_type()).
-  // Throws DeviceFull when the device cannot hold ZeRO-1's staging buffers.
+  // With `bf16_casts` (the model's ops), the buckets travel in bf16 (Megatron's --grad-reduce-in-bf16: half the
+  // bytes): each is cast to bf16 on the compute stream before its collective, which sums in bf16, and back to fp32
+  // after it, in copies of their own (2 bytes per parameter, and ZeRO-1's slices). Throws DeviceFull when the device
+  // cannot hold the staging buffers.
   GradReducer(launcher::Comm& comm, Device& device, std::span<float> grads, std::vector<Bucket> buckets, Mode mode,
-              bool overlap, DType weights_type = DType::kFloat32);
+              bool overlap, DType weights_type = DType::kFloat32, Ops* bf16_casts = nullptr);
 
   // The next backward is the last micro-batch of the step: its ranges start reductions. Until then Ready() does
   // nothing (nothing is reduced on the other micro-batches of gradient accumulation).
@@ -84,7 +88,8 @@ class GradReducer {
   // The communicator's next operation waits for everything queued on the compute stream so far.
   common::Status AfterCompute();
   // ZeRO-1: bucket b is reduce-scattered inside the gradients / all-gathered inside the weights (no copy).
-  bool ReducesInPlace(size_t b) const { return staging_[b].data() == nullptr; }
+  bool ReducesInPlace(size_t b) const { return bf16_casts_ == nullptr && staging_[b].data() == nullptr; }
+  launcher::DataType ReducedType() const;
   bool GathersInPlace(size_t b) const { return gathered_[b].data() == nullptr; }
 
   launcher::Comm& comm_;
@@ -96,12 +101,14 @@ class GradReducer {
   Mode mode_;
   bool overlap_;
   DType weights_type_;
+  Ops* bf16_casts_;
   int rank_, ranks_;
   // ZeRO-1: per bucket, ranks x shard floats to reduce-scatter from, and the reduced slice; and ranks x shard
   // weights to all-gather into (apart: the next backward's reduce-scatter may start before the forward has asked
   // for every bucket). Empty (no memory) for a bucket of exactly ranks x shard elements, which is reduced (NCCL,
   // one rank: MPI's reduce-scatter takes no aliased buffers) and gathered in place, in the gradients and the
-  // weights themselves: otherwise these copies would double ZeRO-1's memory rather than save it.
+  // weights themselves: otherwise these copies would double ZeRO-1's memory rather than save it. Reduced in bf16,
+  // staging_ holds each bucket in bf16 (all-reduced there without ZeRO-1) and reduced_ its slice.
   std::vector<Buffer> staging_, reduced_, gathered_;
   bool armed_ = false;
   int64_t final_from_ = 0;  // grads_[final_from_, end) are final

@@ -1097,13 +1097,14 @@ common::Status Trainer::Setup() {
                                       : std::string("no MFU (no peak known)");
     common::LogInfo(
         "model {} ({} layers, hidden {}, heads {}/{}, vocab {}): {:.2f} M parameters; batch {} x {} "
-        "tokens = {} rank{} x {} micro-batches of {}, {}; gradients in {} bucket{}{}; {}",
+        "tokens = {} rank{} x {} micro-batches of {}, {}; gradients in {} bucket{}{}{}; {}",
         ModelKind(m), m.n_layer, m.d_model, m.n_head, m.n_kv_head, m.vocab, ParameterCount(m) / 1e6, gbs, T_,
         world_, world_ == 1 ? "" : "s", accum_, B_,
         gpu ? fmt::format("bf16 on {}", device_->name())
             : fmt::format("{} thread{} per rank", threads, threads == 1 ? "" : "s"),
         reducer_->bucket_count(), reducer_->bucket_count() == 1 ? "" : "s",
-        o_.overlap_grad_reduce ? " overlapped with the backward" : ", reduced after the backward", mfu_basis);
+        o_.overlap_grad_reduce ? " overlapped with the backward" : ", reduced after the backward",
+        o_.grad_reduce_bf16 ? " in bf16" : "", mfu_basis);
     if (ramp_.ramps()) {
       common::LogInfo("the global batch ramps from {} by {} to {} over {} samples (--rampup-batch-size): {} steps "
                       "of {} samples, the learning rate's schedule counted in {}", ramp_.start(),
@@ -1136,7 +1137,7 @@ common::Status Trainer::BuildModel() {
     reducer_ = std::make_unique<GradReducer>(
         *comm_, *device_, model_->grads(), std::move(buckets),
         o_.distributed_optimizer ? GradReducer::Mode::kReduceScatter : GradReducer::Mode::kAllReduce,
-        o_.overlap_grad_reduce, model_->weights_type());
+        o_.overlap_grad_reduce, model_->weights_type(), o_.grad_reduce_bf16 ? ops_.get() : nullptr);
   } catch (const DeviceFull& full) {
     return common::ResourceExhausted("{}: the model ({:.2f} M parameters, with {} optimizer state) and the "
                                      "activations of micro-batches of {} x {} tokens do not fit; try a smaller "
@@ -1502,6 +1503,7 @@ common::Status Trainer::AgreeOnConfig() {
                          {"save", o_.save}, {"load", o_.load}, {"finetune", o_.finetune},
                          {"skip_train", o_.skip_train}, {"save_interval", o_.save_interval},
                          {"bucket_mb", o_.bucket_size_mb}, {"overlap", o_.overlap_grad_reduce},
+                         {"grad_reduce_bf16", o_.grad_reduce_bf16},
                          {"zero1", o_.distributed_optimizer}, {"weight_hash", o_.check_weight_hash_interval}};
   std::vector<int32_t> first, last;
   SRUNWAY_RETURN_IF_ERROR(train_->Sample(0, first));

@@ -158,6 +158,7 @@ struct TrainOptions {
   // Data parallelism: every rank of the step (srun, torchrun or srunway-launch) is one replica.
   double bucket_size_mb = 25;       // gradient all-reduce buckets (PyTorch DDP's default)
   bool overlap_grad_reduce = true;  // start each bucket's all-reduce while the backward goes on
+  bool grad_reduce_bf16 = false;    // the data-parallel reduction in bf16 (--grad-reduce-in-bf16)
   bool distributed_optimizer = false;  // ZeRO-1: optimizer state sharded over the data-parallel ranks
   bool recompute_activations = false;  // Megatron's full recomputation: each layer's forward again in the backward
   bool bf16 = false;  // Megatron's --bf16: what a GPU run does; on CPUs a line says they compute in fp32

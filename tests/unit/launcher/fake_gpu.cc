@@ -181,6 +181,33 @@ void Combine(void* out, const FakeComm& comm, size_t slot_offset, size_t count, 
   }
 }
 
+// bf16 as NCCL reduces it: each rank's value combined in fp32 with the running result, rounded back to bf16 (to
+// nearest even) after every step, in rank order (Combine<Bf16>).
+struct Bf16 {
+  uint16_t bits;
+  Bf16() = default;
+  explicit Bf16(float value) {
+    uint32_t wide;
+    std::memcpy(&wide, &value, sizeof(wide));
+    if ((wide & 0x7fffffffu) > 0x7f800000u) {
+      bits = static_cast<uint16_t>((wide >> 16) | 0x40);  // NaN stays NaN
+      return;
+    }
+    wide += 0x7fffu + ((wide >> 16) & 1u);
+    bits = static_cast<uint16_t>(wide >> 16);
+  }
+  explicit operator float() const {
+    const uint32_t wide = uint32_t{bits} << 16;
+    float value;
+    std::memcpy(&value, &wide, sizeof(value));
+    return value;
+  }
+  friend Bf16 operator+(Bf16 a, Bf16 b) { return Bf16(static_cast<float>(a) + static_cast<float>(b)); }
+  friend Bf16 operator*(Bf16 a, Bf16 b) { return Bf16(static_cast<float>(a) * static_cast<float>(b)); }
+  friend Bf16 operator/(Bf16 a, Bf16 b) { return Bf16(static_cast<float>(a) / static_cast<float>(b)); }
+  friend bool operator<(Bf16 a, Bf16 b) { return static_cast<float>(a) < static_cast<float>(b); }
+};
+
 void CombineAs(ncclDataType_t type, void* out, const FakeComm& comm, size_t slot_offset, size_t bytes, ncclRedOp_t op) {
   const size_t count = bytes / TypeBytes(type);
   switch (type) {
@@ -200,8 +227,10 @@ void CombineAs(ncclDataType_t type, void* out, const FakeComm& comm, size_t slot
       return Combine<float>(out, comm, slot_offset, count, op);
     case ncclFloat64:
       return Combine<double>(out, comm, slot_offset, count, op);
+    case ncclBfloat16:
+      return Combine<Bf16>(out, comm, slot_offset, count, op);
     default:
-      NotEmulated("a reduction of 16-bit floats");
+      NotEmulated("a reduction of fp16");
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "common/half.h"
 #include "launcher/self_comm.h"
 #include "trainer/model/model.h"
 #include "trainer/model/rng.h"
@@ -96,6 +97,29 @@ TEST_P(ReducerTest, ReduceScatterOnOneRankLeavesTheGradients) {
   ASSERT_TRUE(reducer.Need(model_.layout().Embeddings()).ok());
   ASSERT_TRUE(reducer.FinishGather().ok());
   EXPECT_TRUE(std::equal(params.begin(), params.end(), model_.params().begin()));
+}
+
+// --grad-reduce-in-bf16: the buckets travel in bf16, so that on one rank (whose sum is its own gradients) every
+// gradient comes back rounded to bf16 (to nearest even), in either mode; most of a step's gradients are not bf16
+// values to begin with.
+TEST_P(ReducerTest, InBf16TheGradientsComeBackRoundedToBf16) {
+  for (GradReducer::Mode mode : {GradReducer::Mode::kAllReduce, GradReducer::Mode::kReduceScatter}) {
+    SCOPED_TRACE(mode == GradReducer::Mode::kAllReduce ? "all-reduce" : "reduce-scatter");
+    GradReducer reducer(*comm_, model_.device(), model_.grads(), Buckets(), mode, true, DType::kFloat32,
+                        &model_.ops());
+    reducer.Arm();
+    Step([&](ParamRange r) { reducer.Ready(r); });
+    std::vector<float> rounded(model_.grads().begin(), model_.grads().end());
+    size_t changed = 0;
+    for (float& g : rounded) {
+      const float r = common::BFloat16ToFloat(common::FloatToBFloat16(g));
+      changed += r != g;
+      g = r;
+    }
+    EXPECT_GT(changed, rounded.size() / 2);
+    ASSERT_TRUE(reducer.Finish().ok());
+    EXPECT_TRUE(std::equal(rounded.begin(), rounded.end(), model_.grads().begin()));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ReducerTest, ::testing::Values("gpt-tiny", "llama-tiny"));

@@ -1031,8 +1031,8 @@ grep -q 'normalization is "LayerNorm" in the checkpoint and "RMSNorm" here' "$kW
 rm -rf "$kWork/llama-ln"
 # Megatron's own Llama 3 scripts (examples/llama/train_llama3_8b_h200_bf16.sh, h100_fp8's without its FP8 flags), their
 # flags as given there, the sizes and sample counts shrunk and the flags srunway-train refuses (--ckpt-format
-# torch_dist, --grad-reduce-in-bf16, --wandb-*) left out: they train the Llama with LayerNorms that Megatron trains
-# from them (they give no --normalization), with the decoupled rate.
+# torch_dist, --wandb-*) left out: they train the Llama with LayerNorms that Megatron trains from them (they give no
+# --normalization), with the decoupled rate, the gradients reduced in bf16.
 "$kTrain" --use-mcore-models --num-layers 2 --hidden-size 64 --ffn-hidden-size 160 --num-attention-heads 4 \
   --group-query-attention --num-query-groups 2 --kv-channels 16 --seq-length 32 --max-position-embeddings 32 \
   --position-embedding-type rope --rotary-base 1000000 --rotary-percent 1.0 --attention-dropout 0.0 \
@@ -1040,7 +1040,8 @@ rm -rf "$kWork/llama-ln"
   --untie-embeddings-and-output-weights --disable-bias-linear \
   --micro-batch-size 1 --global-batch-size 4 --train-samples 24 --lr-decay-samples 20 --lr-warmup-samples 4 \
   --lr 0.00015 --min-lr 0.00001 --decoupled-lr 5.0e-4 --decoupled-min-lr 4.5e-5 --lr-decay-style cosine \
-  --clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --cross-entropy-loss-fusion \
+  --clip-grad 1.0 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --bf16 --grad-reduce-in-bf16 \
+  --cross-entropy-loss-fusion \
   --calculate-per-token-loss --manual-gc --empty-unused-memory-level 1 --exit-duration-in-mins 235 \
   --tensor-model-parallel-size 1 --context-parallel-size 1 --sequence-parallel \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \
@@ -1051,7 +1052,7 @@ rm -rf "$kWork/llama-ln"
   --save "$kWork/llama3" --load "$kWork/llama3" --tensorboard-dir "$kWork/llama3-tb" --log-params-norm \
   --log-num-zeros-in-grad --log-timers-to-tensorboard >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's Llama 3 flags: $(cat "$kWork/err")"
-grep -q "model llama with LayerNorm (2 layers, hidden 64, heads 4/2, vocab 1024)" "$kWork/err" ||
+grep -q "model llama with LayerNorm (2 layers, hidden 64, heads 4/2, vocab 1024): .* overlapped with the backward in bf16;" "$kWork/err" ||
   fail "Megatron's Llama 3 flags build a Llama with LayerNorms: $(grep model "$kWork/err")"
 grep -q "^step      6/6 | loss .* | lr .* | decoupled lr " "$kWork/out" ||
   fail "Megatron's Llama 3 flags: six steps with the decoupled rate: $(cat "$kWork/out")"
@@ -1268,8 +1269,10 @@ grep -q '^step      2/2 | .* tok/s | [0-9.e+-]* TFLOP/s per GPU | MFU' "$kWork/o
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
 # Those that name another implementation than srunway-train's are refused, with what it takes.
 expect_exit 2 "--exp-avg-dtype: bf16 not in \{fp32\}" "$kTrain" "${common[@]}" --mock-data --exp-avg-dtype bf16
-expect_exit 2 "--grad-reduce-in-bf16: srunway-train accumulates and reduces gradients in fp32" "$kTrain" \
-  "${common[@]}" --mock-data --grad-reduce-in-bf16
+# --grad-reduce-in-bf16 is taken (its reduction: grad_reducer_test, train_data_parallel, train_gpu_ranks), but not
+# beside the flag that asks for the opposite.
+expect_exit 2 "--grad-reduce-in-bf16 reduces the gradients in bf16, --accumulate-allreduce-grads-in-fp32 in fp32: give one" \
+  "$kTrain" "${common[@]}" --mock-data --grad-reduce-in-bf16 --accumulate-allreduce-grads-in-fp32
 # Megatron's FP8 flags (its H100 scripts pass them), each an unknown argument before.
 expect_exit 2 "--fp8-format hybrid: srunway-train has no FP8 training \(Transformer Engine's recipes\): its GEMMs run in bf16" \
   "$kTrain" "${common[@]}" --mock-data --fp8-format hybrid --fp8-amax-history-len 1024

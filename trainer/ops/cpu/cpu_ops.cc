@@ -1,7 +1,9 @@
 // The host's Ops: ops/cpu's functions, every tensor fp32.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
+#include "common/half.h"
 #include "trainer/ops/ops.h"
 #include "trainer/optim/schedule.h"
 
@@ -126,6 +128,16 @@ class CpuOps : public Ops {
   }
   void CastWeights(void* out, const float* params, int64_t n) override {
     if (out != params) std::memmove(out, params, sizeof(float) * static_cast<size_t>(n));
+  }
+  void GradsToBf16(void* out, const float* in, int64_t n) override {
+    auto* half = static_cast<uint16_t*>(out);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) half[i] = common::FloatToBFloat16(in[i]);
+  }
+  void GradsFromBf16(float* out, const void* in, int64_t n) override {
+    const auto* half = static_cast<const uint16_t*>(in);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = common::BFloat16ToFloat(half[i]);
   }
   void AdamW(float* params, void*, const float* grads, float* m, float* v, int64_t n,
              const cpu::AdamWArgs& args) override {

@@ -217,6 +217,12 @@ class CudaOps : public Ops {
   void CastWeights(void* out, const float* params, int64_t n) override {
     Check(cuda::ToBf16(H(out), params, n, stream_), "weights to bf16");
   }
+  void GradsToBf16(void* out, const float* in, int64_t n) override {
+    Check(cuda::ToBf16(H(out), in, n, stream_), "gradients to bf16");
+  }
+  void GradsFromBf16(float* out, const void* in, int64_t n) override {
+    Check(cuda::FromBf16(out, H(in), n, stream_), "gradients from bf16");
+  }
   void AdamW(float* params, void* weights, const float* grads, float* m, float* v, int64_t n,
              const cpu::AdamWArgs& args) override {
     Check(cuda::AdamW(params, H(weights), grads, m, v, n, args.beta1, args.beta2, args.eps, args.decay,

@@ -110,6 +110,7 @@ int ClassifierLossesAndGradients(float* losses, float* lse, bf16* logits_to_dlog
 
 // convert.cu: out[i] = bf16(in[i]), round to nearest even (the weights the bf16 operations read).
 int ToBf16(bf16* out, const float* in, int64_t n, Stream stream);
+int FromBf16(float* out, const bf16* in, int64_t n, Stream stream);
 
 // attention.cu: causal attention with grouped-query heads, qkv rows [q heads | k heads | v heads] as on the CPU;
 // out [B, T, H * hd]. Flash-style contract: no [T, T] matrix is kept, only the log-sum-exp of each query row's
