@@ -48,31 +48,40 @@ std::vector<ParamRange> OwnedRanges(const std::vector<Bucket>& buckets, int rank
 GradReducer::GradReducer(launcher::Comm& comm, Device& device, std::span<float> grads, std::vector<Bucket> buckets,
                          Mode mode, bool overlap, DType weights_type, Ops* bf16_casts)
     : comm_(comm), device_(device), comm_stream_(device.Adopt(comm.native_stream())), grads_(grads),
-      buckets_(std::move(buckets)), mode_(mode), overlap_(overlap), weights_type_(weights_type),
-      bf16_casts_(bf16_casts), rank_(comm.rank()), ranks_(comm.size()) {
+      buckets_(std::move(buckets)), mode_(mode), overlap_(overlap), weights_type_(weights_type), rank_(comm.rank()),
+      ranks_(comm.size()), bf16_casts_(bf16_casts) {
   auto event = device.NewEvent();
   if (!event.ok()) throw DeviceFull(event.status());
   computed_ = std::move(*event);
-  const DType reduced = bf16_casts_ != nullptr ? DType::kBFloat16 : DType::kFloat32;
-  for (const Bucket& bucket : buckets_) {
-    if (mode_ == Mode::kAllReduce) {
-      staging_.push_back(bf16_casts_ != nullptr ? ZeroedOrThrow(device, reduced, static_cast<size_t>(bucket.count))
-                                                : Buffer());
-      continue;
+  if (mode_ == Mode::kReduceScatter) {
+    for (const Bucket& bucket : buckets_) {
+      const bool whole = bucket.count == bucket.shard * ranks_;
+      // In bf16 the reduction goes through the slots below instead.
+      const bool reduce_in_place = (whole && comm_.kind() != launcher::CommKind::kMpi) || bf16_casts_ != nullptr;
+      staging_.push_back(reduce_in_place
+                             ? Buffer()
+                             : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_)));
+      reduced_.push_back(reduce_in_place ? Buffer()
+                                         : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard)));
+      gathered_.push_back(whole ? Buffer()
+                                : ZeroedOrThrow(device, weights_type, static_cast<size_t>(bucket.shard * ranks_)));
     }
-    const bool whole = bucket.count == bucket.shard * ranks_;
-    const bool reduce_in_place = whole && comm_.kind() != launcher::CommKind::kMpi && bf16_casts_ == nullptr;
-    staging_.push_back(reduce_in_place ? Buffer()
-                                       : ZeroedOrThrow(device, reduced, static_cast<size_t>(bucket.shard * ranks_)));
-    reduced_.push_back(reduce_in_place ? Buffer() : ZeroedOrThrow(device, reduced, static_cast<size_t>(bucket.shard)));
-    gathered_.push_back(whole ? Buffer()
-                              : ZeroedOrThrow(device, weights_type, static_cast<size_t>(bucket.shard * ranks_)));
+  }
+  if (bf16_casts_ != nullptr) {
+    int64_t largest = 0, slice = 0;
+    for (const Bucket& bucket : buckets_) {
+      largest = std::max(largest, mode_ == Mode::kAllReduce ? bucket.count : bucket.shard * ranks_);
+      slice = std::max(slice, bucket.shard);
+    }
+    for (size_t s = 0; s < std::min(kBf16Slots, buckets_.size()); ++s) {
+      bf16_buckets_.push_back(ZeroedOrThrow(device, DType::kBFloat16, static_cast<size_t>(largest)));
+      if (mode_ == Mode::kReduceScatter) {
+        bf16_slices_.push_back(ZeroedOrThrow(device, DType::kBFloat16, static_cast<size_t>(slice)));
+      }
+    }
+    bf16_reducing_.resize(buckets_.size());
   }
   final_from_ = static_cast<int64_t>(grads.size());
-}
-
-launcher::DataType GradReducer::ReducedType() const {
-  return bf16_casts_ != nullptr ? launcher::DataType::kBFloat16 : launcher::DataType::kFloat32;
 }
 
 common::Status GradReducer::AfterCompute() {
@@ -84,6 +93,7 @@ void GradReducer::Arm() {
   armed_ = true;
   final_from_ = static_cast<int64_t>(grads_.size());
   next_bucket_ = 0;
+  bf16_done_ = 0;
   started_early_ = 0;
   wait_ms_ = 0;
   error_ = common::Status::Ok();
@@ -106,18 +116,17 @@ void GradReducer::Ready(ParamRange range) {
 
 common::Status GradReducer::StartUpTo(int64_t final_from) {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].offset >= final_from) {
+    if (bf16_casts_ != nullptr) {
+      SRUNWAY_RETURN_IF_ERROR(StartInBf16(next_bucket_++));
+      continue;
+    }
     const Bucket& bucket = buckets_[next_bucket_];
     float* data = grads_.data() + bucket.offset;
     launcher::Handle handle;
     if (mode_ == Mode::kAllReduce) {
-      void* reduce = data;
-      if (bf16_casts_ != nullptr) {
-        reduce = staging_[next_bucket_].data();
-        bf16_casts_->GradsToBf16(reduce, data, bucket.count);
-      }
       SRUNWAY_RETURN_IF_ERROR(AfterCompute());
-      SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IAllReduce(reduce, reduce, static_cast<size_t>(bucket.count),
-                                                        ReducedType(), launcher::ReduceOp::kSum));
+      SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IAllReduce(data, data, static_cast<size_t>(bucket.count),
+                                                        launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
     } else if (ReducesInPlace(next_bucket_)) {
       // In place: the bucket is ranks x shard floats, and this rank's slice is where the reduction goes.
       SRUNWAY_RETURN_IF_ERROR(AfterCompute());
@@ -128,21 +137,57 @@ common::Status GradReducer::StartUpTo(int64_t final_from) {
       // Equal blocks for the collective: the bucket, then zeros up to ranks x shard.
       Buffer& staging = staging_[next_bucket_];
       Stream& main = device_.main_stream();
-      const size_t bytes = static_cast<size_t>(bucket.count) * DTypeSize(staging.dtype());
-      if (bf16_casts_ != nullptr) {
-        bf16_casts_->GradsToBf16(staging.data(), data, bucket.count);
-      } else {
-        SRUNWAY_RETURN_IF_ERROR(device_.Copy(staging.data(), data, bytes, main));
-      }
-      SRUNWAY_RETURN_IF_ERROR(
-          device_.Zero(static_cast<std::byte*>(staging.data()) + bytes, staging.bytes() - bytes, main));
+      const size_t bytes = static_cast<size_t>(bucket.count) * sizeof(float);
+      SRUNWAY_RETURN_IF_ERROR(device_.Copy(staging.data(), data, bytes, main));
+      SRUNWAY_RETURN_IF_ERROR(device_.Zero(staging.as<float>() + bucket.count, staging.bytes() - bytes, main));
       SRUNWAY_RETURN_IF_ERROR(AfterCompute());
       SRUNWAY_ASSIGN_OR_RETURN(handle, comm_.IReduceScatter(staging.data(), reduced_[next_bucket_].data(),
-                                                            static_cast<size_t>(bucket.shard), ReducedType(),
-                                                            launcher::ReduceOp::kSum));
+                                                            static_cast<size_t>(bucket.shard),
+                                                            launcher::DataType::kFloat32, launcher::ReduceOp::kSum));
     }
     in_flight_.push_back(std::move(handle));
     ++next_bucket_;
+  }
+  return common::Status::Ok();
+}
+
+common::Status GradReducer::StartInBf16(size_t b) {
+  const size_t slots = bf16_buckets_.size();
+  if (b >= slots) SRUNWAY_RETURN_IF_ERROR(FinishBf16(b - slots + 1));  // the bucket that held the slot
+  const Bucket& bucket = buckets_[b];
+  Buffer& cast = bf16_buckets_[b % slots];
+  bf16_casts_->GradsToBf16(cast.data(), grads_.data() + bucket.offset, bucket.count);
+  if (mode_ == Mode::kAllReduce) {
+    SRUNWAY_RETURN_IF_ERROR(AfterCompute());
+    SRUNWAY_ASSIGN_OR_RETURN(bf16_reducing_[b],
+                             comm_.IAllReduce(cast.data(), cast.data(), static_cast<size_t>(bucket.count),
+                                              launcher::DataType::kBFloat16, launcher::ReduceOp::kSum));
+    return common::Status::Ok();
+  }
+  // Equal blocks for the collective, as in fp32: the bucket, then zeros up to ranks x shard.
+  const size_t bytes = static_cast<size_t>(bucket.count) * sizeof(uint16_t);
+  SRUNWAY_RETURN_IF_ERROR(device_.Zero(static_cast<std::byte*>(cast.data()) + bytes,
+                                       static_cast<size_t>(bucket.shard * ranks_) * sizeof(uint16_t) - bytes,
+                                       device_.main_stream()));
+  SRUNWAY_RETURN_IF_ERROR(AfterCompute());
+  SRUNWAY_ASSIGN_OR_RETURN(bf16_reducing_[b],
+                           comm_.IReduceScatter(cast.data(), bf16_slices_[b % slots].data(),
+                                                static_cast<size_t>(bucket.shard), launcher::DataType::kBFloat16,
+                                                launcher::ReduceOp::kSum));
+  return common::Status::Ok();
+}
+
+common::Status GradReducer::FinishBf16(size_t end) {
+  for (; bf16_done_ < end; ++bf16_done_) {
+    const size_t b = bf16_done_, slot = b % bf16_buckets_.size();
+    launcher::Handle handle = std::move(bf16_reducing_[b]);
+    SRUNWAY_RETURN_IF_ERROR(handle->Wait());
+    if (mode_ == Mode::kAllReduce) {
+      bf16_casts_->GradsFromBf16(grads_.data() + buckets_[b].offset, bf16_buckets_[slot].data(), buckets_[b].count);
+    } else {
+      const ParamRange slice = buckets_[b].Slice(rank_);
+      bf16_casts_->GradsFromBf16(grads_.data() + slice.offset, bf16_slices_[slot].data(), slice.count);
+    }
   }
   return common::Status::Ok();
 }
@@ -151,6 +196,10 @@ common::Status GradReducer::TestInFlight() {
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
     SRUNWAY_ASSIGN_OR_RETURN(bool done, (*it)->Test());
     it = done ? in_flight_.erase(it) : it + 1;
+  }
+  // Those in bf16 stay until they are cast back; testing them moves MPI's requests forward.
+  for (size_t b = bf16_done_; b < next_bucket_ && bf16_casts_ != nullptr; ++b) {
+    SRUNWAY_RETURN_IF_ERROR(bf16_reducing_[b]->Test().status());
   }
   return common::Status::Ok();
 }
@@ -165,19 +214,17 @@ common::Status GradReducer::Finish() {
     if (status.ok()) status = done;
   }
   in_flight_.clear();
-  // Where the reduced gradients are not in place: the slice of each bucket (ZeRO-1), or each bucket (in bf16).
-  for (size_t b = 0; b < buckets_.size() && status.ok(); ++b) {
-    if (mode_ == Mode::kAllReduce) {
-      if (bf16_casts_ != nullptr) {
-        bf16_casts_->GradsFromBf16(grads_.data() + buckets_[b].offset, staging_[b].data(), buckets_[b].count);
-      }
-      continue;
+  if (bf16_casts_ != nullptr) {
+    if (status.ok()) status = FinishBf16(next_bucket_);
+    for (launcher::Handle& handle : bf16_reducing_) {  // after an error: none left pending
+      if (handle != nullptr) (void)handle->Wait();
+      handle.reset();
     }
-    if (ReducesInPlace(b)) continue;
-    const ParamRange slice = buckets_[b].Slice(rank_);
-    if (bf16_casts_ != nullptr) {
-      bf16_casts_->GradsFromBf16(grads_.data() + slice.offset, reduced_[b].data(), slice.count);
-    } else {
+  }
+  if (status.ok() && mode_ == Mode::kReduceScatter) {
+    for (size_t b = 0; b < buckets_.size() && status.ok(); ++b) {
+      if (ReducesInPlace(b)) continue;
+      const ParamRange slice = buckets_[b].Slice(rank_);
       status = device_.Copy(grads_.data() + slice.offset, reduced_[b].data(),
                             static_cast<size_t>(slice.count) * sizeof(float), device_.main_stream());
     }

@@ -46,11 +46,12 @@ class GradReducer {
   // is in the memory of `device` (the model's), which `comm` must be able to reduce (host memory for MPI, the
   // GPU's for NCCL). ZeRO-1 all-gathers the weights the ops read, of `weights_type` (Model::weights_type()).
   // With `bf16_casts` (the model's ops), the buckets travel in bf16 (Megatron's --grad-reduce-in-bf16: half the
-  // bytes): each is cast to bf16 on the compute stream before its collective, which sums in bf16, and back to fp32
-  // after it, in copies of their own (2 bytes per parameter, and ZeRO-1's slices). Throws DeviceFull when the device
-  // cannot hold the staging buffers.
+  // bytes): each is cast to bf16 on the compute stream when complete, its collective sums in bf16, and the sums are
+  // cast back into the gradients, through kBf16Slots buckets' worth of bf16 copies (a bucket waits for the one that
+  // held its slot). Throws DeviceFull when the device cannot hold the staging buffers.
   GradReducer(launcher::Comm& comm, Device& device, std::span<float> grads, std::vector<Bucket> buckets, Mode mode,
               bool overlap, DType weights_type = DType::kFloat32, Ops* bf16_casts = nullptr);
+  static constexpr size_t kBf16Slots = 4;
 
   // The next backward is the last micro-batch of the step: its ranges start reductions. Until then Ready() does
   // nothing (nothing is reduced on the other micro-batches of gradient accumulation).
@@ -84,12 +85,15 @@ class GradReducer {
 
  private:
   common::Status StartUpTo(int64_t final_from);
+  // --grad-reduce-in-bf16: bucket b cast into its slot and its collective started; the buckets up to `end` waited
+  // for and cast back, in order.
+  common::Status StartInBf16(size_t b);
+  common::Status FinishBf16(size_t end);
   common::Status TestInFlight();
   // The communicator's next operation waits for everything queued on the compute stream so far.
   common::Status AfterCompute();
   // ZeRO-1: bucket b is reduce-scattered inside the gradients / all-gathered inside the weights (no copy).
-  bool ReducesInPlace(size_t b) const { return bf16_casts_ == nullptr && staging_[b].data() == nullptr; }
-  launcher::DataType ReducedType() const;
+  bool ReducesInPlace(size_t b) const { return staging_[b].data() == nullptr; }
   bool GathersInPlace(size_t b) const { return gathered_[b].data() == nullptr; }
 
   launcher::Comm& comm_;
@@ -101,15 +105,19 @@ class GradReducer {
   Mode mode_;
   bool overlap_;
   DType weights_type_;
-  Ops* bf16_casts_;
   int rank_, ranks_;
   // ZeRO-1: per bucket, ranks x shard floats to reduce-scatter from, and the reduced slice; and ranks x shard
   // weights to all-gather into (apart: the next backward's reduce-scatter may start before the forward has asked
   // for every bucket). Empty (no memory) for a bucket of exactly ranks x shard elements, which is reduced (NCCL,
   // one rank: MPI's reduce-scatter takes no aliased buffers) and gathered in place, in the gradients and the
-  // weights themselves: otherwise these copies would double ZeRO-1's memory rather than save it. Reduced in bf16,
-  // staging_ holds each bucket in bf16 (all-reduced there without ZeRO-1) and reduced_ its slice.
+  // weights themselves: otherwise these copies would double ZeRO-1's memory rather than save it.
   std::vector<Buffer> staging_, reduced_, gathered_;
+  // --grad-reduce-in-bf16: per slot, a bucket in bf16 (under ZeRO-1 padded to ranks x shard) and, under ZeRO-1, its
+  // reduced slice; per bucket, its collective until its sums are cast back; buckets [0, bf16_done_) are.
+  Ops* bf16_casts_;
+  std::vector<Buffer> bf16_buckets_, bf16_slices_;
+  std::vector<launcher::Handle> bf16_reducing_;
+  size_t bf16_done_ = 0;
   bool armed_ = false;
   int64_t final_from_ = 0;  // grads_[final_from_, end) are final
   size_t next_bucket_ = 0;

@@ -101,22 +101,28 @@ TEST_P(ReducerTest, ReduceScatterOnOneRankLeavesTheGradients) {
 
 // --grad-reduce-in-bf16: the buckets travel in bf16, so that on one rank (whose sum is its own gradients) every
 // gradient comes back rounded to bf16 (to nearest even), in either mode; most of a step's gradients are not bf16
-// values to begin with.
+// values to begin with. The hundred-odd buckets of 1024 take turns in 4 slots of bf16 (and, for ZeRO-1, of their
+// slices): 8 or 16 KiB whatever the model.
 TEST_P(ReducerTest, InBf16TheGradientsComeBackRoundedToBf16) {
+  Step({});  // the step's gradients unreduced (the CPU's backward gives the same bits every time)
+  std::vector<float> rounded(model_.grads().begin(), model_.grads().end());
+  size_t changed = 0;
+  for (float& g : rounded) {
+    const float r = common::BFloat16ToFloat(common::FloatToBFloat16(g));
+    changed += r != g;
+    g = r;
+  }
+  EXPECT_GT(changed, rounded.size() / 2);
   for (GradReducer::Mode mode : {GradReducer::Mode::kAllReduce, GradReducer::Mode::kReduceScatter}) {
     SCOPED_TRACE(mode == GradReducer::Mode::kAllReduce ? "all-reduce" : "reduce-scatter");
+    const size_t before = model_.device().allocations().bytes;
     GradReducer reducer(*comm_, model_.device(), model_.grads(), Buckets(), mode, true, DType::kFloat32,
                         &model_.ops());
+    ASSERT_GT(reducer.bucket_count(), 2 * GradReducer::kBf16Slots);
+    EXPECT_EQ(model_.device().allocations().bytes - before,
+              GradReducer::kBf16Slots * 1024 * 2 * (mode == GradReducer::Mode::kAllReduce ? 1 : 2));
     reducer.Arm();
     Step([&](ParamRange r) { reducer.Ready(r); });
-    std::vector<float> rounded(model_.grads().begin(), model_.grads().end());
-    size_t changed = 0;
-    for (float& g : rounded) {
-      const float r = common::BFloat16ToFloat(common::FloatToBFloat16(g));
-      changed += r != g;
-      g = r;
-    }
-    EXPECT_GT(changed, rounded.size() / 2);
     ASSERT_TRUE(reducer.Finish().ok());
     EXPECT_TRUE(std::equal(rounded.begin(), rounded.end(), model_.grads().begin()));
   }
