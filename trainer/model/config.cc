@@ -257,7 +257,7 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     SRUNWAY_RETURN_IF_ERROR(RopeScalingFromJson(json["rope_scaling"], std::string(where) + ": rope_scaling", c));
   }
   // Checkpoints before 2026-12-05 have none of these, and some of that day's lack kv_channels and qk_layernorm (and
-  // before 2026-12-06 apply_layernorm_1p, before 2026-12-07 normalization): no linear RoPE scaling, heads d_model /
+  // before 2026-12-06 apply_layernorm_1p, some of that day's normalization): no linear RoPE scaling, heads d_model /
   // n_head wide, no such biases, GELU, no q and k norms, norm weights stored whole, the architecture's own norms.
   if (json.contains("rope_linear_factor")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(json, "rope_linear_factor", where));

@@ -1042,7 +1042,7 @@ TEST(KvChannelsTest, HeadsOfAnotherWidthShapeTheAttention) {
 // Megatron's --normalization apart from the architecture: a Llama with LayerNorms has their biases (the two norms',
 // the final norm's, q's and k's with --qk-layernorm) and still none of GPT's other biases; a GPT with RMSNorms has no
 // norm biases and keeps its others. Told its own norms, a model is the plain one; the header keeps the norms, and
-// one without them (before 2026-12-07) reads as the architecture's own.
+// one without them (written before 2026-12-06's change) reads as the architecture's own.
 TEST(NormalizationTest, TheOtherArchitecturesNormsBringTheirBiasesOrDropThem) {
   auto biases = [](const ModelConfig& c) {
     std::vector<std::string> names;
