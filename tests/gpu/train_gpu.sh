@@ -3,7 +3,9 @@
 # gradients, as it would across nodes):
 #   1. gpt-tiny overfitting one batch for 30 steps on the GPU (bf16) and on the CPU (fp32) from the same
 #      initialisation: the GPU's loss falls as the CPU's does, step by step within bf16 noise (3% of the loss, or
-#      0.05 absolute near zero), and so does llama-tiny's, and gpt-tiny's with --apply-layernorm-1p;
+#      0.05 absolute near zero), and so does llama-tiny's, gpt-tiny's with --apply-layernorm-1p, and that of
+#      llama-tiny with LayerNorms (--normalization LayerNorm) whose gradients go through NCCL in bf16
+#      (--grad-reduce-in-bf16);
 #   2. the same with --use-distributed-optimizer and dropout (the ZeRO-1 path and the seeded masks); and
 #      --recompute-activations (dropout on: the recomputed masks must be the drawn ones) gives the kept run's losses
 #      and gradient norms (within 1e-3: attention's backward adds across blocks in any order; recomputing from
@@ -84,6 +86,16 @@ for device in cpu cuda; do
     fail "--apply-layernorm-1p on $device: $(tail -n 5 "$work/1p.$device.out")"
 done
 compare "gpt-tiny --apply-layernorm-1p" "$work/1p.cpu.jsonl" "$work/1p.cuda.jsonl" || fail "--apply-layernorm-1p on the GPU"
+# The model of Megatron's Llama 3 scripts, a Llama with LayerNorms, its buckets cast to bf16 for NCCL's sum and back.
+for device in cpu cuda; do
+  "$train" --preset llama-tiny "${common[@]}" --train-steps 30 --device "$device" --normalization LayerNorm \
+    --grad-reduce-in-bf16 --metrics-file "$work/ln.$device.jsonl" >"$work/ln.$device.out" 2>&1 ||
+    fail "llama-tiny with LayerNorm on $device: $(tail -n 5 "$work/ln.$device.out")"
+done
+compare "llama-tiny with LayerNorm, reduced in bf16" "$work/ln.cpu.jsonl" "$work/ln.cuda.jsonl" ||
+  fail "llama-tiny with LayerNorm on the GPU"
+grep -q "model llama with LayerNorm (.* overlapped with the backward in bf16;" "$work/ln.cuda.out" ||
+  fail "the model line of a Llama with LayerNorm reduced in bf16: $(grep 'model' "$work/ln.cuda.out")"
 # Llama has neither GELU nor biases: its start-up line names no epilogues for them.
 grep -qE "GPU operations: attention on $kernels_or_cudnn, cuBLASLt from " "$work/llama-tiny.cuda.out" ||
   fail "llama's operations line: $(grep 'GPU operations' "$work/llama-tiny.cuda.out")"
