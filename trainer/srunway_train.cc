@@ -496,7 +496,9 @@ int main(int argc, char** argv) {
   int tensor_parallel = 1, pipeline_parallel = 1, context_parallel = 1;
   bool fp16 = false;
   const std::string whole_model = "1 only (Megatron's): every rank holds the whole model";
-  app.add_option("--tensor-model-parallel-size", tensor_parallel, whole_model)->capture_default_str();
+  // --model-parallel-size: Megatron's name for it before pipelines (2020), which older published scripts still give.
+  app.add_option("--tensor-model-parallel-size,--model-parallel-size", tensor_parallel, whole_model)
+      ->capture_default_str();
   app.add_option("--pipeline-model-parallel-size", pipeline_parallel, whole_model)->capture_default_str();
   app.add_option("--context-parallel-size", context_parallel, whole_model)->capture_default_str();
   app.add_flag("--bf16", o.bf16,
@@ -597,12 +599,39 @@ int main(int argc, char** argv) {
             "Megatron's: taken (the initial parameters are drawn on the host and then copied to the device)"},
            {"--no-barrier-with-level-1-timing",
             "Megatron's: taken (--timing-log-level's timers are each rank's own, and start without a barrier)"},
-           {"--mmap-bin-files", "Megatron's: taken (the same tokens, whichever way the .bin is read)"}}) {
+           {"--mmap-bin-files", "Megatron's: taken (the same tokens, whichever way the .bin is read)"},
+           // Megatron's flags of 2020-2022 that its published scripts of then give (Megatron has since dropped or
+           // renamed them): the same choices among implementations.
+           {"--override-lr-scheduler", "Megatron's older --override-opt_param-scheduler: taken"},
+           {"--use-contiguous-buffers-in-local-ddp",
+            "Megatron's, of before 2023: taken (the gradients live in one flat buffer)"},
+           {"--no-query-key-layer-scaling",
+            "Megatron's, of before 2023: taken (no scaling of attention's scores by the layer number, as "
+            "Megatron's default now)"},
+           {"--async-tensor-model-parallel-allreduce",
+            "Megatron's, of before 2023: taken (tensor-parallel all-reduces, of which a tensor-parallel size of 1 "
+            "has none)"},
+           {"--distribute-checkpointed-activations",
+            "Megatron's, of before 2022: taken (it spreads recomputed activations over tensor-parallel ranks, of "
+            "which a size of 1 has one)"},
+           {"--distribute-saved-activations",
+            "Megatron's: taken (it spreads recomputed activations over tensor-parallel ranks, of which a size of 1 "
+            "has one)"},
+           {"--no-scaled-masked-softmax-fusion", fusion},
+           {"--scaled-upper-triang-masked-softmax-fusion", fusion}}) {
     taken_flag(flag, what);
   }
-  app.add_flag("--use-checkpoint-opt_param-scheduler", o.use_checkpoint_schedule,
-               "Megatron's: the learning-rate and weight-decay schedule of the checkpoint resumed, not the flags'")
-      ->excludes("--override-opt_param-scheduler");
+  app.add_flag("--use-checkpoint-opt_param-scheduler,--use-checkpoint-lr-scheduler", o.use_checkpoint_schedule,
+               "Megatron's (--use-checkpoint-lr-scheduler its older name): the learning-rate and weight-decay "
+               "schedule of the checkpoint resumed, not the flags'")
+      ->excludes("--override-opt_param-scheduler")->excludes("--override-lr-scheduler");
+  taken_option("--data-impl",
+               "Megatron's, of before 2023: mmap or infer (the .bin and .idx of Megatron's indexed datasets, read "
+               "through mmap; its older lazy and cached layouts are refused)")
+      ->check(CLI::IsMember({"mmap", "infer"}));
+  taken_option("--DDP-impl",
+               "Megatron's, of before 2023: local or torch (srunway-train's own bucketed reduction, the same sums)")
+      ->check(CLI::IsMember({"local", "torch"}));
   taken_option("--manual-gc-interval", "Megatron's: taken (Python's garbage collector; srunway-train has none)")
       ->check(srunway::common::NonNegative());
   taken_option("--transformer-impl", "Megatron's: taken (one implementation of the model)")
@@ -674,9 +703,10 @@ int main(int argc, char** argv) {
              "Megatron's: taken (with --use-distributed-optimizer each bucket's all-gather of the parameters "
              "overlaps the next forward, as srunway-train does)")
       ->needs("--use-distributed-optimizer");
-  app.add_flag("--recompute-activations", recompute,
+  app.add_flag("--recompute-activations,--checkpoint-activations", recompute,
                "keep only each layer's input and run its forward again in the backward: one layer's activations "
-               "in memory, for a third more compute (the same results)");
+               "in memory, for a third more compute (the same results; --checkpoint-activations: Megatron's name "
+               "for it before 2022)");
   // Megatron's recomputation flags: its full recomputation of each layer from its input is srunway-train's; its
   // selective one recomputes the attention's score matrix, which fused attention keeps none of.
   std::string recompute_granularity, recompute_method = "uniform";
@@ -692,6 +722,9 @@ int main(int argc, char** argv) {
   app.add_option("--recompute-num-layers", recompute_layers,
                  "Megatron's, with --recompute-granularity full: 1 (each layer from its own input)")
       ->check(CLI::PositiveNumber)->needs(granularity);
+  taken_option("--checkpoint-num-layers",
+               "Megatron's, of before 2022, with --checkpoint-activations: 1 (each layer from its own input)")
+      ->check(CLI::Range(1, 1))->needs("--checkpoint-activations");
   app.add_option("--exit-duration-in-mins", o.exit_duration_min,
                  "after this many minutes of training, save and exit 4 (before the job's time limit; 0: none)")
       ->capture_default_str()->check(srunway::common::NonNegative());

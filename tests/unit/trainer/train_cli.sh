@@ -1267,6 +1267,26 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
 grep -q '^step      2/2 | .* tok/s | [0-9.e+-]* TFLOP/s per GPU | MFU' "$kWork/out" ||
   fail "Megatron's flags: no step line with --log-throughput's TFLOP/s: $(cat "$kWork/out")"
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
+# Megatron's flags of 2020-2022, as its published scripts of then give them: the older names of flags above
+# (--checkpoint-activations is --recompute-activations, --model-parallel-size --tensor-model-parallel-size,
+# --use-checkpoint-lr-scheduler and --override-lr-scheduler the opt_param-scheduler ones) and choices among
+# implementations it has since dropped; --data-impl lazy (an index layout srunway-train does not read) is refused.
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --checkpoint-activations --checkpoint-num-layers 1 \
+  --model-parallel-size 1 \
+  --override-lr-scheduler --data-impl mmap --DDP-impl local --use-contiguous-buffers-in-local-ddp \
+  --no-query-key-layer-scaling --async-tensor-model-parallel-allreduce --distribute-checkpointed-activations \
+  --no-scaled-masked-softmax-fusion --scaled-upper-triang-masked-softmax-fusion >"$kWork/out" 2>"$kWork/err" ||
+  fail "Megatron's older flags: $(cat "$kWork/err")"
+grep -q "^step      2/2 " "$kWork/out" || fail "Megatron's older flags: $(cat "$kWork/out")"
+grep -q "info: activations: only each layer's input is kept" "$kWork/err" ||
+  fail "--checkpoint-activations recomputes as --recompute-activations: $(cat "$kWork/err")"
+expect_exit 2 "--tensor-model-parallel-size 2: srunway-train is data parallel only" "$kTrain" "${common[@]}" \
+  --mock-data --model-parallel-size 2
+expect_exit 2 "--override-lr-scheduler excludes --use-checkpoint-opt_param-scheduler" "$kTrain" "${common[@]}" \
+  --mock-data --use-checkpoint-lr-scheduler --override-lr-scheduler
+expect_exit 2 "--data-impl: lazy not in \{mmap,infer\}" "$kTrain" "${common[@]}" --mock-data --data-impl lazy
+expect_exit 2 "--checkpoint-num-layers: Value 2 not in range 1 to 1" "$kTrain" "${common[@]}" --mock-data \
+  --checkpoint-activations --checkpoint-num-layers 2
 # Those that name another implementation than srunway-train's are refused, with what it takes.
 expect_exit 2 "--exp-avg-dtype: bf16 not in \{fp32\}" "$kTrain" "${common[@]}" --mock-data --exp-avg-dtype bf16
 # --grad-reduce-in-bf16 is taken (its reduction: grad_reducer_test, train_data_parallel, train_gpu_ranks), but not
