@@ -13,6 +13,11 @@
 
 namespace srunway::trainer {
 
+// The other architecture's norms (--normalization): a GPT's RMSNorm, a Llama's LayerNorm.
+inline void SwapNorms(ModelConfig& config) {
+  SetNorm(config, config.layernorm() ? Norm::kRmsNorm : Norm::kLayerNorm);
+}
+
 inline void RandomizeVariantParams(const ParamLayout& layout, Rng& rng, std::span<float> params) {
   const bool other_norm = layout.config().other_norm.has_value();
   for (const TensorSpec& spec : layout.tensors()) {

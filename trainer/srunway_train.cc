@@ -94,7 +94,7 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
                                             "positions give that");
   }
   ArchFlags flags;
-  if (!m.normalization.empty()) flags.norm = m.normalization == "LayerNorm" ? Norm::kLayerNorm : Norm::kRmsNorm;
+  flags.norm = srunway::trainer::NormFromName(m.normalization);  // none when not given (CLI11 takes those two)
   const std::vector<std::pair<bool, const char*>> llama = {
       {m.swiglu, "--swiglu"},
       {m.position_embedding == "rope", "--position-embedding-type rope"},

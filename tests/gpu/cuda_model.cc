@@ -68,10 +68,7 @@ void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
   config->squared_relu = c.squared_relu;
   config->qk_norm = c.qk_norm;
   if (c.head_dim > 0) srunway::trainer::SetHeadDim(*config, c.head_dim);
-  if (c.other_norm) {
-    using srunway::trainer::Norm;
-    srunway::trainer::SetNorm(*config, config->layernorm() ? Norm::kRmsNorm : Norm::kLayerNorm);
-  }
+  if (c.other_norm) srunway::trainer::SwapNorms(*config);
   const int B = 4, T = config->seq_len;
   Model cpu(*config, B);
   srunway::trainer::Rng rng(42);

@@ -278,7 +278,7 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
   if (naming != Naming::kSrunway && config.other_norm) {
     return common::FailedPrecondition("{} holds a {} model, whose norms are {}, and this run's model is a {} "
                                       "(--normalization)", files.name(), NamingName(naming),
-                                      NormName(file_arch == Arch::kGpt ? Norm::kLayerNorm : Norm::kRmsNorm),
+                                      NormName(ArchNorm(file_arch)),
                                       ModelKind(config));
   }
   NameMap names = Names(naming, config, gpt2, naming == Naming::kHfLlama && files.Find("lm_head.weight") == nullptr);
@@ -594,8 +594,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
   if (c.other_norm) {
     return common::FailedPrecondition("transformers' {} has {} norms, and this model's are {} (--normalization): it "
                                       "has no Hugging Face class; --export writes its weights",
-                                      c.arch == Arch::kGpt ? "GPT-2" : "Llama",
-                                      NormName(c.arch == Arch::kGpt ? Norm::kLayerNorm : Norm::kRmsNorm),
+                                      c.arch == Arch::kGpt ? "GPT-2" : "Llama", NormName(ArchNorm(c.arch)),
                                       NormName(c.norm()));
   }
   if (c.arch == Arch::kGpt && c.kv_channels != 0) {

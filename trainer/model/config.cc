@@ -69,6 +69,13 @@ std::string_view ArchName(Arch arch) { return arch == Arch::kGpt ? "gpt" : "llam
 
 std::string_view NormName(Norm norm) { return norm == Norm::kLayerNorm ? "LayerNorm" : "RMSNorm"; }
 
+std::optional<Norm> NormFromName(std::string_view name) {
+  for (Norm norm : {Norm::kLayerNorm, Norm::kRmsNorm}) {
+    if (name == NormName(norm)) return norm;
+  }
+  return std::nullopt;
+}
+
 void SetNorm(ModelConfig& c, Norm norm) {
   c.other_norm.reset();
   if (c.norm() != norm) c.other_norm = norm;
@@ -272,11 +279,10 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     }
   }
   if (json.contains("normalization")) {
-    SRUNWAY_ASSIGN_OR_RETURN(const std::string norm, common::JsonField<std::string>(json, "normalization", where));
-    if (norm != NormName(Norm::kLayerNorm) && norm != NormName(Norm::kRmsNorm)) {
-      return common::InvalidArgument("{}: unknown normalization '{}' (LayerNorm or RMSNorm)", where, norm);
-    }
-    SetNorm(c, norm == NormName(Norm::kLayerNorm) ? Norm::kLayerNorm : Norm::kRmsNorm);
+    SRUNWAY_ASSIGN_OR_RETURN(const std::string name, common::JsonField<std::string>(json, "normalization", where));
+    const std::optional<Norm> norm = NormFromName(name);
+    if (!norm) return common::InvalidArgument("{}: unknown normalization '{}' (LayerNorm or RMSNorm)", where, name);
+    SetNorm(c, *norm);
   }
   SRUNWAY_RETURN_IF_ERROR(Validate(c).WithContext(where));
   return c;

@@ -21,6 +21,10 @@ std::string_view ArchName(Arch arch);
 enum class Norm { kLayerNorm, kRmsNorm };
 
 std::string_view NormName(Norm norm);
+// The norm NormName names (LayerNorm, RMSNorm), if any.
+std::optional<Norm> NormFromName(std::string_view name);
+// An architecture's own norms: GPT's LayerNorm, Llama's RMSNorm.
+constexpr Norm ArchNorm(Arch arch) { return arch == Arch::kGpt ? Norm::kLayerNorm : Norm::kRmsNorm; }
 
 struct ModelConfig {
   Arch arch = Arch::kGpt;
@@ -76,7 +80,7 @@ struct ModelConfig {
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT ties the output layer to the token embedding; Llama has its own.
   bool tied_embeddings() const { return arch == Arch::kGpt; }
-  Norm norm() const { return other_norm.value_or(arch == Arch::kGpt ? Norm::kLayerNorm : Norm::kRmsNorm); }
+  Norm norm() const { return other_norm.value_or(ArchNorm(arch)); }
   bool layernorm() const { return norm() == Norm::kLayerNorm; }
   // GPT's GELU, whose Linear layer computes it in the GEMM's epilogue (MatmulGeluForward).
   bool gelu() const { return arch == Arch::kGpt && !squared_relu; }

@@ -56,13 +56,12 @@ GradReducer::GradReducer(launcher::Comm& comm, Device& device, std::span<float> 
   if (mode_ == Mode::kReduceScatter) {
     for (const Bucket& bucket : buckets_) {
       const bool whole = bucket.count == bucket.shard * ranks_;
-      // In bf16 the reduction goes through the slots below instead.
-      const bool reduce_in_place = (whole && comm_.kind() != launcher::CommKind::kMpi) || bf16_casts_ != nullptr;
-      staging_.push_back(reduce_in_place
-                             ? Buffer()
-                             : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_)));
-      reduced_.push_back(reduce_in_place ? Buffer()
-                                         : ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard)));
+      // No fp32 copies where the bucket is reduced in place, or in bf16 (through the slots below).
+      const bool staged = !(whole && comm_.kind() != launcher::CommKind::kMpi) && bf16_casts_ == nullptr;
+      staging_.push_back(staged ? ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard * ranks_))
+                                : Buffer());
+      reduced_.push_back(staged ? ZeroedOrThrow(device, DType::kFloat32, static_cast<size_t>(bucket.shard))
+                                : Buffer());
       gathered_.push_back(whole ? Buffer()
                                 : ZeroedOrThrow(device, weights_type, static_cast<size_t>(bucket.shard * ranks_)));
     }
@@ -198,9 +197,8 @@ common::Status GradReducer::TestInFlight() {
     it = done ? in_flight_.erase(it) : it + 1;
   }
   // Those in bf16 stay until they are cast back; testing them moves MPI's requests forward.
-  for (size_t b = bf16_done_; b < next_bucket_ && bf16_casts_ != nullptr; ++b) {
-    SRUNWAY_RETURN_IF_ERROR(bf16_reducing_[b]->Test().status());
-  }
+  if (bf16_casts_ == nullptr) return common::Status::Ok();
+  for (size_t b = bf16_done_; b < next_bucket_; ++b) SRUNWAY_RETURN_IF_ERROR(bf16_reducing_[b]->Test().status());
   return common::Status::Ok();
 }
 
@@ -221,7 +219,7 @@ common::Status GradReducer::Finish() {
       handle.reset();
     }
   }
-  if (status.ok() && mode_ == Mode::kReduceScatter) {
+  if (status.ok() && mode_ == Mode::kReduceScatter && bf16_casts_ == nullptr) {  // bf16's are cast back above
     for (size_t b = 0; b < buckets_.size() && status.ok(); ++b) {
       if (ReducesInPlace(b)) continue;
       const ParamRange slice = buckets_[b].Slice(rank_);

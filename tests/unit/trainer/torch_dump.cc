@@ -255,7 +255,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   config.squared_relu = variant.squared_relu;
   config.qk_norm = variant.qk_norm;
   if (variant.head_dim > 0) SetHeadDim(config, variant.head_dim);
-  if (variant.other_norm) SetNorm(config, config.layernorm() ? Norm::kRmsNorm : Norm::kLayerNorm);
+  if (variant.other_norm) SwapNorms(config);
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
