@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <variant>
@@ -59,6 +60,73 @@ int ExitCode(srunway::trainer::TrainResult::Ending ending) {
   return srunway::trainer::kExitError;
 }
 void OnStopSignal(int signal) { g_stop_signal = signal; }
+
+// Megatron's flags for what srunway-train has none of, refused by name where they would be unknown arguments, so
+// that a pasted script hears why: a flag, or every flag that starts with a prefix ending in '-'.
+struct Refused {
+  std::string_view flag, why;
+};
+constexpr std::string_view kNoMoe =
+    "srunway-train trains dense models: it has no mixture of experts (Megatron's MoE layers): leave the MoE flags out";
+constexpr std::string_view kNoMla =
+    "srunway-train has no multi-latent attention (DeepSeek's): its attention has query, key and value heads of one "
+    "width (--kv-channels): leave the MLA flags out";
+constexpr std::string_view kNoPipeline =
+    "srunway-train is data parallel only, every rank holding the whole model, so there are no pipeline stages to "
+    "lay out: leave it out";
+constexpr std::string_view kNoRerun =
+    "srunway-train has no rerun state machine to tell a transient fault from a reproducible one; a loss or gradient "
+    "norm that is not finite ends the run (exit 3), and --check-weight-hash-across-dp-replicas-interval finds ranks "
+    "whose weights differ: leave it out";
+constexpr std::string_view kNoMemoryHistory =
+    "srunway-train has no PyTorch allocator whose history to record: --log-memory-to-tensorboard writes the device's "
+    "allocated bytes, and each log line's peak (peak_memory_gib in --metrics-file): leave it out";
+constexpr Refused kRefused[] = {
+    {"--num-experts", kNoMoe},
+    {"--moe-", kNoMoe},
+    {"--expert-model-parallel-size", kNoMoe},
+    {"--expert-tensor-parallel-size", kNoMoe},
+    {"--multi-latent-attention", kNoMla},
+    {"--q-lora-rank", kNoMla},
+    {"--kv-lora-rank", kNoMla},
+    {"--qk-head-dim", kNoMla},
+    {"--qk-pos-emb-head-dim", kNoMla},
+    {"--v-head-dim", kNoMla},
+    {"--mtp-", "srunway-train has no multi-token prediction (DeepSeek-V3's MTP layers): leave the --mtp-* flags out"},
+    {"--num-layers-per-virtual-pipeline-stage", kNoPipeline},
+    {"--num-virtual-stages-per-pipeline-rank", kNoPipeline},
+    {"--decoder-first-pipeline-num-layers", kNoPipeline},
+    {"--decoder-last-pipeline-num-layers", kNoPipeline},
+    {"--pipeline-model-parallel-layout", kNoPipeline},
+    {"--check-for-spiky-loss", kNoRerun},
+    {"--check-for-large-grads", kNoRerun},
+    {"--error-injection-", kNoRerun},
+    {"--use-pytorch-profiler",
+     "srunway-train has no PyTorch profiler: --profile (Megatron's) puts steps --profile-step-start + 1 to "
+     "--profile-step-end inside the CUDA profiler's capture range, for nsys profile --capture-range=cudaProfilerApi"},
+    {"--record-memory-history", kNoMemoryHistory},
+    {"--memory-snapshot-path", kNoMemoryHistory},
+    {"--apply-residual-connection-post-layernorm",
+     "srunway-train's layers add each norm's input to the residual stream (GPT's and Llama's order); BERT's order, "
+     "which adds the norm's output, is another model: leave it out"},
+    {"--straggler-ctrlr-port",
+     "srunway-train has no port to switch the straggler watch on and off while it runs: it watches from the start, "
+     "or not at all with --disable-straggler-on-startup: leave it out"},
+};
+
+// The first of `words` (those CLI11 took no option for) that kRefused names, as "FLAG: WHY"; empty if none.
+std::string RefusedFlag(const std::vector<std::string>& words) {
+  for (const std::string& word : words) {
+    const std::string_view flag = std::string_view(word).substr(0, word.find('='));
+    for (const Refused& refused : kRefused) {
+      const bool prefix = refused.flag.ends_with('-');
+      if (prefix ? flag.starts_with(refused.flag) : flag == refused.flag) {
+        return fmt::format("{}: {}", flag, refused.why);
+      }
+    }
+  }
+  return {};
+}
 
 // Megatron's architecture flags, as its scripts pass them.
 struct MegatronArch {
@@ -208,6 +276,10 @@ int main(int argc, char** argv) {
       ->check(size_range);
   app.add_option("--vocab-size", vocab, "override the preset (must hold every token id of the data)")
       ->check(size_range);
+  bool xavier = false;
+  app.add_flag("--init-method-xavier-uniform", xavier,
+               "Megatron's: every weight matrix, embeddings and output layer too, drawn ~ U(-a, a), a = sqrt(6 / (fan "
+               "in + fan out)), instead of N(0, --init-std), which it leaves unused (as Megatron)");
   app.add_option("--init-std,--init-method-std", init_std, "weight init std (default: the preset's)")
       ->check(srunway::common::Positive());
   app.add_option("--micro-batch-size", o.micro_batch_size, "sequences per forward/backward")->capture_default_str();
@@ -554,8 +626,8 @@ int main(int argc, char** argv) {
             "none, and Megatron turns it off too)"},
            {"--openai-gelu", "Megatron's: taken (the GPT's GELU is the tanh form)"},
            {"--log-straggler",
-            "Megatron's: taken (stragglers are always watched: --straggler-threshold, --straggler-window, and the "
-            "metrics' slowest_rank)"},
+            "Megatron's: taken (stragglers are watched unless --disable-straggler-on-startup: --straggler-threshold, "
+            "--straggler-window, --straggler-minmax-count, and the metrics' slowest_rank)"},
            {"--tp-comm-overlap",
             "Megatron's: taken (it overlaps tensor-parallel communication with GEMMs, of which a tensor-parallel "
             "size of 1 has none)"},
@@ -657,6 +729,38 @@ int main(int argc, char** argv) {
     taken_option(flag, "Megatron's: fp32 only (the gradients, master weights and AdamW's moments are fp32)")
         ->check(CLI::IsMember({"fp32"}));
   }
+  // fp16's loss scaling, which bf16 needs none of: Megatron scales the loss dynamically only with --fp16 (refused
+  // here), and a constant --loss-scale multiplies the loss and divides the gradients back: the same step, but for
+  // rounding.
+  for (const char* flag : {"--loss-scale", "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
+                           "--hysteresis"}) {
+    taken_option(flag, "Megatron's: taken (fp16's loss scaling: bf16 needs none, and --fp16 is refused)")
+        ->check(srunway::common::Positive());
+  }
+  taken_flag("--no-initialization",
+             "Megatron's: taken (the initial parameters are drawn in moments, and a checkpoint loaded replaces them)");
+  // NVIDIA's one-logger, its internal telemetry, which Megatron skips where it is not installed.
+  taken_flag("--no-one-logger", "Megatron's: taken (srunway-train sends no telemetry)");
+  taken_flag("--one-logger-async", "Megatron's: taken (srunway-train sends no telemetry)");
+  for (const char* flag : {"--one-logger-project", "--one-logger-run-name", "--app-tag-run-name",
+                           "--app-tag-run-version"}) {
+    taken_option(flag, "Megatron's: taken (srunway-train sends no telemetry)");
+  }
+  std::string rerun_mode;
+  app.add_option("--rerun-mode", rerun_mode,
+                 "Megatron's: disabled, or validate_results (its default): a loss or gradient norm that is not "
+                 "finite ends the run (exit 3), without Megatron's rerun of the step to tell a transient fault from "
+                 "a reproducible one; report_stats is refused")
+      ->check(CLI::IsMember({"disabled", "validate_results", "report_stats"}));
+  bool fp32_residual = false;
+  app.add_flag("--fp32-residual-connection", fp32_residual,
+               "Megatron's: the residual stream in fp32, as on CPUs (--device cpu); refused on GPUs, whose residual "
+               "stream is bf16");
+  int logging_level = -1;
+  app.add_option("--logging-level", logging_level,
+                 "Megatron's: Python's logging levels: 40 and above errors only, 30 warnings too, 20 info lines too "
+                 "(the default), below 20 debug lines too (as SRUNWAY_LOG=error|warning|info|debug)")
+      ->check(CLI::Range(0, 100));
   taken_flag("--exit-signal-handler",
              "Megatron's: taken (SIGTERM, SIGINT and SIGUSR1 always end the run after its step, saved with --save, "
              "exit 4)");
@@ -722,9 +826,16 @@ int main(int argc, char** argv) {
   app.add_option("--recompute-num-layers", recompute_layers,
                  "Megatron's, with --recompute-granularity full: 1 (each layer from its own input)")
       ->check(CLI::PositiveNumber)->needs(granularity);
-  taken_option("--checkpoint-num-layers",
-               "Megatron's, of before 2022, with --checkpoint-activations: 1 (each layer from its own input)")
-      ->check(CLI::Range(1, 1))->needs("--checkpoint-activations");
+  // Their names of 2021-2022, beside --checkpoint-activations, for the same choice.
+  CLI::Option* old_method =
+      app.add_option("--activations-checkpoint-method", recompute_method,
+                     "Megatron's, of before 2023, with --checkpoint-activations: --recompute-method")
+          ->check(CLI::IsMember({"uniform", "block"}))->needs("--checkpoint-activations")
+          ->excludes("--recompute-method");
+  CLI::Option* old_layers =
+      app.add_option("--checkpoint-num-layers", recompute_layers,
+                     "Megatron's, of before 2023, with --checkpoint-activations: --recompute-num-layers")
+          ->check(CLI::PositiveNumber)->needs("--checkpoint-activations")->excludes("--recompute-num-layers");
   app.add_option("--exit-duration-in-mins", o.exit_duration_min,
                  "after this many minutes of training, save and exit 4 (before the job's time limit; 0: none)")
       ->capture_default_str()->check(srunway::common::NonNegative());
@@ -737,6 +848,14 @@ int main(int argc, char** argv) {
   app.add_option("--straggler-threshold", o.straggler_threshold,
                  "name a rank whose compute time is this many times the median...")->capture_default_str();
   app.add_option("--straggler-window", o.straggler_window, "...for this many steps in a row")->capture_default_str();
+  bool no_straggler_watch = false;
+  app.add_flag("--disable-straggler-on-startup", no_straggler_watch,
+               "Megatron's: no straggler lines (--straggler-threshold's, --straggler-minmax-count's); the metrics "
+               "keep the slowest rank");
+  app.add_option("--straggler-minmax-count", o.straggler_minmax_count,
+                 "Megatron's: after each log line, the N slowest and N fastest ranks by the step's compute time, "
+                 "also in --metrics-file (slowest_ranks, fastest_ranks)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--check-weight-hash-across-dp-replicas-interval", o.check_weight_hash_interval,
                  "Megatron's: every N steps the ranks compare a hash of their weights, which must be the same bit for "
                  "bit; ranks that differ (a memory or network fault) are named and the run stops without saving, "
@@ -802,9 +921,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(args);
   } catch (const CLI::ExtrasError&) {
-    // CLI11 names them in the order of the word vector, which runs last first here: "--num-experts 8
+    std::vector<std::string> extras = app.remaining();  // in the order given
+    if (const std::string refused = RefusedFlag(extras); !refused.empty()) {
+      srunway::common::LogError("{}", refused);
+      return srunway::trainer::kExitUsage;
+    }
+    // ExtrasError joins them last first (for the word vector CLI11 takes, which runs last first): "--num-experts 8
     // --moe-router-topk 2" read "not expected: 2 --moe-router-topk 8 --num-experts".
-    std::vector<std::string> extras = app.remaining();
     std::reverse(extras.begin(), extras.end());
     return app.exit(CLI::ExtrasError(extras)) == 0 ? 0 : srunway::trainer::kExitUsage;
   } catch (const CLI::ParseError& e) {
@@ -821,6 +944,8 @@ int main(int argc, char** argv) {
     return srunway::trainer::kExitUsage;
   }
   o.log_learning_rate_to_tensorboard = !no_learning_rate;
+  o.watch_stragglers = !no_straggler_watch;
+  if (xavier) o.init_method = srunway::trainer::InitMethod::kXavierUniform;
   if (!test_path.empty()) {
     srunway::common::LogInfo("--test-data-path: not read: srunway-train runs no test evaluation at the end of "
                              "training (Megatron's test run); its validation reads --valid-data-path");
@@ -926,6 +1051,23 @@ int main(int argc, char** argv) {
                               "run in bf16, as Megatron's --bf16: leave the FP8 flags out", flag,
                               option->get_expected_min() > 0 && !values.empty() ? " " + values.back() : "");
     return srunway::trainer::kExitUsage;
+  }
+  if (rerun_mode == "report_stats") {
+    srunway::common::LogError("--rerun-mode report_stats: srunway-train has no rerun state machine to rerun steps "
+                              "and report how their results vary; a loss or gradient norm that is not finite ends "
+                              "the run (exit 3): give disabled or validate_results, or leave it out");
+    return srunway::trainer::kExitUsage;
+  }
+  if (fp32_residual && o.device != "cpu") {
+    srunway::common::LogError("--fp32-residual-connection: on GPUs srunway-train's residual stream is bf16, as "
+                              "Megatron's without it (on CPUs everything is fp32): give --device cpu or leave it out");
+    return srunway::trainer::kExitUsage;
+  }
+  if (logging_level >= 0) {  // Python's levels: ERROR 40, WARNING 30, INFO 20, DEBUG 10
+    srunway::common::SetLogLevel(logging_level >= 40   ? srunway::common::LogLevel::kError
+                                 : logging_level >= 30 ? srunway::common::LogLevel::kWarn
+                                 : logging_level >= 20 ? srunway::common::LogLevel::kInfo
+                                                       : srunway::common::LogLevel::kDebug);
   }
   if (o.grad_reduce_bf16 && app.get_option("--accumulate-allreduce-grads-in-fp32")->count() > 0) {
     srunway::common::LogError("--grad-reduce-in-bf16 reduces the gradients in bf16, "
@@ -1046,12 +1188,15 @@ int main(int argc, char** argv) {
     return srunway::trainer::kExitUsage;
   }
   o.overlap_grad_reduce = !no_overlap;
-  if (recompute_granularity == "full") {
+  if (recompute_granularity == "full" || recompute) {
     const bool all_layers = recompute_method == "uniform" ? recompute_layers == 1 : recompute_layers >= o.model.n_layer;
     if (!all_layers) {
-      srunway::common::LogError("--recompute-method {} --recompute-num-layers {}: srunway-train recomputes every "
-                                "layer from its own input (--recompute-method uniform --recompute-num-layers 1, "
-                                "or block over all {} layers)", recompute_method, recompute_layers, o.model.n_layer);
+      const bool old_names = old_method->count() > 0 || old_layers->count() > 0;
+      const std::string method = old_names ? "--activations-checkpoint-method" : "--recompute-method";
+      const std::string layers = old_names ? "--checkpoint-num-layers" : "--recompute-num-layers";
+      srunway::common::LogError("{} {} {} {}: srunway-train recomputes every layer from its own input ({} uniform "
+                                "{} 1, or block over all {} layers)", method, recompute_method, layers,
+                                recompute_layers, method, layers, o.model.n_layer);
       return srunway::trainer::kExitUsage;
     }
     recompute = true;

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# srunway-train data-parallel over the local cluster's two nodes: 2 nodes x 2 ranks give the losses and the
-# parameters of 1 rank with the same global batch, with and without dropout; ZeRO-1 gives those of plain data
-# parallelism with a quarter of the optimizer state per rank, and its checkpoint resumes on 1 and on 2 ranks;
-# overlap on and off, and any OMP_NUM_THREADS, change nothing; the gradients reduced in bf16 stay within its noise;
-# --calculate-per-token-loss over 4 ranks is that of 1 rank; the straggler warning names the injected slow rank (200 ms a step; the threshold is 4x, well above the jitter of
-# 4 ranks on 2 cores) and nobody else; the replicas' weights hash alike, and one rank's flipped bit is named; bad input is one line from rank 0 and every rank exits; a rank failing alone
-# mid-run ends them all at once, a hung one at the others' MPI deadline; a node's ranks share its memory and their
-# cgroup's limit, and one rank unable to build the model ends them all.
+# srunway-train data-parallel over the local cluster's two nodes: 2 nodes x 2 ranks give the losses and the parameters
+# of 1 rank with the same global batch, with and without dropout; ZeRO-1 gives those of plain data parallelism with a
+# quarter of the optimizer state per rank, and its checkpoint resumes on 1 and on 2 ranks; overlap on and off, and any
+# OMP_NUM_THREADS, change nothing; the gradients reduced in bf16 stay within its noise; --calculate-per-token-loss
+# over 4 ranks is that of 1 rank; the straggler warning names the injected slow rank (200 ms a step; the threshold is
+# 4x, well above the jitter of 4 ranks on 2 cores) and nobody else, as --straggler-minmax-count does, and
+# --disable-straggler-on-startup silences both; the replicas' weights hash alike, and one rank's flipped bit is named;
+# bad input is one line from rank 0 and every rank exits; a rank failing alone mid-run ends them all at once, a hung
+# one at the others' MPI deadline; a node's ranks share its memory and their cgroup's limit, and one rank unable to
+# build the model ends them all.
 source "$(dirname "$0")/lib.sh"
 require_cluster
 train=${SRUNWAY_TRAIN:?}
@@ -173,12 +175,26 @@ read -r loss_diff param_diff <<<"$(compare dp dp_threads)"
 expect_eq "2 threads per rank against 1 (loss, parameters)" "$loss_diff $param_diff" "0.0 0.0"
 echo "ok: 2 threads per rank give the same bits as 1"
 
-SRUNWAY_TRAIN_SLOW_RANK=3:200 run slow 2 2 1 --straggler-window 3 --straggler-threshold 4
+SRUNWAY_TRAIN_SLOW_RANK=3:200 run slow 2 2 1 --straggler-window 3 --straggler-threshold 4 --log-interval 5 \
+  --straggler-minmax-count 1
 warnings=$(grep 'straggler:' "$workdir/slow.log" || true)
 expect_eq "straggler warnings" "$(count_matching . "$warnings")" 1
 grep -qE "straggler: rank 3 on node2 computed" <<<"$warnings" || fail "straggler warning: $warnings"
 grep -q '"slowest_rank":3,"slowest_host":"node2"' "$workdir/slow.jsonl" || fail "metrics: $(head -2 "$workdir/slow.jsonl")"
-echo "ok: the straggler warning names rank 3 on node2, once"
+# Megatron's --straggler-minmax-count: the slowest and the fastest ranks after each log line (steps 5 and 10).
+minmax=$(grep -E 'info: step (5|10) compute: slowest rank 3 on node2 [0-9.]+ ms; fastest rank [0-2] on node[12] ' \
+  "$workdir/slow.log" || true)
+expect_eq "--straggler-minmax-count 1 lines naming rank 3 slowest" "$(count_matching . "$minmax")" 2
+grep -q '"slowest_ranks":\[3\],"fastest_ranks":\[[0-2]\]' "$workdir/slow.jsonl" ||
+  fail "metrics: $(head -2 "$workdir/slow.jsonl")"
+# --disable-straggler-on-startup: neither line, the metrics as before.
+SRUNWAY_TRAIN_SLOW_RANK=3:200 run quiet 2 2 1 --straggler-window 3 --straggler-threshold 4 --train-steps 4 \
+  --straggler-minmax-count 1 --disable-straggler-on-startup
+grep -E 'straggler:|compute: slowest' "$workdir/quiet.log" && fail "--disable-straggler-on-startup: straggler lines"
+grep -q '"slowest_rank":3,"slowest_host":"node2"' "$workdir/quiet.jsonl" ||
+  fail "metrics: $(head -2 "$workdir/quiet.jsonl")"
+echo "ok: the straggler warning names rank 3 on node2, once; --straggler-minmax-count names it slowest at each log" \
+  "line; --disable-straggler-on-startup prints neither"
 
 # --check-weight-hash-across-dp-replicas-interval over MPI: the 4 replicas hash alike at every step (MPI's
 # all-reduce gives every rank the same sums; ZeRO-1's gather the same slices), and the check changes no bit of the

@@ -101,9 +101,16 @@ class ParamLayout {
 // Whether the tensor named so is a norm's weight ("layers.0.norm1.weight", "norm_f.weight", "layers.0.q_norm.weight").
 bool IsNormWeight(std::string_view name);
 
+// How the weight matrices are drawn: Megatron's default, or its --init-method-xavier-uniform.
+enum class InitMethod { kNormal, kXavierUniform };
+
 // Fills `params` as Megatron does: weights ~ N(0, init_std), the two output projections of each layer (attention
 // proj and FFN out) ~ N(0, init_std / sqrt(2 * n_layer)), norm weights 1 (0 with ModelConfig::norm_1p), biases 0.
+// kXavierUniform draws every weight matrix, embeddings and output projections too, ~ U(-a, a) with a = sqrt(6 /
+// (rows + columns)), as PyTorch's xavier_uniform_ on Megatron's [out, in] shapes (the fused qkv and SwiGLU's fused
+// gate and up projections whole); init_std is then unused, as in Megatron.
 class Rng;
-void InitParams(const ModelConfig& config, const ParamLayout& layout, Rng& rng, std::span<float> params);
+void InitParams(const ModelConfig& config, const ParamLayout& layout, Rng& rng, std::span<float> params,
+                InitMethod method = InitMethod::kNormal);
 
 }  // namespace srunway::trainer

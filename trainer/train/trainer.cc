@@ -430,7 +430,7 @@ class Trainer {
   common::Status FlipWeightBit();
   common::StatusOr<TrainResult> Loop();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
-  void WatchStragglers(const std::vector<RankStep>& steps, common::Json& line);
+  void WatchStragglers(const std::vector<RankStep>& steps, bool log_step, common::Json& line);
   void Print(std::string_view text);
   common::Status CheckEndOutputs();
   // The data's tokenizer (FindTokenizer's), or why there is none: loaded the first time a flag needs it, and kept.
@@ -1164,7 +1164,7 @@ common::Status Trainer::InitOrLoad() {
   }
   const std::span<float> params = whole ? whole->host() : std::span<float>(gathered);
   rng_.Seed(o_.seed);
-  InitParams(m, model_->layout(), rng_, params);
+  InitParams(m, model_->layout(), rng_, params, o_.init_method);
   common::Status loaded = common::Status::Ok();
   // --finetune takes the parameters alone from --load, and --no-load-optim all but AdamW's moments, unless --save
   // holds this run's own checkpoint already (the job was requeued after a save): that one resumes in full, as any
@@ -1860,8 +1860,9 @@ common::StatusOr<std::vector<RankStep>> Trainer::ExchangeStep(const RankStep& mi
 }
 
 // The monitoring recipe's outlier check, done by the job: the slowest rank and the median go in the metrics line;
-// a rank slower than --straggler-threshold x the median for --straggler-window steps in a row is named.
-void Trainer::WatchStragglers(const std::vector<RankStep>& steps, common::Json& line) {
+// a rank slower than --straggler-threshold x the median for --straggler-window steps in a row is named, and with
+// --straggler-minmax-count N the N slowest and fastest ranks follow each log line.
+void Trainer::WatchStragglers(const std::vector<RankStep>& steps, bool log_step, common::Json& line) {
   std::vector<double> compute;
   for (const RankStep& s : steps) compute.push_back(s.compute_ms);
   std::vector<double> sorted = compute;
@@ -1879,12 +1880,31 @@ void Trainer::WatchStragglers(const std::vector<RankStep>& steps, common::Json& 
   for (int r = 0; r < world_; ++r) {
     int& streak = straggler_streak_[static_cast<size_t>(r)];
     streak = world_ > 1 && compute[static_cast<size_t>(r)] > o_.straggler_threshold * median ? streak + 1 : 0;
-    if (streak == o_.straggler_window && Leader()) {
+    if (streak == o_.straggler_window && Leader() && o_.watch_stragglers) {
       common::LogWarn("straggler: {} computed {:.1f} ms per step against a median of {:.1f} ms for {} steps in a "
                       "row (threshold {}x)", boot_->NameRank(r), compute[static_cast<size_t>(r)], median, streak,
                       o_.straggler_threshold);
     }
   }
+  if (o_.straggler_minmax_count == 0) return;
+  std::vector<int> by_time(static_cast<size_t>(world_));  // fastest first; ties by rank
+  std::iota(by_time.begin(), by_time.end(), 0);
+  std::stable_sort(by_time.begin(), by_time.end(),
+                   [&](int a, int b) { return compute[static_cast<size_t>(a)] < compute[static_cast<size_t>(b)]; });
+  const auto n = static_cast<ptrdiff_t>(std::min(o_.straggler_minmax_count, world_));
+  const std::vector<int> fastest(by_time.begin(), by_time.begin() + n);
+  const std::vector<int> slowest_n(by_time.rbegin(), by_time.rbegin() + n);
+  line["slowest_ranks"] = slowest_n;
+  line["fastest_ranks"] = fastest;
+  if (!log_step || !Leader() || !o_.watch_stragglers) return;
+  auto named = [&](const std::vector<int>& ranks) {
+    std::vector<std::string> names;
+    for (int r : ranks) {
+      names.push_back(fmt::format("{} {:.1f} ms", boot_->NameRank(r), compute[static_cast<size_t>(r)]));
+    }
+    return fmt::format("{}", fmt::join(names, ", "));
+  };
+  common::LogInfo("step {} compute: slowest {}; fastest {}", step_, named(slowest_n), named(fastest));
 }
 
 common::StatusOr<std::string> Trainer::CompareReplicas() {
@@ -2050,8 +2070,8 @@ common::StatusOr<TrainResult> Trainer::Loop() {
 
     common::Json line = {{"step", step_}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}};
     if (schedule_.decoupled()) line["decoupled_lr"] = embedding_lr;
-    WatchStragglers(steps, line);
     const bool log_step = step_ % o_.log_interval == 0 || step_ == o_.train_steps;
+    WatchStragglers(steps, log_step, line);
     const bool event_step = !o_.tensorboard_dir.empty() && step_ % o_.tensorboard_log_interval == 0;
     std::optional<double> params_norm;
     if (o_.log_params_norm && (log_step || event_step)) {  // on every rank: a collective under ZeRO-1

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "trainer/ckpt/safetensors.h"
 #include "trainer/model/config.h"
+#include "trainer/model/params.h"
 #include "trainer/ops/ops.h"
 
 namespace srunway::trainer {
@@ -56,6 +57,7 @@ struct TrainOptions {
   float hidden_dropout = 0.0f;     // Megatron's --hidden-dropout (NeMo's 5B: 0.1)
   float attention_dropout = 0.0f;  // Megatron's --attention-dropout
   uint64_t seed = 1234;
+  InitMethod init_method = InitMethod::kNormal;  // how the weight matrices are drawn where nothing is loaded
   std::vector<std::string> data_path;
   // Megatron's --train-data-path and --valid-data-path, in place of --data-path and --split: each split's datasets
   // (a prefix or a blend), whole. No validation runs without the second.
@@ -173,6 +175,10 @@ struct TrainOptions {
   double exit_save_budget_s = 25;
   double straggler_threshold = 1.2;  // a rank whose compute time is this many times the median...
   int straggler_window = 5;          // ...for this many steps in a row is named
+  bool watch_stragglers = true;      // false: no straggler lines (Megatron's --disable-straggler-on-startup)
+  // Megatron's --straggler-minmax-count: after each log line, the N slowest and N fastest ranks by the step's
+  // compute time (0: no such line).
+  int straggler_minmax_count = 0;
   // Megatron's --check-weight-hash-across-dp-replicas-interval: every this many steps the ranks compare a hash of
   // the weights the ops read, which data parallelism keeps the same bit for bit on every rank; ranks that differ
   // (a memory, GPU or network fault) end the run unsaved (TrainResult::Ending::kReplicasDiffer). 0: never.

@@ -1010,6 +1010,51 @@ TEST(QkNormTest, TwoNormsPerLayerBetweenQkvAndProj) {
   }
 }
 
+// The initial parameters as Megatron draws them: each weight matrix N(0, init_std), the layers' two output
+// projections N(0, init_std / sqrt(2 layers)); with --init-method-xavier-uniform every matrix, embeddings and output
+// projections too, U(-a, a) with a = sqrt(6 / (rows + columns)) of its whole [out, in] shape (the fused qkv and
+// SwiGLU's fused gate and up); norms 1 and biases 0 either way. Each matrix's spread is checked against its own
+// (thousands of draws: the sample variance within 6% of the law's, the bound reached within 5%).
+TEST(InitTest, WeightMatricesAreDrawnAsMegatronDraws) {
+  for (const char* preset : {"gpt-tiny", "llama-tiny"}) {
+    SCOPED_TRACE(preset);
+    const ModelConfig c = *Preset(preset);
+    const ParamLayout layout(c);
+    std::vector<float> normal(static_cast<size_t>(layout.numel())), xavier(normal.size());
+    Rng normal_rng(7), xavier_rng(7);
+    InitParams(c, layout, normal_rng, normal);
+    InitParams(c, layout, xavier_rng, xavier, InitMethod::kXavierUniform);
+    int matrices = 0;
+    for (const TensorSpec& spec : layout.tensors()) {
+      SCOPED_TRACE(spec.name);
+      const std::span<const float> n(normal.data() + spec.offset, static_cast<size_t>(spec.numel));
+      const std::span<const float> x(xavier.data() + spec.offset, static_cast<size_t>(spec.numel));
+      if (spec.shape.size() == 1) {  // norms' weights and biases: the same either way
+        EXPECT_TRUE(std::equal(n.begin(), n.end(), x.begin()));
+        EXPECT_EQ(n[0], IsNormWeight(spec.name) ? 1.0f : 0.0f);
+        continue;
+      }
+      ++matrices;
+      auto variance = [](std::span<const float> v) {
+        double sum = 0;
+        for (float value : v) sum += double{value} * value;
+        return sum / static_cast<double>(v.size());
+      };
+      const bool output = spec.name.ends_with(".proj.weight") || spec.name.ends_with(".out.weight");
+      const double sigma = c.init_std / (output ? std::sqrt(2.0 * c.n_layer) : 1.0);
+      EXPECT_NEAR(variance(n) / (sigma * sigma), 1.0, 0.06);
+      const double a = std::sqrt(6.0 / static_cast<double>(spec.shape[0] + spec.shape[1]));
+      EXPECT_NEAR(variance(x) / (a * a / 3), 1.0, 0.06);
+      const auto [low, high] = std::minmax_element(x.begin(), x.end());
+      EXPECT_GE(*low, -a);
+      EXPECT_LT(*high, a);
+      EXPECT_LT(*low, -0.95 * a);
+      EXPECT_GT(*high, 0.95 * a);
+    }
+    EXPECT_EQ(matrices, c.tied_embeddings() ? 1 + 1 + 4 * c.n_layer : 2 + 4 * c.n_layer);
+  }
+}
+
 // Megatron's --kv-channels (Hugging Face's head_dim): heads of another width than d_model / n_head make q, k and v
 // and the projection's input that many times the heads; told the derived width, the model is the plain one.
 TEST(KvChannelsTest, HeadsOfAnotherWidthShapeTheAttention) {

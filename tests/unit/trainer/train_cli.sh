@@ -1285,8 +1285,83 @@ expect_exit 2 "--tensor-model-parallel-size 2: srunway-train is data parallel on
 expect_exit 2 "--override-lr-scheduler excludes --use-checkpoint-opt_param-scheduler" "$kTrain" "${common[@]}" \
   --mock-data --use-checkpoint-lr-scheduler --override-lr-scheduler
 expect_exit 2 "--data-impl: lazy not in \{mmap,infer\}" "$kTrain" "${common[@]}" --mock-data --data-impl lazy
-expect_exit 2 "--checkpoint-num-layers: Value 2 not in range 1 to 1" "$kTrain" "${common[@]}" --mock-data \
-  --checkpoint-activations --checkpoint-num-layers 2
+expect_exit 2 "--activations-checkpoint-method uniform --checkpoint-num-layers 2: srunway-train recomputes every" \
+  "$kTrain" "${common[@]}" --mock-data --checkpoint-activations --checkpoint-num-layers 2
+expect_exit 2 "--activations-checkpoint-method requires --recompute-activations" "$kTrain" "${common[@]}" \
+  --mock-data --activations-checkpoint-method uniform
+# Megatron's flags that change nothing here, as its scripts pass them: fp16's loss scaling (bf16 needs none),
+# --no-initialization, NVIDIA's one-logger telemetry, --rerun-mode validate_results (its default); the older
+# --activations-checkpoint-method (block over both layers: each recomputed from its input); --fp32-residual-connection
+# on CPUs, where everything is fp32; --logging-level 20 (info); --straggler-minmax-count (one rank: it is both).
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --bf16 --loss-scale 4096 --initial-loss-scale 65536 \
+  --min-loss-scale 1 --loss-scale-window 1000 --hysteresis 2 --no-initialization --no-one-logger --one-logger-async \
+  --one-logger-project p --one-logger-run-name r --app-tag-run-name a --app-tag-run-version 1.0 \
+  --rerun-mode validate_results --device cpu --fp32-residual-connection --checkpoint-activations \
+  --activations-checkpoint-method block --checkpoint-num-layers 2 --logging-level 20 --straggler-minmax-count 1 \
+  --metrics-file "$kWork/minmax.jsonl" >"$kWork/out" 2>"$kWork/err" ||
+  fail "Megatron's taken flags: $(cat "$kWork/err")"
+grep -q "^step      2/2 " "$kWork/out" || fail "Megatron's taken flags: $(cat "$kWork/out")"
+grep -q "info: activations: only each layer's input is kept" "$kWork/err" ||
+  fail "--activations-checkpoint-method block recomputes: $(cat "$kWork/err")"
+grep -qE "info: step 2 compute: slowest rank 0 on [^ ]+ [0-9.]+ ms; fastest rank 0 on " "$kWork/err" ||
+  fail "--straggler-minmax-count 1: $(cat "$kWork/err")"
+grep -q '"slowest_ranks":\[0\],"fastest_ranks":\[0\]' "$kWork/minmax.jsonl" || fail "$(cat "$kWork/minmax.jsonl")"
+# --init-method-xavier-uniform: every weight matrix U(-a, a), a = sqrt(6 / (rows + columns)), which its largest
+# value nears (a step at rate 0 exports the initial weights); Megatron's default N(0, 0.02) stays well inside.
+for init in xavier normal; do
+  "$kTrain" "${common[@]}" --mock-data --train-steps 1 --lr 0 --min-lr 0 --export "$kWork/init-$init.safetensors" \
+    $([[ $init == xavier ]] && echo --init-method-xavier-uniform) >/dev/null 2>"$kWork/err" ||
+    fail "--init-method-xavier-uniform: $(cat "$kWork/err")"
+done
+python3 - "$kWork/init-xavier.safetensors" "$kWork/init-normal.safetensors" <<'PY' ||
+  fail "--init-method-xavier-uniform"
+import array, json, math, struct, sys
+def largest(path):  # each matrix's largest |value| over its bound
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    out = {}
+    for name, t in json.loads(data[8:8 + n]).items():
+        if name == "__metadata__" or len(t["shape"]) != 2: continue
+        values = array.array("f"); values.frombytes(data[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]])
+        out[name] = max(abs(v) for v in values) / math.sqrt(6 / sum(t["shape"]))
+    return out
+xavier, normal = largest(sys.argv[1]), largest(sys.argv[2])
+assert len(xavier) == 10 and all(0.95 < r <= 1 for r in xavier.values()), xavier
+assert all(r < 0.9 for r in normal.values()), normal
+PY
+# --logging-level 30 (Python's WARNING): the step lines and no info lines.
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --logging-level 30 >"$kWork/out" 2>"$kWork/err" ||
+  fail "--logging-level 30: $(cat "$kWork/err")"
+grep -q "^step      2/2 " "$kWork/out" || fail "--logging-level 30: $(cat "$kWork/out")"
+[[ ! -s $kWork/err ]] || fail "--logging-level 30 printed: $(cat "$kWork/err")"
+# Megatron's flags for what srunway-train has none of, each refused by name (exit 2), not as an unknown argument.
+expect_exit 2 "^srunway-train.* error: --fp16: fp16 training with loss scaling is not supported" "$kTrain" \
+  "${common[@]}" --mock-data --fp16 --loss-scale-window 1000 --initial-loss-scale 65536
+expect_exit 2 "--num-experts: srunway-train trains dense models: it has no mixture of experts" "$kTrain" \
+  "${common[@]}" --mock-data --num-experts 8 --moe-router-topk 2
+expect_exit 2 "--moe-grouped-gemm: srunway-train trains dense models" "$kTrain" "${common[@]}" --mock-data \
+  --moe-grouped-gemm
+expect_exit 2 "--multi-latent-attention: srunway-train has no multi-latent attention" "$kTrain" "${common[@]}" \
+  --mock-data --multi-latent-attention --q-lora-rank 1536
+expect_exit 2 "--mtp-num-layers: srunway-train has no multi-token prediction" "$kTrain" "${common[@]}" \
+  --mock-data --mtp-num-layers=1
+expect_exit 2 "--num-layers-per-virtual-pipeline-stage: srunway-train is data parallel only" "$kTrain" \
+  "${common[@]}" --mock-data --num-layers-per-virtual-pipeline-stage 2
+expect_exit 2 "--check-for-spiky-loss: srunway-train has no rerun state machine" "$kTrain" "${common[@]}" \
+  --mock-data --check-for-spiky-loss
+expect_exit 2 "--rerun-mode report_stats: srunway-train has no rerun state machine" "$kTrain" "${common[@]}" \
+  --mock-data --rerun-mode report_stats
+expect_exit 2 "--use-pytorch-profiler: srunway-train has no PyTorch profiler: --profile" "$kTrain" "${common[@]}" \
+  --mock-data --use-pytorch-profiler
+expect_exit 2 "--record-memory-history: srunway-train has no PyTorch allocator" "$kTrain" "${common[@]}" \
+  --mock-data --record-memory-history
+expect_exit 2 "--apply-residual-connection-post-layernorm: srunway-train's layers add each norm's input" "$kTrain" \
+  "${common[@]}" --mock-data --apply-residual-connection-post-layernorm
+expect_exit 2 "--straggler-ctrlr-port: srunway-train has no port" "$kTrain" "${common[@]}" --mock-data \
+  --straggler-ctrlr-port 65535
+expect_exit 2 "--fp32-residual-connection: on GPUs srunway-train's residual stream is bf16" "$kTrain" \
+  "${common[@]}" --mock-data --fp32-residual-connection
+expect_exit 2 "not expected: --no-such-flag 3" "$kTrain" "${common[@]}" --mock-data --no-such-flag 3
 # Those that name another implementation than srunway-train's are refused, with what it takes.
 expect_exit 2 "--exp-avg-dtype: bf16 not in \{fp32\}" "$kTrain" "${common[@]}" --mock-data --exp-avg-dtype bf16
 # --grad-reduce-in-bf16 is taken (its reduction: grad_reducer_test, train_data_parallel, train_gpu_ranks), but not
@@ -1362,9 +1437,9 @@ rm -rf "$kWork"/kv{,16,32}{,.jsonl}
 expect_exit 2 "--rotary-percent 0.5: srunway-train's RoPE turns the whole head" \
   "$kTrain" "${common[@]}" --mock-data --rotary-percent 0.5
 expect_exit 2 "--dataloader-type: cyclic not in \{single\}" "$kTrain" "${common[@]}" --mock-data --dataloader-type cyclic
-# What it does not take is named in the order given (CLI11 named the words last first: "2 --moe-router-topk 8...").
-expect_exit 2 "^srunway-train: The following arguments were not expected: --num-experts 8 --moe-router-topk 2 \(see --help\)$" \
-  "$kTrain" "${common[@]}" --mock-data --num-experts 8 --moe-router-topk 2
+# What it does not take is named in the order given (CLI11 named the words last first: "2 --router-topk 8 ...").
+expect_exit 2 "^srunway-train: The following arguments were not expected: --experts 8 --router-topk 2 \(see --help\)$" \
+  "$kTrain" "${common[@]}" --mock-data --experts 8 --router-topk 2
 # Megatron's flags for what srunway-train does otherwise are refused saying what it does instead; its garbage
 # collector's are taken (there is none).
 expect_exit 2 "^srunway-train\\[.*\\] error: --ckpt-format torch_dist: srunway-train neither reads nor writes Megatron's checkpoint formats" \
