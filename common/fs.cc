@@ -116,21 +116,6 @@ std::filesystem::path Replaced(const std::filesystem::path& path) {
   return ec ? path : target;
 }
 
-// The writer a marked temporary's name gives after `stem`: "HOST.PIDNS.PID.XXXXXX" (a host name may hold dots; the
-// rest does not); none for another shape.
-std::optional<ProcessMark> TemporaryWriter(std::string_view rest) {
-  const size_t random = rest.rfind('.');
-  if (random == std::string_view::npos || rest.size() - random - 1 != 6) return std::nullopt;
-  const size_t pid_at = rest.rfind('.', random - 1);
-  if (pid_at == std::string_view::npos || pid_at == 0) return std::nullopt;
-  const size_t ns_at = rest.rfind('.', pid_at - 1);
-  if (ns_at == std::string_view::npos || ns_at == 0) return std::nullopt;
-  auto pid = ParseInt(rest.substr(pid_at + 1, random - pid_at - 1), "pid", 1, INT32_MAX);
-  auto ns = ParseInt(rest.substr(ns_at + 1, pid_at - ns_at - 1), "pid namespace", 1, INT64_MAX);
-  if (!pid.ok() || !ns.ok()) return std::nullopt;
-  return ProcessMark{std::string(rest.substr(0, ns_at)), static_cast<uint64_t>(*ns), *pid};
-}
-
 // What writers of the same target left in `dir`, named `stem` + their mark: removed when the writer was on this host
 // and in this PID namespace and its process no longer exists (a process that exists, a live writer or a new process
 // that took a dead one's number, keeps its temporary). Another host's or namespace's cannot be judged from here (the
@@ -150,7 +135,7 @@ void SweepTemporaries(const std::filesystem::path& dir, const std::string& stem,
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!name.starts_with(stem)) continue;
-    const std::optional<ProcessMark> writer = TemporaryWriter(std::string_view(name).substr(stem.size()));
+    const std::optional<ProcessMark> writer = MarkFromName(std::string_view(name).substr(stem.size()));
     if (!writer) continue;
     if (writer->host == me.host && writer->pid_ns == me.pid_ns) {
       if (ProcessGone(*writer)) dead.emplace_back(it->path(), *writer);
@@ -197,7 +182,7 @@ StatusOr<AtomicFile> AtomicFile::Create(const std::filesystem::path& path) {
   // to read, a name too long for it) a temporary is never taken for a dead one's.
   const std::string stem = "." + target.filename().string() + ".tmp.";
   const std::optional<ProcessMark> me = ThisProcessMark();
-  std::string mark = me ? fmt::format("{}.{}.{}.", me->host, me->pid_ns, me->pid) : "";
+  std::string mark = me ? MarkInName(*me) : "";
   if (stem.size() + mark.size() + 6 > NAME_MAX) mark.clear();
   if (!mark.empty()) SweepTemporaries(dir, stem, *me, target);
   std::string tmp = (dir / (stem + mark + "XXXXXX")).string();

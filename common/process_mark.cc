@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <csignal>
 
+#include <fmt/format.h>
+
 #include "common/env.h"
+#include "common/parse.h"
 
 namespace srunway::common {
 
@@ -25,6 +28,21 @@ bool ProcessGone(const ProcessMark& mark) {
   }
   if (mark.pid == me->pid) return false;
   return ::kill(static_cast<pid_t>(mark.pid), 0) != 0 && errno == ESRCH;
+}
+
+std::string MarkInName(const ProcessMark& mark) { return fmt::format("{}.{}.{}.", mark.host, mark.pid_ns, mark.pid); }
+
+std::optional<ProcessMark> MarkFromName(std::string_view rest) {
+  const size_t random = rest.rfind('.');
+  if (random == std::string_view::npos || rest.size() - random - 1 != 6) return std::nullopt;
+  const size_t pid_at = rest.rfind('.', random - 1);
+  if (pid_at == std::string_view::npos || pid_at == 0) return std::nullopt;
+  const size_t ns_at = rest.rfind('.', pid_at - 1);
+  if (ns_at == std::string_view::npos || ns_at == 0) return std::nullopt;
+  auto pid = ParseInt(rest.substr(pid_at + 1, random - pid_at - 1), "pid", 1, INT32_MAX);
+  auto ns = ParseInt(rest.substr(ns_at + 1, pid_at - ns_at - 1), "pid namespace", 1, INT64_MAX);
+  if (!pid.ok() || !ns.ok()) return std::nullopt;
+  return ProcessMark{std::string(rest.substr(0, ns_at)), static_cast<uint64_t>(*ns), *pid};
 }
 
 }  // namespace srunway::common

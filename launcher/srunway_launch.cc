@@ -21,6 +21,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/process_mark.h"
 #include "launcher/bootstrap.h"
 #include "launcher/launch.h"
 #include "launcher/supervise.h"
@@ -106,16 +107,54 @@ int SlurmSignalFollows(const ChildEnd& end, const sigset_t& signals, std::chrono
   }
 }
 
-// A private directory for the program's heartbeat and error files, removed when supervision ends.
+// A private directory for the program's heartbeat and error files, removed when supervision ends. A supervisor that
+// is killed cannot remove its own: when a rank calls PMIx_Abort, Slurm ends the whole step with SIGKILL, and every
+// other rank's directory stayed in each node's /tmp. So the name carries this process's mark
+// (srunway-launch.HOST.PIDNS.PID.XXXXXX), and each supervisor first removes those of supervisors on its host and in
+// its PID namespace whose process is gone. Without a directory (TMPDIR unusable, /tmp full) the program runs without
+// a heartbeat (no --hang-timeout) or error file, and a line says so.
 struct ScratchDir {
+  static constexpr std::string_view kStem = "srunway-launch.";
   std::filesystem::path path;
-  ScratchDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "srunway-launch.XXXXXX").string();
-    if (::mkdtemp(pattern.data()) != nullptr) path = pattern;
+  explicit ScratchDir(bool needed_for_hangs) {
+    std::error_code ec;
+    std::filesystem::path parent = std::filesystem::temp_directory_path(ec);
+    if (ec) {  // TMPDIR names no directory: where Python's tempfile and PyTorch go instead
+      common::LogWarn("TMPDIR {}: {}: the program's heartbeat and error files go in /tmp instead",
+                      common::GetEnvOr("TMPDIR", ""), ec.message());
+      parent = "/tmp";
+    }
+    const std::optional<common::ProcessMark> me = common::ThisProcessMark();
+    if (me) RemoveDeadOnes(parent);
+    std::string pattern = (parent / fmt::format("{}{}XXXXXX", kStem, me ? common::MarkInName(*me) : "")).string();
+    if (::mkdtemp(pattern.data()) != nullptr) {
+      path = pattern;
+      return;
+    }
+    common::LogWarn("cannot create a directory in {}: {}: the program runs without a heartbeat file{} or "
+                    "TORCHELASTIC_ERROR_FILE", parent.string(), std::strerror(errno),
+                    needed_for_hangs ? " (no --hang-timeout)" : "");
   }
   ~ScratchDir() {
     std::error_code ec;
     if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+
+  // Those of supervisors on this host and in this PID namespace whose process is gone (a process that exists, a
+  // live supervisor or a new process that took a dead one's number, keeps its own).
+  static void RemoveDeadOnes(const std::filesystem::path& parent) {
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!name.starts_with(kStem)) continue;
+      const std::optional<common::ProcessMark> owner =
+          common::MarkFromName(std::string_view(name).substr(kStem.size()));
+      if (!owner || !common::ProcessGone(*owner)) continue;
+      std::error_code removed;
+      std::filesystem::remove_all(it->path(), removed);
+      if (!removed) common::LogDebug("removed {}: left by srunway-launch process {}, which was killed", name,
+                                     owner->pid);
+    }
   }
 };
 
@@ -145,7 +184,7 @@ int Supervise(Bootstrap& boot, std::vector<std::string> command, EnvList env, co
   (*watchdog)->SetPhase("the program");
   // torchrun's variables beside the rendezvous ones: the run, the restart (Slurm's requeue count) and where a
   // PyTorch program's @record leaves its error.
-  ScratchDir scratch;
+  ScratchDir scratch(supervision.hang_timeout.count() > 0);
   const std::string error_file = scratch.path.empty() ? "" : (scratch.path / "error.json").string();
   env.emplace_back("TORCHELASTIC_RUN_ID", common::GetEnvOr("SLURM_JOB_ID", "none"));
   const std::string restarts = common::GetEnvOr("SLURM_RESTART_COUNT", "0");
