@@ -594,13 +594,17 @@ int main(int argc, char** argv) {
   app.add_flag("--deterministic-mode", o.deterministic_mode,
                "Megatron's: the same bits on every run, which the CPU path gives; refused on GPUs (their backward "
                "adds with atomics)");
-  // Megatron's flags for what srunway-train does otherwise, refused with what it does instead.
+  // Megatron's checkpoint formats: srunway-train writes its own, sharded as torch_dist's are and, like them, loaded on
+  // any number of ranks, so a script's choice among Megatron's is taken with a line saying what is written instead.
   std::string ckpt_format;
   CLI::Option* ckpt_format_option =
       app.add_option("--ckpt-format", ckpt_format,
-                     "Megatron's: refused (srunway-train's checkpoints are its own, one shard per rank)");
-  const std::string dist_ckpt = "Megatron's --ckpt-format torch_dist of before: refused, as --ckpt-format";
+                     "Megatron's: taken with a line (srunway-train writes its own checkpoints, one shard per rank, "
+                     "loaded on any number of ranks; Megatron does not read them)")
+          ->check(CLI::IsMember({"torch_dist", "torch", "torch_dcp", "zarr", "fsdp_dtensor"}));
+  const std::string dist_ckpt = "Megatron's --ckpt-format torch_dist of before: taken, as --ckpt-format";
   CLI::Option* use_dist_ckpt = app.add_flag("--use-dist-ckpt", dist_ckpt);
+  // Megatron's flags for what srunway-train does otherwise, refused with what it does instead.
   std::vector<std::pair<CLI::Option*, std::string>> wandb;
   for (const char* flag : {"--wandb-project", "--wandb-exp-name", "--wandb-save-dir", "--wandb-entity"}) {
     wandb.emplace_back(app.add_option(flag, "Megatron's: refused (no Weights & Biases client; --tensorboard-dir)"),
@@ -1024,13 +1028,11 @@ int main(int argc, char** argv) {
     o.profile_last_step = profile_end;
     o.profile_ranks = profile_ranks;
   }
-  if (ckpt_format_option->count() > 0 || use_dist_ckpt->count() > 0) {
-    const std::string flag = use_dist_ckpt->count() > 0 ? "--use-dist-ckpt" : "--ckpt-format";
-    srunway::common::LogError("{}: srunway-train neither reads nor writes Megatron's checkpoint formats; its own "
-                              "checkpoints hold one shard per rank and load on any number of ranks: leave {} out "
-                              "(--export-hf writes the weights for Hugging Face)",
-                              use_dist_ckpt->count() > 0 ? flag : flag + " " + ckpt_format, flag);
-    return srunway::trainer::kExitUsage;
+  if ((ckpt_format_option->count() > 0 || use_dist_ckpt->count() > 0) && (!o.save.empty() || !o.load.empty())) {
+    const std::string flag = ckpt_format_option->count() > 0 ? "--ckpt-format " + ckpt_format : "--use-dist-ckpt";
+    srunway::common::LogInfo("{}: srunway-train's checkpoints are its own (one shard per rank, loaded on any number of "
+                             "ranks), which Megatron does not read, nor srunway-train Megatron's; --export-hf "
+                             "writes the weights for Hugging Face", flag);
   }
   for (const auto& [option, flag] : wandb) {
     if (option->count() == 0) continue;

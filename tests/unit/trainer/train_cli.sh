@@ -1030,9 +1030,9 @@ grep -q 'normalization is "LayerNorm" in the checkpoint and "RMSNorm" here' "$kW
   fail "the norms should be in the checkpoint: $(cat "$kWork/err")"
 rm -rf "$kWork/llama-ln"
 # Megatron's own Llama 3 scripts (examples/llama/train_llama3_8b_h200_bf16.sh, h100_fp8's without its FP8 flags), their
-# flags as given there, the sizes and sample counts shrunk and the flags srunway-train refuses (--ckpt-format
-# torch_dist, --wandb-*) left out: they train the Llama with LayerNorms that Megatron trains from them (they give no
-# --normalization), with the decoupled rate, the gradients reduced in bf16.
+# flags as given there, the sizes and sample counts shrunk and the flags srunway-train refuses (--wandb-*) left out:
+# they train the Llama with LayerNorms that Megatron trains from them (they give no --normalization), with the
+# decoupled rate, the gradients reduced in bf16, and a line for --ckpt-format torch_dist.
 "$kTrain" --use-mcore-models --num-layers 2 --hidden-size 64 --ffn-hidden-size 160 --num-attention-heads 4 \
   --group-query-attention --num-query-groups 2 --kv-channels 16 --seq-length 32 --max-position-embeddings 32 \
   --position-embedding-type rope --rotary-base 1000000 --rotary-percent 1.0 --attention-dropout 0.0 \
@@ -1049,13 +1049,15 @@ rm -rf "$kWork/llama-ln"
   --tiktoken-pattern v2 --split '99,1,0' --no-create-attention-mask-in-dataloader --no-mmap-bin-files \
   --num-workers 1 --log-interval 1 --eval-iters 32 --eval-interval 100 --save-interval 1000 --log-throughput \
   --profile --profile-step-start 4 --profile-step-end 6 --distributed-timeout-minutes 60 \
-  --save "$kWork/llama3" --load "$kWork/llama3" --tensorboard-dir "$kWork/llama3-tb" --log-params-norm \
-  --log-num-zeros-in-grad --log-timers-to-tensorboard >"$kWork/out" 2>"$kWork/err" ||
+  --save "$kWork/llama3" --load "$kWork/llama3" --ckpt-format torch_dist --tensorboard-dir "$kWork/llama3-tb" \
+  --log-params-norm --log-num-zeros-in-grad --log-timers-to-tensorboard >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's Llama 3 flags: $(cat "$kWork/err")"
 grep -q "model llama with LayerNorm (2 layers, hidden 64, heads 4/2, vocab 1024): .* overlapped with the backward in bf16;" "$kWork/err" ||
   fail "Megatron's Llama 3 flags build a Llama with LayerNorms: $(grep model "$kWork/err")"
 grep -q "^step      6/6 | loss .* | lr .* | decoupled lr " "$kWork/out" ||
   fail "Megatron's Llama 3 flags: six steps with the decoupled rate: $(cat "$kWork/out")"
+grep -q "info: --ckpt-format torch_dist: srunway-train's checkpoints are its own" "$kWork/err" ||
+  fail "Megatron's Llama 3 flags: $(cat "$kWork/err")"
 rm -rf "$kWork/llama3" "$kWork/llama3-cache" "$kWork/llama3-tb"
 # Llama 3.1's RoPE scaling (Megatron's --use-rope-scaling): it changes the model (its losses differ from the same
 # run's without it), its checkpoint keeps it, and a resume without it is refused naming it.
@@ -1440,12 +1442,19 @@ expect_exit 2 "--dataloader-type: cyclic not in \{single\}" "$kTrain" "${common[
 # What it does not take is named in the order given (CLI11 named the words last first: "2 --router-topk 8 ...").
 expect_exit 2 "^srunway-train: The following arguments were not expected: --experts 8 --router-topk 2 \(see --help\)$" \
   "$kTrain" "${common[@]}" --mock-data --experts 8 --router-topk 2
-# Megatron's flags for what srunway-train does otherwise are refused saying what it does instead; its garbage
-# collector's are taken (there is none).
-expect_exit 2 "^srunway-train\\[.*\\] error: --ckpt-format torch_dist: srunway-train neither reads nor writes Megatron's checkpoint formats" \
-  "$kTrain" "${common[@]}" --mock-data --ckpt-format torch_dist
-expect_exit 2 "^srunway-train\\[.*\\] error: --use-dist-ckpt: srunway-train neither reads nor writes Megatron's checkpoint formats; .*: leave --use-dist-ckpt out" \
-  "$kTrain" "${common[@]}" --mock-data --use-dist-ckpt
+# Megatron's checkpoint formats are taken, a line saying what is written instead where something is saved or loaded
+# (the Llama 3 scripts' block above); an unknown one is refused. Its other flags for what srunway-train does
+# otherwise are refused saying what it does instead; its garbage collector's are taken (there is none).
+"$kTrain" "${common[@]}" --mock-data --train-steps 1 --use-dist-ckpt --save "$kWork/dist-ckpt" >/dev/null \
+  2>"$kWork/err" || fail "--use-dist-ckpt: $(cat "$kWork/err")"
+grep -q "info: --use-dist-ckpt: srunway-train's checkpoints are its own (one shard per rank" "$kWork/err" ||
+  fail "--use-dist-ckpt: $(cat "$kWork/err")"
+[[ -s $kWork/dist-ckpt/latest_checkpointed_iteration.txt ]] || fail "--use-dist-ckpt: nothing saved"
+rm -rf "$kWork/dist-ckpt"
+"$kTrain" "${common[@]}" --mock-data --train-steps 1 --ckpt-format torch >/dev/null 2>"$kWork/err" ||
+  fail "--ckpt-format torch: $(cat "$kWork/err")"
+grep -q "ckpt-format" "$kWork/err" && fail "--ckpt-format without --save or --load: $(cat "$kWork/err")"
+expect_exit 2 "--ckpt-format: pickle not in \{" "$kTrain" "${common[@]}" --mock-data --ckpt-format pickle
 expect_exit 2 "^srunway-train\\[.*\\] error: --wandb-exp-name: srunway-train has no Weights & Biases client; its scalars go to --tensorboard-dir" \
   "$kTrain" "${common[@]}" --mock-data --wandb-exp-name run1
 "$kTrain" "${common[@]}" --mock-data --train-steps 1 --manual-gc --manual-gc-interval 100 --no-manual-gc-eval \
