@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/fs.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "trainer/ckpt/checkpoint.h"
 #include "trainer/ckpt/weights.h"
@@ -78,6 +81,16 @@ constexpr std::string_view kNoRerun =
     "srunway-train has no rerun state machine to tell a transient fault from a reproducible one; a loss or gradient "
     "norm that is not finite ends the run (exit 3), and --check-weight-hash-across-dp-replicas-interval finds ranks "
     "whose weights differ: leave it out";
+constexpr std::string_view kOtherModel =
+    "srunway-train trains decoder-only GPT and Llama models (--help lists what shapes them): leave it out";
+constexpr std::string_view kNoFsdp =
+    "srunway-train keeps the whole model on every rank and shards only the optimizer state "
+    "(--use-distributed-optimizer, ZeRO-1), with nothing offloaded to the host: leave it out";
+constexpr std::string_view kNoFaultTolerancePackage =
+    "srunway-train has no in-process restart or NVIDIA resiliency package: srunway-launch ends every rank when one "
+    "fails or hangs (--hang-timeout), and a requeued job resumes from --save: leave it out";
+constexpr std::string_view kNoFp8 =
+    "srunway-train has no FP8 training (Transformer Engine's recipes): its GEMMs run in bf16: leave the FP8 flags out";
 constexpr std::string_view kNoMemoryHistory =
     "srunway-train has no PyTorch allocator whose history to record: --log-memory-to-tensorboard writes the device's "
     "allocated bytes, and each log line's peak (peak_memory_gib in --metrics-file): leave it out";
@@ -109,6 +122,51 @@ constexpr Refused kRefused[] = {
     {"--apply-residual-connection-post-layernorm",
      "srunway-train's layers add each norm's input to the residual stream (GPT's and Llama's order); BERT's order, "
      "which adds the norm's output, is another model: leave it out"},
+    {"--overlap-moe-expert-parallel-comm", kNoMoe},
+    {"--encoder-num-layers", "srunway-train trains decoder-only models: give --num-layers"},
+    {"--decoder-num-layers", "srunway-train trains decoder-only models: give --num-layers"},
+    {"--encoder-seq-length", "srunway-train trains decoder-only models: give --seq-length"},
+    {"--decoder-seq-length", "srunway-train trains decoder-only models: give --seq-length"},
+    {"--rotary-interleaved",
+     "srunway-train's RoPE rotates the two halves of each head (Megatron's default, Llama's), not interleaved "
+     "pairs: leave it out"},
+    {"--quick-geglu", kOtherModel},
+    {"--no-rope-freq", kOtherModel},
+    {"--spec", kOtherModel},
+    {"--hybrid-", kOtherModel},
+    {"--heterogeneous-", kOtherModel},
+    {"--retro-", kOtherModel},
+    {"--ict-", kOtherModel},
+    {"--biencoder-", kOtherModel},
+    {"--vision-", kOtherModel},
+    {"--kitchen-", kOtherModel},
+    {"--vocab-extra-ids", kOtherModel},
+    {"--sft", "srunway-train pretrains on token streams (Megatron's indexed datasets, llm.c shards); it has no SFT "
+              "datasets of conversations: leave it out"},
+    {"--data-parallel-random-init",
+     "srunway-train starts every rank from the same parameters, which data parallelism keeps the same: leave it out"},
+    {"--batch-size", "Megatron's of before 2021, which Megatron refuses too: give --micro-batch-size"},
+    {"--warmup", "Megatron's of before 2021, which Megatron refuses too: give --lr-warmup-fraction"},
+    {"--yaml-cfg", "srunway-train's --config takes a YAML file of flag: value (Megatron's flag names): give --config"},
+    {"--optimizer-cpu-offload", kNoFsdp},
+    {"--optimizer-offload-fraction", kNoFsdp},
+    {"--use-custom-fsdp", kNoFsdp},
+    {"--use-megatron-fsdp", kNoFsdp},
+    {"--use-torch-fsdp2", kNoFsdp},
+    {"--data-parallel-sharding-strategy", kNoFsdp},
+    {"--num-layers-at-start-in-bf16", kNoFp8},
+    {"--num-layers-at-end-in-bf16", kNoFp8},
+    {"--fp16-lm-cross-entropy",
+     "srunway-train computes the cross-entropy in fp32 from bf16 logits, and has no fp16 training: leave it out"},
+    {"--inprocess-", kNoFaultTolerancePackage},
+    {"--enable-ft-package", kNoFaultTolerancePackage},
+    {"--calc-ft-timeouts", kNoFaultTolerancePackage},
+    {"--log-energy", "srunway-train does not read the GPUs' energy counters: leave it out"},
+    {"--object-storage-cache-path", "srunway-train reads its data from files (mmap): leave it out"},
+    {"--ckpt-convert-format", "srunway-train converts no checkpoints: --export-hf writes the weights for Hugging Face"},
+    {"--ckpt-convert-save", "srunway-train converts no checkpoints: --export-hf writes the weights for Hugging Face"},
+    {"--nccl-communicator-config-path",
+     "srunway-train configures NCCL from the environment (the SPANK plugin's NCCL_* settings): leave it out"},
     {"--straggler-ctrlr-port",
      "srunway-train has no port to switch the straggler watch on and off while it runs: it watches from the start, "
      "or not at all with --disable-straggler-on-startup: leave it out"},
@@ -126,6 +184,60 @@ std::string RefusedFlag(const std::vector<std::string>& words) {
     }
   }
   return {};
+}
+
+// The words of Megatron's --data-args-path file (whitespace apart, as it splits them): --data-path's.
+srunway::common::StatusOr<std::vector<std::string>> DataArgsFile(const std::string& path) {
+  SRUNWAY_ASSIGN_OR_RETURN(const std::string text, srunway::common::ReadFile(path));
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) words.push_back(word);
+  if (words.empty()) {
+    return srunway::common::InvalidArgument("{}: holds no dataset (a prefix, or weights and prefixes)", path);
+  }
+  return words;
+}
+
+// Megatron's --per-split-data-args-path file: {"train": ..., "valid": ..., "test": ...}, each a list of words or one
+// string of them, train's required; test's is only noted (srunway-train runs no test evaluation).
+struct PerSplitData {
+  std::vector<std::string> train, valid;
+  bool test = false;
+};
+srunway::common::StatusOr<PerSplitData> PerSplitDataArgsFile(const std::string& path) {
+  SRUNWAY_ASSIGN_OR_RETURN(const std::string text, srunway::common::ReadFile(path));
+  SRUNWAY_ASSIGN_OR_RETURN(const srunway::common::Json json, srunway::common::ParseJson(text, path));
+  if (!json.is_object()) {
+    return srunway::common::InvalidArgument("{}: not a JSON object of train, valid and test", path);
+  }
+  auto split = [&](const char* key) -> srunway::common::StatusOr<std::vector<std::string>> {
+    std::vector<std::string> words;
+    if (!json.contains(key) || json[key].is_null()) return words;
+    const srunway::common::Json& value = json[key];
+    if (value.is_string()) {
+      std::istringstream in(value.get<std::string>());
+      for (std::string word; in >> word;) words.push_back(word);
+      return words;
+    }
+    if (!value.is_array()) {
+      return srunway::common::InvalidArgument("{}: key '{}' is {}, not a list of words or a string", path, key,
+                                              value.type_name());
+    }
+    for (const srunway::common::Json& word : value) {
+      if (!word.is_string() && !word.is_number()) {
+        return srunway::common::InvalidArgument("{}: key '{}' holds {}, not a word", path, key, word.type_name());
+      }
+      words.push_back(word.is_string() ? word.get<std::string>() : word.dump());
+    }
+    return words;
+  };
+  PerSplitData data;
+  SRUNWAY_ASSIGN_OR_RETURN(data.train, split("train"));
+  SRUNWAY_ASSIGN_OR_RETURN(data.valid, split("valid"));
+  SRUNWAY_ASSIGN_OR_RETURN(const std::vector<std::string> test, split("test"));
+  if (data.train.empty()) return srunway::common::InvalidArgument("{}: no training data (key 'train')", path);
+  data.test = !test.empty();
+  return data;
 }
 
 // Megatron's architecture flags, as its scripts pass them.
@@ -369,6 +481,16 @@ int main(int argc, char** argv) {
   app.add_flag("--mock-data", o.mock_data, "deterministic random tokens instead of a dataset");
   app.add_option("--split", o.split, "train,valid,test shares of the documents")->capture_default_str();
   train_path->excludes("--mock-data")->excludes("--split");
+  // Megatron's for blends too long for a command line: --data-path's words, or each split's, from a file.
+  std::string data_args_path, per_split_args_path;
+  app.add_option("--data-args-path", data_args_path,
+                 "Megatron's: a file holding --data-path's words (a prefix, or a blend 'W1 P1 W2 P2 ...')")
+      ->excludes(data_path)->excludes(train_path)->excludes("--mock-data");
+  app.add_option("--per-split-data-args-path", per_split_args_path,
+                 "Megatron's: a JSON file {\"train\": ..., \"valid\": ..., \"test\": ...}, each a list of words or "
+                 "one string of them: --train-data-path's and --valid-data-path's (test's is not read)")
+      ->excludes(data_path)->excludes(train_path)->excludes("--valid-data-path")->excludes("--mock-data")
+      ->excludes("--split")->excludes("--data-args-path");
   app.add_option("--data-cache-path", o.data_cache_path,
                  "directory for the sample index: built once (by each node's first rank), mapped by the node's ranks");
   app.add_option("--save", o.save, "checkpoint directory");
@@ -553,8 +675,13 @@ int main(int argc, char** argv) {
                                            "Megatron's: the gradient buckets in parameters (fp32: 4 bytes each), "
                                            "--bucket-size-mb in its units")
                                 ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  int64_t ddp_num_buckets = 0;
+  CLI::Option* ddp_buckets = app.add_option("--ddp-num-buckets", ddp_num_buckets,
+                                            "Megatron's: the gradients in about this many buckets (the model's "
+                                            "parameters / N each)")
+                                 ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))->excludes(ddp_bucket);
   app.add_option("--bucket-size-mb", o.bucket_size_mb, "data parallel: gradient all-reduce bucket size")
-      ->excludes(ddp_bucket)
+      ->excludes(ddp_bucket)->excludes(ddp_buckets)
       ->capture_default_str();
   bool no_overlap = false;
   app.add_flag("--no-overlap-grad-reduce", no_overlap,
@@ -598,7 +725,7 @@ int main(int argc, char** argv) {
   // any number of ranks, so a script's choice among Megatron's is taken with a line saying what is written instead.
   std::string ckpt_format;
   CLI::Option* ckpt_format_option =
-      app.add_option("--ckpt-format", ckpt_format,
+      app.add_option("--ckpt-format,--dist-ckpt-format", ckpt_format,
                      "Megatron's: taken with a line (srunway-train writes its own checkpoints, one shard per rank, "
                      "loaded on any number of ranks; Megatron does not read them)")
           ->check(CLI::IsMember({"torch_dist", "torch", "torch_dcp", "zarr", "fsdp_dtensor"}));
@@ -720,6 +847,59 @@ int main(int argc, char** argv) {
   taken_option("--num-workers", "Megatron's: taken (samples are read from the mapped index in the training process)")
       ->check(srunway::common::NonNegative());
   taken_flag("--no-mmap-bin-files", "Megatron's: taken (the same tokens, whichever way the .bin is read)");
+  // Megatron's flags for what a model on every rank, in one piece, has none of (pipeline stages, tensor-parallel
+  // regions) or for how its collectives and kernels are scheduled: taken, changing nothing.
+  const std::string no_pipeline = "Megatron's: taken (it schedules pipeline stages, of which srunway-train has none)";
+  for (const char* flag : {"--defer-embedding-wgrad-compute", "--no-align-grad-reduce", "--no-align-param-gather",
+                           "--overlap-param-gather-with-optimizer-step", "--no-scatter-gather-tensors-in-pipeline"}) {
+    taken_flag(flag, no_pipeline);
+  }
+  taken_option("--wgrad-deferral-limit", no_pipeline)->check(srunway::common::NonNegative());
+  taken_flag("--clone-scatter-output-in-embedding",
+             "Megatron's: taken (sequence-parallel activations, of which a tensor-parallel size of 1 has none)");
+  const std::string no_tensor_parallel =
+      "Megatron's: taken (tensor-parallel communication, of which a tensor-parallel size of 1 has none)";
+  taken_option("--tp-comm-overlap-cfg", no_tensor_parallel);
+  for (const char* flag : {"--disable-tp-comm-overlap-ag", "--disable-tp-comm-overlap-rs", "--tp-comm-overlap-rs-dgrad",
+                           "--disable-tp-comm-bulk-dgrad", "--disable-tp-comm-bulk-wgrad",
+                           "--disable-tp-comm-split-ag", "--disable-tp-comm-split-rs"}) {
+    taken_flag(flag, no_tensor_parallel);
+  }
+  taken_option("--tp-comm-bootstrap-backend", no_tensor_parallel)->check(CLI::IsMember({"nccl", "mpi", "gloo"}));
+  taken_option("--cp-comm-type", "Megatron's: taken (context-parallel communication, of which a size of 1 has none)")
+      ->check(CLI::IsMember({"p2p", "a2a", "allgather", "a2a+p2p"}))->expected(1, -1)->allow_extra_args();
+  taken_flag("--enable-gloo-process-groups",
+             "Megatron's: taken (collectives run over NCCL between GPUs and over MPI between CPU ranks)");
+  taken_flag("--ddp-pad-buckets-for-high-nccl-busbw",
+             "Megatron's: taken (it pads buckets for NCCL's bandwidth: the same sums)");
+  taken_option("--num-distributed-optimizer-instances",
+               "Megatron's: 1 only (one ZeRO-1 shard set over all data-parallel ranks)")
+      ->check(CLI::Range(1, 1));
+  taken_option("--train-sync-interval",
+               "Megatron's: taken (srunway-train waits for the device only where a number is needed)")
+      ->check(CLI::PositiveNumber);
+  taken_option("--cross-entropy-fusion-impl", fusion)->check(CLI::IsMember({"native", "te"}));
+  taken_option("--local-rank",
+               "torch.distributed.launch's: taken (each rank's identity comes from srunway-launch, torchrun's "
+               "environment or Slurm's)")
+      ->check(srunway::common::NonNegative());
+  taken_option("--dist-ckpt-strictness",
+               "Megatron's: taken (it says what to do with keys a distributed checkpoint holds or lacks; "
+               "srunway-train's checkpoints hold the keys it reads, and another layout is an error)");
+  const std::string tiktoken = "Megatron's: taken (TikTokenizer's; the tokenizers srunway-train reads carry their own)";
+  taken_option("--tiktoken-num-special-tokens", tiktoken)->check(srunway::common::NonNegative());
+  taken_option("--tiktoken-special-tokens", tiktoken)->expected(0, -1)->allow_extra_args();
+  taken_option("--sgd-momentum", "Megatron's: taken (SGD's momentum; --optimizer sgd is refused)")
+      ->check(srunway::common::NonNegative());
+  taken_flag("--disable-msc", "Megatron's: taken (no multi-storage client: files are read where they are)");
+  const std::string rng_tracker =
+      "Megatron's: taken (dropout's masks are srunway-train's own, a function of --seed, the step and the sample)";
+  taken_flag("--te-rng-tracker", rng_tracker);
+  taken_flag("--inference-rng-tracker", rng_tracker);
+  const std::string no_graphs = "Megatron's: taken (no CUDA graphs: each step launches its kernels, the same step)";
+  taken_flag("--enable-cuda-graph", no_graphs);
+  taken_flag("--external-cuda-graph", no_graphs);
+  taken_option("--cuda-graph-warmup-steps", no_graphs)->check(srunway::common::NonNegative());
   taken_option("--num-dataset-builder-threads",
                "Megatron's: taken (each node's first rank builds the sample index, on one thread)")
       ->check(CLI::PositiveNumber);
@@ -948,6 +1128,28 @@ int main(int argc, char** argv) {
     return srunway::trainer::kExitUsage;
   }
   o.log_learning_rate_to_tensorboard = !no_learning_rate;
+  if (!data_args_path.empty()) {
+    auto words = DataArgsFile(data_args_path);
+    if (!words.ok()) {
+      srunway::common::LogError("--data-args-path: {}", words.status().message());
+      return srunway::trainer::kExitError;
+    }
+    o.data_path = std::move(*words);
+  }
+  if (!per_split_args_path.empty()) {
+    auto splits = PerSplitDataArgsFile(per_split_args_path);
+    if (!splits.ok()) {
+      srunway::common::LogError("--per-split-data-args-path: {}", splits.status().message());
+      return srunway::trainer::kExitError;
+    }
+    o.train_data_path = std::move(splits->train);
+    o.valid_data_path = std::move(splits->valid);
+    if (splits->test) {
+      srunway::common::LogInfo("--per-split-data-args-path {}: its test data are not read: srunway-train runs no test "
+                               "evaluation at the end of training (Megatron's test run); validation reads its valid "
+                               "data", per_split_args_path);
+    }
+  }
   o.watch_stragglers = !no_straggler_watch;
   if (xavier) o.init_method = srunway::trainer::InitMethod::kXavierUniform;
   if (!test_path.empty()) {
@@ -1190,6 +1392,10 @@ int main(int argc, char** argv) {
     return srunway::trainer::kExitUsage;
   }
   o.overlap_grad_reduce = !no_overlap;
+  if (ddp_num_buckets > 0) {  // Megatron's: the parameters / N in each (at least one)
+    const int64_t per_bucket = std::max<int64_t>(srunway::trainer::ParameterCount(o.model) / ddp_num_buckets, 1);
+    o.bucket_size_mb = static_cast<double>(per_bucket) * sizeof(float) / (1 << 20);
+  }
   if (recompute_granularity == "full" || recompute) {
     const bool all_layers = recompute_method == "uniform" ? recompute_layers == 1 : recompute_layers >= o.model.n_layer;
     if (!all_layers) {

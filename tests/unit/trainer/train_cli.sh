@@ -1331,6 +1331,41 @@ xavier, normal = largest(sys.argv[1]), largest(sys.argv[2])
 assert len(xavier) == 10 and all(0.95 < r <= 1 for r in xavier.values()), xavier
 assert all(r < 0.9 for r in normal.values()), normal
 PY
+# Megatron's flags for pipeline stages, tensor- and context-parallel communication, CUDA graphs and the like, which
+# change nothing with the whole model on every rank; --ddp-num-buckets N cuts the gradients into about N buckets.
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --defer-embedding-wgrad-compute --no-align-grad-reduce \
+  --no-align-param-gather --overlap-param-gather-with-optimizer-step --no-scatter-gather-tensors-in-pipeline \
+  --wgrad-deferral-limit 0 --clone-scatter-output-in-embedding --tp-comm-overlap-cfg tp.yaml \
+  --disable-tp-comm-overlap-ag --disable-tp-comm-overlap-rs --tp-comm-overlap-rs-dgrad --disable-tp-comm-bulk-dgrad \
+  --disable-tp-comm-bulk-wgrad --disable-tp-comm-split-ag --disable-tp-comm-split-rs --tp-comm-bootstrap-backend nccl \
+  --cp-comm-type p2p --enable-gloo-process-groups --ddp-pad-buckets-for-high-nccl-busbw \
+  --num-distributed-optimizer-instances 1 --train-sync-interval 10 --cross-entropy-fusion-impl te --local-rank 0 \
+  --dist-ckpt-strictness assume_ok_unexpected --dist-ckpt-format torch_dist --tiktoken-num-special-tokens 1000 \
+  --tiktoken-special-tokens '<unk>' '<s>' --sgd-momentum 0.9 --disable-msc --te-rng-tracker --inference-rng-tracker \
+  --enable-cuda-graph --external-cuda-graph --cuda-graph-warmup-steps 3 --ddp-num-buckets 4 \
+  >"$kWork/out" 2>"$kWork/err" || fail "Megatron's scheduling flags: $(cat "$kWork/err")"
+grep -q "^step      2/2 " "$kWork/out" || fail "Megatron's scheduling flags: $(cat "$kWork/out")"
+grep -q "gradients in 4 buckets" "$kWork/err" || fail "--ddp-num-buckets 4: $(grep model "$kWork/err")"
+expect_exit 2 "--ddp-bucket-size excludes --ddp-num-buckets" "$kTrain" "${common[@]}" --mock-data \
+  --ddp-num-buckets 4 --ddp-bucket-size 1000
+expect_exit 2 "--num-distributed-optimizer-instances: Value 2 not in range 1 to 1" "$kTrain" "${common[@]}" \
+  --mock-data --num-distributed-optimizer-instances 2
+# And those for models, parallelism and tools srunway-train has none of, each refused by name.
+for refused in "--encoder-num-layers 4:trains decoder-only models: give --num-layers" \
+    "--rotary-interleaved:not interleaved pairs" "--quick-geglu:trains decoder-only GPT and Llama models" \
+    "--hybrid-attention-ratio 0.5:trains decoder-only GPT and Llama models" \
+    "--retro-project-dir x:trains decoder-only GPT and Llama models" "--batch-size 8:give --micro-batch-size" \
+    "--warmup 0.01:give --lr-warmup-fraction" "--yaml-cfg x.yaml:give --config" \
+    "--use-torch-fsdp2:shards only the optimizer state" "--optimizer-cpu-offload:nothing offloaded to the host" \
+    "--fp16-lm-cross-entropy:computes the cross-entropy in fp32" "--inprocess-restart:no in-process restart" \
+    "--enable-ft-package:no in-process restart" "--log-energy:energy counters" \
+    "--data-parallel-random-init:the same parameters" "--ckpt-convert-format torch:converts no checkpoints" \
+    "--nccl-communicator-config-path x.yaml:configures NCCL from the environment" \
+    "--num-layers-at-start-in-bf16 1:no FP8 training" "--overlap-moe-expert-parallel-comm:no mixture of experts" \
+    "--sft:no SFT datasets"; do
+  expect_exit 2 "${refused%%[ :]*}: .*${refused#*:}" "$kTrain" "${common[@]}" --mock-data \
+    ${refused%%:*}
+done
 # --logging-level 30 (Python's WARNING): the step lines and no info lines.
 "$kTrain" "${common[@]}" --mock-data --train-steps 2 --logging-level 30 >"$kWork/out" 2>"$kWork/err" ||
   fail "--logging-level 30: $(cat "$kWork/err")"
@@ -1406,6 +1441,32 @@ valid_loss() { sed -n 's/^validation at step 4 | loss //p' "$1"; }
 grep -q "info: --train-data-path without --valid-data-path: no validation runs" "$kWork/out" &&
   ! grep -q '^validation' "$kWork/out" || fail "validation without --valid-data-path: $(cat "$kWork/out")"
 expect_exit 2 "--train-data-path excludes --split" "${per_split[@]}" --train-data-path "$kWork/data" --split 1,1,0
+# Megatron's --per-split-data-args-path (each split's words from a JSON file, a list or one string) trains and
+# validates as the two flags, and its --data-args-path (--data-path's words from a file) as --data-path, step for
+# step; an unreadable or malformed file is one line naming it, exit 1.
+printf '{"train": ["1.0", "%s"], "valid": "%s", "test": null}\n' "$kWork/data" "$kWork/valid" >"$kWork/splits.json"
+"${per_split[@]}" --per-split-data-args-path "$kWork/splits.json" >"$kWork/out" 2>&1 || fail "$(cat "$kWork/out")"
+diff <(grep -E '^(step|validation)' "$kWork/out" | cut -d'|' -f1-4) \
+  <(grep -E '^(step|validation)' "$kWork/per-split" | cut -d'|' -f1-4) ||
+  fail "--per-split-data-args-path did not train as --train-data-path and --valid-data-path"
+printf '  1.0\n%s\n' "$kWork/data" >"$kWork/data-args"
+"${per_split[@]}" --data-args-path "$kWork/data-args" --split 1,0,0 --eval-interval 0 >"$kWork/out" 2>&1 ||
+  fail "$(cat "$kWork/out")"
+diff <(grep '^step' "$kWork/out" | cut -d'|' -f1-4) <(grep '^step' "$kWork/whole" | cut -d'|' -f1-4) ||
+  fail "--data-args-path did not train as --data-path"
+expect_exit 1 "--data-args-path: open $kWork/none: No such file or directory" "${per_split[@]}" \
+  --data-args-path "$kWork/none"
+: >"$kWork/empty-args"
+expect_exit 1 "--data-args-path: $kWork/empty-args: holds no dataset" "${per_split[@]}" \
+  --data-args-path "$kWork/empty-args"
+echo '{"train": {"a": 1}}' >"$kWork/bad-splits.json"
+expect_exit 1 "--per-split-data-args-path: .*bad-splits.json: key 'train' is object, not a list of words or a string" \
+  "${per_split[@]}" --per-split-data-args-path "$kWork/bad-splits.json"
+echo '{"valid": []}' >"$kWork/bad-splits.json"
+expect_exit 1 "bad-splits.json: no training data \(key 'train'\)" "${per_split[@]}" \
+  --per-split-data-args-path "$kWork/bad-splits.json"
+expect_exit 2 "--split excludes --per-split-data-args-path" "${per_split[@]}" \
+  --per-split-data-args-path "$kWork/splits.json" --split 1,1,0
 expect_exit 2 "--valid-data-path requires --train-data-path" "${per_split[@]}" --mock-data --valid-data-path x
 # Megatron's full recomputation of every layer is --recompute-activations; its selective one recomputes the attention
 # scores, which fused attention keeps none of; partial recomputation is refused.
