@@ -10,7 +10,6 @@
 #include <limits>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -19,8 +18,6 @@
 #include <vector>
 
 #include "common/cli.h"
-#include "common/fs.h"
-#include "common/json.h"
 #include "common/log.h"
 #include "trainer/ckpt/checkpoint.h"
 #include "trainer/ckpt/weights.h"
@@ -28,6 +25,7 @@
 #include "trainer/model/config.h"
 #include "trainer/ops/cuda/cuda_ops.h"
 #include "trainer/train/config_file.h"
+#include "trainer/train/megatron_args.h"
 #include "trainer/train/planner.h"
 #include "trainer/train/trainer.h"
 
@@ -63,182 +61,6 @@ int ExitCode(srunway::trainer::TrainResult::Ending ending) {
   return srunway::trainer::kExitError;
 }
 void OnStopSignal(int signal) { g_stop_signal = signal; }
-
-// Megatron's flags for what srunway-train has none of, refused by name where they would be unknown arguments, so
-// that a pasted script hears why: a flag, or every flag that starts with a prefix ending in '-'.
-struct Refused {
-  std::string_view flag, why;
-};
-constexpr std::string_view kNoMoe =
-    "srunway-train trains dense models: it has no mixture of experts (Megatron's MoE layers): leave the MoE flags out";
-constexpr std::string_view kNoMla =
-    "srunway-train has no multi-latent attention (DeepSeek's): its attention has query, key and value heads of one "
-    "width (--kv-channels): leave the MLA flags out";
-constexpr std::string_view kNoPipeline =
-    "srunway-train is data parallel only, every rank holding the whole model, so there are no pipeline stages to "
-    "lay out: leave it out";
-constexpr std::string_view kNoRerun =
-    "srunway-train has no rerun state machine to tell a transient fault from a reproducible one; a loss or gradient "
-    "norm that is not finite ends the run (exit 3), and --check-weight-hash-across-dp-replicas-interval finds ranks "
-    "whose weights differ: leave it out";
-constexpr std::string_view kOtherModel =
-    "srunway-train trains decoder-only GPT and Llama models (--help lists what shapes them): leave it out";
-constexpr std::string_view kNoFsdp =
-    "srunway-train keeps the whole model on every rank and shards only the optimizer state "
-    "(--use-distributed-optimizer, ZeRO-1), with nothing offloaded to the host: leave it out";
-constexpr std::string_view kNoFaultTolerancePackage =
-    "srunway-train has no in-process restart or NVIDIA resiliency package: srunway-launch ends every rank when one "
-    "fails or hangs (--hang-timeout), and a requeued job resumes from --save: leave it out";
-constexpr std::string_view kNoFp8 =
-    "srunway-train has no FP8 training (Transformer Engine's recipes): its GEMMs run in bf16: leave the FP8 flags out";
-constexpr std::string_view kNoMemoryHistory =
-    "srunway-train has no PyTorch allocator whose history to record: --log-memory-to-tensorboard writes the device's "
-    "allocated bytes, and each log line's peak (peak_memory_gib in --metrics-file): leave it out";
-constexpr Refused kRefused[] = {
-    {"--num-experts", kNoMoe},
-    {"--moe-", kNoMoe},
-    {"--expert-model-parallel-size", kNoMoe},
-    {"--expert-tensor-parallel-size", kNoMoe},
-    {"--multi-latent-attention", kNoMla},
-    {"--q-lora-rank", kNoMla},
-    {"--kv-lora-rank", kNoMla},
-    {"--qk-head-dim", kNoMla},
-    {"--qk-pos-emb-head-dim", kNoMla},
-    {"--v-head-dim", kNoMla},
-    {"--mtp-", "srunway-train has no multi-token prediction (DeepSeek-V3's MTP layers): leave the --mtp-* flags out"},
-    {"--num-layers-per-virtual-pipeline-stage", kNoPipeline},
-    {"--num-virtual-stages-per-pipeline-rank", kNoPipeline},
-    {"--decoder-first-pipeline-num-layers", kNoPipeline},
-    {"--decoder-last-pipeline-num-layers", kNoPipeline},
-    {"--pipeline-model-parallel-layout", kNoPipeline},
-    {"--check-for-spiky-loss", kNoRerun},
-    {"--check-for-large-grads", kNoRerun},
-    {"--error-injection-", kNoRerun},
-    {"--use-pytorch-profiler",
-     "srunway-train has no PyTorch profiler: --profile (Megatron's) puts steps --profile-step-start + 1 to "
-     "--profile-step-end inside the CUDA profiler's capture range, for nsys profile --capture-range=cudaProfilerApi"},
-    {"--record-memory-history", kNoMemoryHistory},
-    {"--memory-snapshot-path", kNoMemoryHistory},
-    {"--apply-residual-connection-post-layernorm",
-     "srunway-train's layers add each norm's input to the residual stream (GPT's and Llama's order); BERT's order, "
-     "which adds the norm's output, is another model: leave it out"},
-    {"--overlap-moe-expert-parallel-comm", kNoMoe},
-    {"--encoder-num-layers", "srunway-train trains decoder-only models: give --num-layers"},
-    {"--decoder-num-layers", "srunway-train trains decoder-only models: give --num-layers"},
-    {"--encoder-seq-length", "srunway-train trains decoder-only models: give --seq-length"},
-    {"--decoder-seq-length", "srunway-train trains decoder-only models: give --seq-length"},
-    {"--rotary-interleaved",
-     "srunway-train's RoPE rotates the two halves of each head (Megatron's default, Llama's), not interleaved "
-     "pairs: leave it out"},
-    {"--quick-geglu", kOtherModel},
-    {"--no-rope-freq", kOtherModel},
-    {"--spec", kOtherModel},
-    {"--hybrid-", kOtherModel},
-    {"--heterogeneous-", kOtherModel},
-    {"--retro-", kOtherModel},
-    {"--ict-", kOtherModel},
-    {"--biencoder-", kOtherModel},
-    {"--vision-", kOtherModel},
-    {"--kitchen-", kOtherModel},
-    {"--vocab-extra-ids", kOtherModel},
-    {"--sft", "srunway-train pretrains on token streams (Megatron's indexed datasets, llm.c shards); it has no SFT "
-              "datasets of conversations: leave it out"},
-    {"--data-parallel-random-init",
-     "srunway-train starts every rank from the same parameters, which data parallelism keeps the same: leave it out"},
-    {"--batch-size", "Megatron's of before 2021, which Megatron refuses too: give --micro-batch-size"},
-    {"--warmup", "Megatron's of before 2021, which Megatron refuses too: give --lr-warmup-fraction"},
-    {"--yaml-cfg", "srunway-train's --config takes a YAML file of flag: value (Megatron's flag names): give --config"},
-    {"--optimizer-cpu-offload", kNoFsdp},
-    {"--optimizer-offload-fraction", kNoFsdp},
-    {"--use-custom-fsdp", kNoFsdp},
-    {"--use-megatron-fsdp", kNoFsdp},
-    {"--use-torch-fsdp2", kNoFsdp},
-    {"--data-parallel-sharding-strategy", kNoFsdp},
-    {"--num-layers-at-start-in-bf16", kNoFp8},
-    {"--num-layers-at-end-in-bf16", kNoFp8},
-    {"--fp16-lm-cross-entropy",
-     "srunway-train computes the cross-entropy in fp32 from bf16 logits, and has no fp16 training: leave it out"},
-    {"--inprocess-", kNoFaultTolerancePackage},
-    {"--enable-ft-package", kNoFaultTolerancePackage},
-    {"--calc-ft-timeouts", kNoFaultTolerancePackage},
-    {"--log-energy", "srunway-train does not read the GPUs' energy counters: leave it out"},
-    {"--object-storage-cache-path", "srunway-train reads its data from files (mmap): leave it out"},
-    {"--ckpt-convert-format", "srunway-train converts no checkpoints: --export-hf writes the weights for Hugging Face"},
-    {"--ckpt-convert-save", "srunway-train converts no checkpoints: --export-hf writes the weights for Hugging Face"},
-    {"--nccl-communicator-config-path",
-     "srunway-train configures NCCL from the environment (the SPANK plugin's NCCL_* settings): leave it out"},
-    {"--straggler-ctrlr-port",
-     "srunway-train has no port to switch the straggler watch on and off while it runs: it watches from the start, "
-     "or not at all with --disable-straggler-on-startup: leave it out"},
-};
-
-// The first of `words` (those CLI11 took no option for) that kRefused names, as "FLAG: WHY"; empty if none.
-std::string RefusedFlag(const std::vector<std::string>& words) {
-  for (const std::string& word : words) {
-    const std::string_view flag = std::string_view(word).substr(0, word.find('='));
-    for (const Refused& refused : kRefused) {
-      const bool prefix = refused.flag.ends_with('-');
-      if (prefix ? flag.starts_with(refused.flag) : flag == refused.flag) {
-        return fmt::format("{}: {}", flag, refused.why);
-      }
-    }
-  }
-  return {};
-}
-
-// The words of Megatron's --data-args-path file (whitespace apart, as it splits them): --data-path's.
-srunway::common::StatusOr<std::vector<std::string>> DataArgsFile(const std::string& path) {
-  SRUNWAY_ASSIGN_OR_RETURN(const std::string text, srunway::common::ReadFile(path));
-  std::vector<std::string> words;
-  std::istringstream in(text);
-  for (std::string word; in >> word;) words.push_back(word);
-  if (words.empty()) {
-    return srunway::common::InvalidArgument("{}: holds no dataset (a prefix, or weights and prefixes)", path);
-  }
-  return words;
-}
-
-// Megatron's --per-split-data-args-path file: {"train": ..., "valid": ..., "test": ...}, each a list of words or one
-// string of them, train's required; test's is only noted (srunway-train runs no test evaluation).
-struct PerSplitData {
-  std::vector<std::string> train, valid;
-  bool test = false;
-};
-srunway::common::StatusOr<PerSplitData> PerSplitDataArgsFile(const std::string& path) {
-  SRUNWAY_ASSIGN_OR_RETURN(const std::string text, srunway::common::ReadFile(path));
-  SRUNWAY_ASSIGN_OR_RETURN(const srunway::common::Json json, srunway::common::ParseJson(text, path));
-  if (!json.is_object()) {
-    return srunway::common::InvalidArgument("{}: not a JSON object of train, valid and test", path);
-  }
-  auto split = [&](const char* key) -> srunway::common::StatusOr<std::vector<std::string>> {
-    std::vector<std::string> words;
-    if (!json.contains(key) || json[key].is_null()) return words;
-    const srunway::common::Json& value = json[key];
-    if (value.is_string()) {
-      std::istringstream in(value.get<std::string>());
-      for (std::string word; in >> word;) words.push_back(word);
-      return words;
-    }
-    if (!value.is_array()) {
-      return srunway::common::InvalidArgument("{}: key '{}' is {}, not a list of words or a string", path, key,
-                                              value.type_name());
-    }
-    for (const srunway::common::Json& word : value) {
-      if (!word.is_string() && !word.is_number()) {
-        return srunway::common::InvalidArgument("{}: key '{}' holds {}, not a word", path, key, word.type_name());
-      }
-      words.push_back(word.is_string() ? word.get<std::string>() : word.dump());
-    }
-    return words;
-  };
-  PerSplitData data;
-  SRUNWAY_ASSIGN_OR_RETURN(data.train, split("train"));
-  SRUNWAY_ASSIGN_OR_RETURN(data.valid, split("valid"));
-  SRUNWAY_ASSIGN_OR_RETURN(const std::vector<std::string> test, split("test"));
-  if (data.train.empty()) return srunway::common::InvalidArgument("{}: no training data (key 'train')", path);
-  data.test = !test.empty();
-  return data;
-}
 
 // Megatron's architecture flags, as its scripts pass them.
 struct MegatronArch {
@@ -1106,7 +928,7 @@ int main(int argc, char** argv) {
     app.parse(args);
   } catch (const CLI::ExtrasError&) {
     std::vector<std::string> extras = app.remaining();  // in the order given
-    if (const std::string refused = RefusedFlag(extras); !refused.empty()) {
+    if (const std::string refused = srunway::trainer::RefusedMegatronFlag(extras); !refused.empty()) {
       srunway::common::LogError("{}", refused);
       return srunway::trainer::kExitUsage;
     }
@@ -1129,7 +951,7 @@ int main(int argc, char** argv) {
   }
   o.log_learning_rate_to_tensorboard = !no_learning_rate;
   if (!data_args_path.empty()) {
-    auto words = DataArgsFile(data_args_path);
+    auto words = srunway::trainer::ReadDataArgsFile(data_args_path);
     if (!words.ok()) {
       srunway::common::LogError("--data-args-path: {}", words.status().message());
       return srunway::trainer::kExitError;
@@ -1137,7 +959,7 @@ int main(int argc, char** argv) {
     o.data_path = std::move(*words);
   }
   if (!per_split_args_path.empty()) {
-    auto splits = PerSplitDataArgsFile(per_split_args_path);
+    auto splits = srunway::trainer::ReadPerSplitDataArgsFile(per_split_args_path);
     if (!splits.ok()) {
       srunway::common::LogError("--per-split-data-args-path: {}", splits.status().message());
       return srunway::trainer::kExitError;

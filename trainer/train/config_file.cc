@@ -10,6 +10,7 @@
 
 #include "common/fs.h"
 #include "common/parse.h"
+#include "trainer/train/megatron_args.h"
 
 namespace srunway::trainer {
 namespace {
@@ -48,6 +49,9 @@ common::StatusOr<std::vector<std::string>> WordsOf(const YAML::Node& root, const
     }
     const CLI::Option* option = app.get_option_no_throw(flag);
     if (option == nullptr) {
+      if (const std::string refused = RefusedMegatronFlag({flag}); !refused.empty()) {
+        return common::InvalidArgument("{}:{}: {}", path, line, refused);
+      }
       return common::InvalidArgument("{}:{}: unknown key '{}' (srunway-train has no {}; see --help)", path, line,
                                      entry.first.as<std::string>(), flag);
     }

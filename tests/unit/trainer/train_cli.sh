@@ -1162,6 +1162,10 @@ expect_exit 2 'config.esc.yaml:1:8: unknown escape character: \\x01$' "$kTrain" 
 printf 'lr: 0.001\nmicro_batch: 3\n' >"$kWork/config.typo.yaml"
 expect_exit 2 "config.typo.yaml:2: unknown key 'micro_batch' \(srunway-train has no --micro-batch; see --help\)" \
   "$kTrain" --config "$kWork/config.typo.yaml" --mock-data
+# One of Megatron's flags that srunway-train refuses by name says why, as on the command line.
+printf 'lr: 0.001\nmoe_router_topk: 2\n' >"$kWork/config.moe.yaml"
+expect_exit 2 "config.moe.yaml:2: --moe-router-topk: srunway-train trains dense models: it has no mixture of experts" \
+  "$kTrain" --config "$kWork/config.moe.yaml" --mock-data
 # A list for a one-value flag (CLI11 said "not expected: 0.002"), a key given twice (YAML forbids it; the first
 # won, silently) and a nested config (ignored) are each a line naming the file and line.
 printf 'mock_data: true\nlr: [0.1, 0.002]\n' >"$kWork/config.list.yaml"
