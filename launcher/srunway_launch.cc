@@ -2,6 +2,7 @@
 // torchrun environment or checks the communicators (--check). See README "Launcher" for codes and examples.
 #include <CLI/CLI.hpp>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -141,12 +142,15 @@ struct ScratchDir {
   }
 
   // Those of supervisors on this host and in this PID namespace whose process is gone (a process that exists, a
-  // live supervisor or a new process that took a dead one's number, keeps its own).
+  // live supervisor or a new process that took a dead one's number, keeps its own). Only this user's directories,
+  // never a link: /tmp is everyone's.
   static void RemoveDeadOnes(const std::filesystem::path& parent) {
     std::error_code ec;
     for (std::filesystem::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
       if (!name.starts_with(kStem)) continue;
+      struct stat st {};
+      if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
       const std::optional<common::ProcessMark> owner =
           common::MarkFromName(std::string_view(name).substr(kStem.size()));
       if (!owner || !common::ProcessGone(*owner)) continue;

@@ -36,14 +36,30 @@ rc=$(supervise "$tmp" sh -c 'kill -9 "$PPID"; sleep 1')
 [[ $rc == 137 ]] || fail "the killed supervisor: exit $rc: $(cat "$work/out")"
 left=$(ls "$tmp")
 [[ $left =~ ^srunway-launch\.$mark$ ]] || fail "the killed supervisor left '$left'"
-live=srunway-launch.$(hostname).$(stat -L -c %i /proc/self/ns/pid).$$.abcdef
+here=$(hostname).$(stat -L -c %i /proc/self/ns/pid)
+live=srunway-launch.$here.$$.abcdef
 elsewhere=srunway-launch.no-such-host.4026531836.1.abcdef
 mkdir "$tmp/$live" "$tmp/$elsewhere"
+# A dead process's name on a link, or on another user's directory, is not removed either: /tmp is everyone's.
+sh -c 'exit 0' &
+dead=$!
+wait "$dead"
+mkdir -p "$work/target" && touch "$work/target/kept"
+link=srunway-launch.$here.$dead.linkxx
+ln -s "$work/target" "$tmp/$link"
+keep=("$elsewhere" "$live" "$link")
+if [[ $(id -u) == 0 ]]; then
+  foreign=srunway-launch.$here.$dead.otherx
+  mkdir "$tmp/$foreign" && chown 65534 "$tmp/$foreign"
+  keep+=("$foreign")
+fi
 rc=$(supervise "$tmp" true)
 [[ $rc == 0 ]] || fail "the run after: exit $rc: $(cat "$work/out")"
-[[ $(ls "$tmp" | sort) == "$(printf '%s\n' "$elsewhere" "$live" | sort)" ]] ||
-  fail "after the next run: $(ls "$tmp") (want $live and $elsewhere alone)"
-echo "ok: a killed supervisor's scratch directory is removed by the next; a live process's and another host's stay"
+[[ $(ls "$tmp" | sort) == "$(printf '%s\n' "${keep[@]}" | sort)" ]] ||
+  fail "after the next run: $(ls "$tmp") (want ${keep[*]} alone)"
+[[ -e $work/target/kept ]] || fail "a link's target was emptied"
+echo "ok: a killed supervisor's scratch directory is removed by the next; a live process's, another host's, another" \
+  "user's and a link stay"
 
 # TMPDIR that is no directory: /tmp instead, one warning; one where nothing can be made: no heartbeat, one warning.
 rc=$(supervise "$work/none" sh -c 'echo "error file $TORCHELASTIC_ERROR_FILE"')
