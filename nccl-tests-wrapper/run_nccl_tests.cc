@@ -317,7 +317,11 @@ int main(int argc, char** argv) {
   if (!requeue_job.empty() && !isolate) return CouldNotRun("--requeue-job needs --isolate (it excludes the nodes it names)");
   spec.collbench = SelfDir() + "/srunway-collbench";
   spec.self = SelfDir() + "/run-nccl-tests";
-  if (job_dir.empty()) job_dir = std::filesystem::absolute("run-nccl-tests").string();
+  if (job_dir.empty()) {
+    std::error_code ec;  // the working directory gone (removed under a shell still in it)
+    job_dir = std::filesystem::absolute("run-nccl-tests", ec).string();
+    if (ec) return CouldNotRun(fmt::format("the working directory, for --job-dir's default: {}", ec.message()));
+  }
   // What goes into the job script: quoted there, but a line break cannot be, and Slurm reads --output's '%'.
   for (const auto& [value, option] : {std::pair<std::string_view, std::string_view>{spec.partition, "--partition"},
                                       {spec.nodelist, "--nodelist"}, {spec.binary_dir, "--binary"},

@@ -77,11 +77,15 @@ common::StatusOr<std::vector<std::pair<int64_t, std::filesystem::path>>> Complet
     const std::filesystem::path& dir) {
   std::vector<std::pair<int64_t, std::filesystem::path>> complete;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+  // Without throwing: an entry that cannot be looked at (no permission) is no complete checkpoint, and a listing that
+  // fails midway is an error, where either ended the program with an uncaught filesystem_error.
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::filesystem::directory_entry& entry = *it;
     const std::string name = entry.path().filename().string();
     if (!name.starts_with("iter_")) continue;
-    const bool sharded = entry.is_directory() && std::filesystem::exists(entry.path() / "manifest.json");
-    const bool single = name.ends_with(".ckpt") && entry.is_regular_file();
+    std::error_code unseen;
+    const bool sharded = entry.is_directory(unseen) && std::filesystem::exists(entry.path() / "manifest.json", unseen);
+    const bool single = name.ends_with(".ckpt") && entry.is_regular_file(unseen);
     if (!sharded && !single) continue;
     auto step = common::ParseInt(name.substr(5, 7), name, 0);
     if (step.ok()) complete.emplace_back(*step, entry.path());

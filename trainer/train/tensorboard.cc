@@ -138,8 +138,8 @@ common::Status EventFile::Open(const std::string& dir, std::optional<int64_t> re
   // once) would otherwise sort by its process id, perhaps before it, and TensorBoard would read the two backwards.
   int64_t seconds = static_cast<int64_t>(now);
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
     if (!name.starts_with(kPrefix)) continue;
     auto earlier = common::ParseInt(std::string_view(name).substr(kPrefix.size(), 10), "event file time");
     if (earlier.ok()) seconds = std::max(seconds, *earlier + 1);

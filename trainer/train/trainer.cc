@@ -1297,7 +1297,7 @@ common::Status Trainer::InitOrLoad() {
         common::LogInfo("already at step {} of --train-steps {}: nothing left to train", step_, o_.train_steps);
       }
     } else if (state.status().code() == common::StatusCode::kNotFound &&
-               (std::filesystem::is_directory(source) || SamePath(from, o_.save))) {
+               (std::filesystem::is_directory(source, ec) || SamePath(from, o_.save))) {
       // --load DIR --save DIR is how a job that may be requeued is written: the first run finds nothing there.
       if (o_.exit_on_missing_checkpoint) {
         loaded = common::NotFound("--load {}: no checkpoint there, and --exit-on-missing-checkpoint", from);

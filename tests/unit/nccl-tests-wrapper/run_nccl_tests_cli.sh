@@ -27,6 +27,14 @@ expect 1 '"verdict": "fail"' --parse "$kLog" --test all_reduce --expect-busbw 35
 # A pass mark of 0, below 0 or nan passed every run; a --reference that a log not naming its test cannot apply
 # was dropped without saying how to apply it.
 expect 2 "--expect-busbw: 0 is not above 0" --parse "$kLog" --expect-busbw 0
+# Without --job-dir, under a working directory that was removed: one line (it aborted with an uncaught
+# filesystem_error, exit 134).
+mkdir "$kWork/gone"
+rc=0
+tool=$(realpath "$kTool")
+(cd "$kWork/gone" && rmdir "$kWork/gone" && "$tool" --nodes 1) >"$kWork/out" 2>&1 || rc=$?
+[[ $rc == 2 ]] && grep -q "error: the working directory, for --job-dir's default: No such file or directory" \
+  "$kWork/out" || fail "a removed working directory: exit $rc: $(cat "$kWork/out")"
 expect 2 "--expect-busbw: 'nan' is not a finite number" --parse "$kLog" --expect-busbw nan
 expect 2 "--expect-busbw: 'inf' is not a finite number" --parse "$kLog" --expect-busbw inf
 unnamed="the log does not say which test it is: give --test to judge it by --reference a3mega"

@@ -1637,6 +1637,12 @@ expect_exit 2 "--save-retain-interval 3 is not a multiple of --save-interval 2" 
   "$kTrain" "${common[@]}" --mock-data --save "$kWork/retain3" --save-interval 2 --save-retain-interval 3
 expect_exit 2 "--keep-checkpoints excludes --save-retain-interval" \
   "$kTrain" "${common[@]}" --mock-data --save-retain-interval 4 --keep-checkpoints 2
+# An entry of the --save directory that cannot be looked at (here a link to itself, named as a checkpoint) is no
+# checkpoint to keep or delete: it ended the run after its first save with an uncaught filesystem_error (exit 134).
+mkdir "$kWork/loop" && ln -s iter_0000099 "$kWork/loop/iter_0000099"
+"$kTrain" "${common[@]}" --mock-data --train-steps 3 --save "$kWork/loop" --save-interval 1 --keep-checkpoints 1 \
+  >/dev/null 2>"$kWork/err" || fail "a link loop in --save: $(cat "$kWork/err")"
+[[ $(cd "$kWork/loop" && echo iter_*) == "iter_0000003 iter_0000099" ]] || fail "a link loop in --save: $(ls "$kWork/loop")"
 expect_exit 1 "/dev/full: No space left on device" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file /dev/full
 # A metrics file whose disk fills mid-run kept the first part of the line that did not fit, and a resumed run's
