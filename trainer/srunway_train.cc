@@ -714,6 +714,8 @@ int main(int argc, char** argv) {
   taken_option("--sgd-momentum", "Megatron's: taken (SGD's momentum; --optimizer sgd is refused)")
       ->check(srunway::common::NonNegative());
   taken_flag("--disable-msc", "Megatron's: taken (no multi-storage client: files are read where they are)");
+  taken_flag("--use-mp-args-from-checkpoint-args",
+             "Megatron's: taken (the parallel sizes to copy from a checkpoint are 1, as every run's here)");
   const std::string rng_tracker =
       "Megatron's: taken (dropout's masks are srunway-train's own, a function of --seed, the step and the sample)";
   taken_flag("--te-rng-tracker", rng_tracker);

@@ -1347,6 +1347,7 @@ PY
   --dist-ckpt-strictness assume_ok_unexpected --dist-ckpt-format torch_dist --tiktoken-num-special-tokens 1000 \
   --tiktoken-special-tokens '<unk>' '<s>' --sgd-momentum 0.9 --disable-msc --te-rng-tracker --inference-rng-tracker \
   --enable-cuda-graph --external-cuda-graph --cuda-graph-warmup-steps 3 --ddp-num-buckets 4 \
+  --use-mp-args-from-checkpoint-args \
   >"$kWork/out" 2>"$kWork/err" || fail "Megatron's scheduling flags: $(cat "$kWork/err")"
 grep -q "^step      2/2 " "$kWork/out" || fail "Megatron's scheduling flags: $(cat "$kWork/out")"
 grep -q "gradients in 4 buckets" "$kWork/err" || fail "--ddp-num-buckets 4: $(grep model "$kWork/err")"
