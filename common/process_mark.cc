@@ -1,13 +1,12 @@
 // Which process left a file behind: host, PID namespace and process number.
 #include "common/process_mark.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
-
-#include <fmt/format.h>
 
 #include "common/env.h"
 #include "common/parse.h"

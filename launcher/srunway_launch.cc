@@ -132,8 +132,9 @@ struct ScratchDir {
       path = pattern;
       return;
     }
+    const int error = errno;
     common::LogWarn("cannot create a directory in {}: {}: the program runs without a heartbeat file{} or "
-                    "TORCHELASTIC_ERROR_FILE", parent.string(), std::strerror(errno),
+                    "TORCHELASTIC_ERROR_FILE", parent.string(), std::strerror(error),
                     needed_for_hangs ? " (no --hang-timeout)" : "");
   }
   ~ScratchDir() {
