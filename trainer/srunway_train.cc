@@ -952,6 +952,9 @@ int main(int argc, char** argv) {
     return srunway::trainer::kExitUsage;
   }
   o.log_learning_rate_to_tensorboard = !no_learning_rate;
+  // Test data given, which no run reads: where they were named, and where the validation data were.
+  std::pair<std::string, std::string> unread_test;
+  if (!test_path.empty()) unread_test = {"--test-data-path", "--valid-data-path"};
   if (!data_args_path.empty()) {
     auto words = srunway::trainer::ReadDataArgsFile(data_args_path);
     if (!words.ok()) {
@@ -969,16 +972,14 @@ int main(int argc, char** argv) {
     o.train_data_path = std::move(splits->train);
     o.valid_data_path = std::move(splits->valid);
     if (splits->test) {
-      srunway::common::LogInfo("--per-split-data-args-path {}: its test data are not read: srunway-train runs no test "
-                               "evaluation at the end of training (Megatron's test run); validation reads its valid "
-                               "data", per_split_args_path);
+      unread_test = {"--per-split-data-args-path " + per_split_args_path + "'s test data", "the file's valid data"};
     }
   }
   o.watch_stragglers = !no_straggler_watch;
   if (xavier) o.init_method = srunway::trainer::InitMethod::kXavierUniform;
-  if (!test_path.empty()) {
-    srunway::common::LogInfo("--test-data-path: not read: srunway-train runs no test evaluation at the end of "
-                             "training (Megatron's test run); its validation reads --valid-data-path");
+  if (!unread_test.first.empty()) {
+    srunway::common::LogInfo("{}: not read: srunway-train runs no test evaluation at the end of training (Megatron's "
+                             "test run); its validation reads {}", unread_test.first, unread_test.second);
   }
   const bool null_tokenizer = tokenizer_type == "NullTokenizer";
   const bool model_type =

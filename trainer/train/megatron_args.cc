@@ -38,6 +38,10 @@ constexpr std::string_view kNoFaultTolerancePackage =
     "fails or hangs (--hang-timeout), and a requeued job resumes from --save: leave it out";
 constexpr std::string_view kNoFp8 =
     "srunway-train has no FP8 training (Transformer Engine's recipes): its GEMMs run in bf16: leave the FP8 flags out";
+constexpr std::string_view kDecoderLayers = "srunway-train trains decoder-only models: give --num-layers";
+constexpr std::string_view kDecoderLength = "srunway-train trains decoder-only models: give --seq-length";
+constexpr std::string_view kNoConversion =
+    "srunway-train converts no checkpoints: --export-hf writes the weights for Hugging Face";
 constexpr std::string_view kNoMemoryHistory =
     "srunway-train has no PyTorch allocator whose history to record: --log-memory-to-tensorboard writes the device's "
     "allocated bytes, and each log line's peak (peak_memory_gib in --metrics-file): leave it out";
@@ -70,10 +74,10 @@ constexpr Refused kRefused[] = {
      "srunway-train's layers add each norm's input to the residual stream (GPT's and Llama's order); BERT's order, "
      "which adds the norm's output, is another model: leave it out"},
     {"--overlap-moe-expert-parallel-comm", kNoMoe},
-    {"--encoder-num-layers", "srunway-train trains decoder-only models: give --num-layers"},
-    {"--decoder-num-layers", "srunway-train trains decoder-only models: give --num-layers"},
-    {"--encoder-seq-length", "srunway-train trains decoder-only models: give --seq-length"},
-    {"--decoder-seq-length", "srunway-train trains decoder-only models: give --seq-length"},
+    {"--encoder-num-layers", kDecoderLayers},
+    {"--decoder-num-layers", kDecoderLayers},
+    {"--encoder-seq-length", kDecoderLength},
+    {"--decoder-seq-length", kDecoderLength},
     {"--rotary-interleaved",
      "srunway-train's RoPE rotates the two halves of each head (Megatron's default, Llama's), not interleaved "
      "pairs: leave it out"},
@@ -110,8 +114,8 @@ constexpr Refused kRefused[] = {
     {"--calc-ft-timeouts", kNoFaultTolerancePackage},
     {"--log-energy", "srunway-train does not read the GPUs' energy counters: leave it out"},
     {"--object-storage-cache-path", "srunway-train reads its data from files (mmap): leave it out"},
-    {"--ckpt-convert-format", "srunway-train converts no checkpoints: --export-hf writes the weights for Hugging Face"},
-    {"--ckpt-convert-save", "srunway-train converts no checkpoints: --export-hf writes the weights for Hugging Face"},
+    {"--ckpt-convert-format", kNoConversion},
+    {"--ckpt-convert-save", kNoConversion},
     {"--nccl-communicator-config-path",
      "srunway-train configures NCCL from the environment (the SPANK plugin's NCCL_* settings): leave it out"},
     {"--straggler-ctrlr-port",

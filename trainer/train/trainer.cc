@@ -1865,10 +1865,13 @@ common::StatusOr<std::vector<RankStep>> Trainer::ExchangeStep(const RankStep& mi
 void Trainer::WatchStragglers(const std::vector<RankStep>& steps, bool log_step, common::Json& line) {
   std::vector<double> compute;
   for (const RankStep& s : steps) compute.push_back(s.compute_ms);
-  std::vector<double> sorted = compute;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted.size() % 2 == 1 ? sorted[sorted.size() / 2]
-                                               : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  std::vector<int> by_time(compute.size());  // the ranks, fastest first; ties by rank
+  std::iota(by_time.begin(), by_time.end(), 0);
+  std::stable_sort(by_time.begin(), by_time.end(),
+                   [&](int a, int b) { return compute[static_cast<size_t>(a)] < compute[static_cast<size_t>(b)]; });
+  auto nth = [&](size_t k) { return compute[static_cast<size_t>(by_time[k])]; };  // the k-th fastest's time
+  const size_t half = by_time.size() / 2;
+  const double median = by_time.size() % 2 == 1 ? nth(half) : 0.5 * (nth(half - 1) + nth(half));
   const int slowest = static_cast<int>(std::max_element(compute.begin(), compute.end()) - compute.begin());
   double comm_max = 0;
   for (const RankStep& s : steps) comm_max = std::max(comm_max, s.comm_ms);
@@ -1887,10 +1890,6 @@ void Trainer::WatchStragglers(const std::vector<RankStep>& steps, bool log_step,
     }
   }
   if (o_.straggler_minmax_count == 0) return;
-  std::vector<int> by_time(static_cast<size_t>(world_));  // fastest first; ties by rank
-  std::iota(by_time.begin(), by_time.end(), 0);
-  std::stable_sort(by_time.begin(), by_time.end(),
-                   [&](int a, int b) { return compute[static_cast<size_t>(a)] < compute[static_cast<size_t>(b)]; });
   const auto n = static_cast<ptrdiff_t>(std::min(o_.straggler_minmax_count, world_));
   const std::vector<int> fastest(by_time.begin(), by_time.begin() + n);
   const std::vector<int> slowest_n(by_time.rbegin(), by_time.rbegin() + n);

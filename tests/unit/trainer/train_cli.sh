@@ -1449,8 +1449,11 @@ expect_exit 2 "--train-data-path excludes --split" "${per_split[@]}" --train-dat
 # Megatron's --per-split-data-args-path (each split's words from a JSON file, a list or one string) trains and
 # validates as the two flags, and its --data-args-path (--data-path's words from a file) as --data-path, step for
 # step; an unreadable or malformed file is one line naming it, exit 1.
-printf '{"train": ["1.0", "%s"], "valid": "%s", "test": null}\n' "$kWork/data" "$kWork/valid" >"$kWork/splits.json"
+printf '{"train": ["1.0", "%s"], "valid": "%s", "test": ["%s"]}\n' "$kWork/data" "$kWork/valid" "$kWork/valid" \
+  >"$kWork/splits.json"
 "${per_split[@]}" --per-split-data-args-path "$kWork/splits.json" >"$kWork/out" 2>&1 || fail "$(cat "$kWork/out")"
+grep -q "info: --per-split-data-args-path $kWork/splits.json's test data: not read: srunway-train runs no test" \
+  "$kWork/out" || fail "--per-split-data-args-path's test data: $(cat "$kWork/out")"
 diff <(grep -E '^(step|validation)' "$kWork/out" | cut -d'|' -f1-4) \
   <(grep -E '^(step|validation)' "$kWork/per-split" | cut -d'|' -f1-4) ||
   fail "--per-split-data-args-path did not train as --train-data-path and --valid-data-path"
