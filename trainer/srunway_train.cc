@@ -323,6 +323,14 @@ int main(int argc, char** argv) {
   app.add_flag("--finetune", o.finetune,
                "take only the parameters from --load: step, data position, optimizer and random state start afresh "
                "(where --save holds a checkpoint already, a requeued job, that one resumes in full)")->needs(load);
+  CLI::Option* pretrained =
+      app.add_option("--pretrained-checkpoint", o.pretrained_checkpoint,
+                     "Megatron's: where --load holds no checkpoint (or is not given), fine-tune from this one, as "
+                     "--finetune --load would: a job's first run, whose requeues resume its own");
+  CLI::Option* ckpt_step =
+      app.add_option("--ckpt-step", o.ckpt_step,
+                     "Megatron's: load this step's checkpoint of --load's directory instead of the newest (with "
+                     "--pretrained-checkpoint, of that one's: the run's own in --load resume from their newest)")->check(CLI::NonNegativeNumber);
   app.add_flag("--exit-on-missing-checkpoint", o.exit_on_missing_checkpoint,
                "a --load that holds no checkpoint ends the run, exit 1, instead of training from scratch "
                "(Megatron's)")->needs(load);
@@ -342,8 +350,8 @@ int main(int argc, char** argv) {
   bool checkpoint_args = false;
   CLI::Option* use_checkpoint_args =
       app.add_flag("--use-checkpoint-args", checkpoint_args,
-                   "the model as --load's checkpoint was saved with, instead of --preset and the size flags "
-                   "(Megatron's)")->needs(load);
+                   "the model as --load's checkpoint was saved with (or --pretrained-checkpoint's, where --load "
+                   "holds none), instead of --preset and the size flags (Megatron's)");
   app.add_flag("--skip-train", o.skip_train,
                "train no step: the validation loss (--eval-iters) of --load's parameters, then --export, "
                "--export-hf and --sample; nothing is saved (Megatron's)");
@@ -1183,11 +1191,20 @@ int main(int argc, char** argv) {
     o.model.rope_high_freq_factor = 4.0f;
     o.model.rope_original_positions = 8192;
   }
+  for (CLI::Option* option : {use_checkpoint_args, ckpt_step}) {
+    if (option->count() == 0 || load->count() > 0 || pretrained->count() > 0) continue;
+    srunway::common::LogError("{} needs --load or --pretrained-checkpoint, the checkpoint to read",
+                              option->get_name());
+    return srunway::trainer::kExitUsage;
+  }
   if (checkpoint_args) {
-    const auto weights = srunway::trainer::WeightsFile(o.load);
+    // The checkpoint the run starts from (see Trainer::InitOrLoad).
+    const std::string from = o.pretrained_checkpoint.empty() || srunway::trainer::HoldsCheckpoint(o.load)
+                                 ? o.load : o.pretrained_checkpoint;
+    const auto weights = srunway::trainer::WeightsFile(from);
     auto saved = [&]() -> srunway::common::StatusOr<srunway::trainer::ModelConfig> {
       if (weights) return srunway::trainer::WeightsModel(*weights);
-      SRUNWAY_ASSIGN_OR_RETURN(auto summary, srunway::trainer::ReadCheckpointSummary(o.load));
+      SRUNWAY_ASSIGN_OR_RETURN(auto summary, srunway::trainer::ReadCheckpointSummary(from));
       return summary.model;
     }();
     if (!saved.ok()) {

@@ -95,6 +95,14 @@ common::StatusOr<std::vector<std::pair<int64_t, std::filesystem::path>>> Complet
   return complete;
 }
 
+// CompleteCheckpoints' steps for an error line: "step 10, 20", or "none".
+std::string StepsOf(const std::vector<std::pair<int64_t, std::filesystem::path>>& complete) {
+  if (complete.empty()) return "none";
+  std::vector<int64_t> steps;
+  for (const auto& [step, path] : complete) steps.push_back(step);
+  return fmt::format("step {}", fmt::join(steps, ", "));
+}
+
 }  // namespace
 
 namespace {
@@ -604,6 +612,27 @@ common::StatusOr<int64_t> LatestStep(const std::filesystem::path& dir) {
   return ReadLatest(dir);
 }
 
+bool HoldsCheckpoint(const std::filesystem::path& path) {
+  if (path.empty()) return false;
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec) || std::filesystem::exists(path / "manifest.json", ec) ||
+         HasCheckpoint(path);
+}
+
+common::StatusOr<std::filesystem::path> CheckpointOfStep(const std::filesystem::path& dir, int64_t step) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec) || std::filesystem::exists(dir / "manifest.json", ec)) {
+    return common::InvalidArgument("{} is not a run's directory of checkpoints (iter_NNNNNNN), to choose a step in",
+                                   dir.string());
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(auto complete, CompleteCheckpoints(dir));
+  for (const auto& [complete_step, path] : complete) {
+    if (complete_step == step) return path;
+  }
+  return common::NotFound("{} holds no complete checkpoint of step {} (complete: {})", dir.string(), step,
+                          StepsOf(complete));
+}
+
 namespace {
 
 // What `where` names, to read: a checkpoint file, or a sharded checkpoint's directory; through the pointer when it
@@ -636,11 +665,8 @@ common::StatusOr<std::filesystem::path> Resolve(const std::filesystem::path& whe
   if (!std::filesystem::exists(single, ec)) {
     // Not "no checkpoint yet": starting from scratch would later save over the checkpoints that are here.
     SRUNWAY_ASSIGN_OR_RETURN(auto complete, CompleteCheckpoints(where));
-    std::vector<int64_t> steps;
-    for (const auto& [complete_step, path] : complete) steps.push_back(complete_step);
     return common::DataLoss("{} names step {}, but neither {}/ nor {} is there (complete: {})", latest.string(), step,
-                            sharded.filename().string(), single.filename().string(),
-                            steps.empty() ? "none" : fmt::format("step {}", fmt::join(steps, ", ")));
+                            sharded.filename().string(), single.filename().string(), StepsOf(complete));
   }
   return single;
 }

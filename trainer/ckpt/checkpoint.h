@@ -126,6 +126,12 @@ common::StatusOr<CheckpointSummary> ReadCheckpointSummary(const std::filesystem:
 bool HasCheckpoint(const std::filesystem::path& dir);
 // The step that pointer names; NotFound without one.
 common::StatusOr<int64_t> LatestStep(const std::filesystem::path& dir);
+// Whether `path`, as --load takes it, holds something to load: a file, a sharded checkpoint's directory, or a run's
+// directory with the pointer.
+bool HoldsCheckpoint(const std::filesystem::path& path);
+// Megatron's --ckpt-step: the complete checkpoint of `step` in a run's directory `dir` (a sharded directory or a
+// single file), as LoadCheckpoint takes it; NotFound naming the steps that are there.
+common::StatusOr<std::filesystem::path> CheckpointOfStep(const std::filesystem::path& dir, int64_t step);
 
 // `path` is a checkpoint file, a sharded checkpoint's directory, or a directory with
 // latest_checkpointed_iteration.txt (pointing at either kind). NotFound when a directory has no checkpoint yet.

@@ -788,9 +788,13 @@ common::Status Trainer::Setup() {
   // Without --load, --no-load-optim has nothing to leave out (a pasted script that always passes it trains from
   // scratch, as it says).
   const char* fresh_start = o_.finetune ? "--finetune" : o_.no_load_optim ? "--no-load-optim" : nullptr;
-  if (fresh_start != nullptr && !o_.load.empty() && SameOrEntryOf(o_.load, o_.save)) {
-    return common::InvalidArgument("{} --load {} is in the --save directory: a requeued job could not tell its own "
-                                   "checkpoints from the one it started from; --save elsewhere", fresh_start, o_.load);
+  std::vector<std::pair<std::string, std::string>> starts;  // each flag naming a checkpoint to start afresh from
+  if (fresh_start != nullptr && !o_.load.empty()) starts.emplace_back(fmt::format("{} --load", fresh_start), o_.load);
+  if (!o_.pretrained_checkpoint.empty()) starts.emplace_back("--pretrained-checkpoint", o_.pretrained_checkpoint);
+  for (const auto& [flag, start] : starts) {
+    if (!SameOrEntryOf(start, o_.save)) continue;
+    return common::InvalidArgument("{} {} is in the --save directory: a requeued job could not tell its own "
+                                   "checkpoints from the one it started from; --save elsewhere", flag, start);
   }
   if (WeightsFile(o_.load) && !o_.finetune && !o_.skip_train) {
     return common::InvalidArgument("--load {} holds weights alone (no step, optimizer state or data position) to "
@@ -1173,12 +1177,43 @@ common::Status Trainer::InitOrLoad() {
   std::filesystem::path source = o_.load;
   std::filesystem::path non_persistent = o_.non_persistent_load_dir;
   bool finetune = o_.finetune, fresh_optimizer = o_.no_load_optim && !o_.finetune;
+  // Megatron's --pretrained-checkpoint: where --load has nothing to resume (a job's first run), fine-tune from it.
+  const char* finetune_flag = "--finetune";
+  const bool pretrained = !o_.pretrained_checkpoint.empty() && !HoldsCheckpoint(o_.load) &&
+                          (non_persistent.empty() || !HasCheckpoint(non_persistent));
+  if (pretrained) {
+    if (Leader() && !o_.load.empty()) {
+      common::LogInfo("--load {} holds no checkpoint yet: fine-tuning from --pretrained-checkpoint {}", o_.load,
+                      o_.pretrained_checkpoint);
+    }
+    source = o_.pretrained_checkpoint;
+    non_persistent.clear();
+    finetune = true;
+    fresh_optimizer = false;
+    finetune_flag = "--pretrained-checkpoint";
+  }
   const bool saved_here = !o_.save.empty() && (HasCheckpoint(o_.save) || (!o_.non_persistent_dir.empty() &&
                                                                           HasCheckpoint(o_.non_persistent_dir)));
+  common::Status chosen = common::Status::Ok();
   if ((finetune || fresh_optimizer) && saved_here) {
     source = o_.save;
     non_persistent = o_.non_persistent_dir;
     finetune = fresh_optimizer = false;
+  } else if (o_.ckpt_step >= 0 && (pretrained || o_.pretrained_checkpoint.empty())) {
+    // Megatron's --ckpt-step: that step's checkpoint of the directory instead of its newest. With
+    // --pretrained-checkpoint, of that one's: the run's own checkpoints in --load resume from their newest.
+    auto of_step = CheckpointOfStep(source, o_.ckpt_step);
+    chosen = of_step.status();
+    if (of_step.ok()) {
+      const auto newest = LatestStep(source);
+      if (Leader() && newest.ok() && *newest > o_.ckpt_step && SamePath(source, o_.save) && !o_.skip_train) {
+        common::LogWarn("--ckpt-step {}: {} holds checkpoints up to step {}; resuming from step {} as asked (a "
+                        "requeued job would go back to it again: take --ckpt-step out once this run has saved)",
+                        o_.ckpt_step, source.string(), *newest, o_.ckpt_step);
+      }
+      source = *of_step;
+      non_persistent.clear();
+    }
   }
   // Megatron's non-persistent checkpoints: the newest of them is resumed from where it is as new as the newest in
   // a run's directory given to resume (not a checkpoint of its own), or newer, or where that has none.
@@ -1202,7 +1237,10 @@ common::Status Trainer::InitOrLoad() {
     }
   }
   const std::string from = source.string();
-  if (const auto weights = WeightsFile(source)) {
+  const auto weights = WeightsFile(source);
+  if (!chosen.ok()) {
+    loaded = common::MakeStatus(chosen.code(), "--ckpt-step {}: {}", o_.ckpt_step, chosen.message());
+  } else if (weights) {
     // Weights alone (srunway's --export, a Hugging Face model): --finetune or --skip-train, checked in Setup.
     const auto start = Clock::now();
     auto imported = ImportWeights(*weights, m, params);
@@ -1219,12 +1257,12 @@ common::Status Trainer::InitOrLoad() {
     auto state = LoadCheckpoint(source, m, CheckpointBuffers{params, {}, {}, &kNoMoments});
     loaded = state.status();
     if (state.status().code() == common::StatusCode::kNotFound) {
-      loaded = common::NotFound("--finetune: {}", state.status().message());
+      loaded = common::NotFound("{}: {}", finetune_flag, state.status().message());
     }
     if (state.ok() && Leader()) {
       common::LogInfo("fine-tuning from {} (saved at step {}): its parameters, read in {:.2f} s; step, data "
-                      "position, optimizer and random state start afresh (--finetune)", from, state->step,
-                      std::chrono::duration<double>(Clock::now() - start).count());
+                      "position, optimizer and random state start afresh ({})", from, state->step,
+                      std::chrono::duration<double>(Clock::now() - start).count(), finetune_flag);
     }
   } else if (!source.empty()) {
     // Every rank reads the parameters of every shard (a shared file system is assumed, as for the data): the
@@ -1308,7 +1346,7 @@ common::Status Trainer::InitOrLoad() {
     }
   }
   SRUNWAY_RETURN_IF_ERROR(model_->SetParams(params));
-  if (o_.load.empty()) return common::Status::Ok();
+  if (o_.load.empty() && o_.pretrained_checkpoint.empty()) return common::Status::Ok();
   // The usual failure is every rank's (one shared directory), said once.
   return AgreeOnOutcome(loaded, common::StatusCode::kDataLoss, fmt::format("load {}", from));
 }

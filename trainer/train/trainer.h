@@ -71,6 +71,13 @@ struct TrainOptions {
   // Megatron's --finetune: only the parameters come from --load; step, data position, optimizer state and random
   // state start afresh. Where --save holds a checkpoint already (a requeued job), that one resumes in full.
   bool finetune = false;
+  // Megatron's --pretrained-checkpoint: where --load holds no checkpoint (or is not given), fine-tune from this
+  // one instead, as --finetune --load would (a job's first run; its requeues resume --load's own).
+  std::string pretrained_checkpoint;
+  // Megatron's --ckpt-step: load this step's checkpoint of --load's directory instead of the newest (with
+  // --pretrained-checkpoint, of that one's: the run's own checkpoints in --load resume from their newest); -1: the
+  // newest.
+  int64_t ckpt_step = -1;
   // Megatron's --no-load-optim without --finetune: resume the step, data position and schedule, with AdamW's moments
   // at zero and its bias correction counting from its first step again; --no-load-rng: not the random state.
   // Where --save holds a checkpoint already (a requeued job), that one resumes in full, as with --finetune.

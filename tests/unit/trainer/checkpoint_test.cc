@@ -688,6 +688,31 @@ TEST_F(ShardedCheckpointTest, ShardsThatDoNotTileTheBuffersAreRefused) {
   EXPECT_NE(Load().message().find("the shards do not tile the parameters"), std::string::npos) << Load().message();
 }
 
+// --pretrained-checkpoint's test of --load, and --ckpt-step's choice: only complete checkpoints count, and an empty
+// --load is no checkpoint (not the working directory's manifest.json).
+TEST_F(ShardedCheckpointTest, ACheckpointOfAStepIsOnlyACompleteOne) {
+  EXPECT_FALSE(HoldsCheckpoint(dir_));
+  EXPECT_EQ(CheckpointOfStep(dir_, 5).status().code(), common::StatusCode::kNotFound);
+  WriteAll(5);
+  WriteAll(10);
+  ASSERT_TRUE(WriteOne(15, 0, 0).ok());  // a save that died before its commit
+  EXPECT_TRUE(HoldsCheckpoint(dir_));
+  EXPECT_TRUE(HoldsCheckpoint(ShardDir(dir_, 5)));
+  EXPECT_FALSE(HoldsCheckpoint(dir_ / "nothing"));
+  const fs::path previous = fs::current_path();
+  fs::current_path(ShardDir(dir_, 5));  // which holds a manifest.json
+  EXPECT_FALSE(HoldsCheckpoint(""));
+  fs::current_path(previous);
+  auto five = CheckpointOfStep(dir_, 5);
+  ASSERT_TRUE(five.ok()) << five.status().message();
+  EXPECT_EQ(*five, ShardDir(dir_, 5));
+  auto fifteen = CheckpointOfStep(dir_, 15);
+  EXPECT_EQ(fifteen.status().code(), common::StatusCode::kNotFound);
+  EXPECT_EQ(fifteen.status().message(),
+            fmt::format("{} holds no complete checkpoint of step 15 (complete: step 5, 10)", dir_.string()));
+  EXPECT_EQ(CheckpointOfStep(ShardDir(dir_, 5), 5).status().code(), common::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ShardedCheckpointTest, PruningKeepsTheNewestCompleteCheckpoints) {
   for (int64_t step : {5, 10, 15, 20}) WriteAll(step);
   auto deleted = PruneCheckpoints(dir_, 2);

@@ -397,6 +397,44 @@ expect_exit 1 "error: --load $kWork/empty: no checkpoint there, and --exit-on-mi
 grep -q '^step' "$kWork/out" && fail "--exit-on-missing-checkpoint trained: $(cat "$kWork/out")"
 echo "ok: --finetune starts from a checkpoint's parameters alone and resumes its own checkpoints when requeued"
 
+# Megatron's --pretrained-checkpoint: where --load has nothing to resume (a job's first run), --finetune from it;
+# requeued after a save, the job resumes its own. --ckpt-step: that step's checkpoint, not the newest (20 here).
+"${tune[@]}" --pretrained-checkpoint "$kWork/ckpt" --ckpt-step 10 --load "$kWork/pretrained" \
+  --save "$kWork/pretrained" --train-steps 2 --metrics-file "$kWork/pretrained.jsonl" >/dev/null 2>"$kWork/err" ||
+  fail "--pretrained-checkpoint: $(cat "$kWork/err")"
+grep -q "info: --load $kWork/pretrained holds no checkpoint yet: fine-tuning from --pretrained-checkpoint $kWork/ckpt" \
+  "$kWork/err" && grep -q "info: fine-tuning from $kWork/ckpt/iter_0000010 (saved at step 10): .*(--pretrained-checkpoint)" \
+  "$kWork/err" || fail "--pretrained-checkpoint: $(cat "$kWork/err")"
+diff <(losses "$kWork/tuned.jsonl") <(losses "$kWork/pretrained.jsonl") ||
+  fail "--pretrained-checkpoint --ckpt-step 10 is not --finetune --load ckpt/iter_0000010"
+"${tune[@]}" --pretrained-checkpoint "$kWork/ckpt" --ckpt-step 10 --load "$kWork/pretrained" \
+  --save "$kWork/pretrained" --train-steps 3 >"$kWork/out" 2>"$kWork/err" ||
+  fail "--pretrained-checkpoint requeued: $(cat "$kWork/err")"
+grep -q "info: resumed from $kWork/pretrained at step 2" "$kWork/err" && ! grep -q "fine-tuning" "$kWork/err" ||
+  fail "--pretrained-checkpoint requeued did not resume its own checkpoint: $(cat "$kWork/err")"
+# --ckpt-step resumes that step in full (the straight run's steps 11 and 12, cut there by --exit-interval: exit 4);
+# into the directory it rewinds, with a warning that a requeued job would rewind again.
+cp -r "$kWork/ckpt" "$kWork/rewound"
+rc=0
+"${run[@]}" --load "$kWork/rewound" --save "$kWork/rewound" --ckpt-step 10 --exit-interval 12 \
+  --metrics-file "$kWork/rewound.jsonl" >/dev/null 2>"$kWork/err" || rc=$?
+[[ $rc == 4 ]] || fail "--ckpt-step: exit $rc: $(cat "$kWork/err")"
+grep -q "warning: --ckpt-step 10: $kWork/rewound holds checkpoints up to step 20; resuming from step 10 as asked" \
+  "$kWork/err" && grep -q "info: resumed from $kWork/rewound/iter_0000010 at step 10" "$kWork/err" ||
+  fail "--ckpt-step: $(cat "$kWork/err")"
+diff <(losses "$kWork/first.jsonl" | sed -n 11,12p) <(losses "$kWork/rewound.jsonl") ||
+  fail "--ckpt-step 10 did not resume step 10's checkpoint"
+expect_exit 1 "error: --ckpt-step 7: $kWork/ckpt holds no complete checkpoint of step 7 \(complete: step 10, 20\)" \
+  "${run[@]}" --load "$kWork/ckpt" --ckpt-step 7
+expect_exit 2 "error: --ckpt-step 10: $kWork/ckpt/iter_0000020 is not a run's directory" \
+  "${run[@]}" --load "$kWork/ckpt/iter_0000020" --ckpt-step 10
+expect_exit 2 "--ckpt-step needs --load or --pretrained-checkpoint" "${run[@]}" --ckpt-step 10
+expect_exit 1 "error: --pretrained-checkpoint: $kWork/empty: no checkpoint yet" \
+  "${tune[@]}" --pretrained-checkpoint "$kWork/empty"
+expect_exit 2 "--pretrained-checkpoint $kWork/ckpt/iter_0000010 is in the --save directory" \
+  "${tune[@]}" --pretrained-checkpoint "$kWork/ckpt/iter_0000010" --save "$kWork/ckpt"
+echo "ok: --pretrained-checkpoint fine-tunes where --load has no checkpoint; --ckpt-step loads the step asked for"
+
 # --no-load-optim without --finetune (Megatron's): the checkpoint's step, data position and schedule, with AdamW's
 # moments at zero and its bias correction counting from its first step again. With the first batch every step and
 # a constant lr, that is --finetune's AdamW from the same parameters: steps 11 and 12 are --finetune's steps 1 and
