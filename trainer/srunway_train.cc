@@ -858,6 +858,10 @@ int main(int argc, char** argv) {
   app.add_option("--exit-interval", o.exit_interval,
                  "stop after a step that is a multiple of N, saving as on a signal, and exit 4 (Megatron's; 0: "
                  "never)")->capture_default_str()->check(srunway::common::NonNegative());
+  app.add_option("--iterations-to-skip", o.iterations_to_skip,
+                 "Megatron's: pass over the samples of the step after N steps (so the step logged as N+1) for each "
+                 "N given, untrained; the schedule does not count them (a loss spike's batches, from a checkpoint "
+                 "before it)")->check(srunway::common::NonNegative());
   app.add_option("--exit-save-budget", o.exit_save_budget_s,
                  "on a signal, skip the save when the last one took longer than what is left of this many seconds")
       ->capture_default_str()->check(srunway::common::NonNegative());

@@ -225,6 +225,7 @@ struct SavedSettings {
   int64_t global_batch = 0, seq_length = 0;  // 0: not kept
   std::optional<int64_t> train_samples;
   int64_t adam_steps = 0;
+  int64_t skipped_steps = 0, skipped_samples = 0;  // --iterations-to-skip's so far
   std::string next_sample;  // empty: not kept
   std::optional<double> flops;  // the floating-point operations done, by Megatron's count (--log-progress)
 };
@@ -242,6 +243,13 @@ common::StatusOr<SavedSettings> ReadSavedSettings(const common::Json& extra, int
     SRUNWAY_ASSIGN_OR_RETURN(saved.adam_steps, common::JsonFieldOr<int64_t>(extra, "adam_steps", step, where));
     if (saved.adam_steps < 0 || saved.adam_steps > step) {
       return common::InvalidArgument("{}: adam_steps {} is not in [0, the step {}]", where, saved.adam_steps, step);
+    }
+    SRUNWAY_ASSIGN_OR_RETURN(saved.skipped_steps, common::JsonFieldOr<int64_t>(extra, "skipped_steps", 0, where));
+    SRUNWAY_ASSIGN_OR_RETURN(saved.skipped_samples,
+                             common::JsonFieldOr<int64_t>(extra, "skipped_train_samples", 0, where));
+    if (saved.skipped_steps < 0 || saved.skipped_steps > step || saved.skipped_samples < 0) {
+      return common::InvalidArgument("{}: skipped_steps {} and skipped_train_samples {} are not in [0, the step {}] "
+                                     "and [0, ...)", where, saved.skipped_steps, saved.skipped_samples, step);
     }
     if (extra.contains("next_sample")) {
       SRUNWAY_ASSIGN_OR_RETURN(saved.next_sample, common::JsonField<std::string>(extra, "next_sample", where));
@@ -429,6 +437,8 @@ class Trainer {
   // step's gather writes over.
   common::Status FlipWeightBit();
   common::StatusOr<TrainResult> Loop();
+  // --iterations-to-skip: the next step's samples passed over, untrained, on every rank alike.
+  void SkipStep();
   common::StatusOr<std::vector<RankStep>> ExchangeStep(const RankStep& mine);
   void WatchStragglers(const std::vector<RankStep>& steps, bool log_step, common::Json& line);
   void Print(std::string_view text);
@@ -469,6 +479,9 @@ class Trainer {
   Rng rng_;
   int64_t step_ = 0, consumed_ = 0;
   int64_t adam_steps_ = 0;  // AdamW's steps since its moments were zero: step_ unless --no-load-optim reset them
+  // --iterations-to-skip's steps and their samples so far, which the schedules do not count (as Megatron's, whose
+  // scheduler steps with the optimizer).
+  int64_t skipped_steps_ = 0, skipped_samples_ = 0;
   double peak_flops_ = 0;
   // The floating-point operations trained so far by Megatron's count, the jobs this one resumed from included
   // (Megatron's num_floating_point_operations_so_far), and the count when this job started.
@@ -1302,6 +1315,8 @@ common::Status Trainer::InitOrLoad() {
       flops_ = saved->flops.value_or(static_cast<double>(consumed_) * saved_length *
                                      MegatronFlopsPerToken(o_.model, saved_length));
       adam_steps_ = fresh_optimizer ? 0 : saved->adam_steps;
+      skipped_steps_ = saved->skipped_steps;
+      skipped_samples_ = saved->skipped_samples;
       if (!o_.no_load_rng && state->rng) rng_.set_state(*state->rng);
       KeepTimedChoices(state->extra, from);
       // Other data, split or seed (which shuffles it) draws other samples from here on: allowed (a new data mix
@@ -1406,6 +1421,7 @@ common::Json Trainer::RunSettings() {
           {"data_parallel_size", world_}, {"distributed_optimizer", o_.distributed_optimizer},
           {"rampup_batch_size", o_.rampup_batch_size}, {"train_samples", TrainSamples()},
           {"next_sample", NextSample()}, {"adam_steps", adam_steps_}, {"floating_point_operations", flops_},
+          {"skipped_steps", skipped_steps_}, {"skipped_train_samples", skipped_samples_},
           {"opt_param_scheduler", ScheduleJson()}};
 }
 
@@ -1974,6 +1990,19 @@ common::Status Trainer::FlipWeightBit() {
 }
 
 // Trains to --train-steps; an error is returned, every other ending is a result.
+void Trainer::SkipStep() {
+  const int64_t global_batch = ramp_.At(consumed_);
+  if (Leader()) {
+    common::LogInfo("step {} skipped (--iterations-to-skip {}): samples {} to {} passed over untrained", step_ + 1,
+                    step_, consumed_, consumed_ + global_batch - 1);
+  }
+  ++step_;
+  ++skipped_steps_;
+  consumed_ += global_batch;
+  skipped_samples_ += global_batch;
+  if (heartbeat_) heartbeat_->Beat(std::to_string(step_));
+}
+
 common::StatusOr<TrainResult> Trainer::Loop() {
   const double flops_per_token = TrainingFlopsPerToken(o_.model, T_);
   const double megatron_flops_per_token = MegatronFlopsPerToken(o_.model, T_);
@@ -1998,6 +2027,14 @@ common::StatusOr<TrainResult> Trainer::Loop() {
                     "with");
   }
   while (step_ < o_.train_steps) {
+    if (std::find(o_.iterations_to_skip.begin(), o_.iterations_to_skip.end(), step_) != o_.iterations_to_skip.end()) {
+      SkipStep();
+      if (step_ == o_.train_steps) {
+        SRUNWAY_RETURN_IF_ERROR(Save("final"));
+        result.saved = !o_.save.empty();
+      }
+      continue;
+    }
     if (step_ + 1 == o_.profile_step && profiled) SRUNWAY_RETURN_IF_ERROR(device_->Profile(true));
     const auto start = Clock::now();
     const int64_t global_batch = ramp_.At(consumed_);
@@ -2008,8 +2045,10 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     const int accum = static_cast<int>(global_batch / (int64_t{B_} * world_));
     const int64_t per_rank = int64_t{B_} * accum;  // this rank's share of the step's samples
     const float loss_scale = 1.0f / static_cast<float>(accum * world_);
+    // The schedules go by the steps (or samples) trained, as Megatron's, whose scheduler steps with the optimizer.
+    const int64_t trained_steps = step_ - skipped_steps_, trained_samples = consumed_ - skipped_samples_;
     auto rate = [&](const LrSchedule& schedule) {
-      return schedule_in_samples_ ? schedule.At(consumed_, global_batch) : schedule.At(step_);
+      return schedule_in_samples_ ? schedule.At(trained_samples, global_batch) : schedule.At(trained_steps);
     };
     const float lr = rate(schedule_), embedding_lr = rate(schedule_.Decoupled());
     model_->ZeroGrad();
@@ -2087,7 +2126,7 @@ common::StatusOr<TrainResult> Trainer::Loop() {
     }
     // Clipping scales the gradients as AdamW reads them, so they stay as the reduction left them.
     const auto inner_start = Clock::now();
-    adam_->set_weight_decay(weight_decay_.At(schedule_in_samples_ ? consumed_ : step_));
+    adam_->set_weight_decay(weight_decay_.At(schedule_in_samples_ ? trained_samples : trained_steps));
     adam_->Step(model_->params(), model_->grads(), {lr, embedding_lr}, ++adam_steps_,
                 ClipScale(norm, o_.clip_grad) * static_cast<float>(per_position), model_->weights());
     Time(step_timers, kInnerStep, inner_start);

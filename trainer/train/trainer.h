@@ -96,6 +96,9 @@ struct TrainOptions {
   // Megatron's --exit-interval: stop (saving, with --save) after every step that is a multiple of this, before the
   // last; 0: never.
   int64_t exit_interval = 0;
+  // Megatron's --iterations-to-skip: where the steps trained so far are one of these, the next step's samples are
+  // passed over untrained (no forward, backward or update); the schedule does not count it.
+  std::vector<int64_t> iterations_to_skip;
   // Megatron's --skip-train: no step; the validation loss of the parameters (--load's, or the initialisation's),
   // then --export and --sample. Nothing is saved.
   bool skip_train = false;

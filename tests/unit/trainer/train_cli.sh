@@ -435,6 +435,31 @@ expect_exit 2 "--pretrained-checkpoint $kWork/ckpt/iter_0000010 is in the --save
   "${tune[@]}" --pretrained-checkpoint "$kWork/ckpt/iter_0000010" --save "$kWork/ckpt"
 echo "ok: --pretrained-checkpoint fine-tunes where --load has no checkpoint; --ckpt-step loads the step asked for"
 
+# Megatron's --iterations-to-skip N: the step after N steps (logged as N+1) passes over its samples untrained, and
+# the schedule does not count it. With the first batch every step and a linear decay over fixed steps, a run that
+# skips step 2 trains steps 3 and 4 as a run without the skip trains steps 2 and 3 (loss, lr and gradient norm bit
+# for bit); its checkpoint keeps the count, so the resumed step 5 is the other's step 4.
+skipping=("${run[@]}" --overfit-batch --lr-decay-style linear --lr-decay-iters 20 --warmup-steps 2)
+"${skipping[@]}" --train-steps 4 --metrics-file "$kWork/unskipped.jsonl" >/dev/null 2>>"$kWork/log"
+"${skipping[@]}" --train-steps 4 --iterations-to-skip 1 30 --save "$kWork/skipped" --metrics-file \
+  "$kWork/skipped.jsonl" >/dev/null 2>"$kWork/err" || fail "--iterations-to-skip: $(cat "$kWork/err")"
+grep -q "info: step 2 skipped (--iterations-to-skip 1): samples 4 to 7 passed over untrained" "$kWork/err" ||
+  fail "--iterations-to-skip: $(cat "$kWork/err")"
+"${skipping[@]}" --train-steps 5 --iterations-to-skip 1 --load "$kWork/skipped" --save "$kWork/skipped" \
+  --metrics-file "$kWork/skipped.jsonl" >/dev/null 2>"$kWork/err" || fail "--iterations-to-skip: $(cat "$kWork/err")"
+grep -q "info: resumed from $kWork/skipped at step 4 (16 samples consumed" "$kWork/err" ||
+  fail "--iterations-to-skip resumed: $(cat "$kWork/err")"
+python3 - "$kWork/unskipped.jsonl" "$kWork/skipped.jsonl" <<'PY' ||
+import json, sys
+plain, skipped = ({r["step"]: r for r in map(json.loads, open(p)) if "loss" in r} for p in sys.argv[1:3])
+assert sorted(skipped) == [1, 3, 4, 5], sorted(skipped)
+for mine, theirs in ((1, 1), (3, 2), (4, 3), (5, 4)):
+    for key in ("loss", "lr", "grad_norm"):
+        assert skipped[mine][key] == plain[theirs][key], (key, mine, skipped[mine], theirs, plain[theirs])
+PY
+  fail "--iterations-to-skip did not pass over step 2 alone"
+echo "ok: --iterations-to-skip passes over a step's samples, and the schedule and a resume do not count it"
+
 # --no-load-optim without --finetune (Megatron's): the checkpoint's step, data position and schedule, with AdamW's
 # moments at zero and its bias correction counting from its first step again. With the first batch every step and
 # a constant lr, that is --finetune's AdamW from the same parameters: steps 11 and 12 are --finetune's steps 1 and
