@@ -753,6 +753,20 @@ int main(int argc, char** argv) {
     taken_option(flag, "Megatron's: taken (fp16's loss scaling: bf16 needs none, and --fp16 is refused)")
         ->check(srunway::common::Positive());
   }
+  taken_flag("--use-precision-aware-optimizer",
+             "Megatron's: taken (Transformer Engine's AdamW keeping the state in the dtypes given, fp32 here: the same "
+             "update)");
+  taken_flag("--delay-wgrad-compute",
+             "Megatron's: taken (it delays weight gradients to overlap expert-parallel communication, of which "
+             "srunway-train has none)");
+  taken_flag("--no-use-tokenizer-model-from-checkpoint-args",
+             "Megatron's: taken (srunway-train's checkpoints keep no tokenizer: it reads --tokenizer-model, or the "
+             "files beside the data)");
+  taken_flag("--use-nccl-ub",
+             "Megatron's: taken (NCCL's user-buffer registration for the data-parallel collectives: the same sums)");
+  taken_flag("--use-sharp",
+             "Megatron's: taken (SHARP's in-network reductions are NCCL's to use, with NCCL_COLLNET_ENABLE=1 where the "
+             "fabric has them: the same sums)");
   taken_flag("--no-initialization",
              "Megatron's: taken (the initial parameters are drawn in moments, and a checkpoint loaded replaces them)");
   // NVIDIA's one-logger, its internal telemetry, which Megatron skips where it is not installed.

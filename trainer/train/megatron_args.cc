@@ -45,6 +45,10 @@ constexpr std::string_view kNoConversion =
 constexpr std::string_view kNoMemoryHistory =
     "srunway-train has no PyTorch allocator whose history to record: --log-memory-to-tensorboard writes the device's "
     "allocated bytes, and each log line's peak (peak_memory_gib in --metrics-file): leave it out";
+constexpr std::string_view kNoAutoresume =
+    "srunway-train has no ADLR autoresume (NVIDIA's internal scheduler): it saves and exits on Slurm's signals "
+    "(SIGTERM, or SIGUSR1 from sbatch --signal) and after --exit-duration-in-mins, and a requeued job resumes from "
+    "--save: leave it out";
 constexpr Refused kRefused[] = {
     {"--num-experts", kNoMoe},
     {"--moe-", kNoMoe},
@@ -118,6 +122,21 @@ constexpr Refused kRefused[] = {
     {"--ckpt-convert-save", kNoConversion},
     {"--nccl-communicator-config-path",
      "srunway-train configures NCCL from the environment (the SPANK plugin's NCCL_* settings): leave it out"},
+    {"--onnx-safe",
+     "srunway-train exports safetensors (--export, --export-hf), not through PyTorch's ONNX exporter: leave it out"},
+    {"--lazy-mpu-init", "Megatron's hook for its own tests: srunway-train sets up its ranks itself: leave it out"},
+    {"--test-mode", "Megatron's hook for its own tests: leave it out"},
+    {"--adlr-autoresume", kNoAutoresume},
+    {"--adlr-autoresume-", kNoAutoresume},
+    {"--config-logger-dir",
+     "srunway-train logs no module configs: each checkpoint's header holds the model (--use-checkpoint-args reads "
+     "it) and the run's settings: leave it out"},
+    {"--run-workload-inspector-server",
+     "srunway-train runs no workload inspector server: --profile (Megatron's) marks steps for nsys, and "
+     "--timing-log-level prints each phase's time: leave it out"},
+    {"--disable-bf16-reduced-precision-matmul",
+     "srunway-train's GEMMs take cuBLASLt's choice of how split-K partial sums are reduced, as PyTorch's default, "
+     "and have no switch for it: leave it out"},
     {"--straggler-ctrlr-port",
      "srunway-train has no port to switch the straggler watch on and off while it runs: it watches from the start, "
      "or not at all with --disable-straggler-on-startup: leave it out"},

@@ -1410,7 +1410,8 @@ PY
   --dist-ckpt-strictness assume_ok_unexpected --dist-ckpt-format torch_dist --tiktoken-num-special-tokens 1000 \
   --tiktoken-special-tokens '<unk>' '<s>' --sgd-momentum 0.9 --disable-msc --te-rng-tracker --inference-rng-tracker \
   --enable-cuda-graph --external-cuda-graph --cuda-graph-warmup-steps 3 --ddp-num-buckets 4 \
-  --use-mp-args-from-checkpoint-args \
+  --use-mp-args-from-checkpoint-args --use-precision-aware-optimizer --delay-wgrad-compute \
+  --no-use-tokenizer-model-from-checkpoint-args --use-nccl-ub --use-sharp \
   >"$kWork/out" 2>"$kWork/err" || fail "Megatron's scheduling flags: $(cat "$kWork/err")"
 grep -q "^step      2/2 " "$kWork/out" || fail "Megatron's scheduling flags: $(cat "$kWork/out")"
 grep -q "gradients in 4 buckets" "$kWork/err" || fail "--ddp-num-buckets 4: $(grep model "$kWork/err")"
@@ -1430,7 +1431,10 @@ for refused in "--encoder-num-layers 4:trains decoder-only models: give --num-la
     "--data-parallel-random-init:the same parameters" "--ckpt-convert-format torch:converts no checkpoints" \
     "--nccl-communicator-config-path x.yaml:configures NCCL from the environment" \
     "--num-layers-at-start-in-bf16 1:no FP8 training" "--overlap-moe-expert-parallel-comm:no mixture of experts" \
-    "--sft:no SFT datasets"; do
+    "--sft:no SFT datasets" "--onnx-safe:not through PyTorch's ONNX exporter" "--lazy-mpu-init:its own tests" \
+    "--test-mode:its own tests" "--adlr-autoresume-interval 1000:no ADLR autoresume" \
+    "--config-logger-dir x:logs no module configs" "--run-workload-inspector-server:no workload inspector" \
+    "--disable-bf16-reduced-precision-matmul:split-K partial sums"; do
   expect_exit 2 "${refused%%[ :]*}: .*${refused#*:}" "$kTrain" "${common[@]}" --mock-data \
     ${refused%%:*}
 done
