@@ -216,6 +216,9 @@ int main(int argc, char** argv) {
                "in + fan out)), instead of N(0, --init-std), which it leaves unused (as Megatron)");
   app.add_option("--init-std,--init-method-std", init_std, "weight init std (default: the preset's)")
       ->check(srunway::common::Positive());
+  app.add_option("--embedding-init-method-std", o.embedding_init_std,
+                 "Megatron's: the embedding tables drawn ~ N(0, S) (either init method) and trained without weight "
+                 "decay (\"Spike No More\": S = 1 keeps them from shrinking)")->check(srunway::common::NonNegative());
   app.add_option("--micro-batch-size", o.micro_batch_size, "sequences per forward/backward")->capture_default_str();
   app.add_option("--global-batch-size", o.global_batch_size, "sequences per optimizer step (default: micro batch)")
       ->check(size_range);

@@ -178,8 +178,10 @@ bool IsNormWeight(std::string_view name) {
   return name.find("norm") != std::string_view::npos && name.ends_with(".weight");
 }
 
+bool IsEmbeddingTable(std::string_view name) { return name == "wte" || name == "wpe"; }
+
 void InitParams(const ModelConfig& config, const ParamLayout& layout, Rng& rng, std::span<float> params,
-                InitMethod method) {
+                InitMethod method, double embedding_std) {
   const double scaled_std = config.init_std / std::sqrt(2.0 * config.n_layer);
   for (const TensorSpec& spec : layout.tensors()) {
     float* data = params.data() + spec.offset;
@@ -187,6 +189,8 @@ void InitParams(const ModelConfig& config, const ParamLayout& layout, Rng& rng, 
       std::fill(data, data + spec.numel, config.norm_1p ? 0.0f : 1.0f);
     } else if (spec.shape.size() == 1) {
       std::fill(data, data + spec.numel, 0.0f);
+    } else if (embedding_std >= 0 && IsEmbeddingTable(spec.name)) {
+      for (int64_t i = 0; i < spec.numel; ++i) data[i] = static_cast<float>(rng.Normal() * embedding_std);
     } else if (method == InitMethod::kXavierUniform) {
       const double bound = std::sqrt(6.0 / static_cast<double>(spec.shape[0] + spec.shape[1]));
       for (int64_t i = 0; i < spec.numel; ++i) data[i] = static_cast<float>((2 * rng.Uniform() - 1) * bound);

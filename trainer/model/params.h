@@ -101,6 +101,9 @@ class ParamLayout {
 // Whether the tensor named so is a norm's weight ("layers.0.norm1.weight", "norm_f.weight", "layers.0.q_norm.weight").
 bool IsNormWeight(std::string_view name);
 
+// Whether the tensor named so is an embedding table: the word embeddings ("wte"), or GPT's positions' ("wpe").
+bool IsEmbeddingTable(std::string_view name);
+
 // How the weight matrices are drawn: Megatron's default, or its --init-method-xavier-uniform.
 enum class InitMethod { kNormal, kXavierUniform };
 
@@ -108,9 +111,10 @@ enum class InitMethod { kNormal, kXavierUniform };
 // proj and FFN out) ~ N(0, init_std / sqrt(2 * n_layer)), norm weights 1 (0 with ModelConfig::norm_1p), biases 0.
 // kXavierUniform draws every weight matrix, embeddings and output projections too, ~ U(-a, a) with a = sqrt(6 /
 // (rows + columns)), as PyTorch's xavier_uniform_ on Megatron's [out, in] shapes (the fused qkv and SwiGLU's fused
-// gate and up projections whole); init_std is then unused, as in Megatron.
+// gate and up projections whole); init_std is then unused, as in Megatron. An `embedding_std` of 0 or more
+// (Megatron's --embedding-init-method-std) draws the embedding tables ~ N(0, embedding_std) instead, either way.
 class Rng;
 void InitParams(const ModelConfig& config, const ParamLayout& layout, Rng& rng, std::span<float> params,
-                InitMethod method = InitMethod::kNormal);
+                InitMethod method = InitMethod::kNormal, double embedding_std = -1);
 
 }  // namespace srunway::trainer

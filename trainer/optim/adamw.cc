@@ -19,17 +19,18 @@ AdamW::AdamW(const ParamLayout& layout, const AdamWConfig& config, std::vector<P
       const int64_t end = std::min(range.offset + range.count, spec.offset + spec.numel);
       if (begin >= end) continue;
       const int64_t at = state + (begin - range.offset);
+      const bool decay = spec.decay && (config_.decay_embeddings || !IsEmbeddingTable(spec.name));
       // A tensor that follows the last run in the buffer and in the moments, with the same decay and rate, extends
       // it: one update per run (GPT-2's norms and biases sit side by side), not per tensor.
       if (!segments_.empty()) {
         Segment& last = segments_.back();
-        if (last.end == begin && last.state + (last.end - last.begin) == at && last.decay == spec.decay &&
+        if (last.end == begin && last.state + (last.end - last.begin) == at && last.decay == decay &&
             last.embedding_or_output == spec.embedding_or_output) {
           last.end = end;
           continue;
         }
       }
-      segments_.push_back({begin, end, at, spec.decay, spec.embedding_or_output});
+      segments_.push_back({begin, end, at, decay, spec.embedding_or_output});
     }
     state += range.count;
   }

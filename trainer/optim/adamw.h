@@ -18,6 +18,9 @@ struct AdamWConfig {
   float beta2 = 0.999f;
   float eps = 1e-8f;
   float weight_decay = 0.01f;
+  // false: the embedding tables (IsEmbeddingTable) take no weight decay either (Megatron's rule with
+  // --embedding-init-method-std, after "Spike No More", arXiv 2312.16903).
+  bool decay_embeddings = true;
 };
 
 // A step's learning rates: `lr` for every parameter but the word embeddings and the untied output layer, which take

@@ -1150,6 +1150,7 @@ common::Status Trainer::BuildModel() {
     adam.beta2 = o_.adam_beta2;
     adam.eps = o_.adam_eps;
     adam.weight_decay = o_.weight_decay;
+    adam.decay_embeddings = o_.embedding_init_std < 0;
     adam_ = std::make_unique<AdamW>(model_->layout(), adam, owned, device_.get(), ops_.get());
     reducer_ = std::make_unique<GradReducer>(
         *comm_, *device_, model_->grads(), std::move(buckets),
@@ -1181,7 +1182,7 @@ common::Status Trainer::InitOrLoad() {
   }
   const std::span<float> params = whole ? whole->host() : std::span<float>(gathered);
   rng_.Seed(o_.seed);
-  InitParams(m, model_->layout(), rng_, params, o_.init_method);
+  InitParams(m, model_->layout(), rng_, params, o_.init_method, o_.embedding_init_std);
   common::Status loaded = common::Status::Ok();
   // --finetune takes the parameters alone from --load, and --no-load-optim all but AdamW's moments, unless --save
   // holds this run's own checkpoint already (the job was requeued after a save): that one resumes in full, as any

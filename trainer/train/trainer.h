@@ -58,6 +58,9 @@ struct TrainOptions {
   float attention_dropout = 0.0f;  // Megatron's --attention-dropout
   uint64_t seed = 1234;
   InitMethod init_method = InitMethod::kNormal;  // how the weight matrices are drawn where nothing is loaded
+  // Megatron's --embedding-init-method-std: the embedding tables drawn ~ N(0, this) and trained without weight
+  // decay; -1: drawn as the other matrices, and decayed.
+  float embedding_init_std = -1;
   std::vector<std::string> data_path;
   // Megatron's --train-data-path and --valid-data-path, in place of --data-path and --split: each split's datasets
   // (a prefix or a blend), whole. No validation runs without the second.

@@ -116,5 +116,36 @@ TEST(AdamW, EmbeddingsAndOutputLayerTakeTheirOwnRate) {
   }
 }
 
+TEST(AdamW, EmbeddingTablesWithoutDecayWhereAsked) {
+  // --embedding-init-method-std: the embedding tables (GPT's word and position embeddings, Llama's word
+  // embeddings) take no weight decay; every other matrix does, Llama's untied output layer included. With zero
+  // gradients the moments stay zero, so a step is the decay alone.
+  for (const char* preset : {"gpt-tiny", "llama-tiny"}) {
+    SCOPED_TRACE(preset);
+    const ParamLayout layout(*Preset(preset));
+    const size_t n = static_cast<size_t>(layout.numel());
+    for (const bool decay_embeddings : {true, false}) {
+      SCOPED_TRACE(decay_embeddings);
+      AdamWConfig config = kConfig;
+      config.decay_embeddings = decay_embeddings;
+      AdamW adamw(layout, config);
+      std::vector<float> params(n, 1.0f);
+      const std::vector<float> grads(n, 0.0f);
+      adamw.Step(params, grads, kLr, 1);
+      const float decayed = 1.0f - kLr * kConfig.weight_decay;
+      int tables = 0;
+      for (const TensorSpec& spec : layout.tensors()) {
+        SCOPED_TRACE(spec.name);
+        const bool table = spec.name == "wte" || spec.name == "wpe";
+        tables += table ? 1 : 0;
+        const float want = spec.decay && (decay_embeddings || !table) ? decayed : 1.0f;
+        EXPECT_EQ(params[static_cast<size_t>(spec.offset)], want);
+        EXPECT_EQ(params[static_cast<size_t>(spec.offset + spec.numel - 1)], want);
+      }
+      EXPECT_EQ(tables, std::string_view(preset) == "gpt-tiny" ? 2 : 1);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace srunway::trainer

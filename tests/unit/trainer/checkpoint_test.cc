@@ -1080,6 +1080,37 @@ TEST(InitTest, WeightMatricesAreDrawnAsMegatronDraws) {
   }
 }
 
+// --embedding-init-method-std: the embedding tables ~ N(0, std) with either method; with the normal method every
+// other tensor is drawn as without it (the same draws in the same order).
+TEST(InitTest, EmbeddingTablesTakeTheirOwnStd) {
+  for (const char* preset : {"gpt-tiny", "llama-tiny"}) {
+    SCOPED_TRACE(preset);
+    const ModelConfig c = *Preset(preset);
+    const ParamLayout layout(c);
+    for (const InitMethod method : {InitMethod::kNormal, InitMethod::kXavierUniform}) {
+      std::vector<float> plain(static_cast<size_t>(layout.numel())), spiky(plain.size());
+      Rng plain_rng(3), spiky_rng(3);
+      InitParams(c, layout, plain_rng, plain, method);
+      InitParams(c, layout, spiky_rng, spiky, method, 1.0);
+      int tables = 0;
+      for (const TensorSpec& spec : layout.tensors()) {
+        SCOPED_TRACE(spec.name);
+        const std::span<const float> p(plain.data() + spec.offset, static_cast<size_t>(spec.numel));
+        const std::span<const float> s(spiky.data() + spec.offset, static_cast<size_t>(spec.numel));
+        if (spec.name == "wte" || spec.name == "wpe") {
+          ++tables;
+          double sum = 0;
+          for (float value : s) sum += double{value} * value;
+          EXPECT_NEAR(sum / static_cast<double>(s.size()), 1.0, 0.06);
+        } else if (method == InitMethod::kNormal) {
+          EXPECT_TRUE(std::equal(p.begin(), p.end(), s.begin()));
+        }
+      }
+      EXPECT_EQ(tables, c.arch == Arch::kGpt ? 2 : 1);
+    }
+  }
+}
+
 // Megatron's --kv-channels (Hugging Face's head_dim): heads of another width than d_model / n_head make q, k and v
 // and the projection's input that many times the heads; told the derived width, the model is the plain one.
 TEST(KvChannelsTest, HeadsOfAnotherWidthShapeTheAttention) {

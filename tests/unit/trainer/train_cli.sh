@@ -1383,7 +1383,6 @@ for init in xavier normal; do
     fail "--init-method-xavier-uniform: $(cat "$kWork/err")"
 done
 python3 - "$kWork/init-xavier.safetensors" "$kWork/init-normal.safetensors" <<'PY' ||
-  fail "--init-method-xavier-uniform"
 import array, json, math, struct, sys
 def largest(path):  # each matrix's largest |value| over its bound
     data = open(path, "rb").read()
@@ -1398,6 +1397,41 @@ xavier, normal = largest(sys.argv[1]), largest(sys.argv[2])
 assert len(xavier) == 10 and all(0.95 < r <= 1 for r in xavier.values()), xavier
 assert all(r < 0.9 for r in normal.values()), normal
 PY
+  fail "--init-method-xavier-uniform"
+# --embedding-init-method-std S: the embedding tables ~ N(0, S) (1 here: their root mean square near 1), trained
+# without weight decay: with S the preset's own 0.02 (so the same initialisation) and a strong decay, one step
+# leaves every other tensor as the plain run's, bit for bit, and the tables less decayed.
+"$kTrain" "${common[@]}" --mock-data --train-steps 1 --lr 0 --min-lr 0 --embedding-init-method-std 1 \
+  --export "$kWork/init-spiky.safetensors" >/dev/null 2>"$kWork/err" ||
+  fail "--embedding-init-method-std: $(cat "$kWork/err")"
+for init in plain spiky; do
+  "$kTrain" "${common[@]}" --mock-data --train-steps 1 --lr 1e-2 --weight-decay 0.5 \
+    --export "$kWork/decay-$init.safetensors" $([[ $init == spiky ]] && echo --embedding-init-method-std 0.02) \
+    >/dev/null 2>"$kWork/err" || fail "--embedding-init-method-std: $(cat "$kWork/err")"
+done
+python3 - "$kWork/init-spiky.safetensors" "$kWork/decay-plain.safetensors" "$kWork/decay-spiky.safetensors" \
+  <<'PY' ||
+import array, json, math, struct, sys
+def tensors(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    out = {}
+    for name, t in json.loads(data[8:8 + n]).items():
+        if name == "__metadata__": continue
+        out[name] = array.array("f")
+        out[name].frombytes(data[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]])
+    return out
+rms = {k: math.sqrt(sum(v * v for v in t) / len(t)) for k, t in tensors(sys.argv[1]).items()}
+assert 0.95 < rms["wte"] < 1.05 and 0.95 < rms["wpe"] < 1.05, rms
+assert all(r < 0.1 for k, r in rms.items() if k not in ("wte", "wpe") and "norm" not in k), rms
+plain, spiky = tensors(sys.argv[2]), tensors(sys.argv[3])
+for name in plain:
+    if name in ("wte", "wpe"):
+        assert sum(map(abs, spiky[name])) > sum(map(abs, plain[name])), name
+    else:
+        assert plain[name] == spiky[name], name
+PY
+  fail "--embedding-init-method-std"
 # Megatron's flags for pipeline stages, tensor- and context-parallel communication, CUDA graphs and the like, which
 # change nothing with the whole model on every rank; --ddp-num-buckets N cuts the gradients into about N buckets.
 "$kTrain" "${common[@]}" --mock-data --train-steps 2 --defer-embedding-wgrad-compute --no-align-grad-reduce \
