@@ -20,8 +20,10 @@ common::StatusOr<Plan> MakePlan(const PlanInput& in) {
   Plan p;
   p.gpus = in.nodes * in.gpus_per_node;
   const int T = in.seq_length > 0 ? in.seq_length : in.model.seq_len;
-  const int64_t G = in.global_batch_size > 0 ? in.global_batch_size : int64_t{in.micro_batch_size} * p.gpus;
-  if (G % (int64_t{in.micro_batch_size} * p.gpus) != 0) {
+  const int64_t step = int64_t{in.micro_batch_size} * p.gpus;  // one micro-batch on every GPU
+  int64_t G = in.global_batch_size > 0 ? in.global_batch_size : step;
+  if (in.decrease_batch_size && G >= step) G -= G % step;
+  if (G % step != 0) {
     return common::InvalidArgument("--global-batch-size {} is not a multiple of --micro-batch-size {} x {} GPUs", G,
                                    in.micro_batch_size, p.gpus);
   }

@@ -16,6 +16,7 @@ struct PlanInput {
   int gpus_per_node = 8;
   int micro_batch_size = 1;
   int global_batch_size = 0;  // 0: micro-batch x GPUs
+  bool decrease_batch_size = false;  // Megatron's --decrease-batch-size-if-needed (TrainOptions')
   bool distributed_optimizer = false;
   bool recompute_activations = false;
   double assume_mfu = 0.5;

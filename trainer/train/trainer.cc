@@ -691,7 +691,15 @@ common::Status Trainer::Setup() {
   }
   B_ = o_.micro_batch_size;
   if (B_ < 1) return common::InvalidArgument("--micro-batch-size must be at least 1, not {}", B_);
-  const int gbs = o_.global_batch_size > 0 ? o_.global_batch_size : B_ * world_;
+  int gbs = o_.global_batch_size > 0 ? o_.global_batch_size : B_ * world_;
+  if (o_.decrease_batch_size && gbs % (B_ * world_) != 0 && gbs >= B_ * world_ && o_.rampup_batch_size.empty()) {
+    const int fitted = gbs - gbs % (B_ * world_);
+    if (Leader()) {
+      common::LogWarn("--global-batch-size {} is not a multiple of --micro-batch-size {} x {} data-parallel ranks: "
+                      "training with a global batch of {} (--decrease-batch-size-if-needed)", gbs, B_, world_, fitted);
+    }
+    gbs = fitted;
+  }
   if (gbs % (B_ * world_) != 0) {
     return common::InvalidArgument(
         "--global-batch-size {} is not a multiple of --micro-batch-size {} x {} data-parallel rank{}", gbs, B_,

@@ -99,6 +99,9 @@ struct TrainOptions {
   // Megatron's --exit-interval: stop (saving, with --save) after every step that is a multiple of this, before the
   // last; 0: never.
   int64_t exit_interval = 0;
+  // Megatron's --decrease-batch-size-if-needed: a global batch that is not a multiple of micro-batch x ranks (a job
+  // requeued on fewer nodes) becomes the largest multiple below it, said in a warning, instead of an error.
+  bool decrease_batch_size = false;
   // Megatron's --iterations-to-skip: where the steps trained so far are one of these, the next step's samples are
   // passed over untrained (no forward, backward or update); the schedule does not count it.
   std::vector<int64_t> iterations_to_skip;

@@ -952,6 +952,24 @@ expect_exit 2 "--rampup-batch-size: At least 3 required but received 2" \
   "$kTrain" "${common[@]}" --mock-data --rampup-batch-size 2 2
 echo "ok: --rampup-batch-size ramps the batch as Megatron's, each step as a step of its batch, resumable mid-ramp"
 
+# Megatron's --decrease-batch-size-if-needed: a global batch that does not divide into micro-batches on every rank
+# (a job requeued on fewer nodes) trains with the largest multiple below it, said, where it was an error; --dry-run
+# plans the same batch.
+"$kTrain" "${common[@]}" --mock-data --global-batch-size 5 --decrease-batch-size-if-needed --train-steps 1 \
+  --metrics-file "$kWork/decreased.jsonl" >/dev/null 2>"$kWork/err" || fail "--decrease-batch-size-if-needed: $(cat "$kWork/err")"
+grep -q "warning: --global-batch-size 5 is not a multiple of --micro-batch-size 2 x 1 data-parallel ranks: training with a global batch of 4 (--decrease-batch-size-if-needed)" \
+  "$kWork/err" && grep -q '"global_batch_size":4' "$kWork/decreased.jsonl" ||
+  fail "--decrease-batch-size-if-needed: $(cat "$kWork/err" "$kWork/decreased.jsonl")"
+expect_exit 2 "error: --global-batch-size 5 is not a multiple of --micro-batch-size 2 x 1 data-parallel rank$" \
+  "$kTrain" "${common[@]}" --mock-data --global-batch-size 5
+expect_exit 2 "error: --global-batch-size 1 is not a multiple of --micro-batch-size 2" \
+  "$kTrain" "${common[@]}" --mock-data --global-batch-size 1 --decrease-batch-size-if-needed
+"$kTrain" --preset gpt-tiny --dry-run --nodes 2 --gpus-per-node 4 --micro-batch-size 2 --global-batch-size 40 \
+  --decrease-batch-size-if-needed >"$kWork/out" 2>&1 || fail "--dry-run --decrease-batch-size-if-needed: $(cat "$kWork/out")"
+grep -q "8 GPUs (2 nodes x 4); micro-batch 2, 2 accumulation steps per GPU, global batch 32" "$kWork/out" ||
+  fail "--dry-run --decrease-batch-size-if-needed: $(cat "$kWork/out")"
+echo "ok: --decrease-batch-size-if-needed trains the largest global batch the ranks divide, and says so"
+
 # --eod-mask-loss (its losses against PyTorch's are in steps_vs_torch) needs the tokenizer's end-of-document token:
 # one line where there is none.
 expect_exit 2 "error: --eod-mask-loss needs the tokenizer's end-of-document token: --mock-data has no tokenizer; give --vocab-file and --merge-file" \
