@@ -756,6 +756,25 @@ int main(int argc, char** argv) {
     taken_option(flag, "Megatron's: taken (fp16's loss scaling: bf16 needs none, and --fp16 is refused)")
         ->check(srunway::common::Positive());
   }
+  taken_option("--cuda-graph-impl", no_graphs)->check(CLI::IsMember({"none", "local", "transformer_engine"}));
+  taken_option("--cuda-graph-scope", no_graphs)->expected(1, -1)->allow_extra_args();
+  taken_option("--cuda-graph-modules", no_graphs)->expected(1, -1)->allow_extra_args();
+  taken_option("--high-priority-stream-groups",
+               "Megatron's: taken (its process groups' NCCL stream priorities; srunway-train's data-parallel "
+               "collectives run on a stream of their own)")->expected(1, -1)->allow_extra_args();
+  const std::string async_save =
+      "Megatron's: taken, as --async-save (every rank writes its shard of a save before the next step)";
+  taken_flag("--use-persistent-ckpt-worker", async_save);
+  taken_option("--async-strategy", async_save)->check(CLI::IsMember({"nvrx", "mcore"}));
+  taken_flag("--dist-ckpt-save-pre-mcore-014", parallel_checkpoint);
+  taken_flag("--disable-gloo-process-groups",
+             "Megatron's: taken (collectives run over NCCL between GPUs and over MPI between CPU ranks)");
+  taken_option("--log-memory-interval",
+               "Megatron's: taken (each log line's metrics carry the peak memory, peak_memory_gib; "
+               "--log-memory-to-tensorboard writes the allocator's counts)")->check(CLI::PositiveNumber);
+  taken_option("--result-rejected-tracker-filename",
+               "Megatron's: taken (the rerun machine's record of rejected results: srunway-train has none, and a "
+               "loss or gradient norm that is not finite ends the run, exit 3)");
   taken_flag("--use-precision-aware-optimizer",
              "Megatron's: taken (Transformer Engine's AdamW keeping the state in the dtypes given, fp32 here: the same "
              "update)");

@@ -38,6 +38,12 @@ constexpr std::string_view kNoFaultTolerancePackage =
     "fails or hangs (--hang-timeout), and a requeued job resumes from --save: leave it out";
 constexpr std::string_view kNoFp8 =
     "srunway-train has no FP8 training (Transformer Engine's recipes): its GEMMs run in bf16: leave the FP8 flags out";
+constexpr std::string_view kNoFp4 =
+    "srunway-train has no FP4 training (Transformer Engine's NVFP4 recipes): its GEMMs run in bf16: leave the FP4 "
+    "flags out";
+constexpr std::string_view kNoOffload =
+    "srunway-train keeps the activations it saves on the device (--recompute-activations keeps fewer), with nothing "
+    "offloaded to the host: leave it out";
 constexpr std::string_view kDecoderLayers = "srunway-train trains decoder-only models: give --num-layers";
 constexpr std::string_view kDecoderLength = "srunway-train trains decoder-only models: give --seq-length";
 constexpr std::string_view kNoConversion =
@@ -110,6 +116,21 @@ constexpr Refused kRefused[] = {
     {"--use-torch-fsdp2", kNoFsdp},
     {"--data-parallel-sharding-strategy", kNoFsdp},
     {"--num-layers-at-start-in-bf16", kNoFp8},
+    {"--fp8-", kNoFp8},
+    {"--keep-fp8-transpose-cache", kNoFp8},
+    {"--no-fp8-weight-transpose-cache", kNoFp8},
+    {"--fp4-", kNoFp4},
+    {"--te-precision-config-file", kNoFp4},
+    {"--fine-grained-activation-offloading", kNoOffload},
+    {"--offload-modules", kNoOffload},
+    {"--min-offloaded-tensor-size", kNoOffload},
+    {"--use-fused-weighted-squared-relu", kNoMoe},
+    {"--mamba-", kOtherModel},
+    {"--is-hybrid-model", kOtherModel},
+    {"--phase-transition-iterations",
+     "srunway-train draws one blend for the whole run, where Megatron starts each phase's blend afresh at these "
+     "steps: leave it out (a run resumed with another --data-path goes on with its samples from the samples "
+     "consumed)"},
     {"--num-layers-at-end-in-bf16", kNoFp8},
     {"--fp16-lm-cross-entropy",
      "srunway-train computes the cross-entropy in fp32 from bf16 logits, and has no fp16 training: leave it out"},

@@ -1463,7 +1463,10 @@ PY
   --tiktoken-special-tokens '<unk>' '<s>' --sgd-momentum 0.9 --disable-msc --te-rng-tracker --inference-rng-tracker \
   --enable-cuda-graph --external-cuda-graph --cuda-graph-warmup-steps 3 --ddp-num-buckets 4 \
   --use-mp-args-from-checkpoint-args --use-precision-aware-optimizer --delay-wgrad-compute \
-  --no-use-tokenizer-model-from-checkpoint-args --use-nccl-ub --use-sharp \
+  --no-use-tokenizer-model-from-checkpoint-args --use-nccl-ub --use-sharp --cuda-graph-impl local \
+  --cuda-graph-scope attn mlp --cuda-graph-modules attn --high-priority-stream-groups dp ep \
+  --use-persistent-ckpt-worker --async-strategy mcore --dist-ckpt-save-pre-mcore-014 --disable-gloo-process-groups \
+  --log-memory-interval 1000 --result-rejected-tracker-filename rejected.txt \
   >"$kWork/out" 2>"$kWork/err" || fail "Megatron's scheduling flags: $(cat "$kWork/err")"
 grep -q "^step      2/2 " "$kWork/out" || fail "Megatron's scheduling flags: $(cat "$kWork/out")"
 grep -q "gradients in 4 buckets" "$kWork/err" || fail "--ddp-num-buckets 4: $(grep model "$kWork/err")"
@@ -1486,7 +1489,11 @@ for refused in "--encoder-num-layers 4:trains decoder-only models: give --num-la
     "--sft:no SFT datasets" "--onnx-safe:not through PyTorch's ONNX exporter" "--lazy-mpu-init:its own tests" \
     "--test-mode:its own tests" "--adlr-autoresume-interval 1000:no ADLR autoresume" \
     "--config-logger-dir x:logs no module configs" "--run-workload-inspector-server:no workload inspector" \
-    "--disable-bf16-reduced-precision-matmul:split-K partial sums"; do
+    "--disable-bf16-reduced-precision-matmul:split-K partial sums" "--fp4-format e2m1:no FP4 training" \
+    "--te-precision-config-file te.cfg:no FP4 training" "--fp8-param-storage:no FP8 training" \
+    "--fine-grained-activation-offloading:nothing offloaded" "--offload-modules moe_act:nothing offloaded" \
+    "--mamba-num-heads 8:decoder-only GPT and Llama" "--use-fused-weighted-squared-relu:no mixture of experts" \
+    "--phase-transition-iterations 100:one blend for the whole run"; do
   expect_exit 2 "${refused%%[ :]*}: .*${refused#*:}" "$kTrain" "${common[@]}" --mock-data \
     ${refused%%:*}
 done
