@@ -628,7 +628,7 @@ int main(int argc, char** argv) {
            {"--ckpt-assume-constant-structure", parallel_checkpoint},
            {"--auto-detect-ckpt-format",
             "Megatron's: taken (what --load holds, a checkpoint, its shards or weights alone, is always found out)"},
-           {"--override-opt_param-scheduler",
+           {"--override-opt_param-scheduler,--override-opt-param-scheduler",
             "Megatron's: taken (the learning-rate schedule comes from the flags, not from --load, unless "
             "--use-checkpoint-opt_param-scheduler)"},
            {"--use-cpu-initialization",
@@ -657,7 +657,8 @@ int main(int argc, char** argv) {
            {"--scaled-upper-triang-masked-softmax-fusion", fusion}}) {
     taken_flag(flag, what);
   }
-  app.add_flag("--use-checkpoint-opt_param-scheduler,--use-checkpoint-lr-scheduler", o.use_checkpoint_schedule,
+  app.add_flag("--use-checkpoint-opt_param-scheduler,--use-checkpoint-opt-param-scheduler,--use-checkpoint-lr-scheduler",
+               o.use_checkpoint_schedule,
                "Megatron's (--use-checkpoint-lr-scheduler its older name): the learning-rate and weight-decay "
                "schedule of the checkpoint resumed, not the flags'")
       ->excludes("--override-opt_param-scheduler")->excludes("--override-lr-scheduler");
@@ -872,6 +873,13 @@ int main(int argc, char** argv) {
                      "Megatron's: full is --recompute-activations; selective is taken and recomputes nothing (fused "
                      "attention keeps no score matrix to recompute)")
           ->check(CLI::IsMember({"full", "selective"}));
+  std::vector<std::string> recompute_modules;
+  app.add_option("--recompute-modules", recompute_modules,
+                 "Megatron's, with --recompute-granularity selective: core_attn is taken as selective is; the "
+                 "others are taken and recomputed none of (mlp and layernorm keep their activations; the MoE and "
+                 "MLA modules are not in these models)")
+      ->check(CLI::IsMember({"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"}))
+      ->expected(1, -1)->needs(granularity);
   app.add_option("--recompute-method", recompute_method,
                  "Megatron's, with --recompute-granularity full: uniform (each layer from its input)")
       ->check(CLI::IsMember({"uniform", "block"}))->needs(granularity);
@@ -1281,6 +1289,15 @@ int main(int argc, char** argv) {
   if (ddp_num_buckets > 0) {  // Megatron's: the parameters / N in each (at least one)
     const int64_t per_bucket = std::max<int64_t>(srunway::trainer::ParameterCount(o.model) / ddp_num_buckets, 1);
     o.bucket_size_mb = static_cast<double>(per_bucket) * sizeof(float) / (1 << 20);
+  }
+  std::vector<std::string> kept;  // --recompute-modules' that this model has, and does not recompute
+  for (const std::string& module : recompute_modules) {
+    if (module == "mlp" || module == "layernorm") kept.push_back(module);
+  }
+  if (!kept.empty()) {
+    srunway::common::LogInfo("--recompute-modules {}: srunway-train recomputes no part of a layer alone, so their "
+                             "activations are kept (--recompute-activations recomputes whole layers)",
+                             fmt::join(kept, " "));
   }
   if (recompute_granularity == "full" || recompute) {
     const bool all_layers = recompute_method == "uniform" ? recompute_layers == 1 : recompute_layers >= o.model.n_layer;

@@ -55,6 +55,9 @@ constexpr std::string_view kNoAutoresume =
     "srunway-train has no ADLR autoresume (NVIDIA's internal scheduler): it saves and exits on Slurm's signals "
     "(SIGTERM, or SIGUSR1 from sbatch --signal) and after --exit-duration-in-mins, and a requeued job resumes from "
     "--save: leave it out";
+constexpr std::string_view kNoSft =
+    "srunway-train pretrains on token streams (Megatron's indexed datasets, llm.c shards); it has no SFT datasets of "
+    "conversations: leave it out";
 constexpr Refused kRefused[] = {
     {"--num-experts", kNoMoe},
     {"--moe-", kNoMoe},
@@ -102,8 +105,8 @@ constexpr Refused kRefused[] = {
     {"--vision-", kOtherModel},
     {"--kitchen-", kOtherModel},
     {"--vocab-extra-ids", kOtherModel},
-    {"--sft", "srunway-train pretrains on token streams (Megatron's indexed datasets, llm.c shards); it has no SFT "
-              "datasets of conversations: leave it out"},
+    {"--sft", kNoSft},
+    {"--sft-", kNoSft},
     {"--data-parallel-random-init",
      "srunway-train starts every rank from the same parameters, which data parallelism keeps the same: leave it out"},
     {"--batch-size", "Megatron's of before 2021, which Megatron refuses too: give --micro-batch-size"},

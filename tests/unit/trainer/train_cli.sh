@@ -1466,10 +1466,13 @@ PY
   --no-use-tokenizer-model-from-checkpoint-args --use-nccl-ub --use-sharp --cuda-graph-impl local \
   --cuda-graph-scope attn mlp --cuda-graph-modules attn --high-priority-stream-groups dp ep \
   --use-persistent-ckpt-worker --async-strategy mcore --dist-ckpt-save-pre-mcore-014 --disable-gloo-process-groups \
-  --log-memory-interval 1000 --result-rejected-tracker-filename rejected.txt \
+  --log-memory-interval 1000 --result-rejected-tracker-filename rejected.txt --override-opt-param-scheduler \
+  --recompute-granularity selective --recompute-modules core_attn moe mlp \
   >"$kWork/out" 2>"$kWork/err" || fail "Megatron's scheduling flags: $(cat "$kWork/err")"
 grep -q "^step      2/2 " "$kWork/out" || fail "Megatron's scheduling flags: $(cat "$kWork/out")"
 grep -q "gradients in 4 buckets" "$kWork/err" || fail "--ddp-num-buckets 4: $(grep model "$kWork/err")"
+grep -q "info: --recompute-modules mlp: srunway-train recomputes no part of a layer alone" "$kWork/err" ||
+  fail "--recompute-modules mlp: $(cat "$kWork/err")"
 expect_exit 2 "--ddp-bucket-size excludes --ddp-num-buckets" "$kTrain" "${common[@]}" --mock-data \
   --ddp-num-buckets 4 --ddp-bucket-size 1000
 expect_exit 2 "--num-distributed-optimizer-instances: Value 2 not in range 1 to 1" "$kTrain" "${common[@]}" \
@@ -1493,7 +1496,8 @@ for refused in "--encoder-num-layers 4:trains decoder-only models: give --num-la
     "--te-precision-config-file te.cfg:no FP4 training" "--fp8-param-storage:no FP8 training" \
     "--fine-grained-activation-offloading:nothing offloaded" "--offload-modules moe_act:nothing offloaded" \
     "--mamba-num-heads 8:decoder-only GPT and Llama" "--use-fused-weighted-squared-relu:no mixture of experts" \
-    "--phase-transition-iterations 100:one blend for the whole run"; do
+    "--phase-transition-iterations 100:one blend for the whole run" \
+    "--sft-tokenizer-prompt-format identity:no SFT datasets"; do
   expect_exit 2 "${refused%%[ :]*}: .*${refused#*:}" "$kTrain" "${common[@]}" --mock-data \
     ${refused%%:*}
 done
