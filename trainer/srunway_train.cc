@@ -903,9 +903,9 @@ int main(int argc, char** argv) {
                  "stop after a step that is a multiple of N, saving as on a signal, and exit 4 (Megatron's; 0: "
                  "never)")->capture_default_str()->check(srunway::common::NonNegative());
   app.add_flag("--decrease-batch-size-if-needed", o.decrease_batch_size,
-              "Megatron's: a --global-batch-size that is not a multiple of --micro-batch-size x the ranks (a job "
-              "requeued on fewer nodes) trains with the largest multiple below it, with a warning, instead of "
-              "ending (not with --rampup-batch-size)");
+               "Megatron's: a --global-batch-size that is not a multiple of --micro-batch-size x the ranks (a job "
+               "requeued on fewer nodes) trains with the largest multiple below it, with a warning, instead of "
+               "ending (not with --rampup-batch-size)");
   app.add_option("--iterations-to-skip", o.iterations_to_skip,
                  "Megatron's: pass over the samples of the step after N steps (so the step logged as N+1) for each "
                  "N given, untrained; the schedule does not count them (a loss spike's batches, from a checkpoint "
