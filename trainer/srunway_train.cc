@@ -333,7 +333,8 @@ int main(int argc, char** argv) {
   CLI::Option* ckpt_step =
       app.add_option("--ckpt-step", o.ckpt_step,
                      "Megatron's: load this step's checkpoint of --load's directory instead of the newest (with "
-                     "--pretrained-checkpoint, of that one's: the run's own in --load resume from their newest)")->check(CLI::NonNegativeNumber);
+                     "--pretrained-checkpoint, of that one's: the run's own in --load resume from their newest)")
+          ->check(CLI::NonNegativeNumber);
   app.add_flag("--exit-on-missing-checkpoint", o.exit_on_missing_checkpoint,
                "a --load that holds no checkpoint ends the run, exit 1, instead of training from scratch "
                "(Megatron's)")->needs(load);
@@ -657,8 +658,8 @@ int main(int argc, char** argv) {
            {"--scaled-upper-triang-masked-softmax-fusion", fusion}}) {
     taken_flag(flag, what);
   }
-  app.add_flag("--use-checkpoint-opt_param-scheduler,--use-checkpoint-opt-param-scheduler,--use-checkpoint-lr-scheduler",
-               o.use_checkpoint_schedule,
+  app.add_flag("--use-checkpoint-opt_param-scheduler,--use-checkpoint-opt-param-scheduler,"
+               "--use-checkpoint-lr-scheduler", o.use_checkpoint_schedule,
                "Megatron's (--use-checkpoint-lr-scheduler its older name): the learning-rate and weight-decay "
                "schedule of the checkpoint resumed, not the flags'")
       ->excludes("--override-opt_param-scheduler")->excludes("--override-lr-scheduler");
@@ -1292,7 +1293,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> kept;  // --recompute-modules' that this model has, and does not recompute
   for (const std::string& module : recompute_modules) {
-    if (module == "mlp" || module == "layernorm") kept.push_back(module);
+    if (recompute_granularity == "selective" && (module == "mlp" || module == "layernorm")) kept.push_back(module);
   }
   if (!kept.empty()) {
     srunway::common::LogInfo("--recompute-modules {}: srunway-train recomputes no part of a layer alone, so their "

@@ -248,8 +248,8 @@ common::StatusOr<SavedSettings> ReadSavedSettings(const common::Json& extra, int
     SRUNWAY_ASSIGN_OR_RETURN(saved.skipped_samples,
                              common::JsonFieldOr<int64_t>(extra, "skipped_train_samples", 0, where));
     if (saved.skipped_steps < 0 || saved.skipped_steps > step || saved.skipped_samples < 0) {
-      return common::InvalidArgument("{}: skipped_steps {} and skipped_train_samples {} are not in [0, the step {}] "
-                                     "and [0, ...)", where, saved.skipped_steps, saved.skipped_samples, step);
+      return common::InvalidArgument("{}: skipped_steps {} is not in [0, the step {}], or skipped_train_samples {} "
+                                     "is negative", where, saved.skipped_steps, step, saved.skipped_samples);
     }
     if (extra.contains("next_sample")) {
       SRUNWAY_ASSIGN_OR_RETURN(saved.next_sample, common::JsonField<std::string>(extra, "next_sample", where));
@@ -1998,7 +1998,6 @@ common::Status Trainer::FlipWeightBit() {
   return device_->Synchronize(device_->main_stream());
 }
 
-// Trains to --train-steps; an error is returned, every other ending is a result.
 void Trainer::SkipStep() {
   const int64_t global_batch = ramp_.At(consumed_);
   if (Leader()) {
@@ -2012,6 +2011,7 @@ void Trainer::SkipStep() {
   if (heartbeat_) heartbeat_->Beat(std::to_string(step_));
 }
 
+// Trains to --train-steps; an error is returned, every other ending is a result.
 common::StatusOr<TrainResult> Trainer::Loop() {
   const double flops_per_token = TrainingFlopsPerToken(o_.model, T_);
   const double megatron_flops_per_token = MegatronFlopsPerToken(o_.model, T_);
