@@ -703,7 +703,7 @@ common::StatusOr<CheckpointSummary> ReadCheckpointSummary(const std::filesystem:
   SRUNWAY_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
   SRUNWAY_ASSIGN_OR_RETURN(const std::vector<uint8_t> head, HeaderBytes(mapped->bytes()));
   SRUNWAY_ASSIGN_OR_RETURN(CheckpointHeader header, ReadCheckpointHeader(head, path.string()));
-  return CheckpointSummary{header.state.model, header.moments};
+  return CheckpointSummary{header.state.model, header.moments, header.state.extra};
 }
 
 common::StatusOr<TrainingState> LoadCheckpoint(const std::filesystem::path& where, const ModelConfig& expected,

@@ -114,11 +114,12 @@ common::StatusOr<std::vector<std::string>> PruneUnretained(const std::filesystem
 std::string LastCompleteCheckpoint(const std::filesystem::path& dir);
 
 // What a checkpoint holds (`path` as LoadCheckpoint takes it), from one file's header: the model config it was
-// saved with (--use-checkpoint-args) and whether it has AdamW's moments. NotFound when a directory has no
-// checkpoint yet.
+// saved with (--use-checkpoint-args), whether it has AdamW's moments, and the run's settings kept beside the state
+// (TrainingState::extra). NotFound when a directory has no checkpoint yet.
 struct CheckpointSummary {
   ModelConfig model;
   bool moments = true;
+  common::Json extra = common::Json::object();
 };
 common::StatusOr<CheckpointSummary> ReadCheckpointSummary(const std::filesystem::path& path);
 

@@ -482,6 +482,7 @@ class Trainer {
   // --iterations-to-skip's steps and their samples so far, which the schedules do not count (as Megatron's, whose
   // scheduler steps with the optimizer).
   int64_t skipped_steps_ = 0, skipped_samples_ = 0;
+  int64_t went_back_to_ = -1;  // --ckpt-step's step, kept in the checkpoints this run saves; -1: none
   double peak_flops_ = 0;
   // The floating-point operations trained so far by Megatron's count, the jobs this one resumed from included
   // (Megatron's num_floating_point_operations_so_far), and the count when this job started.
@@ -1223,18 +1224,37 @@ common::Status Trainer::InitOrLoad() {
     finetune = fresh_optimizer = false;
   } else if (o_.ckpt_step >= 0 && (pretrained || o_.pretrained_checkpoint.empty())) {
     // Megatron's --ckpt-step: that step's checkpoint of the directory instead of its newest. With
-    // --pretrained-checkpoint, of that one's: the run's own checkpoints in --load resume from their newest.
-    auto of_step = CheckpointOfStep(source, o_.ckpt_step);
-    chosen = of_step.status();
-    if (of_step.ok()) {
-      const auto newest = LatestStep(source);
-      if (Leader() && newest.ok() && *newest > o_.ckpt_step && SamePath(source, o_.save) && !o_.skip_train) {
-        common::LogWarn("--ckpt-step {}: {} holds checkpoints up to step {}; resuming from step {} as asked (a "
-                        "requeued job would go back to it again: take --ckpt-step out once this run has saved)",
-                        o_.ckpt_step, source.string(), *newest, o_.ckpt_step);
+    // --pretrained-checkpoint, of that one's: the run's own checkpoints in --load resume from their newest. And
+    // unlike Megatron, a requeued job that went back already resumes where it has got to since: the checkpoints
+    // of a run that went back to step N say so (went_back_to_step), and the newest saying N is resumed.
+    went_back_to_ = o_.ckpt_step;
+    const auto newest = LatestStep(source);
+    const auto summary = !pretrained && newest.ok() && *newest > o_.ckpt_step
+                             ? ReadCheckpointSummary(source)
+                             : common::StatusOr<CheckpointSummary>(common::NotFound("none"));
+    const bool since = summary.ok() && [&] {
+      const auto went_back = summary->extra.find("went_back_to_step");
+      return went_back != summary->extra.end() && went_back->is_number_integer() &&
+             went_back->get<int64_t>() == o_.ckpt_step;
+    }();
+    if (since) {
+      if (Leader()) {
+        common::LogInfo("--ckpt-step {}: {}'s newest checkpoint, step {}, is of this run after it went back to "
+                        "step {} (a requeued job): resuming it", o_.ckpt_step, source.string(), *newest,
+                        o_.ckpt_step);
       }
-      source = *of_step;
-      non_persistent.clear();
+    } else {
+      auto of_step = CheckpointOfStep(source, o_.ckpt_step);
+      chosen = of_step.status();
+      if (of_step.ok()) {
+        if (Leader() && newest.ok() && *newest > o_.ckpt_step && SamePath(source, o_.save) && !o_.skip_train) {
+          common::LogWarn("--ckpt-step {}: {} holds checkpoints up to step {}; going back to step {} as asked (this "
+                          "run's saves say so, and a requeued job resumes from them)", o_.ckpt_step,
+                          source.string(), *newest, o_.ckpt_step);
+        }
+        source = *of_step;
+        non_persistent.clear();
+      }
     }
   }
   // Megatron's non-persistent checkpoints: the newest of them is resumed from where it is as new as the newest in
@@ -1431,6 +1451,7 @@ common::Json Trainer::RunSettings() {
           {"rampup_batch_size", o_.rampup_batch_size}, {"train_samples", TrainSamples()},
           {"next_sample", NextSample()}, {"adam_steps", adam_steps_}, {"floating_point_operations", flops_},
           {"skipped_steps", skipped_steps_}, {"skipped_train_samples", skipped_samples_},
+          {"went_back_to_step", went_back_to_},
           {"opt_param_scheduler", ScheduleJson()}};
 }
 

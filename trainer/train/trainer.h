@@ -78,8 +78,8 @@ struct TrainOptions {
   // one instead, as --finetune --load would (a job's first run; its requeues resume --load's own).
   std::string pretrained_checkpoint;
   // Megatron's --ckpt-step: load this step's checkpoint of --load's directory instead of the newest (with
-  // --pretrained-checkpoint, of that one's: the run's own checkpoints in --load resume from their newest); -1: the
-  // newest.
+  // --pretrained-checkpoint, of that one's: the run's own checkpoints in --load resume from their newest), unless
+  // the newest is of a run that went back to this step already (a requeued job); -1: the newest.
   int64_t ckpt_step = -1;
   // Megatron's --no-load-optim without --finetune: resume the step, data position and schedule, with AdamW's moments
   // at zero and its bias correction counting from its first step again; --no-load-rng: not the random state.

@@ -412,18 +412,26 @@ diff <(losses "$kWork/tuned.jsonl") <(losses "$kWork/pretrained.jsonl") ||
   fail "--pretrained-checkpoint requeued: $(cat "$kWork/err")"
 grep -q "info: resumed from $kWork/pretrained at step 2" "$kWork/err" && ! grep -q "fine-tuning" "$kWork/err" ||
   fail "--pretrained-checkpoint requeued did not resume its own checkpoint: $(cat "$kWork/err")"
-# --ckpt-step resumes that step in full (the straight run's steps 11 and 12, cut there by --exit-interval: exit 4);
-# into the directory it rewinds, with a warning that a requeued job would rewind again.
+# --ckpt-step resumes that step in full (the straight run's steps 11 and 12, cut there by --exit-interval: exit 4),
+# with a warning where the directory holds later steps. Its saves say where it went back to, so the job requeued
+# with the same flags resumes its step 12 and trains on (the straight run's steps 13 to 20), not back to 10 again.
 cp -r "$kWork/ckpt" "$kWork/rewound"
+rewind=("${run[@]}" --load "$kWork/rewound" --save "$kWork/rewound" --ckpt-step 10 --exit-interval 12
+        --metrics-file "$kWork/rewound.jsonl")
 rc=0
-"${run[@]}" --load "$kWork/rewound" --save "$kWork/rewound" --ckpt-step 10 --exit-interval 12 \
-  --metrics-file "$kWork/rewound.jsonl" >/dev/null 2>"$kWork/err" || rc=$?
+"${rewind[@]}" >/dev/null 2>"$kWork/err" || rc=$?
 [[ $rc == 4 ]] || fail "--ckpt-step: exit $rc: $(cat "$kWork/err")"
-grep -q "warning: --ckpt-step 10: $kWork/rewound holds checkpoints up to step 20; resuming from step 10 as asked" \
+grep -q "warning: --ckpt-step 10: $kWork/rewound holds checkpoints up to step 20; going back to step 10 as asked" \
   "$kWork/err" && grep -q "info: resumed from $kWork/rewound/iter_0000010 at step 10" "$kWork/err" ||
   fail "--ckpt-step: $(cat "$kWork/err")"
 diff <(losses "$kWork/first.jsonl" | sed -n 11,12p) <(losses "$kWork/rewound.jsonl") ||
   fail "--ckpt-step 10 did not resume step 10's checkpoint"
+"${rewind[@]}" >/dev/null 2>"$kWork/err" || fail "--ckpt-step requeued: $(cat "$kWork/err")"
+grep -q "info: --ckpt-step 10: $kWork/rewound's newest checkpoint, step 12, is of this run after it went back to step 10 (a requeued job): resuming it" \
+  "$kWork/err" && grep -q "info: resumed from $kWork/rewound at step 12" "$kWork/err" ||
+  fail "--ckpt-step requeued: $(cat "$kWork/err")"
+diff <(losses "$kWork/first.jsonl" | sed -n 11,20p) <(losses "$kWork/rewound.jsonl") ||
+  fail "--ckpt-step requeued did not go on from its own step 12"
 expect_exit 1 "error: --ckpt-step 7: $kWork/ckpt holds no complete checkpoint of step 7 \(complete: step 10, 20\)" \
   "${run[@]}" --load "$kWork/ckpt" --ckpt-step 7
 expect_exit 2 "error: --ckpt-step 10: $kWork/ckpt/iter_0000020 is not a run's directory" \
