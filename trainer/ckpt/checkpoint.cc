@@ -280,7 +280,9 @@ common::StatusOr<std::vector<RemovedSave>> RemoveUnfinishedSaves(const std::file
 namespace {
 
 // Deletes the complete checkpoints in `dir` older than the one `latest` names that `drop(index, count, step)`
-// picks (index counts the `count` complete ones oldest first).
+// picks (index counts the `count` complete ones up to `latest`, oldest first). Those after `latest` (a run that
+// went back to an earlier step left them, until it saves those steps again) are neither deleted nor counted: they
+// are not this run's newest.
 template <typename Drop>
 common::StatusOr<std::vector<std::string>> DeleteOlder(const std::filesystem::path& dir, Drop drop) {
   std::vector<std::string> deleted;
@@ -288,6 +290,7 @@ common::StatusOr<std::vector<std::string>> DeleteOlder(const std::filesystem::pa
   if (!read.ok() && read.status().code() != common::StatusCode::kInvalidArgument) return deleted;  // none to keep
   SRUNWAY_ASSIGN_OR_RETURN(int64_t latest, std::move(read));
   SRUNWAY_ASSIGN_OR_RETURN(auto complete, CompleteCheckpoints(dir));
+  std::erase_if(complete, [latest](const auto& checkpoint) { return checkpoint.first > latest; });
   std::error_code ec;
   for (size_t i = 0; i < complete.size(); ++i) {
     const auto& [step, path] = complete[i];

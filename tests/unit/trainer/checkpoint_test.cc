@@ -713,6 +713,16 @@ TEST_F(ShardedCheckpointTest, ACheckpointOfAStepIsOnlyACompleteOne) {
   EXPECT_EQ(CheckpointOfStep(ShardDir(dir_, 5), 5).status().code(), common::StatusCode::kInvalidArgument);
 }
 
+// A run that went back to step 5 (--ckpt-step) saves 6 and 7 beside the 10, 15 and 20 of the run before it:
+// --keep-checkpoints 2 keeps its own two newest, and leaves the later ones (above latest) alone, uncounted.
+TEST_F(ShardedCheckpointTest, PruningAfterGoingBackCountsThisRunsCheckpoints) {
+  for (int64_t step : {5, 10, 15, 20, 6, 7}) WriteAll(step);
+  auto deleted = PruneCheckpoints(dir_, 2);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  EXPECT_EQ(*deleted, std::vector<std::string>{ShardDir(dir_, 5).string()});
+  for (int64_t step : {6, 7, 10, 15, 20}) EXPECT_TRUE(fs::exists(ShardDir(dir_, step) / "manifest.json")) << step;
+}
+
 TEST_F(ShardedCheckpointTest, PruningKeepsTheNewestCompleteCheckpoints) {
   for (int64_t step : {5, 10, 15, 20}) WriteAll(step);
   auto deleted = PruneCheckpoints(dir_, 2);
