@@ -1251,9 +1251,8 @@ int main(int argc, char** argv) {
     return srunway::trainer::kExitUsage;
   }
   if (checkpoint_args) {
-    // The checkpoint the run starts from (see Trainer::InitOrLoad).
-    const std::string from = o.pretrained_checkpoint.empty() || srunway::trainer::HoldsCheckpoint(o.load)
-                                 ? o.load : o.pretrained_checkpoint;
+    // The checkpoint the run starts from.
+    const std::string from = srunway::trainer::StartsFromPretrained(o) ? o.pretrained_checkpoint : o.load;
     const auto weights = srunway::trainer::WeightsFile(from);
     auto saved = [&]() -> srunway::common::StatusOr<srunway::trainer::ModelConfig> {
       if (weights) return srunway::trainer::WeightsModel(*weights);

@@ -1202,8 +1202,7 @@ common::Status Trainer::InitOrLoad() {
   bool finetune = o_.finetune, fresh_optimizer = o_.no_load_optim && !o_.finetune;
   // Megatron's --pretrained-checkpoint: where --load has nothing to resume (a job's first run), fine-tune from it.
   const char* finetune_flag = "--finetune";
-  const bool pretrained = !o_.pretrained_checkpoint.empty() && !HoldsCheckpoint(o_.load) &&
-                          (non_persistent.empty() || !HasCheckpoint(non_persistent));
+  const bool pretrained = StartsFromPretrained(o_);
   if (pretrained) {
     if (Leader() && !o_.load.empty()) {
       common::LogInfo("--load {} holds no checkpoint yet: fine-tuning from --pretrained-checkpoint {}", o_.load,
@@ -2417,6 +2416,11 @@ std::variant<TrainResult, TrainError> Trainer::Run() {
 }
 
 }  // namespace
+
+bool StartsFromPretrained(const TrainOptions& o) {
+  return !o.pretrained_checkpoint.empty() && !HoldsCheckpoint(o.load) &&
+         (o.non_persistent_load_dir.empty() || !HasCheckpoint(o.non_persistent_load_dir));
+}
 
 std::variant<TrainResult, TrainError> Train(const TrainOptions& options, const volatile std::sig_atomic_t* stop_signal,
                                             const GpuOpsFactory& gpu_ops) {

@@ -207,6 +207,10 @@ struct TrainOptions {
   std::vector<int> profile_ranks;
 };
 
+// Megatron's --pretrained-checkpoint: whether the run starts from it, --load (and its non-persistent checkpoints)
+// holding nothing to resume.
+bool StartsFromPretrained(const TrainOptions& o);
+
 // How a training run ended (errors are returned as a Status instead).
 struct TrainResult {
   enum class Ending { kFinished, kSignalled, kTimeLimit, kExitInterval, kDiverged, kReplicasDiffer };
