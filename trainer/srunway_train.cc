@@ -552,6 +552,10 @@ int main(int argc, char** argv) {
   app.add_flag("--grad-reduce-in-bf16", o.grad_reduce_bf16,
                "Megatron's: the data-parallel reduction sums the gradients in bf16 (half the bytes); they are "
                "accumulated over micro-batches in fp32 as ever");
+  app.add_flag("--disable-bf16-reduced-precision-matmul", o.fp32_split_k_sums,
+               "Megatron's: the GEMMs that write bf16 add split-K partial sums in fp32 only (cuBLASLt's reduction "
+               "schemes), not in bf16 (PyTorch's allow_bf16_reduced_precision_reduction = False); the CPU path sums "
+               "in fp32 throughout");
   app.add_flag("--deterministic-mode", o.deterministic_mode,
                "Megatron's: the same bits on every run, which the CPU path gives; refused on GPUs (their backward "
                "adds with atomics)");

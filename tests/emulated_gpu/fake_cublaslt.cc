@@ -14,7 +14,10 @@
 // i-th of them take four times as long and 10 ms more per call, for the tuning of matmul.cc to avoid; with
 // FAKE_CUBLASLT_DISTINCT_ALGORITHMS=1 algorithm i's products are (1 + i 2^-20) times the first's, standing in for
 // the last bits by which real algorithms (another split of k) differ; a call with an algorithm the heuristic never
-// offered fails. cublasLtGetVersion says 130100.
+// offered fails. With FAKE_CUBLASLT_SPLIT_K=1 every algorithm of a product that writes bf16 splits k in two and
+// adds the halves' results as bf16 holds them (CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE: their last bits lost), unless
+// the preference's REDUCTION_SCHEME_MASK leaves out OUTPUT_TYPE and INPLACE, when they sum in fp32 as without the
+// split. cublasLtGetVersion says 130100.
 #include <cblas.h>
 #include <cublasLt.h>
 
@@ -47,8 +50,11 @@ struct Layout {
   int64_t ld;
 };
 
+struct Preference {
+  uint32_t reduction_schemes = CUBLASLT_REDUCTION_SCHEME_MASK;
+};
+
 int g_handle = 0;
-int g_preference = 0;
 
 float Read(const void* p, cudaDataType_t type, size_t i) {
   return type == CUDA_R_32F ? static_cast<const float*>(p)[i]
@@ -82,8 +88,10 @@ bool NeedsBias(cublasLtEpilogue_t e) {
   return AddsBias(e) || e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADB;
 }
 
-// The heuristic's algorithms carry their index after this tag, so that a call with anything else is caught.
+// The heuristic's algorithms carry their index after this tag, so that a call with anything else is caught; and
+// in their second word whether they add split-K results in bf16.
 constexpr uint64_t kAlgorithmTag = 0x5eed0000;
+constexpr uint64_t kBf16SplitK = 0xb16;
 
 int Algorithms() {
   const char* count = std::getenv("FAKE_CUBLASLT_ALGORITHMS");
@@ -177,14 +185,23 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(&g_preference);
+  *pref = reinterpret_cast<cublasLtMatmulPreference_t>(new Preference);
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+  delete reinterpret_cast<Preference*>(pref);
+  return CUBLAS_STATUS_SUCCESS;
+}
 
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
-                                                    const void*, size_t) {
+// The reduction schemes are kept; the rest (workspace, alignments) is taken and changes nothing here.
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t opaque,
+                                                    cublasLtMatmulPreferenceAttributes_t attribute, const void* buf,
+                                                    size_t size) {
+  if (attribute != CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK) return CUBLAS_STATUS_SUCCESS;
+  auto* pref = reinterpret_cast<Preference*>(opaque);
+  if (size != sizeof pref->reduction_schemes) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(&pref->reduction_schemes, buf, size);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -192,10 +209,16 @@ size_t cublasLtGetVersion() { return 130100; }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t opaque,
                                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-                                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-                                              cublasLtMatmulPreference_t, int requested,
+                                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t d_opaque,
+                                              cublasLtMatmulPreference_t pref_opaque, int requested,
                                               cublasLtMatmulHeuristicResult_t* results, int* found) {
   const auto* desc = reinterpret_cast<const Desc*>(opaque);
+  const auto& pref = *reinterpret_cast<const Preference*>(pref_opaque);
+  const char* split_k = std::getenv("FAKE_CUBLASLT_SPLIT_K");
+  const bool bf16_sums = split_k != nullptr && std::strcmp(split_k, "1") == 0 &&
+                         reinterpret_cast<const Layout*>(d_opaque)->type == CUDA_R_16BF &&
+                         (pref.reduction_schemes & (CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE |
+                                                    CUBLASLT_REDUCTION_SCHEME_INPLACE)) != 0;
   if (NeedsAux(desc->epilogue) && (desc->aux == nullptr || desc->aux_ld % 8 != 0)) return CUBLAS_STATUS_INVALID_VALUE;
   if (NeedsBias(desc->epilogue) && desc->bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   if (Declined(desc->epilogue, desc->bias_type)) return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -203,6 +226,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   for (int i = 0; i < *found; ++i) {
     std::memset(&results[i], 0, sizeof(results[i]));
     results[i].algo.data[0] = kAlgorithmTag + static_cast<uint64_t>(i);
+    results[i].algo.data[1] = bf16_sums ? kBf16SplitK : 0;
     results[i].state = CUBLAS_STATUS_SUCCESS;
     results[i].wavesCount = 1.0f;
   }
@@ -214,9 +238,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
                               const void* beta, const void* c, cublasLtMatrixLayout_t c_opaque, void* d,
                               cublasLtMatrixLayout_t d_opaque, const cublasLtMatmulAlgo_t* algo, void*, size_t,
                               cudaStream_t) {
-  bool slow = false;
+  bool slow = false, bf16_sums = false;
   float scale = 1.0f;
   if (algo != nullptr) {
+    bf16_sums = algo->data[1] == kBf16SplitK;
     const uint64_t index = algo->data[0] - kAlgorithmTag;
     if (index >= static_cast<uint64_t>(Algorithms())) return CUBLAS_STATUS_INVALID_VALUE;
     slow = Listed(std::getenv("FAKE_CUBLASLT_SLOW_ALGORITHM"), std::to_string(index));
@@ -268,11 +293,24 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t opaque, con
   }
   // sums[j][i] = cols[j] . rows[i]: the fp32 products summed by OpenBLAS (summed one term at a time here, they
   // were a seventh of an emulated training run).
+  // Split (bf16_sums, k >= 2): each half's sums into `sums` and `half_sums`, then added as bf16 holds them.
+  thread_local std::vector<float> kept_half_sums;
+  const bool split = bf16_sums && ld.type == CUDA_R_16BF && k >= 2;
+  const uint64_t first = split ? k / 2 : k;
   if (m > 0 && n > 0) {
     const auto lead = static_cast<blasint>(std::max<uint64_t>(k, 1));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(m),
-                static_cast<blasint>(k), 1.0f, cols.data(), lead, rows.data(), lead, 0.0f, sums.data(),
-                static_cast<blasint>(m));
+    auto product = [&](uint64_t from, uint64_t count, float* out) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n), static_cast<blasint>(m),
+                  static_cast<blasint>(count), 1.0f, cols.data() + from, lead, rows.data() + from, lead, 0.0f, out,
+                  static_cast<blasint>(m));
+    };
+    product(0, first, sums.data());
+    if (split) {
+      kept_half_sums.resize(n * m);
+      product(first, k - first, kept_half_sums.data());
+      auto bf16 = [](float x) { return srunway::common::BFloat16ToFloat(srunway::common::FloatToBFloat16(x)); };
+      for (size_t i = 0; i < sums.size(); ++i) sums[i] = bf16(sums[i]) + bf16(kept_half_sums[i]);
+    }
   }
   const auto bias_type = desc.bias_type == -1 ? ld.type : static_cast<cudaDataType_t>(desc.bias_type);
   if (bias_type != ld.type && bias_type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;

@@ -706,6 +706,66 @@ void MatmulChoices(Gpu& gpu, cuda::Matmul& blas) {
   if (!ok) ++g_failures;
 }
 
+// --disable-bf16-reduced-precision-matmul (Matmul::set_fp32_split_k_sums): a long product (k 4096, where cuBLASLt
+// may split k) whose bf16 outputs, the forward's and dinp's, then round once, from fp32 sums: within 2^-8 of
+// OpenBLAS's, atol 1e-4 (the fp32 sums' order). The default Matmul's are printed beside; on the emulated GPU told to
+// add split-K halves in bf16 (FAKE_CUBLASLT_SPLIT_K=1) they must leave that bound, or the check above proves nothing.
+// Choices made one way are refused by a Matmul of the other (FailedPrecondition: timed anew).
+void MatmulSplitKSums(Gpu& gpu) {
+  constexpr int N = 64, C = 4096, OC = 128;
+  const auto x = Rounded(Random(static_cast<size_t>(N) * C)), w = Rounded(Random(static_cast<size_t>(OC) * C, 0.05f));
+  const auto dout = Rounded(Random(static_cast<size_t>(N) * OC));
+  std::vector<float> out(static_cast<size_t>(N) * OC), dx(static_cast<size_t>(N) * C), dw(static_cast<size_t>(OC) * C);
+  cpu::MatmulForward(out.data(), x.data(), w.data(), nullptr, N, C, OC);
+  cpu::MatmulBackward(dx.data(), dw.data(), nullptr, dout.data(), x.data(), w.data(), N, C, OC);
+  Buffer gx = gpu.Bf16(x), gw = gpu.Bf16(w), gdout = gpu.Bf16(dout);
+  // How many of a Matmul's forward and dinp elements are outside one rounding of OpenBLAS's (Compare's bound).
+  auto outside = [](const std::vector<float>& got, const std::vector<float>& want) {
+    size_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i) bad += std::fabs(got[i] - want[i]) > 1e-4f + std::fabs(want[i]) / 256;
+    return bad;
+  };
+  std::vector<srunway::common::Json> choices;
+  size_t default_outside = 0;
+  for (bool fp32 : {true, false}) {
+    auto blas = cuda::Matmul::Open(gpu.device());
+    gpu.Check(blas.status(), "cuBLASLt");
+    (*blas)->set_fp32_split_k_sums(fp32);
+    Buffer gout = gpu.Bf16(std::vector<float>(out.size())), gdx = gpu.Bf16(std::vector<float>(dx.size()));
+    gpu.Check((*blas)->Forward(gout.as<uint16_t>(), gx.as<uint16_t>(), gw.as<uint16_t>(), nullptr, N, C, OC,
+                               gpu.stream()), "Matmul::Forward");
+    gpu.Check((*blas)->Backward(gdx.as<uint16_t>(), nullptr, nullptr, gdout.as<uint16_t>(), gx.as<uint16_t>(),
+                                gw.as<uint16_t>(), N, C, OC, gpu.stream()),
+              "Matmul::Backward");
+    if (fp32) {
+      Compare("matmul split-K sums fp32, forward", gpu.Read(gout), out, 1.0f / 256, 1e-4f);
+      Compare("matmul split-K sums fp32, dinp", gpu.Read(gdx), dx, 1.0f / 256, 1e-4f);
+    } else {
+      default_outside = outside(gpu.Read(gout), out) + outside(gpu.Read(gdx), dx);
+    }
+    choices.push_back((*blas)->Choices());
+    if (!fp32 && choices[0].is_object() && choices[1].is_object()) {
+      const bool marked = choices[0].value("split_k_sums", "") == "fp32" && !choices[1].contains("split_k_sums");
+      const bool refused = (*blas)->KeepChoices(choices[0]).code() == srunway::common::StatusCode::kFailedPrecondition;
+      (*blas)->set_fp32_split_k_sums(true);
+      const bool refused_back =
+          (*blas)->KeepChoices(choices[1]).code() == srunway::common::StatusCode::kFailedPrecondition;
+      const bool taken = (*blas)->KeepChoices(choices[0]).ok();
+      const bool ok = marked && refused && refused_back && taken;
+      std::printf("  %-34s %s  marked %d, refused by the default %d and by fp32 %d, taken by fp32 %d\n",
+                  "matmul split-K choices", ok ? "ok  " : "FAIL", marked, refused, refused_back, taken);
+      if (!ok) ++g_failures;
+    }
+  }
+  const char* split_k = std::getenv("FAKE_CUBLASLT_SPLIT_K");
+  const bool must_differ = split_k != nullptr && std::string_view(split_k) == "1";
+  const bool ok = !must_differ || default_outside > 0;
+  std::printf("  %-34s %s  %zu of %zu outside one rounding with bf16 split-K sums allowed%s\n",
+              "matmul split-K sums default", ok ? "ok  " : "FAIL", default_outside, out.size() + dx.size(),
+              must_differ ? " (the stand-in adds halves in bf16: must be some)" : "");
+  if (!ok) ++g_failures;
+}
+
 // Two steps of optim/adamw.cc's AdamW over gpt-tiny's parameters, tensor by tensor on the GPU (decay on matrices
 // and embeddings, not on norms and biases); the gradients scaled by 0.5 as clipping would.
 void AdamW(Gpu& gpu) {
@@ -812,11 +872,11 @@ void AdamWAlignments(Gpu& gpu) {
 // ones when none is named; cudnn: cuDNN's fused attention, which must load and have an engine for every shape;
 // cudnn-gpt2: also at GPT-2's heads and length, a minute and a half on the emulated GPU's host engine).
 int main(int argc, char** argv) {
-  const std::set<std::string> known = {"kernels", "attention", "cudnn", "cudnn-gpt2", "matmul"};
+  const std::set<std::string> known = {"kernels", "attention", "cudnn", "cudnn-gpt2", "matmul", "split-k"};
   const std::set<std::string> groups(argv + 1, argv + argc);
   for (const std::string& group : groups) {
     if (!known.contains(group)) {
-      std::fprintf(stderr, "cuda_ops: unknown group '%s' (kernels, attention, cudnn, cudnn-gpt2, matmul)\n",
+      std::fprintf(stderr, "cuda_ops: unknown group '%s' (kernels, attention, cudnn, cudnn-gpt2, matmul, split-k)\n",
                    group.c_str());
       return 2;
     }
@@ -933,6 +993,7 @@ int main(int argc, char** argv) {
       MatmulChoices(gpu, **blas);
     }
   }
+  if (wanted("split-k")) MatmulSplitKSums(gpu);
   std::printf("cuda_ops: %s\n", g_failures == 0 ? "every operation matches its CPU twin" : "MISMATCHES above");
   return g_failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

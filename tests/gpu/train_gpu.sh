@@ -164,6 +164,31 @@ SRUNWAY_GEMM_TUNE=0 "${run[@]}" --train-steps 4 --metrics-file "$work/heuristic.
   fail "SRUNWAY_GEMM_TUNE=0: the start-up line says the GEMMs are timed: $(grep 'GPU operations' "$work/heuristic.err")"
 heuristic=$(same_losses "$work/heuristic.jsonl" 1e-2) || fail "SRUNWAY_GEMM_TUNE=0 changed the losses: $heuristic"
 echo "the heuristic's GEMM algorithms: $heuristic"
+# --disable-bf16-reduced-precision-matmul: said on the start-up line, the losses within 1e-2 of the run above's. On
+# the emulated GPU, whose stand-in cuBLASLt is told to add split-K halves in bf16 (FAKE_CUBLASLT_SPLIT_K=1) unless
+# the reduction schemes asked for forbid it: with the flag the run above's losses exactly, without it others. The
+# checkpoint's GEMM choices, made without the flag, are timed anew with it (another list of candidates).
+fp32_sums() {
+  "$@" --train-steps 4 --metrics-file "$work/fp32-sums.jsonl" >/dev/null 2>"$work/fp32-sums.err" ||
+    fail "--disable-bf16-reduced-precision-matmul: $(cat "$work/fp32-sums.err")"
+}
+fp32_sums "${run[@]}" --disable-bf16-reduced-precision-matmul
+grep -q "GPU operations: .*, split-K sums in fp32" "$work/fp32-sums.err" ||
+  fail "--disable-bf16-reduced-precision-matmul: $(grep 'GPU operations' "$work/fp32-sums.err")"
+if [[ -n ${SRUNWAY_FAKE_CUDNN:-} ]]; then
+  fp32_sums env FAKE_CUBLASLT_SPLIT_K=1 "${run[@]}" --disable-bf16-reduced-precision-matmul
+  split=$(same_losses "$work/fp32-sums.jsonl" 0) || fail "fp32 split-K sums changed the losses: $split"
+  fp32_sums env FAKE_CUBLASLT_SPLIT_K=1 "${run[@]}"
+  ! split=$(same_losses "$work/fp32-sums.jsonl" 0) || fail "bf16 split-K sums did not change the losses: $split"
+  echo "bf16 split-K sums on the stand-in: $split"
+else
+  split=$(same_losses "$work/fp32-sums.jsonl" 1e-2) || fail "fp32 split-K sums changed the losses: $split"
+  echo "fp32 split-K sums: $split"
+fi
+"${run[@]}" --disable-bf16-reduced-precision-matmul --load "$work/ckpt/iter_0000010" --train-steps 11 >/dev/null \
+  2>"$work/fp32-sums-load.err" || fail "--disable-bf16-reduced-precision-matmul --load: $(cat "$work/fp32-sums-load.err")"
+grep -q "split-K sums allowed in bf16, this run has them kept fp32 .*: timing them anew" "$work/fp32-sums-load.err" ||
+  fail "a checkpoint's GEMM choices made with bf16 split-K sums were taken: $(cat "$work/fp32-sums-load.err")"
 # The resumed run takes the checkpoint's choices (a rank that could not would say it times them anew).
 SRUNWAY_LOG=debug "${run[@]}" --load "$work/ckpt/iter_0000010" --metrics-file "$work/resumed.jsonl" >/dev/null \
   2>"$work/load.err" || fail "load: $(cat "$work/load.err")"

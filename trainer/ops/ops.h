@@ -43,6 +43,9 @@ class Ops {
   // library (and are not taken), DataLoss when malformed.
   virtual common::Json TimedChoices() const { return nullptr; }
   virtual common::Status KeepTimedChoices(const common::Json& /*choices*/) { return common::Status::Ok(); }
+  // Megatron's --disable-bf16-reduced-precision-matmul: the GEMMs that write bf16 add split-K partial sums in fp32
+  // only; false where that changes nothing (the host computes in fp32 throughout). Before the first product.
+  virtual bool KeepSplitKSumsFp32() { return false; }
 
   // `docs` (ops/cpu/ops.h's Documents: several documents in a sequence) in device memory, as the tokens are.
   virtual void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,

@@ -158,9 +158,6 @@ constexpr Refused kRefused[] = {
     {"--run-workload-inspector-server",
      "srunway-train runs no workload inspector server: --profile (Megatron's) marks steps for nsys, and "
      "--timing-log-level prints each phase's time: leave it out"},
-    {"--disable-bf16-reduced-precision-matmul",
-     "srunway-train's GEMMs take cuBLASLt's choice of how split-K partial sums are reduced, as PyTorch's default, "
-     "and have no switch for it: leave it out"},
     {"--straggler-ctrlr-port",
      "srunway-train has no port to switch the straggler watch on and off while it runs: it watches from the start, "
      "or not at all with --disable-straggler-on-startup: leave it out"},

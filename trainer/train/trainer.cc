@@ -593,6 +593,9 @@ common::Status Trainer::OpenDevice() {
   if (Leader() && o_.bf16 && device_->kind() == DeviceKind::kCpu) {
     common::LogInfo("--bf16: the CPU path computes in fp32 (bf16 is the GPU path's)");
   }
+  if (o_.fp32_split_k_sums && !ops_->KeepSplitKSumsFp32() && Leader()) {
+    common::LogInfo("--disable-bf16-reduced-precision-matmul: the CPU path sums in fp32 throughout");
+  }
   return common::Status::Ok();
 }
 

@@ -180,6 +180,9 @@ struct TrainOptions {
   bool distributed_optimizer = false;  // ZeRO-1: optimizer state sharded over the data-parallel ranks
   bool recompute_activations = false;  // Megatron's full recomputation: each layer's forward again in the backward
   bool bf16 = false;  // Megatron's --bf16: what a GPU run does; on CPUs a line says they compute in fp32
+  // Megatron's --disable-bf16-reduced-precision-matmul: on GPUs the GEMMs that write bf16 add split-K partial sums
+  // in fp32 only (Ops::KeepSplitKSumsFp32); on CPUs, which compute in fp32, a line says it changes nothing.
+  bool fp32_split_k_sums = false;
   // Megatron's --deterministic-mode: the same bits on every run. The CPU path gives them anyway; the GPU path,
   // whose backward adds with atomics in an order that changes from run to run, refuses it.
   bool deterministic_mode = false;

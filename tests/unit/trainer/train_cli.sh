@@ -1357,11 +1357,14 @@ grep -q '^step' "$kWork/out" && fail "a run whose tokenizer does not fit the mod
   --override-opt_param-scheduler --use-cpu-initialization --no-barrier-with-level-1-timing --mmap-bin-files \
   --num-dataset-builder-threads 4 --empty-unused-memory-level 0 --main-grads-dtype fp32 --main-params-dtype fp32 \
   --exp-avg-dtype fp32 --exp-avg-sq-dtype fp32 --no-log-loss-scale-to-tensorboard --log-straggler \
-  --tp-comm-overlap --deterministic-mode --tiktoken-pattern v2 >"$kWork/out" 2>"$kWork/err" ||
+  --tp-comm-overlap --deterministic-mode --tiktoken-pattern v2 --disable-bf16-reduced-precision-matmul \
+  >"$kWork/out" 2>"$kWork/err" ||
   fail "Megatron's flags with the values srunway-train takes: $(cat "$kWork/err")"
 grep -q '^step      2/2 | .* tok/s | [0-9.e+-]* TFLOP/s per GPU | MFU' "$kWork/out" ||
   fail "Megatron's flags: no step line with --log-throughput's TFLOP/s: $(cat "$kWork/out")"
 grep -q "info: --bf16: the CPU path computes in fp32" "$kWork/err" || fail "no --bf16 line on the CPU: $(cat "$kWork/err")"
+grep -q "info: --disable-bf16-reduced-precision-matmul: the CPU path sums in fp32 throughout" "$kWork/err" ||
+  fail "no --disable-bf16-reduced-precision-matmul line on the CPU: $(cat "$kWork/err")"
 # Megatron's flags of 2020-2022, as its published scripts of then give them: the older names of flags above
 # (--checkpoint-activations is --recompute-activations, --model-parallel-size --tensor-model-parallel-size,
 # --use-checkpoint-lr-scheduler and --override-lr-scheduler the opt_param-scheduler ones) and choices among
@@ -1500,7 +1503,7 @@ for refused in "--encoder-num-layers 4:trains decoder-only models: give --num-la
     "--sft:no SFT datasets" "--onnx-safe:not through PyTorch's ONNX exporter" "--lazy-mpu-init:its own tests" \
     "--test-mode:its own tests" "--adlr-autoresume-interval 1000:no ADLR autoresume" \
     "--config-logger-dir x:logs no module configs" "--run-workload-inspector-server:no workload inspector" \
-    "--disable-bf16-reduced-precision-matmul:split-K partial sums" "--fp4-format e2m1:no FP4 training" \
+    "--fp4-format e2m1:no FP4 training" \
     "--te-precision-config-file te.cfg:no FP4 training" "--fp8-param-storage:no FP8 training" \
     "--fine-grained-activation-offloading:nothing offloaded" "--offload-modules moe_act:nothing offloaded" \
     "--mamba-num-heads 8:decoder-only GPT and Llama" "--use-fused-weighted-squared-relu:no mixture of experts" \

@@ -46,8 +46,9 @@ class CudaOps : public Ops {
         !gelu ? "" : matmul_->epilogues() ? "GELU and bias gradients in cuBLASLt's epilogues, "
                                           : "GELU and bias gradients by its own kernels, ";
     return fmt::format(
-        "attention on {}, {}cuBLASLt from {}{}{}", attention, epilogues, matmul_->library_path(),
+        "attention on {}, {}cuBLASLt from {}{}{}{}", attention, epilogues, matmul_->library_path(),
         matmul_->tuning() ? " (each product's algorithm the fastest of its first candidates, timed)" : "",
+        matmul_->fp32_split_k_sums() ? ", split-K sums in fp32" : "",
         no_cudnn_.empty() ? "" : "; no cuDNN attention: " + no_cudnn_);
   }
   Status CheckHeadSize(int head_dim) const override {
@@ -60,6 +61,10 @@ class CudaOps : public Ops {
   Status TakeError() override { return std::exchange(error_, Status::Ok()); }
   common::Json TimedChoices() const override { return matmul_->Choices(); }
   Status KeepTimedChoices(const common::Json& choices) override { return matmul_->KeepChoices(choices); }
+  bool KeepSplitKSumsFp32() override {
+    matmul_->set_fp32_split_k_sums(true);
+    return true;
+  }
 
   void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T, int C,
                         const Documents& docs) override {

@@ -22,6 +22,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -204,13 +205,29 @@ std::string Matmul::GpuName() const {
 
 size_t Matmul::LibraryVersion() const { return api_->version(); }
 
+void Matmul::set_fp32_split_k_sums(bool on) {
+  if (on == fp32_split_k_sums_) return;
+  fp32_split_k_sums_ = on;
+  for (auto& [key, plan] : api_->plans) api_->Destroy(plan);
+  api_->plans.clear();
+}
+
+namespace {
+
+// Choices' name for fp32_split_k_sums().
+constexpr const char* kSplitKSums = "split_k_sums";
+
+}  // namespace
+
 common::Json Matmul::Choices() const {
   common::Json products = common::Json::object();
   for (const auto& [key, plan] : api_->plans) {
     if (plan.status.ok() && plan.chosen >= 0) products[KeyText(key)] = {plan.chosen, plan.candidates};
   }
   if (products.empty()) return nullptr;
-  return {{"gpu", GpuName()}, {"cublaslt", LibraryVersion()}, {"products", std::move(products)}};
+  common::Json choices = {{"gpu", GpuName()}, {"cublaslt", LibraryVersion()}, {"products", std::move(products)}};
+  if (fp32_split_k_sums_) choices[kSplitKSums] = "fp32";
+  return choices;
 }
 
 Status Matmul::KeepChoices(const common::Json& choices) {
@@ -237,6 +254,16 @@ Status Matmul::KeepChoices(const common::Json& choices) {
   if (*gpu != GpuName() || *version != LibraryVersion()) {
     return common::FailedPrecondition("{} were made on {} with cuBLASLt {}, this is {} with cuBLASLt {}", kWhat, *gpu,
                                       *version, GpuName(), LibraryVersion());
+  }
+  const auto sums = choices.find(kSplitKSums);
+  if (sums != choices.end() && *sums != "fp32") {
+    return common::DataLoss("{}: {} is {}, not \"fp32\"", kWhat, kSplitKSums, sums->dump());
+  }
+  if ((sums != choices.end()) != fp32_split_k_sums_) {
+    constexpr std::string_view kFp32 = "kept fp32 (--disable-bf16-reduced-precision-matmul)";
+    constexpr std::string_view kBf16 = "allowed in bf16";
+    return common::FailedPrecondition("{} were made with split-K sums {}, this run has them {}", kWhat,
+                                      fp32_split_k_sums_ ? kBf16 : kFp32, fp32_split_k_sums_ ? kFp32 : kBf16);
   }
   kept_ = std::move(kept);
   return Status::Ok();
@@ -296,6 +323,13 @@ Status Matmul::MakePlan(Plan& plan, const std::string& key, const Gemm& gemm, co
     const uint32_t bytes = Alignment(pointer);
     SRUNWAY_RETURN_IF_ERROR(api.Check(api.pref_set(pref, attribute, &bytes, sizeof bytes),
                                       "cublasLtMatmulPreferenceSetAttribute(alignment)"));
+  }
+  if (fp32_split_k_sums_ && gemm.d_type == CUDA_R_16BF) {
+    // Unsplit, or partial sums added in the compute type (fp32); not in D's bf16 (OUTPUT_TYPE, INPLACE).
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    SRUNWAY_RETURN_IF_ERROR(api.Check(api.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                   sizeof schemes),
+                                      "cublasLtMatmulPreferenceSetAttribute(REDUCTION_SCHEME_MASK)"));
   }
   std::array<cublasLtMatmulHeuristicResult_t, kTunedCandidates> results{};
   int found = 0;

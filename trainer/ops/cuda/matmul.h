@@ -84,18 +84,24 @@ class Matmul {
   static constexpr int kTunedCandidates = 8;
   bool tuning() const { return tuning_; }
   void set_tuning(bool on) { tuning_ = on; }
+  // Whether the products that write bf16 (the forward's and dinp's) may sum split-K partial results in bf16
+  // (cuBLASLt's default, as PyTorch's), or only in fp32 (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) or unsplit: Megatron's
+  // --disable-bf16-reduced-precision-matmul, PyTorch's allow_bf16_reduced_precision_reduction = False. The weight
+  // gradients write fp32, whose split-K sums are fp32 either way. Changing it drops the plans made so far.
+  bool fp32_split_k_sums() const { return fp32_split_k_sums_; }
+  void set_fp32_split_k_sums(bool on);
   // Of the products timed (those with more than one candidate), how many, and how many kept another algorithm
   // than the heuristic's first.
   int64_t tuned_products() const { return tuned_products_; }
   int64_t tuned_changes() const { return tuned_changes_; }
   // The choices of the products with more than one candidate, timed or kept, for a checkpoint: {"gpu": the GPU's
-  // name, "cublaslt": cuBLASLt's version, "products": {product: [the candidate chosen, of how many]}}; null when
-  // there are none.
+  // name, "cublaslt": cuBLASLt's version, "products": {product: [the candidate chosen, of how many]}, and with
+  // fp32_split_k_sums() "split_k_sums": "fp32"}; null when there are none.
   common::Json Choices() const;
   // Choices a checkpoint kept (Choices' form): those products take them at their first call instead of timing
   // their candidates, where the heuristic offers as many as it did then, so that a resumed run computes as the run
-  // that saved them did. FailedPrecondition (nothing taken) when they were made on another GPU or cuBLASLt,
-  // DataLoss when they are malformed.
+  // that saved them did. FailedPrecondition (nothing taken) when they were made on another GPU or cuBLASLt, or
+  // with the other fp32_split_k_sums() (another list of candidates), DataLoss when they are malformed.
   common::Status KeepChoices(const common::Json& choices);
   // How many products took a kept choice instead of being timed.
   int64_t kept_products() const { return kept_products_; }
@@ -146,6 +152,7 @@ class Matmul {
   bool epilogues_ = true;
   bool bgradb_ = true;
   bool tuning_ = false;
+  bool fp32_split_k_sums_ = false;
   int64_t tuned_products_ = 0;
   int64_t tuned_changes_ = 0;
   std::map<std::string, std::pair<int, int>> kept_;  // KeepChoices': product -> (chosen, candidates)
