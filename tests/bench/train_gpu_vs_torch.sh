@@ -18,7 +18,8 @@
 #                         site's are another version), "nobgradb" (cudnn, the weight gradients' bias sums by
 #                         srunway's kernel, not cuBLASLt's BGRADB: SRUNWAY_BGRADB=0); default "kernels cudnn". A
 #                         cudnn, heuristic, wheels or nobgradb run in which cuDNN did not run all of attention (none
-#                         found, a shape refused) says so; the cudnn run says how many GEMMs it timed.
+#                         found, a shape refused) says so; the cudnn run says how many GEMMs it timed
+#                         and how many split k (adding the parts in bf16 or fp32).
 set -euo pipefail
 train=${SRUNWAY_TRAIN:?SRUNWAY_TRAIN must name srunway-train}
 python=${SRUNWAY_BENCH_TORCH:-python3}
@@ -83,9 +84,11 @@ print(6 * (params - T * d) + 12 * L * T * d)")
       grep -qE "run it instead|attention runs on srunway.s kernels" "$run.err"; then
       echo "  ($label: cuDNN did not run all of attention: $(grep -m1 -E "run it instead|srunway.s kernels" "$run.err"))"
     fi
-    if [[ $attention == cudnn ]]; then  # matmul.cc's debug line per product timed
+    if [[ $attention == cudnn ]]; then  # matmul.cc's debug lines per product timed and per product split
       echo "  ($label: $(grep -c 'algorithms timed' "$run.err") GEMM products timed," \
-        "$(grep -cE 'kept #[1-9]' "$run.err") kept another algorithm than the heuristic's first)"
+        "$(grep -cE 'kept #[1-9]' "$run.err") kept another algorithm than the heuristic's first;" \
+        "$(grep -c 'k split in' "$run.err") split k, $(grep -c 'parts added in bf16' "$run.err") adding the parts in" \
+        "bf16, which --disable-bf16-reduced-precision-matmul forbids)"
     fi
     found=$(grep -oE 'MFU against the GPU.s dense bf16 peak [0-9.]+ GFLOP/s' "$run.err" | grep -oE '[0-9.]+ GFLOP' |
       cut -d' ' -f1)

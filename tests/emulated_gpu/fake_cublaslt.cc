@@ -207,6 +207,29 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t o
 
 size_t cublasLtGetVersion() { return 130100; }
 
+// SPLITK_NUM and REDUCTION_SCHEME of an algorithm the heuristic offered: 2 and OUTPUT_TYPE where it adds split-K
+// halves in bf16, else 1 and NONE (its fp32 sums are as unsplit ones).
+cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
+                                                    cublasLtMatmulAlgoConfigAttributes_t attribute, void* buf,
+                                                    size_t size, size_t* written) {
+  if (algo == nullptr || algo->data[0] - kAlgorithmTag >= static_cast<uint64_t>(Algorithms())) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  const bool split = algo->data[1] == kBf16SplitK;
+  auto give = [&](auto value) {
+    *written = sizeof value;
+    if (size != sizeof value) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(buf, &value, sizeof value);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  switch (attribute) {
+    case CUBLASLT_ALGO_CONFIG_SPLITK_NUM: return give(int32_t{split ? 2 : 1});
+    case CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME:
+      return give(uint32_t{split ? CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE});
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t opaque,
                                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
                                               cublasLtMatrixLayout_t, cublasLtMatrixLayout_t d_opaque,

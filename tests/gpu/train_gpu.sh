@@ -176,11 +176,15 @@ fp32_sums "${run[@]}" --disable-bf16-reduced-precision-matmul
 grep -q "GPU operations: .*, split-K sums in fp32" "$work/fp32-sums.err" ||
   fail "--disable-bf16-reduced-precision-matmul: $(grep 'GPU operations' "$work/fp32-sums.err")"
 if [[ -n ${SRUNWAY_FAKE_CUDNN:-} ]]; then
-  fp32_sums env FAKE_CUBLASLT_SPLIT_K=1 "${run[@]}" --disable-bf16-reduced-precision-matmul
+  # SRUNWAY_LOG=debug names each product whose algorithm splits k, and how it adds the parts.
+  fp32_sums env FAKE_CUBLASLT_SPLIT_K=1 SRUNWAY_LOG=debug "${run[@]}" --disable-bf16-reduced-precision-matmul
   split=$(same_losses "$work/fp32-sums.jsonl" 0) || fail "fp32 split-K sums changed the losses: $split"
-  fp32_sums env FAKE_CUBLASLT_SPLIT_K=1 "${run[@]}"
+  ! grep -q "k split in" "$work/fp32-sums.err" || fail "fp32 split-K sums: $(grep -m1 "k split in" "$work/fp32-sums.err")"
+  fp32_sums env FAKE_CUBLASLT_SPLIT_K=1 SRUNWAY_LOG=debug "${run[@]}"
   ! split=$(same_losses "$work/fp32-sums.jsonl" 0) || fail "bf16 split-K sums did not change the losses: $split"
-  echo "bf16 split-K sums on the stand-in: $split"
+  grep -q "debug: cuBLASLt [0-9x]*: k split in 2, the parts added in bf16 (reduction scheme 4)" "$work/fp32-sums.err" ||
+    fail "bf16 split-K sums: no debug line says so: $(grep -m3 cuBLASLt "$work/fp32-sums.err")"
+  echo "bf16 split-K sums on the stand-in: $split; $(grep -c "k split in" "$work/fp32-sums.err") products split"
 else
   split=$(same_losses "$work/fp32-sums.jsonl" 1e-2) || fail "fp32 split-K sums changed the losses: $split"
   echo "fp32 split-K sums: $split"

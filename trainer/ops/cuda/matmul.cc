@@ -97,6 +97,7 @@ struct Matmul::Api {
   decltype(::cublasLtMatmulAlgoGetHeuristic)* heuristic = nullptr;
   decltype(::cublasLtMatmul)* matmul = nullptr;
   decltype(::cublasLtGetVersion)* version = nullptr;
+  decltype(::cublasLtMatmulAlgoConfigGetAttribute)* algo_config = nullptr;
   std::map<MatmulPlanKey, Plan> plans = {};
 
   Status Check(cublasStatus_t rc, std::string_view what) const {
@@ -163,6 +164,7 @@ StatusOr<std::unique_ptr<Matmul>> Matmul::Open(Device& device, size_t workspace_
   SRUNWAY_LOAD_SYMBOL(api->heuristic, api->lib, cublasLtMatmulAlgoGetHeuristic);
   SRUNWAY_LOAD_SYMBOL(api->matmul, api->lib, cublasLtMatmul);
   SRUNWAY_LOAD_SYMBOL(api->version, api->lib, cublasLtGetVersion);
+  SRUNWAY_LOAD_SYMBOL(api->algo_config, api->lib, cublasLtMatmulAlgoConfigGetAttribute);
   SRUNWAY_RETURN_IF_ERROR(api->Check(api->create(&api->handle), "cublasLtCreate"));
   auto workspace = Buffer::Allocate(device, DType::kFloat32, workspace_bytes / sizeof(float));
   if (!workspace.ok()) {
@@ -425,6 +427,23 @@ Status Matmul::ChooseFastest(Plan& plan, const std::vector<Algorithm>& candidate
   return Status::Ok();
 }
 
+void Matmul::LogSplitK(const Plan& plan, const Gemm& gemm) const {
+  int32_t parts = 1;
+  uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  size_t written = 0;
+  if (api_->algo_config(&plan.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &parts, sizeof parts, &written) !=
+          CUBLAS_STATUS_SUCCESS ||
+      api_->algo_config(&plan.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme, &written) !=
+          CUBLAS_STATUS_SUCCESS ||
+      parts <= 1) {
+    return;
+  }
+  // INPLACE and OUTPUT_TYPE add the parts in D's type, COMPUTE_TYPE in fp32.
+  const bool in_d_type = scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE || scheme == CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+  common::LogDebug("cuBLASLt {}x{}x{}: k split in {}, the parts added in {} (reduction scheme {})", gemm.m, gemm.n,
+                   gemm.k, parts, in_d_type && gemm.d_type == CUDA_R_16BF ? "bf16" : "fp32", scheme);
+}
+
 Status Matmul::SetPointers(const Plan& plan, const Epilogue& epilogue) {
   const Api& api = *api_;
   if (epilogue.bias != nullptr) {
@@ -472,6 +491,7 @@ Status Matmul::Run(const Gemm& gemm, const void* a, const void* b, void* d, cons
       }
       return made_status;
     }
+    if (common::LogEnabled(common::LogLevel::kDebug)) LogSplitK(plan, gemm);
   } else {
     SRUNWAY_RETURN_IF_ERROR(plan.status);
     SRUNWAY_RETURN_IF_ERROR(SetPointers(plan, epilogue));

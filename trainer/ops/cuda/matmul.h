@@ -129,6 +129,8 @@ class Matmul {
   // Times each of `candidates` running the product and keeps the fastest in `plan`.
   common::Status ChooseFastest(Plan& plan, const std::vector<Algorithm>& candidates, const Gemm& gemm, const void* a,
                                const void* b, void* d, Stream stream);
+  // SRUNWAY_LOG=debug: a line where the plan's algorithm splits k, saying whether it adds the parts in bf16.
+  void LogSplitK(const Plan& plan, const Gemm& gemm) const;
   // The epilogue's bias and aux pointers, which differ from call to call of one plan.
   common::Status SetPointers(const Plan& plan, const Epilogue& epilogue);
   // The products of a Linear layer [N, C] -> [N, OC] (see matmul.cc): out, and dinp written in bf16.
