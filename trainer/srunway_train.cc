@@ -836,7 +836,10 @@ int main(int argc, char** argv) {
                  "is that times the heads")
       ->check(CLI::PositiveNumber);
   double rotary_percent = 1.0;
-  app.add_option("--rotary-percent", rotary_percent, "Megatron's: 1.0 only (RoPE over the whole head)");
+  CLI::Option* rotary_percent_option = app.add_option(
+      "--rotary-percent", rotary_percent,
+      "Megatron's: RoPE turns the first int(head size x P) of each head's dimensions, the rest pass as they are (a "
+      "Llama; default 1: the whole head)");
   taken_flag("--overlap-grad-reduce",
              "Megatron's: taken (what srunway-train does unless --no-overlap-grad-reduce)")
       ->excludes("--no-overlap-grad-reduce");
@@ -1280,11 +1283,13 @@ int main(int argc, char** argv) {
                               "or leave it out", kv_channels, o.model.head_dim(), o.model.head_dim());
     return srunway::trainer::kExitUsage;
   }
-  if (rotary_percent != 1.0) {
-    srunway::common::LogError("--rotary-percent {}: srunway-train's RoPE turns the whole head: give 1.0 or leave it "
-                              "out", rotary_percent);
+  if (checkpoint_args && rotary_percent_option->count() > 0 && rotary_percent != o.model.rotary_percent) {
+    srunway::common::LogError("--rotary-percent {}: the checkpoint's RoPE (--use-checkpoint-args) turns {} of each "
+                              "head: give {} or leave it out", rotary_percent, o.model.rotary_percent,
+                              o.model.rotary_percent);
     return srunway::trainer::kExitUsage;
   }
+  if (rotary_percent_option->count() > 0) o.model.rotary_percent = rotary_percent;  // Validate checks it
   if (auto status = srunway::trainer::Validate(o.model); !status.ok()) {
     srunway::common::LogError("{}", status.message());
     return srunway::trainer::kExitUsage;

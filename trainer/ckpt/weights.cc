@@ -529,6 +529,9 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_theta, number("rope_theta", 10000.0));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "silu"));
     SRUNWAY_RETURN_IF_ERROR(RopeScalingFromHuggingFace(json, where, c));
+    // A share of each head that RoPE turns (Phi's and GLM's key): refused, where it was once read as a model that
+    // turns whole heads.
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("partial_rotary_factor", 1.0));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));  // Llama's: o_proj's bias too
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));  // Qwen2's and Qwen3's
@@ -596,6 +599,11 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "has no Hugging Face class; --export writes its weights",
                                       c.arch == Arch::kGpt ? "GPT-2" : "Llama", NormName(ArchNorm(c.arch)),
                                       NormName(c.norm()));
+  }
+  if (c.rotary_percent != 1.0) {
+    return common::FailedPrecondition("the Hugging Face Llama configs written here turn whole heads by RoPE, and "
+                                      "this model turns {} of each head's {} dimensions (--rotary-percent {}); "
+                                      "--export writes its weights", c.rotary_dim(), c.head_dim(), c.rotary_percent);
   }
   if (c.arch == Arch::kGpt && c.kv_channels != 0) {
     return common::FailedPrecondition("transformers' GPT-2 has heads n_embd / n_head wide, and this model's are {} "

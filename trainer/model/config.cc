@@ -184,6 +184,21 @@ common::Status Validate(const ModelConfig& c) {
                                      "(--rotary-seq-len-interpolation-factor), not both");
     }
   }
+  if (c.rotary_percent != 1.0) {
+    if (c.arch != Arch::kLlama) {
+      return common::InvalidArgument("RoPE over part of each head (--rotary-percent) needs RoPE, which GPT's learned "
+                                     "positions are not: a Llama model");
+    }
+    if (!(c.rotary_percent > 0 && c.rotary_percent <= 1)) {
+      return common::InvalidArgument("rotary_percent (--rotary-percent) must be above 0 and at most 1, got {}",
+                                     c.rotary_percent);
+    }
+    if (c.rotary_dim() < 2 || c.rotary_dim() % 2 != 0) {
+      return common::InvalidArgument("rotary_percent (--rotary-percent) {} turns {} of each head's {} dimensions "
+                                     "(int(head size x it)), which must be even and 2 or more: RoPE turns them in "
+                                     "pairs", c.rotary_percent, c.rotary_dim(), c.head_dim());
+    }
+  }
   if (c.rope_scaling_factor == 0) return common::Status::Ok();
   if (c.arch != Arch::kLlama) {
     return common::InvalidArgument("RoPE scaling (--use-rope-scaling) needs RoPE, which GPT's learned positions are "
@@ -230,6 +245,7 @@ common::Json ToJson(const ModelConfig& c) {
   // Written always, null where there is none, so that DescribeDifference names it either way.
   json["rope_scaling"] = RopeScalingToJson(c);
   json["rope_linear_factor"] = c.rope_linear_factor;
+  json["rotary_percent"] = c.rotary_percent;
   json["qkv_bias"] = c.qkv_bias;
   json["squared_relu"] = c.squared_relu;
   json["qk_layernorm"] = c.qk_norm;
@@ -271,6 +287,10 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   }
   if (json.contains("kv_channels")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.kv_channels, common::JsonField<int>(json, "kv_channels", where));
+  }
+  // Checkpoints before 2026-12-07 have no rotary_percent: RoPE over the whole head.
+  if (json.contains("rotary_percent")) {
+    SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent, common::JsonField<double>(json, "rotary_percent", where));
   }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
                             std::pair{"qk_layernorm", &c.qk_norm}, std::pair{"apply_layernorm_1p", &c.norm_1p}}) {

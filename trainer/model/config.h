@@ -47,6 +47,10 @@ struct ModelConfig {
   // Linear RoPE scaling (Llama only; not with the above): Megatron's --rotary-seq-len-interpolation-factor, Hugging
   // Face's rope_scaling of rope_type linear. 1 is none.
   float rope_linear_factor = 1.0f;
+  // The share of each head's dimensions that RoPE turns (Llama only): Megatron's --rotary-percent, whose rotary
+  // dimensions are int(head_dim x it), the first of each head's (rotate-half pairs among them); the rest pass as
+  // they are. 1 is all. A double, as Python multiplies it.
+  double rotary_percent = 1.0;
   // Biases on q, k and v alone (Llama only: GPT has every bias): Megatron's --add-qkv-bias, Qwen2's attention.
   bool qkv_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
@@ -73,9 +77,11 @@ struct ModelConfig {
   // The attention's width, the query heads' values side by side (d_model unless kv_channels says otherwise): what the
   // output projection takes in.
   int q_dim() const { return n_head * head_dim(); }
+  // How many of each head's first dimensions RoPE turns.
+  int rotary_dim() const { return static_cast<int>(head_dim() * rotary_percent); }
   RopeFrequencies rope() const {
-    return {rope_theta, rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
-            static_cast<float>(rope_original_positions), rope_linear_factor};
+    return {rope_theta,         rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
+            static_cast<float>(rope_original_positions), rope_linear_factor, rotary_dim()};
   }
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT ties the output layer to the token embedding; Llama has its own.

@@ -25,7 +25,15 @@ struct RopeFrequencies {
   // Linear scaling (Megatron's --rotary-seq-len-interpolation-factor, Hugging Face's rope_type linear): every
   // frequency divided by it, as if each position were that many times nearer; 1: none. Not with the above.
   float linear_factor = 1.0f;
+  // How many of each head's first dimensions turn (Megatron's --rotary-percent): pairs (i, i + rotary_dim / 2),
+  // each at RopeInverseFrequency(i, rotary_dim); the dimensions past them pass as they are. 0: the whole head.
+  int rotary_dim = 0;
 };
+
+// The dimensions of a head of hd that `rope` turns.
+SRUNWAY_HOST_DEVICE inline int RotaryDim(const RopeFrequencies& rope, int hd) {
+  return rope.rotary_dim > 0 && rope.rotary_dim < hd ? rope.rotary_dim : hd;
+}
 
 // Pair i's angle per position. The scaling is Hugging Face's _compute_llama3_parameters (and Megatron's
 // _apply_scaling) in fp32, as both compute it.

@@ -425,6 +425,15 @@ def main():
         json.dump({**llama_config, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, f)
     expect_error("a config.json with llama3 RoPE scaling lacking its bounds", ["--use-checkpoint-args", "--load",
                  llama_dir, "--finetune"], 1, r"config\.json: rope_scaling: missing key 'low_freq_factor'")
+    # A share of each head that RoPE turns (Phi's key): refused, where it was read as whole heads; 1.0 is taken.
+    with open(os.path.join(llama_dir, "config.json"), "w") as f:
+        json.dump({**llama_config, "partial_rotary_factor": 0.5}, f)
+    expect_error("a config.json with partial_rotary_factor", ["--use-checkpoint-args", "--load", llama_dir,
+                 "--finetune"], 1, r"config\.json: partial_rotary_factor is 0\.5: srunway-train's llama has 1\.0$")
+    with open(os.path.join(llama_dir, "config.json"), "w") as f:
+        json.dump({**llama_config, "partial_rotary_factor": 1}, f)
+    rc, _, err = train("--use-checkpoint-args", "--load", llama_dir, "--finetune", "--train-steps", "1")
+    check("a config.json with partial_rotary_factor 1", rc == 0, f"exit {rc}: {err.strip()[-300:]}")
     # And out again: --export-hf writes the scaling into config.json, and what it wrote loads back with it.
     with open(os.path.join(llama_dir, "config.json"), "w") as f:
         json.dump(llama_config, f)
@@ -656,6 +665,10 @@ def main():
     expect_error("--export-hf of a GPT with RMSNorm", [*gpt, "--normalization", "RMSNorm", "--export-hf",
                  os.path.join(WORK, "hf-gpt-rmsnorm")], 1,
                  r"--export-hf: transformers' GPT-2 has LayerNorm norms, and this model's are RMSNorm")
+    expect_error("--export-hf of a Llama with RoPE over half of each head", [*llama, "--rotary-percent", "0.5",
+                 "--export-hf", os.path.join(WORK, "hf-llama-partial")], 1,
+                 r"--export-hf: the Hugging Face Llama configs written here turn whole heads by RoPE, and this model "
+                 r"turns 8 of each head's 16 dimensions \(--rotary-percent 0\.5\); --export writes its weights$")
     deeper = os.path.join(WORK, "gpt2-3-layers.safetensors")
     save(deeper, gpt2_weights(gen, layers=3))
     expect_error("a file of more layers", [*gpt, "--load", deeper, "--finetune"], 1,

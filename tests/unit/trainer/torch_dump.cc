@@ -149,6 +149,9 @@ void DumpOps(const fs::path& dir) {
   rope_case("rope_scaled.safetensors", 1, 100, 2, 1, 8, RopeFrequencies{10000.0f, 8.0f, 1.0f, 4.0f, 64.0f});
   // Linear scaling: every wavelength 4 times longer.
   rope_case("rope_linear.safetensors", 1, 100, 2, 1, 8, RopeFrequencies{10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 4.0f});
+  // Megatron's --rotary-percent 0.5: the first 8 of each head's 16 dimensions turn, as pairs (i, i + 4).
+  rope_case("rope_partial.safetensors", 2, 30, 2, 1, 16,
+            RopeFrequencies{10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 8});
   // An elementwise activation and its backward.
   auto activation_case = [&](const char* file, auto forward, auto backward) {
     Case c;
@@ -244,6 +247,7 @@ struct Variant {
   bool qk_norm = false;       // norms on each head's q and k (--qk-layernorm)
   int head_dim = 0;           // heads of this width, not d_model / n_head (--kv-channels)
   bool other_norm = false;    // the other architecture's norms (--normalization): GPT's RMSNorm, Llama's LayerNorm
+  double rotary_percent = 1;  // a Llama's RoPE over part of each head (--rotary-percent)
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -256,6 +260,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   config.qk_norm = variant.qk_norm;
   if (variant.head_dim > 0) SetHeadDim(config, variant.head_dim);
   if (variant.other_norm) SwapNorms(config);
+  config.rotary_percent = variant.rotary_percent;
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
@@ -264,6 +269,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (variant.squared_relu ? "-squared-relu" : "") + (variant.qk_norm ? "-qk-norm" : "") +
                                   (variant.head_dim > 0 ? fmt::format("-kv{}", variant.head_dim) : "") +
                                   (variant.other_norm ? (config.layernorm() ? "-layernorm" : "-rmsnorm") : "") +
+                                  (variant.rotary_percent != 1 ? fmt::format("-rotary{}", variant.rotary_percent) : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -332,5 +338,6 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.head_dim = 8});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true, .other_norm = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.other_norm = true});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.rotary_percent = 0.25});
   return 0;
 }

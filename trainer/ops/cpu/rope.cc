@@ -10,9 +10,9 @@ namespace {
 void Rotate(float* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope, float direction,
             const Documents& docs) {
   const int row = (H + 2 * KV) * hd;
-  const int half = hd / 2;
+  const int rotary = RotaryDim(rope, hd), half = rotary / 2;
   std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i) inv_freq[i] = RopeInverseFrequency(rope, i, hd);
+  for (int i = 0; i < half; ++i) inv_freq[i] = RopeInverseFrequency(rope, i, rotary);
 #pragma omp parallel for collapse(2)
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {
