@@ -80,7 +80,7 @@ struct ModelConfig {
   // How many of each head's first dimensions RoPE turns.
   int rotary_dim() const { return static_cast<int>(head_dim() * rotary_percent); }
   RopeFrequencies rope() const {
-    return {rope_theta,         rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
+    return {rope_theta, rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
             static_cast<float>(rope_original_positions), rope_linear_factor, rotary_dim()};
   }
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
