@@ -167,7 +167,8 @@ int main(int argc, char** argv) {
   app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie,
                "Megatron's: an output layer of its own (Llama's)");
   app.add_flag("--disable-bias-linear", megatron_arch.disable_bias, "Megatron's: no biases (Llama's)");
-  bool add_qkv_bias = false, squared_relu = false, qk_layernorm = false, layernorm_1p = false;
+  bool add_qkv_bias = false, squared_relu = false, qk_layernorm = false, layernorm_1p = false,
+       rotary_interleaved = false;
   app.add_flag("--squared-relu", squared_relu,
                "Megatron's: the FFN's activation relu(x)^2 instead of GELU (a GPT's; a Llama's FFN is SwiGLU)");
   app.add_flag("--add-qkv-bias", add_qkv_bias,
@@ -175,6 +176,8 @@ int main(int argc, char** argv) {
   app.add_flag("--qk-layernorm", qk_layernorm,
                "Megatron's: each head's q and k through the model's norm (LayerNorm or RMSNorm) over its head "
                "dimension, before RoPE, with weights of their own (Qwen3's q_norm and k_norm)");
+  app.add_flag("--rotary-interleaved", rotary_interleaved,
+               "Megatron's: RoPE turns side-by-side pairs (2i, 2i + 1) of each head, not its two halves (a Llama)");
   app.add_flag("--apply-layernorm-1p", layernorm_1p,
                "Megatron's: the norms' weights stored as their difference from 1 (drawn as 0; the norms multiply by "
                "1 + weight), which bf16 copies of the weights hold more finely; the same model");
@@ -960,7 +963,7 @@ int main(int argc, char** argv) {
                            "--normalization", "--swiglu", "--position-embedding-type",
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
                            "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu", "--qk-layernorm",
-                           "--apply-layernorm-1p",
+                           "--apply-layernorm-1p", "--rotary-interleaved",
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
@@ -1244,6 +1247,7 @@ int main(int argc, char** argv) {
   o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
   o.model.qk_norm = qk_layernorm;
   o.model.norm_1p = layernorm_1p;
+  o.model.rotary_interleaved = rotary_interleaved;  // Validate refuses it for a GPT
   o.model.rope_linear_factor = interpolation_factor;  // and this for a GPT
   if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's
     o.model.rope_scaling_factor = rope_scaling_factor;

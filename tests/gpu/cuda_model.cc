@@ -12,7 +12,8 @@
 // is relu(x)^2; llama-tiny-qk-norm-kv32 and gpt-tiny-qk-norm-kv32, whose heads' q and k have norms
 // (--qk-layernorm) and are 32 wide (--kv-channels) instead of 16; llama-tiny-qk-norm-layernorm and gpt-tiny-rmsnorm,
 // each with the other's norms (--normalization), a Llama's LayerNorms with biases; llama-tiny-rotary0.5-documents,
-// whose RoPE turns half of each head (--rotary-percent 0.5) at each document's positions; all of them without any).
+// whose RoPE turns half of each head (--rotary-percent 0.5) at each document's positions; llama-tiny-interleaved,
+// whose RoPE turns side-by-side pairs (--rotary-interleaved); all of them without any).
 // Exits 77 where there is no GPU.
 #include <algorithm>
 #include <cmath>
@@ -58,6 +59,7 @@ struct Case {
   int head_dim = 0;  // --kv-channels
   bool other_norm = false;  // --normalization: the other architecture's norms
   double rotary_percent = 1;  // --rotary-percent: RoPE over part of each head
+  bool rotary_interleaved = false;  // --rotary-interleaved: RoPE's pairs side by side
 };
 
 void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
@@ -72,6 +74,7 @@ void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
   if (c.head_dim > 0) srunway::trainer::SetHeadDim(*config, c.head_dim);
   if (c.other_norm) srunway::trainer::SwapNorms(*config);
   config->rotary_percent = c.rotary_percent;
+  config->rotary_interleaved = c.rotary_interleaved;
   const int B = 4, T = config->seq_len;
   Model cpu(*config, B);
   srunway::trainer::Rng rng(42);
@@ -201,14 +204,16 @@ int main(int argc, char** argv) {
                              {"llama-tiny-qk-norm-layernorm", "llama-tiny", 0.0f, false, false, false, true, 0, true},
                              {"gpt-tiny-rmsnorm", "gpt-tiny", 0.0f, false, false, false, false, 0, true},
                              {"llama-tiny-rotary0.5-documents", "llama-tiny", 0.0f, true, false, false, false, 0, false,
-                              0.5}};
+                              0.5},
+                             {"llama-tiny-interleaved", "llama-tiny", 0.0f, false, false, false, false, 0, false, 1,
+                              true}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
       std::fprintf(stderr, "cuda_model: no case %s (gpt-tiny, llama-tiny, each also with -dropout and -documents; "
                            "llama-tiny-qkv-bias, gpt-tiny-squared-relu, llama-tiny-qk-norm-kv32, "
                            "gpt-tiny-qk-norm-kv32, llama-tiny-qk-norm-layernorm, gpt-tiny-rmsnorm, "
-                           "llama-tiny-rotary0.5-documents)\n",
+                           "llama-tiny-rotary0.5-documents, llama-tiny-interleaved)\n",
                    name.c_str());
       return EXIT_FAILURE;
     }

@@ -317,7 +317,7 @@ void Swiglu(Gpu& gpu) {
 
 // Llama-style grouped heads (H 8, KV 2, head dim 64) over positions up to 511 (with `documents`, each token's
 // place in its document); forward then backward (the backward of a rotation turns gradients back). `rope`: its
-// frequencies (scaled as Llama 3.1's, or linearly), and how many of each head's dimensions turn.
+// frequencies (scaled as Llama 3.1's, or linearly), how many of each head's dimensions turn, and in which pairs.
 void Rope(Gpu& gpu, bool documents, const RopeFrequencies& rope = {}) {
   const int B = 2, T = 512, H = 8, KV = 2, hd = 64;
   const size_t n = static_cast<size_t>(B) * T * (H + 2 * KV) * hd;
@@ -335,7 +335,8 @@ void Rope(Gpu& gpu, bool documents, const RopeFrequencies& rope = {}) {
   cpu::RopeBackward(dqkv.data(), B, T, H, KV, hd, rope, docs);
   const std::string which =
       std::string(documents ? " (documents)" : "") + (rope.scaling_factor > 0 ? " (scaled)" : "") +
-      (rope.linear_factor != 1.0f ? " (linear)" : "") + (rope.rotary_dim > 0 ? " (partial)" : "");
+      (rope.linear_factor != 1.0f ? " (linear)" : "") + (rope.rotary_dim > 0 ? " (partial)" : "") +
+      (rope.interleaved ? " (interleaved)" : "");
   Compare("rope forward" + which, gpu.Read(gqkv), qkv, kBf16Rtol, 8e-3f);
   Compare("rope backward" + which, gpu.Read(gdqkv), dqkv, kBf16Rtol, 8e-3f);
 }
@@ -932,6 +933,8 @@ int main(int argc, char** argv) {
     Rope(gpu, false, {500000.0f, 8.0f, 1.0f, 4.0f, 64.0f});
     Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 4.0f});  // linear: every wavelength 4 times longer
     Rope(gpu, true, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 24});  // --rotary-percent 0.375: 24 of 64 turn
+    Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 0, true});  // --rotary-interleaved
+    Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 40, true});  // both
     Dropout(gpu);
     Classifier(gpu, 64, 50257);
     Classifier(gpu, 100, 512);

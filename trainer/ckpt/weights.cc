@@ -600,6 +600,11 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       c.arch == Arch::kGpt ? "GPT-2" : "Llama", NormName(ArchNorm(c.arch)),
                                       NormName(c.norm()));
   }
+  if (c.rotary_interleaved) {
+    return common::FailedPrecondition("the Hugging Face Llama configs written here turn each head's two halves by "
+                                      "RoPE, and this model turns interleaved pairs (--rotary-interleaved); --export "
+                                      "writes its weights");
+  }
   if (c.rotary_percent != 1.0) {
     return common::FailedPrecondition("the Hugging Face Llama configs written here turn whole heads by RoPE, and "
                                       "this model turns {} of each head's {} dimensions (--rotary-percent {}); "

@@ -199,6 +199,10 @@ common::Status Validate(const ModelConfig& c) {
                                      "pairs", c.rotary_percent, c.rotary_dim(), c.head_dim());
     }
   }
+  if (c.rotary_interleaved && c.arch != Arch::kLlama) {
+    return common::InvalidArgument("interleaved RoPE (--rotary-interleaved) needs RoPE, which GPT's learned "
+                                   "positions are not: a Llama model");
+  }
   if (c.rope_scaling_factor == 0) return common::Status::Ok();
   if (c.arch != Arch::kLlama) {
     return common::InvalidArgument("RoPE scaling (--use-rope-scaling) needs RoPE, which GPT's learned positions are "
@@ -246,6 +250,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["rope_scaling"] = RopeScalingToJson(c);
   json["rope_linear_factor"] = c.rope_linear_factor;
   json["rotary_percent"] = c.rotary_percent;
+  json["rotary_interleaved"] = c.rotary_interleaved;
   json["qkv_bias"] = c.qkv_bias;
   json["squared_relu"] = c.squared_relu;
   json["qk_layernorm"] = c.qk_norm;
@@ -288,12 +293,14 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   if (json.contains("kv_channels")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.kv_channels, common::JsonField<int>(json, "kv_channels", where));
   }
-  // Checkpoints before 2026-12-07 have no rotary_percent: RoPE over the whole head.
+  // Checkpoints before 2026-12-07 have neither rotary_percent nor rotary_interleaved: RoPE over the whole head, in
+  // its two halves.
   if (json.contains("rotary_percent")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent, common::JsonField<double>(json, "rotary_percent", where));
   }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
-                            std::pair{"qk_layernorm", &c.qk_norm}, std::pair{"apply_layernorm_1p", &c.norm_1p}}) {
+                            std::pair{"qk_layernorm", &c.qk_norm}, std::pair{"apply_layernorm_1p", &c.norm_1p},
+                            std::pair{"rotary_interleaved", &c.rotary_interleaved}}) {
     if (json.contains(key)) {
       SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));
     }

@@ -51,6 +51,9 @@ struct ModelConfig {
   // dimensions are int(head_dim x it), the first of each head's (rotate-half pairs among them); the rest pass as
   // they are. 1 is all. A double, as Python multiplies it.
   double rotary_percent = 1.0;
+  // RoPE's pairs side by side, (2i, 2i + 1), rather than the two halves' (i, i + rotary_dim / 2) (Llama only):
+  // Megatron's --rotary-interleaved, the layout of GPT-J's and Meta's own Llama code.
+  bool rotary_interleaved = false;
   // Biases on q, k and v alone (Llama only: GPT has every bias): Megatron's --add-qkv-bias, Qwen2's attention.
   bool qkv_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
@@ -81,7 +84,7 @@ struct ModelConfig {
   int rotary_dim() const { return static_cast<int>(head_dim() * rotary_percent); }
   RopeFrequencies rope() const {
     return {rope_theta, rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
-            static_cast<float>(rope_original_positions), rope_linear_factor, rotary_dim()};
+            static_cast<float>(rope_original_positions), rope_linear_factor, rotary_dim(), rotary_interleaved};
   }
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT ties the output layer to the token embedding; Llama has its own.

@@ -28,7 +28,18 @@ struct RopeFrequencies {
   // How many of each head's first dimensions turn (Megatron's --rotary-percent): pairs (i, i + rotary_dim / 2),
   // each at RopeInverseFrequency(i, rotary_dim); the dimensions past them pass as they are. 0: the whole head.
   int rotary_dim = 0;
+  // Megatron's --rotary-interleaved: the pairs are (2i, 2i + 1), side by side, instead of the two halves'
+  // (i, i + rotary_dim / 2); pair i turns at the same frequency either way.
+  bool interleaved = false;
 };
+
+// Pair i of a head's `half` pairs: its first dimension, and how far its second is from it.
+SRUNWAY_HOST_DEVICE inline int RopePairFirst(const RopeFrequencies& rope, int i) {
+  return rope.interleaved ? 2 * i : i;
+}
+SRUNWAY_HOST_DEVICE inline int RopePairGap(const RopeFrequencies& rope, int half) {
+  return rope.interleaved ? 1 : half;
+}
 
 // The dimensions of a head of hd that `rope` turns.
 SRUNWAY_HOST_DEVICE inline int RotaryDim(const RopeFrequencies& rope, int hd) {

@@ -91,9 +91,6 @@ constexpr Refused kRefused[] = {
     {"--decoder-num-layers", kDecoderLayers},
     {"--encoder-seq-length", kDecoderLength},
     {"--decoder-seq-length", kDecoderLength},
-    {"--rotary-interleaved",
-     "srunway-train's RoPE rotates the two halves of each head (Megatron's default, Llama's), not interleaved "
-     "pairs: leave it out"},
     {"--quick-geglu", kOtherModel},
     {"--no-rope-freq", kOtherModel},
     {"--spec", kOtherModel},

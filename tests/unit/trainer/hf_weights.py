@@ -669,6 +669,10 @@ def main():
                  "--export-hf", os.path.join(WORK, "hf-llama-partial")], 1,
                  r"--export-hf: the Hugging Face Llama configs written here turn whole heads by RoPE, and this model "
                  r"turns 8 of each head's 16 dimensions \(--rotary-percent 0\.5\); --export writes its weights$")
+    expect_error("--export-hf of a Llama with interleaved RoPE", [*llama, "--rotary-interleaved", "--export-hf",
+                 os.path.join(WORK, "hf-llama-interleaved")], 1,
+                 r"--export-hf: the Hugging Face Llama configs written here turn each head's two halves by RoPE, and "
+                 r"this model turns interleaved pairs \(--rotary-interleaved\); --export writes its weights$")
     deeper = os.path.join(WORK, "gpt2-3-layers.safetensors")
     save(deeper, gpt2_weights(gen, layers=3))
     expect_error("a file of more layers", [*gpt, "--load", deeper, "--finetune"], 1,

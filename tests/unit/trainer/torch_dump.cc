@@ -152,6 +152,9 @@ void DumpOps(const fs::path& dir) {
   // Megatron's --rotary-percent 0.5: the first 8 of each head's 16 dimensions turn, as pairs (i, i + 4).
   rope_case("rope_partial.safetensors", 2, 30, 2, 1, 16,
             RopeFrequencies{10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 8});
+  // Megatron's --rotary-interleaved, with --rotary-percent 0.5: pairs (2i, 2i + 1) among each head's first 8.
+  rope_case("rope_interleaved.safetensors", 2, 30, 2, 1, 16,
+            RopeFrequencies{10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 8, true});
   // An elementwise activation and its backward.
   auto activation_case = [&](const char* file, auto forward, auto backward) {
     Case c;
@@ -248,6 +251,7 @@ struct Variant {
   int head_dim = 0;           // heads of this width, not d_model / n_head (--kv-channels)
   bool other_norm = false;    // the other architecture's norms (--normalization): GPT's RMSNorm, Llama's LayerNorm
   double rotary_percent = 1;  // a Llama's RoPE over part of each head (--rotary-percent)
+  bool rotary_interleaved = false;  // a Llama's RoPE pairs side by side (--rotary-interleaved)
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -261,6 +265,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   if (variant.head_dim > 0) SetHeadDim(config, variant.head_dim);
   if (variant.other_norm) SwapNorms(config);
   config.rotary_percent = variant.rotary_percent;
+  config.rotary_interleaved = variant.rotary_interleaved;
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
@@ -269,7 +274,9 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (variant.squared_relu ? "-squared-relu" : "") + (variant.qk_norm ? "-qk-norm" : "") +
                                   (variant.head_dim > 0 ? fmt::format("-kv{}", variant.head_dim) : "") +
                                   (variant.other_norm ? (config.layernorm() ? "-layernorm" : "-rmsnorm") : "") +
-                                  (variant.rotary_percent != 1 ? fmt::format("-rotary{}", variant.rotary_percent) : "") +
+                                  (variant.rotary_percent != 1 ? fmt::format("-rotary{}", variant.rotary_percent)
+                                                               : "") +
+                                  (variant.rotary_interleaved ? "-interleaved" : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -339,5 +346,6 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true, .other_norm = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.other_norm = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.rotary_percent = 0.25});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.rotary_interleaved = true});
   return 0;
 }

@@ -99,12 +99,19 @@ def scaled_inv_freq(inv_freq, scaling):
     return llama3_inv_freq(inv_freq, scaling)
 
 
-def rope(x, theta, scaling=None, rotary_dim=None):
+def rope(x, theta, scaling=None, rotary_dim=None, interleaved=False):
     """x: [B, T, heads, hd]; rotate-half pairing (i, i + hd/2); `scaling`: a rope_scaling dict (scaled_inv_freq);
     `rotary_dim`: only each head's first this many dimensions turn, pairs (i, i + rotary_dim/2), the rest pass
-    (Megatron's rotary_percent: its apply_rotary_pos_emb splits t[..., :rot_dim] from t[..., rot_dim:])."""
+    (Megatron's rotary_percent: its apply_rotary_pos_emb splits t[..., :rot_dim] from t[..., rot_dim:]);
+    `interleaved`: the pairs are (2i, 2i + 1), Megatron's rotary_interleaved (its _rotate_half takes x[..., ::2] and
+    x[..., 1::2], its frequencies each repeated in place)."""
     if rotary_dim is not None and rotary_dim < x.shape[-1]:
-        return torch.cat([rope(x[..., :rotary_dim], theta, scaling), x[..., rotary_dim:]], dim=-1)
+        return torch.cat([rope(x[..., :rotary_dim], theta, scaling, interleaved=interleaved), x[..., rotary_dim:]],
+                         dim=-1)
+    if interleaved:  # the pairs gathered into two halves, turned as such, and put back side by side
+        halves = torch.cat([x[..., ::2], x[..., 1::2]], dim=-1)
+        turned = rope(halves, theta, scaling)
+        return torch.stack([turned[..., : x.shape[-1] // 2], turned[..., x.shape[-1] // 2:]], dim=-1).flatten(-2)
     T, hd = x.shape[1], x.shape[-1]
     inv_freq = theta ** (-torch.arange(0, hd // 2, dtype=torch.float32) * 2 / hd)
     if scaling is not None:
@@ -115,11 +122,11 @@ def rope(x, theta, scaling=None, rotary_dim=None):
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def rope_qkv(qkv, H, KV, hd, theta, scaling=None, rotary_dim=None):
+def rope_qkv(qkv, H, KV, hd, theta, scaling=None, rotary_dim=None, interleaved=False):
     B, T, _ = qkv.shape
     q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
-    q = rope(q.reshape(B, T, H, hd), theta, scaling, rotary_dim).reshape(B, T, H * hd)
-    k = rope(k.reshape(B, T, KV, hd), theta, scaling, rotary_dim).reshape(B, T, KV * hd)
+    q = rope(q.reshape(B, T, H, hd), theta, scaling, rotary_dim, interleaved).reshape(B, T, H * hd)
+    k = rope(k.reshape(B, T, KV, hd), theta, scaling, rotary_dim, interleaved).reshape(B, T, KV * hd)
     return torch.cat([q, k, v], dim=-1)
 
 
@@ -154,6 +161,10 @@ def check_ops(d):
     t = load(f"{d}/rope_partial.safetensors")
     check_op("rope partial", t, ["inp"], lambda p: rope_qkv(p["inp"], 2, 1, 16, 10000.0, rotary_dim=8), ["out"],
              [("dinp", "inp")])
+    t = load(f"{d}/rope_interleaved.safetensors")
+    check_op("rope interleaved", t, ["inp"],
+             lambda p: rope_qkv(p["inp"], 2, 1, 16, 10000.0, rotary_dim=8, interleaved=True), ["out"],
+             [("dinp", "inp")])
     t = load(f"{d}/gelu.safetensors")
     check_op("gelu", t, ["inp"], lambda p: F.gelu(p["inp"], approximate="tanh"), ["out"], [("dinp", "inp")])
     t = load(f"{d}/squared_relu.safetensors")
@@ -182,11 +193,12 @@ def check_ops(d):
 
 
 def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False,
-               rmsnorm=None, rotary_dim=None):
+               rmsnorm=None, rotary_dim=None, interleaved=False):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
     scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU;
     rmsnorm: the norms are RMSNorm (None: the architecture's own, Llama's RMSNorm, GPT's LayerNorm with biases);
-    rotary_dim: RoPE turns only each head's first this many dimensions (None: all).
+    rotary_dim: RoPE turns only each head's first this many dimensions (None: all); interleaved: its pairs are
+    side by side.
     Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
@@ -221,7 +233,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
         if pre + "q_norm.weight" in p:
             qkv = qk_norm(qkv, pre)
         if llama:
-            qkv = rope_qkv(qkv, H, KV, hd, theta, scaling, rotary_dim)
+            qkv = rope_qkv(qkv, H, KV, hd, theta, scaling, rotary_dim, interleaved)
         y, _ = causal_attention(qkv, H, KV, hd, None if masks is None else masks[2 + 3 * l])
         x = x + drop(linear(y, pre + "proj"), 1 + 3 * l)
         h = linear(norm(x, pre + "norm2"), pre + "fc")
@@ -236,7 +248,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None):
+def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
@@ -244,7 +256,7 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     masks = {int(k.split(".")[1]): before.pop(k) for k in list(before) if k.startswith("_mask.")} or None
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, squared_relu=squared_relu,
-                      rmsnorm=rmsnorm, rotary_dim=rotary_dim)
+                      rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -294,12 +306,14 @@ def main():
     check_step(work, "gpt-tiny-rmsnorm", False, 2, 4, 4, rmsnorm=True)
     # Megatron's --rotary-percent 0.25: RoPE over the first 4 of each head's 16 dimensions.
     check_step(work, "llama-tiny-rotary0.25", True, 2, 4, 2, rotary_dim=4)
+    # Megatron's --rotary-interleaved: RoPE's pairs side by side.
+    check_step(work, "llama-tiny-interleaved", True, 2, 4, 2, interleaved=True)
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the thirteen training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+    print("every op and the fourteen training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
-          "other's norms; Llama with RoPE over a quarter of each head) match PyTorch")
+          "other's norms; Llama with RoPE over a quarter of each head, and with interleaved pairs) match PyTorch")
 
 
 if __name__ == "__main__":

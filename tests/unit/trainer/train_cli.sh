@@ -1199,6 +1199,18 @@ expect_exit 2 "error: rotary_percent \(--rotary-percent\) must be above 0 and at
 expect_exit 2 "error: rotary_percent \(--rotary-percent\) 0.1 turns 1 of each head's 16 dimensions \(int\(head size x it\)\), which must be even and 2 or more: RoPE turns them in pairs$" \
   "$kTrain" --mock-data "${llama[@]}" --rotary-percent 0.1
 rm -rf "$kWork/partial" "$kWork/partial.jsonl"
+# Interleaved RoPE pairs (Megatron's --rotary-interleaved): they change the model, its checkpoint keeps them, a resume
+# without them is refused naming them; a GPT is refused.
+"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --rotary-interleaved \
+  --metrics-file "$kWork/interleaved.jsonl" --save "$kWork/interleaved" >"$kWork/out" 2>"$kWork/err" ||
+  fail "--rotary-interleaved: $(cat "$kWork/err")"
+[[ $(losses "$kWork/interleaved.jsonl") != "$(losses "$kWork/unscaled.jsonl")" ]] ||
+  fail "--rotary-interleaved trained the model with RoPE's two halves: $(losses "$kWork/interleaved.jsonl")"
+expect_exit 1 "rotary_interleaved is true in the checkpoint and false here" \
+  "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/interleaved"
+expect_exit 2 "error: interleaved RoPE \(--rotary-interleaved\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
+  "$kTrain" --mock-data --preset gpt-tiny --rotary-interleaved
+rm -rf "$kWork/interleaved" "$kWork/interleaved.jsonl"
 rm -rf "$kWork/scaled" "$kWork/linear" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" "$kWork/linear.jsonl"
 expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling
@@ -1512,7 +1524,7 @@ expect_exit 2 "--num-distributed-optimizer-instances: Value 2 not in range 1 to 
   --mock-data --num-distributed-optimizer-instances 2
 # And those for models, parallelism and tools srunway-train has none of, each refused by name.
 for refused in "--encoder-num-layers 4:trains decoder-only models: give --num-layers" \
-    "--rotary-interleaved:not interleaved pairs" "--quick-geglu:trains decoder-only GPT and Llama models" \
+    "--quick-geglu:trains decoder-only GPT and Llama models" \
     "--hybrid-attention-ratio 0.5:trains decoder-only GPT and Llama models" \
     "--retro-project-dir x:trains decoder-only GPT and Llama models" "--batch-size 8:give --micro-batch-size" \
     "--warmup 0.01:give --lr-warmup-fraction" "--yaml-cfg x.yaml:give --config" \

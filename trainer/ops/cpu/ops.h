@@ -75,7 +75,7 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
 // rope.cc: rotary position embedding on the q and k heads of qkv, in place, "rotate half" convention (GPT-NeoX,
 // Hugging Face Llama): pairs (i, i + r/2) turn by position * RopeInverseFrequency(rope, i, r), position t or
 // docs.positions', r = RotaryDim(rope, hd) (the whole head unless --rotary-percent says less; the dimensions past r
-// are left as they are). The backward turns gradients back.
+// are left as they are); with rope.interleaved the pairs are (2i, 2i + 1) instead. The backward turns gradients back.
 void RopeForward(float* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
                  const Documents& docs = {});
 void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,

@@ -1,4 +1,5 @@
-// Rotary position embedding (Llama), "rotate half" pairing, applied in place to the q and k heads of qkv.
+// Rotary position embedding (Llama), "rotate half" pairing (or interleaved pairs), applied in place to the q and k
+// heads of qkv.
 #include <vector>
 
 #include "trainer/ops/cpu/ops.h"
@@ -10,7 +11,7 @@ namespace {
 void Rotate(float* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope, float direction,
             const Documents& docs) {
   const int row = (H + 2 * KV) * hd;
-  const int rotary = RotaryDim(rope, hd), half = rotary / 2;
+  const int rotary = RotaryDim(rope, hd), half = rotary / 2, gap = RopePairGap(rope, half);
   std::vector<float> inv_freq(half);
   for (int i = 0; i < half; ++i) inv_freq[i] = RopeInverseFrequency(rope, i, rotary);
 #pragma omp parallel for collapse(2)
@@ -24,10 +25,10 @@ void Rotate(float* qkv, int B, int T, int H, int KV, int hd, const RopeFrequenci
         const float cos = std::cos(angle);
         const float sin = direction * std::sin(angle);
         for (int head = 0; head < H + KV; ++head) {  // q heads then k heads; v is not rotated
-          float* x = r + head * hd;
-          const float x1 = x[i], x2 = x[i + half];
-          x[i] = x1 * cos - x2 * sin;
-          x[i + half] = x2 * cos + x1 * sin;
+          float* x = r + head * hd + RopePairFirst(rope, i);
+          const float x1 = x[0], x2 = x[gap];
+          x[0] = x1 * cos - x2 * sin;
+          x[gap] = x2 * cos + x1 * sin;
         }
       }
     }

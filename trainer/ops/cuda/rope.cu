@@ -1,5 +1,5 @@
-// Rotary position embedding (Llama), "rotate half" pairing, in place on the q and k heads of qkv, as
-// ops/cpu/rope.cc (the first RotaryDim of each head's dimensions). One thread per (row, head, pair).
+// Rotary position embedding (Llama), "rotate half" pairing (or interleaved pairs), in place on the q and k heads of
+// qkv, as ops/cpu/rope.cc (the first RotaryDim of each head's dimensions). One thread per (row, head, pair).
 #include "trainer/ops/cuda/common.cuh"
 
 namespace srunway::trainer::cuda {
@@ -8,7 +8,7 @@ namespace {
 // direction +1 rotates (forward), -1 rotates back (backward).
 __global__ void RopeKernel(bf16* qkv, const int32_t* positions, int T, int H, int KV, int hd, RopeFrequencies rope,
                            float direction, int64_t n) {
-  const int rotary = RotaryDim(rope, hd), half = rotary / 2;
+  const int rotary = RotaryDim(rope, hd), half = rotary / 2, gap = RopePairGap(rope, half);
   const int heads = H + KV;  // q heads then k heads; v is not rotated
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < n; j += int64_t{gridDim.x} * blockDim.x) {
     const int i = static_cast<int>(j % half);
@@ -17,10 +17,10 @@ __global__ void RopeKernel(bf16* qkv, const int32_t* positions, int T, int H, in
     const int position = positions != nullptr ? positions[row] : static_cast<int>(row % T);
     const float angle = static_cast<float>(position) * RopeInverseFrequency(rope, i, rotary);
     const float cos = cosf(angle), sin = direction * sinf(angle);
-    const int64_t at = row * (H + 2 * KV) * hd + int64_t{head} * hd + i;
-    const float x1 = Load(qkv, at), x2 = Load(qkv, at + half);
+    const int64_t at = row * (H + 2 * KV) * hd + int64_t{head} * hd + RopePairFirst(rope, i);
+    const float x1 = Load(qkv, at), x2 = Load(qkv, at + gap);
     Store(qkv, at, x1 * cos - x2 * sin);
-    Store(qkv, at + half, x2 * cos + x1 * sin);
+    Store(qkv, at + gap, x2 * cos + x1 * sin);
   }
 }
 
