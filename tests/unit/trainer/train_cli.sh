@@ -1164,15 +1164,22 @@ grep -q 'rope_scaling is {"factor":32.0,"low_freq_factor":1.0,"high_freq_factor"
 "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --use-rope-scaling \
   --rope-scaling-factor 32 --load "$kWork/scaled" >"$kWork/out" 2>"$kWork/err" ||
   fail "a resume with the RoPE scaling: $(cat "$kWork/err")"
+# changes_llama NAME DIFFERENCE FLAG...: 2 steps of Megatron's Llama with FLAG... saved in $kWork/NAME, whose losses
+# must differ from the same run's without them (unscaled.jsonl, above); a resume without them is refused naming the
+# checkpoint's DIFFERENCE (a regular expression).
+changes_llama() {
+  local name=$1 difference=$2
+  shift 2
+  "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 "$@" \
+    --metrics-file "$kWork/$name.jsonl" --save "$kWork/$name" >"$kWork/out" 2>"$kWork/err" || fail "$*: $(cat "$kWork/err")"
+  [[ $(losses "$kWork/$name.jsonl") != "$(losses "$kWork/unscaled.jsonl")" ]] ||
+    fail "$* trained the model without them: $(losses "$kWork/$name.jsonl")"
+  expect_exit 1 "$difference" \
+    "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/$name"
+}
 # Linear RoPE scaling (Megatron's --rotary-seq-len-interpolation-factor): it changes the model, its checkpoint keeps
 # it, a resume without it is refused naming it; a GPT, and both scalings at once, are refused.
-"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 \
-  --rotary-seq-len-interpolation-factor 4 --metrics-file "$kWork/linear.jsonl" --save "$kWork/linear" \
-  >"$kWork/out" 2>"$kWork/err" || fail "--rotary-seq-len-interpolation-factor: $(cat "$kWork/err")"
-[[ $(losses "$kWork/linear.jsonl") != "$(losses "$kWork/unscaled.jsonl")" ]] ||
-  fail "--rotary-seq-len-interpolation-factor trained the model without it: $(losses "$kWork/linear.jsonl")"
-expect_exit 1 "rope_linear_factor is 4.0 in the checkpoint and 1.0 here" \
-  "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/linear"
+changes_llama linear "rope_linear_factor is 4.0 in the checkpoint and 1.0 here" --rotary-seq-len-interpolation-factor 4
 expect_exit 2 "error: linear RoPE scaling \(--rotary-seq-len-interpolation-factor\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --rotary-seq-len-interpolation-factor 2
 expect_exit 2 "error: RoPE scaling: Llama 3.1's \(--use-rope-scaling\) or linear \(--rotary-seq-len-interpolation-factor\), not both$" \
@@ -1180,13 +1187,7 @@ expect_exit 2 "error: RoPE scaling: Llama 3.1's \(--use-rope-scaling\) or linear
 # RoPE over part of each head (Megatron's --rotary-percent): it changes the model, its checkpoint keeps it, a resume
 # without it is refused naming it and --use-checkpoint-args takes it (another share given with it is refused); a GPT,
 # a share outside (0, 1] and one that leaves an odd number of dimensions are refused.
-"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --rotary-percent 0.5 \
-  --metrics-file "$kWork/partial.jsonl" --save "$kWork/partial" >"$kWork/out" 2>"$kWork/err" ||
-  fail "--rotary-percent 0.5: $(cat "$kWork/err")"
-[[ $(losses "$kWork/partial.jsonl") != "$(losses "$kWork/unscaled.jsonl")" ]] ||
-  fail "--rotary-percent 0.5 trained the model with RoPE over whole heads: $(losses "$kWork/partial.jsonl")"
-expect_exit 1 "rotary_percent is 0.5 in the checkpoint and 1.0 here" \
-  "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/partial"
+changes_llama partial "rotary_percent is 0.5 in the checkpoint and 1.0 here" --rotary-percent 0.5
 "$kTrain" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --use-checkpoint-args \
   --load "$kWork/partial" --rotary-percent 0.5 >"$kWork/out" 2>"$kWork/err" ||
   fail "--use-checkpoint-args of a checkpoint with --rotary-percent 0.5: $(cat "$kWork/err")"
@@ -1201,13 +1202,7 @@ expect_exit 2 "error: rotary_percent \(--rotary-percent\) 0.1 turns 1 of each he
 rm -rf "$kWork/partial" "$kWork/partial.jsonl"
 # Interleaved RoPE pairs (Megatron's --rotary-interleaved): they change the model, its checkpoint keeps them, a resume
 # without them is refused naming them; a GPT is refused.
-"$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --rotary-interleaved \
-  --metrics-file "$kWork/interleaved.jsonl" --save "$kWork/interleaved" >"$kWork/out" 2>"$kWork/err" ||
-  fail "--rotary-interleaved: $(cat "$kWork/err")"
-[[ $(losses "$kWork/interleaved.jsonl") != "$(losses "$kWork/unscaled.jsonl")" ]] ||
-  fail "--rotary-interleaved trained the model with RoPE's two halves: $(losses "$kWork/interleaved.jsonl")"
-expect_exit 1 "rotary_interleaved is true in the checkpoint and false here" \
-  "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/interleaved"
+changes_llama interleaved "rotary_interleaved is true in the checkpoint and false here" --rotary-interleaved
 expect_exit 2 "error: interleaved RoPE \(--rotary-interleaved\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --rotary-interleaved
 rm -rf "$kWork/interleaved" "$kWork/interleaved.jsonl"
