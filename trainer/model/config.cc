@@ -109,7 +109,7 @@ std::string Field(std::string_view name) {
   constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
       {"n_layer", "--num-layers"}, {"d_model", "--hidden-size"},    {"n_head", "--num-attention-heads"},
       {"n_kv_head", "--num-query-groups"}, {"d_ff", "--ffn-hidden-size"}, {"seq_len", "--max-position-embeddings"},
-      {"vocab", "--vocab-size"}};
+      {"vocab", "--vocab-size"}, {"rotary_percent", "--rotary-percent"}};
   for (const auto& [field, flag] : kFlags) {
     if (field == name) return fmt::format("{} ({})", field, flag);
   }
@@ -190,13 +190,13 @@ common::Status Validate(const ModelConfig& c) {
                                      "positions are not: a Llama model");
     }
     if (!(c.rotary_percent > 0 && c.rotary_percent <= 1)) {
-      return common::InvalidArgument("rotary_percent (--rotary-percent) must be above 0 and at most 1, got {}",
+      return common::InvalidArgument("{} must be above 0 and at most 1, got {}", Field("rotary_percent"),
                                      c.rotary_percent);
     }
     if (c.rotary_dim() < 2 || c.rotary_dim() % 2 != 0) {
-      return common::InvalidArgument("rotary_percent (--rotary-percent) {} turns {} of each head's {} dimensions "
-                                     "(int(head size x it)), which must be even and 2 or more: RoPE turns them in "
-                                     "pairs", c.rotary_percent, c.rotary_dim(), c.head_dim());
+      return common::InvalidArgument("{} {} turns {} of each head's {} dimensions (int(head size x it)), which must "
+                                     "be even and 2 or more: RoPE turns them in pairs", Field("rotary_percent"),
+                                     c.rotary_percent, c.rotary_dim(), c.head_dim());
     }
   }
   if (c.rotary_interleaved && c.arch != Arch::kLlama) {
