@@ -38,6 +38,15 @@ extern "C" const char* __tsan_default_options() { return "halt_on_error=1:exitco
 #endif
 
 namespace srunway::emulated_gpu {
+
+const ThreadPlace* g_thread = nullptr;
+const BlockPlace* g_block = nullptr;
+
+void OutsideKernel() {
+  std::fprintf(stderr, "emulated GPU: a device function was called outside a kernel\n");
+  std::abort();
+}
+
 namespace {
 
 #if defined(SRUNWAY_EMULATED_ASAN) || defined(SRUNWAY_EMULATED_TSAN)
@@ -62,20 +71,22 @@ enum class State { kReady, kAtWarp, kAtBlock, kDone };
 // no frame is ever abandoned (a fiber parks between kernels instead of ending).
 using SwitchPoint = void*[5];
 
+// What the scheduler reads at every switch comes first, in the fiber's first cache line; makecontext's context,
+// read once, last.
 struct Fiber {
   SwitchPoint context;
-  ucontext_t start;
-  unsigned char* stack = nullptr;  // kGuardBytes of PROT_NONE, then kStackBytes
-  bool started = false;
   State state = State::kReady;
   Collective waiting_for = Collective::kShuffle;
-  dim3 thread_idx;
-  int lane = 0, warp = 0;
+  ThreadPlace place;  // its coordinates and lane
+  int warp = 0;
   unsigned generation = 0;  // warp-wide operations passed: which of the two post buffers is this lane's
+  bool started = false;
+  unsigned char* stack = nullptr;  // kGuardBytes of PROT_NONE, then kStackBytes
   void* fake_stack = nullptr;
   void* race_fiber = nullptr;  // ThreadSanitizer's context for this thread
   std::vector<AsyncCopy> open_copies;                   // cp.async copies not yet committed
   std::deque<std::vector<AsyncCopy>> committed_copies;  // committed groups not yet waited for, oldest first
+  ucontext_t start;
 };
 
 struct Warp {
@@ -102,8 +113,10 @@ std::map<const void*, int> g_dynamic_shared_limit;
 struct Running {
   const std::function<void()>* body = nullptr;
   const char* signature = "";
-  dim3 grid, block, block_idx;
-  std::deque<Fiber> fibers;  // the block's threads, x fastest (parked fibers keep their address)
+  BlockPlace place;
+  std::deque<Fiber> storage;   // every fiber made so far (parked fibers keep their address)
+  std::vector<Fiber*> fibers;  // the block's threads, x fastest: what the scheduler's loops index, for one load
+                               // where the deque's index took a division and two (a tenth of an emulated run)
   std::vector<Warp> warps;
   std::vector<unsigned char> shared;
   size_t shared_bytes = 0;
@@ -121,10 +134,7 @@ Running* g_running = nullptr;
 thread_local bool g_in_launch = false;  // this host thread is running a kernel
 
 Running& Run() {
-  if (g_running == nullptr || g_running->current == nullptr) {
-    std::fprintf(stderr, "emulated GPU: a device function was called outside a kernel\n");
-    std::abort();
-  }
+  if (g_running == nullptr || g_running->current == nullptr) OutsideKernel();
   return *g_running;
 }
 
@@ -176,6 +186,7 @@ void Acquire(void*) {}
 // change).
 [[gnu::noinline, gnu::no_sanitize_address]] void Resume(Running& run, Fiber& f) {
   run.current = &f;
+  g_thread = &f.place;
   run.scheduler_race_fiber = CurrentRaceFiber();
   if (__builtin_setjmp(run.scheduler) == 0) {
     StartSwitch(&run.scheduler_fake_stack, f.stack + kGuardBytes, kStackBytes);
@@ -188,6 +199,7 @@ void Acquire(void*) {}
   }
   FinishSwitch(run.scheduler_fake_stack, nullptr, nullptr);
   run.current = nullptr;
+  g_thread = nullptr;
 }
 
 // Fiber side: waits in `state` until the scheduler lets it go on (not inlined, as Resume).
@@ -218,13 +230,13 @@ void Acquire(void*) {}
 std::string Describe(const Running& run) {
   std::string out = std::string("emulated GPU: ") + run.signature;
   char where[160];
-  std::snprintf(where, sizeof(where), ": block (%u, %u, %u) of (%u, %u, %u)", run.block_idx.x, run.block_idx.y,
-                run.block_idx.z, run.grid.x, run.grid.y, run.grid.z);
+  std::snprintf(where, sizeof(where), ": block (%u, %u, %u) of (%u, %u, %u)", run.place.block_idx.x,
+                run.place.block_idx.y, run.place.block_idx.z, run.place.grid.x, run.place.grid.y, run.place.grid.z);
   out += where;
   if (run.current != nullptr) {
-    const dim3& t = run.current->thread_idx;
+    const dim3& t = run.current->place.thread_idx;
     std::snprintf(where, sizeof(where), ", thread (%u, %u, %u) (warp %d lane %d)", t.x, t.y, t.z, run.current->warp,
-                  run.current->lane);
+                  run.current->place.lane);
     out += where;
   }
   return out;
@@ -236,48 +248,62 @@ std::string Describe(const Running& run) {
   std::abort();
 }
 
+// Ends the program naming the lanes of a warp that did not all meet at one warp-wide operation: the lowest two
+// waiting at different ones, else the lowest that is elsewhere (exited, or at __syncthreads).
+[[noreturn]] void FailApart(const Running& run, Fiber* const* lanes, int count) {
+  const Fiber* waiting = nullptr;
+  for (int i = 0; i < count; ++i) {
+    const Fiber& f = *lanes[i];
+    if (f.state != State::kAtWarp) continue;
+    if (waiting == nullptr) waiting = &f;
+    if (f.waiting_for != waiting->waiting_for) {
+      FailIn(run, "lanes " + std::to_string(waiting->place.lane) + " and " + std::to_string(f.place.lane) +
+                      " of warp " +
+                      std::to_string(f.warp) + " wait at different warp-wide operations (" +
+                      CollectiveName(waiting->waiting_for) + ", " + CollectiveName(f.waiting_for) + ")");
+    }
+  }
+  for (int i = 0; i < count; ++i) {
+    const Fiber& f = *lanes[i];
+    if (f.state == State::kAtWarp) continue;
+    FailIn(run, "lane " + std::to_string(f.place.lane) + " of warp " + std::to_string(f.warp) +
+                    (f.state == State::kDone ? " has exited" : " waits at __syncthreads") + " while lane " +
+                    std::to_string(waiting->place.lane) + " waits for it at " + CollectiveName(waiting->waiting_for));
+  }
+  FailIn(run, "the warp's lanes met after all");  // not reached: the caller saw them apart
+}
+
 // Runs the lanes of warp w until none can go on, releasing them each time they all meet at one collective.
 void RunWarp(Running& run, int first, int count, bool reverse) {
+  Fiber* const* lanes = run.fibers.data() + first;
   while (true) {
-    for (int i = 0; i < count; ++i) {
-      Fiber& f = run.fibers[first + (reverse ? count - 1 - i : i)];
-      if (f.state == State::kReady) Resume(run, f);
-    }
+    // Each lane runs until it waits or ends; where it waits is then settled for this round.
     int at_warp = 0;
     const Fiber* waiting = nullptr;
+    bool apart = false;  // lanes wait at different warp-wide operations
     for (int i = 0; i < count; ++i) {
-      const Fiber& f = run.fibers[first + i];
+      Fiber& f = *lanes[reverse ? count - 1 - i : i];
+      if (f.state == State::kReady) Resume(run, f);
       if (f.state != State::kAtWarp) continue;
       ++at_warp;
       if (waiting == nullptr) waiting = &f;
-      if (f.waiting_for != waiting->waiting_for) {
-        FailIn(run, "lanes " + std::to_string(waiting->lane) + " and " + std::to_string(f.lane) + " of warp " +
-                        std::to_string(f.warp) + " wait at different warp-wide operations (" +
-                        CollectiveName(waiting->waiting_for) + ", " + CollectiveName(f.waiting_for) + ")");
-      }
+      apart |= f.waiting_for != waiting->waiting_for;
     }
     if (at_warp == 0) return;
-    if (at_warp != count) {
-      for (int i = 0; i < count; ++i) {
-        const Fiber& f = run.fibers[first + i];
-        if (f.state == State::kAtWarp) continue;
-        FailIn(run, "lane " + std::to_string(f.lane) + " of warp " + std::to_string(f.warp) +
-                        (f.state == State::kDone ? " has exited" : " waits at __syncthreads") + " while lane " +
-                        std::to_string(waiting->lane) + " waits for it at " + CollectiveName(waiting->waiting_for));
-      }
-    }
-    for (int i = 0; i < count; ++i) run.fibers[first + i].state = State::kReady;
+    if (apart || at_warp != count) FailApart(run, lanes, count);
+    for (int i = 0; i < count; ++i) lanes[i]->state = State::kReady;
   }
 }
 
-
 void RunBlock(Running& run, bool reverse) {
-  const int threads = static_cast<int>(run.block.x * run.block.y * run.block.z);
+  const dim3& block = run.place.block;
+  const int threads = static_cast<int>(block.x * block.y * block.z);
   for (int i = 0; i < threads; ++i) {
-    run.fibers[i].state = State::kReady;
-    run.fibers[i].generation = 0;
-    run.fibers[i].open_copies.clear();  // a thread that ended without waiting: its copies never landed
-    run.fibers[i].committed_copies.clear();
+    Fiber& f = *run.fibers[i];
+    f.state = State::kReady;
+    f.generation = 0;
+    f.open_copies.clear();  // a thread that ended without waiting: its copies never landed
+    f.committed_copies.clear();
   }
   run.copies_land_at_issue = !reverse;
   // Shared memory starts as NaN (as fp32 and bf16) in every block: what a block reads before writing shows.
@@ -296,8 +322,8 @@ void RunBlock(Running& run, bool reverse) {
     }
     bool any_waiting = false;
     for (int i = 0; i < threads; ++i) {
-      if (run.fibers[i].state == State::kAtBlock) {
-        run.fibers[i].state = State::kReady;
+      if (run.fibers[i]->state == State::kAtBlock) {
+        run.fibers[i]->state = State::kReady;
         any_waiting = true;
       }
     }
@@ -344,11 +370,6 @@ dim3 Unflatten(uint64_t linear, dim3 shape) {
 
 }  // namespace
 
-const dim3& ThreadIdx() { return Run().current->thread_idx; }
-const dim3& BlockIdx() { return Run().block_idx; }
-const dim3& BlockDim() { return Run().block; }
-const dim3& GridDim() { return Run().grid; }
-int Lane() { return Run().current->lane; }
 
 void WarpSync(Collective what, unsigned mask) {
   Running& run = Run();
@@ -372,7 +393,7 @@ void BlockSync() {
 void Post(const Words& words) {
   Running& run = Run();
   const Fiber& f = *run.current;
-  std::memcpy(run.warps[f.warp].posts[f.generation % 2][f.lane], words, sizeof(Words));
+  std::memcpy(run.warps[f.warp].posts[f.generation % 2][f.place.lane], words, sizeof(Words));
 }
 
 void ReadPosted(int lane, Words& words) {
@@ -418,22 +439,24 @@ int Launch(const void* kernel, const char* signature, dim3 grid, dim3 block, siz
   static Running run;  // its fibers' stacks are kept from launch to launch
   const int threads = static_cast<int>(block.x * block.y * block.z);
   while (run.fibers.size() < static_cast<size_t>(threads)) {
-    NewFiber(run.fibers.emplace_back());
+    run.fibers.push_back(&run.storage.emplace_back());
+    NewFiber(*run.fibers.back());
   }
   for (int i = 0; i < threads; ++i) {
-    Fiber& f = run.fibers[i];
-    f.thread_idx = Unflatten(i, block);
-    f.lane = i % kWarpSize;
+    Fiber& f = *run.fibers[i];
+    f.place.thread_idx = Unflatten(i, block);
+    f.place.lane = i % kWarpSize;
     f.warp = i / kWarpSize;
   }
   run.warps.assign((threads + kWarpSize - 1) / kWarpSize, Warp{});
   run.body = &body;
   run.signature = signature;
-  run.grid = grid;
-  run.block = block;
+  run.place.grid = grid;
+  run.place.block = block;
   run.shared_bytes = shared_bytes;
   run.shared.assign(shared_bytes, 0);
   g_running = &run;
+  g_block = &run.place;
   g_in_launch = true;
   // Blocks in order on even launches and in reverse on odd ones: a block that reads what another block of the
   // same launch writes (which the hardware never orders) gets a wrong answer on one of the two. The order also
@@ -446,11 +469,12 @@ int Launch(const void* kernel, const char* signature, dim3 grid, dim3 block, siz
   const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
   for (uint64_t i = 0; i < blocks; ++i) {
     const uint64_t linear = reverse_blocks ? blocks - 1 - i : i;
-    run.block_idx = Unflatten(linear, grid);
+    run.place.block_idx = Unflatten(linear, grid);
     RunBlock(run, linear % 2 == 1);
   }
   g_in_launch = false;
   g_running = nullptr;
+  g_block = nullptr;
   return 0;
 }
 

@@ -31,12 +31,31 @@ constexpr int kInvalidConfiguration = 9;
 // The multiprocessors the emulated device reports: an H100 SXM's.
 constexpr int kMultiprocessors = 132;
 
+// Where the running CUDA thread is: the scheduler points g_thread at the running thread's place and g_block at
+// its block's (g_thread is null outside a kernel). Read inline, as kernels read threadIdx and blockIdx in their
+// inner loops: a call each was a tenth of an emulated training run.
+struct ThreadPlace {
+  dim3 thread_idx;
+  int lane = 0;
+};
+struct BlockPlace {
+  dim3 block_idx, block, grid;
+};
+extern const ThreadPlace* g_thread;
+extern const BlockPlace* g_block;
+// Ends the program: a device function was called outside a kernel.
+[[noreturn]] void OutsideKernel();
+
+inline const ThreadPlace& Thread() {
+  if (g_thread == nullptr) [[unlikely]] OutsideKernel();
+  return *g_thread;
+}
 // The calling CUDA thread's coordinates, and its lane in its warp.
-const dim3& ThreadIdx();
-const dim3& BlockIdx();
-const dim3& BlockDim();
-const dim3& GridDim();
-int Lane();
+inline const dim3& ThreadIdx() { return Thread().thread_idx; }
+inline const dim3& BlockIdx() { return Thread(), g_block->block_idx; }
+inline const dim3& BlockDim() { return Thread(), g_block->block; }
+inline const dim3& GridDim() { return Thread(), g_block->grid; }
+inline int Lane() { return Thread().lane; }
 
 // What a warp-wide operation is, so that lanes meeting at different ones are reported.
 enum class Collective { kShuffle, kSyncWarp, kMma, kLdmatrix, kWmma };

@@ -266,6 +266,14 @@ __global__ void ShuffleAgainstBarrier(float* out) {
   }
 }
 
+__global__ void ShuffleAgainstSyncWarp(float* out) {
+  if (threadIdx.x % 32 >= 16) {
+    __syncwarp();
+  } else {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+  }
+}
+
 __global__ void LdmatrixOutsideShared(uint32_t* out, const __nv_bfloat16* global) {
   uint32_t r[4];
   LoadTransposed(r, global + threadIdx.x % 8 * 8);
@@ -278,6 +286,9 @@ TEST(EmulatedGpuDeathTest, AWarpOperationNotEveryLaneReachesEndsTheProgram) {
                "lane 3 of warp 0 has exited while lane 0 waits for it at a shuffle");
   EXPECT_DEATH(LaunchKernel(ShuffleAgainstBarrier, dim3(1), dim3(32), 0, nullptr, out.data()),
                "lane 0 of warp 0 waits at __syncthreads while lane 1 waits for it at a shuffle");
+  // Named by the lowest two lanes apart, whichever way the block runs its lanes (two blocks: one of each).
+  EXPECT_DEATH(LaunchKernel(ShuffleAgainstSyncWarp, dim3(2), dim3(32), 0, nullptr, out.data()),
+               "lanes 0 and 16 of warp 0 wait at different warp-wide operations \\(a shuffle, __syncwarp\\)");
   std::vector<__nv_bfloat16> global(64);
   std::vector<uint32_t> words(32);
   EXPECT_DEATH(LaunchKernel(LdmatrixOutsideShared, dim3(1), dim3(32), 256, nullptr, words.data(), global.data()),

@@ -45,17 +45,22 @@ inline void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
   emu::Words post = {a[0], a[1], a[2], a[3], b0, b1};
   emu::Post(post);
   emu::WarpSync(emu::Collective::kMma);
-  emu::Words posted[32];
-  for (int lane = 0; lane < 32; ++lane) emu::ReadPosted(lane, posted[lane]);
-  auto A = [&](int i, int k) {
-    return emulated::Bf16(posted[4 * (i % 8) + k % 8 / 2][(i >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
-  };
-  auto B = [&](int k, int j) { return emulated::Bf16(posted[4 * j + k % 8 / 2][k >= 8 ? 5 : 4], k % 2); };
   const int g = emu::Lane() / 4, t = emu::Lane() % 4;
+  // This lane's rows of A (g and g + 8) were posted by lanes 4 g + q, its columns of B (2t and 2t + 1) by lanes
+  // 4 (2t) + q and 4 (2t + 1) + q, q holding k's pairs 2q, 2q + 1 and 2q + 8, 2q + 9: 12 lanes' words of the 32.
+  emu::Words rows[4], columns[2][4];
+  for (int q = 0; q < 4; ++q) {
+    emu::ReadPosted(4 * g + q, rows[q]);
+    for (int half = 0; half < 2; ++half) emu::ReadPosted(4 * (2 * t + half) + q, columns[half][q]);
+  }
   for (int e = 0; e < 4; ++e) {
-    const int i = g + 8 * (e / 2), j = 2 * t + e % 2;
+    const int lower = e / 2, half = e % 2;  // row g + 8 lower, column 2t + half
     float sum = c[e];
-    for (int k = 0; k < 16; ++k) sum += A(i, k) * B(k, j);
+    for (int k = 0; k < 16; ++k) {
+      const int q = k % 8 / 2, upper_k = k >= 8 ? 1 : 0;
+      sum += emulated::Bf16(rows[q][lower + 2 * upper_k], k % 2) *
+             emulated::Bf16(columns[half][q][4 + upper_k], k % 2);
+    }
     c[e] = sum;
   }
 }
