@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang in build-fuzz/ (scripts/build-sanitized.sh) and runs each for a bounded
 # time over its seed corpus.
 # Usage: scripts/fuzz.sh [--long | --build-only] [-j JOBS] [SECONDS_PER_TARGET] [TARGET...]
-#   SECONDS_PER_TARGET  default 20 (scripts/test.sh runs 6); TARGET names as in kTargets, default all of them.
+#   SECONDS_PER_TARGET  default 20 (scripts/test.sh runs 3); TARGET names as in kTargets, default all of them.
 #   --long              600 s per target unless SECONDS is given, a 30 s limit per input instead of 10 (a busy
 #                       machine must not pass for a slow input), and the inputs that reach new code are merged
 #                       into tests/fuzz/corpus/TARGET (commit them). Each target's run count goes to
