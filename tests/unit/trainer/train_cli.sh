@@ -317,7 +317,29 @@ run=("$kTrain" "${common[@]}" --data-path "$kWork/data" --split 1 --train-steps 
   || fail "checkpoints at steps 10 and 20 expected: $(ls "$kWork/ckpt")"
 "${run[@]}" --load "$kWork/ckpt/iter_0000010" --metrics-file "$kWork/resumed.jsonl" >/dev/null 2>"$kWork/resumed.err"
 ! grep -q "warning" "$kWork/resumed.err" || fail "the same run resumed: $(cat "$kWork/resumed.err")"
-losses() { python3 -c "import json,sys; [print(json.loads(l)['step'], repr(json.loads(l)['loss'])) for l in open(sys.argv[1]) if 'loss' in l]" "$1"; }
+# The step and loss of each line of metrics file $1 that has one; for a file missing or without any, one line
+# naming it, so that two such files never compare equal (an empty list did).
+losses() {
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    rows = [json.loads(l) for l in open(sys.argv[1]) if 'loss' in l]
+except OSError:
+    rows = []
+for row in rows:
+    print(row['step'], repr(row['loss']))
+if not rows:
+    print(f"no losses in {sys.argv[1]}")
+PY
+}
+# Whether metrics files $1 and $2 both have losses and they differ (fails the test if either has none: a file
+# with none is no difference).
+losses_differ() {
+  local mine theirs
+  mine=$(losses "$1") && theirs=$(losses "$2") || fail "cannot read the losses of $1 or $2"
+  [[ $mine != "no losses in "* && $theirs != "no losses in "* ]] || fail "no losses to compare: $mine / $theirs"
+  [[ $mine != "$theirs" ]]
+}
 diff <(losses "$kWork/straight.jsonl" | tail -n 10) <(losses "$kWork/resumed.jsonl") \
   || fail "resumed losses differ from the uninterrupted run"
 [[ $(losses "$kWork/resumed.jsonl" | wc -l) == 10 ]] || fail "the resumed run should do steps 11-20"
@@ -1155,7 +1177,7 @@ rm -rf "$kWork/llama3" "$kWork/llama3-cache" "$kWork/llama3-tb"
   2>"$kWork/err" || fail "--use-rope-scaling: $(cat "$kWork/err")"
 "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 \
   --metrics-file "$kWork/unscaled.jsonl" >"$kWork/out" 2>"$kWork/err" || fail "Megatron's Llama: $(cat "$kWork/err")"
-[[ $(losses "$kWork/scaled.jsonl") != "$(losses "$kWork/unscaled.jsonl")" ]] ||
+losses_differ "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" ||
   fail "--use-rope-scaling trained the model without it: $(losses "$kWork/scaled.jsonl")"
 "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 \
   --load "$kWork/scaled" >"$kWork/out" 2>"$kWork/err" && fail "a resume without the RoPE scaling ran"
@@ -1172,10 +1194,8 @@ changes_llama() {
   shift 2
   "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 "$@" \
     --metrics-file "$kWork/$name.jsonl" --save "$kWork/$name" >"$kWork/out" 2>"$kWork/err" || fail "$*: $(cat "$kWork/err")"
-  local mine theirs
-  mine=$(losses "$kWork/$name.jsonl") && theirs=$(losses "$kWork/unscaled.jsonl") && [[ -n $mine && -n $theirs ]] ||
-    fail "$*: no losses to compare in $name.jsonl or unscaled.jsonl"
-  [[ $mine != "$theirs" ]] || fail "$* trained the model without them: $mine"
+  losses_differ "$kWork/$name.jsonl" "$kWork/unscaled.jsonl" ||
+    fail "$* trained the model without them: $(losses "$kWork/$name.jsonl")"
   expect_exit 1 "$difference" \
     "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/$name"
 }
@@ -1220,7 +1240,7 @@ expect_exit 2 "--rope-scaling-factor requires --use-rope-scaling" "$kTrain" --mo
   fail "--add-qkv-bias: $(cat "$kWork/err")"
 "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 \
   --metrics-file "$kWork/unbiased.jsonl" >"$kWork/out" 2>"$kWork/err" || fail "Megatron's Llama: $(cat "$kWork/err")"
-[[ $(losses "$kWork/biased.jsonl" | tail -n 1) != "$(losses "$kWork/unbiased.jsonl" | tail -n 1)" ]] ||
+losses_differ "$kWork/biased.jsonl" "$kWork/unbiased.jsonl" ||
   fail "--add-qkv-bias trained the model without the biases: $(losses "$kWork/biased.jsonl")"
 expect_exit 1 "qkv_bias is true in the checkpoint and false here" \
   "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 4 --load "$kWork/biased"
@@ -1240,7 +1260,7 @@ diff <(losses "$kWork/gpt.jsonl") <(losses "$kWork/gpt--add-qkv-bias.jsonl") >/d
 "$kTrain" --preset gpt-tiny --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --squared-relu \
   --no-bias-gelu-fusion --metrics-file "$kWork/relu2.jsonl" --save "$kWork/relu2" >"$kWork/out" 2>"$kWork/err" ||
   fail "--squared-relu: $(cat "$kWork/err")"
-[[ $(losses "$kWork/relu2.jsonl") != "$(losses "$kWork/gpt.jsonl")" ]] ||
+losses_differ "$kWork/relu2.jsonl" "$kWork/gpt.jsonl" ||
   fail "--squared-relu trained GELU's model: $(losses "$kWork/relu2.jsonl")"
 expect_exit 1 "squared_relu is true in the checkpoint and false here" \
   "$kTrain" --preset gpt-tiny --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/relu2"
@@ -1259,7 +1279,7 @@ for preset in llama-tiny gpt-tiny; do
       --metrics-file "$kWork/$variant.jsonl" --save "$kWork/$variant" >"$kWork/out" 2>"$kWork/err" ||
       fail "$preset ${qk_args[$variant]}: $(cat "$kWork/err")"
   done
-  [[ $(losses "$kWork/qk.jsonl") != "$(losses "$kWork/plain.jsonl")" ]] ||
+  losses_differ "$kWork/qk.jsonl" "$kWork/plain.jsonl" ||
     fail "--qk-layernorm trained $preset without the norms: $(losses "$kWork/qk.jsonl")"
   diff <(losses "$kWork/qk.jsonl") <(losses "$kWork/recomputed.jsonl") ||
     fail "--qk-layernorm: $preset's losses differ with --recompute-activations"
@@ -1668,7 +1688,7 @@ for kv in "" 16 32; do
     --save "$kWork/kv$kv" >"$kWork/out" 2>"$kWork/err" || fail "--kv-channels $kv: $(cat "$kWork/err")"
 done
 diff <(losses "$kWork/kv.jsonl") <(losses "$kWork/kv16.jsonl") || fail "--kv-channels 16 changed gpt-tiny"
-[[ $(losses "$kWork/kv32.jsonl") != "$(losses "$kWork/kv.jsonl")" ]] ||
+losses_differ "$kWork/kv32.jsonl" "$kWork/kv.jsonl" ||
   fail "--kv-channels 32 trained gpt-tiny's heads: $(losses "$kWork/kv32.jsonl")"
 expect_exit 1 "kv_channels is 32 in the checkpoint and 0 here" \
   "$kTrain" "${common[@]}" --mock-data --train-steps 3 --load "$kWork/kv32"
