@@ -258,8 +258,7 @@ std::string Describe(const Running& run) {
     if (waiting == nullptr) waiting = &f;
     if (f.waiting_for != waiting->waiting_for) {
       FailIn(run, "lanes " + std::to_string(waiting->place.lane) + " and " + std::to_string(f.place.lane) +
-                      " of warp " +
-                      std::to_string(f.warp) + " wait at different warp-wide operations (" +
+                      " of warp " + std::to_string(f.warp) + " wait at different warp-wide operations (" +
                       CollectiveName(waiting->waiting_for) + ", " + CollectiveName(f.waiting_for) + ")");
     }
   }
