@@ -19,9 +19,13 @@ option_value() {  # NAME: the value of a meson option in the build
 }
 
 # -g1: line tables, all that a sanitizer report's stack needs, for less compile time than full debug information.
-# ThreadSanitizer's copies are build/'s: gcc's, as they always were.
+# ThreadSanitizer's copies are build/'s: gcc's, as they always were. Linked by lld where it is installed
+# (scripts/install-deps.sh installs it): it linked the asan suite's programs and the fuzzers 3 to 4 times faster
+# than ld.bfd (cuda-ops-emulated-asan 3.9 s -> 0.8 s, a unit test 2.4 s -> 0.7 s, a fuzzer 0.8 s -> 0.4 s).
 if [[ ! -f $kBuild/build.ninja ]]; then
-  CC=clang CXX=clang++ meson setup "$kBuild" "$kRepo" -Dfuzz=enabled -Dcuda=disabled \
+  linker=()
+  command -v ld.lld >/dev/null && linker=(CC_LD=lld CXX_LD=lld)
+  env CC=clang CXX=clang++ "${linker[@]}" meson setup "$kBuild" "$kRepo" -Dfuzz=enabled -Dcuda=disabled \
     -Dthread_sanitized_tests=disabled -Dbuildtype=debugoptimized -Dcpp_args=-g1 \
     >"$kRepo/.meson-fuzz-setup.log" 2>&1 || {
     tail -n 20 "$kRepo/.meson-fuzz-setup.log" >&2

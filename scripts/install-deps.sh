@@ -6,7 +6,8 @@ set -euo pipefail
 
 readonly kPackages=(
   # build
-  meson ninja-build pkg-config g++ clang libclang-rt-14-dev libomp-dev  # clang: the sanitizer build, with OpenMP
+  meson ninja-build pkg-config g++
+  clang libclang-rt-14-dev libomp-dev lld  # the sanitizer build: clang, with OpenMP, linked by lld
   # libraries
   libfmt-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libhwloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libxxhash-dev libpcre2-dev libutf8proc-dev
