@@ -52,9 +52,14 @@ inline const ThreadPlace& Thread() {
 }
 // The calling CUDA thread's coordinates, and its lane in its warp.
 inline const dim3& ThreadIdx() { return Thread().thread_idx; }
-inline const dim3& BlockIdx() { return Thread(), g_block->block_idx; }
-inline const dim3& BlockDim() { return Thread(), g_block->block; }
-inline const dim3& GridDim() { return Thread(), g_block->grid; }
+// The block's and the launch's: g_block is set whenever g_thread is.
+inline const BlockPlace& Block() {
+  Thread();
+  return *g_block;
+}
+inline const dim3& BlockIdx() { return Block().block_idx; }
+inline const dim3& BlockDim() { return Block().block; }
+inline const dim3& GridDim() { return Block().grid; }
 inline int Lane() { return Thread().lane; }
 
 // What a warp-wide operation is, so that lanes meeting at different ones are reported.
