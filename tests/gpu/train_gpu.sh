@@ -53,7 +53,6 @@ else
   grep -qE "MFU [0-9.]+%" "$work/peak.out" || fail "no MFU against the GPU's peak: $(cat "$work/peak.out")"
 fi
 
-losses() { python3 -c "import json,sys; [print(json.loads(l)['step'], json.loads(l)['loss']) for l in open(sys.argv[1]) if 'loss' in l]" "$1"; }
 # compare NAME CPU.jsonl GPU.jsonl: step by step within bf16 noise, and both fell.
 compare() {
   python3 - "$@" <<'PY'
