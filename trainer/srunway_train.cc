@@ -71,39 +71,48 @@ struct MegatronArch {
   bool use_rotary = false, no_position_embedding = false;
 };
 
-// The architecture and norms Megatron's flags ask for, each empty where they ask for none.
+// The architecture, norms and positions Megatron's flags ask for, each empty where they ask for none.
 struct ArchFlags {
   std::optional<srunway::trainer::Arch> arch;
   std::optional<srunway::trainer::Norm> norm;
+  bool no_positions = false;  // --position-embedding-type none
 };
 
 // Llama's four flags together ask for a Llama, GPT's explicit learned positions for a GPT, and a part of Llama's set
 // is refused, naming what is missing. --normalization chooses the norms apart from the rest, as in Megatron, whose
 // default is LayerNorm: Llama's four without it (as Megatron's own Llama 3 scripts give them) build the Llama with
 // LayerNorms that Megatron builds, unless a --preset gives the model (its own norms, as for its other sizes).
+// --position-embedding-type none leaves either architecture without positions: it takes RoPE's place in Llama's set
+// and asks for no architecture alone.
 srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_given) {
   using srunway::trainer::Arch, srunway::trainer::Norm;
   if (m.use_rotary) {
-    if (m.position_embedding == "learned_absolute") {
+    if (!m.position_embedding.empty() && m.position_embedding != "rope") {
       return srunway::common::InvalidArgument("--use-rotary-position-embeddings asks for RoPE, --position-embedding-type "
-                                              "learned_absolute for learned positions: give one");
+                                              "{} for {}: give one", m.position_embedding,
+                                              m.position_embedding == "none" ? "no positions" : "learned positions");
     }
     m.position_embedding = "rope";
   }
   if (m.no_position_embedding && m.position_embedding != "rope") {
     return srunway::common::InvalidArgument("--no-position-embedding is Megatron's deprecated flag, taken with RoPE "
                                             "only (--position-embedding-type rope): for a model without learned "
-                                            "positions give that");
+                                            "positions give that, for one without any --position-embedding-type none");
   }
   ArchFlags flags;
   flags.norm = srunway::trainer::NormFromName(m.normalization);  // none when not given (CLI11 takes those two)
-  const std::vector<std::pair<bool, const char*>> llama = {
+  flags.no_positions = m.position_embedding == "none";
+  constexpr std::string_view kRope = "--position-embedding-type rope";
+  const std::vector<std::pair<bool, std::string_view>> llama = {
       {m.swiglu, "--swiglu"},
-      {m.position_embedding == "rope", "--position-embedding-type rope"},
+      {m.position_embedding == "rope", kRope},
       {m.untie, "--untie-embeddings-and-output-weights"},
       {m.disable_bias, "--disable-bias-linear"}};
   std::vector<std::string> given, missing;
-  for (const auto& [on, flag] : llama) (on ? given : missing).emplace_back(flag);
+  for (const auto& [on, flag] : llama) {
+    if (flag == kRope && flags.no_positions) continue;
+    (on ? given : missing).emplace_back(flag);
+  }
   if (given.empty()) {
     if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
     return flags;
@@ -111,8 +120,9 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
   if (!missing.empty()) {
     return srunway::common::InvalidArgument(
         "srunway-train builds GPT (GELU, learned positions, tied output layer, biases) or Llama (SwiGLU, RoPE, "
-        "untied output layer, no biases), either with --normalization LayerNorm or RMSNorm: {} ask{} for Llama's, "
-        "which also needs {}", fmt::join(given, ", "), given.size() == 1 ? "s" : "", fmt::join(missing, ", "));
+        "untied output layer, no biases), either with --normalization LayerNorm or RMSNorm, either without positions "
+        "(--position-embedding-type none): {} ask{} for Llama's, which also needs {}", fmt::join(given, ", "),
+        given.size() == 1 ? "s" : "", fmt::join(missing, ", "));
   }
   flags.arch = Arch::kLlama;
   if (!flags.norm && !preset_given) flags.norm = Norm::kLayerNorm;
@@ -158,8 +168,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"LayerNorm", "RMSNorm"}));
   app.add_flag("--swiglu", megatron_arch.swiglu, "Megatron's: SwiGLU (Llama's)");
   app.add_option("--position-embedding-type", megatron_arch.position_embedding,
-                 "Megatron's: learned_absolute (GPT's) or rope (Llama's)")
-      ->check(CLI::IsMember({"learned_absolute", "rope"}));
+                 "Megatron's: learned_absolute (GPT's), rope (Llama's) or none (either model without positions: NoPE)")
+      ->check(CLI::IsMember({"learned_absolute", "rope", "none"}));
   app.add_flag("--use-rotary-position-embeddings", megatron_arch.use_rotary,
                "Megatron's older spelling of --position-embedding-type rope");
   app.add_flag("--no-position-embedding", megatron_arch.no_position_embedding,
@@ -1202,6 +1212,7 @@ int main(int argc, char** argv) {
   }
   o.model = *model;
   if (flags->norm) srunway::trainer::SetNorm(o.model, *flags->norm);
+  o.model.no_positions = flags->no_positions;
   const bool new_width = hidden_size && hidden_size != o.model.d_model;  // not the preset's own, restated
   if (num_layers) o.model.n_layer = num_layers;
   if (hidden_size) o.model.d_model = hidden_size;

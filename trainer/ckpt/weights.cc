@@ -274,6 +274,11 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
     return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
                                       NamingName(naming), ArchName(config.arch));
   }
+  if (naming == Naming::kHfGpt2 && config.no_positions) {
+    return common::FailedPrecondition("{} holds a GPT-2 model, whose positions are a learned table ({}wpe.weight), "
+                                      "and this run's model has none (--position-embedding-type none)", files.name(),
+                                      gpt2);
+  }
   // Hugging Face's GPT-2 and Llama have their architecture's own norms.
   if (naming != Naming::kSrunway && config.other_norm) {
     return common::FailedPrecondition("{} holds a {} model, whose norms are {}, and this run's model is a {} "
@@ -599,6 +604,12 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "has no Hugging Face class; --export writes its weights",
                                       c.arch == Arch::kGpt ? "GPT-2" : "Llama", NormName(ArchNorm(c.arch)),
                                       NormName(c.norm()));
+  }
+  if (c.no_positions) {
+    return common::FailedPrecondition("transformers' {} has positions ({}), and this model has none "
+                                      "(--position-embedding-type none): it has no Hugging Face class; --export "
+                                      "writes its weights", c.arch == Arch::kGpt ? "GPT-2" : "Llama",
+                                      c.arch == Arch::kGpt ? "a learned table" : "RoPE");
   }
   if (c.rotary_interleaved) {
     return common::FailedPrecondition("the Hugging Face Llama configs written here turn each head's two halves by "

@@ -82,8 +82,10 @@ void SetNorm(ModelConfig& c, Norm norm) {
 }
 
 std::string ModelKind(const ModelConfig& c) {
-  if (!c.other_norm) return std::string(ArchName(c.arch));
-  return fmt::format("{} with {}", ArchName(c.arch), NormName(*c.other_norm));
+  std::string kind(ArchName(c.arch));
+  if (c.other_norm) kind += fmt::format(" with {}", NormName(*c.other_norm));
+  if (c.no_positions) kind += c.other_norm ? ", without positions" : " without positions";
+  return kind;
 }
 
 const std::vector<std::string>& PresetNames() {
@@ -114,6 +116,16 @@ std::string Field(std::string_view name) {
     if (field == name) return fmt::format("{} ({})", field, flag);
   }
   return std::string(name);
+}
+
+// `what` asks for RoPE, which the model `c` does not turn: a GPT's positions are learned, and a model without
+// positions has neither.
+common::Status NoRope(const ModelConfig& c, std::string_view what) {
+  if (c.no_positions) {
+    return common::InvalidArgument("{} needs RoPE, which a model without positions (--position-embedding-type none) "
+                                   "has not", what);
+  }
+  return common::InvalidArgument("{} needs RoPE, which GPT's learned positions are not: a Llama model", what);
 }
 
 }  // namespace
@@ -156,7 +168,7 @@ common::Status Validate(const ModelConfig& c) {
     return common::InvalidArgument("GPT has no grouped-query attention ({} {} != {} {})", Field("n_kv_head"),
                                    c.n_kv_head, Field("n_head"), c.n_head);
   }
-  if (c.arch == Arch::kLlama && c.head_dim() % 2 != 0) {
+  if (c.rope_turns() && c.head_dim() % 2 != 0) {
     return common::InvalidArgument("RoPE needs an even head dimension, got {}", c.head_dim());
   }
   for (const double value : {c.init_std, c.norm_eps, c.rope_theta}) {
@@ -171,10 +183,7 @@ common::Status Validate(const ModelConfig& c) {
     return common::InvalidArgument("qkv_bias (--add-qkv-bias) is for a Llama model: GPT's layers have every bias");
   }
   if (c.rope_linear_factor != 1.0f) {
-    if (c.arch != Arch::kLlama) {
-      return common::InvalidArgument("linear RoPE scaling (--rotary-seq-len-interpolation-factor) needs RoPE, which "
-                                     "GPT's learned positions are not: a Llama model");
-    }
+    if (!c.rope_turns()) return NoRope(c, "linear RoPE scaling (--rotary-seq-len-interpolation-factor)");
     if (!(c.rope_linear_factor > 0 && std::isfinite(c.rope_linear_factor))) {
       return common::InvalidArgument("linear RoPE scaling's factor (--rotary-seq-len-interpolation-factor) must be "
                                      "positive and finite, got {}", c.rope_linear_factor);
@@ -185,10 +194,7 @@ common::Status Validate(const ModelConfig& c) {
     }
   }
   if (c.rotary_percent != 1.0) {
-    if (c.arch != Arch::kLlama) {
-      return common::InvalidArgument("RoPE over part of each head (--rotary-percent) needs RoPE, which GPT's learned "
-                                     "positions are not: a Llama model");
-    }
+    if (!c.rope_turns()) return NoRope(c, "RoPE over part of each head (--rotary-percent)");
     if (!(c.rotary_percent > 0 && c.rotary_percent <= 1)) {
       return common::InvalidArgument("{} must be above 0 and at most 1, got {}", Field("rotary_percent"),
                                      c.rotary_percent);
@@ -199,15 +205,9 @@ common::Status Validate(const ModelConfig& c) {
                                      c.rotary_percent, c.rotary_dim(), c.head_dim());
     }
   }
-  if (c.rotary_interleaved && c.arch != Arch::kLlama) {
-    return common::InvalidArgument("interleaved RoPE (--rotary-interleaved) needs RoPE, which GPT's learned "
-                                   "positions are not: a Llama model");
-  }
+  if (c.rotary_interleaved && !c.rope_turns()) return NoRope(c, "interleaved RoPE (--rotary-interleaved)");
   if (c.rope_scaling_factor == 0) return common::Status::Ok();
-  if (c.arch != Arch::kLlama) {
-    return common::InvalidArgument("RoPE scaling (--use-rope-scaling) needs RoPE, which GPT's learned positions are "
-                                   "not: a Llama model");
-  }
+  if (!c.rope_turns()) return NoRope(c, "RoPE scaling (--use-rope-scaling)");
   const std::pair<const char*, float> scaling[] = {{"factor (--rope-scaling-factor)", c.rope_scaling_factor},
                                                    {"low_freq_factor", c.rope_low_freq_factor},
                                                    {"high_freq_factor", c.rope_high_freq_factor}};
@@ -233,6 +233,17 @@ void SetHeadDim(ModelConfig& c, int head_dim) {
   c.kv_channels = derived ? 0 : head_dim;
 }
 
+namespace {
+
+// The model's positions by Megatron's names (--position-embedding-type): learned_absolute (GPT's), rope (Llama's)
+// or none.
+std::string_view PositionsName(const ModelConfig& c) {
+  if (c.no_positions) return "none";
+  return c.arch == Arch::kGpt ? "learned_absolute" : "rope";
+}
+
+}  // namespace
+
 common::Json ToJson(const ModelConfig& c) {
   common::Json json;
   json["arch"] = ArchName(c.arch);
@@ -242,6 +253,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["n_kv_head"] = c.n_kv_head;
   json["d_ff"] = c.d_ff;
   json["seq_len"] = c.seq_len;
+  json["position_embedding_type"] = PositionsName(c);
   json["vocab"] = c.vocab;
   json["init_std"] = c.init_std;
   json["norm_eps"] = c.norm_eps;
@@ -277,6 +289,16 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "d_ff", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "seq_len", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab", where));
+  // Checkpoints before 2026-12-07 have no position_embedding_type: the architecture's own positions.
+  if (json.contains("position_embedding_type")) {
+    SRUNWAY_ASSIGN_OR_RETURN(const std::string positions,
+                             common::JsonField<std::string>(json, "position_embedding_type", where));
+    c.no_positions = positions == "none";
+    if (positions != PositionsName(c)) {
+      return common::InvalidArgument("{}: position_embedding_type '{}' for a {} model (its own '{}', or 'none')", where,
+                                     positions, arch, c.arch == Arch::kGpt ? "learned_absolute" : "rope");
+    }
+  }
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, common::JsonField<float>(json, "init_std", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, common::JsonField<float>(json, "norm_eps", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.rope_theta, common::JsonField<float>(json, "rope_theta", where));
@@ -358,7 +380,7 @@ int64_t ParameterCount(const ModelConfig& c) {
   if (c.arch == Arch::kGpt) {
     // ln1 w, qkv (w,b), proj (w,b), ln2 w, fc (w,b), fc proj (w,b)
     per_layer = d + (d * (q + 2 * kv) + q + 2 * kv) + (q * d + d) + d + (d * f + f) + (f * d + d);
-    total += int64_t{c.seq_len} * d + d;
+    total += (c.learned_positions() ? int64_t{c.seq_len} * d : 0) + d;
   } else {
     // attn norm, qkv (+ its bias), proj, mlp norm, gate+up, down
     per_layer = d + d * (q + 2 * kv) + (c.qkv_bias ? q + 2 * kv : 0) + q * d + d + 2 * f * d + f * d;
@@ -377,9 +399,9 @@ int64_t ParameterCount(const ModelConfig& c) {
 double TrainingFlopsPerToken(const ModelConfig& c, int seq_len) {
   double matmul_params = static_cast<double>(ParameterCount(c));
   // Embedding lookups and norms do no matrix products; the tied (GPT) or separate (Llama) output layer does.
-  if (c.arch == Arch::kGpt) {
+  if (c.learned_positions()) {
     matmul_params -= static_cast<double>(c.seq_len) * c.d_model;  // position table
-  } else {
+  } else if (c.arch == Arch::kLlama) {
     matmul_params -= static_cast<double>(c.vocab) * c.d_model;   // input embedding (the output layer stays)
   }
   return 6.0 * matmul_params + 12.0 * c.n_layer * seq_len * c.q_dim();

@@ -34,6 +34,9 @@ struct ModelConfig {
   int n_kv_head = 4;  // < n_head: grouped-query attention (Llama only)
   int d_ff = 256;     // FFN hidden size (per branch for SwiGLU)
   int seq_len = 128;  // longest sequence; GPT's learned position table has this many rows
+  // No positions at all (NoPE): neither GPT's learned table nor Llama's RoPE, which Megatron's
+  // --position-embedding-type none builds for either (the causal mask alone tells tokens apart by order).
+  bool no_positions = false;
   int vocab = 512;
   float init_std = 0.02f;
   float norm_eps = 1e-5f;
@@ -87,6 +90,9 @@ struct ModelConfig {
             static_cast<float>(rope_original_positions), rope_linear_factor, rotary_dim(), rotary_interleaved};
   }
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
+  // GPT's learned position table, Llama's RoPE: the model's positions unless no_positions.
+  bool learned_positions() const { return arch == Arch::kGpt && !no_positions; }
+  bool rope_turns() const { return arch == Arch::kLlama && !no_positions; }
   // GPT ties the output layer to the token embedding; Llama has its own.
   bool tied_embeddings() const { return arch == Arch::kGpt; }
   Norm norm() const { return other_norm.value_or(ArchNorm(arch)); }
@@ -101,7 +107,8 @@ struct ModelConfig {
 void SetHeadDim(ModelConfig& config, int head_dim);
 // Norms of this kind: other_norm is empty where that is the architecture's own, else `norm`.
 void SetNorm(ModelConfig& config, Norm norm);
-// The architecture's name, and its norms' where they are not its own: "llama", "llama with LayerNorm".
+// The architecture's name, and its norms' where they are not its own and its positions where it has none: "llama",
+// "llama with LayerNorm", "gpt without positions", "llama with LayerNorm, without positions".
 std::string ModelKind(const ModelConfig& config);
 
 // Names accepted by --preset, in the order `srunway-train --help` lists them.

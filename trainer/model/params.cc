@@ -77,7 +77,7 @@ ParamLayout::ParamLayout(const ModelConfig& config) : config_(config) {
     numel_ += numel;
   };
   add("wte", {config.vocab, config.d_model}, true, true);
-  if (gpt) add("wpe", {config.seq_len, config.d_model}, true);
+  if (config.learned_positions()) add("wpe", {config.seq_len, config.d_model}, true);
   for (int l = 0; l < config.n_layer; ++l) {
     for (const SlotInfo& info : kLayerSlots) {
       if (!HasSlot(config, info)) continue;

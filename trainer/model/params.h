@@ -48,7 +48,7 @@ struct BasicLayerViews {
 template <typename T>
 struct BasicModelViews {
   T* wte = nullptr;  // [V, C]
-  T* wpe = nullptr;  // [T, C], GPT only
+  T* wpe = nullptr;  // [T, C], GPT only (none without positions)
   std::vector<BasicLayerViews<T>> layers;
   T* norm_f_w = nullptr;
   T* norm_f_b = nullptr;  // GPT only

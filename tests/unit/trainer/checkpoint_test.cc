@@ -1194,5 +1194,57 @@ TEST(NormalizationTest, TheOtherArchitecturesNormsBringTheirBiasesOrDropThem) {
               ::testing::HasSubstr("header: unknown normalization 'ScaleNorm' (LayerNorm or RMSNorm)"));
 }
 
+// Megatron's --position-embedding-type none (NoPE): a GPT without its position table (and its FLOPs unchanged, the
+// table only looked up), a Llama without RoPE (the same tensors); kept in the checkpoint's config; RoPE's settings
+// and a header naming the other architecture's positions refused.
+TEST(NoPositionsTest, NeitherTheTableNorRopeKeptInTheCheckpointsConfig) {
+  const ModelConfig plain_gpt = *Preset("gpt-tiny");
+  ModelConfig gpt = plain_gpt;
+  gpt.no_positions = true;
+  const ParamLayout layout(gpt);
+  EXPECT_EQ(layout.Find("wpe"), nullptr);
+  EXPECT_EQ(layout.numel(), ParamLayout(plain_gpt).numel() - int64_t{gpt.seq_len} * gpt.d_model);
+  EXPECT_EQ(ParameterCount(gpt), layout.numel());
+  EXPECT_EQ(layout.Embeddings().count, layout.Find("wte")->numel);
+  EXPECT_EQ(TrainingFlopsPerToken(gpt, 128), TrainingFlopsPerToken(plain_gpt, 128));
+  EXPECT_EQ(ModelKind(gpt), "gpt without positions");
+  ExpectKeptInHeader(gpt, plain_gpt, "position_embedding_type",
+                     "is \"none\" in the checkpoint and \"learned_absolute\" here");
+
+  const ModelConfig plain_llama = *Preset("llama-tiny");
+  ModelConfig llama = plain_llama;
+  llama.no_positions = true;
+  EXPECT_EQ(ParamLayout(llama).numel(), ParamLayout(plain_llama).numel());
+  EXPECT_EQ(ParameterCount(llama), ParamLayout(llama).numel());
+  EXPECT_EQ(TrainingFlopsPerToken(llama, 128), TrainingFlopsPerToken(plain_llama, 128));
+  ExpectKeptInHeader(llama, plain_llama, "position_embedding_type", "is \"none\" in the checkpoint and \"rope\" here");
+  ModelConfig layernorm = llama;
+  SetNorm(layernorm, Norm::kLayerNorm);
+  EXPECT_EQ(ModelKind(layernorm), "llama with LayerNorm, without positions");
+
+  // RoPE turns pairs; without it a head may be of any width.
+  ModelConfig odd = llama;
+  SetHeadDim(odd, 15);
+  EXPECT_TRUE(Validate(odd).ok()) << Validate(odd).message();
+  odd.no_positions = false;
+  EXPECT_THAT(Validate(odd).message(), ::testing::HasSubstr("RoPE needs an even head dimension, got 15"));
+  auto refused = [&](auto set, const std::string& what) {
+    ModelConfig c = llama;
+    set(c);
+    EXPECT_EQ(Validate(c).message(), what + " needs RoPE, which a model without positions "
+                                           "(--position-embedding-type none) has not");
+  };
+  refused([](ModelConfig& c) { c.rotary_interleaved = true; }, "interleaved RoPE (--rotary-interleaved)");
+  refused([](ModelConfig& c) { c.rotary_percent = 0.5; }, "RoPE over part of each head (--rotary-percent)");
+  refused([](ModelConfig& c) { c.rope_linear_factor = 2; },
+          "linear RoPE scaling (--rotary-seq-len-interpolation-factor)");
+  refused([](ModelConfig& c) { c.rope_scaling_factor = 8; }, "RoPE scaling (--use-rope-scaling)");
+
+  common::Json other = ToJson(plain_gpt);
+  other["position_embedding_type"] = "rope";
+  EXPECT_EQ(FromJson(other, "header").status().message(),
+            "header: position_embedding_type 'rope' for a gpt model (its own 'learned_absolute', or 'none')");
+}
+
 }  // namespace
 }  // namespace srunway::trainer

@@ -673,6 +673,23 @@ def main():
                  os.path.join(WORK, "hf-llama-interleaved")], 1,
                  r"--export-hf: the Hugging Face Llama configs written here turn each head's two halves by RoPE, and "
                  r"this model turns interleaved pairs \(--rotary-interleaved\); --export writes its weights$")
+    # A model without positions (--position-embedding-type none): GPT-2's learned table has no place in it, a Llama's
+    # weights (RoPE has none) load into it, and neither has a Hugging Face class to export to.
+    nope = ["--position-embedding-type", "none"]
+    expect_error("a GPT-2 file for a GPT without positions", [*gpt, *nope, "--load", hf, "--finetune"], 1,
+                 r"gpt2-F32\.safetensors holds a GPT-2 model, whose positions are a learned table \(wpe\.weight\), "
+                 r"and this run's model has none \(--position-embedding-type none\)$")
+    export = os.path.join(WORK, "nope.safetensors")
+    rc, _, err = train(*llama, *nope, "--load", os.path.join(WORK, "llama-untied.safetensors"), "--skip-train",
+                       "--eval-iters", "0", "--export", export)
+    check("a Llama file loads into a Llama without positions",
+          rc == 0 and exported_model(export).get("position_embedding_type") == "none", err.strip()[-300:])
+    for name, model in (("GPT-2", gpt), ("Llama", llama)):
+        expect_error(f"--export-hf of a {name} without positions", [*model, *nope, "--export-hf",
+                     os.path.join(WORK, f"hf-{name}-nope")], 1,
+                     rf"--export-hf: transformers' {name} has positions \((a learned table|RoPE)\), and this model "
+                     r"has none \(--position-embedding-type none\): it has no Hugging Face class; --export writes "
+                     r"its weights$")
     deeper = os.path.join(WORK, "gpt2-3-layers.safetensors")
     save(deeper, gpt2_weights(gen, layers=3))
     expect_error("a file of more layers", [*gpt, "--load", deeper, "--finetune"], 1,

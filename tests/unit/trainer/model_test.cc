@@ -1,7 +1,7 @@
 // Model::ZeroGrad and the first backward after it: ZeroGrad zeroes all but the Linear layers' weight matrices,
 // whose gradients that backward writes rather than adds, so a step's gradients are the same whatever the buffer
 // held before it. Positions without loss (--eod-mask-loss), and several documents in a sequence
-// (--reset-position-ids, --reset-attention-mask).
+// (--reset-position-ids, --reset-attention-mask). A model without positions (NoPE).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -224,6 +224,46 @@ TEST(DocumentPositionsTest, StartAgainInEachDocument) {
     EXPECT_EQ(dwpe[p * C], static_cast<float>(uses)) << "position " << p;
   }
 }
+
+// A model without positions (--position-embedding-type none, NoPE) of one layer tells the tokens before the last apart
+// by nothing but what they are: its logits at the last position are the same whatever their order, where a GPT's
+// learned positions and a Llama's RoPE make them differ. (With more layers the causal mask itself orders them: each
+// earlier position's output depends on the tokens before it, which is how NoPE models learn positions.)
+class NoPositionsTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  // The logits at the last of T tokens, and at the last of the same tokens with the first T - 1 reversed.
+  static std::pair<std::vector<float>, std::vector<float>> LastLogits(const ModelConfig& config) {
+    constexpr int T = 12;
+    Model model(config, 1);
+    Rng rng(5);
+    InitParams(config, model.layout(), rng, model.params());
+    std::vector<int32_t> tokens(T);
+    for (int t = 0; t < T; ++t) tokens[t] = static_cast<int32_t>((t * 37 + 11) % config.vocab);
+    std::vector<int32_t> reversed = tokens;
+    std::reverse(reversed.begin(), reversed.end() - 1);
+    model.Forward(tokens.data(), nullptr, 1, T);
+    std::vector<float> in_order = *model.Logits(0, T - 1);
+    model.Forward(reversed.data(), nullptr, 1, T);
+    return {in_order, *model.Logits(0, T - 1)};
+  }
+  static float LargestDifference(const std::vector<float>& a, const std::vector<float>& b) {
+    float largest = 0;
+    for (size_t i = 0; i < a.size(); ++i) largest = std::max(largest, std::abs(a[i] - b[i]));
+    return largest;
+  }
+};
+
+TEST_P(NoPositionsTest, TheLastLogitsDoNotDependOnTheOrderOfTheTokensBefore) {
+  ModelConfig config = *Preset(GetParam());
+  config.n_layer = 1;
+  const auto [with_positions, reordered] = LastLogits(config);
+  EXPECT_GT(LargestDifference(with_positions, reordered), 1e-3f) << "the positions changed nothing";
+  config.no_positions = true;
+  const auto [without, reordered_without] = LastLogits(config);
+  EXPECT_LT(LargestDifference(without, reordered_without), 1e-5f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, NoPositionsTest, ::testing::Values("gpt-tiny", "llama-tiny"));
 
 }  // namespace
 }  // namespace srunway::trainer

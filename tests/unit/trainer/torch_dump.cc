@@ -252,6 +252,7 @@ struct Variant {
   bool other_norm = false;    // the other architecture's norms (--normalization): GPT's RMSNorm, Llama's LayerNorm
   double rotary_percent = 1;  // a Llama's RoPE over part of each head (--rotary-percent)
   bool rotary_interleaved = false;  // a Llama's RoPE pairs side by side (--rotary-interleaved)
+  bool no_positions = false;        // neither learned positions nor RoPE (--position-embedding-type none)
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -266,6 +267,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   if (variant.other_norm) SwapNorms(config);
   config.rotary_percent = variant.rotary_percent;
   config.rotary_interleaved = variant.rotary_interleaved;
+  config.no_positions = variant.no_positions;
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
@@ -277,6 +279,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (variant.rotary_percent != 1 ? fmt::format("-rotary{}", variant.rotary_percent)
                                                                : "") +
                                   (variant.rotary_interleaved ? "-interleaved" : "") +
+                                  (variant.no_positions ? "-nope" : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -347,5 +350,7 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.other_norm = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.rotary_percent = 0.25});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.rotary_interleaved = true});
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.no_positions = true});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.no_positions = true});
   return 0;
 }

@@ -193,12 +193,12 @@ def check_ops(d):
 
 
 def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False,
-               rmsnorm=None, rotary_dim=None, interleaved=False):
+               rmsnorm=None, rotary_dim=None, interleaved=False, rope=True):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
     scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU;
     rmsnorm: the norms are RMSNorm (None: the architecture's own, Llama's RMSNorm, GPT's LayerNorm with biases);
     rotary_dim: RoPE turns only each head's first this many dimensions (None: all); interleaved: its pairs are
-    side by side.
+    side by side; rope: a Llama turns q and k by RoPE (False: a model without positions, whose GPT has no wpe).
     Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
@@ -209,7 +209,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
         return x if masks is None else x * masks[site]
 
     x = p["wte"][tokens]
-    if not llama:
+    if "wpe" in p:
         x = x + p["wpe"][:T][None]
     x = drop(x, 0)
 
@@ -232,7 +232,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
         qkv = linear(norm(x, pre + "norm1"), pre + "qkv")
         if pre + "q_norm.weight" in p:
             qkv = qk_norm(qkv, pre)
-        if llama:
+        if llama and rope:
             qkv = rope_qkv(qkv, H, KV, hd, theta, scaling, rotary_dim, interleaved)
         y, _ = causal_attention(qkv, H, KV, hd, None if masks is None else masks[2 + 3 * l])
         x = x + drop(linear(y, pre + "proj"), 1 + 3 * l)
@@ -248,7 +248,8 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False):
+def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False,
+               rope=True):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
@@ -256,7 +257,7 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     masks = {int(k.split(".")[1]): before.pop(k) for k in list(before) if k.startswith("_mask.")} or None
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, squared_relu=squared_relu,
-                      rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved)
+                      rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved, rope=rope)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -308,12 +309,16 @@ def main():
     check_step(work, "llama-tiny-rotary0.25", True, 2, 4, 2, rotary_dim=4)
     # Megatron's --rotary-interleaved: RoPE's pairs side by side.
     check_step(work, "llama-tiny-interleaved", True, 2, 4, 2, interleaved=True)
+    # Megatron's --position-embedding-type none: a GPT without its position table, a Llama without RoPE.
+    check_step(work, "gpt-tiny-nope", False, 2, 4, 4)
+    check_step(work, "llama-tiny-nope", True, 2, 4, 2, rope=False)
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the fourteen training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+    print("every op and the sixteen training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
-          "other's norms; Llama with RoPE over a quarter of each head, and with interleaved pairs) match PyTorch")
+          "other's norms; Llama with RoPE over a quarter of each head, and with interleaved pairs; both without "
+          "positions) match PyTorch")
 
 
 if __name__ == "__main__":

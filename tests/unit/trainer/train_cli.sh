@@ -1098,7 +1098,7 @@ grep -q "^model llama (2 layers, hidden 256, heads 8, FFN 640, vocab 512, seq 12
   fail "Megatron's Llama flags: $(head -1 "$kWork/out")"
 "$kTrain" --normalization LayerNorm --position-embedding-type learned_absolute --dry-run >"$kWork/out" 2>&1
 grep -q "^model gpt (2 layers, hidden 64" "$kWork/out" || fail "Megatron's GPT flags: $(head -1 "$kWork/out")"
-expect_exit 2 "error: srunway-train builds GPT \\(GELU, learned positions, tied output layer, biases\\) or Llama \\(SwiGLU, RoPE, untied output layer, no biases\\), either with --normalization LayerNorm or RMSNorm: --swiglu asks for Llama's, which also needs --position-embedding-type rope, --untie-embeddings-and-output-weights, --disable-bias-linear$" \
+expect_exit 2 "error: srunway-train builds GPT \\(GELU, learned positions, tied output layer, biases\\) or Llama \\(SwiGLU, RoPE, untied output layer, no biases\\), either with --normalization LayerNorm or RMSNorm, either without positions \\(--position-embedding-type none\\): --swiglu asks for Llama's, which also needs --position-embedding-type rope, --untie-embeddings-and-output-weights, --disable-bias-linear$" \
   "$kTrain" --mock-data --swiglu --normalization RMSNorm
 # Without --normalization, Llama's four build the Llama Megatron builds from them (its default LayerNorm, as its own
 # Llama 3 scripts leave it); a --preset keeps its own norms, --normalization chooses them over any.
@@ -1116,7 +1116,7 @@ grep -q "^model gpt with RMSNorm (2 layers" "$kWork/out" || fail "a GPT with RMS
 "$kTrain" --normalization RMSNorm --swiglu --use-rotary-position-embeddings --no-position-embedding \
   --untie-embeddings-and-output-weights --disable-bias-linear --dry-run >"$kWork/out" 2>&1
 grep -q "^model llama (2 layers, hidden 64" "$kWork/out" || fail "Megatron's older RoPE flags: $(head -1 "$kWork/out")"
-expect_exit 2 "error: --no-position-embedding is Megatron's deprecated flag, taken with RoPE only \(--position-embedding-type rope\): for a model without learned positions give that$" \
+expect_exit 2 "error: --no-position-embedding is Megatron's deprecated flag, taken with RoPE only \(--position-embedding-type rope\): for a model without learned positions give that, for one without any --position-embedding-type none$" \
   "$kTrain" --mock-data --no-position-embedding
 expect_exit 2 "error: --use-rotary-position-embeddings asks for RoPE, --position-embedding-type learned_absolute for learned positions: give one$" \
   "$kTrain" --mock-data --use-rotary-position-embeddings --position-embedding-type learned_absolute
@@ -1228,6 +1228,26 @@ changes_llama interleaved "rotary_interleaved is true in the checkpoint and fals
 expect_exit 2 "error: interleaved RoPE \(--rotary-interleaved\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --rotary-interleaved
 rm -rf "$kWork/interleaved" "$kWork/interleaved.jsonl"
+# No positions (Megatron's --position-embedding-type none, NoPE): neither a GPT's learned table nor a Llama's RoPE.
+# They change the model, its checkpoint keeps them, a resume without them is refused naming them and
+# --use-checkpoint-args takes them; the flag alone leaves a GPT without its table, and takes RoPE's place in Llama's
+# set; RoPE's settings beside it, and Megatron's older RoPE flag, are refused.
+changes_llama nope 'position_embedding_type is "none" in the checkpoint and "rope" here' --position-embedding-type none
+"$kTrain" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --use-checkpoint-args --load "$kWork/nope" \
+  >"$kWork/out" 2>"$kWork/err" || fail "--use-checkpoint-args of a checkpoint without positions: $(cat "$kWork/err")"
+grep -q "model llama without positions (2 layers" "$kWork/err" ||
+  fail "--use-checkpoint-args should take the model without positions: $(grep model "$kWork/err")"
+rm -rf "$kWork/nope" "$kWork/nope.jsonl"
+"$kTrain" --position-embedding-type none --dry-run >"$kWork/out" 2>&1
+grep -q "^model gpt without positions (2 layers, hidden 64, heads 4, FFN 256, vocab 512, seq 128): 132864 parameters" \
+  "$kWork/out" || fail "a GPT without positions: $(head -1 "$kWork/out")"
+"$kTrain" "${llama[@]/rope/none}" --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama without positions (2 layers" "$kWork/out" ||
+  fail "Llama's set with --position-embedding-type none: $(head -1 "$kWork/out")"
+expect_exit 2 "error: interleaved RoPE \(--rotary-interleaved\) needs RoPE, which a model without positions \(--position-embedding-type none\) has not$" \
+  "$kTrain" --mock-data "${llama[@]/rope/none}" --rotary-interleaved
+expect_exit 2 "error: --use-rotary-position-embeddings asks for RoPE, --position-embedding-type none for no positions: give one$" \
+  "$kTrain" --mock-data --use-rotary-position-embeddings --position-embedding-type none
 rm -rf "$kWork/scaled" "$kWork/linear" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" "$kWork/linear.jsonl"
 expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling
