@@ -188,6 +188,10 @@ int main(int argc, char** argv) {
                "dimension, before RoPE, with weights of their own (Qwen3's q_norm and k_norm)");
   app.add_flag("--rotary-interleaved", rotary_interleaved,
                "Megatron's: RoPE turns side-by-side pairs (2i, 2i + 1) of each head, not its two halves (a Llama)");
+  std::string no_rope_freq;
+  app.add_option("--no-rope-freq", no_rope_freq,
+                 "Megatron's: the layers that turn no RoPE (a Llama): N, the last of every N layers (4: Llama 4's), or "
+                 "a list expression such as ([0]*3+[1])*2, 1 where a layer skips it");
   app.add_flag("--apply-layernorm-1p", layernorm_1p,
                "Megatron's: the norms' weights stored as their difference from 1 (drawn as 0; the norms multiply by "
                "1 + weight), which bf16 copies of the weights hold more finely; the same model");
@@ -973,7 +977,7 @@ int main(int argc, char** argv) {
                            "--normalization", "--swiglu", "--position-embedding-type",
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
                            "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu", "--qk-layernorm",
-                           "--apply-layernorm-1p", "--rotary-interleaved",
+                           "--apply-layernorm-1p", "--rotary-interleaved", "--no-rope-freq",
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
@@ -1259,6 +1263,14 @@ int main(int argc, char** argv) {
   o.model.qk_norm = qk_layernorm;
   o.model.norm_1p = layernorm_1p;
   o.model.rotary_interleaved = rotary_interleaved;  // Validate refuses it for a GPT
+  if (app.get_option("--no-rope-freq")->count() > 0) {  // over the flags' layers (Validate refuses it for a GPT)
+    auto layers = srunway::trainer::NoRopeLayers(no_rope_freq, o.model.n_layer);
+    if (!layers.ok()) {
+      srunway::common::LogError("{}", layers.status().message());
+      return srunway::trainer::kExitUsage;
+    }
+    o.model.no_rope = *layers;
+  }
   o.model.rope_linear_factor = interpolation_factor;  // and this for a GPT
   if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's
     o.model.rope_scaling_factor = rope_scaling_factor;

@@ -611,6 +611,11 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "writes its weights", c.arch == Arch::kGpt ? "GPT-2" : "Llama",
                                       c.arch == Arch::kGpt ? "a learned table" : "RoPE");
   }
+  if (!c.no_rope.empty()) {
+    return common::FailedPrecondition("transformers' Llama turns RoPE in every layer, and this model skips it in "
+                                      "some (--no-rope-freq): it has no Hugging Face class; --export writes its "
+                                      "weights");
+  }
   if (c.rotary_interleaved) {
     return common::FailedPrecondition("the Hugging Face Llama configs written here turn each head's two halves by "
                                       "RoPE, and this model turns interleaved pairs (--rotary-interleaved); --export "

@@ -84,7 +84,12 @@ void SetNorm(ModelConfig& c, Norm norm) {
 std::string ModelKind(const ModelConfig& c) {
   std::string kind(ArchName(c.arch));
   if (c.other_norm) kind += fmt::format(" with {}", NormName(*c.other_norm));
-  if (c.no_positions) kind += c.other_norm ? ", without positions" : " without positions";
+  std::string without;
+  if (c.no_positions) without = "positions";
+  if (!c.no_rope.empty()) {
+    without = fmt::format("RoPE in {} of {} layers", std::count(c.no_rope.begin(), c.no_rope.end(), 1), c.n_layer);
+  }
+  if (!without.empty()) kind += fmt::format("{} without {}", c.other_norm ? "," : "", without);
   return kind;
 }
 
@@ -102,6 +107,162 @@ common::StatusOr<ModelConfig> Preset(std::string_view name) {
     if (entry.name == name) return entry.config;
   }
   return common::InvalidArgument("unknown preset '{}' (known: {})", name, fmt::join(PresetNames(), ", "));
+}
+
+namespace {
+
+// Megatron's list expressions (its _eval_pattern: digits, [ ] ( ) + * and commas, as Python evaluates them): numbers
+// and lists of numbers, + adding numbers or joining lists, * multiplying numbers or repeating a list. A list longer
+// than `most` is an error as soon as it is made (nothing shortens one), as is a number above 2^30 and nesting deeper
+// than 64, so that no text costs more than its length and `most`.
+class PatternParser {
+ public:
+  struct Value {
+    bool is_list = false;
+    int64_t number = 0;
+    std::vector<int64_t> items;
+  };
+
+  // `flag` names the text in errors.
+  PatternParser(std::string_view flag, std::string_view text, size_t most) : flag_(flag), text_(text), most_(most) {}
+
+  common::StatusOr<Value> Parse() {
+    SRUNWAY_ASSIGN_OR_RETURN(Value value, Sum(0));
+    if (at_ < text_.size()) return Error(fmt::format("'{}' where the expression should end", text_[at_]));
+    return value;
+  }
+
+ private:
+  static constexpr int64_t kLargest = int64_t{1} << 30;
+  static constexpr int kDeepest = 64;
+
+  // `what` went wrong at text_[at] (by default where the parser is).
+  common::Status Error(std::string_view what) const { return Error(what, at_); }
+  common::Status Error(std::string_view what, size_t at) const {
+    return common::InvalidArgument("{} {}: {} at character {}", flag_, text_, what, at + 1);
+  }
+  bool Take(char c) {
+    if (at_ >= text_.size() || text_[at_] != c) return false;
+    ++at_;
+    return true;
+  }
+  // `v`, made at text_[at], within the bounds.
+  common::Status Fits(const Value& v, size_t at) const {
+    if (v.is_list && v.items.size() > most_) return Error(fmt::format("a list longer than {}", most_), at);
+    if (!v.is_list && v.number > kLargest) return Error(fmt::format("a number above {}", kLargest), at);
+    return common::Status::Ok();
+  }
+
+  common::StatusOr<Value> Sum(int depth) {
+    SRUNWAY_ASSIGN_OR_RETURN(Value left, Product(depth));
+    for (size_t op = at_; Take('+'); op = at_) {
+      SRUNWAY_ASSIGN_OR_RETURN(const Value right, Product(depth));
+      if (left.is_list != right.is_list) return Error("a number and a list added", op);
+      if (left.is_list) {
+        left.items.insert(left.items.end(), right.items.begin(), right.items.end());
+      } else {
+        left.number += right.number;
+      }
+      SRUNWAY_RETURN_IF_ERROR(Fits(left, op));
+    }
+    return left;
+  }
+
+  common::StatusOr<Value> Product(int depth) {
+    SRUNWAY_ASSIGN_OR_RETURN(Value left, Atom(depth));
+    for (size_t op = at_; Take('*'); op = at_) {
+      SRUNWAY_ASSIGN_OR_RETURN(Value right, Atom(depth));
+      if (left.is_list && right.is_list) return Error("two lists multiplied", op);
+      if (!left.is_list && !right.is_list) {
+        left.number *= right.number;  // both at most 2^30
+        SRUNWAY_RETURN_IF_ERROR(Fits(left, op));
+        continue;
+      }
+      if (!left.is_list) std::swap(left, right);
+      if (right.number > 0 && left.items.size() * static_cast<uint64_t>(right.number) > most_) {
+        return Error(fmt::format("a list longer than {}", most_), op);
+      }
+      std::vector<int64_t> repeated;
+      for (int64_t i = 0; i < right.number; ++i) repeated.insert(repeated.end(), left.items.begin(), left.items.end());
+      left.items = std::move(repeated);
+    }
+    return left;
+  }
+
+  common::StatusOr<Value> Atom(int depth) {
+    if (depth > kDeepest) return Error(fmt::format("nesting deeper than {}", kDeepest));
+    if (Take('(')) {
+      SRUNWAY_ASSIGN_OR_RETURN(Value inner, Sum(depth + 1));
+      if (!Take(')')) return Error("no ')'");
+      return inner;
+    }
+    if (Take('[')) {
+      Value list;
+      list.is_list = true;
+      if (Take(']')) return list;
+      do {
+        const size_t item_at = at_;
+        SRUNWAY_ASSIGN_OR_RETURN(const Value item, Sum(depth + 1));
+        if (item.is_list) return Error("a list inside a list", item_at);
+        list.items.push_back(item.number);
+        SRUNWAY_RETURN_IF_ERROR(Fits(list, item_at));
+      } while (Take(','));
+      if (!Take(']')) return Error("no ']'");
+      return list;
+    }
+    if (at_ >= text_.size() || text_[at_] < '0' || text_[at_] > '9') return Error("no number, list or '('");
+    Value number;
+    const size_t first = at_;
+    while (at_ < text_.size() && text_[at_] >= '0' && text_[at_] <= '9') {
+      number.number = number.number * 10 + (text_[at_++] - '0');
+      SRUNWAY_RETURN_IF_ERROR(Fits(number, first));
+    }
+    return number;
+  }
+
+  std::string_view flag_, text_;
+  size_t most_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+common::StatusOr<std::vector<uint8_t>> NoRopeLayers(std::string_view text, int n_layer) {
+  auto refuse = [&](std::string_view why) -> common::Status {
+    return common::InvalidArgument("--no-rope-freq {}: {}", text, why);
+  };
+  const bool number = !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+  if (number) {
+    SRUNWAY_ASSIGN_OR_RETURN(const PatternParser::Value every, PatternParser("--no-rope-freq", text, 0).Parse());
+    if (every.number == 0) return std::vector<uint8_t>{};  // as Megatron's: 0 skips none
+    if (n_layer % every.number != 0) {
+      return refuse(fmt::format("the model's {} layers are not a multiple of {} (RoPE is skipped in the last layer "
+                                "of every {})", n_layer, every.number, every.number));
+    }
+    std::vector<uint8_t> layers(static_cast<size_t>(n_layer), 0);
+    for (int64_t l = every.number - 1; l < n_layer; l += every.number) layers[static_cast<size_t>(l)] = 1;
+    return layers;
+  }
+  if (text.empty() || text.find_first_not_of("0123456789,[]()+*") != std::string_view::npos) {
+    return refuse("give an integer N (RoPE skipped in every Nth layer) or a list expression of Megatron's form, "
+                  "digits, [ ] ( ) + * and commas, such as ([0]*3+[1])*2 (1 where a layer skips RoPE)");
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(const PatternParser::Value pattern,
+                           PatternParser("--no-rope-freq", text, static_cast<size_t>(std::max(n_layer, 0))).Parse());
+  if (!pattern.is_list) return refuse("a number in parentheses, not a list (give the number alone)");
+  if (pattern.items.size() != static_cast<size_t>(n_layer)) {
+    return refuse(fmt::format("names {} layers, and the model has {}", pattern.items.size(), n_layer));
+  }
+  std::vector<uint8_t> layers;
+  for (size_t l = 0; l < pattern.items.size(); ++l) {
+    if (pattern.items[l] > 1) {
+      return refuse(fmt::format("layer {}'s entry is {}: 1 skips RoPE in a layer, 0 keeps it", l, pattern.items[l]));
+    }
+    layers.push_back(static_cast<uint8_t>(pattern.items[l]));
+  }
+  // None skipped is every layer turning RoPE, which every entry point stores as no list.
+  if (std::find(layers.begin(), layers.end(), 1) == layers.end()) layers.clear();
+  return layers;
 }
 
 namespace {
@@ -206,6 +367,19 @@ common::Status Validate(const ModelConfig& c) {
     }
   }
   if (c.rotary_interleaved && !c.rope_turns()) return NoRope(c, "interleaved RoPE (--rotary-interleaved)");
+  if (!c.no_rope.empty()) {
+    if (!c.rope_turns()) return NoRope(c, "RoPE skipped in some layers (--no-rope-freq)");
+    if (c.no_rope.size() != static_cast<size_t>(c.n_layer)) {
+      return common::InvalidArgument("no_rope_freq (--no-rope-freq) names {} layers, and the model has {}",
+                                     c.no_rope.size(), c.n_layer);
+    }
+    for (size_t l = 0; l < c.no_rope.size(); ++l) {
+      if (c.no_rope[l] > 1) {
+        return common::InvalidArgument("no_rope_freq (--no-rope-freq): layer {}'s entry is {}, not 0 or 1", l,
+                                       c.no_rope[l]);
+      }
+    }
+  }
   if (c.rope_scaling_factor == 0) return common::Status::Ok();
   if (!c.rope_turns()) return NoRope(c, "RoPE scaling (--use-rope-scaling)");
   const std::pair<const char*, float> scaling[] = {{"factor (--rope-scaling-factor)", c.rope_scaling_factor},
@@ -263,6 +437,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["rope_linear_factor"] = c.rope_linear_factor;
   json["rotary_percent"] = c.rotary_percent;
   json["rotary_interleaved"] = c.rotary_interleaved;
+  json["no_rope_freq"] = c.no_rope;
   json["qkv_bias"] = c.qkv_bias;
   json["squared_relu"] = c.squared_relu;
   json["qk_layernorm"] = c.qk_norm;
@@ -319,6 +494,17 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   // its two halves.
   if (json.contains("rotary_percent")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent, common::JsonField<double>(json, "rotary_percent", where));
+  }
+  // Checkpoints before 2026-12-07 have no no_rope_freq: every layer turns RoPE.
+  if (json.contains("no_rope_freq")) {
+    const common::Json& layers = json["no_rope_freq"];
+    if (!layers.is_array()) return common::InvalidArgument("{}: no_rope_freq is not a list", where);
+    for (const common::Json& layer : layers) {
+      if (!layer.is_number_integer() || layer.get<int64_t>() < 0 || layer.get<int64_t>() > 1) {
+        return common::InvalidArgument("{}: no_rope_freq holds {}, not 0 or 1", where, layer.dump());
+      }
+      c.no_rope.push_back(layer.get<uint8_t>());
+    }
   }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
                             std::pair{"qk_layernorm", &c.qk_norm}, std::pair{"apply_layernorm_1p", &c.norm_1p},

@@ -57,6 +57,9 @@ struct ModelConfig {
   // RoPE's pairs side by side, (2i, 2i + 1), rather than the two halves' (i, i + rotary_dim / 2) (Llama only):
   // Megatron's --rotary-interleaved, the layout of GPT-J's and Meta's own Llama code.
   bool rotary_interleaved = false;
+  // The layers that turn no RoPE (Llama only), 1 at each such layer and n_layer long: Megatron's --no-rope-freq, as
+  // Llama 4 skips it in every fourth layer (its iRoPE). Empty where every layer turns it.
+  std::vector<uint8_t> no_rope;
   // Biases on q, k and v alone (Llama only: GPT has every bias): Megatron's --add-qkv-bias, Qwen2's attention.
   bool qkv_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
@@ -93,6 +96,7 @@ struct ModelConfig {
   // GPT's learned position table, Llama's RoPE: the model's positions unless no_positions.
   bool learned_positions() const { return arch == Arch::kGpt && !no_positions; }
   bool rope_turns() const { return arch == Arch::kLlama && !no_positions; }
+  bool rope_turns(int layer) const { return rope_turns() && (no_rope.empty() || no_rope[layer] == 0); }
   // GPT ties the output layer to the token embedding; Llama has its own.
   bool tied_embeddings() const { return arch == Arch::kGpt; }
   Norm norm() const { return other_norm.value_or(ArchNorm(arch)); }
@@ -107,9 +111,14 @@ struct ModelConfig {
 void SetHeadDim(ModelConfig& config, int head_dim);
 // Norms of this kind: other_norm is empty where that is the architecture's own, else `norm`.
 void SetNorm(ModelConfig& config, Norm norm);
-// The architecture's name, and its norms' where they are not its own and its positions where it has none: "llama",
-// "llama with LayerNorm", "gpt without positions", "llama with LayerNorm, without positions".
+// The architecture's name, and its norms' where they are not its own, and the positions it goes without: "llama",
+// "llama with LayerNorm", "gpt without positions", "llama with LayerNorm, without RoPE in 2 of 8 layers".
 std::string ModelKind(const ModelConfig& config);
+
+// Megatron's --no-rope-freq for a model of n_layer layers: an integer N, RoPE skipped in every Nth layer (the last of
+// each N; 0 skips none), or a list expression of Megatron's form, such as ([0]*3+[1])*2, 1 where a layer skips it.
+// The layers it skips (ModelConfig::no_rope), or an error naming the flag.
+common::StatusOr<std::vector<uint8_t>> NoRopeLayers(std::string_view text, int n_layer);
 
 // Names accepted by --preset, in the order `srunway-train --help` lists them.
 const std::vector<std::string>& PresetNames();

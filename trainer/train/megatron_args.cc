@@ -92,7 +92,6 @@ constexpr Refused kRefused[] = {
     {"--encoder-seq-length", kDecoderLength},
     {"--decoder-seq-length", kDecoderLength},
     {"--quick-geglu", kOtherModel},
-    {"--no-rope-freq", kOtherModel},
     {"--spec", kOtherModel},
     {"--hybrid-", kOtherModel},
     {"--heterogeneous-", kOtherModel},

@@ -1246,5 +1246,71 @@ TEST(NoPositionsTest, NeitherTheTableNorRopeKeptInTheCheckpointsConfig) {
             "header: position_embedding_type 'rope' for a gpt model (its own 'learned_absolute', or 'none')");
 }
 
+// Megatron's --no-rope-freq: an integer N skips RoPE in the last of every N layers (0 in none), a list expression of
+// Megatron's form names each layer; kept in the checkpoint's config, a Llama's with RoPE only, each error naming the
+// flag and what is wrong.
+TEST(NoRopeFreqTest, LayersFromAnIntegerOrAListExpressionKeptInTheCheckpointsConfig) {
+  auto layers = [](std::string_view text, int n_layer) {
+    auto got = NoRopeLayers(text, n_layer);
+    EXPECT_TRUE(got.ok()) << got.status().message();
+    return got.ok() ? std::vector<int>(got->begin(), got->end()) : std::vector<int>{-1};
+  };
+  EXPECT_EQ(layers("4", 8), (std::vector<int>{0, 0, 0, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(layers("1", 2), (std::vector<int>{1, 1}));
+  EXPECT_EQ(layers("0", 8), std::vector<int>{});
+  EXPECT_EQ(layers("([0]*3+[1])*2", 8), layers("4", 8));
+  EXPECT_EQ(layers("[1]+[0]*2*3+[1]", 8), (std::vector<int>{1, 0, 0, 0, 0, 0, 0, 1}));
+  EXPECT_EQ(layers("[0,1]*(1+1)*2", 8), (std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(layers("2*[1,0]", 4), (std::vector<int>{1, 0, 1, 0}));
+  EXPECT_EQ(layers("[0]*8", 8), std::vector<int>{});  // none skipped reads as no list
+  auto refused = [](std::string_view text, int n_layer) {
+    auto got = NoRopeLayers(text, n_layer);
+    EXPECT_FALSE(got.ok()) << text;
+    return std::string(got.status().message());
+  };
+  EXPECT_EQ(refused("3", 8), "--no-rope-freq 3: the model's 8 layers are not a multiple of 3 (RoPE is skipped in the "
+                             "last layer of every 3)");
+  EXPECT_EQ(refused("([0]*3+[1])*3", 8), "--no-rope-freq ([0]*3+[1])*3: a list longer than 8 at character 12");
+  EXPECT_EQ(refused("[0,1]*3", 8), "--no-rope-freq [0,1]*3: names 6 layers, and the model has 8");
+  EXPECT_EQ(refused("[0,2]", 2), "--no-rope-freq [0,2]: layer 1's entry is 2: 1 skips RoPE in a layer, 0 keeps it");
+  EXPECT_EQ(refused("[0]*2+1", 2), "--no-rope-freq [0]*2+1: a number and a list added at character 6");
+  EXPECT_EQ(refused("[0]*[1]", 2), "--no-rope-freq [0]*[1]: two lists multiplied at character 4");
+  EXPECT_EQ(refused("[[1],[0]]", 2), "--no-rope-freq [[1],[0]]: a list inside a list at character 2");
+  EXPECT_EQ(refused("([0,1]", 2), "--no-rope-freq ([0,1]: no ')' at character 7");
+  EXPECT_EQ(refused("[0,1", 2), "--no-rope-freq [0,1: no ']' at character 5");
+  EXPECT_EQ(refused("[0,1])", 2), "--no-rope-freq [0,1]): ')' where the expression should end at character 6");
+  EXPECT_EQ(refused("[0,]", 2), "--no-rope-freq [0,]: no number, list or '(' at character 4");
+  EXPECT_EQ(refused("(2)", 2), "--no-rope-freq (2): a number in parentheses, not a list (give the number alone)");
+  EXPECT_EQ(refused("4294967296", 2), "--no-rope-freq 4294967296: a number above 1073741824 at character 1");
+  EXPECT_EQ(refused("[1]*99999*99999", 2), "--no-rope-freq [1]*99999*99999: a list longer than 2 at character 4");
+  // Nesting is bounded: an error, not a deep recursion.
+  EXPECT_THAT(refused(std::string(100, '(') + "[1]" + std::string(100, ')'), 1),
+              ::testing::HasSubstr(": nesting deeper than 64 at character 66"));
+  EXPECT_THAT(refused("[0, 1]", 2), ::testing::StartsWith("--no-rope-freq [0, 1]: give an integer N"));
+  EXPECT_THAT(refused("-4", 8), ::testing::StartsWith("--no-rope-freq -4: give an integer N"));
+
+  const ModelConfig plain = *Preset("llama-tiny");
+  ModelConfig c = plain;
+  c.no_rope = {0, 1};
+  EXPECT_TRUE(Validate(c).ok()) << Validate(c).message();
+  EXPECT_TRUE(c.rope_turns(0));
+  EXPECT_FALSE(c.rope_turns(1));
+  EXPECT_EQ(ParamLayout(c).numel(), ParamLayout(plain).numel());
+  EXPECT_EQ(ModelKind(c), "llama without RoPE in 1 of 2 layers");
+  ExpectKeptInHeader(c, plain, "no_rope_freq", "is [0,1] in the checkpoint and [] here");
+  ModelConfig short_list = c;
+  short_list.no_rope = {1};
+  EXPECT_EQ(Validate(short_list).message(), "no_rope_freq (--no-rope-freq) names 1 layers, and the model has 2");
+  ModelConfig gpt = *Preset("gpt-tiny");
+  gpt.no_rope = {0, 1};
+  EXPECT_EQ(Validate(gpt).message(), "RoPE skipped in some layers (--no-rope-freq) needs RoPE, which GPT's learned "
+                                     "positions are not: a Llama model");
+  common::Json bad = ToJson(c);
+  bad["no_rope_freq"] = {0, 2};
+  EXPECT_EQ(FromJson(bad, "header").status().message(), "header: no_rope_freq holds 2, not 0 or 1");
+  bad["no_rope_freq"] = "4";
+  EXPECT_EQ(FromJson(bad, "header").status().message(), "header: no_rope_freq is not a list");
+}
+
 }  // namespace
 }  // namespace srunway::trainer

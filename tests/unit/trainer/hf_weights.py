@@ -690,6 +690,10 @@ def main():
                      rf"--export-hf: transformers' {name} has positions \((a learned table|RoPE)\), and this model "
                      r"has none \(--position-embedding-type none\): it has no Hugging Face class; --export writes "
                      r"its weights$")
+    expect_error("--export-hf of a Llama that skips RoPE in a layer", [*llama, "--no-rope-freq", "2", "--export-hf",
+                 os.path.join(WORK, "hf-llama-no-rope")], 1,
+                 r"--export-hf: transformers' Llama turns RoPE in every layer, and this model skips it in some "
+                 r"\(--no-rope-freq\): it has no Hugging Face class; --export writes its weights$")
     deeper = os.path.join(WORK, "gpt2-3-layers.safetensors")
     save(deeper, gpt2_weights(gen, layers=3))
     expect_error("a file of more layers", [*gpt, "--load", deeper, "--finetune"], 1,

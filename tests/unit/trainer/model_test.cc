@@ -265,5 +265,29 @@ TEST_P(NoPositionsTest, TheLastLogitsDoNotDependOnTheOrderOfTheTokensBefore) {
 
 INSTANTIATE_TEST_SUITE_P(Models, NoPositionsTest, ::testing::Values("gpt-tiny", "llama-tiny"));
 
+// Megatron's --no-rope-freq: a Llama whose every layer skips RoPE is the Llama without positions, and one whose
+// second layer alone skips it is neither that nor the Llama whose layers all turn it.
+TEST(NoRopeFreqTest, ALayerWithoutRopeIsALayerWithoutPositions) {
+  auto logits = [](const ModelConfig& config) {
+    constexpr int T = 12;
+    Model model(config, 1);
+    Rng rng(5);
+    InitParams(config, model.layout(), rng, model.params());
+    std::vector<int32_t> tokens(T);
+    for (int t = 0; t < T; ++t) tokens[t] = static_cast<int32_t>((t * 37 + 11) % config.vocab);
+    model.Forward(tokens.data(), nullptr, 1, T);
+    return *model.Logits(0, T - 1);
+  };
+  const ModelConfig plain = *Preset("llama-tiny");
+  ModelConfig none = plain, all = plain, second = plain;
+  none.no_positions = true;
+  all.no_rope = {1, 1};
+  second.no_rope = {0, 1};
+  EXPECT_EQ(logits(all), logits(none));
+  const std::vector<float> mixed = logits(second);
+  EXPECT_NE(mixed, logits(none));
+  EXPECT_NE(mixed, logits(plain));
+}
+
 }  // namespace
 }  // namespace srunway::trainer

@@ -253,6 +253,7 @@ struct Variant {
   double rotary_percent = 1;  // a Llama's RoPE over part of each head (--rotary-percent)
   bool rotary_interleaved = false;  // a Llama's RoPE pairs side by side (--rotary-interleaved)
   bool no_positions = false;        // neither learned positions nor RoPE (--position-embedding-type none)
+  int no_rope_freq = 0;             // a Llama's RoPE skipped in the last of every N layers (--no-rope-freq N)
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -268,6 +269,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   config.rotary_percent = variant.rotary_percent;
   config.rotary_interleaved = variant.rotary_interleaved;
   config.no_positions = variant.no_positions;
+  if (variant.no_rope_freq > 0) config.no_rope = *NoRopeLayers(std::to_string(variant.no_rope_freq), config.n_layer);
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
@@ -280,6 +282,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                                                : "") +
                                   (variant.rotary_interleaved ? "-interleaved" : "") +
                                   (variant.no_positions ? "-nope" : "") +
+                                  (variant.no_rope_freq > 0 ? fmt::format("-no-rope-freq{}", variant.no_rope_freq) : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -352,5 +355,6 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.rotary_interleaved = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.no_positions = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.no_positions = true});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.no_rope_freq = 2});
   return 0;
 }

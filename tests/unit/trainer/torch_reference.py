@@ -193,12 +193,13 @@ def check_ops(d):
 
 
 def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False,
-               rmsnorm=None, rotary_dim=None, interleaved=False, rope=True):
+               rmsnorm=None, rotary_dim=None, interleaved=False, rope=True, no_rope=None):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
     scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU;
     rmsnorm: the norms are RMSNorm (None: the architecture's own, Llama's RMSNorm, GPT's LayerNorm with biases);
     rotary_dim: RoPE turns only each head's first this many dimensions (None: all); interleaved: its pairs are
-    side by side; rope: a Llama turns q and k by RoPE (False: a model without positions, whose GPT has no wpe).
+    side by side; rope: a Llama turns q and k by RoPE (False: a model without positions, whose GPT has no wpe);
+    no_rope: 1 for each layer that skips RoPE (Megatron's --no-rope-freq), or None.
     Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
@@ -232,7 +233,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
         qkv = linear(norm(x, pre + "norm1"), pre + "qkv")
         if pre + "q_norm.weight" in p:
             qkv = qk_norm(qkv, pre)
-        if llama and rope:
+        if llama and rope and not (no_rope and no_rope[l]):
             qkv = rope_qkv(qkv, H, KV, hd, theta, scaling, rotary_dim, interleaved)
         y, _ = causal_attention(qkv, H, KV, hd, None if masks is None else masks[2 + 3 * l])
         x = x + drop(linear(y, pre + "proj"), 1 + 3 * l)
@@ -249,7 +250,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
 
 
 def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False,
-               rope=True):
+               rope=True, no_rope=None):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
@@ -257,7 +258,7 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     masks = {int(k.split(".")[1]): before.pop(k) for k in list(before) if k.startswith("_mask.")} or None
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, squared_relu=squared_relu,
-                      rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved, rope=rope)
+                      rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved, rope=rope, no_rope=no_rope)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -312,13 +313,15 @@ def main():
     # Megatron's --position-embedding-type none: a GPT without its position table, a Llama without RoPE.
     check_step(work, "gpt-tiny-nope", False, 2, 4, 4)
     check_step(work, "llama-tiny-nope", True, 2, 4, 2, rope=False)
+    # Megatron's --no-rope-freq: the Llama's second layer without RoPE (Llama 4 skips it in every fourth).
+    check_step(work, "llama-tiny-no-rope-freq2", True, 2, 4, 2, no_rope=[0, 1])
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the sixteen training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+    print("every op and the seventeen training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
-          "other's norms; Llama with RoPE over a quarter of each head, and with interleaved pairs; both without "
-          "positions) match PyTorch")
+          "other's norms; Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer "
+          "only; both without positions) match PyTorch")
 
 
 if __name__ == "__main__":

@@ -1248,6 +1248,18 @@ expect_exit 2 "error: interleaved RoPE \(--rotary-interleaved\) needs RoPE, whic
   "$kTrain" --mock-data "${llama[@]/rope/none}" --rotary-interleaved
 expect_exit 2 "error: --use-rotary-position-embeddings asks for RoPE, --position-embedding-type none for no positions: give one$" \
   "$kTrain" --mock-data --use-rotary-position-embeddings --position-embedding-type none
+# RoPE skipped in some layers (Megatron's --no-rope-freq; Llama 4 skips it in every fourth): it changes the model, its
+# checkpoint keeps it and a resume without it is refused naming it; a list expression names each layer; a count that
+# does not divide the layers, and a GPT, are refused.
+changes_llama no-rope 'no_rope_freq is \[0,1\] in the checkpoint and \[\] here' --no-rope-freq 2
+rm -rf "$kWork/no-rope" "$kWork/no-rope.jsonl"
+"$kTrain" "${llama[@]}" --num-layers 8 --no-rope-freq '([0]*3+[1])*2' --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama without RoPE in 2 of 8 layers (8 layers" "$kWork/out" ||
+  fail "--no-rope-freq's list expression: $(head -1 "$kWork/out")"
+expect_exit 2 "error: --no-rope-freq 3: the model's 2 layers are not a multiple of 3 \(RoPE is skipped in the last layer of every 3\)$" \
+  "$kTrain" --mock-data "${llama[@]}" --no-rope-freq 3
+expect_exit 2 "error: RoPE skipped in some layers \(--no-rope-freq\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
+  "$kTrain" --mock-data --preset gpt-tiny --no-rope-freq 2
 rm -rf "$kWork/scaled" "$kWork/linear" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" "$kWork/linear.jsonl"
 expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling
