@@ -16,7 +16,7 @@ readonly kRepo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly kBuild=${SRUNWAY_FUZZ_BUILD_DIR:-$kRepo/build-fuzz}
 readonly kTargets=(hostlist plugin_args topology_xml tcp_frame megatron_idx nccl_tests_log blueprint_validate
                    checkpoint_header safetensors_header prep_jsonl train_config hf_config
-                   tokenizer_files hf_tokenizer sentencepiece_model sample_cache no_rope_freq)
+                   tokenizer_files hf_tokenizer sentencepiece_model sample_cache layer_pattern)
 
 long=0 jobs=1 build_only=0
 while [[ ${1:-} == --long || ${1:-} == --build-only || ${1:-} == -j ]]; do

@@ -188,7 +188,14 @@ int main(int argc, char** argv) {
                "dimension, before RoPE, with weights of their own (Qwen3's q_norm and k_norm)");
   app.add_flag("--rotary-interleaved", rotary_interleaved,
                "Megatron's: RoPE turns side-by-side pairs (2i, 2i + 1) of each head, not its two halves (a Llama)");
-  std::string no_rope_freq;
+  std::string no_rope_freq, window_size, window_attn_skip_freq;
+  app.add_option("--window-size", window_size,
+                 "Megatron's: L,0, sliding-window attention, each query attending to itself and the L keys before it "
+                 "(Mistral's, Gemma's local layers); -1,0: none");
+  app.add_option("--window-attn-skip-freq", window_attn_skip_freq,
+                 "Megatron's: the layers that attend to every key despite --window-size: N, every Nth, or a list "
+                 "expression such as [1,1,1,0]*2, 1 where a layer attends through the window")
+      ->needs("--window-size");
   app.add_option("--no-rope-freq", no_rope_freq,
                  "Megatron's: the layers that turn no RoPE (a Llama): N, the last of every N layers (4: Llama 4's), or "
                  "a list expression such as ([0]*3+[1])*2, 1 where a layer skips it");
@@ -977,7 +984,8 @@ int main(int argc, char** argv) {
                            "--normalization", "--swiglu", "--position-embedding-type",
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
                            "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu", "--qk-layernorm",
-                           "--apply-layernorm-1p", "--rotary-interleaved", "--no-rope-freq",
+                           "--apply-layernorm-1p", "--rotary-interleaved", "--no-rope-freq", "--window-size",
+                           "--window-attn-skip-freq",
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
@@ -1263,6 +1271,13 @@ int main(int argc, char** argv) {
   o.model.qk_norm = qk_layernorm;
   o.model.norm_1p = layernorm_1p;
   o.model.rotary_interleaved = rotary_interleaved;  // Validate refuses it for a GPT
+  o.model.rope_linear_factor = interpolation_factor;  // and this for a GPT
+  if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's
+    o.model.rope_scaling_factor = rope_scaling_factor;
+    o.model.rope_low_freq_factor = 1.0f;
+    o.model.rope_high_freq_factor = 4.0f;
+    o.model.rope_original_positions = 8192;
+  }
   if (app.get_option("--no-rope-freq")->count() > 0) {  // over the flags' layers (Validate refuses it for a GPT)
     auto layers = srunway::trainer::NoRopeLayers(no_rope_freq, o.model.n_layer);
     if (!layers.ok()) {
@@ -1271,12 +1286,18 @@ int main(int argc, char** argv) {
     }
     o.model.no_rope = *layers;
   }
-  o.model.rope_linear_factor = interpolation_factor;  // and this for a GPT
-  if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's
-    o.model.rope_scaling_factor = rope_scaling_factor;
-    o.model.rope_low_freq_factor = 1.0f;
-    o.model.rope_high_freq_factor = 4.0f;
-    o.model.rope_original_positions = 8192;
+  if (app.get_option("--window-size")->count() > 0) {
+    auto window = srunway::trainer::WindowSize(window_size);
+    auto layers = app.get_option("--window-attn-skip-freq")->count() > 0
+                      ? srunway::trainer::WindowLayers(window_attn_skip_freq, o.model.n_layer)
+                      : std::vector<uint8_t>{};
+    for (const srunway::common::Status& status : {window.status(), layers.status()}) {
+      if (status.ok()) continue;
+      srunway::common::LogError("{}", status.message());
+      return srunway::trainer::kExitUsage;
+    }
+    o.model.window = *window;
+    if (*window >= 0) o.model.window_layers = *layers;
   }
   for (CLI::Option* option : {use_checkpoint_args, ckpt_step}) {
     if (option->count() == 0 || load->count() > 0 || pretrained->count() > 0) continue;

@@ -403,9 +403,10 @@ void Classifier(Gpu& gpu, int N, int V) {
 // multi-head attention with head dim 128, and head dims 16 (gpt-tiny's and llama-tiny's), 32 and 96 at lengths that
 // end mid-tile. The CPU keeps the probabilities, the GPU their log-sum-exp.
 // With `cudnn`, its fused attention instead of the kernels (which must not fall back to them). With `documents`,
-// several in each sequence (RandomDocumentStarts), each query attending to its own document's keys alone.
+// several in each sequence (RandomDocumentStarts), each query attending to its own document's keys alone; with a
+// `window` (--window-size window,0), to itself and the `window` keys before it alone (within its document).
 void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::CudnnAttention* cudnn = nullptr,
-               bool documents = false) {
+               bool documents = false, int window = -1) {
   if (cudnn == nullptr &&
       cuda::AttentionKernelName(hd) == nullptr) {  // SRUNWAY_ATTENTION=simple takes multiples of 32 only
     const char* choice = std::getenv("SRUNWAY_ATTENTION");
@@ -419,9 +420,14 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::Cud
   Buffer gqkv = gpu.Bf16(qkv), gout = gpu.Bf16(std::vector<float>(n_out)), gdout = gpu.Bf16(dout);
   Buffer glse = gpu.F32(std::vector<float>(static_cast<size_t>(B) * H * T)), gdqkv = gpu.Bf16(dqkv_start);
   Buffer scratch = gpu.F32(std::vector<float>(static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H, KV, hd))));
-  const std::vector<int32_t> starts = RandomDocumentStarts(B, T);
+  std::vector<int32_t> starts = RandomDocumentStarts(B, T);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (!documents) starts[i] = 0;
+    if (window >= 0) starts[i] = std::max(starts[i], static_cast<int32_t>(i % T) - window);
+  }
+  const bool bounded = documents || window >= 0;
   Buffer gstarts = gpu.I32(starts);
-  const int32_t* gpu_starts = documents ? gstarts.as<int32_t>() : nullptr;
+  const int32_t* gpu_starts = bounded ? gstarts.as<int32_t>() : nullptr;
   if (cudnn != nullptr) {
     srunway::trainer::Stream& stream = gpu.device().main_stream();
     gpu.Check(cudnn->Forward(gout.data(), glse.as<float>(), gqkv.data(), {B, T, H, KV, hd}, stream),
@@ -439,12 +445,13 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::Cud
                  "AttentionBackward");
   }
   std::vector<float> out(n_out), att(static_cast<size_t>(B) * H * T * T), dqkv = dqkv_start;
-  const cpu::Documents docs{nullptr, documents ? starts.data() : nullptr};
+  const cpu::Documents docs{nullptr, bounded ? starts.data() : nullptr};
   cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, H, KV, hd, dropout, docs);
   cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, H, KV, hd, dropout, docs);
   const std::string shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) + " KV" +
                             std::to_string(KV) + " hd" + std::to_string(hd) + (p > 0 ? " dropout" : "") +
-                            (cudnn != nullptr ? " cuDNN" : "") + (documents ? " documents" : "");
+                            (cudnn != nullptr ? " cuDNN" : "") + (documents ? " documents" : "") +
+                            (window >= 0 ? " window " + std::to_string(window) : "");
   Compare("attention forward " + shape, gpu.Read(gout), out, kBf16Rtol, 1e-2f);
   // The first keys' gradients sum hundreds of terms made of bf16 probabilities and of D = rowsum(dO o O) from the
   // bf16 output; the emulated GPU's WMMA kernels were 0.029 off at hd 96 with dropout (tests/emulated_gpu).
@@ -954,6 +961,10 @@ int main(int argc, char** argv) {
     Attention(gpu, 2, 150, 3, 3, 16, 0.0f, nullptr, /*documents=*/true);
     Attention(gpu, 1, 200, 2, 1, 128, 0.0f, nullptr, /*documents=*/true);
     Attention(gpu, 2, 100, 2, 2, 96, 0.0f, nullptr, /*documents=*/true);
+    // A sliding window (--window-size): walks that start and stop inside a sequence of one document; within
+    // documents, the later of the two starts bounds each query's keys.
+    Attention(gpu, 1, 200, 2, 1, 64, 0.0f, nullptr, /*documents=*/false, /*window=*/70);
+    Attention(gpu, 2, 150, 3, 3, 16, 0.1f, nullptr, /*documents=*/true, /*window=*/40);
   }
   if (wanted("cudnn")) {
     auto cudnn = cuda::CudnnAttention::Open(gpu.device());

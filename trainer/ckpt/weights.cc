@@ -611,6 +611,11 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "writes its weights", c.arch == Arch::kGpt ? "GPT-2" : "Llama",
                                       c.arch == Arch::kGpt ? "a learned table" : "RoPE");
   }
+  if (c.window >= 0) {
+    return common::FailedPrecondition("the Hugging Face {} configs written here attend to every key before each "
+                                      "query, and this model through a window of {} (--window-size): --export "
+                                      "writes its weights", c.arch == Arch::kGpt ? "GPT-2" : "Llama", c.window);
+  }
   if (!c.no_rope.empty()) {
     return common::FailedPrecondition("transformers' Llama turns RoPE in every layer, and this model skips it in "
                                       "some (--no-rope-freq): it has no Hugging Face class; --export writes its "

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -82,15 +83,18 @@ void SetNorm(ModelConfig& c, Norm norm) {
 }
 
 std::string ModelKind(const ModelConfig& c) {
-  std::string kind(ArchName(c.arch));
-  if (c.other_norm) kind += fmt::format(" with {}", NormName(*c.other_norm));
-  std::string without;
-  if (c.no_positions) without = "positions";
-  if (!c.no_rope.empty()) {
-    without = fmt::format("RoPE in {} of {} layers", std::count(c.no_rope.begin(), c.no_rope.end(), 1), c.n_layer);
-  }
-  if (!without.empty()) kind += fmt::format("{} without {}", c.other_norm ? "," : "", without);
-  return kind;
+  // " of K of the N layers" where a list marks some of them.
+  auto in_some = [&](const std::vector<uint8_t>& layers) {
+    if (layers.empty()) return std::string();
+    return fmt::format(" in {} of {} layers", std::count(layers.begin(), layers.end(), 1), c.n_layer);
+  };
+  std::vector<std::string> parts;
+  if (c.other_norm) parts.push_back(fmt::format("with {}", NormName(*c.other_norm)));
+  if (c.no_positions) parts.push_back("without positions");
+  if (!c.no_rope.empty()) parts.push_back("without RoPE" + in_some(c.no_rope));
+  if (c.window >= 0) parts.push_back(fmt::format("with a window of {} keys back", c.window) + in_some(c.window_layers));
+  if (parts.empty()) return std::string(ArchName(c.arch));
+  return fmt::format("{} {}", ArchName(c.arch), fmt::join(parts, ", "));
 }
 
 const std::vector<std::string>& PresetNames() {
@@ -227,28 +231,34 @@ class PatternParser {
 
 }  // namespace
 
-common::StatusOr<std::vector<uint8_t>> NoRopeLayers(std::string_view text, int n_layer) {
+namespace {
+
+// One of Megatron's flags that say something of each layer: its name, and what an entry of 1 and of 0 mean.
+struct LayerFlag {
+  std::string_view name, one, zero;
+};
+constexpr LayerFlag kNoRopeFlag{"--no-rope-freq", "skips RoPE in a layer", "keeps it"};
+constexpr LayerFlag kWindowFlag{"--window-attn-skip-freq", "attends through the window (--window-size)",
+                                "to every key before"};
+
+// The flag's text when it is an integer: its value, or an error naming the flag; nullopt when it is not all digits.
+common::StatusOr<std::optional<int64_t>> LayerFlagNumber(const LayerFlag& flag, std::string_view text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  SRUNWAY_ASSIGN_OR_RETURN(const PatternParser::Value number, PatternParser(flag.name, text, 0).Parse());
+  return number.number;
+}
+
+// The flag's list expression: 0 or 1 for each of n_layer layers, or an error naming the flag and what is wrong.
+common::StatusOr<std::vector<uint8_t>> LayerList(const LayerFlag& flag, std::string_view text, int n_layer) {
   auto refuse = [&](std::string_view why) -> common::Status {
-    return common::InvalidArgument("--no-rope-freq {}: {}", text, why);
+    return common::InvalidArgument("{} {}: {}", flag.name, text, why);
   };
-  const bool number = !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
-  if (number) {
-    SRUNWAY_ASSIGN_OR_RETURN(const PatternParser::Value every, PatternParser("--no-rope-freq", text, 0).Parse());
-    if (every.number == 0) return std::vector<uint8_t>{};  // as Megatron's: 0 skips none
-    if (n_layer % every.number != 0) {
-      return refuse(fmt::format("the model's {} layers are not a multiple of {} (RoPE is skipped in the last layer "
-                                "of every {})", n_layer, every.number, every.number));
-    }
-    std::vector<uint8_t> layers(static_cast<size_t>(n_layer), 0);
-    for (int64_t l = every.number - 1; l < n_layer; l += every.number) layers[static_cast<size_t>(l)] = 1;
-    return layers;
-  }
   if (text.empty() || text.find_first_not_of("0123456789,[]()+*") != std::string_view::npos) {
-    return refuse("give an integer N (RoPE skipped in every Nth layer) or a list expression of Megatron's form, "
-                  "digits, [ ] ( ) + * and commas, such as ([0]*3+[1])*2 (1 where a layer skips RoPE)");
+    return refuse(fmt::format("give an integer N or a list expression of Megatron's form, digits, [ ] ( ) + * and "
+                              "commas, such as ([0]*3+[1])*2 (1 where a layer {})", flag.one));
   }
   SRUNWAY_ASSIGN_OR_RETURN(const PatternParser::Value pattern,
-                           PatternParser("--no-rope-freq", text, static_cast<size_t>(std::max(n_layer, 0))).Parse());
+                           PatternParser(flag.name, text, static_cast<size_t>(std::max(n_layer, 0))).Parse());
   if (!pattern.is_list) return refuse("a number in parentheses, not a list (give the number alone)");
   if (pattern.items.size() != static_cast<size_t>(n_layer)) {
     return refuse(fmt::format("names {} layers, and the model has {}", pattern.items.size(), n_layer));
@@ -256,13 +266,80 @@ common::StatusOr<std::vector<uint8_t>> NoRopeLayers(std::string_view text, int n
   std::vector<uint8_t> layers;
   for (size_t l = 0; l < pattern.items.size(); ++l) {
     if (pattern.items[l] > 1) {
-      return refuse(fmt::format("layer {}'s entry is {}: 1 skips RoPE in a layer, 0 keeps it", l, pattern.items[l]));
+      return refuse(fmt::format("layer {}'s entry is {}: 1 {}, 0 {}", l, pattern.items[l], flag.one, flag.zero));
     }
     layers.push_back(static_cast<uint8_t>(pattern.items[l]));
   }
-  // None skipped is every layer turning RoPE, which every entry point stores as no list.
-  if (std::find(layers.begin(), layers.end(), 1) == layers.end()) layers.clear();
   return layers;
+}
+
+// Every entry `value`: what every entry point stores as no list.
+void ClearIfAll(std::vector<uint8_t>& layers, uint8_t value) {
+  if (std::all_of(layers.begin(), layers.end(), [&](uint8_t layer) { return layer == value; })) layers.clear();
+}
+
+}  // namespace
+
+common::StatusOr<std::vector<uint8_t>> NoRopeLayers(std::string_view text, int n_layer) {
+  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<int64_t> every, LayerFlagNumber(kNoRopeFlag, text));
+  std::vector<uint8_t> layers;
+  if (every) {
+    if (*every == 0) return layers;  // as Megatron's: 0 skips none
+    if (n_layer % *every != 0) {
+      return common::InvalidArgument("--no-rope-freq {}: the model's {} layers are not a multiple of {} (RoPE is "
+                                     "skipped in the last layer of every {})", text, n_layer, *every, *every);
+    }
+    layers.assign(static_cast<size_t>(n_layer), 0);
+    for (int64_t l = *every - 1; l < n_layer; l += *every) layers[static_cast<size_t>(l)] = 1;
+    return layers;
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(layers, LayerList(kNoRopeFlag, text, n_layer));
+  ClearIfAll(layers, 0);
+  return layers;
+}
+
+common::StatusOr<std::vector<uint8_t>> WindowLayers(std::string_view text, int n_layer) {
+  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<int64_t> every, LayerFlagNumber(kWindowFlag, text));
+  std::vector<uint8_t> layers;
+  if (every) {
+    if (*every == 0) {
+      return common::InvalidArgument("--window-attn-skip-freq 0: give N of 1 or more (every Nth layer attends to "
+                                     "every key before, the others through the window)");
+    }
+    for (int64_t l = 0; l < n_layer; ++l) layers.push_back((l + 1) % *every != 0 ? 1 : 0);
+  } else {
+    SRUNWAY_ASSIGN_OR_RETURN(layers, LayerList(kWindowFlag, text, n_layer));
+  }
+  ClearIfAll(layers, 1);
+  return layers;
+}
+
+common::StatusOr<int> WindowSize(std::string_view text) {
+  auto refuse = [&](std::string_view why) -> common::Status {
+    return common::InvalidArgument("--window-size {}: {}", text, why);
+  };
+  std::string_view inner = text;
+  if (inner.starts_with('(') && inner.ends_with(')') && inner.size() >= 2) inner = inner.substr(1, inner.size() - 2);
+  const size_t comma = inner.find(',');
+  int sides[2] = {0, 0};
+  const std::string_view parts[2] = {inner.substr(0, comma),
+                                     comma == std::string_view::npos ? "" : inner.substr(comma + 1)};
+  for (int i = 0; i < 2; ++i) {
+    std::string_view part = parts[i];
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), sides[i]);
+    if (comma == std::string_view::npos || part.empty() || error != std::errc() || end != part.data() + part.size()) {
+      return refuse("give L,0: each query attends to itself and the L keys before it (-1,0: to every key before)");
+    }
+  }
+  if (sides[1] != 0 && !(sides[0] == -1 && sides[1] == -1)) {
+    return refuse("srunway-train's attention is causal, so a window reaches no key after its query: give L,0");
+  }
+  if (sides[0] < -1 || sides[0] > (1 << 24)) {
+    return refuse(fmt::format("the window's left side must be -1 (no window) to {}", 1 << 24));
+  }
+  return sides[0];
 }
 
 namespace {
@@ -277,6 +354,17 @@ std::string Field(std::string_view name) {
     if (field == name) return fmt::format("{} ({})", field, flag);
   }
   return std::string(name);
+}
+
+// `layers`, the list `what` of the model `c`: 0 or 1 for each of its layers.
+common::Status OneEachLayer(const ModelConfig& c, const std::vector<uint8_t>& layers, std::string_view what) {
+  if (layers.size() != static_cast<size_t>(c.n_layer)) {
+    return common::InvalidArgument("{} names {} layers, and the model has {}", what, layers.size(), c.n_layer);
+  }
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l] > 1) return common::InvalidArgument("{}: layer {}'s entry is {}, not 0 or 1", what, l, layers[l]);
+  }
+  return common::Status::Ok();
 }
 
 // `what` asks for RoPE, which the model `c` does not turn: a GPT's positions are learned, and a model without
@@ -367,18 +455,20 @@ common::Status Validate(const ModelConfig& c) {
     }
   }
   if (c.rotary_interleaved && !c.rope_turns()) return NoRope(c, "interleaved RoPE (--rotary-interleaved)");
+  if (c.window < -1 || c.window > (1 << 24)) {
+    return common::InvalidArgument("window_size (--window-size) {},0: its left side must be -1 (no window) to {}",
+                                   c.window, 1 << 24);
+  }
+  if (!c.window_layers.empty()) {
+    if (c.window < 0) {
+      return common::InvalidArgument("window_attn_skip_freq (--window-attn-skip-freq) chooses the layers that attend "
+                                     "through the window, and there is none (--window-size)");
+    }
+    SRUNWAY_RETURN_IF_ERROR(OneEachLayer(c, c.window_layers, "window_attn_skip_freq (--window-attn-skip-freq)"));
+  }
   if (!c.no_rope.empty()) {
     if (!c.rope_turns()) return NoRope(c, "RoPE skipped in some layers (--no-rope-freq)");
-    if (c.no_rope.size() != static_cast<size_t>(c.n_layer)) {
-      return common::InvalidArgument("no_rope_freq (--no-rope-freq) names {} layers, and the model has {}",
-                                     c.no_rope.size(), c.n_layer);
-    }
-    for (size_t l = 0; l < c.no_rope.size(); ++l) {
-      if (c.no_rope[l] > 1) {
-        return common::InvalidArgument("no_rope_freq (--no-rope-freq): layer {}'s entry is {}, not 0 or 1", l,
-                                       c.no_rope[l]);
-      }
-    }
+    SRUNWAY_RETURN_IF_ERROR(OneEachLayer(c, c.no_rope, "no_rope_freq (--no-rope-freq)"));
   }
   if (c.rope_scaling_factor == 0) return common::Status::Ok();
   if (!c.rope_turns()) return NoRope(c, "RoPE scaling (--use-rope-scaling)");
@@ -438,6 +528,9 @@ common::Json ToJson(const ModelConfig& c) {
   json["rotary_percent"] = c.rotary_percent;
   json["rotary_interleaved"] = c.rotary_interleaved;
   json["no_rope_freq"] = c.no_rope;
+  // Megatron's (left, right), null where there is no window.
+  json["window_size"] = c.window >= 0 ? common::Json::array({c.window, 0}) : common::Json(nullptr);
+  json["window_attn_skip_freq"] = c.window_layers;
   json["qkv_bias"] = c.qkv_bias;
   json["squared_relu"] = c.squared_relu;
   json["qk_layernorm"] = c.qk_norm;
@@ -495,16 +588,27 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   if (json.contains("rotary_percent")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent, common::JsonField<double>(json, "rotary_percent", where));
   }
-  // Checkpoints before 2026-12-07 have no no_rope_freq: every layer turns RoPE.
-  if (json.contains("no_rope_freq")) {
-    const common::Json& layers = json["no_rope_freq"];
-    if (!layers.is_array()) return common::InvalidArgument("{}: no_rope_freq is not a list", where);
+  // Checkpoints before 2026-12-07 have none of no_rope_freq, window_size and window_attn_skip_freq: every layer turns
+  // RoPE, no window.
+  for (auto [key, field] : {std::pair{"no_rope_freq", &c.no_rope}, std::pair{"window_attn_skip_freq", &c.window_layers}}) {
+    if (!json.contains(key)) continue;
+    const common::Json& layers = json[key];
+    if (!layers.is_array()) return common::InvalidArgument("{}: {} is not a list", where, key);
     for (const common::Json& layer : layers) {
       if (!layer.is_number_integer() || layer.get<int64_t>() < 0 || layer.get<int64_t>() > 1) {
-        return common::InvalidArgument("{}: no_rope_freq holds {}, not 0 or 1", where, layer.dump());
+        return common::InvalidArgument("{}: {} holds {}, not 0 or 1", where, key, layer.dump());
       }
-      c.no_rope.push_back(layer.get<uint8_t>());
+      field->push_back(layer.get<uint8_t>());
     }
+  }
+  if (json.contains("window_size") && !json["window_size"].is_null()) {
+    const common::Json& sides = json["window_size"];
+    if (!sides.is_array() || sides.size() != 2 || !sides[0].is_number_integer() || sides[1] != 0 ||
+        sides[0].get<int64_t>() < 0 || sides[0].get<int64_t>() > (1 << 24)) {
+      return common::InvalidArgument("{}: window_size is {}, not [L, 0] with L from 0 to {}", where, sides.dump(),
+                                     1 << 24);
+    }
+    c.window = sides[0].get<int>();
   }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
                             std::pair{"qk_layernorm", &c.qk_norm}, std::pair{"apply_layernorm_1p", &c.norm_1p},
@@ -590,7 +694,9 @@ double TrainingFlopsPerToken(const ModelConfig& c, int seq_len) {
   } else if (c.arch == Arch::kLlama) {
     matmul_params -= static_cast<double>(c.vocab) * c.d_model;   // input embedding (the output layer stays)
   }
-  return 6.0 * matmul_params + 12.0 * c.n_layer * seq_len * c.q_dim();
+  double keys = 0;  // each query's keys, over the layers
+  for (int l = 0; l < c.n_layer; ++l) keys += c.windowed(l) ? std::min(seq_len, c.window + 1) : seq_len;
+  return 6.0 * matmul_params + 12.0 * keys * c.q_dim();
 }
 
 double MegatronFlopsPerToken(const ModelConfig& c, int seq_len) {

@@ -60,6 +60,11 @@ struct ModelConfig {
   // The layers that turn no RoPE (Llama only), 1 at each such layer and n_layer long: Megatron's --no-rope-freq, as
   // Llama 4 skips it in every fourth layer (its iRoPE). Empty where every layer turns it.
   std::vector<uint8_t> no_rope;
+  // Sliding-window attention: each query attends to itself and the `window` keys before it (Megatron's --window-size
+  // window,0, Mistral's and Gemma's local attention; -1 is none), in the layers window_layers marks with 1
+  // (--window-attn-skip-freq; empty: every layer), the others attending to every key before.
+  int window = -1;
+  std::vector<uint8_t> window_layers;
   // Biases on q, k and v alone (Llama only: GPT has every bias): Megatron's --add-qkv-bias, Qwen2's attention.
   bool qkv_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
@@ -97,6 +102,7 @@ struct ModelConfig {
   bool learned_positions() const { return arch == Arch::kGpt && !no_positions; }
   bool rope_turns() const { return arch == Arch::kLlama && !no_positions; }
   bool rope_turns(int layer) const { return rope_turns() && (no_rope.empty() || no_rope[layer] == 0); }
+  bool windowed(int layer) const { return window >= 0 && (window_layers.empty() || window_layers[layer] != 0); }
   // GPT ties the output layer to the token embedding; Llama has its own.
   bool tied_embeddings() const { return arch == Arch::kGpt; }
   Norm norm() const { return other_norm.value_or(ArchNorm(arch)); }
@@ -112,13 +118,21 @@ void SetHeadDim(ModelConfig& config, int head_dim);
 // Norms of this kind: other_norm is empty where that is the architecture's own, else `norm`.
 void SetNorm(ModelConfig& config, Norm norm);
 // The architecture's name, and its norms' where they are not its own, and the positions it goes without: "llama",
-// "llama with LayerNorm", "gpt without positions", "llama with LayerNorm, without RoPE in 2 of 8 layers".
+// "llama with LayerNorm", "gpt without positions", "llama with LayerNorm, without RoPE in 2 of 8 layers",
+// "gpt with a window of 128 keys back in 6 of 8 layers".
 std::string ModelKind(const ModelConfig& config);
 
 // Megatron's --no-rope-freq for a model of n_layer layers: an integer N, RoPE skipped in every Nth layer (the last of
 // each N; 0 skips none), or a list expression of Megatron's form, such as ([0]*3+[1])*2, 1 where a layer skips it.
 // The layers it skips (ModelConfig::no_rope), or an error naming the flag.
 common::StatusOr<std::vector<uint8_t>> NoRopeLayers(std::string_view text, int n_layer);
+// Megatron's --window-size L,R: L, each query attending to itself and the L keys before it; -1 (from -1,0 or -1,-1)
+// for no window. The right side must be 0 (the attention is causal).
+common::StatusOr<int> WindowSize(std::string_view text);
+// Megatron's --window-attn-skip-freq for a model of n_layer layers: an integer N, every Nth layer attending to every
+// key before it and the others through the window, or a list expression, 1 where a layer attends through the
+// window. The layers that do (ModelConfig::window_layers), or an error naming the flag.
+common::StatusOr<std::vector<uint8_t>> WindowLayers(std::string_view text, int n_layer);
 
 // Names accepted by --preset, in the order `srunway-train --help` lists them.
 const std::vector<std::string>& PresetNames();
@@ -154,7 +168,8 @@ int PaddedVocabSize(int64_t tokens, int multiple = 128);
 // output layer, tied or not, is a matrix product and counts) and the second term is the attention score and value
 // products (QK^T and PV, each 2 * seq_len * q_dim FLOPs per token forward with causal masking ignored, times 3 for
 // forward + backward; q_dim is d_model unless kv_channels says otherwise): the formula of the PaLM paper's appendix
-// B, which nanoGPT and llm.c use for MFU too.
+// B, which nanoGPT and llm.c use for MFU too. A layer with a sliding window counts the keys each query sees,
+// min(seq_len, window + 1), in place of seq_len.
 double TrainingFlopsPerToken(const ModelConfig& config, int seq_len);
 
 // Megatron-LM's count behind its "throughput per GPU (TFLOP/s/GPU)" (num_floating_point_operations of its main

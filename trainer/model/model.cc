@@ -77,6 +77,10 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops,
   losses_ = Floats(N);
   tokens_ = Ints(N);
   targets_ = Ints(N);
+  if (config_.window >= 0) {
+    window_starts_ = Ints(N);
+    host_window_starts_.resize(static_cast<size_t>(N));
+  }
   d_res_ = Act(N * C);
   // Also the scratch of the q and k norms' backward (N x H x hd), as d_attn_ is: see QkNormBackward.
   d_norm_ = Act(N * std::max(C, Q));
@@ -232,6 +236,15 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
       docs_.starts = starts_.as<int32_t>();
     }
   }
+  window_docs_ = docs_;
+  if (c.window >= 0 && c.window + 1 < T) {  // the first key in the window, and in the document where they bound it
+    for (int i = 0; i < N; ++i) {
+      const int32_t document = docs_.starts != nullptr ? host_starts_[i] : 0;
+      host_window_starts_[i] = std::max(document, i % T - c.window);
+    }
+    (void)device_->CopyFromHost(window_starts_.data(), host_window_starts_.data(), sizeof(int32_t) * N, stream);
+    window_docs_.starts = window_starts_.as<int32_t>();
+  }
 
   needs(layout_.Embeddings());
   ops_->EmbeddingForward(inputs_[0].data(), tokens_.as<int32_t>(), w_.wte, w_.wpe, B, T, C, docs_);
@@ -279,7 +292,8 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   ops_->MatmulForward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, N, C, QKV);
   if (c.qk_norm) QkNormForward(a, w);
   if (c.rope_turns(l)) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope(), docs_);
-  ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l), docs_);
+  ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l),
+                         AttentionDocs(l));
   ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, c.q_dim(), C);  // scratch: its output
   ops_->Dropout(d_attn_.data(), NC, Site(1 + 3 * l));
   ResidualNormForward(a.mid.data(), a.norm2.data(), a.mean2.as<float>(), a.rstd2.as<float>(), input, d_attn_.data(),
@@ -397,7 +411,7 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
                          w.proj_w, N, c.q_dim(), C, dw_mode);
     done(layout_.LayerPart(l, "proj."));
     ops_->AttentionBackward(d_qkv_.data(), d_attn_.data(), a.attn.data(), a.qkv.data(), a.att.as<float>(), B, T, H, KV,
-                            hd, Site(2 + 3 * l), docs_);
+                            hd, Site(2 + 3 * l), AttentionDocs(l));
     if (c.rope_turns(l)) ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope(), docs_);
     if (c.qk_norm) {
       QkNormBackward(a, w, dw);

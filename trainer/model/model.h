@@ -174,6 +174,12 @@ class Model {
   Buffer positions_, starts_;
   std::vector<int32_t> host_positions_, host_starts_;
   Documents docs_;
+  // With a sliding window (ModelConfig::window), each query's first key, max(its document's start, t - window), on
+  // the device and the host: the attention's starts in the layers with the window (AttentionDocs).
+  Buffer window_starts_;
+  std::vector<int32_t> host_window_starts_;
+  Documents window_docs_;
+  const Documents& AttentionDocs(int layer) const { return config_.windowed(layer) ? window_docs_ : docs_; }
   // Gradients of activations, reused layer after layer.
   Buffer d_res_, d_norm_, d_qkv_, d_attn_, d_fc_, d_act_;
   int B_ = 0, T_ = 0;

@@ -1312,5 +1312,75 @@ TEST(NoRopeFreqTest, LayersFromAnIntegerOrAListExpressionKeptInTheCheckpointsCon
   EXPECT_EQ(FromJson(bad, "header").status().message(), "header: no_rope_freq is not a list");
 }
 
+// Megatron's --window-size L,0 and --window-attn-skip-freq: the window's left side (-1, none), and the layers that
+// attend through it (an integer N: all but every Nth; a list expression: 1 where one does); kept in the checkpoint's
+// config; the attention FLOPs count the keys each query sees.
+TEST(WindowTest, SizeAndLayersKeptInTheCheckpointsConfig) {
+  EXPECT_EQ(*WindowSize("4096,0"), 4096);
+  EXPECT_EQ(*WindowSize("(128,0)"), 128);
+  EXPECT_EQ(*WindowSize(" 0 , 0 "), 0);
+  EXPECT_EQ(*WindowSize("-1,0"), -1);
+  EXPECT_EQ(*WindowSize("-1,-1"), -1);
+  EXPECT_EQ(WindowSize("4,1").status().message(), "--window-size 4,1: srunway-train's attention is causal, so a window "
+                                                  "reaches no key after its query: give L,0");
+  for (const char* bad : {"4", "4,", ",0", "a,0", "4,0,0", "4.5,0", ""}) {
+    EXPECT_THAT(WindowSize(bad).status().message(), ::testing::EndsWith(": give L,0: each query attends to itself "
+                                                                        "and the L keys before it (-1,0: to every "
+                                                                        "key before)")) << bad;
+  }
+  EXPECT_EQ(WindowSize("-2,0").status().message(), "--window-size -2,0: the window's left side must be -1 (no window) "
+                                                   "to 16777216");
+
+  auto layers = [](std::string_view text, int n_layer) {
+    auto got = WindowLayers(text, n_layer);
+    EXPECT_TRUE(got.ok()) << got.status().message();
+    return got.ok() ? std::vector<int>(got->begin(), got->end()) : std::vector<int>{-1};
+  };
+  EXPECT_EQ(layers("4", 8), (std::vector<int>{1, 1, 1, 0, 1, 1, 1, 0}));
+  EXPECT_EQ(layers("3", 4), (std::vector<int>{1, 1, 0, 1}));  // as Megatron's: N need not divide the layers
+  EXPECT_EQ(layers("[1,1,1,0]*2", 8), layers("4", 8));
+  EXPECT_EQ(layers("[1]*4", 4), std::vector<int>{});  // every layer through the window reads as no list
+  EXPECT_EQ(layers("9", 4), std::vector<int>{});
+  EXPECT_EQ(WindowLayers("0", 4).status().message(), "--window-attn-skip-freq 0: give N of 1 or more (every Nth "
+                                                      "layer attends to every key before, the others through the "
+                                                      "window)");
+  EXPECT_EQ(WindowLayers("[1,2]", 2).status().message(),
+            "--window-attn-skip-freq [1,2]: layer 1's entry is 2: 1 attends through the window (--window-size), 0 to "
+            "every key before");
+  EXPECT_EQ(WindowLayers("[1]*3", 2).status().message(),
+            "--window-attn-skip-freq [1]*3: a list longer than 2 at character 4");
+
+  const ModelConfig plain = *Preset("gpt-tiny");
+  ModelConfig c = plain;
+  c.window = 5;
+  EXPECT_TRUE(c.windowed(0) && c.windowed(1));
+  EXPECT_EQ(ModelKind(c), "gpt with a window of 5 keys back");
+  ExpectKeptInHeader(c, plain, "window_size", "is [5,0] in the checkpoint and null here");
+  c.window_layers = {1, 0};
+  EXPECT_TRUE(c.windowed(0));
+  EXPECT_FALSE(c.windowed(1));
+  EXPECT_EQ(ModelKind(c), "gpt with a window of 5 keys back in 1 of 2 layers");
+  ModelConfig windowed = plain;
+  windowed.window = 5;
+  ExpectKeptInHeader(c, windowed, "window_attn_skip_freq", "is [1,0] in the checkpoint and [] here");
+  // A query of the windowed layer sees 6 keys of 128, of the other all 128.
+  const double attention = 12.0 * c.q_dim();
+  EXPECT_DOUBLE_EQ(TrainingFlopsPerToken(plain, 128) - TrainingFlopsPerToken(c, 128), attention * (128 - 6));
+  EXPECT_DOUBLE_EQ(TrainingFlopsPerToken(c, 4), TrainingFlopsPerToken(plain, 4));
+
+  ModelConfig orphan = plain;
+  orphan.window_layers = {1, 0};
+  EXPECT_EQ(Validate(orphan).message(), "window_attn_skip_freq (--window-attn-skip-freq) chooses the layers that "
+                                        "attend through the window, and there is none (--window-size)");
+  ModelConfig short_list = c;
+  short_list.window_layers = {1};
+  EXPECT_EQ(Validate(short_list).message(),
+            "window_attn_skip_freq (--window-attn-skip-freq) names 1 layers, and the model has 2");
+  common::Json bad = ToJson(c);
+  bad["window_size"] = {5, 1};
+  EXPECT_EQ(FromJson(bad, "header").status().message(),
+            "header: window_size is [5,1], not [L, 0] with L from 0 to 16777216");
+}
+
 }  // namespace
 }  // namespace srunway::trainer

@@ -694,6 +694,10 @@ def main():
                  os.path.join(WORK, "hf-llama-no-rope")], 1,
                  r"--export-hf: transformers' Llama turns RoPE in every layer, and this model skips it in some "
                  r"\(--no-rope-freq\): it has no Hugging Face class; --export writes its weights$")
+    expect_error("--export-hf of a GPT with a sliding window", [*gpt, "--window-size", "8,0", "--export-hf",
+                 os.path.join(WORK, "hf-gpt-window")], 1,
+                 r"--export-hf: the Hugging Face GPT-2 configs written here attend to every key before each query, and "
+                 r"this model through a window of 8 \(--window-size\): --export writes its weights$")
     deeper = os.path.join(WORK, "gpt2-3-layers.safetensors")
     save(deeper, gpt2_weights(gen, layers=3))
     expect_error("a file of more layers", [*gpt, "--load", deeper, "--finetune"], 1,

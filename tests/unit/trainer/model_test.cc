@@ -1,7 +1,8 @@
 // Model::ZeroGrad and the first backward after it: ZeroGrad zeroes all but the Linear layers' weight matrices,
 // whose gradients that backward writes rather than adds, so a step's gradients are the same whatever the buffer
 // held before it. Positions without loss (--eod-mask-loss), and several documents in a sequence
-// (--reset-position-ids, --reset-attention-mask). A model without positions (NoPE).
+// (--reset-position-ids, --reset-attention-mask). A model without positions (NoPE), or without RoPE in some layers;
+// sliding-window attention.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -264,6 +265,54 @@ TEST_P(NoPositionsTest, TheLastLogitsDoNotDependOnTheOrderOfTheTokensBefore) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, NoPositionsTest, ::testing::Values("gpt-tiny", "llama-tiny"));
+
+// Megatron's --window-size W,0 in a model of one layer: the logits at the last of T positions do not change with the
+// tokens more than W before it, which they do without the window; with documents (--reset-attention-mask) the later
+// of the window's first key and the document's start bounds the keys.
+class WindowTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  static constexpr int kT = 16, kWindow = 5;  // the last query sees keys 10 to 15
+  static constexpr int32_t kEod = 0;
+
+  // The logits at the last position of `tokens` in a model of one layer with `window`, documents ending after each
+  // kEod where `documents`.
+  std::vector<float> LastLogits(const std::vector<int32_t>& tokens, int window, bool documents) const {
+    ModelConfig config = *Preset(GetParam());
+    config.n_layer = 1;
+    config.window = window;
+    Model model(config, 1);
+    Rng rng(5);
+    InitParams(config, model.layout(), rng, model.params());
+    if (documents) model.set_documents(kEod, false, true);
+    model.Forward(tokens.data(), nullptr, 1, kT);
+    return *model.Logits(0, kT - 1);
+  }
+  // `tokens` with those at [first, end) replaced by others (never kEod).
+  static std::vector<int32_t> Changed(std::vector<int32_t> tokens, int first, int end) {
+    for (int t = first; t < end; ++t) tokens[t] = 1 + (tokens[t] + 100) % 500;
+    return tokens;
+  }
+  static std::vector<int32_t> Tokens(int eod_at) {
+    std::vector<int32_t> tokens;
+    for (int t = 0; t < kT; ++t) tokens.push_back(t == eod_at ? kEod : 1 + (t * 29 + 3) % 500);
+    return tokens;
+  }
+};
+
+TEST_P(WindowTest, TheLastLogitsSeeTheWindowAndTheDocument) {
+  const std::vector<int32_t> plain = Tokens(-1), early = Tokens(3), late = Tokens(12);
+  const int first = kT - 1 - kWindow;
+  EXPECT_EQ(LastLogits(Changed(plain, 0, first), kWindow, false), LastLogits(plain, kWindow, false));
+  EXPECT_NE(LastLogits(Changed(plain, 0, first), -1, false), LastLogits(plain, -1, false));
+  // A document that starts before the window (after 3): the window bounds the keys.
+  EXPECT_EQ(LastLogits(Changed(early, 4, first), kWindow, true), LastLogits(early, kWindow, true));
+  EXPECT_NE(LastLogits(Changed(early, 4, first), -1, true), LastLogits(early, -1, true));
+  // One that starts inside it (after 12): the document does.
+  EXPECT_EQ(LastLogits(Changed(late, first, 12), kWindow, true), LastLogits(late, kWindow, true));
+  EXPECT_NE(LastLogits(Changed(late, first, 12), kWindow, false), LastLogits(late, kWindow, false));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, WindowTest, ::testing::Values("gpt-tiny", "llama-tiny"));
 
 // Megatron's --no-rope-freq: a Llama whose every layer skips RoPE is the Llama without positions, and one whose
 // second layer alone skips it is neither that nor the Llama whose layers all turn it.

@@ -254,6 +254,8 @@ struct Variant {
   bool rotary_interleaved = false;  // a Llama's RoPE pairs side by side (--rotary-interleaved)
   bool no_positions = false;        // neither learned positions nor RoPE (--position-embedding-type none)
   int no_rope_freq = 0;             // a Llama's RoPE skipped in the last of every N layers (--no-rope-freq N)
+  int window = -1;                  // each query sees itself and this many keys before (--window-size W,0)
+  int window_skip = 0;              // every Nth layer attends to every key (--window-attn-skip-freq N)
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -270,6 +272,8 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   config.rotary_interleaved = variant.rotary_interleaved;
   config.no_positions = variant.no_positions;
   if (variant.no_rope_freq > 0) config.no_rope = *NoRopeLayers(std::to_string(variant.no_rope_freq), config.n_layer);
+  config.window = variant.window;
+  if (variant.window_skip > 0) config.window_layers = *WindowLayers(std::to_string(variant.window_skip), config.n_layer);
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
@@ -283,6 +287,8 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (variant.rotary_interleaved ? "-interleaved" : "") +
                                   (variant.no_positions ? "-nope" : "") +
                                   (variant.no_rope_freq > 0 ? fmt::format("-no-rope-freq{}", variant.no_rope_freq) : "") +
+                                  (variant.window >= 0 ? fmt::format("-window{}", variant.window) : "") +
+                                  (variant.window_skip > 0 ? fmt::format("-skip{}", variant.window_skip) : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -356,5 +362,7 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.no_positions = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.no_positions = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.no_rope_freq = 2});
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.window = 5});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.window = 5, .window_skip = 2});
   return 0;
 }

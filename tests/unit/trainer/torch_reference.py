@@ -65,7 +65,8 @@ def check_op(name, t, inputs, forward, outputs, grads):
         check(f"{name} {our_name}", t[our_name], leaves[leaf].grad, 1e-5, 1e-4)
 
 
-def causal_attention(qkv, H, KV, hd, att_mask=None):
+def causal_attention(qkv, H, KV, hd, att_mask=None, window=None):
+    """window: each query attends to itself and this many keys before it (Megatron's --window-size window,0)."""
     B, T, _ = qkv.shape
     q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
     q = q.view(B, T, H, hd).transpose(1, 2)
@@ -73,6 +74,8 @@ def causal_attention(qkv, H, KV, hd, att_mask=None):
     v = v.view(B, T, KV, hd).transpose(1, 2).repeat_interleave(H // KV, dim=1)
     att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
     mask = torch.ones(T, T, dtype=torch.bool).tril()
+    if window is not None:
+        mask = mask.triu(-window)
     att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
     weights = att if att_mask is None else att * att_mask
     return (weights @ v).transpose(1, 2).reshape(B, T, H * hd), att
@@ -193,13 +196,15 @@ def check_ops(d):
 
 
 def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False,
-               rmsnorm=None, rotary_dim=None, interleaved=False, rope=True, no_rope=None):
+               rmsnorm=None, rotary_dim=None, interleaved=False, rope=True, no_rope=None, window=None,
+               window_layers=None):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
     scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU;
     rmsnorm: the norms are RMSNorm (None: the architecture's own, Llama's RMSNorm, GPT's LayerNorm with biases);
     rotary_dim: RoPE turns only each head's first this many dimensions (None: all); interleaved: its pairs are
     side by side; rope: a Llama turns q and k by RoPE (False: a model without positions, whose GPT has no wpe);
-    no_rope: 1 for each layer that skips RoPE (Megatron's --no-rope-freq), or None.
+    no_rope: 1 for each layer that skips RoPE (Megatron's --no-rope-freq), or None; window: each query attends to
+    itself and this many keys before it (--window-size window,0), in the layers window_layers marks 1 (all if None).
     Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
@@ -235,7 +240,9 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
             qkv = qk_norm(qkv, pre)
         if llama and rope and not (no_rope and no_rope[l]):
             qkv = rope_qkv(qkv, H, KV, hd, theta, scaling, rotary_dim, interleaved)
-        y, _ = causal_attention(qkv, H, KV, hd, None if masks is None else masks[2 + 3 * l])
+        windowed = window is not None and (window_layers is None or window_layers[l])
+        y, _ = causal_attention(qkv, H, KV, hd, None if masks is None else masks[2 + 3 * l],
+                                window if windowed else None)
         x = x + drop(linear(y, pre + "proj"), 1 + 3 * l)
         h = linear(norm(x, pre + "norm2"), pre + "fc")
         if llama:
@@ -250,7 +257,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
 
 
 def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False,
-               rope=True, no_rope=None):
+               rope=True, no_rope=None, window=None, window_layers=None):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
@@ -258,7 +265,8 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     masks = {int(k.split(".")[1]): before.pop(k) for k in list(before) if k.startswith("_mask.")} or None
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, squared_relu=squared_relu,
-                      rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved, rope=rope, no_rope=no_rope)
+                      rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved, rope=rope, no_rope=no_rope,
+                      window=window, window_layers=window_layers)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -315,13 +323,18 @@ def main():
     check_step(work, "llama-tiny-nope", True, 2, 4, 2, rope=False)
     # Megatron's --no-rope-freq: the Llama's second layer without RoPE (Llama 4 skips it in every fourth).
     check_step(work, "llama-tiny-no-rope-freq2", True, 2, 4, 2, no_rope=[0, 1])
+    # Megatron's --window-size 5,0: each query sees itself and the 5 keys before, in every layer of the GPT and in the
+    # Llama's first (--window-attn-skip-freq 2: the second attends to every key before).
+    check_step(work, "gpt-tiny-window5", False, 2, 4, 4, window=5)
+    check_step(work, "llama-tiny-window5-skip2", True, 2, 4, 2, window=5, window_layers=[1, 0])
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the seventeen training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+    print("every op and the nineteen training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
           "other's norms; Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer "
-          "only; both without positions) match PyTorch")
+          "only; both without positions; both with a sliding window, the Llama's in its first layer only) match "
+          "PyTorch")
 
 
 if __name__ == "__main__":

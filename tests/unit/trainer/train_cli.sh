@@ -1260,6 +1260,17 @@ expect_exit 2 "error: --no-rope-freq 3: the model's 2 layers are not a multiple 
   "$kTrain" --mock-data "${llama[@]}" --no-rope-freq 3
 expect_exit 2 "error: RoPE skipped in some layers \(--no-rope-freq\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --no-rope-freq 2
+# Sliding-window attention (Megatron's --window-size L,0; --window-attn-skip-freq the layers that attend to every key
+# despite it): it changes the model, its checkpoint keeps it and a resume without it is refused naming it; a GPT takes
+# it too; a window that reaches past its query, and the layers without a window, are refused.
+changes_llama window 'window_size is \[4,0\] in the checkpoint and null here' --window-size 4,0
+rm -rf "$kWork/window" "$kWork/window.jsonl"
+"$kTrain" --preset gpt-tiny --num-layers 4 --window-size 128,0 --window-attn-skip-freq 2 --dry-run >"$kWork/out" 2>&1
+grep -q "^model gpt with a window of 128 keys back in 2 of 4 layers (4 layers" "$kWork/out" ||
+  fail "a GPT with a window in every other layer: $(head -1 "$kWork/out")"
+expect_exit 2 "error: --window-size 4,1: srunway-train's attention is causal, so a window reaches no key after its query: give L,0$" \
+  "$kTrain" --mock-data --window-size 4,1
+expect_exit 2 "--window-attn-skip-freq requires --window-size" "$kTrain" --mock-data --window-attn-skip-freq 2
 rm -rf "$kWork/scaled" "$kWork/linear" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" "$kWork/linear.jsonl"
 expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling
