@@ -226,26 +226,37 @@ TEST(DocumentPositionsTest, StartAgainInEachDocument) {
   }
 }
 
+// The logits at the last of `tokens`, one sequence, from a model of `config` drawn from seed 5; documents ending
+// after each `eod` token bound the attention where `eod` is not negative (--reset-attention-mask).
+std::vector<float> LastLogits(const ModelConfig& config, const std::vector<int32_t>& tokens, int32_t eod = -1) {
+  const int T = static_cast<int>(tokens.size());
+  Model model(config, 1);
+  Rng rng(5);
+  InitParams(config, model.layout(), rng, model.params());
+  if (eod >= 0) model.set_documents(eod, false, true);
+  model.Forward(tokens.data(), nullptr, 1, T);
+  return *model.Logits(0, T - 1);
+}
+
+// T tokens of the vocabulary, none of them 0.
+std::vector<int32_t> SomeTokens(int T, int vocab) {
+  std::vector<int32_t> tokens;
+  for (int t = 0; t < T; ++t) tokens.push_back(1 + (t * 37 + 11) % (vocab - 1));
+  return tokens;
+}
+
 // A model without positions (--position-embedding-type none, NoPE) of one layer tells the tokens before the last apart
 // by nothing but what they are: its logits at the last position are the same whatever their order, where a GPT's
 // learned positions and a Llama's RoPE make them differ. (With more layers the causal mask itself orders them: each
 // earlier position's output depends on the tokens before it, which is how NoPE models learn positions.)
 class NoPositionsTest : public ::testing::TestWithParam<const char*> {
  protected:
-  // The logits at the last of T tokens, and at the last of the same tokens with the first T - 1 reversed.
-  static std::pair<std::vector<float>, std::vector<float>> LastLogits(const ModelConfig& config) {
-    constexpr int T = 12;
-    Model model(config, 1);
-    Rng rng(5);
-    InitParams(config, model.layout(), rng, model.params());
-    std::vector<int32_t> tokens(T);
-    for (int t = 0; t < T; ++t) tokens[t] = static_cast<int32_t>((t * 37 + 11) % config.vocab);
+  // The logits at the last of 12 tokens, and at the last of the same tokens with the first 11 reversed.
+  static std::pair<std::vector<float>, std::vector<float>> InOrderAndReversed(const ModelConfig& config) {
+    const std::vector<int32_t> tokens = SomeTokens(12, config.vocab);
     std::vector<int32_t> reversed = tokens;
     std::reverse(reversed.begin(), reversed.end() - 1);
-    model.Forward(tokens.data(), nullptr, 1, T);
-    std::vector<float> in_order = *model.Logits(0, T - 1);
-    model.Forward(reversed.data(), nullptr, 1, T);
-    return {in_order, *model.Logits(0, T - 1)};
+    return {LastLogits(config, tokens), LastLogits(config, reversed)};
   }
   static float LargestDifference(const std::vector<float>& a, const std::vector<float>& b) {
     float largest = 0;
@@ -257,10 +268,10 @@ class NoPositionsTest : public ::testing::TestWithParam<const char*> {
 TEST_P(NoPositionsTest, TheLastLogitsDoNotDependOnTheOrderOfTheTokensBefore) {
   ModelConfig config = *Preset(GetParam());
   config.n_layer = 1;
-  const auto [with_positions, reordered] = LastLogits(config);
+  const auto [with_positions, reordered] = InOrderAndReversed(config);
   EXPECT_GT(LargestDifference(with_positions, reordered), 1e-3f) << "the positions changed nothing";
   config.no_positions = true;
-  const auto [without, reordered_without] = LastLogits(config);
+  const auto [without, reordered_without] = InOrderAndReversed(config);
   EXPECT_LT(LargestDifference(without, reordered_without), 1e-5f);
 }
 
@@ -276,16 +287,11 @@ class WindowTest : public ::testing::TestWithParam<const char*> {
 
   // The logits at the last position of `tokens` in a model of one layer with `window`, documents ending after each
   // kEod where `documents`.
-  std::vector<float> LastLogits(const std::vector<int32_t>& tokens, int window, bool documents) const {
+  std::vector<float> Last(const std::vector<int32_t>& tokens, int window, bool documents) const {
     ModelConfig config = *Preset(GetParam());
     config.n_layer = 1;
     config.window = window;
-    Model model(config, 1);
-    Rng rng(5);
-    InitParams(config, model.layout(), rng, model.params());
-    if (documents) model.set_documents(kEod, false, true);
-    model.Forward(tokens.data(), nullptr, 1, kT);
-    return *model.Logits(0, kT - 1);
+    return LastLogits(config, tokens, documents ? kEod : -1);
   }
   // `tokens` with those at [first, end) replaced by others (never kEod).
   static std::vector<int32_t> Changed(std::vector<int32_t> tokens, int first, int end) {
@@ -302,14 +308,14 @@ class WindowTest : public ::testing::TestWithParam<const char*> {
 TEST_P(WindowTest, TheLastLogitsSeeTheWindowAndTheDocument) {
   const std::vector<int32_t> plain = Tokens(-1), early = Tokens(3), late = Tokens(12);
   const int first = kT - 1 - kWindow;
-  EXPECT_EQ(LastLogits(Changed(plain, 0, first), kWindow, false), LastLogits(plain, kWindow, false));
-  EXPECT_NE(LastLogits(Changed(plain, 0, first), -1, false), LastLogits(plain, -1, false));
+  EXPECT_EQ(Last(Changed(plain, 0, first), kWindow, false), Last(plain, kWindow, false));
+  EXPECT_NE(Last(Changed(plain, 0, first), -1, false), Last(plain, -1, false));
   // A document that starts before the window (after 3): the window bounds the keys.
-  EXPECT_EQ(LastLogits(Changed(early, 4, first), kWindow, true), LastLogits(early, kWindow, true));
-  EXPECT_NE(LastLogits(Changed(early, 4, first), -1, true), LastLogits(early, -1, true));
+  EXPECT_EQ(Last(Changed(early, 4, first), kWindow, true), Last(early, kWindow, true));
+  EXPECT_NE(Last(Changed(early, 4, first), -1, true), Last(early, -1, true));
   // One that starts inside it (after 12): the document does.
-  EXPECT_EQ(LastLogits(Changed(late, first, 12), kWindow, true), LastLogits(late, kWindow, true));
-  EXPECT_NE(LastLogits(Changed(late, first, 12), kWindow, false), LastLogits(late, kWindow, false));
+  EXPECT_EQ(Last(Changed(late, first, 12), kWindow, true), Last(late, kWindow, true));
+  EXPECT_NE(Last(Changed(late, first, 12), kWindow, false), Last(late, kWindow, false));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, WindowTest, ::testing::Values("gpt-tiny", "llama-tiny"));
@@ -317,16 +323,7 @@ INSTANTIATE_TEST_SUITE_P(Models, WindowTest, ::testing::Values("gpt-tiny", "llam
 // Megatron's --no-rope-freq: a Llama whose every layer skips RoPE is the Llama without positions, and one whose
 // second layer alone skips it is neither that nor the Llama whose layers all turn it.
 TEST(NoRopeFreqTest, ALayerWithoutRopeIsALayerWithoutPositions) {
-  auto logits = [](const ModelConfig& config) {
-    constexpr int T = 12;
-    Model model(config, 1);
-    Rng rng(5);
-    InitParams(config, model.layout(), rng, model.params());
-    std::vector<int32_t> tokens(T);
-    for (int t = 0; t < T; ++t) tokens[t] = static_cast<int32_t>((t * 37 + 11) % config.vocab);
-    model.Forward(tokens.data(), nullptr, 1, T);
-    return *model.Logits(0, T - 1);
-  };
+  auto logits = [](const ModelConfig& config) { return LastLogits(config, SomeTokens(12, config.vocab)); };
   const ModelConfig plain = *Preset("llama-tiny");
   ModelConfig none = plain, all = plain, second = plain;
   none.no_positions = true;
