@@ -828,6 +828,11 @@ int main(int argc, char** argv) {
                            "--app-tag-run-version"}) {
     taken_option(flag, "Megatron's: taken (srunway-train sends no telemetry)");
   }
+  std::string softmax_type;
+  app.add_option("--softmax-type", softmax_type,
+                 "Megatron's: vanilla (its default: the attention's softmax, as here); off-by-one and learnable, "
+                 "softmax with a sink (gpt-oss's), are refused")
+      ->check(CLI::IsMember({"vanilla", "off-by-one", "learnable"}));
   std::string rerun_mode;
   app.add_option("--rerun-mode", rerun_mode,
                  "Megatron's: disabled, or validate_results (its default): a loss or gradient norm that is not "
@@ -1172,6 +1177,12 @@ int main(int argc, char** argv) {
     srunway::common::LogError("{}{}: srunway-train has no FP8 training (Transformer Engine's recipes): its GEMMs "
                               "run in bf16, as Megatron's --bf16: leave the FP8 flags out", flag,
                               option->get_expected_min() > 0 && !values.empty() ? " " + values.back() : "");
+    return srunway::trainer::kExitUsage;
+  }
+  if (!softmax_type.empty() && softmax_type != "vanilla") {
+    srunway::common::LogError("--softmax-type {}: srunway-train's attention is a plain softmax over the keys (Megatron's "
+                              "vanilla), with no sink {}: give vanilla or leave it out", softmax_type,
+                              softmax_type == "learnable" ? "logit learned per head" : "term (the 1 of off-by-one)");
     return srunway::trainer::kExitUsage;
   }
   if (rerun_mode == "report_stats") {

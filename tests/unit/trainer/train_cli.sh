@@ -1628,6 +1628,11 @@ expect_exit 2 "--check-for-spiky-loss: srunway-train has no rerun state machine"
   --mock-data --check-for-spiky-loss
 expect_exit 2 "--rerun-mode report_stats: srunway-train has no rerun state machine" "$kTrain" "${common[@]}" \
   --mock-data --rerun-mode report_stats
+expect_exit 2 "error: --softmax-type off-by-one: srunway-train's attention is a plain softmax over the keys \(Megatron's vanilla\), with no sink term \(the 1 of off-by-one\): give vanilla or leave it out$" \
+  "$kTrain" "${common[@]}" --mock-data --softmax-type off-by-one
+expect_exit 2 "--softmax-type learnable: .* with no sink logit learned per head" "$kTrain" "${common[@]}" --mock-data \
+  --softmax-type learnable
+"$kTrain" "${common[@]}" --mock-data --softmax-type vanilla --dry-run >/dev/null 2>&1 || fail "--softmax-type vanilla"
 expect_exit 2 "--use-pytorch-profiler: srunway-train has no PyTorch profiler: --profile" "$kTrain" "${common[@]}" \
   --mock-data --use-pytorch-profiler
 expect_exit 2 "--record-memory-history: srunway-train has no PyTorch allocator" "$kTrain" "${common[@]}" \
