@@ -83,7 +83,7 @@ void SetNorm(ModelConfig& c, Norm norm) {
 }
 
 std::string ModelKind(const ModelConfig& c) {
-  // " of K of the N layers" where a list marks some of them.
+  // " in K of N layers" where a list marks some of them.
   auto in_some = [&](const std::vector<uint8_t>& layers) {
     if (layers.empty()) return std::string();
     return fmt::format(" in {} of {} layers", std::count(layers.begin(), layers.end(), 1), c.n_layer);
@@ -186,8 +186,10 @@ class PatternParser {
       if (right.number > 0 && left.items.size() * static_cast<uint64_t>(right.number) > most_) {
         return Error(fmt::format("a list longer than {}", most_), op);
       }
-      std::vector<int64_t> repeated;
-      for (int64_t i = 0; i < right.number; ++i) repeated.insert(repeated.end(), left.items.begin(), left.items.end());
+      std::vector<int64_t> repeated;  // as long as `most` at most, in as many steps (none for an empty list)
+      for (int64_t i = 0; i < right.number && !left.items.empty(); ++i) {
+        repeated.insert(repeated.end(), left.items.begin(), left.items.end());
+      }
       left.items = std::move(repeated);
     }
     return left;

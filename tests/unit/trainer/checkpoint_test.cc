@@ -1263,6 +1263,8 @@ TEST(NoRopeFreqTest, LayersFromAnIntegerOrAListExpressionKeptInTheCheckpointsCon
   EXPECT_EQ(layers("[0,1]*(1+1)*2", 8), (std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1}));
   EXPECT_EQ(layers("2*[1,0]", 4), (std::vector<int>{1, 0, 1, 0}));
   EXPECT_EQ(layers("[0]*8", 8), std::vector<int>{});  // none skipped reads as no list
+  // An empty list, repeated, is empty.
+  EXPECT_EQ(layers("[]*1073741824*1073741824+[0,1]", 2), (std::vector<int>{0, 1}));
   auto refused = [](std::string_view text, int n_layer) {
     auto got = NoRopeLayers(text, n_layer);
     EXPECT_FALSE(got.ok()) << text;
