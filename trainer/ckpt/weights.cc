@@ -599,22 +599,22 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
 }
 
 common::Status HuggingFaceExportable(const ModelConfig& c) {
+  const bool gpt = c.arch == Arch::kGpt;
+  const std::string_view family = gpt ? "GPT-2" : "Llama";  // transformers' class for the architecture
   if (c.other_norm) {
     return common::FailedPrecondition("transformers' {} has {} norms, and this model's are {} (--normalization): it "
                                       "has no Hugging Face class; --export writes its weights",
-                                      c.arch == Arch::kGpt ? "GPT-2" : "Llama", NormName(ArchNorm(c.arch)),
-                                      NormName(c.norm()));
+                                      family, NormName(ArchNorm(c.arch)), NormName(c.norm()));
   }
   if (c.no_positions) {
     return common::FailedPrecondition("transformers' {} has positions ({}), and this model has none "
                                       "(--position-embedding-type none): it has no Hugging Face class; --export "
-                                      "writes its weights", c.arch == Arch::kGpt ? "GPT-2" : "Llama",
-                                      c.arch == Arch::kGpt ? "a learned table" : "RoPE");
+                                      "writes its weights", family, gpt ? "a learned table" : "RoPE");
   }
   if (c.window >= 0) {
     return common::FailedPrecondition("the Hugging Face {} configs written here attend to every key before each "
                                       "query, and this model through a window of {} (--window-size): --export "
-                                      "writes its weights", c.arch == Arch::kGpt ? "GPT-2" : "Llama", c.window);
+                                      "writes its weights", family, c.window);
   }
   if (!c.no_rope.empty()) {
     return common::FailedPrecondition("transformers' Llama turns RoPE in every layer, and this model skips it in "
@@ -631,13 +631,13 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "this model turns {} of each head's {} dimensions (--rotary-percent {}); "
                                       "--export writes its weights", c.rotary_dim(), c.head_dim(), c.rotary_percent);
   }
-  if (c.arch == Arch::kGpt && c.kv_channels != 0) {
+  if (gpt && c.kv_channels != 0) {
     return common::FailedPrecondition("transformers' GPT-2 has heads n_embd / n_head wide, and this model's are {} "
                                       "(--kv-channels): it has no Hugging Face class; --export writes its weights",
                                       c.head_dim());
   }
   if (!c.qk_norm) return common::Status::Ok();
-  if (c.arch == Arch::kGpt) {
+  if (gpt) {
     return common::FailedPrecondition("transformers' GPT-2 has no q and k norms (--qk-layernorm): a GPT with them has "
                                       "no Hugging Face class; --export writes its weights");
   }
