@@ -1,8 +1,9 @@
 // For the tests that compare two computations of a training step (PyTorch's and the CPU's, the GPU's and the
 // CPU's): the parameters that a model's variant adds (q, k and v biases: --add-qkv-bias; the q and k norms:
-// --qk-layernorm; every norm's, where they are not the architecture's own: --normalization) drawn at random, around 0
-// for biases and around 1 for the norms' weights. Left at their initial values (0 and 1), a step that ignored them
-// would go unnoticed.
+// --qk-layernorm; every norm's, where they are not the architecture's own: --normalization; the learned sinks:
+// --softmax-type learnable) drawn at random, around 0 for biases, around 1 for the norms' weights, and N(0, 1) for
+// the sinks (whose start, N(0, init_std), leaves every head's near 0). Left at their initial values, a step that
+// ignored them would go unnoticed.
 #pragma once
 
 #include <span>
@@ -22,9 +23,11 @@ inline void RandomizeVariantParams(const ParamLayout& layout, Rng& rng, std::spa
   const bool other_norm = layout.config().other_norm.has_value();
   for (const TensorSpec& spec : layout.tensors()) {
     const bool norm = spec.name.find(other_norm ? "norm" : "_norm.") != std::string::npos;
-    if (!norm && !spec.name.ends_with(".qkv.bias")) continue;
+    const bool sinks = spec.name.ends_with(".softmax_offset");
+    if (!norm && !sinks && !spec.name.ends_with(".qkv.bias")) continue;
     const double mean = norm && spec.name.ends_with(".weight") ? 1.0 : 0.0;
-    for (int64_t i = 0; i < spec.numel; ++i) params[spec.offset + i] = static_cast<float>(mean + rng.Normal() * 0.1);
+    const double std = sinks ? 1.0 : 0.1;
+    for (int64_t i = 0; i < spec.numel; ++i) params[spec.offset + i] = static_cast<float>(mean + rng.Normal() * std);
   }
 }
 

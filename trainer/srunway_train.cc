@@ -199,6 +199,12 @@ int main(int argc, char** argv) {
   app.add_option("--no-rope-freq", no_rope_freq,
                  "Megatron's: the layers that turn no RoPE (a Llama): N, the last of every N layers (4: Llama 4's), or "
                  "a list expression such as ([0]*3+[1])*2, 1 where a layer skips it");
+  std::string softmax_type = "vanilla";
+  app.add_option("--softmax-type", softmax_type,
+                 "Megatron's: attention's softmax, vanilla (its default); off-by-one, 1 more in each row's "
+                 "denominator (a sink key of score 0); learnable, that sink's score learned per head (gpt-oss's "
+                 "attention sinks)")
+      ->check(CLI::IsMember({"vanilla", "off-by-one", "learnable"}));
   app.add_flag("--apply-layernorm-1p", layernorm_1p,
                "Megatron's: the norms' weights stored as their difference from 1 (drawn as 0; the norms multiply by "
                "1 + weight), which bf16 copies of the weights hold more finely; the same model");
@@ -828,11 +834,6 @@ int main(int argc, char** argv) {
                            "--app-tag-run-version"}) {
     taken_option(flag, "Megatron's: taken (srunway-train sends no telemetry)");
   }
-  std::string softmax_type;
-  app.add_option("--softmax-type", softmax_type,
-                 "Megatron's: vanilla (its default: the attention's softmax, as here); off-by-one and learnable, "
-                 "softmax with a sink (gpt-oss's), are refused")
-      ->check(CLI::IsMember({"vanilla", "off-by-one", "learnable"}));
   std::string rerun_mode;
   app.add_option("--rerun-mode", rerun_mode,
                  "Megatron's: disabled, or validate_results (its default): a loss or gradient norm that is not "
@@ -990,7 +991,7 @@ int main(int argc, char** argv) {
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
                            "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu", "--qk-layernorm",
                            "--apply-layernorm-1p", "--rotary-interleaved", "--no-rope-freq", "--window-size",
-                           "--window-attn-skip-freq",
+                           "--window-attn-skip-freq", "--softmax-type",
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
@@ -1179,12 +1180,6 @@ int main(int argc, char** argv) {
                               option->get_expected_min() > 0 && !values.empty() ? " " + values.back() : "");
     return srunway::trainer::kExitUsage;
   }
-  if (!softmax_type.empty() && softmax_type != "vanilla") {
-    srunway::common::LogError("--softmax-type {}: srunway-train's attention is a plain softmax over the keys (Megatron's "
-                              "vanilla), with no sink {}: give vanilla or leave it out", softmax_type,
-                              softmax_type == "learnable" ? "logit learned per head" : "term (the 1 of off-by-one)");
-    return srunway::trainer::kExitUsage;
-  }
   if (rerun_mode == "report_stats") {
     srunway::common::LogError("--rerun-mode report_stats: srunway-train has no rerun state machine to rerun steps "
                               "and report how their results vary; a loss or gradient norm that is not finite ends "
@@ -1281,6 +1276,7 @@ int main(int argc, char** argv) {
   o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
   o.model.qk_norm = qk_layernorm;
   o.model.norm_1p = layernorm_1p;
+  o.model.softmax = *srunway::trainer::SoftmaxFromName(softmax_type);  // one of the names, as CLI11 checked
   o.model.rotary_interleaved = rotary_interleaved;  // Validate refuses it for a GPT
   o.model.rope_linear_factor = interpolation_factor;  // and this for a GPT
   if (use_rope_scaling) {  // Megatron's fixed bounds (its _apply_scaling's defaults), as Llama 3.1's

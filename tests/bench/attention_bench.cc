@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       return;
     }
     gpu.Launched(cuda::AttentionForward(out.as<uint16_t>(), lse.as<float>(), qkv.as<uint16_t>(), B, T, H, KV, hd,
-                                        0.0f, 0, 0, starts, gpu.stream()), "AttentionForward");
+                                        0.0f, 0, 0, starts, nullptr, gpu.stream()), "AttentionForward");
   };
   auto backward = [&] {
     if (cudnn != nullptr) {
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     }
     gpu.Launched(cuda::AttentionBackward(dqkv.as<uint16_t>(), scratch.as<float>(), dout.as<uint16_t>(),
                                          out.as<uint16_t>(), qkv.as<uint16_t>(), lse.as<float>(), B, T, H, KV, hd, 0.0f,
-                                         0, 0, starts, gpu.stream()), "AttentionBackward");
+                                         0, 0, starts, nullptr, nullptr, gpu.stream()), "AttentionBackward");
   };
   // Mean milliseconds of `iterations` calls of fn, the device drained before and after.
   srunway::trainer::Device& device = gpu.device();

@@ -60,6 +60,7 @@ struct Case {
   bool other_norm = false;  // --normalization: the other architecture's norms
   double rotary_percent = 1;  // --rotary-percent: RoPE over part of each head
   bool rotary_interleaved = false;  // --rotary-interleaved: RoPE's pairs side by side
+  srunway::trainer::Softmax softmax = srunway::trainer::Softmax::kVanilla;  // --softmax-type
 };
 
 void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
@@ -75,6 +76,7 @@ void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
   if (c.other_norm) srunway::trainer::SwapNorms(*config);
   config->rotary_percent = c.rotary_percent;
   config->rotary_interleaved = c.rotary_interleaved;
+  config->softmax = c.softmax;
   const int B = 4, T = config->seq_len;
   Model cpu(*config, B);
   srunway::trainer::Rng rng(42);
@@ -206,14 +208,19 @@ int main(int argc, char** argv) {
                              {"llama-tiny-rotary0.5-documents", "llama-tiny", 0.0f, true, false, false, false, 0, false,
                               0.5},
                              {"llama-tiny-interleaved", "llama-tiny", 0.0f, false, false, false, false, 0, false, 1,
-                              true}};
+                              true},
+                             {"gpt-tiny-sinks-dropout", "gpt-tiny", 0.1f, false, false, false, false, 0, false, 1,
+                              false, srunway::trainer::Softmax::kLearnable},
+                             {"llama-tiny-off-by-one-documents", "llama-tiny", 0.0f, true, false, false, false, 0,
+                              false, 1, false, srunway::trainer::Softmax::kOffByOne}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
       std::fprintf(stderr, "cuda_model: no case %s (gpt-tiny, llama-tiny, each also with -dropout and -documents; "
                            "llama-tiny-qkv-bias, gpt-tiny-squared-relu, llama-tiny-qk-norm-kv32, "
                            "gpt-tiny-qk-norm-kv32, llama-tiny-qk-norm-layernorm, gpt-tiny-rmsnorm, "
-                           "llama-tiny-rotary0.5-documents, llama-tiny-interleaved)\n",
+                           "llama-tiny-rotary0.5-documents, llama-tiny-interleaved, gpt-tiny-sinks-dropout, "
+                           "llama-tiny-off-by-one-documents)\n",
                    name.c_str());
       return EXIT_FAILURE;
     }

@@ -404,9 +404,10 @@ void Classifier(Gpu& gpu, int N, int V) {
 // end mid-tile. The CPU keeps the probabilities, the GPU their log-sum-exp.
 // With `cudnn`, its fused attention instead of the kernels (which must not fall back to them). With `documents`,
 // several in each sequence (RandomDocumentStarts), each query attending to its own document's keys alone; with a
-// `window` (--window-size window,0), to itself and the `window` keys before it alone (within its document).
+// `window` (--window-size window,0), to itself and the `window` keys before it alone (within its document). With
+// `sinks` (--softmax-type learnable), a sink score per head drawn N(0, 1), whose gradients are added to values there.
 void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::CudnnAttention* cudnn = nullptr,
-               bool documents = false, int window = -1) {
+               bool documents = false, int window = -1, bool sinks = false) {
   if (cudnn == nullptr &&
       cuda::AttentionKernelName(hd) == nullptr) {  // SRUNWAY_ATTENTION=simple takes multiples of 32 only
     const char* choice = std::getenv("SRUNWAY_ATTENTION");
@@ -426,6 +427,12 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::Cud
     if (window >= 0) starts[i] = std::max(starts[i], static_cast<int32_t>(i % T) - window);
   }
   const bool bounded = documents || window >= 0;
+  const auto sink_scores = Rounded(Random(static_cast<size_t>(H)));
+  const std::vector<float> dsinks_start = Random(static_cast<size_t>(H));
+  std::vector<float> dsinks = dsinks_start;
+  Buffer gsinks = gpu.Bf16(sink_scores), gdsinks = gpu.F32(dsinks);
+  const uint16_t* gpu_sinks = sinks ? gsinks.as<uint16_t>() : nullptr;
+  float* gpu_dsinks = sinks ? gdsinks.as<float>() : nullptr;
   Buffer gstarts = gpu.I32(starts);
   const int32_t* gpu_starts = bounded ? gstarts.as<int32_t>() : nullptr;
   if (cudnn != nullptr) {
@@ -437,22 +444,48 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::Cud
               "cuDNN attention backward");
   } else {
     gpu.Launched(cuda::AttentionForward(gout.as<uint16_t>(), glse.as<float>(), gqkv.as<uint16_t>(), B, T, H, KV, hd, p,
-                                        dropout.key, dropout.first_index, gpu_starts, gpu.stream()),
+                                        dropout.key, dropout.first_index, gpu_starts, gpu_sinks, gpu.stream()),
                  "AttentionForward");
     gpu.Launched(cuda::AttentionBackward(gdqkv.as<uint16_t>(), scratch.as<float>(), gdout.as<uint16_t>(),
                                          gout.as<uint16_t>(), gqkv.as<uint16_t>(), glse.as<float>(), B, T, H, KV, hd, p,
-                                         dropout.key, dropout.first_index, gpu_starts, gpu.stream()),
+                                         dropout.key, dropout.first_index, gpu_starts, gpu_sinks, gpu_dsinks,
+                                         gpu.stream()),
                  "AttentionBackward");
   }
   std::vector<float> out(n_out), att(static_cast<size_t>(B) * H * T * T), dqkv = dqkv_start;
   const cpu::Documents docs{nullptr, bounded ? starts.data() : nullptr};
-  cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, H, KV, hd, dropout, docs);
-  cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, H, KV, hd, dropout, docs);
+  cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, H, KV, hd, dropout, docs,
+                        sinks ? sink_scores.data() : nullptr);
+  cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, H, KV, hd, dropout, docs,
+                         sinks ? dsinks.data() : nullptr);
   const std::string shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) + " KV" +
                             std::to_string(KV) + " hd" + std::to_string(hd) + (p > 0 ? " dropout" : "") +
                             (cudnn != nullptr ? " cuDNN" : "") + (documents ? " documents" : "") +
-                            (window >= 0 ? " window " + std::to_string(window) : "");
+                            (window >= 0 ? " window " + std::to_string(window) : "") + (sinks ? " sinks" : "");
   Compare("attention forward " + shape, gpu.Read(gout), out, kBf16Rtol, 1e-2f);
+  if (sinks) {
+    // The sinks' gradients, -sum over each head's B T rows of p_sink (dO . O), against the same sums in double of
+    // the GPU's own output and log-sum-exp: the CPU's, from its fp32 output, differ by the bf16 roundings of the
+    // probabilities and the output, which the sums of signed terms leave up to 4% of the total (the emulated GPU's
+    // WMMA kernels at hd 64 with dropout), where the output and the backward are within their own tolerances.
+    const std::vector<float> gpu_out = gpu.Read(gout), lse = gpu.Read(glse);
+    std::vector<float> sums = dsinks_start;
+    for (int h = 0; h < H; ++h) {
+      double sum = 0;
+      for (int64_t bt = 0; bt < int64_t{B} * T; ++bt) {
+        const int64_t b = bt / T, t = bt % T, at = bt * H * hd + int64_t{h} * hd;
+        double dot = 0;
+        for (size_t i = static_cast<size_t>(at); i < static_cast<size_t>(at + hd); ++i) {
+          dot += double{dout[i]} * gpu_out[i];
+        }
+        const double row_lse = lse[static_cast<size_t>((b * H + h) * T + t)];
+        sum -= std::exp(double{sink_scores[static_cast<size_t>(h)]} - row_lse) * dot;
+      }
+      sums[static_cast<size_t>(h)] += static_cast<float>(sum);
+    }
+    Compare("attention sink gradients " + shape, gpu.Read(gdsinks), sums, 1e-4f, 1e-5f);
+    Compare("attention sink gradients against the CPU's " + shape, gpu.Read(gdsinks), dsinks, 0.0f, 5e-2f);
+  }
   // The first keys' gradients sum hundreds of terms made of bf16 probabilities and of D = rowsum(dO o O) from the
   // bf16 output; the emulated GPU's WMMA kernels were 0.029 off at hd 96 with dropout (tests/emulated_gpu).
   Compare("attention backward " + shape, gpu.Read(gdqkv), dqkv, kBf16Rtol, 4e-2f);
@@ -965,6 +998,10 @@ int main(int argc, char** argv) {
     // documents, the later of the two starts bounds each query's keys.
     Attention(gpu, 1, 200, 2, 1, 64, 0.0f, nullptr, /*documents=*/false, /*window=*/70);
     Attention(gpu, 2, 150, 3, 3, 16, 0.1f, nullptr, /*documents=*/true, /*window=*/40);
+    // Sinks (--softmax-type learnable; off-by-one's are zeros): every kernel's forward, and their gradients.
+    Attention(gpu, 2, 128, 4, 2, 64, 0.1f, nullptr, /*documents=*/false, /*window=*/-1, /*sinks=*/true);
+    Attention(gpu, 1, 200, 2, 2, 128, 0.0f, nullptr, /*documents=*/false, /*window=*/-1, /*sinks=*/true);
+    Attention(gpu, 2, 150, 2, 1, 32, 0.0f, nullptr, /*documents=*/true, /*window=*/30, /*sinks=*/true);
   }
   if (wanted("cudnn")) {
     auto cudnn = cuda::CudnnAttention::Open(gpu.device());

@@ -279,6 +279,11 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
                                       "and this run's model has none (--position-embedding-type none)", files.name(),
                                       gpt2);
   }
+  if (naming != Naming::kSrunway && config.softmax == Softmax::kLearnable) {
+    return common::FailedPrecondition("{} holds a {} model, which has no attention sinks, and this run's model learns "
+                                      "them (--softmax-type learnable, layers.N.softmax_offset)", files.name(),
+                                      NamingName(naming));
+  }
   // Hugging Face's GPT-2 and Llama have their architecture's own norms.
   if (naming != Naming::kSrunway && config.other_norm) {
     return common::FailedPrecondition("{} holds a {} model, whose norms are {}, and this run's model is a {} "
@@ -610,6 +615,11 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
     return common::FailedPrecondition("transformers' {} has positions ({}), and this model has none "
                                       "(--position-embedding-type none): it has no Hugging Face class; --export "
                                       "writes its weights", family, gpt ? "a learned table" : "RoPE");
+  }
+  if (c.sinks()) {
+    return common::FailedPrecondition("transformers' {} has a plain softmax in its attention, and this model's has a "
+                                      "sink (--softmax-type {}): it has no Hugging Face class; --export writes its "
+                                      "weights", family, SoftmaxName(c.softmax));
   }
   if (c.window >= 0) {
     return common::FailedPrecondition("the Hugging Face {} configs written here attend to every key before each "

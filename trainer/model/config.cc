@@ -77,6 +77,22 @@ std::optional<Norm> NormFromName(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view SoftmaxName(Softmax softmax) {
+  switch (softmax) {
+    case Softmax::kVanilla: return "vanilla";
+    case Softmax::kOffByOne: return "off-by-one";
+    case Softmax::kLearnable: return "learnable";
+  }
+  return "vanilla";
+}
+
+std::optional<Softmax> SoftmaxFromName(std::string_view name) {
+  for (Softmax softmax : {Softmax::kVanilla, Softmax::kOffByOne, Softmax::kLearnable}) {
+    if (name == SoftmaxName(softmax)) return softmax;
+  }
+  return std::nullopt;
+}
+
 void SetNorm(ModelConfig& c, Norm norm) {
   c.other_norm.reset();
   if (c.norm() != norm) c.other_norm = norm;
@@ -93,6 +109,8 @@ std::string ModelKind(const ModelConfig& c) {
   if (c.no_positions) parts.push_back("without positions");
   if (!c.no_rope.empty()) parts.push_back("without RoPE" + in_some(c.no_rope));
   if (c.window >= 0) parts.push_back(fmt::format("with a window of {} keys back", c.window) + in_some(c.window_layers));
+  if (c.softmax == Softmax::kOffByOne) parts.push_back("with an off-by-one softmax");
+  if (c.softmax == Softmax::kLearnable) parts.push_back("with learned attention sinks");
   if (parts.empty()) return std::string(ArchName(c.arch));
   return fmt::format("{} {}", ArchName(c.arch), fmt::join(parts, ", "));
 }
@@ -533,6 +551,7 @@ common::Json ToJson(const ModelConfig& c) {
   // Megatron's (left, right), null where there is no window.
   json["window_size"] = c.window >= 0 ? common::Json::array({c.window, 0}) : common::Json(nullptr);
   json["window_attn_skip_freq"] = c.window_layers;
+  json["softmax_type"] = SoftmaxName(c.softmax);
   json["qkv_bias"] = c.qkv_bias;
   json["squared_relu"] = c.squared_relu;
   json["qk_layernorm"] = c.qk_norm;
@@ -612,6 +631,15 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     }
     c.window = sides[0].get<int>();
   }
+  // Checkpoints before 2026-12-07 have no softmax_type: vanilla.
+  if (json.contains("softmax_type")) {
+    SRUNWAY_ASSIGN_OR_RETURN(const std::string name, common::JsonField<std::string>(json, "softmax_type", where));
+    const std::optional<Softmax> softmax = SoftmaxFromName(name);
+    if (!softmax) {
+      return common::InvalidArgument("{}: unknown softmax_type '{}' (vanilla, off-by-one or learnable)", where, name);
+    }
+    c.softmax = *softmax;
+  }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
                             std::pair{"qk_layernorm", &c.qk_norm}, std::pair{"apply_layernorm_1p", &c.norm_1p},
                             std::pair{"rotary_interleaved", &c.rotary_interleaved}}) {
@@ -680,6 +708,7 @@ int64_t ParameterCount(const ModelConfig& c) {
   }
   // q's and k's norms: a weight each.
   if (c.qk_norm) per_layer += 2 * int64_t{c.head_dim()};
+  if (c.softmax == Softmax::kLearnable) per_layer += c.n_head;  // the sinks' scores
   // LayerNorm's biases: the two norms', q's and k's, the final norm's.
   if (c.layernorm()) {
     per_layer += 2 * d + (c.qk_norm ? 2 * int64_t{c.head_dim()} : 0);
@@ -696,6 +725,7 @@ double TrainingFlopsPerToken(const ModelConfig& c, int seq_len) {
   } else if (c.arch == Arch::kLlama) {
     matmul_params -= static_cast<double>(c.vocab) * c.d_model;   // input embedding (the output layer stays)
   }
+  if (c.softmax == Softmax::kLearnable) matmul_params -= static_cast<double>(c.n_head) * c.n_layer;  // the sinks
   double keys = 0;  // each query's keys, over the layers
   for (int l = 0; l < c.n_layer; ++l) keys += c.windowed(l) ? std::min(seq_len, c.window + 1) : seq_len;
   return 6.0 * matmul_params + 12.0 * keys * c.q_dim();

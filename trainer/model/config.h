@@ -26,6 +26,14 @@ std::optional<Norm> NormFromName(std::string_view name);
 // An architecture's own norms: GPT's LayerNorm, Llama's RMSNorm.
 constexpr Norm ArchNorm(Arch arch) { return arch == Arch::kGpt ? Norm::kLayerNorm : Norm::kRmsNorm; }
 
+// Attention's softmax, by Megatron's names (--softmax-type): vanilla; off-by-one, one more term, 1, in each row's
+// denominator (a sink key of score 0 and value 0, which a query can attend to so as to attend to nothing); learnable,
+// that sink's score learned per head and layer (gpt-oss's attention sinks).
+enum class Softmax { kVanilla, kOffByOne, kLearnable };
+
+std::string_view SoftmaxName(Softmax softmax);
+std::optional<Softmax> SoftmaxFromName(std::string_view name);
+
 struct ModelConfig {
   Arch arch = Arch::kGpt;
   int n_layer = 2;
@@ -65,6 +73,8 @@ struct ModelConfig {
   // (--window-attn-skip-freq; empty: every layer), the others attending to every key before.
   int window = -1;
   std::vector<uint8_t> window_layers;
+  // Attention's softmax; with kLearnable each layer has a parameter of n_head sink scores ("softmax_offset").
+  Softmax softmax = Softmax::kVanilla;
   // Biases on q, k and v alone (Llama only: GPT has every bias): Megatron's --add-qkv-bias, Qwen2's attention.
   bool qkv_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
@@ -103,6 +113,7 @@ struct ModelConfig {
   bool rope_turns() const { return arch == Arch::kLlama && !no_positions; }
   bool rope_turns(int layer) const { return rope_turns() && (no_rope.empty() || no_rope[layer] == 0); }
   bool windowed(int layer) const { return window >= 0 && (window_layers.empty() || window_layers[layer] != 0); }
+  bool sinks() const { return softmax != Softmax::kVanilla; }
   // GPT ties the output layer to the token embedding; Llama has its own.
   bool tied_embeddings() const { return arch == Arch::kGpt; }
   Norm norm() const { return other_norm.value_or(ArchNorm(arch)); }
@@ -119,7 +130,7 @@ void SetHeadDim(ModelConfig& config, int head_dim);
 void SetNorm(ModelConfig& config, Norm norm);
 // The architecture's name, and its norms' where they are not its own, and the positions it goes without: "llama",
 // "llama with LayerNorm", "gpt without positions", "llama with LayerNorm, without RoPE in 2 of 8 layers",
-// "gpt with a window of 128 keys back in 6 of 8 layers".
+// "gpt with a window of 128 keys back in 6 of 8 layers", "llama with an off-by-one softmax".
 std::string ModelKind(const ModelConfig& config);
 
 // Megatron's --no-rope-freq for a model of n_layer layers: an integer N, RoPE skipped in every Nth layer (the last of

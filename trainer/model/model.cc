@@ -77,6 +77,7 @@ Model::Model(const ModelConfig& config, int max_batch, Device* device, Ops* ops,
   losses_ = Floats(N);
   tokens_ = Ints(N);
   targets_ = Ints(N);
+  if (config_.softmax == Softmax::kOffByOne) zero_sinks_ = Act(config.n_head);
   if (config_.window >= 0) {
     window_starts_ = Ints(N);
     host_window_starts_.resize(static_cast<size_t>(N));
@@ -293,7 +294,7 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   if (c.qk_norm) QkNormForward(a, w);
   if (c.rope_turns(l)) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope(), docs_);
   ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l),
-                         AttentionDocs(l));
+                         AttentionDocs(l), Sinks(w));
   ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, c.q_dim(), C);  // scratch: its output
   ops_->Dropout(d_attn_.data(), NC, Site(1 + 3 * l));
   ResidualNormForward(a.mid.data(), a.norm2.data(), a.mean2.as<float>(), a.rstd2.as<float>(), input, d_attn_.data(),
@@ -411,7 +412,8 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
                          w.proj_w, N, c.q_dim(), C, dw_mode);
     done(layout_.LayerPart(l, "proj."));
     ops_->AttentionBackward(d_qkv_.data(), d_attn_.data(), a.attn.data(), a.qkv.data(), a.att.as<float>(), B, T, H, KV,
-                            hd, Site(2 + 3 * l), AttentionDocs(l));
+                            hd, Site(2 + 3 * l), AttentionDocs(l), Sinks(w), dw.sinks);
+    if (dw.sinks != nullptr) done(layout_.LayerPart(l, "softmax_offset"));
     if (c.rope_turns(l)) ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope(), docs_);
     if (c.qk_norm) {
       QkNormBackward(a, w, dw);

@@ -180,6 +180,12 @@ class Model {
   std::vector<int32_t> host_window_starts_;
   Documents window_docs_;
   const Documents& AttentionDocs(int layer) const { return config_.windowed(layer) ? window_docs_ : docs_; }
+  // Each head's sink score for the attention (ModelConfig::softmax): the layer's learned ones, zeros for
+  // off-by-one, null for none.
+  Buffer zero_sinks_;
+  const void* Sinks(const BasicLayerViews<void>& w) const {
+    return config_.softmax == Softmax::kLearnable ? w.sinks : zero_sinks_.data();
+  }
   // Gradients of activations, reused layer after layer.
   Buffer d_res_, d_norm_, d_qkv_, d_attn_, d_fc_, d_act_;
   int B_ = 0, T_ = 0;

@@ -12,10 +12,10 @@ namespace srunway::trainer {
 namespace {
 
 // Each layer's tensors in order; the same order is used for layout, views and safetensors export.
-// q's and k's norms sit between qkv and proj: the backward finishes them after proj and before qkv.
+// q's and k's norms and the sinks sit between qkv and proj: the backward finishes them after proj and before qkv.
 enum class Slot {
-  kNorm1W, kNorm1B, kQkvW, kQkvB, kQNormW, kQNormB, kKNormW, kKNormB, kProjW, kProjB, kNorm2W, kNorm2B, kFcW, kFcB,
-  kOutW, kOutB
+  kNorm1W, kNorm1B, kQkvW, kQkvB, kQNormW, kQNormB, kKNormW, kKNormB, kSinks, kProjW, kProjB, kNorm2W, kNorm2B, kFcW,
+  kFcB, kOutW, kOutB
 };
 
 struct SlotInfo {
@@ -30,6 +30,7 @@ constexpr SlotInfo kLayerSlots[] = {
     {Slot::kQkvW, "qkv.weight", false},     {Slot::kQkvB, "qkv.bias", true},
     {Slot::kQNormW, "q_norm.weight", false, true}, {Slot::kQNormB, "q_norm.bias", true, true},
     {Slot::kKNormW, "k_norm.weight", false, true}, {Slot::kKNormB, "k_norm.bias", true, true},
+    {Slot::kSinks, "softmax_offset", false},
     {Slot::kProjW, "proj.weight", false},   {Slot::kProjB, "proj.bias", true},
     {Slot::kNorm2W, "norm2.weight", false}, {Slot::kNorm2B, "norm2.bias", true},
     {Slot::kFcW, "fc.weight", false},       {Slot::kFcB, "fc.bias", true},
@@ -45,6 +46,7 @@ std::vector<int64_t> SlotShape(const ModelConfig& c, Slot slot) {
     case Slot::kQkvW: return {c.qkv_dim(), d};
     case Slot::kQkvB: return {c.qkv_dim()};
     case Slot::kQNormW: case Slot::kQNormB: case Slot::kKNormW: case Slot::kKNormB: return {c.head_dim()};
+    case Slot::kSinks: return {c.n_head};
     case Slot::kProjW: return {d, c.q_dim()};
     case Slot::kFcW: return {f, d};
     case Slot::kFcB: return {f};
@@ -55,6 +57,7 @@ std::vector<int64_t> SlotShape(const ModelConfig& c, Slot slot) {
 
 bool HasSlot(const ModelConfig& c, const SlotInfo& info) {
   if (info.qk_norm && !c.qk_norm) return false;
+  if (info.slot == Slot::kSinks) return c.softmax == Softmax::kLearnable;
   if (!info.bias) return true;
   const bool norm = info.slot == Slot::kNorm1B || info.slot == Slot::kNorm2B || info.slot == Slot::kQNormB ||
                     info.slot == Slot::kKNormB;
@@ -144,6 +147,7 @@ BasicModelViews<T> ParamLayout::Build(const At& at) const {
     layer.q_norm_b = layer_at("q_norm.bias");
     layer.k_norm_w = layer_at("k_norm.weight");
     layer.k_norm_b = layer_at("k_norm.bias");
+    layer.sinks = layer_at("softmax_offset");
     layer.proj_w = layer_at("proj.weight");
     layer.proj_b = layer_at("proj.bias");
     layer.norm2_w = layer_at("norm2.weight");
@@ -187,6 +191,8 @@ void InitParams(const ModelConfig& config, const ParamLayout& layout, Rng& rng, 
     float* data = params.data() + spec.offset;
     if (IsNormWeight(spec.name)) {
       std::fill(data, data + spec.numel, config.norm_1p ? 0.0f : 1.0f);
+    } else if (spec.name.ends_with(".softmax_offset")) {  // Megatron's init_method, normal with either flag
+      for (int64_t i = 0; i < spec.numel; ++i) data[i] = static_cast<float>(rng.Normal() * config.init_std);
     } else if (spec.shape.size() == 1) {
       std::fill(data, data + spec.numel, 0.0f);
     } else if (embedding_std >= 0 && IsEmbeddingTable(spec.name)) {

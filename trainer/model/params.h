@@ -35,6 +35,7 @@ struct BasicLayerViews {
   T* q_norm_b = nullptr;
   T* k_norm_w = nullptr;
   T* k_norm_b = nullptr;
+  T* sinks = nullptr;  // [H]: each head's sink score, with Softmax::kLearnable ("softmax_offset")
   T* proj_w = nullptr;  // [C, H * hd]
   T* proj_b = nullptr;
   T* norm2_w = nullptr;
@@ -82,8 +83,8 @@ class ParamLayout {
   // buffer to its start: the untied head (Llama), the final norm, each layer from last to first, the embeddings.
   ParamRange Embeddings() const;  // wte (+ wpe)
   ParamRange Layer(int l) const;
-  // The tensors of layer l whose names continue with `part` ("out.", "fc.", "norm2.", "proj.", "k_norm.", "q_norm.",
-  // "qkv.", "norm1."):
+  // The tensors of layer l whose names continue with `part` ("out.", "fc.", "norm2.", "proj.", "softmax_offset",
+  // "k_norm.", "q_norm.", "qkv.", "norm1."):
   // a layer's backward finishes them in that order, which is the layout's backwards.
   ParamRange LayerPart(int l, std::string_view part) const;
   ParamRange FinalNorm() const;
@@ -108,7 +109,9 @@ bool IsEmbeddingTable(std::string_view name);
 enum class InitMethod { kNormal, kXavierUniform };
 
 // Fills `params` as Megatron does: weights ~ N(0, init_std), the two output projections of each layer (attention
-// proj and FFN out) ~ N(0, init_std / sqrt(2 * n_layer)), norm weights 1 (0 with ModelConfig::norm_1p), biases 0.
+// proj and FFN out) ~ N(0, init_std / sqrt(2 * n_layer)), norm weights 1 (0 with ModelConfig::norm_1p), biases 0,
+// learned sinks ("softmax_offset") ~ N(0, init_std) whatever the method (Megatron's init_method; its xavier_uniform_
+// cannot draw a vector).
 // kXavierUniform draws every weight matrix, embeddings and output projections too, ~ U(-a, a) with a = sqrt(6 /
 // (rows + columns)), as PyTorch's xavier_uniform_ on Megatron's [out, in] shapes (the fused qkv and SwiGLU's fused
 // gate and up projections whole); init_std is then unused, as in Megatron. An `embedding_std` of 0 or more

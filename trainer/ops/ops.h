@@ -92,11 +92,13 @@ class Ops {
   // What attention keeps from its forward for its backward, in fp32 elements: the probabilities [B, H, T, T] on
   // the host, each query row's log-sum-exp [B, H, T] on the GPU.
   virtual int64_t AttentionSaved(int B, int H, int T) const = 0;
+  // sinks: [H] weights (each head's sink score, ops/cpu/ops.h's AttentionForward), or null.
   virtual void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H, int KV, int hd,
-                                const DropoutSite& dropout, const Documents& docs) = 0;
+                                const DropoutSite& dropout, const Documents& docs, const void* sinks) = 0;
+  // dsinks: [H] gradients the sinks' are added to where they are learned, else null.
   virtual void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved,
-                                 int B, int T, int H, int KV, int hd, const DropoutSite& dropout,
-                                 const Documents& docs) = 0;
+                                 int B, int T, int H, int KV, int hd, const DropoutSite& dropout, const Documents& docs,
+                                 const void* sinks, float* dsinks) = 0;
   virtual void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
                            const Documents& docs) = 0;
   virtual void RopeBackward(void* dqkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,

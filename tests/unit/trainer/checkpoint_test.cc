@@ -1384,5 +1384,67 @@ TEST(WindowTest, SizeAndLayersKeptInTheCheckpointsConfig) {
             "header: window_size is [5,1], not [L, 0] with L from 0 to 16777216");
 }
 
+// Megatron's --softmax-type: off-by-one adds no parameter; learnable one per head in each layer, "softmax_offset",
+// between the attention's input tensors and its projection (the backward finishes it after proj), without weight
+// decay and drawn N(0, init_std); both kept in the checkpoint's config, which older checkpoints lack (vanilla).
+TEST(SoftmaxTest, SinksKeptInTheCheckpointsConfigAndLearnedOnesInTheLayout) {
+  const ModelConfig plain = *Preset("llama-tiny");
+  ModelConfig off_by_one = plain;
+  off_by_one.softmax = Softmax::kOffByOne;
+  EXPECT_EQ(ParamLayout(off_by_one).numel(), ParamLayout(plain).numel());
+  EXPECT_EQ(ModelKind(off_by_one), "llama with an off-by-one softmax");
+  ExpectKeptInHeader(off_by_one, plain, "softmax_type", "is \"off-by-one\" in the checkpoint and \"vanilla\" here");
+
+  ModelConfig learned = plain;
+  learned.softmax = Softmax::kLearnable;
+  learned.qk_norm = true;
+  const ParamLayout layout(learned);
+  std::vector<std::string> names;
+  for (const TensorSpec& spec : layout.tensors()) {
+    if (spec.name.starts_with("layers.1.")) names.push_back(spec.name.substr(9));
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("norm1.weight", "qkv.weight", "q_norm.weight", "k_norm.weight",
+                                            "softmax_offset", "proj.weight", "norm2.weight", "fc.weight",
+                                            "out.weight"));
+  const TensorSpec& sinks = *layout.Find("layers.1.softmax_offset");
+  EXPECT_EQ(sinks.shape, std::vector<int64_t>{learned.n_head});
+  EXPECT_FALSE(sinks.decay);
+  const ParamRange part = layout.LayerPart(1, "softmax_offset");
+  EXPECT_EQ(part.offset, sinks.offset);
+  EXPECT_EQ(part.count, learned.n_head);
+  EXPECT_EQ(ParameterCount(learned), layout.numel());
+  ModelConfig qk_norm = plain;
+  qk_norm.qk_norm = true;
+  EXPECT_EQ(layout.numel(), ParamLayout(qk_norm).numel() + int64_t{learned.n_head} * learned.n_layer);
+  // The sinks are in no matrix product.
+  EXPECT_EQ(TrainingFlopsPerToken(learned, 128), TrainingFlopsPerToken(qk_norm, 128));
+  EXPECT_EQ(ModelKind(learned), "llama with learned attention sinks");
+
+  std::vector<float> params(static_cast<size_t>(layout.numel()));
+  Rng rng(7);
+  InitParams(learned, layout, rng, params);
+  double square_sum = 0;
+  int zeros = 0;
+  for (int l = 0; l < learned.n_layer; ++l) {
+    const TensorSpec& spec = *layout.Find(fmt::format("layers.{}.softmax_offset", l));
+    for (int64_t i = 0; i < spec.numel; ++i) {
+      const float x = params[static_cast<size_t>(spec.offset + i)];
+      square_sum += double{x} * x;
+      zeros += x == 0.0f;
+      EXPECT_LT(std::fabs(x), 6 * learned.init_std);
+    }
+  }
+  EXPECT_EQ(zeros, 0);
+  EXPECT_GT(square_sum, 0);
+
+  ModelConfig learned_plain = plain;
+  learned_plain.softmax = Softmax::kLearnable;
+  ExpectKeptInHeader(learned_plain, plain, "softmax_type", "is \"learnable\" in the checkpoint and \"vanilla\" here");
+  common::Json bad = ToJson(plain);
+  bad["softmax_type"] = "off_by_one";
+  EXPECT_EQ(FromJson(bad, "header").status().message(),
+            "header: unknown softmax_type 'off_by_one' (vanilla, off-by-one or learnable)");
+}
+
 }  // namespace
 }  // namespace srunway::trainer

@@ -698,6 +698,23 @@ def main():
                  os.path.join(WORK, "hf-gpt-window")], 1,
                  r"--export-hf: the Hugging Face GPT-2 configs written here attend to every key before each query, and "
                  r"this model through a window of 8 \(--window-size\): --export writes its weights$")
+    # Attention with a sink (--softmax-type): neither transformers class has one to export to, and a Hugging Face file
+    # holds no learned sinks for a model that learns them (off-by-one's are no weights: its file loads).
+    for name, model, kind in (("GPT-2", gpt, "off-by-one"), ("Llama", llama, "learnable")):
+        expect_error(f"--export-hf of a {name} with --softmax-type {kind}",
+                     [*model, "--softmax-type", kind, "--export-hf", os.path.join(WORK, f"hf-{name}-{kind}")], 1,
+                     rf"--export-hf: transformers' {name} has a plain softmax in its attention, and this model's has "
+                     rf"a sink \(--softmax-type {kind}\): it has no Hugging Face class; --export writes its weights$")
+    expect_error("a Llama file for a Llama that learns sinks",
+                 [*llama, "--softmax-type", "learnable", "--load", os.path.join(WORK, "llama-untied.safetensors"),
+                  "--finetune"], 1,
+                 r"llama-untied\.safetensors holds a Hugging Face Llama model, which has no attention sinks, and this "
+                 r"run's model learns them \(--softmax-type learnable, layers\.N\.softmax_offset\)$")
+    export = os.path.join(WORK, "off-by-one.safetensors")
+    rc, _, err = train(*gpt, "--softmax-type", "off-by-one", "--load", hf, "--skip-train", "--eval-iters", "0",
+                       "--export", export)
+    check("a GPT-2 file loads into a GPT with an off-by-one softmax",
+          rc == 0 and exported_model(export).get("softmax_type") == "off-by-one", err.strip()[-300:])
     deeper = os.path.join(WORK, "gpt2-3-layers.safetensors")
     save(deeper, gpt2_weights(gen, layers=3))
     expect_error("a file of more layers", [*gpt, "--load", deeper, "--finetune"], 1,

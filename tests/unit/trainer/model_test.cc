@@ -335,5 +335,38 @@ TEST(NoRopeFreqTest, ALayerWithoutRopeIsALayerWithoutPositions) {
   EXPECT_NE(mixed, logits(plain));
 }
 
+// Megatron's --softmax-type: with the same weights, learned sinks of score 0 are off-by-one's, sinks far below every
+// score (whose exp is 0 in fp32) are none, and off-by-one's sink changes the logits.
+TEST(SoftmaxTest, LearnedSinksOfZeroAreOffByOneAndOfMinusInfinityNone) {
+  const ModelConfig plain = *Preset("gpt-tiny");
+  const std::vector<int32_t> tokens = SomeTokens(12, plain.vocab);
+  const int T = static_cast<int>(tokens.size());
+  Model drawn(plain, 1);
+  Rng rng(5);
+  InitParams(plain, drawn.layout(), rng, drawn.params());
+  // The last logits of a model of `softmax` with the weights drawn above, and its learned sinks (if any) at `sinks`.
+  auto logits = [&](Softmax softmax, float sinks = 0) {
+    ModelConfig config = plain;
+    config.softmax = softmax;
+    Model model(config, 1);
+    for (const TensorSpec& spec : model.layout().tensors()) {
+      auto to = model.params().begin() + spec.offset;
+      const TensorSpec* from = drawn.layout().Find(spec.name);
+      if (from == nullptr) {
+        std::fill_n(to, spec.numel, sinks);
+      } else {
+        std::copy_n(drawn.params().begin() + from->offset, spec.numel, to);
+      }
+    }
+    model.Forward(tokens.data(), nullptr, 1, T);
+    return *model.Logits(0, T - 1);
+  };
+  const std::vector<float> vanilla = logits(Softmax::kVanilla), sunk = logits(Softmax::kOffByOne);
+  EXPECT_NE(sunk, vanilla);
+  EXPECT_EQ(logits(Softmax::kLearnable, 0.0f), sunk);
+  EXPECT_EQ(logits(Softmax::kLearnable, -200.0f), vanilla);
+  EXPECT_NE(logits(Softmax::kLearnable, 0.5f), sunk);
+}
+
 }  // namespace
 }  // namespace srunway::trainer

@@ -256,6 +256,7 @@ struct Variant {
   int no_rope_freq = 0;             // a Llama's RoPE skipped in the last of every N layers (--no-rope-freq N)
   int window = -1;                  // each query sees itself and this many keys before (--window-size W,0)
   int window_skip = 0;              // every Nth layer attends to every key (--window-attn-skip-freq N)
+  Softmax softmax = Softmax::kVanilla;  // --softmax-type
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -274,6 +275,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   if (variant.no_rope_freq > 0) config.no_rope = *NoRopeLayers(std::to_string(variant.no_rope_freq), config.n_layer);
   config.window = variant.window;
   if (variant.window_skip > 0) config.window_layers = *WindowLayers(std::to_string(variant.window_skip), config.n_layer);
+  config.softmax = variant.softmax;
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
@@ -289,6 +291,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (variant.no_rope_freq > 0 ? fmt::format("-no-rope-freq{}", variant.no_rope_freq) : "") +
                                   (variant.window >= 0 ? fmt::format("-window{}", variant.window) : "") +
                                   (variant.window_skip > 0 ? fmt::format("-skip{}", variant.window_skip) : "") +
+                                  (config.sinks() ? fmt::format("-{}", SoftmaxName(config.softmax)) : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -364,5 +367,7 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.no_rope_freq = 2});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.window = 5});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.window = 5, .window_skip = 2});
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.softmax = srunway::trainer::Softmax::kOffByOne});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.1f, {.softmax = srunway::trainer::Softmax::kLearnable});
   return 0;
 }

@@ -65,8 +65,10 @@ def check_op(name, t, inputs, forward, outputs, grads):
         check(f"{name} {our_name}", t[our_name], leaves[leaf].grad, 1e-5, 1e-4)
 
 
-def causal_attention(qkv, H, KV, hd, att_mask=None, window=None):
-    """window: each query attends to itself and this many keys before it (Megatron's --window-size window,0)."""
+def causal_attention(qkv, H, KV, hd, att_mask=None, window=None, sinks=None):
+    """window: each query attends to itself and this many keys before it (Megatron's --window-size window,0); sinks:
+    [H], each head's sink score, a key of value 0 past the last (Megatron's --softmax-type off-by-one, all 0, or
+    learnable), or None."""
     B, T, _ = qkv.shape
     q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
     q = q.view(B, T, H, hd).transpose(1, 2)
@@ -76,7 +78,11 @@ def causal_attention(qkv, H, KV, hd, att_mask=None, window=None):
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     if window is not None:
         mask = mask.triu(-window)
-    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    att = att.masked_fill(~mask, float("-inf"))
+    if sinks is not None:  # the sink's column, dropped after the softmax: its value is 0
+        att = torch.cat([att, sinks.view(1, H, 1, 1).expand(B, H, T, 1)], dim=-1).softmax(dim=-1)[..., :T]
+    else:
+        att = att.softmax(dim=-1)
     weights = att if att_mask is None else att * att_mask
     return (weights @ v).transpose(1, 2).reshape(B, T, H * hd), att
 
@@ -197,14 +203,16 @@ def check_ops(d):
 
 def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False,
                rmsnorm=None, rotary_dim=None, interleaved=False, rope=True, no_rope=None, window=None,
-               window_layers=None):
+               window_layers=None, off_by_one=False):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
     scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU;
     rmsnorm: the norms are RMSNorm (None: the architecture's own, Llama's RMSNorm, GPT's LayerNorm with biases);
     rotary_dim: RoPE turns only each head's first this many dimensions (None: all); interleaved: its pairs are
     side by side; rope: a Llama turns q and k by RoPE (False: a model without positions, whose GPT has no wpe);
     no_rope: 1 for each layer that skips RoPE (Megatron's --no-rope-freq), or None; window: each query attends to
-    itself and this many keys before it (--window-size window,0), in the layers window_layers marks 1 (all if None).
+    itself and this many keys before it (--window-size window,0), in the layers window_layers marks 1 (all if None);
+    off_by_one: attention's softmax has a sink of score 0 (--softmax-type off-by-one); where p has
+    layers.L.softmax_offset, the sinks' scores are those (learnable).
     Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
@@ -241,8 +249,9 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
         if llama and rope and not (no_rope and no_rope[l]):
             qkv = rope_qkv(qkv, H, KV, hd, theta, scaling, rotary_dim, interleaved)
         windowed = window is not None and (window_layers is None or window_layers[l])
+        sinks = p.get(pre + "softmax_offset", torch.zeros(H) if off_by_one else None)
         y, _ = causal_attention(qkv, H, KV, hd, None if masks is None else masks[2 + 3 * l],
-                                window if windowed else None)
+                                window if windowed else None, sinks)
         x = x + drop(linear(y, pre + "proj"), 1 + 3 * l)
         h = linear(norm(x, pre + "norm2"), pre + "fc")
         if llama:
@@ -257,7 +266,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
 
 
 def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False,
-               rope=True, no_rope=None, window=None, window_layers=None):
+               rope=True, no_rope=None, window=None, window_layers=None, off_by_one=False):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
@@ -266,7 +275,7 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, squared_relu=squared_relu,
                       rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved, rope=rope, no_rope=no_rope,
-                      window=window, window_layers=window_layers)
+                      window=window, window_layers=window_layers, off_by_one=off_by_one)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -327,14 +336,18 @@ def main():
     # Llama's first (--window-attn-skip-freq 2: the second attends to every key before).
     check_step(work, "gpt-tiny-window5", False, 2, 4, 4, window=5)
     check_step(work, "llama-tiny-window5-skip2", True, 2, 4, 2, window=5, window_layers=[1, 0])
+    # Megatron's --softmax-type: off-by-one (a sink of score 0) for the GPT; learnable for the Llama, its sinks' scores
+    # drawn N(0, 1) and their gradients judged as every parameter's, with dropout (the sink is not dropped).
+    check_step(work, "gpt-tiny-off-by-one", False, 2, 4, 4, off_by_one=True)
+    check_step(work, "llama-tiny-learnable-dropout", True, 2, 4, 2)
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the nineteen training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+    print("every op and the twenty-one training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
           "other's norms; Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer "
-          "only; both without positions; both with a sliding window, the Llama's in its first layer only) match "
-          "PyTorch")
+          "only; both without positions; both with a sliding window, the Llama's in its first layer only; GPT with an "
+          "off-by-one softmax, Llama with learned sinks and dropout) match PyTorch")
 
 
 if __name__ == "__main__":

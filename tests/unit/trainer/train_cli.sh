@@ -1271,6 +1271,24 @@ grep -q "^model gpt with a window of 128 keys back in 2 of 4 layers (4 layers" "
 expect_exit 2 "error: --window-size 4,1: srunway-train's attention is causal, so a window reaches no key after its query: give L,0$" \
   "$kTrain" --mock-data --window-size 4,1
 expect_exit 2 "--window-attn-skip-freq requires --window-size" "$kTrain" --mock-data --window-attn-skip-freq 2
+# Attention's softmax with a sink (Megatron's --softmax-type): off-by-one's (score 0) and learnable's (a score per head
+# and layer, a parameter) change the model, its checkpoint keeps them and a resume without them is refused naming
+# them; --use-checkpoint-args takes them; learnable's scores count among the parameters (2 layers of 4 heads: 8).
+changes_llama off-by-one 'softmax_type is "off-by-one" in the checkpoint and "vanilla" here' --softmax-type off-by-one
+changes_llama sinks 'softmax_type is "learnable" in the checkpoint and "vanilla" here' --softmax-type learnable
+"$kTrain" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --use-checkpoint-args --load "$kWork/sinks" \
+  >"$kWork/out" 2>"$kWork/err" || fail "--use-checkpoint-args of a checkpoint with learned sinks: $(cat "$kWork/err")"
+grep -q "model llama with learned attention sinks (2 layers" "$kWork/err" ||
+  fail "--use-checkpoint-args should take the learned sinks: $(grep model "$kWork/err")"
+rm -rf "$kWork/off-by-one" "$kWork/off-by-one.jsonl" "$kWork/sinks" "$kWork/sinks.jsonl"
+"$kTrain" --softmax-type learnable --dry-run >"$kWork/out" 2>&1
+grep -q "^model gpt with learned attention sinks (2 layers, hidden 64, heads 4, FFN 256, vocab 512, seq 128): \
+141064 parameters" "$kWork/out" || fail "a GPT with learned sinks: $(head -1 "$kWork/out")"
+"$kTrain" --softmax-type vanilla --dry-run >"$kWork/out" 2>&1
+grep -q "^model gpt (2 layers, hidden 64, heads 4, FFN 256, vocab 512, seq 128): 141056 parameters" "$kWork/out" ||
+  fail "--softmax-type vanilla: $(head -1 "$kWork/out")"
+expect_exit 2 "--softmax-type: off_by_one not in \{vanilla,off-by-one,learnable\}" "$kTrain" --mock-data \
+  --softmax-type off_by_one
 rm -rf "$kWork/scaled" "$kWork/linear" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" "$kWork/linear.jsonl"
 expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling
@@ -1628,11 +1646,6 @@ expect_exit 2 "--check-for-spiky-loss: srunway-train has no rerun state machine"
   --mock-data --check-for-spiky-loss
 expect_exit 2 "--rerun-mode report_stats: srunway-train has no rerun state machine" "$kTrain" "${common[@]}" \
   --mock-data --rerun-mode report_stats
-expect_exit 2 "error: --softmax-type off-by-one: srunway-train's attention is a plain softmax over the keys \(Megatron's vanilla\), with no sink term \(the 1 of off-by-one\): give vanilla or leave it out$" \
-  "$kTrain" "${common[@]}" --mock-data --softmax-type off-by-one
-expect_exit 2 "--softmax-type learnable: .* with no sink logit learned per head" "$kTrain" "${common[@]}" --mock-data \
-  --softmax-type learnable
-"$kTrain" "${common[@]}" --mock-data --softmax-type vanilla --dry-run >/dev/null 2>&1 || fail "--softmax-type vanilla"
 expect_exit 2 "--use-pytorch-profiler: srunway-train has no PyTorch profiler: --profile" "$kTrain" "${common[@]}" \
   --mock-data --use-pytorch-profiler
 expect_exit 2 "--record-memory-history: srunway-train has no PyTorch allocator" "$kTrain" "${common[@]}" \

@@ -84,12 +84,13 @@ class CpuOps : public Ops {
   }
   int64_t AttentionSaved(int B, int H, int T) const override { return int64_t{B} * H * T * T; }
   void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H, int KV, int hd,
-                        const DropoutSite& dropout, const Documents& docs) override {
-    cpu::AttentionForward(F(out), saved, F(qkv), B, T, H, KV, hd, dropout, docs);
+                        const DropoutSite& dropout, const Documents& docs, const void* sinks) override {
+    cpu::AttentionForward(F(out), saved, F(qkv), B, T, H, KV, hd, dropout, docs, F(sinks));
   }
   void AttentionBackward(void* dqkv, const void* dout, const void*, const void* qkv, const float* saved, int B, int T,
-                         int H, int KV, int hd, const DropoutSite& dropout, const Documents& docs) override {
-    cpu::AttentionBackward(F(dqkv), F(dout), F(qkv), saved, B, T, H, KV, hd, dropout, docs);
+                         int H, int KV, int hd, const DropoutSite& dropout, const Documents& docs, const void*,
+                         float* dsinks) override {
+    cpu::AttentionBackward(F(dqkv), F(dout), F(qkv), saved, B, T, H, KV, hd, dropout, docs, dsinks);
   }
   void RopeForward(void* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope,
                    const Documents& docs) override {

@@ -66,11 +66,14 @@ void DropoutBackward(float* dx, int64_t n, const DropoutSite& site);  // in plac
 // (H, KV and KV heads of hd values); query head h reads kv head h / (H / KV). att [B, H, T, T] keeps the
 // probabilities (zero above the diagonal) for the backward; out is [B, T, H * hd]. `dropout` (attention dropout)
 // applies to the probabilities as they weight the values; its indices are those of att. With docs.starts, query t
-// attends to keys starts[t]..t alone (its probabilities before them are 0).
+// attends to keys starts[t]..t alone (its probabilities before them are 0). With `sinks` ([H], not null: Megatron's
+// --softmax-type off-by-one or learnable), each row's softmax has one more term, exp(sinks[h]), in its denominator
+// (a key of that score and value 0), so its probabilities sum to less than 1. The backward needs nothing more
+// for dqkv; with `dsinks` ([H], not null: the sinks are learned) it adds their gradients there.
 void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int H, int KV, int hd,
-                      const DropoutSite& dropout = {}, const Documents& docs = {});
+                      const DropoutSite& dropout = {}, const Documents& docs = {}, const float* sinks = nullptr);
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int H, int KV,
-                       int hd, const DropoutSite& dropout = {}, const Documents& docs = {});
+                       int hd, const DropoutSite& dropout = {}, const Documents& docs = {}, float* dsinks = nullptr);
 
 // rope.cc: rotary position embedding on the q and k heads of qkv, in place, "rotate half" convention (GPT-NeoX,
 // Hugging Face Llama): pairs (i, i + r/2) turn by position * RopeInverseFrequency(rope, i, r), position t or

@@ -16,6 +16,7 @@ struct Shape {
   uint64_t key;
   int64_t first_index;
   const int32_t* starts;  // [B, T]: each query's first key; null: 0
+  const bf16* sinks;      // [H]: each head's sink score; null: none
 };
 
 __device__ __forceinline__ int64_t Rows(const Shape& s) { return int64_t{s.B} * s.H * s.T; }
@@ -74,14 +75,16 @@ __global__ void AttentionForwardKernel(bf16* out, float* lse, const bf16* qkv, S
       for (int j = 0; j < kPer; ++j) o[j] = o[j] * rescale + w * Load(qkv, v_at + lane + kWarp * j);
       max_score = new_max;
     }
-    for (int j = 0; j < kPer; ++j) Store(out, row.out_at + lane + kWarp * j, o[j] / sum);
+    const float rescale = s.sinks != nullptr ? FoldSink<false>(Load(s.sinks, row.h), max_score, sum) : 1.0f;
+    for (int j = 0; j < kPer; ++j) Store(out, row.out_at + lane + kWarp * j, o[j] * rescale / sum);
     if (lane == 0) lse[r] = max_score + logf(sum);
   }
 }
 
-// dq of the row directly; dk and dv, which many rows add to, into fp32 scratch [B, T, KV, hd] each.
+// dq of the row directly; dk and dv, which many rows add to, into fp32 scratch [B, T, KV, hd] each; where D is not
+// null, D[r] = dout . out of each row r (for SinkGradients).
 template <int kPer>
-__global__ void AttentionBackwardKernel(bf16* dqkv, float* dk, float* dv, const bf16* dout, const bf16* out,
+__global__ void AttentionBackwardKernel(bf16* dqkv, float* dk, float* dv, float* D, const bf16* dout, const bf16* out,
                                         const bf16* qkv, const float* lse, Shape s) {
   constexpr int hd = kPer * kWarp;
   const int lane = threadIdx.x % kWarp;
@@ -97,6 +100,7 @@ __global__ void AttentionBackwardKernel(bf16* dqkv, float* dk, float* dv, const 
       d_dot_out += d[j] * Load(out, row.out_at + lane + kWarp * j);
     }
     d_dot_out = WarpSum(d_dot_out);
+    if (D != nullptr && lane == 0) D[r] = d_dot_out;
     const float row_lse = lse[r];
     for (int t2 = FirstKey(row, s); t2 <= row.t; ++t2) {
       const int64_t k_at = row.base + t2 * row.row_stride + int64_t{s.H + row.kv} * hd;
@@ -124,6 +128,21 @@ __global__ void AttentionBackwardKernel(bf16* dqkv, float* dk, float* dv, const 
   }
 }
 
+// dsinks[h] += the sum over the rows r of head h of d(sink) = p_sink (0 - D[r]), p_sink = exp(sinks[h] - lse[r])
+// (D[r] = dout . out: the keys' probabilities times d(att), summed). One block per head, in a fixed order.
+__global__ void SinkGradients(float* dsinks, const bf16* sinks, const float* lse, const float* D, int B, int T, int H) {
+  __shared__ double warps[kThreads / kWarp];
+  const int h = static_cast<int>(blockIdx.x);
+  const float sink = Load(sinks, h);
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < int64_t{B} * T; i += blockDim.x) {
+    const int64_t r = (i / T * H + h) * T + i % T;
+    sum -= static_cast<double>(expf(sink - lse[r])) * D[r];
+  }
+  sum = BlockSum(sum, warps);
+  if (threadIdx.x == 0) dsinks[h] += static_cast<float>(sum);
+}
+
 // dqkv's k and v parts = the scratch sums.
 __global__ void AddKvGradients(bf16* dqkv, const float* dk, const float* dv, int H, int KV, int hd, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -140,9 +159,9 @@ bool Supported(int H, int KV, int hd) {
 }
 
 Shape MakeShape(int B, int T, int H, int KV, int hd, float p, uint64_t key, int64_t first_index,
-                const int32_t* starts) {
+                const int32_t* starts, const bf16* sinks = nullptr) {
   return {B,   T,   H, KV, 1.0f / sqrtf(static_cast<float>(hd)), p, p > 0 ? 1.0f / (1.0f - p) : 1.0f,
-          key, first_index, starts};
+          key, first_index, starts, sinks};
 }
 
 unsigned RowWarpBlocks(int64_t rows) {
@@ -176,13 +195,14 @@ const char* AttentionKernelName(int hd, bool documents) {
 }
 
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
-                     uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts, Stream stream) {
+                     uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts, const bf16* sinks,
+                     Stream stream) {
   if (FlashAttentionSupported(hd, qkv, out, nullptr, nullptr)) {
     return FlashAttentionForward(out, lse, qkv, B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts,
-                                 stream);
+                                 sinks, stream);
   }
   if (!Supported(H, KV, hd)) return static_cast<int>(cudaErrorInvalidValue);
-  const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts);
+  const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts, sinks);
   const int64_t rows = int64_t{B} * H * T;
   if (rows <= 0) return 0;
   return ForHeadSize(hd, [&](auto per) {
@@ -191,16 +211,28 @@ int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H
   });
 }
 
+// The sinks' gradients from the row dots D the backward left at the end of its scratch.
+int AddSinkGradients(float* dsinks, const bf16* sinks, const float* lse, const float* D, int B, int T, int H,
+                     Stream stream) {
+  LaunchKernel(SinkGradients, static_cast<unsigned>(H), kThreads, 0, AsStream(stream), dsinks, sinks, lse, D, B, T, H);
+  return Launched();
+}
+
 int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
                       int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
-                      int64_t dropout_first_index, const int32_t* starts, Stream stream) {
+                      int64_t dropout_first_index, const int32_t* starts, const bf16* sinks, float* dsinks,
+                      Stream stream) {
+  const int64_t rows = int64_t{B} * H * T, kv_elements = int64_t{B} * T * KV * hd;
+  // Where both paths leave D: after dq, dk and dv's fp32 sums (AttentionBackwardScratch).
+  float* D = scratch + int64_t{B} * T * (H + 2 * KV) * hd;
+  const bool learned = dsinks != nullptr && sinks != nullptr && rows > 0;
   if (FlashAttentionSupported(hd, qkv, out, dout, dqkv)) {
-    return FlashAttentionBackward(dqkv, scratch, dout, out, qkv, lse, B, T, H, KV, hd, dropout_p, dropout_key,
-                                  dropout_first_index, starts, stream);
+    const int rc = FlashAttentionBackward(dqkv, scratch, dout, out, qkv, lse, B, T, H, KV, hd, dropout_p, dropout_key,
+                                          dropout_first_index, starts, stream);
+    return rc != 0 || !learned ? rc : AddSinkGradients(dsinks, sinks, lse, D, B, T, H, stream);
   }
   if (!Supported(H, KV, hd)) return static_cast<int>(cudaErrorInvalidValue);
   const Shape s = MakeShape(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts);
-  const int64_t rows = int64_t{B} * H * T, kv_elements = int64_t{B} * T * KV * hd;
   if (rows <= 0) return 0;
   float* dk = scratch;
   float* dv = scratch + kv_elements;
@@ -211,14 +243,15 @@ int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* 
   }
   if (int rc = ForHeadSize(hd, [&](auto per) {
         LaunchKernel(AttentionBackwardKernel<decltype(per)::value>, RowWarpBlocks(rows), kThreads, 0,
-                     AsStream(stream), dqkv, dk, dv, dout, out, qkv, lse, s);
+                     AsStream(stream), dqkv, dk, dv, learned ? D : nullptr, dout, out, qkv, lse, s);
       });
       rc != 0) {
     return rc;
   }
   LaunchKernel(AddKvGradients, Blocks(kv_elements), kThreads, 0, AsStream(stream), dqkv, dk, dv, H, KV, hd,
                kv_elements);
-  return Launched();
+  if (int rc = Launched(); rc != 0 || !learned) return rc;
+  return AddSinkGradients(dsinks, sinks, lse, D, B, T, H, stream);
 }
 
 }  // namespace srunway::trainer::cuda

@@ -19,6 +19,19 @@ __device__ __forceinline__ void Store(bf16* p, int64_t i, float x) {
   reinterpret_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(x);  // round to nearest even
 }
 
+// An attention row's softmax with its head's sink (--softmax-type off-by-one or learnable: one more key, of score
+// `sink` and value 0) added once its keys are done: max_score and sum (of exp(score - max_score)) become the row's
+// with the sink; returns the factor the row's output, summed against the old max_score, is to be multiplied by
+// (before it is divided by the new sum). kBase2: scores, sink and max in base 2 (exp2).
+template <bool kBase2>
+__device__ __forceinline__ float FoldSink(float sink, float& max_score, float& sum) {
+  const float new_max = fmaxf(max_score, sink);
+  const float rescale = kBase2 ? exp2f(max_score - new_max) : expf(max_score - new_max);
+  sum = sum * rescale + (kBase2 ? exp2f(sink - new_max) : expf(sink - new_max));
+  max_score = new_max;
+  return rescale;
+}
+
 constexpr int kThreads = 256;
 constexpr int kWarp = 32;
 
@@ -83,6 +96,18 @@ __device__ __forceinline__ bool DropoutKeeps(uint64_t key, uint64_t index, float
 __device__ __forceinline__ float WarpSum(float x) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
   return x;
+}
+
+// The sum of every thread's `sum` (in thread 0; the others get their warp's): the warps' fixed tree, then the
+// warps in order through `warps` (shared, one per warp), so that the same values give the same sum every time.
+__device__ __forceinline__ double BlockSum(double sum, double* warps) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (threadIdx.x % kWarp == 0) warps[threadIdx.x / kWarp] = sum;
+  __syncthreads();
+  if (threadIdx.x != 0) return sum;
+  double total = 0;
+  for (unsigned w = 0; w < blockDim.x / kWarp; ++w) total += warps[w];
+  return total;
 }
 
 }  // namespace srunway::trainer::cuda

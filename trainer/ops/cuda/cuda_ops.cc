@@ -134,16 +134,16 @@ class CudaOps : public Ops {
   }
   int64_t AttentionSaved(int B, int H_, int T) const override { return int64_t{B} * H_ * T; }
   void AttentionForward(void* out, float* saved, const void* qkv, int B, int T, int H_, int KV, int hd,
-                        const DropoutSite& dropout, const Documents& docs) override {
+                        const DropoutSite& dropout, const Documents& docs, const void* sinks) override {
     auto kernels = [&] {
       Check(cuda::AttentionForward(H(out), saved, H(qkv), B, T, H_, KV, hd, dropout.p, dropout.key, dropout.first_index,
-                                   docs.starts, stream_),
+                                   docs.starts, H(sinks), stream_),
             "attention forward");
     };
     // cuDNN draws its own dropout masks, not the CPU twin's: attention dropout stays on the kernels, as do
-    // documents, which our graphs do not mask.
+    // documents and sinks, which our graphs do not take.
     const AttentionShape shape{B, T, H_, KV, hd};
-    if (dropout.p == 0 && docs.starts == nullptr &&
+    if (dropout.p == 0 && docs.starts == nullptr && sinks == nullptr &&
         OnCudnn(
             false, shape, [&] { return cudnn_->Forward(out, saved, qkv, shape, device_.main_stream()); }, kernels)) {
       return;
@@ -151,16 +151,18 @@ class CudaOps : public Ops {
     kernels();
   }
   void AttentionBackward(void* dqkv, const void* dout, const void* out, const void* qkv, const float* saved, int B,
-                         int T, int H_, int KV, int hd, const DropoutSite& dropout, const Documents& docs) override {
+                         int T, int H_, int KV, int hd, const DropoutSite& dropout, const Documents& docs,
+                         const void* sinks, float* dsinks) override {
     auto kernels = [&] {
       const size_t scratch = static_cast<size_t>(cuda::AttentionBackwardScratch(B, T, H_, KV, hd));
       if (!Reserve(scratch_, scratch, "attention backward scratch")) return;
       Check(cuda::AttentionBackward(H(dqkv), scratch_.as<float>(), H(dout), H(out), H(qkv), saved, B, T, H_, KV, hd,
-                                    dropout.p, dropout.key, dropout.first_index, docs.starts, stream_),
+                                    dropout.p, dropout.key, dropout.first_index, docs.starts, H(sinks), dsinks,
+                                    stream_),
             "attention backward");
     };
     const AttentionShape shape{B, T, H_, KV, hd};
-    if (dropout.p == 0 && docs.starts == nullptr &&
+    if (dropout.p == 0 && docs.starts == nullptr && sinks == nullptr &&
         OnCudnn(
             true, shape, [&] { return cudnn_->Backward(dqkv, dout, out, qkv, saved, shape, device_.main_stream()); },
             kernels)) {

@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(kTileThreads) FlashForward(bf16* out, float* l
   }
   if (query < d.T) {
     Half* dst = reinterpret_cast<Half*>(out) + (int64_t{b} * d.T + query) * d.H * hd + int64_t{h} * hd;
-    const float inverse = 1.0f / sum;
+    const float rescale = d.sinks != nullptr ? FoldSink<false>(Load(d.sinks, h), max_score, sum) : 1.0f;
+    const float inverse = rescale / sum;
     for (int c = half * (hd / 2); c < (half + 1) * (hd / 2); ++c) {
       dst[c] = __float2bfloat16(o[row * kOLd<hd> + c] * inverse);
     }
@@ -323,10 +324,10 @@ int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd) {
 
 int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
                           float dropout_p, uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts,
-                          Stream stream) {
+                          const bf16* sinks, Stream stream) {
   if (KV <= 0 || H % KV != 0) return static_cast<int>(cudaErrorInvalidValue);
   if (int64_t{B} * H * T == 0) return 0;
-  const Dims d = MakeDims(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts);
+  const Dims d = MakeDims(B, T, H, KV, hd, dropout_p, dropout_key, dropout_first_index, starts, sinks);
   if (OnMma(starts != nullptr)) return MmaForward(out, lse, qkv, d, hd, AsStream(stream));
   const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((T + kTile - 1) / kTile));
   return ForTiledHeadSize(hd, [&](auto size) {

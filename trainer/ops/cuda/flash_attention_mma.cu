@@ -221,11 +221,13 @@ __global__ void __launch_bounds__(kTileThreads) ForwardKernel(bf16* out, float* 
       MmaTileRows<hd>(o, pa, v, c * 16, lane);
     }
   }
+  const float sink = d.sinks != nullptr ? Load(d.sinks, h) * kLog2e : 0.0f;
   #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const float total = QuadSum(sum[r]);
+    float total = QuadSum(sum[r]);
     if (rows[r] >= d.T) continue;
-    const float inverse = 1.0f / total;
+    const float rescale = d.sinks != nullptr ? FoldSink<true>(sink, max_score[r], total) : 1.0f;
+    const float inverse = rescale / total;
     Half* dst = reinterpret_cast<Half*>(out) + (int64_t{b} * d.T + rows[r]) * d.H * hd + int64_t{h} * hd;
     #pragma unroll
     for (int n = 0; n < hd / 8; ++n) {

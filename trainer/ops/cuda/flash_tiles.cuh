@@ -27,12 +27,13 @@ struct Dims {
   // [B, T]: the first key each query attends to, non-decreasing along a sequence (several documents in it); null:
   // 0. The mma.sync kernels alone take it.
   const int32_t* starts;
+  const bf16* sinks;  // [H]: each head's sink score (--softmax-type); null: none
 };
 
 inline Dims MakeDims(int B, int T, int H, int KV, int hd, float p, uint64_t key, int64_t first_index,
-                     const int32_t* starts) {
+                     const int32_t* starts, const bf16* sinks = nullptr) {
   return {B,   T,   H, KV, 1.0f / sqrtf(static_cast<float>(hd)), p, p > 0 ? 1.0f / (1.0f - p) : 1.0f,
-          key, first_index, starts};
+          key, first_index, starts, sinks};
 }
 
 // Issues the cp.async copies of rows [row0, row0 + kTile) of one head into shared memory [kTile][kLd], 16 bytes

@@ -120,17 +120,22 @@ int FromBf16(float* out, const bf16* in, int64_t n, Stream stream);
 // size under SRUNWAY_ATTENTION=simple, one warp per query row with an online softmax (correct, slow). Attention
 // dropout, when p > 0, uses the CPU's mask at the CPU's indices (those of a [B, H, T, T] matrix after first_index).
 // With `starts` ([B, T], not null: several documents in a sequence), query t attends to keys starts[b,t]..t alone,
-// on the mma.sync kernels (whatever SRUNWAY_ATTENTION=wmma says) or the one warp per row.
+// on the mma.sync kernels (whatever SRUNWAY_ATTENTION=wmma says) or the one warp per row. With `sinks` ([H], not
+// null), each row's softmax has exp(sinks[h]) more in its denominator (ops/cpu/ops.h's AttentionForward), which
+// the saved log-sum-exp includes, so that the backward's probabilities are the forward's; with dsinks ([H] fp32,
+// not null: learned sinks) the backward adds the sinks' gradients there (the same sums every call).
 // The backward writes dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
 int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd);
 // Which kernels attention runs at head size hd (for 16-byte aligned tensors; with `documents`, starts given):
 // "mma.sync tiles", "WMMA tiles" or "one warp per query row"; null when none takes it.
 const char* AttentionKernelName(int hd, bool documents = false);
 int AttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd, float dropout_p,
-                     uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts, Stream stream);
+                     uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts, const bf16* sinks,
+                     Stream stream);
 int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
                       int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
-                      int64_t dropout_first_index, const int32_t* starts, Stream stream);
+                      int64_t dropout_first_index, const int32_t* starts, const bf16* sinks, float* dsinks,
+                      Stream stream);
 
 // SRUNWAY_ATTENTION, read once, is `name`: "simple", "wmma", "mma" (the mma.sync kernels alone), "cudnn"
 // (cudnn_attention.h, else the mma.sync kernels), "auto" (cuDNN or the mma.sync kernels, whichever is faster, timed
@@ -143,7 +148,7 @@ bool FlashAttentionSupported(int hd, const void* qkv, const void* out, const voi
 const char* FlashAttentionKernelName(bool documents);
 int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
                           float dropout_p, uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts,
-                          Stream stream);
+                          const bf16* sinks, Stream stream);
 int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* out, const bf16* qkv,
                            const float* lse, int B, int T, int H, int KV, int hd, float dropout_p, uint64_t dropout_key,
                            int64_t dropout_first_index, const int32_t* starts, Stream stream);

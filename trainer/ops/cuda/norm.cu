@@ -5,18 +5,6 @@
 namespace srunway::trainer::cuda {
 namespace {
 
-// The sum of every thread's `sum` (in thread 0; the others get their warp's): the warps' fixed tree, then the
-// warps in order through `warps` (shared, one per warp), so that the same values give the same sum every time.
-__device__ __forceinline__ double BlockSum(double sum, double* warps) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (threadIdx.x % kWarp == 0) warps[threadIdx.x / kWarp] = sum;
-  __syncthreads();
-  if (threadIdx.x != 0) return sum;
-  double total = 0;
-  for (unsigned w = 0; w < blockDim.x / kWarp; ++w) total += warps[w];
-  return total;
-}
-
 // One thread block per block of values: each thread sums a stride of it in double (the squares, or with
 // kCountZeros one for each zero: exact, as integers below 2^53 are), then the warp sums and the block's warps are
 // added in order.
