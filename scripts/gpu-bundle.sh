@@ -156,6 +156,10 @@ step summary.txt 150 "$here/run.sh" "$out" driver_probe cuda_saxpy cuda_device c
 step profile.txt 60 "$here/profile.sh" gpt2-124m 20
 step attention.txt 80 "$here/attention.sh"
 step nccl_init.txt 60 "$here/run.sh" "$out" nccl_init_vs_torch
+# What the model flags whose attention runs on the mma.sync kernels cost against those kernels alone (untimed on a
+# GPU so far): learned sinks (--softmax-type learnable) and a window of 256 keys.
+step bench.txt 100 env SRUNWAY_BENCH_ATTENTION="kernels sinks window" SRUNWAY_BENCH_TORCH_MODES=compile \
+  "$here/bench.sh" gpt2-124m
 SESSION
 chmod +x "$out/session.sh"
 cat >"$out/run.sh" <<'RUN'

@@ -16,7 +16,10 @@
 #                         heuristic's first instead of the fastest of its candidates, timed: SRUNWAY_GEMM_TUNE=0),
 #                         "wheels" (cudnn on PyTorch's own cuDNN and cuBLASLt, from its nvidia-* wheels, where the
 #                         site's are another version), "nobgradb" (cudnn, the weight gradients' bias sums by
-#                         srunway's kernel, not cuBLASLt's BGRADB: SRUNWAY_BGRADB=0); default "kernels cudnn". A
+#                         srunway's kernel, not cuBLASLt's BGRADB: SRUNWAY_BGRADB=0), "sinks" (the model with
+#                         --softmax-type learnable, whose attention runs on the mma.sync kernels: against "kernels",
+#                         what the sinks cost), "window" (--window-size 256,0 in every layer, the same kernels);
+#                         default "kernels cudnn". PyTorch's model has neither sinks nor a window. A
 #                         cudnn, heuristic, wheels or nobgradb run in which cuDNN did not run all of attention (none
 #                         found, a shape refused) says so; the cudnn run says how many GEMMs it timed
 #                         and how many split k (adding the parts in bf16 or fp32).
@@ -54,6 +57,7 @@ print(6 * (params - T * d) + 12 * L * T * d)")
 
   labels=() ours=() peak=989400
   for attention in ${SRUNWAY_BENCH_ATTENTION:-kernels cudnn}; do
+    model=()  # flags that change srunway-train's model
     case $attention in
       kernels) choice=(SRUNWAY_ATTENTION=mma) label="srunway-train, mma.sync attn" ;;
       cudnn) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_LOG=debug) label="srunway-train, cuDNN attn" ;;
@@ -61,6 +65,9 @@ print(6 * (params - T * d) + 12 * L * T * d)")
       heuristic) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_GEMM_TUNE=0)
                  label="srunway-train, cuDNN, GEMMs untimed" ;;
       nobgradb) choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_BGRADB=0) label="srunway-train, cuDNN, no BGRADB" ;;
+      sinks) choice=(SRUNWAY_ATTENTION=cudnn) model=(--softmax-type learnable)
+             label="srunway-train, learned sinks" ;;
+      window) choice=(SRUNWAY_ATTENTION=cudnn) model=(--window-size 256,0) label="srunway-train, window 256" ;;
       wheels)
         # PyTorch's own cuDNN and cuBLASLt (its nvidia-* wheels), where the site's are older: the same libraries
         # on both sides.
@@ -71,11 +78,12 @@ print(6 * (params - T * d) + 12 * L * T * d)")
         fi
         choice=(SRUNWAY_ATTENTION=cudnn SRUNWAY_CUDNN_LIBRARY="$cudnn_lib" SRUNWAY_CUBLASLT_LIBRARY="$cublaslt_lib")
         label="srunway-train, PyTorch's cuDNN+cuBLASLt" ;;
-      *) echo "unknown attention path $attention (kernels, cudnn, auto, heuristic, wheels, nobgradb)" >&2; exit 2 ;;
+      *) echo "unknown attention path $attention (kernels, cudnn, auto, heuristic, wheels, nobgradb, sinks," \
+           "window)" >&2; exit 2 ;;
     esac
     run=$work/$size-$attention
-    if ! env "${choice[@]}" "$train" --preset "$size" --micro-batch-size "$batch" --seq-length "$seq" --mock-data \
-      --device cuda --train-steps $((steps + 3)) --log-interval 1 --metrics-file "$run.jsonl" >"$run.out" \
+    if ! env "${choice[@]}" "$train" --preset "$size" "${model[@]}" --micro-batch-size "$batch" --seq-length "$seq" \
+      --mock-data --device cuda --train-steps $((steps + 3)) --log-interval 1 --metrics-file "$run.jsonl" >"$run.out" \
       2>"$run.err"; then
       echo "  $label failed: $(grep -m1 error "$run.err" || tail -n 1 "$run.err")"
       continue
