@@ -66,6 +66,7 @@ void OnStopSignal(int signal) { g_stop_signal = signal; }
 struct MegatronArch {
   std::string normalization, position_embedding;  // "" when not given
   bool swiglu = false, untie = false, disable_bias = false;
+  bool quick_geglu = false;  // takes --swiglu's place in Llama's set, or changes a --preset's Llama
   // Megatron's older spellings: --use-rotary-position-embeddings is --position-embedding-type rope, and
   // --no-position-embedding, which it takes only with RoPE, says what RoPE already means.
   bool use_rotary = false, no_position_embedding = false;
@@ -99,12 +100,16 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
                                             "only (--position-embedding-type rope): for a model without learned "
                                             "positions give that, for one without any --position-embedding-type none");
   }
+  if (m.swiglu && m.quick_geglu) {
+    return srunway::common::InvalidArgument("--swiglu and --quick-geglu are two activations of a gated FFN (SiLU and "
+                                            "quick GELU): give one");
+  }
   ArchFlags flags;
   flags.norm = srunway::trainer::NormFromName(m.normalization);  // none when not given (CLI11 takes those two)
   flags.no_positions = m.position_embedding == "none";
   constexpr std::string_view kRope = "--position-embedding-type rope";
   const std::vector<std::pair<bool, std::string_view>> llama = {
-      {m.swiglu, "--swiglu"},
+      {m.swiglu || m.quick_geglu, m.quick_geglu ? "--quick-geglu" : "--swiglu"},
       {m.position_embedding == "rope", kRope},
       {m.untie, "--untie-embeddings-and-output-weights"},
       {m.disable_bias, "--disable-bias-linear"}};
@@ -113,7 +118,8 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
     if (flag == kRope && flags.no_positions) continue;
     (on ? given : missing).emplace_back(flag);
   }
-  if (given.empty()) {
+  // --quick-geglu alone changes the activation of whatever model the rest gives (Validate refuses a GPT).
+  if (given.empty() || (m.quick_geglu && given.size() == 1)) {
     if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
     return flags;
   }
@@ -167,6 +173,15 @@ int main(int argc, char** argv) {
                  "RMSNorm (Llama's)")
       ->check(CLI::IsMember({"LayerNorm", "RMSNorm"}));
   app.add_flag("--swiglu", megatron_arch.swiglu, "Megatron's: SwiGLU (Llama's)");
+  app.add_flag("--quick-geglu", megatron_arch.quick_geglu,
+               "Megatron's: a Llama's gated FFN with quick GELU, x sigmoid(1.702 x), in place of SiLU (gpt-oss's); "
+               "with Llama's other three flags it takes --swiglu's place");
+  float glu_linear_offset = 0, glu_clamp = 0;
+  app.add_option("--glu-linear-offset", glu_linear_offset,
+                 "Megatron's: a Llama's gated FFN computes act(gate) * (up + it) (gpt-oss's: 1; default 0)");
+  app.add_option("--activation-func-clamp-value", glu_clamp,
+                 "Megatron's: a Llama's gated FFN clamps gate above at it and up to [-it, it] first (gpt-oss's: 7)")
+      ->check(srunway::common::Positive());
   app.add_option("--position-embedding-type", megatron_arch.position_embedding,
                  "Megatron's: learned_absolute (GPT's), rope (Llama's) or none (either model without positions: NoPE)")
       ->check(CLI::IsMember({"learned_absolute", "rope", "none"}));
@@ -991,7 +1006,8 @@ int main(int argc, char** argv) {
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
                            "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu", "--qk-layernorm",
                            "--apply-layernorm-1p", "--rotary-interleaved", "--no-rope-freq", "--window-size",
-                           "--window-attn-skip-freq", "--softmax-type",
+                           "--window-attn-skip-freq", "--softmax-type", "--quick-geglu", "--glu-linear-offset",
+                           "--activation-func-clamp-value",
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
@@ -1274,6 +1290,9 @@ int main(int argc, char** argv) {
   if (rotary_base > 0) o.model.rope_theta = rotary_base;
   o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama;
   o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
+  o.model.quick_geglu = megatron_arch.quick_geglu;  // and these three for a GPT
+  o.model.glu_linear_offset = glu_linear_offset;
+  o.model.glu_clamp = glu_clamp;
   o.model.qk_norm = qk_layernorm;
   o.model.norm_1p = layernorm_1p;
   o.model.softmax = *srunway::trainer::SoftmaxFromName(softmax_type);  // one of the names, as CLI11 checked

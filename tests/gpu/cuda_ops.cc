@@ -300,19 +300,22 @@ void ResidualNorm(Gpu& gpu, int N, int C, float offset = 0) {
   Compare("residual+rmsnorm rstd " + shape, gpu.Read(fused_rstd), gpu.Read(rstd), 0, 0);
 }
 
-void Swiglu(Gpu& gpu) {
+// SwiGLU, or with `glu` another gated activation (--quick-geglu, --glu-linear-offset, --activation-func-clamp-value).
+void Swiglu(Gpu& gpu, const srunway::trainer::Glu& glu = {}) {
   const int N = 300, F = 688;
   const size_t n = static_cast<size_t>(N) * F;
   auto x = Rounded(Random(2 * n, 2.0f)), dout = Rounded(Random(n)), dinp = Rounded(Random(2 * n));
   Buffer gx = gpu.Bf16(x), gout = gpu.Bf16(std::vector<float>(n)), gdout = gpu.Bf16(dout), gdinp = gpu.Bf16(dinp);
-  gpu.Launched(cuda::SwigluForward(gout.as<uint16_t>(), gx.as<uint16_t>(), N, F, gpu.stream()), "SwigluForward");
-  gpu.Launched(cuda::SwigluBackward(gdinp.as<uint16_t>(), gx.as<uint16_t>(), gdout.as<uint16_t>(), N, F, gpu.stream()),
-           "SwigluBackward");
+  gpu.Launched(cuda::SwigluForward(gout.as<uint16_t>(), gx.as<uint16_t>(), N, F, glu, gpu.stream()), "SwigluForward");
+  gpu.Launched(cuda::SwigluBackward(gdinp.as<uint16_t>(), gx.as<uint16_t>(), gdout.as<uint16_t>(), N, F, glu,
+                                    gpu.stream()),
+               "SwigluBackward");
   std::vector<float> out(n);
-  cpu::SwigluForward(out.data(), x.data(), N, F);
-  cpu::SwigluBackward(dinp.data(), x.data(), dout.data(), N, F);
-  Compare("swiglu forward", gpu.Read(gout), out, kBf16Rtol, 8e-3f);
-  Compare("swiglu backward", gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
+  cpu::SwigluForward(out.data(), x.data(), N, F, glu);
+  cpu::SwigluBackward(dinp.data(), x.data(), dout.data(), N, F, glu);
+  const std::string what = glu.alpha != 1.0f || glu.offset != 0.0f || glu.clamp != 0.0f ? "quick geglu" : "swiglu";
+  Compare(what + " forward", gpu.Read(gout), out, kBf16Rtol, 8e-3f);
+  Compare(what + " backward", gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
 }
 
 // Llama-style grouped heads (H 8, KV 2, head dim 64) over positions up to 511 (with `documents`, each token's
@@ -967,6 +970,7 @@ int main(int argc, char** argv) {
     ResidualNorm(gpu, 40, 2048, 1);
     ResidualNorm(gpu, 30, 300, 1);
     Swiglu(gpu);
+    Swiglu(gpu, {srunway::trainer::kQuickGeluAlpha, 1.0f, 1.5f});  // gpt-oss's offset; a clamp some values pass
     Rope(gpu, false);
     Rope(gpu, true);
     // Wavelengths past 64 positions slowed 8 times, under 16 kept, between interpolated: all three kinds of pair.

@@ -616,6 +616,11 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "(--position-embedding-type none): it has no Hugging Face class; --export "
                                       "writes its weights", family, gpt ? "a learned table" : "RoPE");
   }
+  if (c.other_glu()) {
+    return common::FailedPrecondition("transformers' Llama's FFN is SwiGLU, silu(gate) * up, and this model's is "
+                                      "not (--quick-geglu, --glu-linear-offset, --activation-func-clamp-value): it "
+                                      "has no Hugging Face class; --export writes its weights");
+  }
   if (c.sinks()) {
     return common::FailedPrecondition("transformers' {} has a plain softmax in its attention, and this model's has a "
                                       "sink (--softmax-type {}): it has no Hugging Face class; --export writes its "

@@ -109,6 +109,7 @@ std::string ModelKind(const ModelConfig& c) {
   if (c.no_positions) parts.push_back("without positions");
   if (!c.no_rope.empty()) parts.push_back("without RoPE" + in_some(c.no_rope));
   if (c.window >= 0) parts.push_back(fmt::format("with a window of {} keys back", c.window) + in_some(c.window_layers));
+  if (c.quick_geglu) parts.push_back("with quick GEGLU");
   if (c.softmax == Softmax::kOffByOne) parts.push_back("with an off-by-one softmax");
   if (c.softmax == Softmax::kLearnable) parts.push_back("with learned attention sinks");
   if (parts.empty()) return std::string(ArchName(c.arch));
@@ -448,6 +449,21 @@ common::Status Validate(const ModelConfig& c) {
   if (c.squared_relu && c.arch != Arch::kGpt) {
     return common::InvalidArgument("squared_relu (--squared-relu) is for a GPT model: a Llama's FFN is SwiGLU");
   }
+  if (c.other_glu() && c.arch != Arch::kLlama) {
+    return common::InvalidArgument("{} is for a Llama model, whose FFN is gated: a GPT's is GELU or squared ReLU",
+                                   c.quick_geglu ? "quick_geglu (--quick-geglu)"
+                                   : c.glu_linear_offset != 0 ? "glu_linear_offset (--glu-linear-offset)"
+                                                              : "activation_func_clamp_value "
+                                                                "(--activation-func-clamp-value)");
+  }
+  if (!std::isfinite(c.glu_linear_offset)) {
+    return common::InvalidArgument("glu_linear_offset (--glu-linear-offset) must be finite, got {}",
+                                   c.glu_linear_offset);
+  }
+  if (!(c.glu_clamp >= 0 && std::isfinite(c.glu_clamp))) {
+    return common::InvalidArgument("activation_func_clamp_value (--activation-func-clamp-value) must be positive and "
+                                   "finite, got {}", c.glu_clamp);
+  }
   if (c.qkv_bias && c.arch != Arch::kLlama) {
     return common::InvalidArgument("qkv_bias (--add-qkv-bias) is for a Llama model: GPT's layers have every bias");
   }
@@ -554,6 +570,10 @@ common::Json ToJson(const ModelConfig& c) {
   json["softmax_type"] = SoftmaxName(c.softmax);
   json["qkv_bias"] = c.qkv_bias;
   json["squared_relu"] = c.squared_relu;
+  json["quick_geglu"] = c.quick_geglu;
+  json["glu_linear_offset"] = c.glu_linear_offset;
+  // Megatron's, null where there is none.
+  json["activation_func_clamp_value"] = c.glu_clamp > 0 ? common::Json(c.glu_clamp) : common::Json(nullptr);
   json["qk_layernorm"] = c.qk_norm;
   json["apply_layernorm_1p"] = c.norm_1p;
   json["normalization"] = NormName(c.norm());
@@ -640,7 +660,19 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     }
     c.softmax = *softmax;
   }
+  // Checkpoints before 2026-12-07 have no quick_geglu, glu_linear_offset or activation_func_clamp_value: SwiGLU.
+  if (json.contains("glu_linear_offset")) {
+    SRUNWAY_ASSIGN_OR_RETURN(c.glu_linear_offset, common::JsonField<float>(json, "glu_linear_offset", where));
+  }
+  if (json.contains("activation_func_clamp_value") && !json["activation_func_clamp_value"].is_null()) {
+    SRUNWAY_ASSIGN_OR_RETURN(c.glu_clamp, common::JsonField<float>(json, "activation_func_clamp_value", where));
+    if (!(c.glu_clamp > 0)) {
+      return common::InvalidArgument("{}: activation_func_clamp_value is {}, not positive (null: none)", where,
+                                     c.glu_clamp);
+    }
+  }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
+                            std::pair{"quick_geglu", &c.quick_geglu},
                             std::pair{"qk_layernorm", &c.qk_norm}, std::pair{"apply_layernorm_1p", &c.norm_1p},
                             std::pair{"rotary_interleaved", &c.rotary_interleaved}}) {
     if (json.contains(key)) {

@@ -9,6 +9,7 @@
 
 #include "common/json.h"
 #include "common/status.h"
+#include "trainer/ops/glu.h"
 #include "trainer/ops/rope_frequency.h"
 
 namespace srunway::trainer {
@@ -79,6 +80,12 @@ struct ModelConfig {
   bool qkv_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
   bool squared_relu = false;
+  // Llama only: the gated FFN's activation (ops/glu.h): quick GELU, x sigmoid(1.702 x), in place of SiLU (Megatron's
+  // --quick-geglu), the offset added to up (--glu-linear-offset), and the clamp of gate and up before it
+  // (--activation-func-clamp-value; 0: none), gpt-oss's three.
+  bool quick_geglu = false;
+  float glu_linear_offset = 0.0f;
+  float glu_clamp = 0.0f;
   // Each head's q and k through the model's norm (norm(): GPT's LayerNorm, Llama's RMSNorm) over its head_dim values,
   // with weights of their own shared by the heads, before RoPE: Megatron's --qk-layernorm, Qwen3's q_norm and k_norm.
   bool qk_norm = false;
@@ -114,6 +121,9 @@ struct ModelConfig {
   bool rope_turns(int layer) const { return rope_turns() && (no_rope.empty() || no_rope[layer] == 0); }
   bool windowed(int layer) const { return window >= 0 && (window_layers.empty() || window_layers[layer] != 0); }
   bool sinks() const { return softmax != Softmax::kVanilla; }
+  Glu glu() const { return {quick_geglu ? kQuickGeluAlpha : 1.0f, glu_linear_offset, glu_clamp}; }
+  // A gated FFN other than Llama's SwiGLU.
+  bool other_glu() const { return quick_geglu || glu_linear_offset != 0.0f || glu_clamp != 0.0f; }
   // GPT ties the output layer to the token embedding; Llama has its own.
   bool tied_embeddings() const { return arch == Arch::kGpt; }
   Norm norm() const { return other_norm.value_or(ArchNorm(arch)); }

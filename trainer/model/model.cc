@@ -306,7 +306,7 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
     ops_->SquaredReluForward(a.act.data(), a.fc.data(), int64_t{N} * F);
   } else {
     ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, nullptr, N, C, 2 * F);
-    ops_->SwigluForward(a.act.data(), a.fc.data(), N, F);
+    ops_->SwigluForward(a.act.data(), a.fc.data(), N, F, c.glu());
   }
   const DropoutSite ffn_dropout = Site(3 + 3 * l);
   if (ffn_dropout.p <= 0) {  // the residual add in the GEMM: one pass less over the residual stream
@@ -398,7 +398,7 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
       if (gpt) {
         ops_->SquaredReluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), int64_t{N} * F);
       } else {
-        ops_->SwigluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), N, F);
+        ops_->SwigluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), N, F, c.glu());
       }
     }
     ops_->MatmulBackward(d_norm_.data(), dw.fc_w, c.gelu() ? nullptr : dw.fc_b, d_fc_.data(), a.norm2.data(), w.fc_w,

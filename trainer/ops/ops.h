@@ -109,8 +109,8 @@ class Ops {
   virtual void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) = 0;
   virtual void SquaredReluForward(void* out, const void* inp, int64_t n) = 0;
   virtual void SquaredReluBackward(void* dinp, const void* inp, const void* dout, int64_t n) = 0;
-  virtual void SwigluForward(void* out, const void* inp, int N, int F) = 0;
-  virtual void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F) = 0;
+  virtual void SwigluForward(void* out, const void* inp, int N, int F, const Glu& glu) = 0;
+  virtual void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F, const Glu& glu) = 0;
   virtual void ResidualForward(void* out, const void* a, const void* b, int64_t n) = 0;
   // Inverted dropout in place; the backward applies the same mask and scale, so one call serves both.
   virtual void Dropout(void* x, int64_t n, const DropoutSite& site) = 0;

@@ -91,7 +91,6 @@ constexpr Refused kRefused[] = {
     {"--decoder-num-layers", kDecoderLayers},
     {"--encoder-seq-length", kDecoderLength},
     {"--decoder-seq-length", kDecoderLength},
-    {"--quick-geglu", kOtherModel},
     {"--spec", kOtherModel},
     {"--hybrid-", kOtherModel},
     {"--heterogeneous-", kOtherModel},

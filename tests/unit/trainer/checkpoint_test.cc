@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <span>
 
@@ -1444,6 +1445,42 @@ TEST(SoftmaxTest, SinksKeptInTheCheckpointsConfigAndLearnedOnesInTheLayout) {
   bad["softmax_type"] = "off_by_one";
   EXPECT_EQ(FromJson(bad, "header").status().message(),
             "header: unknown softmax_type 'off_by_one' (vanilla, off-by-one or learnable)");
+}
+
+// Megatron's --quick-geglu, --glu-linear-offset and --activation-func-clamp-value: a Llama's gated FFN, no parameter
+// more, kept in the checkpoint's config (older checkpoints lack them: SwiGLU); a GPT, a clamp that is not positive and
+// an offset that is not finite are refused.
+TEST(GluTest, QuickGegluOffsetAndClampKeptInTheCheckpointsConfig) {
+  const ModelConfig plain = *Preset("llama-tiny");
+  ModelConfig quick = plain;
+  quick.quick_geglu = true;
+  EXPECT_EQ(ParamLayout(quick).numel(), ParamLayout(plain).numel());
+  EXPECT_EQ(ModelKind(quick), "llama with quick GEGLU");
+  EXPECT_EQ(quick.glu().alpha, kQuickGeluAlpha);
+  EXPECT_EQ(plain.glu().alpha, 1.0f);
+  ExpectKeptInHeader(quick, plain, "quick_geglu");
+  ModelConfig offset = plain;
+  offset.glu_linear_offset = 1.0f;
+  ExpectKeptInHeader(offset, plain, "glu_linear_offset", "is 1.0 in the checkpoint and 0.0 here");
+  ModelConfig clamp = plain;
+  clamp.glu_clamp = 7.0f;
+  ExpectKeptInHeader(clamp, plain, "activation_func_clamp_value", "is 7.0 in the checkpoint and null here");
+
+  ModelConfig gpt = *Preset("gpt-tiny");
+  gpt.glu_clamp = 7.0f;
+  EXPECT_EQ(Validate(gpt).message(), "activation_func_clamp_value (--activation-func-clamp-value) is for a Llama "
+                                     "model, whose FFN is gated: a GPT's is GELU or squared ReLU");
+  ModelConfig negative = plain;
+  negative.glu_clamp = -1.0f;
+  EXPECT_EQ(Validate(negative).message(), "activation_func_clamp_value (--activation-func-clamp-value) must be "
+                                          "positive and finite, got -1");
+  ModelConfig infinite = plain;
+  infinite.glu_linear_offset = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(Validate(infinite).message(), "glu_linear_offset (--glu-linear-offset) must be finite, got inf");
+  common::Json bad = ToJson(plain);
+  bad["activation_func_clamp_value"] = 0.0;
+  EXPECT_EQ(FromJson(bad, "header").status().message(),
+            "header: activation_func_clamp_value is 0, not positive (null: none)");
 }
 
 }  // namespace

@@ -705,6 +705,11 @@ def main():
                      [*model, "--softmax-type", kind, "--export-hf", os.path.join(WORK, f"hf-{name}-{kind}")], 1,
                      rf"--export-hf: transformers' {name} has a plain softmax in its attention, and this model's has "
                      rf"a sink \(--softmax-type {kind}\): it has no Hugging Face class; --export writes its weights$")
+    expect_error("--export-hf of a Llama with quick GEGLU",
+                 [*llama, "--quick-geglu", "--export-hf", os.path.join(WORK, "hf-llama-quick-geglu")], 1,
+                 r"--export-hf: transformers' Llama's FFN is SwiGLU, silu\(gate\) \* up, and this model's is not "
+                 r"\(--quick-geglu, --glu-linear-offset, --activation-func-clamp-value\): it has no Hugging Face "
+                 r"class; --export writes its weights$")
     expect_error("a Llama file for a Llama that learns sinks",
                  [*llama, "--softmax-type", "learnable", "--load", os.path.join(WORK, "llama-untied.safetensors"),
                   "--finetune"], 1,

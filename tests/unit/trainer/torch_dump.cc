@@ -180,6 +180,18 @@ void DumpOps(const fs::path& dir) {
     cpu::SwigluBackward(dinp.data(), inp.data(), dout.data(), N, F);
     c.Write(dir / "swiglu.safetensors");
   }
+  {  // Megatron's --quick-geglu with gpt-oss's offset and a clamp that some inputs pass
+    Case c;
+    const int F = 16;
+    const Glu glu{kQuickGeluAlpha, 1.0f, 1.5f};
+    auto& inp = c.Random("inp", {N, 2 * F}, rng, 2.0);
+    auto& dout = c.Random("dout", {N, F}, rng);
+    auto& out = c.Zeros("out", {N, F});
+    auto& dinp = c.Stale("dinp", {N, 2 * F});
+    cpu::SwigluForward(out.data(), inp.data(), N, F, glu);
+    cpu::SwigluBackward(dinp.data(), inp.data(), dout.data(), N, F, glu);
+    c.Write(dir / "quick_geglu.safetensors");
+  }
   {
     Case c;
     const int V = 50;
@@ -257,6 +269,7 @@ struct Variant {
   int window = -1;                  // each query sees itself and this many keys before (--window-size W,0)
   int window_skip = 0;              // every Nth layer attends to every key (--window-attn-skip-freq N)
   Softmax softmax = Softmax::kVanilla;  // --softmax-type
+  bool quick_geglu = false;             // --quick-geglu --glu-linear-offset 1 --activation-func-clamp-value 0.1
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -276,6 +289,11 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   config.window = variant.window;
   if (variant.window_skip > 0) config.window_layers = *WindowLayers(std::to_string(variant.window_skip), config.n_layer);
   config.softmax = variant.softmax;
+  if (variant.quick_geglu) {  // a clamp that the tiny model's FFN inputs (about 0.16 apart) cross
+    config.quick_geglu = true;
+    config.glu_linear_offset = 1.0f;
+    config.glu_clamp = 0.1f;
+  }
   const int B = 2, T = 32;
   Model model(config, B);
   model.set_dropout(dropout, dropout);
@@ -292,6 +310,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (variant.window >= 0 ? fmt::format("-window{}", variant.window) : "") +
                                   (variant.window_skip > 0 ? fmt::format("-skip{}", variant.window_skip) : "") +
                                   (config.sinks() ? fmt::format("-{}", SoftmaxName(config.softmax)) : "") +
+                                  (variant.quick_geglu ? "-quick-geglu" : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -369,5 +388,6 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.window = 5, .window_skip = 2});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.softmax = srunway::trainer::Softmax::kOffByOne});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.1f, {.softmax = srunway::trainer::Softmax::kLearnable});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.quick_geglu = true});
   return 0;
 }

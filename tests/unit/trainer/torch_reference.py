@@ -87,6 +87,20 @@ def causal_attention(qkv, H, KV, hd, att_mask=None, window=None, sinks=None):
     return (weights @ v).transpose(1, 2).reshape(B, T, H * hd), att
 
 
+def glu(h, quick=None):
+    """A Llama's gated FFN activation of h = [gate | up]: SwiGLU, or with quick = (alpha, offset, clamp) Megatron's
+    glu with --quick-geglu (quick_gelu(x) = x sigmoid(alpha x)), --glu-linear-offset and
+    --activation-func-clamp-value (gate clamped above, up on both sides; PyTorch's clamp passes gradients within the
+    bounds, ends included)."""
+    gate, up = h.chunk(2, dim=-1)
+    if quick is None:
+        return F.silu(gate) * up
+    alpha, offset, clamp = quick
+    gate = gate.clamp(max=clamp)
+    up = up.clamp(min=-clamp, max=clamp)
+    return gate * torch.sigmoid(alpha * gate) * (up + offset)
+
+
 def llama3_inv_freq(inv_freq, scaling):
     """Llama 3.1's RoPE scaling as Hugging Face's _compute_llama3_parameters computes it (`scaling`: its
     rope_scaling dict)."""
@@ -184,6 +198,8 @@ def check_ops(d):
         gate, up = p["inp"].chunk(2, dim=-1)
         return F.silu(gate) * up
     check_op("swiglu", t, ["inp"], swiglu, ["out"], [("dinp", "inp")])
+    t = load(f"{d}/quick_geglu.safetensors")
+    check_op("quick_geglu", t, ["inp"], lambda p: glu(p["inp"], (1.702, 1.0, 1.5)), ["out"], [("dinp", "inp")])
     t = load(f"{d}/embedding.safetensors")
     tokens = t["tokens"].long()
     check_op("embedding", t, ["wte", "wpe"], lambda p: p["wte"][tokens] + p["wpe"][None, :, :],
@@ -203,7 +219,7 @@ def check_ops(d):
 
 def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False,
                rmsnorm=None, rotary_dim=None, interleaved=False, rope=True, no_rope=None, window=None,
-               window_layers=None, off_by_one=False):
+               window_layers=None, off_by_one=False, quick=None):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
     scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU;
     rmsnorm: the norms are RMSNorm (None: the architecture's own, Llama's RMSNorm, GPT's LayerNorm with biases);
@@ -212,7 +228,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     no_rope: 1 for each layer that skips RoPE (Megatron's --no-rope-freq), or None; window: each query attends to
     itself and this many keys before it (--window-size window,0), in the layers window_layers marks 1 (all if None);
     off_by_one: attention's softmax has a sink of score 0 (--softmax-type off-by-one); where p has
-    layers.L.softmax_offset, the sinks' scores are those (learnable).
+    layers.L.softmax_offset, the sinks' scores are those (learnable); quick: a Llama's FFN activation (glu()).
     Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
@@ -255,8 +271,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
         x = x + drop(linear(y, pre + "proj"), 1 + 3 * l)
         h = linear(norm(x, pre + "norm2"), pre + "fc")
         if llama:
-            gate, up = h.chunk(2, dim=-1)
-            h = F.silu(gate) * up
+            h = glu(h, quick)
         else:
             h = F.relu(h) ** 2 if squared_relu else F.gelu(h, approximate="tanh")
         x = x + drop(linear(h, pre + "out"), 3 + 3 * l)
@@ -266,7 +281,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
 
 
 def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False,
-               rope=True, no_rope=None, window=None, window_layers=None, off_by_one=False):
+               rope=True, no_rope=None, window=None, window_layers=None, off_by_one=False, quick=None):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
@@ -275,7 +290,7 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, squared_relu=squared_relu,
                       rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved, rope=rope, no_rope=no_rope,
-                      window=window, window_layers=window_layers, off_by_one=off_by_one)
+                      window=window, window_layers=window_layers, off_by_one=off_by_one, quick=quick)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -340,14 +355,17 @@ def main():
     # drawn N(0, 1) and their gradients judged as every parameter's, with dropout (the sink is not dropped).
     check_step(work, "gpt-tiny-off-by-one", False, 2, 4, 4, off_by_one=True)
     check_step(work, "llama-tiny-learnable-dropout", True, 2, 4, 2)
+    # Megatron's --quick-geglu --glu-linear-offset 1 --activation-func-clamp-value 0.1 (gpt-oss's activation, with a
+    # clamp the tiny model's FFN inputs cross both ways).
+    check_step(work, "llama-tiny-quick-geglu", True, 2, 4, 2, quick=(1.702, 1.0, 0.1))
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the twenty-one training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+    print("every op and the twenty-two training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
           "other's norms; Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer "
           "only; both without positions; both with a sliding window, the Llama's in its first layer only; GPT with an "
-          "off-by-one softmax, Llama with learned sinks and dropout) match PyTorch")
+          "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU) match PyTorch")
 
 
 if __name__ == "__main__":

@@ -1289,6 +1289,29 @@ grep -q "^model gpt (2 layers, hidden 64, heads 4, FFN 256, vocab 512, seq 128):
   fail "--softmax-type vanilla: $(head -1 "$kWork/out")"
 expect_exit 2 "--softmax-type: off_by_one not in \{vanilla,off-by-one,learnable\}" "$kTrain" --mock-data \
   --softmax-type off_by_one
+# Megatron's --quick-geglu with --glu-linear-offset and --activation-func-clamp-value (gpt-oss's FFN activation): in
+# Llama's set it takes --swiglu's place, and alone it changes a --preset's Llama; it changes the model, its checkpoint
+# keeps all three and a resume without them is refused naming them; beside --swiglu, for a GPT, and a clamp that is
+# not positive, it is refused.
+"$kTrain" "${llama[@]/--swiglu/--quick-geglu}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 \
+  --glu-linear-offset 1 --activation-func-clamp-value 7 --metrics-file "$kWork/geglu.jsonl" --save "$kWork/geglu" \
+  >"$kWork/out" 2>"$kWork/err" || fail "--quick-geglu in Llama's set: $(cat "$kWork/err")"
+losses_differ "$kWork/geglu.jsonl" "$kWork/unscaled.jsonl" ||
+  fail "--quick-geglu trained the model without it: $(losses "$kWork/geglu.jsonl")"
+grep -q "model llama with quick GEGLU (2 layers" "$kWork/err" || fail "--quick-geglu's model: $(grep model "$kWork/err")"
+expect_exit 1 "quick_geglu is true in the checkpoint and false here; glu_linear_offset is 1.0 in the checkpoint and 0.0 here; activation_func_clamp_value is 7.0 in the checkpoint and null here$" \
+  "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/geglu"
+rm -rf "$kWork/geglu" "$kWork/geglu.jsonl"
+"$kTrain" --preset llama-tiny --quick-geglu --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama with quick GEGLU (2 layers" "$kWork/out" ||
+  fail "--preset llama-tiny --quick-geglu: $(head -1 "$kWork/out")"
+expect_exit 2 "error: --swiglu and --quick-geglu are two activations of a gated FFN \(SiLU and quick GELU\): give one$" \
+  "$kTrain" --mock-data "${llama[@]}" --quick-geglu
+expect_exit 2 "error: quick_geglu \(--quick-geglu\) is for a Llama model, whose FFN is gated: a GPT's is GELU or squared ReLU$" \
+  "$kTrain" --mock-data --preset gpt-tiny --quick-geglu
+expect_exit 2 "error: glu_linear_offset \(--glu-linear-offset\) is for a Llama model" "$kTrain" --mock-data \
+  --glu-linear-offset 1
+expect_exit 2 "--activation-func-clamp-value" "$kTrain" --mock-data --preset llama-tiny --activation-func-clamp-value 0
 rm -rf "$kWork/scaled" "$kWork/linear" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" "$kWork/linear.jsonl"
 expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling
@@ -1602,7 +1625,6 @@ expect_exit 2 "--num-distributed-optimizer-instances: Value 2 not in range 1 to 
   --mock-data --num-distributed-optimizer-instances 2
 # And those for models, parallelism and tools srunway-train has none of, each refused by name.
 for refused in "--encoder-num-layers 4:trains decoder-only models: give --num-layers" \
-    "--quick-geglu:trains decoder-only GPT and Llama models" \
     "--hybrid-attention-ratio 0.5:trains decoder-only GPT and Llama models" \
     "--retro-project-dir x:trains decoder-only GPT and Llama models" "--batch-size 8:give --micro-batch-size" \
     "--warmup 0.01:give --lr-warmup-fraction" "--yaml-cfg x.yaml:give --config" \

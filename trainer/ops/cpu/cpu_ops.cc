@@ -113,9 +113,11 @@ class CpuOps : public Ops {
   void SquaredReluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {
     cpu::SquaredReluBackward(F(dinp), F(inp), F(dout), n);
   }
-  void SwigluForward(void* out, const void* inp, int N, int F_) override { cpu::SwigluForward(F(out), F(inp), N, F_); }
-  void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F_) override {
-    cpu::SwigluBackward(F(dinp), F(inp), F(dout), N, F_);
+  void SwigluForward(void* out, const void* inp, int N, int F_, const Glu& glu) override {
+    cpu::SwigluForward(F(out), F(inp), N, F_, glu);
+  }
+  void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F_, const Glu& glu) override {
+    cpu::SwigluBackward(F(dinp), F(inp), F(dout), N, F_, glu);
   }
   void ResidualForward(void* out, const void* a, const void* b, int64_t n) override {
     cpu::ResidualForward(F(out), F(a), F(b), n);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "trainer/ops/glu.h"
 #include "trainer/ops/rope_frequency.h"
 
 namespace srunway::trainer::cpu {
@@ -95,9 +96,10 @@ void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n);
 void SquaredReluForward(float* out, const float* inp, int64_t n);
 void SquaredReluBackward(float* dinp, const float* inp, const float* dout, int64_t n);
 
-// swiglu.cc: out[N, F] = silu(inp[:, :F]) * inp[:, F:] for inp [N, 2F] (gate, then up).
-void SwigluForward(float* out, const float* inp, int N, int F);
-void SwigluBackward(float* dinp, const float* inp, const float* dout, int N, int F);
+// swiglu.cc: out[N, F] = silu(inp[:, :F]) * inp[:, F:] for inp [N, 2F] (gate, then up); with `glu`, ops/glu.h's
+// other gated activations (--quick-geglu, --glu-linear-offset, --activation-func-clamp-value).
+void SwigluForward(float* out, const float* inp, int N, int F, const Glu& glu = {});
+void SwigluBackward(float* dinp, const float* inp, const float* dout, int N, int F, const Glu& glu = {});
 
 // residual.cc: out = a + b; the backward adds dout to both inputs' gradients.
 void ResidualForward(float* out, const float* a, const float* b, int64_t n);

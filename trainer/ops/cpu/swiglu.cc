@@ -1,24 +1,20 @@
-// SwiGLU (Llama's FFN activation): silu(gate) * up, gate and up side by side in one row.
-#include <cmath>
-
+// SwiGLU (Llama's FFN activation) and the other gated activations of ops/glu.h: act(gate) * (up + offset), gate
+// and up side by side in one row.
 #include "trainer/ops/cpu/ops.h"
 
 namespace srunway::trainer::cpu {
 
-void SwigluForward(float* out, const float* inp, int N, int F) {
+void SwigluForward(float* out, const float* inp, int N, int F, const Glu& glu) {
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
     const float* gate = inp + int64_t{n} * 2 * F;
     const float* up = gate + F;
     float* o = out + int64_t{n} * F;
-    for (int f = 0; f < F; ++f) {
-      const float sig = 1.0f / (1.0f + std::exp(-gate[f]));
-      o[f] = gate[f] * sig * up[f];
-    }
+    for (int f = 0; f < F; ++f) o[f] = GluForward(glu, gate[f], up[f]);
   }
 }
 
-void SwigluBackward(float* dinp, const float* inp, const float* dout, int N, int F) {
+void SwigluBackward(float* dinp, const float* inp, const float* dout, int N, int F, const Glu& glu) {
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
     const float* gate = inp + int64_t{n} * 2 * F;
@@ -26,12 +22,7 @@ void SwigluBackward(float* dinp, const float* inp, const float* dout, int N, int
     const float* d = dout + int64_t{n} * F;
     float* dgate = dinp + int64_t{n} * 2 * F;
     float* dup = dgate + F;
-    for (int f = 0; f < F; ++f) {
-      const float sig = 1.0f / (1.0f + std::exp(-gate[f]));
-      const float silu = gate[f] * sig;
-      dgate[f] = d[f] * up[f] * sig * (1.0f + gate[f] * (1.0f - sig));
-      dup[f] = d[f] * silu;
-    }
+    for (int f = 0; f < F; ++f) GluBackward(glu, gate[f], up[f], d[f], dgate[f], dup[f]);
   }
 }
 

@@ -193,11 +193,11 @@ class CudaOps : public Ops {
   void SquaredReluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {
     Check(cuda::SquaredReluBackward(H(dinp), H(inp), H(dout), n, stream_), "squared relu backward");
   }
-  void SwigluForward(void* out, const void* inp, int N, int F) override {
-    Check(cuda::SwigluForward(H(out), H(inp), N, F, stream_), "swiglu forward");
+  void SwigluForward(void* out, const void* inp, int N, int F, const Glu& glu) override {
+    Check(cuda::SwigluForward(H(out), H(inp), N, F, glu, stream_), "swiglu forward");
   }
-  void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F) override {
-    Check(cuda::SwigluBackward(H(dinp), H(inp), H(dout), N, F, stream_), "swiglu backward");
+  void SwigluBackward(void* dinp, const void* inp, const void* dout, int N, int F, const Glu& glu) override {
+    Check(cuda::SwigluBackward(H(dinp), H(inp), H(dout), N, F, glu, stream_), "swiglu backward");
   }
   void ResidualForward(void* out, const void* a, const void* b, int64_t n) override {
     Check(cuda::ResidualForward(H(out), H(a), H(b), n, stream_), "residual forward");

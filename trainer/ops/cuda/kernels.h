@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "trainer/ops/glu.h"
 #include "trainer/ops/rope_frequency.h"
 
 namespace srunway::trainer::cuda {
@@ -80,9 +81,10 @@ int CopyRows(bf16* dst, int64_t dst_ld, const bf16* src, int64_t src_ld, int64_t
 int SquaredReluForward(bf16* out, const bf16* inp, int64_t n, Stream stream);
 int SquaredReluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t n, Stream stream);
 
-// swiglu.cu: out[N, F] = silu(inp[:, :F]) * inp[:, F:] for inp [N, 2F]; the backward writes dinp [N, 2F].
-int SwigluForward(bf16* out, const bf16* inp, int N, int F, Stream stream);
-int SwigluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, Stream stream);
+// swiglu.cu: out[N, F] = silu(inp[:, :F]) * inp[:, F:] for inp [N, 2F], or ops/glu.h's other gated activations;
+// the backward writes dinp [N, 2F].
+int SwigluForward(bf16* out, const bf16* inp, int N, int F, const Glu& glu, Stream stream);
+int SwigluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F, const Glu& glu, Stream stream);
 
 // rope.cu: rotary position embedding of the q and k heads of qkv rows [(H + 2 KV) * hd], in place, "rotate
 // half" pairing, at position t (or positions[b,t] where not null), by ops/rope_frequency.h's frequencies as the

@@ -1,0 +1,51 @@
+// A Llama's gated FFN activation, one formula for the CPU operation and the CUDA kernel (as rope_frequency.h's):
+// act(gate) * (up + offset) with act(x) = x sigmoid(alpha x), SwiGLU's SiLU (alpha 1) or the quick GELU of
+// Megatron's --quick-geglu (alpha 1.702), offset Megatron's --glu-linear-offset, and with its
+// --activation-func-clamp-value the gate clamped above at `clamp` and up to [-clamp, clamp] first (gpt-oss's).
+#pragma once
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define SRUNWAY_GLU_HOST_DEVICE __host__ __device__
+#else
+#define SRUNWAY_GLU_HOST_DEVICE
+#endif
+
+namespace srunway::trainer {
+
+constexpr float kQuickGeluAlpha = 1.702f;  // Megatron's quick_gelu: x sigmoid(1.702 x)
+
+struct Glu {
+  float alpha = 1.0f;
+  float offset = 0.0f;
+  float clamp = 0.0f;  // 0: none
+};
+
+// The activation of one gate and up pair.
+SRUNWAY_GLU_HOST_DEVICE inline float GluForward(const Glu& glu, float gate, float up) {
+  if (glu.clamp > 0.0f) {
+    gate = fminf(gate, glu.clamp);
+    up = fminf(fmaxf(up, -glu.clamp), glu.clamp);
+  }
+  const float sig = 1.0f / (1.0f + expf(-glu.alpha * gate));
+  return gate * sig * (up + glu.offset);
+}
+
+// Its gradients for d(out) = d: a clamped input's is 0 (PyTorch's clamp passes it within the bounds, ends included).
+SRUNWAY_GLU_HOST_DEVICE inline void GluBackward(const Glu& glu, float gate, float up, float d, float& dgate,
+                                                float& dup) {
+  bool gate_passes = true, up_passes = true;
+  if (glu.clamp > 0.0f) {
+    gate_passes = gate <= glu.clamp;
+    up_passes = up >= -glu.clamp && up <= glu.clamp;
+    gate = fminf(gate, glu.clamp);
+    up = fminf(fmaxf(up, -glu.clamp), glu.clamp);
+  }
+  const float sig = 1.0f / (1.0f + expf(-glu.alpha * gate));
+  const float linear = up + glu.offset;
+  dgate = gate_passes ? d * linear * sig * (1.0f + glu.alpha * gate * (1.0f - sig)) : 0.0f;
+  dup = up_passes ? d * gate * sig : 0.0f;
+}
+
+}  // namespace srunway::trainer
