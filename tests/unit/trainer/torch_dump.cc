@@ -169,29 +169,21 @@ void DumpOps(const fs::path& dir) {
   };
   activation_case("gelu.safetensors", cpu::GeluForward, cpu::GeluBackward);
   activation_case("squared_relu.safetensors", cpu::SquaredReluForward, cpu::SquaredReluBackward);
-  {
+  // A gated activation (ops/glu.h) of [gate | up] rows and its backward.
+  auto glu_case = [&](const char* file, const Glu& glu) {
     Case c;
     const int F = 16;
-    auto& inp = c.Random("inp", {N, 2 * F}, rng, 2.0);
-    auto& dout = c.Random("dout", {N, F}, rng);
-    auto& out = c.Zeros("out", {N, F});
-    auto& dinp = c.Stale("dinp", {N, 2 * F});
-    cpu::SwigluForward(out.data(), inp.data(), N, F);
-    cpu::SwigluBackward(dinp.data(), inp.data(), dout.data(), N, F);
-    c.Write(dir / "swiglu.safetensors");
-  }
-  {  // Megatron's --quick-geglu with gpt-oss's offset and a clamp that some inputs pass
-    Case c;
-    const int F = 16;
-    const Glu glu{kQuickGeluAlpha, 1.0f, 1.5f};
     auto& inp = c.Random("inp", {N, 2 * F}, rng, 2.0);
     auto& dout = c.Random("dout", {N, F}, rng);
     auto& out = c.Zeros("out", {N, F});
     auto& dinp = c.Stale("dinp", {N, 2 * F});
     cpu::SwigluForward(out.data(), inp.data(), N, F, glu);
     cpu::SwigluBackward(dinp.data(), inp.data(), dout.data(), N, F, glu);
-    c.Write(dir / "quick_geglu.safetensors");
-  }
+    c.Write(dir / file);
+  };
+  glu_case("swiglu.safetensors", {});
+  // Megatron's --quick-geglu with gpt-oss's offset and a clamp that some inputs pass.
+  glu_case("quick_geglu.safetensors", {kQuickGeluAlpha, 1.0f, 1.5f});
   {
     Case c;
     const int V = 50;

@@ -223,8 +223,7 @@ int AttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const bf16* 
                       int64_t dropout_first_index, const int32_t* starts, const bf16* sinks, float* dsinks,
                       Stream stream) {
   const int64_t rows = int64_t{B} * H * T, kv_elements = int64_t{B} * T * KV * hd;
-  // Where both paths leave D: after dq, dk and dv's fp32 sums (AttentionBackwardScratch).
-  float* D = scratch + int64_t{B} * T * (H + 2 * KV) * hd;
+  float* D = AttentionBackwardRowDots(scratch, B, T, H, KV, hd);  // where both paths leave the rows' dots
   const bool learned = dsinks != nullptr && sinks != nullptr && rows > 0;
   if (FlashAttentionSupported(hd, qkv, out, dout, dqkv)) {
     const int rc = FlashAttentionBackward(dqkv, scratch, dout, out, qkv, lse, B, T, H, KV, hd, dropout_p, dropout_key,

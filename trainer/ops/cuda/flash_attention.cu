@@ -322,6 +322,10 @@ int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd) {
   return int64_t{B} * T * (H + 2 * KV) * hd + int64_t{B} * H * T;
 }
 
+float* AttentionBackwardRowDots(float* scratch, int B, int T, int H, int KV, int hd) {
+  return scratch + int64_t{B} * T * (H + 2 * KV) * hd;
+}
+
 int FlashAttentionForward(bf16* out, float* lse, const bf16* qkv, int B, int T, int H, int KV, int hd,
                           float dropout_p, uint64_t dropout_key, int64_t dropout_first_index, const int32_t* starts,
                           const bf16* sinks, Stream stream) {
@@ -349,7 +353,7 @@ int FlashAttentionBackward(bf16* dqkv, float* scratch, const bf16* dout, const b
   float* dq = scratch;
   float* dk = dq + tokens * H * hd;
   float* dv = dk + tokens * KV * hd;
-  float* D = dv + tokens * KV * hd;
+  float* D = AttentionBackwardRowDots(scratch, B, T, H, KV, hd);
   // With a k/v head per query head the mma.sync kernel's blocks each own their keys and store dK and dV in dqkv
   // themselves: only dQ, which every block of a head adds to, goes through the fp32 sums (a third of the zeroing
   // and of the final store).

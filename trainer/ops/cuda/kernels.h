@@ -128,6 +128,9 @@ int FromBf16(float* out, const bf16* in, int64_t n, Stream stream);
 // not null: learned sinks) the backward adds the sinks' gradients there (the same sums every call).
 // The backward writes dqkv (bf16) and needs `scratch` of AttentionBackwardScratch floats.
 int64_t AttentionBackwardScratch(int B, int T, int H, int KV, int hd);
+// Where in that scratch the backward leaves each query row's D = dout . out [B, H, T] (after dq, dk and dv's fp32
+// sums), from which the sinks' gradients are made.
+float* AttentionBackwardRowDots(float* scratch, int B, int T, int H, int KV, int hd);
 // Which kernels attention runs at head size hd (for 16-byte aligned tensors; with `documents`, starts given):
 // "mma.sync tiles", "WMMA tiles" or "one warp per query row"; null when none takes it.
 const char* AttentionKernelName(int hd, bool documents = false);
