@@ -110,7 +110,7 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
   constexpr std::string_view kRope = "--position-embedding-type rope";
   const std::vector<std::pair<bool, std::string_view>> llama = {
       {m.swiglu || m.quick_geglu, m.quick_geglu ? "--quick-geglu" : "--swiglu"},
-      {m.position_embedding == "rope", kRope},
+      {m.position_embedding == "rope" || m.position_embedding == "yarn", kRope},
       {m.untie, "--untie-embeddings-and-output-weights"},
       {m.disable_bias, "--disable-bias-linear"}};
   std::vector<std::string> given, missing;
@@ -118,8 +118,10 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
     if (flag == kRope && flags.no_positions) continue;
     (on ? given : missing).emplace_back(flag);
   }
-  // --quick-geglu alone changes the activation of whatever model the rest gives (Validate refuses a GPT).
-  if (given.empty() || (m.quick_geglu && given.size() == 1)) {
+  // --quick-geglu alone changes the activation of whatever model the rest gives, and --position-embedding-type yarn
+  // alone its RoPE (Validate refuses either for a GPT).
+  const bool alone = given.size() == 1 && (m.quick_geglu || m.position_embedding == "yarn");
+  if (given.empty() || alone) {
     if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
     return flags;
   }
@@ -183,8 +185,31 @@ int main(int argc, char** argv) {
                  "Megatron's: a Llama's gated FFN clamps gate above at it and up to [-it, it] first (gpt-oss's: 7)")
       ->check(srunway::common::Positive());
   app.add_option("--position-embedding-type", megatron_arch.position_embedding,
-                 "Megatron's: learned_absolute (GPT's), rope (Llama's) or none (either model without positions: NoPE)")
-      ->check(CLI::IsMember({"learned_absolute", "rope", "none"}));
+                 "Megatron's: learned_absolute (GPT's), rope (Llama's), yarn (a Llama's RoPE scaled by YaRN, "
+                 "gpt-oss's: the --yarn-* flags) or none (either model without positions: NoPE)")
+      ->check(CLI::IsMember({"learned_absolute", "rope", "yarn", "none"}));
+  srunway::trainer::YarnScaling yarn;
+  std::vector<CLI::Option*> yarn_options = {
+      app.add_option("--yarn-rotary-scaling-factor", yarn.factor,
+                     "Megatron's: YaRN's factor, how many times longer than the original positions the model reads "
+                     "(gpt-oss's 32)")->capture_default_str(),
+      app.add_option("--yarn-original-max-position-embeddings", yarn.original_positions,
+                     "Megatron's: the positions the RoPE before YaRN was trained on (gpt-oss's 4096)")
+          ->capture_default_str(),
+      app.add_option("--yarn-beta-fast", yarn.beta_fast,
+                     "Megatron's: RoPE's pairs that turn more than this many times over the original positions "
+                     "keep their frequency")->capture_default_str(),
+      app.add_option("--yarn-beta-slow", yarn.beta_slow,
+                     "Megatron's: those that turn fewer times are interpolated (frequency / the factor), those "
+                     "between blended")->capture_default_str(),
+      app.add_option("--yarn-mscale", yarn.mscale,
+                     "Megatron's: q and k are multiplied by m(it) / m(--yarn-mscale-all-dim), m(a) = 0.1 a "
+                     "ln(factor) + 1")->capture_default_str(),
+      app.add_option("--yarn-mscale-all-dim", yarn.mscale_all_dim, "Megatron's: see --yarn-mscale")
+          ->capture_default_str(),
+      app.add_option("--yarn-correction-range-round-to-int", yarn.round_to_int,
+                     "Megatron's: true rounds the interpolated pairs' bounds outwards to whole pairs; false (gpt-oss's) "
+                     "keeps them as they fall")->default_str("true")};
   app.add_flag("--use-rotary-position-embeddings", megatron_arch.use_rotary,
                "Megatron's older spelling of --position-embedding-type rope");
   app.add_flag("--no-position-embedding", megatron_arch.no_position_embedding,
@@ -1011,10 +1036,12 @@ int main(int argc, char** argv) {
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
+  for (CLI::Option* option : yarn_options) use_checkpoint_args->excludes(option);
   for (const char* name : {"--init-std", "--norm-epsilon", "--rotary-base", "--rotary-seq-len-interpolation-factor",
                            "--lr", "--min-lr", "--decoupled-lr", "--decoupled-min-lr", "--lr-warmup-init",
                            "--weight-decay", "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad",
-                           "--hidden-dropout", "--attention-dropout"}) {
+                           "--hidden-dropout", "--attention-dropout", "--yarn-rotary-scaling-factor",
+                           "--yarn-beta-fast", "--yarn-beta-slow", "--yarn-mscale", "--yarn-mscale-all-dim"}) {
     app.get_option(name)->check(srunway::common::FitsFloat());  // the options held in floats
   }
   // As with most tools, a flag given twice takes its last value (lists such as --data-path keep every value).
@@ -1303,6 +1330,15 @@ int main(int argc, char** argv) {
     o.model.rope_low_freq_factor = 1.0f;
     o.model.rope_high_freq_factor = 4.0f;
     o.model.rope_original_positions = 8192;
+  }
+  if (megatron_arch.position_embedding == "yarn") {
+    o.model.yarn = yarn;  // Validate refuses it for a GPT, and checks its numbers
+  } else {
+    for (const CLI::Option* option : yarn_options) {
+      if (option->count() == 0) continue;
+      srunway::common::LogError("{} is YaRN's, for --position-embedding-type yarn", option->get_name());
+      return srunway::trainer::kExitUsage;
+    }
   }
   if (app.get_option("--no-rope-freq")->count() > 0) {  // over the flags' layers (Validate refuses it for a GPT)
     auto layers = srunway::trainer::NoRopeLayers(no_rope_freq, o.model.n_layer);

@@ -320,7 +320,8 @@ void Swiglu(Gpu& gpu, const srunway::trainer::Glu& glu = {}) {
 
 // Llama-style grouped heads (H 8, KV 2, head dim 64) over positions up to 511 (with `documents`, each token's
 // place in its document); forward then backward (the backward of a rotation turns gradients back). `rope`: its
-// frequencies (scaled as Llama 3.1's, or linearly), how many of each head's dimensions turn, and in which pairs.
+// frequencies (scaled as Llama 3.1's, linearly, or by YaRN), how many of each head's dimensions turn, and in which
+// pairs.
 void Rope(Gpu& gpu, bool documents, const RopeFrequencies& rope = {}) {
   const int B = 2, T = 512, H = 8, KV = 2, hd = 64;
   const size_t n = static_cast<size_t>(B) * T * (H + 2 * KV) * hd;
@@ -338,8 +339,9 @@ void Rope(Gpu& gpu, bool documents, const RopeFrequencies& rope = {}) {
   cpu::RopeBackward(dqkv.data(), B, T, H, KV, hd, rope, docs);
   const std::string which =
       std::string(documents ? " (documents)" : "") + (rope.scaling_factor > 0 ? " (scaled)" : "") +
-      (rope.linear_factor != 1.0f ? " (linear)" : "") + (rope.rotary_dim > 0 ? " (partial)" : "") +
-      (rope.interleaved ? " (interleaved)" : "");
+      (rope.linear_factor != 1.0f ? " (linear)" : "") +
+      (rope.rotary_dim > 0 && rope.rotary_dim < hd ? " (partial)" : "") +
+      (rope.interleaved ? " (interleaved)" : "") + (rope.yarn_factor > 0 ? " (yarn)" : "");
   Compare("rope forward" + which, gpu.Read(gqkv), qkv, kBf16Rtol, 8e-3f);
   Compare("rope backward" + which, gpu.Read(gdqkv), dqkv, kBf16Rtol, 8e-3f);
 }
@@ -979,6 +981,14 @@ int main(int argc, char** argv) {
     Rope(gpu, true, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 24});  // --rotary-percent 0.375: 24 of 64 turn
     Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 0, true});  // --rotary-interleaved
     Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 40, true});  // both
+    {  // gpt-oss's YaRN (theta 150000, 32x over 4096 positions, unrounded): a ramp over pairs 8.1 to 17.4, q and k
+       // times 1.35
+      srunway::trainer::ModelConfig gpt_oss = *srunway::trainer::Preset("llama-tiny");
+      srunway::trainer::SetHeadDim(gpt_oss, 64);
+      gpt_oss.rope_theta = 150000.0f;
+      gpt_oss.yarn = srunway::trainer::YarnScaling{.factor = 32.0f, .round_to_int = false};
+      Rope(gpu, true, gpt_oss.rope());
+    }
     Dropout(gpu);
     Classifier(gpu, 64, 50257);
     Classifier(gpu, 100, 512);

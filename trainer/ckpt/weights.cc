@@ -479,8 +479,9 @@ common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::s
     return common::Status::Ok();
   }
   if (type != "llama3") {
-    return common::FailedPrecondition("{}: rope_type '{}': srunway-train's llama scales RoPE linearly (linear), as "
-                                      "Llama 3.1 does (llama3), or not at all", at, type);
+    return common::FailedPrecondition("{}: rope_type '{}': srunway-train reads a llama's RoPE scaling from a Hugging "
+                                      "Face config when it is linear (linear), as Llama 3.1's (llama3), or none{}", at,
+                                      type, type == "yarn" ? " (YaRN: Megatron's --position-embedding-type yarn)" : "");
   }
   return RopeScalingFromJson(r, at, c);
 }
@@ -635,6 +636,11 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
     return common::FailedPrecondition("transformers' Llama turns RoPE in every layer, and this model skips it in "
                                       "some (--no-rope-freq): it has no Hugging Face class; --export writes its "
                                       "weights");
+  }
+  if (c.yarn) {
+    return common::FailedPrecondition("the Hugging Face Llama configs written here scale RoPE as Llama 3.1 does or "
+                                      "linearly, and this model's by YaRN (--position-embedding-type yarn); --export "
+                                      "writes its weights");
   }
   if (c.rotary_interleaved) {
     return common::FailedPrecondition("the Hugging Face Llama configs written here turn each head's two halves by "

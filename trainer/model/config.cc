@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numbers>
 #include <tuple>
 
 namespace srunway::trainer {
@@ -109,6 +110,7 @@ std::string ModelKind(const ModelConfig& c) {
   if (c.no_positions) parts.push_back("without positions");
   if (!c.no_rope.empty()) parts.push_back("without RoPE" + in_some(c.no_rope));
   if (c.window >= 0) parts.push_back(fmt::format("with a window of {} keys back", c.window) + in_some(c.window_layers));
+  if (c.yarn) parts.push_back(fmt::format("with YaRN ({}x)", c.yarn->factor));
   if (c.quick_geglu) parts.push_back("with quick GEGLU");
   if (c.softmax == Softmax::kOffByOne) parts.push_back("with an off-by-one softmax");
   if (c.softmax == Softmax::kLearnable) parts.push_back("with learned attention sinks");
@@ -398,7 +400,83 @@ common::Status NoRope(const ModelConfig& c, std::string_view what) {
   return common::InvalidArgument("{} needs RoPE, which GPT's learned positions are not: a Llama model", what);
 }
 
+// Megatron's _yarn_get_mscale: 0.1 a ln(factor) + 1, or 1 where the factor does not lengthen positions.
+double YarnMscale(double factor, double a) { return factor <= 1 ? 1.0 : 0.1 * a * std::log(factor) + 1.0; }
+
+common::Status ValidateYarn(const ModelConfig& c) {
+  constexpr std::string_view kYarn = "YaRN (--position-embedding-type yarn)";
+  if (!c.rope_turns()) return NoRope(c, kYarn);
+  const std::pair<const char*, bool> others[] = {
+      {"Llama 3.1's RoPE scaling (--use-rope-scaling)", c.rope_scaling_factor != 0},
+      {"linear RoPE scaling (--rotary-seq-len-interpolation-factor)", c.rope_linear_factor != 1.0f},
+      {"RoPE over part of each head (--rotary-percent)", c.rotary_percent != 1.0},
+      {"interleaved RoPE (--rotary-interleaved)", c.rotary_interleaved}};
+  for (const auto& [other, given] : others) {
+    if (given) {
+      return common::InvalidArgument("{} is not taken with {}: Megatron's YaRN scales RoPE its own way and turns "
+                                     "each whole head in two halves", kYarn, other);
+    }
+  }
+  const YarnScaling& y = *c.yarn;
+  const std::pair<const char*, float> positive[] = {{"rotary_scaling_factor (--yarn-rotary-scaling-factor)", y.factor},
+                                                    {"beta_slow (--yarn-beta-slow)", y.beta_slow},
+                                                    {"beta_fast (--yarn-beta-fast)", y.beta_fast}};
+  for (const auto& [name, value] : positive) {
+    if (!(value > 0 && std::isfinite(value))) {
+      return common::InvalidArgument("YaRN's {} must be positive and finite, got {}", name, value);
+    }
+  }
+  // The ramp runs from the pair beta_fast turns to the one beta_slow does, which must come after it.
+  if (!(y.beta_fast > y.beta_slow)) {
+    return common::InvalidArgument("YaRN's beta_fast (--yarn-beta-fast) {} must be larger than its beta_slow "
+                                   "(--yarn-beta-slow) {}", y.beta_fast, y.beta_slow);
+  }
+  if (y.original_positions <= 0) {
+    return common::InvalidArgument("YaRN's original_max_position_embeddings (--yarn-original-max-position-embeddings) "
+                                   "must be positive, got {}", y.original_positions);
+  }
+  for (const auto& [name, value] : {std::pair{"mscale (--yarn-mscale)", y.mscale},
+                                    std::pair{"mscale_all_dim (--yarn-mscale-all-dim)", y.mscale_all_dim}}) {
+    if (!(value >= 0 && std::isfinite(value))) {
+      return common::InvalidArgument("YaRN's {} must be 0 or more and finite, got {}", name, value);
+    }
+  }
+  return common::Status::Ok();
+}
+
 }  // namespace
+
+float YarnScaling::attention_factor() const {
+  return static_cast<float>(YarnMscale(factor, mscale) / YarnMscale(factor, mscale_all_dim));
+}
+
+RopeFrequencies ModelConfig::rope() const {
+  RopeFrequencies rope{rope_theta, rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
+                       static_cast<float>(rope_original_positions), rope_linear_factor, rotary_dim(),
+                       rotary_interleaved};
+  if (!yarn) return rope;
+  // Megatron's _yarn_find_correction_range in doubles, as Python: the pair that turns `rotations` times over the
+  // original positions is hd ln(positions / (2 pi rotations)) / (2 ln theta); the range from beta_fast's to
+  // beta_slow's, rounded outwards unless round_to_int is false, within the head's pairs.
+  const int hd = head_dim();
+  auto pair_turning = [&](double rotations) {
+    return hd * std::log(yarn->original_positions / (rotations * 2 * std::numbers::pi)) /
+           (2 * std::log(double{rope_theta}));
+  };
+  double low = pair_turning(yarn->beta_fast), high = pair_turning(yarn->beta_slow);
+  if (yarn->round_to_int) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, hd - 1.0);
+  if (low == high) high += 0.001;  // as Megatron's _yarn_linear_ramp_mask, lest the ramp divide by 0
+  rope.yarn_factor = yarn->factor;
+  rope.yarn_low = static_cast<float>(low);
+  rope.yarn_high = static_cast<float>(high);
+  rope.attention_factor = yarn->attention_factor();
+  return rope;
+}
 
 common::Status Validate(const ModelConfig& c) {
   const std::pair<const char*, int> positive[] = {{"n_layer", c.n_layer}, {"d_model", c.d_model},
@@ -491,6 +569,7 @@ common::Status Validate(const ModelConfig& c) {
     }
   }
   if (c.rotary_interleaved && !c.rope_turns()) return NoRope(c, "interleaved RoPE (--rotary-interleaved)");
+  if (c.yarn) SRUNWAY_RETURN_IF_ERROR(ValidateYarn(c));
   if (c.window < -1 || c.window > (1 << 24)) {
     return common::InvalidArgument("window_size (--window-size) {},0: its left side must be -1 (no window) to {}",
                                    c.window, 1 << 24);
@@ -539,7 +618,30 @@ namespace {
 // or none.
 std::string_view PositionsName(const ModelConfig& c) {
   if (c.no_positions) return "none";
+  if (c.yarn) return "yarn";
   return c.arch == Arch::kGpt ? "learned_absolute" : "rope";
+}
+
+// YaRN's numbers by Megatron's names (its TransformerConfig's yarn_* less the prefix), null where there is none.
+common::Json YarnToJson(const ModelConfig& c) {
+  if (!c.yarn) return nullptr;
+  const YarnScaling& y = *c.yarn;
+  return {{"rotary_scaling_factor", y.factor}, {"original_max_position_embeddings", y.original_positions},
+          {"beta_fast", y.beta_fast}, {"beta_slow", y.beta_slow}, {"mscale", y.mscale},
+          {"mscale_all_dim", y.mscale_all_dim}, {"correction_range_round_to_int", y.round_to_int}};
+}
+
+common::StatusOr<YarnScaling> YarnFromJson(const common::Json& json, std::string_view where) {
+  YarnScaling y;
+  SRUNWAY_ASSIGN_OR_RETURN(y.factor, common::JsonField<float>(json, "rotary_scaling_factor", where));
+  SRUNWAY_ASSIGN_OR_RETURN(y.original_positions,
+                           common::JsonField<int>(json, "original_max_position_embeddings", where));
+  SRUNWAY_ASSIGN_OR_RETURN(y.beta_fast, common::JsonField<float>(json, "beta_fast", where));
+  SRUNWAY_ASSIGN_OR_RETURN(y.beta_slow, common::JsonField<float>(json, "beta_slow", where));
+  SRUNWAY_ASSIGN_OR_RETURN(y.mscale, common::JsonField<float>(json, "mscale", where));
+  SRUNWAY_ASSIGN_OR_RETURN(y.mscale_all_dim, common::JsonField<float>(json, "mscale_all_dim", where));
+  SRUNWAY_ASSIGN_OR_RETURN(y.round_to_int, common::JsonField<bool>(json, "correction_range_round_to_int", where));
+  return y;
 }
 
 }  // namespace
@@ -563,6 +665,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["rope_linear_factor"] = c.rope_linear_factor;
   json["rotary_percent"] = c.rotary_percent;
   json["rotary_interleaved"] = c.rotary_interleaved;
+  json["yarn"] = YarnToJson(c);
   json["no_rope_freq"] = c.no_rope;
   // Megatron's (left, right), null where there is no window.
   json["window_size"] = c.window >= 0 ? common::Json::array({c.window, 0}) : common::Json(nullptr);
@@ -598,14 +701,19 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "d_ff", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "seq_len", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab", where));
+  // Checkpoints written before YaRN (2026-12-07) have no yarn: none.
+  if (json.contains("yarn") && !json["yarn"].is_null()) {
+    SRUNWAY_ASSIGN_OR_RETURN(c.yarn, YarnFromJson(json["yarn"], std::string(where) + ": yarn"));
+  }
   // Checkpoints before 2026-12-07 have no position_embedding_type: the architecture's own positions.
   if (json.contains("position_embedding_type")) {
     SRUNWAY_ASSIGN_OR_RETURN(const std::string positions,
                              common::JsonField<std::string>(json, "position_embedding_type", where));
     c.no_positions = positions == "none";
     if (positions != PositionsName(c)) {
-      return common::InvalidArgument("{}: position_embedding_type '{}' for a {} model (its own '{}', or 'none')", where,
-                                     positions, arch, c.arch == Arch::kGpt ? "learned_absolute" : "rope");
+      return common::InvalidArgument("{}: position_embedding_type '{}' for a {} model{} (its own '{}', or 'none')",
+                                     where, positions, arch, c.yarn ? " with yarn" : "",
+                                     c.arch == Arch::kGpt ? "learned_absolute" : c.yarn ? "yarn" : "rope");
     }
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, common::JsonField<float>(json, "init_std", where));

@@ -35,6 +35,24 @@ enum class Softmax { kVanilla, kOffByOne, kLearnable };
 std::string_view SoftmaxName(Softmax softmax);
 std::optional<Softmax> SoftmaxFromName(std::string_view name);
 
+// YaRN's numbers (Megatron's --yarn-* flags; its YarnRotaryEmbedding's defaults): RoPE's frequencies blended
+// between theta^(-2i/hd) and that divided by `factor` over the pairs that turn between beta_slow and beta_fast times
+// in `original_positions` (the range's bounds rounded outwards to whole pairs unless round_to_int is false, as
+// gpt-oss's), and q and k multiplied by the attention factor m(mscale) / m(mscale_all_dim), m(a) = 0.1 a ln(factor)
+// + 1 (1 where factor <= 1).
+struct YarnScaling {
+  float factor = 1.0f;
+  int original_positions = 4096;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  float mscale = 1.0f;
+  float mscale_all_dim = 0.0f;
+  bool round_to_int = true;
+
+  float attention_factor() const;
+  friend bool operator==(const YarnScaling&, const YarnScaling&) = default;
+};
+
 struct ModelConfig {
   Arch arch = Arch::kGpt;
   int n_layer = 2;
@@ -66,6 +84,10 @@ struct ModelConfig {
   // RoPE's pairs side by side, (2i, 2i + 1), rather than the two halves' (i, i + rotary_dim / 2) (Llama only):
   // Megatron's --rotary-interleaved, the layout of GPT-J's and Meta's own Llama code.
   bool rotary_interleaved = false;
+  // YaRN (Llama only; Megatron's --position-embedding-type yarn, gpt-oss's RoPE): empty where RoPE is not YaRN's.
+  // Not with the other scalings, --rotary-percent or --rotary-interleaved (Megatron's YaRN turns whole heads in
+  // halves).
+  std::optional<YarnScaling> yarn;
   // The layers that turn no RoPE (Llama only), 1 at each such layer and n_layer long: Megatron's --no-rope-freq, as
   // Llama 4 skips it in every fourth layer (its iRoPE). Empty where every layer turns it.
   std::vector<uint8_t> no_rope;
@@ -110,10 +132,7 @@ struct ModelConfig {
   int q_dim() const { return n_head * head_dim(); }
   // How many of each head's first dimensions RoPE turns.
   int rotary_dim() const { return static_cast<int>(head_dim() * rotary_percent); }
-  RopeFrequencies rope() const {
-    return {rope_theta, rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
-            static_cast<float>(rope_original_positions), rope_linear_factor, rotary_dim(), rotary_interleaved};
-  }
+  RopeFrequencies rope() const;
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT's learned position table, Llama's RoPE: the model's positions unless no_positions.
   bool learned_positions() const { return arch == Arch::kGpt && !no_positions; }

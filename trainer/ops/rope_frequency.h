@@ -1,6 +1,6 @@
 // RoPE's frequencies, one formula for the CPU operation and the CUDA kernel: theta^(-2i/hd) for pair i of a head
-// of hd values, with Llama 3.1's scaling of the long wavelengths where scaling_factor is set, or every wavelength
-// linear_factor times longer (positions interpolated).
+// of hd values, with Llama 3.1's scaling of the long wavelengths where scaling_factor is set, every wavelength
+// linear_factor times longer (positions interpolated), or YaRN's blend of the two.
 #pragma once
 
 #include <math.h>
@@ -31,6 +31,16 @@ struct RopeFrequencies {
   // Megatron's --rotary-interleaved: the pairs are (2i, 2i + 1), side by side, instead of the two halves'
   // (i, i + rotary_dim / 2); pair i turns at the same frequency either way.
   bool interleaved = false;
+  // YaRN (Megatron's --position-embedding-type yarn; not with the scalings above): pair i's frequency is
+  // theta^(-2i/hd) / yarn_factor (interpolated) where ramp(i) = clamp((i - yarn_low) / (yarn_high - yarn_low), 0, 1)
+  // is 1, theta^(-2i/hd) (kept) where it is 0, and the blend of the two between; 0: none. The bounds are the pairs
+  // that turn beta_fast and beta_slow times over the original positions (ModelConfig::rope works them out).
+  float yarn_factor = 0.0f;
+  float yarn_low = 0.0f;
+  float yarn_high = 0.0f;
+  // The factor q and k are multiplied by as they turn (YaRN's "mscale", which scales attention's logits by its
+  // square); 1: none.
+  float attention_factor = 1.0f;
 };
 
 // Pair i of a head's `half` pairs: its first dimension, and how far its second is from it.
@@ -50,6 +60,11 @@ SRUNWAY_HOST_DEVICE inline int RotaryDim(const RopeFrequencies& rope, int hd) {
 // _apply_scaling) in fp32, as both compute it.
 SRUNWAY_HOST_DEVICE inline float RopeInverseFrequency(const RopeFrequencies& rope, int i, int hd) {
   const float inv_freq = powf(rope.theta, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
+  if (rope.yarn_factor > 0.0f) {  // Megatron's YarnRotaryEmbedding, in fp32 as it computes it
+    const float ramp = fminf(fmaxf((static_cast<float>(i) - rope.yarn_low) / (rope.yarn_high - rope.yarn_low), 0.0f),
+                             1.0f);
+    return inv_freq / rope.yarn_factor * ramp + inv_freq * (1.0f - ramp);
+  }
   if (rope.scaling_factor <= 0.0f) return inv_freq / rope.linear_factor;
   const float wavelength = 6.283185307179586f / inv_freq;
   if (wavelength < rope.original_positions / rope.high_freq_factor) return inv_freq;

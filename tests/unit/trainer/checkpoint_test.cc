@@ -1483,5 +1483,91 @@ TEST(GluTest, QuickGegluOffsetAndClampKeptInTheCheckpointsConfig) {
             "header: activation_func_clamp_value is 0, not positive (null: none)");
 }
 
+// Megatron's --position-embedding-type yarn: RoPE's frequencies blended over YaRN's range of pairs, q and k scaled,
+// no parameter more; its numbers kept in the checkpoint's config.
+TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {
+  const ModelConfig plain = *Preset("llama-tiny");  // heads of 16: 8 pairs
+  ModelConfig c = plain;
+  c.yarn = YarnScaling{.factor = 4.0f, .original_positions = 64};
+  EXPECT_EQ(ParamLayout(c).numel(), ParamLayout(plain).numel());
+  EXPECT_EQ(TrainingFlopsPerToken(c, 128), TrainingFlopsPerToken(plain, 128));
+  EXPECT_EQ(ModelKind(c), "llama with YaRN (4x)");
+  // The pairs turning 32 times over 64 positions and once: 16 ln(64 / (2 pi r)) / (2 ln 10000), -0.99 and 2.02,
+  // rounded outwards to pairs 0 and 3 (and the first to no less than 0).
+  const RopeFrequencies rope = c.rope();
+  EXPECT_EQ(rope.yarn_low, 0.0f);
+  EXPECT_EQ(rope.yarn_high, 3.0f);
+  EXPECT_FLOAT_EQ(rope.attention_factor, 1.0f + 0.1f * std::log(4.0f));
+  auto theta_power = [](int i) { return std::pow(10000.0f, -2.0f * i / 16); };
+  EXPECT_FLOAT_EQ(RopeInverseFrequency(rope, 0, 16), 1.0f);  // kept
+  EXPECT_FLOAT_EQ(RopeInverseFrequency(rope, 1, 16), theta_power(1) * (2.0f / 3 + 1.0f / 3 / 4));
+  EXPECT_FLOAT_EQ(RopeInverseFrequency(rope, 3, 16), theta_power(3) / 4);  // interpolated
+  EXPECT_FLOAT_EQ(RopeInverseFrequency(rope, 7, 16), theta_power(7) / 4);
+  ModelConfig unrounded = c;  // gpt-oss's: the bounds as they fall
+  unrounded.yarn->round_to_int = false;
+  EXPECT_NEAR(unrounded.rope().yarn_high, 2.016, 1e-3);
+  unrounded.yarn->mscale_all_dim = 1.0f;  // m(1) / m(1): q and k as they are
+  EXPECT_EQ(unrounded.rope().attention_factor, 1.0f);
+  EXPECT_EQ(plain.rope().yarn_factor, 0.0f);
+  EXPECT_EQ(plain.rope().attention_factor, 1.0f);
+
+  auto back = FromJson(ToJson(unrounded), "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, unrounded);
+  EXPECT_EQ(DescribeDifference(c, plain),
+            "position_embedding_type is \"yarn\" in the checkpoint and \"rope\" here; yarn is "
+            "{\"rotary_scaling_factor\":4.0,\"original_max_position_embeddings\":64,\"beta_fast\":32.0,"
+            "\"beta_slow\":1.0,\"mscale\":1.0,\"mscale_all_dim\":0.0,\"correction_range_round_to_int\":true} in the "
+            "checkpoint and null here");
+  EXPECT_THAT(DescribeDifference(c, unrounded),
+              ::testing::EndsWith("in the checkpoint and {\"rotary_scaling_factor\":4.0,"
+                                  "\"original_max_position_embeddings\":64,\"beta_fast\":32.0,\"beta_slow\":1.0,"
+                                  "\"mscale\":1.0,\"mscale_all_dim\":1.0,\"correction_range_round_to_int\":false} here"));
+  common::Json old = ToJson(plain);  // a header from before YaRN
+  old.erase("yarn");
+  back = FromJson(old, "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, plain);
+  common::Json lost = ToJson(c);
+  lost["yarn"] = nullptr;
+  EXPECT_EQ(FromJson(lost, "header").status().message(),
+            "header: position_embedding_type 'yarn' for a llama model (its own 'rope', or 'none')");
+  lost = ToJson(c);
+  lost["position_embedding_type"] = "rope";
+  EXPECT_EQ(FromJson(lost, "header").status().message(),
+            "header: position_embedding_type 'rope' for a llama model with yarn (its own 'yarn', or 'none')");
+  lost = ToJson(c);
+  lost["yarn"].erase("beta_slow");
+  EXPECT_THAT(FromJson(lost, "header").status().message(), ::testing::HasSubstr("header: yarn: missing key 'beta_slow'"));
+
+  auto refused = [&](auto set, const std::string& what) {
+    ModelConfig bad = c;
+    set(bad);
+    EXPECT_EQ(Validate(bad).message(), what);
+  };
+  refused([](ModelConfig& m) {
+            m.arch = Arch::kGpt;
+            m.n_kv_head = m.n_head;
+          },
+          "YaRN (--position-embedding-type yarn) needs RoPE, which GPT's learned positions are not: a Llama model");
+  refused([](ModelConfig& m) { m.no_positions = true; },
+          "YaRN (--position-embedding-type yarn) needs RoPE, which a model without positions "
+          "(--position-embedding-type none) has not");
+  refused([](ModelConfig& m) { m.rotary_interleaved = true; },
+          "YaRN (--position-embedding-type yarn) is not taken with interleaved RoPE (--rotary-interleaved): "
+          "Megatron's YaRN scales RoPE its own way and turns each whole head in two halves");
+  refused([](ModelConfig& m) { m.rope_scaling_factor = 8; },
+          "YaRN (--position-embedding-type yarn) is not taken with Llama 3.1's RoPE scaling (--use-rope-scaling): "
+          "Megatron's YaRN scales RoPE its own way and turns each whole head in two halves");
+  refused([](ModelConfig& m) { m.yarn->factor = 0; },
+          "YaRN's rotary_scaling_factor (--yarn-rotary-scaling-factor) must be positive and finite, got 0");
+  refused([](ModelConfig& m) { m.yarn->beta_fast = 1; },
+          "YaRN's beta_fast (--yarn-beta-fast) 1 must be larger than its beta_slow (--yarn-beta-slow) 1");
+  refused([](ModelConfig& m) { m.yarn->original_positions = 0; },
+          "YaRN's original_max_position_embeddings (--yarn-original-max-position-embeddings) must be positive, got 0");
+  refused([](ModelConfig& m) { m.yarn->mscale = -1; },
+          "YaRN's mscale (--yarn-mscale) must be 0 or more and finite, got -1");
+}
+
 }  // namespace
 }  // namespace srunway::trainer

@@ -420,7 +420,13 @@ def main():
         json.dump({**llama_config, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, f)
     expect_error("a config.json with dynamic RoPE scaling", ["--use-checkpoint-args", "--load", llama_dir,
                  "--finetune"], 1,
-                 r"config\.json: rope_scaling: rope_type 'dynamic': srunway-train's llama scales RoPE linearly")
+                 r"config\.json: rope_scaling: rope_type 'dynamic': srunway-train reads a llama's RoPE scaling "
+                 r"from a Hugging Face config when it is linear \(linear\), as Llama 3\.1's \(llama3\), or none$")
+    with open(os.path.join(llama_dir, "config.json"), "w") as f:
+        json.dump({**llama_config, "rope_scaling": {"rope_type": "yarn", "factor": 32.0}}, f)
+    expect_error("a config.json with YaRN", ["--use-checkpoint-args", "--load", llama_dir, "--finetune"], 1,
+                 r"config\.json: rope_scaling: rope_type 'yarn': .* or none \(YaRN: Megatron's "
+                 r"--position-embedding-type yarn\)$")
     with open(os.path.join(llama_dir, "config.json"), "w") as f:
         json.dump({**llama_config, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, f)
     expect_error("a config.json with llama3 RoPE scaling lacking its bounds", ["--use-checkpoint-args", "--load",
@@ -673,6 +679,10 @@ def main():
                  os.path.join(WORK, "hf-llama-interleaved")], 1,
                  r"--export-hf: the Hugging Face Llama configs written here turn each head's two halves by RoPE, and "
                  r"this model turns interleaved pairs \(--rotary-interleaved\); --export writes its weights$")
+    expect_error("--export-hf of a Llama with YaRN", [*llama, "--position-embedding-type", "yarn",
+                 "--yarn-rotary-scaling-factor", "4", "--export-hf", os.path.join(WORK, "hf-llama-yarn")], 1,
+                 r"--export-hf: the Hugging Face Llama configs written here scale RoPE as Llama 3\.1 does or "
+                 r"linearly, and this model's by YaRN \(--position-embedding-type yarn\); --export writes its weights$")
     # A model without positions (--position-embedding-type none): GPT-2's learned table has no place in it, a Llama's
     # weights (RoPE has none) load into it, and neither has a Hugging Face class to export to.
     nope = ["--position-embedding-type", "none"]

@@ -155,6 +155,12 @@ void DumpOps(const fs::path& dir) {
   // Megatron's --rotary-interleaved, with --rotary-percent 0.5: pairs (2i, 2i + 1) among each head's first 8.
   rope_case("rope_interleaved.safetensors", 2, 30, 2, 1, 16,
             RopeFrequencies{10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 8, true});
+  // YaRN (--position-embedding-type yarn) over heads of 16 as the model works it out (ModelConfig::rope), its
+  // original positions made few (64) so that its ramp falls inside the head's 8 pairs (pairs 0 to 2.02, unrounded as
+  // gpt-oss's), and --yarn-mscale-all-dim 0.5: q and k times 1.139 / 1.069.
+  ModelConfig yarn = *Preset("llama-tiny");
+  yarn.yarn = YarnScaling{.factor = 4.0f, .original_positions = 64, .mscale_all_dim = 0.5f, .round_to_int = false};
+  rope_case("rope_yarn.safetensors", 1, 100, 2, 1, yarn.head_dim(), yarn.rope());
   // An elementwise activation and its backward.
   auto activation_case = [&](const char* file, auto forward, auto backward) {
     Case c;
@@ -262,6 +268,7 @@ struct Variant {
   int window_skip = 0;              // every Nth layer attends to every key (--window-attn-skip-freq N)
   Softmax softmax = Softmax::kVanilla;  // --softmax-type
   bool quick_geglu = false;             // --quick-geglu --glu-linear-offset 1 --activation-func-clamp-value 0.1
+  bool yarn = false;  // YaRN, 4x over 64 original positions (--position-embedding-type yarn, --yarn-*)
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -281,6 +288,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   config.window = variant.window;
   if (variant.window_skip > 0) config.window_layers = *WindowLayers(std::to_string(variant.window_skip), config.n_layer);
   config.softmax = variant.softmax;
+  if (variant.yarn) config.yarn = YarnScaling{.factor = 4.0f, .original_positions = 64};  // ramp over pairs 0 to 3
   if (variant.quick_geglu) {  // a clamp that the tiny model's FFN inputs (about 0.16 apart) cross
     config.quick_geglu = true;
     config.glu_linear_offset = 1.0f;
@@ -302,7 +310,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (variant.window >= 0 ? fmt::format("-window{}", variant.window) : "") +
                                   (variant.window_skip > 0 ? fmt::format("-skip{}", variant.window_skip) : "") +
                                   (config.sinks() ? fmt::format("-{}", SoftmaxName(config.softmax)) : "") +
-                                  (variant.quick_geglu ? "-quick-geglu" : "") +
+                                  (variant.quick_geglu ? "-quick-geglu" : "") + (variant.yarn ? "-yarn" : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -381,5 +389,6 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.softmax = srunway::trainer::Softmax::kOffByOne});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.1f, {.softmax = srunway::trainer::Softmax::kLearnable});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.quick_geglu = true});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.yarn = true});
   return 0;
 }

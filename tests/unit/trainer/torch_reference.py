@@ -122,6 +122,37 @@ def scaled_inv_freq(inv_freq, scaling):
     return llama3_inv_freq(inv_freq, scaling)
 
 
+# Megatron's YarnRotaryEmbedding's defaults.
+YARN = {"rope_type": "yarn", "rotary_scaling_factor": 1.0, "original_max_position_embeddings": 4096, "beta_fast": 32.0,
+        "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0, "correction_range_round_to_int": True}
+
+
+def yarn_inv_freq(hd, theta, scaling):
+    """YaRN's frequencies and attention factor as Megatron's YarnRotaryEmbedding computes them (`scaling`: its
+    numbers, Megatron's yarn_* names less the prefix, with rope_type yarn): the pairs between those that turn
+    beta_fast and beta_slow times over the original positions blend the frequency divided by the factor into it."""
+    factor = scaling["rotary_scaling_factor"]
+
+    def pair(rotations):
+        return hd * math.log(scaling["original_max_position_embeddings"] / (rotations * 2 * math.pi)) / (
+            2 * math.log(theta))
+
+    low, high = pair(scaling["beta_fast"]), pair(scaling["beta_slow"])
+    if scaling["correction_range_round_to_int"]:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, hd - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(hd // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    powers = theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
+    inv_freq = 1.0 / (factor * powers) * ramp + 1.0 / powers * (1 - ramp)
+
+    def mscale(a):
+        return 1.0 if factor <= 1 else 0.1 * a * math.log(factor) + 1.0
+
+    return inv_freq, mscale(scaling["mscale"]) / mscale(scaling["mscale_all_dim"])
+
+
 def rope(x, theta, scaling=None, rotary_dim=None, interleaved=False):
     """x: [B, T, heads, hd]; rotate-half pairing (i, i + hd/2); `scaling`: a rope_scaling dict (scaled_inv_freq);
     `rotary_dim`: only each head's first this many dimensions turn, pairs (i, i + rotary_dim/2), the rest pass
@@ -137,10 +168,15 @@ def rope(x, theta, scaling=None, rotary_dim=None, interleaved=False):
         return torch.stack([turned[..., : x.shape[-1] // 2], turned[..., x.shape[-1] // 2:]], dim=-1).flatten(-2)
     T, hd = x.shape[1], x.shape[-1]
     inv_freq = theta ** (-torch.arange(0, hd // 2, dtype=torch.float32) * 2 / hd)
-    if scaling is not None:
+    attention_factor = 1.0
+    if scaling is not None and scaling.get("rope_type") == "yarn":
+        inv_freq, attention_factor = yarn_inv_freq(hd, theta, scaling)
+    elif scaling is not None:
         inv_freq = scaled_inv_freq(inv_freq, scaling)
     angles = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq[None, :]
-    cos, sin = angles.cos()[None, :, None, :], angles.sin()[None, :, None, :]
+    # YaRN's factor multiplies cos and sin, as Megatron's apply_rotary_pos_emb takes them.
+    cos = (angles.cos() * attention_factor)[None, :, None, :]
+    sin = (angles.sin() * attention_factor)[None, :, None, :]
     x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
@@ -180,6 +216,11 @@ def check_ops(d):
     t = load(f"{d}/rope_linear.safetensors")
     linear = {"rope_type": "linear", "factor": 4.0}
     check_op("rope linear", t, ["inp"], lambda p: rope_qkv(p["inp"], 2, 1, 8, 10000.0, linear), ["out"],
+             [("dinp", "inp")])
+    t = load(f"{d}/rope_yarn.safetensors")
+    yarn = dict(YARN, rotary_scaling_factor=4.0, original_max_position_embeddings=64, mscale_all_dim=0.5,
+                correction_range_round_to_int=False)
+    check_op("rope yarn", t, ["inp"], lambda p: rope_qkv(p["inp"], 2, 1, 16, 10000.0, yarn), ["out"],
              [("dinp", "inp")])
     t = load(f"{d}/rope_partial.safetensors")
     check_op("rope partial", t, ["inp"], lambda p: rope_qkv(p["inp"], 2, 1, 16, 10000.0, rotary_dim=8), ["out"],
@@ -281,16 +322,17 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
 
 
 def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False,
-               rope=True, no_rope=None, window=None, window_layers=None, off_by_one=False, quick=None):
+               rope=True, no_rope=None, window=None, window_layers=None, off_by_one=False, quick=None, scaling=None):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
     tokens, targets = before.pop("_tokens").long(), before.pop("_targets").long()
     masks = {int(k.split(".")[1]): before.pop(k) for k in list(before) if k.startswith("_mask.")} or None
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
-    loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, squared_relu=squared_relu,
-                      rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved, rope=rope, no_rope=no_rope,
-                      window=window, window_layers=window_layers, off_by_one=off_by_one, quick=quick)
+    loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, scaling,
+                      squared_relu=squared_relu, rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved,
+                      rope=rope, no_rope=no_rope, window=window, window_layers=window_layers, off_by_one=off_by_one,
+                      quick=quick)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -358,14 +400,19 @@ def main():
     # Megatron's --quick-geglu --glu-linear-offset 1 --activation-func-clamp-value 0.1 (gpt-oss's activation, with a
     # clamp the tiny model's FFN inputs cross both ways).
     check_step(work, "llama-tiny-quick-geglu", True, 2, 4, 2, quick=(1.702, 1.0, 0.1))
+    # Megatron's --position-embedding-type yarn --yarn-rotary-scaling-factor 4 --yarn-original-max-position-embeddings
+    # 64: YaRN's ramp over the head's pairs 0 to 3, q and k times 1.139.
+    check_step(work, "llama-tiny-yarn", True, 2, 4, 2,
+               scaling=dict(YARN, rotary_scaling_factor=4.0, original_max_position_embeddings=64))
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the twenty-two training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+    print("every op and the twenty-three training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
           "other's norms; Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer "
           "only; both without positions; both with a sliding window, the Llama's in its first layer only; GPT with an "
-          "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU) match PyTorch")
+          "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU, Llama with YaRN) match "
+          "PyTorch")
 
 
 if __name__ == "__main__":

@@ -1312,6 +1312,30 @@ expect_exit 2 "error: quick_geglu \(--quick-geglu\) is for a Llama model, whose 
 expect_exit 2 "error: glu_linear_offset \(--glu-linear-offset\) is for a Llama model" "$kTrain" --mock-data \
   --glu-linear-offset 1
 expect_exit 2 "--activation-func-clamp-value" "$kTrain" --mock-data --preset llama-tiny --activation-func-clamp-value 0
+# Megatron's --position-embedding-type yarn (gpt-oss's RoPE) with its --yarn-* flags: in Llama's set it takes rope's
+# place, and alone it changes a --preset's Llama; it changes the model, its checkpoint keeps its numbers, a resume
+# without them is refused naming them and --use-checkpoint-args takes them; a GPT, --yarn-* without it, and YaRN
+# beside another RoPE scaling are refused.
+changes_llama yarn 'position_embedding_type is "yarn" in the checkpoint and "rope" here; yarn is \{"rotary_scaling_factor":4\.0,"original_max_position_embeddings":64,"beta_fast":32\.0,"beta_slow":1\.0,"mscale":1\.0,"mscale_all_dim":0\.0,"correction_range_round_to_int":false\} in the checkpoint and null here$' \
+  --position-embedding-type yarn --yarn-rotary-scaling-factor 4 --yarn-original-max-position-embeddings 64 \
+  --yarn-correction-range-round-to-int false
+"$kTrain" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --use-checkpoint-args --load "$kWork/yarn" \
+  >"$kWork/out" 2>"$kWork/err" || fail "--use-checkpoint-args of a checkpoint with YaRN: $(cat "$kWork/err")"
+grep -q "model llama with YaRN (4x) (2 layers" "$kWork/err" ||
+  fail "--use-checkpoint-args should take YaRN: $(grep model "$kWork/err")"
+rm -rf "$kWork/yarn" "$kWork/yarn.jsonl"
+"$kTrain" --preset llama-tiny --position-embedding-type yarn --yarn-rotary-scaling-factor 32 --dry-run \
+  >"$kWork/out" 2>&1
+grep -q "^model llama with YaRN (32x) (2 layers" "$kWork/out" ||
+  fail "--preset llama-tiny --position-embedding-type yarn: $(head -1 "$kWork/out")"
+expect_exit 2 "error: --yarn-beta-fast is YaRN's, for --position-embedding-type yarn$" "$kTrain" --mock-data \
+  "${llama[@]}" --yarn-beta-fast 16
+expect_exit 2 "error: YaRN \(--position-embedding-type yarn\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
+  "$kTrain" --mock-data --preset gpt-tiny --position-embedding-type yarn
+expect_exit 2 "error: YaRN \(--position-embedding-type yarn\) is not taken with linear RoPE scaling \(--rotary-seq-len-interpolation-factor\): " \
+  "$kTrain" --mock-data --preset llama-tiny --position-embedding-type yarn --rotary-seq-len-interpolation-factor 2
+expect_exit 2 "error: YaRN's beta_fast \(--yarn-beta-fast\) 32 must be larger than its beta_slow \(--yarn-beta-slow\) 40$" \
+  "$kTrain" --mock-data --preset llama-tiny --position-embedding-type yarn --yarn-beta-slow 40
 rm -rf "$kWork/scaled" "$kWork/linear" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" "$kWork/linear.jsonl"
 expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
   "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling

@@ -7,7 +7,8 @@
 namespace srunway::trainer::cpu {
 namespace {
 
-// direction +1 rotates (forward), -1 rotates back (backward: the transpose of a rotation is its inverse).
+// direction +1 rotates (forward), -1 rotates back (backward: the transpose of a rotation is its inverse); either
+// scales by the attention factor (YaRN's), as Megatron multiplies its cos and sin by it.
 void Rotate(float* qkv, int B, int T, int H, int KV, int hd, const RopeFrequencies& rope, float direction,
             const Documents& docs) {
   const int row = (H + 2 * KV) * hd;
@@ -22,8 +23,8 @@ void Rotate(float* qkv, int B, int T, int H, int KV, int hd, const RopeFrequenci
       const int position = docs.positions != nullptr ? docs.positions[bt] : t;
       for (int i = 0; i < half; ++i) {
         const float angle = static_cast<float>(position) * inv_freq[i];
-        const float cos = std::cos(angle);
-        const float sin = direction * std::sin(angle);
+        const float cos = rope.attention_factor * std::cos(angle);
+        const float sin = direction * rope.attention_factor * std::sin(angle);
         for (int head = 0; head < H + KV; ++head) {  // q heads then k heads; v is not rotated
           float* x = r + head * hd + RopePairFirst(rope, i);
           const float x1 = x[0], x2 = x[gap];

@@ -5,7 +5,7 @@
 namespace srunway::trainer::cuda {
 namespace {
 
-// direction +1 rotates (forward), -1 rotates back (backward).
+// direction +1 rotates (forward), -1 rotates back (backward); either scales by the attention factor (YaRN's).
 __global__ void RopeKernel(bf16* qkv, const int32_t* positions, int T, int H, int KV, int hd, RopeFrequencies rope,
                            float direction, int64_t n) {
   const int rotary = RotaryDim(rope, hd), half = rotary / 2, gap = RopePairGap(rope, half);
@@ -16,7 +16,7 @@ __global__ void RopeKernel(bf16* qkv, const int32_t* positions, int T, int H, in
     const int64_t row = j / half / heads;  // b * T + t
     const int position = positions != nullptr ? positions[row] : static_cast<int>(row % T);
     const float angle = static_cast<float>(position) * RopeInverseFrequency(rope, i, rotary);
-    const float cos = cosf(angle), sin = direction * sinf(angle);
+    const float cos = rope.attention_factor * cosf(angle), sin = direction * rope.attention_factor * sinf(angle);
     const int64_t at = row * (H + 2 * KV) * hd + int64_t{head} * hd + RopePairFirst(rope, i);
     const float x1 = Load(qkv, at), x2 = Load(qkv, at + gap);
     Store(qkv, at, x1 * cos - x2 * sin);
