@@ -77,12 +77,15 @@ struct ArchFlags {
   std::optional<srunway::trainer::Arch> arch;
   std::optional<srunway::trainer::Norm> norm;
   bool no_positions = false;  // --position-embedding-type none
+  bool linear_bias = false;   // a Llama without --disable-bias-linear: every linear layer's bias, Megatron's default
 };
 
-// Llama's four flags together ask for a Llama, GPT's explicit learned positions for a GPT, and a part of Llama's set
-// is refused, naming what is missing. --normalization chooses the norms apart from the rest, as in Megatron, whose
-// default is LayerNorm: Llama's four without it (as Megatron's own Llama 3 scripts give them) build the Llama with
-// LayerNorms that Megatron builds, unless a --preset gives the model (its own norms, as for its other sizes).
+// Llama's three flags together ask for a Llama, GPT's explicit learned positions for a GPT, and a part of Llama's set
+// is refused, naming what is missing. Llama's --disable-bias-linear takes its layers' biases away; without it they
+// have every one, Megatron's add_bias_linear default (a GPT has them anyway), and alone it asks for a Llama too.
+// --normalization chooses the norms apart from the rest, as in Megatron, whose default is LayerNorm: Llama's flags
+// without it (as Megatron's own Llama 3 scripts give them) build the Llama with LayerNorms that Megatron builds,
+// unless a --preset gives the model (its own norms, as for its other sizes).
 // --position-embedding-type none leaves either architecture without positions: it takes RoPE's place in Llama's set
 // and asks for no architecture alone.
 srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_given) {
@@ -111,13 +114,13 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
   const std::vector<std::pair<bool, std::string_view>> llama = {
       {m.swiglu || m.quick_geglu, m.quick_geglu ? "--quick-geglu" : "--swiglu"},
       {m.position_embedding == "rope" || m.position_embedding == "yarn", kRope},
-      {m.untie, "--untie-embeddings-and-output-weights"},
-      {m.disable_bias, "--disable-bias-linear"}};
+      {m.untie, "--untie-embeddings-and-output-weights"}};
   std::vector<std::string> given, missing;
   for (const auto& [on, flag] : llama) {
     if (flag == kRope && flags.no_positions) continue;
     (on ? given : missing).emplace_back(flag);
   }
+  if (m.disable_bias) given.emplace_back("--disable-bias-linear");
   // --quick-geglu alone changes the activation of whatever model the rest gives, and --position-embedding-type yarn
   // alone its RoPE (Validate refuses either for a GPT).
   const bool alone = given.size() == 1 && (m.quick_geglu || m.position_embedding == "yarn");
@@ -128,11 +131,13 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
   if (!missing.empty()) {
     return srunway::common::InvalidArgument(
         "srunway-train builds GPT (GELU, learned positions, tied output layer, biases) or Llama (SwiGLU, RoPE, "
-        "untied output layer, no biases), either with --normalization LayerNorm or RMSNorm, either without positions "
-        "(--position-embedding-type none): {} ask{} for Llama's, which also needs {}", fmt::join(given, ", "),
+        "untied output layer; biases unless --disable-bias-linear), either with --normalization LayerNorm or "
+        "RMSNorm, either without positions (--position-embedding-type none): {} ask{} for Llama's, which also needs "
+        "{}", fmt::join(given, ", "),
         given.size() == 1 ? "s" : "", fmt::join(missing, ", "));
   }
   flags.arch = Arch::kLlama;
+  flags.linear_bias = !m.disable_bias;
   if (!flags.norm && !preset_given) flags.norm = Norm::kLayerNorm;
   return flags;
 }
@@ -216,7 +221,9 @@ int main(int argc, char** argv) {
                "Megatron's: taken with RoPE, whose model has no learned positions (Megatron refuses it otherwise)");
   app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie,
                "Megatron's: an output layer of its own (Llama's)");
-  app.add_flag("--disable-bias-linear", megatron_arch.disable_bias, "Megatron's: no biases (Llama's)");
+  app.add_flag("--disable-bias-linear", megatron_arch.disable_bias,
+               "Megatron's: no biases (Llama's; with Llama's other flags and without it, a Llama has a bias on every "
+               "linear layer, as Megatron's)");
   bool add_qkv_bias = false, squared_relu = false, qk_layernorm = false, layernorm_1p = false,
        rotary_interleaved = false;
   app.add_flag("--squared-relu", squared_relu,
@@ -1315,7 +1322,9 @@ int main(int argc, char** argv) {
   if (init_std > 0) o.model.init_std = init_std;
   if (norm_eps > 0) o.model.norm_eps = norm_eps;
   if (rotary_base > 0) o.model.rope_theta = rotary_base;
-  o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama;
+  o.model.linear_bias = flags->linear_bias;
+  // q's, k's and v's biases are among every linear layer's.
+  o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama && !o.model.linear_bias;
   o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
   o.model.quick_geglu = megatron_arch.quick_geglu;  // and these three for a GPT
   o.model.glu_linear_offset = glu_linear_offset;

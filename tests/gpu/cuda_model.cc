@@ -1,6 +1,7 @@
 // GPU suite: one training step of the whole model on the GPU (trainer/ops/cuda through the ops table) against
 // the same step on the CPU (ops/cpu, fp32), from the same parameters (rounded to bf16, so both start equal) and
-// batch: gpt-tiny (also with --squared-relu) and llama-tiny (also with --add-qkv-bias's biases), both also with
+// batch: gpt-tiny (also with --squared-relu) and llama-tiny (also with --add-qkv-bias's biases, or every linear
+// layer's), both also with
 // --qk-layernorm's norms (these parameters drawn at random: tests/variant_params.h), without and with
 // dropout 0.1 (with it, the GPU's classifier makes its gradients
 // with the losses, as training does), and with several documents in each sequence (--reset-position-ids and
@@ -8,7 +9,8 @@
 // differ by bf16 rounding along the network: the loss within 1e-2 relative, and each gradient tensor within 5e-2
 // of its largest element on the CPU (every tensor's worst is printed); then the global norm and one clipped AdamW
 // update through the same ops table (see Step). Arguments name the cases to run (gpt-tiny, llama-tiny, each also
-// with -dropout and -documents; llama-tiny-qkv-bias, whose q, k and v have biases; gpt-tiny-squared-relu, whose FFN
+// with -dropout and -documents; llama-tiny-qkv-bias, whose q, k and v have biases; llama-tiny-biases-dropout, whose
+// every linear layer has (Megatron's add_bias_linear), with dropout; gpt-tiny-squared-relu, whose FFN
 // is relu(x)^2; llama-tiny-qk-norm-kv32 and gpt-tiny-qk-norm-kv32, whose heads' q and k have norms
 // (--qk-layernorm) and are 32 wide (--kv-channels) instead of 16; llama-tiny-qk-norm-layernorm and gpt-tiny-rmsnorm,
 // each with the other's norms (--normalization), a Llama's LayerNorms with biases; llama-tiny-rotary0.5-documents,
@@ -53,7 +55,7 @@ struct Case {
   const char* preset;
   float dropout;
   bool documents;
-  bool qkv_bias = false;
+  int biases = 0;  // 1: q's, k's and v's (--add-qkv-bias); 2: every linear layer's (no --disable-bias-linear)
   bool squared_relu = false;
   bool qk_norm = false;
   int head_dim = 0;  // --kv-channels
@@ -70,7 +72,8 @@ void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
   const bool documents = c.documents;
   auto config = srunway::trainer::Preset(preset);
   Check(config.status(), "Preset");
-  config->qkv_bias = c.qkv_bias;
+  config->qkv_bias = c.biases == 1;
+  config->linear_bias = c.biases == 2;
   config->squared_relu = c.squared_relu;
   config->qk_norm = c.qk_norm;
   if (c.head_dim > 0) srunway::trainer::SetHeadDim(*config, c.head_dim);
@@ -203,7 +206,8 @@ int main(int argc, char** argv) {
                              {"llama-tiny", "llama-tiny", 0.0f, false},
                              {"llama-tiny-dropout", "llama-tiny", 0.1f, false},
                              {"llama-tiny-documents", "llama-tiny", 0.0f, true},
-                             {"llama-tiny-qkv-bias", "llama-tiny", 0.0f, false, true},
+                             {"llama-tiny-qkv-bias", "llama-tiny", 0.0f, false, 1},
+                             {"llama-tiny-biases-dropout", "llama-tiny", 0.1f, false, 2},
                              {"gpt-tiny-squared-relu", "gpt-tiny", 0.0f, false, false, true},
                              {"llama-tiny-qk-norm-kv32", "llama-tiny", 0.0f, false, false, false, true, 32},
                              {"gpt-tiny-qk-norm-kv32", "gpt-tiny", 0.0f, false, false, false, true, 32},
@@ -228,8 +232,9 @@ int main(int argc, char** argv) {
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
       std::fprintf(stderr, "cuda_model: no case %s (gpt-tiny, llama-tiny, each also with -dropout and -documents; "
-                           "llama-tiny-qkv-bias, gpt-tiny-squared-relu, llama-tiny-qk-norm-kv32, "
-                           "gpt-tiny-qk-norm-kv32, llama-tiny-qk-norm-layernorm, gpt-tiny-rmsnorm, "
+                           "llama-tiny-qkv-bias, llama-tiny-biases-dropout, gpt-tiny-squared-relu, "
+                           "llama-tiny-qk-norm-kv32, gpt-tiny-qk-norm-kv32, llama-tiny-qk-norm-layernorm, "
+                           "gpt-tiny-rmsnorm, "
                            "llama-tiny-rotary0.5-documents, llama-tiny-interleaved, gpt-tiny-sinks-dropout, "
                            "llama-tiny-off-by-one-documents, llama-tiny-quick-geglu)\n",
                    name.c_str());

@@ -284,6 +284,12 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
                                       "them (--softmax-type learnable, layers.N.softmax_offset)", files.name(),
                                       NamingName(naming));
   }
+  if (naming == Naming::kHfLlama && config.linear_bias) {
+    return common::FailedPrecondition("{} holds a Hugging Face Llama model, whose biases srunway-train does not read "
+                                      "but q's, k's and v's (Qwen2's), and this run's model has a bias on every linear "
+                                      "layer (Megatron's add_bias_linear: --disable-bias-linear for none)",
+                                      files.name());
+  }
   // Hugging Face's GPT-2 and Llama have their architecture's own norms.
   if (naming != Naming::kSrunway && config.other_norm) {
     return common::FailedPrecondition("{} holds a {} model, whose norms are {}, and this run's model is a {} "
@@ -636,6 +642,11 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
     return common::FailedPrecondition("transformers' Llama turns RoPE in every layer, and this model skips it in "
                                       "some (--no-rope-freq): it has no Hugging Face class; --export writes its "
                                       "weights");
+  }
+  if (c.linear_bias) {
+    return common::FailedPrecondition("the Hugging Face Llama configs written here bias q, k and v at most (Qwen2's), "
+                                      "and this model every linear layer (Megatron's add_bias_linear, without "
+                                      "--disable-bias-linear); --export writes its weights");
   }
   if (c.yarn) {
     return common::FailedPrecondition("the Hugging Face Llama configs written here scale RoPE as Llama 3.1 does or "

@@ -110,6 +110,7 @@ std::string ModelKind(const ModelConfig& c) {
   if (c.no_positions) parts.push_back("without positions");
   if (!c.no_rope.empty()) parts.push_back("without RoPE" + in_some(c.no_rope));
   if (c.window >= 0) parts.push_back(fmt::format("with a window of {} keys back", c.window) + in_some(c.window_layers));
+  if (c.linear_bias) parts.push_back("with biases");
   if (c.yarn) parts.push_back(fmt::format("with YaRN ({}x)", c.yarn->factor));
   if (c.quick_geglu) parts.push_back("with quick GEGLU");
   if (c.softmax == Softmax::kOffByOne) parts.push_back("with an off-by-one softmax");
@@ -545,6 +546,13 @@ common::Status Validate(const ModelConfig& c) {
   if (c.qkv_bias && c.arch != Arch::kLlama) {
     return common::InvalidArgument("qkv_bias (--add-qkv-bias) is for a Llama model: GPT's layers have every bias");
   }
+  if (c.linear_bias && c.arch != Arch::kLlama) {
+    return common::InvalidArgument("add_bias_linear is for a Llama model: GPT's layers have every bias");
+  }
+  if (c.linear_bias && c.qkv_bias) {
+    return common::InvalidArgument("qkv_bias (--add-qkv-bias) beside add_bias_linear, whose biases include q's, k's "
+                                   "and v's: give add_bias_linear alone");
+  }
   if (c.rope_linear_factor != 1.0f) {
     if (!c.rope_turns()) return NoRope(c, "linear RoPE scaling (--rotary-seq-len-interpolation-factor)");
     if (!(c.rope_linear_factor > 0 && std::isfinite(c.rope_linear_factor))) {
@@ -672,6 +680,8 @@ common::Json ToJson(const ModelConfig& c) {
   json["window_attn_skip_freq"] = c.window_layers;
   json["softmax_type"] = SoftmaxName(c.softmax);
   json["qkv_bias"] = c.qkv_bias;
+  // Megatron's add_bias_linear: every linear layer's bias, GPT's always.
+  json["add_bias_linear"] = c.has_linear_bias();
   json["squared_relu"] = c.squared_relu;
   json["quick_geglu"] = c.quick_geglu;
   json["glu_linear_offset"] = c.glu_linear_offset;
@@ -787,6 +797,16 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
       SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));
     }
   }
+  // Checkpoints written before a Llama's biases (2026-12-07) have no add_bias_linear: GPT's every bias, a Llama's
+  // none.
+  if (json.contains("add_bias_linear")) {
+    SRUNWAY_ASSIGN_OR_RETURN(const bool biases, common::JsonField<bool>(json, "add_bias_linear", where));
+    if (c.arch == Arch::kGpt && !biases) {
+      return common::InvalidArgument("{}: add_bias_linear is false for a gpt model, whose layers have every bias",
+                                     where);
+    }
+    c.linear_bias = c.arch == Arch::kLlama && biases;
+  }
   if (json.contains("normalization")) {
     SRUNWAY_ASSIGN_OR_RETURN(const std::string name, common::JsonField<std::string>(json, "normalization", where));
     const std::optional<Norm> norm = NormFromName(name);
@@ -842,8 +862,9 @@ int64_t ParameterCount(const ModelConfig& c) {
     per_layer = d + (d * (q + 2 * kv) + q + 2 * kv) + (q * d + d) + d + (d * f + f) + (f * d + d);
     total += (c.learned_positions() ? int64_t{c.seq_len} * d : 0) + d;
   } else {
-    // attn norm, qkv (+ its bias), proj, mlp norm, gate+up, down
-    per_layer = d + d * (q + 2 * kv) + (c.qkv_bias ? q + 2 * kv : 0) + q * d + d + 2 * f * d + f * d;
+    // attn norm, qkv (+ its bias), proj, mlp norm, gate+up, down (+ their biases)
+    per_layer = d + d * (q + 2 * kv) + (c.has_qkv_bias() ? q + 2 * kv : 0) + q * d + d + 2 * f * d + f * d +
+                (c.has_linear_bias() ? d + 2 * f + d : 0);
     total += d + int64_t{c.vocab} * d;
   }
   // q's and k's norms: a weight each.

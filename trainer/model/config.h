@@ -100,6 +100,10 @@ struct ModelConfig {
   Softmax softmax = Softmax::kVanilla;
   // Biases on q, k and v alone (Llama only: GPT has every bias): Megatron's --add-qkv-bias, Qwen2's attention.
   bool qkv_bias = false;
+  // Biases on every linear layer, q, k and v, the attention's output projection and both FFN layers (Llama only: GPT
+  // has them all): Megatron's add_bias_linear, its default, which a Llama's --disable-bias-linear turns off; gpt-oss's
+  // attention has them. qkv_bias is then false, as this holds that one too.
+  bool linear_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
   bool squared_relu = false;
   // Llama only: the gated FFN's activation (ops/glu.h): quick GELU, x sigmoid(1.702 x), in place of SiLU (Megatron's
@@ -143,6 +147,11 @@ struct ModelConfig {
   Glu glu() const { return {quick_geglu ? kQuickGeluAlpha : 1.0f, glu_linear_offset, glu_clamp}; }
   // A gated FFN other than Llama's SwiGLU.
   bool other_glu() const { return quick_geglu || glu_linear_offset != 0.0f || glu_clamp != 0.0f; }
+  // Biases on q, k and v: GPT's, and a Llama's with either of the above.
+  bool has_qkv_bias() const { return arch == Arch::kGpt || qkv_bias || linear_bias; }
+  // Biases on the other linear layers (the attention's output projection, the FFN's two): GPT's, and a Llama's with
+  // linear_bias.
+  bool has_linear_bias() const { return arch == Arch::kGpt || linear_bias; }
   // GPT ties the output layer to the token embedding; Llama has its own.
   bool tied_embeddings() const { return arch == Arch::kGpt; }
   Norm norm() const { return other_norm.value_or(ArchNorm(arch)); }

@@ -305,7 +305,7 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
     ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, F);
     ops_->SquaredReluForward(a.act.data(), a.fc.data(), int64_t{N} * F);
   } else {
-    ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, nullptr, N, C, 2 * F);
+    ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, 2 * F);
     ops_->SwigluForward(a.act.data(), a.fc.data(), N, F, c.glu());
   }
   const DropoutSite ffn_dropout = Site(3 + 3 * l);

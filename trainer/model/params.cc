@@ -21,7 +21,7 @@ enum class Slot {
 struct SlotInfo {
   Slot slot;
   const char* name;
-  bool bias;  // Llama's layers have none but qkv's with ModelConfig::qkv_bias; a LayerNorm has its own
+  bool bias;  // GPT's layers have every one; a Llama's as ModelConfig says; a LayerNorm has its own
   bool qk_norm = false;  // only with ModelConfig::qk_norm
 };
 
@@ -62,7 +62,7 @@ bool HasSlot(const ModelConfig& c, const SlotInfo& info) {
   const bool norm = info.slot == Slot::kNorm1B || info.slot == Slot::kNorm2B || info.slot == Slot::kQNormB ||
                     info.slot == Slot::kKNormB;
   if (norm) return c.layernorm();  // LayerNorm's bias, whatever the architecture's other biases
-  return c.arch == Arch::kGpt || (info.slot == Slot::kQkvB && c.qkv_bias);
+  return info.slot == Slot::kQkvB ? c.has_qkv_bias() : c.has_linear_bias();
 }
 
 bool IsOutputProjection(std::string_view name) {

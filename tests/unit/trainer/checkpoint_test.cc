@@ -987,6 +987,40 @@ TEST(QkvBiasTest, OneBiasPerLayerKeptInTheCheckpointsConfig) {
   EXPECT_THAT(Validate(gpt).message(), ::testing::HasSubstr("qkv_bias (--add-qkv-bias) is for a Llama model"));
 }
 
+// Megatron's add_bias_linear for a Llama (its flags without --disable-bias-linear): a bias on each linear layer,
+// q, k and v's, the attention's output projection's, and the FFN's two (gate and up's in one), without weight decay.
+TEST(LinearBiasTest, EveryLinearLayersBiasKeptInTheCheckpointsConfig) {
+  const ModelConfig plain = *Preset("llama-tiny");
+  ModelConfig c = plain;
+  c.linear_bias = true;
+  const ParamLayout layout(c);
+  std::vector<std::string> biases;
+  for (const TensorSpec& spec : layout.tensors()) {
+    if (spec.name.starts_with("layers.1.") && spec.name.ends_with(".bias")) biases.push_back(spec.name);
+    EXPECT_TRUE(!spec.name.ends_with(".bias") || !spec.decay) << spec.name;
+  }
+  EXPECT_THAT(biases, ::testing::ElementsAre("layers.1.qkv.bias", "layers.1.proj.bias", "layers.1.fc.bias",
+                                             "layers.1.out.bias"));
+  EXPECT_EQ(layout.Find("layers.1.fc.bias")->shape, std::vector<int64_t>{2 * c.d_ff});
+  EXPECT_EQ(layout.numel(), ParamLayout(plain).numel() + c.n_layer * (c.qkv_dim() + 2 * c.d_model + 2 * c.d_ff));
+  EXPECT_EQ(ParameterCount(c), layout.numel());
+  EXPECT_EQ(ModelKind(c), "llama with biases");
+  ExpectKeptInHeader(c, plain, "add_bias_linear");
+  // A GPT has every bias, which its header says.
+  const ModelConfig gpt = *Preset("gpt-tiny");
+  EXPECT_EQ(ToJson(gpt)["add_bias_linear"], true);
+  common::Json unbiased = ToJson(gpt);
+  unbiased["add_bias_linear"] = false;
+  EXPECT_EQ(FromJson(unbiased, "header").status().message(),
+            "header: add_bias_linear is false for a gpt model, whose layers have every bias");
+  ModelConfig gpt_flag = gpt;
+  gpt_flag.linear_bias = true;
+  EXPECT_EQ(Validate(gpt_flag).message(), "add_bias_linear is for a Llama model: GPT's layers have every bias");
+  ModelConfig both = c;
+  both.qkv_bias = true;
+  EXPECT_THAT(Validate(both).message(), ::testing::HasSubstr("qkv_bias (--add-qkv-bias) beside add_bias_linear"));
+}
+
 // Megatron's --squared-relu: a GPT's FFN activation, no parameter of its own, kept in the checkpoint's config.
 TEST(SquaredReluTest, KeptInTheCheckpointsConfigForAGptOnly) {
   ModelConfig c = *Preset("gpt-tiny");

@@ -743,6 +743,19 @@ def main():
     expect_error("q and k of each other's sizes", [*llama, "--load", os.path.join(WORK, "swapped.safetensors"),
                  "--finetune"], 1, r"q_proj\.weight \+ .*k_proj\.weight \+ .*v_proj\.weight \[32, 64\] \+ \[64, 64\] "
                  r"\+ \[32, 64\] are not the model's layers\.0\.qkv\.weight \[128, 64\]")
+    # A Llama with a bias on every linear layer (Llama's flags without --disable-bias-linear): a Hugging Face Llama's
+    # file gives it none, and its config.json would need biases this writer does not write.
+    biased = ["--normalization", "RMSNorm", "--swiglu", "--position-embedding-type", "rope",
+              "--untie-embeddings-and-output-weights"]
+    expect_error("a Llama file for a Llama with every bias",
+                 [*biased, "--load", os.path.join(WORK, "swapped.safetensors"), "--finetune"], 1,
+                 r"swapped\.safetensors holds a Hugging Face Llama model, whose biases srunway-train does not read "
+                 r"but q's, k's and v's \(Qwen2's\), and this run's model has a bias on every linear layer "
+                 r"\(Megatron's add_bias_linear: --disable-bias-linear for none\)$")
+    expect_error("--export-hf of a Llama with every bias", [*biased, "--export-hf", os.path.join(WORK, "hf-biased")], 1,
+                 r"--export-hf: the Hugging Face Llama configs written here bias q, k and v at most \(Qwen2's\), and "
+                 r"this model every linear layer \(Megatron's add_bias_linear, without --disable-bias-linear\); "
+                 r"--export writes its weights$")
     untied = dict(lm)
     untied["lm_head.weight"] = lm["transformer.wte.weight"] + 0.01
     save(os.path.join(WORK, "untied.safetensors"), untied)

@@ -256,6 +256,7 @@ std::vector<std::vector<float>> DropoutMasks(const ModelConfig& c, const Dropout
 // What a step's model has beside its preset; the step's files are named after it.
 struct Variant {
   bool qkv_bias = false;      // a Llama's biases on q, k and v (--add-qkv-bias)
+  bool linear_bias = false;   // a Llama's biases on every linear layer (no --disable-bias-linear)
   bool squared_relu = false;  // a GPT's FFN as relu(x)^2 (--squared-relu)
   bool qk_norm = false;       // norms on each head's q and k (--qk-layernorm)
   int head_dim = 0;           // heads of this width, not d_model / n_head (--kv-channels)
@@ -277,6 +278,7 @@ struct Variant {
 void DumpStep(const fs::path& dir, const std::string& preset, float dropout, const Variant& variant = {}) {
   ModelConfig config = *Preset(preset);
   config.qkv_bias = variant.qkv_bias;
+  config.linear_bias = variant.linear_bias;
   config.squared_relu = variant.squared_relu;
   config.qk_norm = variant.qk_norm;
   if (variant.head_dim > 0) SetHeadDim(config, variant.head_dim);
@@ -299,6 +301,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   model.set_dropout(dropout, dropout);
   const DropoutContext context{99, 3, 5};
   const std::string name_of_run = preset + (variant.qkv_bias ? "-qkv-bias" : "") +
+                                  (variant.linear_bias ? "-biases" : "") +
                                   (variant.squared_relu ? "-squared-relu" : "") + (variant.qk_norm ? "-qk-norm" : "") +
                                   (variant.head_dim > 0 ? fmt::format("-kv{}", variant.head_dim) : "") +
                                   (variant.other_norm ? (config.layernorm() ? "-layernorm" : "-rmsnorm") : "") +
@@ -390,5 +393,6 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.1f, {.softmax = srunway::trainer::Softmax::kLearnable});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.quick_geglu = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.yarn = true});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.1f, {.linear_bias = true});
   return 0;
 }

@@ -404,15 +404,18 @@ def main():
     # 64: YaRN's ramp over the head's pairs 0 to 3, q and k times 1.139.
     check_step(work, "llama-tiny-yarn", True, 2, 4, 2,
                scaling=dict(YARN, rotary_scaling_factor=4.0, original_max_position_embeddings=64))
+    # Llama's flags without --disable-bias-linear (Megatron's add_bias_linear): a bias on every linear layer, drawn at
+    # random, with dropout.
+    check_step(work, "llama-tiny-biases-dropout", True, 2, 4, 2)
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the twenty-three training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+    print("every op and the twenty-four training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
           "other's norms; Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer "
           "only; both without positions; both with a sliding window, the Llama's in its first layer only; GPT with an "
-          "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU, Llama with YaRN) match "
-          "PyTorch")
+          "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU, Llama with YaRN, Llama "
+          "with every bias and dropout) match PyTorch")
 
 
 if __name__ == "__main__":

@@ -1098,7 +1098,7 @@ grep -q "^model llama (2 layers, hidden 256, heads 8, FFN 640, vocab 512, seq 12
   fail "Megatron's Llama flags: $(head -1 "$kWork/out")"
 "$kTrain" --normalization LayerNorm --position-embedding-type learned_absolute --dry-run >"$kWork/out" 2>&1
 grep -q "^model gpt (2 layers, hidden 64" "$kWork/out" || fail "Megatron's GPT flags: $(head -1 "$kWork/out")"
-expect_exit 2 "error: srunway-train builds GPT \\(GELU, learned positions, tied output layer, biases\\) or Llama \\(SwiGLU, RoPE, untied output layer, no biases\\), either with --normalization LayerNorm or RMSNorm, either without positions \\(--position-embedding-type none\\): --swiglu asks for Llama's, which also needs --position-embedding-type rope, --untie-embeddings-and-output-weights, --disable-bias-linear$" \
+expect_exit 2 "error: srunway-train builds GPT \\(GELU, learned positions, tied output layer, biases\\) or Llama \\(SwiGLU, RoPE, untied output layer; biases unless --disable-bias-linear\\), either with --normalization LayerNorm or RMSNorm, either without positions \\(--position-embedding-type none\\): --swiglu asks for Llama's, which also needs --position-embedding-type rope, --untie-embeddings-and-output-weights$" \
   "$kTrain" --mock-data --swiglu --normalization RMSNorm
 # Without --normalization, Llama's four build the Llama Megatron builds from them (its default LayerNorm, as its own
 # Llama 3 scripts leave it); a --preset keeps its own norms, --normalization chooses them over any.
@@ -1362,6 +1362,30 @@ for bias in "" --add-qkv-bias; do
 done
 diff <(losses "$kWork/gpt.jsonl") <(losses "$kWork/gpt--add-qkv-bias.jsonl") >/dev/null ||
   fail "--add-qkv-bias changed a GPT, which has those biases anyway"
+# Llama's flags without --disable-bias-linear build Megatron's Llama with add_bias_linear, a bias on every linear
+# layer: its losses differ from the unbiased run's, its checkpoint keeps it, a resume with --disable-bias-linear is
+# refused naming it, --use-checkpoint-args takes it, and --add-qkv-bias beside it changes nothing.
+biased_llama=()
+for arg in "${llama[@]}"; do [[ $arg == --disable-bias-linear ]] || biased_llama+=("$arg"); done
+for bias in "" --add-qkv-bias; do
+  "$kTrain" "${biased_llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 $bias \
+    --metrics-file "$kWork/every-bias$bias.jsonl" --save "$kWork/every-bias$bias" >"$kWork/out" 2>"$kWork/err" ||
+    fail "Llama's flags without --disable-bias-linear $bias: $(cat "$kWork/err")"
+done
+grep -q "model llama with biases (2 layers" "$kWork/err" || fail "a Llama with biases: $(grep model "$kWork/err")"
+losses_differ "$kWork/every-bias.jsonl" "$kWork/unbiased.jsonl" ||
+  fail "Llama's flags without --disable-bias-linear trained a Llama without biases: $(losses "$kWork/every-bias.jsonl")"
+diff <(losses "$kWork/every-bias.jsonl") <(losses "$kWork/every-bias--add-qkv-bias.jsonl") >/dev/null ||
+  fail "--add-qkv-bias changed a Llama with every bias"
+expect_exit 1 "add_bias_linear is true in the checkpoint and false here" \
+  "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 4 --load "$kWork/every-bias"
+"$kTrain" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 4 --use-checkpoint-args \
+  --load "$kWork/every-bias" >"$kWork/out" 2>"$kWork/err" ||
+  fail "--use-checkpoint-args of a Llama with every bias: $(cat "$kWork/err")"
+grep -q "model llama with biases (2 layers" "$kWork/err" ||
+  fail "--use-checkpoint-args should take the biases: $(grep model "$kWork/err")"
+rm -rf "$kWork/every-bias" "$kWork/every-bias--add-qkv-bias" "$kWork/every-bias.jsonl" \
+  "$kWork/every-bias--add-qkv-bias.jsonl"
 # Megatron's --squared-relu: a GPT's FFN is relu(x)^2 (its losses differ from GELU's), kept in the checkpoint (a
 # resume without it is refused naming it); a Llama's FFN is SwiGLU, refused; --no-bias-gelu-fusion, refused with
 # GELU, is taken with it.
