@@ -222,7 +222,7 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
       map(ours + "qkv.weight", {{attn + "q_proj.weight", false, config.n_head * hd},
                                 {attn + "k_proj.weight", false, config.n_kv_head * hd},
                                 {attn + "v_proj.weight", false, config.n_kv_head * hd}});
-      if (config.qkv_bias) {  // Qwen2's
+      if (config.has_qkv_bias()) {  // Qwen2's, and a Llama's with attention_bias
         map(ours + "qkv.bias", {{attn + "q_proj.bias", false, config.n_head * hd},
                                 {attn + "k_proj.bias", false, config.n_kv_head * hd},
                                 {attn + "v_proj.bias", false, config.n_kv_head * hd}});
@@ -236,6 +236,12 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
       map(ours + "fc.weight",
           {{mlp + "gate_proj.weight", false, config.d_ff}, {mlp + "up_proj.weight", false, config.d_ff}});
       map(ours + "out.weight", {{mlp + "down_proj.weight"}});
+      if (config.linear_bias) {  // attention_bias and mlp_bias
+        map(ours + "proj.bias", {{attn + "o_proj.bias"}});
+        map(ours + "fc.bias",
+            {{mlp + "gate_proj.bias", false, config.d_ff}, {mlp + "up_proj.bias", false, config.d_ff}});
+        map(ours + "out.bias", {{mlp + "down_proj.bias"}});
+      }
     }
   }
   if (naming == Naming::kHfGpt2) {
@@ -283,12 +289,6 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
     return common::FailedPrecondition("{} holds a {} model, which has no attention sinks, and this run's model learns "
                                       "them (--softmax-type learnable, layers.N.softmax_offset)", files.name(),
                                       NamingName(naming));
-  }
-  if (naming == Naming::kHfLlama && config.linear_bias) {
-    return common::FailedPrecondition("{} holds a Hugging Face Llama model, whose biases srunway-train does not read "
-                                      "but q's, k's and v's (Qwen2's), and this run's model has a bias on every linear "
-                                      "layer (Megatron's add_bias_linear: --disable-bias-linear for none)",
-                                      files.name());
   }
   // Hugging Face's GPT-2 and Llama have their architecture's own norms.
   if (naming != Naming::kSrunway && config.other_norm) {
@@ -549,8 +549,25 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     // A share of each head that RoPE turns (Phi's and GLM's key): refused, where it was once read as a model that
     // turns whole heads.
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("partial_rotary_factor", 1.0));
-    SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));  // Llama's: o_proj's bias too
-    SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
+    if (type == "llama") {
+      // Biases on q, k, v and o_proj (attention_bias) and on the MLP's three (mlp_bias): both, Megatron's
+      // add_bias_linear, or neither.
+      bool attention_bias = false, mlp_bias = false;
+      for (auto [key, field] : {std::pair{"attention_bias", &attention_bias}, std::pair{"mlp_bias", &mlp_bias}}) {
+        if (json.contains(key) && !json[key].is_null()) {
+          SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));
+        }
+      }
+      if (attention_bias != mlp_bias) {
+        return common::FailedPrecondition("{}: attention_bias is {} and mlp_bias {}: srunway-train's llama has a bias "
+                                          "on every linear layer (Megatron's add_bias_linear) or on none", where,
+                                          attention_bias, mlp_bias);
+      }
+      c.linear_bias = attention_bias;
+    } else {
+      SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));  // Qwen3's: o_proj's bias too
+      SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
+    }
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));  // Qwen2's and Qwen3's
     // The heads' width where it is not hidden_size / num_attention_heads (Qwen3's smaller models, Gemma's).
     if (json.contains("head_dim") && !json["head_dim"].is_null()) {
@@ -604,8 +621,8 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   } else if (c.qkv_bias) {
     config["use_sliding_window"] = false;
   } else {
-    config["attention_bias"] = false;
-    config["mlp_bias"] = false;
+    config["attention_bias"] = c.linear_bias;
+    config["mlp_bias"] = c.linear_bias;
   }
   return config;
 }
@@ -643,11 +660,6 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "some (--no-rope-freq): it has no Hugging Face class; --export writes its "
                                       "weights");
   }
-  if (c.linear_bias) {
-    return common::FailedPrecondition("the Hugging Face Llama configs written here bias q, k and v at most (Qwen2's), "
-                                      "and this model every linear layer (Megatron's add_bias_linear, without "
-                                      "--disable-bias-linear); --export writes its weights");
-  }
   if (c.yarn) {
     return common::FailedPrecondition("the Hugging Face Llama configs written here scale RoPE as Llama 3.1 does or "
                                       "linearly, and this model's by YaRN (--position-embedding-type yarn); --export "
@@ -677,6 +689,12 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
     return common::FailedPrecondition("transformers' Qwen3, a Llama with q and k norms (--qk-layernorm), biases "
                                       "o_proj too when it biases q, k and v (--add-qkv-bias): this model has no "
                                       "Hugging Face class; --export writes its weights");
+  }
+  if (c.linear_bias) {
+    return common::FailedPrecondition("transformers' Qwen3, a Llama with q and k norms (--qk-layernorm), has no MLP "
+                                      "biases, and this model has a bias on every linear layer (without "
+                                      "--disable-bias-linear): it has no Hugging Face class; --export writes its "
+                                      "weights");
   }
   return common::Status::Ok();
 }

@@ -98,9 +98,10 @@ def gpt2_loss(sd, tokens, targets, layers=LAYERS, relu2=False):
     return F.cross_entropy((x @ sd["wte.weight"].T).reshape(-1, VOCAB), targets.reshape(-1))
 
 
-def llama_weights(gen, tied=False, qkv_bias=False, qk_norm=False, hd=C // HEADS):
+def llama_weights(gen, tied=False, qkv_bias=False, qk_norm=False, hd=C // HEADS, biases=False):
     """A Llama's state dict; with `qkv_bias`, a Qwen2's (biases on q, k and v); with `qk_norm`, a Qwen3's (an
-    RMSNorm on each head's q and k); its heads `hd` wide."""
+    RMSNorm on each head's q and k); its heads `hd` wide; with `biases`, a bias on every linear layer (a Llama's
+    attention_bias and mlp_bias)."""
     r = lambda *shape: torch.randn(*shape, generator=gen) * 0.2  # noqa: E731
     sd = {"model.embed_tokens.weight": r(VOCAB, C)}
     for l in range(LAYERS):
@@ -112,9 +113,12 @@ def llama_weights(gen, tied=False, qkv_bias=False, qk_norm=False, hd=C // HEADS)
                    p + "post_attention_layernorm.weight": 1 + r(C),
                    p + "mlp.gate_proj.weight": r(FFN, C), p + "mlp.up_proj.weight": r(FFN, C),
                    p + "mlp.down_proj.weight": r(C, FFN)})
-        if qkv_bias:
+        if qkv_bias or biases:
             sd.update({p + "self_attn.q_proj.bias": r(HEADS * hd), p + "self_attn.k_proj.bias": r(KV * hd),
                        p + "self_attn.v_proj.bias": r(KV * hd)})
+        if biases:
+            sd.update({p + "self_attn.o_proj.bias": r(C), p + "mlp.gate_proj.bias": r(FFN),
+                       p + "mlp.up_proj.bias": r(FFN), p + "mlp.down_proj.bias": r(C)})
         if qk_norm:
             sd.update({p + "self_attn.q_norm.weight": 1 + r(hd), p + "self_attn.k_norm.weight": 1 + r(hd)})
     sd["model.norm.weight"] = 1 + r(C)
@@ -126,7 +130,8 @@ def llama_weights(gen, tied=False, qkv_bias=False, qk_norm=False, hd=C // HEADS)
 def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
     llama3 or linear), grouped KV heads repeated, SwiGLU, RMSNorm; Qwen2ForCausalLM's where q, k and v have
-    biases; Qwen3ForCausalLM's where q_norm and k_norm are (each head's q and k RMS-normed, before RoPE)."""
+    biases; Qwen3ForCausalLM's where q_norm and k_norm are (each head's q and k RMS-normed, before RoPE); any other
+    linear layer's bias where `sd` has it (attention_bias, mlp_bias)."""
     B, T = tokens.shape
     hd = sd["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEADS  # head_dim
 
@@ -154,10 +159,12 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(HEADS // KV, dim=1), v.repeat_interleave(HEADS // KV, dim=1)
         att = ((q @ k.transpose(-1, -2)) / math.sqrt(hd)).masked_fill(~causal, float("-inf")).softmax(-1)
-        x = x + (att @ v).transpose(1, 2).reshape(B, T, HEADS * hd) @ sd[p + "self_attn.o_proj.weight"].T
+        def linear(x, name):
+            return F.linear(x, sd[f"{p}{name}.weight"], sd.get(f"{p}{name}.bias"))
+
+        x = x + linear((att @ v).transpose(1, 2).reshape(B, T, HEADS * hd), "self_attn.o_proj")
         m = rms(x, sd[p + "post_attention_layernorm.weight"])
-        m = F.silu(m @ sd[p + "mlp.gate_proj.weight"].T) * (m @ sd[p + "mlp.up_proj.weight"].T)
-        x = x + m @ sd[p + "mlp.down_proj.weight"].T
+        x = x + linear(F.silu(linear(m, "mlp.gate_proj")) * linear(m, "mlp.up_proj"), "mlp.down_proj")
     x = rms(x, sd["model.norm.weight"])
     head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])
     return F.cross_entropy((x @ head.T).reshape(-1, VOCAB), targets.reshape(-1))
@@ -223,7 +230,7 @@ def exported_model(path):
 
 def check_llama_variant(name, sd, flag, own, missing, config, tokens, targets, llama):
     """A Llama variant's file (Qwen2's, Qwen3's) whose tensors that `own` (a test on names) picks a plain Llama lacks:
-    they change Hugging Face's loss here; with `flag` the file loads to the same loss, and without it is refused
+    they change Hugging Face's loss here; with `flag` (or flags) the file loads to the same loss, and without is refused
     (`missing`: a pattern of the error); with `config` as its config.json it loads to the same loss alone
     (--use-checkpoint-args). Returns the folder of the file."""
     folder = os.path.join(WORK, name.lower())
@@ -234,8 +241,9 @@ def check_llama_variant(name, sd, flag, own, missing, config, tokens, targets, l
     without = llama_loss({k: v for k, v in sd.items() if not own(k)}, tokens, targets).item()
     check(f"{name}'s own tensors change Hugging Face's loss here", abs(reference - without) > 1e-3,
           f"{reference:.6f} with them, {without:.6f} without", always=True)
-    compare(f"{name} with {flag}", path, [*llama, flag], reference, tokens, targets, True)
-    expect_error(f"{name}'s weights without {flag}", [*llama, "--load", path, "--finetune"], 1, missing)
+    flags = flag if isinstance(flag, list) else [flag]
+    compare(f"{name} with {' '.join(flags)}", path, [*llama, *flags], reference, tokens, targets, True)
+    expect_error(f"{name}'s weights without {' '.join(flags)}", [*llama, "--load", path, "--finetune"], 1, missing)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f)
     compare(f"{name} from its config.json (--use-checkpoint-args)", folder, ["--use-checkpoint-args"], reference,
@@ -264,6 +272,26 @@ def check_qwen2(gen, tokens, targets, llama):
                                  targets, llama)
     refused_config("Qwen2", folder, config, "use_sliding_window", True,
                    r"use_sliding_window is true: srunway-train's qwen2 has false")
+
+
+# Llama's flags without --disable-bias-linear: a bias on every linear layer (Megatron's add_bias_linear).
+EVERY_BIAS = ["--swiglu", "--position-embedding-type", "rope", "--untie-embeddings-and-output-weights"]
+
+
+def check_llama_biases(gen, tokens, targets, llama):
+    """A Llama with a bias on every linear layer (attention_bias and mlp_bias): its files take Llama's flags without
+    --disable-bias-linear, or config.json's two keys; one key without the other is refused."""
+    sd = llama_weights(gen, biases=True)
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": LAYERS,
+              "hidden_size": C, "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
+              "max_position_embeddings": SEQ, "vocab_size": VOCAB, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "hidden_act": "silu", "tie_word_embeddings": False, "attention_bias": True, "mlp_bias": True}
+    missing = r"14 tensors the model has no place for \(model\.layers\.0\.mlp\.down_proj\.bias, "
+    folder = check_llama_variant("Biased Llama", sd, EVERY_BIAS, lambda k: k.endswith(".bias"), missing, config,
+                                 tokens, targets, llama)
+    refused_config("Llama", folder, config, "mlp_bias", False,
+                   r"attention_bias is true and mlp_bias false: srunway-train's llama has a bias on every linear layer "
+                   r"\(Megatron's add_bias_linear\) or on none$")
 
 
 def check_qwen3(gen, tokens, targets, llama):
@@ -302,6 +330,9 @@ def check_qwen3(gen, tokens, targets, llama):
     expect_error("--export-hf of a Llama with --qk-layernorm and --add-qkv-bias",
                  [*llama, "--qk-layernorm", "--add-qkv-bias", "--export-hf", os.path.join(WORK, "hf-qk-bias")], 1,
                  r"--export-hf: transformers' Qwen3, .* biases o_proj too")
+    expect_error("--export-hf of a Llama with --qk-layernorm and every bias",
+                 [*llama, *EVERY_BIAS, "--qk-layernorm", "--export-hf", os.path.join(WORK, "hf-qk-biases")], 1,
+                 r"--export-hf: transformers' Qwen3, a Llama with q and k norms \(--qk-layernorm\), has no MLP biases")
 
 
 def main():
@@ -467,6 +498,7 @@ def main():
 
     check_qwen2(gen, tokens, targets, llama)
     check_qwen3(gen, tokens, targets, llama)
+    check_llama_biases(gen, tokens, targets, llama)
 
     with open(os.path.join(with_config, "config.json"), "w") as f:
         json.dump({"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_positions": SEQ,
@@ -485,7 +517,8 @@ def main():
                                             ("qwen3", ["--qk-layernorm"], True, llama_loss),
                                             ("qwen3-wide", ["--qk-layernorm", "--kv-channels", "32"], True,
                                              llama_loss),
-                                            ("gpt-relu2", ["--squared-relu"], False, relu2_loss)):
+                                            ("gpt-relu2", ["--squared-relu"], False, relu2_loss),
+                                            ("llama-biases", EVERY_BIAS, True, llama_loss)):
         out_dir = os.path.join(WORK, f"hf-{preset}")
         ours_path = os.path.join(WORK, f"ours-{preset}.safetensors")
         rc, _, err = train("--preset", "gpt-tiny" if not is_llama else "llama-tiny", *args, "--train-steps", "2",
@@ -513,6 +546,8 @@ def main():
                  "activation_function": "relu2" if "--squared-relu" in args else "gelu_new"})
         if llama_type == "qwen3":  # which Qwen3Config does not derive from the hidden size
             want["head_dim"] = 32 if "--kv-channels" in args else C // HEADS
+        if is_llama and llama_type == "llama":  # a bias on every linear layer, or on none
+            want["attention_bias"] = want["mlp_bias"] = args == EVERY_BIAS
         check(f"--export-hf of {preset}: config.json", all(config.get(k) == v for k, v in want.items()),
               json.dumps(config))
         if qwen2:
@@ -743,19 +778,6 @@ def main():
     expect_error("q and k of each other's sizes", [*llama, "--load", os.path.join(WORK, "swapped.safetensors"),
                  "--finetune"], 1, r"q_proj\.weight \+ .*k_proj\.weight \+ .*v_proj\.weight \[32, 64\] \+ \[64, 64\] "
                  r"\+ \[32, 64\] are not the model's layers\.0\.qkv\.weight \[128, 64\]")
-    # A Llama with a bias on every linear layer (Llama's flags without --disable-bias-linear): a Hugging Face Llama's
-    # file gives it none, and its config.json would need biases this writer does not write.
-    biased = ["--normalization", "RMSNorm", "--swiglu", "--position-embedding-type", "rope",
-              "--untie-embeddings-and-output-weights"]
-    expect_error("a Llama file for a Llama with every bias",
-                 [*biased, "--load", os.path.join(WORK, "swapped.safetensors"), "--finetune"], 1,
-                 r"swapped\.safetensors holds a Hugging Face Llama model, whose biases srunway-train does not read "
-                 r"but q's, k's and v's \(Qwen2's\), and this run's model has a bias on every linear layer "
-                 r"\(Megatron's add_bias_linear: --disable-bias-linear for none\)$")
-    expect_error("--export-hf of a Llama with every bias", [*biased, "--export-hf", os.path.join(WORK, "hf-biased")], 1,
-                 r"--export-hf: the Hugging Face Llama configs written here bias q, k and v at most \(Qwen2's\), and "
-                 r"this model every linear layer \(Megatron's add_bias_linear, without --disable-bias-linear\); "
-                 r"--export writes its weights$")
     untied = dict(lm)
     untied["lm_head.weight"] = lm["transformer.wte.weight"] + 0.01
     save(os.path.join(WORK, "untied.safetensors"), untied)
