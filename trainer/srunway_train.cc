@@ -113,7 +113,8 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
   constexpr std::string_view kRope = "--position-embedding-type rope";
   const std::vector<std::pair<bool, std::string_view>> llama = {
       {m.swiglu || m.quick_geglu, m.quick_geglu ? "--quick-geglu" : "--swiglu"},
-      {m.position_embedding == "rope" || m.position_embedding == "yarn", kRope},
+      {m.position_embedding == "rope" || m.position_embedding == "yarn",
+       m.position_embedding == "yarn" ? "--position-embedding-type yarn" : kRope},
       {m.untie, "--untie-embeddings-and-output-weights"}};
   std::vector<std::string> given, missing;
   for (const auto& [on, flag] : llama) {
@@ -122,9 +123,9 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
   }
   if (m.disable_bias) given.emplace_back("--disable-bias-linear");
   // --quick-geglu alone changes the activation of whatever model the rest gives, and --position-embedding-type yarn
-  // alone its RoPE (Validate refuses either for a GPT).
-  const bool alone = given.size() == 1 && (m.quick_geglu || m.position_embedding == "yarn");
-  if (given.empty() || alone) {
+  // alone its RoPE, either or both (Validate refuses them for a GPT).
+  const size_t changes = (m.quick_geglu ? 1 : 0) + (m.position_embedding == "yarn" ? 1 : 0);
+  if (given.size() == changes) {
     if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
     return flags;
   }

@@ -1328,6 +1328,11 @@ rm -rf "$kWork/yarn" "$kWork/yarn.jsonl"
   >"$kWork/out" 2>&1
 grep -q "^model llama with YaRN (32x) (2 layers" "$kWork/out" ||
   fail "--preset llama-tiny --position-embedding-type yarn: $(head -1 "$kWork/out")"
+"$kTrain" --preset llama-tiny --position-embedding-type yarn --quick-geglu --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama with YaRN (1x), with quick GEGLU (2 layers" "$kWork/out" ||
+  fail "--preset llama-tiny --position-embedding-type yarn --quick-geglu: $(head -1 "$kWork/out")"
+expect_exit 2 "error: .*: --swiglu, --position-embedding-type yarn ask for Llama's, which also needs --untie-embeddings-and-output-weights$" \
+  "$kTrain" --mock-data --swiglu --position-embedding-type yarn
 expect_exit 2 "error: --yarn-beta-fast is YaRN's, for --position-embedding-type yarn$" "$kTrain" --mock-data \
   "${llama[@]}" --yarn-beta-fast 16
 expect_exit 2 "error: YaRN \(--position-embedding-type yarn\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
@@ -1367,16 +1372,20 @@ diff <(losses "$kWork/gpt.jsonl") <(losses "$kWork/gpt--add-qkv-bias.jsonl") >/d
 # refused naming it, --use-checkpoint-args takes it, and --add-qkv-bias beside it changes nothing.
 biased_llama=()
 for arg in "${llama[@]}"; do [[ $arg == --disable-bias-linear ]] || biased_llama+=("$arg"); done
-for bias in "" --add-qkv-bias; do
-  "$kTrain" "${biased_llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 $bias \
-    --metrics-file "$kWork/every-bias$bias.jsonl" --save "$kWork/every-bias$bias" >"$kWork/out" 2>"$kWork/err" ||
-    fail "Llama's flags without --disable-bias-linear $bias: $(cat "$kWork/err")"
-done
+"$kTrain" "${biased_llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 \
+  --metrics-file "$kWork/every-bias.jsonl" --save "$kWork/every-bias" >"$kWork/out" 2>"$kWork/err" ||
+  fail "Llama's flags without --disable-bias-linear: $(cat "$kWork/err")"
 grep -q "model llama with biases (2 layers" "$kWork/err" || fail "a Llama with biases: $(grep model "$kWork/err")"
 losses_differ "$kWork/every-bias.jsonl" "$kWork/unbiased.jsonl" ||
   fail "Llama's flags without --disable-bias-linear trained a Llama without biases: $(losses "$kWork/every-bias.jsonl")"
-diff <(losses "$kWork/every-bias.jsonl") <(losses "$kWork/every-bias--add-qkv-bias.jsonl") >/dev/null ||
-  fail "--add-qkv-bias changed a Llama with every bias"
+for bias in "" --add-qkv-bias; do
+  "$kTrain" "${biased_llama[@]}" $bias --dry-run >"$kWork/every-bias$bias.plan" 2>&1 ||
+    fail "--dry-run of a Llama with every bias $bias: $(cat "$kWork/every-bias$bias.plan")"
+done
+grep -q "^model llama with biases (2 layers, hidden 64, heads 4, FFN 176, vocab 512, seq 128): 159232 parameters" \
+  "$kWork/every-bias.plan" || fail "a Llama with every bias: $(head -1 "$kWork/every-bias.plan")"
+diff <(head -1 "$kWork/every-bias.plan") <(head -1 "$kWork/every-bias--add-qkv-bias.plan") >/dev/null ||
+  fail "--add-qkv-bias changed a Llama with every bias: $(head -1 "$kWork/every-bias--add-qkv-bias.plan")"
 expect_exit 1 "add_bias_linear is true in the checkpoint and false here" \
   "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 4 --load "$kWork/every-bias"
 "$kTrain" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 4 --use-checkpoint-args \
@@ -1384,8 +1393,7 @@ expect_exit 1 "add_bias_linear is true in the checkpoint and false here" \
   fail "--use-checkpoint-args of a Llama with every bias: $(cat "$kWork/err")"
 grep -q "model llama with biases (2 layers" "$kWork/err" ||
   fail "--use-checkpoint-args should take the biases: $(grep model "$kWork/err")"
-rm -rf "$kWork/every-bias" "$kWork/every-bias--add-qkv-bias" "$kWork/every-bias.jsonl" \
-  "$kWork/every-bias--add-qkv-bias.jsonl"
+rm -rf "$kWork/every-bias" "$kWork/every-bias.jsonl" "$kWork/every-bias.plan" "$kWork/every-bias--add-qkv-bias.plan"
 # Megatron's --squared-relu: a GPT's FFN is relu(x)^2 (its losses differ from GELU's), kept in the checkpoint (a
 # resume without it is refused naming it); a Llama's FFN is SwiGLU, refused; --no-bias-gelu-fusion, refused with
 # GELU, is taken with it.
