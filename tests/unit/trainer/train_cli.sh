@@ -1339,6 +1339,16 @@ expect_exit 2 "error: YaRN \(--position-embedding-type yarn\) needs RoPE, which 
   "$kTrain" --mock-data --preset gpt-tiny --position-embedding-type yarn
 expect_exit 2 "error: YaRN \(--position-embedding-type yarn\) is not taken with linear RoPE scaling \(--rotary-seq-len-interpolation-factor\): " \
   "$kTrain" --mock-data --preset llama-tiny --position-embedding-type yarn --rotary-seq-len-interpolation-factor 2
+# README's gpt-oss without its experts: every one of those flags together.
+"$kTrain" --normalization RMSNorm --quick-geglu --glu-linear-offset 1 --activation-func-clamp-value 7 \
+  --position-embedding-type yarn --rotary-base 150000 --yarn-rotary-scaling-factor 32 \
+  --yarn-original-max-position-embeddings 4096 --yarn-correction-range-round-to-int false \
+  --untie-embeddings-and-output-weights --softmax-type learnable --window-size 128,0 --window-attn-skip-freq 2 \
+  --group-query-attention --num-query-groups 2 --kv-channels 64 --num-layers 4 --hidden-size 256 \
+  --num-attention-heads 8 --ffn-hidden-size 256 --max-position-embeddings 512 --seq-length 256 \
+  --micro-batch-size 2 --mock-data --train-steps 5 --dry-run >"$kWork/out" 2>&1 || fail "README's gpt-oss: $(cat "$kWork/out")"
+grep -q "^model llama with a window of 128 keys back in 2 of 4 layers, with biases, with YaRN (32x), with quick GEGLU, with learned attention sinks (4 layers, hidden 256, heads 8, FFN 256, vocab 512, seq 256): 2368800 parameters" \
+  "$kWork/out" || fail "README's gpt-oss: $(head -1 "$kWork/out")"
 expect_exit 2 "error: YaRN's beta_fast \(--yarn-beta-fast\) 32 must be larger than its beta_slow \(--yarn-beta-slow\) 40$" \
   "$kTrain" --mock-data --preset llama-tiny --position-embedding-type yarn --yarn-beta-slow 40
 rm -rf "$kWork/scaled" "$kWork/linear" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" "$kWork/linear.jsonl"
