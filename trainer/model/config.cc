@@ -835,6 +835,19 @@ common::Status RopeScalingFromJson(const common::Json& json, std::string_view wh
   return common::Status::Ok();
 }
 
+ModelConfig WithPositionsOf(const ModelConfig& wanted, const ModelConfig& stored) {
+  ModelConfig c = wanted;
+  if (!c.learned_positions() && !stored.learned_positions()) c.seq_len = stored.seq_len;
+  c.rope_theta = stored.rope_theta;
+  c.rope_scaling_factor = stored.rope_scaling_factor;
+  c.rope_low_freq_factor = stored.rope_low_freq_factor;
+  c.rope_high_freq_factor = stored.rope_high_freq_factor;
+  c.rope_original_positions = stored.rope_original_positions;
+  c.rope_linear_factor = stored.rope_linear_factor;
+  c.yarn = stored.yarn;
+  return c;
+}
+
 std::string DescribeDifference(const ModelConfig& stored, const ModelConfig& wanted) {
   common::Json a = ToJson(stored);
   common::Json b = ToJson(wanted);

@@ -201,6 +201,12 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
 common::Json RopeScalingToJson(const ModelConfig& config);
 common::Status RopeScalingFromJson(const common::Json& json, std::string_view where, ModelConfig& config);
 
+// `wanted` with the settings that decide how far its positions reach taken from `stored`: seq_len where neither has
+// a learned position table, RoPE's theta and its scalings (Llama 3.1's, linear, YaRN). Where the result equals
+// `stored`, the two differ in nothing else and have the same parameters: a checkpoint of `stored` fine-tunes into
+// `wanted`, as a longer context's does (Megatron's --finetune reads the weights whatever those settings).
+ModelConfig WithPositionsOf(const ModelConfig& wanted, const ModelConfig& stored);
+
 // "n_layer is 2 in the checkpoint and 4 here; d_model ..." or empty when equal.
 std::string DescribeDifference(const ModelConfig& stored, const ModelConfig& wanted);
 

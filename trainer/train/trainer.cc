@@ -1298,7 +1298,19 @@ common::Status Trainer::InitOrLoad() {
     }
   } else if (finetune) {
     const auto start = Clock::now();
-    auto state = LoadCheckpoint(source, m, CheckpointBuffers{params, {}, {}, &kNoMoments});
+    // A checkpoint whose model reaches its positions otherwise (a shorter context, RoPE's theta or scaling) and
+    // differs in nothing else has this model's parameters: they fine-tune into it, as a longer context's do.
+    ModelConfig stored = m;
+    if (auto summary = ReadCheckpointSummary(source);
+        summary.ok() && !(summary->model == m) && WithPositionsOf(m, summary->model) == summary->model) {
+      stored = summary->model;
+      if (Leader()) {
+        common::LogInfo("{}: {} reaches its positions otherwise than this run's model ({}): its parameters are "
+                        "this model's, trained as given here", finetune_flag, from,
+                        DescribeDifference(stored, m));
+      }
+    }
+    auto state = LoadCheckpoint(source, stored, CheckpointBuffers{params, {}, {}, &kNoMoments});
     loaded = state.status();
     if (state.status().code() == common::StatusCode::kNotFound) {
       loaded = common::NotFound("{}: {}", finetune_flag, state.status().message());

@@ -1517,6 +1517,29 @@ TEST(GluTest, QuickGegluOffsetAndClampKeptInTheCheckpointsConfig) {
             "header: activation_func_clamp_value is 0, not positive (null: none)");
 }
 
+// --finetune into a longer context: the settings of the positions' reach come from the checkpoint's model, and
+// nothing else does; a learned position table's length is its parameters' shape, so a GPT's seq_len stays.
+TEST(WithPositionsOfTest, TakesTheReachOfThePositionsAndNothingElse) {
+  const ModelConfig short_llama = *Preset("llama-tiny");
+  ModelConfig long_llama = short_llama;
+  long_llama.seq_len = 4 * short_llama.seq_len;
+  long_llama.rope_theta = 500000.0f;
+  long_llama.yarn = YarnScaling{.factor = 4.0f, .original_positions = short_llama.seq_len};
+  EXPECT_EQ(WithPositionsOf(long_llama, short_llama), short_llama);
+  EXPECT_EQ(WithPositionsOf(short_llama, long_llama), long_llama);
+  ModelConfig deeper = long_llama;
+  deeper.n_layer = 3;
+  EXPECT_NE(WithPositionsOf(deeper, short_llama), short_llama);
+  const ModelConfig short_gpt = *Preset("gpt-tiny");
+  ModelConfig long_gpt = short_gpt;
+  long_gpt.seq_len = 2 * short_gpt.seq_len;
+  EXPECT_NE(WithPositionsOf(long_gpt, short_gpt), short_gpt);  // its table has seq_len rows
+  long_gpt.no_positions = true;
+  ModelConfig short_nope = short_gpt;
+  short_nope.no_positions = true;
+  EXPECT_EQ(WithPositionsOf(long_gpt, short_nope), short_nope);
+}
+
 // Megatron's --position-embedding-type yarn: RoPE's frequencies blended over YaRN's range of pairs, q and k scaled,
 // no parameter more; its numbers kept in the checkpoint's config.
 TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {

@@ -1323,6 +1323,15 @@ changes_llama yarn 'position_embedding_type is "yarn" in the checkpoint and "rop
   >"$kWork/out" 2>"$kWork/err" || fail "--use-checkpoint-args of a checkpoint with YaRN: $(cat "$kWork/err")"
 grep -q "model llama with YaRN (4x) (2 layers" "$kWork/err" ||
   fail "--use-checkpoint-args should take YaRN: $(grep model "$kWork/err")"
+# --finetune takes a checkpoint whose model reaches its positions otherwise (here YaRN's 128 positions into RoPE's
+# 256), the same parameters, saying so; any other difference is still refused.
+"$kTrain" "${llama[@]}" --seq-length 64 --max-position-embeddings 256 --micro-batch-size 2 --mock-data \
+  --train-steps 1 --load "$kWork/yarn" --finetune >"$kWork/out" 2>"$kWork/err" ||
+  fail "--finetune of a YaRN checkpoint into a longer RoPE: $(cat "$kWork/err")"
+grep -q "info: --finetune: $kWork/yarn reaches its positions otherwise than this run's model (seq_len is 128 in the checkpoint and 256 here; position_embedding_type is \"yarn\" in the checkpoint and \"rope\" here; yarn is {.*} in the checkpoint and null here): its parameters are this model's, trained as given here$" \
+  "$kWork/err" || fail "--finetune's line on the positions: $(cat "$kWork/err")"
+expect_exit 1 "the checkpoint is of another model: n_layer is 2 in the checkpoint and 3 here; position_embedding_type is " "$kTrain" "${llama[@]}" \
+  --num-layers 3 --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 1 --load "$kWork/yarn" --finetune
 rm -rf "$kWork/yarn" "$kWork/yarn.jsonl"
 "$kTrain" --preset llama-tiny --position-embedding-type yarn --yarn-rotary-scaling-factor 32 --dry-run \
   >"$kWork/out" 2>&1
