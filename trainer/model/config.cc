@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <numbers>
@@ -401,6 +402,18 @@ common::Status NoRope(const ModelConfig& c, std::string_view what) {
   return common::InvalidArgument("{} needs RoPE, which GPT's learned positions are not: a Llama model", what);
 }
 
+// Each of `values` positive and finite, or an error naming the first that is not: "{whose} {name} must be positive
+// and finite, got {value}".
+common::Status PositiveAndFinite(std::string_view whose,
+                                 std::initializer_list<std::pair<const char*, float>> values) {
+  for (const auto& [name, value] : values) {
+    if (!(value > 0 && std::isfinite(value))) {
+      return common::InvalidArgument("{} {} must be positive and finite, got {}", whose, name, value);
+    }
+  }
+  return common::Status::Ok();
+}
+
 // Megatron's _yarn_get_mscale: 0.1 a ln(factor) + 1, or 1 where the factor does not lengthen positions.
 double YarnMscale(double factor, double a) { return factor <= 1 ? 1.0 : 0.1 * a * std::log(factor) + 1.0; }
 
@@ -419,14 +432,10 @@ common::Status ValidateYarn(const ModelConfig& c) {
     }
   }
   const YarnScaling& y = *c.yarn;
-  const std::pair<const char*, float> positive[] = {{"rotary_scaling_factor (--yarn-rotary-scaling-factor)", y.factor},
-                                                    {"beta_slow (--yarn-beta-slow)", y.beta_slow},
-                                                    {"beta_fast (--yarn-beta-fast)", y.beta_fast}};
-  for (const auto& [name, value] : positive) {
-    if (!(value > 0 && std::isfinite(value))) {
-      return common::InvalidArgument("YaRN's {} must be positive and finite, got {}", name, value);
-    }
-  }
+  SRUNWAY_RETURN_IF_ERROR(PositiveAndFinite("YaRN's",
+                                            {{"rotary_scaling_factor (--yarn-rotary-scaling-factor)", y.factor},
+                                             {"beta_slow (--yarn-beta-slow)", y.beta_slow},
+                                             {"beta_fast (--yarn-beta-fast)", y.beta_fast}}));
   // The ramp runs from the pair beta_fast turns to the one beta_slow does, which must come after it.
   if (!(y.beta_fast > y.beta_slow)) {
     return common::InvalidArgument("YaRN's beta_fast (--yarn-beta-fast) {} must be larger than its beta_slow "
@@ -555,10 +564,8 @@ common::Status Validate(const ModelConfig& c) {
   }
   if (c.rope_linear_factor != 1.0f) {
     if (!c.rope_turns()) return NoRope(c, "linear RoPE scaling (--rotary-seq-len-interpolation-factor)");
-    if (!(c.rope_linear_factor > 0 && std::isfinite(c.rope_linear_factor))) {
-      return common::InvalidArgument("linear RoPE scaling's factor (--rotary-seq-len-interpolation-factor) must be "
-                                     "positive and finite, got {}", c.rope_linear_factor);
-    }
+    SRUNWAY_RETURN_IF_ERROR(PositiveAndFinite(
+        "linear RoPE scaling's", {{"factor (--rotary-seq-len-interpolation-factor)", c.rope_linear_factor}}));
     if (c.rope_scaling_factor != 0) {
       return common::InvalidArgument("RoPE scaling: Llama 3.1's (--use-rope-scaling) or linear "
                                      "(--rotary-seq-len-interpolation-factor), not both");
@@ -595,14 +602,10 @@ common::Status Validate(const ModelConfig& c) {
   }
   if (c.rope_scaling_factor == 0) return common::Status::Ok();
   if (!c.rope_turns()) return NoRope(c, "RoPE scaling (--use-rope-scaling)");
-  const std::pair<const char*, float> scaling[] = {{"factor (--rope-scaling-factor)", c.rope_scaling_factor},
-                                                   {"low_freq_factor", c.rope_low_freq_factor},
-                                                   {"high_freq_factor", c.rope_high_freq_factor}};
-  for (const auto& [name, value] : scaling) {
-    if (!(value > 0 && std::isfinite(value))) {
-      return common::InvalidArgument("RoPE scaling's {} must be positive and finite, got {}", name, value);
-    }
-  }
+  SRUNWAY_RETURN_IF_ERROR(PositiveAndFinite("RoPE scaling's",
+                                            {{"factor (--rope-scaling-factor)", c.rope_scaling_factor},
+                                             {"low_freq_factor", c.rope_low_freq_factor},
+                                             {"high_freq_factor", c.rope_high_freq_factor}}));
   // The wavelengths between the two bounds are interpolated over high - low, which must not be 0 (nor turn them).
   if (!(c.rope_high_freq_factor > c.rope_low_freq_factor)) {
     return common::InvalidArgument("RoPE scaling's high_freq_factor {} must be larger than its low_freq_factor {}",
