@@ -43,6 +43,8 @@ constexpr float kBf16Rtol = 1.0f / 128;
 
 int g_failures = 0;
 std::mt19937 g_rng(1234);
+// `cuda_ops race` (main): attention and RoPE over one sequence, whose blocks take the paths a batch's would.
+bool g_race = false;
 
 std::vector<float> Random(size_t n, float scale = 1.0f) {
   std::normal_distribution<float> normal(0.0f, scale);
@@ -323,7 +325,7 @@ void Swiglu(Gpu& gpu, const srunway::trainer::Glu& glu = {}) {
 // frequencies (scaled as Llama 3.1's, linearly, or by YaRN), how many of each head's dimensions turn, and in which
 // pairs.
 void Rope(Gpu& gpu, bool documents, const RopeFrequencies& rope = {}) {
-  const int B = 2, T = 512, H = 8, KV = 2, hd = 64;
+  const int B = g_race ? 1 : 2, T = 512, H = 8, KV = 2, hd = 64;
   const size_t n = static_cast<size_t>(B) * T * (H + 2 * KV) * hd;
   auto qkv = Rounded(Random(n)), dqkv = Rounded(Random(n));
   Buffer gqkv = gpu.Bf16(qkv), gdqkv = gpu.Bf16(dqkv);
@@ -346,9 +348,8 @@ void Rope(Gpu& gpu, bool documents, const RopeFrequencies& rope = {}) {
   Compare("rope backward" + which, gpu.Read(gdqkv), dqkv, kBf16Rtol, 8e-3f);
 }
 
-// The same elements dropped as on the CPU, from a site in the middle of a global batch.
-void Dropout(Gpu& gpu) {
-  const size_t n = 1 << 20;
+// The same elements dropped as on the CPU (`n` of them), from a site in the middle of a global batch.
+void Dropout(Gpu& gpu, size_t n) {
   const cpu::DropoutSite site{0.1f, cpu::DropoutKey(1234, 7, 3), 5000000};
   auto x = Rounded(Random(n));
   Buffer gx = gpu.Bf16(x);
@@ -420,6 +421,7 @@ void Attention(Gpu& gpu, int B, int T, int H, int KV, int hd, float p, cuda::Cud
                 choice != nullptr ? choice : "");
     return;
   }
+  if (g_race) B = 1;
   const size_t n_qkv = static_cast<size_t>(B) * T * (H + 2 * KV) * hd, n_out = static_cast<size_t>(B) * T * H * hd;
   const cpu::DropoutSite dropout{p, cpu::DropoutKey(99, 3, 2), 12345};
   const auto qkv = Rounded(Random(n_qkv)), dout = Rounded(Random(n_out)), dqkv_start = Rounded(Random(n_qkv));
@@ -914,18 +916,29 @@ void AdamWAlignments(Gpu& gpu) {
 
 }  // namespace
 
-// cuda_ops [kernels] [attention] [cudnn [cudnn-gpt2]] [matmul]: those groups of checks (every group but the cudnn
-// ones when none is named; cudnn: cuDNN's fused attention, which must load and have an engine for every shape;
-// cudnn-gpt2: also at GPT-2's heads and length, a minute and a half on the emulated GPU's host engine).
+// cuda_ops [race] [kernels] [attention] [cudnn [cudnn-gpt2]] [matmul] [split-k]: those groups of checks (every
+// group but the cudnn ones when none is named; cudnn: cuDNN's fused attention, which must load and have an engine for
+// every shape; cudnn-gpt2: also at GPT-2's heads and length, a minute and a half on the emulated GPU's host engine).
+// race: the race check's cases (ThreadSanitizer's copy of the kernels, tests/emulated_gpu): every kernel down each
+// of its paths, without the cases that differ from another only in the values a thread computes (RoPE's scalings)
+// or in size past what the paths need (a batch's second sequence, GPT-2's classifier rows, a million dropped
+// elements, the 124M's GEMMs).
 int main(int argc, char** argv) {
-  const std::set<std::string> known = {"kernels", "attention", "cudnn", "cudnn-gpt2", "matmul", "split-k"};
-  const std::set<std::string> groups(argv + 1, argv + argc);
+  const std::set<std::string> known = {"race", "kernels", "attention", "cudnn", "cudnn-gpt2", "matmul", "split-k"};
+  std::set<std::string> groups(argv + 1, argv + argc);
   for (const std::string& group : groups) {
     if (!known.contains(group)) {
-      std::fprintf(stderr, "cuda_ops: unknown group '%s' (kernels, attention, cudnn, cudnn-gpt2, matmul, split-k)\n",
+      std::fprintf(stderr,
+                   "cuda_ops: unknown group '%s' (race, kernels, attention, cudnn, cudnn-gpt2, matmul, split-k)\n",
                    group.c_str());
       return 2;
     }
+  }
+  const bool race = groups.erase("race") > 0;
+  g_race = race;
+  if (race && (groups.contains("cudnn") || groups.contains("cudnn-gpt2"))) {
+    std::fprintf(stderr, "cuda_ops: race takes no cudnn group (cuDNN's kernels are not ours to check)\n");
+    return 2;
   }
   auto wanted = [&](const char* group) {
     return groups.contains(group) || (groups.empty() && !std::string_view(group).starts_with("cudnn"));
@@ -975,12 +988,14 @@ int main(int argc, char** argv) {
     Swiglu(gpu, {srunway::trainer::kQuickGeluAlpha, 1.0f, 1.5f});  // gpt-oss's offset; a clamp some values pass
     Rope(gpu, false);
     Rope(gpu, true);
-    // Wavelengths past 64 positions slowed 8 times, under 16 kept, between interpolated: all three kinds of pair.
-    Rope(gpu, false, {500000.0f, 8.0f, 1.0f, 4.0f, 64.0f});
-    Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 4.0f});  // linear: every wavelength 4 times longer
     Rope(gpu, true, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 24});  // --rotary-percent 0.375: 24 of 64 turn
     Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 0, true});  // --rotary-interleaved
     Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 40, true});  // both
+  }
+  if (wanted("kernels") && !race) {  // the scalings: other frequencies down the same paths
+    // Wavelengths past 64 positions slowed 8 times, under 16 kept, between interpolated: all three kinds of pair.
+    Rope(gpu, false, {500000.0f, 8.0f, 1.0f, 4.0f, 64.0f});
+    Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 4.0f});  // linear: every wavelength 4 times longer
     {  // gpt-oss's YaRN (theta 150000, 32x over 4096 positions, unrounded): a ramp over pairs 8.1 to 17.4, q and k
        // times 1.35
       srunway::trainer::ModelConfig gpt_oss = *srunway::trainer::Preset("llama-tiny");
@@ -989,8 +1004,10 @@ int main(int argc, char** argv) {
       gpt_oss.yarn = srunway::trainer::YarnScaling{.factor = 32.0f, .round_to_int = false};
       Rope(gpu, true, gpt_oss.rope());
     }
-    Dropout(gpu);
-    Classifier(gpu, 64, 50257);
+  }
+  if (wanted("kernels")) {
+    Dropout(gpu, race ? 1 << 16 : 1 << 20);
+    Classifier(gpu, race ? 8 : 64, 50257);  // a block a row
     Classifier(gpu, 100, 512);
     Classifier(gpu, 16, 50304);  // GPT-2's padded vocabulary: rows read 16 bytes at a time
   }
@@ -1035,7 +1052,7 @@ int main(int argc, char** argv) {
     auto blas = cuda::Matmul::Open(gpu.device());
     gpu.Check(blas.status(), "cuBLASLt");
     std::printf("cuda_ops: cuBLASLt from %s\n", (*blas)->library_path().c_str());
-    Matmul(gpu, **blas, 256, 768, 2304, true);
+    if (!race) Matmul(gpu, **blas, 256, 768, 2304, true);
     Matmul(gpu, **blas, 100, 96, 40, false);
     Matmul(gpu, **blas, 33, 64, 8, true);
     // The bias gradient kernel over four chunks of rows, 8 columns a lane, and one column a lane (36 is no
@@ -1048,13 +1065,17 @@ int main(int argc, char** argv) {
     // told to decline only DGELU_BGRAD's fp32 sums, its bf16 sums are.
     const char* declined = std::getenv("FAKE_CUBLASLT_DECLINE");
     const bool bf16_sums_only = declined != nullptr && std::string(declined) == "DGELU_BGRAD:F32";
-    MatmulGelu(gpu, **blas, 256, 768, 3072, true, /*must_fuse=*/declined == nullptr || bf16_sums_only,
-               /*must_sum_bf16=*/bf16_sums_only);
-    MatmulGelu(gpu, **blas, 256, 768, 3072, false);
+    if (!race) {
+      MatmulGelu(gpu, **blas, 256, 768, 3072, true, /*must_fuse=*/declined == nullptr || bf16_sums_only,
+                 /*must_sum_bf16=*/bf16_sums_only);
+      MatmulGelu(gpu, **blas, 256, 768, 3072, false);
+    } else {
+      MatmulGelu(gpu, **blas, 50, 64, 36, false);  // the GELU kernels
+    }
     MatmulGelu(gpu, **blas, 33, 64, 40, true);
     MatmulGelu(gpu, **blas, 50, 64, 36, true);
     MatmulPlans(gpu, **blas);
-    if ((*blas)->tuning()) {
+    if ((*blas)->tuning() && !race) {  // the host's choices, of products above that race leaves out
       MatmulTuning(**blas);
       MatmulChoices(gpu, **blas);
     }
