@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -471,8 +472,54 @@ namespace {
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
-// config.json's rope_scaling: null, rope_type default (none), linear (one factor) or llama3 (Llama 3.1's), which
-// ModelConfig holds; the type's key was "type" before transformers 4.43.
+// rope_scaling of rope_type yarn as transformers reads it (its _compute_yarn_parameters), into Megatron's numbers:
+// the factor (without one, max_position_embeddings over the original positions), the original positions
+// (max_position_embeddings without them), beta_fast and beta_slow (32 and 1 where absent or 0), truncate (the range
+// rounded outwards unless false) and the attention factor: attention_factor where given, else m(mscale) /
+// m(mscale_all_dim) where both are non-zero, else m(1), m(a) = 0.1 a ln(factor) + 1. Megatron's YaRN scales
+// attention by m(mscale) / m(mscale_all_dim) (1 and 0 unless told): a given attention_factor must be what the
+// file's two give that way, or what transformers' rule gives without it.
+common::StatusOr<YarnScaling> YarnFromHuggingFace(const common::Json& r, const std::string& at, int max_positions) {
+  auto number = [&](const char* key) -> common::StatusOr<std::optional<float>> {
+    if (!r.contains(key) || r[key].is_null()) return std::optional<float>();
+    SRUNWAY_ASSIGN_OR_RETURN(const float value, common::JsonField<float>(r, key, at));
+    return std::optional<float>(value);
+  };
+  YarnScaling y;
+  y.original_positions = max_positions;
+  if (r.contains("original_max_position_embeddings") && !r["original_max_position_embeddings"].is_null()) {
+    SRUNWAY_ASSIGN_OR_RETURN(y.original_positions, common::JsonField<int>(r, "original_max_position_embeddings", at));
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<float> factor, number("factor"));
+  // Validate refuses the infinity of an original length of 0.
+  y.factor = factor ? *factor : static_cast<float>(static_cast<double>(max_positions) / y.original_positions);
+  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<float> beta_fast, number("beta_fast"));
+  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<float> beta_slow, number("beta_slow"));
+  y.beta_fast = beta_fast.value_or(0) != 0 ? *beta_fast : 32.0f;  // Python's `or`: 0 is absent
+  y.beta_slow = beta_slow.value_or(0) != 0 ? *beta_slow : 1.0f;
+  if (r.contains("truncate") && !r["truncate"].is_null()) {
+    SRUNWAY_ASSIGN_OR_RETURN(y.round_to_int, common::JsonField<bool>(r, "truncate", at));
+  }
+  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<float> mscale, number("mscale"));
+  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<float> mscale_all_dim, number("mscale_all_dim"));
+  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<float> given, number("attention_factor"));
+  YarnScaling file = y;  // the file's two mscales as Megatron takes them
+  file.mscale = mscale.value_or(1.0f);
+  file.mscale_all_dim = mscale_all_dim.value_or(0.0f);
+  if (mscale.value_or(0) != 0 && mscale_all_dim.value_or(0) != 0) y = file;  // else m(1) / m(0): y's defaults
+  if (!given) return y;
+  auto gives = [&](const YarnScaling& s) {
+    return std::fabs(s.attention_factor() - *given) <= 1e-6f * std::max(1.0f, std::fabs(*given));
+  };
+  if (gives(file)) return file;
+  if (gives(y)) return y;
+  return common::FailedPrecondition("{}: attention_factor {}: srunway-train's YaRN (Megatron's) scales attention by "
+                                    "m(mscale) / m(mscale_all_dim), m(a) = 0.1 a ln(factor) + 1, which is {} here",
+                                    at, *given, file.attention_factor());
+}
+
+// config.json's rope_scaling: null, rope_type default (none), linear (one factor), llama3 (Llama 3.1's) or yarn,
+// which ModelConfig holds; the type's key was "type" before transformers 4.43.
 common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::string& where, ModelConfig& c) {
   if (!json.contains("rope_scaling") || json["rope_scaling"].is_null()) return common::Status::Ok();
   const common::Json& r = json["rope_scaling"];
@@ -484,10 +531,14 @@ common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::s
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(r, "factor", at));
     return common::Status::Ok();
   }
+  if (type == "yarn") {
+    SRUNWAY_ASSIGN_OR_RETURN(c.yarn, YarnFromHuggingFace(r, at, c.seq_len));
+    return common::Status::Ok();
+  }
   if (type != "llama3") {
     return common::FailedPrecondition("{}: rope_type '{}': srunway-train reads a llama's RoPE scaling from a Hugging "
-                                      "Face config when it is linear (linear), as Llama 3.1's (llama3), or none{}", at,
-                                      type, type == "yarn" ? " (YaRN: Megatron's --position-embedding-type yarn)" : "");
+                                      "Face config when it is linear (linear), as Llama 3.1's (llama3), YaRN (yarn), "
+                                      "or none", at, type);
   }
   return RopeScalingFromJson(r, at, c);
 }
@@ -603,6 +654,14 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
     rope_scaling["rope_type"] = "llama3";
   } else if (c.rope_linear_factor != 1.0f) {
     rope_scaling = {{"rope_type", "linear"}, {"factor", Shortest(c.rope_linear_factor)}};
+  } else if (c.yarn) {
+    // The attention factor given, as transformers would not derive Megatron's from mscale alone (mscale_all_dim 0).
+    const YarnScaling& y = *c.yarn;
+    rope_scaling = {{"rope_type", "yarn"}, {"factor", Shortest(y.factor)},
+                    {"original_max_position_embeddings", y.original_positions}, {"beta_fast", Shortest(y.beta_fast)},
+                    {"beta_slow", Shortest(y.beta_slow)}, {"mscale", Shortest(y.mscale)},
+                    {"mscale_all_dim", Shortest(y.mscale_all_dim)}, {"truncate", y.round_to_int},
+                    {"attention_factor", Shortest(y.attention_factor())}};
   }
   common::Json config = {
       {"architectures", {HuggingFaceArchitecture(c)}},
@@ -659,11 +718,6 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
     return common::FailedPrecondition("transformers' Llama turns RoPE in every layer, and this model skips it in "
                                       "some (--no-rope-freq): it has no Hugging Face class; --export writes its "
                                       "weights");
-  }
-  if (c.yarn) {
-    return common::FailedPrecondition("the Hugging Face Llama configs written here scale RoPE as Llama 3.1 does or "
-                                      "linearly, and this model's by YaRN (--position-embedding-type yarn); --export "
-                                      "writes its weights");
   }
   if (c.rotary_interleaved) {
     return common::FailedPrecondition("the Hugging Face Llama configs written here turn each head's two halves by "

@@ -127,9 +127,42 @@ def llama_weights(gen, tied=False, qkv_bias=False, qk_norm=False, hd=C // HEADS,
     return sd
 
 
+def hf_yarn(hd, theta, rs, max_positions):
+    """transformers' YaRN (its _compute_yarn_parameters) for config.json's rope_scaling `rs`: the frequencies and the
+    attention factor that multiplies cos and sin. Without a factor, max_position_embeddings over the original
+    positions; without those, max_position_embeddings; the attention factor given, else m(mscale) / m(mscale_all_dim)
+    only where both are non-zero, else m(1)."""
+    original = rs.get("original_max_position_embeddings") or max_positions
+    factor = rs.get("factor")
+    if factor is None:
+        factor = max_positions / original
+
+    def m(a=1):
+        return 1.0 if factor <= 1 else 0.1 * a * math.log(factor) + 1.0
+
+    attention = rs.get("attention_factor")
+    if attention is None:
+        mscale, mscale_all_dim = rs.get("mscale"), rs.get("mscale_all_dim")
+        attention = m(mscale) / m(mscale_all_dim) if mscale and mscale_all_dim else m()
+
+    def dim_of(rotations):
+        return hd * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = dim_of(rs.get("beta_fast") or 32), dim_of(rs.get("beta_slow") or 1)
+    if rs.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, hd - 1)
+    if low == high:
+        high += 0.001
+    extrapolation = 1 - ((torch.arange(hd // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    powers = theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
+    return 1.0 / (factor * powers) * (1 - extrapolation) + 1.0 / powers * extrapolation, attention
+
+
 def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
-    llama3 or linear), grouped KV heads repeated, SwiGLU, RMSNorm; Qwen2ForCausalLM's where q, k and v have
+    llama3, linear or yarn, with max_position_embeddings SEQ), grouped KV heads repeated, SwiGLU, RMSNorm;
+    Qwen2ForCausalLM's where q, k and v have
     biases; Qwen3ForCausalLM's where q_norm and k_norm are (each head's q and k RMS-normed, before RoPE); any other
     linear layer's bias where `sd` has it (attention_bias, mlp_bias)."""
     B, T = tokens.shape
@@ -142,11 +175,14 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
         return torch.cat([-x[..., hd // 2:], x[..., : hd // 2]], dim=-1)
 
     inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
-    if scaling is not None:
+    attention = 1.0
+    if scaling is not None and scaling.get("rope_type", scaling.get("type")) == "yarn":
+        inv_freq, attention = hf_yarn(hd, theta, scaling, SEQ)
+    elif scaling is not None:
         inv_freq = scaled_inv_freq(inv_freq, scaling)
     freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
-    cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+    cos, sin = (emb.cos() * attention)[None, None], (emb.sin() * attention)[None, None]
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     x = sd["model.embed_tokens.weight"][tokens]
     for l in range(LAYERS):
@@ -187,7 +223,8 @@ def check(what, ok, detail="", always=False):
 
 
 def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
-    """Loads `path` into srunway-train, exports it, and returns the export's loss in our layout."""
+    """Loads `path` into srunway-train, exports it, and returns the export's loss in our layout (`scaling` "header":
+    RoPE scaled by the YaRN that the export's header records, as Megatron computes it)."""
     out = os.path.join(WORK, "export.safetensors")
     if os.path.exists(out):
         os.remove(out)
@@ -196,6 +233,12 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
         check(f"srunway-train --skip-train --load {os.path.basename(path)}", False, err.strip()[-400:])
         return None
     ours = load(out)
+    if scaling == "header":
+        yarn = exported_model(out).get("yarn")
+        if yarn is None:
+            check(f"srunway-train --load {os.path.basename(path)}: a model with YaRN", False, str(exported_model(out)))
+            return None
+        scaling = {"rope_type": "yarn", **yarn}
     return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, 10000.0,
                       scaling=scaling).item(), err
 
@@ -272,6 +315,67 @@ def check_qwen2(gen, tokens, targets, llama):
                                  targets, llama)
     refused_config("Qwen2", folder, config, "use_sliding_window", True,
                    r"use_sliding_window is true: srunway-train's qwen2 has false")
+
+
+def check_yarn(sd, llama_config, tokens, targets):
+    """config.json's rope_scaling of rope_type yarn (Qwen's long-context configs, gpt-oss's) read as transformers
+    reads it: the loaded model's loss, its RoPE computed from the YaRN numbers our header records as Megatron does,
+    is Hugging Face's forward's; the attention factor by transformers' rule (mscale alone is not read); an
+    attention_factor that Megatron's mscales cannot give is refused; --export-hf writes it and it loads back."""
+    yarn_dir = os.path.join(WORK, "llama-yarn")
+    os.makedirs(yarn_dir, exist_ok=True)
+    save(os.path.join(yarn_dir, "model.safetensors"), sd)
+    unscaled = llama_loss(sd, tokens, targets).item()
+    m2 = 0.1 * 2 * math.log(4.0) + 1
+    cases = [
+        ("Qwen's", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}),
+        # transformers' older key; the factor from max_position_embeddings (128) over 32; the two mscales' ratio.
+        ("without a factor, unrounded, both mscales",
+         {"type": "yarn", "original_max_position_embeddings": 32, "beta_fast": 4.0, "beta_slow": 0.5,
+          "truncate": False, "mscale": 1.0, "mscale_all_dim": 0.5}),
+        ("mscale alone (not read)", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                                     "mscale": 2.0}),
+        ("attention_factor given as mscale 2 gives it",
+         {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "mscale": 2.0,
+          "attention_factor": m2}),
+    ]
+    for what, rs in cases:
+        with open(os.path.join(yarn_dir, "config.json"), "w") as f:
+            json.dump({**llama_config, "rope_scaling": rs}, f)
+        reference = llama_loss(sd, tokens, targets, scaling=rs).item()
+        check(f"YaRN ({what}) changes Hugging Face's loss here", abs(reference - unscaled) > 1e-3,
+              f"{reference:.6f} with it, {unscaled:.6f} without", always=True)
+        compare(f"Llama with config.json's rope_scaling (yarn, {what})", yarn_dir, ["--use-checkpoint-args"],
+                reference, tokens, targets, True, "header")
+    with open(os.path.join(yarn_dir, "config.json"), "w") as f:
+        json.dump({**llama_config, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "attention_factor": 1.5}}, f)
+    expect_error("a config.json with YaRN's attention_factor that Megatron's mscales do not give",
+                 ["--use-checkpoint-args", "--load", yarn_dir, "--finetune"], 1,
+                 r"config\.json: rope_scaling: attention_factor 1\.5: srunway-train's YaRN \(Megatron's\) scales "
+                 r"attention by m\(mscale\) / m\(mscale_all_dim\), m\(a\) = 0\.1 a ln\(factor\) \+ 1, which is "
+                 r"1\.138629\d* here$")
+    # Out and back: mscale 2 alone, which transformers reads only through the attention_factor written beside it.
+    with open(os.path.join(yarn_dir, "config.json"), "w") as f:
+        json.dump({**llama_config, "rope_scaling": cases[3][1]}, f)
+    out = os.path.join(WORK, "hf-llama-yarn")
+    rc, _, err = train("--use-checkpoint-args", "--load", yarn_dir, "--skip-train", "--eval-iters", "0",
+                       "--export-hf", out)
+    written = {}
+    if rc == 0:
+        with open(os.path.join(out, "config.json")) as f:
+            written = json.load(f).get("rope_scaling")
+    want = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 32.0,
+            "beta_slow": 1.0, "mscale": 2.0, "mscale_all_dim": 0.0, "truncate": True}
+    check("--export-hf of a Llama with YaRN: config.json's rope_scaling",
+          rc == 0 and {k: v for k, v in written.items() if k != "attention_factor"} == want and
+          abs(written.get("attention_factor", 0) - m2) <= 1e-6, f"exit {rc}, {written} {err.strip()[-300:]}")
+    if rc == 0:
+        reference = llama_loss(sd, tokens, targets, scaling=cases[3][1]).item()
+        loss = llama_loss(load(os.path.join(out, "model.safetensors")), tokens, targets, scaling=written).item()
+        check("--export-hf of a Llama with YaRN: Hugging Face's loss", abs(loss - reference) <= 1e-5,
+              f"{loss:.6f} vs {reference:.6f}")
+        compare("--export-hf of a Llama with YaRN loaded back", out, ["--use-checkpoint-args"], reference, tokens,
+                targets, True, "header")
 
 
 # Llama's flags without --disable-bias-linear: a bias on every linear layer (Megatron's add_bias_linear).
@@ -452,12 +556,8 @@ def main():
     expect_error("a config.json with dynamic RoPE scaling", ["--use-checkpoint-args", "--load", llama_dir,
                  "--finetune"], 1,
                  r"config\.json: rope_scaling: rope_type 'dynamic': srunway-train reads a llama's RoPE scaling "
-                 r"from a Hugging Face config when it is linear \(linear\), as Llama 3\.1's \(llama3\), or none$")
-    with open(os.path.join(llama_dir, "config.json"), "w") as f:
-        json.dump({**llama_config, "rope_scaling": {"rope_type": "yarn", "factor": 32.0}}, f)
-    expect_error("a config.json with YaRN", ["--use-checkpoint-args", "--load", llama_dir, "--finetune"], 1,
-                 r"config\.json: rope_scaling: rope_type 'yarn': .* or none \(YaRN: Megatron's "
-                 r"--position-embedding-type yarn\)$")
+                 r"from a Hugging Face config when it is linear \(linear\), as Llama 3\.1's \(llama3\), YaRN "
+                 r"\(yarn\), or none$")
     with open(os.path.join(llama_dir, "config.json"), "w") as f:
         json.dump({**llama_config, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, f)
     expect_error("a config.json with llama3 RoPE scaling lacking its bounds", ["--use-checkpoint-args", "--load",
@@ -496,6 +596,7 @@ def main():
         check("--export-hf of a scaled Llama loaded back keeps the scaling", model.get("rope_scaling") == want,
               f"exit {rc}, {model} {err.strip()[-300:]}")
 
+    check_yarn(sd_l, llama_config, tokens, targets)
     check_qwen2(gen, tokens, targets, llama)
     check_qwen3(gen, tokens, targets, llama)
     check_llama_biases(gen, tokens, targets, llama)
@@ -714,10 +815,6 @@ def main():
                  os.path.join(WORK, "hf-llama-interleaved")], 1,
                  r"--export-hf: the Hugging Face Llama configs written here turn each head's two halves by RoPE, and "
                  r"this model turns interleaved pairs \(--rotary-interleaved\); --export writes its weights$")
-    expect_error("--export-hf of a Llama with YaRN", [*llama, "--position-embedding-type", "yarn",
-                 "--yarn-rotary-scaling-factor", "4", "--export-hf", os.path.join(WORK, "hf-llama-yarn")], 1,
-                 r"--export-hf: the Hugging Face Llama configs written here scale RoPE as Llama 3\.1 does or "
-                 r"linearly, and this model's by YaRN \(--position-embedding-type yarn\); --export writes its weights$")
     # A model without positions (--position-embedding-type none): GPT-2's learned table has no place in it, a Llama's
     # weights (RoPE has none) load into it, and neither has a Hugging Face class to export to.
     nope = ["--position-embedding-type", "none"]
