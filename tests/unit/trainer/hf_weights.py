@@ -253,6 +253,18 @@ def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=
     return log
 
 
+def export_hf_rope_scaling(source, out):
+    """--export-hf of the model in the folder `source` (its config.json's): (exit code, stderr, the rope_scaling of
+    the config.json written, None if none was)."""
+    rc, _, err = train("--use-checkpoint-args", "--load", source, "--skip-train", "--eval-iters", "0", "--export-hf",
+                       out)
+    written = None
+    if rc == 0:
+        with open(os.path.join(out, "config.json")) as f:
+            written = json.load(f).get("rope_scaling")
+    return rc, err, written
+
+
 def error_lines(err):
     return [line for line in err.splitlines() if " error: " in line]
 
@@ -358,12 +370,8 @@ def check_yarn(sd, llama_config, tokens, targets):
     with open(os.path.join(yarn_dir, "config.json"), "w") as f:
         json.dump({**llama_config, "rope_scaling": cases[3][1]}, f)
     out = os.path.join(WORK, "hf-llama-yarn")
-    rc, _, err = train("--use-checkpoint-args", "--load", yarn_dir, "--skip-train", "--eval-iters", "0",
-                       "--export-hf", out)
-    written = {}
-    if rc == 0:
-        with open(os.path.join(out, "config.json")) as f:
-            written = json.load(f).get("rope_scaling")
+    rc, err, written = export_hf_rope_scaling(yarn_dir, out)
+    written = written or {}
     want = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64, "beta_fast": 32.0,
             "beta_slow": 1.0, "mscale": 2.0, "mscale_all_dim": 0.0, "truncate": True}
     check("--export-hf of a Llama with YaRN: config.json's rope_scaling",
@@ -542,13 +550,7 @@ def main():
           f"{stretched:.6f} with it, {unscaled:.6f} without", always=True)
     compare("Llama with config.json's rope_scaling (linear)", llama_dir, ["--use-checkpoint-args"], stretched, tokens,
             targets, True, linear)
-    linear_out = os.path.join(WORK, "hf-llama-linear")
-    rc, _, err = train("--use-checkpoint-args", "--load", llama_dir, "--skip-train", "--eval-iters", "0",
-                       "--export-hf", linear_out)
-    written = None
-    if rc == 0:
-        with open(os.path.join(linear_out, "config.json")) as f:
-            written = json.load(f).get("rope_scaling")
+    rc, err, written = export_hf_rope_scaling(llama_dir, os.path.join(WORK, "hf-llama-linear"))
     check("--export-hf of a linearly scaled Llama: config.json's rope_scaling",
           written == {"rope_type": "linear", "factor": 2.0}, f"exit {rc}, {written} {err.strip()[-300:]}")
     with open(os.path.join(llama_dir, "config.json"), "w") as f:
@@ -575,12 +577,7 @@ def main():
     with open(os.path.join(llama_dir, "config.json"), "w") as f:
         json.dump(llama_config, f)
     scaled_out = os.path.join(WORK, "hf-llama-scaled")
-    rc, _, err = train("--use-checkpoint-args", "--load", llama_dir, "--skip-train", "--eval-iters", "0",
-                       "--export-hf", scaled_out)
-    written = {}
-    if rc == 0:
-        with open(os.path.join(scaled_out, "config.json")) as f:
-            written = json.load(f).get("rope_scaling")
+    rc, err, written = export_hf_rope_scaling(llama_dir, scaled_out)
     check("--export-hf of a scaled Llama: config.json's rope_scaling", rc == 0 and written == scaling,
           f"exit {rc}, {written} {err.strip()[-300:]}")
     if rc == 0:
