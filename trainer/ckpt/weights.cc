@@ -580,10 +580,10 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
     // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("tie_word_embeddings", true));
-  } else if (type == "llama" || type == "qwen2" || type == "qwen3") {
+  } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "mistral") {
     // Qwen2 is Llama with biases on q, k and v (and no other): its config.json has Llama's keys but attention_bias.
     // Qwen3 is Llama with an RMSNorm on each head's q and k (q_norm, k_norm); its attention_bias would bias o_proj
-    // too, as Llama's.
+    // too, as Llama's. Mistral is Llama with a sliding window (sliding_window; null from Mistral 7B v0.2 on).
     c.arch = Arch::kLlama;
     c.qkv_bias = type == "qwen2";
     c.qk_norm = type == "qwen3";
@@ -620,6 +620,16 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
     }
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));  // Qwen2's and Qwen3's
+    if (type == "mistral" && json.contains("sliding_window") && !json["sliding_window"].is_null()) {
+      // transformers' mask (masking_utils' sliding_window_overlay): query i sees key j where i - sliding_window < j
+      // <= i, itself and sliding_window - 1 keys before it: Megatron's --window-size (sliding_window - 1),0.
+      SRUNWAY_ASSIGN_OR_RETURN(const int window, common::JsonField<int>(json, "sliding_window", where));
+      if (window <= 0) {
+        return common::FailedPrecondition("{}: sliding_window must be positive (or null: none), got {}", where,
+                                          window);
+      }
+      c.window = window - 1;
+    }
     // The heads' width where it is not hidden_size / num_attention_heads (Qwen3's smaller models, Gemma's).
     if (json.contains("head_dim") && !json["head_dim"].is_null()) {
       SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, common::JsonField<int>(json, "head_dim", where));
@@ -628,7 +638,7 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
   } else {
     return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama), Qwen2 "
-                                      "(qwen2) and Qwen3 (qwen3) models", where, type);
+                                      "(qwen2), Qwen3 (qwen3) and Mistral (mistral) models", where, type);
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab_size", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, number("initializer_range", 0.02));
@@ -665,7 +675,7 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   }
   common::Json config = {
       {"architectures", {HuggingFaceArchitecture(c)}},
-      {"model_type", c.qk_norm ? "qwen3" : c.qkv_bias ? "qwen2" : "llama"},
+      {"model_type", c.qk_norm ? "qwen3" : c.qkv_bias ? "qwen2" : c.window >= 0 ? "mistral" : "llama"},
       {"num_hidden_layers", c.n_layer}, {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head},
       {"num_key_value_heads", c.n_kv_head}, {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.seq_len},
       {"vocab_size", c.vocab}, {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)},
@@ -673,12 +683,15 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
       {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
   // Qwen2's config has no bias keys (its q, k and v have them, nothing else) and a sliding window, off; Qwen3's has
   // attention_bias and the window, and its head_dim, which it does not derive (Llama's and Qwen2's do, unless given).
+  // Mistral's has its window (as FromHuggingFaceConfig reads it) and no bias keys.
   if (c.qk_norm || c.kv_channels != 0) config["head_dim"] = c.head_dim();
   if (c.qk_norm) {
     config["attention_bias"] = false;
     config["use_sliding_window"] = false;
   } else if (c.qkv_bias) {
     config["use_sliding_window"] = false;
+  } else if (c.window >= 0) {
+    config["sliding_window"] = c.window + 1;
   } else {
     config["attention_bias"] = c.linear_bias;
     config["mlp_bias"] = c.linear_bias;
@@ -709,10 +722,18 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "sink (--softmax-type {}): it has no Hugging Face class; --export writes its "
                                       "weights", family, SoftmaxName(c.softmax));
   }
-  if (c.window >= 0) {
+  if (c.window >= 0 && gpt) {
     return common::FailedPrecondition("the Hugging Face {} configs written here attend to every key before each "
                                       "query, and this model through a window of {} (--window-size): --export "
                                       "writes its weights", family, c.window);
+  }
+  if (c.window >= 0 && (!c.window_layers.empty() || c.qkv_bias || c.qk_norm || c.linear_bias)) {
+    return common::FailedPrecondition(
+        "transformers' Mistral, the Llama with a sliding window, has it in every layer and no biases or q/k norms, "
+        "and this model {}: --export writes its weights",
+        !c.window_layers.empty() ? "attends through it in some layers only (--window-attn-skip-freq)"
+                                 : "has biases or q/k norms beside it (--add-qkv-bias, --qk-layernorm, Llama's flags "
+                                   "without --disable-bias-linear)");
   }
   if (!c.no_rope.empty()) {
     return common::FailedPrecondition("transformers' Llama turns RoPE in every layer, and this model skips it in "
@@ -755,7 +776,10 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
 
 std::string HuggingFaceArchitecture(const ModelConfig& c) {
   if (c.arch == Arch::kGpt) return "GPT2LMHeadModel";
-  return c.qk_norm ? "Qwen3ForCausalLM" : c.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+  return c.qk_norm    ? "Qwen3ForCausalLM"
+         : c.qkv_bias ? "Qwen2ForCausalLM"
+         : c.window >= 0 ? "MistralForCausalLM"
+                         : "LlamaForCausalLM";
 }
 
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,

@@ -159,9 +159,10 @@ def hf_yarn(hd, theta, rs, max_positions):
     return 1.0 / (factor * powers) * (1 - extrapolation) + 1.0 / powers * extrapolation, attention
 
 
-def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
+def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, sliding_window=None):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
     llama3, linear or yarn, with max_position_embeddings SEQ), grouped KV heads repeated, SwiGLU, RMSNorm;
+    MistralForCausalLM's with a `sliding_window` (transformers' mask: query i sees key j where i - window < j <= i);
     Qwen2ForCausalLM's where q, k and v have
     biases; Qwen3ForCausalLM's where q_norm and k_norm are (each head's q and k RMS-normed, before RoPE); any other
     linear layer's bias where `sd` has it (attention_bias, mlp_bias)."""
@@ -184,6 +185,9 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None):
     emb = torch.cat([freqs, freqs], dim=-1)
     cos, sin = (emb.cos() * attention)[None, None], (emb.sin() * attention)[None, None]
     causal = torch.ones(T, T, dtype=torch.bool).tril()
+    if sliding_window is not None:
+        i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        causal &= j > i - sliding_window
     x = sd["model.embed_tokens.weight"][tokens]
     for l in range(LAYERS):
         p = f"model.layers.{l}."
@@ -224,7 +228,8 @@ def check(what, ok, detail="", always=False):
 
 def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
     """Loads `path` into srunway-train, exports it, and returns the export's loss in our layout (`scaling` "header":
-    RoPE scaled by the YaRN that the export's header records, as Megatron computes it)."""
+    RoPE scaled by the YaRN that the export's header records, as Megatron computes it, and attention through the
+    window it records, if any)."""
     out = os.path.join(WORK, "export.safetensors")
     if os.path.exists(out):
         os.remove(out)
@@ -233,14 +238,13 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
         check(f"srunway-train --skip-train --load {os.path.basename(path)}", False, err.strip()[-400:])
         return None
     ours = load(out)
+    window = None
     if scaling == "header":
-        yarn = exported_model(out).get("yarn")
-        if yarn is None:
-            check(f"srunway-train --load {os.path.basename(path)}: a model with YaRN", False, str(exported_model(out)))
-            return None
-        scaling = {"rope_type": "yarn", **yarn}
+        model = exported_model(out)
+        scaling = {"rope_type": "yarn", **model["yarn"]} if model.get("yarn") else None
+        window = model["window_size"][0] if model.get("window_size") else None
     return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, 10000.0,
-                      scaling=scaling).item(), err
+                      scaling=scaling, window=window).item(), err
 
 
 def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=None):
@@ -327,6 +331,57 @@ def check_qwen2(gen, tokens, targets, llama):
                                  targets, llama)
     refused_config("Qwen2", folder, config, "use_sliding_window", True,
                    r"use_sliding_window is true: srunway-train's qwen2 has false")
+
+
+def check_mistral(sd, llama_config, tokens, targets):
+    """Mistral (a Llama with a sliding window): config.json's model_type mistral with sliding_window W is a Llama whose
+    queries see W keys, themselves included (--window-size W-1,0), and with none (Mistral 7B v0.2 on) a Llama; the
+    loss of each is Hugging Face's forward's; sliding_window 0 is refused; --export-hf writes it back as Mistral and
+    it loads back; a window in some layers only, or beside biases, is refused there."""
+    folder = os.path.join(WORK, "mistral")
+    os.makedirs(folder, exist_ok=True)
+    save(os.path.join(folder, "model.safetensors"), sd)
+    config = {**{k: v for k, v in llama_config.items() if k != "rope_scaling"}, "model_type": "mistral",
+              "architectures": ["MistralForCausalLM"], "hidden_act": "silu", "rope_theta": 10000.0,
+              "attention_dropout": 0.0, "tie_word_embeddings": False}
+    unwindowed = llama_loss(sd, tokens, targets).item()
+    for window in (None, 8):
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump({**config, "sliding_window": window}, f)
+        reference = llama_loss(sd, tokens, targets, sliding_window=window).item()
+        if window is not None:
+            check("a sliding window of 8 changes Hugging Face's loss here", abs(reference - unwindowed) > 1e-3,
+                  f"{reference:.6f} with it, {unwindowed:.6f} without", always=True)
+        compare(f"Mistral with sliding_window {window}", folder, ["--use-checkpoint-args"], reference, tokens, targets,
+                True, "header")
+    refused_config("Mistral", folder, config, "sliding_window", 0,
+                   r"sliding_window must be positive \(or null: none\), got 0$")
+    # Out and back.
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**config, "sliding_window": 8}, f)
+    out = os.path.join(WORK, "hf-mistral")
+    rc, _, err = train("--use-checkpoint-args", "--load", folder, "--skip-train", "--eval-iters", "0", "--export-hf",
+                       out)
+    written = {}
+    if rc == 0:
+        with open(os.path.join(out, "config.json")) as f:
+            written = json.load(f)
+    check("--export-hf of a Llama with a window: Mistral's config.json",
+          rc == 0 and written.get("model_type") == "mistral" and written.get("sliding_window") == 8 and
+          written.get("architectures") == ["MistralForCausalLM"] and "attention_bias" not in written,
+          f"exit {rc}, {written} {err.strip()[-300:]}")
+    if rc == 0:
+        compare("--export-hf of a Llama with a window loaded back", out, ["--use-checkpoint-args"],
+                llama_loss(sd, tokens, targets, sliding_window=8).item(), tokens, targets, True, "header")
+    llama = ["--preset", "llama-tiny", "--window-size", "7,0", "--export-hf", os.path.join(WORK, "hf-mistral-no")]
+    expect_error("--export-hf of a Llama with a window in some layers", [*llama, "--window-attn-skip-freq", "2"], 1,
+                 r"--export-hf: transformers' Mistral, the Llama with a sliding window, has it in every layer and no "
+                 r"biases or q/k norms, and this model attends through it in some layers only "
+                 r"\(--window-attn-skip-freq\): --export writes its weights$")
+    expect_error("--export-hf of a Llama with a window and q, k and v's biases", [*llama, "--add-qkv-bias"], 1,
+                 r"--export-hf: transformers' Mistral, .* and this model has biases or q/k norms beside it "
+                 r"\(--add-qkv-bias, --qk-layernorm, Llama's flags without --disable-bias-linear\): --export writes "
+                 r"its weights$")
 
 
 def check_yarn(sd, llama_config, tokens, targets):
@@ -594,6 +649,7 @@ def main():
               f"exit {rc}, {model} {err.strip()[-300:]}")
 
     check_yarn(sd_l, llama_config, tokens, targets)
+    check_mistral(sd_l, llama_config, tokens, targets)
     check_qwen2(gen, tokens, targets, llama)
     check_qwen3(gen, tokens, targets, llama)
     check_llama_biases(gen, tokens, targets, llama)
