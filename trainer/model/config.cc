@@ -445,6 +445,11 @@ common::Status ValidateYarn(const ModelConfig& c) {
     return common::InvalidArgument("YaRN's original_max_position_embeddings (--yarn-original-max-position-embeddings) "
                                    "must be positive, got {}", y.original_positions);
   }
+  // The pair that turns r times is hd ln(positions / (2 pi r)) / (2 ln theta): no pair at all unless theta > 1.
+  if (!(c.rope_theta > 1.0f)) {
+    return common::InvalidArgument("YaRN (--position-embedding-type yarn) needs a RoPE base (--rotary-base) above 1, "
+                                   "each pair turning slower than the one before, got {}", c.rope_theta);
+  }
   for (const auto& [name, value] : {std::pair{"mscale (--yarn-mscale)", y.mscale},
                                     std::pair{"mscale_all_dim (--yarn-mscale-all-dim)", y.mscale_all_dim}}) {
     if (!(value >= 0 && std::isfinite(value))) {

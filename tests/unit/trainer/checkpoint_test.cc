@@ -1624,6 +1624,9 @@ TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {
           "YaRN's original_max_position_embeddings (--yarn-original-max-position-embeddings) must be positive, got 0");
   refused([](ModelConfig& m) { m.yarn->mscale = -1; },
           "YaRN's mscale (--yarn-mscale) must be 0 or more and finite, got -1");
+  refused([](ModelConfig& m) { m.rope_theta = 1; },
+          "YaRN (--position-embedding-type yarn) needs a RoPE base (--rotary-base) above 1, each pair turning slower "
+          "than the one before, got 1");
 }
 
 }  // namespace
