@@ -543,6 +543,36 @@ common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::s
   return RopeScalingFromJson(r, at, c);
 }
 
+// Qwen2's and Qwen3's windowed layers (c.window set): layer_types' sliding_attention ones, or without it those from
+// max_window_layers on. Every layer windowed is ModelConfig's empty window_layers; none, no window.
+common::Status WindowLayersFromHuggingFace(const common::Json& json, const std::string& where, ModelConfig& c) {
+  std::vector<uint8_t> layers;
+  if (json.contains("layer_types") && !json["layer_types"].is_null()) {
+    SRUNWAY_ASSIGN_OR_RETURN(const auto types, common::JsonField<std::vector<std::string>>(json, "layer_types", where));
+    if (types.size() != static_cast<size_t>(c.n_layer)) {
+      return common::FailedPrecondition("{}: layer_types names {} layers, and num_hidden_layers is {}", where,
+                                        types.size(), c.n_layer);
+    }
+    for (const std::string& type : types) {
+      if (type != "sliding_attention" && type != "full_attention") {
+        return common::FailedPrecondition("{}: layer_types has '{}': srunway-train's layers attend through the "
+                                          "window (sliding_attention) or to every key (full_attention)", where, type);
+      }
+      layers.push_back(type == "sliding_attention" ? 1 : 0);
+    }
+  } else {
+    SRUNWAY_ASSIGN_OR_RETURN(const int first, common::JsonFieldOr<int>(json, "max_window_layers", 28, where));
+    // At most Validate's bound on layers, which refuses more: no gigabytes for an absurd num_hidden_layers.
+    for (int l = 0; l < std::min(c.n_layer, 1 << 12); ++l) layers.push_back(l >= first ? 1 : 0);
+  }
+  if (std::ranges::none_of(layers, [](uint8_t w) { return w != 0; })) {
+    c.window = -1;
+  } else if (std::ranges::any_of(layers, [](uint8_t w) { return w == 0; })) {
+    c.window_layers = std::move(layers);
+  }
+  return common::Status::Ok();
+}
+
 }  // namespace
 
 common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where) {
@@ -619,8 +649,17 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));  // Qwen3's: o_proj's bias too
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
     }
-    SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));  // Qwen2's and Qwen3's
-    if (type == "mistral" && json.contains("sliding_window") && !json["sliding_window"].is_null()) {
+    // Qwen2's and Qwen3's window, where use_sliding_window is true (transformers' Qwen2Config): in the layers that
+    // layer_types names sliding_attention, or without it those from max_window_layers (28 unless given) on.
+    bool use_sliding_window = false;
+    if (type != "llama" && type != "mistral" && json.contains("use_sliding_window") &&
+        !json["use_sliding_window"].is_null()) {
+      SRUNWAY_ASSIGN_OR_RETURN(use_sliding_window, common::JsonField<bool>(json, "use_sliding_window", where));
+    } else {
+      SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));
+    }
+    if ((type == "mistral" || use_sliding_window) && json.contains("sliding_window") &&
+        !json["sliding_window"].is_null()) {
       // transformers' mask (masking_utils' sliding_window_overlay): query i sees key j where i - sliding_window < j
       // <= i, itself and sliding_window - 1 keys before it: Megatron's --window-size (sliding_window - 1),0.
       SRUNWAY_ASSIGN_OR_RETURN(const int window, common::JsonField<int>(json, "sliding_window", where));
@@ -629,6 +668,7 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
                                           window);
       }
       c.window = window - 1;
+      if (use_sliding_window) SRUNWAY_RETURN_IF_ERROR(WindowLayersFromHuggingFace(json, where, c));
     }
     // The heads' width where it is not hidden_size / num_attention_heads (Qwen3's smaller models, Gemma's).
     if (json.contains("head_dim") && !json["head_dim"].is_null()) {
@@ -683,12 +723,23 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
       {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
   // Qwen2's config has no bias keys (its q, k and v have them, nothing else) and a sliding window, off; Qwen3's has
   // attention_bias and the window, and its head_dim, which it does not derive (Llama's and Qwen2's do, unless given).
-  // Mistral's has its window (as FromHuggingFaceConfig reads it) and no bias keys.
+  // Mistral's has its window (as FromHuggingFaceConfig reads it) and no bias keys. Qwen's window is in the layers
+  // from max_window_layers on (HuggingFaceExportable: a model's windowed layers are those), which newer configs
+  // also list (layer_types).
   if (c.qk_norm || c.kv_channels != 0) config["head_dim"] = c.head_dim();
   if (c.qk_norm) {
     config["attention_bias"] = false;
-    config["use_sliding_window"] = false;
-  } else if (c.qkv_bias) {
+  }
+  if ((c.qk_norm || c.qkv_bias) && c.window >= 0) {
+    config["use_sliding_window"] = true;
+    config["sliding_window"] = c.window + 1;
+    common::Json types = common::Json::array();
+    int first = c.n_layer;
+    for (int l = c.n_layer - 1; l >= 0; --l) first = c.windowed(l) ? l : first;
+    for (int l = 0; l < c.n_layer; ++l) types.push_back(c.windowed(l) ? "sliding_attention" : "full_attention");
+    config["max_window_layers"] = first;
+    config["layer_types"] = types;
+  } else if (c.qk_norm || c.qkv_bias) {
     config["use_sliding_window"] = false;
   } else if (c.window >= 0) {
     config["sliding_window"] = c.window + 1;
@@ -727,13 +778,21 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "query, and this model through a window of {} (--window-size): --export "
                                       "writes its weights", family, c.window);
   }
-  if (c.window >= 0 && (!c.window_layers.empty() || c.qkv_bias || c.qk_norm || c.linear_bias)) {
+  const bool qwen = c.qkv_bias || c.qk_norm;  // written as Qwen2 or Qwen3
+  if (c.window >= 0 && qwen) {
+    bool suffix = true;  // no layer with the window before one without
+    for (int l = 1; l < c.n_layer; ++l) suffix = suffix && (c.windowed(l) || !c.windowed(l - 1));
+    if (!suffix) {
+      return common::FailedPrecondition("transformers' Qwen2 and Qwen3 attend through the window in the layers from "
+                                        "max_window_layers on, and this model in others too (--window-attn-skip-freq)"
+                                        ": --export writes its weights");
+    }
+  } else if (c.window >= 0 && (!c.window_layers.empty() || c.linear_bias)) {
     return common::FailedPrecondition(
-        "transformers' Mistral, the Llama with a sliding window, has it in every layer and no biases or q/k norms, "
-        "and this model {}: --export writes its weights",
+        "transformers' Mistral, the Llama with a sliding window, has it in every layer and no biases, and this model "
+        "{}: --export writes its weights",
         !c.window_layers.empty() ? "attends through it in some layers only (--window-attn-skip-freq)"
-                                 : "has biases or q/k norms beside it (--add-qkv-bias, --qk-layernorm, Llama's flags "
-                                   "without --disable-bias-linear)");
+                                 : "has a bias on every linear layer (Llama's flags without --disable-bias-linear)");
   }
   if (!c.no_rope.empty()) {
     return common::FailedPrecondition("transformers' Llama turns RoPE in every layer, and this model skips it in "

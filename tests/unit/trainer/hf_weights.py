@@ -159,10 +159,11 @@ def hf_yarn(hd, theta, rs, max_positions):
     return 1.0 / (factor * powers) * (1 - extrapolation) + 1.0 / powers * extrapolation, attention
 
 
-def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, sliding_window=None):
+def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, sliding_window=None, window_layers=None):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
     llama3, linear or yarn, with max_position_embeddings SEQ), grouped KV heads repeated, SwiGLU, RMSNorm;
-    MistralForCausalLM's with a `sliding_window` (transformers' mask: query i sees key j where i - window < j <= i);
+    MistralForCausalLM's with a `sliding_window` (transformers' mask: query i sees key j where i - window < j <= i; in
+    the layers `window_layers` marks 1, all if None, as Qwen2's and Qwen3's layer_types);
     Qwen2ForCausalLM's where q, k and v have
     biases; Qwen3ForCausalLM's where q_norm and k_norm are (each head's q and k RMS-normed, before RoPE); any other
     linear layer's bias where `sd` has it (attention_bias, mlp_bias)."""
@@ -184,13 +185,15 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
     freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
     cos, sin = (emb.cos() * attention)[None, None], (emb.sin() * attention)[None, None]
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    full = torch.ones(T, T, dtype=torch.bool).tril()
+    windowed = full.clone()
     if sliding_window is not None:
         i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
-        causal &= j > i - sliding_window
+        windowed &= j > i - sliding_window
     x = sd["model.embed_tokens.weight"][tokens]
     for l in range(LAYERS):
         p = f"model.layers.{l}."
+        causal = windowed if window_layers is None or window_layers[l] else full
         a = rms(x, sd[p + "input_layernorm.weight"])
         q, k, v = (F.linear(a, sd[f"{p}self_attn.{n}_proj.weight"], sd.get(f"{p}self_attn.{n}_proj.bias"))
                    .view(B, T, heads, hd).transpose(1, 2) for n, heads in (("q", HEADS), ("k", KV), ("v", KV)))
@@ -238,13 +241,14 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
         check(f"srunway-train --skip-train --load {os.path.basename(path)}", False, err.strip()[-400:])
         return None
     ours = load(out)
-    window = None
+    window = window_layers = None
     if scaling == "header":
         model = exported_model(out)
         scaling = {"rope_type": "yarn", **model["yarn"]} if model.get("yarn") else None
         window = model["window_size"][0] if model.get("window_size") else None
+        window_layers = model.get("window_attn_skip_freq") or None
     return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, 10000.0,
-                      scaling=scaling, window=window).item(), err
+                      scaling=scaling, window=window, window_layers=window_layers).item(), err
 
 
 def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=None):
@@ -329,8 +333,53 @@ def check_qwen2(gen, tokens, targets, llama):
     missing = r"6 tensors the model has no place for \(model\.layers\.0\.self_attn\.k_proj\.bias, "
     folder = check_llama_variant("Qwen2", sd, "--add-qkv-bias", lambda k: k.endswith(".bias"), missing, config, tokens,
                                  targets, llama)
-    refused_config("Qwen2", folder, config, "use_sliding_window", True,
-                   r"use_sliding_window is true: srunway-train's qwen2 has false")
+    check_qwen_window(folder, config, sd, tokens, targets)
+
+
+def check_qwen_window(folder, config, sd, tokens, targets):
+    """Qwen2's sliding window (use_sliding_window true): sliding_window W in the layers from max_window_layers on, or
+    in those layer_types names sliding_attention; the loss is Hugging Face's forward's with its mask in those layers;
+    --export-hf writes both keys back and it loads back; a window before a layer without it has no export."""
+    unwindowed = llama_loss(sd, tokens, targets).item()
+    cases = [("from max_window_layers 1 on", {"max_window_layers": 1}, [0, 1]),
+             ("from max_window_layers 2 on: none", {"max_window_layers": 2}, [0, 0]),
+             ("in layer_types' first", {"max_window_layers": 1, "layer_types": ["sliding_attention", "full_attention"]},
+              [1, 0])]
+    for what, keys, layers in cases:
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump({**config, "use_sliding_window": True, "sliding_window": 8, **keys}, f)
+        reference = llama_loss(sd, tokens, targets, sliding_window=8, window_layers=layers).item()
+        check(f"Qwen2's window {what}: Hugging Face's loss {'unchanged' if not any(layers) else 'changed'}",
+              (abs(reference - unwindowed) > 1e-3) == any(layers), f"{reference:.6f}, {unwindowed:.6f} without",
+              always=True)
+        compare(f"Qwen2 with a sliding window {what}", folder, ["--use-checkpoint-args"], reference, tokens, targets,
+                True, "header")
+        out = os.path.join(WORK, "hf-qwen2-window")
+        rc, _, err = train("--use-checkpoint-args", "--load", folder, "--skip-train", "--eval-iters", "0",
+                           "--export-hf", out)
+        if layers == [1, 0]:
+            lines = error_lines(err)
+            check(f"--export-hf of Qwen2 with a window {what}: refused", rc == 1 and len(lines) == 1 and re.search(
+                r"transformers' Qwen2 and Qwen3 attend through the window in the layers from max_window_layers on, "
+                r"and this model in others too \(--window-attn-skip-freq\): --export writes its weights$", lines[0])
+                  is not None, f"exit {rc}, {lines}")
+            continue
+        written = {}
+        if rc == 0:
+            with open(os.path.join(out, "config.json")) as f:
+                written = json.load(f)
+        want = ({"use_sliding_window": True, "sliding_window": 8, "max_window_layers": 1,
+                 "layer_types": ["full_attention", "sliding_attention"]} if any(layers)
+                else {"use_sliding_window": False})
+        check(f"--export-hf of Qwen2 with a window {what}: config.json's window",
+              rc == 0 and all(written.get(k) == v for k, v in want.items()), f"exit {rc}, {written} {err[-300:]}")
+        if rc == 0:
+            compare(f"--export-hf of Qwen2 with a window {what} loaded back", out, ["--use-checkpoint-args"],
+                    reference, tokens, targets, True, "header")
+    refused_config("Qwen2", folder, {**config, "use_sliding_window": True, "sliding_window": 8}, "layer_types",
+                   ["sliding_attention", "chunked_attention"],
+                   r"layer_types has 'chunked_attention': srunway-train's layers attend through the window "
+                   r"\(sliding_attention\) or to every key \(full_attention\)$")
 
 
 def check_mistral(sd, llama_config, tokens, targets):
@@ -376,12 +425,11 @@ def check_mistral(sd, llama_config, tokens, targets):
     llama = ["--preset", "llama-tiny", "--window-size", "7,0", "--export-hf", os.path.join(WORK, "hf-mistral-no")]
     expect_error("--export-hf of a Llama with a window in some layers", [*llama, "--window-attn-skip-freq", "2"], 1,
                  r"--export-hf: transformers' Mistral, the Llama with a sliding window, has it in every layer and no "
-                 r"biases or q/k norms, and this model attends through it in some layers only "
+                 r"biases, and this model attends through it in some layers only "
                  r"\(--window-attn-skip-freq\): --export writes its weights$")
-    expect_error("--export-hf of a Llama with a window and q, k and v's biases", [*llama, "--add-qkv-bias"], 1,
-                 r"--export-hf: transformers' Mistral, .* and this model has biases or q/k norms beside it "
-                 r"\(--add-qkv-bias, --qk-layernorm, Llama's flags without --disable-bias-linear\): --export writes "
-                 r"its weights$")
+    expect_error("--export-hf of a Llama with a window and every bias", [*llama, *EVERY_BIAS], 1,
+                 r"--export-hf: transformers' Mistral, .* and this model has a bias on every linear layer \(Llama's "
+                 r"flags without --disable-bias-linear\): --export writes its weights$")
 
 
 def check_yarn(sd, llama_config, tokens, targets):
