@@ -43,7 +43,8 @@ constexpr float kBf16Rtol = 1.0f / 128;
 
 int g_failures = 0;
 std::mt19937 g_rng(1234);
-// `cuda_ops race` (main): attention and RoPE over one sequence, whose blocks take the paths a batch's would.
+// `cuda_ops race` (main: the race check's cases), which runs attention and RoPE over one sequence, whose blocks take
+// the paths a batch's would.
 bool g_race = false;
 
 std::vector<float> Random(size_t n, float scale = 1.0f) {
@@ -934,9 +935,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const bool race = groups.erase("race") > 0;
-  g_race = race;
-  if (race && (groups.contains("cudnn") || groups.contains("cudnn-gpt2"))) {
+  g_race = groups.erase("race") > 0;
+  if (g_race && (groups.contains("cudnn") || groups.contains("cudnn-gpt2"))) {
     std::fprintf(stderr, "cuda_ops: race takes no cudnn group (cuDNN's kernels are not ours to check)\n");
     return 2;
   }
@@ -992,7 +992,7 @@ int main(int argc, char** argv) {
     Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 0, true});  // --rotary-interleaved
     Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 40, true});  // both
   }
-  if (wanted("kernels") && !race) {  // the scalings: other frequencies down the same paths
+  if (wanted("kernels") && !g_race) {  // the scalings: other frequencies down the same paths
     // Wavelengths past 64 positions slowed 8 times, under 16 kept, between interpolated: all three kinds of pair.
     Rope(gpu, false, {500000.0f, 8.0f, 1.0f, 4.0f, 64.0f});
     Rope(gpu, false, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 4.0f});  // linear: every wavelength 4 times longer
@@ -1006,8 +1006,8 @@ int main(int argc, char** argv) {
     }
   }
   if (wanted("kernels")) {
-    Dropout(gpu, race ? 1 << 16 : 1 << 20);
-    Classifier(gpu, race ? 8 : 64, 50257);  // a block a row
+    Dropout(gpu, g_race ? 1 << 16 : 1 << 20);
+    Classifier(gpu, g_race ? 8 : 64, 50257);  // a block a row
     Classifier(gpu, 100, 512);
     Classifier(gpu, 16, 50304);  // GPT-2's padded vocabulary: rows read 16 bytes at a time
   }
@@ -1052,7 +1052,7 @@ int main(int argc, char** argv) {
     auto blas = cuda::Matmul::Open(gpu.device());
     gpu.Check(blas.status(), "cuBLASLt");
     std::printf("cuda_ops: cuBLASLt from %s\n", (*blas)->library_path().c_str());
-    if (!race) Matmul(gpu, **blas, 256, 768, 2304, true);
+    if (!g_race) Matmul(gpu, **blas, 256, 768, 2304, true);
     Matmul(gpu, **blas, 100, 96, 40, false);
     Matmul(gpu, **blas, 33, 64, 8, true);
     // The bias gradient kernel over four chunks of rows, 8 columns a lane, and one column a lane (36 is no
@@ -1065,7 +1065,7 @@ int main(int argc, char** argv) {
     // told to decline only DGELU_BGRAD's fp32 sums, its bf16 sums are.
     const char* declined = std::getenv("FAKE_CUBLASLT_DECLINE");
     const bool bf16_sums_only = declined != nullptr && std::string(declined) == "DGELU_BGRAD:F32";
-    if (!race) {
+    if (!g_race) {
       MatmulGelu(gpu, **blas, 256, 768, 3072, true, /*must_fuse=*/declined == nullptr || bf16_sums_only,
                  /*must_sum_bf16=*/bf16_sums_only);
       MatmulGelu(gpu, **blas, 256, 768, 3072, false);
@@ -1075,7 +1075,7 @@ int main(int argc, char** argv) {
     MatmulGelu(gpu, **blas, 33, 64, 40, true);
     MatmulGelu(gpu, **blas, 50, 64, 36, true);
     MatmulPlans(gpu, **blas);
-    if ((*blas)->tuning() && !race) {  // the host's choices, of products above that race leaves out
+    if ((*blas)->tuning() && !g_race) {  // the host's choices, of products above that race leaves out
       MatmulTuning(**blas);
       MatmulChoices(gpu, **blas);
     }

@@ -472,6 +472,25 @@ namespace {
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
+// The Hugging Face class a Llama is written as: Qwen3 with q and k norms, Qwen2 with q, k and v's biases, Mistral with
+// a window, else Llama.
+struct HfClass {
+  const char* model_type;
+  const char* architecture;
+};
+HfClass LlamaClass(const ModelConfig& c) {
+  if (c.qk_norm) return {"qwen3", "Qwen3ForCausalLM"};
+  if (c.qkv_bias) return {"qwen2", "Qwen2ForCausalLM"};
+  if (c.window >= 0) return {"mistral", "MistralForCausalLM"};
+  return {"llama", "LlamaForCausalLM"};
+}
+
+// `key` is in `json` with a value: transformers writes null for a setting left unset, which is its default.
+bool Given(const common::Json& json, std::string_view key) {
+  const auto it = json.find(key);
+  return it != json.end() && !it->is_null();
+}
+
 // rope_scaling of rope_type yarn as transformers reads it (its _compute_yarn_parameters), into Megatron's numbers:
 // the factor (without one, max_position_embeddings over the original positions), the original positions
 // (max_position_embeddings without them), beta_fast and beta_slow (32 and 1 where absent or 0), truncate (the range
@@ -481,13 +500,13 @@ double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 // file's two give that way, or what transformers' rule gives without it.
 common::StatusOr<YarnScaling> YarnFromHuggingFace(const common::Json& r, const std::string& at, int max_positions) {
   auto number = [&](const char* key) -> common::StatusOr<std::optional<float>> {
-    if (!r.contains(key) || r[key].is_null()) return std::optional<float>();
+    if (!Given(r, key)) return std::optional<float>();
     SRUNWAY_ASSIGN_OR_RETURN(const float value, common::JsonField<float>(r, key, at));
     return std::optional<float>(value);
   };
   YarnScaling y;
   y.original_positions = max_positions;
-  if (r.contains("original_max_position_embeddings") && !r["original_max_position_embeddings"].is_null()) {
+  if (Given(r, "original_max_position_embeddings")) {
     SRUNWAY_ASSIGN_OR_RETURN(y.original_positions, common::JsonField<int>(r, "original_max_position_embeddings", at));
   }
   SRUNWAY_ASSIGN_OR_RETURN(const std::optional<float> factor, number("factor"));
@@ -497,7 +516,7 @@ common::StatusOr<YarnScaling> YarnFromHuggingFace(const common::Json& r, const s
   SRUNWAY_ASSIGN_OR_RETURN(const std::optional<float> beta_slow, number("beta_slow"));
   y.beta_fast = beta_fast.value_or(0) != 0 ? *beta_fast : 32.0f;  // Python's `or`: 0 is absent
   y.beta_slow = beta_slow.value_or(0) != 0 ? *beta_slow : 1.0f;
-  if (r.contains("truncate") && !r["truncate"].is_null()) {
+  if (Given(r, "truncate")) {
     SRUNWAY_ASSIGN_OR_RETURN(y.round_to_int, common::JsonField<bool>(r, "truncate", at));
   }
   SRUNWAY_ASSIGN_OR_RETURN(const std::optional<float> mscale, number("mscale"));
@@ -521,7 +540,7 @@ common::StatusOr<YarnScaling> YarnFromHuggingFace(const common::Json& r, const s
 // config.json's rope_scaling: null, rope_type default (none), linear (one factor), llama3 (Llama 3.1's) or yarn,
 // which ModelConfig holds; the type's key was "type" before transformers 4.43.
 common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::string& where, ModelConfig& c) {
-  if (!json.contains("rope_scaling") || json["rope_scaling"].is_null()) return common::Status::Ok();
+  if (!Given(json, "rope_scaling")) return common::Status::Ok();
   const common::Json& r = json["rope_scaling"];
   const std::string at = where + ": rope_scaling";
   const char* type_key = r.is_object() && !r.contains("rope_type") && r.contains("type") ? "type" : "rope_type";
@@ -547,7 +566,7 @@ common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::s
 // max_window_layers on. Every layer windowed is ModelConfig's empty window_layers; none, no window.
 common::Status WindowLayersFromHuggingFace(const common::Json& json, const std::string& where, ModelConfig& c) {
   std::vector<uint8_t> layers;
-  if (json.contains("layer_types") && !json["layer_types"].is_null()) {
+  if (Given(json, "layer_types")) {
     SRUNWAY_ASSIGN_OR_RETURN(const auto types, common::JsonField<std::vector<std::string>>(json, "layer_types", where));
     if (types.size() != static_cast<size_t>(c.n_layer)) {
       return common::FailedPrecondition("{}: layer_types names {} layers, and num_hidden_layers is {}", where,
@@ -578,11 +597,11 @@ common::Status WindowLayersFromHuggingFace(const common::Json& json, const std::
 common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where) {
   SRUNWAY_ASSIGN_OR_RETURN(std::string type, common::JsonField<std::string>(json, "model_type", where));
   auto number = [&](std::string_view key, double fallback) -> common::StatusOr<float> {
-    if (!json.contains(key) || json[std::string(key)].is_null()) return static_cast<float>(fallback);
+    if (!Given(json, key)) return static_cast<float>(fallback);
     return common::JsonField<float>(json, key, where);
   };
   auto refuse_unless = [&](std::string_view key, const common::Json& allowed) -> common::Status {
-    if (!json.contains(key) || json[std::string(key)].is_null() || json[std::string(key)] == allowed) {
+    if (!Given(json, key) || json[std::string(key)] == allowed) {
       return common::Status::Ok();
     }
     return common::FailedPrecondition("{}: {} is {}: srunway-train's {} has {}", where, key,
@@ -597,7 +616,7 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     c.n_kv_head = c.n_head;
     // GPT2Config's default; clamped, so that an absurd n_embd is Validate's error about n_embd and no overflow.
     c.d_ff = static_cast<int>(std::clamp<int64_t>(int64_t{4} * c.d_model, INT_MIN, INT_MAX));
-    if (json.contains("n_inner") && !json["n_inner"].is_null()) {
+    if (Given(json, "n_inner")) {
       SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "n_inner", where));
     }
     SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "n_positions", where));
@@ -635,7 +654,7 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
       // add_bias_linear, or neither.
       bool attention_bias = false, mlp_bias = false;
       for (auto [key, field] : {std::pair{"attention_bias", &attention_bias}, std::pair{"mlp_bias", &mlp_bias}}) {
-        if (json.contains(key) && !json[key].is_null()) {
+        if (Given(json, key)) {
           SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));
         }
       }
@@ -652,14 +671,12 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     // Qwen2's and Qwen3's window, where use_sliding_window is true (transformers' Qwen2Config): in the layers that
     // layer_types names sliding_attention, or without it those from max_window_layers (28 unless given) on.
     bool use_sliding_window = false;
-    if (type != "llama" && type != "mistral" && json.contains("use_sliding_window") &&
-        !json["use_sliding_window"].is_null()) {
+    if (type != "llama" && type != "mistral" && Given(json, "use_sliding_window")) {
       SRUNWAY_ASSIGN_OR_RETURN(use_sliding_window, common::JsonField<bool>(json, "use_sliding_window", where));
     } else {
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));
     }
-    if ((type == "mistral" || use_sliding_window) && json.contains("sliding_window") &&
-        !json["sliding_window"].is_null()) {
+    if ((type == "mistral" || use_sliding_window) && Given(json, "sliding_window")) {
       // transformers' mask (masking_utils' sliding_window_overlay): query i sees key j where i - sliding_window < j
       // <= i, itself and sliding_window - 1 keys before it: Megatron's --window-size (sliding_window - 1),0.
       SRUNWAY_ASSIGN_OR_RETURN(const int window, common::JsonField<int>(json, "sliding_window", where));
@@ -671,7 +688,7 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
       if (use_sliding_window) SRUNWAY_RETURN_IF_ERROR(WindowLayersFromHuggingFace(json, where, c));
     }
     // The heads' width where it is not hidden_size / num_attention_heads (Qwen3's smaller models, Gemma's).
-    if (json.contains("head_dim") && !json["head_dim"].is_null()) {
+    if (Given(json, "head_dim")) {
       SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, common::JsonField<int>(json, "head_dim", where));
       if (head_dim <= 0) return common::FailedPrecondition("{}: head_dim must be positive, got {}", where, head_dim);
       SetHeadDim(c, head_dim);
@@ -715,7 +732,7 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   }
   common::Json config = {
       {"architectures", {HuggingFaceArchitecture(c)}},
-      {"model_type", c.qk_norm ? "qwen3" : c.qkv_bias ? "qwen2" : c.window >= 0 ? "mistral" : "llama"},
+      {"model_type", LlamaClass(c).model_type},
       {"num_hidden_layers", c.n_layer}, {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head},
       {"num_key_value_heads", c.n_kv_head}, {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.seq_len},
       {"vocab_size", c.vocab}, {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)},
@@ -734,9 +751,11 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
     config["use_sliding_window"] = true;
     config["sliding_window"] = c.window + 1;
     common::Json types = common::Json::array();
-    int first = c.n_layer;
-    for (int l = c.n_layer - 1; l >= 0; --l) first = c.windowed(l) ? l : first;
-    for (int l = 0; l < c.n_layer; ++l) types.push_back(c.windowed(l) ? "sliding_attention" : "full_attention");
+    int first = c.n_layer;  // the first windowed layer
+    for (int l = 0; l < c.n_layer; ++l) {
+      types.push_back(c.windowed(l) ? "sliding_attention" : "full_attention");
+      if (c.windowed(l)) first = std::min(first, l);
+    }
     config["max_window_layers"] = first;
     config["layer_types"] = types;
   } else if (c.qk_norm || c.qkv_bias) {
@@ -835,10 +854,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
 
 std::string HuggingFaceArchitecture(const ModelConfig& c) {
   if (c.arch == Arch::kGpt) return "GPT2LMHeadModel";
-  return c.qk_norm    ? "Qwen3ForCausalLM"
-         : c.qkv_bias ? "Qwen2ForCausalLM"
-         : c.window >= 0 ? "MistralForCausalLM"
-                         : "LlamaForCausalLM";
+  return LlamaClass(c).architecture;
 }
 
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
