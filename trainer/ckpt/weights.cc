@@ -135,13 +135,15 @@ class WeightFiles {
   std::map<std::string, std::string> metadata_;
 };
 
-enum class Naming { kSrunway, kHfGpt2, kHfLlama };
+// Phi-3's names are Llama's but for q, k, v in one tensor (qkv_proj) and gate, up in another (gate_up_proj).
+enum class Naming { kSrunway, kHfGpt2, kHfLlama, kHfPhi3 };
 
 std::string_view NamingName(Naming naming) {
   switch (naming) {
     case Naming::kSrunway: return "srunway";
     case Naming::kHfGpt2: return "Hugging Face GPT-2";
     case Naming::kHfLlama: return "Hugging Face Llama";
+    case Naming::kHfPhi3: return "Hugging Face Phi-3";
   }
   return "";
 }
@@ -174,7 +176,7 @@ bool NotAParameter(Naming naming, std::string_view name) {
   if (naming == Naming::kHfGpt2) {
     return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight";
   }
-  return naming == Naming::kHfLlama && name.ends_with(".rotary_emb.inv_freq");
+  return (naming == Naming::kHfLlama || naming == Naming::kHfPhi3) && name.ends_with(".rotary_emb.inv_freq");
 }
 
 // The model srunway-train's --export recorded in the file's header, if it did (a Hugging Face file has none).
@@ -220,9 +222,14 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
       const std::string layer = fmt::format("model.layers.{}.", l);
       const std::string attn = layer + "self_attn.", mlp = layer + "mlp.";
       map(ours + "norm1.weight", {{layer + "input_layernorm.weight"}});
-      map(ours + "qkv.weight", {{attn + "q_proj.weight", false, config.n_head * hd},
-                                {attn + "k_proj.weight", false, config.n_kv_head * hd},
-                                {attn + "v_proj.weight", false, config.n_kv_head * hd}});
+      const bool fused = naming == Naming::kHfPhi3;  // our qkv and fc, rows in the same order
+      if (fused) {
+        map(ours + "qkv.weight", {{attn + "qkv_proj.weight"}});
+      } else {
+        map(ours + "qkv.weight", {{attn + "q_proj.weight", false, config.n_head * hd},
+                                  {attn + "k_proj.weight", false, config.n_kv_head * hd},
+                                  {attn + "v_proj.weight", false, config.n_kv_head * hd}});
+      }
       if (config.has_qkv_bias()) {  // Qwen2's, and a Llama's with attention_bias
         map(ours + "qkv.bias", {{attn + "q_proj.bias", false, config.n_head * hd},
                                 {attn + "k_proj.bias", false, config.n_kv_head * hd},
@@ -234,8 +241,12 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
       }
       map(ours + "proj.weight", {{attn + "o_proj.weight"}});
       map(ours + "norm2.weight", {{layer + "post_attention_layernorm.weight"}});
-      map(ours + "fc.weight",
-          {{mlp + "gate_proj.weight", false, config.d_ff}, {mlp + "up_proj.weight", false, config.d_ff}});
+      if (fused) {
+        map(ours + "fc.weight", {{mlp + "gate_up_proj.weight"}});
+      } else {
+        map(ours + "fc.weight",
+            {{mlp + "gate_proj.weight", false, config.d_ff}, {mlp + "up_proj.weight", false, config.d_ff}});
+      }
       map(ours + "out.weight", {{mlp + "down_proj.weight"}});
       if (config.linear_bias) {  // attention_bias and mlp_bias
         map(ours + "proj.bias", {{attn + "o_proj.bias"}});
@@ -271,12 +282,12 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
     naming = Naming::kHfGpt2;
     gpt2 = files.Find("wte.weight") != nullptr ? "" : "transformer.";
   } else if (files.Find("model.embed_tokens.weight") != nullptr) {
-    naming = Naming::kHfLlama;
+    naming = files.Find("model.layers.0.self_attn.qkv_proj.weight") != nullptr ? Naming::kHfPhi3 : Naming::kHfLlama;
   } else {
     return common::FailedPrecondition("{}: neither srunway-train's --export nor a Hugging Face GPT-2 or Llama model "
                                       "(no tensor 'wte', 'wte.weight' or 'model.embed_tokens.weight')", files.name());
   }
-  const Arch file_arch = naming == Naming::kHfLlama ? Arch::kLlama : Arch::kGpt;
+  const Arch file_arch = naming == Naming::kHfLlama || naming == Naming::kHfPhi3 ? Arch::kLlama : Arch::kGpt;
   if (naming != Naming::kSrunway && file_arch != config.arch) {
     return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
                                       NamingName(naming), ArchName(config.arch));
@@ -298,7 +309,7 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
                                       NormName(ArchNorm(file_arch)),
                                       ModelKind(config));
   }
-  NameMap names = Names(naming, config, gpt2, naming == Naming::kHfLlama && files.Find("lm_head.weight") == nullptr);
+  NameMap names = Names(naming, config, gpt2, file_arch == Arch::kLlama && files.Find("lm_head.weight") == nullptr);
   if (naming != Naming::kSrunway) return names;
   // srunway-train's --export holds the parameters as its model stored them, which its header records: norm
   // weights whole, or less 1 (apply_layernorm_1p; absent before 2026-12-06, and with it no header at all).
@@ -472,8 +483,8 @@ namespace {
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
-// The Hugging Face class a Llama is written as: Qwen3 with q and k norms, Qwen2 with q, k and v's biases, Mistral with
-// a window, else Llama.
+// The Hugging Face class a Llama is written as: Qwen3 with q and k norms, Qwen2 with q, k and v's biases, Phi-3 with
+// RoPE over a share of each head, Mistral with a window, else Llama.
 struct HfClass {
   const char* model_type;
   const char* architecture;
@@ -481,6 +492,7 @@ struct HfClass {
 HfClass LlamaClass(const ModelConfig& c) {
   if (c.qk_norm) return {"qwen3", "Qwen3ForCausalLM"};
   if (c.qkv_bias) return {"qwen2", "Qwen2ForCausalLM"};
+  if (c.rotary_percent != 1.0) return {"phi3", "Phi3ForCausalLM"};
   if (c.window >= 0) return {"mistral", "MistralForCausalLM"};
   return {"llama", "LlamaForCausalLM"};
 }
@@ -537,15 +549,64 @@ common::StatusOr<YarnScaling> YarnFromHuggingFace(const common::Json& r, const s
                                     at, *given, file.attention_factor());
 }
 
-// config.json's rope_scaling: null, rope_type default (none), linear (one factor), llama3 (Llama 3.1's) or yarn,
-// which ModelConfig holds; the type's key was "type" before transformers 4.43.
-common::Status RopeScalingFromHuggingFace(const common::Json& json, const std::string& where, ModelConfig& c) {
-  if (!Given(json, "rope_scaling")) return common::Status::Ok();
-  const common::Json& r = json["rope_scaling"];
-  const std::string at = where + ": rope_scaling";
-  const char* type_key = r.is_object() && !r.contains("rope_type") && r.contains("type") ? "type" : "rope_type";
-  SRUNWAY_ASSIGN_OR_RETURN(std::string type, common::JsonField<std::string>(r, type_key, at));
+// RoPE's numbers in config.json as transformers 5 reads them (its RotaryEmbeddingConfigMixin): one object,
+// rope_scaling where given and not empty, else rope_parameters (where transformers 5 writes them), with rope_type
+// ("type" before transformers 4.43; default without one) and its keys; rope_theta and partial_rotary_factor from it,
+// else beside it (where transformers 4 writes them). Where both give one and they differ, transformers 4 and 5 read
+// the file apart: refused. rope_parameters per layer type (full_attention, sliding_attention) must be one RoPE.
+// Types: default, linear (one factor), llama3 (Llama 3.1's) and yarn, which ModelConfig holds; Phi-3 reads yarn
+// (and su) as its LongRoPE. The share of each head turned goes to rotary_percent.
+common::Status RopeFromHuggingFace(const common::Json& json, const std::string& where, std::string_view model_type,
+                                   ModelConfig& c) {
+  common::Json r = common::Json::object();
+  std::string at = where;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (Given(json, key) && json[key] != common::Json::object()) {  // Python's `or`: {} is none
+      r = json[key];
+      at = fmt::format("{}: {}", where, key);
+      break;
+    }
+  }
+  if (!r.is_object()) return common::FailedPrecondition("{} is {}, not an object", at, r.dump());
+  std::optional<common::Json> per_type;  // the one RoPE of every layer type
+  for (const char* layer_type : {"full_attention", "sliding_attention"}) {
+    if (!r.contains(layer_type)) continue;
+    if (per_type && *per_type != r[layer_type]) {
+      return common::FailedPrecondition("{}: full_attention's and sliding_attention's differ: srunway-train's layers "
+                                        "turn one RoPE", at);
+    }
+    per_type = r[layer_type];
+  }
+  if (per_type) {
+    if (r.size() != (r.contains("full_attention") && r.contains("sliding_attention") ? 2u : 1u)) {
+      return common::FailedPrecondition("{} has a layer type's RoPE beside other keys", at);
+    }
+    if (!per_type->is_object()) return common::FailedPrecondition("{}: a layer type's is not an object", at);
+    r = *per_type;
+  }
+  // One number from the object, else from beside it.
+  auto one = [&](const char* key, double fallback) -> common::StatusOr<double> {
+    const bool inner = Given(r, key), outer = Given(json, key);
+    if (inner && outer && r[key] != json[key]) {
+      return common::FailedPrecondition("{}: {} {} and {} beside it differ: transformers 5 reads the first, older "
+                                        "ones the second", at, key, r[key].dump(), json[key].dump());
+    }
+    if (!inner && !outer) return fallback;
+    return common::JsonField<double>(inner ? r : json, key, inner ? at : where);
+  };
+  SRUNWAY_ASSIGN_OR_RETURN(const double theta, one("rope_theta", 10000.0));  // LlamaConfig's default
+  c.rope_theta = static_cast<float>(theta);
+  SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent, one("partial_rotary_factor", 1.0));
+  const char* type_key = !r.contains("rope_type") && r.contains("type") ? "type" : "rope_type";
+  std::string type = "default";
+  if (Given(r, type_key) || r.contains("factor")) {  // a factor of no type is a mistake, not none
+    SRUNWAY_ASSIGN_OR_RETURN(type, common::JsonField<std::string>(r, type_key, at));
+  }
   if (type == "default") return common::Status::Ok();
+  if (model_type == "phi3") {  // its config refuses every other type, and reads su and yarn as longrope
+    return common::FailedPrecondition("{}: rope_type '{}': transformers' Phi3 turns plain RoPE (default) or LongRoPE "
+                                      "(longrope, su, yarn), and srunway-train does not turn LongRoPE", at, type);
+  }
   if (type == "linear") {
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(r, "factor", at));
     return common::Status::Ok();
@@ -629,10 +690,12 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
     // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("tie_word_embeddings", true));
-  } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "mistral") {
+  } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "mistral" || type == "phi3") {
     // Qwen2 is Llama with biases on q, k and v (and no other): its config.json has Llama's keys but attention_bias.
     // Qwen3 is Llama with an RMSNorm on each head's q and k (q_norm, k_norm); its attention_bias would bias o_proj
-    // too, as Llama's. Mistral is Llama with a sliding window (sliding_window; null from Mistral 7B v0.2 on).
+    // too, as Llama's. Mistral is Llama with a sliding window (sliding_window; null from Mistral 7B v0.2 on). Phi-3
+    // is Llama with Mistral's window, RoPE over a share of each head (partial_rotary_factor) and
+    // q, k, v in one tensor and gate, up in another (the files' names, MapNames).
     c.arch = Arch::kLlama;
     c.qkv_bias = type == "qwen2";
     c.qk_norm = type == "qwen3";
@@ -642,13 +705,15 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonFieldOr<int>(json, "num_key_value_heads", c.n_head, where));
     SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "intermediate_size", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "max_position_embeddings", where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, number("rms_norm_eps", 1e-6));  // LlamaConfig's defaults
-    SRUNWAY_ASSIGN_OR_RETURN(c.rope_theta, number("rope_theta", 10000.0));
+    // LlamaConfig's default, and Phi3Config's
+    SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, number("rms_norm_eps", type == "phi3" ? 1e-5 : 1e-6));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "silu"));
-    SRUNWAY_RETURN_IF_ERROR(RopeScalingFromHuggingFace(json, where, c));
-    // A share of each head that RoPE turns (Phi's and GLM's key): refused, where it was once read as a model that
-    // turns whole heads.
-    SRUNWAY_RETURN_IF_ERROR(refuse_unless("partial_rotary_factor", 1.0));
+    SRUNWAY_RETURN_IF_ERROR(RopeFromHuggingFace(json, where, type, c));
+    // Only Phi-3 turns a share of each head (the others' transformers classes turn whole heads).
+    if (type != "phi3" && c.rotary_percent != 1.0) {
+      return common::FailedPrecondition("{}: partial_rotary_factor is {}: srunway-train's {} has 1.0 (phi3 turns a "
+                                        "share of each head)", where, c.rotary_percent, type);
+    }
     if (type == "llama") {
       // Biases on q, k, v and o_proj (attention_bias) and on the MLP's three (mlp_bias): both, Megatron's
       // add_bias_linear, or neither.
@@ -671,12 +736,12 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     // Qwen2's and Qwen3's window, where use_sliding_window is true (transformers' Qwen2Config): in the layers that
     // layer_types names sliding_attention, or without it those from max_window_layers (28 unless given) on.
     bool use_sliding_window = false;
-    if (type != "llama" && type != "mistral" && Given(json, "use_sliding_window")) {
+    if ((type == "qwen2" || type == "qwen3") && Given(json, "use_sliding_window")) {
       SRUNWAY_ASSIGN_OR_RETURN(use_sliding_window, common::JsonField<bool>(json, "use_sliding_window", where));
     } else {
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_sliding_window", false));
     }
-    if ((type == "mistral" || use_sliding_window) && Given(json, "sliding_window")) {
+    if ((type == "mistral" || type == "phi3" || use_sliding_window) && Given(json, "sliding_window")) {
       // transformers' mask (masking_utils' sliding_window_overlay): query i sees key j where i - sliding_window < j
       // <= i, itself and sliding_window - 1 keys before it: Megatron's --window-size (sliding_window - 1),0.
       SRUNWAY_ASSIGN_OR_RETURN(const int window, common::JsonField<int>(json, "sliding_window", where));
@@ -695,7 +760,8 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
   } else {
     return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama), Qwen2 "
-                                      "(qwen2), Qwen3 (qwen3) and Mistral (mistral) models", where, type);
+                                      "(qwen2), Qwen3 (qwen3), Mistral (mistral) and Phi-3 (phi3) models", where,
+                                      type);
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab_size", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, number("initializer_range", 0.02));
@@ -747,7 +813,14 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   if (c.qk_norm) {
     config["attention_bias"] = false;
   }
-  if ((c.qk_norm || c.qkv_bias) && c.window >= 0) {
+  if (std::string_view(LlamaClass(c).model_type) == "phi3") {
+    // Phi3Config's: its window or null; the original positions, which only its LongRoPE reads, and pad_token_id,
+    // its embedding's padding_idx (32000 unless null, past a smaller vocabulary), as here.
+    config["partial_rotary_factor"] = c.rotary_percent;
+    config["sliding_window"] = c.window >= 0 ? common::Json(c.window + 1) : common::Json(nullptr);
+    config["original_max_position_embeddings"] = c.seq_len;
+    config["pad_token_id"] = nullptr;
+  } else if ((c.qk_norm || c.qkv_bias) && c.window >= 0) {
     config["use_sliding_window"] = true;
     config["sliding_window"] = c.window + 1;
     common::Json types = common::Json::array();
@@ -792,6 +865,23 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "sink (--softmax-type {}): it has no Hugging Face class; --export writes its "
                                       "weights", family, SoftmaxName(c.softmax));
   }
+  if (c.rotary_percent != 1.0) {
+    // Written as Phi-3 (LlamaClass), whose transformers class has none of these.
+    const std::pair<bool, std::string_view> unlike[] = {
+        {c.qkv_bias || c.linear_bias, "biases (--add-qkv-bias, or Llama's flags without --disable-bias-linear)"},
+        {c.qk_norm, "q and k norms (--qk-layernorm)"},
+        {c.rope_scaling_factor != 0 || c.rope_linear_factor != 1.0f,
+         "scaled RoPE (--use-rope-scaling, --rotary-seq-len-interpolation-factor)"},
+        {c.kv_channels != 0, "heads of their own width (--kv-channels)"},
+        {!c.window_layers.empty(), "a window in some layers only (--window-attn-skip-freq)"}};
+    for (const auto& [has, what] : unlike) {
+      if (has) {
+        return common::FailedPrecondition("transformers' Phi3, the Llama that turns a share of each head by RoPE "
+                                          "(--rotary-percent), has no {}: --export writes this model's weights",
+                                          what);
+      }
+    }
+  }
   if (c.window >= 0 && gpt) {
     return common::FailedPrecondition("the Hugging Face {} configs written here attend to every key before each "
                                       "query, and this model through a window of {} (--window-size): --export "
@@ -822,11 +912,6 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
     return common::FailedPrecondition("the Hugging Face Llama configs written here turn each head's two halves by "
                                       "RoPE, and this model turns interleaved pairs (--rotary-interleaved); --export "
                                       "writes its weights");
-  }
-  if (c.rotary_percent != 1.0) {
-    return common::FailedPrecondition("the Hugging Face Llama configs written here turn whole heads by RoPE, and "
-                                      "this model turns {} of each head's {} dimensions (--rotary-percent {}); "
-                                      "--export writes its weights", c.rotary_dim(), c.head_dim(), c.rotary_percent);
   }
   if (gpt && c.kv_channels != 0) {
     return common::FailedPrecondition("transformers' GPT-2 has heads n_embd / n_head wide, and this model's are {} "
@@ -866,7 +951,10 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
     return common::InvalidArgument("{} parameters given for a model of {}", params.size(), layout.numel());
   }
   const NameMap names =
-      Names(config.arch == Arch::kGpt ? Naming::kHfGpt2 : Naming::kHfLlama, config, "", /*tied_head=*/false);
+      Names(config.arch == Arch::kGpt                        ? Naming::kHfGpt2
+            : std::string_view(LlamaClass(config).model_type) == "phi3" ? Naming::kHfPhi3
+                                                                          : Naming::kHfLlama,
+            config, "", /*tied_head=*/false);
   std::vector<NamedTensor> tensors;
   // GPT-2's Conv1D weights, [in, out], and norm weights stored less 1 made whole (a moved vector keeps its buffer).
   std::vector<std::vector<float>> transposed;

@@ -1,5 +1,5 @@
 // Weights alone, in safetensors files. In, for --finetune and --skip-train: srunway-train's own --export, or a
-// Hugging Face GPT-2 or Llama model as the hub holds it (model.safetensors, or model.safetensors.index.json and
+// Hugging Face GPT-2 or Llama-family model as the hub holds it (model.safetensors, or model.safetensors.index.json and
 // the files it names, with config.json beside them). Out, for --export-hf: the same names and layouts again.
 //
 // Hugging Face's names map onto ours as follows (L = layer):
@@ -15,6 +15,8 @@
 //   model.layers.L.self_attn.{q,k,v}_proj    layers.L.qkv (stacked: q, then k, then v; Qwen2's biases likewise)
 //   model.layers.L.self_attn.o_proj          layers.L.proj
 //   model.layers.L.mlp.{gate,up}_proj        layers.L.fc (stacked: gate, then up)
+//   Phi-3's model.layers.L.self_attn.qkv_proj and model.layers.L.mlp.gate_up_proj are layers.L.qkv and layers.L.fc
+//   as they are (stacked so already); its other names are Llama's.
 //   model.layers.L.mlp.down_proj             layers.L.out
 //   model.layers.L.{input,post_attention}_layernorm, model.norm   layers.L.norm1, layers.L.norm2, norm_f
 //   lm_head                                  lm_head (absent: tied in the file, so the embedding's copy)

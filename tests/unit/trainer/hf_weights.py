@@ -159,9 +159,12 @@ def hf_yarn(hd, theta, rs, max_positions):
     return 1.0 / (factor * powers) * (1 - extrapolation) + 1.0 / powers * extrapolation, attention
 
 
-def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, sliding_window=None, window_layers=None):
+def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, sliding_window=None, window_layers=None,
+               partial=1.0):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
     llama3, linear or yarn, with max_position_embeddings SEQ), grouped KV heads repeated, SwiGLU, RMSNorm;
+    Phi3ForCausalLM's with `partial` (partial_rotary_factor): RoPE over each head's first int(hd * partial) values,
+    its frequencies over those, the rest passed (Phi3's apply_rotary_pos_emb; its fused tensors: phi3_weights);
     MistralForCausalLM's with a `sliding_window` (transformers' mask: query i sees key j where i - window < j <= i; in
     the layers `window_layers` marks 1, all if None, as Qwen2's and Qwen3's layer_types);
     Qwen2ForCausalLM's where q, k and v have
@@ -174,12 +177,14 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
     def rotate_half(x):
-        return torch.cat([-x[..., hd // 2:], x[..., : hd // 2]], dim=-1)
+        half = x.shape[-1] // 2
+        return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
-    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    dim = int(hd * partial)
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
     attention = 1.0
     if scaling is not None and scaling.get("rope_type", scaling.get("type")) == "yarn":
-        inv_freq, attention = hf_yarn(hd, theta, scaling, SEQ)
+        inv_freq, attention = hf_yarn(dim, theta, scaling, SEQ)
     elif scaling is not None:
         inv_freq = scaled_inv_freq(inv_freq, scaling)
     freqs = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
@@ -199,7 +204,7 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
                    .view(B, T, heads, hd).transpose(1, 2) for n, heads in (("q", HEADS), ("k", KV), ("v", KV)))
         if p + "self_attn.q_norm.weight" in sd:
             q, k = rms(q, sd[p + "self_attn.q_norm.weight"]), rms(k, sd[p + "self_attn.k_norm.weight"])
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        q, k = (torch.cat([x[..., :dim] * cos + rotate_half(x[..., :dim]) * sin, x[..., dim:]], -1) for x in (q, k))
         k, v = k.repeat_interleave(HEADS // KV, dim=1), v.repeat_interleave(HEADS // KV, dim=1)
         att = ((q @ k.transpose(-1, -2)) / math.sqrt(hd)).masked_fill(~causal, float("-inf")).softmax(-1)
         def linear(x, name):
@@ -231,8 +236,8 @@ def check(what, ok, detail="", always=False):
 
 def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
     """Loads `path` into srunway-train, exports it, and returns the export's loss in our layout (`scaling` "header":
-    RoPE scaled by the YaRN that the export's header records, as Megatron computes it, and attention through the
-    window it records, if any)."""
+    RoPE as the export's header records it: its base, the share of each head it turns and its scaling (YaRN as
+    Megatron computes it), and attention through the window it records, if any)."""
     out = os.path.join(WORK, "export.safetensors")
     if os.path.exists(out):
         os.remove(out)
@@ -241,14 +246,22 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
         check(f"srunway-train --skip-train --load {os.path.basename(path)}", False, err.strip()[-400:])
         return None
     ours = load(out)
-    window = window_layers = None
+    window = window_layers = rotary_dim = None
+    theta = 10000.0
     if scaling == "header":
         model = exported_model(out)
-        scaling = {"rope_type": "yarn", **model["yarn"]} if model.get("yarn") else None
+        scaling = ({"rope_type": "yarn", **model["yarn"]} if model.get("yarn") else
+                   {"rope_type": "llama3", **model["rope_scaling"]} if model.get("rope_scaling") else
+                   {"rope_type": "linear", "factor": model["rope_linear_factor"]}
+                   if model.get("rope_linear_factor", 1) != 1 else None)
         window = model["window_size"][0] if model.get("window_size") else None
         window_layers = model.get("window_attn_skip_freq") or None
-    return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, 10000.0,
-                      scaling=scaling, window=window, window_layers=window_layers).item(), err
+        theta = model["rope_theta"]
+        hd = ours["layers.0.qkv.weight"].shape[0] // (HEADS + 2 * (KV if llama else HEADS))
+        rotary_dim = int(hd * model["rotary_percent"]) if model.get("rotary_percent", 1) != 1 else None
+    return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, theta,
+                      scaling=scaling, window=window, window_layers=window_layers,
+                      rotary_dim=rotary_dim).item(), err
 
 
 def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=None):
@@ -489,6 +502,131 @@ def check_yarn(sd, llama_config, tokens, targets):
                 targets, True, "header")
 
 
+def check_rope_parameters(sd, llama_config, tokens, targets):
+    """transformers 5 writes RoPE's numbers in config.json's rope_parameters (rope_theta and rope_type with the
+    scaling's keys), not rope_theta and rope_scaling beside the rest: read as it reads them (the base was once read
+    as 10000 from such a file, silently); a rope_theta beside it that differs is refused, as transformers 4 and 5
+    read the file apart; per layer type, the same RoPE for each or refused."""
+    folder = os.path.join(WORK, "llama-rope-parameters")
+    os.makedirs(folder, exist_ok=True)
+    save(os.path.join(folder, "model.safetensors"), sd)
+    scaling = llama_config["rope_scaling"]
+    config = {k: v for k, v in llama_config.items() if k != "rope_scaling"}
+    default = llama_loss(sd, tokens, targets).item()
+    cases = [("rope_theta", {"rope_type": "default", "rope_theta": 500.0}, None),
+             ("Llama 3.1's scaling", {**scaling, "rope_theta": 500.0}, scaling),
+             ("per layer type, the same", {"full_attention": {"rope_type": "default", "rope_theta": 500.0},
+                                           "sliding_attention": {"rope_type": "default", "rope_theta": 500.0}}, None)]
+    for what, parameters, scaled in cases:
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump({**config, "rope_parameters": parameters}, f)
+        reference = llama_loss(sd, tokens, targets, theta=500.0, scaling=scaled).item()
+        check(f"rope_parameters ({what}) change Hugging Face's loss here", abs(reference - default) > 1e-3,
+              f"{reference:.6f} with them, {default:.6f} without", always=True)
+        compare(f"Llama with config.json's rope_parameters ({what})", folder, ["--use-checkpoint-args"], reference,
+                tokens, targets, True, "header")
+    # Beside it the same base is no conflict; another is.
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**config, "rope_theta": 500, "rope_parameters": cases[0][1]}, f)
+    compare("Llama with the same rope_theta in and beside rope_parameters", folder, ["--use-checkpoint-args"],
+            llama_loss(sd, tokens, targets, theta=500.0).item(), tokens, targets, True, "header")
+    refused_config("Llama", folder, {**config, "rope_parameters": cases[0][1]}, "rope_theta", 10000.0,
+                   r"rope_parameters: rope_theta 500\.0 and 10000\.0 beside it differ: transformers 5 reads the first, "
+                   r"older ones the second$")
+    refused_config("Llama", folder, config, "rope_parameters",
+                   {"full_attention": cases[0][1], "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}},
+                   r"rope_parameters: full_attention's and sliding_attention's differ: srunway-train's layers turn "
+                   r"one RoPE$")
+
+
+def phi3_weights(sd):
+    """A Llama's state dict as Phi-3's: q, k and v stacked in qkv_proj, gate and up in gate_up_proj."""
+    out = dict(sd)
+    for l in range(LAYERS):
+        a, m = f"model.layers.{l}.self_attn.", f"model.layers.{l}.mlp."
+        out[a + "qkv_proj.weight"] = torch.cat([out.pop(a + f"{n}_proj.weight") for n in "qkv"])
+        out[m + "gate_up_proj.weight"] = torch.cat([out.pop(m + f"{n}_proj.weight") for n in ("gate", "up")])
+    return out
+
+
+def llama_weights_of_phi3(sd):
+    """Phi-3's state dict as a Llama's (phi3_weights undone), its heads C // HEADS wide."""
+    out = dict(sd)
+    hd = C // HEADS
+    for l in range(LAYERS):
+        a, m = f"model.layers.{l}.self_attn.", f"model.layers.{l}.mlp."
+        q, k, v = out.pop(a + "qkv_proj.weight").split([HEADS * hd, KV * hd, KV * hd])
+        out.update({a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v})
+        gate, up = out.pop(m + "gate_up_proj.weight").chunk(2)
+        out.update({m + "gate_proj.weight": gate, m + "up_proj.weight": up})
+    return out
+
+
+def check_phi3(gen, tokens, targets):
+    """Phi-3 (a Llama with q, k, v in one tensor and gate, up in another, RoPE over partial_rotary_factor of each head
+    and Mistral's window): its config.json and files load to Hugging Face's loss; its LongRoPE is refused by name;
+    --export-hf writes a Llama that turns part of each head (--rotary-percent) as Phi-3, which loads back; one with
+    what Phi-3 lacks is refused there."""
+    folder = os.path.join(WORK, "phi3")
+    os.makedirs(folder, exist_ok=True)
+    sd = llama_weights(gen)
+    save(os.path.join(folder, "model.safetensors"), phi3_weights(sd))
+    config = {"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "num_hidden_layers": LAYERS,
+              "hidden_size": C, "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
+              "max_position_embeddings": SEQ, "original_max_position_embeddings": SEQ, "vocab_size": VOCAB,
+              "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "rope_scaling": None, "hidden_act": "silu",
+              "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attention_dropout": 0.0, "tie_word_embeddings": False}
+    whole = llama_loss(sd, tokens, targets).item()
+    # Phi-3-mini's own: whole heads, a window past these 32 positions.
+    for what, keys, partial, window in (("Phi-3-mini's window of 2047", {"sliding_window": 2047}, 1.0, None),
+                                        ("half of each head turned, a window of 8",
+                                         {"partial_rotary_factor": 0.5, "sliding_window": 8}, 0.5, 8)):
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump({**config, **keys}, f)
+        reference = llama_loss(sd, tokens, targets, partial=partial, sliding_window=window).item()
+        if partial != 1.0:
+            check("half of each head turned and a window change Hugging Face's loss here",
+                  abs(reference - whole) > 1e-3, f"{reference:.6f} with them, {whole:.6f} without", always=True)
+        compare(f"Phi-3 ({what})", folder, ["--use-checkpoint-args"], reference, tokens, targets, True, "header")
+    longrope = {"type": "su", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}
+    refused_config("Phi-3", folder, config, "rope_scaling", longrope,
+                   r"rope_scaling: rope_type 'su': transformers' Phi3 turns plain RoPE \(default\) or LongRoPE "
+                   r"\(longrope, su, yarn\), and srunway-train does not turn LongRoPE$")
+    refused_config("Llama", folder, {**config, "model_type": "llama"}, "partial_rotary_factor", 0.5,
+                   r"partial_rotary_factor is 0\.5: srunway-train's llama has 1\.0 \(phi3 turns a share of each "
+                   r"head\)$")
+    # Out and back: Phi-3's config.json and fused tensors, Hugging Face's loss from them, and the same model again.
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**config, "partial_rotary_factor": 0.5, "sliding_window": 8}, f)
+    out = os.path.join(WORK, "hf-phi3")
+    rc, _, err = train("--use-checkpoint-args", "--load", folder, "--skip-train", "--eval-iters", "0", "--export-hf",
+                       out)
+    written, names = {}, []
+    if rc == 0:
+        with open(os.path.join(out, "config.json")) as f:
+            written = json.load(f)
+        names = list(load(os.path.join(out, "model.safetensors")))
+    check("--export-hf of a Llama turning half of each head: Phi-3's config.json and tensors",
+          rc == 0 and written.get("model_type") == "phi3" and written.get("architectures") == ["Phi3ForCausalLM"] and
+          written.get("partial_rotary_factor") == 0.5 and written.get("sliding_window") == 8 and
+          "model.layers.0.self_attn.qkv_proj.weight" in names and "model.layers.1.mlp.gate_up_proj.weight" in names,
+          f"exit {rc}, {written}, {names[:6]} {err.strip()[-300:]}")
+    if rc == 0:
+        reference = llama_loss(sd, tokens, targets, partial=0.5, sliding_window=8).item()
+        loss = llama_loss(llama_weights_of_phi3(load(os.path.join(out, "model.safetensors"))), tokens, targets,
+                          partial=written["partial_rotary_factor"], sliding_window=written["sliding_window"]).item()
+        check("--export-hf of a Llama turning half of each head: Hugging Face's loss", abs(loss - reference) <= 1e-5,
+              f"{loss:.6f} vs {reference:.6f}")
+        compare("--export-hf of a Llama turning half of each head loaded back", out, ["--use-checkpoint-args"],
+                reference, tokens, targets, True, "header")
+    expect_error("--export-hf of a Llama turning half of each head with biases",
+                 ["--preset", "llama-tiny", "--rotary-percent", "0.5", "--add-qkv-bias", "--export-hf",
+                  os.path.join(WORK, "hf-phi3-no")], 1,
+                 r"--export-hf: transformers' Phi3, the Llama that turns a share of each head by RoPE "
+                 r"\(--rotary-percent\), has no biases \(--add-qkv-bias, or Llama's flags without "
+                 r"--disable-bias-linear\): --export writes this model's weights$")
+
+
 # Llama's flags without --disable-bias-linear: a bias on every linear layer (Megatron's add_bias_linear).
 EVERY_BIAS = ["--swiglu", "--position-embedding-type", "rope", "--untie-embeddings-and-output-weights"]
 
@@ -667,11 +805,7 @@ def main():
         json.dump({**llama_config, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, f)
     expect_error("a config.json with llama3 RoPE scaling lacking its bounds", ["--use-checkpoint-args", "--load",
                  llama_dir, "--finetune"], 1, r"config\.json: rope_scaling: missing key 'low_freq_factor'")
-    # A share of each head that RoPE turns (Phi's key): refused, where it was read as whole heads; 1.0 is taken.
-    with open(os.path.join(llama_dir, "config.json"), "w") as f:
-        json.dump({**llama_config, "partial_rotary_factor": 0.5}, f)
-    expect_error("a config.json with partial_rotary_factor", ["--use-checkpoint-args", "--load", llama_dir,
-                 "--finetune"], 1, r"config\.json: partial_rotary_factor is 0\.5: srunway-train's llama has 1\.0$")
+    # A share of each head that RoPE turns (Phi-3's key; check_phi3): 1.0 is taken in a Llama's.
     with open(os.path.join(llama_dir, "config.json"), "w") as f:
         json.dump({**llama_config, "partial_rotary_factor": 1}, f)
     rc, _, err = train("--use-checkpoint-args", "--load", llama_dir, "--finetune", "--train-steps", "1")
@@ -698,6 +832,8 @@ def main():
 
     check_yarn(sd_l, llama_config, tokens, targets)
     check_mistral(sd_l, llama_config, tokens, targets)
+    check_rope_parameters(sd_l, llama_config, tokens, targets)
+    check_phi3(gen, tokens, targets)
     check_qwen2(gen, tokens, targets, llama)
     check_qwen3(gen, tokens, targets, llama)
     check_llama_biases(gen, tokens, targets, llama)
@@ -908,10 +1044,6 @@ def main():
     expect_error("--export-hf of a GPT with RMSNorm", [*gpt, "--normalization", "RMSNorm", "--export-hf",
                  os.path.join(WORK, "hf-gpt-rmsnorm")], 1,
                  r"--export-hf: transformers' GPT-2 has LayerNorm norms, and this model's are RMSNorm")
-    expect_error("--export-hf of a Llama with RoPE over half of each head", [*llama, "--rotary-percent", "0.5",
-                 "--export-hf", os.path.join(WORK, "hf-llama-partial")], 1,
-                 r"--export-hf: the Hugging Face Llama configs written here turn whole heads by RoPE, and this model "
-                 r"turns 8 of each head's 16 dimensions \(--rotary-percent 0\.5\); --export writes its weights$")
     expect_error("--export-hf of a Llama with interleaved RoPE", [*llama, "--rotary-interleaved", "--export-hf",
                  os.path.join(WORK, "hf-llama-interleaved")], 1,
                  r"--export-hf: the Hugging Face Llama configs written here turn each head's two halves by RoPE, and "
