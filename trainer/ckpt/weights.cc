@@ -688,6 +688,10 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
         (!json.contains("activation_function") || json["activation_function"] != "gelu_pytorch_tanh")) {
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("activation_function", "gelu_new"));
     }
+    // Attention's logits over the square root of the head size, and not also over the layer's number (Stanford
+    // CRFM's GPT-2 runs set scale_attn_by_inverse_layer_idx), as ours; once read silently as such.
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("scale_attn_weights", true));
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("scale_attn_by_inverse_layer_idx", false));
     // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("tie_word_embeddings", true));
   } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "mistral" || type == "phi3") {

@@ -838,6 +838,10 @@ def main():
     check_qwen3(gen, tokens, targets, llama)
     check_llama_biases(gen, tokens, targets, llama)
 
+    # Attention scaled otherwise than ours: refused by name (once read silently as ours).
+    for key, value in (("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True)):
+        refused_config("GPT-2", with_config, config, key, value,
+                       rf"{key} is {json.dumps(value)}: srunway-train's gpt2 has {json.dumps(not value)}$")
     with open(os.path.join(with_config, "config.json"), "w") as f:
         json.dump({"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_positions": SEQ,
                    "vocab_size": VOCAB, "tie_word_embeddings": False}, f)
