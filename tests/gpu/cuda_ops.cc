@@ -323,8 +323,8 @@ void Swiglu(Gpu& gpu, const srunway::trainer::Glu& glu = {}) {
 
 // Llama-style grouped heads (H 8, KV 2, head dim 64) over positions up to 511 (with `documents`, each token's
 // place in its document); forward then backward (the backward of a rotation turns gradients back). `rope`: its
-// frequencies (scaled as Llama 3.1's, linearly, or by YaRN), how many of each head's dimensions turn, and in which
-// pairs.
+// frequencies (scaled as Llama 3.1's, linearly, by YaRN or LongRoPE), how many of each head's dimensions turn, and
+// in which pairs.
 void Rope(Gpu& gpu, bool documents, const RopeFrequencies& rope = {}) {
   const int B = g_race ? 1 : 2, T = 512, H = 8, KV = 2, hd = 64;
   const size_t n = static_cast<size_t>(B) * T * (H + 2 * KV) * hd;
@@ -344,7 +344,8 @@ void Rope(Gpu& gpu, bool documents, const RopeFrequencies& rope = {}) {
       std::string(documents ? " (documents)" : "") + (rope.scaling_factor > 0 ? " (scaled)" : "") +
       (rope.linear_factor != 1.0f ? " (linear)" : "") +
       (rope.rotary_dim > 0 && rope.rotary_dim < hd ? " (partial)" : "") +
-      (rope.interleaved ? " (interleaved)" : "") + (rope.yarn_factor > 0 ? " (yarn)" : "");
+      (rope.interleaved ? " (interleaved)" : "") + (rope.yarn_factor > 0 ? " (yarn)" : "") +
+      (rope.pair_factors > 0 ? " (longrope)" : "");
   Compare("rope forward" + which, gpu.Read(gqkv), qkv, kBf16Rtol, 8e-3f);
   Compare("rope backward" + which, gpu.Read(gdqkv), dqkv, kBf16Rtol, 8e-3f);
 }
@@ -1002,7 +1003,22 @@ int main(int argc, char** argv) {
       srunway::trainer::SetHeadDim(gpt_oss, 64);
       gpt_oss.rope_theta = 150000.0f;
       gpt_oss.yarn = srunway::trainer::YarnScaling{.factor = 32.0f, .round_to_int = false};
-      Rope(gpu, true, gpt_oss.rope());
+      Rope(gpu, true, gpt_oss.rope(gpt_oss.seq_len));
+    }
+    {  // LongRoPE over Phi-4-mini's share of heads of 64 (48 of them: 24 pairs), a factor of its own per pair, q and k
+       // times 1.19 (Phi-3's 32x)
+      srunway::trainer::ModelConfig phi = *srunway::trainer::Preset("llama-tiny");
+      srunway::trainer::SetHeadDim(phi, 64);
+      phi.rotary_percent = 0.75;
+      srunway::trainer::LongRope longrope;
+      longrope.original_positions = 256;
+      longrope.attention_factor = 1.19f;
+      for (int i = 0; i < 24; ++i) {
+        longrope.short_factor.push_back(1.0f + 0.05f * i);
+        longrope.long_factor.push_back(1.0f + 2.0f * i);
+      }
+      phi.longrope = longrope;
+      Rope(gpu, true, phi.rope(512));  // past 256 positions: the long factors
     }
   }
   if (wanted("kernels")) {

@@ -484,7 +484,7 @@ namespace {
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
 // The Hugging Face class a Llama is written as: Qwen3 with q and k norms, Qwen2 with q, k and v's biases, Phi-3 with
-// RoPE over a share of each head, Mistral with a window, else Llama.
+// RoPE over a share of each head or LongRoPE, Mistral with a window, else Llama.
 struct HfClass {
   const char* model_type;
   const char* architecture;
@@ -492,7 +492,7 @@ struct HfClass {
 HfClass LlamaClass(const ModelConfig& c) {
   if (c.qk_norm) return {"qwen3", "Qwen3ForCausalLM"};
   if (c.qkv_bias) return {"qwen2", "Qwen2ForCausalLM"};
-  if (c.rotary_percent != 1.0) return {"phi3", "Phi3ForCausalLM"};
+  if (c.rotary_percent != 1.0 || c.longrope) return {"phi3", "Phi3ForCausalLM"};
   if (c.window >= 0) return {"mistral", "MistralForCausalLM"};
   return {"llama", "LlamaForCausalLM"};
 }
@@ -547,6 +547,48 @@ common::StatusOr<YarnScaling> YarnFromHuggingFace(const common::Json& r, const s
   return common::FailedPrecondition("{}: attention_factor {}: srunway-train's YaRN (Megatron's) scales attention by "
                                     "m(mscale) / m(mscale_all_dim), m(a) = 0.1 a ln(factor) + 1, which is {} here",
                                     at, *given, file.attention_factor());
+}
+
+// Phi-3's LongRoPE (rope_type longrope in `r`, at `at` in its config `json`, at `where`) as transformers reads it (its
+// _compute_longrope_parameters and longrope_frequency_update): the two lists of factors, the original positions
+// (Phi3Config's original_max_position_embeddings, 4096 unless given, which it puts over any in `r`), and the attention
+// factor: attention_factor where given, else sqrt(1 + ln(factor) / ln(original)), 1 where the factor is 1 or less, the
+// factor max_position_embeddings over the original positions (transformers 4 takes that ratio for Phi-3 whatever
+// `r` says, transformers 5 a factor given: one that differs is refused).
+common::StatusOr<LongRope> LongRopeFromHuggingFace(const common::Json& json, const std::string& where,
+                                                   const common::Json& r, const std::string& at, int max_positions) {
+  LongRope l;
+  SRUNWAY_ASSIGN_OR_RETURN(l.short_factor, common::JsonField<std::vector<float>>(r, "short_factor", at));
+  SRUNWAY_ASSIGN_OR_RETURN(l.long_factor, common::JsonField<std::vector<float>>(r, "long_factor", at));
+  if (Given(json, "original_max_position_embeddings")) {
+    SRUNWAY_ASSIGN_OR_RETURN(l.original_positions,
+                             common::JsonField<int>(json, "original_max_position_embeddings", where));
+  }
+  if (Given(r, "original_max_position_embeddings") && r["original_max_position_embeddings"] != l.original_positions) {
+    return common::FailedPrecondition("{}: original_max_position_embeddings {} is not the {} that transformers' Phi3 "
+                                      "reads (the one beside it, 4096 unless given)", at,
+                                      r["original_max_position_embeddings"].dump(), l.original_positions);
+  }
+  if (l.original_positions <= 0) {
+    return common::FailedPrecondition("{}: original_max_position_embeddings must be positive, got {}", at,
+                                      l.original_positions);
+  }
+  const double factor = static_cast<double>(max_positions) / l.original_positions;
+  if (Given(r, "factor")) {
+    SRUNWAY_ASSIGN_OR_RETURN(const double given, common::JsonField<double>(r, "factor", at));
+    if (given != factor) {
+      return common::FailedPrecondition("{}: factor {} is not max_position_embeddings over the original positions, "
+                                        "{}: transformers 4 reads that ratio, 5 the factor", at, given, factor);
+    }
+  }
+  if (Given(r, "attention_factor")) {
+    SRUNWAY_ASSIGN_OR_RETURN(l.attention_factor, common::JsonField<float>(r, "attention_factor", at));
+  } else {
+    const double original = l.original_positions;
+    l.attention_factor =
+        factor <= 1.0 ? 1.0f : static_cast<float>(std::sqrt(1.0 + std::log(factor) / std::log(original)));
+  }
+  return l;
 }
 
 // RoPE's numbers in config.json as transformers 5 reads them (its RotaryEmbeddingConfigMixin): one object,
@@ -604,8 +646,12 @@ common::Status RopeFromHuggingFace(const common::Json& json, const std::string& 
   }
   if (type == "default") return common::Status::Ok();
   if (model_type == "phi3") {  // its config refuses every other type, and reads su and yarn as longrope
-    return common::FailedPrecondition("{}: rope_type '{}': transformers' Phi3 turns plain RoPE (default) or LongRoPE "
-                                      "(longrope, su, yarn), and srunway-train does not turn LongRoPE", at, type);
+    if (type != "longrope" && type != "su" && type != "yarn") {
+      return common::FailedPrecondition("{}: rope_type '{}': transformers' Phi3 turns plain RoPE (default) or "
+                                        "LongRoPE (longrope, su, yarn)", at, type);
+    }
+    SRUNWAY_ASSIGN_OR_RETURN(c.longrope, LongRopeFromHuggingFace(json, where, r, at, c.seq_len));
+    return common::Status::Ok();
   }
   if (type == "linear") {
     SRUNWAY_ASSIGN_OR_RETURN(c.rope_linear_factor, common::JsonField<float>(r, "factor", at));
@@ -762,6 +808,18 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
       if (head_dim <= 0) return common::FailedPrecondition("{}: head_dim must be positive, got {}", where, head_dim);
       SetHeadDim(c, head_dim);
     }
+    // LongRoPE's factors, one a pair of the rotary dimensions, now that the heads' width is known (Validate names
+    // a head count of 0, which has none, and a share of each head out of its range).
+    if (c.longrope && c.n_head > 0 && c.rotary_percent > 0 && c.rotary_percent <= 1) {
+      const size_t pairs = static_cast<size_t>(std::max(c.rotary_dim(), 0) / 2);
+      for (const auto& [name, factors] : {std::pair{"short_factor", &c.longrope->short_factor},
+                                          std::pair{"long_factor", &c.longrope->long_factor}}) {
+        if (factors->size() != pairs) {
+          return common::FailedPrecondition("{}: LongRoPE's {} holds {} factors, and RoPE turns {} pairs of each head",
+                                            where, name, factors->size(), pairs);
+        }
+      }
+    }
   } else {
     return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama), Qwen2 "
                                       "(qwen2), Qwen3 (qwen3), Mistral (mistral) and Phi-3 (phi3) models", where,
@@ -819,11 +877,25 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   }
   if (std::string_view(LlamaClass(c).model_type) == "phi3") {
     // Phi3Config's: its window or null; the original positions, which only its LongRoPE reads, and pad_token_id,
-    // its embedding's padding_idx (32000 unless null, past a smaller vocabulary), as here.
+    // its embedding's padding_idx (32000 unless null, past a smaller vocabulary), as here. LongRoPE as Phi-3's hub
+    // configs write it, the attention factor beside it where it is not the one transformers derives.
     config["partial_rotary_factor"] = c.rotary_percent;
     config["sliding_window"] = c.window >= 0 ? common::Json(c.window + 1) : common::Json(nullptr);
-    config["original_max_position_embeddings"] = c.seq_len;
+    config["original_max_position_embeddings"] = c.longrope ? c.longrope->original_positions : c.seq_len;
     config["pad_token_id"] = nullptr;
+    if (c.longrope) {
+      const LongRope& l = *c.longrope;
+      common::Json scaling = {{"type", "longrope"}, {"short_factor", common::Json::array()},
+                              {"long_factor", common::Json::array()}};
+      for (const float f : l.short_factor) scaling["short_factor"].push_back(Shortest(f));
+      for (const float f : l.long_factor) scaling["long_factor"].push_back(Shortest(f));
+      const common::Json beside = {{"original_max_position_embeddings", l.original_positions}};
+      auto derived = LongRopeFromHuggingFace(beside, "", scaling, "", c.seq_len);
+      if (!derived.ok() || derived->attention_factor != l.attention_factor) {
+        scaling["attention_factor"] = Shortest(l.attention_factor);
+      }
+      config["rope_scaling"] = scaling;
+    }
   } else if ((c.qk_norm || c.qkv_bias) && c.window >= 0) {
     config["use_sliding_window"] = true;
     config["sliding_window"] = c.window + 1;
@@ -869,7 +941,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "sink (--softmax-type {}): it has no Hugging Face class; --export writes its "
                                       "weights", family, SoftmaxName(c.softmax));
   }
-  if (c.rotary_percent != 1.0) {
+  if (c.rotary_percent != 1.0 || c.longrope) {
     // Written as Phi-3 (LlamaClass), whose transformers class has none of these.
     const std::pair<bool, std::string_view> unlike[] = {
         {c.qkv_bias || c.linear_bias, "biases (--add-qkv-bias, or Llama's flags without --disable-bias-linear)"},
@@ -881,8 +953,8 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
     for (const auto& [has, what] : unlike) {
       if (has) {
         return common::FailedPrecondition("transformers' Phi3, the Llama that turns a share of each head by RoPE "
-                                          "(--rotary-percent), has no {}: --export writes this model's weights",
-                                          what);
+                                          "(--rotary-percent) or LongRoPE, has no {}: --export writes this model's "
+                                          "weights", what);
       }
     }
   }

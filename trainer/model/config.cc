@@ -113,6 +113,7 @@ std::string ModelKind(const ModelConfig& c) {
   if (c.window >= 0) parts.push_back(fmt::format("with a window of {} keys back", c.window) + in_some(c.window_layers));
   if (c.linear_bias) parts.push_back("with biases");
   if (c.yarn) parts.push_back(fmt::format("with YaRN ({}x)", c.yarn->factor));
+  if (c.longrope) parts.push_back("with LongRoPE");
   if (c.quick_geglu) parts.push_back("with quick GEGLU");
   if (c.softmax == Softmax::kOffByOne) parts.push_back("with an off-by-one softmax");
   if (c.softmax == Softmax::kLearnable) parts.push_back("with learned attention sinks");
@@ -417,20 +418,26 @@ common::Status PositiveAndFinite(std::string_view whose,
 // Megatron's _yarn_get_mscale: 0.1 a ln(factor) + 1, or 1 where the factor does not lengthen positions.
 double YarnMscale(double factor, double a) { return factor <= 1 ? 1.0 : 0.1 * a * std::log(factor) + 1.0; }
 
+// `what` beside the first of `others` (a setting's name, and whether the model has it) that the model has: refused,
+// saying `why`.
+common::Status NotBeside(std::string_view what, std::initializer_list<std::pair<const char*, bool>> others,
+                         std::string_view why) {
+  for (const auto& [other, given] : others) {
+    if (given) return common::InvalidArgument("{} is not taken with {}: {}", what, other, why);
+  }
+  return common::Status::Ok();
+}
+
 common::Status ValidateYarn(const ModelConfig& c) {
   constexpr std::string_view kYarn = "YaRN (--position-embedding-type yarn)";
   if (!c.rope_turns()) return NoRope(c, kYarn);
-  const std::pair<const char*, bool> others[] = {
-      {"Llama 3.1's RoPE scaling (--use-rope-scaling)", c.rope_scaling_factor != 0},
-      {"linear RoPE scaling (--rotary-seq-len-interpolation-factor)", c.rope_linear_factor != 1.0f},
-      {"RoPE over part of each head (--rotary-percent)", c.rotary_percent != 1.0},
-      {"interleaved RoPE (--rotary-interleaved)", c.rotary_interleaved}};
-  for (const auto& [other, given] : others) {
-    if (given) {
-      return common::InvalidArgument("{} is not taken with {}: Megatron's YaRN scales RoPE its own way and turns "
-                                     "each whole head in two halves", kYarn, other);
-    }
-  }
+  SRUNWAY_RETURN_IF_ERROR(
+      NotBeside(kYarn,
+                {{"Llama 3.1's RoPE scaling (--use-rope-scaling)", c.rope_scaling_factor != 0},
+                 {"linear RoPE scaling (--rotary-seq-len-interpolation-factor)", c.rope_linear_factor != 1.0f},
+                 {"RoPE over part of each head (--rotary-percent)", c.rotary_percent != 1.0},
+                 {"interleaved RoPE (--rotary-interleaved)", c.rotary_interleaved}},
+                "Megatron's YaRN scales RoPE its own way and turns each whole head in two halves"));
   const YarnScaling& y = *c.yarn;
   SRUNWAY_RETURN_IF_ERROR(PositiveAndFinite("YaRN's",
                                             {{"rotary_scaling_factor (--yarn-rotary-scaling-factor)", y.factor},
@@ -459,16 +466,53 @@ common::Status ValidateYarn(const ModelConfig& c) {
   return common::Status::Ok();
 }
 
+common::Status ValidateLongRope(const ModelConfig& c) {
+  constexpr std::string_view kLongRope = "LongRoPE (a Hugging Face config's rope_scaling of type longrope)";
+  if (!c.rope_turns()) return NoRope(c, kLongRope);
+  SRUNWAY_RETURN_IF_ERROR(
+      NotBeside(kLongRope,
+                {{"Llama 3.1's RoPE scaling (--use-rope-scaling)", c.rope_scaling_factor != 0},
+                 {"linear RoPE scaling (--rotary-seq-len-interpolation-factor)", c.rope_linear_factor != 1.0f},
+                 {"YaRN (--position-embedding-type yarn)", c.yarn.has_value()}},
+                "each scales RoPE its own way"));
+  const LongRope& l = *c.longrope;
+  const int pairs = c.rotary_dim() / 2;
+  for (const auto& [name, factors] :
+       {std::pair{"short_factor", &l.short_factor}, std::pair{"long_factor", &l.long_factor}}) {
+    if (factors->size() != static_cast<size_t>(pairs) || pairs > kMaxRopePairFactors) {
+      return common::InvalidArgument("LongRoPE's {} holds {} factors, and RoPE turns {} pairs of each head (at most "
+                                     "{})", name, factors->size(), pairs, kMaxRopePairFactors);
+    }
+    for (const float f : *factors) {
+      if (!(f > 0 && std::isfinite(f))) {
+        return common::InvalidArgument("LongRoPE's {} must be positive and finite, and holds {}", name, f);
+      }
+    }
+  }
+  if (l.original_positions <= 0) {
+    return common::InvalidArgument("LongRoPE's original_max_position_embeddings must be positive, got {}",
+                                   l.original_positions);
+  }
+  return PositiveAndFinite("LongRoPE's", {{"attention_factor", l.attention_factor}});
+}
+
 }  // namespace
 
 float YarnScaling::attention_factor() const {
   return static_cast<float>(YarnMscale(factor, mscale) / YarnMscale(factor, mscale_all_dim));
 }
 
-RopeFrequencies ModelConfig::rope() const {
+RopeFrequencies ModelConfig::rope(int T) const {
   RopeFrequencies rope{rope_theta, rope_scaling_factor, rope_low_freq_factor, rope_high_freq_factor,
                        static_cast<float>(rope_original_positions), rope_linear_factor, rotary_dim(),
                        rotary_interleaved};
+  if (longrope) {  // Validate holds the factors to the rotary pairs, within the struct's room
+    const std::vector<float>& factors =
+        T > longrope->original_positions ? longrope->long_factor : longrope->short_factor;
+    rope.pair_factors = static_cast<int>(std::min<size_t>(factors.size(), kMaxRopePairFactors));
+    std::copy_n(factors.begin(), rope.pair_factors, rope.pair_factor);
+    rope.attention_factor = longrope->attention_factor;
+  }
   if (!yarn) return rope;
   // Megatron's _yarn_find_correction_range in doubles, as Python: the pair that turns `rotations` times over the
   // original positions is hd ln(positions / (2 pi rotations)) / (2 ln theta); the range from beta_fast's to
@@ -590,6 +634,7 @@ common::Status Validate(const ModelConfig& c) {
   }
   if (c.rotary_interleaved && !c.rope_turns()) return NoRope(c, "interleaved RoPE (--rotary-interleaved)");
   if (c.yarn) SRUNWAY_RETURN_IF_ERROR(ValidateYarn(c));
+  if (c.longrope) SRUNWAY_RETURN_IF_ERROR(ValidateLongRope(c));
   if (c.window < -1 || c.window > (1 << 24)) {
     return common::InvalidArgument("window_size (--window-size) {},0: its left side must be -1 (no window) to {}",
                                    c.window, 1 << 24);
@@ -660,6 +705,24 @@ common::StatusOr<YarnScaling> YarnFromJson(const common::Json& json, std::string
   return y;
 }
 
+// LongRoPE's numbers by Hugging Face's names, null where there is none.
+common::Json LongRopeToJson(const ModelConfig& c) {
+  if (!c.longrope) return nullptr;
+  const LongRope& l = *c.longrope;
+  return {{"short_factor", l.short_factor}, {"long_factor", l.long_factor},
+          {"original_max_position_embeddings", l.original_positions}, {"attention_factor", l.attention_factor}};
+}
+
+common::StatusOr<LongRope> LongRopeFromJson(const common::Json& json, std::string_view where) {
+  LongRope l;
+  SRUNWAY_ASSIGN_OR_RETURN(l.short_factor, common::JsonField<std::vector<float>>(json, "short_factor", where));
+  SRUNWAY_ASSIGN_OR_RETURN(l.long_factor, common::JsonField<std::vector<float>>(json, "long_factor", where));
+  SRUNWAY_ASSIGN_OR_RETURN(l.original_positions,
+                           common::JsonField<int>(json, "original_max_position_embeddings", where));
+  SRUNWAY_ASSIGN_OR_RETURN(l.attention_factor, common::JsonField<float>(json, "attention_factor", where));
+  return l;
+}
+
 }  // namespace
 
 common::Json ToJson(const ModelConfig& c) {
@@ -682,6 +745,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["rotary_percent"] = c.rotary_percent;
   json["rotary_interleaved"] = c.rotary_interleaved;
   json["yarn"] = YarnToJson(c);
+  json["longrope"] = LongRopeToJson(c);
   json["no_rope_freq"] = c.no_rope;
   // Megatron's (left, right), null where there is no window.
   json["window_size"] = c.window >= 0 ? common::Json::array({c.window, 0}) : common::Json(nullptr);
@@ -749,6 +813,10 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   }
   if (json.contains("kv_channels")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.kv_channels, common::JsonField<int>(json, "kv_channels", where));
+  }
+  // Checkpoints before 2026-12-08 have no longrope: none.
+  if (json.contains("longrope") && !json["longrope"].is_null()) {
+    SRUNWAY_ASSIGN_OR_RETURN(c.longrope, LongRopeFromJson(json["longrope"], std::string(where) + ": longrope"));
   }
   // Checkpoints before 2026-12-07 have neither rotary_percent nor rotary_interleaved: RoPE over the whole head, in
   // its two halves.
@@ -853,6 +921,7 @@ ModelConfig WithPositionsOf(const ModelConfig& wanted, const ModelConfig& stored
   c.rope_original_positions = stored.rope_original_positions;
   c.rope_linear_factor = stored.rope_linear_factor;
   c.yarn = stored.yarn;
+  c.longrope = stored.longrope;
   return c;
 }
 

@@ -53,6 +53,19 @@ struct YarnScaling {
   friend bool operator==(const YarnScaling&, const YarnScaling&) = default;
 };
 
+// LongRoPE (Phi-3's long-context RoPE, Hugging Face's rope_type longrope; Megatron has no flag for it, so it comes from
+// a Hugging Face config or a checkpoint): pair i of the rotary dimensions turns at theta^(-2i/rotary_dim) divided by
+// short_factor[i] in sequences of up to original_positions tokens and by long_factor[i] in longer ones (transformers
+// chooses by the sequence's length, as rope(T) does), q and k multiplied by attention_factor either way.
+struct LongRope {
+  std::vector<float> short_factor;
+  std::vector<float> long_factor;
+  int original_positions = 4096;
+  float attention_factor = 1.0f;
+
+  friend bool operator==(const LongRope&, const LongRope&) = default;
+};
+
 struct ModelConfig {
   Arch arch = Arch::kGpt;
   int n_layer = 2;
@@ -88,6 +101,8 @@ struct ModelConfig {
   // Not with the other scalings, --rotary-percent or --rotary-interleaved (Megatron's YaRN turns whole heads in
   // halves).
   std::optional<YarnScaling> yarn;
+  // LongRoPE (Llama only): empty where RoPE is not LongRoPE's. Not with the other scalings.
+  std::optional<LongRope> longrope;
   // The layers that turn no RoPE (Llama only), 1 at each such layer and n_layer long: Megatron's --no-rope-freq, as
   // Llama 4 skips it in every fourth layer (its iRoPE). Empty where every layer turns it.
   std::vector<uint8_t> no_rope;
@@ -136,7 +151,8 @@ struct ModelConfig {
   int q_dim() const { return n_head * head_dim(); }
   // How many of each head's first dimensions RoPE turns.
   int rotary_dim() const { return static_cast<int>(head_dim() * rotary_percent); }
-  RopeFrequencies rope() const;
+  // RoPE's frequencies in sequences of T tokens (LongRoPE's factors are chosen by T).
+  RopeFrequencies rope(int T) const;
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT's learned position table, Llama's RoPE: the model's positions unless no_positions.
   bool learned_positions() const { return arch == Arch::kGpt && !no_positions; }

@@ -1,6 +1,6 @@
 // RoPE's frequencies, one formula for the CPU operation and the CUDA kernel: theta^(-2i/hd) for pair i of a head
 // of hd values, with Llama 3.1's scaling of the long wavelengths where scaling_factor is set, every wavelength
-// linear_factor times longer (positions interpolated), or YaRN's blend of the two.
+// linear_factor times longer (positions interpolated), YaRN's blend of the two, or LongRoPE's factor per pair.
 #pragma once
 
 #include <math.h>
@@ -12,6 +12,9 @@
 #endif
 
 namespace srunway::trainer {
+
+// The most pairs LongRoPE's factors reach (a head of 256 turned whole).
+inline constexpr int kMaxRopePairFactors = 128;
 
 struct RopeFrequencies {
   float theta = 10000.0f;
@@ -39,8 +42,13 @@ struct RopeFrequencies {
   float yarn_low = 0.0f;
   float yarn_high = 0.0f;
   // The factor q and k are multiplied by as they turn (YaRN's "mscale", which scales attention's logits by its
-  // square); 1: none.
+  // square; LongRoPE's); 1: none.
   float attention_factor = 1.0f;
+  // LongRoPE (Hugging Face's rope_type longrope, Phi-3's; not with the scalings above): pair i's frequency divided by
+  // pair_factor[i], for the first pair_factors pairs (the rotary dimensions' every pair); 0: none. Held in the struct
+  // so that the kernel takes them with its arguments.
+  int pair_factors = 0;
+  float pair_factor[kMaxRopePairFactors] = {};
 };
 
 // Pair i of a head's `half` pairs: its first dimension, and how far its second is from it.
@@ -60,6 +68,7 @@ SRUNWAY_HOST_DEVICE inline int RotaryDim(const RopeFrequencies& rope, int hd) {
 // _apply_scaling) in fp32, as both compute it.
 SRUNWAY_HOST_DEVICE inline float RopeInverseFrequency(const RopeFrequencies& rope, int i, int hd) {
   const float inv_freq = powf(rope.theta, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
+  if (i < rope.pair_factors) return inv_freq / rope.pair_factor[i];
   if (rope.yarn_factor > 0.0f) {  // Megatron's YarnRotaryEmbedding, in fp32 as it computes it
     const float ramp = fminf(fmaxf((static_cast<float>(i) - rope.yarn_low) / (rope.yarn_high - rope.yarn_low), 0.0f),
                              1.0f);

@@ -1551,7 +1551,7 @@ TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {
   EXPECT_EQ(ModelKind(c), "llama with YaRN (4x)");
   // The pairs turning 32 times over 64 positions and once: 16 ln(64 / (2 pi r)) / (2 ln 10000), -0.99 and 2.02,
   // rounded outwards to pairs 0 and 3 (and the first to no less than 0).
-  const RopeFrequencies rope = c.rope();
+  const RopeFrequencies rope = c.rope(c.seq_len);
   EXPECT_EQ(rope.yarn_low, 0.0f);
   EXPECT_EQ(rope.yarn_high, 3.0f);
   EXPECT_FLOAT_EQ(rope.attention_factor, 1.0f + 0.1f * std::log(4.0f));
@@ -1562,11 +1562,11 @@ TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {
   EXPECT_FLOAT_EQ(RopeInverseFrequency(rope, 7, 16), theta_power(7) / 4);
   ModelConfig unrounded = c;  // gpt-oss's: the bounds as they fall
   unrounded.yarn->round_to_int = false;
-  EXPECT_NEAR(unrounded.rope().yarn_high, 2.016, 1e-3);
+  EXPECT_NEAR(unrounded.rope(unrounded.seq_len).yarn_high, 2.016, 1e-3);
   unrounded.yarn->mscale_all_dim = 1.0f;  // m(1) / m(1): q and k as they are
-  EXPECT_EQ(unrounded.rope().attention_factor, 1.0f);
-  EXPECT_EQ(plain.rope().yarn_factor, 0.0f);
-  EXPECT_EQ(plain.rope().attention_factor, 1.0f);
+  EXPECT_EQ(unrounded.rope(unrounded.seq_len).attention_factor, 1.0f);
+  EXPECT_EQ(plain.rope(plain.seq_len).yarn_factor, 0.0f);
+  EXPECT_EQ(plain.rope(plain.seq_len).attention_factor, 1.0f);
 
   auto back = FromJson(ToJson(unrounded), "header");
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -1627,6 +1627,68 @@ TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {
   refused([](ModelConfig& m) { m.rope_theta = 1; },
           "YaRN (--position-embedding-type yarn) needs a RoPE base (--rotary-base) above 1, each pair turning slower "
           "than the one before, got 1");
+}
+
+TEST(LongRopeTest, FactorsByLengthAttentionFactorAndTheCheckpointsConfig) {
+  const ModelConfig plain = *Preset("llama-tiny");  // heads of 16
+  ModelConfig c = plain;
+  c.rotary_percent = 0.5;  // 8 dimensions turned: 4 pairs
+  c.longrope = LongRope{.short_factor = {1, 2, 4, 8}, .long_factor = {1, 3, 9, 27}, .original_positions = 64,
+                        .attention_factor = 1.25f};
+  ASSERT_TRUE(Validate(c).ok()) << Validate(c).message();
+  EXPECT_EQ(ParamLayout(c).numel(), ParamLayout(plain).numel());
+  EXPECT_EQ(ModelKind(c), "llama with LongRoPE");
+  // Up to the original positions the short factors, past them the long ones (transformers' switch on the length).
+  auto theta_power = [](int i) { return std::pow(10000.0f, -2.0f * i / 8); };
+  const RopeFrequencies short_rope = c.rope(64), long_rope = c.rope(65);
+  EXPECT_EQ(short_rope.pair_factors, 4);
+  EXPECT_FLOAT_EQ(RopeInverseFrequency(short_rope, 0, 8), 1.0f);
+  EXPECT_FLOAT_EQ(RopeInverseFrequency(short_rope, 3, 8), theta_power(3) / 8);
+  EXPECT_FLOAT_EQ(RopeInverseFrequency(long_rope, 2, 8), theta_power(2) / 9);
+  EXPECT_FLOAT_EQ(RopeInverseFrequency(long_rope, 3, 8), theta_power(3) / 27);
+  EXPECT_EQ(long_rope.attention_factor, 1.25f);
+  EXPECT_EQ(plain.rope(65).pair_factors, 0);
+  EXPECT_EQ(plain.rope(65).attention_factor, 1.0f);
+
+  auto back = FromJson(ToJson(c), "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, c);
+  EXPECT_EQ(DescribeDifference(c, WithPositionsOf(plain, c)), "rotary_percent is 0.5 in the checkpoint and 1.0 here");
+  common::Json old = ToJson(plain);  // a header from before LongRoPE
+  old.erase("longrope");
+  back = FromJson(old, "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, plain);
+  common::Json lost = ToJson(c);
+  lost["longrope"].erase("long_factor");
+  EXPECT_THAT(FromJson(lost, "header").status().message(),
+              ::testing::HasSubstr("header: longrope: missing key 'long_factor'"));
+
+  auto refused = [&](auto set, const std::string& what) {
+    ModelConfig bad = c;
+    set(bad);
+    EXPECT_EQ(Validate(bad).message(), what);
+  };
+  refused(
+      [](ModelConfig& m) {
+        m.no_positions = true;
+        m.rotary_percent = 1;  // whole heads' 8 pairs, lest --rotary-percent be named first
+        m.longrope->short_factor.resize(8, 1.0f);
+        m.longrope->long_factor.resize(8, 1.0f);
+      },
+      "LongRoPE (a Hugging Face config's rope_scaling of type longrope) needs RoPE, which a model without "
+          "positions (--position-embedding-type none) has not");
+  refused([](ModelConfig& m) { m.rope_linear_factor = 2; },
+          "LongRoPE (a Hugging Face config's rope_scaling of type longrope) is not taken with linear RoPE scaling "
+          "(--rotary-seq-len-interpolation-factor): each scales RoPE its own way");
+  refused([](ModelConfig& m) { m.rotary_percent = 1; },
+          "LongRoPE's short_factor holds 4 factors, and RoPE turns 8 pairs of each head (at most 128)");
+  refused([](ModelConfig& m) { m.longrope->long_factor[1] = 0; },
+          "LongRoPE's long_factor must be positive and finite, and holds 0");
+  refused([](ModelConfig& m) { m.longrope->original_positions = 0; },
+          "LongRoPE's original_max_position_embeddings must be positive, got 0");
+  refused([](ModelConfig& m) { m.longrope->attention_factor = INFINITY; },
+          "LongRoPE's attention_factor must be positive and finite, got inf");
 }
 
 }  // namespace

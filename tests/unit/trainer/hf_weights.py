@@ -159,12 +159,25 @@ def hf_yarn(hd, theta, rs, max_positions):
     return 1.0 / (factor * powers) * (1 - extrapolation) + 1.0 / powers * extrapolation, attention
 
 
+def hf_longrope(dim, theta, rs, T, original):
+    """transformers' LongRoPE (its _compute_longrope_parameters, and longrope_frequency_update's switch on the
+    sequence's length T) for Phi-3's config.json, whose rope_scaling is `rs` and original_max_position_embeddings
+    `original`: the frequencies and the attention factor that multiplies cos and sin."""
+    factor = SEQ / original
+    attention = rs.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(original))
+    ext = torch.tensor(rs["long_factor"] if T > original else rs["short_factor"], dtype=torch.float32)
+    return 1.0 / (ext * theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)), attention
+
+
 def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, sliding_window=None, window_layers=None,
-               partial=1.0):
+               partial=1.0, original=None):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
     llama3, linear or yarn, with max_position_embeddings SEQ), grouped KV heads repeated, SwiGLU, RMSNorm;
     Phi3ForCausalLM's with `partial` (partial_rotary_factor): RoPE over each head's first int(hd * partial) values,
-    its frequencies over those, the rest passed (Phi3's apply_rotary_pos_emb; its fused tensors: phi3_weights);
+    its frequencies over those, the rest passed (Phi3's apply_rotary_pos_emb; its fused tensors: phi3_weights), and
+    its LongRoPE where `scaling` is of rope_type longrope or su (`original`: its original_max_position_embeddings);
     MistralForCausalLM's with a `sliding_window` (transformers' mask: query i sees key j where i - window < j <= i; in
     the layers `window_layers` marks 1, all if None, as Qwen2's and Qwen3's layer_types);
     Qwen2ForCausalLM's where q, k and v have
@@ -183,7 +196,9 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
     dim = int(hd * partial)
     inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
     attention = 1.0
-    if scaling is not None and scaling.get("rope_type", scaling.get("type")) == "yarn":
+    if scaling is not None and scaling.get("rope_type", scaling.get("type")) in ("longrope", "su"):
+        inv_freq, attention = hf_longrope(dim, theta, scaling, T, original)
+    elif scaling is not None and scaling.get("rope_type", scaling.get("type")) == "yarn":
         inv_freq, attention = hf_yarn(dim, theta, scaling, SEQ)
     elif scaling is not None:
         inv_freq = scaled_inv_freq(inv_freq, scaling)
@@ -251,6 +266,7 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
     if scaling == "header":
         model = exported_model(out)
         scaling = ({"rope_type": "yarn", **model["yarn"]} if model.get("yarn") else
+                   {"rope_type": "longrope", **model["longrope"]} if model.get("longrope") else
                    {"rope_type": "llama3", **model["rope_scaling"]} if model.get("rope_scaling") else
                    {"rope_type": "linear", "factor": model["rope_linear_factor"]}
                    if model.get("rope_linear_factor", 1) != 1 else None)
@@ -562,9 +578,55 @@ def llama_weights_of_phi3(sd):
     return out
 
 
+def check_longrope(folder, config, sd, tokens, targets):
+    """Phi-3's LongRoPE (Phi-3-mini-128k's, Phi-3.5-mini's, Phi-4-mini's) as transformers turns it: the long factors in
+    these 32 positions past 16 original ones, the short within 64; the attention factor derived, or given; a factor
+    that transformers 4 and 5 would read apart is refused; --export-hf writes it back and it loads back."""
+    plain = llama_loss(sd, tokens, targets).item()
+    half = {"short_factor": [1.0, 1.5, 2.0, 4.0], "long_factor": [1.0, 3.0, 9.0, 27.0]}
+    whole = {"short_factor": [1.0 + 0.25 * i for i in range(8)], "long_factor": [2.0 ** i for i in range(8)]}
+    cases = [("long factors, half of each head", 0.5, 16, {"type": "longrope", **half}),
+             ("short factors, whole heads, su", 1.0, 64, {"type": "su", **whole}),
+             ("attention_factor given", 0.5, 16, {"type": "longrope", **half, "attention_factor": 1.5})]
+    for what, partial, original, rs in cases:
+        keys = {"partial_rotary_factor": partial, "original_max_position_embeddings": original, "rope_scaling": rs}
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump({**config, **keys}, f)
+        reference = llama_loss(sd, tokens, targets, partial=partial, scaling=rs, original=original).item()
+        check(f"LongRoPE ({what}) changes Hugging Face's loss here", abs(reference - plain) > 1e-3,
+              f"{reference:.6f} with it, {plain:.6f} without", always=True)
+        compare(f"Phi-3 with LongRoPE ({what})", folder, ["--use-checkpoint-args"], reference, tokens, targets, True,
+                "header")
+        # Out and back: rope_scaling as Phi-3's hub configs write it, the attention factor only where given.
+        out = os.path.join(WORK, "hf-phi3-longrope")
+        rc, _, err = train("--use-checkpoint-args", "--load", folder, "--skip-train", "--eval-iters", "0",
+                           "--export-hf", out)
+        written = {}
+        if rc == 0:
+            with open(os.path.join(out, "config.json")) as f:
+                written = json.load(f)
+        want = {**rs, "type": "longrope"}
+        check(f"--export-hf of a Phi-3 with LongRoPE ({what}): its config.json",
+              rc == 0 and written.get("rope_scaling") == want and
+              written.get("original_max_position_embeddings") == original and
+              written.get("partial_rotary_factor") == partial, f"exit {rc}, {written} {err.strip()[-300:]}")
+        if rc == 0:
+            loss = llama_loss(llama_weights_of_phi3(load(os.path.join(out, "model.safetensors"))), tokens, targets,
+                              partial=partial, scaling=written["rope_scaling"], original=original).item()
+            check(f"--export-hf of a Phi-3 with LongRoPE ({what}): Hugging Face's loss", abs(loss - reference) <= 1e-5,
+                  f"{loss:.6f} vs {reference:.6f}")
+    longrope = {"partial_rotary_factor": 0.5, "original_max_position_embeddings": 16}
+    refused_config("Phi-3", folder, {**config, **longrope}, "rope_scaling", {"type": "longrope", **half, "factor": 4.0},
+                   r"rope_scaling: factor 4 is not max_position_embeddings over the original positions, 8: "
+                   r"transformers 4 reads that ratio, 5 the factor$")
+    refused_config("Phi-3", folder, {**config, **longrope}, "rope_scaling",
+                   {"type": "longrope", **half, "long_factor": [1.0, 3.0, 9.0]},
+                   r"LongRoPE's long_factor holds 3 factors, and RoPE turns 4 pairs of each head$")
+
+
 def check_phi3(gen, tokens, targets):
     """Phi-3 (a Llama with q, k, v in one tensor and gate, up in another, RoPE over partial_rotary_factor of each head
-    and Mistral's window): its config.json and files load to Hugging Face's loss; its LongRoPE is refused by name;
+    and Mistral's window): its config.json and files load to Hugging Face's loss (LongRoPE: check_longrope);
     --export-hf writes a Llama that turns part of each head (--rotary-percent) as Phi-3, which loads back; one with
     what Phi-3 lacks is refused there."""
     folder = os.path.join(WORK, "phi3")
@@ -588,10 +650,9 @@ def check_phi3(gen, tokens, targets):
             check("half of each head turned and a window change Hugging Face's loss here",
                   abs(reference - whole) > 1e-3, f"{reference:.6f} with them, {whole:.6f} without", always=True)
         compare(f"Phi-3 ({what})", folder, ["--use-checkpoint-args"], reference, tokens, targets, True, "header")
-    longrope = {"type": "su", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}
-    refused_config("Phi-3", folder, config, "rope_scaling", longrope,
-                   r"rope_scaling: rope_type 'su': transformers' Phi3 turns plain RoPE \(default\) or LongRoPE "
-                   r"\(longrope, su, yarn\), and srunway-train does not turn LongRoPE$")
+    refused_config("Phi-3", folder, config, "rope_scaling", {"type": "linear", "factor": 2.0},
+                   r"rope_scaling: rope_type 'linear': transformers' Phi3 turns plain RoPE \(default\) or LongRoPE "
+                   r"\(longrope, su, yarn\)$")
     refused_config("Llama", folder, {**config, "model_type": "llama"}, "partial_rotary_factor", 0.5,
                    r"partial_rotary_factor is 0\.5: srunway-train's llama has 1\.0 \(phi3 turns a share of each "
                    r"head\)$")
@@ -619,11 +680,12 @@ def check_phi3(gen, tokens, targets):
               f"{loss:.6f} vs {reference:.6f}")
         compare("--export-hf of a Llama turning half of each head loaded back", out, ["--use-checkpoint-args"],
                 reference, tokens, targets, True, "header")
+    check_longrope(folder, config, sd, tokens, targets)
     expect_error("--export-hf of a Llama turning half of each head with biases",
                  ["--preset", "llama-tiny", "--rotary-percent", "0.5", "--add-qkv-bias", "--export-hf",
                   os.path.join(WORK, "hf-phi3-no")], 1,
                  r"--export-hf: transformers' Phi3, the Llama that turns a share of each head by RoPE "
-                 r"\(--rotary-percent\), has no biases \(--add-qkv-bias, or Llama's flags without "
+                 r"\(--rotary-percent\) or LongRoPE, has no biases \(--add-qkv-bias, or Llama's flags without "
                  r"--disable-bias-linear\): --export writes this model's weights$")
 
 

@@ -160,7 +160,15 @@ void DumpOps(const fs::path& dir) {
   // gpt-oss's), and --yarn-mscale-all-dim 0.5: q and k times 1.139 / 1.069.
   ModelConfig yarn = *Preset("llama-tiny");
   yarn.yarn = YarnScaling{.factor = 4.0f, .original_positions = 64, .mscale_all_dim = 0.5f, .round_to_int = false};
-  rope_case("rope_yarn.safetensors", 1, 100, 2, 1, yarn.head_dim(), yarn.rope());
+  rope_case("rope_yarn.safetensors", 1, 100, 2, 1, yarn.head_dim(), yarn.rope(100));
+  // LongRoPE (Phi-3's) over --rotary-percent 0.5 of heads of 16 (4 pairs), a factor per pair, q and k times 1.19: its
+  // short factors in sequences up to 64 positions, its long ones past them (these 100).
+  ModelConfig longrope = *Preset("llama-tiny");
+  longrope.rotary_percent = 0.5;
+  longrope.longrope = LongRope{.short_factor = {1.0f, 1.5f, 2.0f, 4.0f}, .long_factor = {1.0f, 3.0f, 9.0f, 27.0f},
+                               .original_positions = 64, .attention_factor = 1.19f};
+  rope_case("rope_longrope_short.safetensors", 1, 64, 2, 1, longrope.head_dim(), longrope.rope(64));
+  rope_case("rope_longrope_long.safetensors", 1, 100, 2, 1, longrope.head_dim(), longrope.rope(100));
   // An elementwise activation and its backward.
   auto activation_case = [&](const char* file, auto forward, auto backward) {
     Case c;
@@ -270,6 +278,7 @@ struct Variant {
   Softmax softmax = Softmax::kVanilla;  // --softmax-type
   bool quick_geglu = false;             // --quick-geglu --glu-linear-offset 1 --activation-func-clamp-value 0.1
   bool yarn = false;  // YaRN, 4x over 64 original positions (--position-embedding-type yarn, --yarn-*)
+  bool longrope = false;  // LongRoPE, Phi-3's, over 16 original positions (a factor per pair, q and k times 1.2)
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -291,6 +300,11 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   if (variant.window_skip > 0) config.window_layers = *WindowLayers(std::to_string(variant.window_skip), config.n_layer);
   config.softmax = variant.softmax;
   if (variant.yarn) config.yarn = YarnScaling{.factor = 4.0f, .original_positions = 64};  // ramp over pairs 0 to 3
+  if (variant.longrope) {  // the step's 32 positions past the 16 original ones: the long factors
+    config.longrope = LongRope{.short_factor = std::vector<float>(8, 1.0f),
+                               .long_factor = {1.0f, 1.5f, 2.0f, 3.0f, 5.0f, 8.0f, 13.0f, 21.0f},
+                               .original_positions = 16, .attention_factor = 1.2f};
+  }
   if (variant.quick_geglu) {  // a clamp that the tiny model's FFN inputs (about 0.16 apart) cross
     config.quick_geglu = true;
     config.glu_linear_offset = 1.0f;
@@ -313,7 +327,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (variant.window >= 0 ? fmt::format("-window{}", variant.window) : "") +
                                   (variant.window_skip > 0 ? fmt::format("-skip{}", variant.window_skip) : "") +
                                   (config.sinks() ? fmt::format("-{}", SoftmaxName(config.softmax)) : "") +
-                                  (variant.quick_geglu ? "-quick-geglu" : "") + (variant.yarn ? "-yarn" : "") +
+                                  (variant.quick_geglu ? "-quick-geglu" : "") + (variant.yarn ? "-yarn" : "") + (variant.longrope ? "-longrope" : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -383,6 +397,7 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true, .other_norm = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.other_norm = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.rotary_percent = 0.25});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.longrope = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.rotary_interleaved = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.no_positions = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.no_positions = true});

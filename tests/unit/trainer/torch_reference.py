@@ -157,6 +157,7 @@ def rope(x, theta, scaling=None, rotary_dim=None, interleaved=False):
     """x: [B, T, heads, hd]; rotate-half pairing (i, i + hd/2); `scaling`: a rope_scaling dict (scaled_inv_freq);
     `rotary_dim`: only each head's first this many dimensions turn, pairs (i, i + rotary_dim/2), the rest pass
     (Megatron's rotary_percent: its apply_rotary_pos_emb splits t[..., :rot_dim] from t[..., rot_dim:]);
+    `scaling` of rope_type longrope: LongRoPE's factors and attention factor, as our header records them;
     `interleaved`: the pairs are (2i, 2i + 1), Megatron's rotary_interleaved (its _rotate_half takes x[..., ::2] and
     x[..., 1::2], its frequencies each repeated in place)."""
     if rotary_dim is not None and rotary_dim < x.shape[-1]:
@@ -171,6 +172,12 @@ def rope(x, theta, scaling=None, rotary_dim=None, interleaved=False):
     attention_factor = 1.0
     if scaling is not None and scaling.get("rope_type") == "yarn":
         inv_freq, attention_factor = yarn_inv_freq(hd, theta, scaling)
+    elif scaling is not None and scaling.get("rope_type") == "longrope":
+        # Phi-3's (transformers' _compute_longrope_parameters and its switch on the sequence's length): each pair's
+        # frequency divided by its short factor in sequences up to the original positions, its long one past them.
+        long = T > scaling["original_max_position_embeddings"]
+        inv_freq = inv_freq / torch.tensor(scaling["long_factor" if long else "short_factor"], dtype=torch.float32)
+        attention_factor = scaling["attention_factor"]
     elif scaling is not None:
         inv_freq = scaled_inv_freq(inv_freq, scaling)
     angles = torch.arange(T, dtype=torch.float32)[:, None] * inv_freq[None, :]
@@ -229,6 +236,12 @@ def check_ops(d):
     check_op("rope interleaved", t, ["inp"],
              lambda p: rope_qkv(p["inp"], 2, 1, 16, 10000.0, rotary_dim=8, interleaved=True), ["out"],
              [("dinp", "inp")])
+    longrope = {"rope_type": "longrope", "short_factor": [1.0, 1.5, 2.0, 4.0], "long_factor": [1.0, 3.0, 9.0, 27.0],
+                "original_max_position_embeddings": 64, "attention_factor": 1.19}
+    for which in ("short", "long"):
+        t = load(f"{d}/rope_longrope_{which}.safetensors")
+        check_op(f"rope longrope ({which})", t, ["inp"],
+                 lambda p: rope_qkv(p["inp"], 2, 1, 16, 10000.0, longrope, rotary_dim=8), ["out"], [("dinp", "inp")])
     t = load(f"{d}/gelu.safetensors")
     check_op("gelu", t, ["inp"], lambda p: F.gelu(p["inp"], approximate="tanh"), ["out"], [("dinp", "inp")])
     t = load(f"{d}/squared_relu.safetensors")
@@ -382,6 +395,11 @@ def main():
     check_step(work, "gpt-tiny-rmsnorm", False, 2, 4, 4, rmsnorm=True)
     # Megatron's --rotary-percent 0.25: RoPE over the first 4 of each head's 16 dimensions.
     check_step(work, "llama-tiny-rotary0.25", True, 2, 4, 2, rotary_dim=4)
+    # LongRoPE (Phi-3's, from a Hugging Face config): the step's 32 positions past 16 original ones, its long factors.
+    check_step(work, "llama-tiny-longrope", True, 2, 4, 2,
+               scaling={"rope_type": "longrope", "short_factor": [1.0] * 8,
+                        "long_factor": [1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0],
+                        "original_max_position_embeddings": 16, "attention_factor": 1.2})
     # Megatron's --rotary-interleaved: RoPE's pairs side by side.
     check_step(work, "llama-tiny-interleaved", True, 2, 4, 2, interleaved=True)
     # Megatron's --position-embedding-type none: a GPT without its position table, a Llama without RoPE.
