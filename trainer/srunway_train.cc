@@ -1411,6 +1411,12 @@ int main(int argc, char** argv) {
   }
   if (rotary_percent_option->count() > 0) o.model.rotary_percent = rotary_percent;  // Validate checks it
   if (auto status = srunway::trainer::Validate(o.model); !status.ok()) {
+    if (checkpoint_args) {  // the file's model, not a flag: a bad file
+      srunway::common::LogError("--use-checkpoint-args: the model {} holds: {}",
+                                srunway::trainer::StartsFromPretrained(o) ? o.pretrained_checkpoint : o.load,
+                                status.message());
+      return srunway::trainer::kExitError;
+    }
     srunway::common::LogError("{}", status.message());
     return srunway::trainer::kExitUsage;
   }

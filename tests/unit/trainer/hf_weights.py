@@ -619,6 +619,14 @@ def check_longrope(folder, config, sd, tokens, targets):
     refused_config("Phi-3", folder, {**config, **longrope}, "rope_scaling", {"type": "longrope", **half, "factor": 4.0},
                    r"rope_scaling: factor 4 is not max_position_embeddings over the original positions, 8: "
                    r"transformers 4 reads that ratio, 5 the factor$")
+    # A model the file describes that srunway-train does not build: the file named, exit 1 (a bad file, not a flag).
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**config, **longrope, "rope_scaling": {"type": "longrope", **half, "short_factor": [1, 1, 2, -3]}},
+                  f)
+    expect_error("a Phi-3 config.json with a negative LongRoPE factor",
+                 ["--use-checkpoint-args", "--load", folder, "--finetune"], 1,
+                 r"error: --use-checkpoint-args: the model .*/phi3 holds: LongRoPE's short_factor must be positive and "
+                 r"finite, and holds -3$")
     refused_config("Phi-3", folder, {**config, **longrope}, "rope_scaling",
                    {"type": "longrope", **half, "long_factor": [1.0, 3.0, 9.0]},
                    r"LongRoPE's long_factor holds 3 factors, and RoPE turns 4 pairs of each head$")
