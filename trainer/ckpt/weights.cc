@@ -135,8 +135,9 @@ class WeightFiles {
   std::map<std::string, std::string> metadata_;
 };
 
-// Phi-3's names are Llama's but for q, k, v in one tensor (qkv_proj) and gate, up in another (gate_up_proj).
-enum class Naming { kSrunway, kHfGpt2, kHfLlama, kHfPhi3 };
+// Phi-3's names are Llama's but for q, k, v in one tensor (qkv_proj) and gate, up in another (gate_up_proj); GLM's
+// have the second alone.
+enum class Naming { kSrunway, kHfGpt2, kHfLlama, kHfPhi3, kHfGlm };
 
 std::string_view NamingName(Naming naming) {
   switch (naming) {
@@ -144,6 +145,7 @@ std::string_view NamingName(Naming naming) {
     case Naming::kHfGpt2: return "Hugging Face GPT-2";
     case Naming::kHfLlama: return "Hugging Face Llama";
     case Naming::kHfPhi3: return "Hugging Face Phi-3";
+    case Naming::kHfGlm: return "Hugging Face GLM";
   }
   return "";
 }
@@ -176,7 +178,7 @@ bool NotAParameter(Naming naming, std::string_view name) {
   if (naming == Naming::kHfGpt2) {
     return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight";
   }
-  return (naming == Naming::kHfLlama || naming == Naming::kHfPhi3) && name.ends_with(".rotary_emb.inv_freq");
+  return naming != Naming::kSrunway && naming != Naming::kHfGpt2 && name.ends_with(".rotary_emb.inv_freq");
 }
 
 // The model srunway-train's --export recorded in the file's header, if it did (a Hugging Face file has none).
@@ -222,8 +224,9 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
       const std::string layer = fmt::format("model.layers.{}.", l);
       const std::string attn = layer + "self_attn.", mlp = layer + "mlp.";
       map(ours + "norm1.weight", {{layer + "input_layernorm.weight"}});
-      const bool fused = naming == Naming::kHfPhi3;  // our qkv and fc, rows in the same order
-      if (fused) {
+      // Our qkv and fc, rows in the same order.
+      const bool fused_qkv = naming == Naming::kHfPhi3, fused_fc = fused_qkv || naming == Naming::kHfGlm;
+      if (fused_qkv) {
         map(ours + "qkv.weight", {{attn + "qkv_proj.weight"}});
       } else {
         map(ours + "qkv.weight", {{attn + "q_proj.weight", false, config.n_head * hd},
@@ -241,7 +244,7 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
       }
       map(ours + "proj.weight", {{attn + "o_proj.weight"}});
       map(ours + "norm2.weight", {{layer + "post_attention_layernorm.weight"}});
-      if (fused) {
+      if (fused_fc) {
         map(ours + "fc.weight", {{mlp + "gate_up_proj.weight"}});
       } else {
         map(ours + "fc.weight",
@@ -282,12 +285,14 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
     naming = Naming::kHfGpt2;
     gpt2 = files.Find("wte.weight") != nullptr ? "" : "transformer.";
   } else if (files.Find("model.embed_tokens.weight") != nullptr) {
-    naming = files.Find("model.layers.0.self_attn.qkv_proj.weight") != nullptr ? Naming::kHfPhi3 : Naming::kHfLlama;
+    naming = files.Find("model.layers.0.self_attn.qkv_proj.weight") != nullptr ? Naming::kHfPhi3
+             : files.Find("model.layers.0.mlp.gate_up_proj.weight") != nullptr  ? Naming::kHfGlm
+                                                                                 : Naming::kHfLlama;
   } else {
     return common::FailedPrecondition("{}: neither srunway-train's --export nor a Hugging Face GPT-2 or Llama model "
                                       "(no tensor 'wte', 'wte.weight' or 'model.embed_tokens.weight')", files.name());
   }
-  const Arch file_arch = naming == Naming::kHfLlama || naming == Naming::kHfPhi3 ? Arch::kLlama : Arch::kGpt;
+  const Arch file_arch = naming == Naming::kHfGpt2 ? Arch::kGpt : Arch::kLlama;
   if (naming != Naming::kSrunway && file_arch != config.arch) {
     return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
                                       NamingName(naming), ArchName(config.arch));
@@ -309,7 +314,9 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
                                       NormName(ArchNorm(file_arch)),
                                       ModelKind(config));
   }
-  NameMap names = Names(naming, config, gpt2, file_arch == Arch::kLlama && files.Find("lm_head.weight") == nullptr);
+  NameMap names = Names(naming, config, gpt2,
+                        naming != Naming::kSrunway && file_arch == Arch::kLlama &&
+                            files.Find("lm_head.weight") == nullptr);
   if (naming != Naming::kSrunway) return names;
   // srunway-train's --export holds the parameters as its model stored them, which its header records: norm
   // weights whole, or less 1 (apply_layernorm_1p; absent before 2026-12-06, and with it no header at all).
@@ -483,14 +490,15 @@ namespace {
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
-// The Hugging Face class a Llama is written as: Qwen3 with q and k norms, Qwen2 with q, k and v's biases, Phi-3 with
-// RoPE over a share of each head or LongRoPE, Mistral with a window, else Llama.
+// The Hugging Face class a Llama is written as: Qwen3 with q and k norms, GLM with RoPE's pairs interleaved, Qwen2 with
+// q, k and v's biases, Phi-3 with RoPE over a share of each head or LongRoPE, Mistral with a window, else Llama.
 struct HfClass {
   const char* model_type;
   const char* architecture;
 };
 HfClass LlamaClass(const ModelConfig& c) {
   if (c.qk_norm) return {"qwen3", "Qwen3ForCausalLM"};
+  if (c.rotary_interleaved) return {"glm", "GlmForCausalLM"};
   if (c.qkv_bias) return {"qwen2", "Qwen2ForCausalLM"};
   if (c.rotary_percent != 1.0 || c.longrope) return {"phi3", "Phi3ForCausalLM"};
   if (c.window >= 0) return {"mistral", "MistralForCausalLM"};
@@ -638,13 +646,18 @@ common::Status RopeFromHuggingFace(const common::Json& json, const std::string& 
   };
   SRUNWAY_ASSIGN_OR_RETURN(const double theta, one("rope_theta", 10000.0));  // LlamaConfig's default
   c.rope_theta = static_cast<float>(theta);
-  SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent, one("partial_rotary_factor", 1.0));
+  // GlmConfig's default is half of each head.
+  SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent, one("partial_rotary_factor", model_type == "glm" ? 0.5 : 1.0));
   const char* type_key = !r.contains("rope_type") && r.contains("type") ? "type" : "rope_type";
   std::string type = "default";
   if (Given(r, type_key) || r.contains("factor")) {  // a factor of no type is a mistake, not none
     SRUNWAY_ASSIGN_OR_RETURN(type, common::JsonField<std::string>(r, type_key, at));
   }
   if (type == "default") return common::Status::Ok();
+  if (model_type == "glm") {  // its scalings' frequencies over a share of each head, read apart by versions
+    return common::FailedPrecondition("{}: rope_type '{}': srunway-train reads GLM's RoPE unscaled (default)", at,
+                                      type);
+  }
   if (model_type == "phi3") {  // its config refuses every other type, and reads su and yarn as longrope
     if (type != "longrope" && type != "su" && type != "yarn") {
       return common::FailedPrecondition("{}: rope_type '{}': transformers' Phi3 turns plain RoPE (default) or "
@@ -740,29 +753,37 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("scale_attn_by_inverse_layer_idx", false));
     // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("tie_word_embeddings", true));
-  } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "mistral" || type == "phi3") {
+  } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "mistral" || type == "phi3" ||
+             type == "glm") {
     // Qwen2 is Llama with biases on q, k and v (and no other): its config.json has Llama's keys but attention_bias.
     // Qwen3 is Llama with an RMSNorm on each head's q and k (q_norm, k_norm); its attention_bias would bias o_proj
     // too, as Llama's. Mistral is Llama with a sliding window (sliding_window; null from Mistral 7B v0.2 on). Phi-3
     // is Llama with Mistral's window, RoPE over a share of each head (partial_rotary_factor) and
-    // q, k, v in one tensor and gate, up in another (the files' names, MapNames).
+    // q, k, v in one tensor and gate, up in another (the files' names, MapNames). GLM (GLM-4-9B's first Hugging Face
+    // form) is Llama with q, k and v's biases (attention_bias, true unless false), RoPE over a share of each head
+    // (half unless given) in interleaved pairs, and gate, up in one tensor; GlmConfig's defaults differ from
+    // Llama's (GLM-4-9B's sizes), those that change the model are taken here.
+    const bool glm = type == "glm";
     c.arch = Arch::kLlama;
     c.qkv_bias = type == "qwen2";
     c.qk_norm = type == "qwen3";
+    c.rotary_interleaved = glm;
     SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "hidden_size", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "num_attention_heads", where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonFieldOr<int>(json, "num_key_value_heads", c.n_head, where));
+    const int kv_heads = glm ? 2 : c.n_head;  // unless given
+    SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonFieldOr<int>(json, "num_key_value_heads", kv_heads, where));
     SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "intermediate_size", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "max_position_embeddings", where));
-    // LlamaConfig's default, and Phi3Config's
-    SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, number("rms_norm_eps", type == "phi3" ? 1e-5 : 1e-6));
+    // LlamaConfig's default, Phi3Config's and GlmConfig's
+    SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps,
+                             number("rms_norm_eps", type == "phi3" ? 1e-5 : glm ? 1.5625e-7 : 1e-6));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "silu"));
     SRUNWAY_RETURN_IF_ERROR(RopeFromHuggingFace(json, where, type, c));
-    // Only Phi-3 turns a share of each head (the others' transformers classes turn whole heads).
-    if (type != "phi3" && c.rotary_percent != 1.0) {
-      return common::FailedPrecondition("{}: partial_rotary_factor is {}: srunway-train's {} has 1.0 (phi3 turns a "
-                                        "share of each head)", where, c.rotary_percent, type);
+    // Only Phi-3 and GLM turn a share of each head (the others' transformers classes turn whole heads).
+    if (type != "phi3" && !glm && c.rotary_percent != 1.0) {
+      return common::FailedPrecondition("{}: partial_rotary_factor is {}: srunway-train's {} has 1.0 (phi3 and glm "
+                                        "turn a share of each head)", where, c.rotary_percent, type);
     }
     if (type == "llama") {
       // Biases on q, k, v and o_proj (attention_bias) and on the MLP's three (mlp_bias): both, Megatron's
@@ -779,6 +800,9 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
                                           attention_bias, mlp_bias);
       }
       c.linear_bias = attention_bias;
+    } else if (glm) {
+      SRUNWAY_ASSIGN_OR_RETURN(c.qkv_bias, common::JsonFieldOr<bool>(json, "attention_bias", true, where));
+      SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
     } else {
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));  // Qwen3's: o_proj's bias too
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
@@ -802,9 +826,10 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
       c.window = window - 1;
       if (use_sliding_window) SRUNWAY_RETURN_IF_ERROR(WindowLayersFromHuggingFace(json, where, c));
     }
-    // The heads' width where it is not hidden_size / num_attention_heads (Qwen3's smaller models, Gemma's).
-    if (Given(json, "head_dim")) {
-      SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, common::JsonField<int>(json, "head_dim", where));
+    // The heads' width where it is not hidden_size / num_attention_heads (Qwen3's smaller models, Gemma's); GLM's
+    // 128 unless given.
+    if (Given(json, "head_dim") || glm) {
+      SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, common::JsonFieldOr<int>(json, "head_dim", 128, where));
       if (head_dim <= 0) return common::FailedPrecondition("{}: head_dim must be positive, got {}", where, head_dim);
       SetHeadDim(c, head_dim);
     }
@@ -822,8 +847,8 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
   } else {
     return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama), Qwen2 "
-                                      "(qwen2), Qwen3 (qwen3), Mistral (mistral) and Phi-3 (phi3) models", where,
-                                      type);
+                                      "(qwen2), Qwen3 (qwen3), Mistral (mistral), Phi-3 (phi3) and GLM (glm) "
+                                      "models", where, type);
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab_size", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, number("initializer_range", 0.02));
@@ -875,7 +900,14 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   if (c.qk_norm) {
     config["attention_bias"] = false;
   }
-  if (std::string_view(LlamaClass(c).model_type) == "phi3") {
+  if (std::string_view(LlamaClass(c).model_type) == "glm") {
+    // GlmConfig's defaults are GLM-4-9B's (half of each head turned, heads 128 wide, biases on q, k and v, its
+    // tokenizer's padding row): each written.
+    config["partial_rotary_factor"] = c.rotary_percent;
+    config["head_dim"] = c.head_dim();
+    config["attention_bias"] = c.qkv_bias;
+    config["pad_token_id"] = nullptr;
+  } else if (std::string_view(LlamaClass(c).model_type) == "phi3") {
     // Phi3Config's: its window or null; the original positions, which only its LongRoPE reads, and pad_token_id,
     // its embedding's padding_idx (32000 unless null, past a smaller vocabulary), as here. LongRoPE as Phi-3's hub
     // configs write it, the attention factor beside it where it is not the one transformers derives.
@@ -941,7 +973,22 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "sink (--softmax-type {}): it has no Hugging Face class; --export writes its "
                                       "weights", family, SoftmaxName(c.softmax));
   }
-  if (c.rotary_percent != 1.0 || c.longrope) {
+  if (c.rotary_interleaved) {
+    // Written as GLM (LlamaClass), whose transformers class has none of these.
+    const std::pair<bool, std::string_view> unlike[] = {
+        {c.linear_bias, "biases beside q, k and v's (Llama's flags without --disable-bias-linear)"},
+        {c.qk_norm, "q and k norms (--qk-layernorm)"},
+        {c.rope_scaling_factor != 0 || c.rope_linear_factor != 1.0f || c.longrope,
+         "scaled RoPE (--use-rope-scaling, --rotary-seq-len-interpolation-factor, LongRoPE)"},
+        {c.window >= 0, "sliding window (--window-size)"}};
+    for (const auto& [has, what] : unlike) {
+      if (has) {
+        return common::FailedPrecondition("transformers' GLM, the Llama that turns RoPE's pairs interleaved "
+                                          "(--rotary-interleaved), has no {}: --export writes this model's weights",
+                                          what);
+      }
+    }
+  } else if (c.rotary_percent != 1.0 || c.longrope) {
     // Written as Phi-3 (LlamaClass), whose transformers class has none of these.
     const std::pair<bool, std::string_view> unlike[] = {
         {c.qkv_bias || c.linear_bias, "biases (--add-qkv-bias, or Llama's flags without --disable-bias-linear)"},
@@ -984,11 +1031,6 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "some (--no-rope-freq): it has no Hugging Face class; --export writes its "
                                       "weights");
   }
-  if (c.rotary_interleaved) {
-    return common::FailedPrecondition("the Hugging Face Llama configs written here turn each head's two halves by "
-                                      "RoPE, and this model turns interleaved pairs (--rotary-interleaved); --export "
-                                      "writes its weights");
-  }
   if (gpt && c.kv_channels != 0) {
     return common::FailedPrecondition("transformers' GPT-2 has heads n_embd / n_head wide, and this model's are {} "
                                       "(--kv-channels): it has no Hugging Face class; --export writes its weights",
@@ -1029,6 +1071,7 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
   const NameMap names =
       Names(config.arch == Arch::kGpt                        ? Naming::kHfGpt2
             : std::string_view(LlamaClass(config).model_type) == "phi3" ? Naming::kHfPhi3
+            : std::string_view(LlamaClass(config).model_type) == "glm"  ? Naming::kHfGlm
                                                                           : Naming::kHfLlama,
             config, "", /*tied_head=*/false);
   std::vector<NamedTensor> tensors;

@@ -16,7 +16,7 @@
 //   model.layers.L.self_attn.o_proj          layers.L.proj
 //   model.layers.L.mlp.{gate,up}_proj        layers.L.fc (stacked: gate, then up)
 //   Phi-3's model.layers.L.self_attn.qkv_proj and model.layers.L.mlp.gate_up_proj are layers.L.qkv and layers.L.fc
-//   as they are (stacked so already); its other names are Llama's.
+//   as they are (stacked so already), GLM's gate_up_proj likewise; their other names are Llama's.
 //   model.layers.L.mlp.down_proj             layers.L.out
 //   model.layers.L.{input,post_attention}_layernorm, model.norm   layers.L.norm1, layers.L.norm2, norm_f
 //   lm_head                                  lm_head (absent: tied in the file, so the embedding's copy)

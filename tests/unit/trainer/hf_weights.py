@@ -172,12 +172,14 @@ def hf_longrope(dim, theta, rs, T, original):
 
 
 def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, sliding_window=None, window_layers=None,
-               partial=1.0, original=None):
+               partial=1.0, original=None, interleaved=False):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
     llama3, linear or yarn, with max_position_embeddings SEQ), grouped KV heads repeated, SwiGLU, RMSNorm;
     Phi3ForCausalLM's with `partial` (partial_rotary_factor): RoPE over each head's first int(hd * partial) values,
     its frequencies over those, the rest passed (Phi3's apply_rotary_pos_emb; its fused tensors: phi3_weights), and
     its LongRoPE where `scaling` is of rope_type longrope or su (`original`: its original_max_position_embeddings);
+    GlmForCausalLM's with `interleaved` too: the turned pairs (2i, 2i + 1), cos and sin's first half each repeated in
+    place (GLM's apply_rotary_pos_emb and rotate_half; its fused gate and up: glm_weights);
     MistralForCausalLM's with a `sliding_window` (transformers' mask: query i sees key j where i - window < j <= i; in
     the layers `window_layers` marks 1, all if None, as Qwen2's and Qwen3's layer_types);
     Qwen2ForCausalLM's where q, k and v have
@@ -219,7 +221,13 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
                    .view(B, T, heads, hd).transpose(1, 2) for n, heads in (("q", HEADS), ("k", KV), ("v", KV)))
         if p + "self_attn.q_norm.weight" in sd:
             q, k = rms(q, sd[p + "self_attn.q_norm.weight"]), rms(k, sd[p + "self_attn.k_norm.weight"])
-        q, k = (torch.cat([x[..., :dim] * cos + rotate_half(x[..., :dim]) * sin, x[..., dim:]], -1) for x in (q, k))
+        if interleaved:
+            c2, s2 = (t[..., : t.shape[-1] // 2].repeat_interleave(2, dim=-1) for t in (cos, sin))
+            pairs = lambda x: torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)  # noqa: E731
+            q, k = (torch.cat([x[..., :dim] * c2 + pairs(x[..., :dim]) * s2, x[..., dim:]], -1) for x in (q, k))
+        else:
+            q, k = (torch.cat([x[..., :dim] * cos + rotate_half(x[..., :dim]) * sin, x[..., dim:]], -1)
+                    for x in (q, k))
         k, v = k.repeat_interleave(HEADS // KV, dim=1), v.repeat_interleave(HEADS // KV, dim=1)
         att = ((q @ k.transpose(-1, -2)) / math.sqrt(hd)).masked_fill(~causal, float("-inf")).softmax(-1)
         def linear(x, name):
@@ -261,7 +269,7 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
         check(f"srunway-train --skip-train --load {os.path.basename(path)}", False, err.strip()[-400:])
         return None
     ours = load(out)
-    window = window_layers = rotary_dim = None
+    window = window_layers = rotary_dim = model = None
     theta = 10000.0
     if scaling == "header":
         model = exported_model(out)
@@ -276,8 +284,8 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
         hd = ours["layers.0.qkv.weight"].shape[0] // (HEADS + 2 * (KV if llama else HEADS))
         rotary_dim = int(hd * model["rotary_percent"]) if model.get("rotary_percent", 1) != 1 else None
     return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, theta,
-                      scaling=scaling, window=window, window_layers=window_layers,
-                      rotary_dim=rotary_dim).item(), err
+                      scaling=scaling, window=window, window_layers=window_layers, rotary_dim=rotary_dim,
+                      interleaved=model.get("rotary_interleaved", False) if model else False).item(), err
 
 
 def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=None):
@@ -290,16 +298,21 @@ def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=
     return log
 
 
-def export_hf_rope_scaling(source, out):
-    """--export-hf of the model in the folder `source` (its config.json's): (exit code, stderr, the rope_scaling of
-    the config.json written, None if none was)."""
+def export_hf(source, out):
+    """--export-hf of the model in the folder `source` (its config.json's) to `out`: (exit code, stderr, the
+    config.json written and the tensors, empty where it failed)."""
     rc, _, err = train("--use-checkpoint-args", "--load", source, "--skip-train", "--eval-iters", "0", "--export-hf",
                        out)
-    written = None
-    if rc == 0:
-        with open(os.path.join(out, "config.json")) as f:
-            written = json.load(f).get("rope_scaling")
-    return rc, err, written
+    if rc != 0:
+        return rc, err, {}, {}
+    with open(os.path.join(out, "config.json")) as f:
+        return rc, err, json.load(f), load(os.path.join(out, "model.safetensors"))
+
+
+def export_hf_rope_scaling(source, out):
+    """export_hf's exit code, stderr and the rope_scaling of the config.json written (None if none was)."""
+    rc, err, written, _ = export_hf(source, out)
+    return rc, err, written.get("rope_scaling")
 
 
 def error_lines(err):
@@ -598,21 +611,15 @@ def check_longrope(folder, config, sd, tokens, targets):
         compare(f"Phi-3 with LongRoPE ({what})", folder, ["--use-checkpoint-args"], reference, tokens, targets, True,
                 "header")
         # Out and back: rope_scaling as Phi-3's hub configs write it, the attention factor only where given.
-        out = os.path.join(WORK, "hf-phi3-longrope")
-        rc, _, err = train("--use-checkpoint-args", "--load", folder, "--skip-train", "--eval-iters", "0",
-                           "--export-hf", out)
-        written = {}
-        if rc == 0:
-            with open(os.path.join(out, "config.json")) as f:
-                written = json.load(f)
+        rc, err, written, exported = export_hf(folder, os.path.join(WORK, "hf-phi3-longrope"))
         want = {**rs, "type": "longrope"}
         check(f"--export-hf of a Phi-3 with LongRoPE ({what}): its config.json",
               rc == 0 and written.get("rope_scaling") == want and
               written.get("original_max_position_embeddings") == original and
               written.get("partial_rotary_factor") == partial, f"exit {rc}, {written} {err.strip()[-300:]}")
         if rc == 0:
-            loss = llama_loss(llama_weights_of_phi3(load(os.path.join(out, "model.safetensors"))), tokens, targets,
-                              partial=partial, scaling=written["rope_scaling"], original=original).item()
+            loss = llama_loss(llama_weights_of_phi3(exported), tokens, targets, partial=partial,
+                              scaling=written["rope_scaling"], original=original).item()
             check(f"--export-hf of a Phi-3 with LongRoPE ({what}): Hugging Face's loss", abs(loss - reference) <= 1e-5,
                   f"{loss:.6f} vs {reference:.6f}")
     longrope = {"partial_rotary_factor": 0.5, "original_max_position_embeddings": 16}
@@ -662,19 +669,14 @@ def check_phi3(gen, tokens, targets):
                    r"rope_scaling: rope_type 'linear': transformers' Phi3 turns plain RoPE \(default\) or LongRoPE "
                    r"\(longrope, su, yarn\)$")
     refused_config("Llama", folder, {**config, "model_type": "llama"}, "partial_rotary_factor", 0.5,
-                   r"partial_rotary_factor is 0\.5: srunway-train's llama has 1\.0 \(phi3 turns a share of each "
-                   r"head\)$")
+                   r"partial_rotary_factor is 0\.5: srunway-train's llama has 1\.0 \(phi3 and glm turn a share of "
+                   r"each head\)$")
     # Out and back: Phi-3's config.json and fused tensors, Hugging Face's loss from them, and the same model again.
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump({**config, "partial_rotary_factor": 0.5, "sliding_window": 8}, f)
     out = os.path.join(WORK, "hf-phi3")
-    rc, _, err = train("--use-checkpoint-args", "--load", folder, "--skip-train", "--eval-iters", "0", "--export-hf",
-                       out)
-    written, names = {}, []
-    if rc == 0:
-        with open(os.path.join(out, "config.json")) as f:
-            written = json.load(f)
-        names = list(load(os.path.join(out, "model.safetensors")))
+    rc, err, written, exported = export_hf(folder, out)
+    names = list(exported)
     check("--export-hf of a Llama turning half of each head: Phi-3's config.json and tensors",
           rc == 0 and written.get("model_type") == "phi3" and written.get("architectures") == ["Phi3ForCausalLM"] and
           written.get("partial_rotary_factor") == 0.5 and written.get("sliding_window") == 8 and
@@ -682,8 +684,8 @@ def check_phi3(gen, tokens, targets):
           f"exit {rc}, {written}, {names[:6]} {err.strip()[-300:]}")
     if rc == 0:
         reference = llama_loss(sd, tokens, targets, partial=0.5, sliding_window=8).item()
-        loss = llama_loss(llama_weights_of_phi3(load(os.path.join(out, "model.safetensors"))), tokens, targets,
-                          partial=written["partial_rotary_factor"], sliding_window=written["sliding_window"]).item()
+        loss = llama_loss(llama_weights_of_phi3(exported), tokens, targets, partial=written["partial_rotary_factor"],
+                          sliding_window=written["sliding_window"]).item()
         check("--export-hf of a Llama turning half of each head: Hugging Face's loss", abs(loss - reference) <= 1e-5,
               f"{loss:.6f} vs {reference:.6f}")
         compare("--export-hf of a Llama turning half of each head loaded back", out, ["--use-checkpoint-args"],
@@ -699,6 +701,65 @@ def check_phi3(gen, tokens, targets):
 
 # Llama's flags without --disable-bias-linear: a bias on every linear layer (Megatron's add_bias_linear).
 EVERY_BIAS = ["--swiglu", "--position-embedding-type", "rope", "--untie-embeddings-and-output-weights"]
+
+
+def glm_weights(sd):
+    """A Llama's state dict as GLM's: gate and up stacked in gate_up_proj."""
+    out = dict(sd)
+    for l in range(LAYERS):
+        m = f"model.layers.{l}.mlp."
+        out[m + "gate_up_proj.weight"] = torch.cat([out.pop(m + f"{n}_proj.weight") for n in ("gate", "up")])
+    return out
+
+
+def check_glm(gen, tokens, targets):
+    """GLM (GLM-4-9B's GlmForCausalLM: a Llama with q, k and v's biases, RoPE over half of each head in interleaved
+    pairs, gate and up in one tensor): its config.json, GlmConfig's defaults taken where keys are left out, loads to
+    Hugging Face's loss; --export-hf writes a Llama with --rotary-interleaved as GLM, which loads back; scaled RoPE and
+    what GLM lacks are refused."""
+    folder = os.path.join(WORK, "glm")
+    os.makedirs(folder, exist_ok=True)
+    sd = llama_weights(gen, qkv_bias=True)
+    save(os.path.join(folder, "model.safetensors"), glm_weights(sd))
+    # partial_rotary_factor and attention_bias left out: GlmConfig's 0.5 and true.
+    config = {"model_type": "glm", "architectures": ["GlmForCausalLM"], "num_hidden_layers": LAYERS,
+              "hidden_size": C, "num_attention_heads": HEADS, "num_key_value_heads": KV, "head_dim": C // HEADS,
+              "intermediate_size": FFN, "max_position_embeddings": SEQ, "vocab_size": VOCAB, "rms_norm_eps": 1e-5,
+              "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": False}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    reference = llama_loss(sd, tokens, targets, partial=0.5, interleaved=True).item()
+    halves = llama_loss(sd, tokens, targets, partial=0.5).item()
+    check("GLM's interleaved pairs change Hugging Face's loss here", abs(reference - halves) > 1e-3,
+          f"{reference:.6f} interleaved, {halves:.6f} in halves", always=True)
+    compare("GLM (GlmConfig's defaults)", folder, ["--use-checkpoint-args"], reference, tokens, targets, True,
+            "header")
+    out = os.path.join(WORK, "hf-glm")
+    rc, err, written, exported = export_hf(folder, out)
+    names = list(exported)
+    check("--export-hf of a Llama with interleaved RoPE: GLM's config.json and tensors",
+          rc == 0 and written.get("model_type") == "glm" and written.get("architectures") == ["GlmForCausalLM"] and
+          written.get("partial_rotary_factor") == 0.5 and written.get("attention_bias") is True and
+          written.get("head_dim") == C // HEADS and "model.layers.0.mlp.gate_up_proj.weight" in names and
+          "model.layers.1.self_attn.k_proj.bias" in names, f"exit {rc}, {written}, {names[:6]} {err.strip()[-300:]}")
+    if rc == 0:
+        for l in range(LAYERS):
+            m = f"model.layers.{l}.mlp."
+            gate, up = exported.pop(m + "gate_up_proj.weight").chunk(2)
+            exported.update({m + "gate_proj.weight": gate, m + "up_proj.weight": up})
+        loss = llama_loss(exported, tokens, targets, partial=written["partial_rotary_factor"], interleaved=True).item()
+        check("--export-hf of a Llama with interleaved RoPE: Hugging Face's loss", abs(loss - reference) <= 1e-5,
+              f"{loss:.6f} vs {reference:.6f}")
+        compare("--export-hf of a Llama with interleaved RoPE loaded back", out, ["--use-checkpoint-args"], reference,
+                tokens, targets, True, "header")
+    refused_config("GLM", folder, config, "rope_scaling", {"rope_type": "linear", "factor": 2.0},
+                   r"rope_scaling: rope_type 'linear': srunway-train reads GLM's RoPE unscaled \(default\)$")
+    expect_error("--export-hf of a Llama with interleaved RoPE and every bias",
+                 ["--preset", "llama-tiny", "--rotary-interleaved", *EVERY_BIAS, "--export-hf",
+                  os.path.join(WORK, "hf-glm-no")], 1,
+                 r"--export-hf: transformers' GLM, the Llama that turns RoPE's pairs interleaved "
+                 r"\(--rotary-interleaved\), has no biases beside q, k and v's \(Llama's flags without "
+                 r"--disable-bias-linear\): --export writes this model's weights$")
 
 
 def check_llama_biases(gen, tokens, targets, llama):
@@ -904,6 +965,7 @@ def main():
     check_mistral(sd_l, llama_config, tokens, targets)
     check_rope_parameters(sd_l, llama_config, tokens, targets)
     check_phi3(gen, tokens, targets)
+    check_glm(gen, tokens, targets)
     check_qwen2(gen, tokens, targets, llama)
     check_qwen3(gen, tokens, targets, llama)
     check_llama_biases(gen, tokens, targets, llama)
@@ -1118,10 +1180,6 @@ def main():
     expect_error("--export-hf of a GPT with RMSNorm", [*gpt, "--normalization", "RMSNorm", "--export-hf",
                  os.path.join(WORK, "hf-gpt-rmsnorm")], 1,
                  r"--export-hf: transformers' GPT-2 has LayerNorm norms, and this model's are RMSNorm")
-    expect_error("--export-hf of a Llama with interleaved RoPE", [*llama, "--rotary-interleaved", "--export-hf",
-                 os.path.join(WORK, "hf-llama-interleaved")], 1,
-                 r"--export-hf: the Hugging Face Llama configs written here turn each head's two halves by RoPE, and "
-                 r"this model turns interleaved pairs \(--rotary-interleaved\); --export writes its weights$")
     # A model without positions (--position-embedding-type none): GPT-2's learned table has no place in it, a Llama's
     # weights (RoPE has none) load into it, and neither has a Hugging Face class to export to.
     nope = ["--position-embedding-type", "none"]
