@@ -136,8 +136,8 @@ class WeightFiles {
 };
 
 // Phi-3's names are Llama's but for q, k, v in one tensor (qkv_proj) and gate, up in another (gate_up_proj); GLM's
-// have the second alone.
-enum class Naming { kSrunway, kHfGpt2, kHfLlama, kHfPhi3, kHfGlm };
+// have the second alone; StableLM's are Llama's with its norms' biases beside their weights (LayerNorms).
+enum class Naming { kSrunway, kHfGpt2, kHfLlama, kHfPhi3, kHfGlm, kHfStableLm };
 
 std::string_view NamingName(Naming naming) {
   switch (naming) {
@@ -146,6 +146,7 @@ std::string_view NamingName(Naming naming) {
     case Naming::kHfLlama: return "Hugging Face Llama";
     case Naming::kHfPhi3: return "Hugging Face Phi-3";
     case Naming::kHfGlm: return "Hugging Face GLM";
+    case Naming::kHfStableLm: return "Hugging Face StableLM";
   }
   return "";
 }
@@ -244,6 +245,10 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
       }
       map(ours + "proj.weight", {{attn + "o_proj.weight"}});
       map(ours + "norm2.weight", {{layer + "post_attention_layernorm.weight"}});
+      if (naming == Naming::kHfStableLm) {
+        map(ours + "norm1.bias", {{layer + "input_layernorm.bias"}});
+        map(ours + "norm2.bias", {{layer + "post_attention_layernorm.bias"}});
+      }
       if (fused_fc) {
         map(ours + "fc.weight", {{mlp + "gate_up_proj.weight"}});
       } else {
@@ -267,6 +272,7 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
   } else {
     map("wte", {{"model.embed_tokens.weight"}});
     map("norm_f.weight", {{"model.norm.weight"}});
+    if (naming == Naming::kHfStableLm) map("norm_f.bias", {{"model.norm.bias"}});
     map("lm_head.weight", {{tied_head ? "model.embed_tokens.weight" : "lm_head.weight"}});
     if (tied_head) names.tied_head = "model.embed_tokens.weight";
   }
@@ -285,9 +291,10 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
     naming = Naming::kHfGpt2;
     gpt2 = files.Find("wte.weight") != nullptr ? "" : "transformer.";
   } else if (files.Find("model.embed_tokens.weight") != nullptr) {
-    naming = files.Find("model.layers.0.self_attn.qkv_proj.weight") != nullptr ? Naming::kHfPhi3
-             : files.Find("model.layers.0.mlp.gate_up_proj.weight") != nullptr  ? Naming::kHfGlm
-                                                                                 : Naming::kHfLlama;
+    naming = files.Find("model.layers.0.self_attn.qkv_proj.weight") != nullptr  ? Naming::kHfPhi3
+             : files.Find("model.layers.0.mlp.gate_up_proj.weight") != nullptr   ? Naming::kHfGlm
+             : files.Find("model.layers.0.input_layernorm.bias") != nullptr      ? Naming::kHfStableLm
+                                                                                  : Naming::kHfLlama;
   } else {
     return common::FailedPrecondition("{}: neither srunway-train's --export nor a Hugging Face GPT-2 or Llama model "
                                       "(no tensor 'wte', 'wte.weight' or 'model.embed_tokens.weight')", files.name());
@@ -307,11 +314,11 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
                                       "them (--softmax-type learnable, layers.N.softmax_offset)", files.name(),
                                       NamingName(naming));
   }
-  // Hugging Face's GPT-2 and Llama have their architecture's own norms.
-  if (naming != Naming::kSrunway && config.other_norm) {
+  // Hugging Face's GPT-2 and Llama have their architecture's own norms; StableLM, a Llama, has LayerNorms.
+  const Norm file_norm = naming == Naming::kHfStableLm ? Norm::kLayerNorm : ArchNorm(file_arch);
+  if (naming != Naming::kSrunway && config.norm() != file_norm) {
     return common::FailedPrecondition("{} holds a {} model, whose norms are {}, and this run's model is a {} "
-                                      "(--normalization)", files.name(), NamingName(naming),
-                                      NormName(ArchNorm(file_arch)),
+                                      "(--normalization)", files.name(), NamingName(naming), NormName(file_norm),
                                       ModelKind(config));
   }
   NameMap names = Names(naming, config, gpt2,
@@ -490,19 +497,22 @@ namespace {
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
-// The Hugging Face class a Llama is written as: Qwen3 with q and k norms, GLM with RoPE's pairs interleaved, Qwen2 with
-// q, k and v's biases, Phi-3 with RoPE over a share of each head or LongRoPE, Mistral with a window, else Llama.
+// The Hugging Face class a Llama is written as: StableLM with LayerNorms, Qwen3 with q and k norms, GLM with RoPE's
+// pairs interleaved, Qwen2 with q, k and v's biases, Phi-3 with RoPE over a share of each head or LongRoPE, Mistral
+// with a window, else Llama.
 struct HfClass {
   const char* model_type;
   const char* architecture;
+  Naming naming;  // its files' tensor names
 };
 HfClass LlamaClass(const ModelConfig& c) {
-  if (c.qk_norm) return {"qwen3", "Qwen3ForCausalLM"};
-  if (c.rotary_interleaved) return {"glm", "GlmForCausalLM"};
-  if (c.qkv_bias) return {"qwen2", "Qwen2ForCausalLM"};
-  if (c.rotary_percent != 1.0 || c.longrope) return {"phi3", "Phi3ForCausalLM"};
-  if (c.window >= 0) return {"mistral", "MistralForCausalLM"};
-  return {"llama", "LlamaForCausalLM"};
+  if (c.layernorm()) return {"stablelm", "StableLmForCausalLM", Naming::kHfStableLm};
+  if (c.qk_norm) return {"qwen3", "Qwen3ForCausalLM", Naming::kHfLlama};
+  if (c.rotary_interleaved) return {"glm", "GlmForCausalLM", Naming::kHfGlm};
+  if (c.qkv_bias) return {"qwen2", "Qwen2ForCausalLM", Naming::kHfLlama};
+  if (c.rotary_percent != 1.0 || c.longrope) return {"phi3", "Phi3ForCausalLM", Naming::kHfPhi3};
+  if (c.window >= 0) return {"mistral", "MistralForCausalLM", Naming::kHfLlama};
+  return {"llama", "LlamaForCausalLM", Naming::kHfLlama};
 }
 
 // `key` is in `json` with a value: transformers writes null for a setting left unset, which is its default.
@@ -646,17 +656,19 @@ common::Status RopeFromHuggingFace(const common::Json& json, const std::string& 
   };
   SRUNWAY_ASSIGN_OR_RETURN(const double theta, one("rope_theta", 10000.0));  // LlamaConfig's default
   c.rope_theta = static_cast<float>(theta);
-  // GlmConfig's default is half of each head.
-  SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent, one("partial_rotary_factor", model_type == "glm" ? 0.5 : 1.0));
+  // GlmConfig's default is half of each head, StableLmConfig's a quarter.
+  SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent, one("partial_rotary_factor", model_type == "glm"        ? 0.5
+                                                                          : model_type == "stablelm" ? 0.25
+                                                                                                     : 1.0));
   const char* type_key = !r.contains("rope_type") && r.contains("type") ? "type" : "rope_type";
   std::string type = "default";
   if (Given(r, type_key) || r.contains("factor")) {  // a factor of no type is a mistake, not none
     SRUNWAY_ASSIGN_OR_RETURN(type, common::JsonField<std::string>(r, type_key, at));
   }
   if (type == "default") return common::Status::Ok();
-  if (model_type == "glm") {  // its scalings' frequencies over a share of each head, read apart by versions
-    return common::FailedPrecondition("{}: rope_type '{}': srunway-train reads GLM's RoPE unscaled (default)", at,
-                                      type);
+  if (model_type == "glm" || model_type == "stablelm") {  // scalings over a share of each head: not held to HF
+    return common::FailedPrecondition("{}: rope_type '{}': srunway-train reads {}'s RoPE unscaled (default)", at,
+                                      type, model_type == "glm" ? "GLM" : "StableLM");
   }
   if (model_type == "phi3") {  // its config refuses every other type, and reads su and yarn as longrope
     if (type != "longrope" && type != "su" && type != "yarn") {
@@ -754,7 +766,7 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("tie_word_embeddings", true));
   } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "mistral" || type == "phi3" ||
-             type == "glm") {
+             type == "glm" || type == "stablelm") {
     // Qwen2 is Llama with biases on q, k and v (and no other): its config.json has Llama's keys but attention_bias.
     // Qwen3 is Llama with an RMSNorm on each head's q and k (q_norm, k_norm); its attention_bias would bias o_proj
     // too, as Llama's. Mistral is Llama with a sliding window (sliding_window; null from Mistral 7B v0.2 on). Phi-3
@@ -762,28 +774,34 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     // q, k, v in one tensor and gate, up in another (the files' names, MapNames). GLM (GLM-4-9B's first Hugging Face
     // form) is Llama with q, k and v's biases (attention_bias, true unless false), RoPE over a share of each head
     // (half unless given) in interleaved pairs, and gate, up in one tensor; GlmConfig's defaults differ from
-    // Llama's (GLM-4-9B's sizes), those that change the model are taken here.
-    const bool glm = type == "glm";
+    // Llama's (GLM-4-9B's sizes), those that change the model are taken here. StableLM (StableLM 2 1.6B's, StableLM
+    // 3B's) is Llama with LayerNorms (biases included), RoPE over a quarter of each head unless told, q, k and v's
+    // biases where use_qkv_bias, and its heads hidden_size / num_attention_heads wide (its attention's; a head_dim
+    // key, which transformers' RoPE would read, must agree).
+    const bool glm = type == "glm", stablelm = type == "stablelm";
     c.arch = Arch::kLlama;
+    if (stablelm) SetNorm(c, Norm::kLayerNorm);
     c.qkv_bias = type == "qwen2";
     c.qk_norm = type == "qwen3";
     c.rotary_interleaved = glm;
     SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "hidden_size", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "num_attention_heads", where));
-    const int kv_heads = glm ? 2 : c.n_head;  // unless given
+    const int kv_heads = glm ? 2 : stablelm ? 32 : c.n_head;  // unless given
     SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonFieldOr<int>(json, "num_key_value_heads", kv_heads, where));
     SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "intermediate_size", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "max_position_embeddings", where));
-    // LlamaConfig's default, Phi3Config's and GlmConfig's
-    SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps,
-                             number("rms_norm_eps", type == "phi3" ? 1e-5 : glm ? 1.5625e-7 : 1e-6));
+    // LlamaConfig's default, Phi3Config's, GlmConfig's and StableLmConfig's
+    SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, stablelm ? number("layer_norm_eps", 1e-5)
+                                                  : number("rms_norm_eps", type == "phi3" ? 1e-5
+                                                                           : glm          ? 1.5625e-7
+                                                                                          : 1e-6));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "silu"));
     SRUNWAY_RETURN_IF_ERROR(RopeFromHuggingFace(json, where, type, c));
-    // Only Phi-3 and GLM turn a share of each head (the others' transformers classes turn whole heads).
-    if (type != "phi3" && !glm && c.rotary_percent != 1.0) {
-      return common::FailedPrecondition("{}: partial_rotary_factor is {}: srunway-train's {} has 1.0 (phi3 and glm "
-                                        "turn a share of each head)", where, c.rotary_percent, type);
+    // Only Phi-3, GLM and StableLM turn a share of each head (the others' transformers classes turn whole heads).
+    if (type != "phi3" && !glm && !stablelm && c.rotary_percent != 1.0) {
+      return common::FailedPrecondition("{}: partial_rotary_factor is {}: srunway-train's {} has 1.0 (phi3, glm and "
+                                        "stablelm turn a share of each head)", where, c.rotary_percent, type);
     }
     if (type == "llama") {
       // Biases on q, k, v and o_proj (attention_bias) and on the MLP's three (mlp_bias): both, Megatron's
@@ -803,6 +821,11 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     } else if (glm) {
       SRUNWAY_ASSIGN_OR_RETURN(c.qkv_bias, common::JsonFieldOr<bool>(json, "attention_bias", true, where));
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
+    } else if (stablelm) {
+      // StableLM 2 12B's per-head q and k norms (a weight each head) and parallel residual are not ours.
+      SRUNWAY_ASSIGN_OR_RETURN(c.qkv_bias, common::JsonFieldOr<bool>(json, "use_qkv_bias", false, where));
+      SRUNWAY_RETURN_IF_ERROR(refuse_unless("qk_layernorm", false));
+      SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_parallel_residual", false));
     } else {
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("attention_bias", false));  // Qwen3's: o_proj's bias too
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
@@ -831,6 +854,10 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     if (Given(json, "head_dim") || glm) {
       SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, common::JsonFieldOr<int>(json, "head_dim", 128, where));
       if (head_dim <= 0) return common::FailedPrecondition("{}: head_dim must be positive, got {}", where, head_dim);
+      if (stablelm && c.n_head > 0 && head_dim != c.d_model / c.n_head) {
+        return common::FailedPrecondition("{}: head_dim is {}: transformers' StableLM has heads hidden_size / "
+                                          "num_attention_heads wide, {}", where, head_dim, c.d_model / c.n_head);
+      }
       SetHeadDim(c, head_dim);
     }
     // LongRoPE's factors, one a pair of the rotary dimensions, now that the heads' width is known (Validate names
@@ -847,8 +874,8 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
   } else {
     return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama), Qwen2 "
-                                      "(qwen2), Qwen3 (qwen3), Mistral (mistral), Phi-3 (phi3) and GLM (glm) "
-                                      "models", where, type);
+                                      "(qwen2), Qwen3 (qwen3), Mistral (mistral), Phi-3 (phi3), GLM (glm) and "
+                                      "StableLM (stablelm) models", where, type);
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab_size", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, number("initializer_range", 0.02));
@@ -900,7 +927,16 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   if (c.qk_norm) {
     config["attention_bias"] = false;
   }
-  if (std::string_view(LlamaClass(c).model_type) == "glm") {
+  if (std::string_view(LlamaClass(c).model_type) == "stablelm") {
+    // StableLmConfig's: LayerNorms' eps under its own key; the share of each head turned (a quarter unless given),
+    // q, k and v's biases, KV heads (32 unless given) written; per-head q and k norms and the parallel residual off.
+    config.erase("rms_norm_eps");
+    config["layer_norm_eps"] = Shortest(c.norm_eps);
+    config["partial_rotary_factor"] = c.rotary_percent;
+    config["use_qkv_bias"] = c.qkv_bias;
+    config["qk_layernorm"] = false;
+    config["use_parallel_residual"] = false;
+  } else if (std::string_view(LlamaClass(c).model_type) == "glm") {
     // GlmConfig's defaults are GLM-4-9B's (half of each head turned, heads 128 wide, biases on q, k and v, its
     // tokenizer's padding row): each written.
     config["partial_rotary_factor"] = c.rotary_percent;
@@ -950,13 +986,40 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   return config;
 }
 
+namespace {
+
+// A model written as transformers' `family`, which has none of `unlike` (whether the model has each, and what it is):
+// the first the model has, refused.
+common::Status NoneOf(std::string_view family, std::initializer_list<std::pair<bool, std::string_view>> unlike) {
+  for (const auto& [has, what] : unlike) {
+    if (has) {
+      return common::FailedPrecondition("transformers' {}, has no {}: --export writes this model's weights", family,
+                                        what);
+    }
+  }
+  return common::Status::Ok();
+}
+
+}  // namespace
+
 common::Status HuggingFaceExportable(const ModelConfig& c) {
   const bool gpt = c.arch == Arch::kGpt;
   const std::string_view family = gpt ? "GPT-2" : "Llama";  // transformers' class for the architecture
-  if (c.other_norm) {
+  if (c.other_norm && gpt) {
     return common::FailedPrecondition("transformers' {} has {} norms, and this model's are {} (--normalization): it "
                                       "has no Hugging Face class; --export writes its weights",
                                       family, NormName(ArchNorm(c.arch)), NormName(c.norm()));
+  }
+  if (c.other_norm) {  // written as StableLM (LlamaClass)
+    SRUNWAY_RETURN_IF_ERROR(NoneOf(
+        "StableLM, the Llama with LayerNorms (--normalization LayerNorm)",
+        {{c.linear_bias, "biases beside q, k and v's (Llama's flags without --disable-bias-linear)"},
+         {c.qk_norm, "q and k norms shared by the heads (--qk-layernorm)"},
+         {c.rotary_interleaved, "interleaved RoPE (--rotary-interleaved)"},
+         {c.rope_scaling_factor != 0 || c.rope_linear_factor != 1.0f || c.longrope || c.yarn,
+          "scaled RoPE (--use-rope-scaling, --rotary-seq-len-interpolation-factor, YaRN, LongRoPE)"},
+         {c.kv_channels != 0, "heads of their own width (--kv-channels)"},
+         {c.window >= 0, "sliding window (--window-size)"}}));
   }
   if (c.no_positions) {
     return common::FailedPrecondition("transformers' {} has positions ({}), and this model has none "
@@ -973,37 +1036,23 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "sink (--softmax-type {}): it has no Hugging Face class; --export writes its "
                                       "weights", family, SoftmaxName(c.softmax));
   }
-  if (c.rotary_interleaved) {
-    // Written as GLM (LlamaClass), whose transformers class has none of these.
-    const std::pair<bool, std::string_view> unlike[] = {
-        {c.linear_bias, "biases beside q, k and v's (Llama's flags without --disable-bias-linear)"},
-        {c.qk_norm, "q and k norms (--qk-layernorm)"},
-        {c.rope_scaling_factor != 0 || c.rope_linear_factor != 1.0f || c.longrope,
-         "scaled RoPE (--use-rope-scaling, --rotary-seq-len-interpolation-factor, LongRoPE)"},
-        {c.window >= 0, "sliding window (--window-size)"}};
-    for (const auto& [has, what] : unlike) {
-      if (has) {
-        return common::FailedPrecondition("transformers' GLM, the Llama that turns RoPE's pairs interleaved "
-                                          "(--rotary-interleaved), has no {}: --export writes this model's weights",
-                                          what);
-      }
-    }
-  } else if (c.rotary_percent != 1.0 || c.longrope) {
-    // Written as Phi-3 (LlamaClass), whose transformers class has none of these.
-    const std::pair<bool, std::string_view> unlike[] = {
-        {c.qkv_bias || c.linear_bias, "biases (--add-qkv-bias, or Llama's flags without --disable-bias-linear)"},
-        {c.qk_norm, "q and k norms (--qk-layernorm)"},
-        {c.rope_scaling_factor != 0 || c.rope_linear_factor != 1.0f,
-         "scaled RoPE (--use-rope-scaling, --rotary-seq-len-interpolation-factor)"},
-        {c.kv_channels != 0, "heads of their own width (--kv-channels)"},
-        {!c.window_layers.empty(), "a window in some layers only (--window-attn-skip-freq)"}};
-    for (const auto& [has, what] : unlike) {
-      if (has) {
-        return common::FailedPrecondition("transformers' Phi3, the Llama that turns a share of each head by RoPE "
-                                          "(--rotary-percent) or LongRoPE, has no {}: --export writes this model's "
-                                          "weights", what);
-      }
-    }
+  if (c.rotary_interleaved && !c.other_norm) {  // written as GLM (LlamaClass)
+    SRUNWAY_RETURN_IF_ERROR(NoneOf(
+        "GLM, the Llama that turns RoPE's pairs interleaved (--rotary-interleaved)",
+        {{c.linear_bias, "biases beside q, k and v's (Llama's flags without --disable-bias-linear)"},
+         {c.qk_norm, "q and k norms (--qk-layernorm)"},
+         {c.rope_scaling_factor != 0 || c.rope_linear_factor != 1.0f || c.longrope,
+          "scaled RoPE (--use-rope-scaling, --rotary-seq-len-interpolation-factor, LongRoPE)"},
+         {c.window >= 0, "sliding window (--window-size)"}}));
+  } else if ((c.rotary_percent != 1.0 || c.longrope) && !c.other_norm) {  // written as Phi-3 (LlamaClass)
+    SRUNWAY_RETURN_IF_ERROR(NoneOf(
+        "Phi3, the Llama that turns a share of each head by RoPE (--rotary-percent) or LongRoPE",
+        {{c.qkv_bias || c.linear_bias, "biases (--add-qkv-bias, or Llama's flags without --disable-bias-linear)"},
+         {c.qk_norm, "q and k norms (--qk-layernorm)"},
+         {c.rope_scaling_factor != 0 || c.rope_linear_factor != 1.0f,
+          "scaled RoPE (--use-rope-scaling, --rotary-seq-len-interpolation-factor)"},
+         {c.kv_channels != 0, "heads of their own width (--kv-channels)"},
+         {!c.window_layers.empty(), "a window in some layers only (--window-attn-skip-freq)"}}));
   }
   if (c.window >= 0 && gpt) {
     return common::FailedPrecondition("the Hugging Face {} configs written here attend to every key before each "
@@ -1069,11 +1118,7 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
     return common::InvalidArgument("{} parameters given for a model of {}", params.size(), layout.numel());
   }
   const NameMap names =
-      Names(config.arch == Arch::kGpt                        ? Naming::kHfGpt2
-            : std::string_view(LlamaClass(config).model_type) == "phi3" ? Naming::kHfPhi3
-            : std::string_view(LlamaClass(config).model_type) == "glm"  ? Naming::kHfGlm
-                                                                          : Naming::kHfLlama,
-            config, "", /*tied_head=*/false);
+      Names(config.arch == Arch::kGpt ? Naming::kHfGpt2 : LlamaClass(config).naming, config, "", /*tied_head=*/false);
   std::vector<NamedTensor> tensors;
   // GPT-2's Conv1D weights, [in, out], and norm weights stored less 1 made whole (a moved vector keeps its buffer).
   std::vector<std::vector<float>> transposed;

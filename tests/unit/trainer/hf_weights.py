@@ -178,18 +178,22 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
     Phi3ForCausalLM's with `partial` (partial_rotary_factor): RoPE over each head's first int(hd * partial) values,
     its frequencies over those, the rest passed (Phi3's apply_rotary_pos_emb; its fused tensors: phi3_weights), and
     its LongRoPE where `scaling` is of rope_type longrope or su (`original`: its original_max_position_embeddings);
-    GlmForCausalLM's with `interleaved` too: the turned pairs (2i, 2i + 1), cos and sin's first half each repeated in
-    place (GLM's apply_rotary_pos_emb and rotate_half; its fused gate and up: glm_weights);
-    MistralForCausalLM's with a `sliding_window` (transformers' mask: query i sees key j where i - window < j <= i; in
-    the layers `window_layers` marks 1, all if None, as Qwen2's and Qwen3's layer_types);
-    Qwen2ForCausalLM's where q, k and v have
-    biases; Qwen3ForCausalLM's where q_norm and k_norm are (each head's q and k RMS-normed, before RoPE); any other
+    StableLmForCausalLM's where `sd` has the norms' biases (LayerNorms); GlmForCausalLM's with `interleaved` too:
+    the turned pairs (2i, 2i + 1), cos and sin's first half each repeated in place (GLM's apply_rotary_pos_emb and
+    rotate_half; its fused gate and up: glm_weights); MistralForCausalLM's with a `sliding_window` (transformers'
+    mask: query i sees key j where i - window < j <= i; in the layers `window_layers` marks 1, all if None, as Qwen2's
+    and Qwen3's layer_types); Qwen2ForCausalLM's where q, k and v have biases; Qwen3ForCausalLM's where q_norm and k_norm are (each head's q and k RMS-normed, before RoPE); any other
     linear layer's bias where `sd` has it (attention_bias, mlp_bias)."""
     B, T = tokens.shape
     hd = sd["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEADS  # head_dim
 
     def rms(x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    def norm(x, name):  # StableLM's LayerNorms where `sd` has their biases, else RMSNorm
+        if name + ".bias" in sd:
+            return F.layer_norm(x, (x.shape[-1],), sd[name + ".weight"], sd[name + ".bias"], eps)
+        return rms(x, sd[name + ".weight"])
 
     def rotate_half(x):
         half = x.shape[-1] // 2
@@ -216,7 +220,7 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
     for l in range(LAYERS):
         p = f"model.layers.{l}."
         causal = windowed if window_layers is None or window_layers[l] else full
-        a = rms(x, sd[p + "input_layernorm.weight"])
+        a = norm(x, p + "input_layernorm")
         q, k, v = (F.linear(a, sd[f"{p}self_attn.{n}_proj.weight"], sd.get(f"{p}self_attn.{n}_proj.bias"))
                    .view(B, T, heads, hd).transpose(1, 2) for n, heads in (("q", HEADS), ("k", KV), ("v", KV)))
         if p + "self_attn.q_norm.weight" in sd:
@@ -234,9 +238,9 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
             return F.linear(x, sd[f"{p}{name}.weight"], sd.get(f"{p}{name}.bias"))
 
         x = x + linear((att @ v).transpose(1, 2).reshape(B, T, HEADS * hd), "self_attn.o_proj")
-        m = rms(x, sd[p + "post_attention_layernorm.weight"])
+        m = norm(x, p + "post_attention_layernorm")
         x = x + linear(F.silu(linear(m, "mlp.gate_proj")) * linear(m, "mlp.up_proj"), "mlp.down_proj")
-    x = rms(x, sd["model.norm.weight"])
+    x = norm(x, "model.norm")
     head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])
     return F.cross_entropy((x @ head.T).reshape(-1, VOCAB), targets.reshape(-1))
 
@@ -285,7 +289,8 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
         rotary_dim = int(hd * model["rotary_percent"]) if model.get("rotary_percent", 1) != 1 else None
     return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, theta,
                       scaling=scaling, window=window, window_layers=window_layers, rotary_dim=rotary_dim,
-                      interleaved=model.get("rotary_interleaved", False) if model else False).item(), err
+                      interleaved=model.get("rotary_interleaved", False) if model else False,
+                      rmsnorm=model["normalization"] == "RMSNorm" if model else None).item(), err
 
 
 def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=None):
@@ -669,8 +674,8 @@ def check_phi3(gen, tokens, targets):
                    r"rope_scaling: rope_type 'linear': transformers' Phi3 turns plain RoPE \(default\) or LongRoPE "
                    r"\(longrope, su, yarn\)$")
     refused_config("Llama", folder, {**config, "model_type": "llama"}, "partial_rotary_factor", 0.5,
-                   r"partial_rotary_factor is 0\.5: srunway-train's llama has 1\.0 \(phi3 and glm turn a share of "
-                   r"each head\)$")
+                   r"partial_rotary_factor is 0\.5: srunway-train's llama has 1\.0 \(phi3, glm and stablelm turn a "
+                   r"share of each head\)$")
     # Out and back: Phi-3's config.json and fused tensors, Hugging Face's loss from them, and the same model again.
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump({**config, "partial_rotary_factor": 0.5, "sliding_window": 8}, f)
@@ -701,6 +706,66 @@ def check_phi3(gen, tokens, targets):
 
 # Llama's flags without --disable-bias-linear: a bias on every linear layer (Megatron's add_bias_linear).
 EVERY_BIAS = ["--swiglu", "--position-embedding-type", "rope", "--untie-embeddings-and-output-weights"]
+
+
+def check_stablelm(gen, tokens, targets):
+    """StableLM (StableLM 2 1.6B's StableLmForCausalLM: a Llama with LayerNorms, biases included, RoPE over a quarter of
+    each head, q, k and v's biases with use_qkv_bias): its config.json, StableLmConfig's defaults taken where keys are
+    left out, loads to Hugging Face's loss; --export-hf writes a Llama with --normalization LayerNorm as StableLM,
+    which loads back; what StableLM lacks is refused."""
+    folder = os.path.join(WORK, "stablelm")
+    os.makedirs(folder, exist_ok=True)
+    sd = llama_weights(gen, qkv_bias=True)
+    r = lambda *shape: torch.randn(*shape, generator=gen) * 0.2  # noqa: E731
+    for l in range(LAYERS):
+        for norm in ("input_layernorm", "post_attention_layernorm"):
+            sd[f"model.layers.{l}.{norm}.bias"] = r(C)
+    sd["model.norm.bias"] = r(C)
+    save(os.path.join(folder, "model.safetensors"), sd)
+    # partial_rotary_factor left out: StableLmConfig's 0.25 (a quarter of heads of 16: 4 dimensions).
+    config = {"model_type": "stablelm", "architectures": ["StableLmForCausalLM"], "num_hidden_layers": LAYERS,
+              "hidden_size": C, "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
+              "max_position_embeddings": SEQ, "vocab_size": VOCAB, "layer_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "use_qkv_bias": True, "qk_layernorm": False, "use_parallel_residual": False, "hidden_act": "silu",
+              "tie_word_embeddings": False}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    reference = llama_loss(sd, tokens, targets, partial=0.25).item()
+    rms = llama_loss({k: v for k, v in sd.items() if not k.endswith("layernorm.bias") and k != "model.norm.bias"},
+                     tokens, targets, partial=0.25).item()
+    check("StableLM's LayerNorms change Hugging Face's loss here", abs(reference - rms) > 1e-3,
+          f"{reference:.6f} with them, {rms:.6f} with RMSNorms", always=True)
+    compare("StableLM (StableLmConfig's share of each head)", folder, ["--use-checkpoint-args"], reference, tokens,
+            targets, True, "header")
+    expect_error("a StableLM file for a Llama with RMSNorm", ["--preset", "llama-tiny", "--add-qkv-bias", "--load",
+                 os.path.join(folder, "model.safetensors"), "--finetune"], 1,
+                 r"stablelm/model\.safetensors holds a Hugging Face StableLM model, whose norms are LayerNorm, and "
+                 r"this run's model is a llama \(--normalization\)$")
+    out = os.path.join(WORK, "hf-stablelm")
+    rc, err, written, exported = export_hf(folder, out)
+    check("--export-hf of a Llama with LayerNorm: StableLM's config.json and tensors",
+          rc == 0 and written.get("model_type") == "stablelm" and
+          written.get("architectures") == ["StableLmForCausalLM"] and written.get("partial_rotary_factor") == 0.25 and
+          written.get("use_qkv_bias") is True and written.get("layer_norm_eps") == 1e-5 and
+          "rms_norm_eps" not in written and "model.norm.bias" in exported and
+          "model.layers.1.post_attention_layernorm.bias" in exported,
+          f"exit {rc}, {written}, {list(exported)[:6]} {err.strip()[-300:]}")
+    if rc == 0:
+        loss = llama_loss(exported, tokens, targets, partial=written["partial_rotary_factor"]).item()
+        check("--export-hf of a Llama with LayerNorm: Hugging Face's loss", abs(loss - reference) <= 1e-5,
+              f"{loss:.6f} vs {reference:.6f}")
+        compare("--export-hf of a Llama with LayerNorm loaded back", out, ["--use-checkpoint-args"], reference, tokens,
+                targets, True, "header")
+    for key, value, pattern in (("use_parallel_residual", True, r"use_parallel_residual is true: srunway-train's "
+                                 r"stablelm has false$"),
+                                ("head_dim", 32, r"head_dim is 32: transformers' StableLM has heads hidden_size / "
+                                 r"num_attention_heads wide, 16$")):
+        refused_config("StableLM", folder, config, key, value, pattern)
+    expect_error("--export-hf of a Llama with LayerNorm and interleaved RoPE",
+                 ["--preset", "llama-tiny", "--normalization", "LayerNorm", "--rotary-interleaved", "--export-hf",
+                  os.path.join(WORK, "hf-stablelm-no")], 1,
+                 r"--export-hf: transformers' StableLM, the Llama with LayerNorms \(--normalization LayerNorm\), has "
+                 r"no interleaved RoPE \(--rotary-interleaved\): --export writes this model's weights$")
 
 
 def glm_weights(sd):
@@ -966,6 +1031,7 @@ def main():
     check_rope_parameters(sd_l, llama_config, tokens, targets)
     check_phi3(gen, tokens, targets)
     check_glm(gen, tokens, targets)
+    check_stablelm(gen, tokens, targets)
     check_qwen2(gen, tokens, targets, llama)
     check_qwen3(gen, tokens, targets, llama)
     check_llama_biases(gen, tokens, targets, llama)
@@ -1173,10 +1239,6 @@ def main():
     expect_error("a GPT-2 file for a GPT with RMSNorm", [*gpt, "--normalization", "RMSNorm", "--load", hf,
                  "--finetune"], 1, r"gpt2-F32\.safetensors holds a Hugging Face GPT-2 model, whose norms are "
                  r"LayerNorm, and this run's model is a gpt with RMSNorm \(--normalization\)$")
-    expect_error("--export-hf of a Llama with LayerNorm", [*llama, "--normalization", "LayerNorm", "--export-hf",
-                 os.path.join(WORK, "hf-llama-layernorm")], 1,
-                 r"--export-hf: transformers' Llama has RMSNorm norms, and this model's are LayerNorm "
-                 r"\(--normalization\): it has no Hugging Face class; --export writes its weights$")
     expect_error("--export-hf of a GPT with RMSNorm", [*gpt, "--normalization", "RMSNorm", "--export-hf",
                  os.path.join(WORK, "hf-gpt-rmsnorm")], 1,
                  r"--export-hf: transformers' GPT-2 has LayerNorm norms, and this model's are RMSNorm")
