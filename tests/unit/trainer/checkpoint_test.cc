@@ -1542,6 +1542,22 @@ TEST(WithPositionsOfTest, TakesTheReachOfThePositionsAndNothingElse) {
 
 // Megatron's --position-embedding-type yarn: RoPE's frequencies blended over YaRN's range of pairs, q and k scaled,
 // no parameter more; its numbers kept in the checkpoint's config.
+// A header of `plain` written before `key` was (without it) reads back as `plain`.
+void ExpectOlderHeaderReads(const ModelConfig& plain, const char* key) {
+  common::Json old = ToJson(plain);
+  old.erase(key);
+  auto back = FromJson(old, "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, plain);
+}
+
+// `base` changed by `set` is refused by Validate, saying `what`.
+void ExpectRefused(const ModelConfig& base, const std::function<void(ModelConfig&)>& set, const std::string& what) {
+  ModelConfig bad = base;
+  set(bad);
+  EXPECT_EQ(Validate(bad).message(), what);
+}
+
 TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {
   const ModelConfig plain = *Preset("llama-tiny");  // heads of 16: 8 pairs
   ModelConfig c = plain;
@@ -1580,11 +1596,7 @@ TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {
               ::testing::EndsWith("in the checkpoint and {\"rotary_scaling_factor\":4.0,"
                                   "\"original_max_position_embeddings\":64,\"beta_fast\":32.0,\"beta_slow\":1.0,"
                                   "\"mscale\":1.0,\"mscale_all_dim\":1.0,\"correction_range_round_to_int\":false} here"));
-  common::Json old = ToJson(plain);  // a header from before YaRN
-  old.erase("yarn");
-  back = FromJson(old, "header");
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(*back, plain);
+  ExpectOlderHeaderReads(plain, "yarn");
   common::Json lost = ToJson(c);
   lost["yarn"] = nullptr;
   EXPECT_EQ(FromJson(lost, "header").status().message(),
@@ -1597,11 +1609,7 @@ TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {
   lost["yarn"].erase("beta_slow");
   EXPECT_THAT(FromJson(lost, "header").status().message(), ::testing::HasSubstr("header: yarn: missing key 'beta_slow'"));
 
-  auto refused = [&](auto set, const std::string& what) {
-    ModelConfig bad = c;
-    set(bad);
-    EXPECT_EQ(Validate(bad).message(), what);
-  };
+  auto refused = [&](auto set, const std::string& what) { ExpectRefused(c, set, what); };
   refused([](ModelConfig& m) {
             m.arch = Arch::kGpt;
             m.n_kv_head = m.n_head;
@@ -1654,21 +1662,13 @@ TEST(LongRopeTest, FactorsByLengthAttentionFactorAndTheCheckpointsConfig) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, c);
   EXPECT_EQ(DescribeDifference(c, WithPositionsOf(plain, c)), "rotary_percent is 0.5 in the checkpoint and 1.0 here");
-  common::Json old = ToJson(plain);  // a header from before LongRoPE
-  old.erase("longrope");
-  back = FromJson(old, "header");
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(*back, plain);
+  ExpectOlderHeaderReads(plain, "longrope");
   common::Json lost = ToJson(c);
   lost["longrope"].erase("long_factor");
   EXPECT_THAT(FromJson(lost, "header").status().message(),
               ::testing::HasSubstr("header: longrope: missing key 'long_factor'"));
 
-  auto refused = [&](auto set, const std::string& what) {
-    ModelConfig bad = c;
-    set(bad);
-    EXPECT_EQ(Validate(bad).message(), what);
-  };
+  auto refused = [&](auto set, const std::string& what) { ExpectRefused(c, set, what); };
   refused(
       [](ModelConfig& m) {
         m.no_positions = true;
