@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""srunway-train --load of Hugging Face GPT-2 and Llama weights, and --export-hf, judged by PyTorch.
+"""srunway-train --load of Hugging Face GPT-2 and Llama-family weights (Llama, Qwen2, Qwen3, Mistral, Phi-3, GLM,
+StableLM), and --export-hf, judged by PyTorch.
 
 Usage: hf_weights.py SRUNWAY_TRAIN SRUNWAY_PREP WORK_DIR
 
