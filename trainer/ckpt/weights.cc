@@ -893,6 +893,7 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
             {"activation_function", c.squared_relu ? "relu2" : "gelu_new"},
             {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
   }
+  const HfClass cls = LlamaClass(c);
   common::Json rope_scaling = RopeScalingToJson(c);
   if (rope_scaling.is_object()) {
     for (const char* key : {"factor", "low_freq_factor", "high_freq_factor"}) {
@@ -911,8 +912,8 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
                     {"attention_factor", Shortest(y.attention_factor())}};
   }
   common::Json config = {
-      {"architectures", {HuggingFaceArchitecture(c)}},
-      {"model_type", LlamaClass(c).model_type},
+      {"architectures", {cls.architecture}},
+      {"model_type", cls.model_type},
       {"num_hidden_layers", c.n_layer}, {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head},
       {"num_key_value_heads", c.n_kv_head}, {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.seq_len},
       {"vocab_size", c.vocab}, {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)},
@@ -927,7 +928,7 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   if (c.qk_norm) {
     config["attention_bias"] = false;
   }
-  if (std::string_view(LlamaClass(c).model_type) == "stablelm") {
+  if (cls.naming == Naming::kHfStableLm) {
     // StableLmConfig's: LayerNorms' eps under its own key; the share of each head turned (a quarter unless given),
     // q, k and v's biases, KV heads (32 unless given) written; per-head q and k norms and the parallel residual off.
     config.erase("rms_norm_eps");
@@ -936,14 +937,14 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
     config["use_qkv_bias"] = c.qkv_bias;
     config["qk_layernorm"] = false;
     config["use_parallel_residual"] = false;
-  } else if (std::string_view(LlamaClass(c).model_type) == "glm") {
+  } else if (cls.naming == Naming::kHfGlm) {
     // GlmConfig's defaults are GLM-4-9B's (half of each head turned, heads 128 wide, biases on q, k and v, its
     // tokenizer's padding row): each written.
     config["partial_rotary_factor"] = c.rotary_percent;
     config["head_dim"] = c.head_dim();
     config["attention_bias"] = c.qkv_bias;
     config["pad_token_id"] = nullptr;
-  } else if (std::string_view(LlamaClass(c).model_type) == "phi3") {
+  } else if (cls.naming == Naming::kHfPhi3) {
     // Phi3Config's: its window or null; the original positions, which only its LongRoPE reads, and pad_token_id,
     // its embedding's padding_idx (32000 unless null, past a smaller vocabulary), as here. LongRoPE as Phi-3's hub
     // configs write it, the attention factor beside it where it is not the one transformers derives.
