@@ -173,6 +173,12 @@ struct NameMap {
   std::string tied_head;                // Llama without lm_head in the file: the embedding it copies
 };
 
+// `key` is in `json` with a value: transformers writes null for a setting left unset, which is its default.
+bool Given(const common::Json& json, std::string_view key) {
+  const auto it = json.find(key);
+  return it != json.end() && !it->is_null();
+}
+
 // Buffers the Hugging Face files keep beside the parameters (attention masks, RoPE frequencies), and GPT-2's head,
 // which is the embedding again.
 bool NotAParameter(Naming naming, std::string_view name) {
@@ -444,10 +450,61 @@ std::optional<std::filesystem::path> WeightsFile(const std::filesystem::path& lo
   return std::nullopt;
 }
 
+namespace {
+
+// Whether the config.json beside a Hugging Face model's weights ties its head to its embedding
+// (tie_word_embeddings); none where there is no config.json, it is of another family than the file's names, or it
+// does not say.
+common::StatusOr<std::optional<bool>> ConfigTiesHead(const std::filesystem::path& weights, Naming naming) {
+  const std::filesystem::path path = weights.parent_path() / "config.json";
+  std::error_code ec;
+  if (naming == Naming::kSrunway || !std::filesystem::exists(path, ec)) return std::optional<bool>();
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ReadJsonFile(path));
+  const bool gpt2 = json.is_object() && json.contains("model_type") && json["model_type"] == "gpt2";
+  if (gpt2 != (naming == Naming::kHfGpt2) || !Given(json, "tie_word_embeddings")) return std::optional<bool>();
+  SRUNWAY_ASSIGN_OR_RETURN(bool tied, common::JsonField<bool>(json, "tie_word_embeddings", path.string()));
+  return std::optional<bool>(tied);
+}
+
+// A Llama's head, read from the file's lm_head.weight, against its embedding, where config.json ties the two: the
+// same matrix is one model; another is a file transformers' versions read apart (some use the embedding, some the
+// head), refused. A config.json that unties them beside a file with no lm_head.weight is refused too (transformers
+// would start the head at random).
+common::Status CheckLlamaHead(const WeightFiles& files, const ParamLayout& layout, std::span<const float> params,
+                              const NameMap& plan, bool tied, std::vector<std::string>& notes) {
+  const bool own_head = plan.tied_head.empty();
+  if (!tied) {
+    if (own_head) return common::Status::Ok();
+    return common::FailedPrecondition("{}: no lm_head.weight, and the config.json beside it unties the head "
+                                      "(tie_word_embeddings: false): the file lacks the model's head",
+                                      files.name());
+  }
+  if (!own_head) return common::Status::Ok();
+  const TensorSpec& wte = *layout.Find("wte");
+  const TensorSpec& head = *layout.Find("lm_head.weight");
+  const auto at = [&](const TensorSpec& spec) { return params.begin() + spec.offset; };
+  if (!std::equal(at(head), at(head) + head.numel, at(wte))) {
+    return common::FailedPrecondition("{}: lm_head.weight is not model.embed_tokens.weight, and the config.json "
+                                      "beside it ties them (tie_word_embeddings: true): transformers' versions read "
+                                      "such a model apart; make the two agree", files.name());
+  }
+  notes.push_back("lm_head: the file's lm_head.weight is model.embed_tokens.weight again, as config.json ties them; "
+                  "here they train apart");
+  return common::Status::Ok();
+}
+
+}  // namespace
+
 common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& path, const ModelConfig& config,
                                                 std::span<float> params) {
   SRUNWAY_ASSIGN_OR_RETURN(WeightFiles files, WeightFiles::Open(path));
   SRUNWAY_ASSIGN_OR_RETURN(NameMap plan, MapNames(files, config));
+  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<bool> config_ties, ConfigTiesHead(path, plan.naming));
+  if (plan.naming == Naming::kHfGpt2 && config_ties == false) {
+    return common::FailedPrecondition("{}: the config.json beside it unties the head (tie_word_embeddings: false), "
+                                      "which srunway's GPT (its head tied to the embedding) cannot hold",
+                                      files.name());
+  }
   ImportedWeights imported;
   imported.naming = NamingName(plan.naming);
   const ParamLayout layout(config);
@@ -485,6 +542,9 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
                                         "(its head tied to the embedding) cannot hold", files.name());
     }
   }
+  if (plan.naming != Naming::kHfGpt2 && config_ties) {
+    SRUNWAY_RETURN_IF_ERROR(CheckLlamaHead(files, layout, params, plan, *config_ties, imported.notes));
+  }
   if (!plan.tied_head.empty()) {
     imported.notes.push_back(fmt::format("lm_head: a copy of {} (the file ties them; here they train apart)",
                                          plan.tied_head));
@@ -513,12 +573,6 @@ HfClass LlamaClass(const ModelConfig& c) {
   if (c.rotary_percent != 1.0 || c.longrope) return {"phi3", "Phi3ForCausalLM", Naming::kHfPhi3};
   if (c.window >= 0) return {"mistral", "MistralForCausalLM", Naming::kHfLlama};
   return {"llama", "LlamaForCausalLM", Naming::kHfLlama};
-}
-
-// `key` is in `json` with a value: transformers writes null for a setting left unset, which is its default.
-bool Given(const common::Json& json, std::string_view key) {
-  const auto it = json.find(key);
-  return it != json.end() && !it->is_null();
 }
 
 // rope_scaling of rope_type yarn as transformers reads it (its _compute_yarn_parameters), into Megatron's numbers:

@@ -50,7 +50,9 @@ struct ImportedWeights {
 // Fills `params` (the model's flat fp32 buffer, laid out as ParamLayout(config)) from the file's tensors, of any
 // float dtype (F32, F16, BF16, F64). Every parameter must be found with the model's shape; a tensor the model
 // has no place for is an error too (the file is of another model), except the buffers listed above. Errors name
-// the file and the tensor.
+// the file and the tensor. A config.json of the file's family beside it is held to the file where it says whether
+// the head is tied (tie_word_embeddings): a head that differs from a tied embedding, no head where it is untied, and
+// an untied GPT-2 are errors.
 common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& path, const ModelConfig& config,
                                                 std::span<float> params);
 

@@ -437,6 +437,7 @@ def check_mistral(sd, llama_config, tokens, targets):
     it loads back; a window in some layers only, or beside biases, is refused there."""
     folder = os.path.join(WORK, "mistral")
     os.makedirs(folder, exist_ok=True)
+    sd = {**sd, "lm_head.weight": sd["model.embed_tokens.weight"].flip(0)}  # Mistral's head is its own
     save(os.path.join(folder, "model.safetensors"), sd)
     config = {**{k: v for k, v in llama_config.items() if k != "rope_scaling"}, "model_type": "mistral",
               "architectures": ["MistralForCausalLM"], "hidden_act": "silu", "rope_theta": 10000.0,
@@ -885,6 +886,42 @@ def check_qwen3(gen, tokens, targets, llama):
                  r"--export-hf: transformers' Qwen3, a Llama with q and k norms \(--qk-layernorm\), has no MLP biases")
 
 
+def check_tied_head(gen, tokens, targets, llama, llama_config):
+    """config.json's tie_word_embeddings beside a Llama's file: a head that is the embedding again (as some tied models
+    save it) loads, one that differs is refused (transformers' versions read it apart), and an untied config beside a
+    file with no head is refused; a GPT-2's config that unties its head is refused when its weights are read."""
+    folder = os.path.join(WORK, "tie")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.safetensors")
+    sd = llama_weights(gen, tied=True)
+    reference = llama_loss(sd, tokens, targets).item()
+
+    def with_config(tied, head):
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump({**llama_config, "tie_word_embeddings": tied}, f)
+        save(path, sd if head is None else {**sd, "lm_head.weight": head})
+
+    with_config(True, sd["model.embed_tokens.weight"].clone())
+    log = compare("a tied Llama whose file holds its head again", path, llama, reference, tokens, targets, True)
+    if log is not None:
+        check("the head held again is said", "lm_head.weight is model.embed_tokens.weight again" in log,
+              log.strip()[-300:])
+    with_config(True, sd["model.embed_tokens.weight"] + 0.01)
+    expect_error("a tied Llama whose file holds another head", [*llama, "--load", path, "--finetune"], 1,
+                 r"tie/model\.safetensors: lm_head\.weight is not model\.embed_tokens\.weight, and the config\.json "
+                 r"beside it ties them \(tie_word_embeddings: true\)")
+    with_config(False, None)
+    expect_error("an untied Llama whose file has no head", [*llama, "--load", folder, "--finetune"], 1,
+                 r"tie/model\.safetensors: no lm_head\.weight, and the config\.json beside it unties the head")
+    gpt2 = os.path.join(WORK, "tie-gpt2")
+    os.makedirs(gpt2, exist_ok=True)
+    save(os.path.join(gpt2, "model.safetensors"), gpt2_weights(gen))
+    with open(os.path.join(gpt2, "config.json"), "w") as f:
+        json.dump({"model_type": "gpt2", "tie_word_embeddings": False}, f)
+    expect_error("a GPT-2 whose config.json unties the head", ["--preset", "gpt-tiny", "--load", gpt2, "--finetune"], 1,
+                 r"tie-gpt2/model\.safetensors: the config\.json beside it unties the head")
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     gen = torch.Generator().manual_seed(1)
@@ -1036,6 +1073,7 @@ def main():
     check_qwen2(gen, tokens, targets, llama)
     check_qwen3(gen, tokens, targets, llama)
     check_llama_biases(gen, tokens, targets, llama)
+    check_tied_head(gen, tokens, targets, llama, llama_config)
 
     # Attention scaled otherwise than ours: refused by name (once read silently as ours).
     for key, value in (("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True)):
