@@ -67,6 +67,7 @@ struct MegatronArch {
   std::string normalization, position_embedding;  // "" when not given
   bool swiglu = false, untie = false, disable_bias = false;
   bool quick_geglu = false;  // takes --swiglu's place in Llama's set, or changes a --preset's Llama
+  bool geglu = false;        // likewise
   // Megatron's older spellings: --use-rotary-position-embeddings is --position-embedding-type rope, and
   // --no-position-embedding, which it takes only with RoPE, says what RoPE already means.
   bool use_rotary = false, no_position_embedding = false;
@@ -103,16 +104,17 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
                                             "only (--position-embedding-type rope): for a model without learned "
                                             "positions give that, for one without any --position-embedding-type none");
   }
-  if (m.swiglu && m.quick_geglu) {
-    return srunway::common::InvalidArgument("--swiglu and --quick-geglu are two activations of a gated FFN (SiLU and "
-                                            "quick GELU): give one");
+  if ((m.swiglu ? 1 : 0) + (m.quick_geglu ? 1 : 0) + (m.geglu ? 1 : 0) > 1) {
+    return srunway::common::InvalidArgument("--swiglu, --quick-geglu and --geglu are three activations of a gated FFN "
+                                            "(SiLU, quick GELU and GELU): give one");
   }
+  const bool other_glu = m.quick_geglu || m.geglu;
   ArchFlags flags;
   flags.norm = srunway::trainer::NormFromName(m.normalization);  // none when not given (CLI11 takes those two)
   flags.no_positions = m.position_embedding == "none";
   constexpr std::string_view kRope = "--position-embedding-type rope";
   const std::vector<std::pair<bool, std::string_view>> llama = {
-      {m.swiglu || m.quick_geglu, m.quick_geglu ? "--quick-geglu" : "--swiglu"},
+      {m.swiglu || other_glu, m.quick_geglu ? "--quick-geglu" : m.geglu ? "--geglu" : "--swiglu"},
       {m.position_embedding == "rope" || m.position_embedding == "yarn",
        m.position_embedding == "yarn" ? "--position-embedding-type yarn" : kRope},
       {m.untie, "--untie-embeddings-and-output-weights"}};
@@ -122,9 +124,9 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
     (on ? given : missing).emplace_back(flag);
   }
   if (m.disable_bias) given.emplace_back("--disable-bias-linear");
-  // --quick-geglu alone changes the activation of whatever model the rest gives, and --position-embedding-type yarn
-  // alone its RoPE, either or both (Validate refuses them for a GPT).
-  const size_t changes = (m.quick_geglu ? 1 : 0) + (m.position_embedding == "yarn" ? 1 : 0);
+  // --quick-geglu or --geglu alone changes the activation of whatever model the rest gives, and
+  // --position-embedding-type yarn alone its RoPE, either or both (Validate refuses them for a GPT).
+  const size_t changes = (other_glu ? 1 : 0) + (m.position_embedding == "yarn" ? 1 : 0);
   if (given.size() == changes) {
     if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
     return flags;
@@ -184,6 +186,13 @@ int main(int argc, char** argv) {
   app.add_flag("--quick-geglu", megatron_arch.quick_geglu,
                "Megatron's: a Llama's gated FFN with quick GELU, x sigmoid(1.702 x), in place of SiLU (gpt-oss's); "
                "with Llama's other three flags it takes --swiglu's place");
+  app.add_flag("--geglu", megatron_arch.geglu,
+               "a Llama's gated FFN with GELU's tanh approximation in place of SiLU (GeGLU, Gemma's "
+               "gelu_pytorch_tanh); with Llama's other three flags it takes --swiglu's place");
+  float embedding_multiplier = 1.0f;
+  app.add_option("--embedding-multiplier", embedding_multiplier,
+                 "the token embedding times it (Gemma's: the square root of --hidden-size; default 1)")
+      ->check(srunway::common::Positive());
   float glu_linear_offset = 0, glu_clamp = 0;
   app.add_option("--glu-linear-offset", glu_linear_offset,
                  "Megatron's: a Llama's gated FFN computes act(gate) * (up + it) (gpt-oss's: 1; default 0)");
@@ -1039,8 +1048,8 @@ int main(int argc, char** argv) {
                            "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--norm-epsilon",
                            "--rotary-base", "--use-rope-scaling", "--add-qkv-bias", "--squared-relu", "--qk-layernorm",
                            "--apply-layernorm-1p", "--rotary-interleaved", "--no-rope-freq", "--window-size",
-                           "--window-attn-skip-freq", "--softmax-type", "--quick-geglu", "--glu-linear-offset",
-                           "--activation-func-clamp-value",
+                           "--window-attn-skip-freq", "--softmax-type", "--quick-geglu", "--geglu",
+                           "--embedding-multiplier", "--glu-linear-offset", "--activation-func-clamp-value",
                            "--rotary-seq-len-interpolation-factor"}) {
     use_checkpoint_args->excludes(name);
   }
@@ -1327,7 +1336,9 @@ int main(int argc, char** argv) {
   // q's, k's and v's biases are among every linear layer's.
   o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama && !o.model.linear_bias;
   o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
-  o.model.quick_geglu = megatron_arch.quick_geglu;  // and these three for a GPT
+  o.model.quick_geglu = megatron_arch.quick_geglu;  // and these four for a GPT
+  o.model.geglu = megatron_arch.geglu;
+  o.model.embedding_multiplier = embedding_multiplier;
   o.model.glu_linear_offset = glu_linear_offset;
   o.model.glu_clamp = glu_clamp;
   o.model.qk_norm = qk_layernorm;

@@ -63,7 +63,10 @@ struct Case {
   double rotary_percent = 1;  // --rotary-percent: RoPE over part of each head
   bool rotary_interleaved = false;  // --rotary-interleaved: RoPE's pairs side by side
   srunway::trainer::Softmax softmax = srunway::trainer::Softmax::kVanilla;  // --softmax-type
-  srunway::trainer::Glu glu = {};  // --quick-geglu (alpha 1.702), --glu-linear-offset, --activation-func-clamp-value
+  srunway::trainer::Glu glu = {};  // --quick-geglu (alpha 1.702), --glu-linear-offset, --activation-func-clamp-value,
+                                   // --geglu (gelu)
+  float embedding_multiplier = 1.0f;  // --embedding-multiplier
+  bool norm_1p = false;               // --apply-layernorm-1p
 };
 
 void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
@@ -84,6 +87,9 @@ void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
   config->quick_geglu = c.glu.alpha == srunway::trainer::kQuickGeluAlpha;
   config->glu_linear_offset = c.glu.offset;
   config->glu_clamp = c.glu.clamp;
+  config->geglu = c.glu.gelu;
+  config->embedding_multiplier = c.embedding_multiplier;
+  config->norm_1p = c.norm_1p;
   const int B = 4, T = config->seq_len;
   Model cpu(*config, B);
   srunway::trainer::Rng rng(42);
@@ -227,7 +233,10 @@ int main(int argc, char** argv) {
                              // at a clamp of 0.4; 0.006 without). cuda_ops checks the clamp, on the same inputs.
                              {"llama-tiny-quick-geglu", "llama-tiny", 0.0f, false, false, false, false, 0, false, 1,
                               false, srunway::trainer::Softmax::kVanilla,
-                              {srunway::trainer::kQuickGeluAlpha, 1.0f, 0.0f}}};
+                              {srunway::trainer::kQuickGeluAlpha, 1.0f, 0.0f}},
+                             // Gemma's Llama: GeGLU, its embedding times the root of its width, norms 1 + weight.
+                             {"llama-tiny-gemma", "llama-tiny", 0.0f, false, 0, false, false, 0, false, 1, false,
+                              srunway::trainer::Softmax::kVanilla, {.gelu = true}, 8.0f, true}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
@@ -236,7 +245,7 @@ int main(int argc, char** argv) {
                            "llama-tiny-qk-norm-kv32, gpt-tiny-qk-norm-kv32, llama-tiny-qk-norm-layernorm, "
                            "gpt-tiny-rmsnorm, "
                            "llama-tiny-rotary0.5-documents, llama-tiny-interleaved, gpt-tiny-sinks-dropout, "
-                           "llama-tiny-off-by-one-documents, llama-tiny-quick-geglu)\n",
+                           "llama-tiny-off-by-one-documents, llama-tiny-quick-geglu, llama-tiny-gemma)\n",
                    name.c_str());
       return EXIT_FAILURE;
     }

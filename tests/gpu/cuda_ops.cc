@@ -157,8 +157,8 @@ void Activation(Gpu& gpu, const std::string& name, GpuActivation gpu_forward, Gp
 }
 
 // With `documents`, each token's learned position embedding is that of its place in its document, whose rows of
-// dwpe collect adds from every document.
-void Embedding(Gpu& gpu, bool documents) {
+// dwpe collect adds from every document; `scale` multiplies the token embedding (--embedding-multiplier).
+void Embedding(Gpu& gpu, bool documents, float scale = 1.0f) {
   const int B = 4, T = 64, C = 256, V = 512;
   std::uniform_int_distribution<int32_t> token(0, 31);  // few tokens, so rows of dwte collect many adds
   std::vector<int32_t> tokens(B * T);
@@ -172,16 +172,16 @@ void Embedding(Gpu& gpu, bool documents) {
   Buffer gpositions = gpu.I32(positions);
   const int32_t* gpu_positions = documents ? gpositions.as<int32_t>() : nullptr;
   gpu.Launched(cuda::EmbeddingForward(gout.as<uint16_t>(), gtokens.as<int32_t>(), gpu_positions, gwte.as<uint16_t>(),
-                                      gwpe.as<uint16_t>(), B, T, C, gpu.stream()),
+                                      gwpe.as<uint16_t>(), B, T, C, scale, gpu.stream()),
                "EmbeddingForward");
   gpu.Launched(cuda::EmbeddingBackward(gdwte.as<float>(), gdwpe.as<float>(), gdout.as<uint16_t>(), gtokens.as<int32_t>(),
-                                       gpu_positions, B, T, C, gpu.stream()),
+                                       gpu_positions, B, T, C, scale, gpu.stream()),
                "EmbeddingBackward");
   std::vector<float> out(size_t{B} * T * C);
   const cpu::Documents docs{documents ? positions.data() : nullptr, nullptr};
-  cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, docs);
-  cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C, docs);
-  const std::string which = documents ? " (documents)" : "";
+  cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, scale, docs);
+  cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C, scale, docs);
+  const std::string which = std::string(documents ? " (documents)" : "") + (scale != 1.0f ? " (scaled)" : "");
   Compare("embedding forward" + which, gpu.Read(gout), out, kBf16Rtol, 1e-3f);
   Compare("embedding backward dwte" + which, gpu.Read(gdwte), dwte, 1e-4f, 1e-4f);
   Compare("embedding backward dwpe" + which, gpu.Read(gdwpe), dwpe, 1e-4f, 1e-4f);
@@ -303,7 +303,8 @@ void ResidualNorm(Gpu& gpu, int N, int C, float offset = 0) {
   Compare("residual+rmsnorm rstd " + shape, gpu.Read(fused_rstd), gpu.Read(rstd), 0, 0);
 }
 
-// SwiGLU, or with `glu` another gated activation (--quick-geglu, --glu-linear-offset, --activation-func-clamp-value).
+// SwiGLU, or with `glu` another gated activation (--quick-geglu, --glu-linear-offset, --activation-func-clamp-value,
+// --geglu).
 void Swiglu(Gpu& gpu, const srunway::trainer::Glu& glu = {}) {
   const int N = 300, F = 688;
   const size_t n = static_cast<size_t>(N) * F;
@@ -316,7 +317,9 @@ void Swiglu(Gpu& gpu, const srunway::trainer::Glu& glu = {}) {
   std::vector<float> out(n);
   cpu::SwigluForward(out.data(), x.data(), N, F, glu);
   cpu::SwigluBackward(dinp.data(), x.data(), dout.data(), N, F, glu);
-  const std::string what = glu.alpha != 1.0f || glu.offset != 0.0f || glu.clamp != 0.0f ? "quick geglu" : "swiglu";
+  const std::string what = glu.gelu                                                         ? "geglu"
+                           : glu.alpha != 1.0f || glu.offset != 0.0f || glu.clamp != 0.0f ? "quick geglu"
+                                                                                          : "swiglu";
   Compare(what + " forward", gpu.Read(gout), out, kBf16Rtol, 8e-3f);
   Compare(what + " backward", gpu.Read(gdinp), dinp, kBf16Rtol, 8e-3f);
 }
@@ -954,6 +957,7 @@ int main(int argc, char** argv) {
                cpu::SquaredReluBackward);
     Embedding(gpu, false);
     Embedding(gpu, true);
+    Embedding(gpu, false, 45.25f);  // Gemma 2B's sqrt(2048) in bf16
     LayerNorm(gpu, 512, 768);
     LayerNorm(gpu, 64, 8192);
     LayerNorm(gpu, 100, 300);  // a last block of rows part full, a last slab of columns part full, idle lanes
@@ -987,6 +991,7 @@ int main(int argc, char** argv) {
     ResidualNorm(gpu, 30, 300, 1);
     Swiglu(gpu);
     Swiglu(gpu, {srunway::trainer::kQuickGeluAlpha, 1.0f, 1.5f});  // gpt-oss's offset; a clamp some values pass
+    Swiglu(gpu, {.gelu = true});                                    // Gemma's
     Rope(gpu, false);
     Rope(gpu, true);
     Rope(gpu, true, {10000.0f, 0.0f, 1.0f, 4.0f, 8192.0f, 1.0f, 24});  // --rotary-percent 0.375: 24 of 64 turn

@@ -137,7 +137,7 @@ class WeightFiles {
 
 // Phi-3's names are Llama's but for q, k, v in one tensor (qkv_proj) and gate, up in another (gate_up_proj); GLM's
 // have the second alone; StableLM's are Llama's with its norms' biases beside their weights (LayerNorms).
-enum class Naming { kSrunway, kHfGpt2, kHfLlama, kHfPhi3, kHfGlm, kHfStableLm };
+enum class Naming { kSrunway, kHfGpt2, kHfLlama, kHfPhi3, kHfGlm, kHfStableLm, kHfGemma };
 
 std::string_view NamingName(Naming naming) {
   switch (naming) {
@@ -147,6 +147,7 @@ std::string_view NamingName(Naming naming) {
     case Naming::kHfPhi3: return "Hugging Face Phi-3";
     case Naming::kHfGlm: return "Hugging Face GLM";
     case Naming::kHfStableLm: return "Hugging Face StableLM";
+    case Naming::kHfGemma: return "Hugging Face Gemma";
   }
   return "";
 }
@@ -171,6 +172,7 @@ struct NameMap {
   Naming naming = Naming::kSrunway;
   std::map<std::string, Mapping> ours;  // our tensor name -> its sources
   std::string tied_head;                // Llama without lm_head in the file: the embedding it copies
+  std::optional<bool> config_ties;      // config.json's tie_word_embeddings beside the file, where it says
 };
 
 // `key` is in `json` with a value: transformers writes null for a setting left unset, which is its default.
@@ -282,13 +284,45 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
     map("lm_head.weight", {{tied_head ? "model.embed_tokens.weight" : "lm_head.weight"}});
     if (tied_head) names.tied_head = "model.embed_tokens.weight";
   }
-  // Hugging Face's norms multiply by their weights as stored.
-  if (config.norm_1p) SetNormShift(names, 1);
+  // Hugging Face's norms multiply by their weights as stored; Gemma's by 1 + their weights.
+  if (naming == Naming::kHfGemma) {
+    SetNormShift(names, config.norm_1p ? 0 : -1);
+  } else if (config.norm_1p) {
+    SetNormShift(names, 1);
+  }
   return names;
 }
 
-// The naming of the file's tensors, checked against the model's architecture, and its table.
-common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& config) {
+// What the config.json beside a Hugging Face model's weights says of them, where it is of the file's family (gpt2
+// beside GPT-2's names, another beside Llama's): its model_type, and whether its head is tied (tie_word_embeddings;
+// none where it does not say). Empty where there is no such config.json.
+struct BesideConfig {
+  std::string model_type;
+  std::optional<bool> tied;
+};
+common::StatusOr<BesideConfig> ReadBesideConfig(const std::filesystem::path& weights, Naming naming) {
+  const std::filesystem::path path = weights.parent_path() / "config.json";
+  std::error_code ec;
+  if (naming == Naming::kSrunway || !std::filesystem::exists(path, ec)) return BesideConfig();
+  SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ReadJsonFile(path));
+  BesideConfig beside;
+  if (json.is_object() && json.contains("model_type") && json["model_type"].is_string()) {
+    beside.model_type = json["model_type"].get<std::string>();
+  }
+  if ((beside.model_type == "gpt2") != (naming == Naming::kHfGpt2)) return BesideConfig();
+  if (Given(json, "tie_word_embeddings")) {
+    SRUNWAY_ASSIGN_OR_RETURN(beside.tied, common::JsonField<bool>(json, "tie_word_embeddings", path.string()));
+  }
+  return beside;
+}
+
+// Gemma's embedding multiplier: the square root of its width (GemmaModel's hidden_size ** 0.5, in fp32).
+float GemmaEmbeddingMultiplier(int d_model) { return static_cast<float>(std::sqrt(static_cast<double>(d_model))); }
+
+// The naming of the file's tensors, checked against the model's architecture, and its table. A Gemma's tensors have
+// Llama's names: the config.json beside them tells it (its norms' weights are stored less 1).
+common::StatusOr<NameMap> MapNames(const WeightFiles& files, const std::filesystem::path& path,
+                                   const ModelConfig& config) {
   Naming naming;
   std::string gpt2;  // GPT-2's prefix: a model saved as GPT2LMHeadModel names its parameters transformer.*
   if (files.Find("wte") != nullptr) {
@@ -305,6 +339,8 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
     return common::FailedPrecondition("{}: neither srunway-train's --export nor a Hugging Face GPT-2 or Llama model "
                                       "(no tensor 'wte', 'wte.weight' or 'model.embed_tokens.weight')", files.name());
   }
+  SRUNWAY_ASSIGN_OR_RETURN(const BesideConfig beside, ReadBesideConfig(path, naming));
+  if (naming == Naming::kHfLlama && beside.model_type == "gemma") naming = Naming::kHfGemma;
   const Arch file_arch = naming == Naming::kHfGpt2 ? Arch::kGpt : Arch::kLlama;
   if (naming != Naming::kSrunway && file_arch != config.arch) {
     return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
@@ -327,9 +363,18 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const ModelConfig& 
                                       "(--normalization)", files.name(), NamingName(naming), NormName(file_norm),
                                       ModelKind(config));
   }
+  const bool gemma = config.geglu && config.embedding_multiplier == GemmaEmbeddingMultiplier(config.d_model);
+  if (naming == Naming::kHfGemma && !gemma) {
+    return common::FailedPrecondition("{} holds a Gemma model (the config.json beside it), whose FFN is GeGLU and "
+                                      "whose embedding is times {}, and this run's model is a {} (--geglu "
+                                      "--embedding-multiplier {}, or --use-checkpoint-args)", files.name(),
+                                      GemmaEmbeddingMultiplier(config.d_model), ModelKind(config),
+                                      GemmaEmbeddingMultiplier(config.d_model));
+  }
   NameMap names = Names(naming, config, gpt2,
                         naming != Naming::kSrunway && file_arch == Arch::kLlama &&
                             files.Find("lm_head.weight") == nullptr);
+  names.config_ties = beside.tied;
   if (naming != Naming::kSrunway) return names;
   // srunway-train's --export holds the parameters as its model stored them, which its header records: norm
   // weights whole, or less 1 (apply_layernorm_1p; absent before 2026-12-06, and with it no header at all).
@@ -452,20 +497,6 @@ std::optional<std::filesystem::path> WeightsFile(const std::filesystem::path& lo
 
 namespace {
 
-// Whether the config.json beside a Hugging Face model's weights ties its head to its embedding
-// (tie_word_embeddings); none where there is no config.json, it is of another family than the file's names, or it
-// does not say.
-common::StatusOr<std::optional<bool>> ConfigTiesHead(const std::filesystem::path& weights, Naming naming) {
-  const std::filesystem::path path = weights.parent_path() / "config.json";
-  std::error_code ec;
-  if (naming == Naming::kSrunway || !std::filesystem::exists(path, ec)) return std::optional<bool>();
-  SRUNWAY_ASSIGN_OR_RETURN(common::Json json, common::ReadJsonFile(path));
-  const bool gpt2 = json.is_object() && json.contains("model_type") && json["model_type"] == "gpt2";
-  if (gpt2 != (naming == Naming::kHfGpt2) || !Given(json, "tie_word_embeddings")) return std::optional<bool>();
-  SRUNWAY_ASSIGN_OR_RETURN(bool tied, common::JsonField<bool>(json, "tie_word_embeddings", path.string()));
-  return std::optional<bool>(tied);
-}
-
 // A Llama's head, read from the file's lm_head.weight, against its embedding, where config.json ties the two: the
 // same matrix is one model; another is a file transformers' versions read apart (some use the embedding, some the
 // head), refused. A config.json that unties them beside a file with no lm_head.weight is refused too (transformers
@@ -498,8 +529,8 @@ common::Status CheckLlamaHead(const WeightFiles& files, const ParamLayout& layou
 common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& path, const ModelConfig& config,
                                                 std::span<float> params) {
   SRUNWAY_ASSIGN_OR_RETURN(WeightFiles files, WeightFiles::Open(path));
-  SRUNWAY_ASSIGN_OR_RETURN(NameMap plan, MapNames(files, config));
-  SRUNWAY_ASSIGN_OR_RETURN(const std::optional<bool> config_ties, ConfigTiesHead(path, plan.naming));
+  SRUNWAY_ASSIGN_OR_RETURN(NameMap plan, MapNames(files, path, config));
+  const std::optional<bool> config_ties = plan.config_ties;
   if (plan.naming == Naming::kHfGpt2 && config_ties == false) {
     return common::FailedPrecondition("{}: the config.json beside it unties the head (tie_word_embeddings: false), "
                                       "which srunway's GPT (its head tied to the embedding) cannot hold",
@@ -557,7 +588,7 @@ namespace {
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
-// The Hugging Face class a Llama is written as: StableLM with LayerNorms, Qwen3 with q and k norms, GLM with RoPE's
+// The Hugging Face class a Llama is written as: Gemma with GeGLU, StableLM with LayerNorms, Qwen3 with q and k norms, GLM with RoPE's
 // pairs interleaved, Qwen2 with q, k and v's biases, Phi-3 with RoPE over a share of each head or LongRoPE, Mistral
 // with a window, else Llama.
 struct HfClass {
@@ -566,6 +597,7 @@ struct HfClass {
   Naming naming;  // its files' tensor names
 };
 HfClass LlamaClass(const ModelConfig& c) {
+  if (c.geglu) return {"gemma", "GemmaForCausalLM", Naming::kHfGemma};
   if (c.layernorm()) return {"stablelm", "StableLmForCausalLM", Naming::kHfStableLm};
   if (c.qk_norm) return {"qwen3", "Qwen3ForCausalLM", Naming::kHfLlama};
   if (c.rotary_interleaved) return {"glm", "GlmForCausalLM", Naming::kHfGlm};
@@ -780,6 +812,33 @@ common::Status WindowLayersFromHuggingFace(const common::Json& json, const std::
 
 }  // namespace
 
+namespace {
+
+// A Gemma's FFN activation: transformers 5's GemmaMLP takes hidden_act, 4's hidden_activation (ignoring hidden_act),
+// each GELU's tanh approximation (gelu_pytorch_tanh) where not given. One that differs between them, or another
+// function, is refused.
+common::Status GemmaActivation(const common::Json& json, const std::string& where) {
+  std::string act[2];
+  for (int i = 0; i < 2; ++i) {
+    const char* key = i == 0 ? "hidden_act" : "hidden_activation";
+    act[i] = "gelu_pytorch_tanh";
+    if (Given(json, key)) {
+      SRUNWAY_ASSIGN_OR_RETURN(act[i], common::JsonField<std::string>(json, key, where));
+    }
+  }
+  if (act[0] != act[1]) {
+    return common::FailedPrecondition("{}: hidden_act is {} and hidden_activation {}: transformers 5's Gemma takes "
+                                      "the first, 4's the second; give them one value", where, act[0], act[1]);
+  }
+  if (act[0] != "gelu_pytorch_tanh" && act[0] != "gelu_new") {
+    return common::FailedPrecondition("{}: hidden_act is {}: srunway-train's gemma has GELU's tanh approximation "
+                                      "(gelu_pytorch_tanh)", where, act[0]);
+  }
+  return common::Status::Ok();
+}
+
+}  // namespace
+
 common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where) {
   SRUNWAY_ASSIGN_OR_RETURN(std::string type, common::JsonField<std::string>(json, "model_type", where));
   auto number = [&](std::string_view key, double fallback) -> common::StatusOr<float> {
@@ -820,7 +879,7 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("tie_word_embeddings", true));
   } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "mistral" || type == "phi3" ||
-             type == "glm" || type == "stablelm") {
+             type == "glm" || type == "stablelm" || type == "gemma") {
     // Qwen2 is Llama with biases on q, k and v (and no other): its config.json has Llama's keys but attention_bias.
     // Qwen3 is Llama with an RMSNorm on each head's q and k (q_norm, k_norm); its attention_bias would bias o_proj
     // too, as Llama's. Mistral is Llama with a sliding window (sliding_window; null from Mistral 7B v0.2 on). Phi-3
@@ -832,8 +891,13 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     // 3B's) is Llama with LayerNorms (biases included), RoPE over a quarter of each head unless told, q, k and v's
     // biases where use_qkv_bias, and its heads hidden_size / num_attention_heads wide (its attention's; a head_dim
     // key, which transformers' RoPE would read, must agree).
-    const bool glm = type == "glm", stablelm = type == "stablelm";
+    // Gemma (Gemma 1's GemmaForCausalLM) is Llama with GeGLU (GELU's tanh approximation), its embedding times the
+    // square root of its width, norms that multiply by 1 + weight (Megatron's --apply-layernorm-1p, as its files store
+    // them) and GemmaConfig's defaults (Gemma 7B's heads, 256 wide, 16 KV heads).
+    const bool glm = type == "glm", stablelm = type == "stablelm", gemma = type == "gemma";
     c.arch = Arch::kLlama;
+    c.geglu = gemma;
+    c.norm_1p = gemma;
     if (stablelm) SetNorm(c, Norm::kLayerNorm);
     c.qkv_bias = type == "qwen2";
     c.qk_norm = type == "qwen3";
@@ -841,7 +905,8 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "hidden_size", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "num_attention_heads", where));
-    const int kv_heads = glm ? 2 : stablelm ? 32 : c.n_head;  // unless given
+    if (gemma) c.embedding_multiplier = GemmaEmbeddingMultiplier(c.d_model);
+    const int kv_heads = glm ? 2 : stablelm ? 32 : gemma ? 16 : c.n_head;  // unless given
     SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonFieldOr<int>(json, "num_key_value_heads", kv_heads, where));
     SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "intermediate_size", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "max_position_embeddings", where));
@@ -850,7 +915,12 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
                                                   : number("rms_norm_eps", type == "phi3" ? 1e-5
                                                                            : glm          ? 1.5625e-7
                                                                                           : 1e-6));
-    SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "silu"));
+    if (gemma) {
+      SRUNWAY_RETURN_IF_ERROR(GemmaActivation(json, where));
+      SRUNWAY_RETURN_IF_ERROR(refuse_unless("use_bidirectional_attention", false));
+    } else {
+      SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "silu"));
+    }
     SRUNWAY_RETURN_IF_ERROR(RopeFromHuggingFace(json, where, type, c));
     // Only Phi-3, GLM and StableLM turn a share of each head (the others' transformers classes turn whole heads).
     if (type != "phi3" && !glm && !stablelm && c.rotary_percent != 1.0) {
@@ -904,9 +974,10 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
       if (use_sliding_window) SRUNWAY_RETURN_IF_ERROR(WindowLayersFromHuggingFace(json, where, c));
     }
     // The heads' width where it is not hidden_size / num_attention_heads (Qwen3's smaller models, Gemma's); GLM's
-    // 128 unless given.
-    if (Given(json, "head_dim") || glm) {
-      SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, common::JsonFieldOr<int>(json, "head_dim", 128, where));
+    // 128 unless given, Gemma's 256.
+    if (Given(json, "head_dim") || glm || gemma) {
+      SRUNWAY_ASSIGN_OR_RETURN(const int head_dim,
+                               common::JsonFieldOr<int>(json, "head_dim", gemma ? 256 : 128, where));
       if (head_dim <= 0) return common::FailedPrecondition("{}: head_dim must be positive, got {}", where, head_dim);
       if (stablelm && c.n_head > 0 && head_dim != c.d_model / c.n_head) {
         return common::FailedPrecondition("{}: head_dim is {}: transformers' StableLM has heads hidden_size / "
@@ -928,8 +999,8 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
   } else {
     return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama), Qwen2 "
-                                      "(qwen2), Qwen3 (qwen3), Mistral (mistral), Phi-3 (phi3), GLM (glm) and "
-                                      "StableLM (stablelm) models", where, type);
+                                      "(qwen2), Qwen3 (qwen3), Mistral (mistral), Phi-3 (phi3), GLM (glm), "
+                                      "StableLM (stablelm) and Gemma (gemma) models", where, type);
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab_size", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, number("initializer_range", 0.02));
@@ -982,7 +1053,14 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   if (c.qk_norm) {
     config["attention_bias"] = false;
   }
-  if (cls.naming == Naming::kHfStableLm) {
+  if (cls.naming == Naming::kHfGemma) {
+    // GemmaConfig's defaults are Gemma 7B's (heads 256 wide, 16 KV heads): written, as is the activation under
+    // transformers 5's key and 4's.
+    config["head_dim"] = c.head_dim();
+    config["hidden_act"] = "gelu_pytorch_tanh";
+    config["hidden_activation"] = "gelu_pytorch_tanh";
+    config["attention_bias"] = false;
+  } else if (cls.naming == Naming::kHfStableLm) {
     // StableLmConfig's: LayerNorms' eps under its own key; the share of each head turned (a quarter unless given),
     // q, k and v's biases, KV heads (32 unless given) written; per-head q and k norms and the parallel residual off.
     config.erase("rms_norm_eps");
@@ -1081,10 +1159,29 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "(--position-embedding-type none): it has no Hugging Face class; --export "
                                       "writes its weights", family, gpt ? "a learned table" : "RoPE");
   }
-  if (c.other_glu()) {
+  if (c.geglu && !gpt) {  // written as Gemma (LlamaClass)
+    SRUNWAY_RETURN_IF_ERROR(NoneOf(
+        "Gemma, the Llama with GeGLU (--geglu)",
+        {{c.embedding_multiplier != GemmaEmbeddingMultiplier(c.d_model),
+          "embedding multiplier but the square root of its width (--embedding-multiplier)"},
+         {c.glu_linear_offset != 0.0f || c.glu_clamp != 0.0f,
+          "offset or clamp in its FFN (--glu-linear-offset, --activation-func-clamp-value)"},
+         {c.other_norm.has_value(), "LayerNorms (--normalization LayerNorm)"},
+         {c.qkv_bias || c.linear_bias, "biases (--add-qkv-bias, or Llama's flags without --disable-bias-linear)"},
+         {c.qk_norm, "q and k norms (--qk-layernorm)"},
+         {c.rotary_percent != 1.0 || c.rotary_interleaved,
+          "RoPE over part of each head or in interleaved pairs (--rotary-percent, --rotary-interleaved)"},
+         {c.longrope.has_value(), "LongRoPE"},
+         {c.window >= 0, "sliding window (--window-size)"}}));
+  } else if (c.other_glu()) {
     return common::FailedPrecondition("transformers' Llama's FFN is SwiGLU, silu(gate) * up, and this model's is "
                                       "not (--quick-geglu, --glu-linear-offset, --activation-func-clamp-value): it "
                                       "has no Hugging Face class; --export writes its weights");
+  } else if (c.embedding_multiplier != 1.0f) {
+    return common::FailedPrecondition("transformers' {} takes its embedding as it is, and this model's times {} "
+                                      "(--embedding-multiplier; Gemma's, with --geglu, is the square root of its "
+                                      "width): it has no Hugging Face class; --export writes its weights", family,
+                                      c.embedding_multiplier);
   }
   if (c.sinks()) {
     return common::FailedPrecondition("transformers' {} has a plain softmax in its attention, and this model's has a "

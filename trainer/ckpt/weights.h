@@ -57,8 +57,8 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
                                                 std::span<float> params);
 
 // --export-hf: DIR/model.safetensors in Hugging Face's names and layouts (as `dtype`) and DIR/config.json, for
-// transformers' GPT2LMHeadModel, LlamaForCausalLM or Qwen2ForCausalLM .from_pretrained(DIR), from the model's whole
-// fp32 parameters.
+// transformers' GPT2LMHeadModel, LlamaForCausalLM or the Llama family's class (HuggingFaceConfig)
+// .from_pretrained(DIR), from the model's whole fp32 parameters.
 // With `tokenizer`, also its vocab.json and merges.txt and a tokenizer_config.json (GPT2Tokenizer, whose format
 // srunway-prep's byte-level BPE has), or a Hugging Face tokenizer's tokenizer.json and tokenizer_config.json as they
 // were read, or a SentencePiece model's tokenizer.model and a tokenizer_config.json (LlamaTokenizer); config.json
@@ -85,8 +85,9 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
 // model does not have is refused, naming it and `where`.
 common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where);
 // Our model as Hugging Face's config.json describes it (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM for
-// a Llama with qkv_bias, Qwen3ForCausalLM for one with qk_norm; its torch_dtype that of the weights), for
-// --export-hf; FromHuggingFaceConfig reads it back as the same model.
+// a Llama with qkv_bias, Qwen3ForCausalLM for one with qk_norm, GemmaForCausalLM for one with GeGLU, and the others
+// weights.cc's LlamaClass names; its torch_dtype that of the weights), for --export-hf; FromHuggingFaceConfig reads
+// it back as the same model.
 common::Json HuggingFaceConfig(const ModelConfig& config, StoredDtype dtype = StoredDtype::kF32);
 // Ok when transformers has a class for the model (not for a GPT with qk_norm, nor a Llama with qk_norm and
 // qkv_bias); else why not. ExportHuggingFace checks it first.

@@ -115,6 +115,10 @@ std::string ModelKind(const ModelConfig& c) {
   if (c.yarn) parts.push_back(fmt::format("with YaRN ({}x)", c.yarn->factor));
   if (c.longrope) parts.push_back("with LongRoPE");
   if (c.quick_geglu) parts.push_back("with quick GEGLU");
+  if (c.geglu) parts.push_back("with GeGLU");
+  if (c.embedding_multiplier != 1.0f) {
+    parts.push_back(fmt::format("with its embedding times {}", c.embedding_multiplier));
+  }
   if (c.softmax == Softmax::kOffByOne) parts.push_back("with an off-by-one softmax");
   if (c.softmax == Softmax::kLearnable) parts.push_back("with learned attention sinks");
   if (parts.empty()) return std::string(ArchName(c.arch));
@@ -589,9 +593,18 @@ common::Status Validate(const ModelConfig& c) {
   if (c.other_glu() && c.arch != Arch::kLlama) {
     return common::InvalidArgument("{} is for a Llama model, whose FFN is gated: a GPT's is GELU or squared ReLU",
                                    c.quick_geglu ? "quick_geglu (--quick-geglu)"
+                                   : c.geglu      ? "geglu (--geglu)"
                                    : c.glu_linear_offset != 0 ? "glu_linear_offset (--glu-linear-offset)"
                                                               : "activation_func_clamp_value "
                                                                 "(--activation-func-clamp-value)");
+  }
+  if (c.quick_geglu && c.geglu) {
+    return common::InvalidArgument("quick_geglu (--quick-geglu) and geglu (--geglu) are two activations of a gated "
+                                   "FFN (quick GELU and GELU's tanh approximation): give one");
+  }
+  if (!(c.embedding_multiplier > 0 && std::isfinite(c.embedding_multiplier))) {
+    return common::InvalidArgument("embedding_multiplier (--embedding-multiplier) must be positive and finite, got {}",
+                                   c.embedding_multiplier);
   }
   if (!std::isfinite(c.glu_linear_offset)) {
     return common::InvalidArgument("glu_linear_offset (--glu-linear-offset) must be finite, got {}",
@@ -756,6 +769,8 @@ common::Json ToJson(const ModelConfig& c) {
   json["add_bias_linear"] = c.has_linear_bias();
   json["squared_relu"] = c.squared_relu;
   json["quick_geglu"] = c.quick_geglu;
+  json["geglu"] = c.geglu;
+  json["embedding_multiplier"] = c.embedding_multiplier;
   json["glu_linear_offset"] = c.glu_linear_offset;
   // Megatron's, null where there is none.
   json["activation_func_clamp_value"] = c.glu_clamp > 0 ? common::Json(c.glu_clamp) : common::Json(nullptr);
@@ -858,6 +873,10 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   if (json.contains("glu_linear_offset")) {
     SRUNWAY_ASSIGN_OR_RETURN(c.glu_linear_offset, common::JsonField<float>(json, "glu_linear_offset", where));
   }
+  // Nor geglu nor embedding_multiplier before 2026-12-07's last: SwiGLU, 1.
+  if (json.contains("embedding_multiplier")) {
+    SRUNWAY_ASSIGN_OR_RETURN(c.embedding_multiplier, common::JsonField<float>(json, "embedding_multiplier", where));
+  }
   if (json.contains("activation_func_clamp_value") && !json["activation_func_clamp_value"].is_null()) {
     SRUNWAY_ASSIGN_OR_RETURN(c.glu_clamp, common::JsonField<float>(json, "activation_func_clamp_value", where));
     if (!(c.glu_clamp > 0)) {
@@ -866,7 +885,7 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     }
   }
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
-                            std::pair{"quick_geglu", &c.quick_geglu},
+                            std::pair{"quick_geglu", &c.quick_geglu}, std::pair{"geglu", &c.geglu},
                             std::pair{"qk_layernorm", &c.qk_norm}, std::pair{"apply_layernorm_1p", &c.norm_1p},
                             std::pair{"rotary_interleaved", &c.rotary_interleaved}}) {
     if (json.contains(key)) {

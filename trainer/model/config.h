@@ -123,10 +123,14 @@ struct ModelConfig {
   bool squared_relu = false;
   // Llama only: the gated FFN's activation (ops/glu.h): quick GELU, x sigmoid(1.702 x), in place of SiLU (Megatron's
   // --quick-geglu), the offset added to up (--glu-linear-offset), and the clamp of gate and up before it
-  // (--activation-func-clamp-value; 0: none), gpt-oss's three.
+  // (--activation-func-clamp-value; 0: none), gpt-oss's three; or GELU's tanh approximation in place of SiLU (GeGLU,
+  // --geglu: Gemma's gelu_pytorch_tanh).
   bool quick_geglu = false;
   float glu_linear_offset = 0.0f;
   float glu_clamp = 0.0f;
+  bool geglu = false;
+  // The token embedding times it (--embedding-multiplier): Gemma's sqrt(d_model), Granite's embedding_multiplier.
+  float embedding_multiplier = 1.0f;
   // Each head's q and k through the model's norm (norm(): GPT's LayerNorm, Llama's RMSNorm) over its head_dim values,
   // with weights of their own shared by the heads, before RoPE: Megatron's --qk-layernorm, Qwen3's q_norm and k_norm.
   bool qk_norm = false;
@@ -160,9 +164,9 @@ struct ModelConfig {
   bool rope_turns(int layer) const { return rope_turns() && (no_rope.empty() || no_rope[layer] == 0); }
   bool windowed(int layer) const { return window >= 0 && (window_layers.empty() || window_layers[layer] != 0); }
   bool sinks() const { return softmax != Softmax::kVanilla; }
-  Glu glu() const { return {quick_geglu ? kQuickGeluAlpha : 1.0f, glu_linear_offset, glu_clamp}; }
+  Glu glu() const { return {quick_geglu ? kQuickGeluAlpha : 1.0f, glu_linear_offset, glu_clamp, geglu}; }
   // A gated FFN other than Llama's SwiGLU.
-  bool other_glu() const { return quick_geglu || glu_linear_offset != 0.0f || glu_clamp != 0.0f; }
+  bool other_glu() const { return quick_geglu || geglu || glu_linear_offset != 0.0f || glu_clamp != 0.0f; }
   // Biases on q, k and v: GPT's, and a Llama's with either of the above.
   bool has_qkv_bias() const { return arch == Arch::kGpt || qkv_bias || linear_bias; }
   // Biases on the other linear layers (the attention's output projection, the FFN's two): GPT's, and a Llama's with

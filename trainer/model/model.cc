@@ -248,7 +248,8 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   }
 
   needs(layout_.Embeddings());
-  ops_->EmbeddingForward(inputs_[0].data(), tokens_.as<int32_t>(), w_.wte, w_.wpe, B, T, C, docs_);
+  ops_->EmbeddingForward(inputs_[0].data(), tokens_.as<int32_t>(), w_.wte, w_.wpe, B, T, C,
+                         config_.embedding_multiplier, docs_);
   ops_->Dropout(inputs_[0].data(), NC, Site(0));
   for (int l = 0; l < c.n_layer; ++l) {
     needs(layout_.Layer(l));
@@ -428,7 +429,8 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     done(layout_.LayerPart(l, "norm1."));
   }
   ops_->Dropout(d_res_.data(), NC, Site(0));
-  ops_->EmbeddingBackward(g_.wte, g_.wpe, d_res_.data(), tokens_.as<int32_t>(), B, T, C, docs_);
+  ops_->EmbeddingBackward(g_.wte, g_.wpe, d_res_.data(), tokens_.as<int32_t>(), B, T, C,
+                          config_.embedding_multiplier, docs_);
   done(layout_.Embeddings());
 }
 

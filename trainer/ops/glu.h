@@ -1,7 +1,8 @@
 // A Llama's gated FFN activation, one formula for the CPU operation and the CUDA kernel (as rope_frequency.h's):
 // act(gate) * (up + offset) with act(x) = x sigmoid(alpha x), SwiGLU's SiLU (alpha 1) or the quick GELU of
-// Megatron's --quick-geglu (alpha 1.702), offset Megatron's --glu-linear-offset, and with its
-// --activation-func-clamp-value the gate clamped above at `clamp` and up to [-clamp, clamp] first (gpt-oss's).
+// Megatron's --quick-geglu (alpha 1.702), or GELU's tanh approximation (GeGLU: --geglu, Gemma's gelu_pytorch_tanh),
+// offset Megatron's --glu-linear-offset, and with its --activation-func-clamp-value the gate clamped above at
+// `clamp` and up to [-clamp, clamp] first (gpt-oss's). GELU's tanh approximation is GPT's activation too (GeluTanh).
 #pragma once
 
 #include <math.h>
@@ -16,10 +17,22 @@ namespace srunway::trainer {
 
 constexpr float kQuickGeluAlpha = 1.702f;  // Megatron's quick_gelu: x sigmoid(1.702 x)
 
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and its derivative.
+SRUNWAY_GLU_HOST_DEVICE inline float GeluTanh(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kCubic * x * x * x)));
+}
+SRUNWAY_GLU_HOST_DEVICE inline float GeluTanhGrad(float x) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
+  const float th = tanhf(kSqrt2OverPi * (x + kCubic * x * x * x));
+  return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+}
+
 struct Glu {
   float alpha = 1.0f;
   float offset = 0.0f;
   float clamp = 0.0f;  // 0: none
+  bool gelu = false;   // GELU (tanh) in place of x sigmoid(alpha x)
 };
 
 // The activation of one gate and up pair.
@@ -28,6 +41,7 @@ SRUNWAY_GLU_HOST_DEVICE inline float GluForward(const Glu& glu, float gate, floa
     gate = fminf(gate, glu.clamp);
     up = fminf(fmaxf(up, -glu.clamp), glu.clamp);
   }
+  if (glu.gelu) return GeluTanh(gate) * (up + glu.offset);
   const float sig = 1.0f / (1.0f + expf(-glu.alpha * gate));
   return gate * sig * (up + glu.offset);
 }
@@ -42,8 +56,13 @@ SRUNWAY_GLU_HOST_DEVICE inline void GluBackward(const Glu& glu, float gate, floa
     gate = fminf(gate, glu.clamp);
     up = fminf(fmaxf(up, -glu.clamp), glu.clamp);
   }
-  const float sig = 1.0f / (1.0f + expf(-glu.alpha * gate));
   const float linear = up + glu.offset;
+  if (glu.gelu) {
+    dgate = gate_passes ? d * linear * GeluTanhGrad(gate) : 0.0f;
+    dup = up_passes ? d * GeluTanh(gate) : 0.0f;
+    return;
+  }
+  const float sig = 1.0f / (1.0f + expf(-glu.alpha * gate));
   dgate = gate_passes ? d * linear * sig * (1.0f + glu.alpha * gate * (1.0f - sig)) : 0.0f;
   dup = up_passes ? d * gate * sig : 0.0f;
 }

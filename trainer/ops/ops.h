@@ -47,11 +47,12 @@ class Ops {
   // only; false where that changes nothing (the host computes in fp32 throughout). Before the first product.
   virtual bool KeepSplitKSumsFp32() { return false; }
 
-  // `docs` (ops/cpu/ops.h's Documents: several documents in a sequence) in device memory, as the tokens are.
+  // `docs` (ops/cpu/ops.h's Documents: several documents in a sequence) in device memory, as the tokens are;
+  // `scale` multiplies the token embedding (ModelConfig::embedding_multiplier).
   virtual void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T,
-                                int C, const Documents& docs) = 0;
+                                int C, float scale, const Documents& docs) = 0;
   virtual void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
-                                 int C, const Documents& docs) = 0;
+                                 int C, float scale, const Documents& docs) = 0;
   // The norms multiply by weight + weight_offset: 0, or 1 where the weights are stored as their difference from 1
   // (ModelConfig::norm_1p).
   virtual void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight,

@@ -1517,6 +1517,41 @@ TEST(GluTest, QuickGegluOffsetAndClampKeptInTheCheckpointsConfig) {
             "header: activation_func_clamp_value is 0, not positive (null: none)");
 }
 
+// --geglu and --embedding-multiplier (Gemma's): no parameter more, kept in the checkpoint's config (older checkpoints
+// lack them: SwiGLU, 1); --geglu beside --quick-geglu or for a GPT, and a multiplier not positive and finite, are
+// refused.
+TEST(GluTest, GegluAndEmbeddingMultiplierKeptInTheCheckpointsConfig) {
+  const ModelConfig plain = *Preset("llama-tiny");
+  ModelConfig gemma = plain;
+  gemma.geglu = true;
+  gemma.embedding_multiplier = 8.0f;
+  EXPECT_EQ(ParamLayout(gemma).numel(), ParamLayout(plain).numel());
+  EXPECT_EQ(ModelKind(gemma), "llama with GeGLU, with its embedding times 8");
+  EXPECT_TRUE(gemma.glu().gelu);
+  EXPECT_FALSE(plain.glu().gelu);
+  ModelConfig geglu = plain;
+  geglu.geglu = true;
+  ExpectKeptInHeader(geglu, plain, "geglu");
+  ModelConfig scaled = plain;
+  scaled.embedding_multiplier = 45.25f;
+  ExpectKeptInHeader(scaled, plain, "embedding_multiplier", "is 45.25 in the checkpoint and 1.0 here");
+
+  ModelConfig both = gemma;
+  both.quick_geglu = true;
+  EXPECT_EQ(Validate(both).message(), "quick_geglu (--quick-geglu) and geglu (--geglu) are two activations of a gated "
+                                      "FFN (quick GELU and GELU's tanh approximation): give one");
+  ModelConfig gpt = *Preset("gpt-tiny");
+  gpt.geglu = true;
+  EXPECT_EQ(Validate(gpt).message(), "geglu (--geglu) is for a Llama model, whose FFN is gated: a GPT's is GELU or "
+                                     "squared ReLU");
+  for (const float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity()}) {
+    ModelConfig multiplier = plain;
+    multiplier.embedding_multiplier = bad;
+    EXPECT_EQ(Validate(multiplier).message(),
+              fmt::format("embedding_multiplier (--embedding-multiplier) must be positive and finite, got {}", bad));
+  }
+}
+
 // --finetune into a longer context: the settings of the positions' reach come from the checkpoint's model, and
 // nothing else does; a learned position table's length is its parameters' shape, so a GPT's seq_len stays.
 TEST(WithPositionsOfTest, TakesTheReachOfThePositionsAndNothingElse) {

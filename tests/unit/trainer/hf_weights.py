@@ -173,7 +173,7 @@ def hf_longrope(dim, theta, rs, T, original):
 
 
 def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, sliding_window=None, window_layers=None,
-               partial=1.0, original=None, interleaved=False):
+               partial=1.0, original=None, interleaved=False, gemma=False):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
     llama3, linear or yarn, with max_position_embeddings SEQ), grouped KV heads repeated, SwiGLU, RMSNorm;
     Phi3ForCausalLM's with `partial` (partial_rotary_factor): RoPE over each head's first int(hd * partial) values,
@@ -183,18 +183,23 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
     the turned pairs (2i, 2i + 1), cos and sin's first half each repeated in place (GLM's apply_rotary_pos_emb and
     rotate_half; its fused gate and up: glm_weights); MistralForCausalLM's with a `sliding_window` (transformers'
     mask: query i sees key j where i - window < j <= i; in the layers `window_layers` marks 1, all if None, as Qwen2's
-    and Qwen3's layer_types); Qwen2ForCausalLM's where q, k and v have biases; Qwen3ForCausalLM's where q_norm and k_norm are (each head's q and k RMS-normed, before RoPE); any other
-    linear layer's bias where `sd` has it (attention_bias, mlp_bias)."""
+    and Qwen3's layer_types); Qwen2ForCausalLM's where q, k and v have biases; Qwen3ForCausalLM's where q_norm and
+    k_norm are (each head's q and k RMS-normed, before RoPE); any other linear layer's bias where `sd` has it
+    (attention_bias, mlp_bias); GemmaForCausalLM's with `gemma`: the embedding times sqrt(hidden_size) (its
+    GemmaTextScaledWordEmbedding), RMSNorms times 1 + weight (GemmaRMSNorm) and GELU's tanh approximation in place of
+    SiLU (hidden_act gelu_pytorch_tanh)."""
     B, T = tokens.shape
     hd = sd["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEADS  # head_dim
 
     def rms(x, w):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1 + w if gemma else w)
 
     def norm(x, name):  # StableLM's LayerNorms where `sd` has their biases, else RMSNorm
         if name + ".bias" in sd:
             return F.layer_norm(x, (x.shape[-1],), sd[name + ".weight"], sd[name + ".bias"], eps)
         return rms(x, sd[name + ".weight"])
+
+    act = (lambda g: F.gelu(g, approximate="tanh")) if gemma else F.silu  # noqa: E731
 
     def rotate_half(x):
         half = x.shape[-1] // 2
@@ -218,6 +223,8 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
         i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
         windowed &= j > i - sliding_window
     x = sd["model.embed_tokens.weight"][tokens]
+    if gemma:
+        x = x * torch.tensor(C ** 0.5)
     for l in range(LAYERS):
         p = f"model.layers.{l}."
         causal = windowed if window_layers is None or window_layers[l] else full
@@ -240,7 +247,7 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
 
         x = x + linear((att @ v).transpose(1, 2).reshape(B, T, HEADS * hd), "self_attn.o_proj")
         m = norm(x, p + "post_attention_layernorm")
-        x = x + linear(F.silu(linear(m, "mlp.gate_proj")) * linear(m, "mlp.up_proj"), "mlp.down_proj")
+        x = x + linear(act(linear(m, "mlp.gate_proj")) * linear(m, "mlp.up_proj"), "mlp.down_proj")
     x = norm(x, "model.norm")
     head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])
     return F.cross_entropy((x @ head.T).reshape(-1, VOCAB), targets.reshape(-1))
@@ -288,10 +295,14 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
         theta = model["rope_theta"]
         hd = ours["layers.0.qkv.weight"].shape[0] // (HEADS + 2 * (KV if llama else HEADS))
         rotary_dim = int(hd * model["rotary_percent"]) if model.get("rotary_percent", 1) != 1 else None
+    model = model or {}
     return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, theta,
                       scaling=scaling, window=window, window_layers=window_layers, rotary_dim=rotary_dim,
-                      interleaved=model.get("rotary_interleaved", False) if model else False,
-                      rmsnorm=model["normalization"] == "RMSNorm" if model else None).item(), err
+                      interleaved=model.get("rotary_interleaved", False),
+                      rmsnorm=model["normalization"] == "RMSNorm" if model else None,
+                      quick=("gelu", 0.0, None) if model.get("geglu") else None,
+                      embed_scale=model.get("embedding_multiplier", 1.0),
+                      norm_1p=model.get("apply_layernorm_1p", False)).item(), err
 
 
 def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=None):
@@ -770,6 +781,78 @@ def check_stablelm(gen, tokens, targets):
                  r"no interleaved RoPE \(--rotary-interleaved\): --export writes this model's weights$")
 
 
+def check_gemma(gen, tokens, targets):
+    """Gemma (Gemma 1's GemmaForCausalLM: a Llama with GeGLU, its embedding times sqrt(hidden_size), norms times
+    1 + weight as its files store them, heads of their own width, the head tied): its config.json loads to Hugging
+    Face's loss, as a Llama with --geglu, --embedding-multiplier and --apply-layernorm-1p; the same file for a model
+    without them is refused; --export-hf writes such a model as Gemma, which loads back; an activation that
+    transformers 4 and 5 read apart, and what Gemma lacks, are refused."""
+    folder = os.path.join(WORK, "gemma")
+    os.makedirs(folder, exist_ok=True)
+    hd = 2 * C // HEADS  # as Gemma 7B's heads, wider than hidden / heads
+    # Gemma's files hold its norms' weights less 1 (GemmaRMSNorm multiplies by 1 + weight), and no lm_head.
+    sd = {k: v - 1 if k.endswith("norm.weight") else v for k, v in llama_weights(gen, tied=True, hd=hd).items()}
+    save(os.path.join(folder, "model.safetensors"), sd)
+    config = {"model_type": "gemma", "architectures": ["GemmaForCausalLM"], "num_hidden_layers": LAYERS,
+              "hidden_size": C, "num_attention_heads": HEADS, "num_key_value_heads": KV, "head_dim": hd,
+              "intermediate_size": FFN, "max_position_embeddings": SEQ, "vocab_size": VOCAB, "rms_norm_eps": 1e-5,
+              "rope_theta": 10000.0, "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
+              "attention_bias": False, "tie_word_embeddings": True}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    reference = llama_loss(sd, tokens, targets, gemma=True).item()
+    plain = llama_loss({k: v + 1 if k.endswith("norm.weight") else v for k, v in sd.items()}, tokens, targets).item()
+    check("Gemma's GeGLU, scaled embedding and 1 + weight norms change Hugging Face's loss here",
+          abs(reference - plain) > 1e-3, f"{reference:.6f} as Gemma, {plain:.6f} as a Llama", always=True)
+    compare("Gemma from its config.json (--use-checkpoint-args)", folder, ["--use-checkpoint-args"], reference, tokens,
+            targets, True, "header")
+    gemma_flags = ["--preset", "llama-tiny", "--kv-channels", str(hd), "--geglu", "--embedding-multiplier",
+                   str(C ** 0.5)]
+    compare("Gemma with --geglu --embedding-multiplier 8 (norms whole)", folder, gemma_flags, reference, tokens,
+            targets, True, "header")
+    compare("Gemma with --apply-layernorm-1p too", folder, [*gemma_flags, "--apply-layernorm-1p"], reference, tokens,
+            targets, True, "header")
+    expect_error("a Gemma file for a Llama without GeGLU", ["--preset", "llama-tiny", "--kv-channels", str(hd),
+                 "--load", folder, "--finetune"], 1,
+                 r"gemma/model\.safetensors holds a Gemma model \(the config\.json beside it\), whose FFN is GeGLU and "
+                 r"whose embedding is times 8, and this run's model is a llama \(--geglu --embedding-multiplier 8, or "
+                 r"--use-checkpoint-args\)$")
+    out = os.path.join(WORK, "hf-gemma")
+    rc, err, written, exported = export_hf(folder, out)
+    check("--export-hf of a Llama with GeGLU: Gemma's config.json and tensors",
+          rc == 0 and written.get("model_type") == "gemma" and written.get("architectures") == ["GemmaForCausalLM"]
+          and written.get("head_dim") == hd and written.get("hidden_act") == "gelu_pytorch_tanh" and
+          written.get("hidden_activation") == "gelu_pytorch_tanh" and written.get("tie_word_embeddings") is False
+          and torch.equal(exported.get("model.norm.weight", torch.ones(1)), sd["model.norm.weight"]),
+          f"exit {rc}, {written}, {list(exported)[:6]} {err.strip()[-300:]}")
+    if rc == 0:
+        loss = llama_loss(exported, tokens, targets, gemma=True).item()
+        check("--export-hf of a Llama with GeGLU: Hugging Face's loss", abs(loss - reference) <= 1e-5,
+              f"{loss:.6f} vs {reference:.6f}")
+        compare("--export-hf of a Llama with GeGLU loaded back", out, ["--use-checkpoint-args"], reference, tokens,
+                targets, True, "header")
+    for key, value, pattern in (
+            ("hidden_act", "gelu", r"hidden_act is gelu and hidden_activation gelu_pytorch_tanh: transformers 5's Gemma "
+             r"takes the first, 4's the second; give them one value$"),
+            ("hidden_activation", "gelu", r"hidden_act is gelu_pytorch_tanh and hidden_activation gelu: "),
+            ("use_bidirectional_attention", True, r"use_bidirectional_attention is true: srunway-train's gemma has "
+             r"false$")):
+        refused_config("Gemma", folder, config, key, value, pattern)
+    refused_config("Gemma", folder, {**config, "hidden_activation": "gelu"}, "hidden_act", "gelu",
+                   r"hidden_act is gelu: srunway-train's gemma has GELU's tanh approximation \(gelu_pytorch_tanh\)$")
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)
+    for flags, pattern in (
+            (["--geglu", "--embedding-multiplier", "2"], r"transformers' Gemma, the Llama with GeGLU \(--geglu\), has "
+             r"no embedding multiplier but the square root of its width \(--embedding-multiplier\)"),
+            (["--geglu", "--embedding-multiplier", "8", "--rotary-percent", "0.5"], r"has no RoPE over part of each "
+             r"head or in interleaved pairs"),
+            (["--embedding-multiplier", "8"], r"transformers' Llama takes its embedding as it is, and this model's "
+             r"times 8 \(--embedding-multiplier; Gemma's, with --geglu, is the square root of its width\)")):
+        expect_error(f"--export-hf of a Llama with {' '.join(flags)}",
+                     ["--preset", "llama-tiny", *flags, "--export-hf", os.path.join(WORK, "hf-gemma-no")], 1, pattern)
+
+
 def glm_weights(sd):
     """A Llama's state dict as GLM's: gate and up stacked in gate_up_proj."""
     out = dict(sd)
@@ -1074,6 +1157,7 @@ def main():
     check_qwen3(gen, tokens, targets, llama)
     check_llama_biases(gen, tokens, targets, llama)
     check_tied_head(gen, tokens, targets, llama, llama_config)
+    check_gemma(gen, tokens, targets)
 
     # Attention scaled otherwise than ours: refused by name (once read silently as ours).
     for key, value in (("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True)):

@@ -217,8 +217,8 @@ TEST(DocumentPositionsTest, StartAgainInEachDocument) {
   std::vector<int32_t> tokens(T, 1);
   std::vector<float> wte(2 * C, 0.0f), wpe(T * C), out(T * C), dwte(2 * C, 0.0f), dwpe(T * C, 0.0f), dout(T * C, 1.0f);
   for (size_t i = 0; i < wpe.size(); ++i) wpe[i] = static_cast<float>(i);
-  cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), 1, T, C, docs);
-  cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), 1, T, C, docs);
+  cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), 1, T, C, 1.0f, docs);
+  cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), 1, T, C, 1.0f, docs);
   for (int t = 0; t < T; ++t) EXPECT_EQ(out[t * C], static_cast<float>(positions[t] * C)) << "row " << t;
   for (int p = 0; p < T; ++p) {
     const int uses = (p < kStart ? 1 : 0) + (p < T - kStart ? 1 : 0);

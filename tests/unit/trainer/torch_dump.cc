@@ -198,6 +198,8 @@ void DumpOps(const fs::path& dir) {
   glu_case("swiglu.safetensors", {});
   // Megatron's --quick-geglu with gpt-oss's offset and a clamp that some inputs pass.
   glu_case("quick_geglu.safetensors", {kQuickGeluAlpha, 1.0f, 1.5f});
+  // GeGLU (--geglu, Gemma's), with an offset and a clamp as the other.
+  glu_case("geglu.safetensors", {.offset = 0.5f, .clamp = 1.5f, .gelu = true});
   {
     Case c;
     const int V = 50;
@@ -212,7 +214,8 @@ void DumpOps(const fs::path& dir) {
     cpu::SoftmaxCrossEntropyBackward(dlogits.data(), targets.data(), N, V, 1.0f / N);
     c.Write(dir / "cross_entropy.safetensors");
   }
-  {
+  // The embedding, and with the token embedding times 2.5 (--embedding-multiplier).
+  for (const float scale : {1.0f, 2.5f}) {
     Case c;
     const int B = 2, T = 5, V = 11, E = 8;
     auto& token_values = c.Zeros("tokens", {B, T});
@@ -223,9 +226,9 @@ void DumpOps(const fs::path& dir) {
     auto& out = c.Zeros("out", {B, T, E});
     auto& dwte = c.Zeros("dwte", {V, E});
     auto& dwpe = c.Zeros("dwpe", {T, E});
-    cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, E);
-    cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, E);
-    c.Write(dir / "embedding.safetensors");
+    cpu::EmbeddingForward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, E, scale);
+    cpu::EmbeddingBackward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, E, scale);
+    c.Write(dir / (scale == 1.0f ? "embedding.safetensors" : "embedding_scaled.safetensors"));
   }
   {
     Case c;
@@ -277,6 +280,7 @@ struct Variant {
   int window_skip = 0;              // every Nth layer attends to every key (--window-attn-skip-freq N)
   Softmax softmax = Softmax::kVanilla;  // --softmax-type
   bool quick_geglu = false;             // --quick-geglu --glu-linear-offset 1 --activation-func-clamp-value 0.1
+  bool gemma = false;  // --geglu --embedding-multiplier 8 --apply-layernorm-1p (Gemma's: 8 the root of the width 64)
   bool yarn = false;  // YaRN, 4x over 64 original positions (--position-embedding-type yarn, --yarn-*)
   bool longrope = false;  // LongRoPE, Phi-3's, over 16 original positions (a factor per pair, q and k times 1.2)
 };
@@ -305,6 +309,11 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                .long_factor = {1.0f, 1.5f, 2.0f, 3.0f, 5.0f, 8.0f, 13.0f, 21.0f},
                                .original_positions = 16, .attention_factor = 1.2f};
   }
+  if (variant.gemma) {
+    config.geglu = true;
+    config.embedding_multiplier = 8.0f;
+    config.norm_1p = true;
+  }
   if (variant.quick_geglu) {  // a clamp that the tiny model's FFN inputs (about 0.16 apart) cross
     config.quick_geglu = true;
     config.glu_linear_offset = 1.0f;
@@ -327,7 +336,8 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (variant.window >= 0 ? fmt::format("-window{}", variant.window) : "") +
                                   (variant.window_skip > 0 ? fmt::format("-skip{}", variant.window_skip) : "") +
                                   (config.sinks() ? fmt::format("-{}", SoftmaxName(config.softmax)) : "") +
-                                  (variant.quick_geglu ? "-quick-geglu" : "") + (variant.yarn ? "-yarn" : "") + (variant.longrope ? "-longrope" : "") +
+                                  (variant.quick_geglu ? "-quick-geglu" : "") + (variant.gemma ? "-gemma" : "") +
+                                  (variant.yarn ? "-yarn" : "") + (variant.longrope ? "-longrope" : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -407,6 +417,7 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.softmax = srunway::trainer::Softmax::kOffByOne});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.1f, {.softmax = srunway::trainer::Softmax::kLearnable});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.quick_geglu = true});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.gemma = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.yarn = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.1f, {.linear_bias = true});
   return 0;

@@ -91,14 +91,16 @@ def glu(h, quick=None):
     """A Llama's gated FFN activation of h = [gate | up]: SwiGLU, or with quick = (alpha, offset, clamp) Megatron's
     glu with --quick-geglu (quick_gelu(x) = x sigmoid(alpha x)), --glu-linear-offset and
     --activation-func-clamp-value (gate clamped above, up on both sides; PyTorch's clamp passes gradients within the
-    bounds, ends included)."""
+    bounds, ends included; None: none); alpha "gelu" is GeGLU (--geglu: GELU's tanh approximation, Gemma's)."""
     gate, up = h.chunk(2, dim=-1)
     if quick is None:
         return F.silu(gate) * up
     alpha, offset, clamp = quick
-    gate = gate.clamp(max=clamp)
-    up = up.clamp(min=-clamp, max=clamp)
-    return gate * torch.sigmoid(alpha * gate) * (up + offset)
+    if clamp is not None:
+        gate = gate.clamp(max=clamp)
+        up = up.clamp(min=-clamp, max=clamp)
+    act = F.gelu(gate, approximate="tanh") if alpha == "gelu" else gate * torch.sigmoid(alpha * gate)
+    return act * (up + offset)
 
 
 def llama3_inv_freq(inv_freq, scaling):
@@ -254,10 +256,13 @@ def check_ops(d):
     check_op("swiglu", t, ["inp"], swiglu, ["out"], [("dinp", "inp")])
     t = load(f"{d}/quick_geglu.safetensors")
     check_op("quick_geglu", t, ["inp"], lambda p: glu(p["inp"], (1.702, 1.0, 1.5)), ["out"], [("dinp", "inp")])
-    t = load(f"{d}/embedding.safetensors")
-    tokens = t["tokens"].long()
-    check_op("embedding", t, ["wte", "wpe"], lambda p: p["wte"][tokens] + p["wpe"][None, :, :],
-             ["out"], [("dwte", "wte"), ("dwpe", "wpe")])
+    t = load(f"{d}/geglu.safetensors")
+    check_op("geglu", t, ["inp"], lambda p: glu(p["inp"], ("gelu", 0.5, 1.5)), ["out"], [("dinp", "inp")])
+    for name, scale in (("embedding", 1.0), ("embedding_scaled", 2.5)):
+        t = load(f"{d}/{name}.safetensors")
+        tokens = t["tokens"].long()
+        check_op(name, t, ["wte", "wpe"], lambda p: scale * p["wte"][tokens] + p["wpe"][None, :, :],
+                 ["out"], [("dwte", "wte"), ("dwpe", "wpe")])
     t = load(f"{d}/residual.safetensors")
     check_op("residual", t, ["a", "b"], lambda p: p["a"] + p["b"], ["out"], [("da", "a"), ("db", "b")])
     t = load(f"{d}/cross_entropy.safetensors")
@@ -273,7 +278,7 @@ def check_ops(d):
 
 def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False,
                rmsnorm=None, rotary_dim=None, interleaved=False, rope=True, no_rope=None, window=None,
-               window_layers=None, off_by_one=False, quick=None):
+               window_layers=None, off_by_one=False, quick=None, embed_scale=1.0, norm_1p=False):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
     scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU;
     rmsnorm: the norms are RMSNorm (None: the architecture's own, Llama's RMSNorm, GPT's LayerNorm with biases);
@@ -282,7 +287,9 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     no_rope: 1 for each layer that skips RoPE (Megatron's --no-rope-freq), or None; window: each query attends to
     itself and this many keys before it (--window-size window,0), in the layers window_layers marks 1 (all if None);
     off_by_one: attention's softmax has a sink of score 0 (--softmax-type off-by-one); where p has
-    layers.L.softmax_offset, the sinks' scores are those (learnable); quick: a Llama's FFN activation (glu()).
+    layers.L.softmax_offset, the sinks' scores are those (learnable); quick: a Llama's FFN activation (glu());
+    embed_scale: the token embedding times it (--embedding-multiplier); norm_1p: the norms multiply by 1 + weight
+    (--apply-layernorm-1p).
     Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
@@ -292,15 +299,16 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     def drop(x, site):
         return x if masks is None else x * masks[site]
 
-    x = p["wte"][tokens]
+    x = embed_scale * p["wte"][tokens]
     if "wpe" in p:
         x = x + p["wpe"][:T][None]
     x = drop(x, 0)
 
     def norm(x, prefix):
+        weight = p[prefix + ".weight"] + (1 if norm_1p else 0)
         if llama if rmsnorm is None else rmsnorm:
-            return rms_norm(x, p[prefix + ".weight"], eps)
-        return F.layer_norm(x, (x.shape[-1],), p[prefix + ".weight"], p[prefix + ".bias"], eps)
+            return rms_norm(x, weight, eps)
+        return F.layer_norm(x, (x.shape[-1],), weight, p[prefix + ".bias"], eps)
 
     def qk_norm(qkv, pre):
         q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
@@ -335,7 +343,8 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
 
 
 def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False,
-               rope=True, no_rope=None, window=None, window_layers=None, off_by_one=False, quick=None, scaling=None):
+               rope=True, no_rope=None, window=None, window_layers=None, off_by_one=False, quick=None, scaling=None,
+               embed_scale=1.0, norm_1p=False):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
@@ -345,7 +354,7 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, scaling,
                       squared_relu=squared_relu, rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved,
                       rope=rope, no_rope=no_rope, window=window, window_layers=window_layers, off_by_one=off_by_one,
-                      quick=quick)
+                      quick=quick, embed_scale=embed_scale, norm_1p=norm_1p)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -418,6 +427,9 @@ def main():
     # Megatron's --quick-geglu --glu-linear-offset 1 --activation-func-clamp-value 0.1 (gpt-oss's activation, with a
     # clamp the tiny model's FFN inputs cross both ways).
     check_step(work, "llama-tiny-quick-geglu", True, 2, 4, 2, quick=(1.702, 1.0, 0.1))
+    # Gemma's Llama: --geglu, --embedding-multiplier 8 (the square root of its 64 wide hidden state) and
+    # --apply-layernorm-1p (norms times 1 + weight, as Gemma's RMSNorm).
+    check_step(work, "llama-tiny-gemma", True, 2, 4, 2, quick=("gelu", 0.0, None), embed_scale=8.0, norm_1p=True)
     # Megatron's --position-embedding-type yarn --yarn-rotary-scaling-factor 4 --yarn-original-max-position-embeddings
     # 64: YaRN's ramp over the head's pairs 0 to 3, q and k times 1.139.
     check_step(work, "llama-tiny-yarn", True, 2, 4, 2,
@@ -428,11 +440,12 @@ def main():
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the twenty-four training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+    print("every op and the twenty-six training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
           "other's norms; Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer "
           "only; both without positions; both with a sliding window, the Llama's in its first layer only; GPT with an "
-          "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU, Llama with YaRN, Llama "
+          "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU, Llama as Gemma's (GeGLU, its "
+          "embedding scaled, norms 1 + weight), Llama with YaRN, with LongRoPE, Llama "
           "with every bias and dropout) match PyTorch")
 
 

@@ -1305,13 +1305,34 @@ rm -rf "$kWork/geglu" "$kWork/geglu.jsonl"
 "$kTrain" --preset llama-tiny --quick-geglu --dry-run >"$kWork/out" 2>&1
 grep -q "^model llama with quick GEGLU (2 layers" "$kWork/out" ||
   fail "--preset llama-tiny --quick-geglu: $(head -1 "$kWork/out")"
-expect_exit 2 "error: --swiglu and --quick-geglu are two activations of a gated FFN \(SiLU and quick GELU\): give one$" \
+expect_exit 2 "error: --swiglu, --quick-geglu and --geglu are three activations of a gated FFN \(SiLU, quick GELU and GELU\): give one$" \
   "$kTrain" --mock-data "${llama[@]}" --quick-geglu
 expect_exit 2 "error: quick_geglu \(--quick-geglu\) is for a Llama model, whose FFN is gated: a GPT's is GELU or squared ReLU$" \
   "$kTrain" --mock-data --preset gpt-tiny --quick-geglu
 expect_exit 2 "error: glu_linear_offset \(--glu-linear-offset\) is for a Llama model" "$kTrain" --mock-data \
   --glu-linear-offset 1
 expect_exit 2 "--activation-func-clamp-value" "$kTrain" --mock-data --preset llama-tiny --activation-func-clamp-value 0
+# --geglu and --embedding-multiplier (Gemma's Llama): in Llama's set --geglu takes --swiglu's place, and alone it
+# changes a --preset's Llama; both change the model, its checkpoint keeps them and a resume without them is refused
+# naming them; --geglu beside --quick-geglu or for a GPT, and a multiplier not above 0, are refused.
+"$kTrain" "${llama[@]/--swiglu/--geglu}" --embedding-multiplier 8 --seq-length 32 --micro-batch-size 2 --mock-data \
+  --train-steps 2 --metrics-file "$kWork/gemma.jsonl" --save "$kWork/gemma" >"$kWork/out" 2>"$kWork/err" ||
+  fail "--geglu in Llama's set: $(cat "$kWork/err")"
+losses_differ "$kWork/gemma.jsonl" "$kWork/unscaled.jsonl" ||
+  fail "--geglu --embedding-multiplier 8 trained the model without them: $(losses "$kWork/gemma.jsonl")"
+grep -q "model llama with GeGLU, with its embedding times 8 (2 layers" "$kWork/err" ||
+  fail "--geglu's model: $(grep model "$kWork/err")"
+expect_exit 1 "geglu is true in the checkpoint and false here; embedding_multiplier is 8.0 in the checkpoint and 1.0 here" \
+  "$kTrain" "${llama[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/gemma"
+rm -rf "$kWork/gemma" "$kWork/gemma.jsonl"
+"$kTrain" --preset llama-tiny --geglu --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama with GeGLU (2 layers" "$kWork/out" || fail "--preset llama-tiny --geglu: $(head -1 "$kWork/out")"
+expect_exit 2 "error: --swiglu, --quick-geglu and --geglu are three activations" "$kTrain" --mock-data \
+  --preset llama-tiny --quick-geglu --geglu
+expect_exit 2 "error: geglu \(--geglu\) is for a Llama model, whose FFN is gated: a GPT's is GELU or squared ReLU$" \
+  "$kTrain" --mock-data --preset gpt-tiny --geglu
+expect_exit 2 "--embedding-multiplier: 0 is not above 0" "$kTrain" --mock-data --preset llama-tiny \
+  --embedding-multiplier 0
 # Megatron's --position-embedding-type yarn (gpt-oss's RoPE) with its --yarn-* flags: in Llama's set it takes rope's
 # place, and alone it changes a --preset's Llama; it changes the model, its checkpoint keeps its numbers, a resume
 # without them is refused naming them and --use-checkpoint-args takes them; a GPT, --yarn-* without it, and YaRN

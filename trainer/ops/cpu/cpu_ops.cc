@@ -21,12 +21,12 @@ class CpuOps : public Ops {
   common::Status TakeError() override { return common::Status::Ok(); }
 
   void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T, int C,
-                        const Documents& docs) override {
-    cpu::EmbeddingForward(F(out), tokens, F(wte), F(wpe), B, T, C, docs);
+                        float scale, const Documents& docs) override {
+    cpu::EmbeddingForward(F(out), tokens, F(wte), F(wpe), B, T, C, scale, docs);
   }
   void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T, int C,
-                         const Documents& docs) override {
-    cpu::EmbeddingBackward(dwte, dwpe, F(dout), tokens, B, T, C, docs);
+                         float scale, const Documents& docs) override {
+    cpu::EmbeddingBackward(dwte, dwpe, F(dout), tokens, B, T, C, scale, docs);
   }
   void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
                         int N, int C, float eps, float weight_offset) override {

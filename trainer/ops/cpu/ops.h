@@ -21,11 +21,12 @@ struct Documents {
   const int32_t* starts = nullptr;
 };
 
-// embedding.cc: out[b,t,:] = wte[token] (+ wpe[position] when wpe is not null; position t, or docs.positions').
+// embedding.cc: out[b,t,:] = scale wte[token] (+ wpe[position] when wpe is not null; position t, or
+// docs.positions'); `scale` is ModelConfig::embedding_multiplier.
 void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C,
-                      const Documents& docs = {});
+                      float scale, const Documents& docs = {});
 void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C,
-                       const Documents& docs = {});
+                       float scale, const Documents& docs = {});
 
 // layernorm.cc: LayerNorm over the last dimension, times weight + weight_offset (1 where the weights are stored as
 // their difference from 1, Megatron's --apply-layernorm-1p; else 0); mean and rstd ([N]) are saved for the backward.

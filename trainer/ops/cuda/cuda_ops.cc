@@ -67,13 +67,13 @@ class CudaOps : public Ops {
   }
 
   void EmbeddingForward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int B, int T, int C,
-                        const Documents& docs) override {
-    Check(cuda::EmbeddingForward(H(out), tokens, docs.positions, H(wte), H(wpe), B, T, C, stream_),
+                        float scale, const Documents& docs) override {
+    Check(cuda::EmbeddingForward(H(out), tokens, docs.positions, H(wte), H(wpe), B, T, C, scale, stream_),
           "embedding forward");
   }
   void EmbeddingBackward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T, int C,
-                         const Documents& docs) override {
-    Check(cuda::EmbeddingBackward(dwte, dwpe, H(dout), tokens, docs.positions, B, T, C, stream_),
+                         float scale, const Documents& docs) override {
+    Check(cuda::EmbeddingBackward(dwte, dwpe, H(dout), tokens, docs.positions, B, T, C, scale, stream_),
           "embedding backward");
   }
   void LayerNormForward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,

@@ -1,26 +1,19 @@
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as ops/cpu/gelu.cc.
 #include "trainer/ops/cuda/common.cuh"
+#include "trainer/ops/glu.h"
 
 namespace srunway::trainer::cuda {
 namespace {
 
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kCubic = 0.044715f;
-
 __global__ void GeluForwardKernel(bf16* out, const bf16* inp, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const float x = Load(inp, i);
-    Store(out, i, 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kCubic * x * x * x))));
+    Store(out, i, GeluTanh(Load(inp, i)));
   }
 }
 
 __global__ void GeluBackwardKernel(bf16* dinp, const bf16* inp, const bf16* dout, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const float x = Load(inp, i);
-    const float th = tanhf(kSqrt2OverPi * (x + kCubic * x * x * x));
-    const float sech2 = 1.0f - th * th;
-    const float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
-    Store(dinp, i, grad * Load(dout, i));
+    Store(dinp, i, GeluTanhGrad(Load(inp, i)) * Load(dout, i));
   }
 }
 

@@ -35,13 +35,13 @@ int SumOfSquares(double* total, double* partials, const float* values, int64_t n
 // norm.cu: *total = how many of n values are zero (+0 or -0), counted as SumOfSquares sums (into as many partials).
 int CountZeros(double* total, double* partials, const float* values, int64_t n, Stream stream);
 
-// embedding.cu: out[b,t,:] = wte[token] (+ wpe[position] when wpe is not null; position t, or positions[b,t] where
+// embedding.cu: out[b,t,:] = scale wte[token] (+ wpe[position] when wpe is not null; position t, or positions[b,t] where
 // it is not null: several documents in a sequence, ops/cpu/ops.h's Documents); the backward adds into fp32 dwte
 // (atomically: rows of repeated tokens meet in any order) and dwpe (in batch order; atomically with positions).
 int EmbeddingForward(bf16* out, const int32_t* tokens, const int32_t* positions, const bf16* wte, const bf16* wpe,
-                     int B, int T, int C, Stream stream);
+                     int B, int T, int C, float scale, Stream stream);
 int EmbeddingBackward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, const int32_t* positions,
-                      int B, int T, int C, Stream stream);
+                      int B, int T, int C, float scale, Stream stream);
 
 // gelu.cu: GELU, tanh approximation; the backward writes dinp.
 int GeluForward(bf16* out, const bf16* inp, int64_t n, Stream stream);
