@@ -814,25 +814,19 @@ common::Status WindowLayersFromHuggingFace(const common::Json& json, const std::
 
 namespace {
 
-// A Gemma's FFN activation: transformers 5's GemmaMLP takes hidden_act, 4's hidden_activation (ignoring hidden_act),
-// each GELU's tanh approximation (gelu_pytorch_tanh) where not given. One that differs between them, or another
-// function, is refused.
+// A Gemma's FFN activation, GELU's tanh approximation: transformers 4's GemmaMLP takes hidden_activation (that
+// unless given) and ignores hidden_act, transformers 5's takes hidden_act. Gemma 1's configs label it "gelu" there,
+// from before transformers took it as the approximation the model was trained with (as Megatron-Bridge reads it too);
+// taken as it. Another function in either is refused.
 common::Status GemmaActivation(const common::Json& json, const std::string& where) {
-  std::string act[2];
-  for (int i = 0; i < 2; ++i) {
-    const char* key = i == 0 ? "hidden_act" : "hidden_activation";
-    act[i] = "gelu_pytorch_tanh";
-    if (Given(json, key)) {
-      SRUNWAY_ASSIGN_OR_RETURN(act[i], common::JsonField<std::string>(json, key, where));
+  for (const char* key : {"hidden_act", "hidden_activation"}) {
+    if (!Given(json, key)) continue;
+    SRUNWAY_ASSIGN_OR_RETURN(const std::string act, common::JsonField<std::string>(json, key, where));
+    const bool legacy = act == "gelu" && std::string_view(key) == "hidden_act";
+    if (act != "gelu_pytorch_tanh" && act != "gelu_new" && !legacy) {
+      return common::FailedPrecondition("{}: {} is {}: srunway-train's gemma has GELU's tanh approximation "
+                                        "(gelu_pytorch_tanh)", where, key, act);
     }
-  }
-  if (act[0] != act[1]) {
-    return common::FailedPrecondition("{}: hidden_act is {} and hidden_activation {}: transformers 5's Gemma takes "
-                                      "the first, 4's the second; give them one value", where, act[0], act[1]);
-  }
-  if (act[0] != "gelu_pytorch_tanh" && act[0] != "gelu_new") {
-    return common::FailedPrecondition("{}: hidden_act is {}: srunway-train's gemma has GELU's tanh approximation "
-                                      "(gelu_pytorch_tanh)", where, act[0]);
   }
   return common::Status::Ok();
 }

@@ -785,8 +785,8 @@ def check_gemma(gen, tokens, targets):
     """Gemma (Gemma 1's GemmaForCausalLM: a Llama with GeGLU, its embedding times sqrt(hidden_size), norms times
     1 + weight as its files store them, heads of their own width, the head tied): its config.json loads to Hugging
     Face's loss, as a Llama with --geglu, --embedding-multiplier and --apply-layernorm-1p; the same file for a model
-    without them is refused; --export-hf writes such a model as Gemma, which loads back; an activation that
-    transformers 4 and 5 read apart, and what Gemma lacks, are refused."""
+    without them is refused; Gemma 1's hidden_act "gelu" is the tanh approximation; --export-hf writes such a model
+    as Gemma, which loads back; another activation, and what Gemma lacks, are refused."""
     folder = os.path.join(WORK, "gemma")
     os.makedirs(folder, exist_ok=True)
     hd = 2 * C // HEADS  # as Gemma 7B's heads, wider than hidden / heads
@@ -831,15 +831,19 @@ def check_gemma(gen, tokens, targets):
               f"{loss:.6f} vs {reference:.6f}")
         compare("--export-hf of a Llama with GeGLU loaded back", out, ["--use-checkpoint-args"], reference, tokens,
                 targets, True, "header")
+    # Gemma 1's own config.json: hidden_act "gelu" and no hidden_activation, the approximation all the same.
+    legacy = {k: v for k, v in config.items() if k != "hidden_activation"}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**legacy, "hidden_act": "gelu"}, f)
+    compare("Gemma 1's config.json (hidden_act gelu, GELU's tanh approximation)", folder, ["--use-checkpoint-args"],
+            reference, tokens, targets, True, "header")
     for key, value, pattern in (
-            ("hidden_act", "gelu", r"hidden_act is gelu and hidden_activation gelu_pytorch_tanh: transformers 5's Gemma "
-             r"takes the first, 4's the second; give them one value$"),
-            ("hidden_activation", "gelu", r"hidden_act is gelu_pytorch_tanh and hidden_activation gelu: "),
+            ("hidden_activation", "gelu", r"hidden_activation is gelu: srunway-train's gemma has GELU's tanh "
+             r"approximation \(gelu_pytorch_tanh\)$"),
+            ("hidden_act", "silu", r"hidden_act is silu: srunway-train's gemma has GELU's tanh approximation"),
             ("use_bidirectional_attention", True, r"use_bidirectional_attention is true: srunway-train's gemma has "
              r"false$")):
         refused_config("Gemma", folder, config, key, value, pattern)
-    refused_config("Gemma", folder, {**config, "hidden_activation": "gelu"}, "hidden_act", "gelu",
-                   r"hidden_act is gelu: srunway-train's gemma has GELU's tanh approximation \(gelu_pytorch_tanh\)$")
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f)
     for flags, pattern in (
