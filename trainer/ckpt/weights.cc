@@ -371,6 +371,12 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const std::filesyst
                                       GemmaEmbeddingMultiplier(config.d_model), ModelKind(config),
                                       GemmaEmbeddingMultiplier(config.d_model));
   }
+  if (naming == Naming::kHfLlama && gemma && beside.model_type.empty()) {
+    return common::FailedPrecondition("{} has Llama's tensor names and no config.json beside it, and this run's model "
+                                      "is Gemma's (--geglu, --embedding-multiplier {}): Gemma's files hold the norms' "
+                                      "weights less 1, Llama's whole, and only the config.json tells them apart; "
+                                      "put the model's beside it", files.name(), config.embedding_multiplier);
+  }
   NameMap names = Names(naming, config, gpt2,
                         naming != Naming::kSrunway && file_arch == Arch::kLlama &&
                             files.Find("lm_head.weight") == nullptr);

@@ -817,6 +817,14 @@ def check_gemma(gen, tokens, targets):
                  r"gemma/model\.safetensors holds a Gemma model \(the config\.json beside it\), whose FFN is GeGLU and "
                  r"whose embedding is times 8, and this run's model is a llama \(--geglu --embedding-multiplier 8, or "
                  r"--use-checkpoint-args\)$")
+    bare = os.path.join(WORK, "gemma-bare")
+    os.makedirs(bare, exist_ok=True)
+    save(os.path.join(bare, "model.safetensors"), sd)
+    expect_error("a Gemma model from a Llama-named file with no config.json", [*gemma_flags, "--load", bare,
+                 "--finetune"], 1, r"gemma-bare/model\.safetensors has Llama's tensor names and no config\.json "
+                 r"beside it, and this run's model is Gemma's \(--geglu, --embedding-multiplier 8\): Gemma's files "
+                 r"hold the norms' weights less 1, Llama's whole, and only the config\.json tells them apart; put the "
+                 r"model's beside it$")
     out = os.path.join(WORK, "hf-gemma")
     rc, err, written, exported = export_hf(folder, out)
     check("--export-hf of a Llama with GeGLU: Gemma's config.json and tensors",
