@@ -594,9 +594,9 @@ namespace {
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
-// The Hugging Face class a Llama is written as: Gemma with GeGLU, StableLM with LayerNorms, Qwen3 with q and k norms, GLM with RoPE's
-// pairs interleaved, Qwen2 with q, k and v's biases, Phi-3 with RoPE over a share of each head or LongRoPE, Mistral
-// with a window, else Llama.
+// The Hugging Face class a Llama is written as: Gemma with GeGLU, StableLM with LayerNorms, Qwen3 with q and k norms,
+// GLM with RoPE's pairs interleaved, Qwen2 with q, k and v's biases, Phi-3 with RoPE over a share of each head or
+// LongRoPE, Mistral with a window, else Llama.
 struct HfClass {
   const char* model_type;
   const char* architecture;
@@ -815,10 +815,6 @@ common::Status WindowLayersFromHuggingFace(const common::Json& json, const std::
   }
   return common::Status::Ok();
 }
-
-}  // namespace
-
-namespace {
 
 // A Gemma's FFN activation, GELU's tanh approximation: transformers 4's GemmaMLP takes hidden_activation (that
 // unless given) and ignores hidden_act, transformers 5's takes hidden_act. Gemma 1's configs label it "gelu" there,

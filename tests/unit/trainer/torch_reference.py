@@ -444,9 +444,9 @@ def main():
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
           "other's norms; Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer "
           "only; both without positions; both with a sliding window, the Llama's in its first layer only; GPT with an "
-          "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU, Llama as Gemma's (GeGLU, its "
-          "embedding scaled, norms 1 + weight), Llama with YaRN, with LongRoPE, Llama "
-          "with every bias and dropout) match PyTorch")
+          "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU, Llama as Gemma's "
+          "(GeGLU, its embedding scaled, norms 1 + weight), Llama with YaRN, with LongRoPE, Llama with every bias and "
+          "dropout) match PyTorch")
 
 
 if __name__ == "__main__":
