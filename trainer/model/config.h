@@ -55,8 +55,9 @@ struct YarnScaling {
 
 // LongRoPE (Phi-3's long-context RoPE, Hugging Face's rope_type longrope; Megatron has no flag for it, so it comes from
 // a Hugging Face config or a checkpoint): pair i of the rotary dimensions turns at theta^(-2i/rotary_dim) divided by
-// short_factor[i] in sequences of up to original_positions tokens and by long_factor[i] in longer ones (transformers
-// chooses by the sequence's length, as rope(T) does), q and k multiplied by attention_factor either way.
+// short_factor[i] where the largest position + 1 is up to original_positions and by long_factor[i] past it
+// (rope(T), T that reach: transformers chooses by its position_ids' largest), q and k multiplied by attention_factor
+// either way.
 struct LongRope {
   std::vector<float> short_factor;
   std::vector<float> long_factor;
@@ -155,7 +156,7 @@ struct ModelConfig {
   int q_dim() const { return n_head * head_dim(); }
   // How many of each head's first dimensions RoPE turns.
   int rotary_dim() const { return static_cast<int>(head_dim() * rotary_percent); }
-  // RoPE's frequencies in sequences of T tokens (LongRoPE's factors are chosen by T).
+  // RoPE's frequencies where positions reach T - 1 (LongRoPE's factors are chosen by T).
   RopeFrequencies rope(int T) const;
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT's learned position table, Llama's RoPE: the model's positions unless no_positions.

@@ -224,11 +224,13 @@ double Model::Forward(const int32_t* tokens, const int32_t* targets, int B, int 
   Stream& stream = device_->main_stream();
   (void)device_->CopyFromHost(tokens_.data(), tokens, sizeof(int32_t) * static_cast<size_t>(N), stream);
   docs_ = {};
+  positions_reach_ = T;
   if (eod_ >= 0) {
     DocumentStarts(tokens, B, T, eod_, host_starts_.data());
     const size_t bytes = sizeof(int32_t) * static_cast<size_t>(N);
     if (reset_positions_) {
       for (int i = 0; i < N; ++i) host_positions_[i] = i % T - host_starts_[i];
+      positions_reach_ = 1 + *std::max_element(host_positions_.begin(), host_positions_.begin() + N);
       (void)device_->CopyFromHost(positions_.data(), host_positions_.data(), bytes, stream);
       docs_.positions = positions_.as<int32_t>();
     }
@@ -293,7 +295,7 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
   NormForward(a.norm1.data(), a.mean1.as<float>(), a.rstd1.as<float>(), input, w.norm1_w, w.norm1_b, N, C);
   ops_->MatmulForward(a.qkv.data(), a.norm1.data(), w.qkv_w, w.qkv_b, N, C, QKV);
   if (c.qk_norm) QkNormForward(a, w);
-  if (c.rope_turns(l)) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope(T), docs_);
+  if (c.rope_turns(l)) ops_->RopeForward(a.qkv.data(), B, T, H, KV, hd, c.rope(positions_reach_), docs_);
   ops_->AttentionForward(a.attn.data(), a.att.as<float>(), a.qkv.data(), B, T, H, KV, hd, Site(2 + 3 * l),
                          AttentionDocs(l), Sinks(w));
   ops_->MatmulForward(d_attn_.data(), a.attn.data(), w.proj_w, w.proj_b, N, c.q_dim(), C);  // scratch: its output
@@ -415,7 +417,9 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     ops_->AttentionBackward(d_qkv_.data(), d_attn_.data(), a.attn.data(), a.qkv.data(), a.att.as<float>(), B, T, H, KV,
                             hd, Site(2 + 3 * l), AttentionDocs(l), Sinks(w), dw.sinks);
     if (dw.sinks != nullptr) done(layout_.LayerPart(l, "softmax_offset"));
-    if (c.rope_turns(l)) ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope(T), docs_);
+    if (c.rope_turns(l)) {
+      ops_->RopeBackward(d_qkv_.data(), B, T, H, KV, hd, c.rope(positions_reach_), docs_);
+    }
     if (c.qk_norm) {
       QkNormBackward(a, w, dw);
       done(layout_.LayerPart(l, "k_norm."));

@@ -174,6 +174,9 @@ class Model {
   Buffer positions_, starts_;
   std::vector<int32_t> host_positions_, host_starts_;
   Documents docs_;
+  // The last Forward's largest position + 1: T, or with reset positions its longest document's length, what RoPE's
+  // frequencies are chosen by (LongRoPE's factors, as transformers chooses them by its position_ids).
+  int positions_reach_ = 0;
   // With a sliding window (ModelConfig::window), each query's first key, max(its document's start, t - window), on
   // the device and the host: the attention's starts in the layers with the window (AttentionDocs).
   Buffer window_starts_;

@@ -320,6 +320,35 @@ TEST_P(WindowTest, TheLastLogitsSeeTheWindowAndTheDocument) {
 
 INSTANTIATE_TEST_SUITE_P(Models, WindowTest, ::testing::Values("gpt-tiny", "llama-tiny"));
 
+// LongRoPE's factors are chosen by the largest position + 1, as transformers chooses them by its position_ids: with
+// --reset-position-ids, a sequence longer than the original positions whose documents are all shorter turns by the
+// short factors (the loss of a model whose long factors are its short ones), and without it by the long ones.
+TEST(LongRopeTest, FactorsAreChosenByTheLargestPosition) {
+  ModelConfig config = *Preset("llama-tiny");  // heads 16 wide: 8 pairs
+  config.longrope = LongRope{.short_factor = std::vector<float>(8, 1.0f),
+                             .long_factor = {1.0f, 1.5f, 2.0f, 3.0f, 5.0f, 8.0f, 13.0f, 21.0f},
+                             .original_positions = 8};
+  ASSERT_TRUE(Validate(config).ok()) << Validate(config).message();
+  ModelConfig short_only = config;
+  short_only.longrope->long_factor = short_only.longrope->short_factor;
+  constexpr int32_t kEod = 0;
+  constexpr int T = 16;  // past the 8 original positions; documents of 6, the longest 5 past its start
+  std::vector<int32_t> tokens, targets;
+  for (int t = 0; t < T; ++t) {
+    tokens.push_back(t % 6 == 5 ? kEod : 1 + (t * 29 + 3) % (config.vocab - 1));
+    targets.push_back((t * 13 + 1) % config.vocab);
+  }
+  auto loss = [&](const ModelConfig& c, bool reset_positions) {
+    Model model(c, 1);
+    Rng rng(5);
+    InitParams(c, model.layout(), rng, model.params());
+    model.set_documents(kEod, reset_positions, false);
+    return model.Forward(tokens.data(), targets.data(), 1, T);
+  };
+  EXPECT_EQ(loss(config, true), loss(short_only, true));
+  EXPECT_NE(loss(config, false), loss(short_only, false));
+}
+
 // Megatron's --no-rope-freq: a Llama whose every layer skips RoPE is the Llama without positions, and one whose
 // second layer alone skips it is neither that nor the Llama whose layers all turn it.
 TEST(NoRopeFreqTest, ALayerWithoutRopeIsALayerWithoutPositions) {
