@@ -17,15 +17,22 @@ namespace srunway::trainer {
 
 constexpr float kQuickGeluAlpha = 1.702f;  // Megatron's quick_gelu: x sigmoid(1.702 x)
 
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and its derivative.
-SRUNWAY_GLU_HOST_DEVICE inline float GeluTanh(float x) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
-  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kCubic * x * x * x)));
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and with it its derivative, from one
+// tanh.
+constexpr float kGeluSqrt2OverPi = 0.7978845608028654f, kGeluCubic = 0.044715f;
+SRUNWAY_GLU_HOST_DEVICE inline float GeluTanhInner(float x) {
+  return tanhf(kGeluSqrt2OverPi * (x + kGeluCubic * x * x * x));
+}
+SRUNWAY_GLU_HOST_DEVICE inline float GeluTanh(float x) { return 0.5f * x * (1.0f + GeluTanhInner(x)); }
+SRUNWAY_GLU_HOST_DEVICE inline float GeluTanhWithGrad(float x, float& grad) {
+  const float th = GeluTanhInner(x);
+  grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * kGeluSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
+  return 0.5f * x * (1.0f + th);
 }
 SRUNWAY_GLU_HOST_DEVICE inline float GeluTanhGrad(float x) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
-  const float th = tanhf(kSqrt2OverPi * (x + kCubic * x * x * x));
-  return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * x * x);
+  float grad;
+  (void)GeluTanhWithGrad(x, grad);
+  return grad;
 }
 
 struct Glu {
@@ -58,8 +65,10 @@ SRUNWAY_GLU_HOST_DEVICE inline void GluBackward(const Glu& glu, float gate, floa
   }
   const float linear = up + glu.offset;
   if (glu.gelu) {
-    dgate = gate_passes ? d * linear * GeluTanhGrad(gate) : 0.0f;
-    dup = up_passes ? d * GeluTanh(gate) : 0.0f;
+    float grad;
+    const float act = GeluTanhWithGrad(gate, grad);
+    dgate = gate_passes ? d * linear * grad : 0.0f;
+    dup = up_passes ? d * act : 0.0f;
     return;
   }
   const float sig = 1.0f / (1.0f + expf(-glu.alpha * gate));
