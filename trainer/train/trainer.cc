@@ -432,9 +432,9 @@ class Trainer {
   // (whole on every rank once ZeRO-1's gather has arrived) and of the fp32 parameters where they are whole and
   // apart from them, compared; empty where they agree, else DescribeReplicas'.
   common::StatusOr<std::string> CompareReplicas();
-  // SRUNWAY_TRAIN_FLIP_WEIGHT's fault: the lowest bit of the first parameter flipped, in the fp32 parameters where
-  // the rank holds them whole (a fault that lasts), else (ZeRO-1) in the weights the ops read, which the next
-  // step's gather writes over.
+  // SRUNWAY_TRAIN_FLIP_WEIGHT's fault: a bit of the first parameter flipped (the lowest its bf16 form holds), in the
+  // fp32 parameters where the rank holds them whole (a fault that lasts), else (ZeRO-1) in the weights the ops read,
+  // which the next step's gather writes over.
   common::Status FlipWeightBit();
   common::StatusOr<TrainResult> Loop();
   // --iterations-to-skip: the next step's samples passed over, untrained, on every rank alike.
@@ -2023,8 +2023,10 @@ common::StatusOr<std::string> Trainer::CompareReplicas() {
 
 common::Status Trainer::FlipWeightBit() {
   SRUNWAY_RETURN_IF_ERROR(reducer_->FinishGather());
-  auto* first = static_cast<std::byte*>(model_->masters().empty() ? static_cast<void*>(model_->params().data())
-                                                                   : model_->weights());
+  // Of fp32, the third byte's lowest bit (bit 16, bf16's lowest): the lowest bit of all could be rounded away by the
+  // next update (p - u on a coarser grid), and the replicas agree again before the check.
+  auto* first = model_->masters().empty() ? static_cast<std::byte*>(static_cast<void*>(model_->params().data())) + 2
+                                          : static_cast<std::byte*>(model_->weights());
   std::byte byte{};
   SRUNWAY_RETURN_IF_ERROR(device_->CopyToHost(&byte, first, 1, device_->main_stream()));
   SRUNWAY_RETURN_IF_ERROR(device_->Synchronize(device_->main_stream()));
