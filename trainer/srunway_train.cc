@@ -79,14 +79,17 @@ struct ArchFlags {
   std::optional<srunway::trainer::Norm> norm;
   bool no_positions = false;  // --position-embedding-type none
   bool linear_bias = false;   // a Llama without --disable-bias-linear: every linear layer's bias, Megatron's default
+  std::optional<bool> tied;   // the output layer tied to the embedding or not; empty: the --preset's
 };
 
-// Llama's three flags together ask for a Llama, GPT's explicit learned positions for a GPT, and a part of Llama's set
-// is refused, naming what is missing. Llama's --disable-bias-linear takes its layers' biases away; without it they
-// have every one, Megatron's add_bias_linear default (a GPT has them anyway), and alone it asks for a Llama too.
-// --normalization chooses the norms apart from the rest, as in Megatron, whose default is LayerNorm: Llama's flags
-// without it (as Megatron's own Llama 3 scripts give them) build the Llama with LayerNorms that Megatron builds,
-// unless a --preset gives the model (its own norms, as for its other sizes).
+// Llama's two flags together (its gated FFN and RoPE) ask for a Llama, GPT's explicit learned positions for a GPT,
+// and a part of Llama's set is refused, naming what is missing. Llama's --disable-bias-linear takes its layers' biases
+// away; without it they have every one, Megatron's add_bias_linear default (a GPT has them anyway), and alone it asks
+// for a Llama too. --normalization chooses the norms apart from the rest, as in Megatron, whose default is LayerNorm:
+// Llama's flags without it (as Megatron's own Llama 3 scripts give them) build the Llama with LayerNorms that Megatron
+// builds, unless a --preset gives the model (its own norms, as for its other sizes). The output layer likewise:
+// Megatron ties it to the embedding unless --untie-embeddings-and-output-weights, which Llama 2's and 3's scripts give
+// and Llama 3.2 1B's, Qwen2.5's and Gemma's small models leave out; a --preset keeps its own unless that is given.
 // --position-embedding-type none leaves either architecture without positions: it takes RoPE's place in Llama's set
 // and asks for no architecture alone.
 srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_given) {
@@ -116,8 +119,7 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
   const std::vector<std::pair<bool, std::string_view>> llama = {
       {m.swiglu || other_glu, m.quick_geglu ? "--quick-geglu" : m.geglu ? "--geglu" : "--swiglu"},
       {m.position_embedding == "rope" || m.position_embedding == "yarn",
-       m.position_embedding == "yarn" ? "--position-embedding-type yarn" : kRope},
-      {m.untie, "--untie-embeddings-and-output-weights"}};
+       m.position_embedding == "yarn" ? "--position-embedding-type yarn" : kRope}};
   std::vector<std::string> given, missing;
   for (const auto& [on, flag] : llama) {
     if (flag == kRope && flags.no_positions) continue;
@@ -125,23 +127,26 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
   }
   if (m.disable_bias) given.emplace_back("--disable-bias-linear");
   // --quick-geglu or --geglu alone changes the activation of whatever model the rest gives, and
-  // --position-embedding-type yarn alone its RoPE, either or both (Validate refuses them for a GPT).
+  // --position-embedding-type yarn alone its RoPE, or both a --preset's model (Validate refuses them for a GPT); both
+  // without a --preset are Llama's set (gpt-oss's flags).
   const size_t changes = (other_glu ? 1 : 0) + (m.position_embedding == "yarn" ? 1 : 0);
-  if (given.size() == changes) {
+  if (m.untie) flags.tied = false;
+  if (given.size() == changes && (preset_given || !missing.empty())) {
     if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
     return flags;
   }
   if (!missing.empty()) {
     return srunway::common::InvalidArgument(
-        "srunway-train builds GPT (GELU, learned positions, tied output layer, biases) or Llama (SwiGLU, RoPE, "
-        "untied output layer; biases unless --disable-bias-linear), either with --normalization LayerNorm or "
-        "RMSNorm, either without positions (--position-embedding-type none): {} ask{} for Llama's, which also needs "
-        "{}", fmt::join(given, ", "),
+        "srunway-train builds GPT (GELU, learned positions, biases) or Llama (SwiGLU, RoPE; biases unless "
+        "--disable-bias-linear), either with --normalization LayerNorm or RMSNorm, either without positions "
+        "(--position-embedding-type none), either with its output layer tied to the embedding unless "
+        "--untie-embeddings-and-output-weights: {} ask{} for Llama's, which also needs {}", fmt::join(given, ", "),
         given.size() == 1 ? "s" : "", fmt::join(missing, ", "));
   }
   flags.arch = Arch::kLlama;
   flags.linear_bias = !m.disable_bias;
   if (!flags.norm && !preset_given) flags.norm = Norm::kLayerNorm;
+  if (!flags.tied && !preset_given) flags.tied = true;
   return flags;
 }
 
@@ -230,7 +235,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-position-embedding", megatron_arch.no_position_embedding,
                "Megatron's: taken with RoPE, whose model has no learned positions (Megatron refuses it otherwise)");
   app.add_flag("--untie-embeddings-and-output-weights", megatron_arch.untie,
-               "Megatron's: an output layer of its own (Llama's)");
+               "Megatron's: an output layer of its own, not the embedding again (Llama 2's and 3's; a --preset's "
+               "Llama has it, Llama's flags without a --preset do not)");
   app.add_flag("--disable-bias-linear", megatron_arch.disable_bias,
                "Megatron's: no biases (Llama's; with Llama's other flags and without it, a Llama has a bias on every "
                "linear layer, as Megatron's)");
@@ -1290,6 +1296,7 @@ int main(int argc, char** argv) {
   }
   o.model = *model;
   if (flags->norm) srunway::trainer::SetNorm(o.model, *flags->norm);
+  if (flags->tied) srunway::trainer::SetTiedEmbeddings(o.model, *flags->tied);
   o.model.no_positions = flags->no_positions;
   const bool new_width = hidden_size && hidden_size != o.model.d_model;  // not the preset's own, restated
   if (num_layers) o.model.n_layer = num_layers;

@@ -67,6 +67,7 @@ struct Case {
                                    // --geglu (gelu)
   float embedding_multiplier = 1.0f;  // --embedding-multiplier
   bool norm_1p = false;               // --apply-layernorm-1p
+  bool other_tie = false;             // the other architecture's head: a Llama's tied, a GPT's its own
 };
 
 void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
@@ -90,6 +91,7 @@ void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
   config->geglu = c.glu.gelu;
   config->embedding_multiplier = c.embedding_multiplier;
   config->norm_1p = c.norm_1p;
+  if (c.other_tie) srunway::trainer::SetTiedEmbeddings(*config, !config->tied_embeddings());
   const int B = 4, T = config->seq_len;
   Model cpu(*config, B);
   srunway::trainer::Rng rng(42);
@@ -234,9 +236,13 @@ int main(int argc, char** argv) {
                              {"llama-tiny-quick-geglu", "llama-tiny", 0.0f, false, false, false, false, 0, false, 1,
                               false, srunway::trainer::Softmax::kVanilla,
                               {srunway::trainer::kQuickGeluAlpha, 1.0f, 0.0f}},
-                             // Gemma's Llama: GeGLU, its embedding times the root of its width, norms 1 + weight.
-                             {"llama-tiny-gemma", "llama-tiny", 0.0f, false, 0, false, false, 0, false, 1, false,
-                              srunway::trainer::Softmax::kVanilla, {.gelu = true}, 8.0f, true}};
+                             // Gemma's Llama: GeGLU, its embedding times the root of its width, norms 1 + weight,
+                             // its head tied to the embedding.
+                             {"llama-tiny-tied-gemma", "llama-tiny", 0.0f, false, 0, false, false, 0, false, 1, false,
+                              srunway::trainer::Softmax::kVanilla, {.gelu = true}, 8.0f, true, true},
+                             // A GPT with a head of its own (--untie-embeddings-and-output-weights).
+                             {"gpt-tiny-untied-documents", "gpt-tiny", 0.0f, true, 0, false, false, 0, false, 1,
+                              false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, true}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
@@ -245,7 +251,8 @@ int main(int argc, char** argv) {
                            "llama-tiny-qk-norm-kv32, gpt-tiny-qk-norm-kv32, llama-tiny-qk-norm-layernorm, "
                            "gpt-tiny-rmsnorm, "
                            "llama-tiny-rotary0.5-documents, llama-tiny-interleaved, gpt-tiny-sinks-dropout, "
-                           "llama-tiny-off-by-one-documents, llama-tiny-quick-geglu, llama-tiny-gemma)\n",
+                           "llama-tiny-off-by-one-documents, llama-tiny-quick-geglu, llama-tiny-tied-gemma, "
+                           "gpt-tiny-untied-documents)\n",
                    name.c_str());
       return EXIT_FAILURE;
     }

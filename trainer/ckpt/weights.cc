@@ -171,7 +171,6 @@ struct Mapping {
 struct NameMap {
   Naming naming = Naming::kSrunway;
   std::map<std::string, Mapping> ours;  // our tensor name -> its sources
-  std::string tied_head;                // Llama without lm_head in the file: the embedding it copies
   std::optional<bool> config_ties;      // config.json's tie_word_embeddings beside the file, where it says
 };
 
@@ -181,13 +180,10 @@ bool Given(const common::Json& json, std::string_view key) {
   return it != json.end() && !it->is_null();
 }
 
-// Buffers the Hugging Face files keep beside the parameters (attention masks, RoPE frequencies), and GPT-2's head,
-// which is the embedding again.
+// Buffers the Hugging Face files keep beside the parameters (attention masks, RoPE frequencies).
 bool NotAParameter(Naming naming, std::string_view name) {
-  if (naming == Naming::kHfGpt2) {
-    return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight";
-  }
-  return naming != Naming::kSrunway && naming != Naming::kHfGpt2 && name.ends_with(".rotary_emb.inv_freq");
+  if (naming == Naming::kHfGpt2) return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
+  return naming != Naming::kSrunway && name.ends_with(".rotary_emb.inv_freq");
 }
 
 // The model srunway-train's --export recorded in the file's header, if it did (a Hugging Face file has none).
@@ -205,17 +201,25 @@ void SetNormShift(NameMap& names, float shift) {
   }
 }
 
-// The table of weights.h for `config`: GPT-2's names under `gpt2_prefix`; a Llama whose file has no lm_head
-// (`tied_head`) takes the embedding for it.
-NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_prefix, bool tied_head) {
+// The table of weights.h for `config`: GPT-2's names under `gpt2_prefix`; an untied model's head from a file without
+// lm_head.weight (`file_head` false) takes the embedding for it.
+NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_prefix, bool file_head) {
   NameMap names;
   names.naming = naming;
   auto map = [&](const std::string& ours, std::vector<Source> sources, bool cut = false) {
     names.ours[ours] = Mapping{std::move(sources), cut};
   };
+  // The head is lm_head.weight in every naming (GPT2LMHeadModel's too, outside its transformer.* prefix).
+  auto map_head = [&] {
+    if (config.tied_embeddings()) return;
+    map("lm_head.weight", {{file_head ? "lm_head.weight" : names.ours.at("wte").sources[0].name}});
+  };
   const ParamLayout layout(config);
   for (const TensorSpec& spec : layout.tensors()) map(spec.name, {{spec.name}});
-  if (naming == Naming::kSrunway) return names;
+  if (naming == Naming::kSrunway) {
+    map_head();
+    return names;
+  }
 
   const int64_t hd = config.head_dim();
   for (int l = 0; l < config.n_layer; ++l) {
@@ -281,9 +285,8 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
     map("wte", {{"model.embed_tokens.weight"}});
     map("norm_f.weight", {{"model.norm.weight"}});
     if (naming == Naming::kHfStableLm) map("norm_f.bias", {{"model.norm.bias"}});
-    map("lm_head.weight", {{tied_head ? "model.embed_tokens.weight" : "lm_head.weight"}});
-    if (tied_head) names.tied_head = "model.embed_tokens.weight";
   }
+  map_head();
   // Hugging Face's norms multiply by their weights as stored; Gemma's by 1 + their weights.
   if (naming == Naming::kHfGemma) {
     SetNormShift(names, config.norm_1p ? 0 : -1);
@@ -377,9 +380,7 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const std::filesyst
                                       "weights less 1, Llama's whole, and only the config.json tells them apart; "
                                       "put the model's beside it", files.name(), config.embedding_multiplier);
   }
-  NameMap names = Names(naming, config, gpt2,
-                        naming != Naming::kSrunway && file_arch == Arch::kLlama &&
-                            files.Find("lm_head.weight") == nullptr);
+  NameMap names = Names(naming, config, gpt2, files.Find("lm_head.weight") != nullptr);
   names.config_ties = beside.tied;
   if (naming != Naming::kSrunway) return names;
   // srunway-train's --export holds the parameters as its model stored them, which its header records: norm
@@ -503,31 +504,59 @@ std::optional<std::filesystem::path> WeightsFile(const std::filesystem::path& lo
 
 namespace {
 
-// A Llama's head, read from the file's lm_head.weight, against its embedding, where config.json ties the two: the
-// same matrix is one model; another is a file transformers' versions read apart (some use the embedding, some the
-// head), refused. A config.json that unties them beside a file with no lm_head.weight is refused too (transformers
-// would start the head at random).
-common::Status CheckLlamaHead(const WeightFiles& files, const ParamLayout& layout, std::span<const float> params,
-                              const NameMap& plan, bool tied, std::vector<std::string>& notes) {
-  const bool own_head = plan.tied_head.empty();
-  if (!tied) {
-    if (own_head) return common::Status::Ok();
+// The file's head (lm_head.weight, if it has one) against the model's, its embedding again where the model ties them,
+// and against config.json's tie_word_embeddings beside it. A head that differs from a tied model's embedding is
+// refused (the model would lose it), as is one that differs where config.json ties them (transformers' versions read
+// such a file apart: some use the embedding, some the head); a config.json that unties them beside a file with no
+// head is refused (transformers would start the head at random). An untied model's head from a file without one is
+// the embedding's copy (Names), said.
+common::Status CheckHead(const WeightFiles& files, const ModelConfig& config, std::span<const float> params,
+                         const NameMap& plan, std::vector<std::string>& notes) {
+  const std::string& embedding = plan.ours.at("wte").sources[0].name;
+  const bool file_head = files.Find("lm_head.weight") != nullptr;
+  if (!file_head && plan.config_ties == false) {
     return common::FailedPrecondition("{}: no lm_head.weight, and the config.json beside it unties the head "
-                                      "(tie_word_embeddings: false): the file lacks the model's head",
-                                      files.name());
+                                      "(tie_word_embeddings: false): the file lacks the model's head", files.name());
   }
-  if (!own_head) return common::Status::Ok();
+  if (!file_head) {
+    if (!config.tied_embeddings()) {
+      notes.push_back(fmt::format("lm_head: a copy of {} (the file ties them; here they train apart)", embedding));
+    }
+    return common::Status::Ok();
+  }
+  if (!config.tied_embeddings() && plan.config_ties != true) return common::Status::Ok();
+  // The file's head as the model's embedding holds it, beside the embedding read.
+  const ParamLayout layout(config);
   const TensorSpec& wte = *layout.Find("wte");
-  const TensorSpec& head = *layout.Find("lm_head.weight");
-  const auto at = [&](const TensorSpec& spec) { return params.begin() + spec.offset; };
-  if (!std::equal(at(head), at(head) + head.numel, at(wte))) {
-    return common::FailedPrecondition("{}: lm_head.weight is not model.embed_tokens.weight, and the config.json "
-                                      "beside it ties them (tie_word_embeddings: true): transformers' versions read "
-                                      "such a model apart; make the two agree", files.name());
+  std::vector<float> read;
+  std::span<const float> head;
+  if (config.tied_embeddings()) {
+    read.resize(static_cast<size_t>(wte.numel));
+    TensorSpec at_zero = wte;
+    at_zero.offset = 0;
+    std::vector<std::string> ignored;
+    SRUNWAY_RETURN_IF_ERROR(Copy(files, at_zero, Mapping{{{"lm_head.weight"}}}, read, ignored));
+    head = read;
+  } else {
+    head = params.subspan(static_cast<size_t>(layout.Find("lm_head.weight")->offset),
+                          static_cast<size_t>(wte.numel));
   }
-  notes.push_back("lm_head: the file's lm_head.weight is model.embed_tokens.weight again, as config.json ties them; "
-                  "here they train apart");
-  return common::Status::Ok();
+  const auto from = params.begin() + wte.offset;
+  if (std::equal(head.begin(), head.end(), from)) {
+    if (!config.tied_embeddings()) {
+      notes.push_back(fmt::format("lm_head: the file's lm_head.weight is {} again, as config.json ties them; here "
+                                  "they train apart", embedding));
+    }
+    return common::Status::Ok();
+  }
+  if (plan.config_ties == true) {
+    return common::FailedPrecondition("{}: lm_head.weight is not {}, and the config.json beside it ties them "
+                                      "(tie_word_embeddings: true): transformers' versions read such a model apart; "
+                                      "make the two agree", files.name(), embedding);
+  }
+  return common::FailedPrecondition("{}: lm_head.weight is not {}: the file's head is its own, and this run's model "
+                                    "ties its head to the embedding (give --untie-embeddings-and-output-weights, or "
+                                    "--use-checkpoint-args)", files.name(), embedding);
 }
 
 }  // namespace
@@ -536,12 +565,6 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
                                                 std::span<float> params) {
   SRUNWAY_ASSIGN_OR_RETURN(WeightFiles files, WeightFiles::Open(path));
   SRUNWAY_ASSIGN_OR_RETURN(NameMap plan, MapNames(files, path, config));
-  const std::optional<bool> config_ties = plan.config_ties;
-  if (plan.naming == Naming::kHfGpt2 && config_ties == false) {
-    return common::FailedPrecondition("{}: the config.json beside it unties the head (tie_word_embeddings: false), "
-                                      "which srunway's GPT (its head tied to the embedding) cannot hold",
-                                      files.name());
-  }
   ImportedWeights imported;
   imported.naming = NamingName(plan.naming);
   const ParamLayout layout(config);
@@ -555,6 +578,8 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
     SRUNWAY_RETURN_IF_ERROR(Copy(files, spec, mapping, params, imported.notes));
     for (const Source& source : mapping.sources) used.insert(source.name);
   }
+  SRUNWAY_RETURN_IF_ERROR(CheckHead(files, config, params, plan, imported.notes));
+  used.insert("lm_head.weight");  // the model's, or its embedding again (CheckHead)
   std::vector<std::string> unused;
   for (const std::string& name : files.Names()) {
     if (!used.contains(name) && !NotAParameter(plan.naming, name)) unused.push_back(name);
@@ -566,25 +591,6 @@ common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& pat
         files.name(), unused.size(), unused.size() == 1 ? "" : "s",
         fmt::join(unused.begin(), unused.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
         unused.size() > shown ? ", ..." : "");
-  }
-  // GPT-2's head is the embedding again; a file whose lm_head is another matrix (an untied head) would lose it here.
-  if (plan.naming == Naming::kHfGpt2 && files.Find("lm_head.weight") != nullptr) {
-    TensorSpec wte = *layout.Find("wte");
-    std::vector<float> head(static_cast<size_t>(wte.numel));
-    const int64_t at = std::exchange(wte.offset, 0);
-    std::vector<std::string> ignored;
-    SRUNWAY_RETURN_IF_ERROR(Copy(files, wte, Mapping{{{"lm_head.weight"}}}, head, ignored));
-    if (!std::equal(head.begin(), head.end(), params.begin() + at)) {
-      return common::FailedPrecondition("{}: lm_head.weight is not wte.weight: an untied head, which srunway's GPT "
-                                        "(its head tied to the embedding) cannot hold", files.name());
-    }
-  }
-  if (plan.naming != Naming::kHfGpt2 && config_ties) {
-    SRUNWAY_RETURN_IF_ERROR(CheckLlamaHead(files, layout, params, plan, *config_ties, imported.notes));
-  }
-  if (!plan.tied_head.empty()) {
-    imported.notes.push_back(fmt::format("lm_head: a copy of {} (the file ties them; here they train apart)",
-                                         plan.tied_head));
   }
   return imported;
 }
@@ -872,8 +878,6 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     // CRFM's GPT-2 runs set scale_attn_by_inverse_layer_idx), as ours; once read silently as such.
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("scale_attn_weights", true));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("scale_attn_by_inverse_layer_idx", false));
-    // Our GPT's head is its embedding; an untied head was refused only once the weights were read.
-    SRUNWAY_RETURN_IF_ERROR(refuse_unless("tie_word_embeddings", true));
   } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "mistral" || type == "phi3" ||
              type == "glm" || type == "stablelm" || type == "gemma") {
     // Qwen2 is Llama with biases on q, k and v (and no other): its config.json has Llama's keys but attention_bias.
@@ -1000,6 +1004,13 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab_size", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, number("initializer_range", 0.02));
+  // The head tied to the embedding unless tie_word_embeddings says otherwise where GPT2Config's and GemmaConfig's
+  // default ties it (PretrainedConfig's), untied unless it does where the other classes' default unties it.
+  bool tied = type == "gpt2" || type == "gemma";
+  if (Given(json, "tie_word_embeddings")) {
+    SRUNWAY_ASSIGN_OR_RETURN(tied, common::JsonField<bool>(json, "tie_word_embeddings", where));
+  }
+  SetTiedEmbeddings(c, tied);
   return c;
 }
 
@@ -1012,7 +1023,8 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
             {"n_embd", c.d_model}, {"n_head", c.n_head}, {"n_inner", c.d_ff}, {"n_positions", c.seq_len},
             {"vocab_size", c.vocab}, {"layer_norm_epsilon", Shortest(c.norm_eps)},
             {"activation_function", c.squared_relu ? "relu2" : "gelu_new"},
-            {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
+            {"initializer_range", Shortest(c.init_std)}, {"tie_word_embeddings", c.tied_embeddings()},
+            {"torch_dtype", torch_dtype}};
   }
   const HfClass cls = LlamaClass(c);
   common::Json rope_scaling = RopeScalingToJson(c);
@@ -1038,7 +1050,7 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
       {"num_hidden_layers", c.n_layer}, {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head},
       {"num_key_value_heads", c.n_kv_head}, {"intermediate_size", c.d_ff}, {"max_position_embeddings", c.seq_len},
       {"vocab_size", c.vocab}, {"rms_norm_eps", Shortest(c.norm_eps)}, {"rope_theta", Shortest(c.rope_theta)},
-      {"rope_scaling", rope_scaling}, {"hidden_act", "silu"}, {"tie_word_embeddings", false},
+      {"rope_scaling", rope_scaling}, {"hidden_act", "silu"}, {"tie_word_embeddings", c.tied_embeddings()},
       {"initializer_range", Shortest(c.init_std)}, {"torch_dtype", torch_dtype}};
   // Qwen2's config has no bias keys (its q, k and v have them, nothing else) and a sliding window, off; Qwen3's has
   // attention_bias and the window, and its head_dim, which it does not derive (Llama's and Qwen2's do, unless given).
@@ -1266,7 +1278,7 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
     return common::InvalidArgument("{} parameters given for a model of {}", params.size(), layout.numel());
   }
   const NameMap names =
-      Names(config.arch == Arch::kGpt ? Naming::kHfGpt2 : LlamaClass(config).naming, config, "", /*tied_head=*/false);
+      Names(config.arch == Arch::kGpt ? Naming::kHfGpt2 : LlamaClass(config).naming, config, "", /*file_head=*/true);
   std::vector<NamedTensor> tensors;
   // GPT-2's Conv1D weights, [in, out], and norm weights stored less 1 made whole (a moved vector keeps its buffer).
   std::vector<std::vector<float>> transposed;

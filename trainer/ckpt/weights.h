@@ -9,7 +9,7 @@
 //   h.L.attn.c_attn, h.L.attn.c_proj         layers.L.qkv, layers.L.proj   (Conv1D [in, out]: transposed)
 //   h.L.mlp.c_fc, h.L.mlp.c_proj             layers.L.fc, layers.L.out     (likewise)
 //   h.L.attn.bias, .masked_bias              not parameters (masks)
-//   lm_head                                  must equal wte.weight (GPT-2's head is tied to the embedding)
+//   lm_head                                  lm_head (below)
 //   Llama
 //   model.embed_tokens                       wte
 //   model.layers.L.self_attn.{q,k,v}_proj    layers.L.qkv (stacked: q, then k, then v; Qwen2's biases likewise)
@@ -19,8 +19,11 @@
 //   as they are (stacked so already), GLM's gate_up_proj likewise; their other names are Llama's.
 //   model.layers.L.mlp.down_proj             layers.L.out
 //   model.layers.L.{input,post_attention}_layernorm, model.norm   layers.L.norm1, layers.L.norm2, norm_f
-//   lm_head                                  lm_head (absent: tied in the file, so the embedding's copy)
-// Both use the rotary and GELU conventions of our model (rotate-half RoPE, tanh GELU), so nothing else changes.
+//   lm_head                                  lm_head (below)
+// Both use the rotary and GELU conventions of our model (rotate-half RoPE, tanh GELU), so nothing else changes. The
+// head, lm_head.weight in either (and in srunway's), is absent from a file whose model ties it to the embedding (as
+// save_pretrained writes one); a model that ties its head reads a file's lm_head.weight only where it is the
+// embedding again, and an untied model takes the embedding's copy from a file without one.
 #pragma once
 
 #include <cstdint>
@@ -51,8 +54,8 @@ struct ImportedWeights {
 // float dtype (F32, F16, BF16, F64). Every parameter must be found with the model's shape; a tensor the model
 // has no place for is an error too (the file is of another model), except the buffers listed above. Errors name
 // the file and the tensor. A config.json of the file's family beside it is held to the file where it says whether
-// the head is tied (tie_word_embeddings): a head that differs from a tied embedding, no head where it is untied, and
-// an untied GPT-2 are errors.
+// the head is tied (tie_word_embeddings): a head that differs from a tied embedding and no head where it is untied
+// are errors, as is a head of its own for a model that ties it.
 common::StatusOr<ImportedWeights> ImportWeights(const std::filesystem::path& path, const ModelConfig& config,
                                                 std::span<float> params);
 

@@ -100,6 +100,11 @@ void SetNorm(ModelConfig& c, Norm norm) {
   if (c.norm() != norm) c.other_norm = norm;
 }
 
+void SetTiedEmbeddings(ModelConfig& c, bool tied) {
+  c.other_tie.reset();
+  if (c.tied_embeddings() != tied) c.other_tie = tied;
+}
+
 std::string ModelKind(const ModelConfig& c) {
   // " in K of N layers" where a list marks some of them.
   auto in_some = [&](const std::vector<uint8_t>& layers) {
@@ -108,6 +113,7 @@ std::string ModelKind(const ModelConfig& c) {
   };
   std::vector<std::string> parts;
   if (c.other_norm) parts.push_back(fmt::format("with {}", NormName(*c.other_norm)));
+  if (c.other_tie) parts.push_back(*c.other_tie ? "with its output layer tied" : "with its own output layer");
   if (c.no_positions) parts.push_back("without positions");
   if (!c.no_rope.empty()) parts.push_back("without RoPE" + in_some(c.no_rope));
   if (c.window >= 0) parts.push_back(fmt::format("with a window of {} keys back", c.window) + in_some(c.window_layers));
@@ -777,6 +783,7 @@ common::Json ToJson(const ModelConfig& c) {
   json["qk_layernorm"] = c.qk_norm;
   json["apply_layernorm_1p"] = c.norm_1p;
   json["normalization"] = NormName(c.norm());
+  json["untie_embeddings_and_output_weights"] = !c.tied_embeddings();
   json["kv_channels"] = c.kv_channels;
   return json;
 }
@@ -908,6 +915,12 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     if (!norm) return common::InvalidArgument("{}: unknown normalization '{}' (LayerNorm or RMSNorm)", where, name);
     SetNorm(c, *norm);
   }
+  // Checkpoints before 2026-12-08's have no untie_embeddings_and_output_weights: GPT's head tied, a Llama's its own.
+  if (json.contains("untie_embeddings_and_output_weights")) {
+    SRUNWAY_ASSIGN_OR_RETURN(const bool untie,
+                             common::JsonField<bool>(json, "untie_embeddings_and_output_weights", where));
+    SetTiedEmbeddings(c, !untie);
+  }
   SRUNWAY_RETURN_IF_ERROR(Validate(c).WithContext(where));
   return c;
 }
@@ -965,16 +978,16 @@ int64_t ParameterCount(const ModelConfig& c) {
   const int64_t kv = int64_t{c.n_kv_head} * c.head_dim();
   const int64_t f = c.d_ff;
   int64_t per_layer = 0;
-  int64_t total = int64_t{c.vocab} * d;
+  // The token embedding, the positions' table, the final norm's weight and the untied output layer.
+  int64_t total = int64_t{c.vocab} * d + (c.learned_positions() ? int64_t{c.seq_len} * d : 0) + d +
+                  (c.tied_embeddings() ? 0 : int64_t{c.vocab} * d);
   if (c.arch == Arch::kGpt) {
     // ln1 w, qkv (w,b), proj (w,b), ln2 w, fc (w,b), fc proj (w,b)
     per_layer = d + (d * (q + 2 * kv) + q + 2 * kv) + (q * d + d) + d + (d * f + f) + (f * d + d);
-    total += (c.learned_positions() ? int64_t{c.seq_len} * d : 0) + d;
   } else {
     // attn norm, qkv (+ its bias), proj, mlp norm, gate+up, down (+ their biases)
     per_layer = d + d * (q + 2 * kv) + (c.has_qkv_bias() ? q + 2 * kv : 0) + q * d + d + 2 * f * d + f * d +
                 (c.has_linear_bias() ? d + 2 * f + d : 0);
-    total += d + int64_t{c.vocab} * d;
   }
   // q's and k's norms: a weight each.
   if (c.qk_norm) per_layer += 2 * int64_t{c.head_dim()};
@@ -989,12 +1002,9 @@ int64_t ParameterCount(const ModelConfig& c) {
 
 double TrainingFlopsPerToken(const ModelConfig& c, int seq_len) {
   double matmul_params = static_cast<double>(ParameterCount(c));
-  // Embedding lookups and norms do no matrix products; the tied (GPT) or separate (Llama) output layer does.
-  if (c.learned_positions()) {
-    matmul_params -= static_cast<double>(c.seq_len) * c.d_model;  // position table
-  } else if (c.arch == Arch::kLlama) {
-    matmul_params -= static_cast<double>(c.vocab) * c.d_model;   // input embedding (the output layer stays)
-  }
+  // Embedding lookups and norms do no matrix products; the output layer, tied to the embedding or its own, does.
+  if (c.learned_positions()) matmul_params -= static_cast<double>(c.seq_len) * c.d_model;  // position table
+  if (!c.tied_embeddings()) matmul_params -= static_cast<double>(c.vocab) * c.d_model;     // the input embedding
   if (c.softmax == Softmax::kLearnable) matmul_params -= static_cast<double>(c.n_head) * c.n_layer;  // the sinks
   double keys = 0;  // each query's keys, over the layers
   for (int l = 0; l < c.n_layer; ++l) keys += c.windowed(l) ? std::min(seq_len, c.window + 1) : seq_len;

@@ -145,6 +145,11 @@ struct ModelConfig {
   // GPT's, a GPT whose norms have no biases. Empty where they are the architecture's own, which is how every entry
   // point stores that case (SetNorm), so that a model reads the same whichever way it is told.
   std::optional<Norm> other_norm;
+  // Whether the output layer is the token embedding again where that is not the architecture's own (GPT ties it,
+  // Llama has its own): Megatron ties it unless --untie-embeddings-and-output-weights, so its Llama flags without that
+  // build a tied Llama (Llama 3.2's, Qwen2.5's and Gemma's small models) and a GPT with it an untied one. Empty where
+  // it is the architecture's own, which is how every entry point stores that case (SetTiedEmbeddings).
+  std::optional<bool> other_tie;
 
   // Each head's width where it is not d_model / n_head (Megatron's --kv-channels, Hugging Face's head_dim); 0 where
   // it is, which is how every entry point stores that case, so that a model reads the same whichever way it is told.
@@ -173,8 +178,8 @@ struct ModelConfig {
   // Biases on the other linear layers (the attention's output projection, the FFN's two): GPT's, and a Llama's with
   // linear_bias.
   bool has_linear_bias() const { return arch == Arch::kGpt || linear_bias; }
-  // GPT ties the output layer to the token embedding; Llama has its own.
-  bool tied_embeddings() const { return arch == Arch::kGpt; }
+  // The output layer is the token embedding again (GPT's, unless other_tie says otherwise), or its own (Llama's).
+  bool tied_embeddings() const { return other_tie.value_or(arch == Arch::kGpt); }
   Norm norm() const { return other_norm.value_or(ArchNorm(arch)); }
   bool layernorm() const { return norm() == Norm::kLayerNorm; }
   // GPT's GELU, whose Linear layer computes it in the GEMM's epilogue (MatmulGeluForward).
@@ -187,6 +192,8 @@ struct ModelConfig {
 void SetHeadDim(ModelConfig& config, int head_dim);
 // Norms of this kind: other_norm is empty where that is the architecture's own, else `norm`.
 void SetNorm(ModelConfig& config, Norm norm);
+// The output layer tied to the token embedding or not: other_tie is empty where that is the architecture's own.
+void SetTiedEmbeddings(ModelConfig& config, bool tied);
 // The architecture's name, and its norms' where they are not its own, and the positions it goes without: "llama",
 // "llama with LayerNorm", "gpt without positions", "llama with LayerNorm, without RoPE in 2 of 8 layers",
 // "gpt with a window of 128 keys back in 6 of 8 layers", "llama with an off-by-one softmax".
@@ -240,8 +247,8 @@ int PaddedVocabSize(int64_t tokens, int multiple = 128);
 
 // Training FLOPs per token, forward and backward, for a sequence of `seq_len` tokens:
 //   6 * N  +  12 * n_layer * seq_len * q_dim
-// where N is ParameterCount less the tables only looked up (GPT's position table, Llama's input embedding; the
-// output layer, tied or not, is a matrix product and counts) and the second term is the attention score and value
+// where N is ParameterCount less the tables only looked up (GPT's position table, the input embedding where the
+// output layer is its own; the output layer, tied or not, is a matrix product and counts) and the second term is the attention score and value
 // products (QK^T and PV, each 2 * seq_len * q_dim FLOPs per token forward with causal masking ignored, times 3 for
 // forward + backward; q_dim is d_model unless kv_channels says otherwise): the formula of the PaLM paper's appendix
 // B, which nanoGPT and llm.c use for MFU too. A layer with a sliding window counts the keys each query sees,

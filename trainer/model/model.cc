@@ -370,10 +370,10 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
   // The first Backward since ZeroGrad writes the weight matrices' gradients, which ZeroGrad left as they were.
   const WeightGrad dw_mode = write_weight_grads_ ? WeightGrad::kWrite : WeightGrad::kAdd;
   write_weight_grads_ = false;
-  // Tied (GPT), the head's gradient is wte's, which the embeddings' backward adds to at the end.
+  // Tied, the head's gradient is wte's, which the embeddings' backward adds to at the end.
   ops_->MatmulBackward(d_norm_.data(), g_.lm_head, nullptr, logits_.data(), norm_f_.data(), w_.lm_head, N, C,
                        c.vocab, dw_mode);
-  done(layout_.Head());  // untied (Llama); tied to wte, it is final with the embeddings
+  done(layout_.Head());  // untied; tied to wte, it is final with the embeddings
   Zero(d_res_, NC);
   NormBackward(d_res_.data(), g_.norm_f_w, g_.norm_f_b, d_norm_.data(), out_.data(), w_.norm_f_w, mean_f_.as<float>(),
                rstd_f_.as<float>(), N, C);

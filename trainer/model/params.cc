@@ -72,7 +72,6 @@ bool IsOutputProjection(std::string_view name) {
 }  // namespace
 
 ParamLayout::ParamLayout(const ModelConfig& config) : config_(config) {
-  const bool gpt = config.arch == Arch::kGpt;
   auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, bool embedding_or_output = false) {
     int64_t numel = 1;
     for (int64_t dim : shape) numel *= dim;
@@ -90,7 +89,7 @@ ParamLayout::ParamLayout(const ModelConfig& config) : config_(config) {
   }
   add("norm_f.weight", {config.d_model}, false);
   if (config.layernorm()) add("norm_f.bias", {config.d_model}, false);
-  if (!gpt) add("lm_head.weight", {config.vocab, config.d_model}, true, true);
+  if (!config.tied_embeddings()) add("lm_head.weight", {config.vocab, config.d_model}, true, true);
 }
 
 const TensorSpec* ParamLayout::Find(std::string_view name) const {

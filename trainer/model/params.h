@@ -80,7 +80,7 @@ class ParamLayout {
   BasicModelViews<void> Views(void* base, size_t element_size) const;
 
   // The parts whose gradients become final together during the backward, which meets them from the end of the
-  // buffer to its start: the untied head (Llama), the final norm, each layer from last to first, the embeddings.
+  // buffer to its start: the untied head, the final norm, each layer from last to first, the embeddings.
   ParamRange Embeddings() const;  // wte (+ wpe)
   ParamRange Layer(int l) const;
   // The tensors of layer l whose names continue with `part` ("out.", "fc.", "norm2.", "proj.", "softmax_offset",

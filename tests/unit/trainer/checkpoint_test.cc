@@ -1552,6 +1552,44 @@ TEST(GluTest, GegluAndEmbeddingMultiplierKeptInTheCheckpointsConfig) {
   }
 }
 
+// The output layer tied to the token embedding or its own, apart from the architecture (Megatron ties it unless
+// --untie-embeddings-and-output-weights): a tied Llama has no lm_head and counts the embedding once, an untied GPT has
+// one that decays and takes --decoupled-lr's rate as the embedding does; a matrix product either way, so the FLOPs
+// per token stay; kept in the checkpoint's config, read as the architecture's own from a header written before.
+TEST(TiedEmbeddingsTest, TheHeadTiedOrItsOwnForEitherArchitectureKeptInTheCheckpointsConfig) {
+  const ModelConfig llama = *Preset("llama-tiny");
+  ModelConfig tied = llama;
+  SetTiedEmbeddings(tied, true);
+  EXPECT_TRUE(tied.tied_embeddings());
+  EXPECT_EQ(ModelKind(tied), "llama with its output layer tied");
+  const ParamLayout tied_layout(tied);
+  EXPECT_EQ(tied_layout.Find("lm_head.weight"), nullptr);
+  EXPECT_EQ(tied_layout.Head().count, 0);
+  EXPECT_EQ(tied_layout.numel(), ParamLayout(llama).numel() - int64_t{llama.vocab} * llama.d_model);
+  EXPECT_EQ(ParameterCount(tied), tied_layout.numel());
+  EXPECT_EQ(TrainingFlopsPerToken(tied, 128), TrainingFlopsPerToken(llama, 128));
+  ExpectKeptInHeader(tied, llama, "untie_embeddings_and_output_weights", "is false in the checkpoint and true here");
+  ModelConfig again = tied;
+  SetTiedEmbeddings(again, false);
+  EXPECT_EQ(again, llama);  // the architecture's own, stored as every entry point stores it
+
+  const ModelConfig gpt = *Preset("gpt-tiny");
+  ModelConfig untied = gpt;
+  SetTiedEmbeddings(untied, false);
+  EXPECT_EQ(ModelKind(untied), "gpt with its own output layer");
+  const ParamLayout untied_layout(untied);
+  const TensorSpec* head = untied_layout.Find("lm_head.weight");
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->shape, (std::vector<int64_t>{gpt.vocab, gpt.d_model}));
+  EXPECT_TRUE(head->decay);
+  EXPECT_TRUE(head->embedding_or_output);
+  EXPECT_EQ(untied_layout.Head().count, head->numel);
+  EXPECT_EQ(ParameterCount(untied), untied_layout.numel());
+  EXPECT_EQ(untied_layout.numel(), ParamLayout(gpt).numel() + head->numel);
+  EXPECT_EQ(TrainingFlopsPerToken(untied, 128), TrainingFlopsPerToken(gpt, 128));
+  ExpectKeptInHeader(untied, gpt, "untie_embeddings_and_output_weights");
+}
+
 // --finetune into a longer context: the settings of the positions' reach come from the checkpoint's model, and
 // nothing else does; a learned position table's length is its parameters' shape, so a GPT's seq_len stays.
 TEST(WithPositionsOfTest, TakesTheReachOfThePositionsAndNothingElse) {

@@ -78,7 +78,7 @@ def gpt2_weights(gen, layers=LAYERS, positions=SEQ, prefix=""):
 
 def gpt2_loss(sd, tokens, targets, layers=LAYERS, relu2=False):
     """GPT2LMHeadModel's forward: Conv1D is x @ W + b, heads split q | k | v, tanh GELU (relu(x)^2 with `relu2`,
-    its activation_function relu2), head tied to wte."""
+    its activation_function relu2), head tied to wte unless sd has its own lm_head.weight."""
     B, T = tokens.shape
     hd = C // HEADS
     x = sd["wte.weight"][tokens] + sd["wpe.weight"][:T][None]
@@ -96,7 +96,8 @@ def gpt2_loss(sd, tokens, targets, layers=LAYERS, relu2=False):
         m = F.relu(m) ** 2 if relu2 else F.gelu(m, approximate="tanh")
         x = x + m @ sd[h + "mlp.c_proj.weight"] + sd[h + "mlp.c_proj.bias"]
     x = F.layer_norm(x, (C,), sd["ln_f.weight"], sd["ln_f.bias"], 1e-5)
-    return F.cross_entropy((x @ sd["wte.weight"].T).reshape(-1, VOCAB), targets.reshape(-1))
+    head = sd.get("lm_head.weight", sd["wte.weight"])
+    return F.cross_entropy((x @ head.T).reshape(-1, VOCAB), targets.reshape(-1))
 
 
 def llama_weights(gen, tied=False, qkv_bias=False, qk_norm=False, hd=C // HEADS, biases=False):
@@ -830,7 +831,8 @@ def check_gemma(gen, tokens, targets):
     check("--export-hf of a Llama with GeGLU: Gemma's config.json and tensors",
           rc == 0 and written.get("model_type") == "gemma" and written.get("architectures") == ["GemmaForCausalLM"]
           and written.get("head_dim") == hd and written.get("hidden_act") == "gelu_pytorch_tanh" and
-          written.get("hidden_activation") == "gelu_pytorch_tanh" and written.get("tie_word_embeddings") is False
+          written.get("hidden_activation") == "gelu_pytorch_tanh" and written.get("tie_word_embeddings") is True
+          and "lm_head.weight" not in exported
           and torch.equal(exported.get("model.norm.weight", torch.ones(1)), sd["model.norm.weight"]),
           f"exit {rc}, {written}, {list(exported)[:6]} {err.strip()[-300:]}")
     if rc == 0:
@@ -982,39 +984,105 @@ def check_qwen3(gen, tokens, targets, llama):
 
 
 def check_tied_head(gen, tokens, targets, llama, llama_config):
-    """config.json's tie_word_embeddings beside a Llama's file: a head that is the embedding again (as some tied models
-    save it) loads, one that differs is refused (transformers' versions read it apart), and an untied config beside a
-    file with no head is refused; a GPT-2's config that unties its head is refused when its weights are read."""
+    """The head tied to the embedding or its own, as config.json's tie_word_embeddings says and Megatron's flags ask
+    (tied unless --untie-embeddings-and-output-weights). A tied Llama's file (Llama 3.2 1B's, Qwen2.5's: no lm_head)
+    loads from its config.json as a tied model, one matrix, as from Llama's flags without --untie...; a head that is
+    the embedding again loads either way; a head of its own for a tied model, a head that differs beside a config.json
+    that ties them, and no head beside one that unties them are refused. A GPT-2 whose config.json unties its head
+    loads as an untied GPT, from its config.json or with --untie-embeddings-and-output-weights. --export-hf writes a
+    tied Llama without lm_head and an untied GPT-2 with it, each as tie_word_embeddings says, and both load back."""
     folder = os.path.join(WORK, "tie")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "model.safetensors")
+    export = os.path.join(WORK, "export.safetensors")  # exported_loss's
     sd = llama_weights(gen, tied=True)
     reference = llama_loss(sd, tokens, targets).item()
+    tied_llama = ["--swiglu", "--position-embedding-type", "rope", "--disable-bias-linear", "--normalization",
+                  "RMSNorm"]  # llama-tiny's sizes, its head tied (no --untie-embeddings-and-output-weights)
 
     def with_config(tied, head):
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump({**llama_config, "tie_word_embeddings": tied}, f)
         save(path, sd if head is None else {**sd, "lm_head.weight": head})
 
+    def is_tied(what, tied):
+        model, tensors = exported_model(export), load(export)
+        check(what, model.get("untie_embeddings_and_output_weights") is (not tied) and
+              ("lm_head.weight" in tensors) is (not tied), f"{model.get('untie_embeddings_and_output_weights')}, "
+              f"lm_head {'in' if 'lm_head.weight' in tensors else 'not in'} the export")
+
+    with_config(True, None)
+    if compare("a tied Llama from its config.json (--use-checkpoint-args)", folder, ["--use-checkpoint-args"],
+               reference, tokens, targets, True) is not None:
+        is_tied("a tied Llama from its config.json is tied", True)
+    if compare("a tied Llama from Llama's flags without --untie-embeddings-and-output-weights", path, tied_llama,
+               reference, tokens, targets, True) is not None:
+        is_tied("Llama's flags without --untie-embeddings-and-output-weights tie the head", True)
+    out = os.path.join(WORK, "hf-tied-llama")
+    rc, err, written, exported = export_hf(folder, out)
+    check("--export-hf of a tied Llama: tie_word_embeddings true, no lm_head",
+          rc == 0 and written.get("tie_word_embeddings") is True and "lm_head.weight" not in exported and
+          torch.equal(exported.get("model.embed_tokens.weight", torch.ones(1)), sd["model.embed_tokens.weight"]),
+          f"exit {rc}, {written.get('tie_word_embeddings')}, {sorted(exported)[:3]} {err.strip()[-300:]}")
+    if rc == 0:
+        compare("--export-hf of a tied Llama loaded back", out, ["--use-checkpoint-args"], reference, tokens, targets,
+                True)
+        is_tied("--export-hf of a tied Llama loads back tied", True)
+
     with_config(True, sd["model.embed_tokens.weight"].clone())
-    log = compare("a tied Llama whose file holds its head again", path, llama, reference, tokens, targets, True)
+    log = compare("an untied Llama from a tied file that holds its head again", path, llama, reference, tokens,
+                  targets, True)
     if log is not None:
         check("the head held again is said", "lm_head.weight is model.embed_tokens.weight again" in log,
               log.strip()[-300:])
+    compare("a tied Llama from a file that holds its head again", folder, ["--use-checkpoint-args"], reference,
+            tokens, targets, True)
     with_config(True, sd["model.embed_tokens.weight"] + 0.01)
     expect_error("a tied Llama whose file holds another head", [*llama, "--load", path, "--finetune"], 1,
                  r"tie/model\.safetensors: lm_head\.weight is not model\.embed_tokens\.weight, and the config\.json "
                  r"beside it ties them \(tie_word_embeddings: true\)")
+    os.remove(os.path.join(folder, "config.json"))
+    expect_error("a head of its own for a model that ties it", [*tied_llama, "--load", path, "--finetune"], 1,
+                 r"tie/model\.safetensors: lm_head\.weight is not model\.embed_tokens\.weight: the file's head is its "
+                 r"own, and this run's model ties its head to the embedding \(give "
+                 r"--untie-embeddings-and-output-weights, or --use-checkpoint-args\)$")
     with_config(False, None)
     expect_error("an untied Llama whose file has no head", [*llama, "--load", folder, "--finetune"], 1,
                  r"tie/model\.safetensors: no lm_head\.weight, and the config\.json beside it unties the head")
+
     gpt2 = os.path.join(WORK, "tie-gpt2")
     os.makedirs(gpt2, exist_ok=True)
-    save(os.path.join(gpt2, "model.safetensors"), gpt2_weights(gen))
+    gpt2_config = {"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_positions": SEQ,
+                   "vocab_size": VOCAB, "tie_word_embeddings": False}
     with open(os.path.join(gpt2, "config.json"), "w") as f:
-        json.dump({"model_type": "gpt2", "tie_word_embeddings": False}, f)
-    expect_error("a GPT-2 whose config.json unties the head", ["--preset", "gpt-tiny", "--load", gpt2, "--finetune"], 1,
-                 r"tie-gpt2/model\.safetensors: the config\.json beside it unties the head")
+        json.dump(gpt2_config, f)
+    sd_g = gpt2_weights(gen)
+    save(os.path.join(gpt2, "model.safetensors"), sd_g)
+    expect_error("a GPT-2 whose config.json unties the head, without one", ["--preset", "gpt-tiny", "--load", gpt2,
+                 "--finetune"], 1, r"tie-gpt2/model\.safetensors: no lm_head\.weight, and the config\.json beside it "
+                 r"unties the head")
+    sd_g["lm_head.weight"] = torch.randn(VOCAB, C, generator=gen) * 0.2
+    save(os.path.join(gpt2, "model.safetensors"), sd_g)
+    reference = gpt2_loss(sd_g, tokens, targets).item()
+    if compare("an untied GPT-2 from its config.json", gpt2, ["--use-checkpoint-args"], reference, tokens, targets,
+               False) is not None:
+        is_tied("an untied GPT-2 from its config.json is untied", False)
+    compare("an untied GPT-2 with --untie-embeddings-and-output-weights", gpt2,
+            ["--preset", "gpt-tiny", "--untie-embeddings-and-output-weights"], reference, tokens, targets, False)
+    expect_error("an untied GPT-2 for a tied GPT", ["--preset", "gpt-tiny", "--load", gpt2, "--finetune"], 1,
+                 r"tie-gpt2/model\.safetensors: lm_head\.weight is not wte\.weight: the file's head is its own")
+    out = os.path.join(WORK, "hf-untied-gpt2")
+    rc, err, written, exported = export_hf(gpt2, out)
+    check("--export-hf of an untied GPT: tie_word_embeddings false, its lm_head",
+          rc == 0 and written.get("tie_word_embeddings") is False and
+          torch.equal(exported.get("lm_head.weight", torch.ones(1)), sd_g["lm_head.weight"]),
+          f"exit {rc}, {written.get('tie_word_embeddings')}, {sorted(exported)[-3:]} {err.strip()[-300:]}")
+    if rc == 0:
+        check("--export-hf of an untied GPT: Hugging Face's loss",
+              abs(gpt2_loss({k[len("transformer."):] if k.startswith("transformer.") else k: v
+                             for k, v in exported.items()}, tokens, targets).item() - reference) <= 1e-5)
+        compare("--export-hf of an untied GPT loaded back", out, ["--use-checkpoint-args"], reference, tokens, targets,
+                False)
 
 
 def main():
@@ -1178,9 +1246,9 @@ def main():
     with open(os.path.join(with_config, "config.json"), "w") as f:
         json.dump({"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_positions": SEQ,
                    "vocab_size": VOCAB, "tie_word_embeddings": False}, f)
-    expect_error("a GPT-2 config.json with an untied head", ["--use-checkpoint-args", "--load",
-                 os.path.join(with_config, "model.safetensors"), "--finetune"], 1,
-                 r"config\.json: tie_word_embeddings is false: srunway-train's gpt2 has true")
+    expect_error("a GPT-2 config.json with an untied head, beside a file without one", ["--use-checkpoint-args",
+                 "--load", os.path.join(with_config, "model.safetensors"), "--finetune"], 1,
+                 r"model\.safetensors: no lm_head\.weight, and the config\.json beside it unties the head")
 
     # --export-hf writes what Hugging Face's forward computes our model's loss from, and config.json for it; and
     # back through --use-checkpoint-args, the same weights bit for bit.
@@ -1441,7 +1509,8 @@ def main():
     untied["lm_head.weight"] = lm["transformer.wte.weight"] + 0.01
     save(os.path.join(WORK, "untied.safetensors"), untied)
     expect_error("a GPT-2 whose lm_head is not its embedding",
-                 [*gpt, "--load", os.path.join(WORK, "untied.safetensors"), "--finetune"], 1, r"untied\.safetensors: lm_head\.weight is not wte\.weight: an untied head")
+                 [*gpt, "--load", os.path.join(WORK, "untied.safetensors"), "--finetune"], 1,
+                 r"untied\.safetensors: lm_head\.weight is not transformer\.wte\.weight: the file's head is its own")
     ints = os.path.join(WORK, "ints.safetensors")
     with open(ints, "wb") as f:
         body = json.dumps({"wte.weight": {"dtype": "I32", "shape": [1], "data_offsets": [0, 4]}}).encode()

@@ -272,6 +272,7 @@ struct Variant {
   bool qk_norm = false;       // norms on each head's q and k (--qk-layernorm)
   int head_dim = 0;           // heads of this width, not d_model / n_head (--kv-channels)
   bool other_norm = false;    // the other architecture's norms (--normalization): GPT's RMSNorm, Llama's LayerNorm
+  bool other_tie = false;     // the other architecture's head: GPT's its own (--untie-...), Llama's tied
   double rotary_percent = 1;  // a Llama's RoPE over part of each head (--rotary-percent)
   bool rotary_interleaved = false;  // a Llama's RoPE pairs side by side (--rotary-interleaved)
   bool no_positions = false;        // neither learned positions nor RoPE (--position-embedding-type none)
@@ -296,6 +297,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   config.qk_norm = variant.qk_norm;
   if (variant.head_dim > 0) SetHeadDim(config, variant.head_dim);
   if (variant.other_norm) SwapNorms(config);
+  if (variant.other_tie) SetTiedEmbeddings(config, !config.tied_embeddings());
   config.rotary_percent = variant.rotary_percent;
   config.rotary_interleaved = variant.rotary_interleaved;
   config.no_positions = variant.no_positions;
@@ -328,6 +330,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (variant.squared_relu ? "-squared-relu" : "") + (variant.qk_norm ? "-qk-norm" : "") +
                                   (variant.head_dim > 0 ? fmt::format("-kv{}", variant.head_dim) : "") +
                                   (variant.other_norm ? (config.layernorm() ? "-layernorm" : "-rmsnorm") : "") +
+                                  (variant.other_tie ? (config.tied_embeddings() ? "-tied" : "-untied") : "") +
                                   (variant.rotary_percent != 1 ? fmt::format("-rotary{}", variant.rotary_percent)
                                                                : "") +
                                   (variant.rotary_interleaved ? "-interleaved" : "") +
@@ -417,7 +420,8 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.softmax = srunway::trainer::Softmax::kOffByOne});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.1f, {.softmax = srunway::trainer::Softmax::kLearnable});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.quick_geglu = true});
-  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.gemma = true});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.other_tie = true, .gemma = true});
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.1f, {.other_tie = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.yarn = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.1f, {.linear_bias = true});
   return 0;

@@ -338,7 +338,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
             h = F.relu(h) ** 2 if squared_relu else F.gelu(h, approximate="tanh")
         x = x + drop(linear(h, pre + "out"), 3 + 3 * l)
     x = norm(x, "norm_f")
-    logits = F.linear(x, p["lm_head.weight"] if llama else p["wte"])
+    logits = F.linear(x, p.get("lm_head.weight", p["wte"]))  # the output layer its own, or tied to the embedding
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
@@ -350,6 +350,11 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     after = load(f"{d}/{preset}-after.safetensors")
     tokens, targets = before.pop("_tokens").long(), before.pop("_targets").long()
     masks = {int(k.split(".")[1]): before.pop(k) for k in list(before) if k.startswith("_mask.")} or None
+    # The output layer its own (a Llama's, an -untied step's) or the embedding again (a GPT's, a -tied step's).
+    own_head = "-untied" in preset or (llama and "-tied" not in preset)
+    if ("lm_head.weight" in before) != own_head:
+        print(f"FAIL {preset} head: lm_head.weight {'missing' if own_head else 'present'}")
+        failures.append(f"{preset} head")
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, scaling,
                       squared_relu=squared_relu, rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved,
@@ -427,9 +432,13 @@ def main():
     # Megatron's --quick-geglu --glu-linear-offset 1 --activation-func-clamp-value 0.1 (gpt-oss's activation, with a
     # clamp the tiny model's FFN inputs cross both ways).
     check_step(work, "llama-tiny-quick-geglu", True, 2, 4, 2, quick=(1.702, 1.0, 0.1))
-    # Gemma's Llama: --geglu, --embedding-multiplier 8 (the square root of its 64 wide hidden state) and
-    # --apply-layernorm-1p (norms times 1 + weight, as Gemma's RMSNorm).
-    check_step(work, "llama-tiny-gemma", True, 2, 4, 2, quick=("gelu", 0.0, None), embed_scale=8.0, norm_1p=True)
+    # Gemma's Llama: --geglu, --embedding-multiplier 8 (the square root of its 64 wide hidden state),
+    # --apply-layernorm-1p (norms times 1 + weight, as Gemma's RMSNorm) and its head tied to the embedding (Llama's
+    # flags without --untie-embeddings-and-output-weights), which the multiplier does not scale.
+    check_step(work, "llama-tiny-tied-gemma", True, 2, 4, 2, quick=("gelu", 0.0, None), embed_scale=8.0,
+               norm_1p=True)
+    # A GPT with --untie-embeddings-and-output-weights, an output layer of its own, with dropout.
+    check_step(work, "gpt-tiny-untied-dropout", False, 2, 4, 4)
     # Megatron's --position-embedding-type yarn --yarn-rotary-scaling-factor 4 --yarn-original-max-position-embeddings
     # 64: YaRN's ramp over the head's pairs 0 to 3, q and k times 1.139.
     check_step(work, "llama-tiny-yarn", True, 2, 4, 2,
@@ -440,12 +449,13 @@ def main():
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the twenty-six training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+    print("every op and the twenty-seven training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
           "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
           "other's norms; Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer "
           "only; both without positions; both with a sliding window, the Llama's in its first layer only; GPT with an "
           "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU, Llama as Gemma's "
-          "(GeGLU, its embedding scaled, norms 1 + weight), Llama with YaRN, with LongRoPE, Llama with every bias and "
+          "(GeGLU, its embedding scaled, norms 1 + weight, its head tied), GPT with a head of its own and dropout, "
+          "Llama with YaRN, with LongRoPE, Llama with every bias and "
           "dropout) match PyTorch")
 
 

@@ -1087,9 +1087,9 @@ grep -q "hidden 96, heads 4, FFN 300," "$kWork/out" || fail "--ffn-hidden-size 3
 grep -q "hidden 64, heads 4, FFN 176," "$kWork/out" || fail "llama-tiny's own FFN: $(head -1 "$kWork/out")"
 "$kTrain" --preset llama2-7b --hidden-size 4096 --dry-run --gpu-memory-gb 400 >"$kWork/out" 2>&1
 grep -q "hidden 4096, heads 32, FFN 11008," "$kWork/out" || fail "llama2-7b's hidden size restated: $(head -1 "$kWork/out")"
-# Megatron's architecture flags: Llama's four together build a Llama (from llama-tiny without a --preset), GPT's
-# explicit learned positions a GPT, --normalization the norms of either; a part of Llama's set, or a --preset of the
-# other architecture, is one line, exit 2.
+# Megatron's architecture flags: Llama's gated FFN and RoPE together build a Llama (from llama-tiny without a
+# --preset), GPT's explicit learned positions a GPT, --normalization the norms of either; a part of Llama's set, or a
+# --preset of the other architecture, is one line, exit 2.
 llama=(--normalization RMSNorm --swiglu --position-embedding-type rope --untie-embeddings-and-output-weights
        --disable-bias-linear)
 "$kTrain" "${llama[@]}" --hidden-size 256 --num-attention-heads 8 --group-query-attention --num-query-groups 2 \
@@ -1098,7 +1098,7 @@ grep -q "^model llama (2 layers, hidden 256, heads 8, FFN 640, vocab 512, seq 12
   fail "Megatron's Llama flags: $(head -1 "$kWork/out")"
 "$kTrain" --normalization LayerNorm --position-embedding-type learned_absolute --dry-run >"$kWork/out" 2>&1
 grep -q "^model gpt (2 layers, hidden 64" "$kWork/out" || fail "Megatron's GPT flags: $(head -1 "$kWork/out")"
-expect_exit 2 "error: srunway-train builds GPT \\(GELU, learned positions, tied output layer, biases\\) or Llama \\(SwiGLU, RoPE, untied output layer; biases unless --disable-bias-linear\\), either with --normalization LayerNorm or RMSNorm, either without positions \\(--position-embedding-type none\\): --swiglu asks for Llama's, which also needs --position-embedding-type rope, --untie-embeddings-and-output-weights$" \
+expect_exit 2 "error: srunway-train builds GPT \\(GELU, learned positions, biases\\) or Llama \\(SwiGLU, RoPE; biases unless --disable-bias-linear\\), either with --normalization LayerNorm or RMSNorm, either without positions \\(--position-embedding-type none\\), either with its output layer tied to the embedding unless --untie-embeddings-and-output-weights: --swiglu asks for Llama's, which also needs --position-embedding-type rope$" \
   "$kTrain" --mock-data --swiglu --normalization RMSNorm
 # Without --normalization, Llama's four build the Llama Megatron builds from them (its default LayerNorm, as its own
 # Llama 3 scripts leave it); a --preset keeps its own norms, --normalization chooses them over any.
@@ -1112,6 +1112,35 @@ grep -q "^model llama with LayerNorm (2 layers" "$kWork/out" ||
   fail "--normalization over a Llama preset: $(head -1 "$kWork/out")"
 "$kTrain" --normalization RMSNorm --dry-run >"$kWork/out" 2>&1
 grep -q "^model gpt with RMSNorm (2 layers" "$kWork/out" || fail "a GPT with RMSNorm: $(head -1 "$kWork/out")"
+# The output layer: Megatron ties it to the embedding unless --untie-embeddings-and-output-weights, so Llama's flags
+# without it build a tied Llama (Llama 3.2 1B's, Qwen2.5's), one matrix fewer, and a GPT with it an untied GPT; a
+# --preset keeps its own unless that is given. Each trains, its checkpoint keeps it, a resume of the other is refused.
+untied=("${llama[@]}")
+tied=(--normalization RMSNorm --swiglu --position-embedding-type rope --disable-bias-linear)
+"$kTrain" "${tied[@]}" --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama with its output layer tied (2 layers, hidden 64, heads 4, FFN 176, vocab 512, seq 128): 125248 parameters" "$kWork/out" ||
+  fail "Llama's flags without --untie-embeddings-and-output-weights: $(head -1 "$kWork/out")"
+"$kTrain" "${untied[@]}" --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama (2 layers, hidden 64, heads 4, FFN 176, vocab 512, seq 128): 158016 parameters" "$kWork/out" ||
+  fail "Llama's flags with --untie-embeddings-and-output-weights: $(head -1 "$kWork/out")"
+"$kTrain" --preset llama-tiny --swiglu --position-embedding-type rope --disable-bias-linear --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama (2 layers" "$kWork/out" || fail "llama-tiny's own head: $(head -1 "$kWork/out")"
+"$kTrain" --untie-embeddings-and-output-weights --dry-run >"$kWork/out" 2>&1
+grep -q "^model gpt with its own output layer (2 layers, hidden 64, heads 4, FFN 256, vocab 512, seq 128): 173824 parameters" "$kWork/out" ||
+  fail "a GPT with --untie-embeddings-and-output-weights: $(head -1 "$kWork/out")"
+for kind in tied untied-gpt; do
+  if [[ $kind == tied ]]; then flags=("${tied[@]}"); else flags=(--untie-embeddings-and-output-weights); fi
+  "$kTrain" "${flags[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --log-interval 1 \
+    --save "$kWork/$kind" >"$kWork/out" 2>"$kWork/err" || fail "a $kind model: $(cat "$kWork/err")"
+  grep -Eq "^step +2/2 " "$kWork/out" || fail "a $kind model's steps: $(cat "$kWork/out")"
+  other=(--preset llama-tiny)
+  [[ $kind == tied ]] || other=(--preset gpt-tiny)
+  "$kTrain" "${other[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/$kind" \
+    >"$kWork/out" 2>"$kWork/err" && fail "a resume of a $kind model with the other head ran"
+  grep -q "untie_embeddings_and_output_weights is $([[ $kind == tied ]] && echo false || echo true) in the checkpoint and $([[ $kind == tied ]] && echo true || echo false) here" "$kWork/err" ||
+    fail "the head should be in the checkpoint: $(cat "$kWork/err")"
+  rm -rf "${kWork:?}/$kind"
+done
 # Megatron's older spellings of RoPE: --use-rotary-position-embeddings, and --no-position-embedding beside it.
 "$kTrain" --normalization RMSNorm --swiglu --use-rotary-position-embeddings --no-position-embedding \
   --untie-embeddings-and-output-weights --disable-bias-linear --dry-run >"$kWork/out" 2>&1
@@ -1361,8 +1390,9 @@ grep -q "^model llama with YaRN (32x) (2 layers" "$kWork/out" ||
 "$kTrain" --preset llama-tiny --position-embedding-type yarn --quick-geglu --dry-run >"$kWork/out" 2>&1
 grep -q "^model llama with YaRN (1x), with quick GEGLU (2 layers" "$kWork/out" ||
   fail "--preset llama-tiny --position-embedding-type yarn --quick-geglu: $(head -1 "$kWork/out")"
-expect_exit 2 "error: .*: --swiglu, --position-embedding-type yarn ask for Llama's, which also needs --untie-embeddings-and-output-weights$" \
-  "$kTrain" --mock-data --swiglu --position-embedding-type yarn
+"$kTrain" --swiglu --position-embedding-type yarn --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama with LayerNorm, with its output layer tied, with biases, with YaRN (1x) (2 layers" "$kWork/out" ||
+  fail "--swiglu --position-embedding-type yarn: $(head -1 "$kWork/out")"
 expect_exit 2 "error: --yarn-beta-fast is YaRN's, for --position-embedding-type yarn$" "$kTrain" --mock-data \
   "${llama[@]}" --yarn-beta-fast 16
 expect_exit 2 "error: YaRN \(--position-embedding-type yarn\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
