@@ -686,7 +686,8 @@ int main(int argc, char** argv) {
            {"--sequence-parallel",
             "Megatron's: taken (it splits tensor-parallel activations; with a tensor-parallel size of 1 there are "
             "none, and Megatron turns it off too)"},
-           {"--openai-gelu", "Megatron's: taken (the GPT's GELU is the tanh form)"},
+           {"--openai-gelu", "Megatron's: taken (the GPT's GELU in the tanh form, its default, and beside "
+                             "--no-bias-gelu-fusion too)"},
            {"--log-straggler",
             "Megatron's: taken (stragglers are watched unless --disable-straggler-on-startup: --straggler-threshold, "
             "--straggler-window, --straggler-minmax-count, and the metrics' slowest_rank)"},
@@ -938,8 +939,8 @@ int main(int argc, char** argv) {
       ->excludes("--no-overlap-grad-reduce");
   bool exact_gelu = false;
   app.add_flag("--no-bias-gelu-fusion", exact_gelu,
-               "Megatron's: refused for a GPT with GELU, for which Megatron then computes the exact (erf) GELU: "
-               "srunway-train's is the tanh form, Megatron's default (its fused bias-GELU)");
+               "Megatron's: a GPT's GELU exact (erf's), as Megatron's unfused MLP computes it (its fused bias-GELU, "
+               "the default, and --openai-gelu compute the tanh form); a Llama's FFN has no GELU");
   bool dry_run = false, distributed_optimizer = false, recompute = false;
   srunway::trainer::PlanInput plan;
   CLI::Option* dry_run_flag = app.add_flag("--dry-run", dry_run,
@@ -1343,6 +1344,9 @@ int main(int argc, char** argv) {
   // q's, k's and v's biases are among every linear layer's.
   o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama && !o.model.linear_bias;
   o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
+  // Megatron's unfused MLP computes F.gelu, exact, unless --openai-gelu; a Llama's and a squared ReLU's have none.
+  const bool exact_gelu_asked = exact_gelu && app.get_option("--openai-gelu")->count() == 0;
+  o.model.exact_gelu = exact_gelu_asked && o.model.arch == srunway::trainer::Arch::kGpt && !squared_relu;
   o.model.quick_geglu = megatron_arch.quick_geglu;  // and these four for a GPT
   o.model.geglu = megatron_arch.geglu;
   o.model.embedding_multiplier = embedding_multiplier;
@@ -1410,10 +1414,9 @@ int main(int argc, char** argv) {
     }
     o.model = *saved;
   }
-  if (exact_gelu && o.model.gelu()) {
-    srunway::common::LogError("--no-bias-gelu-fusion: Megatron then computes the exact (erf) GELU, and "
-                              "srunway-train's GPT computes the tanh form (Megatron's default, with its fused "
-                              "bias-GELU, and its --openai-gelu): leave it out");
+  if (checkpoint_args && exact_gelu_asked && o.model.gelu()) {
+    srunway::common::LogError("--no-bias-gelu-fusion: Megatron then computes the exact (erf) GELU, and the "
+                              "checkpoint's GPT (--use-checkpoint-args) the tanh form: leave it out");
     return srunway::trainer::kExitUsage;
   }
   if (checkpoint_args && kv_channels != 0 && kv_channels != o.model.head_dim()) {

@@ -68,6 +68,7 @@ struct Case {
   float embedding_multiplier = 1.0f;  // --embedding-multiplier
   bool norm_1p = false;               // --apply-layernorm-1p
   bool other_tie = false;             // the other architecture's head: a Llama's tied, a GPT's its own
+  bool exact_gelu = false;            // --no-bias-gelu-fusion: a GPT's GELU erf's
 };
 
 void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
@@ -79,6 +80,7 @@ void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
   config->qkv_bias = c.biases == 1;
   config->linear_bias = c.biases == 2;
   config->squared_relu = c.squared_relu;
+  config->exact_gelu = c.exact_gelu;
   config->qk_norm = c.qk_norm;
   if (c.head_dim > 0) srunway::trainer::SetHeadDim(*config, c.head_dim);
   if (c.other_norm) srunway::trainer::SwapNorms(*config);
@@ -242,7 +244,10 @@ int main(int argc, char** argv) {
                               srunway::trainer::Softmax::kVanilla, {.gelu = true}, 8.0f, true, true},
                              // A GPT with a head of its own (--untie-embeddings-and-output-weights).
                              {"gpt-tiny-untied-documents", "gpt-tiny", 0.0f, true, 0, false, false, 0, false, 1,
-                              false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, true}};
+                              false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, true},
+                             // A GPT with exact GELU (--no-bias-gelu-fusion): its GEMM keeps no GELU epilogue.
+                             {"gpt-tiny-exact-gelu-dropout", "gpt-tiny", 0.1f, false, 0, false, false, 0, false, 1,
+                              false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, false, true}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
@@ -252,7 +257,7 @@ int main(int argc, char** argv) {
                            "gpt-tiny-rmsnorm, "
                            "llama-tiny-rotary0.5-documents, llama-tiny-interleaved, gpt-tiny-sinks-dropout, "
                            "llama-tiny-off-by-one-documents, llama-tiny-quick-geglu, llama-tiny-tied-gemma, "
-                           "gpt-tiny-untied-documents)\n",
+                           "gpt-tiny-untied-documents, gpt-tiny-exact-gelu-dropout)\n",
                    name.c_str());
       return EXIT_FAILURE;
     }

@@ -953,6 +953,8 @@ int main(int argc, char** argv) {
     Residual(gpu);
     CopyRows(gpu);
     Activation(gpu, "gelu", cuda::GeluForward, cuda::GeluBackward, cpu::GeluForward, cpu::GeluBackward);
+    Activation(gpu, "exact gelu", cuda::GeluErfForward, cuda::GeluErfBackward, cpu::GeluErfForward,
+               cpu::GeluErfBackward);
     Activation(gpu, "squared relu", cuda::SquaredReluForward, cuda::SquaredReluBackward, cpu::SquaredReluForward,
                cpu::SquaredReluBackward);
     Embedding(gpu, false);

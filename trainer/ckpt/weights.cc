@@ -868,9 +868,11 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
     SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "n_positions", where));
     SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, number("layer_norm_epsilon", 1e-5));
-    // Both GELU names are the tanh approximation, which our GELU is; relu2 is squared ReLU.
+    // Both GELU names are the tanh approximation, which our GELU is; relu2 is squared ReLU; gelu (transformers'
+    // GELUActivation, PyTorch's gelu) is exact GELU.
     c.squared_relu = json.contains("activation_function") && json["activation_function"] == "relu2";
-    if (!c.squared_relu &&
+    c.exact_gelu = json.contains("activation_function") && json["activation_function"] == "gelu";
+    if (!c.squared_relu && !c.exact_gelu &&
         (!json.contains("activation_function") || json["activation_function"] != "gelu_pytorch_tanh")) {
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("activation_function", "gelu_new"));
     }
@@ -1022,7 +1024,7 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
     return {{"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", "gpt2"}, {"n_layer", c.n_layer},
             {"n_embd", c.d_model}, {"n_head", c.n_head}, {"n_inner", c.d_ff}, {"n_positions", c.seq_len},
             {"vocab_size", c.vocab}, {"layer_norm_epsilon", Shortest(c.norm_eps)},
-            {"activation_function", c.squared_relu ? "relu2" : "gelu_new"},
+            {"activation_function", c.squared_relu ? "relu2" : c.exact_gelu ? "gelu" : "gelu_new"},
             {"initializer_range", Shortest(c.init_std)}, {"tie_word_embeddings", c.tied_embeddings()},
             {"torch_dtype", torch_dtype}};
   }

@@ -120,6 +120,7 @@ std::string ModelKind(const ModelConfig& c) {
   if (c.linear_bias) parts.push_back("with biases");
   if (c.yarn) parts.push_back(fmt::format("with YaRN ({}x)", c.yarn->factor));
   if (c.longrope) parts.push_back("with LongRoPE");
+  if (c.exact_gelu) parts.push_back("with exact GELU");
   if (c.quick_geglu) parts.push_back("with quick GEGLU");
   if (c.geglu) parts.push_back("with GeGLU");
   if (c.embedding_multiplier != 1.0f) {
@@ -596,6 +597,13 @@ common::Status Validate(const ModelConfig& c) {
   if (c.squared_relu && c.arch != Arch::kGpt) {
     return common::InvalidArgument("squared_relu (--squared-relu) is for a GPT model: a Llama's FFN is SwiGLU");
   }
+  if (c.exact_gelu && c.arch != Arch::kGpt) {
+    return common::InvalidArgument("exact_gelu (--no-bias-gelu-fusion) is for a GPT model: a Llama's FFN is gated");
+  }
+  if (c.exact_gelu && c.squared_relu) {
+    return common::InvalidArgument("exact_gelu (--no-bias-gelu-fusion) and squared_relu (--squared-relu) are two "
+                                   "activations of a GPT's FFN: give one");
+  }
   if (c.other_glu() && c.arch != Arch::kLlama) {
     return common::InvalidArgument("{} is for a Llama model, whose FFN is gated: a GPT's is GELU or squared ReLU",
                                    c.quick_geglu ? "quick_geglu (--quick-geglu)"
@@ -774,6 +782,7 @@ common::Json ToJson(const ModelConfig& c) {
   // Megatron's add_bias_linear: every linear layer's bias, GPT's always.
   json["add_bias_linear"] = c.has_linear_bias();
   json["squared_relu"] = c.squared_relu;
+  json["exact_gelu"] = c.exact_gelu;
   json["quick_geglu"] = c.quick_geglu;
   json["geglu"] = c.geglu;
   json["embedding_multiplier"] = c.embedding_multiplier;
@@ -891,7 +900,9 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
                                      c.glu_clamp);
     }
   }
+  // (exact_gelu: none before 2026-12-08's, the tanh approximation.)
   for (auto [key, field] : {std::pair{"qkv_bias", &c.qkv_bias}, std::pair{"squared_relu", &c.squared_relu},
+                            std::pair{"exact_gelu", &c.exact_gelu},
                             std::pair{"quick_geglu", &c.quick_geglu}, std::pair{"geglu", &c.geglu},
                             std::pair{"qk_layernorm", &c.qk_norm}, std::pair{"apply_layernorm_1p", &c.norm_1p},
                             std::pair{"rotary_interleaved", &c.rotary_interleaved}}) {

@@ -122,6 +122,9 @@ struct ModelConfig {
   bool linear_bias = false;
   // GPT only: the FFN's activation relu(x)^2 instead of GELU (Megatron's --squared-relu; Hugging Face's relu2).
   bool squared_relu = false;
+  // GPT only: the FFN's GELU exact, 0.5 x (1 + erf(x / sqrt(2))), rather than its tanh approximation (Megatron's
+  // --no-bias-gelu-fusion, whose unfused MLP computes PyTorch's gelu; Hugging Face's "gelu").
+  bool exact_gelu = false;
   // Llama only: the gated FFN's activation (ops/glu.h): quick GELU, x sigmoid(1.702 x), in place of SiLU (Megatron's
   // --quick-geglu), the offset added to up (--glu-linear-offset), and the clamp of gate and up before it
   // (--activation-func-clamp-value; 0: none), gpt-oss's three; or GELU's tanh approximation in place of SiLU (GeGLU,
@@ -182,8 +185,8 @@ struct ModelConfig {
   bool tied_embeddings() const { return other_tie.value_or(arch == Arch::kGpt); }
   Norm norm() const { return other_norm.value_or(ArchNorm(arch)); }
   bool layernorm() const { return norm() == Norm::kLayerNorm; }
-  // GPT's GELU, whose Linear layer computes it in the GEMM's epilogue (MatmulGeluForward).
-  bool gelu() const { return arch == Arch::kGpt && !squared_relu; }
+  // GPT's GELU in its tanh approximation, whose Linear layer computes it in the GEMM's epilogue (MatmulGeluForward).
+  bool gelu() const { return arch == Arch::kGpt && !squared_relu && !exact_gelu; }
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };

@@ -304,9 +304,13 @@ void Model::LayerForward(int l, LayerActs& a, const void* input, void* output) {
                       w.norm2_w, w.norm2_b, N);
   if (c.gelu()) {
     ops_->MatmulGeluForward(a.act.data(), a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, F);
-  } else if (gpt) {  // squared ReLU
+  } else if (gpt) {  // squared ReLU or exact GELU, each after the GEMM
     ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, F);
-    ops_->SquaredReluForward(a.act.data(), a.fc.data(), int64_t{N} * F);
+    if (c.squared_relu) {
+      ops_->SquaredReluForward(a.act.data(), a.fc.data(), int64_t{N} * F);
+    } else {
+      ops_->GeluForward(a.act.data(), a.fc.data(), int64_t{N} * F, /*exact=*/true);
+    }
   } else {
     ops_->MatmulForward(a.fc.data(), a.norm2.data(), w.fc_w, w.fc_b, N, C, 2 * F);
     ops_->SwigluForward(a.act.data(), a.fc.data(), N, F, c.glu());
@@ -398,8 +402,10 @@ void Model::Backward(float loss_scale, const GradsReady& ready) {
     } else {
       ops_->MatmulBackward(d_act_.data(), dw.out_w, dw.out_b, d_out, a.act.data(), w.out_w, N, F, C, dw_mode);
       done(layout_.LayerPart(l, "out."));
-      if (gpt) {
+      if (gpt && c.squared_relu) {
         ops_->SquaredReluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), int64_t{N} * F);
+      } else if (gpt) {
+        ops_->GeluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), int64_t{N} * F, /*exact=*/true);
       } else {
         ops_->SwigluBackward(d_fc_.data(), a.fc.data(), d_act_.data(), N, F, c.glu());
       }

@@ -2,7 +2,8 @@
 // act(gate) * (up + offset) with act(x) = x sigmoid(alpha x), SwiGLU's SiLU (alpha 1) or the quick GELU of
 // Megatron's --quick-geglu (alpha 1.702), or GELU's tanh approximation (GeGLU: --geglu, Gemma's gelu_pytorch_tanh),
 // offset Megatron's --glu-linear-offset, and with its --activation-func-clamp-value the gate clamped above at
-// `clamp` and up to [-clamp, clamp] first (gpt-oss's). GELU's tanh approximation is GPT's activation too (GeluTanh).
+// `clamp` and up to [-clamp, clamp] first (gpt-oss's). GELU's tanh approximation is GPT's activation too (GeluTanh),
+// and so is exact GELU (GeluErf).
 #pragma once
 
 #include <math.h>
@@ -33,6 +34,14 @@ SRUNWAY_GLU_HOST_DEVICE inline float GeluTanhGrad(float x) {
   float grad;
   (void)GeluTanhWithGrad(x, grad);
   return grad;
+}
+
+// GELU exact: 0.5 x (1 + erf(x / sqrt(2))) (PyTorch's gelu; Megatron's with --no-bias-gelu-fusion, Hugging Face's
+// "gelu"), and its derivative 0.5 (1 + erf(x / sqrt(2))) + x exp(-x^2 / 2) / sqrt(2 pi).
+constexpr float kInvSqrt2 = 0.7071067811865476f, kInvSqrt2Pi = 0.3989422804014327f;
+SRUNWAY_GLU_HOST_DEVICE inline float GeluErf(float x) { return 0.5f * x * (1.0f + erff(x * kInvSqrt2)); }
+SRUNWAY_GLU_HOST_DEVICE inline float GeluErfGrad(float x) {
+  return 0.5f * (1.0f + erff(x * kInvSqrt2)) + x * kInvSqrt2Pi * expf(-0.5f * x * x);
 }
 
 struct Glu {

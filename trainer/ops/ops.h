@@ -106,8 +106,9 @@ class Ops {
                             const Documents& docs) = 0;
   // rows x cols activations from rows src_ld apart into rows dst_ld apart (ops/cpu/ops.h's CopyRows).
   virtual void CopyRows(void* dst, int64_t dst_ld, const void* src, int64_t src_ld, int64_t rows, int64_t cols) = 0;
-  virtual void GeluForward(void* out, const void* inp, int64_t n) = 0;
-  virtual void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) = 0;
+  // GELU, the tanh approximation or (`exact`) erf's; the backward writes dinp.
+  virtual void GeluForward(void* out, const void* inp, int64_t n, bool exact) = 0;
+  virtual void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n, bool exact) = 0;
   virtual void SquaredReluForward(void* out, const void* inp, int64_t n) = 0;
   virtual void SquaredReluBackward(void* dinp, const void* inp, const void* dout, int64_t n) = 0;
   virtual void SwigluForward(void* out, const void* inp, int N, int F, const Glu& glu) = 0;

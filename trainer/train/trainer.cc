@@ -1089,7 +1089,7 @@ common::Status Trainer::Setup() {
   }
   if (gpu && Leader()) {
     common::LogInfo("GPU operations: {}",
-                    ops_->Describe(m.head_dim(), m.arch == Arch::kGpt, o_.reset_attention_mask));
+                    ops_->Describe(m.head_dim(), m.gelu(), o_.reset_attention_mask));
   }
   if (o_.recompute_activations && Leader()) {
     common::LogInfo("activations: only each layer's input is kept; its forward runs again in its backward "

@@ -1034,6 +1034,25 @@ TEST(SquaredReluTest, KeptInTheCheckpointsConfigForAGptOnly) {
   EXPECT_THAT(Validate(llama).message(), ::testing::HasSubstr("squared_relu (--squared-relu) is for a GPT model"));
 }
 
+// Megatron's --no-bias-gelu-fusion: a GPT's GELU exact (erf's), no parameter more, after the GEMM rather than in its
+// epilogue (gelu() is the tanh form's); kept in the checkpoint's config; a Llama's and squared ReLU's refused.
+TEST(ExactGeluTest, KeptInTheCheckpointsConfigForAGptWithGeluOnly) {
+  const ModelConfig gpt = *Preset("gpt-tiny");
+  ModelConfig c = gpt;
+  c.exact_gelu = true;
+  EXPECT_FALSE(c.gelu());
+  EXPECT_EQ(ModelKind(c), "gpt with exact GELU");
+  EXPECT_EQ(ParamLayout(c).numel(), ParamLayout(gpt).numel());
+  ExpectKeptInHeader(c, gpt, "exact_gelu");
+  c.squared_relu = true;
+  EXPECT_EQ(Validate(c).message(), "exact_gelu (--no-bias-gelu-fusion) and squared_relu (--squared-relu) are two "
+                                   "activations of a GPT's FFN: give one");
+  ModelConfig llama = *Preset("llama-tiny");
+  llama.exact_gelu = true;
+  EXPECT_EQ(Validate(llama).message(),
+            "exact_gelu (--no-bias-gelu-fusion) is for a GPT model: a Llama's FFN is gated");
+}
+
 // Megatron's --qk-layernorm (Qwen3's q_norm and k_norm): two norms of head_dim values per layer (with biases for
 // GPT's LayerNorm), between qkv and proj in the layout, which is the order the backward finishes them in, each part
 // ending where the next begins; initialised as the other norms; kept in the checkpoint's config.

@@ -76,9 +76,10 @@ def gpt2_weights(gen, layers=LAYERS, positions=SEQ, prefix=""):
     return {prefix + k: v for k, v in sd.items()}
 
 
-def gpt2_loss(sd, tokens, targets, layers=LAYERS, relu2=False):
+def gpt2_loss(sd, tokens, targets, layers=LAYERS, relu2=False, exact=False):
     """GPT2LMHeadModel's forward: Conv1D is x @ W + b, heads split q | k | v, tanh GELU (relu(x)^2 with `relu2`,
-    its activation_function relu2), head tied to wte unless sd has its own lm_head.weight."""
+    its activation_function relu2; exact GELU with `exact`, its gelu), head tied to wte unless sd has its own
+    lm_head.weight."""
     B, T = tokens.shape
     hd = C // HEADS
     x = sd["wte.weight"][tokens] + sd["wpe.weight"][:T][None]
@@ -93,7 +94,7 @@ def gpt2_loss(sd, tokens, targets, layers=LAYERS, relu2=False):
         x = x + y @ sd[h + "attn.c_proj.weight"] + sd[h + "attn.c_proj.bias"]
         m = F.layer_norm(x, (C,), sd[h + "ln_2.weight"], sd[h + "ln_2.bias"], 1e-5)
         m = m @ sd[h + "mlp.c_fc.weight"] + sd[h + "mlp.c_fc.bias"]
-        m = F.relu(m) ** 2 if relu2 else F.gelu(m, approximate="tanh")
+        m = F.relu(m) ** 2 if relu2 else F.gelu(m) if exact else F.gelu(m, approximate="tanh")
         x = x + m @ sd[h + "mlp.c_proj.weight"] + sd[h + "mlp.c_proj.bias"]
     x = F.layer_norm(x, (C,), sd["ln_f.weight"], sd["ln_f.bias"], 1e-5)
     head = sd.get("lm_head.weight", sd["wte.weight"])
@@ -303,7 +304,8 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
                       rmsnorm=model["normalization"] == "RMSNorm" if model else None,
                       quick=("gelu", 0.0, None) if model.get("geglu") else None,
                       embed_scale=model.get("embedding_multiplier", 1.0),
-                      norm_1p=model.get("apply_layernorm_1p", False)).item(), err
+                      norm_1p=model.get("apply_layernorm_1p", False),
+                      exact_gelu=model.get("exact_gelu", False)).item(), err
 
 
 def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=None):
@@ -1239,6 +1241,21 @@ def main():
     check_tied_head(gen, tokens, targets, llama, llama_config)
     check_gemma(gen, tokens, targets)
 
+    # transformers' "gelu" (GELUActivation: PyTorch's gelu, exact) is a GPT with exact GELU (--no-bias-gelu-fusion):
+    # Hugging Face's loss with it, which differs here from the tanh form's.
+    with open(os.path.join(with_config, "config.json"), "w") as f:
+        json.dump({**config, "activation_function": "gelu"}, f)
+    hf_sd = load(os.path.join(with_config, "model.safetensors"))
+    exact, tanh = (gpt2_loss(hf_sd, tokens, targets, exact=e).item() for e in (True, False))
+    check("exact GELU changes GPT-2's loss here", abs(exact - tanh) > 1e-5, f"{exact:.6f} exact, {tanh:.6f} tanh",
+          always=True)
+    if compare("a GPT-2 whose activation_function is gelu (exact)", with_config, ["--use-checkpoint-args"], exact,
+               tokens, targets, False, "header") is not None:
+        check("a GPT-2 whose activation_function is gelu has exact GELU",
+              exported_model(os.path.join(WORK, "export.safetensors")).get("exact_gelu") is True)
+    compare("a GPT-2 whose activation_function is gelu, with --no-bias-gelu-fusion", with_config,
+            [*gpt, "--no-bias-gelu-fusion"], exact, tokens, targets, False, "header")
+
     # Attention scaled otherwise than ours: refused by name (once read silently as ours).
     for key, value in (("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True)):
         refused_config("GPT-2", with_config, config, key, value,
@@ -1253,14 +1270,17 @@ def main():
     # --export-hf writes what Hugging Face's forward computes our model's loss from, and config.json for it; and
     # back through --use-checkpoint-args, the same weights bit for bit.
     # A Llama with --add-qkv-bias is a Qwen2 there (its biases trained away from their initial zeros), one with
-    # --qk-layernorm a Qwen3, a GPT with --squared-relu a GPT-2 whose activation_function is relu2.
+    # --qk-layernorm a Qwen3, a GPT with --squared-relu a GPT-2 whose activation_function is relu2, one with
+    # --no-bias-gelu-fusion (exact GELU) a GPT-2 whose activation_function is gelu.
     relu2_loss = functools.partial(gpt2_loss, relu2=True)
+    erf_loss = functools.partial(gpt2_loss, exact=True)
     for preset, args, is_llama, hf_loss in (("gpt-tiny", [], False, gpt2_loss), ("llama-tiny", [], True, llama_loss),
                                             ("qwen2", ["--add-qkv-bias"], True, llama_loss),
                                             ("qwen3", ["--qk-layernorm"], True, llama_loss),
                                             ("qwen3-wide", ["--qk-layernorm", "--kv-channels", "32"], True,
                                              llama_loss),
                                             ("gpt-relu2", ["--squared-relu"], False, relu2_loss),
+                                            ("gpt-erf", ["--no-bias-gelu-fusion"], False, erf_loss),
                                             ("llama-biases", EVERY_BIAS, True, llama_loss)):
         out_dir = os.path.join(WORK, f"hf-{preset}")
         ours_path = os.path.join(WORK, f"ours-{preset}.safetensors")
@@ -1271,7 +1291,8 @@ def main():
             continue
         ours = load(ours_path)
         reference = model_loss(ours, tokens, targets, is_llama, LAYERS, HEADS, KV if is_llama else HEADS, 1e-5,
-                               10000.0, squared_relu="--squared-relu" in args).item()
+                               10000.0, squared_relu="--squared-relu" in args,
+                               exact_gelu="--no-bias-gelu-fusion" in args).item()
         loss = hf_loss(load(os.path.join(out_dir, "model.safetensors")), tokens, targets).item()
         check(f"--export-hf of {preset}", abs(loss - reference) <= 1e-5,
               f"Hugging Face's forward {loss:.6f}, srunway {reference:.6f}", always=True)
@@ -1286,7 +1307,8 @@ def main():
                  "architectures": [architecture[llama_type]]} if is_llama else
                 {"model_type": "gpt2", "n_layer": LAYERS, "n_embd": C, "n_head": HEADS, "n_inner": 4 * C,
                  "n_positions": SEQ, "vocab_size": VOCAB, "layer_norm_epsilon": 1e-5,
-                 "activation_function": "relu2" if "--squared-relu" in args else "gelu_new"})
+                 "activation_function": "relu2" if "--squared-relu" in args else
+                 "gelu" if "--no-bias-gelu-fusion" in args else "gelu_new"})
         if llama_type == "qwen3":  # which Qwen3Config does not derive from the hidden size
             want["head_dim"] = 32 if "--kv-channels" in args else C // HEADS
         if is_llama and llama_type == "llama":  # a bias on every linear layer, or on none

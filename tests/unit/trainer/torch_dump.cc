@@ -182,6 +182,7 @@ void DumpOps(const fs::path& dir) {
     c.Write(dir / file);
   };
   activation_case("gelu.safetensors", cpu::GeluForward, cpu::GeluBackward);
+  activation_case("gelu_erf.safetensors", cpu::GeluErfForward, cpu::GeluErfBackward);
   activation_case("squared_relu.safetensors", cpu::SquaredReluForward, cpu::SquaredReluBackward);
   // A gated activation (ops/glu.h) of [gate | up] rows and its backward.
   auto glu_case = [&](const char* file, const Glu& glu) {
@@ -269,6 +270,7 @@ struct Variant {
   bool qkv_bias = false;      // a Llama's biases on q, k and v (--add-qkv-bias)
   bool linear_bias = false;   // a Llama's biases on every linear layer (no --disable-bias-linear)
   bool squared_relu = false;  // a GPT's FFN as relu(x)^2 (--squared-relu)
+  bool exact_gelu = false;    // a GPT's FFN's GELU exact (--no-bias-gelu-fusion)
   bool qk_norm = false;       // norms on each head's q and k (--qk-layernorm)
   int head_dim = 0;           // heads of this width, not d_model / n_head (--kv-channels)
   bool other_norm = false;    // the other architecture's norms (--normalization): GPT's RMSNorm, Llama's LayerNorm
@@ -294,6 +296,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   config.qkv_bias = variant.qkv_bias;
   config.linear_bias = variant.linear_bias;
   config.squared_relu = variant.squared_relu;
+  config.exact_gelu = variant.exact_gelu;
   config.qk_norm = variant.qk_norm;
   if (variant.head_dim > 0) SetHeadDim(config, variant.head_dim);
   if (variant.other_norm) SwapNorms(config);
@@ -327,7 +330,8 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   const DropoutContext context{99, 3, 5};
   const std::string name_of_run = preset + (variant.qkv_bias ? "-qkv-bias" : "") +
                                   (variant.linear_bias ? "-biases" : "") +
-                                  (variant.squared_relu ? "-squared-relu" : "") + (variant.qk_norm ? "-qk-norm" : "") +
+                                  (variant.squared_relu ? "-squared-relu" : "") +
+                                  (variant.exact_gelu ? "-exact-gelu" : "") + (variant.qk_norm ? "-qk-norm" : "") +
                                   (variant.head_dim > 0 ? fmt::format("-kv{}", variant.head_dim) : "") +
                                   (variant.other_norm ? (config.layernorm() ? "-layernorm" : "-rmsnorm") : "") +
                                   (variant.other_tie ? (config.tied_embeddings() ? "-tied" : "-untied") : "") +
@@ -345,6 +349,12 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
   RandomizeVariantParams(model.layout(), rng, model.params());
+  if (variant.exact_gelu) {  // FFN inputs about 2 wide, where erf's GELU and the tanh form differ (up to 4.7e-4)
+    for (int l = 0; l < config.n_layer; ++l) {
+      const TensorSpec& fc = *model.layout().Find(fmt::format("layers.{}.fc.weight", l));
+      for (int64_t i = 0; i < fc.numel; ++i) model.params()[fc.offset + i] *= 12.5f;
+    }
+  }
   std::vector<float> token_values(B * (T + 1));
   std::vector<int32_t> stream = Tokens(token_values, rng, config.vocab);
   std::vector<int32_t> tokens, targets;
@@ -403,6 +413,7 @@ int main(int argc, char** argv) {
   }
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qkv_bias = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.squared_relu = true});
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.1f, {.exact_gelu = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.qk_norm = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true, .head_dim = 32});

@@ -246,6 +246,8 @@ def check_ops(d):
                  lambda p: rope_qkv(p["inp"], 2, 1, 16, 10000.0, longrope, rotary_dim=8), ["out"], [("dinp", "inp")])
     t = load(f"{d}/gelu.safetensors")
     check_op("gelu", t, ["inp"], lambda p: F.gelu(p["inp"], approximate="tanh"), ["out"], [("dinp", "inp")])
+    t = load(f"{d}/gelu_erf.safetensors")
+    check_op("gelu_erf", t, ["inp"], lambda p: F.gelu(p["inp"]), ["out"], [("dinp", "inp")])
     t = load(f"{d}/squared_relu.safetensors")
     check_op("squared_relu", t, ["inp"], lambda p: F.relu(p["inp"]) ** 2, ["out"], [("dinp", "inp")])
     t = load(f"{d}/swiglu.safetensors")
@@ -278,7 +280,7 @@ def check_ops(d):
 
 def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False,
                rmsnorm=None, rotary_dim=None, interleaved=False, rope=True, no_rope=None, window=None,
-               window_layers=None, off_by_one=False, quick=None, embed_scale=1.0, norm_1p=False):
+               window_layers=None, off_by_one=False, quick=None, embed_scale=1.0, norm_1p=False, exact_gelu=False):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
     scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU;
     rmsnorm: the norms are RMSNorm (None: the architecture's own, Llama's RMSNorm, GPT's LayerNorm with biases);
@@ -289,7 +291,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     off_by_one: attention's softmax has a sink of score 0 (--softmax-type off-by-one); where p has
     layers.L.softmax_offset, the sinks' scores are those (learnable); quick: a Llama's FFN activation (glu());
     embed_scale: the token embedding times it (--embedding-multiplier); norm_1p: the norms multiply by 1 + weight
-    (--apply-layernorm-1p).
+    (--apply-layernorm-1p); exact_gelu: a GPT's GELU is erf's, not the tanh approximation (--no-bias-gelu-fusion).
     Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
@@ -335,7 +337,8 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
         if llama:
             h = glu(h, quick)
         else:
-            h = F.relu(h) ** 2 if squared_relu else F.gelu(h, approximate="tanh")
+            h = (F.relu(h) ** 2 if squared_relu else F.gelu(h) if exact_gelu else
+                 F.gelu(h, approximate="tanh"))
         x = x + drop(linear(h, pre + "out"), 3 + 3 * l)
     x = norm(x, "norm_f")
     logits = F.linear(x, p.get("lm_head.weight", p["wte"]))  # the output layer its own, or tied to the embedding
@@ -344,7 +347,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
 
 def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False,
                rope=True, no_rope=None, window=None, window_layers=None, off_by_one=False, quick=None, scaling=None,
-               embed_scale=1.0, norm_1p=False):
+               embed_scale=1.0, norm_1p=False, exact_gelu=False):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
@@ -359,7 +362,7 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, scaling,
                       squared_relu=squared_relu, rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved,
                       rope=rope, no_rope=no_rope, window=window, window_layers=window_layers, off_by_one=off_by_one,
-                      quick=quick, embed_scale=embed_scale, norm_1p=norm_1p)
+                      quick=quick, embed_scale=embed_scale, norm_1p=norm_1p, exact_gelu=exact_gelu)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -397,6 +400,8 @@ def main():
     check_step(work, "llama-tiny-qkv-bias", True, 2, 4, 2)
     # GPT with Megatron's --squared-relu.
     check_step(work, "gpt-tiny-squared-relu", False, 2, 4, 4, squared_relu=True)
+    # GPT with Megatron's --no-bias-gelu-fusion: exact GELU (erf's), with dropout.
+    check_step(work, "gpt-tiny-exact-gelu-dropout", False, 2, 4, 4, exact_gelu=True)
     # Megatron's --qk-layernorm: RMSNorm on each head's q and k for the Llama (Qwen3's), LayerNorm for the GPT.
     check_step(work, "llama-tiny-qk-norm", True, 2, 4, 2)
     check_step(work, "gpt-tiny-qk-norm", False, 2, 4, 4)
@@ -449,14 +454,13 @@ def main():
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the twenty-seven training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
-          "biases; GPT with squared ReLU; both with q and k norms; both with heads of another width; both with the "
-          "other's norms; Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer "
-          "only; both without positions; both with a sliding window, the Llama's in its first layer only; GPT with an "
-          "off-by-one softmax, Llama with learned sinks and dropout, Llama with quick GEGLU, Llama as Gemma's "
-          "(GeGLU, its embedding scaled, norms 1 + weight, its head tied), GPT with a head of its own and dropout, "
-          "Llama with YaRN, with LongRoPE, Llama with every bias and "
-          "dropout) match PyTorch")
+    print("every op and the twenty-eight training steps (GPT and Llama, with and without dropout; Llama with q, k and v"
+          " biases; GPT with squared ReLU, with exact GELU and dropout; both with q and k norms; both with heads of "
+          "another width; both with the other's norms; Llama with RoPE over a quarter of each head, with interleaved "
+          "pairs, and in its first layer only; both without positions; both with a sliding window, the Llama's in its "
+          "first layer only; GPT with an off-by-one softmax, Llama with learned sinks and dropout, Llama with quick "
+          "GEGLU, Llama as Gemma's (GeGLU, its embedding scaled, norms 1 + weight, its head tied), GPT with a head of "
+          "its own and dropout, Llama with YaRN, with LongRoPE, Llama with every bias and dropout) match PyTorch")
 
 
 if __name__ == "__main__":

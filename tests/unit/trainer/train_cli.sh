@@ -1465,8 +1465,8 @@ grep -q "model llama with biases (2 layers" "$kWork/err" ||
   fail "--use-checkpoint-args should take the biases: $(grep model "$kWork/err")"
 rm -rf "$kWork/every-bias" "$kWork/every-bias.jsonl" "$kWork/every-bias.plan" "$kWork/every-bias--add-qkv-bias.plan"
 # Megatron's --squared-relu: a GPT's FFN is relu(x)^2 (its losses differ from GELU's), kept in the checkpoint (a
-# resume without it is refused naming it); a Llama's FFN is SwiGLU, refused; --no-bias-gelu-fusion, refused with
-# GELU, is taken with it.
+# resume without it is refused naming it); a Llama's FFN is SwiGLU, refused; --no-bias-gelu-fusion (exact GELU) is
+# taken with it, which has no GELU.
 "$kTrain" --preset gpt-tiny --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --squared-relu \
   --no-bias-gelu-fusion --metrics-file "$kWork/relu2.jsonl" --save "$kWork/relu2" >"$kWork/out" 2>"$kWork/err" ||
   fail "--squared-relu: $(cat "$kWork/err")"
@@ -1927,9 +1927,24 @@ expect_exit 2 "^srunway-train\\[.*\\] error: --wandb-exp-name: srunway-train has
   "$kTrain" "${common[@]}" --mock-data --wandb-exp-name run1
 "$kTrain" "${common[@]}" --mock-data --train-steps 1 --manual-gc --manual-gc-interval 100 --no-manual-gc-eval \
   >/dev/null 2>"$kWork/err" || fail "Megatron's garbage collector flags: $(cat "$kWork/err")"
-# Megatron computes the exact (erf) GELU without its bias-GELU fusion; srunway-train's GPT has the tanh one only.
-expect_exit 2 "^srunway-train\\[.*\\] error: --no-bias-gelu-fusion: Megatron then computes the exact \\(erf\\) GELU, and srunway-train's GPT computes the tanh form" \
-  "$kTrain" "${common[@]}" --mock-data --no-bias-gelu-fusion
+# Megatron computes the exact (erf) GELU without its bias-GELU fusion, unless --openai-gelu: so does srunway-train's
+# GPT (its losses differ from the tanh form's), kept in the checkpoint (a resume without it refused naming it, and
+# --use-checkpoint-args of a tanh GPT's with it refused).
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --no-bias-gelu-fusion --metrics-file "$kWork/erf.jsonl" \
+  --save "$kWork/erf" >"$kWork/out" 2>"$kWork/err" || fail "--no-bias-gelu-fusion: $(cat "$kWork/err")"
+grep -q "model gpt with exact GELU (2 layers" "$kWork/err" || fail "--no-bias-gelu-fusion's model: $(grep model "$kWork/err")"
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --metrics-file "$kWork/tanh.jsonl" >/dev/null 2>&1 ||
+  fail "a GPT with GELU's tanh form"
+losses_differ "$kWork/erf.jsonl" "$kWork/tanh.jsonl" ||
+  fail "--no-bias-gelu-fusion trained the tanh form: $(losses "$kWork/erf.jsonl")"
+expect_exit 1 "exact_gelu is true in the checkpoint and false here" \
+  "$kTrain" "${common[@]}" --mock-data --train-steps 3 --load "$kWork/erf"
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --no-bias-gelu-fusion --openai-gelu --dry-run >"$kWork/out" 2>&1
+grep -q "^model gpt (2 layers" "$kWork/out" || fail "--openai-gelu beside --no-bias-gelu-fusion: $(head -1 "$kWork/out")"
+"$kTrain" "${common[@]}" --mock-data --train-steps 2 --save "$kWork/tanh" >/dev/null 2>&1 || fail "a tanh GPT's save"
+expect_exit 2 "^srunway-train\\[.*\\] error: --no-bias-gelu-fusion: Megatron then computes the exact \\(erf\\) GELU, and the checkpoint's GPT \\(--use-checkpoint-args\\) the tanh form: leave it out$" \
+  "$kTrain" --use-checkpoint-args --load "$kWork/tanh" --mock-data --train-steps 3 --no-bias-gelu-fusion
+rm -rf "$kWork/erf" "$kWork/tanh" "$kWork/erf.jsonl" "$kWork/tanh.jsonl"
 "$kTrain" --preset llama-tiny --seq-length 32 --no-bias-gelu-fusion --dry-run >"$kWork/out" 2>&1 ||
   fail "--no-bias-gelu-fusion of a Llama (no GELU): $(cat "$kWork/out")"
 expect_exit 2 "--overlap-param-gather requires --use-distributed-optimizer" \

@@ -103,9 +103,11 @@ class CpuOps : public Ops {
   void CopyRows(void* dst, int64_t dst_ld, const void* src, int64_t src_ld, int64_t rows, int64_t cols) override {
     cpu::CopyRows(F(dst), dst_ld, F(src), src_ld, rows, cols);
   }
-  void GeluForward(void* out, const void* inp, int64_t n) override { cpu::GeluForward(F(out), F(inp), n); }
-  void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {
-    cpu::GeluBackward(F(dinp), F(inp), F(dout), n);
+  void GeluForward(void* out, const void* inp, int64_t n, bool exact) override {
+    (exact ? cpu::GeluErfForward : cpu::GeluForward)(F(out), F(inp), n);
+  }
+  void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n, bool exact) override {
+    (exact ? cpu::GeluErfBackward : cpu::GeluBackward)(F(dinp), F(inp), F(dout), n);
   }
   void SquaredReluForward(void* out, const void* inp, int64_t n) override {
     cpu::SquaredReluForward(F(out), F(inp), n);

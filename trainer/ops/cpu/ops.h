@@ -89,9 +89,11 @@ void RopeBackward(float* dqkv, int B, int T, int H, int KV, int hd, const RopeFr
 // copy_rows.cc: rows x cols values from rows `src_ld` apart into rows `dst_ld` apart (the regions do not overlap).
 void CopyRows(float* dst, int64_t dst_ld, const float* src, int64_t src_ld, int64_t rows, int64_t cols);
 
-// gelu.cc: GELU, tanh approximation (GPT-2; PyTorch's gelu(approximate="tanh")).
+// gelu.cc: GELU, tanh approximation (GPT-2; PyTorch's gelu(approximate="tanh")), and exact (PyTorch's gelu).
 void GeluForward(float* out, const float* inp, int64_t n);
 void GeluBackward(float* dinp, const float* inp, const float* dout, int64_t n);
+void GeluErfForward(float* out, const float* inp, int64_t n);
+void GeluErfBackward(float* dinp, const float* inp, const float* dout, int64_t n);
 
 // squared_relu.cc: relu(x)^2 (Megatron's --squared-relu; Hugging Face's relu2).
 void SquaredReluForward(float* out, const float* inp, int64_t n);

@@ -181,11 +181,12 @@ class CudaOps : public Ops {
   void CopyRows(void* dst, int64_t dst_ld, const void* src, int64_t src_ld, int64_t rows, int64_t cols) override {
     Check(cuda::CopyRows(H(dst), dst_ld, H(src), src_ld, rows, cols, stream_), "copy rows");
   }
-  void GeluForward(void* out, const void* inp, int64_t n) override {
-    Check(cuda::GeluForward(H(out), H(inp), n, stream_), "gelu forward");
+  void GeluForward(void* out, const void* inp, int64_t n, bool exact) override {
+    Check((exact ? cuda::GeluErfForward : cuda::GeluForward)(H(out), H(inp), n, stream_), "gelu forward");
   }
-  void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n) override {
-    Check(cuda::GeluBackward(H(dinp), H(inp), H(dout), n, stream_), "gelu backward");
+  void GeluBackward(void* dinp, const void* inp, const void* dout, int64_t n, bool exact) override {
+    Check((exact ? cuda::GeluErfBackward : cuda::GeluBackward)(H(dinp), H(inp), H(dout), n, stream_),
+          "gelu backward");
   }
   void SquaredReluForward(void* out, const void* inp, int64_t n) override {
     Check(cuda::SquaredReluForward(H(out), H(inp), n, stream_), "squared relu forward");

@@ -43,9 +43,11 @@ int EmbeddingForward(bf16* out, const int32_t* tokens, const int32_t* positions,
 int EmbeddingBackward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, const int32_t* positions,
                       int B, int T, int C, float scale, Stream stream);
 
-// gelu.cu: GELU, tanh approximation; the backward writes dinp.
+// gelu.cu: GELU, tanh approximation, and exact (erf's); the backward writes dinp.
 int GeluForward(bf16* out, const bf16* inp, int64_t n, Stream stream);
 int GeluBackward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t n, Stream stream);
+int GeluErfForward(bf16* out, const bf16* inp, int64_t n, Stream stream);
+int GeluErfBackward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t n, Stream stream);
 
 // residual.cu: out = a + b; the backward adds dout into da and db.
 int ResidualForward(bf16* out, const bf16* a, const bf16* b, int64_t n, Stream stream);
