@@ -79,13 +79,16 @@ struct ArchFlags {
   std::optional<srunway::trainer::Norm> norm;
   bool no_positions = false;  // --position-embedding-type none
   bool linear_bias = false;   // a Llama without --disable-bias-linear: every linear layer's bias, Megatron's default
+  bool rope = false;          // without a gated FFN, RoPE (or YaRN's) for the model's positions: a GPT's gpt_rope
+  bool no_bias = false;       // without a gated FFN, --disable-bias-linear: a GPT's no_linear_bias
   std::optional<bool> tied;   // the output layer tied to the embedding or not; empty: the --preset's
 };
 
 // Llama's two flags together (its gated FFN and RoPE) ask for a Llama, GPT's explicit learned positions for a GPT,
-// and a part of Llama's set is refused, naming what is missing. Llama's --disable-bias-linear takes its layers' biases
-// away; without it they have every one, Megatron's add_bias_linear default (a GPT has them anyway), and alone it asks
-// for a Llama too. --normalization chooses the norms apart from the rest, as in Megatron, whose default is LayerNorm:
+// and a gated FFN without RoPE is refused, naming what is missing. Llama's --disable-bias-linear takes its layers'
+// biases away; without it they have every one, Megatron's add_bias_linear default. Without a gated FFN, RoPE (or
+// YaRN's) and --disable-bias-linear change whatever model the rest gives, as in Megatron, whose flags are apart: a
+// GPT's positions become RoPE's and its layers lose their biases (Nemotron's GPT), a Llama has both so. --normalization chooses the norms apart from the rest, as in Megatron, whose default is LayerNorm:
 // Llama's flags without it (as Megatron's own Llama 3 scripts give them) build the Llama with LayerNorms that Megatron
 // builds, unless a --preset gives the model (its own norms, as for its other sizes). The output layer likewise:
 // Megatron ties it to the embedding unless --untie-embeddings-and-output-weights, which Llama 2's and 3's scripts give
@@ -115,6 +118,13 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
   ArchFlags flags;
   flags.norm = srunway::trainer::NormFromName(m.normalization);  // none when not given (CLI11 takes those two)
   flags.no_positions = m.position_embedding == "none";
+  if (m.untie) flags.tied = false;
+  if (!m.swiglu && !other_glu) {
+    flags.rope = m.position_embedding == "rope" || m.position_embedding == "yarn";
+    flags.no_bias = m.disable_bias;
+    if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
+    return flags;
+  }
   constexpr std::string_view kRope = "--position-embedding-type rope";
   const std::vector<std::pair<bool, std::string_view>> llama = {
       {m.swiglu || other_glu, m.quick_geglu ? "--quick-geglu" : m.geglu ? "--geglu" : "--swiglu"},
@@ -126,21 +136,21 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
     (on ? given : missing).emplace_back(flag);
   }
   if (m.disable_bias) given.emplace_back("--disable-bias-linear");
-  // --quick-geglu or --geglu alone changes the activation of whatever model the rest gives, and
-  // --position-embedding-type yarn alone its RoPE, or both a --preset's model (Validate refuses them for a GPT); both
-  // without a --preset are Llama's set (gpt-oss's flags).
+  // --quick-geglu or --geglu alone changes the activation of whatever model the rest gives, and with
+  // --position-embedding-type yarn a --preset's model (Validate refuses them for a GPT); both without a --preset are
+  // Llama's set (gpt-oss's flags).
   const size_t changes = (other_glu ? 1 : 0) + (m.position_embedding == "yarn" ? 1 : 0);
-  if (m.untie) flags.tied = false;
   if (given.size() == changes && (preset_given || !missing.empty())) {
     if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
     return flags;
   }
   if (!missing.empty()) {
     return srunway::common::InvalidArgument(
-        "srunway-train builds GPT (GELU, learned positions, biases) or Llama (SwiGLU, RoPE; biases unless "
-        "--disable-bias-linear), either with --normalization LayerNorm or RMSNorm, either without positions "
-        "(--position-embedding-type none), either with its output layer tied to the embedding unless "
-        "--untie-embeddings-and-output-weights: {} ask{} for Llama's, which also needs {}", fmt::join(given, ", "),
+        "srunway-train builds GPT (GELU, learned positions unless --position-embedding-type rope) or Llama (SwiGLU, "
+        "RoPE), either with biases unless --disable-bias-linear, either with --normalization LayerNorm or RMSNorm, "
+        "either without positions (--position-embedding-type none), either with its output layer tied to the "
+        "embedding unless --untie-embeddings-and-output-weights: {} ask{} for Llama's, which also needs {}",
+        fmt::join(given, ", "),
         given.size() == 1 ? "s" : "", fmt::join(missing, ", "));
   }
   flags.arch = Arch::kLlama;
@@ -205,8 +215,9 @@ int main(int argc, char** argv) {
                  "Megatron's: a Llama's gated FFN clamps gate above at it and up to [-it, it] first (gpt-oss's: 7)")
       ->check(srunway::common::Positive());
   app.add_option("--position-embedding-type", megatron_arch.position_embedding,
-                 "Megatron's: learned_absolute (GPT's), rope (Llama's), yarn (a Llama's RoPE scaled by YaRN, "
-                 "gpt-oss's: the --yarn-* flags) or none (either model without positions: NoPE)")
+                 "Megatron's: learned_absolute (GPT's), rope (Llama's; without a gated FFN, a GPT's: Nemotron's), "
+                 "yarn (RoPE scaled by YaRN, gpt-oss's: the --yarn-* flags) or none (either model without positions: "
+                 "NoPE)")
       ->check(CLI::IsMember({"learned_absolute", "rope", "yarn", "none"}));
   srunway::trainer::YarnScaling yarn;
   std::vector<CLI::Option*> yarn_options = {
@@ -238,14 +249,15 @@ int main(int argc, char** argv) {
                "Megatron's: an output layer of its own, not the embedding again (Llama 2's and 3's; a --preset's "
                "Llama has it, Llama's flags without a --preset do not)");
   app.add_flag("--disable-bias-linear", megatron_arch.disable_bias,
-               "Megatron's: no biases (Llama's; with Llama's other flags and without it, a Llama has a bias on every "
-               "linear layer, as Megatron's)");
+               "Megatron's: no biases on the linear layers (Llama's, and without a gated FFN a GPT's: Nemotron's; "
+               "with Llama's other flags and without it, a Llama has a bias on every linear layer, as Megatron's)");
   bool add_qkv_bias = false, squared_relu = false, qk_layernorm = false, layernorm_1p = false,
        rotary_interleaved = false;
   app.add_flag("--squared-relu", squared_relu,
                "Megatron's: the FFN's activation relu(x)^2 instead of GELU (a GPT's; a Llama's FFN is SwiGLU)");
   app.add_flag("--add-qkv-bias", add_qkv_bias,
-               "Megatron's: biases on q, k and v alone (a Llama's, as Qwen2's; a GPT has every bias anyway)");
+               "Megatron's: biases on q, k and v alone (a Llama's, as Qwen2's, or a GPT's with "
+               "--disable-bias-linear; a GPT has every bias otherwise)");
   app.add_flag("--qk-layernorm", qk_layernorm,
                "Megatron's: each head's q and k through the model's norm (LayerNorm or RMSNorm) over its head "
                "dimension, before RoPE, with weights of their own (Qwen3's q_norm and k_norm)");
@@ -295,7 +307,7 @@ int main(int argc, char** argv) {
   app.add_option("--num-layers", num_layers, "override the preset")->check(size_range);
   app.add_option("--hidden-size", hidden_size, "override the preset")->check(size_range);
   app.add_option("--num-attention-heads", heads, "override the preset")->check(size_range);
-  app.add_option("--num-query-groups", query_groups, "KV heads (Llama grouped-query attention)")->check(size_range);
+  app.add_option("--num-query-groups", query_groups, "KV heads (grouped-query attention)")->check(size_range);
   app.add_option("--ffn-hidden-size", ffn,
                  "override the preset (default with --hidden-size H: 4 H, or for Llama's SwiGLU 8 H / 3 rounded down "
                  "to a multiple of 64, as Megatron)")->check(size_range);
@@ -1298,6 +1310,8 @@ int main(int argc, char** argv) {
   o.model = *model;
   if (flags->norm) srunway::trainer::SetNorm(o.model, *flags->norm);
   if (flags->tied) srunway::trainer::SetTiedEmbeddings(o.model, *flags->tied);
+  o.model.gpt_rope = flags->rope && o.model.arch == srunway::trainer::Arch::kGpt;
+  o.model.no_linear_bias = flags->no_bias && o.model.arch == srunway::trainer::Arch::kGpt;
   o.model.no_positions = flags->no_positions;
   const bool new_width = hidden_size && hidden_size != o.model.d_model;  // not the preset's own, restated
   if (num_layers) o.model.n_layer = num_layers;
@@ -1342,7 +1356,7 @@ int main(int argc, char** argv) {
   if (rotary_base > 0) o.model.rope_theta = rotary_base;
   o.model.linear_bias = flags->linear_bias;
   // q's, k's and v's biases are among every linear layer's.
-  o.model.qkv_bias = add_qkv_bias && o.model.arch == srunway::trainer::Arch::kLlama && !o.model.linear_bias;
+  o.model.qkv_bias = add_qkv_bias && !o.model.has_linear_bias();
   o.model.squared_relu = squared_relu;  // Validate refuses it for a Llama
   // Megatron's unfused MLP computes F.gelu, exact, unless --openai-gelu; a Llama's and a squared ReLU's have none.
   const bool exact_gelu_asked = exact_gelu && app.get_option("--openai-gelu")->count() == 0;

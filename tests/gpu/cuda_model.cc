@@ -69,6 +69,8 @@ struct Case {
   bool norm_1p = false;               // --apply-layernorm-1p
   bool other_tie = false;             // the other architecture's head: a Llama's tied, a GPT's its own
   bool exact_gelu = false;            // --no-bias-gelu-fusion: a GPT's GELU erf's
+  // Nemotron's GPT: RoPE over half of each head, no biases, 2 KV heads, squared ReLU, norms 1 + weight, its own head.
+  bool nemotron = false;
 };
 
 void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
@@ -94,6 +96,15 @@ void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
   config->embedding_multiplier = c.embedding_multiplier;
   config->norm_1p = c.norm_1p;
   if (c.other_tie) srunway::trainer::SetTiedEmbeddings(*config, !config->tied_embeddings());
+  if (c.nemotron) {
+    config->gpt_rope = true;
+    config->rotary_percent = 0.5;
+    config->no_linear_bias = true;
+    config->n_kv_head = 2;
+    config->squared_relu = true;
+    config->norm_1p = true;
+    srunway::trainer::SetTiedEmbeddings(*config, false);
+  }
   const int B = 4, T = config->seq_len;
   Model cpu(*config, B);
   srunway::trainer::Rng rng(42);
@@ -247,7 +258,9 @@ int main(int argc, char** argv) {
                               false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, true},
                              // A GPT with exact GELU (--no-bias-gelu-fusion): its GEMM keeps no GELU epilogue.
                              {"gpt-tiny-exact-gelu-dropout", "gpt-tiny", 0.1f, false, 0, false, false, 0, false, 1,
-                              false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, false, true}};
+                              false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, false, true},
+                             {"gpt-tiny-nemotron-documents", "gpt-tiny", 0.0f, true, 0, false, false, 0, false, 1,
+                              false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, false, false, true}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
@@ -257,7 +270,7 @@ int main(int argc, char** argv) {
                            "gpt-tiny-rmsnorm, "
                            "llama-tiny-rotary0.5-documents, llama-tiny-interleaved, gpt-tiny-sinks-dropout, "
                            "llama-tiny-off-by-one-documents, llama-tiny-quick-geglu, llama-tiny-tied-gemma, "
-                           "gpt-tiny-untied-documents, gpt-tiny-exact-gelu-dropout)\n",
+                           "gpt-tiny-untied-documents, gpt-tiny-exact-gelu-dropout, gpt-tiny-nemotron-documents)\n",
                    name.c_str());
       return EXIT_FAILURE;
     }

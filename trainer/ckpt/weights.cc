@@ -349,10 +349,11 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const std::filesyst
     return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
                                       NamingName(naming), ArchName(config.arch));
   }
-  if (naming == Naming::kHfGpt2 && config.no_positions) {
+  if (naming == Naming::kHfGpt2 && !config.learned_positions()) {
     return common::FailedPrecondition("{} holds a GPT-2 model, whose positions are a learned table ({}wpe.weight), "
-                                      "and this run's model has none (--position-embedding-type none)", files.name(),
-                                      gpt2);
+                                      "and this run's model has {} (--position-embedding-type {})", files.name(),
+                                      gpt2, config.no_positions ? "none" : "RoPE",
+                                      config.no_positions ? "none" : "rope");
   }
   if (naming != Naming::kSrunway && config.softmax == Softmax::kLearnable) {
     return common::FailedPrecondition("{} holds a {} model, which has no attention sinks, and this run's model learns "
@@ -1168,6 +1169,13 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
     return common::FailedPrecondition("transformers' {} has positions ({}), and this model has none "
                                       "(--position-embedding-type none): it has no Hugging Face class; --export "
                                       "writes its weights", family, gpt ? "a learned table" : "RoPE");
+  }
+  if (gpt) {  // GPT2LMHeadModel: a learned table, every bias, as many key and value heads as queries
+    SRUNWAY_RETURN_IF_ERROR(NoneOf(
+        "GPT2LMHeadModel, GPT-2's class", {{c.gpt_rope, "RoPE (--position-embedding-type rope; its positions are a "
+                                                        "learned table)"},
+                  {c.no_linear_bias, "layers without biases (--disable-bias-linear)"},
+                  {c.n_kv_head != c.n_head, "grouped-query attention (--num-query-groups)"}}));
   }
   if (c.geglu && !gpt) {  // written as Gemma (LlamaClass)
     SRUNWAY_RETURN_IF_ERROR(NoneOf(

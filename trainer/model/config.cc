@@ -113,6 +113,8 @@ std::string ModelKind(const ModelConfig& c) {
   };
   std::vector<std::string> parts;
   if (c.other_norm) parts.push_back(fmt::format("with {}", NormName(*c.other_norm)));
+  if (c.gpt_rope) parts.push_back("with RoPE");
+  if (c.no_linear_bias) parts.push_back("without biases");
   if (c.other_tie) parts.push_back(*c.other_tie ? "with its output layer tied" : "with its own output layer");
   if (c.no_positions) parts.push_back("without positions");
   if (!c.no_rope.empty()) parts.push_back("without RoPE" + in_some(c.no_rope));
@@ -411,7 +413,8 @@ common::Status NoRope(const ModelConfig& c, std::string_view what) {
     return common::InvalidArgument("{} needs RoPE, which a model without positions (--position-embedding-type none) "
                                    "has not", what);
   }
-  return common::InvalidArgument("{} needs RoPE, which GPT's learned positions are not: a Llama model", what);
+  return common::InvalidArgument("{} needs RoPE, which GPT's learned positions are not: a Llama model, or a GPT with "
+                                 "--position-embedding-type rope", what);
 }
 
 // Each of `values` positive and finite, or an error naming the first that is not: "{whose} {name} must be positive
@@ -582,9 +585,12 @@ common::Status Validate(const ModelConfig& c) {
     return common::InvalidArgument("{} {} is not a multiple of {} {}", Field("n_head"), c.n_head,
                                    Field("n_kv_head"), c.n_kv_head);
   }
-  if (c.arch == Arch::kGpt && c.n_kv_head != c.n_head) {
-    return common::InvalidArgument("GPT has no grouped-query attention ({} {} != {} {})", Field("n_kv_head"),
-                                   c.n_kv_head, Field("n_head"), c.n_head);
+  if (c.gpt_rope && c.arch != Arch::kGpt) {
+    return common::InvalidArgument("gpt_rope is for a GPT model: a Llama's positions are RoPE's anyway");
+  }
+  if (c.gpt_rope && c.no_positions) {
+    return common::InvalidArgument("gpt_rope (--position-embedding-type rope) and no positions "
+                                   "(--position-embedding-type none): give one");
   }
   if (c.rope_turns() && c.head_dim() % 2 != 0) {
     return common::InvalidArgument("RoPE needs an even head dimension, got {}", c.head_dim());
@@ -628,8 +634,13 @@ common::Status Validate(const ModelConfig& c) {
     return common::InvalidArgument("activation_func_clamp_value (--activation-func-clamp-value) must be positive and "
                                    "finite, got {}", c.glu_clamp);
   }
-  if (c.qkv_bias && c.arch != Arch::kLlama) {
-    return common::InvalidArgument("qkv_bias (--add-qkv-bias) is for a Llama model: GPT's layers have every bias");
+  if (c.no_linear_bias && c.arch != Arch::kGpt) {
+    return common::InvalidArgument("no_linear_bias (--disable-bias-linear) is for a GPT model: a Llama's layers have "
+                                   "no bias unless add_bias_linear");
+  }
+  if (c.qkv_bias && c.arch == Arch::kGpt && !c.no_linear_bias) {
+    return common::InvalidArgument("qkv_bias (--add-qkv-bias) is for a Llama model, or a GPT without biases "
+                                   "(--disable-bias-linear): GPT's layers have every bias");
   }
   if (c.linear_bias && c.arch != Arch::kLlama) {
     return common::InvalidArgument("add_bias_linear is for a Llama model: GPT's layers have every bias");
@@ -702,12 +713,12 @@ void SetHeadDim(ModelConfig& c, int head_dim) {
 
 namespace {
 
-// The model's positions by Megatron's names (--position-embedding-type): learned_absolute (GPT's), rope (Llama's)
-// or none.
+// The model's positions by Megatron's names (--position-embedding-type): learned_absolute (GPT's), rope (Llama's, and
+// a GPT's with gpt_rope), yarn or none.
 std::string_view PositionsName(const ModelConfig& c) {
   if (c.no_positions) return "none";
   if (c.yarn) return "yarn";
-  return c.arch == Arch::kGpt ? "learned_absolute" : "rope";
+  return c.learned_positions() ? "learned_absolute" : "rope";
 }
 
 // YaRN's numbers by Megatron's names (its TransformerConfig's yarn_* less the prefix), null where there is none.
@@ -823,10 +834,11 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     SRUNWAY_ASSIGN_OR_RETURN(const std::string positions,
                              common::JsonField<std::string>(json, "position_embedding_type", where));
     c.no_positions = positions == "none";
+    c.gpt_rope = c.arch == Arch::kGpt && (positions == "rope" || positions == "yarn");
     if (positions != PositionsName(c)) {
       return common::InvalidArgument("{}: position_embedding_type '{}' for a {} model{} (its own '{}', or 'none')",
                                      where, positions, arch, c.yarn ? " with yarn" : "",
-                                     c.arch == Arch::kGpt ? "learned_absolute" : c.yarn ? "yarn" : "rope");
+                                     c.yarn ? "yarn" : c.arch == Arch::kGpt ? "learned_absolute' or 'rope" : "rope");
     }
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, common::JsonField<float>(json, "init_std", where));
@@ -914,11 +926,8 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
   // none.
   if (json.contains("add_bias_linear")) {
     SRUNWAY_ASSIGN_OR_RETURN(const bool biases, common::JsonField<bool>(json, "add_bias_linear", where));
-    if (c.arch == Arch::kGpt && !biases) {
-      return common::InvalidArgument("{}: add_bias_linear is false for a gpt model, whose layers have every bias",
-                                     where);
-    }
     c.linear_bias = c.arch == Arch::kLlama && biases;
+    c.no_linear_bias = c.arch == Arch::kGpt && !biases;
   }
   if (json.contains("normalization")) {
     SRUNWAY_ASSIGN_OR_RETURN(const std::string name, common::JsonField<std::string>(json, "normalization", where));
@@ -993,8 +1002,9 @@ int64_t ParameterCount(const ModelConfig& c) {
   int64_t total = int64_t{c.vocab} * d + (c.learned_positions() ? int64_t{c.seq_len} * d : 0) + d +
                   (c.tied_embeddings() ? 0 : int64_t{c.vocab} * d);
   if (c.arch == Arch::kGpt) {
-    // ln1 w, qkv (w,b), proj (w,b), ln2 w, fc (w,b), fc proj (w,b)
-    per_layer = d + (d * (q + 2 * kv) + q + 2 * kv) + (q * d + d) + d + (d * f + f) + (f * d + d);
+    // ln1 w, qkv (w, b), proj (w, b), ln2 w, fc (w, b), fc proj (w, b): the biases unless no_linear_bias
+    per_layer = d + d * (q + 2 * kv) + (c.has_qkv_bias() ? q + 2 * kv : 0) + q * d + d + d * f + f * d +
+                (c.has_linear_bias() ? d + f + d : 0);
   } else {
     // attn norm, qkv (+ its bias), proj, mlp norm, gate+up, down (+ their biases)
     per_layer = d + d * (q + 2 * kv) + (c.has_qkv_bias() ? q + 2 * kv : 0) + q * d + d + 2 * f * d + f * d +

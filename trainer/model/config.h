@@ -72,12 +72,15 @@ struct ModelConfig {
   int n_layer = 2;
   int d_model = 64;   // hidden size
   int n_head = 4;
-  int n_kv_head = 4;  // < n_head: grouped-query attention (Llama only)
+  int n_kv_head = 4;  // < n_head: grouped-query attention
   int d_ff = 256;     // FFN hidden size (per branch for SwiGLU)
   int seq_len = 128;  // longest sequence; GPT's learned position table has this many rows
   // No positions at all (NoPE): neither GPT's learned table nor Llama's RoPE, which Megatron's
   // --position-embedding-type none builds for either (the causal mask alone tells tokens apart by order).
   bool no_positions = false;
+  // A GPT whose positions are RoPE's, as a Llama's, rather than a learned table (Megatron's
+  // --position-embedding-type rope beside GPT's other flags: Nemotron's); the RoPE settings below then apply to it.
+  bool gpt_rope = false;
   int vocab = 512;
   float init_std = 0.02f;
   float norm_eps = 1e-5f;
@@ -114,8 +117,12 @@ struct ModelConfig {
   std::vector<uint8_t> window_layers;
   // Attention's softmax; with kLearnable each layer has a parameter of n_head sink scores ("softmax_offset").
   Softmax softmax = Softmax::kVanilla;
-  // Biases on q, k and v alone (Llama only: GPT has every bias): Megatron's --add-qkv-bias, Qwen2's attention.
+  // Biases on q, k and v alone (a Llama's, or a GPT's with no_linear_bias; GPT has every bias unless that): Megatron's
+  // --add-qkv-bias, Qwen2's attention.
   bool qkv_bias = false;
+  // GPT only: no bias on its linear layers (Megatron's --disable-bias-linear beside GPT's other flags: Nemotron's); a
+  // Llama has none unless linear_bias. LayerNorm's own biases stay.
+  bool no_linear_bias = false;
   // Biases on every linear layer, q, k and v, the attention's output projection and both FFN layers (Llama only: GPT
   // has them all): Megatron's add_bias_linear, its default, which a Llama's --disable-bias-linear turns off; gpt-oss's
   // attention has them. qkv_bias is then false, as this holds that one too.
@@ -168,19 +175,19 @@ struct ModelConfig {
   RopeFrequencies rope(int T) const;
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT's learned position table, Llama's RoPE: the model's positions unless no_positions.
-  bool learned_positions() const { return arch == Arch::kGpt && !no_positions; }
-  bool rope_turns() const { return arch == Arch::kLlama && !no_positions; }
+  bool learned_positions() const { return arch == Arch::kGpt && !no_positions && !gpt_rope; }
+  bool rope_turns() const { return (arch == Arch::kLlama || gpt_rope) && !no_positions; }
   bool rope_turns(int layer) const { return rope_turns() && (no_rope.empty() || no_rope[layer] == 0); }
   bool windowed(int layer) const { return window >= 0 && (window_layers.empty() || window_layers[layer] != 0); }
   bool sinks() const { return softmax != Softmax::kVanilla; }
   Glu glu() const { return {quick_geglu ? kQuickGeluAlpha : 1.0f, glu_linear_offset, glu_clamp, geglu}; }
   // A gated FFN other than Llama's SwiGLU.
   bool other_glu() const { return quick_geglu || geglu || glu_linear_offset != 0.0f || glu_clamp != 0.0f; }
-  // Biases on q, k and v: GPT's, and a Llama's with either of the above.
-  bool has_qkv_bias() const { return arch == Arch::kGpt || qkv_bias || linear_bias; }
-  // Biases on the other linear layers (the attention's output projection, the FFN's two): GPT's, and a Llama's with
-  // linear_bias.
-  bool has_linear_bias() const { return arch == Arch::kGpt || linear_bias; }
+  // Biases on q, k and v: GPT's (unless no_linear_bias), and a model's with qkv_bias or linear_bias.
+  bool has_qkv_bias() const { return has_linear_bias() || qkv_bias; }
+  // Biases on the other linear layers (the attention's output projection, the FFN's two): GPT's unless
+  // no_linear_bias, and a Llama's with linear_bias.
+  bool has_linear_bias() const { return (arch == Arch::kGpt && !no_linear_bias) || linear_bias; }
   // The output layer is the token embedding again (GPT's, unless other_tie says otherwise), or its own (Llama's).
   bool tied_embeddings() const { return other_tie.value_or(arch == Arch::kGpt); }
   Norm norm() const { return other_norm.value_or(ArchNorm(arch)); }

@@ -1006,13 +1006,9 @@ TEST(LinearBiasTest, EveryLinearLayersBiasKeptInTheCheckpointsConfig) {
   EXPECT_EQ(ParameterCount(c), layout.numel());
   EXPECT_EQ(ModelKind(c), "llama with biases");
   ExpectKeptInHeader(c, plain, "add_bias_linear");
-  // A GPT has every bias, which its header says.
+  // A GPT has every bias unless no_linear_bias, which its header says (GptWithoutBiasesTest).
   const ModelConfig gpt = *Preset("gpt-tiny");
   EXPECT_EQ(ToJson(gpt)["add_bias_linear"], true);
-  common::Json unbiased = ToJson(gpt);
-  unbiased["add_bias_linear"] = false;
-  EXPECT_EQ(FromJson(unbiased, "header").status().message(),
-            "header: add_bias_linear is false for a gpt model, whose layers have every bias");
   ModelConfig gpt_flag = gpt;
   gpt_flag.linear_bias = true;
   EXPECT_EQ(Validate(gpt_flag).message(), "add_bias_linear is for a Llama model: GPT's layers have every bias");
@@ -1051,6 +1047,63 @@ TEST(ExactGeluTest, KeptInTheCheckpointsConfigForAGptWithGeluOnly) {
   llama.exact_gelu = true;
   EXPECT_EQ(Validate(llama).message(),
             "exact_gelu (--no-bias-gelu-fusion) is for a GPT model: a Llama's FFN is gated");
+}
+
+// Megatron's flags apart from the architecture, as Nemotron's GPT has them: RoPE in place of the position table
+// (gpt_rope; the RoPE settings then apply), no biases on the linear layers (no_linear_bias; LayerNorm's stay, and
+// --add-qkv-bias puts q's, k's and v's back), grouped-query attention. Each is kept in the checkpoint's config, reads
+// as a GPT's own from a header written before, and counts as the layout holds it.
+TEST(GptWithoutBiasesTest, RopeNoBiasesAndGroupedQueryAttentionForAGpt) {
+  const ModelConfig gpt = *Preset("gpt-tiny");
+  ModelConfig rope = gpt;
+  rope.gpt_rope = true;
+  rope.rotary_percent = 0.5;
+  EXPECT_TRUE(rope.rope_turns());
+  EXPECT_FALSE(rope.learned_positions());
+  EXPECT_EQ(ParamLayout(rope).Find("wpe"), nullptr);
+  EXPECT_EQ(ParameterCount(rope), ParamLayout(rope).numel());
+  EXPECT_EQ(ModelKind(rope), "gpt with RoPE");
+  ModelConfig just_rope = gpt;
+  just_rope.gpt_rope = true;
+  ExpectKeptInHeader(just_rope, gpt, "position_embedding_type", "is \"rope\" in the checkpoint and "
+                                                                 "\"learned_absolute\" here");
+  auto back = FromJson(ToJson(rope), "header");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, rope);
+
+  ModelConfig bare = gpt;
+  bare.no_linear_bias = true;
+  const ParamLayout layout(bare);
+  for (const TensorSpec& spec : layout.tensors()) {
+    const bool norm_bias = spec.name.find("norm") != std::string::npos;
+    EXPECT_TRUE(!spec.name.ends_with(".bias") || norm_bias) << spec.name;
+  }
+  EXPECT_EQ(ParameterCount(bare), layout.numel());
+  EXPECT_EQ(ModelKind(bare), "gpt without biases");
+  ExpectKeptInHeader(bare, gpt, "add_bias_linear", "is false in the checkpoint and true here");
+  ModelConfig qkv = bare;
+  qkv.qkv_bias = true;
+  EXPECT_NE(ParamLayout(qkv).Find("layers.0.qkv.bias"), nullptr);
+  EXPECT_EQ(ParamLayout(qkv).Find("layers.0.proj.bias"), nullptr);
+  EXPECT_EQ(ParameterCount(qkv), ParamLayout(qkv).numel());
+  ModelConfig biased_qkv = gpt;
+  biased_qkv.qkv_bias = true;
+  EXPECT_EQ(Validate(biased_qkv).message(), "qkv_bias (--add-qkv-bias) is for a Llama model, or a GPT without biases "
+                                            "(--disable-bias-linear): GPT's layers have every bias");
+
+  ModelConfig gqa = gpt;
+  gqa.n_kv_head = 2;
+  EXPECT_TRUE(Validate(gqa).ok()) << Validate(gqa).message();
+  EXPECT_EQ(ParameterCount(gqa), ParamLayout(gqa).numel());
+  EXPECT_LT(ParamLayout(gqa).numel(), ParamLayout(gpt).numel());
+
+  ModelConfig llama = *Preset("llama-tiny");
+  llama.gpt_rope = true;
+  EXPECT_EQ(Validate(llama).message(), "gpt_rope is for a GPT model: a Llama's positions are RoPE's anyway");
+  llama = *Preset("llama-tiny");
+  llama.no_linear_bias = true;
+  EXPECT_EQ(Validate(llama).message(), "no_linear_bias (--disable-bias-linear) is for a GPT model: a Llama's layers "
+                                       "have no bias unless add_bias_linear");
 }
 
 // Megatron's --qk-layernorm (Qwen3's q_norm and k_norm): two norms of head_dim values per layer (with biases for
@@ -1294,10 +1347,10 @@ TEST(NoPositionsTest, NeitherTheTableNorRopeKeptInTheCheckpointsConfig) {
           "linear RoPE scaling (--rotary-seq-len-interpolation-factor)");
   refused([](ModelConfig& c) { c.rope_scaling_factor = 8; }, "RoPE scaling (--use-rope-scaling)");
 
-  common::Json other = ToJson(plain_gpt);
-  other["position_embedding_type"] = "rope";
+  common::Json other = ToJson(plain_llama);
+  other["position_embedding_type"] = "learned_absolute";
   EXPECT_EQ(FromJson(other, "header").status().message(),
-            "header: position_embedding_type 'rope' for a gpt model (its own 'learned_absolute', or 'none')");
+            "header: position_embedding_type 'learned_absolute' for a llama model (its own 'rope', or 'none')");
 }
 
 // Megatron's --no-rope-freq: an integer N skips RoPE in the last of every N layers (0 in none), a list expression of
@@ -1360,7 +1413,7 @@ TEST(NoRopeFreqTest, LayersFromAnIntegerOrAListExpressionKeptInTheCheckpointsCon
   ModelConfig gpt = *Preset("gpt-tiny");
   gpt.no_rope = {0, 1};
   EXPECT_EQ(Validate(gpt).message(), "RoPE skipped in some layers (--no-rope-freq) needs RoPE, which GPT's learned "
-                                     "positions are not: a Llama model");
+                                     "positions are not: a Llama model, or a GPT with --position-embedding-type rope");
   common::Json bad = ToJson(c);
   bad["no_rope_freq"] = {0, 2};
   EXPECT_EQ(FromJson(bad, "header").status().message(), "header: no_rope_freq holds 2, not 0 or 1");
@@ -1706,7 +1759,8 @@ TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {
             m.arch = Arch::kGpt;
             m.n_kv_head = m.n_head;
           },
-          "YaRN (--position-embedding-type yarn) needs RoPE, which GPT's learned positions are not: a Llama model");
+          "YaRN (--position-embedding-type yarn) needs RoPE, which GPT's learned positions are not: a Llama model, or "
+          "a GPT with --position-embedding-type rope");
   refused([](ModelConfig& m) { m.no_positions = true; },
           "YaRN (--position-embedding-type yarn) needs RoPE, which a model without positions "
           "(--position-embedding-type none) has not");

@@ -286,6 +286,10 @@ struct Variant {
   bool gemma = false;  // --geglu --embedding-multiplier 8 --apply-layernorm-1p (Gemma's: 8 the root of the width 64)
   bool yarn = false;  // YaRN, 4x over 64 original positions (--position-embedding-type yarn, --yarn-*)
   bool longrope = false;  // LongRoPE, Phi-3's, over 16 original positions (a factor per pair, q and k times 1.2)
+  // Nemotron's GPT: RoPE over half of each head, no biases, 2 KV heads, squared ReLU, norms 1 + weight, its own head
+  // (--position-embedding-type rope --rotary-percent 0.5 --disable-bias-linear --num-query-groups 2 --squared-relu
+  // --apply-layernorm-1p --untie-embeddings-and-output-weights).
+  bool nemotron = false;
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -313,6 +317,15 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
     config.longrope = LongRope{.short_factor = std::vector<float>(8, 1.0f),
                                .long_factor = {1.0f, 1.5f, 2.0f, 3.0f, 5.0f, 8.0f, 13.0f, 21.0f},
                                .original_positions = 16, .attention_factor = 1.2f};
+  }
+  if (variant.nemotron) {
+    config.gpt_rope = true;
+    config.rotary_percent = 0.5;
+    config.no_linear_bias = true;
+    config.n_kv_head = 2;
+    config.squared_relu = true;
+    config.norm_1p = true;
+    SetTiedEmbeddings(config, false);
   }
   if (variant.gemma) {
     config.geglu = true;
@@ -345,6 +358,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (config.sinks() ? fmt::format("-{}", SoftmaxName(config.softmax)) : "") +
                                   (variant.quick_geglu ? "-quick-geglu" : "") + (variant.gemma ? "-gemma" : "") +
                                   (variant.yarn ? "-yarn" : "") + (variant.longrope ? "-longrope" : "") +
+                                  (variant.nemotron ? "-nemotron" : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -414,6 +428,7 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qkv_bias = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.squared_relu = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.1f, {.exact_gelu = true});
+  srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.1f, {.nemotron = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.qk_norm = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true, .head_dim = 32});

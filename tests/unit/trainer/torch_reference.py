@@ -280,7 +280,8 @@ def check_ops(d):
 
 def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None, scaling=None, squared_relu=False,
                rmsnorm=None, rotary_dim=None, interleaved=False, rope=True, no_rope=None, window=None,
-               window_layers=None, off_by_one=False, quick=None, embed_scale=1.0, norm_1p=False, exact_gelu=False):
+               window_layers=None, off_by_one=False, quick=None, embed_scale=1.0, norm_1p=False, exact_gelu=False,
+               gpt_rope=False):
     """masks: dropout site -> the mask (0 or 1 / (1 - p)) srunway-train drew, applied where Megatron applies dropout;
     scaling: RoPE's (Llama 3.1's, a rope_scaling dict) or None; squared_relu: a GPT's FFN is relu(x)^2, not GELU;
     rmsnorm: the norms are RMSNorm (None: the architecture's own, Llama's RMSNorm, GPT's LayerNorm with biases);
@@ -291,7 +292,8 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
     off_by_one: attention's softmax has a sink of score 0 (--softmax-type off-by-one); where p has
     layers.L.softmax_offset, the sinks' scores are those (learnable); quick: a Llama's FFN activation (glu());
     embed_scale: the token embedding times it (--embedding-multiplier); norm_1p: the norms multiply by 1 + weight
-    (--apply-layernorm-1p); exact_gelu: a GPT's GELU is erf's, not the tanh approximation (--no-bias-gelu-fusion).
+    (--apply-layernorm-1p); exact_gelu: a GPT's GELU is erf's, not the tanh approximation (--no-bias-gelu-fusion);
+    gpt_rope: a GPT turns q and k by RoPE, as a Llama (--position-embedding-type rope; it then has no wpe).
     Where p has layers.L.q_norm.weight, each head's q and k go through the model's norm over its hd values before
     RoPE (Megatron's --qk-layernorm; Qwen3's q_norm and k_norm)."""
     B, T = tokens.shape
@@ -326,7 +328,7 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
         qkv = linear(norm(x, pre + "norm1"), pre + "qkv")
         if pre + "q_norm.weight" in p:
             qkv = qk_norm(qkv, pre)
-        if llama and rope and not (no_rope and no_rope[l]):
+        if (llama or gpt_rope) and rope and not (no_rope and no_rope[l]):
             qkv = rope_qkv(qkv, H, KV, hd, theta, scaling, rotary_dim, interleaved)
         windowed = window is not None and (window_layers is None or window_layers[l])
         sinks = p.get(pre + "softmax_offset", torch.zeros(H) if off_by_one else None)
@@ -347,14 +349,15 @@ def model_loss(p, tokens, targets, llama, n_layer, H, KV, eps, theta, masks=None
 
 def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=None, rotary_dim=None, interleaved=False,
                rope=True, no_rope=None, window=None, window_layers=None, off_by_one=False, quick=None, scaling=None,
-               embed_scale=1.0, norm_1p=False, exact_gelu=False):
+               embed_scale=1.0, norm_1p=False, exact_gelu=False, gpt_rope=False):
     before = load(f"{d}/{preset}-before.safetensors")
     grads = load(f"{d}/{preset}-grads.safetensors")
     after = load(f"{d}/{preset}-after.safetensors")
     tokens, targets = before.pop("_tokens").long(), before.pop("_targets").long()
     masks = {int(k.split(".")[1]): before.pop(k) for k in list(before) if k.startswith("_mask.")} or None
-    # The output layer its own (a Llama's, an -untied step's) or the embedding again (a GPT's, a -tied step's).
-    own_head = "-untied" in preset or (llama and "-tied" not in preset)
+    # The output layer its own (a Llama's, an -untied or -nemotron step's) or the embedding again (a GPT's, a -tied
+    # step's).
+    own_head = "-untied" in preset or "-nemotron" in preset or (llama and "-tied" not in preset)
     if ("lm_head.weight" in before) != own_head:
         print(f"FAIL {preset} head: lm_head.weight {'missing' if own_head else 'present'}")
         failures.append(f"{preset} head")
@@ -362,7 +365,8 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, scaling,
                       squared_relu=squared_relu, rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved,
                       rope=rope, no_rope=no_rope, window=window, window_layers=window_layers, off_by_one=off_by_one,
-                      quick=quick, embed_scale=embed_scale, norm_1p=norm_1p, exact_gelu=exact_gelu)
+                      quick=quick, embed_scale=embed_scale, norm_1p=norm_1p, exact_gelu=exact_gelu,
+                      gpt_rope=gpt_rope)
     check(f"{preset} loss", grads["_loss"], loss.detach().reshape(1), 1e-5, 0)
     loss.backward()
     for name, p in params.items():
@@ -402,6 +406,10 @@ def main():
     check_step(work, "gpt-tiny-squared-relu", False, 2, 4, 4, squared_relu=True)
     # GPT with Megatron's --no-bias-gelu-fusion: exact GELU (erf's), with dropout.
     check_step(work, "gpt-tiny-exact-gelu-dropout", False, 2, 4, 4, exact_gelu=True)
+    # Nemotron's GPT, with dropout: RoPE over half of each head and no position table, no biases, 2 KV heads, squared
+    # ReLU, norms 1 + weight, an output layer of its own.
+    check_step(work, "gpt-tiny-nemotron-dropout", False, 2, 4, 2, squared_relu=True, rotary_dim=8, norm_1p=True,
+               gpt_rope=True)
     # Megatron's --qk-layernorm: RMSNorm on each head's q and k for the Llama (Qwen3's), LayerNorm for the GPT.
     check_step(work, "llama-tiny-qk-norm", True, 2, 4, 2)
     check_step(work, "gpt-tiny-qk-norm", False, 2, 4, 4)
@@ -454,8 +462,8 @@ def main():
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the twenty-eight training steps (GPT and Llama, with and without dropout; Llama with q, k and v"
-          " biases; GPT with squared ReLU, with exact GELU and dropout; both with q and k norms; both with heads of "
+    print("every op and the twenty-nine training steps (GPT and Llama, with and without dropout; Llama with q, k and v"
+          " biases; GPT with squared ReLU, with exact GELU and dropout, as Nemotron's (RoPE, no biases, GQA); both with q and k norms; both with heads of "
           "another width; both with the other's norms; Llama with RoPE over a quarter of each head, with interleaved "
           "pairs, and in its first layer only; both without positions; both with a sliding window, the Llama's in its "
           "first layer only; GPT with an off-by-one softmax, Llama with learned sinks and dropout, Llama with quick "

@@ -1098,7 +1098,7 @@ grep -q "^model llama (2 layers, hidden 256, heads 8, FFN 640, vocab 512, seq 12
   fail "Megatron's Llama flags: $(head -1 "$kWork/out")"
 "$kTrain" --normalization LayerNorm --position-embedding-type learned_absolute --dry-run >"$kWork/out" 2>&1
 grep -q "^model gpt (2 layers, hidden 64" "$kWork/out" || fail "Megatron's GPT flags: $(head -1 "$kWork/out")"
-expect_exit 2 "error: srunway-train builds GPT \\(GELU, learned positions, biases\\) or Llama \\(SwiGLU, RoPE; biases unless --disable-bias-linear\\), either with --normalization LayerNorm or RMSNorm, either without positions \\(--position-embedding-type none\\), either with its output layer tied to the embedding unless --untie-embeddings-and-output-weights: --swiglu asks for Llama's, which also needs --position-embedding-type rope$" \
+expect_exit 2 "error: srunway-train builds GPT \\(GELU, learned positions unless --position-embedding-type rope\\) or Llama \\(SwiGLU, RoPE\\), either with biases unless --disable-bias-linear, either with --normalization LayerNorm or RMSNorm, either without positions \\(--position-embedding-type none\\), either with its output layer tied to the embedding unless --untie-embeddings-and-output-weights: --swiglu asks for Llama's, which also needs --position-embedding-type rope$" \
   "$kTrain" --mock-data --swiglu --normalization RMSNorm
 # Without --normalization, Llama's four build the Llama Megatron builds from them (its default LayerNorm, as its own
 # Llama 3 scripts leave it); a --preset keeps its own norms, --normalization chooses them over any.
@@ -1128,6 +1128,26 @@ grep -q "^model llama (2 layers" "$kWork/out" || fail "llama-tiny's own head: $(
 "$kTrain" --untie-embeddings-and-output-weights --dry-run >"$kWork/out" 2>&1
 grep -q "^model gpt with its own output layer (2 layers, hidden 64, heads 4, FFN 256, vocab 512, seq 128): 173824 parameters" "$kWork/out" ||
   fail "a GPT with --untie-embeddings-and-output-weights: $(head -1 "$kWork/out")"
+# Without a gated FFN, --position-embedding-type rope and --disable-bias-linear change the GPT (Megatron's flags are
+# apart): Nemotron's flags build its GPT, RoPE over half of each head in place of the table, no biases, 2 KV heads,
+# squared ReLU, norms 1 + weight, an output layer of its own; it trains, its checkpoint keeps each, a resume of a GPT
+# with the table and every bias is refused naming them; --export-hf refuses it (GPT-2 has neither).
+nemotron=(--position-embedding-type rope --rotary-percent 0.5 --disable-bias-linear --group-query-attention
+          --num-query-groups 2 --squared-relu --apply-layernorm-1p --untie-embeddings-and-output-weights)
+"$kTrain" "${nemotron[@]}" --dry-run >"$kWork/out" 2>&1
+grep -q "^model gpt with RoPE, without biases, with its own output layer (2 layers, hidden 64, heads 4, FFN 256, vocab 512, seq 128): 156288 parameters" "$kWork/out" ||
+  fail "Nemotron's flags: $(head -1 "$kWork/out")"
+"$kTrain" "${nemotron[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --save "$kWork/nemotron" \
+  >"$kWork/out" 2>"$kWork/err" || fail "Nemotron's GPT: $(cat "$kWork/err")"
+grep -q "heads 4/2" "$kWork/err" || fail "Nemotron's GPT's KV heads: $(grep model "$kWork/err")"
+expect_exit 1 "position_embedding_type is \"rope\" in the checkpoint and \"learned_absolute\" here; rotary_percent is 0.5 in the checkpoint and 1.0 here; add_bias_linear is false in the checkpoint and true here" \
+  "$kTrain" --squared-relu --apply-layernorm-1p --untie-embeddings-and-output-weights --num-query-groups 2 \
+  --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/nemotron"
+"$kTrain" "${nemotron[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/nemotron" \
+  >"$kWork/out" 2>"$kWork/err" || fail "a resume of Nemotron's GPT: $(cat "$kWork/err")"
+rm -rf "$kWork/nemotron"
+expect_exit 1 "error: --export-hf: transformers' GPT2LMHeadModel, GPT-2's class, has no RoPE \(--position-embedding-type rope; its positions are a learned table\): --export writes this model's weights$" \
+  "$kTrain" "${nemotron[@]}" --mock-data --train-steps 1 --export-hf "$kWork/hf-nemotron"
 for kind in tied untied-gpt; do
   if [[ $kind == tied ]]; then flags=("${tied[@]}"); else flags=(--untie-embeddings-and-output-weights); fi
   "$kTrain" "${flags[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --log-interval 1 \
@@ -1231,7 +1251,7 @@ changes_llama() {
 # Linear RoPE scaling (Megatron's --rotary-seq-len-interpolation-factor): it changes the model, its checkpoint keeps
 # it, a resume without it is refused naming it; a GPT, and both scalings at once, are refused.
 changes_llama linear "rope_linear_factor is 4.0 in the checkpoint and 1.0 here" --rotary-seq-len-interpolation-factor 4
-expect_exit 2 "error: linear RoPE scaling \(--rotary-seq-len-interpolation-factor\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
+expect_exit 2 "error: linear RoPE scaling \(--rotary-seq-len-interpolation-factor\) needs RoPE, which GPT's learned positions are not: a Llama model, or a GPT with --position-embedding-type rope$" \
   "$kTrain" --mock-data --preset gpt-tiny --rotary-seq-len-interpolation-factor 2
 expect_exit 2 "error: RoPE scaling: Llama 3.1's \(--use-rope-scaling\) or linear \(--rotary-seq-len-interpolation-factor\), not both$" \
   "$kTrain" --mock-data "${llama[@]}" --use-rope-scaling --rotary-seq-len-interpolation-factor 2
@@ -1244,7 +1264,7 @@ changes_llama partial "rotary_percent is 0.5 in the checkpoint and 1.0 here" --r
   fail "--use-checkpoint-args of a checkpoint with --rotary-percent 0.5: $(cat "$kWork/err")"
 expect_exit 2 "error: --rotary-percent 0.25: the checkpoint's RoPE \(--use-checkpoint-args\) turns 0.5 of each head: give 0.5 or leave it out$" \
   "$kTrain" --mock-data --train-steps 3 --use-checkpoint-args --load "$kWork/partial" --rotary-percent 0.25
-expect_exit 2 "error: RoPE over part of each head \(--rotary-percent\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
+expect_exit 2 "error: RoPE over part of each head \(--rotary-percent\) needs RoPE, which GPT's learned positions are not: a Llama model, or a GPT with --position-embedding-type rope$" \
   "$kTrain" --mock-data --preset gpt-tiny --rotary-percent 0.5
 expect_exit 2 "error: rotary_percent \(--rotary-percent\) must be above 0 and at most 1, got 1.5$" \
   "$kTrain" --mock-data "${llama[@]}" --rotary-percent 1.5
@@ -1254,7 +1274,7 @@ rm -rf "$kWork/partial" "$kWork/partial.jsonl"
 # Interleaved RoPE pairs (Megatron's --rotary-interleaved): they change the model, its checkpoint keeps them, a resume
 # without them is refused naming them; a GPT is refused.
 changes_llama interleaved "rotary_interleaved is true in the checkpoint and false here" --rotary-interleaved
-expect_exit 2 "error: interleaved RoPE \(--rotary-interleaved\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
+expect_exit 2 "error: interleaved RoPE \(--rotary-interleaved\) needs RoPE, which GPT's learned positions are not: a Llama model, or a GPT with --position-embedding-type rope$" \
   "$kTrain" --mock-data --preset gpt-tiny --rotary-interleaved
 rm -rf "$kWork/interleaved" "$kWork/interleaved.jsonl"
 # No positions (Megatron's --position-embedding-type none, NoPE): neither a GPT's learned table nor a Llama's RoPE.
@@ -1287,7 +1307,7 @@ grep -q "^model llama without RoPE in 2 of 8 layers (8 layers" "$kWork/out" ||
   fail "--no-rope-freq's list expression: $(head -1 "$kWork/out")"
 expect_exit 2 "error: --no-rope-freq 3: the model's 2 layers are not a multiple of 3 \(RoPE is skipped in the last layer of every 3\)$" \
   "$kTrain" --mock-data "${llama[@]}" --no-rope-freq 3
-expect_exit 2 "error: RoPE skipped in some layers \(--no-rope-freq\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
+expect_exit 2 "error: RoPE skipped in some layers \(--no-rope-freq\) needs RoPE, which GPT's learned positions are not: a Llama model, or a GPT with --position-embedding-type rope$" \
   "$kTrain" --mock-data --preset gpt-tiny --no-rope-freq 2
 # Sliding-window attention (Megatron's --window-size L,0; --window-attn-skip-freq the layers that attend to every key
 # despite it): it changes the model, its checkpoint keeps it and a resume without it is refused naming it; a GPT takes
@@ -1395,8 +1415,9 @@ grep -q "^model llama with LayerNorm, with its output layer tied, with biases, w
   fail "--swiglu --position-embedding-type yarn: $(head -1 "$kWork/out")"
 expect_exit 2 "error: --yarn-beta-fast is YaRN's, for --position-embedding-type yarn$" "$kTrain" --mock-data \
   "${llama[@]}" --yarn-beta-fast 16
-expect_exit 2 "error: YaRN \(--position-embedding-type yarn\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
-  "$kTrain" --mock-data --preset gpt-tiny --position-embedding-type yarn
+"$kTrain" --preset gpt-tiny --position-embedding-type yarn --dry-run >"$kWork/out" 2>&1
+grep -q "^model gpt with RoPE, with YaRN (1x) (2 layers" "$kWork/out" ||
+  fail "--preset gpt-tiny --position-embedding-type yarn: $(head -1 "$kWork/out")"
 expect_exit 2 "error: YaRN \(--position-embedding-type yarn\) is not taken with linear RoPE scaling \(--rotary-seq-len-interpolation-factor\): " \
   "$kTrain" --mock-data --preset llama-tiny --position-embedding-type yarn --rotary-seq-len-interpolation-factor 2
 # README's gpt-oss without its experts: every one of those flags together.
@@ -1412,7 +1433,7 @@ grep -q "^model llama with a window of 128 keys back in 2 of 4 layers, with bias
 expect_exit 2 "error: YaRN's beta_fast \(--yarn-beta-fast\) 32 must be larger than its beta_slow \(--yarn-beta-slow\) 40$" \
   "$kTrain" --mock-data --preset llama-tiny --position-embedding-type yarn --yarn-beta-slow 40
 rm -rf "$kWork/scaled" "$kWork/linear" "$kWork/scaled.jsonl" "$kWork/unscaled.jsonl" "$kWork/linear.jsonl"
-expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model$" \
+expect_exit 2 "error: RoPE scaling \(--use-rope-scaling\) needs RoPE, which GPT's learned positions are not: a Llama model, or a GPT with --position-embedding-type rope$" \
   "$kTrain" --mock-data --preset gpt-tiny --use-rope-scaling
 expect_exit 2 "--rope-scaling-factor requires --use-rope-scaling" "$kTrain" --mock-data "${llama[@]}" --rope-scaling-factor 8
 # Megatron's --add-qkv-bias (Qwen2's attention): the Llama's q, k and v biases train (its losses differ from the same
