@@ -136,8 +136,9 @@ class WeightFiles {
 };
 
 // Phi-3's names are Llama's but for q, k, v in one tensor (qkv_proj) and gate, up in another (gate_up_proj); GLM's
-// have the second alone; StableLM's are Llama's with its norms' biases beside their weights (LayerNorms).
-enum class Naming { kSrunway, kHfGpt2, kHfLlama, kHfPhi3, kHfGlm, kHfStableLm, kHfGemma };
+// have the second alone; StableLM's are Llama's with its norms' biases beside their weights (LayerNorms); Nemotron's
+// (a GPT with RoPE) are StableLM's with one up_proj in place of gate and up.
+enum class Naming { kSrunway, kHfGpt2, kHfLlama, kHfPhi3, kHfGlm, kHfStableLm, kHfGemma, kHfNemotron };
 
 std::string_view NamingName(Naming naming) {
   switch (naming) {
@@ -148,6 +149,7 @@ std::string_view NamingName(Naming naming) {
     case Naming::kHfGlm: return "Hugging Face GLM";
     case Naming::kHfStableLm: return "Hugging Face StableLM";
     case Naming::kHfGemma: return "Hugging Face Gemma";
+    case Naming::kHfNemotron: return "Hugging Face Nemotron";
   }
   return "";
 }
@@ -257,11 +259,18 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
       }
       map(ours + "proj.weight", {{attn + "o_proj.weight"}});
       map(ours + "norm2.weight", {{layer + "post_attention_layernorm.weight"}});
-      if (naming == Naming::kHfStableLm) {
+      if (naming == Naming::kHfStableLm || naming == Naming::kHfNemotron) {
         map(ours + "norm1.bias", {{layer + "input_layernorm.bias"}});
         map(ours + "norm2.bias", {{layer + "post_attention_layernorm.bias"}});
       }
-      if (fused_fc) {
+      if (naming == Naming::kHfNemotron) {  // one up_proj, and biases on every linear layer or on none
+        map(ours + "fc.weight", {{mlp + "up_proj.weight"}});
+        if (config.has_linear_bias()) {
+          map(ours + "proj.bias", {{attn + "o_proj.bias"}});
+          map(ours + "fc.bias", {{mlp + "up_proj.bias"}});
+          map(ours + "out.bias", {{mlp + "down_proj.bias"}});
+        }
+      } else if (fused_fc) {
         map(ours + "fc.weight", {{mlp + "gate_up_proj.weight"}});
       } else {
         map(ours + "fc.weight",
@@ -284,11 +293,11 @@ NameMap Names(Naming naming, const ModelConfig& config, const std::string& gpt2_
   } else {
     map("wte", {{"model.embed_tokens.weight"}});
     map("norm_f.weight", {{"model.norm.weight"}});
-    if (naming == Naming::kHfStableLm) map("norm_f.bias", {{"model.norm.bias"}});
+    if (naming == Naming::kHfStableLm || naming == Naming::kHfNemotron) map("norm_f.bias", {{"model.norm.bias"}});
   }
   map_head();
-  // Hugging Face's norms multiply by their weights as stored; Gemma's by 1 + their weights.
-  if (naming == Naming::kHfGemma) {
+  // Hugging Face's norms multiply by their weights as stored; Gemma's and Nemotron's by 1 + their weights.
+  if (naming == Naming::kHfGemma || naming == Naming::kHfNemotron) {
     SetNormShift(names, config.norm_1p ? 0 : -1);
   } else if (config.norm_1p) {
     SetNormShift(names, 1);
@@ -344,7 +353,14 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const std::filesyst
   }
   SRUNWAY_ASSIGN_OR_RETURN(const BesideConfig beside, ReadBesideConfig(path, naming));
   if (naming == Naming::kHfLlama && beside.model_type == "gemma") naming = Naming::kHfGemma;
-  const Arch file_arch = naming == Naming::kHfGpt2 ? Arch::kGpt : Arch::kLlama;
+  if (naming == Naming::kHfStableLm && beside.model_type == "nemotron") naming = Naming::kHfNemotron;
+  if (naming == Naming::kHfStableLm && beside.model_type.empty() && config.gpt_rope) {
+    return common::FailedPrecondition("{} has Llama's tensor names with LayerNorms' biases and no config.json beside "
+                                      "it, and this run's model is a GPT with RoPE (Nemotron's): only the "
+                                      "config.json tells a Nemotron's files (norms stored less 1) from StableLM's; "
+                                      "put the model's beside it", files.name());
+  }
+  const Arch file_arch = naming == Naming::kHfGpt2 || naming == Naming::kHfNemotron ? Arch::kGpt : Arch::kLlama;
   if (naming != Naming::kSrunway && file_arch != config.arch) {
     return common::FailedPrecondition("{} holds a {} model, and this run's model is a {} (--preset)", files.name(),
                                       NamingName(naming), ArchName(config.arch));
@@ -362,6 +378,11 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const std::filesyst
   }
   // Hugging Face's GPT-2 and Llama have their architecture's own norms; StableLM, a Llama, has LayerNorms.
   const Norm file_norm = naming == Naming::kHfStableLm ? Norm::kLayerNorm : ArchNorm(file_arch);
+  if (naming == Naming::kHfNemotron && !config.gpt_rope) {
+    return common::FailedPrecondition("{} holds a Hugging Face Nemotron model (the config.json beside it), a GPT with "
+                                      "RoPE, and this run's model is a {} (--position-embedding-type rope, or "
+                                      "--use-checkpoint-args)", files.name(), ModelKind(config));
+  }
   if (naming != Naming::kSrunway && config.norm() != file_norm) {
     return common::FailedPrecondition("{} holds a {} model, whose norms are {}, and this run's model is a {} "
                                       "(--normalization)", files.name(), NamingName(naming), NormName(file_norm),
@@ -755,19 +776,23 @@ common::Status RopeFromHuggingFace(const common::Json& json, const std::string& 
   };
   SRUNWAY_ASSIGN_OR_RETURN(const double theta, one("rope_theta", 10000.0));  // LlamaConfig's default
   c.rope_theta = static_cast<float>(theta);
-  // GlmConfig's default is half of each head, StableLmConfig's a quarter.
-  SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent, one("partial_rotary_factor", model_type == "glm"        ? 0.5
-                                                                          : model_type == "stablelm" ? 0.25
-                                                                                                     : 1.0));
+  // GlmConfig's and NemotronConfig's default is half of each head, StableLmConfig's a quarter.
+  SRUNWAY_ASSIGN_OR_RETURN(c.rotary_percent,
+                           one("partial_rotary_factor", model_type == "glm" || model_type == "nemotron" ? 0.5
+                                                        : model_type == "stablelm"                     ? 0.25
+                                                                                                       : 1.0));
   const char* type_key = !r.contains("rope_type") && r.contains("type") ? "type" : "rope_type";
   std::string type = "default";
   if (Given(r, type_key) || r.contains("factor")) {  // a factor of no type is a mistake, not none
     SRUNWAY_ASSIGN_OR_RETURN(type, common::JsonField<std::string>(r, type_key, at));
   }
   if (type == "default") return common::Status::Ok();
-  if (model_type == "glm" || model_type == "stablelm") {  // scalings over a share of each head: not held to HF
+  // Scalings over a share of each head: not held to Hugging Face's.
+  if (model_type == "glm" || model_type == "stablelm" || model_type == "nemotron") {
     return common::FailedPrecondition("{}: rope_type '{}': srunway-train reads {}'s RoPE unscaled (default)", at,
-                                      type, model_type == "glm" ? "GLM" : "StableLM");
+                                      type, model_type == "glm"        ? "GLM"
+                                            : model_type == "stablelm" ? "StableLM"
+                                                                       : "Nemotron");
   }
   if (model_type == "phi3") {  // its config refuses every other type, and reads su and yarn as longrope
     if (type != "longrope" && type != "su" && type != "yarn") {
@@ -838,6 +863,27 @@ common::Status GemmaActivation(const common::Json& json, const std::string& wher
     }
   }
   return common::Status::Ok();
+}
+
+}  // namespace
+
+namespace {
+
+// Biases on q, k, v and o_proj (attention_bias) and on the MLP's (mlp_bias), false unless given: both, Megatron's
+// add_bias_linear, or neither (srunway-train's `type` has one or the other).
+common::StatusOr<bool> EveryBiasOrNone(const common::Json& json, const std::string& where, std::string_view type) {
+  bool attention_bias = false, mlp_bias = false;
+  for (auto [key, field] : {std::pair{"attention_bias", &attention_bias}, std::pair{"mlp_bias", &mlp_bias}}) {
+    if (Given(json, key)) {
+      SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));
+    }
+  }
+  if (attention_bias != mlp_bias) {
+    return common::FailedPrecondition("{}: attention_bias is {} and mlp_bias {}: srunway-train's {} has a bias on "
+                                      "every linear layer (Megatron's add_bias_linear) or on none", where,
+                                      attention_bias, mlp_bias, type);
+  }
+  return attention_bias;
 }
 
 }  // namespace
@@ -931,20 +977,7 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
                                         "stablelm turn a share of each head)", where, c.rotary_percent, type);
     }
     if (type == "llama") {
-      // Biases on q, k, v and o_proj (attention_bias) and on the MLP's three (mlp_bias): both, Megatron's
-      // add_bias_linear, or neither.
-      bool attention_bias = false, mlp_bias = false;
-      for (auto [key, field] : {std::pair{"attention_bias", &attention_bias}, std::pair{"mlp_bias", &mlp_bias}}) {
-        if (Given(json, key)) {
-          SRUNWAY_ASSIGN_OR_RETURN(*field, common::JsonField<bool>(json, key, where));
-        }
-      }
-      if (attention_bias != mlp_bias) {
-        return common::FailedPrecondition("{}: attention_bias is {} and mlp_bias {}: srunway-train's llama has a bias "
-                                          "on every linear layer (Megatron's add_bias_linear) or on none", where,
-                                          attention_bias, mlp_bias);
-      }
-      c.linear_bias = attention_bias;
+      SRUNWAY_ASSIGN_OR_RETURN(c.linear_bias, EveryBiasOrNone(json, where, type));
     } else if (glm) {
       SRUNWAY_ASSIGN_OR_RETURN(c.qkv_bias, common::JsonFieldOr<bool>(json, "attention_bias", true, where));
       SRUNWAY_RETURN_IF_ERROR(refuse_unless("mlp_bias", false));
@@ -1000,10 +1033,35 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
         }
       }
     }
+  } else if (type == "nemotron") {
+    // Nemotron (Nemotron-4's, Minitron's NemotronForCausalLM) is a GPT with RoPE over a share of each head (half
+    // unless given), squared ReLU (relu2), LayerNorms that multiply by 1 + weight (--apply-layernorm-1p, as its files
+    // store them), grouped-query attention, a bias on every linear layer (attention_bias and mlp_bias) or on none.
+    c.arch = Arch::kGpt;
+    c.gpt_rope = true;
+    c.squared_relu = true;
+    c.norm_1p = true;
+    SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "hidden_size", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "num_attention_heads", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonFieldOr<int>(json, "num_key_value_heads", c.n_head, where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "intermediate_size", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "max_position_embeddings", where));
+    SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, number("norm_eps", 1e-5));
+    SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "relu2"));
+    SRUNWAY_RETURN_IF_ERROR(RopeFromHuggingFace(json, where, type, c));
+    SRUNWAY_ASSIGN_OR_RETURN(const bool biases, EveryBiasOrNone(json, where, type));
+    c.no_linear_bias = !biases;
+    if (Given(json, "head_dim")) {
+      SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, common::JsonField<int>(json, "head_dim", where));
+      if (head_dim <= 0) return common::FailedPrecondition("{}: head_dim must be positive, got {}", where, head_dim);
+      SetHeadDim(c, head_dim);
+    }
   } else {
     return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama), Qwen2 "
                                       "(qwen2), Qwen3 (qwen3), Mistral (mistral), Phi-3 (phi3), GLM (glm), "
-                                      "StableLM (stablelm) and Gemma (gemma) models", where, type);
+                                      "StableLM (stablelm), Gemma (gemma) and Nemotron (nemotron) models", where,
+                                      type);
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.vocab, common::JsonField<int>(json, "vocab_size", where));
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, number("initializer_range", 0.02));
@@ -1021,6 +1079,16 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   const char* torch_dtype = dtype == StoredDtype::kBF16  ? "bfloat16"
                             : dtype == StoredDtype::kF16 ? "float16"
                                                          : "float32";
+  if (c.arch == Arch::kGpt && c.gpt_rope) {  // Nemotron (HuggingFaceExportable), its keys all written
+    return {{"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", "nemotron"},
+            {"num_hidden_layers", c.n_layer}, {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head},
+            {"num_key_value_heads", c.n_kv_head}, {"head_dim", c.head_dim()}, {"intermediate_size", c.d_ff},
+            {"max_position_embeddings", c.seq_len}, {"vocab_size", c.vocab}, {"norm_eps", Shortest(c.norm_eps)},
+            {"rope_theta", Shortest(c.rope_theta)}, {"partial_rotary_factor", c.rotary_percent},
+            {"hidden_act", "relu2"}, {"attention_bias", c.has_linear_bias()}, {"mlp_bias", c.has_linear_bias()},
+            {"initializer_range", Shortest(c.init_std)}, {"tie_word_embeddings", c.tied_embeddings()},
+            {"torch_dtype", torch_dtype}};
+  }
   if (c.arch == Arch::kGpt) {
     return {{"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", "gpt2"}, {"n_layer", c.n_layer},
             {"n_embd", c.d_model}, {"n_head", c.n_head}, {"n_inner", c.d_ff}, {"n_positions", c.seq_len},
@@ -1170,12 +1238,18 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "(--position-embedding-type none): it has no Hugging Face class; --export "
                                       "writes its weights", family, gpt ? "a learned table" : "RoPE");
   }
-  if (gpt) {  // GPT2LMHeadModel: a learned table, every bias, as many key and value heads as queries
+  if (gpt && c.gpt_rope) {  // written as Nemotron: squared ReLU, LayerNorms, RoPE over whole pairs unscaled
     SRUNWAY_RETURN_IF_ERROR(NoneOf(
-        "GPT2LMHeadModel, GPT-2's class", {{c.gpt_rope, "RoPE (--position-embedding-type rope; its positions are a "
-                                                        "learned table)"},
-                  {c.no_linear_bias, "layers without biases (--disable-bias-linear)"},
-                  {c.n_kv_head != c.n_head, "grouped-query attention (--num-query-groups)"}}));
+        "Nemotron, the GPT with RoPE (--position-embedding-type rope)",
+        {{!c.squared_relu, "GELU (its FFN's activation is squared ReLU, --squared-relu)"},
+         {c.qkv_bias, "biases on q, k and v alone (--add-qkv-bias)"},
+         {c.rotary_interleaved, "interleaved RoPE (--rotary-interleaved)"},
+         {c.rope_scaling_factor != 0 || c.rope_linear_factor != 1.0f || c.yarn.has_value(),
+          "scaled RoPE read here (--use-rope-scaling, --rotary-seq-len-interpolation-factor, YaRN)"}}));
+  } else if (gpt) {  // GPT2LMHeadModel: a learned table, every bias, as many key and value heads as queries
+    SRUNWAY_RETURN_IF_ERROR(NoneOf("GPT2LMHeadModel, GPT-2's class",
+                                   {{c.no_linear_bias, "layers without biases (--disable-bias-linear)"},
+                                    {c.n_kv_head != c.n_head, "grouped-query attention (--num-query-groups)"}}));
   }
   if (c.geglu && !gpt) {  // written as Gemma (LlamaClass)
     SRUNWAY_RETURN_IF_ERROR(NoneOf(
@@ -1250,7 +1324,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "some (--no-rope-freq): it has no Hugging Face class; --export writes its "
                                       "weights");
   }
-  if (gpt && c.kv_channels != 0) {
+  if (gpt && !c.gpt_rope && c.kv_channels != 0) {
     return common::FailedPrecondition("transformers' GPT-2 has heads n_embd / n_head wide, and this model's are {} "
                                       "(--kv-channels): it has no Hugging Face class; --export writes its weights",
                                       c.head_dim());
@@ -1275,7 +1349,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
 }
 
 std::string HuggingFaceArchitecture(const ModelConfig& c) {
-  if (c.arch == Arch::kGpt) return "GPT2LMHeadModel";
+  if (c.arch == Arch::kGpt) return c.gpt_rope ? "NemotronForCausalLM" : "GPT2LMHeadModel";
   return LlamaClass(c).architecture;
 }
 
@@ -1287,8 +1361,10 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
   if (params.size() != static_cast<size_t>(layout.numel())) {
     return common::InvalidArgument("{} parameters given for a model of {}", params.size(), layout.numel());
   }
-  const NameMap names =
-      Names(config.arch == Arch::kGpt ? Naming::kHfGpt2 : LlamaClass(config).naming, config, "", /*file_head=*/true);
+  const Naming naming = config.arch == Arch::kLlama ? LlamaClass(config).naming
+                        : config.gpt_rope            ? Naming::kHfNemotron
+                                                     : Naming::kHfGpt2;
+  const NameMap names = Names(naming, config, "", /*file_head=*/true);
   std::vector<NamedTensor> tensors;
   // GPT-2's Conv1D weights, [in, out], and norm weights stored less 1 made whole (a moved vector keeps its buffer).
   std::vector<std::vector<float>> transposed;

@@ -19,6 +19,8 @@
 //   as they are (stacked so already), GLM's gate_up_proj likewise; their other names are Llama's.
 //   model.layers.L.mlp.down_proj             layers.L.out
 //   model.layers.L.{input,post_attention}_layernorm, model.norm   layers.L.norm1, layers.L.norm2, norm_f
+//   Nemotron's (a GPT with RoPE) are these, the norms with their biases, and one model.layers.L.mlp.up_proj for
+//   layers.L.fc; its norms' and Gemma's weights are stored less 1.
 //   lm_head                                  lm_head (below)
 // Both use the rotary and GELU conventions of our model (rotate-half RoPE, tanh GELU), so nothing else changes. The
 // head, lm_head.weight in either (and in srunway's), is absent from a file whose model ties it to the embedding (as

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """srunway-train --load of Hugging Face GPT-2 and Llama-family weights (Llama, Qwen2, Qwen3, Mistral, Phi-3, GLM,
-StableLM), and --export-hf, judged by PyTorch.
+StableLM, Gemma) and Nemotron's, and --export-hf, judged by PyTorch.
 
 Usage: hf_weights.py SRUNWAY_TRAIN SRUNWAY_PREP WORK_DIR
 
@@ -175,7 +175,7 @@ def hf_longrope(dim, theta, rs, T, original):
 
 
 def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, sliding_window=None, window_layers=None,
-               partial=1.0, original=None, interleaved=False, gemma=False):
+               partial=1.0, original=None, interleaved=False, gemma=False, nemotron=False):
     """LlamaForCausalLM's forward: rotate_half RoPE on q and k (`scaling`: config.json's rope_scaling, rope_type
     llama3, linear or yarn, with max_position_embeddings SEQ), grouped KV heads repeated, SwiGLU, RMSNorm;
     Phi3ForCausalLM's with `partial` (partial_rotary_factor): RoPE over each head's first int(hd * partial) values,
@@ -189,16 +189,18 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
     k_norm are (each head's q and k RMS-normed, before RoPE); any other linear layer's bias where `sd` has it
     (attention_bias, mlp_bias); GemmaForCausalLM's with `gemma`: the embedding times sqrt(hidden_size) (its
     GemmaTextScaledWordEmbedding), RMSNorms times 1 + weight (GemmaRMSNorm) and GELU's tanh approximation in place of
-    SiLU (hidden_act gelu_pytorch_tanh)."""
+    SiLU (hidden_act gelu_pytorch_tanh); NemotronForCausalLM's with `nemotron`: LayerNorms times 1 + weight
+    (NemotronLayerNorm1P, biases included) and an MLP of one up_proj, squared ReLU (relu2), down_proj."""
     B, T = tokens.shape
     hd = sd["model.layers.0.self_attn.q_proj.weight"].shape[0] // HEADS  # head_dim
 
     def rms(x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1 + w if gemma else w)
 
-    def norm(x, name):  # StableLM's LayerNorms where `sd` has their biases, else RMSNorm
+    def norm(x, name):  # StableLM's LayerNorms where `sd` has their biases (Nemotron's 1 + weight), else RMSNorm
         if name + ".bias" in sd:
-            return F.layer_norm(x, (x.shape[-1],), sd[name + ".weight"], sd[name + ".bias"], eps)
+            weight = sd[name + ".weight"] + (1 if nemotron else 0)
+            return F.layer_norm(x, (x.shape[-1],), weight, sd[name + ".bias"], eps)
         return rms(x, sd[name + ".weight"])
 
     act = (lambda g: F.gelu(g, approximate="tanh")) if gemma else F.silu  # noqa: E731
@@ -249,7 +251,10 @@ def llama_loss(sd, tokens, targets, theta=10000.0, eps=1e-5, scaling=None, slidi
 
         x = x + linear((att @ v).transpose(1, 2).reshape(B, T, HEADS * hd), "self_attn.o_proj")
         m = norm(x, p + "post_attention_layernorm")
-        x = x + linear(act(linear(m, "mlp.gate_proj")) * linear(m, "mlp.up_proj"), "mlp.down_proj")
+        if nemotron:
+            x = x + linear(F.relu(linear(m, "mlp.up_proj")) ** 2, "mlp.down_proj")
+        else:
+            x = x + linear(act(linear(m, "mlp.gate_proj")) * linear(m, "mlp.up_proj"), "mlp.down_proj")
     x = norm(x, "model.norm")
     head = sd.get("lm_head.weight", sd["model.embed_tokens.weight"])
     return F.cross_entropy((x @ head.T).reshape(-1, VOCAB), targets.reshape(-1))
@@ -295,17 +300,19 @@ def exported_loss(path, preset_args, tokens, targets, llama, scaling=None):
         window = model["window_size"][0] if model.get("window_size") else None
         window_layers = model.get("window_attn_skip_freq") or None
         theta = model["rope_theta"]
-        hd = ours["layers.0.qkv.weight"].shape[0] // (HEADS + 2 * (KV if llama else HEADS))
+        hd = ours["layers.0.qkv.weight"].shape[0] // (HEADS + 2 * model["n_kv_head"])
         rotary_dim = int(hd * model["rotary_percent"]) if model.get("rotary_percent", 1) != 1 else None
     model = model or {}
-    return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, KV if llama else HEADS, 1e-5, theta,
+    return model_loss(ours, tokens, targets, llama, LAYERS, HEADS, model.get("n_kv_head", KV if llama else HEADS),
+                      1e-5, theta,
                       scaling=scaling, window=window, window_layers=window_layers, rotary_dim=rotary_dim,
                       interleaved=model.get("rotary_interleaved", False),
                       rmsnorm=model["normalization"] == "RMSNorm" if model else None,
                       quick=("gelu", 0.0, None) if model.get("geglu") else None,
                       embed_scale=model.get("embedding_multiplier", 1.0),
                       norm_1p=model.get("apply_layernorm_1p", False),
-                      exact_gelu=model.get("exact_gelu", False)).item(), err
+                      exact_gelu=model.get("exact_gelu", False), squared_relu=model.get("squared_relu", False),
+                      gpt_rope=not llama and model.get("position_embedding_type") in ("rope", "yarn")).item(), err
 
 
 def compare(what, path, preset_args, reference, tokens, targets, llama, scaling=None):
@@ -351,6 +358,14 @@ def exported_model(path):
     with open(path, "rb") as f:
         header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
     return json.loads(header.get("__metadata__", {}).get("srunway_model", "{}"))
+
+
+def bare_folder(name, sd):
+    """WORK/name holding `sd` as model.safetensors and no config.json."""
+    folder = os.path.join(WORK, name)
+    os.makedirs(folder, exist_ok=True)
+    save(os.path.join(folder, "model.safetensors"), sd)
+    return folder
 
 
 def check_llama_variant(name, sd, flag, own, missing, config, tokens, targets, llama):
@@ -820,9 +835,7 @@ def check_gemma(gen, tokens, targets):
                  r"gemma/model\.safetensors holds a Gemma model \(the config\.json beside it\), whose FFN is GeGLU and "
                  r"whose embedding is times 8, and this run's model is a llama \(--geglu --embedding-multiplier 8, or "
                  r"--use-checkpoint-args\)$")
-    bare = os.path.join(WORK, "gemma-bare")
-    os.makedirs(bare, exist_ok=True)
-    save(os.path.join(bare, "model.safetensors"), sd)
+    bare = bare_folder("gemma-bare", sd)
     expect_error("a Gemma model from a Llama-named file with no config.json", [*gemma_flags, "--load", bare,
                  "--finetune"], 1, r"gemma-bare/model\.safetensors has Llama's tensor names and no config\.json "
                  r"beside it, and this run's model is Gemma's \(--geglu, --embedding-multiplier 8\): Gemma's files "
@@ -867,6 +880,83 @@ def check_gemma(gen, tokens, targets):
              r"times 8 \(--embedding-multiplier; Gemma's, with --geglu, is the square root of its width\)")):
         expect_error(f"--export-hf of a Llama with {' '.join(flags)}",
                      ["--preset", "llama-tiny", *flags, "--export-hf", os.path.join(WORK, "hf-gemma-no")], 1, pattern)
+
+
+def check_nemotron(gen, tokens, targets):
+    """Nemotron (NemotronForCausalLM: a GPT with RoPE over half of each head, LayerNorms times 1 + weight as its files
+    store them, squared ReLU, no biases, grouped KV heads, its own head): its config.json loads to Hugging Face's
+    loss, as do Nemotron's flags (--position-embedding-type rope --rotary-percent 0.5 --disable-bias-linear
+    --squared-relu, with --apply-layernorm-1p or without); --export-hf writes such a GPT as Nemotron, which loads
+    back; the file for a GPT with the learned table, and without its config.json, is refused."""
+    folder = os.path.join(WORK, "nemotron")
+    os.makedirs(folder, exist_ok=True)
+    r = lambda *shape: torch.randn(*shape, generator=gen) * 0.2  # noqa: E731
+    hd = C // HEADS
+    sd = {"model.embed_tokens.weight": r(VOCAB, C)}
+    for l in range(LAYERS):
+        p = f"model.layers.{l}."
+        sd.update({p + "input_layernorm.weight": r(C), p + "input_layernorm.bias": r(C),
+                   p + "self_attn.q_proj.weight": r(HEADS * hd, C), p + "self_attn.k_proj.weight": r(KV * hd, C),
+                   p + "self_attn.v_proj.weight": r(KV * hd, C), p + "self_attn.o_proj.weight": r(C, HEADS * hd),
+                   p + "post_attention_layernorm.weight": r(C), p + "post_attention_layernorm.bias": r(C),
+                   p + "mlp.up_proj.weight": r(FFN, C), p + "mlp.down_proj.weight": r(C, FFN)})
+    sd.update({"model.norm.weight": r(C), "model.norm.bias": r(C), "lm_head.weight": r(VOCAB, C)})
+    save(os.path.join(folder, "model.safetensors"), sd)
+    config = {"model_type": "nemotron", "architectures": ["NemotronForCausalLM"], "num_hidden_layers": LAYERS,
+              "hidden_size": C, "num_attention_heads": HEADS, "num_key_value_heads": KV, "intermediate_size": FFN,
+              "max_position_embeddings": SEQ, "vocab_size": VOCAB, "norm_eps": 1e-5, "rope_theta": 10000.0,
+              "hidden_act": "relu2", "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False}
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f)  # partial_rotary_factor left out: NemotronConfig's 0.5
+    reference = llama_loss(sd, tokens, targets, partial=0.5, nemotron=True).item()
+    whole = llama_loss(sd, tokens, targets, nemotron=True).item()
+    check("RoPE over half of each head changes Hugging Face's Nemotron loss here", abs(reference - whole) > 1e-3,
+          f"{reference:.6f} over half, {whole:.6f} over all", always=True)
+    if compare("Nemotron from its config.json (--use-checkpoint-args)", folder, ["--use-checkpoint-args"], reference,
+               tokens, targets, False, "header") is not None:
+        model = exported_model(os.path.join(WORK, "export.safetensors"))
+        check("Nemotron from its config.json: a GPT with RoPE, squared ReLU, norms 1 + weight, no biases",
+              model.get("position_embedding_type") == "rope" and model.get("squared_relu") is True and
+              model.get("apply_layernorm_1p") is True and model.get("add_bias_linear") is False and
+              model.get("rotary_percent") == 0.5 and model.get("n_kv_head") == KV, f"{model}")
+    flags = ["--position-embedding-type", "rope", "--rotary-percent", "0.5", "--disable-bias-linear",
+             "--num-query-groups", str(KV), "--squared-relu", "--ffn-hidden-size", str(FFN),
+             "--untie-embeddings-and-output-weights"]
+    compare("Nemotron with its flags (norms whole)", folder, flags, reference, tokens, targets, False, "header")
+    compare("Nemotron with its flags and --apply-layernorm-1p", folder, [*flags, "--apply-layernorm-1p"], reference,
+            tokens, targets, False, "header")
+    expect_error("a Nemotron file for a GPT with the learned table", ["--disable-bias-linear", "--num-query-groups",
+                 str(KV), "--squared-relu", "--ffn-hidden-size", str(FFN), "--untie-embeddings-and-output-weights",
+                 "--load", folder, "--finetune"], 1,
+                 r"nemotron/model\.safetensors holds a Hugging Face Nemotron model \(the config\.json beside it\), a "
+                 r"GPT with RoPE, and this run's model is a gpt without biases, with its own output layer "
+                 r"\(--position-embedding-type rope, or --use-checkpoint-args\)$")
+    bare = bare_folder("nemotron-bare", sd)
+    expect_error("a Nemotron file with no config.json", [*flags, "--load", bare, "--finetune"], 1,
+                 r"nemotron-bare/model\.safetensors has Llama's tensor names with LayerNorms' biases and no "
+                 r"config\.json beside it, and this run's model is a GPT with RoPE \(Nemotron's\): only the "
+                 r"config\.json tells a Nemotron's files \(norms stored less 1\) from StableLM's; put the model's "
+                 r"beside it$")
+    out = os.path.join(WORK, "hf-nemotron")
+    rc, err, written, exported = export_hf(folder, out)
+    check("--export-hf of a GPT with RoPE: Nemotron's config.json and tensors",
+          rc == 0 and written.get("model_type") == "nemotron" and
+          written.get("architectures") == ["NemotronForCausalLM"] and written.get("partial_rotary_factor") == 0.5 and
+          written.get("hidden_act") == "relu2" and written.get("num_key_value_heads") == KV and
+          written.get("attention_bias") is False and written.get("tie_word_embeddings") is False and
+          torch.equal(exported.get("model.norm.weight", torch.ones(1)), sd["model.norm.weight"]) and
+          sorted(exported) == sorted(k for k in sd),
+          f"exit {rc}, {written}, {sorted(set(exported) ^ set(sd))[:6]} {err.strip()[-300:]}")
+    if rc == 0:
+        loss = llama_loss(exported, tokens, targets, partial=written["partial_rotary_factor"], nemotron=True).item()
+        check("--export-hf of a GPT with RoPE: Hugging Face's loss", abs(loss - reference) <= 1e-5,
+              f"{loss:.6f} vs {reference:.6f}")
+        compare("--export-hf of a GPT with RoPE loaded back", out, ["--use-checkpoint-args"], reference, tokens,
+                targets, False, "header")
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({**config, "hidden_act": "gelu"}, f)
+    expect_error("a Nemotron config.json with another activation", ["--use-checkpoint-args", "--load", folder,
+                 "--finetune"], 1, r"config\.json: hidden_act is \"gelu\": srunway-train's nemotron has \"relu2\"$")
 
 
 def glm_weights(sd):
@@ -1240,6 +1330,7 @@ def main():
     check_llama_biases(gen, tokens, targets, llama)
     check_tied_head(gen, tokens, targets, llama, llama_config)
     check_gemma(gen, tokens, targets)
+    check_nemotron(gen, tokens, targets)
 
     # transformers' "gelu" (GELUActivation: PyTorch's gelu, exact) is a GPT with exact GELU (--no-bias-gelu-fusion):
     # Hugging Face's loss with it, which differs here from the tanh form's.

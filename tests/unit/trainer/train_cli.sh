@@ -1131,7 +1131,8 @@ grep -q "^model gpt with its own output layer (2 layers, hidden 64, heads 4, FFN
 # Without a gated FFN, --position-embedding-type rope and --disable-bias-linear change the GPT (Megatron's flags are
 # apart): Nemotron's flags build its GPT, RoPE over half of each head in place of the table, no biases, 2 KV heads,
 # squared ReLU, norms 1 + weight, an output layer of its own; it trains, its checkpoint keeps each, a resume of a GPT
-# with the table and every bias is refused naming them; --export-hf refuses it (GPT-2 has neither).
+# with the table and every bias is refused naming them; --export-hf writes it as Nemotron (hf_weights), and refuses a
+# GPT with RoPE and GELU, which Nemotron's class has not.
 nemotron=(--position-embedding-type rope --rotary-percent 0.5 --disable-bias-linear --group-query-attention
           --num-query-groups 2 --squared-relu --apply-layernorm-1p --untie-embeddings-and-output-weights)
 "$kTrain" "${nemotron[@]}" --dry-run >"$kWork/out" 2>&1
@@ -1146,8 +1147,10 @@ expect_exit 1 "position_embedding_type is \"rope\" in the checkpoint and \"learn
 "$kTrain" "${nemotron[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/nemotron" \
   >"$kWork/out" 2>"$kWork/err" || fail "a resume of Nemotron's GPT: $(cat "$kWork/err")"
 rm -rf "$kWork/nemotron"
-expect_exit 1 "error: --export-hf: transformers' GPT2LMHeadModel, GPT-2's class, has no RoPE \(--position-embedding-type rope; its positions are a learned table\): --export writes this model's weights$" \
-  "$kTrain" "${nemotron[@]}" --mock-data --train-steps 1 --export-hf "$kWork/hf-nemotron"
+expect_exit 1 "error: --export-hf: transformers' Nemotron, the GPT with RoPE \(--position-embedding-type rope\), has no GELU \(its FFN's activation is squared ReLU, --squared-relu\): --export writes this model's weights$" \
+  "$kTrain" --position-embedding-type rope --mock-data --train-steps 1 --export-hf "$kWork/hf-nemotron"
+expect_exit 1 "error: --export-hf: transformers' GPT2LMHeadModel, GPT-2's class, has no layers without biases \(--disable-bias-linear\): --export writes this model's weights$" \
+  "$kTrain" --disable-bias-linear --mock-data --train-steps 1 --export-hf "$kWork/hf-nemotron"
 for kind in tied untied-gpt; do
   if [[ $kind == tied ]]; then flags=("${tied[@]}"); else flags=(--untie-embeddings-and-output-weights); fi
   "$kTrain" "${flags[@]}" --seq-length 32 --micro-batch-size 2 --mock-data --train-steps 2 --log-interval 1 \
