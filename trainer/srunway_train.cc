@@ -79,22 +79,22 @@ struct ArchFlags {
   std::optional<srunway::trainer::Norm> norm;
   bool no_positions = false;  // --position-embedding-type none
   bool linear_bias = false;   // a Llama without --disable-bias-linear: every linear layer's bias, Megatron's default
-  bool rope = false;          // without a gated FFN, RoPE (or YaRN's) for the model's positions: a GPT's gpt_rope
+  bool rope = false;     // without a gated FFN, RoPE (or YaRN's) for the model's positions: a GPT's other_positions
+  bool learned = false;  // with one, a learned table for the model's positions: a Llama's other_positions
   bool no_bias = false;       // without a gated FFN, --disable-bias-linear: a GPT's no_linear_bias
   std::optional<bool> tied;   // the output layer tied to the embedding or not; empty: the --preset's
 };
 
-// Llama's two flags together (its gated FFN and RoPE) ask for a Llama, GPT's explicit learned positions for a GPT,
-// and a gated FFN without RoPE is refused, naming what is missing. Llama's --disable-bias-linear takes its layers'
-// biases away; without it they have every one, Megatron's add_bias_linear default. Without a gated FFN, RoPE (or
-// YaRN's) and --disable-bias-linear change whatever model the rest gives, as in Megatron, whose flags are apart: a
-// GPT's positions become RoPE's and its layers lose their biases (Nemotron's GPT), a Llama has both so. --normalization chooses the norms apart from the rest, as in Megatron, whose default is LayerNorm:
-// Llama's flags without it (as Megatron's own Llama 3 scripts give them) build the Llama with LayerNorms that Megatron
-// builds, unless a --preset gives the model (its own norms, as for its other sizes). The output layer likewise:
-// Megatron ties it to the embedding unless --untie-embeddings-and-output-weights, which Llama 2's and 3's scripts give
-// and Llama 3.2 1B's, Qwen2.5's and Gemma's small models leave out; a --preset keeps its own unless that is given.
-// --position-embedding-type none leaves either architecture without positions: it takes RoPE's place in Llama's set
-// and asks for no architecture alone.
+// Megatron's flags are apart, and srunway-train takes them so. A gated FFN (--swiglu, --quick-geglu, --geglu) asks
+// for a Llama, GPT's explicit learned positions for a GPT. Without a --preset the rest are Megatron's defaults: learned
+// positions unless --position-embedding-type says otherwise (RoPE for Llama's scripts, which give it), LayerNorm
+// unless --normalization (Megatron's own Llama 3 scripts give none), a bias on every linear layer unless
+// --disable-bias-linear, the output layer tied to the embedding unless --untie-embeddings-and-output-weights (Llama 2's
+// and 3's scripts give it; Llama 3.2 1B's, Qwen2.5's and Gemma's small models leave it out); a --preset keeps its own
+// where a flag does not say. Without a gated FFN, RoPE (or YaRN's) and --disable-bias-linear change whatever model the
+// rest gives (a GPT's positions RoPE's, its layers without biases: Nemotron's GPT). --quick-geglu or --geglu alone
+// changes a --preset's activation, as --position-embedding-type yarn its RoPE, and both together that model's, without
+// asking for the rest of Llama's defaults (biases). --position-embedding-type none leaves either without positions.
 srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_given) {
   using srunway::trainer::Arch, srunway::trainer::Norm;
   if (m.use_rotary) {
@@ -125,34 +125,11 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
     if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
     return flags;
   }
-  constexpr std::string_view kRope = "--position-embedding-type rope";
-  const std::vector<std::pair<bool, std::string_view>> llama = {
-      {m.swiglu || other_glu, m.quick_geglu ? "--quick-geglu" : m.geglu ? "--geglu" : "--swiglu"},
-      {m.position_embedding == "rope" || m.position_embedding == "yarn",
-       m.position_embedding == "yarn" ? "--position-embedding-type yarn" : kRope}};
-  std::vector<std::string> given, missing;
-  for (const auto& [on, flag] : llama) {
-    if (flag == kRope && flags.no_positions) continue;
-    (on ? given : missing).emplace_back(flag);
-  }
-  if (m.disable_bias) given.emplace_back("--disable-bias-linear");
-  // --quick-geglu or --geglu alone changes the activation of whatever model the rest gives, and with
-  // --position-embedding-type yarn a --preset's model (Validate refuses them for a GPT); both without a --preset are
-  // Llama's set (gpt-oss's flags).
+  flags.learned = m.position_embedding == "learned_absolute" || (m.position_embedding.empty() && !preset_given);
   const size_t changes = (other_glu ? 1 : 0) + (m.position_embedding == "yarn" ? 1 : 0);
-  if (given.size() == changes && (preset_given || !missing.empty())) {
-    if (m.position_embedding == "learned_absolute") flags.arch = Arch::kGpt;
-    return flags;
-  }
-  if (!missing.empty()) {
-    return srunway::common::InvalidArgument(
-        "srunway-train builds GPT (GELU, learned positions unless --position-embedding-type rope) or Llama (SwiGLU, "
-        "RoPE), either with biases unless --disable-bias-linear, either with --normalization LayerNorm or RMSNorm, "
-        "either without positions (--position-embedding-type none), either with its output layer tied to the "
-        "embedding unless --untie-embeddings-and-output-weights: {} ask{} for Llama's, which also needs {}",
-        fmt::join(given, ", "),
-        given.size() == 1 ? "s" : "", fmt::join(missing, ", "));
-  }
+  const size_t given = 1 + (m.position_embedding == "rope" || m.position_embedding == "yarn" ? 1 : 0) +
+                       (m.disable_bias ? 1 : 0);
+  if (given == changes && preset_given) return flags;
   flags.arch = Arch::kLlama;
   flags.linear_bias = !m.disable_bias;
   if (!flags.norm && !preset_given) flags.norm = Norm::kLayerNorm;
@@ -1310,7 +1287,7 @@ int main(int argc, char** argv) {
   o.model = *model;
   if (flags->norm) srunway::trainer::SetNorm(o.model, *flags->norm);
   if (flags->tied) srunway::trainer::SetTiedEmbeddings(o.model, *flags->tied);
-  o.model.gpt_rope = flags->rope && o.model.arch == srunway::trainer::Arch::kGpt;
+  o.model.other_positions = o.model.arch == srunway::trainer::Arch::kGpt ? flags->rope : flags->learned;
   o.model.no_linear_bias = flags->no_bias && o.model.arch == srunway::trainer::Arch::kGpt;
   o.model.no_positions = flags->no_positions;
   const bool new_width = hidden_size && hidden_size != o.model.d_model;  // not the preset's own, restated

@@ -71,6 +71,7 @@ struct Case {
   bool exact_gelu = false;            // --no-bias-gelu-fusion: a GPT's GELU erf's
   // Nemotron's GPT: RoPE over half of each head, no biases, 2 KV heads, squared ReLU, norms 1 + weight, its own head.
   bool nemotron = false;
+  bool learned = false;  // a Llama's learned position table in place of RoPE
 };
 
 void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
@@ -96,8 +97,9 @@ void Step(Device& device, srunway::trainer::Ops& ops, const Case& c) {
   config->embedding_multiplier = c.embedding_multiplier;
   config->norm_1p = c.norm_1p;
   if (c.other_tie) srunway::trainer::SetTiedEmbeddings(*config, !config->tied_embeddings());
+  if (c.learned) config->other_positions = true;
   if (c.nemotron) {
-    config->gpt_rope = true;
+    config->other_positions = true;
     config->rotary_percent = 0.5;
     config->no_linear_bias = true;
     config->n_kv_head = 2;
@@ -260,7 +262,10 @@ int main(int argc, char** argv) {
                              {"gpt-tiny-exact-gelu-dropout", "gpt-tiny", 0.1f, false, 0, false, false, 0, false, 1,
                               false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, false, true},
                              {"gpt-tiny-nemotron-documents", "gpt-tiny", 0.0f, true, 0, false, false, 0, false, 1,
-                              false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, false, false, true}};
+                              false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, false, false, true},
+                             {"llama-tiny-learned-documents", "llama-tiny", 0.0f, true, 0, false, false, 0, false, 1,
+                              false, srunway::trainer::Softmax::kVanilla, {}, 1.0f, false, false, false, false,
+                              true}};
   const std::set<std::string> chosen(argv + 1, argv + argc);
   for (const std::string& name : chosen) {
     if (std::none_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return name == c.name; })) {
@@ -270,7 +275,8 @@ int main(int argc, char** argv) {
                            "gpt-tiny-rmsnorm, "
                            "llama-tiny-rotary0.5-documents, llama-tiny-interleaved, gpt-tiny-sinks-dropout, "
                            "llama-tiny-off-by-one-documents, llama-tiny-quick-geglu, llama-tiny-tied-gemma, "
-                           "gpt-tiny-untied-documents, gpt-tiny-exact-gelu-dropout, gpt-tiny-nemotron-documents)\n",
+                           "gpt-tiny-untied-documents, gpt-tiny-exact-gelu-dropout, gpt-tiny-nemotron-documents, "
+                           "llama-tiny-learned-documents)\n",
                    name.c_str());
       return EXIT_FAILURE;
     }

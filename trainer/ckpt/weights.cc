@@ -354,7 +354,7 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const std::filesyst
   SRUNWAY_ASSIGN_OR_RETURN(const BesideConfig beside, ReadBesideConfig(path, naming));
   if (naming == Naming::kHfLlama && beside.model_type == "gemma") naming = Naming::kHfGemma;
   if (naming == Naming::kHfStableLm && beside.model_type == "nemotron") naming = Naming::kHfNemotron;
-  if (naming == Naming::kHfStableLm && beside.model_type.empty() && config.gpt_rope) {
+  if (naming == Naming::kHfStableLm && beside.model_type.empty() && config.other_positions) {
     return common::FailedPrecondition("{} has Llama's tensor names with LayerNorms' biases and no config.json beside "
                                       "it, and this run's model is a GPT with RoPE (Nemotron's): only the "
                                       "config.json tells a Nemotron's files (norms stored less 1) from StableLM's; "
@@ -371,6 +371,11 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const std::filesyst
                                       gpt2, config.no_positions ? "none" : "RoPE",
                                       config.no_positions ? "none" : "rope");
   }
+  if (naming != Naming::kSrunway && file_arch == Arch::kLlama && config.learned_positions()) {
+    return common::FailedPrecondition("{} holds a {} model, whose positions are RoPE's, and this run's model has a "
+                                      "learned table (--position-embedding-type learned_absolute)", files.name(),
+                                      NamingName(naming));
+  }
   if (naming != Naming::kSrunway && config.softmax == Softmax::kLearnable) {
     return common::FailedPrecondition("{} holds a {} model, which has no attention sinks, and this run's model learns "
                                       "them (--softmax-type learnable, layers.N.softmax_offset)", files.name(),
@@ -378,7 +383,7 @@ common::StatusOr<NameMap> MapNames(const WeightFiles& files, const std::filesyst
   }
   // Hugging Face's GPT-2 and Llama have their architecture's own norms; StableLM, a Llama, has LayerNorms.
   const Norm file_norm = naming == Naming::kHfStableLm ? Norm::kLayerNorm : ArchNorm(file_arch);
-  if (naming == Naming::kHfNemotron && !config.gpt_rope) {
+  if (naming == Naming::kHfNemotron && !config.other_positions) {
     return common::FailedPrecondition("{} holds a Hugging Face Nemotron model (the config.json beside it), a GPT with "
                                       "RoPE, and this run's model is a {} (--position-embedding-type rope, or "
                                       "--use-checkpoint-args)", files.name(), ModelKind(config));
@@ -1038,7 +1043,7 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     // unless given), squared ReLU (relu2), LayerNorms that multiply by 1 + weight (--apply-layernorm-1p, as its files
     // store them), grouped-query attention, a bias on every linear layer (attention_bias and mlp_bias) or on none.
     c.arch = Arch::kGpt;
-    c.gpt_rope = true;
+    c.other_positions = true;
     c.squared_relu = true;
     c.norm_1p = true;
     SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
@@ -1079,7 +1084,7 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   const char* torch_dtype = dtype == StoredDtype::kBF16  ? "bfloat16"
                             : dtype == StoredDtype::kF16 ? "float16"
                                                          : "float32";
-  if (c.arch == Arch::kGpt && c.gpt_rope) {  // Nemotron (HuggingFaceExportable), its keys all written
+  if (c.arch == Arch::kGpt && c.other_positions) {  // Nemotron (HuggingFaceExportable), its keys all written
     return {{"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", "nemotron"},
             {"num_hidden_layers", c.n_layer}, {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head},
             {"num_key_value_heads", c.n_kv_head}, {"head_dim", c.head_dim()}, {"intermediate_size", c.d_ff},
@@ -1238,7 +1243,12 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "(--position-embedding-type none): it has no Hugging Face class; --export "
                                       "writes its weights", family, gpt ? "a learned table" : "RoPE");
   }
-  if (gpt && c.gpt_rope) {  // written as Nemotron: squared ReLU, LayerNorms, RoPE over whole pairs unscaled
+  if (!gpt && c.other_positions) {
+    return common::FailedPrecondition("transformers' Llama turns RoPE, and this model has a learned table of positions "
+                                      "(--position-embedding-type learned_absolute): it has no Hugging Face class; "
+                                      "--export writes its weights");
+  }
+  if (gpt && c.other_positions) {  // written as Nemotron: squared ReLU, LayerNorms, RoPE over whole pairs unscaled
     SRUNWAY_RETURN_IF_ERROR(NoneOf(
         "Nemotron, the GPT with RoPE (--position-embedding-type rope)",
         {{!c.squared_relu, "GELU (its FFN's activation is squared ReLU, --squared-relu)"},
@@ -1324,7 +1334,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "some (--no-rope-freq): it has no Hugging Face class; --export writes its "
                                       "weights");
   }
-  if (gpt && !c.gpt_rope && c.kv_channels != 0) {
+  if (gpt && !c.other_positions && c.kv_channels != 0) {
     return common::FailedPrecondition("transformers' GPT-2 has heads n_embd / n_head wide, and this model's are {} "
                                       "(--kv-channels): it has no Hugging Face class; --export writes its weights",
                                       c.head_dim());
@@ -1349,7 +1359,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
 }
 
 std::string HuggingFaceArchitecture(const ModelConfig& c) {
-  if (c.arch == Arch::kGpt) return c.gpt_rope ? "NemotronForCausalLM" : "GPT2LMHeadModel";
+  if (c.arch == Arch::kGpt) return c.other_positions ? "NemotronForCausalLM" : "GPT2LMHeadModel";
   return LlamaClass(c).architecture;
 }
 
@@ -1362,7 +1372,7 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
     return common::InvalidArgument("{} parameters given for a model of {}", params.size(), layout.numel());
   }
   const Naming naming = config.arch == Arch::kLlama ? LlamaClass(config).naming
-                        : config.gpt_rope            ? Naming::kHfNemotron
+                        : config.other_positions            ? Naming::kHfNemotron
                                                      : Naming::kHfGpt2;
   const NameMap names = Names(naming, config, "", /*file_head=*/true);
   std::vector<NamedTensor> tensors;

@@ -113,7 +113,7 @@ std::string ModelKind(const ModelConfig& c) {
   };
   std::vector<std::string> parts;
   if (c.other_norm) parts.push_back(fmt::format("with {}", NormName(*c.other_norm)));
-  if (c.gpt_rope) parts.push_back("with RoPE");
+  if (c.other_positions) parts.push_back(c.arch == Arch::kGpt ? "with RoPE" : "with learned positions");
   if (c.no_linear_bias) parts.push_back("without biases");
   if (c.other_tie) parts.push_back(*c.other_tie ? "with its output layer tied" : "with its own output layer");
   if (c.no_positions) parts.push_back("without positions");
@@ -413,6 +413,10 @@ common::Status NoRope(const ModelConfig& c, std::string_view what) {
     return common::InvalidArgument("{} needs RoPE, which a model without positions (--position-embedding-type none) "
                                    "has not", what);
   }
+  if (c.arch == Arch::kLlama) {
+    return common::InvalidArgument("{} needs RoPE, which a Llama's learned positions (--position-embedding-type "
+                                   "learned_absolute) are not", what);
+  }
   return common::InvalidArgument("{} needs RoPE, which GPT's learned positions are not: a Llama model, or a GPT with "
                                  "--position-embedding-type rope", what);
 }
@@ -585,12 +589,10 @@ common::Status Validate(const ModelConfig& c) {
     return common::InvalidArgument("{} {} is not a multiple of {} {}", Field("n_head"), c.n_head,
                                    Field("n_kv_head"), c.n_kv_head);
   }
-  if (c.gpt_rope && c.arch != Arch::kGpt) {
-    return common::InvalidArgument("gpt_rope is for a GPT model: a Llama's positions are RoPE's anyway");
-  }
-  if (c.gpt_rope && c.no_positions) {
-    return common::InvalidArgument("gpt_rope (--position-embedding-type rope) and no positions "
-                                   "(--position-embedding-type none): give one");
+  if (c.other_positions && c.no_positions) {
+    return common::InvalidArgument("other_positions (--position-embedding-type {}) and no positions "
+                                   "(--position-embedding-type none): give one",
+                                   c.arch == Arch::kGpt ? "rope" : "learned_absolute");
   }
   if (c.rope_turns() && c.head_dim() % 2 != 0) {
     return common::InvalidArgument("RoPE needs an even head dimension, got {}", c.head_dim());
@@ -714,7 +716,7 @@ void SetHeadDim(ModelConfig& c, int head_dim) {
 namespace {
 
 // The model's positions by Megatron's names (--position-embedding-type): learned_absolute (GPT's), rope (Llama's, and
-// a GPT's with gpt_rope), yarn or none.
+// a GPT's with other_positions; a Llama's with it is learned_absolute), yarn or none.
 std::string_view PositionsName(const ModelConfig& c) {
   if (c.no_positions) return "none";
   if (c.yarn) return "yarn";
@@ -834,11 +836,12 @@ common::StatusOr<ModelConfig> FromJson(const common::Json& json, std::string_vie
     SRUNWAY_ASSIGN_OR_RETURN(const std::string positions,
                              common::JsonField<std::string>(json, "position_embedding_type", where));
     c.no_positions = positions == "none";
-    c.gpt_rope = c.arch == Arch::kGpt && (positions == "rope" || positions == "yarn");
+    c.other_positions = c.arch == Arch::kGpt ? positions == "rope" || positions == "yarn"
+                                             : positions == "learned_absolute";
     if (positions != PositionsName(c)) {
-      return common::InvalidArgument("{}: position_embedding_type '{}' for a {} model{} (its own '{}', or 'none')",
-                                     where, positions, arch, c.yarn ? " with yarn" : "",
-                                     c.yarn ? "yarn" : c.arch == Arch::kGpt ? "learned_absolute' or 'rope" : "rope");
+      return common::InvalidArgument("{}: position_embedding_type '{}' for a {} model{} ({}, or 'none')", where,
+                                     positions, arch, c.yarn ? " with yarn" : "",
+                                     c.yarn ? "its own 'yarn'" : "'learned_absolute', 'rope'");
     }
   }
   SRUNWAY_ASSIGN_OR_RETURN(c.init_std, common::JsonField<float>(json, "init_std", where));

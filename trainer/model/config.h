@@ -78,9 +78,10 @@ struct ModelConfig {
   // No positions at all (NoPE): neither GPT's learned table nor Llama's RoPE, which Megatron's
   // --position-embedding-type none builds for either (the causal mask alone tells tokens apart by order).
   bool no_positions = false;
-  // A GPT whose positions are RoPE's, as a Llama's, rather than a learned table (Megatron's
-  // --position-embedding-type rope beside GPT's other flags: Nemotron's); the RoPE settings below then apply to it.
-  bool gpt_rope = false;
+  // The other architecture's positions, as Megatron's --position-embedding-type chooses them apart from the rest: a
+  // GPT's RoPE in place of its learned table (Nemotron's; the RoPE settings below then apply to it), a Llama's learned
+  // table in place of RoPE (its gated FFN without --position-embedding-type rope, Megatron's learned_absolute default).
+  bool other_positions = false;
   int vocab = 512;
   float init_std = 0.02f;
   float norm_eps = 1e-5f;
@@ -175,8 +176,8 @@ struct ModelConfig {
   RopeFrequencies rope(int T) const;
   int qkv_dim() const { return (n_head + 2 * n_kv_head) * head_dim(); }
   // GPT's learned position table, Llama's RoPE: the model's positions unless no_positions.
-  bool learned_positions() const { return arch == Arch::kGpt && !no_positions && !gpt_rope; }
-  bool rope_turns() const { return (arch == Arch::kLlama || gpt_rope) && !no_positions; }
+  bool learned_positions() const { return (arch == Arch::kGpt) != other_positions && !no_positions; }
+  bool rope_turns() const { return (arch == Arch::kLlama) != other_positions && !no_positions; }
   bool rope_turns(int layer) const { return rope_turns() && (no_rope.empty() || no_rope[layer] == 0); }
   bool windowed(int layer) const { return window >= 0 && (window_layers.empty() || window_layers[layer] != 0); }
   bool sinks() const { return softmax != Softmax::kVanilla; }

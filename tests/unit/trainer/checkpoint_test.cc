@@ -1050,13 +1050,13 @@ TEST(ExactGeluTest, KeptInTheCheckpointsConfigForAGptWithGeluOnly) {
 }
 
 // Megatron's flags apart from the architecture, as Nemotron's GPT has them: RoPE in place of the position table
-// (gpt_rope; the RoPE settings then apply), no biases on the linear layers (no_linear_bias; LayerNorm's stay, and
-// --add-qkv-bias puts q's, k's and v's back), grouped-query attention. Each is kept in the checkpoint's config, reads
-// as a GPT's own from a header written before, and counts as the layout holds it.
+// (other_positions; the RoPE settings then apply), no biases on the linear layers (no_linear_bias; LayerNorm's stay,
+// and --add-qkv-bias puts q's, k's and v's back), grouped-query attention. Each is kept in the checkpoint's config,
+// reads as a GPT's own from a header written before, and counts as the layout holds it.
 TEST(GptWithoutBiasesTest, RopeNoBiasesAndGroupedQueryAttentionForAGpt) {
   const ModelConfig gpt = *Preset("gpt-tiny");
   ModelConfig rope = gpt;
-  rope.gpt_rope = true;
+  rope.other_positions = true;
   rope.rotary_percent = 0.5;
   EXPECT_TRUE(rope.rope_turns());
   EXPECT_FALSE(rope.learned_positions());
@@ -1064,7 +1064,7 @@ TEST(GptWithoutBiasesTest, RopeNoBiasesAndGroupedQueryAttentionForAGpt) {
   EXPECT_EQ(ParameterCount(rope), ParamLayout(rope).numel());
   EXPECT_EQ(ModelKind(rope), "gpt with RoPE");
   ModelConfig just_rope = gpt;
-  just_rope.gpt_rope = true;
+  just_rope.other_positions = true;
   ExpectKeptInHeader(just_rope, gpt, "position_embedding_type", "is \"rope\" in the checkpoint and "
                                                                  "\"learned_absolute\" here");
   auto back = FromJson(ToJson(rope), "header");
@@ -1098,12 +1098,36 @@ TEST(GptWithoutBiasesTest, RopeNoBiasesAndGroupedQueryAttentionForAGpt) {
   EXPECT_LT(ParamLayout(gqa).numel(), ParamLayout(gpt).numel());
 
   ModelConfig llama = *Preset("llama-tiny");
-  llama.gpt_rope = true;
-  EXPECT_EQ(Validate(llama).message(), "gpt_rope is for a GPT model: a Llama's positions are RoPE's anyway");
-  llama = *Preset("llama-tiny");
   llama.no_linear_bias = true;
   EXPECT_EQ(Validate(llama).message(), "no_linear_bias (--disable-bias-linear) is for a GPT model: a Llama's layers "
                                        "have no bias unless add_bias_linear");
+}
+
+// A Llama whose positions are a learned table (its gated FFN without --position-embedding-type rope, Megatron's
+// default): the table in its layout, no RoPE, RoPE's settings refused naming the table; kept in the checkpoint's
+// config; with no positions as well, refused.
+TEST(LearnedPositionsTest, ALlamaWithALearnedTable) {
+  const ModelConfig llama = *Preset("llama-tiny");
+  ModelConfig learned = llama;
+  learned.other_positions = true;
+  EXPECT_TRUE(learned.learned_positions());
+  EXPECT_FALSE(learned.rope_turns());
+  const ParamLayout layout(learned);
+  const TensorSpec* wpe = layout.Find("wpe");
+  ASSERT_NE(wpe, nullptr);
+  EXPECT_EQ(wpe->shape, (std::vector<int64_t>{llama.seq_len, llama.d_model}));
+  EXPECT_EQ(ParameterCount(learned), layout.numel());
+  EXPECT_EQ(ModelKind(learned), "llama with learned positions");
+  ExpectKeptInHeader(learned, llama, "position_embedding_type", "is \"learned_absolute\" in the checkpoint and "
+                                                                "\"rope\" here");
+  ModelConfig partial = learned;
+  partial.rotary_percent = 0.5;
+  EXPECT_EQ(Validate(partial).message(), "RoPE over part of each head (--rotary-percent) needs RoPE, which a Llama's "
+                                         "learned positions (--position-embedding-type learned_absolute) are not");
+  ModelConfig none = learned;
+  none.no_positions = true;
+  EXPECT_EQ(Validate(none).message(), "other_positions (--position-embedding-type learned_absolute) and no positions "
+                                      "(--position-embedding-type none): give one");
 }
 
 // Megatron's --qk-layernorm (Qwen3's q_norm and k_norm): two norms of head_dim values per layer (with biases for
@@ -1348,9 +1372,9 @@ TEST(NoPositionsTest, NeitherTheTableNorRopeKeptInTheCheckpointsConfig) {
   refused([](ModelConfig& c) { c.rope_scaling_factor = 8; }, "RoPE scaling (--use-rope-scaling)");
 
   common::Json other = ToJson(plain_llama);
-  other["position_embedding_type"] = "learned_absolute";
+  other["position_embedding_type"] = "alibi";
   EXPECT_EQ(FromJson(other, "header").status().message(),
-            "header: position_embedding_type 'learned_absolute' for a llama model (its own 'rope', or 'none')");
+            "header: position_embedding_type 'alibi' for a llama model ('learned_absolute', 'rope', or 'none')");
 }
 
 // Megatron's --no-rope-freq: an integer N skips RoPE in the last of every N layers (0 in none), a list expression of
@@ -1745,7 +1769,7 @@ TEST(YarnTest, FrequenciesAttentionFactorAndTheCheckpointsConfig) {
   common::Json lost = ToJson(c);
   lost["yarn"] = nullptr;
   EXPECT_EQ(FromJson(lost, "header").status().message(),
-            "header: position_embedding_type 'yarn' for a llama model (its own 'rope', or 'none')");
+            "header: position_embedding_type 'yarn' for a llama model ('learned_absolute', 'rope', or 'none')");
   lost = ToJson(c);
   lost["position_embedding_type"] = "rope";
   EXPECT_EQ(FromJson(lost, "header").status().message(),

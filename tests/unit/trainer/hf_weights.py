@@ -925,6 +925,10 @@ def check_nemotron(gen, tokens, targets):
     compare("Nemotron with its flags (norms whole)", folder, flags, reference, tokens, targets, False, "header")
     compare("Nemotron with its flags and --apply-layernorm-1p", folder, [*flags, "--apply-layernorm-1p"], reference,
             tokens, targets, False, "header")
+    expect_error("a Llama file for a Llama with a learned table", ["--swiglu", "--normalization", "RMSNorm",
+                 "--disable-bias-linear", "--load", os.path.join(WORK, "llama-untied.safetensors"), "--finetune"], 1,
+                 r"llama-untied\.safetensors holds a Hugging Face Llama model, whose positions are RoPE's, and this "
+                 r"run's model has a learned table \(--position-embedding-type learned_absolute\)$")
     expect_error("a Nemotron file for a GPT with the learned table", ["--disable-bias-linear", "--num-query-groups",
                  str(KV), "--squared-relu", "--ffn-hidden-size", str(FFN), "--untie-embeddings-and-output-weights",
                  "--load", folder, "--finetune"], 1,

@@ -290,6 +290,7 @@ struct Variant {
   // (--position-embedding-type rope --rotary-percent 0.5 --disable-bias-linear --num-query-groups 2 --squared-relu
   // --apply-layernorm-1p --untie-embeddings-and-output-weights).
   bool nemotron = false;
+  bool learned = false;  // a Llama's learned position table in place of RoPE (its gated FFN alone: Megatron's default)
 };
 
 // One training step: forward, backward, clip at 1.0, AdamW (lr 1e-3, weight decay 0.1), as the trainer does it;
@@ -319,7 +320,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                .original_positions = 16, .attention_factor = 1.2f};
   }
   if (variant.nemotron) {
-    config.gpt_rope = true;
+    config.other_positions = true;
     config.rotary_percent = 0.5;
     config.no_linear_bias = true;
     config.n_kv_head = 2;
@@ -327,6 +328,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
     config.norm_1p = true;
     SetTiedEmbeddings(config, false);
   }
+  config.other_positions = config.other_positions || variant.learned;
   if (variant.gemma) {
     config.geglu = true;
     config.embedding_multiplier = 8.0f;
@@ -358,7 +360,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
                                   (config.sinks() ? fmt::format("-{}", SoftmaxName(config.softmax)) : "") +
                                   (variant.quick_geglu ? "-quick-geglu" : "") + (variant.gemma ? "-gemma" : "") +
                                   (variant.yarn ? "-yarn" : "") + (variant.longrope ? "-longrope" : "") +
-                                  (variant.nemotron ? "-nemotron" : "") +
+                                  (variant.nemotron ? "-nemotron" : "") + (variant.learned ? "-learned" : "") +
                                   (dropout > 0 ? "-dropout" : "");
   Rng rng(42);
   InitParams(config, model.layout(), rng, model.params());
@@ -429,6 +431,7 @@ int main(int argc, char** argv) {
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.squared_relu = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.1f, {.exact_gelu = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.1f, {.nemotron = true});
+  srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.learned = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true});
   srunway::trainer::DumpStep(argv[1], "gpt-tiny", 0.0f, {.qk_norm = true});
   srunway::trainer::DumpStep(argv[1], "llama-tiny", 0.0f, {.qk_norm = true, .head_dim = 32});

@@ -361,6 +361,11 @@ def check_step(d, preset, llama, n_layer, H, KV, squared_relu=False, rmsnorm=Non
     if ("lm_head.weight" in before) != own_head:
         print(f"FAIL {preset} head: lm_head.weight {'missing' if own_head else 'present'}")
         failures.append(f"{preset} head")
+    # A learned position table: a GPT's but without positions or with RoPE (-nope, -nemotron), a -learned Llama's.
+    table = "-learned" in preset or (not llama and "-nope" not in preset and "-nemotron" not in preset)
+    if ("wpe" in before) != table:
+        print(f"FAIL {preset} positions: wpe {'missing' if table else 'present'}")
+        failures.append(f"{preset} positions")
     params = {k: v.clone().requires_grad_(True) for k, v in before.items()}
     loss = model_loss(params, tokens, targets, llama, n_layer, H, KV, 1e-5, 10000.0, masks, scaling,
                       squared_relu=squared_relu, rmsnorm=rmsnorm, rotary_dim=rotary_dim, interleaved=interleaved,
@@ -410,6 +415,9 @@ def main():
     # ReLU, norms 1 + weight, an output layer of its own.
     check_step(work, "gpt-tiny-nemotron-dropout", False, 2, 4, 2, squared_relu=True, rotary_dim=8, norm_1p=True,
                gpt_rope=True)
+    # A Llama with a learned position table in place of RoPE (its gated FFN without --position-embedding-type rope,
+    # Megatron's learned_absolute default).
+    check_step(work, "llama-tiny-learned", True, 2, 4, 2, rope=False)
     # Megatron's --qk-layernorm: RMSNorm on each head's q and k for the Llama (Qwen3's), LayerNorm for the GPT.
     check_step(work, "llama-tiny-qk-norm", True, 2, 4, 2)
     check_step(work, "gpt-tiny-qk-norm", False, 2, 4, 4)
@@ -462,13 +470,14 @@ def main():
     if failures:
         print(f"{len(failures)} checks failed: {', '.join(failures)}")
         sys.exit(1)
-    print("every op and the twenty-nine training steps (GPT and Llama, with and without dropout; Llama with q, k and v"
-          " biases; GPT with squared ReLU, with exact GELU and dropout, as Nemotron's (RoPE, no biases, GQA); both with q and k norms; both with heads of "
-          "another width; both with the other's norms; Llama with RoPE over a quarter of each head, with interleaved "
-          "pairs, and in its first layer only; both without positions; both with a sliding window, the Llama's in its "
-          "first layer only; GPT with an off-by-one softmax, Llama with learned sinks and dropout, Llama with quick "
-          "GEGLU, Llama as Gemma's (GeGLU, its embedding scaled, norms 1 + weight, its head tied), GPT with a head of "
-          "its own and dropout, Llama with YaRN, with LongRoPE, Llama with every bias and dropout) match PyTorch")
+    print("every op and the thirty training steps (GPT and Llama, with and without dropout; Llama with q, k and v "
+          "biases; GPT with squared ReLU, with exact GELU and dropout, as Nemotron's (RoPE, no biases, GQA); Llama with"
+          " learned positions; both with q and k norms; both with heads of another width; both with the other's norms; "
+          "Llama with RoPE over a quarter of each head, with interleaved pairs, and in its first layer only; both "
+          "without positions; both with a sliding window, the Llama's in its first layer only; GPT with an off-by-one "
+          "softmax, Llama with learned sinks and dropout, Llama with quick GEGLU, Llama as Gemma's (GeGLU, its "
+          "embedding scaled, norms 1 + weight, its head tied), GPT with a head of its own and dropout, Llama with YaRN,"
+          " with LongRoPE, Llama with every bias and dropout) match PyTorch")
 
 
 if __name__ == "__main__":

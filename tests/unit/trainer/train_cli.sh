@@ -1087,9 +1087,9 @@ grep -q "hidden 96, heads 4, FFN 300," "$kWork/out" || fail "--ffn-hidden-size 3
 grep -q "hidden 64, heads 4, FFN 176," "$kWork/out" || fail "llama-tiny's own FFN: $(head -1 "$kWork/out")"
 "$kTrain" --preset llama2-7b --hidden-size 4096 --dry-run --gpu-memory-gb 400 >"$kWork/out" 2>&1
 grep -q "hidden 4096, heads 32, FFN 11008," "$kWork/out" || fail "llama2-7b's hidden size restated: $(head -1 "$kWork/out")"
-# Megatron's architecture flags: Llama's gated FFN and RoPE together build a Llama (from llama-tiny without a
-# --preset), GPT's explicit learned positions a GPT, --normalization the norms of either; a part of Llama's set, or a
-# --preset of the other architecture, is one line, exit 2.
+# Megatron's architecture flags: a gated FFN builds a Llama (from llama-tiny without a --preset), RoPE's with
+# --position-embedding-type rope, GPT's explicit learned positions a GPT, --normalization the norms of either; a
+# --preset of the other architecture is one line, exit 2.
 llama=(--normalization RMSNorm --swiglu --position-embedding-type rope --untie-embeddings-and-output-weights
        --disable-bias-linear)
 "$kTrain" "${llama[@]}" --hidden-size 256 --num-attention-heads 8 --group-query-attention --num-query-groups 2 \
@@ -1098,8 +1098,21 @@ grep -q "^model llama (2 layers, hidden 256, heads 8, FFN 640, vocab 512, seq 12
   fail "Megatron's Llama flags: $(head -1 "$kWork/out")"
 "$kTrain" --normalization LayerNorm --position-embedding-type learned_absolute --dry-run >"$kWork/out" 2>&1
 grep -q "^model gpt (2 layers, hidden 64" "$kWork/out" || fail "Megatron's GPT flags: $(head -1 "$kWork/out")"
-expect_exit 2 "error: srunway-train builds GPT \\(GELU, learned positions unless --position-embedding-type rope\\) or Llama \\(SwiGLU, RoPE\\), either with biases unless --disable-bias-linear, either with --normalization LayerNorm or RMSNorm, either without positions \\(--position-embedding-type none\\), either with its output layer tied to the embedding unless --untie-embeddings-and-output-weights: --swiglu asks for Llama's, which also needs --position-embedding-type rope$" \
-  "$kTrain" --mock-data --swiglu --normalization RMSNorm
+# A gated FFN without --position-embedding-type rope (Megatron's learned_absolute default) builds a Llama whose
+# positions are a learned table (a part of Llama's set was refused before 2026-12-08): it trains, its checkpoint keeps
+# it, a resume with RoPE is refused naming it, and RoPE's settings are refused for it.
+"$kTrain" --mock-data --swiglu --normalization RMSNorm --disable-bias-linear --dry-run >"$kWork/out" 2>&1
+grep -q "^model llama with learned positions, with its output layer tied (2 layers, hidden 64, heads 4, FFN 176, vocab 512, seq 128): 133440 parameters" "$kWork/out" ||
+  fail "--swiglu without RoPE: $(head -1 "$kWork/out")"
+"$kTrain" --swiglu --normalization RMSNorm --disable-bias-linear --seq-length 32 --micro-batch-size 2 --mock-data \
+  --train-steps 2 --save "$kWork/llama-learned" >"$kWork/out" 2>"$kWork/err" ||
+  fail "a Llama with learned positions: $(cat "$kWork/err")"
+expect_exit 1 "position_embedding_type is \"learned_absolute\" in the checkpoint and \"rope\" here" \
+  "$kTrain" --swiglu --normalization RMSNorm --disable-bias-linear --position-embedding-type rope --seq-length 32 \
+  --micro-batch-size 2 --mock-data --train-steps 3 --load "$kWork/llama-learned"
+rm -rf "$kWork/llama-learned"
+expect_exit 2 "error: RoPE over part of each head \(--rotary-percent\) needs RoPE, which a Llama's learned positions \(--position-embedding-type learned_absolute\) are not$" \
+  "$kTrain" --mock-data --swiglu --rotary-percent 0.5
 # Without --normalization, Llama's four build the Llama Megatron builds from them (its default LayerNorm, as its own
 # Llama 3 scripts leave it); a --preset keeps its own norms, --normalization chooses them over any.
 "$kTrain" "${llama[@]:2}" --dry-run >"$kWork/out" 2>&1
