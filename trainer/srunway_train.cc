@@ -126,10 +126,9 @@ srunway::common::StatusOr<ArchFlags> ArchFromFlags(MegatronArch m, bool preset_g
     return flags;
   }
   flags.learned = m.position_embedding == "learned_absolute" || (m.position_embedding.empty() && !preset_given);
-  const size_t changes = (other_glu ? 1 : 0) + (m.position_embedding == "yarn" ? 1 : 0);
-  const size_t given = 1 + (m.position_embedding == "rope" || m.position_embedding == "yarn" ? 1 : 0) +
-                       (m.disable_bias ? 1 : 0);
-  if (given == changes && preset_given) return flags;
+  // Changes alone: --quick-geglu or --geglu, and YaRN or no positions or none said, without Llama's other flags.
+  const bool changes_only = other_glu && m.position_embedding != "rope" && !m.disable_bias;
+  if (changes_only && preset_given) return flags;
   flags.arch = Arch::kLlama;
   flags.linear_bias = !m.disable_bias;
   if (!flags.norm && !preset_given) flags.norm = Norm::kLayerNorm;

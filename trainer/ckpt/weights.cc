@@ -627,15 +627,19 @@ namespace {
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06), for JSON.
 double Shortest(float value) { return std::stod(fmt::format("{}", value)); }
 
-// The Hugging Face class a Llama is written as: Gemma with GeGLU, StableLM with LayerNorms, Qwen3 with q and k norms,
-// GLM with RoPE's pairs interleaved, Qwen2 with q, k and v's biases, Phi-3 with RoPE over a share of each head or
-// LongRoPE, Mistral with a window, else Llama.
+// The Hugging Face class a model is written as: a GPT with RoPE as Nemotron, another as GPT-2; a Llama as Gemma with
+// GeGLU, StableLM with LayerNorms, Qwen3 with q and k norms, GLM with RoPE's pairs interleaved, Qwen2 with q, k and
+// v's biases, Phi-3 with RoPE over a share of each head or LongRoPE, Mistral with a window, else Llama.
 struct HfClass {
   const char* model_type;
   const char* architecture;
   Naming naming;  // its files' tensor names
 };
-HfClass LlamaClass(const ModelConfig& c) {
+HfClass ExportClass(const ModelConfig& c) {
+  if (c.arch == Arch::kGpt) {
+    return c.other_positions ? HfClass{"nemotron", "NemotronForCausalLM", Naming::kHfNemotron}
+                             : HfClass{"gpt2", "GPT2LMHeadModel", Naming::kHfGpt2};
+  }
   if (c.geglu) return {"gemma", "GemmaForCausalLM", Naming::kHfGemma};
   if (c.layernorm()) return {"stablelm", "StableLmForCausalLM", Naming::kHfStableLm};
   if (c.qk_norm) return {"qwen3", "Qwen3ForCausalLM", Naming::kHfLlama};
@@ -870,9 +874,27 @@ common::Status GemmaActivation(const common::Json& json, const std::string& wher
   return common::Status::Ok();
 }
 
-}  // namespace
+// The sizes a Llama-family config.json names as Nemotron's does: layers, width, heads, KV heads (`kv_heads` unless
+// given, the heads' count where that is 0), the FFN's width, positions.
+common::Status LlamaSizes(const common::Json& json, const std::string& where, int kv_heads, ModelConfig& c) {
+  SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "hidden_size", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "num_attention_heads", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonFieldOr<int>(json, "num_key_value_heads",
+                                                                 kv_heads > 0 ? kv_heads : c.n_head, where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "intermediate_size", where));
+  SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "max_position_embeddings", where));
+  return common::Status::Ok();
+}
 
-namespace {
+// config.json's head_dim, or `fallback` where it gives none (GlmConfig's and GemmaConfig's defaults); 0 where
+// neither does. Refused where given and not positive.
+common::StatusOr<int> HeadDim(const common::Json& json, const std::string& where, int fallback) {
+  if (!Given(json, "head_dim")) return fallback;
+  SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, common::JsonField<int>(json, "head_dim", where));
+  if (head_dim <= 0) return common::FailedPrecondition("{}: head_dim must be positive, got {}", where, head_dim);
+  return head_dim;
+}
 
 // Biases on q, k, v and o_proj (attention_bias) and on the MLP's (mlp_bias), false unless given: both, Megatron's
 // add_bias_linear, or neither (srunway-train's `type` has one or the other).
@@ -956,14 +978,8 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     c.qkv_bias = type == "qwen2";
     c.qk_norm = type == "qwen3";
     c.rotary_interleaved = glm;
-    SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "hidden_size", where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "num_attention_heads", where));
+    SRUNWAY_RETURN_IF_ERROR(LlamaSizes(json, where, glm ? 2 : stablelm ? 32 : gemma ? 16 : 0, c));
     if (gemma) c.embedding_multiplier = GemmaEmbeddingMultiplier(c.d_model);
-    const int kv_heads = glm ? 2 : stablelm ? 32 : gemma ? 16 : c.n_head;  // unless given
-    SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonFieldOr<int>(json, "num_key_value_heads", kv_heads, where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "intermediate_size", where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "max_position_embeddings", where));
     // LlamaConfig's default, Phi3Config's, GlmConfig's and StableLmConfig's
     SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, stablelm ? number("layer_norm_eps", 1e-5)
                                                   : number("rms_norm_eps", type == "phi3" ? 1e-5
@@ -1016,10 +1032,8 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     }
     // The heads' width where it is not hidden_size / num_attention_heads (Qwen3's smaller models, Gemma's); GLM's
     // 128 unless given, Gemma's 256.
-    if (Given(json, "head_dim") || glm || gemma) {
-      SRUNWAY_ASSIGN_OR_RETURN(const int head_dim,
-                               common::JsonFieldOr<int>(json, "head_dim", gemma ? 256 : 128, where));
-      if (head_dim <= 0) return common::FailedPrecondition("{}: head_dim must be positive, got {}", where, head_dim);
+    SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, HeadDim(json, where, glm ? 128 : gemma ? 256 : 0));
+    if (head_dim > 0) {
       if (stablelm && c.n_head > 0 && head_dim != c.d_model / c.n_head) {
         return common::FailedPrecondition("{}: head_dim is {}: transformers' StableLM has heads hidden_size / "
                                           "num_attention_heads wide, {}", where, head_dim, c.d_model / c.n_head);
@@ -1046,22 +1060,14 @@ common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, co
     c.other_positions = true;
     c.squared_relu = true;
     c.norm_1p = true;
-    SRUNWAY_ASSIGN_OR_RETURN(c.n_layer, common::JsonField<int>(json, "num_hidden_layers", where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.d_model, common::JsonField<int>(json, "hidden_size", where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.n_head, common::JsonField<int>(json, "num_attention_heads", where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.n_kv_head, common::JsonFieldOr<int>(json, "num_key_value_heads", c.n_head, where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.d_ff, common::JsonField<int>(json, "intermediate_size", where));
-    SRUNWAY_ASSIGN_OR_RETURN(c.seq_len, common::JsonField<int>(json, "max_position_embeddings", where));
+    SRUNWAY_RETURN_IF_ERROR(LlamaSizes(json, where, 0, c));
     SRUNWAY_ASSIGN_OR_RETURN(c.norm_eps, number("norm_eps", 1e-5));
     SRUNWAY_RETURN_IF_ERROR(refuse_unless("hidden_act", "relu2"));
     SRUNWAY_RETURN_IF_ERROR(RopeFromHuggingFace(json, where, type, c));
     SRUNWAY_ASSIGN_OR_RETURN(const bool biases, EveryBiasOrNone(json, where, type));
     c.no_linear_bias = !biases;
-    if (Given(json, "head_dim")) {
-      SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, common::JsonField<int>(json, "head_dim", where));
-      if (head_dim <= 0) return common::FailedPrecondition("{}: head_dim must be positive, got {}", where, head_dim);
-      SetHeadDim(c, head_dim);
-    }
+    SRUNWAY_ASSIGN_OR_RETURN(const int head_dim, HeadDim(json, where, 0));
+    if (head_dim > 0) SetHeadDim(c, head_dim);
   } else {
     return common::FailedPrecondition("{}: model_type '{}': srunway-train builds GPT-2 (gpt2), Llama (llama), Qwen2 "
                                       "(qwen2), Qwen3 (qwen3), Mistral (mistral), Phi-3 (phi3), GLM (glm), "
@@ -1084,8 +1090,9 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
   const char* torch_dtype = dtype == StoredDtype::kBF16  ? "bfloat16"
                             : dtype == StoredDtype::kF16 ? "float16"
                                                          : "float32";
-  if (c.arch == Arch::kGpt && c.other_positions) {  // Nemotron (HuggingFaceExportable), its keys all written
-    return {{"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", "nemotron"},
+  const HfClass cls = ExportClass(c);
+  if (cls.naming == Naming::kHfNemotron) {  // its keys all written
+    return {{"architectures", {cls.architecture}}, {"model_type", cls.model_type},
             {"num_hidden_layers", c.n_layer}, {"hidden_size", c.d_model}, {"num_attention_heads", c.n_head},
             {"num_key_value_heads", c.n_kv_head}, {"head_dim", c.head_dim()}, {"intermediate_size", c.d_ff},
             {"max_position_embeddings", c.seq_len}, {"vocab_size", c.vocab}, {"norm_eps", Shortest(c.norm_eps)},
@@ -1094,15 +1101,14 @@ common::Json HuggingFaceConfig(const ModelConfig& c, StoredDtype dtype) {
             {"initializer_range", Shortest(c.init_std)}, {"tie_word_embeddings", c.tied_embeddings()},
             {"torch_dtype", torch_dtype}};
   }
-  if (c.arch == Arch::kGpt) {
-    return {{"architectures", {HuggingFaceArchitecture(c)}}, {"model_type", "gpt2"}, {"n_layer", c.n_layer},
+  if (cls.naming == Naming::kHfGpt2) {
+    return {{"architectures", {cls.architecture}}, {"model_type", cls.model_type}, {"n_layer", c.n_layer},
             {"n_embd", c.d_model}, {"n_head", c.n_head}, {"n_inner", c.d_ff}, {"n_positions", c.seq_len},
             {"vocab_size", c.vocab}, {"layer_norm_epsilon", Shortest(c.norm_eps)},
             {"activation_function", c.squared_relu ? "relu2" : c.exact_gelu ? "gelu" : "gelu_new"},
             {"initializer_range", Shortest(c.init_std)}, {"tie_word_embeddings", c.tied_embeddings()},
             {"torch_dtype", torch_dtype}};
   }
-  const HfClass cls = LlamaClass(c);
   common::Json rope_scaling = RopeScalingToJson(c);
   if (rope_scaling.is_object()) {
     for (const char* key : {"factor", "low_freq_factor", "high_freq_factor"}) {
@@ -1227,7 +1233,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "has no Hugging Face class; --export writes its weights",
                                       family, NormName(ArchNorm(c.arch)), NormName(c.norm()));
   }
-  if (c.other_norm) {  // written as StableLM (LlamaClass)
+  if (c.other_norm) {  // written as StableLM (ExportClass)
     SRUNWAY_RETURN_IF_ERROR(NoneOf(
         "StableLM, the Llama with LayerNorms (--normalization LayerNorm)",
         {{c.linear_bias, "biases beside q, k and v's (Llama's flags without --disable-bias-linear)"},
@@ -1261,7 +1267,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                    {{c.no_linear_bias, "layers without biases (--disable-bias-linear)"},
                                     {c.n_kv_head != c.n_head, "grouped-query attention (--num-query-groups)"}}));
   }
-  if (c.geglu && !gpt) {  // written as Gemma (LlamaClass)
+  if (c.geglu && !gpt) {  // written as Gemma (ExportClass)
     SRUNWAY_RETURN_IF_ERROR(NoneOf(
         "Gemma, the Llama with GeGLU (--geglu)",
         {{c.embedding_multiplier != GemmaEmbeddingMultiplier(c.d_model),
@@ -1290,7 +1296,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
                                       "sink (--softmax-type {}): it has no Hugging Face class; --export writes its "
                                       "weights", family, SoftmaxName(c.softmax));
   }
-  if (c.rotary_interleaved && !c.other_norm) {  // written as GLM (LlamaClass)
+  if (c.rotary_interleaved && !c.other_norm) {  // written as GLM (ExportClass)
     SRUNWAY_RETURN_IF_ERROR(NoneOf(
         "GLM, the Llama that turns RoPE's pairs interleaved (--rotary-interleaved)",
         {{c.linear_bias, "biases beside q, k and v's (Llama's flags without --disable-bias-linear)"},
@@ -1298,7 +1304,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
          {c.rope_scaling_factor != 0 || c.rope_linear_factor != 1.0f || c.longrope,
           "scaled RoPE (--use-rope-scaling, --rotary-seq-len-interpolation-factor, LongRoPE)"},
          {c.window >= 0, "sliding window (--window-size)"}}));
-  } else if ((c.rotary_percent != 1.0 || c.longrope) && !c.other_norm) {  // written as Phi-3 (LlamaClass)
+  } else if ((c.rotary_percent != 1.0 || c.longrope) && !c.other_norm) {  // written as Phi-3 (ExportClass)
     SRUNWAY_RETURN_IF_ERROR(NoneOf(
         "Phi3, the Llama that turns a share of each head by RoPE (--rotary-percent) or LongRoPE",
         {{c.qkv_bias || c.linear_bias, "biases (--add-qkv-bias, or Llama's flags without --disable-bias-linear)"},
@@ -1358,10 +1364,7 @@ common::Status HuggingFaceExportable(const ModelConfig& c) {
   return common::Status::Ok();
 }
 
-std::string HuggingFaceArchitecture(const ModelConfig& c) {
-  if (c.arch == Arch::kGpt) return c.other_positions ? "NemotronForCausalLM" : "GPT2LMHeadModel";
-  return LlamaClass(c).architecture;
-}
+std::string HuggingFaceArchitecture(const ModelConfig& c) { return ExportClass(c).architecture; }
 
 common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelConfig& config,
                                  std::span<const float> params, const std::optional<HfTokenizer>& tokenizer,
@@ -1371,10 +1374,7 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
   if (params.size() != static_cast<size_t>(layout.numel())) {
     return common::InvalidArgument("{} parameters given for a model of {}", params.size(), layout.numel());
   }
-  const Naming naming = config.arch == Arch::kLlama ? LlamaClass(config).naming
-                        : config.other_positions            ? Naming::kHfNemotron
-                                                     : Naming::kHfGpt2;
-  const NameMap names = Names(naming, config, "", /*file_head=*/true);
+  const NameMap names = Names(ExportClass(config).naming, config, "", /*file_head=*/true);
   std::vector<NamedTensor> tensors;
   // GPT-2's Conv1D weights, [in, out], and norm weights stored less 1 made whole (a moved vector keeps its buffer).
   std::vector<std::vector<float>> transposed;

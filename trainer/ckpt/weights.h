@@ -91,7 +91,7 @@ common::Status ExportHuggingFace(const std::filesystem::path& dir, const ModelCo
 common::StatusOr<ModelConfig> FromHuggingFaceConfig(const common::Json& json, const std::string& where);
 // Our model as Hugging Face's config.json describes it (GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM for
 // a Llama with qkv_bias, Qwen3ForCausalLM for one with qk_norm, GemmaForCausalLM for one with GeGLU, and the others
-// weights.cc's LlamaClass names; its torch_dtype that of the weights), for --export-hf; FromHuggingFaceConfig reads
+// weights.cc's ExportClass names; its torch_dtype that of the weights), for --export-hf; FromHuggingFaceConfig reads
 // it back as the same model.
 common::Json HuggingFaceConfig(const ModelConfig& config, StoredDtype dtype = StoredDtype::kF32);
 // Ok when transformers has a class for the model (not for a GPT with qk_norm, nor a Llama with qk_norm and

@@ -328,7 +328,7 @@ void DumpStep(const fs::path& dir, const std::string& preset, float dropout, con
     config.norm_1p = true;
     SetTiedEmbeddings(config, false);
   }
-  config.other_positions = config.other_positions || variant.learned;
+  if (variant.learned) config.other_positions = true;
   if (variant.gemma) {
     config.geglu = true;
     config.embedding_multiplier = 8.0f;
